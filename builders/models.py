@@ -1,0 +1,195 @@
+"""Model sources: timm names, Hugging Face vision models, local ONNX files; weights from local files.
+
+Nothing here downloads: timm models are built with `pretrained=False`, Hugging Face models from a
+local folder, a model type (`hf:segformer`) or the local cache, and `--checkpoint` loads weights.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sessions.errors import InputError
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class LoadedModel:
+    name: str
+    source: str  # timm | hf | onnx
+    module: Any  # torch.nn.Module in eval mode; None for ONNX files
+    input_size: tuple[int, int, int]  # C, H, W
+    transform: Callable | None  # PIL image -> CHW float tensor
+    onnx_path: Path | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def load_model(name: str, checkpoint: Path | None = None) -> LoadedModel:
+    path = Path(name)
+    if name.endswith(".onnx"):
+        if not path.is_file():
+            raise InputError(f"no such ONNX file: {name}")
+        return _onnx_model(path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(f"{name} is a folder without config.json, not a Hugging Face model")
+        model = _hf_model(str(path), local=True)
+    elif name.startswith("hf:"):
+        model = _hf_model(name[3:], model_type=True)
+    elif "/" in name:
+        model = _hf_model(name)
+    else:
+        model = _timm_model(name)
+    if checkpoint is not None:
+        load_checkpoint(model.module, checkpoint)
+        model.details["checkpoint"] = str(checkpoint)
+    return model
+
+
+def _timm_model(name: str) -> LoadedModel:
+    import timm
+    from timm.data import create_transform, resolve_data_config
+
+    known = timm.list_models()
+    if name not in known:
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
+        raise InputError(f"unknown model {name!r}: not a timm model, ONNX file or Hugging Face id{hint}")
+    module = timm.create_model(name, pretrained=False).eval()
+    config = resolve_data_config({}, model=module)
+    return LoadedModel(
+        name=name,
+        source="timm",
+        module=module,
+        input_size=tuple(config["input_size"]),
+        transform=create_transform(**config),
+        details={"data_config": {k: v for k, v in config.items() if isinstance(v, (int, float, str, tuple))}},
+    )
+
+
+class HFLogits:
+    """Wraps a transformers vision model so that calling it returns the logits tensor."""
+
+    @staticmethod
+    def wrap(model):
+        import torch
+
+        class _Wrapped(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.model = inner
+
+            def forward(self, pixel_values):
+                return self.model(pixel_values=pixel_values).logits
+
+        return _Wrapped(model).eval()
+
+
+def _hf_model(name: str, local: bool = False, model_type: bool = False) -> LoadedModel:
+    import transformers
+
+    try:
+        if model_type:
+            config = transformers.AutoConfig.for_model(name)
+        else:
+            config = transformers.AutoConfig.from_pretrained(name, local_files_only=True)
+    except ValueError as exc:
+        raise InputError(f"unknown Hugging Face model type {name!r}: {str(exc).splitlines()[0]}") from None
+    except OSError:
+        raise InputError(
+            f"{name!r} is not in the local Hugging Face cache and there is no hub here; "
+            "pass a local folder with config.json, or hf:<model_type> (e.g. hf:segformer) for random weights"
+        ) from None
+    model = None
+    errors = []
+    for auto in (transformers.AutoModelForImageClassification, transformers.AutoModelForSemanticSegmentation):
+        try:
+            if local:
+                model = auto.from_pretrained(name, local_files_only=True)
+            else:
+                model = auto.from_config(config)
+            break
+        except (ValueError, OSError) as exc:
+            errors.append(str(exc).splitlines()[0])
+    if model is None:
+        raise InputError(f"{name!r} is not an image-classification or segmentation model ({errors[-1]})")
+    size = getattr(config, "image_size", 224)
+    size = size if isinstance(size, int) else int(size[0])
+    channels = getattr(config, "num_channels", 3)
+    return LoadedModel(
+        name=name,
+        source="hf",
+        module=HFLogits.wrap(model),
+        input_size=(channels, size, size),
+        transform=_plain_transform(size),
+        details={"model_type": config.model_type},
+    )
+
+
+def _plain_transform(size: int) -> Callable:
+    from torchvision import transforms
+
+    return transforms.Compose(
+        [
+            transforms.Resize((size, size)),
+            transforms.ToTensor(),
+            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
+
+
+def _onnx_model(path: Path) -> LoadedModel:
+    import onnx
+
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:  # onnx raises DecodeError and others for damaged files
+        raise InputError(f"{path} is not a readable ONNX file: {exc}") from None
+    dims = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim] if graph.input else []
+    if len(dims) != 4 or not all(dims[1:]):
+        raise InputError(f"{path}: expected one NCHW image input with fixed C, H, W; found {dims}")
+    return LoadedModel(
+        name=path.stem,
+        source="onnx",
+        module=None,
+        input_size=(dims[1], dims[2], dims[3]),
+        transform=_plain_transform(dims[2]),
+        onnx_path=path,
+    )
+
+
+def load_checkpoint(module, path: Path) -> None:
+    """Weights from safetensors or a torch file (weights_only: never unpickle arbitrary objects)."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no such checkpoint: {path}")
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            state = load_file(str(path))
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # safetensors, pickle and zip errors all mean the same to the user
+        raise InputError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
+    for key in ("state_dict", "model", "model_state_dict"):
+        if isinstance(state, dict) and isinstance(state.get(key), dict):
+            state = state[key]
+    if not isinstance(state, dict):
+        raise InputError(f"checkpoint {path} holds no state dict")
+    state = {k.removeprefix("module."): v for k, v in state.items()}
+    target = module.model if hasattr(module, "model") and not any(k.startswith("model.") for k in state) else module
+    result = target.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise InputError(
+            f"checkpoint {path} does not fit the model: {len(result.missing_keys)} missing and "
+            f"{len(result.unexpected_keys)} unexpected keys (first: "
+            f"{(result.missing_keys or result.unexpected_keys)[0]})"
+        )

@@ -1,0 +1,1 @@
+"""trt-inspect's front ends: the headless CLI and the Textual app (loaded only when opened)."""

@@ -1,0 +1,218 @@
+"""The headless command line, twin of the TUI. Imports nothing heavy until a command needs it.
+
+stdout carries data only (tables, JSON, Markdown); progress and errors go to stderr as one line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from sessions.errors import ExitCode, InspectError
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
+
+
+def command(name: str):
+    def register(fn: Callable[[argparse.Namespace], int]):
+        COMMANDS[name] = fn
+        return fn
+
+    return register
+
+
+def _err(message: str) -> None:
+    print(f"trt-inspect: {message}", file=sys.stderr, flush=True)
+
+
+def _add_study_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="timm name (senet154), Hugging Face id or folder, hf:<model_type>, or an .onnx file")
+    p.add_argument("--backend", default="auto", choices=["auto", "torch", "tensorrt"])
+    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda where a GPU is visible")
+    p.add_argument("--variants", help="comma list of fp32, fp16, bf16, fp8, fp8-<layout> (default: fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--fp8-layout", action="append", dest="fp8_layouts", default=[], metavar="LAYOUT",
+                   help="all | no-se | no-se-no-layer1; repeatable (default: all and no-se)")
+    p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN",
+                   help="module paths kept out of FP8 (fnmatch, e.g. '*.se.*'); repeatable")
+    p.add_argument("--images", help="folder of images (class folders or flat) for calibration and quality; default: scikit-image's photographs")
+    p.add_argument("--calib-count", type=int, default=16)
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--iters", type=int)
+    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS")
+    p.add_argument("--tracer", default="auto", choices=["auto", "cupti", "torch", "none"])
+    p.add_argument("--trace-calls", type=int, default=1)
+    p.add_argument("--checkpoint", help="weights: .safetensors or a torch file (loaded with weights_only=True)")
+    p.add_argument("--opt-level", type=int, default=3, help="TensorRT builder_optimization_level (0-5)")
+    p.add_argument("--out", help="session file to write (default: the user-data folder)")
+    p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trt-inspect",
+        description="Profile fp16 against FP8 engines layer by layer and kernel by kernel. "
+        "`trt-inspect MODEL` runs a whole study (the TUI on a terminal, headless otherwise).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("run", help="run a study headless and save its session")
+    _add_study_options(p)
+
+    p = sub.add_parser("open", help="open a saved session in the TUI")
+    p.add_argument("session", nargs="?", help="session file or name (default: the session browser)")
+
+    p = sub.add_parser("show", help="print a session's variant table")
+    p.add_argument("session")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("sessions", help="list saved sessions")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _study_options(args: argparse.Namespace):
+    from inspector.study import StudyOptions
+
+    fields = StudyOptions.__dataclass_fields__
+    return StudyOptions(**{k: v for k, v in vars(args).items() if k in fields})
+
+
+def _print_json(document) -> None:
+    import orjson
+
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def _print_summary(session, path) -> None:
+    from sessions.summary import SUMMARY_HEADERS, summary_rows
+    from sessions.tables import render_text
+
+    gpu = session.environment.gpu.name if session.environment.gpu else session.environment.cpu
+    print(f"{session.study.model}  batch {session.study.batch}  {session.study.backend} on {session.study.device} ({gpu})")
+    print(render_text(SUMMARY_HEADERS, summary_rows(session)))
+    baseline = session.baseline()
+    if baseline is not None:
+        print(f"x = {baseline.name} median / variant median (above 1 is faster)")
+    if any(v.simulated for v in session.variants):
+        print("simulated variants: numerics of the recipe, not the speed of its kernels")
+    if path is not None:
+        print(f"session: {path}")
+
+
+@command("run")
+def cmd_run(args: argparse.Namespace) -> int:
+    from inspector.study import Progress, run_study
+
+    options = _study_options(args)
+    saved: list = []
+
+    def report(progress: Progress) -> None:
+        if progress.session_path is not None:
+            saved.append(progress.session_path)
+        _err(f"[{progress.phase}] {progress.message}")
+
+    try:
+        session, path = run_study(options, args.argv, report)
+    except KeyboardInterrupt:
+        where = f"; finished variants are saved in {saved[-1]}" if saved else ""
+        _err(f"interrupted{where}")
+        return ExitCode.INTERRUPTED
+    except InspectError as exc:
+        if saved:
+            exc.message += f" (measured so far: {saved[-1]})"
+        raise
+    if args.json:
+        from sessions.summary import summary_document
+
+        _print_json(summary_document(session, str(path)))
+    else:
+        _print_summary(session, path)
+    failed = [v.name for v in session.variants if v.status != "ok"]
+    return ExitCode.FAILURE if failed else ExitCode.OK
+
+
+@command("show")
+def cmd_show(args: argparse.Namespace) -> int:
+    from sessions.storage import load, resolve
+
+    path = resolve(args.session)
+    session = load(path)
+    if args.json:
+        from sessions.summary import summary_document
+
+        _print_json(summary_document(session, str(path)))
+    else:
+        _print_summary(session, path)
+    return ExitCode.OK
+
+
+@command("sessions")
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from sessions.storage import list_sessions, sessions_dir
+    from sessions.tables import render_text
+
+    entries, problems = list_sessions()
+    for problem in problems:
+        _err(f"skipped: {problem}")
+    if args.json:
+        _print_json([{**e.__dict__, "path": str(e.path)} for e in entries])
+        return ExitCode.OK
+    if not entries:
+        _err(f"no sessions in {sessions_dir()}")
+        return ExitCode.OK
+    rows = [[e.path.name, e.model, e.created, e.gpu, f"{e.backend}/{e.device}", ",".join(e.variants)] for e in entries]
+    print(render_text(["session", "model", "created", "GPU / CPU", "backend", "variants"], rows))
+    return ExitCode.OK
+
+
+@command("open")
+def cmd_open(args: argparse.Namespace) -> int:
+    from inspector.tui import open_tui
+
+    return open_tui(session=args.session)
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
+    if bare_model and _interactive():
+        try:
+            from inspector.tui import open_tui
+
+            return open_tui(model_args=argv)
+        except InspectError as exc:
+            _err(f"error: {exc.message}")
+            return exc.exit_code
+    if bare_model:
+        argv = ["run", *argv]
+    if not argv:
+        if _interactive():
+            from inspector.tui import open_tui
+
+            return open_tui()
+        parser.print_help(sys.stderr)
+        return ExitCode.USAGE
+    args = parser.parse_args(argv)
+    args.argv = ["trt-inspect", *argv]
+    try:
+        return COMMANDS[args.command](args)
+    except InspectError as exc:
+        _err(f"error: {exc.message}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        return ExitCode.OK
+
+
+def run() -> None:
+    sys.exit(main())
+

@@ -1,0 +1,1 @@
+"""Measurements: timing, per-layer profiles, kernel tracing and attribution, quality, environment."""

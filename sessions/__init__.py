@@ -1,0 +1,1 @@
+"""The session document: model, storage, diff, groups and export. No Textual here."""

@@ -1,0 +1,36 @@
+"""Errors that reach the user as one line and a documented exit code.
+
+Every layer raises these; only the CLI and the TUI turn them into output.
+"""
+
+from __future__ import annotations
+
+
+class ExitCode:
+    OK = 0
+    FAILURE = 1  # a run failed, or `diff` found a regression
+    USAGE = 2  # bad arguments or bad input files
+    ENVIRONMENT = 3  # no GPU / TensorRT / CUPTI for what was asked
+    INTERRUPTED = 130
+
+
+class InspectError(Exception):
+    """A failure with a one-line message meant for the user."""
+
+    exit_code = ExitCode.FAILURE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InputError(InspectError):
+    """The user gave something we cannot use: a name, a path, a corrupt file."""
+
+    exit_code = ExitCode.USAGE
+
+
+class MissingEnvironment(InspectError):
+    """A GPU, TensorRT, CUPTI or another optional piece is not available."""
+
+    exit_code = ExitCode.ENVIRONMENT

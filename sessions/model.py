@@ -1,0 +1,219 @@
+"""The session document: what a study measured, written by every source, read by every view.
+
+A session is plain data (JSON through orjson, never pickles). `SCHEMA_VERSION` rises whenever a
+field changes meaning; loaders refuse newer versions rather than guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+TOOL = "trt-inspect"
+
+
+@dataclass
+class Study:
+    """What was asked for: the model, its input, and the command that reruns it."""
+
+    model: str
+    source: str  # timm | hf | onnx | trtexec
+    input_shape: list[int]  # one sample, without the batch dimension
+    batch: int
+    command: list[str]
+    created: str  # ISO 8601, UTC
+    backend: str  # torch | tensorrt | trtexec
+    device: str  # cuda | cpu
+    tool_version: str
+    settings: dict[str, Any] = field(default_factory=dict)  # every option `rerun` needs
+
+
+@dataclass
+class GpuInfo:
+    name: str
+    uuid: str | None = None
+    driver: str | None = None
+    cuda_driver: str | None = None
+    compute_capability: str | None = None
+    multiprocessors: int | None = None
+    memory_mib: int | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    max_sm_clock_mhz: int | None = None
+    clock_event_reasons: list[str] = field(default_factory=list)
+    temperature_c: int | None = None
+    power_w: float | None = None
+    pstate: str | None = None
+
+
+@dataclass
+class Environment:
+    host: str
+    os: str
+    cpu: str
+    cpu_count: int
+    python: str
+    versions: dict[str, str | None]  # package -> version, None where not installed
+    gpu: GpuInfo | None = None
+
+
+@dataclass
+class TimingMethod:
+    """What lies between the two clock reads, in numbers and in words."""
+
+    timer: str  # cuda-events | perf_counter | trtexec
+    timed_region: str
+    cuda_graph: bool
+    warmup_s: float
+    rounds: int
+    iters: int
+    interleaved: bool
+    transfers_included: bool
+    static_inputs: bool
+    per_layer: str  # what per-layer time means
+    kernels: str  # how kernels were traced and attributed
+
+
+@dataclass
+class LatencyStats:
+    samples_ms: list[float]
+    min_ms: float
+    median_ms: float
+    mean_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    std_ms: float
+    cov: float  # std / mean
+
+
+@dataclass
+class Recipe:
+    """How a quantized variant was made: which layers, which scales, which calibration data."""
+
+    method: str  # e.g. "modelopt mtq.quantize FP8_DEFAULT_CFG"
+    number_format: str  # e.g. "fp8 e4m3"
+    layout: str | None
+    exclude_patterns: list[str]
+    quantized: list[str]
+    excluded: list[str]
+    scales: str
+    calibration_source: str
+    calibration_count: int
+
+
+@dataclass
+class Quality:
+    reference: str
+    image_source: str
+    images: int
+    top1_agreement: float
+    mean_kl: float
+    max_abs_logit_error: float
+    nonfinite: int
+
+
+@dataclass
+class Layer:
+    """One layer: a TensorRT layer, or a PyTorch module that owns kernels or ops of its own."""
+
+    name: str
+    kind: str  # TensorRT LayerType or PyTorch module class
+    time_ms: float | None = None  # per call
+    precision: str | None = None
+    groups: int | None = None  # convolution groups
+    kernel_shape: list[int] | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)  # tactic, channels, origin, ONNX nodes, ...
+
+
+@dataclass
+class KernelTable:
+    """Kernels (or CPU ops) of the traced calls, stored column by column.
+
+    Columnar because a study holds up to hundreds of thousands of records: lists of ints load in
+    a fraction of the time that one object per record takes.
+    """
+
+    names: list[str] = field(default_factory=list)  # distinct names; `name` indexes them
+    name: list[int] = field(default_factory=list)
+    layer: list[int] = field(default_factory=list)  # index into Variant.layers, -1 outside any layer
+    call: list[int] = field(default_factory=list)  # which traced call, 0-based
+    start_ns: list[int] = field(default_factory=list)  # from the first record of the trace
+    duration_ns: list[int] = field(default_factory=list)
+    stream: list[int] = field(default_factory=list)
+    grid: list[list[int]] = field(default_factory=list)
+    block: list[list[int]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def validate(self) -> None:
+        n = len(self.name)
+        for column in ("layer", "call", "start_ns", "duration_ns", "stream", "grid", "block"):
+            if len(getattr(self, column)) != n:
+                raise ValueError(f"kernels.{column} has {len(getattr(self, column))} rows, expected {n}")
+        if n and (min(self.name) < 0 or max(self.name) >= len(self.names)):
+            raise ValueError("kernels.name points outside kernels.names")
+
+
+@dataclass
+class TraceSummary:
+    tracer: str  # cupti | torch-profiler | cpu-ops | none
+    unit: str  # kernel | op
+    calls: int  # inferences traced
+    records: int
+    unattributed: int  # records outside any layer
+    dropped: int  # records the tracer reported lost
+    note: str = ""
+
+    @property
+    def per_call(self) -> float:
+        return self.records / self.calls if self.calls else 0.0
+
+
+@dataclass
+class Variant:
+    name: str  # fp32, fp16, fp8-no-se, ...
+    backend: str  # torch | tensorrt | trtexec
+    precision: str  # fp32 | fp16 | bf16 | fp8 | int8 | mixed
+    device: str
+    status: str = "ok"  # ok | failed
+    error: str | None = None
+    simulated: bool = False  # True where the numerics are emulated (PyTorch FP8): time is not FP8 speed
+    recipe: Recipe | None = None
+    build_s: float | None = None
+    artifact_bytes: int | None = None
+    latency: LatencyStats | None = None
+    layers: list[Layer] = field(default_factory=list)
+    kernels: KernelTable | None = None
+    trace: TraceSummary | None = None
+    quality: Quality | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Session:
+    study: Study
+    environment: Environment
+    method: TimingMethod
+    variants: list[Variant] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+    tool: str = TOOL
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        known = ", ".join(v.name for v in self.variants) or "none"
+        from sessions.errors import InputError
+
+        raise InputError(f"no variant {name!r} in this session (variants: {known})")
+
+    def baseline(self) -> Variant | None:
+        """The variant others are compared with: fp16 where measured, else the first timed one."""
+        timed = [v for v in self.variants if v.latency is not None]
+        for variant in timed:
+            if variant.name == "fp16":
+                return variant
+        return timed[0] if timed else None

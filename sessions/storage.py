@@ -1,0 +1,163 @@
+"""Reading and writing session files: atomic saves, strict loads, the default folder."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from sessions.codec import ShapeError, build
+from sessions.errors import InputError, InspectError
+from sessions.model import SCHEMA_VERSION, TOOL, Session
+
+SESSIONS_ENV = "TRT_INSPECT_HOME"  # overrides the platform's user-data folder (tests, CI)
+
+
+def sessions_dir() -> Path:
+    """Where sessions go when `--out` is not given."""
+    home = os.environ.get(SESSIONS_ENV)
+    if home:
+        return Path(home) / "sessions"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("trt-inspect", appauthor=False)) / "sessions"
+
+
+def encode(session: Session) -> bytes:
+    return orjson.dumps(session, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+def save(session: Session, path: Path) -> Path:
+    """Write `session` to `path` atomically: a crash or a full disk never leaves a partial file."""
+    path = Path(path)
+    data = encode(session)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except OSError as exc:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise InspectError(f"cannot save session {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def decode(data: bytes, origin: str) -> Session:
+    """Parse session bytes; every way they can be wrong becomes one InputError line."""
+    if not data.strip():
+        raise InputError(f"{origin} is empty, not a trt-inspect session")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{origin} is not valid JSON (corrupt or truncated): {exc}") from None
+    if not isinstance(doc, dict) or doc.get("tool") != TOOL:
+        raise InputError(f"{origin} is not a trt-inspect session")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InputError(f"{origin} has no valid schema_version")
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"{origin} uses session schema {version}, newer than this trt-inspect reads ({SCHEMA_VERSION}); upgrade trt-inspect"
+        )
+    if version < 1:
+        raise InputError(f"{origin} has an unknown schema_version {version}")
+    try:
+        session = build(Session, doc)
+        for variant in session.variants:
+            if variant.kernels is not None:
+                variant.kernels.validate()
+    except (ShapeError, ValueError) as exc:
+        raise InputError(f"{origin} is not a valid session: {exc}") from None
+    return session
+
+
+def load(path: Path | str) -> Session:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"no such session file: {path}") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a folder, not a session file") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return decode(data, str(path))
+
+
+@dataclass
+class SessionEntry:
+    path: Path
+    model: str
+    created: str
+    gpu: str
+    backend: str
+    device: str
+    variants: list[str]
+
+
+def list_sessions(folder: Path | None = None) -> tuple[list[SessionEntry], list[str]]:
+    """Saved sessions, newest first, and one line for each file that could not be read."""
+    folder = folder or sessions_dir()
+    entries: list[SessionEntry] = []
+    problems: list[str] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            session = load(path)
+        except InputError as exc:
+            problems.append(exc.message)
+            continue
+        gpu = session.environment.gpu.name if session.environment.gpu else session.environment.cpu
+        entries.append(
+            SessionEntry(
+                path=path,
+                model=session.study.model,
+                created=session.study.created,
+                gpu=gpu,
+                backend=session.study.backend,
+                device=session.study.device,
+                variants=[v.name for v in session.variants],
+            )
+        )
+    entries.sort(key=lambda e: e.created, reverse=True)
+    return entries, problems
+
+
+def resolve(name_or_path: str) -> Path:
+    """A session named by path, or by file name / stem inside the default folder."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    for candidate in (sessions_dir() / name_or_path, sessions_dir() / f"{name_or_path}.json"):
+        if candidate.is_file():
+            return candidate
+    raise InputError(f"no such session: {name_or_path} (see `trt-inspect sessions`)")
