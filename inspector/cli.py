@@ -46,6 +46,7 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", help="weights: .safetensors or a torch file (loaded with weights_only=True)")
     p.add_argument("--opt-level", type=int, default=3, help="TensorRT builder_optimization_level (0-5)")
     p.add_argument("--out", help="session file to write (default: the user-data folder)")
+    p.add_argument("--raw-trace", metavar="DIR", help="also write each variant's raw tracer records to DIR")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 

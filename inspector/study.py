@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import importlib.util
 import re
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ class StudyOptions:
     trace_calls: int = 1
     checkpoint: str | None = None
     out: str | None = None
+    raw_trace: str | None = None  # folder for each variant's raw tracer records
     opt_level: int = 3  # TensorRT builder_optimization_level
 
     def validate(self) -> None:
@@ -184,6 +186,7 @@ def run_study(options: StudyOptions, command: list[str], report: Report) -> tupl
             backend=backend_name,
             device=device,
             tool_version=_tool_version(),
+            weights=options.checkpoint or ("random (pretrained=False)" if model.source != "onnx" else "from the ONNX file"),
             settings=settings,
         ),
         environment=environment.collect(device, torch.version.cuda if device == "cuda" else None),
@@ -265,19 +268,27 @@ def _measure_variant(variant, engine, reference, pixels, image_source, tracer, o
     from profilers.demangle import demangle
     from profilers.module_ranges import ROOT
 
-    engine.run_once()  # warm: lazy initialisation stays out of the trace
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    untraced_ms = _wall_ms(engine.run_once, synchronize, 3)  # also warms: lazy set-up stays out of the trace
+    started = time.perf_counter()
     if tracer == "cupti":
         from profilers import kernel_trace
 
         with engine.layer_ranges(kernel_trace.RANGE_KIND):
-            records = kernel_trace.trace(engine.run_once, options.trace_calls, torch.cuda.synchronize)
+            records = kernel_trace.trace(engine.run_once, options.trace_calls, synchronize)
     else:
         from profilers import torch_trace
 
         with engine.layer_ranges(torch_trace.RANGE_KIND):
             records = torch_trace.trace(engine.run_once, options.trace_calls, device)
+    traced_ms = (time.perf_counter() - started) * 1e3 / options.trace_calls
+    if options.raw_trace:
+        from profilers import raw_trace
+
+        raw_trace.dump(records, Path(options.raw_trace) / f"{variant.name}.trace.json")
     index = LayerIndex(engine.layers())
     table, summary = summarize(records, index)
+    summary.untraced_call_ms, summary.traced_call_ms = untraced_ms, traced_ms
     table.names = demangle(table.names)
     variant.layers = prune_unused(index.layers, table, {ROOT})
     variant.kernels = table
@@ -304,6 +315,18 @@ def _time_variants(session: Session, engines: dict, plan, device: str, path: Pat
 
     report(Progress("timing", f"warm-up {plan.warmup_s:g} s per variant, then {plan.rounds} rounds", None, 0, plan.rounds))
     measure(steps, plan, device, on_round)
+
+
+def _wall_ms(step, synchronize, repeats: int) -> float:
+    """Best host wall time of `step` over `repeats`, device work included."""
+    best = float("inf")
+    for _ in range(repeats):
+        synchronize()
+        t0 = time.perf_counter()
+        step()
+        synchronize()
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
 
 
 def _cycle(pixels, count: int):

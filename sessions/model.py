@@ -26,6 +26,7 @@ class Study:
     backend: str  # torch | tensorrt | trtexec
     device: str  # cuda | cpu
     tool_version: str
+    weights: str = "unknown"  # "random (pretrained=False)" or the checkpoint path
     settings: dict[str, Any] = field(default_factory=dict)  # every option `rerun` needs
 
 
@@ -166,6 +167,8 @@ class TraceSummary:
     unattributed: int  # records outside any layer
     dropped: int  # records the tracer reported lost
     note: str = ""
+    untraced_call_ms: float | None = None  # host wall time of one eager call, tracer off
+    traced_call_ms: float | None = None  # the same call with ranges on and the tracer recording
 
     @property
     def per_call(self) -> float:
