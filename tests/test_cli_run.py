@@ -1,0 +1,79 @@
+"""The CLI run end to end on the CPU, as a user runs it: a fresh process, real model code, real images."""
+
+import orjson
+import pytest
+
+from sessions import storage
+from tests.conftest import run_cli
+
+FAST = ["--device", "cpu", "--rounds", "2", "--iters", "2", "--warmup", "0", "--calib-count", "2"]
+
+
+@pytest.fixture(scope="module")
+def resnet_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "resnet.json"
+    result = run_cli("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--json", "--out", str(out))
+    return result, out
+
+
+def test_json_summary_on_stdout_progress_on_stderr(resnet_run):
+    result, out = resnet_run
+    assert result.returncode == 0, result.stderr
+    summary = orjson.loads(result.stdout)
+    assert [v["name"] for v in summary["variants"]] == ["fp32", "bf16", "fp8-all"]
+    assert summary["baseline"] == "fp32" and summary["device"] == "cpu"
+    assert "[timing]" in result.stderr and "[timing]" not in result.stdout
+
+
+def test_session_holds_every_measurement(resnet_run):
+    _, out = resnet_run
+    session = storage.load(out)
+    assert session.study.command[:3] == ["trt-inspect", "run", "test_resnet"]
+    assert session.study.weights == "random (pretrained=False)"
+    for variant in session.variants:
+        assert variant.status == "ok"
+        assert len(variant.latency.samples_ms) == 4  # 2 rounds x 2 iterations
+        assert variant.trace.tracer == "cpu-ops" and variant.trace.unattributed == 0
+        assert variant.trace.records == len(variant.kernels) > 0
+        assert variant.quality.images >= 10 and variant.quality.nonfinite == 0
+    fp8 = session.variant("fp8-all")
+    assert fp8.simulated and fp8.recipe.quantized and fp8.recipe.calibration_count == 2
+    assert fp8.recipe.calibration_source == "scikit-image sample photographs"
+    quantized_layers = [layer.name for layer in fp8.layers if layer.precision == "fp8"]
+    assert set(quantized_layers) <= set(fp8.recipe.quantized)
+    # the fake-quant ops are attributed to the quantizer modules, so FP8 has more ops per call
+    assert fp8.trace.records > session.variant("fp32").trace.records
+
+
+def test_text_output_and_show(resnet_run):
+    _, out = resnet_run
+    result = run_cli("show", str(out))
+    assert result.returncode == 0
+    assert "fp8-all (simulated)" in result.stdout and "median ms" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["run", "resnet19", "--device", "cpu"], 2, "did you mean"),
+        (["run", "test_resnet", "--device", "cpu", "--variants", "fp7"], 2, "unknown variant"),
+        (["run", "test_resnet", "--device", "cpu", "--batch", "0"], 2, "--batch must be at least 1"),
+        (["run", "test_resnet", "--backend", "tensorrt"], 3, "TensorRT is not installed"),
+        (["run", "test_resnet", "--device", "cuda"], 3, "no CUDA GPU"),
+        (["run", "test_resnet", "--device", "cpu", "--images", "/nonexistent"], 2, "no such folder"),
+        (["run", "missing.onnx"], 2, "no such ONNX file"),
+        (["show", "/nonexistent.json"], 2, "no such session"),
+        (["run", "test_resnet", "--device", "cpu", "--checkpoint", "/nonexistent.pt"], 2, "no such checkpoint"),
+    ],
+)
+def test_bad_input_gets_one_line_and_an_exit_code(args, code, message):
+    result = run_cli(*args)
+    assert result.returncode == code, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("trt-inspect: error")]
+    assert len(errors) == 1 and message in errors[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_no_arguments_without_a_terminal_prints_help():
+    result = run_cli()
+    assert result.returncode == 2 and "usage:" in result.stderr

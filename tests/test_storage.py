@@ -1,0 +1,98 @@
+import os
+
+import orjson
+import pytest
+
+from sessions import storage
+from sessions.errors import InputError, InspectError
+from sessions.model import SCHEMA_VERSION
+from tests.conftest import H200
+
+REAL = H200 / "senet154-h200.json"
+
+
+def test_real_session_round_trips(tmp_path):
+    session = storage.load(REAL)
+    assert [v.name for v in session.variants] == ["fp16", "fp8-all", "fp8-no-se"]
+    out = storage.save(session, tmp_path / "copy.json")
+    again = storage.load(out)
+    assert again == session
+
+
+def test_save_is_atomic_when_the_write_fails(tmp_path, monkeypatch):
+    session = storage.load(REAL)
+    target = tmp_path / "s.json"
+    storage.save(session, target)
+    before = target.read_bytes()
+
+    def full_disk(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    session.variants.pop()
+    with pytest.raises(InspectError, match="No space left"):
+        storage.save(session, target)
+    assert target.read_bytes() == before  # the old file is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary left behind
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty"),
+        (b"   \n", "is empty"),
+        (b'{"tool": "trt-inspect", "schema_version": 1, "study": {', "not valid JSON"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "not valid JSON"),
+        (b"[1, 2, 3]", "not a trt-inspect session"),
+        (b'{"tool": "trt-inspect"}', "no valid schema_version"),
+        (b'{"tool": "trt-inspect", "schema_version": 99}', "newer than this trt-inspect reads"),
+        (b'{"tool": "trt-inspect", "schema_version": 1}', "missing field 'study'"),
+    ],
+)
+def test_bad_files_fail_with_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=message) as info:
+        storage.load(path)
+    assert "\n" not in info.value.message
+
+
+def test_truncated_real_session_is_refused(tmp_path):
+    data = REAL.read_bytes()
+    path = tmp_path / "cut.json"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="corrupt or truncated"):
+        storage.load(path)
+
+
+def test_wrong_field_type_names_its_path(tmp_path):
+    doc = orjson.loads(REAL.read_bytes())
+    doc["variants"][1]["latency"]["median_ms"] = "fast"
+    path = tmp_path / "typed.json"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(InputError, match=r"variants\[1\]\.latency\.median_ms: expected a number"):
+        storage.load(path)
+
+
+def test_kernel_columns_must_agree(tmp_path):
+    doc = orjson.loads(REAL.read_bytes())
+    doc["variants"][0]["kernels"]["duration_ns"].pop()
+    path = tmp_path / "ragged.json"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(InputError, match="kernels.duration_ns has"):
+        storage.load(path)
+
+
+def test_schema_version_constant_matches_real_data():
+    assert orjson.loads(REAL.read_bytes())["schema_version"] == SCHEMA_VERSION
+
+
+def test_listing_skips_bad_files(isolated_home):
+    folder = storage.sessions_dir()
+    folder.mkdir(parents=True)
+    (folder / "good.json").write_bytes(REAL.read_bytes())
+    (folder / "bad.json").write_bytes(b"{")
+    entries, problems = storage.list_sessions()
+    assert [e.model for e in entries] == ["senet154"]
+    assert entries[0].gpu == "NVIDIA H200"
+    assert len(problems) == 1 and "bad.json" in problems[0]
