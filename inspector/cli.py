@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from sessions.errors import ExitCode, InspectError
+from sessions.errors import ExitCode, InputError, InspectError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -66,6 +66,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", help="print a session's variant table")
     p.add_argument("session")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("import", help="make a session from trtexec / engine-inspector JSON files")
+    p.add_argument("--layers", required=True, help="layer information (--exportLayerInfo or IEngineInspector JSON)")
+    p.add_argument("--profile", help="per-layer profile (--exportProfile)")
+    p.add_argument("--times", help="per-inference times (--exportTimes)")
+    p.add_argument("--name", help="variant name (default: from the file name)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--into", help="add the variant to this existing session")
+    target.add_argument("--out", help="session file to write (default: the user-data folder)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("groups", help="per-group kernels and time per variant, and flagged layers")
+    p.add_argument("session")
+    p.add_argument("--variant", action="append", dest="variants", help="only these variants (repeatable)")
+    p.add_argument("--by", default="role", choices=["role", "stage", "kernel"])
+    p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules (tried before the built-in ones)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("sessions", help="list saved sessions")
@@ -146,6 +163,56 @@ def cmd_show(args: argparse.Namespace) -> int:
         _print_json(summary_document(session, str(path)))
     else:
         _print_summary(session, path)
+    return ExitCode.OK
+
+
+@command("import")
+def cmd_import(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from profilers.trtexec_import import import_variant, new_session
+    from sessions.storage import load, resolve, save, sessions_dir
+
+    variant, dims = import_variant(
+        Path(args.layers), Path(args.profile) if args.profile else None, Path(args.times) if args.times else None, args.name
+    )
+    if args.into:
+        path = resolve(args.into)
+        session = load(path)
+        if any(v.name == variant.name for v in session.variants):
+            raise InputError(f"{path} already has a variant {variant.name!r}; pass --name")
+    else:
+        session = new_session(variant.name, dims, args.argv, variant.latency is not None)
+        path = Path(args.out) if args.out else sessions_dir() / f"import-{variant.name}-{session.study.created[:19].replace(':', '')}.json"
+    session.variants.append(variant)
+    save(session, path)
+    for note in variant.notes:
+        _err(note)
+    if args.json:
+        from sessions.summary import summary_document
+
+        _print_json(summary_document(session, str(path)))
+    else:
+        _print_summary(session, path)
+    return ExitCode.OK
+
+
+@command("groups")
+def cmd_groups(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sessions.group_report import group_document, group_text
+    from sessions.groups import load_rules
+    from sessions.storage import load, resolve
+
+    session = load(resolve(args.session))
+    for name in args.variants or []:
+        session.variant(name)  # unknown names fail here, with the known ones listed
+    rules = load_rules(Path(args.rules) if args.rules else None)
+    if args.json:
+        _print_json(group_document(session, args.by, rules, args.variants))
+    else:
+        print(group_text(session, args.by, rules, args.variants))
     return ExitCode.OK
 
 

@@ -1,0 +1,284 @@
+"""Reading what TensorRT writes: engine layer information, per-layer profiles and trtexec times.
+
+The same code reads files from trtexec (`--exportLayerInfo`, `--exportProfile`, `--exportTimes`),
+from `IEngineInspector.get_engine_information(JSON)` and from the live backend, TensorRT 7.x to 11.x:
+names-only (strings) or DETAILED (objects) layers; `Bindings` (<= 10.x) or `I/O Tensors` (11.x);
+`Format/Datatype` or split `Format` / `Datatype` keys; U+001E / U+001F separators (8.6+);
+`[profile N]` suffixes; profiles with or without the `{"count": N}` header and `medianMs`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessions.errors import InputError
+from sessions.model import Layer
+
+SEPARATORS = re.compile("[\x1e\x1f]")
+PROFILE_SUFFIX = re.compile(r" \[profile (\d+)\]$")
+ONNX_LAYER = re.compile(r"\[ONNX Layer: (.*?)\]")
+DTYPE_TOKENS = (  # order matters: the first match wins
+    ("fp8", re.compile(r"\bFP8\b|\bFloat8|E4M3", re.I)),
+    ("bf16", re.compile(r"BFloat16|\bBF16\b", re.I)),
+    ("fp16", re.compile(r"\bFP16\b|\bHalf\b", re.I)),
+    ("int8", re.compile(r"\bInt8\b", re.I)),
+    ("int4", re.compile(r"\bInt4\b", re.I)),
+    ("fp32", re.compile(r"\bFP32\b|\bFloat\b", re.I)),
+    ("int32", re.compile(r"\bInt32\b", re.I)),
+    ("int64", re.compile(r"\bInt64\b", re.I)),
+    ("bool", re.compile(r"\bBool\b", re.I)),
+)
+
+
+def normalize_name(name: str) -> str:
+    """One spelling for layer names across versions: separators as ' + ', no profile suffix."""
+    return PROFILE_SUFFIX.sub("", SEPARATORS.sub(" + ", name)).strip()
+
+
+def profile_index(name: str) -> int:
+    match = PROFILE_SUFFIX.search(name)
+    return int(match.group(1)) if match else 0
+
+
+def dtype_of(text: str | None) -> str | None:
+    if not text:
+        return None
+    for name, pattern in DTYPE_TOKENS:
+        if pattern.search(text):
+            return name
+    return None
+
+
+def _tensor_dtype(tensor: Any) -> str | None:
+    if not isinstance(tensor, dict):
+        return None
+    for key in ("Format/Datatype", "Datatype", "DataType", "Format"):
+        found = dtype_of(tensor.get(key)) if isinstance(tensor.get(key), str) else None
+        if found:
+            return found
+    return None
+
+
+def _tensor_summary(tensor: Any) -> dict[str, Any]:
+    if not isinstance(tensor, dict):
+        return {"name": str(tensor)}
+    fmt = tensor.get("Format/Datatype") or " / ".join(str(tensor[k]) for k in ("Format", "Datatype") if k in tensor)
+    return {"name": normalize_name(str(tensor.get("Name", ""))), "dims": tensor.get("Dimensions"), "format": fmt or None}
+
+
+@dataclass
+class LayerInfo:
+    layers: list[Layer]
+    io_tensors: list[str]
+    detailed: bool  # False for names-only files (ProfilingVerbosity LAYER_NAMES_ONLY)
+    other_profiles: int = 0  # layers of optimization profiles > 0, left out
+    notes: list[str] = field(default_factory=list)
+
+
+def _layer_list(doc: Any, origin: str) -> list:
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict):
+        for key in ("Layers", "layers", "LayerInfo"):
+            if isinstance(doc.get(key), list):
+                return doc[key]
+    raise InputError(f"{origin}: no 'Layers' list; not TensorRT layer information")
+
+
+def _io_tensors(doc: Any) -> list[str]:
+    if not isinstance(doc, dict):
+        return []
+    if isinstance(doc.get("I/O Tensors"), list):  # 11.x
+        return [normalize_name(str(t.get("Name", t)) if isinstance(t, dict) else str(t)) for t in doc["I/O Tensors"]]
+    if isinstance(doc.get("Bindings"), list):
+        return [normalize_name(str(b)) for b in doc["Bindings"]]
+    return []
+
+
+def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
+    raw = _layer_list(doc, origin)
+    layers: list[Layer] = []
+    other_profiles = 0
+    detailed = any(isinstance(item, dict) for item in raw)
+    for position, item in enumerate(raw):
+        if isinstance(item, str):
+            if profile_index(item):
+                other_profiles += 1
+                continue
+            layers.append(Layer(name=normalize_name(item), kind="unknown"))
+            continue
+        if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
+            raise InputError(f"{origin}: layer {position} has no name")
+        if profile_index(item["Name"]):
+            other_profiles += 1
+            continue
+        layers.append(_detailed_layer(item))
+    if not layers:
+        raise InputError(f"{origin}: the file lists no layers")
+    notes = []
+    if not detailed:
+        notes.append("names-only layer information: rebuild with --profilingVerbosity=detailed for types, tactics and formats")
+    if other_profiles:
+        notes.append(f"{other_profiles} layers of optimization profiles above 0 left out")
+    return LayerInfo(layers, _io_tensors(doc), detailed, other_profiles, notes)
+
+
+def _detailed_layer(item: dict) -> Layer:
+    outputs = item.get("Outputs") if isinstance(item.get("Outputs"), list) else []
+    inputs = item.get("Inputs") if isinstance(item.get("Inputs"), list) else []
+    precision = next((d for d in map(_tensor_dtype, outputs) if d), None) or next(
+        (d for d in map(_tensor_dtype, inputs) if d), None
+    )
+    attrs: dict[str, Any] = {}
+    for key, attr in (
+        ("TacticName", "tactic"),
+        ("Origin", "origin"),
+        ("ParameterType", "parameter_type"),
+        ("OutMaps", "out_maps"),
+        ("Stride", "stride"),
+        ("StreamId", "stream"),
+        ("Activation", "activation"),
+    ):
+        if item.get(key) not in (None, ""):
+            attrs[attr] = item[key]
+    if "tactic" not in attrs and item.get("TacticValue"):
+        attrs["tactic_value"] = item["TacticValue"]
+    weights = item.get("Weights")
+    if isinstance(weights, dict) and weights.get("Type"):
+        attrs["weights"] = dtype_of(str(weights["Type"])) or str(weights["Type"])
+    metadata = item.get("Metadata")
+    if isinstance(metadata, str) and metadata:
+        nodes = ONNX_LAYER.findall(SEPARATORS.sub(" ", metadata))
+        if nodes:
+            attrs["onnx_nodes"] = nodes
+    attrs["inputs"] = [_tensor_summary(t) for t in inputs]
+    attrs["outputs"] = [_tensor_summary(t) for t in outputs]
+    groups = item.get("Groups")
+    kernel = item.get("Kernel")
+    return Layer(
+        name=normalize_name(item["Name"]),
+        kind=str(item.get("LayerType") or item.get("ParameterType") or "unknown"),
+        precision=precision,
+        groups=groups if isinstance(groups, int) and not isinstance(groups, bool) else None,
+        kernel_shape=kernel if isinstance(kernel, list) and all(isinstance(k, int) for k in kernel) else None,
+        attrs=attrs,
+    )
+
+
+@dataclass
+class ProfileRecord:
+    name: str
+    total_ms: float
+    average_ms: float
+    median_ms: float | None
+    percentage: float | None
+
+
+@dataclass
+class Profile:
+    count: int | None  # inferences profiled, where the header says
+    records: list[ProfileRecord]
+
+
+def _number(record: dict, key: str, origin: str, position: int, required: bool = True) -> float | None:
+    value = record.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{origin}: record {position} has no numeric {key!r}")
+    return float(value)
+
+
+def parse_profile(doc: Any, origin: str) -> Profile:
+    if not isinstance(doc, list):
+        raise InputError(f"{origin}: a trtexec profile is a JSON list; this is not one")
+    count = None
+    records: list[ProfileRecord] = []
+    for position, item in enumerate(doc):
+        if not isinstance(item, dict):
+            raise InputError(f"{origin}: record {position} is not an object")
+        if "count" in item and "name" not in item:
+            count = int(item["count"]) if isinstance(item["count"], (int, float)) else None
+            continue
+        if not isinstance(item.get("name"), str):
+            raise InputError(f"{origin}: record {position} has no layer name")
+        if profile_index(item["name"]):
+            continue
+        total = _number(item, "timeMs", origin, position)
+        average = _number(item, "averageMs", origin, position, required=False)
+        records.append(
+            ProfileRecord(
+                name=normalize_name(item["name"]),
+                total_ms=total,
+                average_ms=average if average is not None else total / max(count or 1, 1),
+                median_ms=_number(item, "medianMs", origin, position, required=False),
+                percentage=_number(item, "percentage", origin, position, required=False),
+            )
+        )
+    if not records:
+        raise InputError(f"{origin}: the profile holds no layer records")
+    return Profile(count, records)
+
+
+@dataclass
+class Pairing:
+    by_position: bool
+    matched: int
+    unmatched_layers: list[str]
+    unmatched_records: list[str]
+
+
+def pair_profile(layers: list[Layer], profile: Profile, origin: str) -> Pairing:
+    """Give each layer its profiled time: by position when names agree there, else by name.
+
+    Refuses (InputError) when fewer than half of the layers find a record: the two files then
+    come from different engines.
+    """
+    names = [layer.name for layer in layers]
+    if names == [r.name for r in profile.records]:
+        for layer, record in zip(layers, profile.records):
+            _apply(layer, record)
+        return Pairing(True, len(layers), [], [])
+    remaining: dict[str, list[ProfileRecord]] = {}
+    for record in profile.records:
+        remaining.setdefault(record.name, []).append(record)
+    unmatched_layers = []
+    matched = 0
+    for layer in layers:
+        queue = remaining.get(layer.name)
+        if queue:
+            _apply(layer, queue.pop(0))
+            matched += 1
+        else:
+            unmatched_layers.append(layer.name)
+    unmatched_records = [r.name for queue in remaining.values() for r in queue]
+    if matched * 2 < len(layers):
+        example = unmatched_layers[0] if unmatched_layers else "?"
+        raise InputError(
+            f"{origin} does not pair with the layer information: only {matched} of {len(layers)} layers "
+            f"have a profile record (first without: {example!r}); were both files written for the same engine?"
+        )
+    return Pairing(False, matched, unmatched_layers, unmatched_records)
+
+
+def _apply(layer: Layer, record: ProfileRecord) -> None:
+    layer.time_ms = record.average_ms
+    if record.median_ms is not None:
+        layer.attrs["median_ms"] = record.median_ms
+    if record.percentage is not None:
+        layer.attrs["percentage"] = record.percentage
+
+
+def parse_times(doc: Any, origin: str) -> tuple[list[float], list[float]]:
+    """(GPU compute ms, end-to-end latency ms) per inference from `--exportTimes`."""
+    if not isinstance(doc, list) or not doc:
+        raise InputError(f"{origin}: trtexec times are a non-empty JSON list; this is not one")
+    compute, latency = [], []
+    for position, item in enumerate(doc):
+        if not isinstance(item, dict):
+            raise InputError(f"{origin}: record {position} is not an object")
+        compute.append(_number(item, "computeMs", origin, position))
+        latency.append(_number(item, "latencyMs", origin, position, required=False) or compute[-1])
+    return compute, latency

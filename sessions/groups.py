@@ -1,0 +1,283 @@
+"""Group layers and kernels (by role, by stage, by kernel class) and total them per variant.
+
+The rules are data (`group_rules.toml`, extendable with `--groups FILE`), so a new TensorRT naming
+or a new model family needs a rule, not code.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from sessions.errors import InputError
+from sessions.model import Layer, Session, Variant
+
+OTHER = "other"
+
+
+@dataclass
+class RoleRule:
+    name: str
+    names: list[re.Pattern] = field(default_factory=list)
+    kinds: list[re.Pattern] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+    onnx: list[re.Pattern] = field(default_factory=list)
+    all_parts: list[re.Pattern] = field(default_factory=list)
+    requires_conv: str | None = None
+
+
+@dataclass
+class Rules:
+    roles: list[RoleRule]
+    kernel_classes: list[tuple[str, list[re.Pattern]]]
+    stage: re.Pattern
+
+
+CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
+
+
+def _compile(patterns, where: str) -> list[re.Pattern]:
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise InputError(f"{where}: expected a list of regular expressions")
+    try:
+        return [re.compile(p) for p in patterns]
+    except re.error as exc:
+        raise InputError(f"{where}: bad regular expression: {exc}") from None
+
+
+def _parse(doc: dict, origin: str) -> Rules:
+    roles = []
+    for i, raw in enumerate(doc.get("roles", [])):
+        where = f"{origin}: roles[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise InputError(f"{where}: every role needs a name")
+        unknown = set(raw) - {"name", "names", "kinds", "origins", "onnx", "all_parts", "requires_conv"}
+        if unknown:
+            raise InputError(f"{where}: unknown keys {sorted(unknown)}")
+        conv = raw.get("requires_conv")
+        if conv is not None and conv not in CONV_CHECKS:
+            raise InputError(f"{where}: requires_conv must be one of {', '.join(CONV_CHECKS)}")
+        roles.append(
+            RoleRule(
+                name=raw["name"],
+                names=_compile(raw.get("names", []), f"{where}.names"),
+                kinds=_compile(raw.get("kinds", []), f"{where}.kinds"),
+                origins=list(raw.get("origins", [])),
+                onnx=_compile(raw.get("onnx", []), f"{where}.onnx"),
+                all_parts=_compile(raw.get("all_parts", []), f"{where}.all_parts"),
+                requires_conv=conv,
+            )
+        )
+    classes = []
+    for i, raw in enumerate(doc.get("kernel_classes", [])):
+        where = f"{origin}: kernel_classes[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise InputError(f"{where}: every kernel class needs a name")
+        classes.append((raw["name"], _compile(raw.get("patterns", []), f"{where}.patterns")))
+    stage = doc.get("stages", {}).get("pattern")
+    return Rules(roles, classes, re.compile(stage) if stage else None)  # type: ignore[arg-type]
+
+
+def load_rules(user_file: Path | None = None) -> Rules:
+    builtin = tomllib.loads(resources.files("sessions").joinpath("group_rules.toml").read_text())
+    rules = _parse(builtin, "built-in rules")
+    if user_file is None:
+        return rules
+    try:
+        doc = tomllib.loads(Path(user_file).read_text())
+    except FileNotFoundError:
+        raise InputError(f"no such rules file: {user_file}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{user_file} is not valid TOML: {exc}") from None
+    user = _parse(doc, str(user_file))
+    return Rules(
+        roles=user.roles + rules.roles,
+        kernel_classes=user.kernel_classes + rules.kernel_classes,
+        stage=user.stage or rules.stage,
+    )
+
+
+def in_channels(layer: Layer) -> int | None:
+    if isinstance(layer.attrs.get("in_channels"), int):
+        return layer.attrs["in_channels"]
+    inputs = layer.attrs.get("inputs") or []
+    dims = inputs[0].get("dims") if inputs and isinstance(inputs[0], dict) else None
+    if isinstance(dims, list) and len(dims) >= 2 and isinstance(dims[1], int) and dims[1] > 0:
+        return dims[1]
+    return None
+
+
+def is_conv(layer: Layer) -> bool:
+    return (
+        layer.attrs.get("op") == "conv"
+        or layer.attrs.get("parameter_type") == "Convolution"
+        or bool(re.search(r"Conv", layer.kind))
+    )
+
+
+def conv_shape(layer: Layer) -> str | None:
+    """grouped | depthwise | pointwise | spatial, for convolutions; None otherwise."""
+    if not is_conv(layer):
+        return None
+    groups = layer.groups or 1
+    channels = in_channels(layer)
+    if "Depthwise" in layer.kind or (groups > 1 and channels is not None and groups == channels):
+        return "depthwise"
+    if groups > 1:
+        return "grouped"
+    if layer.kernel_shape and all(k == 1 for k in layer.kernel_shape):
+        return "pointwise"
+    return "spatial"
+
+
+def _matches(rule: RoleRule, layer: Layer) -> bool:
+    if rule.requires_conv is not None:
+        shape = conv_shape(layer)
+        if shape is None or (rule.requires_conv != "any" and shape != rule.requires_conv):
+            return False
+    checks = []
+    if rule.names:
+        checks.append(any(p.search(layer.name) for p in rule.names))
+    if rule.kinds:
+        checks.append(any(p.search(layer.kind) for p in rule.kinds))
+    if rule.origins:
+        checks.append(layer.attrs.get("origin") in rule.origins)
+    if rule.onnx:
+        nodes = layer.attrs.get("onnx_nodes") or []
+        checks.append(any(p.search(node) for node in nodes for p in rule.onnx))
+    if rule.all_parts:
+        parts = layer.name.split(" + ")
+        checks.append(len(parts) > 1 and all(any(p.search(part) for p in rule.all_parts) for part in parts))
+    return any(checks) if checks else True
+
+
+def role_of(layer: Layer, rules: Rules) -> str:
+    for rule in rules.roles:
+        if _matches(rule, layer):
+            return rule.name
+    return OTHER
+
+
+def stage_of(layer: Layer, rules: Rules) -> str:
+    if rules.stage is None:
+        return OTHER
+    for text in [*(layer.attrs.get("onnx_nodes") or []), layer.name]:
+        match = rules.stage.search(text)
+        if match:
+            return match.group(1)
+    return OTHER
+
+
+def kernel_class(name: str, rules: Rules) -> str:
+    for class_name, patterns in rules.kernel_classes:
+        if any(p.search(name) for p in patterns):
+            return class_name
+    return OTHER
+
+
+@dataclass
+class GroupRow:
+    group: str
+    layers: int
+    kernels_per_call: float | None  # None where the session has no kernel table
+    time_ms: float | None  # per call
+    share: float | None  # of the variant's total layer time
+    layer_names: list[str] = field(default_factory=list)
+
+
+def kernels_per_layer(variant: Variant) -> list[float] | None:
+    """Kernels (or ops) per call owned by each layer; None for variants without a trace."""
+    if variant.kernels is None or variant.trace is None:
+        return None
+    counts = Counter(variant.kernels.layer)
+    calls = max(variant.trace.calls, 1)
+    return [counts.get(i, 0) / calls for i in range(len(variant.layers))]
+
+
+def group_rows(variant: Variant, key) -> list[GroupRow]:
+    """Totals per group, `key(layer) -> group`, largest time (or kernel count) first."""
+    per_layer = kernels_per_layer(variant)
+    total_time = sum(layer.time_ms or 0.0 for layer in variant.layers)
+    rows: dict[str, GroupRow] = {}
+    for i, layer in enumerate(variant.layers):
+        group = key(layer)
+        row = rows.get(group)
+        if row is None:
+            row = rows[group] = GroupRow(group, 0, 0.0 if per_layer is not None else None, None, None)
+        row.layers += 1
+        row.layer_names.append(layer.name)
+        if per_layer is not None:
+            row.kernels_per_call += per_layer[i]
+        if layer.time_ms is not None:
+            row.time_ms = (row.time_ms or 0.0) + layer.time_ms
+    for row in rows.values():
+        if row.time_ms is not None and total_time > 0:
+            row.share = row.time_ms / total_time
+    return sorted(rows.values(), key=lambda r: (-(r.time_ms or 0.0), -(r.kernels_per_call or 0.0), r.group))
+
+
+def kernel_class_rows(variant: Variant, rules: Rules) -> list[GroupRow]:
+    """Kernels per call and kernel time per kernel class (from kernel names, whatever layer owns them)."""
+    table = variant.kernels
+    if table is None or variant.trace is None:
+        return []
+    calls = max(variant.trace.calls, 1)
+    class_of_name = [kernel_class(name, rules) for name in table.names]
+    counts: Counter[str] = Counter()
+    time_ns: defaultdict[str, int] = defaultdict(int)
+    for name_id, duration in zip(table.name, table.duration_ns):
+        cls = class_of_name[name_id]
+        counts[cls] += 1
+        time_ns[cls] += duration
+    total = sum(time_ns.values()) or 1
+    rows = [GroupRow(cls, 0, counts[cls] / calls, time_ns[cls] / 1e6 / calls, time_ns[cls] / total) for cls in counts]
+    return sorted(rows, key=lambda r: -(r.time_ms or 0.0))
+
+
+@dataclass
+class GroupComparison:
+    group: str
+    rows: dict[str, GroupRow | None]  # variant name -> row
+    time_ratio: dict[str, float | None]  # variant time / baseline time
+    kernel_ratio: dict[str, float | None]
+
+
+def compare_groups(session: Session, by: str, rules: Rules, variants: list[str] | None = None) -> list[GroupComparison]:
+    """One line per group across variants, with ratios against the session's baseline (fp16)."""
+    chosen = [v for v in session.variants if v.status == "ok" and (variants is None or v.name in variants)]
+    if by == "role":
+        tables = {v.name: group_rows(v, lambda layer: role_of(layer, rules)) for v in chosen}
+    elif by == "stage":
+        tables = {v.name: group_rows(v, lambda layer: stage_of(layer, rules)) for v in chosen}
+    elif by == "kernel":
+        tables = {v.name: kernel_class_rows(v, rules) for v in chosen}
+    else:
+        raise InputError(f"unknown grouping {by!r}; use role, stage or kernel")
+    baseline = session.baseline()
+    base_name = baseline.name if baseline is not None and baseline.name in tables else (chosen[0].name if chosen else None)
+    order: list[str] = []
+    for rows in tables.values():
+        order.extend(r.group for r in rows if r.group not in order)
+    comparisons = []
+    for group in order:
+        rows = {name: next((r for r in table if r.group == group), None) for name, table in tables.items()}
+        base = rows.get(base_name) if base_name else None
+        comparisons.append(
+            GroupComparison(
+                group=group,
+                rows=rows,
+                time_ratio={n: _ratio(r.time_ms if r else None, base.time_ms if base else None) for n, r in rows.items()},
+                kernel_ratio={n: _ratio(r.kernels_per_call if r else None, base.kernels_per_call if base else None) for n, r in rows.items()},
+            )
+        )
+    return comparisons
+
+
+def _ratio(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return value / base

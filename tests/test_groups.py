@@ -1,0 +1,87 @@
+import copy
+
+import pytest
+
+from sessions import storage
+from sessions.errors import InputError
+from sessions.groups import compare_groups, load_rules, role_of
+from sessions.lowering import diagnose
+from sessions.model import Layer
+from tests.conftest import H200, run_cli
+
+SESSION = H200 / "senet154-h200.json"
+
+
+@pytest.fixture(scope="module")
+def session():
+    return storage.load(SESSION)
+
+
+def test_senet154_roles_on_real_kernels(session):
+    rules = load_rules()
+    table = {c.group: c for c in compare_groups(session, "role", rules)}
+    grouped = table["grouped convolution"].rows["fp16"]
+    assert grouped.layers == 50  # one 64-group 3x3 convolution per SENet block
+    assert table["quantize / dequantize"].rows["fp16"] is None
+    assert table["quantize / dequantize"].rows["fp8-all"].layers == 2 * 254
+    assert table["quantize / dequantize"].rows["fp8-no-se"].layers == 2 * 154
+    total = sum(c.rows["fp16"].kernels_per_call for c in table.values() if c.rows["fp16"])
+    assert total == session.variant("fp16").trace.per_call  # every kernel in exactly one group
+
+
+def test_undoctored_split_flags_match_the_group_count(session):
+    flags = diagnose(session.variant("fp16"))
+    assert {f.layer for f in flags} == {"layer1.0.conv2", "layer1.1.conv2", "layer1.2.conv2"}
+    assert all(f.kernels_per_call == f.groups == 64 for f in flags)
+
+
+def doctor(variant, layer_name, extra):
+    """Give `layer_name` `extra` more kernels per call, copying one of its own kernels."""
+    doctored = copy.deepcopy(variant)
+    index = next(i for i, layer in enumerate(doctored.layers) if layer.name == layer_name)
+    table = doctored.kernels
+    row = table.layer.index(index)
+    for _ in range(extra):
+        for column in ("name", "layer", "call", "start_ns", "duration_ns", "stream", "grid", "block"):
+            getattr(table, column).append(getattr(table, column)[row])
+    return doctored
+
+
+def test_a_doctored_grouped_convolution_with_64_kernels_is_flagged(session):
+    fp16 = session.variant("fp16")
+    target = "layer3.10.conv2"  # a 64-group convolution that cuDNN runs in a few kernels
+    before = [f for f in diagnose(fp16) if f.layer == target]
+    assert before == []
+    kernels_now = sum(1 for i in fp16.kernels.layer if fp16.layers[i].name == target)
+    doctored = doctor(fp16, target, 64 - kernels_now)
+    flags = [f for f in diagnose(doctored) if f.layer == target]
+    assert len(flags) == 1 and flags[0].reason == "per-group split" and flags[0].kernels_per_call == 64
+
+
+def test_a_kernel_jump_against_the_baseline_is_flagged(session):
+    fp16 = session.variant("fp16")
+    target = "layer2.0.conv1"  # a 1x1 convolution: no groups, so only the jump can flag it
+    doctored = doctor(fp16, target, 20)
+    flags = diagnose(doctored, fp16)
+    assert [(f.layer, f.reason) for f in flags if f.reason == "kernel jump"] == [(target, "kernel jump")]
+
+
+def test_user_rules_come_first(tmp_path):
+    rules_file = tmp_path / "r.toml"
+    rules_file.write_text('[[roles]]\nname = "my stem"\nnames = ["^conv1\\\\."]\n')
+    rules = load_rules(rules_file)
+    assert role_of(Layer(name="conv1.0", kind="Conv2d", groups=1, kernel_shape=[3, 3], attrs={"op": "conv"}), rules) == "my stem"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[roles]]\nname = "x"\nnames = ["("]\n')
+    with pytest.raises(InputError, match="bad regular expression"):
+        load_rules(bad)
+
+
+def test_groups_command_text_and_json():
+    text = run_cli("groups", str(SESSION), "--variant", "fp16", "--variant", "fp8-all")
+    assert text.returncode == 0, text.stderr
+    assert "grouped convolution" in text.stdout and "flagged layers: 6" in text.stdout
+    as_json = run_cli("groups", str(SESSION), "--by", "stage", "--json")
+    assert as_json.returncode == 0 and '"layer3"' in as_json.stdout
+    unknown = run_cli("groups", str(SESSION), "--variant", "int4")
+    assert unknown.returncode == 2 and "no variant 'int4'" in unknown.stderr
