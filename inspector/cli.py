@@ -85,6 +85,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules (tried before the built-in ones)")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("diff", help="compare two sessions; exit 1 on a regression past the threshold")
+    p.add_argument("a", help="the older session (baseline)")
+    p.add_argument("b", help="the newer session")
+    p.add_argument("--threshold", default="5%", help="relative change that counts (default 5%%)")
+    p.add_argument("--format", default="text", choices=["text", "md", "json"])
+    p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules")
+
+    p = sub.add_parser("export", help="a session as README-ready Markdown, or CSV / JSON")
+    p.add_argument("session")
+    p.add_argument("--format", default="md", choices=["md", "csv", "json"])
+    p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun")
+    p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules")
+    p.add_argument("-o", "--output", help="write here instead of stdout (refuses to overwrite without --force)")
+    p.add_argument("--force", action="store_true")
+
+    p = sub.add_parser("rerun", help="repeat a study with its recorded settings, then diff against it")
+    p.add_argument("session")
+    p.add_argument("--out", help="session file for the new run")
+    p.add_argument("--threshold", default="5%")
+
     p = sub.add_parser("sessions", help="list saved sessions")
     p.add_argument("--json", action="store_true")
     return parser
@@ -107,7 +127,7 @@ def _print_summary(session, path) -> None:
     from sessions.summary import SUMMARY_HEADERS, summary_rows
     from sessions.tables import render_text
 
-    gpu = session.environment.gpu.name if session.environment.gpu else session.environment.cpu
+    gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
     print(f"{session.study.model}  batch {session.study.batch}  {session.study.backend} on {session.study.device} ({gpu})")
     print(render_text(SUMMARY_HEADERS, summary_rows(session)))
     baseline = session.baseline()
@@ -214,6 +234,98 @@ def cmd_groups(args: argparse.Namespace) -> int:
     else:
         print(group_text(session, args.by, rules, args.variants))
     return ExitCode.OK
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise InputError(f"--threshold {text!r}: give a percentage such as 5% or a fraction such as 0.05") from None
+    if value < 0:
+        raise InputError("--threshold must not be negative")
+    return value
+
+
+def _rules(path: str | None):
+    from pathlib import Path
+
+    from sessions.groups import load_rules
+
+    return load_rules(Path(path) if path else None)
+
+
+def _print_diff(diff, fmt: str) -> int:
+    from sessions.diff_report import diff_document, diff_text
+
+    if fmt == "json":
+        _print_json(diff_document(diff))
+    else:
+        print(diff_text(diff, markdown=fmt == "md"))
+    return ExitCode.FAILURE if diff.regressions else ExitCode.OK
+
+
+@command("diff")
+def cmd_diff(args: argparse.Namespace) -> int:
+    from sessions.diff import diff_sessions
+    from sessions.storage import load, resolve
+
+    threshold = _threshold(args.threshold)
+    path_a, path_b = resolve(args.a), resolve(args.b)
+    diff = diff_sessions(load(path_a), load(path_b), _rules(args.rules), threshold, str(path_a), str(path_b))
+    return _print_diff(diff, args.format)
+
+
+@command("export")
+def cmd_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sessions import export
+    from sessions.storage import load, resolve
+
+    path = resolve(args.session)
+    session = load(path)
+    if args.format == "md":
+        sections = [s.strip() for s in args.sections.split(",")] if args.sections else None
+        unknown = [s for s in sections or [] if s not in export.SECTIONS]
+        if unknown:
+            raise InputError(f"unknown section {unknown[0]!r}; known: {', '.join(export.SECTIONS)}")
+        text = export.export_markdown(session, _rules(args.rules), sections, str(path))
+    elif args.format == "csv":
+        text = export.export_csv(session)
+    else:
+        import orjson
+
+        text = orjson.dumps(export.export_json(session, str(path)), option=orjson.OPT_INDENT_2).decode() + "\n"
+    if args.output:
+        target = Path(args.output)
+        if target.exists() and not args.force:
+            raise InputError(f"{target} exists; pass --force to overwrite it")
+        target.write_text(text)
+        _err(f"wrote {target}")
+    else:
+        sys.stdout.write(text)
+    return ExitCode.OK
+
+
+@command("rerun")
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from inspector.study import StudyOptions, run_study
+    from sessions.diff import diff_sessions
+    from sessions.storage import load, resolve
+
+    threshold = _threshold(args.threshold)
+    path = resolve(args.session)
+    old = load(path)
+    settings = {k: v for k, v in old.study.settings.items() if k in StudyOptions.__dataclass_fields__}
+    if not settings.get("model"):
+        raise InputError(f"{path} records no study settings (imported files cannot be rerun)")
+    settings["out"] = args.out
+    settings["raw_trace"] = None
+    options = StudyOptions(**settings)
+    session, new_path = run_study(options, old.study.command, lambda p: _err(f"[{p.phase}] {p.message}"))
+    _print_summary(session, new_path)
+    print()
+    return _print_diff(diff_sessions(old, session, _rules(None), threshold, str(path), str(new_path)), "text")
 
 
 @command("sessions")

@@ -11,6 +11,8 @@ def cell_text(value: Cell, digits: int = 3) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
+        if value != 0 and abs(value) < 10 ** -digits:
+            return f"{value:.2e}"
         return f"{value:.{digits}f}"
     return str(value)
 
@@ -33,13 +35,14 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: set[int] | None = None) -> str:
+    for row in rows:
+        if len(row) != len(headers):
+            raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
     if right is None:
         right = {i for i in range(len(headers)) if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
     out = ["| " + " | ".join(_md_escape(h) for h in headers) + " |"]
     out.append("|" + "|".join("---:" if i in right else "---" for i in range(len(headers))) + "|")
     for row in rows:
-        if len(row) != len(headers):
-            raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
         out.append("| " + " | ".join(_md_escape(cell_text(c)) for c in row) + " |")
     return "\n".join(out)
 
