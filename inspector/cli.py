@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _study_options(args: argparse.Namespace):
+def study_options(args: argparse.Namespace):
     from inspector.study import StudyOptions
 
     fields = StudyOptions.__dataclass_fields__
@@ -143,7 +143,7 @@ def _print_summary(session, path) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from inspector.study import Progress, run_study
 
-    options = _study_options(args)
+    options = study_options(args)
     saved: list = []
 
     def report(progress: Progress) -> None:
