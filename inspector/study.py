@@ -58,6 +58,11 @@ class StudyOptions:
             raise InputError(f"unknown backend {self.backend!r}; use auto, torch or tensorrt")
         if self.device not in (None, "cuda", "cpu"):
             raise InputError(f"unknown device {self.device!r}; use cuda or cpu")
+        from builders.fp8_layouts import LAYOUTS
+
+        for layout in self.fp8_layouts:
+            if layout not in LAYOUTS:
+                raise InputError(f"unknown FP8 layout {layout!r}; known: {', '.join(LAYOUTS)}")
 
 
 @dataclass
