@@ -108,6 +108,23 @@ class TorchEngine:
             torch.cuda.empty_cache()
 
 
+MIN_AMAX = 1e-6
+
+
+def _clamp_zero_amax(module: torch.nn.Module, keep: set[str]) -> int:
+    """Quantizers that saw only zeros get a tiny amax: a zero scale breaks ONNX export and TensorRT."""
+    clamped = 0
+    for path, sub in module.named_modules():
+        if path not in keep:
+            continue
+        for attr in ("input_quantizer", "weight_quantizer"):
+            amax = getattr(getattr(sub, attr, None), "amax", None)
+            if torch.is_tensor(amax) and not bool(torch.all(torch.isfinite(amax) & (amax > 0))):
+                amax.data = torch.where(torch.isfinite(amax) & (amax > 0), amax, torch.full_like(amax, MIN_AMAX))
+                clamped += 1
+    return clamped
+
+
 def _precision_name(dtype: torch.dtype) -> str:
     return {v: k for k, v in DTYPES.items()}[dtype]
 
@@ -119,7 +136,7 @@ def _state_bytes(module: torch.nn.Module) -> int:
 class TorchBackend:
     name = "torch"
 
-    def __init__(self, model: LoadedModel, device: str, static_input: torch.Tensor):
+    def __init__(self, model: LoadedModel, device: str, static_input: torch.Tensor, fp8_base: torch.dtype | None = None):
         if model.module is None:
             raise InputError(f"{model.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
         if device == "cuda" and not torch.cuda.is_available():
@@ -127,6 +144,7 @@ class TorchBackend:
         self.model = model
         self.device = device
         self.static_input = static_input
+        self.fp8_base = fp8_base
         self._reference = model.module.to(device=device, dtype=torch.float32).eval()
 
     @torch.no_grad()
@@ -163,7 +181,7 @@ class TorchBackend:
             raise MissingEnvironment(f"FP8 variants need nvidia-modelopt: {exc}") from None
         # FP8 runs on an fp16 model on the GPU (as a TensorRT FP8 engine keeps fp16 elsewhere),
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
-        dtype = torch.float16 if self.device == "cuda" else torch.float32
+        dtype = self.fp8_base or (torch.float16 if self.device == "cuda" else torch.float32)
         module = copy.deepcopy(self._reference).to(dtype=dtype)
         selection = select_convolutions(module, spec.layout or "all", list(spec.exclude))
         if not selection.quantized:
@@ -186,6 +204,7 @@ class TorchBackend:
                 quantizer = getattr(sub, attr, None)
                 if quantizer is not None and hasattr(quantizer, "disable"):
                     quantizer.disable()
+        zero_amax = _clamp_zero_amax(module, keep)
         engine = TorchEngine(module, self.device, dtype, self.static_input)
         engine.quantized = keep
         if self.device == "cuda":
@@ -210,7 +229,8 @@ class TorchBackend:
             recipe=recipe,
             build_s=time.perf_counter() - start,
             artifact_bytes=_state_bytes(module),
-            notes=[FP8_NOTE, f"base precision {_precision_name(dtype)}"],
+            notes=[FP8_NOTE, f"base precision {_precision_name(dtype)}"]
+            + ([f"{zero_amax} quantizers saw only zeros in calibration; their amax was raised to {MIN_AMAX:g}"] if zero_amax else []),
         )
         return BuildResult(engine, variant)
 

@@ -105,6 +105,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="session file for the new run")
     p.add_argument("--threshold", default="5%")
 
+    p = sub.add_parser("onnx", help="write the ONNX files a TensorRT study builds from, with Q/DQ counts")
+    p.add_argument("model")
+    p.add_argument("--variants", default="fp16,fp8")
+    p.add_argument("--fp8-layout", action="append", dest="fp8_layouts", default=[], metavar="LAYOUT")
+    p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--calib-count", type=int, default=16)
+    p.add_argument("--images")
+    p.add_argument("--checkpoint")
+    p.add_argument("--out", default=".", help="folder for the .onnx files")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("sessions", help="list saved sessions")
     p.add_argument("--json", action="store_true")
     return parser
@@ -326,6 +338,29 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     _print_summary(session, new_path)
     print()
     return _print_diff(diff_sessions(old, session, _rules(None), threshold, str(path), str(new_path)), "text")
+
+
+@command("onnx")
+def cmd_onnx(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from builders.backend import parse_variants
+    from builders.onnx_files import write_onnx_files
+    from inspector.study import DEFAULT_LAYOUTS, StudyOptions, calibration_inputs
+    from sessions.tables import render_text
+
+    options = StudyOptions(model=args.model, batch=args.batch, calib_count=args.calib_count, images=args.images,
+                           checkpoint=args.checkpoint, fp8_layouts=args.fp8_layouts, device="cpu")
+    options.validate()
+    specs = parse_variants(args.variants, args.fp8_layouts or DEFAULT_LAYOUTS, args.fp8_exclude)
+    model, static_input, calibration = calibration_inputs(options)
+    files = write_onnx_files(model, specs, static_input, calibration, Path(args.out))
+    if args.json:
+        _print_json([{"variant": f.variant, "path": str(f.path), **f.counts.__dict__} for f in files])
+        return ExitCode.OK
+    rows = [[f.variant, str(f.path), f.counts.convolutions, f.counts.quantized_convolutions, f.counts.quantize, f.counts.dequantize] for f in files]
+    print(render_text(["variant", "file", "convs", "quantized convs", "Q", "DQ"], rows))
+    return ExitCode.OK
 
 
 @command("sessions")

@@ -173,7 +173,7 @@ def run_study(options: StudyOptions, command: list[str], report: Report) -> tupl
     pixels = torch.stack([model.transform(image) for image in images.images])
     static_input = _cycle(pixels, options.batch)
     calibration = _cycle(pixels, options.calib_count)
-    backend = _make_backend(backend_name, model, device, static_input, options)
+    backend = _make_backend(backend_name, model, device, static_input, options, report)
     reference = backend.reference(pixels)
 
     plan = timing_plan(options, device)
@@ -246,11 +246,27 @@ def run_study(options: StudyOptions, command: list[str], report: Report) -> tupl
     return session, path
 
 
-def _make_backend(name: str, model, device: str, static_input, options: StudyOptions):
+def calibration_inputs(options: StudyOptions):
+    """(model, static input, calibration batch) from the options' model and images."""
+    import torch
+
+    from builders.models import load_model
+    from profilers.images import load_images
+
+    model = load_model(options.model, Path(options.checkpoint) if options.checkpoint else None)
+    images = load_images(Path(options.images) if options.images else None)
+    pixels = torch.stack([model.transform(image) for image in images.images])
+    return model, _cycle(pixels, options.batch), _cycle(pixels, options.calib_count)
+
+
+def _make_backend(name: str, model, device: str, static_input, options: StudyOptions, report: Report):
     if name == "tensorrt":
         from builders.tensorrt_backend import TensorRTBackend
 
-        return TensorRTBackend(model, static_input, opt_level=options.opt_level)
+        return TensorRTBackend(
+            model, static_input, opt_level=options.opt_level,
+            report=lambda phase, step, steps: report(Progress("build", f"TensorRT {phase}", None, step, steps)),
+        )
     from builders.torch_backend import TorchBackend
 
     return TorchBackend(model, device, static_input)
@@ -291,6 +307,12 @@ def _measure_variant(variant, engine, reference, pixels, image_source, tracer, o
         from profilers import raw_trace
 
         raw_trace.dump(records, Path(options.raw_trace) / f"{variant.name}.trace.json")
+    if variant.backend == "tensorrt":
+        from builders.trt_compat import range_to_layer
+        from profilers.attribution import Range
+        from profilers.trt_files import normalize_name
+
+        records.ranges = [Range(normalize_name(range_to_layer(r.name)), r.thread, r.start, r.end) for r in records.ranges]
     index = LayerIndex(engine.layers())
     table, summary = summarize(records, index)
     summary.untraced_call_ms, summary.traced_call_ms = untraced_ms, traced_ms
@@ -298,6 +320,11 @@ def _measure_variant(variant, engine, reference, pixels, image_source, tracer, o
     variant.layers = prune_unused(index.layers, table, {ROOT})
     variant.kernels = table
     variant.trace = summary
+    layer_times = getattr(engine, "layer_times", None)
+    if layer_times is not None:  # TensorRT: IProfiler times, in a pass of their own, replace kernel sums
+        times = layer_times(max(options.trace_calls, 10))
+        for layer in variant.layers:
+            layer.time_ms = times.get(layer.name, layer.time_ms)
 
 
 def _time_variants(session: Session, engines: dict, plan, device: str, path: Path, report: Report) -> None:
