@@ -151,6 +151,15 @@ def _print_summary(session, path) -> None:
         print(f"session: {path}")
 
 
+def _print_session(session, path, as_json: bool) -> None:
+    if as_json:
+        from sessions.summary import summary_document
+
+        _print_json(summary_document(session, str(path)))
+    else:
+        _print_summary(session, path)
+
+
 @command("run")
 def cmd_run(args: argparse.Namespace) -> int:
     from inspector.study import Progress, run_study
@@ -173,12 +182,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if saved:
             exc.message += f" (measured so far: {saved[-1]})"
         raise
-    if args.json:
-        from sessions.summary import summary_document
-
-        _print_json(summary_document(session, str(path)))
-    else:
-        _print_summary(session, path)
+    _print_session(session, path, args.json)
     failed = [v.name for v in session.variants if v.status != "ok"]
     return ExitCode.FAILURE if failed else ExitCode.OK
 
@@ -189,12 +193,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = resolve(args.session)
     session = load(path)
-    if args.json:
-        from sessions.summary import summary_document
-
-        _print_json(summary_document(session, str(path)))
-    else:
-        _print_summary(session, path)
+    _print_session(session, path, args.json)
     return ExitCode.OK
 
 
@@ -220,12 +219,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     save(session, path)
     for note in variant.notes:
         _err(note)
-    if args.json:
-        from sessions.summary import summary_document
-
-        _print_json(summary_document(session, str(path)))
-    else:
-        _print_summary(session, path)
+    _print_session(session, path, args.json)
     return ExitCode.OK
 
 

@@ -190,7 +190,7 @@ def run_study(options: StudyOptions, command: list[str], report: Report) -> tupl
             created=created.isoformat(timespec="seconds"),
             backend=backend_name,
             device=device,
-            tool_version=_tool_version(),
+            tool_version=environment.tool_version(),
             weights=options.checkpoint or ("random (pretrained=False)" if model.source != "onnx" else "from the ONNX file"),
             settings=settings,
         ),
@@ -372,14 +372,6 @@ def _one_line(exc: BaseException) -> str:
     text = exc.message if isinstance(exc, InspectError) else f"{type(exc).__name__}: {exc}"
     return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
 
-
-def _tool_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("trt-inspect")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _per_layer_words(tracer: str, device: str) -> str:

@@ -49,6 +49,13 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def tool_version() -> str:
+    try:
+        return metadata.version("trt-inspect")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import orjson
 
+from profilers import environment
 from profilers.stats import latency_stats
 from profilers.trt_files import pair_profile, parse_layer_info, parse_profile, parse_times
 from sessions.errors import InputError
@@ -82,7 +83,7 @@ def new_session(name: str, dims: list[int], command: list[str], timed: bool) -> 
             created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             backend="trtexec",
             device="cuda",
-            tool_version=_tool_version(),
+            tool_version=environment.tool_version(),
             weights="from the engine",
         ),
         environment=Environment(
@@ -109,11 +110,3 @@ def new_session(name: str, dims: list[int], command: list[str], timed: bool) -> 
         ),
     )
 
-
-def _tool_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("trt-inspect")
-    except metadata.PackageNotFoundError:
-        return "unknown"

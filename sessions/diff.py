@@ -59,19 +59,9 @@ def align_layers(a: list[Layer], b: list[Layer]) -> tuple[list[tuple[int, int]],
     """Pairs of (index in a, index in b): by name, then by ONNX nodes, then by signature in order."""
     pairs: list[tuple[int, int]] = []
     free_b = set(range(len(b)))
-    by_name: dict[str, list[int]] = {}
-    for j, layer in enumerate(b):
-        by_name.setdefault(layer.name, []).append(j)
-    unmatched_a = []
-    for i, layer in enumerate(a):
-        queue = by_name.get(layer.name)
-        if queue:
-            j = queue.pop(0)
-            pairs.append((i, j))
-            free_b.discard(j)
-        else:
-            unmatched_a.append(i)
-    for key in (lambda layer: tuple(layer.attrs.get("onnx_nodes") or ()) or None, _signature):
+    unmatched_a = list(range(len(a)))
+    keys = (lambda layer: layer.name, lambda layer: tuple(layer.attrs.get("onnx_nodes") or ()) or None, _signature)
+    for key in keys:
         index: dict = {}
         for j in sorted(free_b):
             k = key(b[j])
