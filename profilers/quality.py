@@ -23,7 +23,7 @@ def compare(reference: torch.Tensor, candidate: torch.Tensor, reference_name: st
     agreement = (ref.argmax(dim=1) == cand_clean.argmax(dim=1)).float().mean().item()
     log_p = torch.log_softmax(ref, dim=1)
     log_q = torch.log_softmax(cand_clean, dim=1)
-    kl = (log_p.exp() * (log_p - log_q)).sum(dim=1).mean().item()
+    kl = max(0.0, (log_p.exp() * (log_p - log_q)).sum(dim=1).mean().item())  # >= 0; rounding can dip below
     return Quality(
         reference=reference_name,
         image_source=image_source,
