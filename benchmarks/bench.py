@@ -123,12 +123,12 @@ def main() -> None:
         for records in (10_000, 50_000, 150_000):
             session = scaled_session(records)
             path = Path(tmp) / f"s{records}.json"
-            results[f"save_{records // 1000}k_s"] = best(lambda: storage.save(session, path), 3)
+            results[f"save_{records // 1000}k_s"] = best(lambda s=session, p=path: storage.save(s, p), 3)
             results[f"file_{records // 1000}k_mib"] = round(path.stat().st_size / (1 << 20), 2)
             if records == 150_000:
-                results["load_150k_s"] = best(lambda: storage.load(path), 3)
+                results["load_150k_s"] = best(lambda p=path: storage.load(p), 3)
                 other = copy.deepcopy(session)
-                results["diff_150k_s"] = best(lambda: diff_sessions(session, other, rules), 3)
+                results["diff_150k_s"] = best(lambda a=session, b=other: diff_sessions(a, b, rules), 3)
         tui = scaled_session(10_000)
         path = Path(tmp) / "tui.json"
         storage.save(tui, path)

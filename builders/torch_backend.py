@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import time
-from typing import Any
 
 import torch
 
@@ -81,7 +80,7 @@ class TorchEngine:
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                self._graph_output = self.module(self.static_input)
+                self._graph_output = self.module(self.static_input)  # kept: the graph writes into it
             self._graph = graph
         except RuntimeError as exc:
             self.graph_error = f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}"

@@ -147,6 +147,11 @@ def _print_summary(session, path) -> None:
         print(f"x = {baseline.name} median / variant median (above 1 is faster)")
     if any(v.simulated for v in session.variants):
         print("simulated variants: numerics of the recipe, not the speed of its kernels")
+    from sessions.summary import unstable_variants
+
+    unstable = unstable_variants(session)
+    if unstable:
+        print(f"CoV above 2.5 % for {', '.join(unstable)}: lock clocks or time longer before trusting small differences")
     if path is not None:
         print(f"session: {path}")
 

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 
 from sessions.model import LatencyStats
 
-COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the figures unstable
-
 
 def percentile(ordered: Sequence[float], q: float) -> float:
     """Nearest-rank percentile of already sorted values."""

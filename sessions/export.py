@@ -13,7 +13,7 @@ import shlex
 from sessions.group_report import group_table
 from sessions.groups import Rules
 from sessions.model import Session
-from sessions.summary import summarize_session, summary_document
+from sessions.summary import summarize_session, summary_document, unstable_variants
 from sessions.tables import render_markdown
 
 SECTIONS = ("comparison", "quality", "groups", "method", "environment", "recipe", "rerun")
@@ -56,6 +56,9 @@ def comparison_section(session: Session) -> str:
         notes.append("*simulated*: PyTorch with ModelOpt fake quantization; numerics of the FP8 recipe, not FP8 kernel speed.")
     if baseline is not None:
         notes.append(f"x = {baseline.name} median latency / variant median latency; above 1 is faster.")
+    unstable = unstable_variants(session)
+    if unstable:
+        notes.append(f"CoV above 2.5 % for {', '.join(unstable)} (trtexec warns there too): small differences are noise.")
     failed = [v for v in session.variants if v.status != "ok"]
     notes.extend(f"{v.name} failed: {v.error}" for v in failed)
     return "\n\n".join(["## Comparison", text, *notes])

@@ -77,6 +77,13 @@ def summary_document(session: Session, path: str | None = None) -> dict:
     }
 
 
+COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the figures unstable
+
+
+def unstable_variants(session: Session) -> list[str]:
+    return [v.name for v in session.variants if v.latency is not None and v.latency.cov > COV_WARN]
+
+
 SUMMARY_HEADERS = ["variant", "backend", "median ms", "p99 ms", "CoV %", "x", "per call", "top-1 %", "KL", "MiB", "status"]
 
 

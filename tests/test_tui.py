@@ -3,7 +3,6 @@
 import contextlib
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -96,8 +95,6 @@ async def test_browser_compares_two_marked_sessions(tmp_path):
 
 
 async def test_ten_thousand_kernel_rows_open_at_once(session):
-    from tests.test_groups import doctor
-
     big = session.variant("fp8-all")
     assert len(big.kernels) > 6000
     app = InspectorApp(session=session, path=SESSION)

@@ -15,9 +15,6 @@ from sessions.diff import SessionDiff
 from sessions.groups import Rules
 from sessions.model import Session
 
-GROUPINGS = {"1": "role", "2": "stage", "3": "kernel"}
-
-
 class TableScreen(Screen):
     """A breadcrumb, one table, a footer; Esc goes back, / filters."""
 

@@ -198,11 +198,6 @@ class VirtualTable(ScrollView, can_focus=True):
             self._sort()
             self._resize()
 
-    def sort_by(self, column: int, reverse: bool) -> None:
-        self.sort_column, self.sort_reverse = column, reverse
-        self._sort()
-        self._resize()
-
     def on_click(self, event: events.Click) -> None:
         index = event.y + self.scroll_offset.y
         if 0 <= index < len(self._rows):
