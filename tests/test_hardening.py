@@ -78,3 +78,30 @@ def test_no_pickle_no_shell_strings_in_the_code():
         assert "shell=True" not in text and "os.system(" not in text, path
         for call in re.findall(r"torch\.load\([^)]*\)", text):
             assert "weights_only=True" in call, (path, call)
+
+
+def test_ctrl_c_during_a_cli_study_keeps_the_finished_variants(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "s.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "inspector", "run", "test_resnet", "--device", "cpu", "--variants", "fp32,fp16,bf16",
+         "--rounds", "50", "--iters", "20", "--warmup", "0", "--calib-count", "2", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ},
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if out.exists() and len(orjson.loads(out.read_bytes())["variants"]) == 3:
+            break  # every variant built and traced; the timing rounds are running now
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted; finished variants are saved in" in stderr and "Traceback" not in stderr
+    session = orjson.loads(out.read_bytes())
+    assert [v["name"] for v in session["variants"]] == ["fp32", "fp16", "bf16"]
+    assert all(v["trace"]["records"] > 0 for v in session["variants"])

@@ -106,8 +106,31 @@ async def test_ten_thousand_kernel_rows_open_at_once(session):
         assert screen.panel.table.cursor == len(big.kernels) - 1
 
 
-async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path):
+async def test_table_exports_as_shown(session, tmp_path, monkeypatch):
+    from sessions.tables import markdown_table_problems
+
+    monkeypatch.chdir(tmp_path)
+    app = InspectorApp(session=session, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("g", "enter", "slash", *"layer1", "enter", "x")
+    (written,) = tmp_path.glob("trt-inspect-*.md")
+    text = written.read_text()
+    assert markdown_table_problems(text) == [] and text.count("| layer1.") == 3
+
+
+async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path, monkeypatch):
     from inspector.study import StudyOptions
+    from inspector.tui.widgets.table_panel import TablePanel
+
+    landed: list[list[str]] = []
+    show = TablePanel.show
+
+    def recording_show(self, data):
+        if self.id == "landed":
+            landed.append([label for label, _ in data.columns[1:]])
+        show(self, data)
+
+    monkeypatch.setattr(TablePanel, "show", recording_show)
 
     options = StudyOptions(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=1, iters=1, warmup_s=0,
                            calib_count=2, out=str(tmp_path / "live.json"))
@@ -117,6 +140,7 @@ async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)
         assert [v.name for v in app.screen.session.variants] == ["fp32", "bf16"]
+    assert ["fp32"] in landed and ["fp32", "bf16"] in landed  # variants appeared as they landed
 
 
 async def test_live_study_error_opens_a_dialog(tmp_path):

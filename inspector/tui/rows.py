@@ -22,7 +22,10 @@ class TableData:
 
 def overview(session: Session) -> TableData:
     """One column per variant, one row per figure."""
-    summaries = summarize_session(session)
+    return overview_of(summarize_session(session))
+
+
+def overview_of(summaries: list) -> TableData:
     metrics = [
         ("median ms", lambda s: s.median_ms),
         ("p99 ms", lambda s: s.p99_ms),

@@ -23,7 +23,7 @@ HELP = """\
 | 1 2 3 | groups by role / stage / kernel class |
 | g (overview) | groups; f flagged layers; k all kernels |
 | e | environment and method |
-| x | export the session as Markdown beside it |
+| x | overview: the session as Markdown beside it; tables: the table as shown |
 | b | session browser; space marks, c compares two |
 | ctrl+p | command palette; ctrl+q quits |
 """

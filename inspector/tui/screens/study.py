@@ -13,8 +13,10 @@ from textual.widgets import Footer, Log, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from inspector.study import Progress, StudyOptions, run_study
+from inspector.tui import rows
 from inspector.tui.screens.modals import ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
+from inspector.tui.widgets.table_panel import TablePanel
 from sessions.errors import InspectError
 from sessions.groups import Rules
 from sessions.storage import load
@@ -45,6 +47,8 @@ class StudyScreen(Screen):
         for phase in PHASES:
             yield Static(phase, classes="phase-label")
             yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
+        yield Static("finished variants", classes="phase-label")
+        yield TablePanel(rows.overview_of([]), id="landed")
         yield Log(id="study-log")
         yield Footer()
 
@@ -68,6 +72,16 @@ class StudyScreen(Screen):
         self.query_one(Log).write_line(f"[{p.phase}] {p.message}")
         if p.phase in PHASES and p.total:
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
+        if self.session_path is not None and p.phase in ("build", "timing"):
+            self._show_landed()
+
+    def _show_landed(self) -> None:
+        """Variants appear as they land: the session file holds every finished one."""
+        try:
+            session = load(self.session_path)
+        except InspectError:
+            return
+        self.query_one("#landed", TablePanel).show(rows.overview(session))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.SUCCESS:

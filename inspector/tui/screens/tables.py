@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -21,6 +24,7 @@ class TableScreen(Screen):
     BINDINGS = [
         Binding("escape", "back", "Back", id="screen.back"),
         Binding("slash", "filter", "Filter", id="screen.filter"),
+        Binding("x", "export_table", "Table to md", id="screen.export_table"),
     ]
 
     def __init__(self, crumbs: list[str], data: rows.TableData) -> None:
@@ -42,6 +46,12 @@ class TableScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_export_table(self) -> None:
+        """The table as shown (filter and order included) to a Markdown file in the working folder."""
+        path = Path(f"trt-inspect-{re.sub(r'[^A-Za-z0-9]+', '-', self.crumbs[-1]).strip('-')[:60]}.md")
+        path.write_text(f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n")
+        self.notify(f"wrote {path.resolve()}")
 
     def action_filter(self) -> None:
         self.app.push_screen(FilterScreen(self.panel.pattern), self.panel.filter)

@@ -9,7 +9,8 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from inspector.tui.rows import TableData
-from inspector.tui.widgets.virtual_table import Column, VirtualTable
+from inspector.tui.widgets.virtual_table import Column, VirtualTable, format_cell
+from sessions.tables import render_markdown
 
 
 class TablePanel(Vertical):
@@ -41,6 +42,12 @@ class TablePanel(Vertical):
             kept = [i for i, row in enumerate(rows) if any(regex.search(str(cell)) for cell in row if isinstance(cell, str))]
             rows, keys, styles = [rows[i] for i in kept], [keys[i] for i in kept], [styles[i] for i in kept]
         self.table.set_rows(rows, keys, styles)
+
+    def markdown(self) -> str:
+        """The rows shown, in the order shown, as a Markdown table."""
+        table = self.table
+        cells = [[format_cell(value, column) for value, column in zip(row, table.columns)] for row in table.rows]
+        return render_markdown([c.label for c in table.columns], cells, {i for i, c in enumerate(table.columns) if c.numeric})
 
     def filter(self, pattern: str | None) -> None:
         self.pattern = pattern or None

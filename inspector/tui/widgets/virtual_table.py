@@ -94,6 +94,11 @@ class VirtualTable(ScrollView, can_focus=True):
         self._resize()
 
     @property
+    def rows(self) -> list[tuple]:
+        """The rows as shown: filtered and sorted."""
+        return self._rows
+
+    @property
     def row_count(self) -> int:
         return len(self._rows)
 
