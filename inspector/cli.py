@@ -392,8 +392,20 @@ def _interactive() -> bool:
     return sys.stdin.isatty() and sys.stdout.isatty()
 
 
+def _quiet_libraries() -> None:
+    """Keep stderr to our own progress lines: library deprecation chatter is not the user's business."""
+    import os
+    import warnings
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # torch.profiler's C++ errors on machines without a GPU
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", module=r"modelopt(\.|$)")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _quiet_libraries()
     parser = build_parser()
     bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
     if bare_model and _interactive():
