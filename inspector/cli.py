@@ -345,15 +345,15 @@ def cmd_onnx(args: argparse.Namespace) -> int:
 
     from builders.backend import parse_variants
     from builders.onnx_files import write_onnx_files
-    from inspector.study import DEFAULT_LAYOUTS, StudyOptions, calibration_inputs
+    from inspector.study import DEFAULT_LAYOUTS, StudyOptions, load_inputs
     from sessions.tables import render_text
 
     options = StudyOptions(model=args.model, batch=args.batch, calib_count=args.calib_count, images=args.images,
                            checkpoint=args.checkpoint, fp8_layouts=args.fp8_layouts, device="cpu")
     options.validate()
     specs = parse_variants(args.variants, args.fp8_layouts or DEFAULT_LAYOUTS, args.fp8_exclude)
-    model, static_input, calibration = calibration_inputs(options)
-    files = write_onnx_files(model, specs, static_input, calibration, Path(args.out))
+    inputs = load_inputs(options)
+    files = write_onnx_files(inputs.model, specs, inputs.static_input, inputs.calibration, Path(args.out))
     if args.json:
         _print_json([{"variant": f.variant, "path": str(f.path), **f.counts.__dict__} for f in files])
         return ExitCode.OK

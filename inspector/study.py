@@ -159,20 +159,16 @@ def run_study(options: StudyOptions, command: list[str], report: Report) -> tupl
     import torch
 
     from builders.backend import parse_variants
-    from builders.models import load_model
     from profilers import environment
-    from profilers.images import load_images
     from profilers.timing import describe
 
     specs = parse_variants(
         options.variants or default_variants(device), options.fp8_layouts or DEFAULT_LAYOUTS, options.fp8_exclude
     )
-    model = load_model(options.model, Path(options.checkpoint) if options.checkpoint else None)
+    inputs = load_inputs(options)
+    model, images, pixels = inputs.model, inputs.images, inputs.pixels
     report(Progress("setup", f"model {model.name} ({model.source}), input {model.input_size}"))
-    images = load_images(Path(options.images) if options.images else None)
-    pixels = torch.stack([model.transform(image) for image in images.images])
-    static_input = _cycle(pixels, options.batch)
-    calibration = _cycle(pixels, options.calib_count)
+    static_input, calibration = inputs.static_input, inputs.calibration
     backend = _make_backend(backend_name, model, device, static_input, options, report)
     reference = backend.reference(pixels)
 
@@ -246,8 +242,17 @@ def run_study(options: StudyOptions, command: list[str], report: Report) -> tupl
     return session, path
 
 
-def calibration_inputs(options: StudyOptions):
-    """(model, static input, calibration batch) from the options' model and images."""
+@dataclass
+class StudyInputs:
+    model: object  # builders.models.LoadedModel
+    images: object  # profilers.images.ImageSet
+    pixels: object  # every image, preprocessed: the quality batch
+    static_input: object  # the timed and traced input, `batch` images
+    calibration: object  # `calib_count` images
+
+
+def load_inputs(options: StudyOptions) -> StudyInputs:
+    """The model and its real-image inputs, preprocessed with the model's own transform."""
     import torch
 
     from builders.models import load_model
@@ -256,7 +261,7 @@ def calibration_inputs(options: StudyOptions):
     model = load_model(options.model, Path(options.checkpoint) if options.checkpoint else None)
     images = load_images(Path(options.images) if options.images else None)
     pixels = torch.stack([model.transform(image) for image in images.images])
-    return model, _cycle(pixels, options.batch), _cycle(pixels, options.calib_count)
+    return StudyInputs(model, images, pixels, _cycle(pixels, options.batch), _cycle(pixels, options.calib_count))
 
 
 def _make_backend(name: str, model, device: str, static_input, options: StudyOptions, report: Report):

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from sessions.errors import InputError
+
 SCHEMA_VERSION = 1
 TOOL = "trt-inspect"
 
@@ -209,8 +211,6 @@ class Session:
             if variant.name == name:
                 return variant
         known = ", ".join(v.name for v in self.variants) or "none"
-        from sessions.errors import InputError
-
         raise InputError(f"no variant {name!r} in this session (variants: {known})")
 
     def baseline(self) -> Variant | None:
