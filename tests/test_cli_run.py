@@ -77,3 +77,15 @@ def test_bad_input_gets_one_line_and_an_exit_code(args, code, message):
 def test_no_arguments_without_a_terminal_prints_help():
     result = run_cli()
     assert result.returncode == 2 and "usage:" in result.stderr
+
+
+def test_tracing_several_calls_keeps_the_per_call_count(resnet_run, tmp_path):
+    _, single = resnet_run
+    out = tmp_path / "three.json"
+    result = run_cli("run", "test_resnet", *FAST, "--variants", "fp32", "--trace-calls", "3", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    three = storage.load(out).variant("fp32")
+    one = storage.load(single).variant("fp32")
+    assert three.trace.calls == 3 and three.trace.records == 3 * one.trace.records
+    assert three.trace.per_call == one.trace.per_call and "call ranges" not in three.trace.note
+    assert sorted(set(three.kernels.call)) == [0, 1, 2]
