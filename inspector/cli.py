@@ -385,6 +385,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 def cmd_open(args: argparse.Namespace) -> int:
     from inspector.tui import open_tui
 
+    if not _interactive():
+        from sessions.storage import load, resolve
+
+        if args.session:
+            load(resolve(args.session))  # a bad file is still named as such
+        raise InputError("open needs a terminal; without one use `show`, `groups` or `export`")
     return open_tui(session=args.session)
 
 

@@ -36,6 +36,11 @@ def test_every_command_refuses_bad_session_files(tmp_path, command):
         assert len(lines) == 1 and lines[0].startswith("trt-inspect: error:"), (command, name, result.stderr)
 
 
+def test_open_without_a_terminal_says_so():
+    result = run_cli("open", str(H200 / "senet154-h200.json"))
+    assert result.returncode == 2 and "open needs a terminal" in result.stderr
+
+
 def test_diff_with_one_bad_side(tmp_path):
     path = bad_files(tmp_path)["truncated"]
     result = run_cli("diff", str(H200 / "senet154-h200.json"), str(path))
