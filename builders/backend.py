@@ -72,6 +72,9 @@ class Engine(Protocol):
     def release(self) -> None:
         """Free device memory."""
 
+    # Optional: `layer_times(calls) -> dict[str, float]`, per-layer times from the engine's own
+    # profiler (TensorRT's IProfiler), which the study prefers to kernel sums where it exists.
+
 
 class Backend(Protocol):
     name: str  # torch | tensorrt

@@ -25,7 +25,9 @@ from sessions.errors import MissingEnvironment
 from sessions.model import Layer, Variant
 from sessions.storage import sessions_dir
 
-NP_TO_TORCH = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64}
+NP_TO_TORCH = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64,
+}
 
 
 def cache_dir() -> Path:

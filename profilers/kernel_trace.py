@@ -47,7 +47,7 @@ class CuptiTracer:
         self._cupti = cupti
         self.kernels: list[KernelRecord] = []
         self.launches: list[Launch] = []
-        self._marker_open: dict[int, tuple[str, int, int]] = {}
+        self.open_markers: dict[int, tuple[str, int, int]] = {}
         self.ranges: list[Range] = []
         k = cupti.ActivityKind
         self._kinds = [k.CONCURRENT_KERNEL, k.MARKER, k.RUNTIME, k.DRIVER]
@@ -83,9 +83,9 @@ class CuptiTracer:
         if flags & self._instant_flag:
             return
         if flags & self._start_flag:
-            self._marker_open[a.id] = (a.name, a.object_id.pt.thread_id, a.timestamp)
+            self.open_markers[a.id] = (a.name, a.object_id.pt.thread_id, a.timestamp)
             return
-        opened = self._marker_open.pop(a.id, None)
+        opened = self.open_markers.pop(a.id, None)
         if opened is not None:
             name, thread, start = opened
             self.ranges.append(Range(name, thread, start, a.timestamp))
@@ -142,5 +142,5 @@ def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], No
         launches=tracer.launches,
         ranges=tracer.ranges,
         dropped=dropped,
-        note=f"{len(tracer._marker_open)} NVTX ranges left open" if tracer._marker_open else "",
+        note=f"{len(tracer.open_markers)} NVTX ranges left open" if tracer.open_markers else "",
     )
