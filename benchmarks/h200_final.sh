@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # Final H200 check of the code as submitted: CUPTI over several traced calls, the torch.profiler
 # fallback, and groups / export on the result. Run through the device tool with carry [".whl"].
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site TRT_INSPECT_HOME=/tmp/tih PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation . >/dev/null 2>&1 || { echo "project install failed"; exit 1; }
-run() { echo "== trt-inspect $*"; trt-inspect "$@" </dev/null; echo "rc=$?"; }
+source "$(dirname "$0")/h200_setup.sh"
 run run resnet18 --device cuda --variants fp16,fp8 --fp8-layout all --trace-calls 3 --out "$OUT/resnet18-3calls.json" 2>/dev/null
 run run resnet18 --device cuda --variants fp16 --tracer torch --trace-calls 3 --out "$OUT/resnet18-torchprof.json" 2>/dev/null
 run groups "$OUT/resnet18-3calls.json" --by kernel

@@ -2,14 +2,9 @@
 # The H200 recording run: installs carried wheels, runs the senet154 study with CUPTI and with
 # torch.profiler, a batch-8 study for `diff`, and writes sessions, raw traces and logs to $OUT.
 # Run through the device tool with carry [".whl"]; it needs no network.
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT" /tmp/raw
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site TRT_INSPECT_HOME=/tmp/tih PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation . >/dev/null 2>&1 || { echo "project install failed"; exit 1; }
+source "$(dirname "$0")/h200_setup.sh"
+mkdir -p /tmp/raw
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-run() { echo "== trt-inspect $*"; python3 -m inspector "$@"; echo "rc=$?"; }
 run run senet154 --device cuda --variants fp16,fp8 --fp8-layout all --fp8-layout no-se \
     --raw-trace /tmp/raw/senet154 --out "$OUT/senet154-h200.json" 2> >(grep -v Warning >&2)
 run run senet154 --device cuda --variants fp16 --tracer torch --rounds 1 --iters 10 \

@@ -1,13 +1,7 @@
 #!/usr/bin/env bash
 # Second H200 run: the main job exactly as the README runs it (headless, defaults), its rerun and
 # diff, and the Hugging Face SegFormer path on CUDA. Run through the device tool with carry [".whl"].
-set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site TRT_INSPECT_HOME=/tmp/tih PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-build-isolation . >/dev/null 2>&1 || { echo "project install failed"; exit 1; }
-run() { echo "== trt-inspect $*"; trt-inspect "$@" </dev/null; echo "rc=$?"; }
+source "$(dirname "$0")/h200_setup.sh"
 run senet154 --out "$OUT/senet154-default.json" 2>"$OUT/senet154-default.err"
 grep -v "Warning\|warn" "$OUT/senet154-default.err" | head -5
 run rerun "$OUT/senet154-default.json" --out "$OUT/senet154-rerun.json" 2>/dev/null | tail -25
