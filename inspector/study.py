@@ -193,15 +193,15 @@ def run_study(options: StudyOptions, command: list[str], report: Report) -> tupl
         environment=environment.collect(device, torch.version.cuda if device == "cuda" else None),
         method=TimingMethod(
             timer="cuda-events" if device == "cuda" else "perf_counter",
-            timed_region=describe(device, device == "cuda", plan),
-            cuda_graph=device == "cuda",
+            timed_region=describe(device, False, plan),  # restated once timing knows whether graphs captured
+            cuda_graph=False,
             warmup_s=plan.warmup_s,
             rounds=plan.rounds,
             iters=plan.iters,
             interleaved=True,
             transfers_included=False,
             static_inputs=True,
-            per_layer=_per_layer_words(tracer, device),
+            per_layer=_per_layer_words(tracer, device, backend_name),
             kernels=_kernel_words(tracer, options.trace_calls, tracer_note),
         ),
     )
@@ -334,7 +334,7 @@ def _measure_variant(variant, engine, reference, pixels, image_source, tracer, o
 
 def _time_variants(session: Session, engines: dict, plan, device: str, path: Path, report: Report) -> None:
     from profilers.stats import latency_stats
-    from profilers.timing import measure
+    from profilers.timing import describe, measure
 
     steps = {}
     graphs = []
@@ -343,6 +343,7 @@ def _time_variants(session: Session, engines: dict, plan, device: str, path: Pat
         steps[name] = step
         graphs.append(graphed)
     session.method.cuda_graph = device == "cuda" and all(graphs)
+    session.method.timed_region = describe(device, session.method.cuda_graph, plan)
 
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         for name, values in samples.items():
@@ -379,7 +380,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 
-def _per_layer_words(tracer: str, device: str) -> str:
+def _per_layer_words(tracer: str, device: str, backend: str) -> str:
+    if backend == "tensorrt":
+        return (
+            "TensorRT IProfiler time per layer, mean over a pass of its own after tracing (includes profiling "
+            "overhead; does not add up to the latency)"
+        )
     if tracer == "none":
         return "not measured (--tracer none)"
     unit = "kernels' GPU time" if device == "cuda" else "outermost aten ops' host time"

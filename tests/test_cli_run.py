@@ -30,6 +30,7 @@ def test_session_holds_every_measurement(resnet_run):
     session = storage.load(out)
     assert session.study.command[:3] == ["trt-inspect", "run", "test_resnet"]
     assert session.study.weights == "random (pretrained=False)"
+    assert not session.method.cuda_graph and "perf_counter" in session.method.timed_region
     for variant in session.variants:
         assert variant.status == "ok"
         assert len(variant.latency.samples_ms) == 4  # 2 rounds x 2 iterations

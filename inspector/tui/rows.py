@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sessions.diff import SessionDiff
 from sessions.group_report import flags
 from sessions.groups import Rules, compare_groups, kernels_per_layer, role_of
+from sessions.lowering import diagnose
 from sessions.model import Session, Variant
 from sessions.summary import summarize_session
 
@@ -79,7 +80,7 @@ def layers(variant: Variant, rules: Rules, group: str | None, by: str = "role") 
     from sessions.groups import stage_of
 
     per_layer = kernels_per_layer(variant)
-    flagged = {f.layer: f.reason for f in flags_of(variant)}
+    flagged = {f.layer: f.reason for f in diagnose(variant)}
     key_of = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
     rows, keys, styles = [], [], []
     for i, layer in enumerate(variant.layers):
@@ -91,12 +92,6 @@ def layers(variant: Variant, rules: Rules, group: str | None, by: str = "role") 
         styles.append("bold red" if layer.name in flagged else "")
     columns = [("layer", False), ("kind", False), ("groups", True), ("k/call", True), ("ms", True), ("precision", False), ("flag", False)]
     return TableData(columns, rows, keys, styles)
-
-
-def flags_of(variant: Variant):
-    from sessions.lowering import diagnose
-
-    return diagnose(variant)
 
 
 def kernels_of_layer(variant: Variant, layer_index: int | None) -> TableData:
