@@ -11,19 +11,9 @@ import orjson
 
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError, InspectError
+from sessions.migrations import migrate
 from sessions.model import SCHEMA_VERSION, TOOL, Session
-
-SESSIONS_ENV = "TRT_INSPECT_HOME"  # overrides the platform's user-data folder (tests, CI)
-
-
-def sessions_dir() -> Path:
-    """Where sessions go when `--out` is not given."""
-    home = os.environ.get(SESSIONS_ENV)
-    if home:
-        return Path(home) / "sessions"
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("trt-inspect", appauthor=False)) / "sessions"
+from sessions.paths import sessions_dir
 
 
 def encode(session: Session) -> bytes:
@@ -91,6 +81,11 @@ def decode(data: bytes, origin: str) -> Session:
         )
     if version < 1:
         raise InputError(f"{origin} has an unknown schema_version {version}")
+    if version < SCHEMA_VERSION:
+        try:
+            doc = migrate(doc, version)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{origin}: cannot bring schema {version} up to {SCHEMA_VERSION}: {exc}") from None
     try:
         session = build(Session, doc)
         for variant in session.variants:

@@ -29,7 +29,7 @@ def test_session_holds_every_measurement(resnet_run):
     _, out = resnet_run
     session = storage.load(out)
     assert session.study.command[:3] == ["trt-inspect", "run", "test_resnet"]
-    assert session.study.weights == "random (pretrained=False)"
+    assert session.study.weights == "random (pretrained=False, seed 0)"
     assert not session.method.cuda_graph and "perf_counter" in session.method.timed_region
     for variant in session.variants:
         assert variant.status == "ok"
