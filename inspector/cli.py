@@ -430,9 +430,22 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", module=r"modelopt(\.|$)")
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (a scheduler's cancel, `kill`) ends a study like Ctrl-C: finished variants kept, exit 130."""
+    import signal
+    import threading
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_libraries()
+    _interrupt_on_sigterm()
     parser = build_parser()
     bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
     if bare_model and _interactive():

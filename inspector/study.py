@@ -24,8 +24,8 @@ from inspector.resolve import resolve
 from profilers.tracers import Tracer, get_tracer
 from sessions.errors import InspectError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod, Variant
-from sessions.plan import StudyPlan, VariantPlan
-from sessions.storage import save, sessions_dir
+from sessions.plan import StudyPlan, VariantPlan, validate_plan
+from sessions.storage import check_writable, save, session_lock, sessions_dir
 from sessions.summary import VariantSummary, summarize_session
 
 
@@ -85,6 +85,16 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
 
 
 def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Session, Path]:
+    validate_plan(plan)
+    created = dt.datetime.now(dt.timezone.utc)
+    path = session_path(plan, created)
+    check_writable(path)
+    with session_lock(path):
+        return _run_locked(plan, command, report, created, path)
+
+
+def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt.datetime,
+                path: Path) -> tuple[Session, Path]:
     backend_cls, tracer = check_plan(plan)
     inputs = backend_cls.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))
@@ -92,9 +102,8 @@ def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Sess
         BackendContext(plan, inputs.model, inputs.static_input,
                        lambda phase, step, steps: report(Progress("build", phase, None, step, steps)))
     )
-    created = dt.datetime.now(dt.timezone.utc)
     session = new_session(plan, command, inputs, backend, tracer, created)
-    recorder = Recorder(session, session_path(plan, created), report)
+    recorder = Recorder(session, path, report)
     recorder.step("setup", f"session: {recorder.path}")
     reference = np.concatenate([np.asarray(backend.reference(batch)) for batch in inputs.quality_batches])
     engines = build_variants(plan, backend, tracer, inputs, reference, recorder)
@@ -133,7 +142,11 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
         recorder.session.variants.append(variant)
         engines[variant.name] = result.engine
         measure_quality(variant, result.engine, reference, inputs, recorder)
-        trace_variant(variant, result.engine, plan, tracer, type(backend), recorder)
+        try:
+            trace_variant(variant, result.engine, plan, tracer, type(backend), recorder)
+        except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
+            variant.layers = result.engine.layers()
+            variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
         recorder.step("build", f"{variant.name} built and traced", variant.name, index + 1, total)
     return engines
 
