@@ -450,7 +450,12 @@ def problems_in(checked: list[Module], modules: dict[str, Module], trt_modules: 
             if use.name in NON_TENSORRT_NAMES or use.need.met_by(valid):
                 continue
             spelled = f"{use.qualifier}.{use.name}" if use.qualifier else use.name
-            if not valid:
+            if not valid and use.code.startswith("def "):
+                problems.append(
+                    f"{use.where}: `{use.code}`: neither TensorRT {' nor '.join(versions)} has a `{use.name}` to "
+                    "override: TensorRT never calls it; fix the name"
+                )
+            elif not valid:
                 problems.append(
                     f"{use.where}: `{use.code}`: neither TensorRT {' nor '.join(versions)} registers `{spelled}`: "
                     "fix the name; if the receiver is not a TensorRT object, annotate it with its type or add "
@@ -540,7 +545,8 @@ def build(trt, onnx: Path, engine, config):
         ("trt.ProfilingVerbosity.JSON", "registers `ProfilingVerbosity.JSON`"),  # a member of another enum
         ("ctx = engine.create_execution_context()\n    ctx.nvtx_verbosty = 0", "registers `nvtx_verbosty`"),
         ("ok = hasattr(config, 'set_timing_cach')", "registers `set_timing_cach`"),
-        ("class P(trt.IProfiler):\n        def report_layer_tim(self, name, ms): pass", "registers `report_layer_tim`"),
+        ("class P(trt.IProfiler):\n        def report_layer_tim(self, name, ms): pass",
+         "has a `report_layer_tim` to override"),
         ("trt_compat.build_plann(trt)", "has no `build_plann`"),
         ("config.set_flag(trt.BuilderFlag.FP16)", "`BuilderFlag.FP16` exists in TensorRT 10.16.1.11 but not in 11.4"),
         ("x = engine.int8_calibrator", "`int8_calibrator` exists in TensorRT 10.16.1.11 but not in 11.4"),
