@@ -47,11 +47,10 @@ NON_TENSORRT_NAMES = {
     "split",  # str, on trt.__version__
 }
 
-# a literal, or one of these builtins' results, is never a TensorRT object
+# these builtins' results never are, nor hold, TensorRT objects (containers may: not listed)
 FOREIGN_BUILTINS = {
-    "abs", "bool", "bytearray", "bytes", "dict", "enumerate", "float", "format", "frozenset", "hash", "id", "int",
-    "isinstance", "issubclass", "len", "list", "max", "memoryview", "min", "open", "print", "range", "repr",
-    "reversed", "round", "set", "sorted", "str", "sum", "super", "tuple", "zip",
+    "abs", "bool", "bytearray", "bytes", "float", "format", "hash", "id", "int", "isinstance", "issubclass", "len",
+    "memoryview", "open", "print", "range", "repr", "round", "str", "super",
 } | {name for name in dir(builtins) if name[0].isupper()}  # exceptions, warnings
 ENUM_OWN = {"name", "value"}  # pybind11 enum properties, besides dunders
 VERSION_NAMES = {"major", "__version__", "trt_major"}
@@ -275,10 +274,10 @@ class Checker:
     # which receivers are certainly not TensorRT objects
     def foreign(self, node: ast.expr, env: set[str], self_foreign: set[str]) -> bool:
         match node:
-            case ast.Constant() | ast.JoinedStr() | ast.List() | ast.Dict() | ast.Set() | ast.Tuple() | ast.Compare():
+            case ast.Constant() | ast.JoinedStr() | ast.Compare():
                 return True
-            case ast.ListComp() | ast.DictComp() | ast.SetComp() | ast.GeneratorExp():
-                return True
+            case ast.List(elts=items) | ast.Tuple(elts=items) | ast.Set(elts=items) | ast.Dict(values=items):
+                return bool(items) and all(item is not None and self.foreign(item, env, self_foreign) for item in items)
             case ast.BinOp(left=left):
                 return self.foreign(left, env, self_foreign)
             case ast.BoolOp(values=values):
@@ -312,7 +311,9 @@ class Checker:
                 continue
             if isinstance(node, ast.Assign):
                 found += [(target, node.value) for target in node.targets]
-            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and node.value is not None:
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:  # the annotation says what it holds
+                found.append((node.target, node.value if may_be_tensorrt(node.annotation) else ast.Constant(None)))
+            elif isinstance(node, (ast.AugAssign, ast.NamedExpr)):
                 found.append((node.target, node.value))
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
                 found.append((node.target, node.iter))  # an element of a foreign iterable is foreign
@@ -545,6 +546,8 @@ def build(trt, onnx: Path, engine, config):
         ("trt.ProfilingVerbosity.JSON", "registers `ProfilingVerbosity.JSON`"),  # a member of another enum
         ("ctx = engine.create_execution_context()\n    ctx.nvtx_verbosty = 0", "registers `nvtx_verbosty`"),
         ("ok = hasattr(config, 'set_timing_cach')", "registers `set_timing_cach`"),
+        ("held = {}\n    held['a'] = engine\n    held['a'].get_tensor_nam(0)", "registers `get_tensor_nam`"),
+        ("for e in [engine]:\n        e.get_tensor_nam(0)", "registers `get_tensor_nam`"),
         ("class P(trt.IProfiler):\n        def report_layer_tim(self, name, ms): pass",
          "has a `report_layer_tim` to override"),
         ("trt_compat.build_plann(trt)", "has no `build_plann`"),
