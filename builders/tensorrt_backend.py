@@ -127,7 +127,9 @@ class TensorRTBackend(Backend):
         self.static_input = context.static_input
         self.opt_level = context.plan.opt_level
         self.report = context.report
-        self._reference = None if self.model.module is None else self.model.module.to("cuda", torch.float32).eval()
+        self._reference: torch.nn.Module | None = (
+            None if self.model.module is None else self.model.module.to("cuda", torch.float32).eval()
+        )
 
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
