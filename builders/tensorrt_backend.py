@@ -135,7 +135,8 @@ class TensorRTBackend(Backend):
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
         if self._reference is None:
             raise MissingEnvironment("an .onnx model has no PyTorch reference for quality; use --variants fp32,...")
-        return self._reference(batch.cuda()).float().cpu()
+        output: torch.Tensor = self._reference(batch.cuda())
+        return output.float().cpu()
 
     def describe(self) -> dict[str, str]:
         return {"tensorrt": str(self.trt.__version__)}
