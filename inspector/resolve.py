@@ -12,13 +12,14 @@ from inspector.request import StudyRequest
 from profilers.tracers import get_tracer
 from sessions.errors import MissingEnvironment
 from sessions.plan import StudyPlan, TimingPlan, parse_variants
+from sessions.vocab import Device
 
 
 def tensorrt_installed() -> bool:
     return importlib.util.find_spec("tensorrt") is not None
 
 
-def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, str, str]:
+def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
     """(backend, device, why)."""
     if request.device == "cuda" and not has_gpu:
         raise MissingEnvironment("--device cuda: no CUDA GPU is visible to PyTorch here")
@@ -31,7 +32,7 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, str, str]
             raise MissingEnvironment("--backend tensorrt needs a CUDA GPU")
         return "tensorrt", "cuda", "TensorRT, as asked"
     if request.backend == "torch":
-        device = request.device or ("cuda" if has_gpu else "cpu")
+        device: Device = "cpu" if request.device == "cpu" or not has_gpu else "cuda"
         return "torch", device, f"PyTorch on {device}, as asked"
     if tensorrt_installed() and has_gpu and request.device != "cpu":
         return "tensorrt", "cuda", "TensorRT found with a GPU"
@@ -71,7 +72,7 @@ def default_timing(request: StudyRequest, device: str) -> TimingPlan:
 def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     """The plan for this machine, and one line per choice made (what the user sees first)."""
     request.validate()
-    cupti_problem = "not asked for"
+    cupti_problem: str | None = "not asked for"
     if request.tracer in ("auto", "cupti") and request.device != "cpu":
         cupti_problem = get_tracer("cupti").prepare()  # before torch loads
     import torch
