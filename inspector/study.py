@@ -25,7 +25,8 @@ from profilers.tracers import Tracer, get_tracer
 from sessions.errors import InspectError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod, Variant
 from sessions.plan import StudyPlan, VariantPlan, validate_plan
-from sessions.storage import check_writable, save, session_lock, sessions_dir
+from sessions.paths import sessions_dir
+from sessions.storage import check_writable, save, session_lock
 from sessions.summary import VariantSummary, summarize_session
 
 
