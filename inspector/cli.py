@@ -74,23 +74,42 @@ def _add_session_commands(sub) -> None:
 
 def _add_import_command(sub) -> None:
     p = sub.add_parser("import", help="make a session from trtexec / engine-inspector JSON files")
-    p.add_argument("--layers", required=True, help="layer information (--exportLayerInfo or IEngineInspector JSON)")
-    p.add_argument("--profile", help="per-layer profile (--exportProfile)")
+    p.add_argument("--layers", help="layer information (--exportLayerInfo or IEngineInspector JSON)")
+    p.add_argument("--profile", help="per-layer profile (--exportProfile); alone, it names the layers too")
     p.add_argument("--times", help="per-inference times (--exportTimes)")
+    p.add_argument("--metadata", action="append", default=[], metavar="FILE",
+                   help="trtexec metadata (*.profile.metadata.json, *.build.metadata.json, trex *.metadata.json) or a "
+                   "trtexec log (repeatable; those beside the layer file are read anyway)")
+    p.add_argument("--no-metadata-search", action="store_true", help="do not read metadata files found beside the layer file")
     p.add_argument("--name", help="variant name (default: from the file name)")
+    p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
+    p.add_argument("--batch", type=_positive_int, help="batch size, where the files do not give the input shape")
+    p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--into", help="add the variant to this existing session")
     target.add_argument("--out", help="session file to write (default: the user-data folder)")
     p.add_argument("--json", action="store_true")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 < value <= 1 << 20:
+        raise argparse.ArgumentTypeError(f"{text} is not a batch size")
+    return value
+
+
 def _add_report_commands(sub) -> None:
     p = sub.add_parser("diff", help="compare two sessions; exit 1 on a regression past the threshold")
     p.add_argument("a", help="the older session (baseline)")
     p.add_argument("b", help="the newer session")
-    p.add_argument("--threshold", default="5%", help="relative change that counts (default 5%%)")
+    p.add_argument("--threshold", default="5%", help="relative change that counts: 5%% or 0.05 (default 5%%)")
     p.add_argument("--format", default="text", choices=["text", "md", "json"])
     p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules")
+    p.add_argument("--pair", action="append", default=[], metavar="A=B",
+                   help="compare variant A of the first session with variant B of the second (repeatable)")
 
     p = sub.add_parser("export", help="a session as README-ready Markdown, or CSV / JSON")
     p.add_argument("session")
@@ -167,6 +186,9 @@ def _print_summary(session, path) -> None:
     unstable = unstable_variants(session)
     if unstable:
         print(f"CoV above 2.5 % for {', '.join(unstable)}: lock clocks or time longer before trusting small differences")
+    for variant in session.variants:
+        for note in variant.notes:
+            print(f"note ({variant.name}): {note}")
     if path is not None:
         print(f"session: {path}")
 
@@ -229,24 +251,35 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from profilers.trtexec_import import import_variant, new_session
+    from profilers.trtexec_import import ImportFiles, check_joinable, import_variant, new_session
     from sessions.storage import load, resolve, save, sessions_dir
 
-    variant, dims = import_variant(
-        Path(args.layers), Path(args.profile) if args.profile else None, Path(args.times) if args.times else None, args.name
+    if not args.layers and not args.profile:
+        raise InputError("import needs --layers, --profile or both")
+    files = ImportFiles(
+        layers=Path(args.layers) if args.layers else None,
+        profile=Path(args.profile) if args.profile else None,
+        times=Path(args.times) if args.times else None,
+        metadata=[Path(m) for m in args.metadata],
+        find_metadata=not args.no_metadata_search,
     )
+    imported = import_variant(files, args.name, args.model, args.batch)
+    variant = imported.variant
+    variant.command = list(args.argv)
     if args.into:
         path = resolve(args.into)
         session = load(path)
         if any(v.name == variant.name for v in session.variants):
             raise InputError(f"{path} already has a variant {variant.name!r}; pass --name")
+        check_joinable(session, imported, args.force)
     else:
-        session = new_session(variant.name, dims, args.argv, variant.latency is not None)
+        session = new_session(imported, variant.command)
         path = Path(args.out) if args.out else sessions_dir() / f"import-{variant.name}-{session.study.created[:19].replace(':', '')}.json"
     session.variants.append(variant)
     save(session, path)
-    for note in variant.notes:
-        _err(note)
+    if args.json:  # the text summary prints the notes
+        for note in variant.notes:
+            _err(note)
     _print_session(session, path, args.json)
     return ExitCode.OK
 
@@ -271,13 +304,29 @@ def cmd_groups(args: argparse.Namespace) -> int:
 
 
 def _threshold(text: str) -> float:
+    """`5%` or `0.05`; a bare number of 1 or more (`10`: 10 % or 1000 %?) is refused as ambiguous."""
+    import math
+
+    percent = text.strip().endswith("%")
     try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        value = float(text.strip()[:-1]) / 100 if percent else float(text)
     except ValueError:
         raise InputError(f"--threshold {text!r}: give a percentage such as 5% or a fraction such as 0.05") from None
-    if value < 0:
-        raise InputError("--threshold must not be negative")
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"--threshold {text!r}: must be a finite, non-negative change such as 5% or 0.05")
+    if not percent and value >= 1:
+        raise InputError(f"--threshold {text}: ambiguous (a fraction of {text}, or {text} %?); write {text}% or a fraction below 1")
     return value
+
+
+def _pairs(texts: list[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for text in texts:
+        left, sep, right = text.partition("=")
+        if not sep or not left or not right:
+            raise InputError(f"--pair {text!r}: write VARIANT_A=VARIANT_B")
+        pairs.append((left, right))
+    return pairs
 
 
 def _rules(path: str | None):
@@ -305,7 +354,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     threshold = _threshold(args.threshold)
     path_a, path_b = resolve(args.a), resolve(args.b)
-    diff = diff_sessions(load(path_a), load(path_b), _rules(args.rules), threshold, str(path_a), str(path_b))
+    diff = diff_sessions(load(path_a), load(path_b), _rules(args.rules), threshold, str(path_a), str(path_b), _pairs(args.pair))
     return _print_diff(diff, args.format)
 
 

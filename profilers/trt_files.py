@@ -9,16 +9,20 @@ names-only (strings) or DETAILED (objects) layers; `Bindings` (<= 10.x) or `I/O 
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sessions.errors import InputError
+from sessions.groups import builtin_rules, op_from_name
 from sessions.layer_ops import trt_op
 from sessions.model import Layer, Tensor
 from sessions.vocab import dtype_of
 
 SEPARATORS = re.compile("[\x1e\x1f]")
+TACTIC_PRECISION = re.compile(r"(?:^|_)i8|int8|imma|e4m3|fp8", re.IGNORECASE)  # i8i8, i8f16, i8816, int8x4, imma, e4m3
+FLOAT_LIKE = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
 PROFILE_SUFFIX = re.compile(r" \[profile (\d+)\]$")
 ONNX_LAYER = re.compile(r"\[ONNX Layer: (.*?)\]")
 
@@ -82,7 +86,46 @@ def _io_tensors(doc: Any) -> list[str]:
     return []
 
 
+def _is_dla(kind_or_name: str) -> bool:
+    return op_from_name(kind_or_name, builtin_rules()) == "dla" or bool(re.match(r"^Dla|DLA", kind_or_name))
+
+
+def named_layer(name: str) -> Layer:
+    """A layer known by its name only (names-only layer information, a profile): its op from the name."""
+    op = op_from_name(name, builtin_rules())
+    return Layer(name=name, kind="unknown", op=op, attrs={"device": "dla"} if op == "dla" else {})
+
+
+def file_kind(doc: Any) -> str | None:
+    """Which TensorRT tool file a document is, in the words of the option that writes it."""
+    if isinstance(doc, dict):
+        if any(isinstance(doc.get(k), list) for k in ("Layers", "layers", "LayerInfo")):
+            return "layer information (--exportLayerInfo or the engine inspector)"
+        if "performance_summary" in doc or "inference_options" in doc:
+            return "trtexec profile metadata (*.profile.metadata.json): pass it with --metadata"
+        if "model_options" in doc or "build_options" in doc:
+            return "trtexec build metadata (*.build.metadata.json): pass it with --metadata"
+        return None
+    if isinstance(doc, list) and doc and all(isinstance(item, dict) for item in doc[:3]):
+        first = doc[1] if len(doc) > 1 and "count" in doc[0] and "name" not in doc[0] else doc[0]
+        if "name" in first and ("timeMs" in first or "averageMs" in first):
+            return "a trtexec --exportProfile file: pass it as --profile"
+        if "computeMs" in first or "startEnqMs" in first:
+            return "a trtexec --exportTimes file: pass it as --times"
+        if "ComputeCapability" in first:
+            return "trex device metadata (*.metadata.json): pass it with --metadata"
+    return None
+
+
+def wrong_kind(doc: Any, origin: str, expected: str) -> InputError:
+    kind = file_kind(doc)
+    found = f"this is {kind}" if kind else "its content is not a TensorRT file this tool knows"
+    return InputError(f"{origin}: expected {expected}; {found}")
+
+
 def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
+    if file_kind(doc) is not None and not str(file_kind(doc)).startswith("layer information"):
+        raise wrong_kind(doc, origin, "layer information (--exportLayerInfo or the engine inspector)")
     raw = _layer_list(doc, origin)
     layers: list[Layer] = []
     other_profiles = 0
@@ -92,7 +135,7 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
             if profile_index(item):
                 other_profiles += 1
                 continue
-            layers.append(Layer(name=normalize_name(item), kind="unknown"))
+            layers.append(named_layer(normalize_name(item)))
             continue
         if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
             raise InputError(f"{origin}: layer {position} has no name")
@@ -110,12 +153,38 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
     return LayerInfo(layers, _io_tensors(doc), detailed, other_profiles, notes)
 
 
+def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | None, outputs: list[Tensor]) -> str | None:
+    """What a layer computes in: tactic tokens, then weights, then the data inputs; the output dtype last.
+
+    A fused output dequantize makes an INT8 convolution write FP16 or FP32: its output says nothing
+    about its arithmetic. Index tensors (int32 / int64 / bool) are not a compute precision.
+    """
+    if tactic:
+        token = TACTIC_PRECISION.search(tactic)
+        if token:
+            return "fp8" if re.search("e4m3|fp8", token.group(0), re.IGNORECASE) else "int8"
+    if weights in ("int8", "fp8", "int4", "fp4"):
+        return weights
+    for tensors in (inputs, outputs):
+        found = next((t.dtype for t in tensors if t.dtype in FLOAT_LIKE), None)
+        if found:
+            return found
+    return next((t.dtype for t in [*inputs, *outputs] if t.dtype), None)
+
+
+def layer_op(kind: str, parameter_type: str | None, name: str) -> str | None:
+    """TensorRT's own type words first; a layer they do not name (or a convolution named MatMul) by its name."""
+    rules = builtin_rules()
+    op = trt_op(kind, parameter_type) or op_from_name(kind, rules)
+    by_name = op_from_name(name, rules)
+    if op is None or (op == "conv" and by_name in ("linear", "matmul")):
+        return by_name or op  # TensorRT runs a classifier's MatMul as a 1x1 convolution: it is still a linear layer
+    return op
+
+
 def _detailed_layer(item: dict) -> Layer:
     outputs = item.get("Outputs") if isinstance(item.get("Outputs"), list) else []
     inputs = item.get("Inputs") if isinstance(item.get("Inputs"), list) else []
-    precision = next((d for d in map(_tensor_dtype, outputs) if d), None) or next(
-        (d for d in map(_tensor_dtype, inputs) if d), None
-    )
     attrs: dict[str, Any] = {}
     for key, attr in (("StreamId", "stream"), ("Activation", "activation")):
         if item.get(key) not in (None, ""):
@@ -129,18 +198,22 @@ def _detailed_layer(item: dict) -> Layer:
     kind = str(item.get("LayerType") or item.get("ParameterType") or "unknown")
     parameter_type = item.get("ParameterType")
     tensors_in = [_tensor(t) for t in inputs]
+    tensors_out = [_tensor(t) for t in outputs]
+    name = normalize_name(item["Name"])
+    if _is_dla(kind):
+        attrs["device"] = "dla"
     return Layer(
-        name=normalize_name(item["Name"]),
+        name=name,
         kind=kind,
-        op=trt_op(kind, parameter_type if isinstance(parameter_type, str) else None),
-        precision=precision,
+        op=layer_op(kind, parameter_type if isinstance(parameter_type, str) else None, name),
+        precision=compute_precision(tensors_in, attrs.get("weights"), str(item.get("TacticName") or ""), tensors_out),
         groups=_int(item.get("Groups")),
         kernel_shape=_ints(item.get("Kernel")),
         in_channels=tensors_in[0].shape[1] if tensors_in and tensors_in[0].shape and len(tensors_in[0].shape) >= 2 else None,
         out_channels=_int(item.get("OutMaps")),
         stride=_ints(item.get("Stride")),
         inputs=tensors_in,
-        outputs=[_tensor(t) for t in outputs],
+        outputs=tensors_out,
         tactic=str(tactic) if tactic not in (None, "") else None,
         onnx_nodes=nodes,
         origin=str(item["Origin"]) if item.get("Origin") not in (None, "") else None,
@@ -181,8 +254,9 @@ def _number(record: dict, key: str, origin: str, position: int, required: bool =
 
 
 def parse_profile(doc: Any, origin: str) -> Profile:
-    if not isinstance(doc, list):
-        raise InputError(f"{origin}: a trtexec profile is a JSON list; this is not one")
+    kind = file_kind(doc)
+    if not isinstance(doc, list) or (kind is not None and "--exportProfile" not in kind):
+        raise wrong_kind(doc, origin, "a trtexec --exportProfile file (a JSON list of per-layer records)")
     count = None
     records: list[ProfileRecord] = []
     for position, item in enumerate(doc):
@@ -219,11 +293,27 @@ class Pairing:
     unmatched_records: list[str]
 
 
+PAIRING_MIN = 0.9  # of the layers and of the records: below this, the files describe different engines
+
+
+def layers_from_profile(profile: Profile) -> list[Layer]:
+    """Layers named by a profile alone (TensorRT 7 `.profile`, or a profile without layer information)."""
+    layers = [named_layer(record.name) for record in profile.records]
+    for layer, record in zip(layers, profile.records):
+        _apply(layer, record)
+    for before, layer in itertools.pairwise(layers):
+        if before.op == "dla" and layer.op == "reformat":  # the first GPU reformat after a DLA block waits for the DLA
+            layer.op = "dla"
+            layer.attrs["device"] = "dla"
+            layer.attrs["note"] = "reformatter after a DLA block: its time includes waiting for the DLA"
+    return layers
+
+
 def pair_profile(layers: list[Layer], profile: Profile, origin: str) -> Pairing:
     """Give each layer its profiled time: by position when names agree there, else by name.
 
-    Refuses (InputError) when fewer than half of the layers find a record: the two files then
-    come from different engines.
+    Refuses (InputError) when fewer than PAIRING_MIN of the layers or of the records pair: one
+    engine's layers with another engine's profile (fp32 layers, fp16 profile) still share most names.
     """
     names = [layer.name for layer in layers]
     if names == [r.name for r in profile.records]:
@@ -243,11 +333,12 @@ def pair_profile(layers: list[Layer], profile: Profile, origin: str) -> Pairing:
         else:
             unmatched_layers.append(layer.name)
     unmatched_records = [r.name for queue in remaining.values() for r in queue]
-    if matched * 2 < len(layers):
-        example = unmatched_layers[0] if unmatched_layers else "?"
+    if matched < PAIRING_MIN * len(layers) or matched < PAIRING_MIN * len(profile.records):
+        example = unmatched_layers[0] if unmatched_layers else unmatched_records[0] if unmatched_records else "?"
         raise InputError(
-            f"{origin} does not pair with the layer information: only {matched} of {len(layers)} layers "
-            f"have a profile record (first without: {example!r}); were both files written for the same engine?"
+            f"{origin} does not pair with the layer information: {matched} of {len(layers)} layers and of "
+            f"{len(profile.records)} profile records pair by name, below {PAIRING_MIN:.0%} (first unpaired: {example[:80]!r}); "
+            "were both files written for the same engine?"
         )
     return Pairing(False, matched, unmatched_layers, unmatched_records)
 
@@ -262,8 +353,9 @@ def _apply(layer: Layer, record: ProfileRecord) -> None:
 
 def parse_times(doc: Any, origin: str) -> tuple[list[float], list[float]]:
     """(GPU compute ms, end-to-end latency ms) per inference from `--exportTimes`."""
-    if not isinstance(doc, list) or not doc:
-        raise InputError(f"{origin}: trtexec times are a non-empty JSON list; this is not one")
+    kind = file_kind(doc)
+    if not isinstance(doc, list) or not doc or (kind is not None and "--exportTimes" not in kind):
+        raise wrong_kind(doc, origin, "a trtexec --exportTimes file (a JSON list of per-inference records)")
     compute, latency = [], []
     for position, item in enumerate(doc):
         if not isinstance(item, dict):

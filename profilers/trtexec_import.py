@@ -1,23 +1,37 @@
-"""A session from files that TensorRT tools wrote: layer information, profile and times.
+"""A session from files that TensorRT tools wrote: layer information, profile, times and trtexec metadata.
 
 Imported variants carry what the files hold and nothing more: layers, tactics, formats, per-layer
-times, latency. The files hold no kernel launches, so imported variants have no kernel table.
+times, latency, and what trtexec's options and device block say. A fact no file gives is stored as
+unknown (None), never as a default. The files hold no kernel launches, so imported variants have
+no kernel table.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import orjson
 
 from profilers import environment
 from profilers.stats import latency_stats
-from profilers.trt_files import pair_profile, parse_layer_info, parse_profile, parse_times
+from profilers.trt_files import (
+    LayerInfo,
+    layers_from_profile,
+    pair_profile,
+    parse_layer_info,
+    parse_profile,
+    parse_times,
+)
+from profilers.trtexec_metadata import RunFacts, companions, engine_stem, facts_from, model_name
 from sessions.errors import InputError
-from sessions.model import Environment, Session, Study, TimingMethod, Variant
+from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
+TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
+TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
 
 
 def read_json(path: Path, what: str):
@@ -33,78 +47,189 @@ def read_json(path: Path, what: str):
         raise InputError(f"{path} is not valid JSON ({what}): {exc}") from None
 
 
-def dominant_precision(variant_layers) -> str:
+def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
+    """The lowest compute precision any layer runs in; from trtexec's build option where layers say nothing."""
     seen = {layer.precision for layer in variant_layers}
-    return next((p for p in PRECISION_ORDER if p in seen), "unknown")
+    found = next((p for p in PRECISION_ORDER if p in seen), None)
+    if found is None and build_precision:
+        words = build_precision.lower()
+        found = next((p for p in PRECISION_ORDER if p in words), None)
+    return found or "unknown"
 
 
-def import_variant(layers_path: Path, profile_path: Path | None, times_path: Path | None, name: str | None) -> tuple[Variant, list[int]]:
-    """The variant, and the input dimensions of its first layer (batch first) where known."""
-    info = parse_layer_info(read_json(layers_path, "layer information"), str(layers_path))
+@dataclass
+class ImportFiles:
+    layers: Path | None = None
+    profile: Path | None = None
+    times: Path | None = None
+    metadata: list[Path] = field(default_factory=list)  # trtexec / trex metadata JSON or a trtexec log
+    find_metadata: bool = True  # also read the metadata files beside the layer or profile file
+
+
+@dataclass
+class Imported:
+    variant: Variant
+    model: str
+    batch: int | None
+    input_shape: list[int]  # one sample, without the batch dimension
+    facts: RunFacts
+
+
+def _layers(files: ImportFiles, notes: list[str]) -> LayerInfo:
+    if files.layers is not None:
+        info = parse_layer_info(read_json(files.layers, "layer information"), str(files.layers))
+        if files.profile is not None:
+            profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
+            pairing = pair_profile(info.layers, profile, str(files.profile))
+            notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
+            if pairing.unmatched_layers or pairing.unmatched_records:
+                notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
+                             f"{len(pairing.unmatched_records)} records without a layer")
+            if profile.count is not None:
+                notes.append(f"profile over {profile.count} inferences")
+        return info
+    if files.profile is None:
+        raise InputError("give --layers, --profile or both")
+    profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
+    notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
+    if profile.count is not None:
+        notes.append(f"profile over {profile.count} inferences")
+    return LayerInfo(layers_from_profile(profile), [], detailed=False)
+
+
+def _check_times_engine(files: ImportFiles, facts: RunFacts, median_ms: float) -> None:
+    """Refuse a times file of another engine: by trtexec's file names, and against trtexec's own summary."""
+    named = files.layers or files.profile
+    if (named is not None and files.times is not None and TRTEXEC_NAMES.search(named.name)
+            and TRTEXEC_NAMES.search(files.times.name) and engine_stem(named) != engine_stem(files.times)):
+        raise InputError(f"{files.times} was written for engine {engine_stem(files.times)!r}, the layers for "
+                         f"{engine_stem(named)!r}: pass the times of the same engine")
+    expected = facts.gpu_compute_median_ms
+    if expected and abs(median_ms - expected) > TIMES_AGREEMENT * expected:
+        raise InputError(f"{files.times}: median {median_ms:.4g} ms, but trtexec's summary of this engine's run says "
+                         f"{expected:.4g} ms ({', '.join(facts.sources)}); were both written for the same engine?")
+
+
+def _input_shape(info: LayerInfo) -> list[int] | None:
+    """The shape of the engine's first input: a binding that a layer reads, else the first layer's input."""
+    bindings = set(info.io_tensors)
+    for layer in info.layers:
+        for tensor in layer.inputs:
+            if tensor.shape and tensor.name in bindings:
+                return list(tensor.shape)
+    first = info.layers[0].inputs if info.layers else []
+    return list(first[0].shape) if first and first[0].shape else None
+
+
+def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[str]) -> str:
+    if model:
+        return model
+    if facts.model:
+        notes.append(f"model name from trtexec's options: {facts.model}")
+        return model_name(facts.model)
+    source = files.layers or files.profile
+    assert source is not None
+    stem = model_name(re.sub(r"\.engine$", "", engine_stem(source)))
+    notes.append(f"model name from the file name {source.name!r} (no trtexec metadata names the model; --model sets it)")
+    return stem
+
+
+def import_variant(files: ImportFiles, name: str | None = None, model: str | None = None, batch: int | None = None) -> Imported:
+    notes: list[str] = []
+    source = files.layers or files.profile
+    found = companions(source) if files.find_metadata and source is not None else []
+    facts = facts_from([*files.metadata, *(p for p in found if p not in files.metadata)])
+    if facts.sources:
+        notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
+    info = _layers(files, notes)
+    notes.extend(info.notes)
+    dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
+    if dla:
+        notes.append(f"{dla} layers run on (or move data to) the DLA")
+    precision = dominant_precision(info.layers, facts.precision)
+    if precision == "unknown":
+        notes.append("precision unknown: names-only files hold no types (trtexec metadata or a log with --metadata gives it)")
     variant = Variant(
-        name=name or Path(layers_path).name.split(".")[0],
+        name=name or (files.layers or files.profile or Path("variant")).name.split(".")[0],
         backend="trtexec",
-        precision=dominant_precision(info.layers),
+        precision=precision,  # type: ignore[arg-type]  # a PRECISION_ORDER word or "unknown"
         device="cuda",
         layers=info.layers,
-        notes=list(info.notes),
     )
-    if profile_path is not None:
-        profile = parse_profile(read_json(profile_path, "profile"), str(profile_path))
-        pairing = pair_profile(info.layers, profile, str(profile_path))
-        how = "by position" if pairing.by_position else "by name"
-        variant.notes.append(f"profile paired {how}: {pairing.matched} of {len(info.layers)} layers")
-        if pairing.unmatched_layers or pairing.unmatched_records:
-            variant.notes.append(
-                f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
-                f"{len(pairing.unmatched_records)} records without a layer"
-            )
-        if profile.count is not None:
-            variant.notes.append(f"profile over {profile.count} inferences")
-    if times_path is not None:
-        compute, _latency = parse_times(read_json(times_path, "times"), str(times_path))
+    if files.times is not None:
+        compute, _latency = parse_times(read_json(files.times, "times"), str(files.times))
         variant.latency = latency_stats(compute)
-    first = info.layers[0].inputs
-    dims = list(first[0].shape or []) if first else []
-    return variant, dims
+        _check_times_engine(files, facts, variant.latency.median_ms)
+    shape = _input_shape(info) or facts.input_shape
+    found_batch = batch or (shape[0] if shape and shape[0] > 0 else None)
+    if found_batch is None:
+        notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
+    variant.notes = notes
+    return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts)
 
 
-def new_session(name: str, dims: list[int], command: list[str], timed: bool) -> Session:
-    batch = dims[0] if dims and dims[0] > 0 else 1
+def environment_of(facts: RunFacts) -> Environment:
+    gpu = None
+    if facts.gpu:
+        gpu = GpuInfo(name=facts.gpu, compute_capability=facts.compute_capability, multiprocessors=facts.multiprocessors,
+                      memory_mib=facts.memory_mib)
+    return Environment(host="unknown (imported files)", os="", cpu="", cpu_count=0, python="",
+                       versions={"tensorrt": facts.tensorrt} if facts.tensorrt else {}, gpu=gpu)
+
+
+def method_of(facts: RunFacts, timed: bool) -> TimingMethod:
+    graph = {True: "the CUDA-graph launch", False: "enqueue (no CUDA graph)", None: "enqueue or a CUDA-graph launch (not recorded)"}
+    if timed:
+        region = (f"trtexec GPU compute time per inference (CUDA events around {graph[facts.cuda_graph]}), "
+                  "from --exportTimes, warm-up already discarded by trtexec")
+    else:
+        region = "no per-inference times imported (--times); latency columns show the sum of per-layer profile times"
+    return TimingMethod(
+        timer="trtexec" if timed else "unknown",
+        timed_region=region,
+        cuda_graph=facts.cuda_graph,
+        warmup_s=facts.warmup_s,
+        rounds=1 if facts.iterations is not None else None,
+        iters=facts.iterations,
+        interleaved=False,
+        transfers_included=False,
+        static_inputs=True,
+        per_layer="IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes "
+        "profiling overhead and does not add up to the latency)",
+        kernels="not in TensorRT's files: layer information names one tactic per layer, not the kernels launched",
+    )
+
+
+def new_session(imported: Imported, command: list[str]) -> Session:
     return Session(
         study=Study(
-            model=name,
+            model=imported.model,
             source="trtexec",
-            input_shape=dims[1:],
-            batch=batch,
+            input_shape=imported.input_shape,
+            batch=imported.batch or 1,
             command=command,
-            created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             backend="trtexec",
             device="cuda",
             tool_version=environment.tool_version(),
             weights="from the engine",
         ),
-        environment=Environment(
-            host="unknown (imported files)", os="", cpu="", cpu_count=0, python="", versions={}, gpu=None
-        ),
-        method=TimingMethod(
-            timer="trtexec",
-            timed_region=(
-                "trtexec GPU compute time per inference (CUDA events around enqueueV3 or the CUDA-graph launch), "
-                "from --exportTimes, warm-up already discarded by trtexec"
-                if timed
-                else "no timing imported"
-            ),
-            cuda_graph=False,
-            warmup_s=0.0,
-            rounds=1,
-            iters=0,
-            interleaved=False,
-            transfers_included=False,
-            static_inputs=True,
-            per_layer="IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes "
-            "profiling overhead and does not add up to the latency)",
-            kernels="not in TensorRT's files: layer information names one tactic per layer, not the kernels launched",
-        ),
+        environment=environment_of(imported.facts),
+        method=method_of(imported.facts, imported.variant.latency is not None),
     )
 
+
+def check_joinable(session: Session, imported: Imported, force: bool) -> None:
+    """`--into` adds a variant of the same model and batch; anything else needs --force."""
+    problems = []
+    if session.study.model != imported.model:
+        problems.append(f"model {imported.model!r}, the session's is {session.study.model!r} (--model names it)")
+    if imported.batch is not None and session.study.batch != imported.batch:
+        problems.append(f"batch {imported.batch}, the session's is {session.study.batch}")
+    gpu = session.environment.gpu.name if session.environment.gpu else None
+    if gpu and imported.facts.gpu and gpu != imported.facts.gpu:
+        problems.append(f"GPU {imported.facts.gpu}, the session's is {gpu}")
+    if problems and not force:
+        raise InputError(f"these files are of {'; '.join(problems)}: pass --force to join them anyway")
+    if problems:
+        imported.variant.notes.append(f"joined with --force: {'; '.join(problems)}")

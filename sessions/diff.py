@@ -1,7 +1,11 @@
-"""Compare two sessions: latency, kernels per call (total, per group, per layer), layers, precisions.
+"""Compare two sessions: latency, kernels, and per group and per layer time and kernels, precisions.
 
+Variants pair by name, by `--pair A=B`, or as the single variants of two one-variant sessions.
+When the batches differ, every figure is divided by the batch: the comparison is per image.
 A change counts as a regression only past `threshold` and past the sessions' own spread: twice the
-larger coefficient of variation for latency, so that noise a rerun would show is never flagged.
+larger coefficient of variation for latency, so that noise a rerun would show is never flagged;
+per-layer and per-group times also need an absolute change of `TIME_FLOOR` of the variant's time.
+The result is plain data (`SessionDiff`); `diff_report` renders it.
 """
 
 from __future__ import annotations
@@ -9,15 +13,20 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from sessions.groups import Rules, compare_groups, kernels_per_layer, role_of
+from sessions.errors import InputError
+from sessions.groups import Rules, group_rows, kernels_per_layer, role_of
+from sessions.layer_match import align_layers
 from sessions.lowering import diagnose
-from sessions.model import Layer, Session, Variant
+from sessions.model import Session, Variant
+
+TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is never a regression
 
 
 @dataclass
 class Change:
-    variant: str
-    what: str  # latency | kernels | group kernels | layer kernels | precision | new layer | removed layer | split
+    variant: str  # the pair's label: the name, or "a=b" where the names differ
+    what: str  # latency | kernels | group time | group kernels | layer time | layer kernels | precision |
+    #            new layer | removed layer | split
     item: str  # the variant, group or layer concerned
     a: float | str | None
     b: float | str | None
@@ -32,125 +41,210 @@ class Change:
 
 
 @dataclass
+class VariantPair:
+    a: str
+    b: str
+    how: str  # name | --pair | single variants
+
+    @property
+    def label(self) -> str:
+        return self.a if self.a == self.b else f"{self.a}={self.b}"
+
+
+@dataclass
 class SessionDiff:
     a: str
     b: str
     threshold: float
-    matched_variants: list[str]
+    matched_variants: list[str]  # pair labels
     only_a: list[str]
     only_b: list[str]
     changes: list[Change] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the sessions differ in what makes figures comparable
+    pairs: list[VariantPair] = field(default_factory=list)
+    per_image: bool = False  # batches differ: every figure divided by the batch
+    batch_a: int = 1
+    batch_b: int = 1
 
     @property
     def regressions(self) -> list[Change]:
         return [c for c in self.changes if c.regression]
 
 
-def _signature(layer: Layer) -> tuple:
-    """What identifies a layer whose name changed: its kind, shape parameters and tensor sizes."""
-    dims = tuple(tuple(t.shape or ()) for t in layer.inputs + layer.outputs)
-    return (layer.kind, layer.groups, tuple(layer.kernel_shape or ()), layer.out_channels, dims)
-
-
-def align_layers(a: list[Layer], b: list[Layer]) -> tuple[list[tuple[int, int]], list[int], list[int]]:
-    """Pairs of (index in a, index in b): by name, then by ONNX nodes, then by signature in order."""
-    pairs: list[tuple[int, int]] = []
-    free_b = set(range(len(b)))
-    unmatched_a = list(range(len(a)))
-    keys = (lambda layer: layer.name, lambda layer: tuple(layer.onnx_nodes) or None, _signature)
-    for key in keys:
-        index: dict = {}
-        for j in sorted(free_b):
-            k = key(b[j])
-            if k:
-                index.setdefault(k, []).append(j)
-        still = []
-        for i in unmatched_a:
-            k = key(a[i])
-            queue = index.get(k) if k else None
-            if queue:
-                j = queue.pop(0)
-                pairs.append((i, j))
-                free_b.discard(j)
-            else:
-                still.append(i)
-        unmatched_a = still
-    return sorted(pairs), unmatched_a, sorted(free_b)
-
-
-def _latency_change(name: str, va: Variant, vb: Variant, threshold: float) -> Change | None:
-    if not (va.latency and vb.latency):
-        return None
-    a, b = va.latency.median_ms, vb.latency.median_ms
-    noise = 2 * max(va.latency.cov, vb.latency.cov)
-    rel = (b - a) / a if a else 0.0
-    limit = max(threshold, noise)
-    note = f"noise band ±{noise * 100:.1f}%"
-    return Change(name, "latency", name, a, b, rel > limit, note)
-
-
-def _count_change(name: str, what: str, item: str, a: float | None, b: float | None, threshold: float) -> Change | None:
-    if a is None or b is None or abs(b - a) < 0.5:
-        return None
-    regression = b > a * (1 + threshold) and b - a >= 1
-    return Change(name, what, item, a, b, regression)
-
-
-def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05, a_name: str = "A", b_name: str = "B") -> SessionDiff:
+def pair_variants(a: Session, b: Session, explicit: list[tuple[str, str]] | None = None) -> list[VariantPair]:
+    """The variants to compare; InputError when nothing is comparable."""
     names_a = [v.name for v in a.variants if v.status == "ok"]
     names_b = [v.name for v in b.variants if v.status == "ok"]
-    matched = [n for n in names_a if n in names_b]
-    result = SessionDiff(
-        a_name, b_name, threshold, matched, [n for n in names_a if n not in names_b], [n for n in names_b if n not in names_a]
-    )
-    if a.study.batch != b.study.batch:
-        result.notes.append(f"batch {a.study.batch} against {b.study.batch}: latency is per batch of that size")
-    if a.study.model != b.study.model:
-        result.notes.append(f"different models: {a.study.model} against {b.study.model}")
-    groups_a = {c.group: c for c in compare_groups(a, "role", rules, matched)}
-    groups_b = {c.group: c for c in compare_groups(b, "role", rules, matched)}
-    for name in matched:
-        va, vb = a.variant(name), b.variant(name)
-        changes = [_latency_change(name, va, vb, threshold)]
-        changes.append(
-            _count_change(name, "kernels", name, va.trace.per_call if va.trace else None, vb.trace.per_call if vb.trace else None, threshold)
+    if explicit:
+        for left, right in explicit:
+            a.variant(left)
+            b.variant(right)  # unknown names fail here, with the known ones listed
+        return [VariantPair(left, right, "--pair") for left, right in explicit]
+    pairs = [VariantPair(n, n, "name") for n in names_a if n in names_b]
+    if not pairs and len(names_a) == 1 and len(names_b) == 1:
+        pairs = [VariantPair(names_a[0], names_b[0], "single variants")]
+    if not pairs:
+        raise InputError(
+            f"nothing to compare: no variant name in both sessions (A: {', '.join(names_a) or 'none'}; "
+            f"B: {', '.join(names_b) or 'none'}); pass --pair A=B"
         )
-        for group in dict.fromkeys([*groups_a, *groups_b]):
-            ra = groups_a.get(group).rows.get(name) if group in groups_a else None
-            rb = groups_b.get(group).rows.get(name) if group in groups_b else None
-            ka = ra.kernels_per_call if ra else (0.0 if va.kernels is not None else None)
-            kb = rb.kernels_per_call if rb else (0.0 if vb.kernels is not None else None)
-            changes.append(_count_change(name, "group kernels", group, ka, kb, threshold))
-        changes.extend(_layer_changes(name, va, vb, rules, threshold))
-        result.changes.extend(c for c in changes if c is not None)
+    return pairs
+
+
+def _gpu(session: Session) -> str | None:
+    return session.environment.gpu.name if session.environment.gpu else None
+
+
+def _tracers(session: Session) -> set[str]:
+    return {v.trace.tracer for v in session.variants if v.trace is not None}
+
+
+def comparability_warnings(a: Session, b: Session) -> list[str]:
+    """What differs between the sessions beyond the variants: each makes a figure mean something else."""
+    warnings = []
+    for what, left, right in (
+        ("model", a.study.model, b.study.model),
+        ("GPU", _gpu(a) or "unknown", _gpu(b) or "unknown"),
+        ("backend", a.study.backend, b.study.backend),
+        ("tracer", ", ".join(sorted(_tracers(a))) or "none", ", ".join(sorted(_tracers(b))) or "none"),
+    ):
+        if left != right:
+            warnings.append(f"different {what}: {left} against {right}")
+    return warnings
+
+
+def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05, a_name: str = "A", b_name: str = "B",
+                  pairs: list[tuple[str, str]] | None = None) -> SessionDiff:
+    chosen = pair_variants(a, b, pairs)
+    names_a = [v.name for v in a.variants if v.status == "ok"]
+    names_b = [v.name for v in b.variants if v.status == "ok"]
+    result = SessionDiff(
+        a_name, b_name, threshold, [p.label for p in chosen],
+        [n for n in names_a if n not in {p.a for p in chosen}], [n for n in names_b if n not in {p.b for p in chosen}],
+        warnings=comparability_warnings(a, b), pairs=chosen, per_image=a.study.batch != b.study.batch,
+        batch_a=a.study.batch, batch_b=b.study.batch,
+    )
+    if result.per_image:
+        result.notes.append(f"batch {a.study.batch} against {b.study.batch}: compared per image (latency, layer and "
+                            "group times and kernels divided by the batch)")
+    result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
+    scale_a, scale_b = (a.study.batch, b.study.batch) if result.per_image else (1, 1)
+    for pair in chosen:
+        compared = VariantComparison(pair.label, a.variant(pair.a), b.variant(pair.b), scale_a, scale_b, rules, threshold)
+        result.changes.extend(compared.changes())
+        result.notes.extend(compared.notes)
     return result
 
 
-def _layer_changes(name: str, va: Variant, vb: Variant, rules: Rules, threshold: float) -> list[Change]:
-    changes: list[Change] = []
-    pairs, only_a, only_b = align_layers(va.layers, vb.layers)
-    ka, kb = kernels_per_layer(va), kernels_per_layer(vb)
-    for i, j in pairs:
-        la, lb = va.layers[i], vb.layers[j]
-        if la.precision != lb.precision and la.precision and lb.precision:
-            changes.append(Change(name, "precision", lb.name, la.precision, lb.precision, False))
-        if ka is not None and kb is not None:
-            change = _count_change(name, "layer kernels", lb.name, ka[i], kb[j], threshold)
-            if change is not None:
-                changes.append(change)
-    for i in only_a:
-        changes.append(Change(name, "removed layer", va.layers[i].name, role_of(va.layers[i], rules), None, False))
-    for j in only_b:
-        changes.append(Change(name, "new layer", vb.layers[j].name, None, role_of(vb.layers[j], rules), False))
-    splits_a = {f.layer for f in diagnose(va)}
-    for flag in diagnose(vb):
-        if flag.reason == "per-group split" and flag.layer not in splits_a:
-            changes.append(
-                Change(name, "split", flag.layer, None, flag.kernels_per_call, True, f"kernels per call reached {flag.groups} groups")
-            )
-    return changes
+@dataclass
+class VariantComparison:
+    """One pair of variants; `scale_*` divide every figure (the batch, when comparing per image)."""
+
+    label: str
+    va: Variant
+    vb: Variant
+    scale_a: int
+    scale_b: int
+    rules: Rules
+    threshold: float
+    notes: list[str] = field(default_factory=list)
+
+    def changes(self) -> list[Change]:
+        found = [self._latency(), self._count("kernels", self.label, *self._per_call())]
+        found += self._groups()
+        found += self._layers()
+        found += self._splits()
+        return [c for c in found if c is not None]
+
+    def _per_call(self) -> tuple[float | None, float | None]:
+        a = self.va.trace.per_call / self.scale_a if self.va.trace else None
+        b = self.vb.trace.per_call / self.scale_b if self.vb.trace else None
+        return a, b
+
+    def _latency(self) -> Change | None:
+        if not (self.va.latency and self.vb.latency):
+            return None
+        a, b = self.va.latency.median_ms / self.scale_a, self.vb.latency.median_ms / self.scale_b
+        noise = 2 * max(self.va.latency.cov, self.vb.latency.cov)
+        rel = (b - a) / a if a else 0.0
+        per = " per image" if self.scale_a != self.scale_b else ""
+        return Change(self.label, "latency", self.label, a, b, rel > max(self.threshold, noise), f"noise band ±{noise * 100:.1f}%{per}")
+
+    def _count(self, what: str, item: str, a: float | None, b: float | None) -> Change | None:
+        if a is None or b is None or abs(b - a) < 0.5 / max(self.scale_a, self.scale_b):
+            return None
+        regression = b > a * (1 + self.threshold) and b - a >= 1 / max(self.scale_a, self.scale_b)
+        return Change(self.label, what, item, a, b, regression)
+
+    def _time(self, what: str, item: str, a: float | None, b: float | None, total: float) -> Change | None:
+        if a is None or b is None or a == b:
+            return None
+        regression = a > 0 and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group is no slowdown of one
+        if not regression and abs(b - a) < TIME_FLOOR * total:
+            return None  # small and not a regression: not worth a row
+        return Change(self.label, what, item, a, b, regression)
+
+    def _total_a(self) -> float:
+        return sum(layer.time_ms or 0.0 for layer in self.va.layers) / self.scale_a
+
+    def _groups(self) -> list[Change | None]:
+        rows_a = {r.group: r for r in group_rows(self.va, lambda layer: role_of(layer, self.rules))}
+        rows_b = {r.group: r for r in group_rows(self.vb, lambda layer: role_of(layer, self.rules))}
+        changes: list[Change | None] = []
+        total = self._total_a()
+        for group in dict.fromkeys([*rows_a, *rows_b]):
+            ra, rb = rows_a.get(group), rows_b.get(group)
+            ka = ra.kernels_per_call / self.scale_a if ra and ra.kernels_per_call is not None else (0.0 if self.va.kernels is not None else None)
+            kb = rb.kernels_per_call / self.scale_b if rb and rb.kernels_per_call is not None else (0.0 if self.vb.kernels is not None else None)
+            changes.append(self._count("group kernels", group, ka, kb))
+            if _timed(self.va) and _timed(self.vb):
+                ta = (ra.time_ms or 0.0) / self.scale_a if ra else 0.0
+                tb = (rb.time_ms or 0.0) / self.scale_b if rb else 0.0
+                changes.append(self._time("group time", group, ta, tb, total))
+        return changes
+
+    def _layers(self) -> list[Change | None]:
+        va, vb = self.va, self.vb
+        alignment = align_layers(va.layers, vb.layers)
+        ka, kb = kernels_per_layer(va), kernels_per_layer(vb)
+        changes: list[Change | None] = []
+        total = self._total_a()
+        for i, j in alignment.pairs:
+            la, lb = va.layers[i], vb.layers[j]
+            item = lb.name if la.name == lb.name else f"{la.name} -> {lb.name}"
+            if la.precision != lb.precision and la.precision and lb.precision:
+                changes.append(Change(self.label, "precision", item, la.precision, lb.precision, False))
+            if ka is not None and kb is not None:
+                changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
+            if la.time_ms is not None and lb.time_ms is not None:
+                changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b, total))
+        for i in alignment.only_a:
+            layer = va.layers[i]
+            changes.append(Change(self.label, "removed layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False, role_of(layer, self.rules)))
+        for j in alignment.only_b:
+            layer = vb.layers[j]
+            changes.append(Change(self.label, "new layer", layer.name, None, _ms(layer.time_ms, self.scale_b), False, role_of(layer, self.rules)))
+        methods = Counter(alignment.how.values())
+        self.notes.append(
+            f"{self.label}: {len(alignment.pairs)} layers paired ({', '.join(f'{n} by {m}' for m, n in methods.items()) or 'none'}), "
+            f"{len(alignment.only_a)} only in A, {len(alignment.only_b)} only in B"
+        )
+        return changes
+
+    def _splits(self) -> list[Change]:
+        splits_a = {f.layer for f in diagnose(self.va)}
+        return [
+            Change(self.label, "split", flag.layer, None, flag.kernels_per_call, True, f"kernels per call reached {flag.groups} groups")
+            for flag in diagnose(self.vb)
+            if flag.reason == "per-group split" and flag.layer not in splits_a
+        ]
 
 
-def kind_counts(diff: SessionDiff) -> Counter:
-    return Counter(c.what for c in diff.changes)
+def _timed(variant: Variant) -> bool:
+    return any(layer.time_ms is not None for layer in variant.layers)
+
+
+def _ms(value: float | None, scale: int) -> float | None:
+    return value / scale if value is not None else None
+

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 
-from sessions.diff import Change, SessionDiff, kind_counts
+from sessions.diff import Change, SessionDiff
 from sessions.model import SCHEMA_VERSION
 from sessions.tables import render_markdown, render_text
 
@@ -28,28 +29,40 @@ def _row(c: Change) -> list:
 HEADERS = ["variant", "change", "item", "A", "B", "delta", "status", ""]
 
 
-def diff_text(diff: SessionDiff, markdown: bool = False) -> str:
+HEAD_KINDS = ("latency", "kernels", "group kernels", "group time", "split")
+UNMATCHED = ("removed layer", "new layer")
+
+
+def _layer_order(c: Change) -> tuple:
+    """Regressions first, then the largest changes: time and kernels by relative size, then the rest."""
+    return (not c.regression, c.what in UNMATCHED, -abs(c.relative or 0))
+
+
+def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER_ROWS) -> str:
     render = render_markdown if markdown else render_text
-    lines = [f"A: {diff.a}", f"B: {diff.b}", f"threshold {diff.threshold * 100:g}%; variants compared: {', '.join(diff.matched_variants) or 'none'}"]
+    per = "; per image" if diff.per_image else ""
+    lines = [f"A: {diff.a}", f"B: {diff.b}",
+             f"threshold {diff.threshold * 100:g}%{per}; variants compared: {', '.join(diff.matched_variants) or 'none'}"]
     if diff.only_a:
         lines.append(f"only in A: {', '.join(diff.only_a)}")
     if diff.only_b:
         lines.append(f"only in B: {', '.join(diff.only_b)}")
+    lines.extend(f"warning: {warning}" for warning in diff.warnings)
     lines.extend(f"note: {note}" for note in diff.notes)
-    head = [c for c in diff.changes if c.what in ("latency", "kernels", "group kernels", "split")]
-    layer = sorted(
-        (c for c in diff.changes if c.what not in ("latency", "kernels", "group kernels", "split")),
-        key=lambda c: (not c.regression, -abs(c.relative or 0)),
-    )
+    head = [c for c in diff.changes if c.what in HEAD_KINDS]
+    layer = sorted((c for c in diff.changes if c.what not in HEAD_KINDS and c.what not in UNMATCHED), key=_layer_order)
+    unmatched = [c for c in diff.changes if c.what in UNMATCHED]
     parts = ["\n".join(lines)]
     if head:
         parts.append(render(HEADERS, [_row(c) for c in head]))
-    if layer:
-        shown = layer[:LAYER_ROWS]
-        parts.append(render(HEADERS, [_row(c) for c in shown]))
-        if len(layer) > len(shown):
-            counts = ", ".join(f"{n} {k}" for k, n in kind_counts(diff).items())
-            parts.append(f"... {len(layer) - len(shown)} more layer changes ({counts})")
+    for rows, what in ((layer, "layer changes"), (unmatched, "unmatched layers (time ms on the side that has the layer; its role last)")):
+        if not rows:
+            continue
+        shown = rows[:layer_rows]
+        parts.append(f"{what}:\n" + render(HEADERS, [_row(c) for c in shown]))
+        if len(rows) > len(shown):
+            counts = ", ".join(f"{n} {k}" for k, n in Counter(c.what for c in rows[len(shown):]).items())
+            parts.append(f"... {len(rows) - len(shown)} more ({counts})")
     verdict = f"{len(diff.regressions)} regression(s)" if diff.regressions else "no regression"
     parts.append(verdict)
     return "\n\n".join(parts)
@@ -65,6 +78,10 @@ def diff_document(diff: SessionDiff) -> dict:
         "only_a": diff.only_a,
         "only_b": diff.only_b,
         "notes": diff.notes,
+        "warnings": diff.warnings,
+        "pairs": [asdict(p) for p in diff.pairs],
+        "per_image": diff.per_image,
+        "batches": [diff.batch_a, diff.batch_b],
         "regressions": len(diff.regressions),
         "changes": [{**asdict(c), "relative": c.relative} for c in diff.changes],
     }

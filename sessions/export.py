@@ -13,7 +13,7 @@ import shlex
 from sessions.group_report import group_table
 from sessions.groups import Rules
 from sessions.model import Session
-from sessions.summary import summarize_session, summary_document, unstable_variants
+from sessions.summary import median_cell, summarize_session, summary_document, unstable_variants
 from sessions.tables import render_markdown
 
 SECTIONS = ("comparison", "quality", "groups", "method", "environment", "recipe", "rerun")
@@ -43,7 +43,7 @@ def comparison_section(session: Session) -> str:
             _backend_label(session, s.backend),
             level,
             session.study.batch,
-            s.median_ms,
+            median_cell(s),
             s.p99_ms,
             s.cov * 100 if s.cov is not None else None,
             s.speedup,
@@ -62,6 +62,7 @@ def comparison_section(session: Session) -> str:
         notes.append(f"CoV above 2.5 % for {', '.join(unstable)} (trtexec warns there too): small differences are noise.")
     failed = [v for v in session.variants if v.status != "ok"]
     notes.extend(f"{v.name} failed: {v.error}" for v in failed)
+    notes.extend(f"{v.name}: {note}." for v in session.variants for note in v.notes)
     return "\n\n".join(["## Comparison", text, *notes])
 
 
@@ -80,9 +81,20 @@ def quality_section(session: Session) -> str:
 
 def groups_section(session: Session, rules: Rules) -> str:
     headers, rows = group_table(session, "role", rules)
-    keep = [0] + [i for i, h in enumerate(headers) if h.endswith(("k/call", " ms"))]
+    traced = any(v.kernels is not None for v in session.variants)
+    keep = [0] + [i for i, h in enumerate(headers) if h.endswith(" ms") or (traced and h.endswith("k/call"))]
     table = render_markdown([headers[i] for i in keep], [[row[i] for i in keep] for row in rows])
-    return "\n\n".join(["## Kernels per call by group", table])
+    title = "## Kernels per call by group" if traced else "## Layer time per call by group (no kernel trace in these files)"
+    return f"{title}\n\n{table}"
+
+
+def _known(value, words=None) -> str:
+    """A method figure, or "unknown" where the source did not record it (imported files)."""
+    if value is None:
+        return "unknown"
+    if isinstance(words, dict):
+        return words[value]
+    return words(value) if words else str(value)
 
 
 def method_section(session: Session) -> str:
@@ -90,8 +102,9 @@ def method_section(session: Session) -> str:
     lines = [
         "## Method",
         f"- **Timed region:** {m.timed_region}.",
-        f"- **Numbers:** timer {m.timer}; CUDA graph {'on' if m.cuda_graph else 'off'}; warm-up {m.warmup_s:g} s; "
-        f"{m.rounds} rounds x {m.iters} iterations{' interleaved across variants' if m.interleaved else ''}; "
+        f"- **Numbers:** timer {m.timer}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
+        f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
+        f"{' interleaved across variants' if m.interleaved else ''}; "
         f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs.",
         f"- **Per-layer time:** {m.per_layer}.",
         f"- **Kernels:** {m.kernels}.",
@@ -118,6 +131,10 @@ def environment_section(session: Session) -> str:
 def recipe_section(session: Session) -> str:
     recipes = [(v.name, v.recipe) for v in session.variants if v.recipe]
     if not recipes:
+        quantized = [v.name for v in session.variants if v.precision in ("int8", "fp8", "int4", "fp4")]
+        if quantized:
+            names = ", ".join(quantized)
+            return f"## Recipe\n\n{names}: quantized engines from files; how they were quantized is not in TensorRT's files."
         return "## Recipe\n\nNo quantized variant in this session."
     headers = ["variant", "method", "format", "layout", "quantized", "excluded", "exclude patterns", "scales", "calibration"]
     rows = [
@@ -129,6 +146,9 @@ def recipe_section(session: Session) -> str:
 
 
 def rerun_section(session: Session, path: str | None) -> str:
+    if session.study.plan is None:  # imported files: the import commands, from the folder they ran in
+        commands = [shlex.join(v.command) for v in session.variants if v.command] or [shlex.join(session.study.command)]
+        return "\n".join(["## Rerun", "Imported from files; the import commands:", "```bash", *commands, "```"])
     command = shlex.join(session.study.command)
     lines = ["## Rerun", "```bash", command]
     if path:

@@ -6,6 +6,7 @@ or a new model family needs a rule, not code.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from collections import Counter, defaultdict
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from sessions.errors import InputError
 from sessions.model import Layer, Session, Variant
+from sessions.vocab import OPS
 
 OTHER = "other"
 
@@ -27,14 +29,25 @@ class RoleRule:
     origins: list[str] = field(default_factory=list)
     onnx: list[re.Pattern] = field(default_factory=list)
     all_parts: list[re.Pattern] = field(default_factory=list)
+    ops: list[str] = field(default_factory=list)
     requires_conv: str | None = None
+
+
+@dataclass
+class NameOp:
+    """The op of a layer known only by its name: `whole` matches the name, `patterns` any fused part."""
+
+    op: str
+    whole: list[re.Pattern] = field(default_factory=list)
+    patterns: list[re.Pattern] = field(default_factory=list)
 
 
 @dataclass
 class Rules:
     roles: list[RoleRule]
     kernel_classes: list[tuple[str, list[re.Pattern]]]
-    stage: re.Pattern
+    stage: re.Pattern | None
+    name_ops: list[NameOp] = field(default_factory=list)
 
 
 CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
@@ -49,42 +62,75 @@ def _compile(patterns, where: str) -> list[re.Pattern]:
         raise InputError(f"{where}: bad regular expression: {exc}") from None
 
 
+def _words(value, where: str, allowed: tuple[str, ...] | None = None) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(f"{where}: expected a list of words")
+    bad = [v for v in value if allowed is not None and v not in allowed]
+    if bad:
+        raise InputError(f"{where}: {bad[0]!r} is not one of {', '.join(allowed or ())}")
+    return list(value)
+
+
+def _role(raw, where: str) -> RoleRule:
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise InputError(f"{where}: every role needs a name")
+    unknown = set(raw) - {"name", "names", "kinds", "origins", "onnx", "all_parts", "ops", "requires_conv"}
+    if unknown:
+        raise InputError(f"{where}: unknown keys {sorted(unknown)}")
+    conv = raw.get("requires_conv")
+    if conv is not None and conv not in CONV_CHECKS:
+        raise InputError(f"{where}: requires_conv must be one of {', '.join(CONV_CHECKS)}")
+    return RoleRule(
+        name=raw["name"],
+        names=_compile(raw.get("names", []), f"{where}.names"),
+        kinds=_compile(raw.get("kinds", []), f"{where}.kinds"),
+        origins=_words(raw.get("origins", []), f"{where}.origins"),
+        onnx=_compile(raw.get("onnx", []), f"{where}.onnx"),
+        all_parts=_compile(raw.get("all_parts", []), f"{where}.all_parts"),
+        ops=_words(raw.get("ops", []), f"{where}.ops", OPS),
+        requires_conv=conv,
+    )
+
+
+def _name_op(raw, where: str) -> NameOp:
+    if not isinstance(raw, dict) or raw.get("op") not in OPS:
+        raise InputError(f"{where}: every name_ops entry needs an op, one of {', '.join(OPS)}")
+    unknown = set(raw) - {"op", "whole", "patterns"}
+    if unknown:
+        raise InputError(f"{where}: unknown keys {sorted(unknown)}")
+    return NameOp(raw["op"], _compile(raw.get("whole", []), f"{where}.whole"), _compile(raw.get("patterns", []), f"{where}.patterns"))
+
+
+def _tables(doc: dict, key: str, origin: str) -> list:
+    tables = doc.get(key, [])
+    if not isinstance(tables, list):
+        raise InputError(f"{origin}: {key} must be an array of tables ([[{key}]])")
+    return tables
+
+
 def _parse(doc: dict, origin: str) -> Rules:
-    roles = []
-    for i, raw in enumerate(doc.get("roles", [])):
-        where = f"{origin}: roles[{i}]"
-        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            raise InputError(f"{where}: every role needs a name")
-        unknown = set(raw) - {"name", "names", "kinds", "origins", "onnx", "all_parts", "requires_conv"}
-        if unknown:
-            raise InputError(f"{where}: unknown keys {sorted(unknown)}")
-        conv = raw.get("requires_conv")
-        if conv is not None and conv not in CONV_CHECKS:
-            raise InputError(f"{where}: requires_conv must be one of {', '.join(CONV_CHECKS)}")
-        roles.append(
-            RoleRule(
-                name=raw["name"],
-                names=_compile(raw.get("names", []), f"{where}.names"),
-                kinds=_compile(raw.get("kinds", []), f"{where}.kinds"),
-                origins=list(raw.get("origins", [])),
-                onnx=_compile(raw.get("onnx", []), f"{where}.onnx"),
-                all_parts=_compile(raw.get("all_parts", []), f"{where}.all_parts"),
-                requires_conv=conv,
-            )
-        )
+    roles = [_role(raw, f"{origin}: roles[{i}]") for i, raw in enumerate(_tables(doc, "roles", origin))]
+    name_ops = [_name_op(raw, f"{origin}: name_ops[{i}]") for i, raw in enumerate(_tables(doc, "name_ops", origin))]
     classes = []
-    for i, raw in enumerate(doc.get("kernel_classes", [])):
+    for i, raw in enumerate(_tables(doc, "kernel_classes", origin)):
         where = f"{origin}: kernel_classes[{i}]"
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise InputError(f"{where}: every kernel class needs a name")
         classes.append((raw["name"], _compile(raw.get("patterns", []), f"{where}.patterns")))
-    stage = doc.get("stages", {}).get("pattern")
-    return Rules(roles, classes, re.compile(stage) if stage else None)  # type: ignore[arg-type]
+    stages = doc.get("stages", {})
+    stage = stages.get("pattern") if isinstance(stages, dict) else None
+    if stage is not None and not isinstance(stage, str):
+        raise InputError(f"{origin}: stages.pattern must be a regular expression")
+    return Rules(roles, classes, _compile([stage], f"{origin}: stages.pattern")[0] if stage else None, name_ops)
+
+
+@functools.cache
+def builtin_rules() -> Rules:
+    return _parse(tomllib.loads(resources.files("sessions").joinpath("group_rules.toml").read_text()), "built-in rules")
 
 
 def load_rules(user_file: Path | None = None) -> Rules:
-    builtin = tomllib.loads(resources.files("sessions").joinpath("group_rules.toml").read_text())
-    rules = _parse(builtin, "built-in rules")
+    rules = builtin_rules()
     if user_file is None:
         return rules
     try:
@@ -98,7 +144,22 @@ def load_rules(user_file: Path | None = None) -> Rules:
         roles=user.roles + rules.roles,
         kernel_classes=user.kernel_classes + rules.kernel_classes,
         stage=user.stage or rules.stage,
+        name_ops=user.name_ops + rules.name_ops,
     )
+
+
+def name_parts(name: str) -> list[str]:
+    """The ONNX / framework nodes a TensorRT layer name joins with ' + ' (one part if unfused)."""
+    return [part.strip() for part in name.split(" + ") if part.strip()]
+
+
+def op_from_name(name: str, rules: Rules) -> str | None:
+    """The dominant op of a fused layer known only by its name, by the `name_ops` order."""
+    parts = name_parts(name)
+    for rule in rules.name_ops:
+        if any(p.search(name) for p in rule.whole) or any(p.search(part) for part in parts for p in rule.patterns):
+            return rule.op
+    return None
 
 
 def in_channels(layer: Layer) -> int | None:
@@ -143,6 +204,8 @@ def _matches(rule: RoleRule, layer: Layer) -> bool:
         checks.append(layer.origin in rule.origins)
     if rule.onnx:
         checks.append(any(p.search(node) for node in layer.onnx_nodes for p in rule.onnx))
+    if rule.ops:
+        checks.append(layer.op in rule.ops)
     if rule.all_parts:
         parts = layer.name.split(" + ")
         checks.append(len(parts) > 1 and all(any(p.search(part) for p in rule.all_parts) for part in parts))
@@ -162,7 +225,7 @@ def stage_of(layer: Layer, rules: Rules) -> str:
     for text in [*layer.onnx_nodes, layer.name]:
         match = rules.stage.search(text)
         if match:
-            return match.group(1)
+            return match.group(1).replace("/", ".")
     return OTHER
 
 
@@ -214,11 +277,24 @@ def group_rows(variant: Variant, key) -> list[GroupRow]:
     return sorted(rows.values(), key=lambda r: (-(r.time_ms or 0.0), -(r.kernels_per_call or 0.0), r.group))
 
 
+NO_TACTIC = "no tactic named"
+
+
+def tactic_class_rows(variant: Variant, rules: Rules) -> list[GroupRow]:
+    """Layer time per kernel class of each layer's tactic, for variants without a kernel trace (imported engines)."""
+    if not any(layer.tactic for layer in variant.layers):
+        return []
+    return group_rows(variant, lambda layer: kernel_class(layer.tactic, rules) if layer.tactic else NO_TACTIC)
+
+
 def kernel_class_rows(variant: Variant, rules: Rules) -> list[GroupRow]:
-    """Kernels per call and kernel time per kernel class (from kernel names, whatever layer owns them)."""
+    """Kernels per call and kernel time per kernel class (from kernel names, whatever layer owns them).
+
+    Without a kernel trace, the class of each layer's tactic name (what TensorRT's files hold).
+    """
     table = variant.kernels
     if table is None or variant.trace is None:
-        return []
+        return tactic_class_rows(variant, rules)
     calls = max(variant.trace.calls, 1)
     class_of_name = [kernel_class(name, rules) for name in table.names]
     counts: Counter[str] = Counter()

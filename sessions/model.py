@@ -69,10 +69,10 @@ class TimingMethod:
 
     timer: Timer
     timed_region: str
-    cuda_graph: bool
-    warmup_s: float
-    rounds: int
-    iters: int
+    cuda_graph: bool | None  # None where unknown (imported files without trtexec's options)
+    warmup_s: float | None
+    rounds: int | None
+    iters: int | None  # per round; for trtexec, its minimum iteration count
     interleaved: bool
     transfers_included: bool
     static_inputs: bool
@@ -218,6 +218,7 @@ class Variant:
     trace: TraceSummary | None = None
     quality: Quality | None = None
     notes: list[str] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)  # what made this variant, where not the study's command (imports)
 
 
 @dataclass

@@ -28,6 +28,7 @@ class VariantSummary:
     artifact_mib: float | None
     build_s: float | None
     error: str | None
+    layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
 
 
 def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSummary:
@@ -55,7 +56,20 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
         artifact_mib=variant.artifact_bytes / (1 << 20) if variant.artifact_bytes is not None else None,
         build_s=variant.build_s,
         error=variant.error,
+        layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
     )
+
+
+def layer_sum_ms(variant: Variant) -> float | None:
+    times = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
+    return sum(times) if times else None
+
+
+def median_cell(s: VariantSummary) -> float | str | None:
+    """The median, or the sum of layer times labelled as such where no latency was measured."""
+    if s.median_ms is None and s.layer_sum_ms is not None:
+        return f"{s.layer_sum_ms:.4g} (sum of layer times)"
+    return s.median_ms
 
 
 def summarize_session(session: Session) -> list[VariantSummary]:
@@ -96,7 +110,7 @@ def summary_rows(session: Session) -> list[list]:
             [
                 name,
                 s.backend,
-                s.median_ms,
+                median_cell(s),
                 s.p99_ms,
                 s.cov * 100 if s.cov is not None else None,
                 s.speedup,

@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from profilers.trt_files import normalize_name, pair_profile, parse_layer_info, parse_profile, parse_times
-from profilers.trtexec_import import import_variant
+from profilers.trtexec_import import ImportFiles, import_variant
 from sessions import storage
 from sessions.errors import InputError
 from sessions.groups import load_rules, role_of
@@ -27,7 +27,8 @@ CASES = {
 def test_every_fixture_imports(folder):
     layers_file, profile_file, count, precision = CASES[folder]
     base = fixture_dir(folder)
-    variant, dims = import_variant(base / layers_file, base / profile_file if profile_file else None, None, folder)
+    imported = import_variant(ImportFiles(base / layers_file, base / profile_file if profile_file else None), folder)
+    variant, dims = imported.variant, [imported.batch, *imported.input_shape]
     assert len(variant.layers) == count
     assert variant.precision == precision
     assert dims and dims[1] == 3
@@ -57,7 +58,7 @@ def test_group_counts_of_the_fixtures():
     assert resnet_qat["reformat"] == 2
     trt10 = roles("trt10-mobilenetv2-fp16-trtexec")
     assert trt10["depthwise convolution"] == 17
-    assert trt10["Myelin region"] == 1  # the shape_call; the Myelin gemm is a GEMM
+    assert trt10["synchronisation / no-op"] == 2  # the shape_call and a NoOp; the Myelin gemm is a GEMM
     assert trt10["GEMM / linear"] == 1
 
 
@@ -65,7 +66,7 @@ def test_times_give_latency_statistics():
     base = fixture_dir("trt10-mobilenetv2-fp16-trtexec")
     compute, latency = parse_times(json.loads((base / "mobilenet_v2_fp16.timing.json").read_text()), "t")
     assert len(compute) == len(latency) > 1000
-    variant, _ = import_variant(base / "mobilenet_v2_fp16.graph.json", None, base / "mobilenet_v2_fp16.timing.json", "mnv2")
+    variant = import_variant(ImportFiles(base / "mobilenet_v2_fp16.graph.json", None, base / "mobilenet_v2_fp16.timing.json"), "mnv2").variant
     assert 0.2 < variant.latency.median_ms < 0.3
 
 
@@ -95,12 +96,17 @@ def test_profile_without_count_header_or_median():
 
 
 def test_pairing_by_name_when_the_order_differs_and_refusal_when_nothing_fits():
-    info = parse_layer_info({"Layers": ["a", "b", "c"]}, "l")
-    profile = parse_profile([{"count": 2}, {"name": "b", "timeMs": 2, "averageMs": 1}, {"name": "a", "timeMs": 4, "averageMs": 2},
-                             {"name": "zz", "timeMs": 1, "averageMs": 0.5}], "p")
-    pairing = pair_profile(info.layers, profile, "p")
-    assert not pairing.by_position and pairing.matched == 2
-    assert pairing.unmatched_layers == ["c"] and pairing.unmatched_records == ["zz"]
+    # constructed documents, not TensorRT output
+    names = [f"l{i}" for i in range(20)]
+    info = parse_layer_info({"Layers": names}, "l")
+    records = [{"name": n, "timeMs": 2, "averageMs": 1} for n in reversed(names[1:])] + [{"name": "zz", "timeMs": 1, "averageMs": 0.5}]
+    pairing = pair_profile(info.layers, parse_profile([{"count": 2}, *records], "p"), "p")
+    assert not pairing.by_position and pairing.matched == 19
+    assert pairing.unmatched_layers == ["l0"] and pairing.unmatched_records == ["zz"]
+    two_of_three = parse_profile([{"name": "b", "timeMs": 2, "averageMs": 1}, {"name": "a", "timeMs": 4, "averageMs": 2},
+                                  {"name": "zz", "timeMs": 1, "averageMs": 0.5}], "p")
+    with pytest.raises(InputError, match="2 of 3 layers .* below 90%"):
+        pair_profile(parse_layer_info({"Layers": ["a", "b", "c"]}, "l").layers, two_of_three, "p")
     other = parse_profile([{"name": "x", "timeMs": 1, "averageMs": 1}], "p")
     with pytest.raises(InputError, match="does not pair"):
         pair_profile(parse_layer_info({"Layers": ["a", "b"]}, "l").layers, other, "p")
@@ -122,10 +128,17 @@ def test_import_command_writes_a_session_and_refuses_mismatched_files(tmp_path):
     ok = run_cli("import", "--layers", str(base / "resnet.onnx.engine.graph.json"),
                  "--profile", str(base / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--out", str(out))
     assert ok.returncode == 0, ok.stderr
+    assert storage.load(out).study.model == "resnet"  # from the engine's file name: no metadata in this set
+    ok = run_cli("import", "--layers", str(base / "resnet.onnx.engine.graph.json"), "--model", "resnet18",
+                 "--profile", str(base / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--out", str(out))
+    assert ok.returncode == 0, ok.stderr
     session = storage.load(out)
     assert session.study.batch == 32 and session.variants[0].kernels is None
     qat = fixture_dir("trt8-resnet-a100-int8-qat")
-    added = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--name", "int8", "--into", str(out))
+    refused = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--name", "int8", "--into", str(out))
+    assert refused.returncode == 2 and "model 'resnet-qat', the session's is 'resnet18'" in refused.stderr
+    added = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--name", "int8", "--into", str(out),
+                    "--model", "resnet18")
     assert added.returncode == 0, added.stderr
     assert [v.name for v in storage.load(out).variants] == ["fp16", "int8"]
     other = fixture_dir("trt8.4-mobilenetv2-int8-qat")
@@ -142,5 +155,5 @@ def test_doctored_fixture_with_a_missing_profile_record_warns(tmp_path):
     del doctored[3]
     path = tmp_path / "p.json"
     path.write_bytes(orjson.dumps(doctored))
-    variant, _ = import_variant(base / "resnet.onnx.engine.graph.json", path, None, "x")
+    variant = import_variant(ImportFiles(base / "resnet.onnx.engine.graph.json", path), "x").variant
     assert any("partial pairing: 1 layers without a record" in note for note in variant.notes)

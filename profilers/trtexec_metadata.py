@@ -1,0 +1,163 @@
+"""What trtexec says about a run: its options, device and summary, from the files it (or trex) wrote.
+
+trtexec prints its options as `key: value` lines under `=== Model Options ===`, `=== Build Options ===`,
+`=== Inference Options ===` and `=== Device Information ===`; trex's `*.build.metadata.json` and
+`*.profile.metadata.json` hold the same words as JSON, and trex's `*.metadata.json` is a list of
+device properties. All of them are read into one `RunFacts`; a fact no file gives stays None.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sessions.errors import InputError
+
+LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
+LOG_VERSION = re.compile(r"\[TensorRT v(\d+)\]")
+SHAPE = re.compile(r"=(\d+(?:x\d+)+)")
+SUFFIXES = (".graph.json", ".profile.metadata.json", ".build.metadata.json", ".metadata.json", ".profile.json",
+            ".timing.json", ".times.json", ".layers.json", ".json", ".profile", ".log")
+
+
+@dataclass
+class RunFacts:
+    model: str | None = None  # the ONNX (or other) model file trtexec read
+    tensorrt: str | None = None
+    gpu: str | None = None
+    compute_capability: str | None = None
+    multiprocessors: int | None = None
+    memory_mib: int | None = None
+    precision: str | None = None  # trtexec's build option, e.g. FP32+INT8
+    cuda_graph: bool | None = None
+    iterations: int | None = None
+    duration_s: float | None = None
+    warmup_s: float | None = None
+    input_shape: list[int] | None = None  # the first input's shape, batch first
+    gpu_compute_median_ms: float | None = None
+    sources: list[str] = field(default_factory=list)
+
+
+def engine_stem(path: Path) -> str:
+    """`resnet.onnx.engine.graph.json` -> `resnet.onnx.engine`: the name trtexec and trex give every file of one engine."""
+    name = path.name
+    for suffix in SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return path.stem
+
+
+def companions(path: Path) -> list[Path]:
+    """Metadata files beside a layer or profile file, written for the same engine."""
+    stem = engine_stem(path)
+    names = (f"{stem}.profile.metadata.json", f"{stem}.build.metadata.json", f"{stem}.metadata.json")
+    return [path.parent / n for n in names if (path.parent / n).is_file()]
+
+
+def _options_from_log(text: str) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    version = LOG_VERSION.search(text[:2000])
+    if version:
+        digits = version.group(1)
+        value = int(digits)  # 8502 = 8.5.2 (major * 1000 + minor * 100 + patch); 101401 = 10.14.1 (x 10000, x 100)
+        parts = divmod(value, 1000) if value < 10000 else divmod(value, 10000)
+        options["TensorRT version"] = f"{parts[0]}.{parts[1] // 100}.{parts[1] % 100}"
+    for line in text.splitlines()[:400]:
+        match = LOG_OPTION.match(line.strip())
+        if match:
+            options.setdefault(match.group(1).strip(), match.group(2).strip())
+    return options
+
+
+def _options_from_json(doc: Any) -> dict[str, Any]:
+    if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ComputeCapability" in doc[0]:
+        device = doc[0]
+        cc = device.get("ComputeCapability")
+        return {"Selected Device": device.get("Name"), "Compute Capability": ".".join(map(str, cc)) if isinstance(cc, list) else cc,
+                "Total Memory": device.get("TotalMemory")}
+    if not isinstance(doc, dict) or not ({"model_options", "build_options", "inference_options", "device_information"} & set(doc)):
+        raise InputError("not trtexec metadata (no model, build, inference or device options)")
+    options: dict[str, Any] = {}
+    for section in ("model_options", "build_options", "inference_options", "device_information"):
+        if isinstance(doc.get(section), dict):
+            options.update(doc[section])
+    summary = doc.get("performance_summary")
+    if isinstance(summary, dict) and isinstance(summary.get("GPU Compute Time"), list) and len(summary["GPU Compute Time"]) >= 4:
+        options["GPU Compute median"] = summary["GPU Compute Time"][3]  # trtexec's order: min, max, mean, median, ...
+    return options
+
+
+def read_options(path: Path) -> dict[str, Any]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        text = data.decode("utf-8", "replace")
+        if "=== Model Options ===" not in text and "&&&& RUNNING" not in text:
+            raise InputError(f"{path}: neither trtexec metadata JSON nor a trtexec log") from None
+        return _options_from_log(text)
+    try:
+        return _options_from_json(doc)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def _number(text: Any, pattern: str = r"[-+]?\d+(?:\.\d+)?") -> float | None:
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    match = re.search(pattern, str(text)) if text is not None else None
+    return float(match.group(0)) if match else None
+
+
+def _flag(text: Any) -> bool | None:
+    return {"enabled": True, "disabled": False}.get(str(text).strip().lower()) if text is not None else None
+
+
+def _shape(text: Any) -> list[int] | None:
+    match = SHAPE.search(str(text)) if text else None
+    return [int(d) for d in match.group(1).split("x")] if match else None
+
+
+def facts_from(paths: list[Path]) -> RunFacts:
+    options: dict[str, Any] = {}
+    for path in paths:
+        for key, value in read_options(path).items():
+            if value not in (None, ""):
+                options.setdefault(key, value)
+    duration = str(options.get("Duration", ""))
+    warmup = re.search(r"\+ *(\d+(?:\.\d+)?) *ms warm", duration)
+    memory = options.get("Device Global Memory") or options.get("Total Memory")
+    memory_mib = _number(memory)
+    if memory_mib is not None and "MiB" not in str(memory):
+        memory_mib /= 1 << 20  # bytes (trex's device list)
+    sms = _number(options.get("SMs"))
+    cc = options.get("Compute Capability")
+    return RunFacts(
+        model=str(options["Model"]) if options.get("Model") else None,
+        tensorrt=str(options["TensorRT version"]) if options.get("TensorRT version") else None,
+        gpu=str(options["Selected Device"]) if options.get("Selected Device") else None,
+        compute_capability=str(cc) if cc not in (None, "") else None,
+        multiprocessors=int(sms) if sms is not None else None,
+        memory_mib=int(memory_mib) if memory_mib is not None else None,
+        precision=str(options["Precision"]) if options.get("Precision") else None,
+        cuda_graph=_flag(options.get("CUDA Graph")),
+        iterations=int(n) if (n := _number(options.get("Iterations"))) is not None else None,
+        duration_s=_number(duration.split("(")[0]) if duration else None,
+        warmup_s=float(warmup.group(1)) / 1000 if warmup else None,
+        input_shape=_shape(options.get("Input inference shape") or options.get("Input inference shapes")),
+        gpu_compute_median_ms=_number(options.get("GPU Compute median")),
+        sources=[str(p) for p in paths],
+    )
+
+
+def model_name(model_path: str) -> str:
+    """`./examples/resnet/generated/resnet-qat.onnx` -> `resnet-qat`."""
+    name = Path(model_path.replace("\\", "/")).name
+    return re.sub(r"\.(onnx|uff|caffemodel|prototxt|engine|plan|trt)$", "", name) or name

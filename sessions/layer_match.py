@@ -1,0 +1,127 @@
+"""Which layer of one engine is which layer of another, across different fusions and exports.
+
+TensorRT names a fused layer by joining the names of its ONNX nodes with ' + ' (detailed files also
+list them as `[ONNX Layer: ...]` metadata). Two engines of one model share those nodes even when a
+residual add or an activation fused into a different convolution, so layers are matched by the
+nodes they contain, weighted towards the convolution / GEMM that dominates each layer; then by
+name; then by signature (kind, shape parameters, tensor sizes), in order.
+
+Node names are compared in a canonical form: quantization nodes and weight names are left out (a
+QAT export has them, the float one does not), TF's `quant_` prefixes are dropped, and ONNX's
+numbered names (`Conv_9`) become the op and its rank among that op's nodes (the first Conv), since
+inserted Q/DQ nodes shift every number.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+from sessions.groups import builtin_rules, name_parts, op_from_name
+from sessions.model import Layer
+
+QUANT_NODE = re.compile(r"[Qq]uantize|QuantLinearNode|DequantLinearNode|_quantizer|\.weight$|ReadVariableOp|^\(Unnamed Layer")
+NUMBERED = re.compile(r"^([A-Za-z][A-Za-z0-9]*)_(\d+)$")
+DOMINANT_WEIGHT = 10  # a shared convolution / GEMM node outweighs any number of shared activations
+DOMINANT_OPS = ("conv", "linear", "matmul")
+
+
+def _is_copy(layer: Layer) -> bool:
+    """Reformats and copies are named after the layer they feed: their names say nothing about themselves."""
+    return layer.op == "reformat" or layer.origin is not None or layer.name.startswith("Reformatting CopyNode")
+
+
+def _raw_nodes(layer: Layer) -> list[str]:
+    nodes = layer.onnx_nodes or name_parts(layer.name)
+    return [re.sub(r"(^|/)quant_", r"\1", n) for n in nodes if not QUANT_NODE.search(n)]
+
+
+def canonical_nodes(layers: list[Layer]) -> list[dict[str, int]]:
+    """For each layer, its canonical node names with their weights (empty for copies and Q/DQ-only layers)."""
+    raw = [[] if _is_copy(layer) else _raw_nodes(layer) for layer in layers]
+    numbers: defaultdict[str, set[int]] = defaultdict(set)
+    for nodes in raw:
+        for node in nodes:
+            match = NUMBERED.match(node)
+            if match:
+                numbers[match.group(1)].add(int(match.group(2)))
+    rank = {op: {n: i for i, n in enumerate(sorted(found))} for op, found in numbers.items()}
+    rules = builtin_rules()
+    keyed = []
+    for nodes in raw:
+        keys: dict[str, int] = {}
+        for node in nodes:
+            match = NUMBERED.match(node)
+            key = f"{match.group(1)}#{rank[match.group(1)][int(match.group(2))]}" if match else node
+            keys[key] = DOMINANT_WEIGHT if op_from_name(node, rules) in DOMINANT_OPS else 1
+        keyed.append(keys)
+    return keyed
+
+
+def signature(layer: Layer) -> tuple | None:
+    """What identifies a layer whose name changed: its kind, shape parameters and tensor sizes (None if no sizes)."""
+    dims = tuple(tuple(t.shape or ()) for t in layer.inputs + layer.outputs)
+    if not any(dims):
+        return None  # names-only layers: nothing but the name to go by
+    return (layer.kind, layer.groups, tuple(layer.kernel_shape or ()), layer.out_channels, dims)
+
+
+def _by_nodes(a: list[Layer], b: list[Layer], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
+    nodes_a, nodes_b = canonical_nodes(a), canonical_nodes(b)
+    holders: defaultdict[str, list[int]] = defaultdict(list)
+    for j, keys in enumerate(nodes_b):
+        for key in keys:
+            holders[key].append(j)
+    candidates = []
+    for i, keys in enumerate(nodes_a):
+        scores: defaultdict[int, int] = defaultdict(int)
+        for key, weight in keys.items():
+            for j in holders.get(key, ()):
+                scores[j] += min(weight, nodes_b[j][key])
+        for j, score in scores.items():
+            distance = abs(i / max(len(a), 1) - j / max(len(b), 1))
+            candidates.append((-score, distance, i, j))
+    pairs = []
+    for _, _, i, j in sorted(candidates):
+        if i in free_a and j in free_b:
+            pairs.append((i, j))
+            free_a.discard(i)
+            free_b.discard(j)
+    return pairs
+
+
+def _by_key(a: list[Layer], b: list[Layer], free_a: set[int], free_b: set[int], key) -> list[tuple[int, int]]:
+    index: dict = {}
+    for j in sorted(free_b):
+        index.setdefault(key(b[j]), []).append(j)
+    pairs = []
+    for i in sorted(free_a):
+        k = key(a[i])
+        queue = index.get(k) if k is not None else None
+        if queue:
+            j = queue.pop(0)
+            pairs.append((i, j))
+            free_a.discard(i)
+            free_b.discard(j)
+    return pairs
+
+
+@dataclass
+class Alignment:
+    pairs: list[tuple[int, int]]  # (index in a, index in b), in a's order
+    how: dict[tuple[int, int], str]  # pair -> "nodes" | "name" | "signature"
+    only_a: list[int]
+    only_b: list[int]
+
+
+def align_layers(a: list[Layer], b: list[Layer]) -> Alignment:
+    free_a, free_b = set(range(len(a))), set(range(len(b)))
+    how: dict[tuple[int, int], str] = {}
+    for method, found in (
+        ("nodes", lambda: _by_nodes(a, b, free_a, free_b)),
+        ("name", lambda: _by_key(a, b, free_a, free_b, lambda layer: layer.name)),
+        ("signature", lambda: _by_key(a, b, free_a, free_b, signature)),
+    ):
+        how.update((pair, method) for pair in found())
+    return Alignment(sorted(how), how, sorted(free_a), sorted(free_b))
