@@ -100,7 +100,7 @@ def report_set(folder: Path, home: Path) -> dict[str, Path]:
         out = home / f"{folder.name}-{index}.json"
         result = tool("import", *args, "--out", str(out), home=home)
         print(f"$ trt-inspect import {' '.join(args)}")
-        print(result.stdout.rstrip())
+        print(result.stdout.rstrip().replace(str(home) + "/", ""))
         print("\n".join(f"  stderr: {line}" for line in result.stderr.splitlines()))
         if result.returncode == 0:
             print("\n".join(describe(out)))
