@@ -20,26 +20,26 @@ def flags(session: Session, variants: list[str] | None = None):
 
 
 def group_table(session: Session, by: str, rules: Rules, variants: list[str] | None = None):
-    """(headers, rows): per group, per variant kernels per call, ms per call, share, time ratio."""
+    """(headers, rows): per group, per variant layers, kernels per call (traced variants), ms per call, share,
+    and the time ratio against the baseline (where there is more than one variant)."""
     comparisons = compare_groups(session, by, rules, variants)
     names = list(comparisons[0].rows) if comparisons else []
+    traced = {name: session.variant(name).kernels is not None for name in names}
     baseline = session.baseline()
-    ratio_label = f"x{baseline.name}" if baseline else "x"
+    ratio_label = f"x vs {baseline.name}" if baseline else "x"
     headers = [by]
     for name in names:
-        headers += [f"{name} layers", f"{name} k/call", f"{name} ms", f"{name} %", f"{name} {ratio_label}"]
+        headers += [f"{name} layers"] + ([f"{name} k/call"] if traced[name] else []) + [f"{name} ms", f"{name} %"]
+        headers += [f"{name} {ratio_label}"] if len(names) > 1 else []
     rows = []
     for c in comparisons:
         row: list = [c.group]
         for name in names:
             r = c.rows[name]
-            row += [
-                r.layers if r and by != "kernel" else None,
-                r.kernels_per_call if r else None,
-                r.time_ms if r else None,
-                r.share * 100 if r and r.share is not None else None,
-                c.time_ratio[name],
-            ]
+            row.append(r.layers if r and (by != "kernel" or not traced[name]) else None)  # kernel classes own kernels, not layers
+            row += [r.kernels_per_call if r else None] if traced[name] else []
+            row += [r.time_ms if r else None, r.share * 100 if r and r.share is not None else None]
+            row += [c.time_ratio[name]] if len(names) > 1 else []
         rows.append(row)
     return headers, rows
 
