@@ -366,7 +366,11 @@ def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tupl
     _warm_gpu(model, static, 0.5)
     with torch.no_grad():
         probed, times, runs, quantize_impl = probe_layers(captured, plan, cudnn, report)
-    records16 = _trace([step for run in runs for step in run.fp16], tracer)
+    try:
+        records16 = _trace([step for run in runs for step in run.fp16], tracer)
+    except MissingEnvironment as exc:  # CUPTI taken or refused: the measurements stand, trace with torch.profiler
+        cupti_problem, tracer = exc.message, "torch"
+        records16 = _trace([step for run in runs for step in run.fp16], tracer)
     records8 = _trace([step for run in runs for step in run.fp8], tracer)
 
     created = dt.datetime.now(dt.UTC)
