@@ -218,7 +218,7 @@ class CudnnConv:
             g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
             self.workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
         except Exception as exc:  # noqa: BLE001  (cudnnGraphNotSupportedError and its cousins: a refusal)
-            raise Unsupported(f"cuDNN conv_fprop: {first_line(exc)}") from None
+            raise Unsupported(f"cuDNN conv_fprop: {one_line(exc)}") from None
         self.graph = g
 
     def prepare(self, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float) -> Prepared:
@@ -277,12 +277,15 @@ def choose(
             refusals.append(str(exc))
             continue
         except Exception as exc:  # noqa: BLE001  (a run-time refusal: cuBLASLt or cuDNN status, shape checks)
-            refusals.append(f"{name}: {type(exc).__name__}: {first_line(exc)}")
+            refusals.append(f"{name}: {type(exc).__name__}: {one_line(exc)}")
             continue
         return Choice(op, refusals)
     return Choice(None, refusals)
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """The message on one line (libraries spread theirs over several), cut to `limit` characters."""
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -34,7 +34,7 @@ from sessions.storage import save, sessions_dir
 
 MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada and Hopper onwards
 REPLAY_TARGET_MS = 0.2  # one timed replay holds about this much work ...
-MAX_CALLS_PER_REPLAY = 64  # ... in at most this many back-to-back calls
+MAX_CALLS_PER_REPLAY = 128  # ... in at most this many back-to-back calls
 Report = Callable[[str], None]
 
 
@@ -163,39 +163,68 @@ class TimedStep:
 
 def timed_step(fn: Callable[[], object]) -> TimedStep:
     """A CUDA-graph replay of enough back-to-back calls of `fn` to last about REPLAY_TARGET_MS;
-    eager calls where capture fails."""
+    eager calls where capture fails. The call count comes from replays of a one-call graph: eager
+    calls would measure the host, which is slower than the GPU for most single layers."""
     import torch
 
     fn()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        fn()
-    end.record()
-    end.synchronize()
-    per_call = max(start.elapsed_time(end) / 5, 1e-4)
-    calls = max(1, min(MAX_CALLS_PER_REPLAY, int(REPLAY_TARGET_MS / per_call)))
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(2):
             fn()
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                fn()
+        single = _capture(fn, 1)
     except Exception as exc:  # noqa: BLE001  (capture refused: time eager calls instead)
         torch.cuda.synchronize()
-
-        def eager() -> None:
-            for _ in range(calls):
-                fn()
-
-        return TimedStep(eager, calls, False, f"eager: CUDA-graph capture failed ({type(exc).__name__})")
+        return _eager_step(fn, f"eager: CUDA-graph capture failed ({type(exc).__name__})")
+    calls = _calls_per_replay(_per_call_ms(single.replay))
+    if calls == 1:
+        return TimedStep(single.replay, 1, True, graph=single)
+    try:
+        graph = _capture(fn, calls)
+    except Exception:  # noqa: BLE001  (the one-call graph still times it)
+        return TimedStep(single.replay, 1, True, "one call per replay: a longer capture failed", graph=single)
     return TimedStep(graph.replay, calls, True, graph=graph)
+
+
+def _capture(fn: Callable[[], object], calls: int):
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    return graph
+
+
+def _per_call_ms(step: Callable[[], object], repeats: int = 20) -> float:
+    import torch
+
+    step()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(repeats):
+        step()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / repeats
+
+
+def _calls_per_replay(per_call_ms: float) -> int:
+    return max(1, min(MAX_CALLS_PER_REPLAY, int(REPLAY_TARGET_MS / max(per_call_ms, 1e-4))))
+
+
+def _eager_step(fn: Callable[[], object], note: str) -> TimedStep:
+    calls = _calls_per_replay(_per_call_ms(fn, 5))
+
+    def eager() -> None:
+        for _ in range(calls):
+            fn()
+
+    return TimedStep(eager, calls, False, note)
 
 
 def measure_shape(fns: dict[str, Callable[[], object]], plan, measured_as: str) -> ShapeTimes:

@@ -331,3 +331,9 @@ def test_probe_json_document(tmp_path):
     roles = {r["role"]: r for r in document["roles"]}
     assert document["label"] == ESTIMATE_LABEL and roles["grouped convolution"]["no_fp8"] == 1
     assert roles["pointwise (1x1) convolution"]["speedup"] == pytest.approx(0.020 / 0.018)
+
+
+def test_calls_per_replay_fill_about_the_target():
+    assert fp8_probe._calls_per_replay(0.001) == fp8_probe.MAX_CALLS_PER_REPLAY
+    assert fp8_probe._calls_per_replay(0.05) == 4
+    assert fp8_probe._calls_per_replay(1.0) == 1
