@@ -20,10 +20,10 @@ probe() {  # probe SECONDS ARGS...: one probe under a time limit, its wall time 
     timeout "$limit" trt-inspect probe "$@" </dev/null
     echo "rc=$? wall=$((SECONDS - started))s"
 }
-probe 150 senet154 --out "$OUT/senet154-probe-b1.json"
-probe 100 hf:segformer --layers 'model.segformer.*' --out "$OUT/segformer-b0-probe-b1.json"
-probe 150 senet154 --batch 32 --out "$OUT/senet154-probe-b32.json"
-probe 100 hf:segformer --layers 'model.segformer.*' --batch 32 --out "$OUT/segformer-b0-probe-b32.json"
+probe 110 senet154 --out "$OUT/senet154-probe-b1.json"
+probe 70 hf:segformer --layers 'model.segformer.*' --out "$OUT/segformer-b0-probe-b1.json"
+probe 110 senet154 --batch 32 --out "$OUT/senet154-probe-b32.json"
+probe 70 hf:segformer --layers 'model.segformer.*' --batch 32 --out "$OUT/segformer-b0-probe-b32.json"
 if [ -f "$OUT/senet154-probe-b1.json" ]; then
     trt-inspect groups "$OUT/senet154-probe-b1.json" </dev/null
     trt-inspect export "$OUT/senet154-probe-b1.json" --sections comparison,method </dev/null
