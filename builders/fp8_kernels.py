@@ -283,9 +283,13 @@ def choose(
     return Choice(None, refusals)
 
 
-def one_line(exc: BaseException, limit: int = 300) -> str:
-    """The message on one line (libraries spread theirs over several), cut to `limit` characters."""
+def one_line(exc: BaseException, limit: int = 400) -> str:
+    """The message on one line (libraries spread theirs over several), at most `limit` characters:
+    long ones keep their start and their end, where cuDNN states the reason."""
     text = " ".join(str(exc).split())
     if not text:
         return type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return f"{text[:head]} ... {text[-(limit - head - 5):]}"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.backend import VariantSpec
-from builders.onnx_export import QdqCounts, export, qdq_counts
+from builders.onnx_export import QdqCounts, qdq_counts
+from builders.onnx_source import variant_onnx
+from sessions.plan import VariantPlan
 
 
 @dataclass
@@ -16,18 +17,12 @@ class OnnxFile:
     counts: QdqCounts
 
 
-def write_onnx_files(model, specs: list[VariantSpec], static_input, calibration, folder: Path) -> list[OnnxFile]:
+def write_onnx_files(model, variants: list[VariantPlan], static_input, calibration, folder: Path) -> list[OnnxFile]:
     """fp16 as a plain fp16 graph (strongly typed); FP8 as fp16 with ModelOpt's FP8 Q/DQ pairs."""
     import onnx
-    import torch
 
-    from builders.torch_backend import TorchBackend
-
-    backend = TorchBackend(model, "cpu", static_input, fp8_base=torch.float16)
     files = []
-    for spec in specs:
-        result = backend.build(spec, calibration)
-        engine = result.engine
-        path = export(engine.module, engine.static_input, folder / f"{model.name}-{spec.name}.onnx")
-        files.append(OnnxFile(spec.name, path, qdq_counts(onnx.load(str(path), load_external_data=False))))
+    for variant in variants:
+        source = variant_onnx(model, variant, calibration, static_input, len(static_input), folder)
+        files.append(OnnxFile(variant.name, source.path, qdq_counts(onnx.load(str(source.path), load_external_data=False))))
     return files

@@ -13,11 +13,12 @@ import fnmatch
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from builders.layer_spec import LayerSpec, group_by_spec, spec_of
+from profilers.attribution import TraceRecords
 from profilers.probe_session import (
     STEPS,
     ProbedLayer,
@@ -29,8 +30,10 @@ from profilers.probe_session import (
 )
 from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod
+from sessions.paths import sessions_dir
+from sessions.plan import TimingPlan
 from sessions.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
-from sessions.storage import save, sessions_dir
+from sessions.storage import save
 
 MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada and Hopper onwards
 REPLAY_TARGET_MS = 0.2  # one timed replay holds about this much work ...
@@ -46,6 +49,7 @@ class ProbeOptions:
     images: str | None = None
     checkpoint: str | None = None
     calib_count: int = 16
+    seed: int = 0  # random weights where no checkpoint is given, as in a study
     rounds: int | None = None
     iters: int | None = None
     warmup_s: float | None = None
@@ -56,12 +60,12 @@ class ProbeOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.seed < 0:
+            raise InputError("--seed must not be negative")
         if self.warmup_s is not None and self.warmup_s < 0:
             raise InputError("--warmup must not be negative")
 
-    def timing_plan(self):
-        from profilers.timing import TimingPlan
-
+    def timing_plan(self) -> TimingPlan:
         return TimingPlan(self.warmup_s if self.warmup_s is not None else 0.05, self.rounds or 5, self.iters or 20)
 
 
@@ -324,28 +328,47 @@ def _progress_line(index: int, total: int, spec: LayerSpec, count: int, times: S
     return f"{index}/{total} {spec.label()} x{count}: {', '.join(parts)}{tail}"
 
 
-def _trace(runs: list[tuple[str, Callable[[], object]]], tracer: str):
+def _trace(steps: list[tuple[str, Callable[[], object]]], tracer) -> TraceRecords:
+    """One eager call of every layer in model order, each inside a range named after its layer."""
     import torch
 
     from profilers.module_ranges import named_range
 
-    kind = "nvtx" if tracer == "cupti" else "annotation"
+    kind = tracer.range_kind or "annotation"
 
     def run_once() -> None:
         with torch.no_grad():
-            for name, fn in runs:
+            for name, fn in steps:
                 with named_range(kind, name):
                     fn()
 
     run_once()  # lazy set-up (plans, handles, compiled kernels) stays out of the trace
     torch.cuda.synchronize()
-    if tracer == "cupti":
-        from profilers import kernel_trace
+    return tracer.trace(run_once, 1, "cuda", torch.cuda.synchronize)
 
-        return kernel_trace.trace(run_once, 1, torch.cuda.synchronize)
-    from profilers import torch_trace
 
-    return torch_trace.trace(run_once, 1, "cuda")
+@dataclass
+class Traces:
+    fp16: TraceRecords
+    fp8: TraceRecords
+    tracer: object  # profilers.tracers.Tracer
+    note: str = ""
+
+
+def trace_runs(runs: list[LayerRun], cupti_problem: str | None) -> Traces:
+    """CUPTI where it loads, torch.profiler otherwise; the timings stand either way."""
+    from profilers.tracers import get_tracer
+
+    fp16 = [step for run in runs for step in run.fp16]
+    fp8 = [step for run in runs for step in run.fp8]
+    note = "" if cupti_problem is None else f"CUPTI unavailable ({cupti_problem}): kernels from torch.profiler"
+    tracer = get_tracer("cupti" if cupti_problem is None else "torch")
+    try:
+        records16 = _trace(fp16, tracer)
+    except MissingEnvironment as exc:  # CUPTI taken by another profiler, or refused
+        tracer, note = get_tracer("torch"), f"CUPTI refused ({exc.message}): kernels from torch.profiler"
+        records16 = _trace(fp16, tracer)
+    return Traces(records16, _trace(fp8, tracer), tracer, note)
 
 
 def _warm_gpu(model, x, seconds: float) -> None:
@@ -366,83 +389,89 @@ def session_path(options: ProbeOptions, created: dt.datetime) -> Path:
     return sessions_dir() / f"{stem}-probe-b{options.batch}-{created:%Y%m%d-%H%M%S}.json"
 
 
-def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tuple[Session, Path]:
-    options.validate()
-    from profilers.kernel_trace import prepare_nvtx_injection
+def probe_inputs(options: ProbeOptions):
+    """The study's model and real images (builders.study_inputs), through a plan made for loading only:
+    a probe session stores no plan, since `rerun` replays studies."""
+    from builders.study_inputs import load_study_inputs
+    from sessions.plan import StudyPlan, VariantPlan
 
-    cupti_problem = prepare_nvtx_injection()  # before torch loads: NVTX binds its injection once
-    cudnn = require_fp8_environment()
+    plan = StudyPlan(model=options.model, backend="torch", device="cuda", variants=(VariantPlan("fp16"),),
+                     batch=options.batch, timing=options.timing_plan(), tracer="none", images=options.images,
+                     calib_count=options.calib_count, checkpoint=options.checkpoint, seed=options.seed)
+    return load_study_inputs(plan)
+
+
+def _collected(inputs, options: ProbeOptions):
+    """The fp16 model on the GPU, the probe batch, and its convolutions and linears."""
     import torch
 
-    from inspector.study import StudyOptions, load_inputs
-    from profilers import environment
-    from sessions.groups import load_rules
-
-    inputs = load_inputs(StudyOptions(model=options.model, batch=options.batch, images=options.images,
-                                      calib_count=options.calib_count, checkpoint=options.checkpoint, device="cuda"))
     loaded = inputs.model
-    if loaded.module is None:
+    if getattr(loaded, "module", None) is None:
         raise InputError(f"probe needs a PyTorch model (timm or Hugging Face); {options.model} is an ONNX file")
     model = loaded.module.to(device="cuda", dtype=torch.float16).eval()
     static = inputs.static_input.to(device="cuda", dtype=torch.float16)
     captured = collect(model, static, inputs.calibration.to(device="cuda", dtype=torch.float16), options.layers)
     if not captured:
         raise InputError(f"no convolution or linear of {loaded.name} matches --layers {' '.join(options.layers)}")
-    tracer = "cupti" if cupti_problem is None else "torch"
-    report(f"{loaded.name}: {len(captured)} layers, {len({c.spec for c in captured})} shapes, batch {options.batch}; "
-           f"cuDNN {cudnn.backend_version()}, tracer {tracer}")
+    return model, static, captured
+
+
+def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tuple[Session, Path]:
+    from profilers.tracers import get_tracer
+
+    options.validate()
+    cupti_problem = get_tracer("cupti").prepare()  # before torch loads: NVTX binds its injection once
+    cudnn = require_fp8_environment()
+    import torch
+
+    from sessions.groups import load_rules
+
+    inputs = probe_inputs(options)
+    model, static, captured = _collected(inputs, options)
+    report(f"{inputs.model.name}: {len(captured)} layers, {len({c.spec for c in captured})} shapes, batch "
+           f"{options.batch}; cuDNN {cudnn.backend_version()}, tracer {'cupti' if cupti_problem is None else 'torch'}")
     plan = options.timing_plan()
     _warm_gpu(model, static, 0.5)
     with torch.no_grad():
         probed, times, runs, quantize_impl = probe_layers(captured, plan, cudnn, report)
-    try:
-        records16 = _trace([step for run in runs for step in run.fp16], tracer)
-    except MissingEnvironment as exc:  # CUPTI taken or refused: the measurements stand, trace with torch.profiler
-        cupti_problem, tracer = exc.message, "torch"
-        records16 = _trace([step for run in runs for step in run.fp16], tracer)
-    records8 = _trace([step for run in runs for step in run.fp8], tracer)
-
+    traces = trace_runs(runs, cupti_problem)
     created = dt.datetime.now(dt.UTC)
-    path = session_path(options, created)
-    env = environment.collect("cuda", torch.version.cuda)
-    env.versions["cudnn"] = str(torch.backends.cudnn.version())
-    env.versions["cudnn-frontend-backend"] = str(cudnn.backend_version())
-    tracer_note = "" if cupti_problem is None else f"CUPTI unavailable ({cupti_problem}): kernels from torch.profiler"
-    session = Session(
-        study=Study(
-            model=loaded.name,
-            source=loaded.source,
-            input_shape=list(loaded.input_size),
-            batch=options.batch,
-            command=command,
-            created=created.isoformat(timespec="seconds"),
-            backend="probe",
-            device="cuda",
-            tool_version=environment.tool_version(),
-            weights=options.checkpoint or "random (pretrained=False)",
-            settings={"probe": asdict(options)},
-        ),
-        environment=env,
-        method=probe_method(plan, all(t.graphed for t in times.values()), quantize_impl, tracer, tracer_note),
-    )
+    graphed = all(t.graphed for t in times.values())
+    session = new_probe_session(options, command, inputs.model, created, probe_method(plan, graphed, quantize_impl, traces))
+    session.environment.versions["cudnn-frontend-backend"] = str(cudnn.backend_version())
     scales = (f"FP8 e4m3, per-tensor scales: weights amax / 448 (quantized once, not timed); activations amax / 448 "
               f"over {options.calib_count} calibration images (static, as TensorRT's Q/DQ); fp16 output")
     session.variants = [
-        probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), records16, ["fp16 as PyTorch runs each layer (cuDNN / cuBLAS)"]),
-        probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), records8, [scales, f"quantize: {quantize_impl}"]),
+        probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), traces.fp16, ["fp16 as PyTorch runs each layer (cuDNN / cuBLAS)"]),
+        probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8, [scales, f"quantize: {quantize_impl}"]),
     ]
     session.variant(FP8_VARIANT).notes.append(estimate_line(session, load_rules()))
+    path = session_path(options, created)
     save(session, path)
     return session, path
 
 
-def probe_method(plan, graphed: bool, quantize_impl: str, tracer: str, tracer_note: str) -> TimingMethod:
-    replay = "one CUDA-graph replay" if graphed else "one CUDA-graph replay (eager calls where capture failed: see the layers)"
-    kernels = (
-        "cupti-python activity records (kernels, NVTX markers, runtime and driver launches)"
-        if tracer == "cupti"
-        else "torch.profiler trace"
+def new_probe_session(options: ProbeOptions, command: list[str], model, created: dt.datetime, method: TimingMethod) -> Session:
+    import torch
+
+    from profilers import environment
+
+    env = environment.collect("cuda", torch.version.cuda)
+    env.versions["cudnn"] = str(torch.backends.cudnn.version())
+    return Session(
+        study=Study(
+            model=model.name, source=model.source, input_shape=list(model.input_size), batch=options.batch,
+            command=command, created=created.isoformat(timespec="seconds"), backend="probe", device="cuda",
+            tool_version=environment.tool_version(),
+            weights=options.checkpoint or f"random (pretrained=False, seed {options.seed})",
+        ),
+        environment=env,
+        method=method,
     )
+
+
+def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> TimingMethod:
+    replay = "one CUDA-graph replay" if graphed else "one CUDA-graph replay (eager calls where capture failed: see the layers)"
     return TimingMethod(
         timer="cuda-events",
         timed_region=(
@@ -466,8 +495,8 @@ def probe_method(plan, graphed: bool, quantize_impl: str, tracer: str, tracer_no
             "into the producer or share one between layers that read the same tensor. Sums over layers are an "
             "estimate from isolated layers, not an engine time"
         ),
-        kernels=(
-            f"{kernels}; one eager call of every layer in model order, each in a range of its own, kernels "
-            "attributed to the range open at launch" + (f"; {tracer_note}" if tracer_note else "")
-        ),
+        kernels="; ".join(filter(None, [
+            traces.tracer.describe(1),  # type: ignore[attr-defined]
+            "the traced call runs every layer once, in model order, each in a range of its own", traces.note,
+        ])),
     )

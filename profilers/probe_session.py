@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from builders.layer_spec import LayerSpec
 from profilers.attribution import LayerIndex, TraceRecords, summarize
 from profilers.stats import latency_stats
-from sessions.model import Layer, Variant
+from sessions.model import Layer, Tensor, Variant
+from sessions.vocab import DType, Precision
 
 QUANTIZER_SUFFIX = ".input_quantizer"  # the groups' "quantize / dequantize" role matches `_quantizer$`
 QUANTIZE_KIND = "Quantize"
@@ -55,33 +56,40 @@ def _cov(samples: list[float] | None) -> float | None:
 
 
 def _shape_attrs(spec: LayerSpec, times: ShapeTimes, same_shape: int) -> dict:
-    attrs = {
-        "op": spec.op,
-        "in_channels": spec.in_channels,
-        "out_channels": spec.out_channels,
-        "input_dims": list(spec.input_shape),
-        "output_dims": list(spec.output_shape()),
+    attrs: dict = {
         "shape": spec.label(),
         "same_shape_layers": same_shape,
         "measured_as": times.measured_as,
         "cuda_graph": times.graphed,
     }
     if spec.op == "conv":
-        attrs.update(stride=list(spec.stride), padding=list(spec.padding), dilation=list(spec.dilation))
+        attrs.update(padding=list(spec.padding), dilation=list(spec.dilation))
     if times.note:
         attrs["timing_note"] = times.note
     return attrs
 
 
-def _layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int, step: str, precision: str) -> Layer:
+def _fp8_format(spec: LayerSpec) -> str:
+    return "NHWC" if spec.op == "conv" else "row-major"
+
+
+def _layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int, step: str, precision: DType) -> Layer:
     spec = probed.spec
+    conv = spec.op == "conv"
     layer = Layer(
         name=probed.name,
         kind=probed.kind,
+        op="conv" if conv else "linear",
         time_ms=_median(times.samples.get(step)),
         precision=precision,
-        groups=spec.groups if spec.op == "conv" else None,
-        kernel_shape=list(spec.kernel) if spec.op == "conv" else None,
+        groups=spec.groups if conv else None,
+        kernel_shape=list(spec.kernel) if conv else None,
+        in_channels=spec.in_channels,
+        out_channels=spec.out_channels,
+        stride=list(spec.stride) if conv else None,
+        inputs=[Tensor(dtype=precision, shape=list(spec.input_shape), format=_fp8_format(spec) if precision == "fp8" else None)],
+        outputs=[Tensor(dtype="fp16", shape=list(spec.output_shape()))],
+        quantized=precision == "fp8",
         attrs=_shape_attrs(spec, times, same_shape),
     )
     layer.attrs.update(cov=_cov(times.samples.get(step)), calls_per_replay=times.reps.get(step))
@@ -91,6 +99,28 @@ def _layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int, step: str, p
 def fp16_layers(probed: list[ProbedLayer], times: dict[LayerSpec, ShapeTimes]) -> list[Layer]:
     counts = _counts(probed)
     return [_layer(p, times[p.spec], counts[p.spec], "fp16", "fp16") for p in probed]
+
+
+def _quantize_layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int) -> Layer:
+    spec, samples = probed.spec, times.samples
+    return Layer(
+        name=quantizer_name(probed.name),
+        kind=QUANTIZE_KIND,
+        op="quantize",
+        time_ms=_median(samples.get("quantize")),
+        precision="fp8",
+        inputs=[Tensor(dtype="fp16", shape=list(spec.input_shape))],
+        outputs=[Tensor(dtype="fp8", shape=list(spec.input_shape), format=_fp8_format(spec))],
+        quantized=True,
+        attrs={
+            "quantizes": probed.name,
+            "measured_as": quantizer_name(times.measured_as),
+            "same_shape_layers": same_shape,
+            "cov": _cov(samples.get("quantize")),
+            "calls_per_replay": times.reps.get("quantize"),
+            "dynamic_amax_ms": _median(samples.get("amax")),
+        },
+    )
 
 
 def fp8_layers(probed: list[ProbedLayer], times: dict[LayerSpec, ShapeTimes]) -> list[Layer]:
@@ -105,24 +135,7 @@ def fp8_layers(probed: list[ProbedLayer], times: dict[LayerSpec, ShapeTimes]) ->
             layer.attrs["no_fp8_kernel"] = "; ".join(p.refusals) or "no FP8 path for this layer"
             layers.append(layer)
             continue
-        samples = shape_times.samples
-        layers.append(
-            Layer(
-                name=quantizer_name(p.name),
-                kind=QUANTIZE_KIND,
-                time_ms=_median(samples.get("quantize")),
-                precision="fp8",
-                attrs={
-                    "quantizes": p.name,
-                    "input_dims": list(p.spec.input_shape),
-                    "measured_as": quantizer_name(shape_times.measured_as),
-                    "same_shape_layers": counts[p.spec],
-                    "cov": _cov(samples.get("quantize")),
-                    "calls_per_replay": shape_times.reps.get("quantize"),
-                    "dynamic_amax_ms": _median(samples.get("amax")),
-                },
-            )
-        )
+        layers.append(_quantize_layer(p, shape_times, counts[p.spec]))
         layer = _layer(p, shape_times, counts[p.spec], "fp8", "fp8")
         layer.attrs.update(fp8_path=p.fp8_path, rel_error=p.rel_error, zero_input=p.zero_input)
         if p.refusals:
@@ -138,7 +151,7 @@ def _counts(probed: list[ProbedLayer]) -> dict[LayerSpec, int]:
     return counts
 
 
-def probe_variant(name: str, precision: str, layers: list[Layer], records: TraceRecords | None, notes: list[str]) -> Variant:
+def probe_variant(name: str, precision: Precision, layers: list[Layer], records: TraceRecords | None, notes: list[str]) -> Variant:
     """A variant whose layer times are the isolated timings; kernels, if traced, attributed to them.
 
     Attribution sums kernel time per layer; the timed figures replace those sums afterwards.

@@ -247,11 +247,16 @@ def test_session_from_measured_records(tmp_path):
     # times are the isolated timings of the shape, shared by equal shapes, not the traced kernel sums
     assert [layer.time_ms for layer in fp16.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
     assert fp16.layers[3].attrs["same_shape_layers"] == 2 and fp16.layers[3].attrs["measured_as"] == "layer1.0.conv1"
+    grouped16 = fp16.layers[1]
+    assert (grouped16.op, grouped16.groups, grouped16.kernel_shape, grouped16.in_channels, grouped16.out_channels) == ("conv", 32, [3, 3], 64, 64)
+    assert grouped16.inputs[0].shape == [1, 64, 8, 8] and grouped16.inputs[0].dtype == "fp16" and not grouped16.quantized
     names8 = [layer.name for layer in fp8.layers]
     assert names8[:3] == [quantizer_name("layer1.0.conv1"), "layer1.0.conv1", "layer1.0.conv2"]
     conv2 = fp8.layers[2]
     assert conv2.precision == "fp16" and conv2.time_ms == pytest.approx(0.050) and "no engine" in conv2.attrs["no_fp8_kernel"]
-    quantizer = fp8.layers[0]
+    quantizer, conv1 = fp8.layers[0], fp8.layers[1]
+    assert conv1.precision == "fp8" and conv1.quantized and conv1.inputs[0].dtype == "fp8" and conv1.inputs[0].format == "NHWC"
+    assert quantizer.op == "quantize" and quantizer.outputs[0].dtype == "fp8"
     assert quantizer.kind == "Quantize" and quantizer.time_ms == pytest.approx(0.003) and quantizer.attrs["dynamic_amax_ms"] == pytest.approx(0.004)
     rules = load_rules()
     assert role_of(quantizer, rules) == QUANTIZE_ROLE
@@ -337,3 +342,46 @@ def test_calls_per_replay_fill_about_the_target():
     assert fp8_probe._calls_per_replay(0.001) == fp8_probe.MAX_CALLS_PER_REPLAY
     assert fp8_probe._calls_per_replay(0.05) == 4
     assert fp8_probe._calls_per_replay(1.0) == 1
+
+
+def test_long_library_messages_keep_their_reason():
+    message = "no engine proposed a plan\n" + "x" * 1000 + "\nReason: FORT_NATIVE kernels need 16 channels per group"
+    text = fp8_kernels.one_line(RuntimeError(message))
+    assert len(text) <= 400 and text.startswith("no engine proposed a plan") and text.endswith("16 channels per group")
+    assert "\n" not in text and fp8_kernels.one_line(RuntimeError("")) == "RuntimeError"
+
+
+@pytest.mark.parametrize("name", ["senet154-probe-b1", "senet154-probe-b32", "segformer-b0-probe-b1", "segformer-b0-probe-b32"])
+def test_h200_probe_sessions_read_back(name):
+    """The sessions `benchmarks/h200_probe.sh` wrote on the H200 (schema 1, migrated on load)."""
+    from tests.conftest import H200
+
+    session = load(H200 / f"{name}.json")
+    rules = load_rules()
+    rows = {r.role: r for r in role_rows(session, rules)}
+    fp8 = session.variant(FP8_VARIANT)
+    assert fp8.trace.unattributed == 0 and fp8.trace.dropped == 0
+    assert ESTIMATE_LABEL in estimate_line(session, rules) and ESTIMATE_LABEL in fp8.notes[-1]
+    if name.startswith("senet154"):
+        assert rows["grouped convolution"].no_fp8 == 3  # layer1's 2 channels per group: no cuDNN FP8 engine
+        assert rows["pointwise (1x1) convolution"].fp8_kernels == rows["pointwise (1x1) convolution"].layers
+    else:
+        assert rows["depthwise convolution"].no_fp8 == rows["depthwise convolution"].layers == 8
+
+
+async def test_tui_drills_into_a_probe_session():
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.screens.overview import OverviewScreen
+    from inspector.tui.screens.tables import GroupsScreen, KernelsScreen, LayersScreen
+    from tests.conftest import H200
+
+    path = H200 / "senet154-probe-b1.json"
+    app = InspectorApp(session=load(path), path=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert isinstance(app.screen, OverviewScreen)
+        await pilot.press("g")
+        assert isinstance(app.screen, GroupsScreen)
+        await pilot.press("enter")
+        assert isinstance(app.screen, LayersScreen) and app.screen.panel.table.row_count > 0
+        await pilot.press("enter")
+        assert isinstance(app.screen, KernelsScreen)
