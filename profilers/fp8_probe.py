@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from builders.layer_spec import LayerSpec, group_by_spec, spec_of
 from profilers.attribution import TraceRecords
@@ -28,6 +29,7 @@ from profilers.probe_session import (
     probe_variant,
     quantizer_name,
 )
+from profilers.tracers import Tracer
 from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod
 from sessions.paths import sessions_dir
@@ -96,10 +98,10 @@ def require_fp8_environment():
 @dataclass
 class CapturedLayer:
     name: str
-    module: object  # torch.nn.Module
+    module: Any  # torch.nn.Module (torch loads lazily)
     spec: LayerSpec
     amax: float  # over the calibration images
-    x16: object  # torch.Tensor: the layer's input at the probe batch
+    x16: Any  # torch.Tensor: the layer's input at the probe batch
 
 
 def _selected(name: str, patterns: list[str]) -> bool:
@@ -162,7 +164,7 @@ class TimedStep:
     calls: int  # back-to-back calls of the layer per step
     graphed: bool
     note: str = ""
-    graph: object = None  # keeps the CUDA graph (and its memory pool) alive while it is timed
+    graph: Any = None  # keeps the CUDA graph (and its memory pool) alive while it is timed
 
 
 def timed_step(fn: Callable[[], object]) -> TimedStep:
@@ -297,7 +299,7 @@ def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, quantizer,
     for m in members:
         layer = ProbedLayer(m.name, type(m.module).__name__, spec, op.path if op else None, choice.refusals,
                             zero_input=not bool(m.x16.any()))
-        fp16_run = [(m.name, partial(m.module, m.x16))]
+        fp16_run: list[tuple[str, Callable[[], object]]] = [(m.name, partial(m.module, m.x16))]
         if op is None:
             probed[m.name] = (layer, LayerRun(fp16_run, fp16_run))
             continue
@@ -351,7 +353,7 @@ def _trace(steps: list[tuple[str, Callable[[], object]]], tracer) -> TraceRecord
 class Traces:
     fp16: TraceRecords
     fp8: TraceRecords
-    tracer: object  # profilers.tracers.Tracer
+    tracer: Tracer
     note: str = ""
 
 
@@ -496,7 +498,7 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
             "estimate from isolated layers, not an engine time"
         ),
         kernels="; ".join(filter(None, [
-            traces.tracer.describe(1),  # type: ignore[attr-defined]
+            traces.tracer.describe(1),
             "the traced call runs every layer once, in model order, each in a range of its own", traces.note,
         ])),
     )

@@ -61,21 +61,21 @@ def role_rows(session: Session, rules: Rules) -> list[RoleRow]:
         row.layers += 1
         row.fp16_ms += layer.time_ms or 0.0
         if k16 is not None:
-            row.fp16_kernels += k16.get(layer.name, 0.0)
+            row.fp16_kernels = (row.fp16_kernels or 0.0) + k16.get(layer.name, 0.0)
     for layer in fp8.layers:
         quantized = layer.attrs.get("quantizes")
-        role = role_of_layer.get(quantized or layer.name)
-        if role is None:
+        owner_role = role_of_layer.get(quantized or layer.name)
+        if owner_role is None:
             continue
-        row = rows[role]
+        row = rows[owner_role]
         if quantized:
             row.quantize_ms += layer.time_ms or 0.0
             if k8 is not None:
-                row.quantize_kernels += k8.get(layer.name, 0.0)
+                row.quantize_kernels = (row.quantize_kernels or 0.0) + k8.get(layer.name, 0.0)
             continue
         row.fp8_ms += layer.time_ms or 0.0
         if k8 is not None:
-            row.fp8_kernels += k8.get(layer.name, 0.0)
+            row.fp8_kernels = (row.fp8_kernels or 0.0) + k8.get(layer.name, 0.0)
         if layer.attrs.get("no_fp8_kernel"):
             row.no_fp8 += 1
     return sorted(rows.values(), key=lambda r: -r.fp16_ms)
