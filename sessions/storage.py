@@ -22,8 +22,11 @@ def encode(session: Session) -> bytes:
 
 def save(session: Session, path: Path) -> Path:
     """Write `session` to `path` atomically: a crash or a full disk never leaves a partial file."""
-    path = Path(path)
-    data = encode(session)
+    return write_atomically(Path(path), encode(session), "session")
+
+
+def write_atomically(path: Path, data: bytes, what: str = "file") -> Path:
+    """Write `data` to `path` through a temporary file, fsync and rename: never a partial file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -35,7 +38,7 @@ def save(session: Session, path: Path) -> Path:
         os.replace(tmp_name, path)
     except OSError as exc:
         Path(tmp_name).unlink(missing_ok=True)
-        raise InspectError(f"cannot save session {path}: {exc.strerror or exc}") from exc
+        raise InspectError(f"cannot save {what} {path}: {exc.strerror or exc}") from exc
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
