@@ -23,7 +23,7 @@ from sessions.plan import StudyPlan, VariantPlan
 
 @dataclass(frozen=True)
 class Capabilities:
-    layer_times: bool = False  # the engine's own per-layer profiler (TensorRT's IProfiler)
+    layer_times: str | None = None  # what the engine's own per-layer profiler measures (TensorRT's IProfiler), in words
     range_kinds: frozenset[str] = frozenset()  # layer ranges a tracer can see: nvtx, annotation
     devices: frozenset[str] = frozenset({"cuda", "cpu"})
 
@@ -90,7 +90,7 @@ class BackendContext:
 
 class Backend(ABC):
     name: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
+    capabilities: Capabilities  # set on the class; an instance may restate it (the TensorRT stand-in's wording)
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:

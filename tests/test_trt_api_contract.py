@@ -17,6 +17,9 @@ DOCUMENTED_TRT = {
     "__version__", "Logger", "Logger.WARNING", "Builder", "OnnxParser", "Runtime", "IProgressMonitor", "IProfiler",
     "NetworkDefinitionCreationFlag.STRONGLY_TYPED", "ProfilingVerbosity.DETAILED", "LayerInformationFormat.JSON",
     "TensorIOMode.INPUT", "nptype",
+    # in both real bindings' name lists (tensorrt-cu12-bindings 10.16, tensorrt-cu13-bindings 11.4)
+    "ILogger", "ILogger.__init__", "ILogger.Severity.ERROR", "ILogger.Severity.INTERNAL_ERROR",
+    "ProfilingVerbosity.NONE", "ProfilingVerbosity.LAYER_NAMES_ONLY",
 }
 REMOVED_IN_11 = {
     "FP16", "INT8", "FP8", "BF16", "INT4", "FP4", "STRICT_TYPES", "OBEY_PRECISION_CONSTRAINTS", "PREFER_PRECISION_CONSTRAINTS",
