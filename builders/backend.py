@@ -23,7 +23,7 @@ from sessions.plan import StudyPlan, VariantPlan
 
 @dataclass(frozen=True)
 class Capabilities:
-    layer_times: str | None = None  # what the engine's own per-layer profiler measures (TensorRT's IProfiler), in words
+    layer_times: str | None = None  # what the engine's own per-layer profiler measures (TensorRT's IProfiler); None: none
     range_kinds: frozenset[str] = frozenset()  # layer ranges a tracer can see: nvtx, annotation
     devices: frozenset[str] = frozenset({"cuda", "cpu"})
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sessions.vocab import Source
+
 
 @dataclass
 class ModelInfo:
     """builders.models.LoadedModel adds the PyTorch module and the input transform."""
 
     name: str
-    source: str  # sessions.vocab.Source
+    source: Source
     input_size: tuple[int, ...]  # one sample

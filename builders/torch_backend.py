@@ -39,6 +39,7 @@ class TorchEngine(Engine):
         self.static_input = static_input.to(device=device, dtype=dtype)
         self.quantized = quantized or set()
         self._step: TimingStep | None = None
+        self._graph: torch.cuda.CUDAGraph | None = None
 
     @torch.no_grad()
     def infer(self, batch: torch.Tensor) -> torch.Tensor:

@@ -42,6 +42,8 @@ class StudyRequest:
         for name in ("batch", "calib_count", "trace_calls"):
             if getattr(self, name) < 1:
                 raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.trace_calls > 1000 or self.batch > 65536:
+            raise InputError("--trace-calls is at most 1000 and --batch at most 65536")
         for name in ("rounds", "iters"):
             value = getattr(self, name)
             if value is not None and value < 1:

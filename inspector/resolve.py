@@ -13,13 +13,14 @@ from inspector.request import StudyRequest
 from profilers.tracers import get_tracer, tracer_names
 from sessions.errors import MissingEnvironment
 from sessions.plan import StudyPlan, TimingPlan, parse_variants
+from sessions.vocab import Device
 
 
 def tensorrt_installed() -> bool:
     return importlib.util.find_spec("tensorrt") is not None
 
 
-def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, str, str]:
+def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
     """(backend, device, why)."""
     if request.device == "cuda" and not has_gpu:
         raise MissingEnvironment("--device cuda: no CUDA GPU is visible to PyTorch here")
@@ -28,19 +29,24 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, str, str]
             raise MissingEnvironment(
                 "--backend tensorrt: TensorRT is not installed (pip install 'trt-inspect[tensorrt]' where NVIDIA's index is reachable)"
             )
-        device = "cuda" if has_gpu and request.device != "cpu" else "cpu"
-        problem = backend_class("tensorrt").unavailable(device)  # on the CPU: only the stand-in for tests
-        if problem:
-            raise MissingEnvironment(problem)
-        return "tensorrt", device, "TensorRT, as asked" if device == "cuda" else "the TensorRT stand-in for tests, as asked"
+        return tensorrt_device(request, has_gpu)
     if request.backend == "torch":
-        device = request.device or ("cuda" if has_gpu else "cpu")
+        device: Device = "cpu" if request.device == "cpu" or not has_gpu else "cuda"
         return "torch", device, f"PyTorch on {device}, as asked"
     if tensorrt_installed() and has_gpu and request.device != "cpu":
         return "tensorrt", "cuda", "TensorRT found with a GPU"
     if has_gpu and request.device != "cpu":
         return "torch", "cuda", "PyTorch on CUDA (TensorRT is not installed)"
     return "torch", "cpu", "PyTorch on the CPU (" + ("as asked" if request.device == "cpu" else "no GPU here") + ")"
+
+
+def tensorrt_device(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
+    """TensorRT needs a CUDA GPU; on the host only its stand-in for tests runs (tests/fake_tensorrt)."""
+    device: Device = "cuda" if has_gpu and request.device != "cpu" else "cpu"
+    problem = backend_class("tensorrt").unavailable(device)
+    if problem:
+        raise MissingEnvironment(problem)
+    return "tensorrt", device, "TensorRT, as asked" if device == "cuda" else "the TensorRT stand-in for tests, as asked"
 
 
 def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
@@ -91,7 +97,7 @@ def default_timing(request: StudyRequest, device: str) -> TimingPlan:
 def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     """The plan for this machine, and one line per choice made (what the user sees first)."""
     request.validate()
-    cupti_problem = "not asked for"
+    cupti_problem: str | None = "not asked for"
     if request.tracer in ("auto", "cupti") and request.device != "cpu":
         cupti_problem = get_tracer("cupti").prepare()  # before torch loads
     import torch

@@ -25,8 +25,9 @@ from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
 from sessions.errors import InspectError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod, Variant
-from sessions.plan import StudyPlan, VariantPlan
-from sessions.storage import save, sessions_dir
+from sessions.plan import StudyPlan, VariantPlan, validate_plan
+from sessions.paths import sessions_dir
+from sessions.storage import check_writable, save, session_lock
 from sessions.summary import VariantSummary, summarize_session
 
 
@@ -89,6 +90,16 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
 
 
 def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Session, Path]:
+    validate_plan(plan)
+    created = dt.datetime.now(dt.timezone.utc)
+    path = session_path(plan, created)
+    check_writable(path)
+    with session_lock(path):
+        return _run_locked(plan, command, report, created, path)
+
+
+def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt.datetime,
+                path: Path) -> tuple[Session, Path]:
     backend_cls, tracer = check_plan(plan)
     inputs = backend_cls.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))
@@ -96,9 +107,8 @@ def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Sess
         BackendContext(plan, inputs.model, inputs.static_input,
                        lambda phase, step, steps: report(Progress("build", phase, None, step, steps)))
     )
-    created = dt.datetime.now(dt.timezone.utc)
     session = new_session(plan, command, inputs, backend, tracer, created)
-    recorder = Recorder(session, session_path(plan, created), report)
+    recorder = Recorder(session, path, report)
     recorder.step("setup", f"session: {recorder.path}")
     reference = reference_outputs(backend, inputs)
     engines = build_variants(plan, backend, tracer, inputs, reference, recorder)
@@ -146,7 +156,11 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
         recorder.session.variants.append(variant)
         engines[variant.name] = result.engine
         measure_quality(variant, result.engine, reference, inputs, recorder)
-        profiled = trace_variant(variant, result.engine, plan, tracer, backend, recorder) or profiled
+        try:
+            profiled = trace_variant(variant, result.engine, plan, tracer, backend, recorder) or profiled
+        except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
+            variant.layers = result.engine.layers()
+            variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
         recorder.session.method.per_layer = per_layer_words(backend, tracer, plan.device, profiled)
         recorder.step("build", f"{variant.name} built and traced", variant.name, index + 1, total)
     return engines
@@ -228,7 +242,7 @@ def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
         try:
             trace_kernels(variant, engine, plan, tracer)
         except Exception as exc:  # noqa: BLE001  (CUPTI raises its own error types; any failure costs the kernels only)
-            variant.notes.append(f"kernel trace failed ({one_line(exc)}): no kernels for this variant")
+            variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
     if not backend.capabilities.layer_times:
         return False
     try:

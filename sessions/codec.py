@@ -26,7 +26,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def build(cls: type[T], data: Any, path: str = "") -> T:
     """Build dataclass `cls` from decoded JSON; unknown keys are ignored, missing required ones fail."""
-    return _convert(cls, data, path or cls.__name__)
+    built: T = _convert(cls, data, path or cls.__name__)
+    return built
 
 
 def _convert(tp: Any, value: Any, path: str) -> Any:
@@ -41,7 +42,7 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
             raise ShapeError(f"{path}: must not be null")
         (inner,) = [a for a in args if a is not type(None)]
         return _convert(inner, value, path)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, dict):
             raise ShapeError(f"{path}: expected an object")
         hints = _hints(tp)
@@ -102,7 +103,7 @@ _ITEM_WORDS = {int: "expected an integer", float: "expected a number", str: "exp
                list: "expected a list of integers"}
 
 
-def _first_bad(values: list, ok: typing.Callable[[Any], bool]) -> int | None:
+def _first_bad(values: list[Any], ok: typing.Callable[[Any], bool]) -> int | None:
     for i, v in enumerate(values):
         if not ok(v):
             return i
@@ -125,7 +126,7 @@ def _is_int_list(v: Any) -> bool:
     return type(v) is list and all(type(x) is int for x in v)
 
 
-def _column_check(item: Any) -> typing.Callable[[list], int | None] | None:
+def _column_check(item: Any) -> typing.Callable[[list[Any]], int | None] | None:
     """A checker returning the first bad index, for columns of plain values; None for other items."""
     ok = {int: _is_int, float: _is_number, str: _is_str}.get(item)
     if ok is None and item == list[int]:

@@ -132,7 +132,7 @@ def rerun_section(session: Session, path: str | None) -> str:
     command = shlex.join(session.study.command)
     lines = ["## Rerun", "```bash", command]
     if path:
-        lines.append(f"trt-inspect rerun {shlex.quote(path)}  # same settings, then the diff against this session")
+        lines.append(f"trt-inspect rerun {shlex.quote(path)}  # the same plan, then the diff against this session")
     lines.append("```")
     return "\n".join(lines)
 

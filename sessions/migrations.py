@@ -62,7 +62,7 @@ def _plan_from_settings(doc: Doc) -> Any:
     method = doc.get("method") or {}
     variants = [v for v in doc.get("variants") or [] if isinstance(v, dict)]
     tracers = {(v.get("trace") or {}).get("tracer") for v in variants if isinstance(v.get("trace"), dict)}
-    tracer = _TRACERS.get(next(iter(tracers)), "none") if len(tracers) == 1 else "none"
+    tracer = _TRACERS.get(str(next(iter(tracers))), "none") if len(tracers) == 1 else "none"
     exclude = settings.get("fp8_exclude") or []
     plans = []
     for variant in variants:

@@ -6,6 +6,7 @@ the session, and replayed as it is by `rerun`. A sweep is a list of plans.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -53,6 +54,24 @@ class StudyPlan:
     seed: int = 0  # random weights and random inputs
     out: str | None = None  # session file; None: the user-data folder
     raw_trace: str | None = None  # folder for each variant's raw tracer records
+
+
+LIMITS = {"batch": (1, 65536), "trace_calls": (1, 1000), "calib_count": (1, 100000), "opt_level": (0, 5),
+          "seed": (0, 2**32 - 1)}
+TIMING_LIMITS = {"rounds": (1, 100000), "iters": (1, 10**7)}
+
+
+def validate_plan(plan: StudyPlan) -> None:
+    """Ranges a plan must keep, however it was made: by `resolve`, read back from a session, or by a sweep."""
+    checks = [(name, getattr(plan, name), *bounds) for name, bounds in LIMITS.items()]
+    checks += [(name, getattr(plan.timing, name), *bounds) for name, bounds in TIMING_LIMITS.items()]
+    for name, value, low, high in checks:
+        if not low <= value <= high:
+            raise InputError(f"{name.replace('_', '-')} must be between {low} and {high}, not {value}")
+    if not (math.isfinite(plan.timing.warmup_s) and 0 <= plan.timing.warmup_s <= 3600):
+        raise InputError("warm-up must be between 0 and 3600 seconds")
+    if not plan.variants:
+        raise InputError("the plan has no variants")
 
 
 def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[VariantPlan, ...]:

@@ -427,8 +427,8 @@ def run_trace_variant(engine, tracer, layer_times: str | None):
 def test_a_tracer_failure_leaves_the_layers_and_profiler_times():
     variant, profiled = run_trace_variant(StubEngine({"a": 0.5}), FailingTracer(), "IProfiler words")
     assert profiled and [(layer.name, layer.time_ms) for layer in variant.layers] == [("a", 0.5), ("b", None)]
-    assert variant.notes == ["kernel trace failed (CUPTI refused to trace (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)): "
-                             "no kernels for this variant"]
+    assert variant.notes == ["kernel trace failed, no kernels recorded: CUPTI refused to trace "
+                             "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)"]
 
 
 def test_per_layer_words_claim_the_profiler_only_where_it_measured():
