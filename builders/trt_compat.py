@@ -140,7 +140,8 @@ def pin_dynamic_inputs(builder, network, config, shape: tuple[int, ...]) -> None
         if len(dims) != len(shape) or any(d >= 0 and d != s for d, s in zip(dims, shape)):
             raise InputError(f"the ONNX input {tensor.name} has shape {list(dims)}; the study feeds {list(shape)}")
         profile.set_shape(tensor.name, shape, shape, shape)
-    config.add_optimization_profile(profile)
+    if config.add_optimization_profile(profile) < 0:
+        raise InputError(f"TensorRT refused an optimization profile fixing the inputs at {list(shape)}")
 
 
 def build_plan(trt, logger, errors: list[str], onnx_path: Path, opt_level: int, input_shape: tuple[int, ...],
