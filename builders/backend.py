@@ -90,7 +90,7 @@ class BackendContext:
 
 class Backend(ABC):
     name: ClassVar[str]
-    capabilities: ClassVar[Capabilities]
+    capabilities: Capabilities  # set on the class; an instance may restate it (the TensorRT stand-in's wording)
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:

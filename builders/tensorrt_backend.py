@@ -1,8 +1,10 @@
-"""The TensorRT backend: ONNX from the PyTorch variants, strongly typed engines, cached by content.
+"""The TensorRT backend: one ONNX file per variant, strongly typed engines, cached by content.
 
-It has not run here (TensorRT cannot be installed on these machines): it is written against the
-documented 10.x / 11.x Python API, with every version difference in `builders.trt_compat`. Its layer
-information goes through the same reader as imported trtexec files (`profilers.trt_files`).
+Written against the real 10.x / 11.x Python API, with every version difference and careful call in
+`builders.trt_compat`; its layer information goes through the same reader as imported trtexec files
+(`profilers.trt_files`). Engines run on a dedicated CUDA stream (`builders.engine_device`). Tests run
+this module against a stand-in that executes on the CPU (tests/fake_tensorrt); sessions made with
+it say so in every variant and in the environment.
 """
 
 from __future__ import annotations
@@ -10,78 +12,126 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
-import numpy as np
 import torch
 
 from builders import trt_compat
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.engine_device import EngineDevice, engine_device
 from builders.onnx_export import file_hash
 from builders.onnx_source import variant_onnx
 from profilers.trt_files import normalize_name, parse_layer_info
-from sessions.errors import MissingEnvironment
+from sessions.captions import STAND_IN, STAND_IN_LAYER_TIMES
+from sessions.errors import InputError, InspectError, MissingEnvironment
 from sessions.model import Layer, Variant
 from sessions.paths import cache_dir
 from sessions.plan import VariantPlan
+from sessions.storage import write_atomically
 
-NP_TO_TORCH = {
-    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64,
+# by the enum member's name: trt.nptype has no numpy type for BF16 or FP8 and raises TypeError
+TORCH_DTYPES = {
+    "FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "FP8": torch.float8_e4m3fn,
+    "INT8": torch.int8, "UINT8": torch.uint8, "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool,
 }
+NEEDS_GPU = "--backend tensorrt needs a CUDA GPU"
+
+
+def torch_dtype(trt_dtype) -> torch.dtype:
+    name = trt_dtype.name
+    if name not in TORCH_DTYPES:
+        raise InputError(f"the engine has an input or output of type {name}, which trt-inspect cannot feed or read")
+    return TORCH_DTYPES[name]
 
 
 class TensorRTEngine(Engine):
-    def __init__(self, trt, plan: bytes, static_input: torch.Tensor):
+    def __init__(self, trt, errors: list[str], engine, device: EngineDevice, static_input: torch.Tensor):
         self.trt = trt
-        self.plan = plan
-        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
-        self.engine = runtime.deserialize_cuda_engine(plan)
-        self.context = self.engine.create_execution_context()
+        self.errors = errors
+        self.engine = engine
+        self.device = device
+        self.context = engine.create_execution_context()
+        if self.context is None:
+            raise InspectError(f"TensorRT could not create an execution context{trt_compat.said(errors)}")
+        # NVTX markers only while traced (see layer_ranges): DETAILED records cost time in eager runs
+        self.context.nvtx_verbosity = trt.ProfilingVerbosity.NONE
         self.buffers: dict[str, torch.Tensor] = {}
-        for name in trt_compat.io_tensor_names(self.engine):
-            shape = tuple(self.engine.get_tensor_shape(name))
-            dtype = NP_TO_TORCH[np.dtype(trt.nptype(self.engine.get_tensor_dtype(name))).name]
-            self.buffers[name] = torch.empty(shape, dtype=dtype, device="cuda")
-            self.context.set_tensor_address(name, self.buffers[name].data_ptr())
-        self.input_name = next(n for n in self.buffers if trt_compat.is_input(trt, self.engine, n))
-        self.output_name = next(n for n in self.buffers if n != self.input_name)
-        self.batch = self.buffers[self.input_name].shape[0]
-        self.buffers[self.input_name].copy_(static_input.to(self.buffers[self.input_name].dtype))
+        input_name, output_name = self._bind(tuple(static_input.shape))
+        self.input_name: str = input_name
+        self.output_name: str = output_name
+        with device.use():
+            self.buffers[self.input_name].copy_(static_input.to(self.buffers[self.input_name].dtype))
+        device.synchronize()
+        self.batch = static_input.shape[0]
         self._step: TimingStep | None = None
 
+    def _bind(self, shape: tuple[int, ...]) -> tuple[str, str]:
+        """Buffers for every I/O tensor, the input at the study's shape; (input, first output)."""
+        names = trt_compat.io_tensor_names(self.engine)
+        inputs = [name for name in names if trt_compat.is_input(self.trt, self.engine, name)]
+        outputs = [name for name in names if name not in inputs]
+        if len(inputs) != 1 or not outputs:
+            raise InputError(f"the engine has {len(inputs)} inputs and {len(outputs)} outputs; trt-inspect feeds one image input")
+        (input_name,) = inputs
+        dynamic = any(d < 0 for d in tuple(self.engine.get_tensor_shape(input_name)))
+        if dynamic and not self.context.set_input_shape(input_name, shape):
+            raise InputError(f"the engine does not accept input {input_name} of shape {list(shape)}")
+        bound = tuple(self.context.get_tensor_shape(input_name))
+        if bound != shape:
+            raise InputError(f"the engine's input {input_name} is fixed at {list(bound)}; the study feeds {list(shape)} "
+                             f"(use --batch {bound[0]})")
+        with self.device.use():
+            for name in names:
+                dtype = torch_dtype(self.engine.get_tensor_dtype(name))
+                self.buffers[name] = self.device.empty(tuple(self.context.get_tensor_shape(name)), dtype)
+                if not self.context.set_tensor_address(name, self.buffers[name].data_ptr()):
+                    raise InspectError(f"TensorRT refused the buffer of {name}{trt_compat.said(self.errors)}")
+        return input_name, outputs[0]
+
     def run_once(self) -> None:
-        self.context.execute_async_v3(torch.cuda.current_stream().cuda_stream)
+        logged = len(self.errors)
+        if not self.context.execute_async_v3(self.device.stream_handle):
+            said = trt_compat.said(self.errors[logged:])
+            raise InspectError(f"TensorRT could not run the engine (execute_async_v3 failed){said}")
 
     @torch.no_grad()
     def infer(self, batch: torch.Tensor) -> torch.Tensor:
+        source, result = self.buffers[self.input_name], self.buffers[self.output_name]
         outputs = []
-        for chunk in batch.split(self.batch):
-            padded = torch.cat([chunk, chunk[-1:].expand(self.batch - len(chunk), *chunk.shape[1:])]) if len(chunk) < self.batch else chunk
-            saved = self.buffers[self.input_name].clone()
-            self.buffers[self.input_name].copy_(padded.to(self.buffers[self.input_name].dtype))
-            self.run_once()
-            torch.cuda.synchronize()
-            outputs.append(self.buffers[self.output_name][: len(chunk)].float().cpu())
-            self.buffers[self.input_name].copy_(saved)
+        with self.device.use():
+            saved = source.clone()
+            for chunk in batch.split(self.batch):
+                padded = torch.cat([chunk, chunk[-1:].expand(self.batch - len(chunk), *chunk.shape[1:])])
+                source.copy_(padded.to(source.dtype))
+                self.run_once()
+                outputs.append(result[: len(chunk)].to("cpu", torch.float32, copy=True))
+            source.copy_(saved)
+        self.device.synchronize()
         return torch.cat(outputs)
 
     def timing_step(self) -> TimingStep:
         if self._step is None:
-            self.run_once()  # TensorRT needs one enqueue before capture
-            torch.cuda.synchronize()
-            try:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    self.run_once()
-                self._graph = graph
-                self._step = TimingStep(graph.replay, True)
-            except RuntimeError as exc:
-                self._step = TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}")
+            run, why_eager = self.device.capture(self.run_once)
+            self._step = TimingStep(run, why_eager is None, why_eager)
         return self._step
 
-    def layer_ranges(self, kind: str):
+    def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager[None]:
         if kind != "nvtx":
             raise MissingEnvironment("TensorRT marks layers with NVTX only: use --tracer cupti")
-        return contextlib.nullcontext()  # TensorRT opens one NVTX range per layer itself
+        return self._layer_names()  # TensorRT opens one NVTX range per layer itself
+
+    @contextlib.contextmanager
+    def _layer_names(self) -> Iterator[None]:
+        """NVTX messages that are layer names, not the DETAILED JSON records the engine was built with."""
+        self.context.nvtx_verbosity = self.trt.ProfilingVerbosity.LAYER_NAMES_ONLY
+        try:
+            yield
+        finally:
+            self.context.nvtx_verbosity = self.trt.ProfilingVerbosity.NONE
 
     def range_to_layer(self, name: str) -> str:
         return normalize_name(trt_compat.range_to_layer(name))
@@ -94,15 +144,18 @@ class TensorRTEngine(Engine):
         """Mean IProfiler time per layer over `calls` enqueues, in a pass of its own."""
         times: dict[str, list[float]] = {}
         self.context.profiler = trt_compat.make_layer_profiler(self.trt, times)
-        for _ in range(calls):
-            self.run_once()
-        torch.cuda.synchronize()
-        self.context.profiler = None
-        return {name: sum(values) / len(values) for name, values in times.items()}
+        try:
+            with self._layer_names():
+                for _ in range(calls):
+                    self.run_once()
+                self.device.synchronize()
+        finally:
+            self.context.profiler = None
+        return {normalize_name(name): sum(values) / len(values) for name, values in times.items()}
 
     def release(self) -> None:
+        self.device.synchronize()
         self._step = None
-        self._graph = None
         self.buffers.clear()
         self.context = None
         self.engine = None
@@ -117,57 +170,117 @@ class TensorRTBackend(Backend):
             "overhead; does not add up to the latency)"
         ),
         range_kinds=frozenset({"nvtx"}),
-        devices=frozenset({"cuda"}),
+        devices=frozenset({"cuda", "cpu"}),  # cpu: the stand-in for tests only (see unavailable)
     )
+
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        if device == "cuda":  # TensorRT loads later: CUPTI's NVTX injection must be set first
+            return None
+        try:
+            trt = trt_compat.import_tensorrt()
+        except MissingEnvironment as exc:
+            return exc.message
+        return None if trt_compat.is_stand_in(trt) else NEEDS_GPU
 
     def __init__(self, context: BackendContext):
         self.trt = trt_compat.import_tensorrt()
+        plan = context.plan
+        self.stand_in = trt_compat.is_stand_in(self.trt)
+        if plan.device == "cpu" and not self.stand_in:
+            raise MissingEnvironment(NEEDS_GPU)
+        if plan.device == "cuda" and self.stand_in:
+            raise MissingEnvironment("the TensorRT stand-in for tests runs on the host only: use --device cpu")
+        if self.stand_in:
+            self.capabilities = replace(self.capabilities, layer_times=STAND_IN_LAYER_TIMES)
+        self.device = engine_device(plan.device)
+        self.errors: list[str] = []  # TensorRT's logged errors, for the messages of failures
+        self.logger = trt_compat.make_logger(self.trt, self.errors)
         self.model = context.model
-        self.batch = context.plan.batch
+        self.batch = plan.batch
         self.static_input = context.static_input
-        self.opt_level = context.plan.opt_level
+        self.opt_level = plan.opt_level
         self.report = context.report
-        self._reference: torch.nn.Module | None = (
-            None if self.model.module is None else self.model.module.to("cuda", torch.float32).eval()
-        )
+        module = self.model.module
+        self._reference: torch.nn.Module | None = None if module is None else module.to(plan.device, torch.float32).eval()
 
     @torch.no_grad()
-    def reference(self, batch: torch.Tensor) -> torch.Tensor:
-        if self._reference is None:
-            raise MissingEnvironment("an .onnx model has no PyTorch reference for quality; use --variants fp32,...")
-        output: torch.Tensor = self._reference(batch.cuda())
-        return output.float().cpu()
+    def reference(self, batch: torch.Tensor) -> torch.Tensor | None:
+        module = self._reference
+        if module is None:
+            return None  # an .onnx model: no PyTorch module to compare with
+        return module(batch.to(self.device.name)).float().cpu()
 
     def describe(self) -> dict[str, str]:
-        return {"tensorrt": str(self.trt.__version__)}
+        version = str(self.trt.__version__)
+        return {"tensorrt": f"{version} (a stand-in for tests, not TensorRT)" if self.stand_in else version}
 
     def build(self, spec: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         start = time.perf_counter()
         source = variant_onnx(self.model, spec, calibration, self.static_input, self.batch, cache_dir())
-        onnx_path = source.path
-        gpu = torch.cuda.get_device_name()
-        key = hashlib.sha256(
-            f"{file_hash(onnx_path)}|{self.trt.__version__}|{gpu}|{self.opt_level}|{tuple(self.static_input.shape)}".encode()
-        ).hexdigest()[:20]
-        plan_path = cache_dir() / f"{key}.plan"
-        cached = plan_path.is_file()
-        if cached:
-            plan = plan_path.read_bytes()
-        else:
-            plan = trt_compat.build_plan(
-                self.trt, onnx_path, self.opt_level, cache_dir() / "timing.cache",
-                lambda phase, step, steps: self.report(phase, step, steps),
-            )
-            plan_path.write_bytes(plan)
-        engine = TensorRTEngine(self.trt, plan, self.static_input.cuda())
+        if self.model.source == "onnx":
+            check_file_precision(source.path, spec)
+        engine, plan_bytes, notes = self._engine(source.path)
         variant = Variant(
             name=spec.name,
             backend=self.name,
             precision=spec.precision,
-            device="cuda",
+            device=self.device.name,
             recipe=source.recipe,
             build_s=time.perf_counter() - start,
-            artifact_bytes=len(plan),
-            notes=[f"engine cache {'hit' if cached else 'miss'}: {plan_path.name}", f"TensorRT {self.trt.__version__}, optimization level {self.opt_level}"],
+            artifact_bytes=plan_bytes,
+            notes=([STAND_IN] if self.stand_in else []) + [
+                *notes, f"TensorRT {self.trt.__version__}, optimization level {self.opt_level}",
+            ],
         )
-        return BuildResult(engine, variant)
+        return BuildResult(TensorRTEngine(self.trt, self.errors, engine, self.device, self.static_input), variant)
+
+    def timing_cache_path(self) -> Path:
+        """One timing cache per GPU (name and compute capability) and TensorRT version."""
+        key = hashlib.sha256(f"{self.device.key()}|{self.trt.__version__}".encode()).hexdigest()[:16]
+        return cache_dir() / f"timing-{key}.cache"
+
+    def _engine(self, onnx_path: Path) -> tuple[Any, int, list[str]]:
+        """The engine for `onnx_path` from the plan cache where it holds a loadable plan, else built.
+
+        A plan is only valid for its ONNX file, TensorRT version, GPU, optimization level and input
+        shape: all are in its key. A plan TensorRT cannot load (truncated, damaged) is rebuilt.
+        """
+        device_key = self.device.key()
+        shape = tuple(self.static_input.shape)
+        key = hashlib.sha256(
+            f"{file_hash(onnx_path)}|{self.trt.__version__}|{device_key}|{self.opt_level}|{shape}".encode()
+        ).hexdigest()[:20]
+        plan_path = cache_dir() / f"{key}.plan"
+        runtime = self.trt.Runtime(self.logger)
+        notes = []
+        if plan_path.is_file():
+            plan = plan_path.read_bytes()
+            self.errors.clear()
+            engine = runtime.deserialize_cuda_engine(plan)
+            if engine is not None:
+                return engine, len(plan), [f"engine cache hit: {plan_path.name}"]
+            notes.append(f"engine cache {plan_path.name} could not be loaded{trt_compat.said(self.errors)}: rebuilt")
+        self.errors.clear()
+        plan, cache_notes = trt_compat.build_plan(self.trt, self.logger, self.errors, onnx_path, self.opt_level, shape,
+                                                  self.timing_cache_path(), self.report)
+        engine = runtime.deserialize_cuda_engine(plan)
+        if engine is None:
+            raise InspectError(f"TensorRT could not load the engine it built{trt_compat.said(self.errors)}")
+        try:
+            write_atomically(plan_path, plan, "engine")
+        except InspectError as exc:
+            notes.append(f"engine not cached: {exc.message}")
+        return engine, len(plan), notes + cache_notes + [f"engine cache miss: {plan_path.name}"]
+
+
+def check_file_precision(path: Path, spec: VariantPlan) -> None:
+    """An `.onnx` model is built as it is (strongly typed): only the precision of its weights is honest."""
+    import onnx
+
+    names = {onnx.TensorProto.FLOAT: "fp32", onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16"}
+    graph = onnx.load(str(path), load_external_data=False).graph
+    counts = Counter(names[t.data_type] for t in graph.initializer if t.data_type in names)
+    held = counts.most_common(1)[0][0] if counts else None
+    if held is not None and held != spec.precision:
+        raise InputError(f"{spec.name}: {path.name} holds {held} weights and is built as it is; ask for --variants {held}")

@@ -1,16 +1,24 @@
-"""Every difference between TensorRT 10.x and 11.x, in one place.
+"""Every call into TensorRT's Python API that differs between versions or needs care, in one place.
 
-Written against the public Python API as documented (../shared/docs/tensorrt-facts.md, sections
-2 and 3); it has not run here, since TensorRT cannot be installed on these machines. Enum values
-are stored by name: their integers changed in 11.x.
+Written against the real 10.x and 11.x bindings (../shared/docs/tensorrt-facts.md, sections 2 to 5;
+names checked by tests/test_trt_api_contract.py). Enum values are stored by name: their integers
+changed in 11.x. Tests run this code against a stand-in (tests/fake_tensorrt) that executes on the
+CPU; its version ends in STAND_IN_SUFFIX, and what it produces is never presented as TensorRT's.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sessions.errors import InspectError, MissingEnvironment
+from sessions.errors import InputError, InspectError, MissingEnvironment
+from sessions.storage import write_atomically
+
+STAND_IN_SUFFIX = "-fake"
+
+Report = Callable[[str, int, int], None]
 
 
 def import_tensorrt():
@@ -25,6 +33,11 @@ def major(trt) -> int:
     return int(trt.__version__.split(".")[0])
 
 
+def is_stand_in(trt) -> bool:
+    """The test stand-in, which runs engines on the host and whose numbers are synthetic."""
+    return str(trt.__version__).endswith(STAND_IN_SUFFIX)
+
+
 def network_flags(trt) -> int:
     """Strongly typed everywhere: 11.x always is; 10.x needs the flag (and FP8 convs need it, #3987)."""
     if major(trt) >= 11:
@@ -32,7 +45,26 @@ def network_flags(trt) -> int:
     return 1 << int(trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
 
 
-def make_progress_monitor(trt, report) -> Any:
+def make_logger(trt, errors: list[str]) -> Any:
+    """A logger that appends TensorRT's errors to `errors`, so a failure can say what TensorRT said."""
+
+    class Log(trt.ILogger):
+        def __init__(self) -> None:
+            trt.ILogger.__init__(self)
+
+        def log(self, severity, msg):
+            if severity in (trt.ILogger.Severity.ERROR, trt.ILogger.Severity.INTERNAL_ERROR):
+                errors.append(str(msg).strip())
+
+    return Log()
+
+
+def said(errors: list[str]) -> str:
+    """TensorRT's last error, as the tail of a message."""
+    return f": {errors[-1]}" if errors else ""
+
+
+def make_progress_monitor(trt, report: Report) -> Any:
     """An IProgressMonitor forwarding phases to `report(phase, step, steps)`."""
 
     class Monitor(trt.IProgressMonitor):
@@ -54,34 +86,92 @@ def make_progress_monitor(trt, report) -> Any:
     return Monitor()
 
 
-def build_plan(trt, onnx_path: Path, opt_level: int, timing_cache: Path, report) -> bytes:
-    """Parse a strongly typed ONNX file and build a serialized engine (DETAILED profiling verbosity)."""
-    logger = trt.Logger(trt.Logger.WARNING)
+def attach_timing_cache(trt, config, path: Path) -> tuple[Any, list[str]]:
+    """The timing cache at `path` attached to `config`, or a new one; a corrupt or foreign cache is
+    ignored with a note, never fatal. Returns the cache (None: building without one) and the notes.
+
+    TensorRT checks a device header when the cache is set (`ignore_mismatch=False`): a cache from
+    another GPU is refused there. The path is already keyed by GPU and TensorRT version.
+    """
+    notes: list[str] = []
+    try:
+        data = path.read_bytes() if path.is_file() else b""
+    except OSError:
+        data = b""
+        notes.append(f"timing cache {path.name} could not be read: started afresh")
+    if data:
+        cache = config.create_timing_cache(data)
+        if cache is None:
+            notes.append(f"timing cache {path.name} is corrupt: ignored, started afresh")
+        elif config.set_timing_cache(cache, False):
+            return cache, notes
+        else:
+            notes.append(f"timing cache {path.name} was written for another GPU or TensorRT: ignored, started afresh")
+    cache = config.create_timing_cache(b"")
+    if cache is None or not config.set_timing_cache(cache, False):
+        return None, notes + ["TensorRT refused a new timing cache: built without one"]
+    return cache, notes
+
+
+def save_timing_cache(config, path: Path) -> list[str]:
+    cache = config.get_timing_cache()
+    if cache is None:
+        return []
+    try:
+        write_atomically(path, bytes(memoryview(cache.serialize())))
+    except InspectError as exc:
+        return [f"timing cache not saved: {exc.message}"]
+    return []
+
+
+def pin_dynamic_inputs(builder, network, config, shape: tuple[int, ...]) -> None:
+    """One optimization profile fixing every dynamic input to the study's input shape.
+
+    TensorRT refuses to build a network with dynamic inputs (an `.onnx` file with a free batch
+    dimension) without one; the study times one shape, so min = opt = max.
+    """
+    inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    dynamic = [tensor for tensor in inputs if any(d < 0 for d in tuple(tensor.shape))]
+    if not dynamic:
+        return
+    profile = builder.create_optimization_profile()
+    for tensor in dynamic:
+        dims = tuple(tensor.shape)
+        if len(dims) != len(shape) or any(d >= 0 and d != s for d, s in zip(dims, shape)):
+            raise InputError(f"the ONNX input {tensor.name} has shape {list(dims)}; the study feeds {list(shape)}")
+        profile.set_shape(tensor.name, shape, shape, shape)
+    if config.add_optimization_profile(profile) < 0:
+        raise InputError(f"TensorRT refused an optimization profile fixing the inputs at {list(shape)}")
+
+
+def build_plan(trt, logger, errors: list[str], onnx_path: Path, opt_level: int, input_shape: tuple[int, ...],
+               timing_cache: Path, report: Report) -> tuple[bytes, list[str]]:
+    """Parse a strongly typed ONNX file and build a serialized engine (DETAILED profiling verbosity).
+
+    Returns the plan and notes on the timing cache.
+    """
     builder = trt.Builder(logger)
     network = builder.create_network(network_flags(trt))
     parser = trt.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx_path)):
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-        raise InspectError(f"TensorRT could not parse {onnx_path}: {errors[0] if errors else 'unknown error'}")
+        raise InspectError(f"TensorRT could not parse {onnx_path.name}: {errors[0] if errors else 'unknown error'}")
     config = builder.create_builder_config()
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED
     config.builder_optimization_level = opt_level
-    cache_bytes = timing_cache.read_bytes() if timing_cache.is_file() else b""
-    cache = config.create_timing_cache(cache_bytes)
-    config.set_timing_cache(cache, False)
+    pin_dynamic_inputs(builder, network, config, input_shape)
+    cache, notes = attach_timing_cache(trt, config, timing_cache)
     config.progress_monitor = make_progress_monitor(trt, report)
     plan = builder.build_serialized_network(network, config)
     if plan is None:
-        raise InspectError(f"TensorRT failed to build an engine from {onnx_path}")
-    timing_cache.parent.mkdir(parents=True, exist_ok=True)
-    timing_cache.write_bytes(bytes(memoryview(config.get_timing_cache().serialize())))
-    return bytes(memoryview(plan))
+        raise InspectError(f"TensorRT failed to build an engine from {onnx_path.name}{said(errors)}")
+    if cache is not None:
+        notes += save_timing_cache(config, timing_cache)
+    return bytes(memoryview(plan)), notes
 
 
 def layer_information(trt, engine, context) -> dict:
     """The engine inspector's JSON (the same document trtexec --exportLayerInfo writes)."""
-    import json
-
     inspector = engine.create_engine_inspector()
     inspector.execution_context = context
     return json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
@@ -107,9 +197,18 @@ def is_input(trt, engine, name: str) -> bool:
 
 
 def range_to_layer(name: str) -> str:
-    """TensorRT's NVTX range names are layer names; a `TensorRT:` prefix, where present, is dropped.
+    """The layer an NVTX range of TensorRT stands for.
 
-    The prefix is reported by third parties for nsys output (tensorrt-facts.md, section 5), not
-    checked here.
+    Under LAYER_NAMES_ONLY the message is the layer's name. Under DETAILED (the engine's build
+    verbosity, which an execution context inherits) it is the layer's JSON record: its `Name` is
+    the layer. A `TensorRT:` prefix (the domain, as nsys prints it) is dropped where present.
     """
-    return name.removeprefix("TensorRT:")
+    message = name.removeprefix("TensorRT:")
+    if message.startswith("{"):
+        try:
+            record = json.loads(message)
+        except ValueError:
+            return message
+        if isinstance(record, dict) and isinstance(record.get("Name"), str):
+            return record["Name"]
+    return message

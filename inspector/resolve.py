@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import importlib.util
 
+from builders.backend import backend_class
 from inspector.request import StudyRequest
-from profilers.tracers import get_tracer
+from profilers.tracers import get_tracer, tracer_names
 from sessions.errors import MissingEnvironment
 from sessions.plan import StudyPlan, TimingPlan, parse_variants
 from sessions.vocab import Device
@@ -28,9 +29,7 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, s
             raise MissingEnvironment(
                 "--backend tensorrt: TensorRT is not installed (pip install 'trt-inspect[tensorrt]' where NVIDIA's index is reachable)"
             )
-        if not has_gpu or request.device == "cpu":
-            raise MissingEnvironment("--backend tensorrt needs a CUDA GPU")
-        return "tensorrt", "cuda", "TensorRT, as asked"
+        return tensorrt_device(request, has_gpu)
     if request.backend == "torch":
         device: Device = "cpu" if request.device == "cpu" or not has_gpu else "cuda"
         return "torch", device, f"PyTorch on {device}, as asked"
@@ -39,6 +38,15 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, s
     if has_gpu and request.device != "cpu":
         return "torch", "cuda", "PyTorch on CUDA (TensorRT is not installed)"
     return "torch", "cpu", "PyTorch on the CPU (" + ("as asked" if request.device == "cpu" else "no GPU here") + ")"
+
+
+def tensorrt_device(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
+    """TensorRT needs a CUDA GPU; on the host only its stand-in for tests runs (tests/fake_tensorrt)."""
+    device: Device = "cuda" if has_gpu and request.device != "cpu" else "cpu"
+    problem = backend_class("tensorrt").unavailable(device)
+    if problem:
+        raise MissingEnvironment(problem)
+    return "tensorrt", device, "TensorRT, as asked" if device == "cuda" else "the TensorRT stand-in for tests, as asked"
 
 
 def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
@@ -56,6 +64,23 @@ def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tup
             raise MissingEnvironment(f"--tracer cupti: {cupti_problem}")
         return "torch", f"CUPTI unavailable ({cupti_problem}): kernels from torch.profiler"
     return "torch", ""
+
+
+def fit_tracer(tracer: str, note: str, backend: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
+    """For --tracer auto: a tracer that sees the backend's layer ranges here, else none (with a note).
+
+    TensorRT marks layers with NVTX only: where CUPTI is missing, torch.profiler would see no layer,
+    so the study runs untraced (latency and TensorRT's own per-layer times) instead of failing.
+    """
+    kinds = backend_class(backend).capabilities.range_kinds
+    if get_tracer(tracer).range_kind in kinds:
+        return tracer, note
+    for name in tracer_names():
+        candidate = get_tracer(name)
+        if candidate.range_kind in kinds and device in candidate.devices and name != "cupti" and candidate.prepare() is None:
+            return name, note
+    why = f"CUPTI unavailable ({cupti_problem})" if device == "cuda" and cupti_problem else "no tracer here"
+    return "none", f"{why}: no kernel trace, since the {backend} backend marks layers with {' or '.join(sorted(kinds))} only"
 
 
 def default_variants(device: str) -> str:
@@ -79,6 +104,8 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
 
     backend, device, why = choose_backend(request, torch.cuda.is_available())
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
+    if request.tracer == "auto":
+        tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)
     variants = parse_variants(request.variants or default_variants(device), list(request.fp8_recipes), list(request.fp8_exclude))
     plan = StudyPlan(
         model=request.model, backend=backend, device=device, variants=variants, batch=request.batch,

@@ -22,6 +22,7 @@ from builders.study_inputs import StudyInputs
 from inspector.request import StudyRequest
 from inspector.resolve import resolve
 from profilers.tracers import Tracer, get_tracer
+from sessions.captions import NO_REFERENCE
 from sessions.errors import InspectError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod, Variant
 from sessions.plan import StudyPlan, VariantPlan, validate_plan
@@ -71,15 +72,18 @@ def session_path(plan: StudyPlan, created: dt.datetime) -> Path:
 def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
     """The backend class and tracer for `plan`, or one line on why they cannot run here."""
     backend = backend_class(plan.backend)
-    tracer = get_tracer(plan.tracer)
     if plan.device not in backend.capabilities.devices:
         raise MissingEnvironment(f"the {plan.backend} backend does not run on {plan.device}")
+    problem = backend.unavailable(plan.device)  # first: a backend's library may register the tracer that serves it
+    if problem:
+        raise MissingEnvironment(problem)
+    tracer = get_tracer(plan.tracer)
     if plan.device not in tracer.devices:
         raise MissingEnvironment(f"--tracer {plan.tracer} needs a CUDA GPU")
     if tracer.range_kind is not None and tracer.range_kind not in backend.capabilities.range_kinds:
         kinds = " or ".join(sorted(backend.capabilities.range_kinds)) or "no ranges"
         raise MissingEnvironment(f"the {plan.backend} backend marks layers with {kinds}, which --tracer {plan.tracer} cannot see")
-    problem = backend.unavailable(plan.device) or (tracer.prepare() if plan.device in tracer.devices else None)
+    problem = tracer.prepare()
     if problem:
         raise MissingEnvironment(problem)
     return backend, tracer
@@ -106,7 +110,7 @@ def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt
     session = new_session(plan, command, inputs, backend, tracer, created)
     recorder = Recorder(session, path, report)
     recorder.step("setup", f"session: {recorder.path}")
-    reference = np.concatenate([np.asarray(backend.reference(batch)) for batch in inputs.quality_batches])
+    reference = reference_outputs(backend, inputs)
     engines = build_variants(plan, backend, tracer, inputs, reference, recorder)
     if not engines:
         raise InspectError(f"every variant failed; see {recorder.path}")
@@ -125,9 +129,18 @@ def run_requested_study(request: StudyRequest, report: Report) -> tuple[Session,
     return run_study(plan, list(request.command), report)
 
 
+def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:
+    """The fp32 reference outputs on the quality images, or None where the backend has none."""
+    outputs = [backend.reference(batch) for batch in inputs.quality_batches]
+    if any(output is None for output in outputs):
+        return None
+    return np.concatenate([np.asarray(output) for output in outputs])
+
+
 def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: StudyInputs, reference: Any,
                    recorder: Recorder) -> dict[str, Engine]:
     engines: dict[str, Engine] = {}
+    profiled = False  # whether any variant got the backend's own per-layer times
     total = len(plan.variants)
     for index, variant_plan in enumerate(plan.variants):
         recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
@@ -144,10 +157,11 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
         engines[variant.name] = result.engine
         measure_quality(variant, result.engine, reference, inputs, recorder)
         try:
-            trace_variant(variant, result.engine, plan, tracer, type(backend), recorder)
+            profiled = trace_variant(variant, result.engine, plan, tracer, backend, recorder) or profiled
         except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
             variant.layers = result.engine.layers()
             variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
+        recorder.session.method.per_layer = per_layer_words(backend, tracer, plan.device, profiled)
         recorder.step("build", f"{variant.name} built and traced", variant.name, index + 1, total)
     return engines
 
@@ -183,14 +197,15 @@ def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backen
             timed_region=describe(plan.device, False, plan.timing),  # restated once timing knows about graphs
             cuda_graph=False, warmup_s=plan.timing.warmup_s, rounds=plan.timing.rounds, iters=plan.timing.iters,
             interleaved=True, transfers_included=False, static_inputs=True,
-            per_layer=per_layer_words(type(backend), tracer, plan.device),
+            per_layer=per_layer_words(backend, tracer, plan.device, False),  # restated once profiler times exist
             kernels=tracer.describe(plan.trace_calls),
         ),
     )
 
 
-def per_layer_words(backend: type[Backend], tracer: Tracer, device: str) -> str:
-    if backend.capabilities.layer_times:
+def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: bool) -> str:
+    """What a layer's time means: the backend's own profiler where it measured, else kernel sums."""
+    if backend.capabilities.layer_times and profiled:
         return backend.capabilities.layer_times
     if tracer.range_kind is None:
         return "not measured (--tracer none)"
@@ -204,44 +219,66 @@ def per_layer_words(backend: type[Backend], tracer: Tracer, device: str) -> str:
 def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder) -> None:
     from profilers.quality import compare
 
+    if reference is None:
+        variant.notes.append(NO_REFERENCE)
+        return
     count = inputs.image_count
     recorder.step("quality", f"{variant.name}: quality on {count} images", variant.name, saved=False)
     outputs = np.concatenate([np.asarray(engine.infer(batch)) for batch in inputs.quality_batches])
     variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count)
 
 
-def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer, backend: type[Backend],
-                  recorder: Recorder) -> None:
-    """Kernels of `plan.trace_calls` eager calls, attributed to layers; per-layer times."""
+def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer, backend: Backend,
+                  recorder: Recorder) -> bool:
+    """Kernels of `plan.trace_calls` eager calls, attributed to layers; per-layer times.
+
+    A tracer that fails (CUPTI taken by another profiler) leaves the variant without kernels and
+    a note, never ends the study. Returns whether the backend's own per-layer profiler gave times.
+    """
+    variant.layers = engine.layers()
+    if tracer.range_kind is not None:
+        recorder.step("trace", f"{variant.name}: tracing {plan.trace_calls} call(s) with {tracer.name}", variant.name,
+                      saved=False)
+        try:
+            trace_kernels(variant, engine, plan, tracer)
+        except Exception as exc:  # noqa: BLE001  (CUPTI raises its own error types; any failure costs the kernels only)
+            variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
+    if not backend.capabilities.layer_times:
+        return False
+    try:
+        times = engine.layer_times(max(plan.trace_calls, 10))  # in a pass of its own; replaces kernel sums
+    except InspectError as exc:
+        variant.notes.append(f"per-layer profiler failed: {one_line(exc)}")
+        return False
+    matched = [layer for layer in variant.layers if layer.name in times]
+    for layer in matched:
+        layer.time_ms = times[layer.name]
+    if not matched:
+        variant.notes.append(f"the per-layer profiler reported {len(times)} layers, none of them by a known name")
+    return bool(matched)
+
+
+def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer) -> None:
     from profilers.attribution import ROOT, LayerIndex, prune_unused, summarize
     from profilers.demangle import demangle
 
-    if tracer.range_kind is None:
-        variant.layers = engine.layers()
-    else:
-        recorder.step("trace", f"{variant.name}: tracing {plan.trace_calls} call(s) with {tracer.name}", variant.name,
-                      saved=False)
-        synchronize = _synchronizer(plan.device)
-        untraced_ms = _wall_ms(engine.run_once, synchronize, 3)  # also warms: lazy set-up stays out of the trace
-        started = time.perf_counter()
-        with engine.layer_ranges(tracer.range_kind):
-            records = tracer.trace(engine.run_once, plan.trace_calls, plan.device, synchronize)
-        traced_ms = (time.perf_counter() - started) * 1e3 / plan.trace_calls
-        if plan.raw_trace:
-            from profilers import raw_trace
+    synchronize = _synchronizer(plan.device)
+    untraced_ms = _wall_ms(engine.run_once, synchronize, 3)  # also warms: lazy set-up stays out of the trace
+    started = time.perf_counter()
+    with engine.layer_ranges(tracer.range_kind or ""):
+        records = tracer.trace(engine.run_once, plan.trace_calls, plan.device, synchronize)
+    traced_ms = (time.perf_counter() - started) * 1e3 / plan.trace_calls
+    if plan.raw_trace:
+        from profilers import raw_trace
 
-            raw_trace.dump(records, Path(plan.raw_trace) / f"{variant.name}.trace.json")
-        records.ranges = [replace(r, name=engine.range_to_layer(r.name)) for r in records.ranges]
-        index = LayerIndex(engine.layers())
-        table, summary = summarize(records, index)
-        summary.untraced_call_ms, summary.traced_call_ms = untraced_ms, traced_ms
-        table.names = demangle(table.names)
-        variant.layers = prune_unused(index.layers, table, {ROOT})
-        variant.kernels, variant.trace = table, summary
-    if backend.capabilities.layer_times:  # the engine's own profiler, in a pass of its own, replaces kernel sums
-        times = engine.layer_times(max(plan.trace_calls, 10))
-        for layer in variant.layers:
-            layer.time_ms = times.get(layer.name, layer.time_ms)
+        raw_trace.dump(records, Path(plan.raw_trace) / f"{variant.name}.trace.json")
+    records.ranges = [replace(r, name=engine.range_to_layer(r.name)) for r in records.ranges]
+    index = LayerIndex(variant.layers)
+    table, summary = summarize(records, index)
+    summary.untraced_call_ms, summary.traced_call_ms = untraced_ms, traced_ms
+    table.names = demangle(table.names)
+    variant.layers = prune_unused(index.layers, table, {ROOT})
+    variant.kernels, variant.trace = table, summary
 
 
 def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan, recorder: Recorder) -> None:

@@ -15,6 +15,12 @@ SIMULATED_TAG = "simulated"
 SPEEDUP = "x = baseline median / variant median (above 1 is faster)"
 UNSTABLE = "CoV above 2.5 % for {names}: lock clocks or time longer before trusting small differences"
 NO_KERNEL_TABLE = "no kernel table: these files hold layers and times, not kernel launches"
+STAND_IN = (
+    "made by the TensorRT stand-in for tests (tests/fake_tensorrt: onnxruntime on the CPU), not by TensorRT: "
+    "its layers, tactics, kernels and per-layer times are synthetic"
+)
+STAND_IN_LAYER_TIMES = "synthetic per-layer times reported by the TensorRT stand-in for tests, not TensorRT's IProfiler"
+NO_REFERENCE = "quality not measured: an .onnx model has no fp32 PyTorch reference to compare with"
 COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the figures unstable
 
 
@@ -28,6 +34,8 @@ def session_caveats(session: Session) -> list[str]:
     baseline = session.baseline()
     if baseline is not None:
         lines.append(SPEEDUP.replace("baseline", baseline.name))
+    if any(STAND_IN in v.notes for v in session.variants):
+        lines.append(STAND_IN)
     if any(v.simulated for v in session.variants):
         lines.append(SIMULATED_FP8)
     unstable = unstable_variants(session)

@@ -33,12 +33,17 @@ def save(session: Session, path: Path) -> Path:
         decode(data, "the session")  # what is written must load: NaN, Inf or a wrong type fail here, old file intact
     except InputError as exc:
         raise InspectError(f"cannot save {path}: {exc.message}") from None
+    return write_atomically(path, data, "session")
+
+
+def write_atomically(path: Path, data: bytes, what: str = "file") -> Path:
+    """Write `data` to `path` through a temporary file, fsync and rename: never a partial file."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_stale_temporaries(path)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise InspectError(f"cannot save session {path}: {exc.strerror or exc}") from exc
+        raise InspectError(f"cannot save {what} {path}: {exc.strerror or exc}") from exc
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as tmp:
@@ -48,7 +53,7 @@ def save(session: Session, path: Path) -> Path:
         os.replace(tmp_name, path)
     except OSError as exc:
         Path(tmp_name).unlink(missing_ok=True)
-        raise InspectError(f"cannot save session {path}: {exc.strerror or exc}") from exc
+        raise InspectError(f"cannot save {what} {path}: {exc.strerror or exc}") from exc
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
