@@ -1,85 +1,149 @@
-"""The one small interface every engine backend implements (PyTorch, TensorRT)."""
+"""The one small interface every engine backend implements, and the registry that names them.
+
+A backend turns a plan's model and one variant into an `Engine` that can run, be timed, be traced,
+report per-layer times where it has them, and describe itself. Optional abilities are declared in
+`Capabilities`, never probed: the study reads the flags, and an engine without an ability raises
+`NotImplementedError` if asked anyway. A new backend is one module with one registered class.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import re
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
-from sessions.errors import InputError
+from builders.study_inputs import StudyInputs
+from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Layer, Variant
-
-PRECISIONS = ("fp32", "fp16", "bf16", "fp8")
+from sessions.plan import StudyPlan, VariantPlan
 
 
 @dataclass(frozen=True)
-class VariantSpec:
-    """What to build: a precision, and for FP8 a layout and exclusion patterns."""
-
-    precision: str
-    layout: str | None = None
-    exclude: tuple[str, ...] = ()
-
-    @property
-    def name(self) -> str:
-        return f"fp8-{self.layout}" if self.precision == "fp8" else self.precision
+class Capabilities:
+    layer_times: str | None = None  # what the engine's own per-layer profiler measures (TensorRT's IProfiler); None: none
+    range_kinds: frozenset[str] = frozenset()  # layer ranges a tracer can see: nvtx, annotation
+    devices: frozenset[str] = frozenset({"cuda", "cpu"})
 
 
-def parse_variants(text: str, layouts: list[str], exclude: list[str]) -> list[VariantSpec]:
-    """`fp16,fp8` with layouts [all, no-se] -> fp16, fp8-all, fp8-no-se; `fp8-no-se` names one directly."""
-    specs: list[VariantSpec] = []
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        match = re.fullmatch(r"fp8(?:-(.+))?", item)
-        if match:
-            for layout in [match.group(1)] if match.group(1) else layouts:
-                specs.append(VariantSpec("fp8", layout, tuple(exclude)))
-        elif item in PRECISIONS:
-            specs.append(VariantSpec(item))
-        else:
-            raise InputError(f"unknown variant {item!r}; use {', '.join(PRECISIONS)} or fp8-<layout>")
-    unique = list(dict.fromkeys(specs))
-    if not unique:
-        raise InputError("no variants given")
-    return unique
+@dataclass(frozen=True)
+class TimingStep:
+    """What the timer repeats: one inference, replaying a CUDA graph where capture worked."""
+
+    run: Callable[[], None]
+    graphed: bool
+    note: str | None = None  # why it is not a graph, where capture failed
+
+
+class Engine(ABC):
+    """One built variant, bound to a static input of the study's batch size."""
+
+    @abstractmethod
+    def infer(self, batch: Any) -> Any:
+        """Outputs (logits) for a float32 CPU batch, as a float32 CPU tensor."""
+
+    @abstractmethod
+    def run_once(self) -> None:
+        """One eager inference on the static input (what the tracers record)."""
+
+    @abstractmethod
+    def timing_step(self) -> TimingStep: ...
+
+    @abstractmethod
+    def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager[None]:
+        """While active, each layer runs inside a range of `kind` (one of Capabilities.range_kinds)."""
+
+    @abstractmethod
+    def layers(self) -> list[Layer]:
+        """The engine's layers in execution order, with what is known before tracing."""
+
+    def range_to_layer(self, name: str) -> str:
+        """The layer a range name stands for (TensorRT decorates its NVTX messages)."""
+        return name
+
+    def layer_times(self, calls: int) -> dict[str, float]:
+        """Mean per-layer time (ms) over `calls` inferences; only where Capabilities.layer_times."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def release(self) -> None:
+        """Free device memory."""
 
 
 @dataclass
 class BuildResult:
-    engine: "Engine"
+    engine: Engine
     variant: Variant  # name, precision, recipe, build_s, artifact_bytes filled in
-    notes: list[str] = field(default_factory=list)
 
 
-class Engine(Protocol):
-    """One built variant, bound to a static input of the study's batch size."""
+@dataclass
+class BackendContext:
+    """What every backend is built from: the plan, the loaded model and the study's inputs."""
 
-    def infer(self, batch: Any) -> Any:
-        """Outputs (logits) for a float32 CPU batch, as a float32 CPU tensor."""
-
-    def run_once(self) -> None:
-        """One eager inference on the static input (what the tracers record)."""
-
-    def timing_step(self) -> tuple[Any, bool]:
-        """The callable the timer repeats, and whether it replays a CUDA graph."""
-
-    def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager:
-        """While active, each layer runs inside a range of `kind` (nvtx | annotation)."""
-
-    def layers(self) -> list[Layer]:
-        """The engine's layers in execution order, with what is known before tracing."""
-
-    def release(self) -> None:
-        """Free device memory."""
-
-    # Optional: `layer_times(calls) -> dict[str, float]`, per-layer times from the engine's own
-    # profiler (TensorRT's IProfiler), which the study prefers to kernel sums where it exists.
+    plan: StudyPlan
+    model: Any  # builders.models.LoadedModel
+    static_input: Any  # the timed and traced batch
+    report: Callable[[str, int, int], None] = field(default=lambda phase, step, steps: None)
 
 
-class Backend(Protocol):
-    name: str  # torch | tensorrt
+class Backend(ABC):
+    name: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
 
-    def build(self, spec: VariantSpec, calibration: Any) -> BuildResult: ...
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        """Why this backend cannot run here on `device`, or None; checked before any work."""
+        return None
 
+    @classmethod
+    def load_inputs(cls, plan: StudyPlan) -> StudyInputs:
+        """The model and the study's real-image inputs (PyTorch sources; a backend may read others)."""
+        from builders.study_inputs import load_study_inputs
+
+        return load_study_inputs(plan)
+
+    @abstractmethod
+    def __init__(self, context: BackendContext) -> None: ...
+
+    @abstractmethod
+    def build(self, variant: VariantPlan, calibration: Any) -> BuildResult: ...
+
+    @abstractmethod
     def reference(self, batch: Any) -> Any:
         """fp32 outputs for quality comparisons."""
+
+    def describe(self) -> dict[str, str]:
+        """Versions and settings worth recording in the session (e.g. the TensorRT version)."""
+        return {}
+
+
+BUILTIN_BACKENDS = {  # loaded on first use: importing torch or TensorRT is slow
+    "torch": "builders.torch_backend:TorchBackend",
+    "tensorrt": "builders.tensorrt_backend:TensorRTBackend",
+}
+_registered: dict[str, type[Backend]] = {}
+
+
+def register_backend(cls: type[Backend]) -> type[Backend]:
+    """Class decorator: make `cls` available by its `name` (tests and plug-ins use it too)."""
+    _registered[cls.name] = cls
+    return cls
+
+
+def backend_names() -> list[str]:
+    return sorted(set(BUILTIN_BACKENDS) | set(_registered))
+
+
+def backend_class(name: str) -> type[Backend]:
+    if name not in _registered:
+        if name not in BUILTIN_BACKENDS:
+            raise InputError(f"unknown backend {name!r}; known: {', '.join(backend_names())}")
+        module_name, class_name = BUILTIN_BACKENDS[name].split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise MissingEnvironment(f"backend {name}: {exc}") from None
+        _registered.setdefault(name, getattr(module, class_name))
+    return _registered[name]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builders.model_info import ModelInfo
 from sessions.errors import InputError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -19,12 +20,9 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 @dataclass
-class LoadedModel:
-    name: str
-    source: str  # timm | hf | onnx
-    module: Any  # torch.nn.Module in eval mode; None for ONNX files
-    input_size: tuple[int, int, int]  # C, H, W
-    transform: Callable | None  # PIL image -> CHW float tensor
+class LoadedModel(ModelInfo):
+    module: Any = None  # torch.nn.Module in eval mode; None for ONNX files
+    transform: Callable | None = None  # PIL image -> CHW float tensor
     onnx_path: Path | None = None
     details: dict[str, Any] = field(default_factory=dict)
 

@@ -10,31 +10,26 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
 from builders import trt_compat
-from builders.backend import BuildResult, VariantSpec
-from builders.models import LoadedModel
-from builders.onnx_export import export, file_hash
-from builders.torch_backend import TorchBackend
-from profilers.trt_files import parse_layer_info
+from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.onnx_export import file_hash
+from builders.onnx_source import variant_onnx
+from profilers.trt_files import normalize_name, parse_layer_info
 from sessions.errors import MissingEnvironment
 from sessions.model import Layer, Variant
-from sessions.storage import sessions_dir
+from sessions.paths import cache_dir
+from sessions.plan import VariantPlan
 
 NP_TO_TORCH = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "int32": torch.int32, "int64": torch.int64,
 }
 
 
-def cache_dir() -> Path:
-    return sessions_dir().parent / "engines"
-
-
-class TensorRTEngine:
+class TensorRTEngine(Engine):
     def __init__(self, trt, plan: bytes, static_input: torch.Tensor):
         self.trt = trt
         self.plan = plan
@@ -51,8 +46,7 @@ class TensorRTEngine:
         self.output_name = next(n for n in self.buffers if n != self.input_name)
         self.batch = self.buffers[self.input_name].shape[0]
         self.buffers[self.input_name].copy_(static_input.to(self.buffers[self.input_name].dtype))
-        self._graph: torch.cuda.CUDAGraph | None = None
-        self.graph_error: str | None = None
+        self._step: TimingStep | None = None
 
     def run_once(self) -> None:
         self.context.execute_async_v3(torch.cuda.current_stream().cuda_stream)
@@ -70,8 +64,8 @@ class TensorRTEngine:
             self.buffers[self.input_name].copy_(saved)
         return torch.cat(outputs)
 
-    def timing_step(self):
-        if self._graph is None and self.graph_error is None:
+    def timing_step(self) -> TimingStep:
+        if self._step is None:
             self.run_once()  # TensorRT needs one enqueue before capture
             torch.cuda.synchronize()
             try:
@@ -79,14 +73,18 @@ class TensorRTEngine:
                 with torch.cuda.graph(graph):
                     self.run_once()
                 self._graph = graph
+                self._step = TimingStep(graph.replay, True)
             except RuntimeError as exc:
-                self.graph_error = f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}"
-        return (self._graph.replay, True) if self._graph is not None else (self.run_once, False)
+                self._step = TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}")
+        return self._step
 
     def layer_ranges(self, kind: str):
         if kind != "nvtx":
             raise MissingEnvironment("TensorRT marks layers with NVTX only: use --tracer cupti")
         return contextlib.nullcontext()  # TensorRT opens one NVTX range per layer itself
+
+    def range_to_layer(self, name: str) -> str:
+        return normalize_name(trt_compat.range_to_layer(name))
 
     def layers(self) -> list[Layer]:
         info = parse_layer_info(trt_compat.layer_information(self.trt, self.engine, self.context), "engine inspector")
@@ -103,31 +101,50 @@ class TensorRTEngine:
         return {name: sum(values) / len(values) for name, values in times.items()}
 
     def release(self) -> None:
+        self._step = None
         self._graph = None
         self.buffers.clear()
         self.context = None
         self.engine = None
 
 
-class TensorRTBackend:
+@register_backend
+class TensorRTBackend(Backend):
     name = "tensorrt"
+    capabilities = Capabilities(
+        layer_times=(
+            "TensorRT IProfiler time per layer, mean over a pass of its own after tracing (includes profiling "
+            "overhead; does not add up to the latency)"
+        ),
+        range_kinds=frozenset({"nvtx"}),
+        devices=frozenset({"cuda"}),
+    )
 
-    def __init__(self, model: LoadedModel, static_input: torch.Tensor, opt_level: int = 3, report=None):
+    def __init__(self, context: BackendContext):
         self.trt = trt_compat.import_tensorrt()
-        self.model = model
-        self.static_input = static_input
-        self.opt_level = opt_level
-        self.report = report or (lambda *_: None)
-        self.torch = TorchBackend(model, "cuda", static_input, fp8_base=torch.float16)
+        self.model = context.model
+        self.batch = context.plan.batch
+        self.static_input = context.static_input
+        self.opt_level = context.plan.opt_level
+        self.report = context.report
+        self._reference: torch.nn.Module | None = (
+            None if self.model.module is None else self.model.module.to("cuda", torch.float32).eval()
+        )
 
+    @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
-        return self.torch.reference(batch)
+        if self._reference is None:
+            raise MissingEnvironment("an .onnx model has no PyTorch reference for quality; use --variants fp32,...")
+        output: torch.Tensor = self._reference(batch.cuda())
+        return output.float().cpu()
 
-    def build(self, spec: VariantSpec, calibration: torch.Tensor) -> BuildResult:
+    def describe(self) -> dict[str, str]:
+        return {"tensorrt": str(self.trt.__version__)}
+
+    def build(self, spec: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         start = time.perf_counter()
-        source = self.torch.build(spec, calibration)
-        module = source.engine.module
-        onnx_path = export(module, source.engine.static_input, cache_dir() / f"{self.model.name}-{spec.name}.onnx")
+        source = variant_onnx(self.model, spec, calibration, self.static_input, self.batch, cache_dir())
+        onnx_path = source.path
         gpu = torch.cuda.get_device_name()
         key = hashlib.sha256(
             f"{file_hash(onnx_path)}|{self.trt.__version__}|{gpu}|{self.opt_level}|{tuple(self.static_input.shape)}".encode()
@@ -148,10 +165,9 @@ class TensorRTBackend:
             backend=self.name,
             precision=spec.precision,
             device="cuda",
-            recipe=source.variant.recipe,
+            recipe=source.recipe,
             build_s=time.perf_counter() - start,
             artifact_bytes=len(plan),
             notes=[f"engine cache {'hit' if cached else 'miss'}: {plan_path.name}", f"TensorRT {self.trt.__version__}, optimization level {self.opt_level}"],
         )
-        source.engine.release()
         return BuildResult(engine, variant)

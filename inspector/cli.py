@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
+from inspector.request import BACKEND_CHOICES, TRACER_CHOICES
 from sessions.errors import ExitCode, InputError, InspectError
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
@@ -28,11 +30,11 @@ def _err(message: str) -> None:
 
 def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="timm name (senet154), Hugging Face id or folder, hf:<model_type>, or an .onnx file")
-    p.add_argument("--backend", default="auto", choices=["auto", "torch", "tensorrt"])
+    p.add_argument("--backend", default="auto", choices=list(BACKEND_CHOICES))
     p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda where a GPU is visible")
-    p.add_argument("--variants", help="comma list of fp32, fp16, bf16, fp8, fp8-<layout> (default: fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU)")
+    p.add_argument("--variants", help="comma list of fp32, fp16, bf16, fp8, fp8-<recipe> (default: fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU)")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--fp8-layout", action="append", dest="fp8_layouts", default=[], metavar="LAYOUT",
+    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
                    help="all | no-se | no-se-no-layer1; repeatable (default: all and no-se)")
     p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN",
                    help="module paths kept out of FP8 (fnmatch, e.g. '*.se.*'); repeatable")
@@ -41,26 +43,17 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rounds", type=int)
     p.add_argument("--iters", type=int)
     p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS")
-    p.add_argument("--tracer", default="auto", choices=["auto", "cupti", "torch", "none"])
+    p.add_argument("--tracer", default="auto", choices=list(TRACER_CHOICES))
     p.add_argument("--trace-calls", type=int, default=1)
     p.add_argument("--checkpoint", help="weights: .safetensors or a torch file (loaded with weights_only=True)")
     p.add_argument("--opt-level", type=int, default=3, help="TensorRT builder_optimization_level (0-5)")
+    p.add_argument("--seed", type=int, default=0, help="seed of random weights (default 0)")
     p.add_argument("--out", help="session file to write (default: the user-data folder)")
     p.add_argument("--raw-trace", metavar="DIR", help="also write each variant's raw tracer records to DIR")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="trt-inspect",
-        description="Profile fp16 against FP8 engines layer by layer and kernel by kernel. "
-        "`trt-inspect MODEL` runs a whole study (the TUI on a terminal, headless otherwise).",
-    )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("run", help="run a study headless and save its session")
-    _add_study_options(p)
-
+def _add_session_commands(sub) -> None:
     p = sub.add_parser("open", help="open a saved session in the TUI")
     p.add_argument("session", nargs="?", help="session file or name (default: the session browser)")
 
@@ -68,6 +61,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("groups", help="per-group kernels and time per variant, and flagged layers")
+    p.add_argument("session")
+    p.add_argument("--variant", action="append", dest="variants", help="only these variants (repeatable)")
+    p.add_argument("--by", default="role", choices=["role", "stage", "kernel"])
+    p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules (tried before the built-in ones)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("sessions", help="list saved sessions")
+    p.add_argument("--json", action="store_true")
+
+
+def _add_import_command(sub) -> None:
     p = sub.add_parser("import", help="make a session from trtexec / engine-inspector JSON files")
     p.add_argument("--layers", required=True, help="layer information (--exportLayerInfo or IEngineInspector JSON)")
     p.add_argument("--profile", help="per-layer profile (--exportProfile)")
@@ -78,13 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--out", help="session file to write (default: the user-data folder)")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("groups", help="per-group kernels and time per variant, and flagged layers")
-    p.add_argument("session")
-    p.add_argument("--variant", action="append", dest="variants", help="only these variants (repeatable)")
-    p.add_argument("--by", default="role", choices=["role", "stage", "kernel"])
-    p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules (tried before the built-in ones)")
-    p.add_argument("--json", action="store_true")
 
+def _add_report_commands(sub) -> None:
     p = sub.add_parser("diff", help="compare two sessions; exit 1 on a regression past the threshold")
     p.add_argument("a", help="the older session (baseline)")
     p.add_argument("b", help="the newer session")
@@ -100,33 +100,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="write here instead of stdout (refuses to overwrite without --force)")
     p.add_argument("--force", action="store_true")
 
-    p = sub.add_parser("rerun", help="repeat a study with its recorded settings, then diff against it")
+    p = sub.add_parser("rerun", help="repeat a study with its recorded plan, then diff against it")
     p.add_argument("session")
     p.add_argument("--out", help="session file for the new run")
     p.add_argument("--threshold", default="5%")
 
+
+def _add_onnx_command(sub) -> None:
     p = sub.add_parser("onnx", help="write the ONNX files a TensorRT study builds from, with Q/DQ counts")
     p.add_argument("model")
     p.add_argument("--variants", default="fp16,fp8")
-    p.add_argument("--fp8-layout", action="append", dest="fp8_layouts", default=[], metavar="LAYOUT")
+    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE")
     p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--calib-count", type=int, default=16)
     p.add_argument("--images")
     p.add_argument("--checkpoint")
+    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=".", help="folder for the .onnx files")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("sessions", help="list saved sessions")
-    p.add_argument("--json", action="store_true")
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trt-inspect",
+        description="Profile fp16 against FP8 engines layer by layer and kernel by kernel. "
+        "`trt-inspect MODEL` runs a whole study (the TUI on a terminal, headless otherwise).",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_study_options(sub.add_parser("run", help="run a study headless and save its session"))
+    for add in (_add_session_commands, _add_import_command, _add_report_commands, _add_onnx_command):
+        add(sub)
     return parser
 
 
-def study_options(args: argparse.Namespace):
-    from inspector.study import StudyOptions
+def study_request(args: argparse.Namespace, command: Sequence[str]):
+    from inspector.request import StudyRequest
 
-    fields = StudyOptions.__dataclass_fields__
-    return StudyOptions(**{k: v for k, v in vars(args).items() if k in fields})
+    fields = StudyRequest.__dataclass_fields__
+    values = {k: v for k, v in vars(args).items() if k in fields and k != "command"}
+    values["fp8_recipes"] = tuple(values.get("fp8_recipes") or ())
+    values["fp8_exclude"] = tuple(values.get("fp8_exclude") or ())
+    return StudyRequest(**values, command=tuple(command))
 
 
 def _print_json(document) -> None:
@@ -165,31 +180,39 @@ def _print_session(session, path, as_json: bool) -> None:
         _print_summary(session, path)
 
 
-@command("run")
-def cmd_run(args: argparse.Namespace) -> int:
-    from inspector.study import Progress, run_study
+def _run_headless(run, as_json: bool) -> tuple[int, object, Path | None]:
+    """Run a study, printing progress on stderr; Ctrl-C keeps what is saved and exits 130.
 
-    options = study_options(args)
+    Returns the exit code, the session and its path (None, None after an interrupt).
+    """
     saved: list = []
 
-    def report(progress: Progress) -> None:
+    def report(progress) -> None:
         if progress.session_path is not None:
-            saved.append(progress.session_path)
+            saved[:] = [progress.session_path]
         _err(f"[{progress.phase}] {progress.message}")
 
     try:
-        session, path = run_study(options, args.argv, report)
+        session, path = run(report)
     except KeyboardInterrupt:
         where = f"; finished variants are saved in {saved[-1]}" if saved else ""
         _err(f"interrupted{where}")
-        return ExitCode.INTERRUPTED
+        return ExitCode.INTERRUPTED, None, None
     except InspectError as exc:
         if saved:
             exc.message += f" (measured so far: {saved[-1]})"
         raise
-    _print_session(session, path, args.json)
-    failed = [v.name for v in session.variants if v.status != "ok"]
-    return ExitCode.FAILURE if failed else ExitCode.OK
+    _print_session(session, path, as_json)
+    failed = any(v.status != "ok" for v in session.variants)
+    return (ExitCode.FAILURE if failed else ExitCode.OK), session, path
+
+
+@command("run")
+def cmd_run(args: argparse.Namespace) -> int:
+    request = study_request(args, args.argv)
+    from inspector.study import run_requested_study
+
+    return _run_headless(lambda report: run_requested_study(request, report), args.json)[0]
 
 
 @command("show")
@@ -320,40 +343,38 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 @command("rerun")
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from inspector.study import StudyOptions, run_study
+    import dataclasses
+
+    from inspector.study import run_study
     from sessions.diff import diff_sessions
     from sessions.storage import load, resolve
 
     threshold = _threshold(args.threshold)
     path = resolve(args.session)
     old = load(path)
-    settings = {k: v for k, v in old.study.settings.items() if k in StudyOptions.__dataclass_fields__}
-    if not settings.get("model"):
-        raise InputError(f"{path} records no study settings (imported files cannot be rerun)")
-    settings["out"] = args.out
-    settings["raw_trace"] = None
-    options = StudyOptions(**settings)
-    session, new_path = run_study(options, old.study.command, lambda p: _err(f"[{p.phase}] {p.message}"))
-    _print_summary(session, new_path)
+    if old.study.plan is None:
+        raise InputError(f"{path} records no study plan (imported files cannot be rerun)")
+    plan = dataclasses.replace(old.study.plan, out=args.out, raw_trace=None)
+    code, new, new_path = _run_headless(lambda report: run_study(plan, old.study.command, report), False)
+    if new is None:
+        return code
     print()
-    return _print_diff(diff_sessions(old, session, _rules(None), threshold, str(path), str(new_path)), "text")
+    return _print_diff(diff_sessions(old, new, _rules(None), threshold, str(path), str(new_path)), "text")
 
 
 @command("onnx")
 def cmd_onnx(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from builders.backend import parse_variants
     from builders.onnx_files import write_onnx_files
-    from inspector.study import DEFAULT_LAYOUTS, StudyOptions, load_inputs
+    from builders.study_inputs import load_study_inputs
+    from sessions.plan import StudyPlan, TimingPlan, parse_variants
     from sessions.tables import render_text
 
-    options = StudyOptions(model=args.model, batch=args.batch, calib_count=args.calib_count, images=args.images,
-                           checkpoint=args.checkpoint, fp8_layouts=args.fp8_layouts, device="cpu")
-    options.validate()
-    specs = parse_variants(args.variants, args.fp8_layouts or DEFAULT_LAYOUTS, args.fp8_exclude)
-    inputs = load_inputs(options)
-    files = write_onnx_files(inputs.model, specs, inputs.static_input, inputs.calibration, Path(args.out))
+    variants = parse_variants(args.variants, args.fp8_recipes, args.fp8_exclude)
+    plan = StudyPlan(model=args.model, backend="torch", device="cpu", variants=variants, batch=args.batch,
+                     timing=TimingPlan(0, 1, 1), tracer="none", images=args.images, calib_count=args.calib_count,
+                     checkpoint=args.checkpoint, seed=args.seed)
+    inputs = load_study_inputs(plan)
+    files = write_onnx_files(inputs.model, list(variants), inputs.static_input, inputs.calibration, Path(args.out))
     if args.json:
         _print_json([{"variant": f.variant, "path": str(f.path), **f.counts.__dict__} for f in files])
         return ExitCode.OK
@@ -409,16 +430,30 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", module=r"modelopt(\.|$)")
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM (a scheduler's cancel, `kill`) ends a study like Ctrl-C: finished variants kept, exit 130."""
+    import signal
+    import threading
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_libraries()
+    _interrupt_on_sigterm()
     parser = build_parser()
     bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
     if bare_model and _interactive():
         try:
             from inspector.tui import open_tui
 
-            return open_tui(model_args=argv)
+            args = parser.parse_args(["run", *argv])
+            return open_tui(request=study_request(args, ["trt-inspect", *argv]))
         except InspectError as exc:
             _err(f"error: {exc.message}")
             return exc.exit_code

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from sessions.model import KernelTable, Layer, TraceSummary
 
 CALL_RANGE_PREFIX = "trt-inspect/call/"
+ROOT = "(model)"  # the layer that owns what the model's own code launches outside every module
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,8 @@ def _cpu_name() -> str:
 def collect(device: str, cuda_version: str | None = None) -> Environment:
     """Describe this machine; GPU facts only when `device` is cuda."""
     versions = package_versions()
-    versions["cuda_runtime"] = cuda_version
+    torch = sys.modules.get("torch")  # the CUDA runtime PyTorch was built with, where PyTorch runs the study
+    versions["cuda_runtime"] = cuda_version or (torch.version.cuda if device == "cuda" and torch else None)
     return Environment(
         host=socket.gethostname(),
         os=platform.platform(),

@@ -11,9 +11,7 @@ from collections.abc import Iterator
 
 import torch
 
-from profilers.attribution import CALL_RANGE_PREFIX
-
-ROOT = "(model)"
+from profilers.attribution import CALL_RANGE_PREFIX, ROOT
 
 
 def module_name(path: str) -> str:

@@ -11,16 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from sessions.plan import TimingPlan
 
 Step = Callable[[], None]
-
-
-@dataclass
-class TimingPlan:
-    warmup_s: float
-    rounds: int
-    iters: int
 
 
 def _warm(step: Step, seconds: float, synchronize: Callable[[], None]) -> None:

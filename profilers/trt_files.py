@@ -14,22 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessions.errors import InputError
-from sessions.model import Layer
+from sessions.layer_ops import trt_op
+from sessions.model import Layer, Tensor
+from sessions.vocab import dtype_of
 
 SEPARATORS = re.compile("[\x1e\x1f]")
 PROFILE_SUFFIX = re.compile(r" \[profile (\d+)\]$")
 ONNX_LAYER = re.compile(r"\[ONNX Layer: (.*?)\]")
-DTYPE_TOKENS = (  # order matters: the first match wins
-    ("fp8", re.compile(r"\bFP8\b|\bFloat8|E4M3", re.I)),
-    ("bf16", re.compile(r"BFloat16|\bBF16\b", re.I)),
-    ("fp16", re.compile(r"\bFP16\b|\bHalf\b", re.I)),
-    ("int8", re.compile(r"\bInt8\b", re.I)),
-    ("int4", re.compile(r"\bInt4\b", re.I)),
-    ("fp32", re.compile(r"\bFP32\b|\bFloat\b", re.I)),
-    ("int32", re.compile(r"\bInt32\b", re.I)),
-    ("int64", re.compile(r"\bInt64\b", re.I)),
-    ("bool", re.compile(r"\bBool\b", re.I)),
-)
 
 
 def normalize_name(name: str) -> str:
@@ -42,15 +33,6 @@ def profile_index(name: str) -> int:
     return int(match.group(1)) if match else 0
 
 
-def dtype_of(text: str | None) -> str | None:
-    if not text:
-        return None
-    for name, pattern in DTYPE_TOKENS:
-        if pattern.search(text):
-            return name
-    return None
-
-
 def _tensor_dtype(tensor: Any) -> str | None:
     if not isinstance(tensor, dict):
         return None
@@ -61,11 +43,14 @@ def _tensor_dtype(tensor: Any) -> str | None:
     return None
 
 
-def _tensor_summary(tensor: Any) -> dict[str, Any]:
+def _tensor(tensor: Any) -> Tensor:
     if not isinstance(tensor, dict):
-        return {"name": str(tensor)}
+        return Tensor(name=str(tensor))
     fmt = tensor.get("Format/Datatype") or " / ".join(str(tensor[k]) for k in ("Format", "Datatype") if k in tensor)
-    return {"name": normalize_name(str(tensor.get("Name", ""))), "dims": tensor.get("Dimensions"), "format": fmt or None}
+    dims = tensor.get("Dimensions")
+    shape = dims if isinstance(dims, list) and all(type(d) is int for d in dims) else None
+    return Tensor(name=normalize_name(str(tensor.get("Name", ""))), dtype=_tensor_dtype(tensor), shape=shape,
+                  format=str(fmt) if fmt else None)
 
 
 @dataclass
@@ -132,39 +117,43 @@ def _detailed_layer(item: dict) -> Layer:
         (d for d in map(_tensor_dtype, inputs) if d), None
     )
     attrs: dict[str, Any] = {}
-    for key, attr in (
-        ("TacticName", "tactic"),
-        ("Origin", "origin"),
-        ("ParameterType", "parameter_type"),
-        ("OutMaps", "out_maps"),
-        ("Stride", "stride"),
-        ("StreamId", "stream"),
-        ("Activation", "activation"),
-    ):
+    for key, attr in (("StreamId", "stream"), ("Activation", "activation")):
         if item.get(key) not in (None, ""):
             attrs[attr] = item[key]
-    if "tactic" not in attrs and item.get("TacticValue"):
-        attrs["tactic_value"] = item["TacticValue"]
     weights = item.get("Weights")
     if isinstance(weights, dict) and weights.get("Type"):
         attrs["weights"] = dtype_of(str(weights["Type"])) or str(weights["Type"])
     metadata = item.get("Metadata")
-    if isinstance(metadata, str) and metadata:
-        nodes = ONNX_LAYER.findall(SEPARATORS.sub(" ", metadata))
-        if nodes:
-            attrs["onnx_nodes"] = nodes
-    attrs["inputs"] = [_tensor_summary(t) for t in inputs]
-    attrs["outputs"] = [_tensor_summary(t) for t in outputs]
-    groups = item.get("Groups")
-    kernel = item.get("Kernel")
+    nodes = ONNX_LAYER.findall(SEPARATORS.sub(" ", metadata)) if isinstance(metadata, str) else []
+    tactic = item.get("TacticName") or item.get("TacticValue")
+    kind = str(item.get("LayerType") or item.get("ParameterType") or "unknown")
+    parameter_type = item.get("ParameterType")
+    tensors_in = [_tensor(t) for t in inputs]
     return Layer(
         name=normalize_name(item["Name"]),
-        kind=str(item.get("LayerType") or item.get("ParameterType") or "unknown"),
+        kind=kind,
+        op=trt_op(kind, parameter_type if isinstance(parameter_type, str) else None),
         precision=precision,
-        groups=groups if isinstance(groups, int) and not isinstance(groups, bool) else None,
-        kernel_shape=kernel if isinstance(kernel, list) and all(isinstance(k, int) for k in kernel) else None,
+        groups=_int(item.get("Groups")),
+        kernel_shape=_ints(item.get("Kernel")),
+        in_channels=tensors_in[0].shape[1] if tensors_in and tensors_in[0].shape and len(tensors_in[0].shape) >= 2 else None,
+        out_channels=_int(item.get("OutMaps")),
+        stride=_ints(item.get("Stride")),
+        inputs=tensors_in,
+        outputs=[_tensor(t) for t in outputs],
+        tactic=str(tactic) if tactic not in (None, "") else None,
+        onnx_nodes=nodes,
+        origin=str(item["Origin"]) if item.get("Origin") not in (None, "") else None,
         attrs=attrs,
     )
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _ints(value: Any) -> list[int] | None:
+    return value if isinstance(value, list) and all(type(v) is int for v in value) else None
 
 
 @dataclass

@@ -64,10 +64,8 @@ def import_variant(layers_path: Path, profile_path: Path | None, times_path: Pat
     if times_path is not None:
         compute, _latency = parse_times(read_json(times_path, "times"), str(times_path))
         variant.latency = latency_stats(compute)
-    dims: list[int] = []
-    first = info.layers[0].attrs.get("inputs") or []
-    if first and isinstance(first[0].get("dims"), list):
-        dims = [d for d in first[0]["dims"] if isinstance(d, int)]
+    first = info.layers[0].inputs
+    dims = list(first[0].shape or []) if first else []
     return variant, dims
 
 

@@ -49,10 +49,8 @@ class SessionDiff:
 
 def _signature(layer: Layer) -> tuple:
     """What identifies a layer whose name changed: its kind, shape parameters and tensor sizes."""
-    dims = tuple(
-        tuple(t.get("dims") or ()) for t in (layer.attrs.get("inputs") or []) + (layer.attrs.get("outputs") or []) if isinstance(t, dict)
-    )
-    return (layer.kind, layer.groups, tuple(layer.kernel_shape or ()), layer.attrs.get("out_channels"), dims)
+    dims = tuple(tuple(t.shape or ()) for t in layer.inputs + layer.outputs)
+    return (layer.kind, layer.groups, tuple(layer.kernel_shape or ()), layer.out_channels, dims)
 
 
 def align_layers(a: list[Layer], b: list[Layer]) -> tuple[list[tuple[int, int]], list[int], list[int]]:
@@ -60,7 +58,7 @@ def align_layers(a: list[Layer], b: list[Layer]) -> tuple[list[tuple[int, int]],
     pairs: list[tuple[int, int]] = []
     free_b = set(range(len(b)))
     unmatched_a = list(range(len(a)))
-    keys = (lambda layer: layer.name, lambda layer: tuple(layer.attrs.get("onnx_nodes") or ()) or None, _signature)
+    keys = (lambda layer: layer.name, lambda layer: tuple(layer.onnx_nodes) or None, _signature)
     for key in keys:
         index: dict = {}
         for j in sorted(free_b):

@@ -31,7 +31,8 @@ def _backend_label(session: Session, backend: str) -> str:
 def comparison_section(session: Session) -> str:
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "unknown")
     baseline = session.baseline()
-    level = session.study.settings.get("opt_level") if session.study.backend == "tensorrt" else None
+    plan = session.study.plan
+    level = plan.opt_level if plan is not None and plan.backend == "tensorrt" else None
     headers = ["variant", "GPU", "backend", "level", "batch", "median ms", "p99 ms", "CoV %",
                f"x vs {baseline.name}" if baseline else "x", "kernels / call", "size MiB", "build s"]
     rows = []
@@ -131,7 +132,7 @@ def rerun_section(session: Session, path: str | None) -> str:
     command = shlex.join(session.study.command)
     lines = ["## Rerun", "```bash", command]
     if path:
-        lines.append(f"trt-inspect rerun {shlex.quote(path)}  # same settings, then the diff against this session")
+        lines.append(f"trt-inspect rerun {shlex.quote(path)}  # the same plan, then the diff against this session")
     lines.append("```")
     return "\n".join(lines)
 

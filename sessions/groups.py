@@ -102,21 +102,16 @@ def load_rules(user_file: Path | None = None) -> Rules:
 
 
 def in_channels(layer: Layer) -> int | None:
-    if isinstance(layer.attrs.get("in_channels"), int):
-        return layer.attrs["in_channels"]
-    inputs = layer.attrs.get("inputs") or []
-    dims = inputs[0].get("dims") if inputs and isinstance(inputs[0], dict) else None
-    if isinstance(dims, list) and len(dims) >= 2 and isinstance(dims[1], int) and dims[1] > 0:
-        return dims[1]
+    if layer.in_channels is not None and layer.in_channels > 0:
+        return layer.in_channels
+    shape = layer.inputs[0].shape if layer.inputs else None
+    if shape and len(shape) >= 2 and shape[1] > 0:
+        return shape[1]
     return None
 
 
 def is_conv(layer: Layer) -> bool:
-    return (
-        layer.attrs.get("op") == "conv"
-        or layer.attrs.get("parameter_type") == "Convolution"
-        or bool(re.search(r"Conv", layer.kind))
-    )
+    return layer.op == "conv" or (layer.op is None and bool(re.search(r"Conv", layer.kind)))
 
 
 def conv_shape(layer: Layer) -> str | None:
@@ -145,10 +140,9 @@ def _matches(rule: RoleRule, layer: Layer) -> bool:
     if rule.kinds:
         checks.append(any(p.search(layer.kind) for p in rule.kinds))
     if rule.origins:
-        checks.append(layer.attrs.get("origin") in rule.origins)
+        checks.append(layer.origin in rule.origins)
     if rule.onnx:
-        nodes = layer.attrs.get("onnx_nodes") or []
-        checks.append(any(p.search(node) for node in nodes for p in rule.onnx))
+        checks.append(any(p.search(node) for node in layer.onnx_nodes for p in rule.onnx))
     if rule.all_parts:
         parts = layer.name.split(" + ")
         checks.append(len(parts) > 1 and all(any(p.search(part) for p in rule.all_parts) for part in parts))
@@ -165,7 +159,7 @@ def role_of(layer: Layer, rules: Rules) -> str:
 def stage_of(layer: Layer, rules: Rules) -> str:
     if rules.stage is None:
         return OTHER
-    for text in [*(layer.attrs.get("onnx_nodes") or []), layer.name]:
+    for text in [*layer.onnx_nodes, layer.name]:
         match = rules.stage.search(text)
         if match:
             return match.group(1)

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sessions.errors import InputError
+from sessions.plan import StudyPlan
+from sessions.vocab import Device, DType, Op, Precision, Source, Status, Timer, TraceUnit
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: typed layers, the study plan; sessions.migrations reads 1
 TOOL = "trt-inspect"
 
 
@@ -20,16 +22,16 @@ class Study:
     """What was asked for: the model, its input, and the command that reruns it."""
 
     model: str
-    source: str  # timm | hf | onnx | trtexec
+    source: Source
     input_shape: list[int]  # one sample, without the batch dimension
     batch: int
     command: list[str]
     created: str  # ISO 8601, UTC
-    backend: str  # torch | tensorrt | trtexec
-    device: str  # cuda | cpu
+    backend: str  # a registered backend, or trtexec for imported files
+    device: Device
     tool_version: str
-    weights: str = "unknown"  # "random (pretrained=False)" or the checkpoint path
-    settings: dict[str, Any] = field(default_factory=dict)  # every option `rerun` needs
+    weights: str = "unknown"  # "random (pretrained=False, seed N)" or the checkpoint path
+    plan: StudyPlan | None = None  # what `rerun` replays; None for imported files
 
 
 @dataclass
@@ -65,7 +67,7 @@ class Environment:
 class TimingMethod:
     """What lies between the two clock reads, in numbers and in words."""
 
-    timer: str  # cuda-events | perf_counter | trtexec
+    timer: Timer
     timed_region: str
     cuda_graph: bool
     warmup_s: float
@@ -118,16 +120,37 @@ class Quality:
 
 
 @dataclass
+class Tensor:
+    name: str = ""
+    dtype: DType | None = None
+    shape: list[int] | None = None  # -1 where dynamic
+    format: str | None = None  # the source's own words (TensorRT format string)
+
+
+@dataclass
 class Layer:
-    """One layer: a TensorRT layer, or a PyTorch module that owns kernels or ops of its own."""
+    """One layer: a TensorRT layer, or a PyTorch module that owns kernels or ops of its own.
+
+    Every source fills the typed fields in one dialect; `kind` keeps the source's own type word.
+    """
 
     name: str
     kind: str  # TensorRT LayerType or PyTorch module class
+    op: Op | None = None  # what it computes, where the source says
     time_ms: float | None = None  # per call
-    precision: str | None = None
+    precision: DType | None = None  # compute precision: inputs and tactic first, output dtype last
     groups: int | None = None  # convolution groups
     kernel_shape: list[int] | None = None
-    attrs: dict[str, Any] = field(default_factory=dict)  # tactic, channels, origin, ONNX nodes, ...
+    in_channels: int | None = None
+    out_channels: int | None = None
+    stride: list[int] | None = None
+    inputs: list[Tensor] = field(default_factory=list)
+    outputs: list[Tensor] = field(default_factory=list)
+    tactic: str | None = None
+    onnx_nodes: list[str] = field(default_factory=list)  # the ONNX nodes fused into this layer
+    origin: str | None = None  # TensorRT Reformat origin: REFORMAT | QDQ
+    quantized: bool = False
+    attrs: dict[str, Any] = field(default_factory=dict)  # source-specific extras (stream, weights, ...)
 
 
 @dataclass
@@ -163,7 +186,7 @@ class KernelTable:
 @dataclass
 class TraceSummary:
     tracer: str  # cupti | torch-profiler | cpu-ops | none
-    unit: str  # kernel | op
+    unit: TraceUnit
     calls: int  # inferences traced
     records: int
     unattributed: int  # records outside any layer
@@ -180,10 +203,10 @@ class TraceSummary:
 @dataclass
 class Variant:
     name: str  # fp32, fp16, fp8-no-se, ...
-    backend: str  # torch | tensorrt | trtexec
-    precision: str  # fp32 | fp16 | bf16 | fp8 | int8 | mixed
-    device: str
-    status: str = "ok"  # ok | failed
+    backend: str
+    precision: Precision
+    device: Device
+    status: Status = "ok"
     error: str | None = None
     simulated: bool = False  # True where the numerics are emulated (PyTorch FP8): time is not FP8 speed
     recipe: Recipe | None = None

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import stat
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,19 +16,9 @@ import orjson
 
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError, InspectError
+from sessions.migrations import migrate
 from sessions.model import SCHEMA_VERSION, TOOL, Session
-
-SESSIONS_ENV = "TRT_INSPECT_HOME"  # overrides the platform's user-data folder (tests, CI)
-
-
-def sessions_dir() -> Path:
-    """Where sessions go when `--out` is not given."""
-    home = os.environ.get(SESSIONS_ENV)
-    if home:
-        return Path(home) / "sessions"
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("trt-inspect", appauthor=False)) / "sessions"
+from sessions.paths import sessions_dir
 
 
 def encode(session: Session) -> bytes:
@@ -34,8 +29,16 @@ def save(session: Session, path: Path) -> Path:
     """Write `session` to `path` atomically: a crash or a full disk never leaves a partial file."""
     path = Path(path)
     data = encode(session)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        decode(data, "the session")  # what is written must load: NaN, Inf or a wrong type fail here, old file intact
+    except InputError as exc:
+        raise InspectError(f"cannot save {path}: {exc.message}") from None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_temporaries(path)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InspectError(f"cannot save session {path}: {exc.strerror or exc}") from exc
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as tmp:
@@ -51,6 +54,52 @@ def save(session: Session, path: Path) -> Path:
         raise
     _fsync_dir(path.parent)
     return path
+
+
+STALE_TEMPORARY_S = 60.0  # a save takes well under a second; older temporaries are orphans
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Temporary files of saves that were killed (SIGKILL, power loss); one writer holds the lock."""
+    cutoff = time.time() - STALE_TEMPORARY_S
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if stale.stat().st_mtime < cutoff:
+                stale.unlink()
+
+
+def check_writable(path: Path) -> None:
+    """Fail now, with one line, if a session cannot be written at `path` (before hours of work)."""
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give a session file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot write a session at {path}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def session_lock(path: Path) -> Iterator[None]:
+    """Held while a study writes `path`: a second study writing the same file is refused."""
+    lock_path = path.parent / f".{path.name}.lock"
+    try:
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError as exc:
+        raise InputError(f"cannot lock {path}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise InputError(f"{path} is being written by another trt-inspect run; use another --out") from None
+    try:
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        lock_path.unlink(missing_ok=True)
 
 
 def _umask() -> int:
@@ -91,6 +140,11 @@ def decode(data: bytes, origin: str) -> Session:
         )
     if version < 1:
         raise InputError(f"{origin} has an unknown schema_version {version}")
+    if version < SCHEMA_VERSION:
+        try:
+            doc = migrate(doc, version)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{origin}: cannot bring schema {version} up to {SCHEMA_VERSION}: {exc}") from None
     try:
         session = build(Session, doc)
         for variant in session.variants:
@@ -101,17 +155,32 @@ def decode(data: bytes, origin: str) -> Session:
     return session
 
 
-def load(path: Path | str) -> Session:
-    path = Path(path)
+MAX_SESSION_BYTES = 1 << 30  # 150k kernel records take about 7 MiB
+
+
+def read_regular_file(path: Path, what: str, limit: int = MAX_SESSION_BYTES) -> bytes:
+    """The bytes of a regular file no larger than `limit`; FIFOs, devices and folders refused with one line."""
     try:
-        data = path.read_bytes()
+        info = path.stat()
     except FileNotFoundError:
-        raise InputError(f"no such session file: {path}") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a folder, not a session file") from None
+        raise InputError(f"no such {what}: {path}") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return decode(data, str(path))
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{path} is a folder, not a {what}")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path} is not a regular file (a pipe or a device), not a {what}")
+    if info.st_size > limit:
+        raise InputError(f"{path} is {info.st_size / (1 << 20):.0f} MiB, over the {limit >> 20} MiB a {what} may have")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def load(path: Path | str) -> Session:
+    path = Path(path)
+    return decode(read_regular_file(path, "session file"), str(path))
 
 
 @dataclass

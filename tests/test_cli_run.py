@@ -29,7 +29,7 @@ def test_session_holds_every_measurement(resnet_run):
     _, out = resnet_run
     session = storage.load(out)
     assert session.study.command[:3] == ["trt-inspect", "run", "test_resnet"]
-    assert session.study.weights == "random (pretrained=False)"
+    assert session.study.weights == "random (pretrained=False, seed 0)"
     assert not session.method.cuda_graph and "perf_counter" in session.method.timed_region
     for variant in session.variants:
         assert variant.status == "ok"
@@ -90,3 +90,16 @@ def test_tracing_several_calls_keeps_the_per_call_count(resnet_run, tmp_path):
     assert three.trace.calls == 3 and three.trace.records == 3 * one.trace.records
     assert three.trace.per_call == one.trace.per_call and "call ranges" not in three.trace.note
     assert sorted(set(three.kernels.call)) == [0, 1, 2]
+
+
+def test_rerun_replays_the_stored_plan_exactly(resnet_run, tmp_path):
+    import dataclasses
+
+    _, out = resnet_run
+    again = tmp_path / "again.json"
+    result = run_cli("rerun", str(out), "--out", str(again))
+    assert result.returncode in (0, 1), result.stderr  # 1: the CPU's noise can read as a regression
+    assert "variants compared: fp32, bf16, fp8-all" in result.stdout, result.stdout
+    old, new = storage.load(out).study.plan, storage.load(again).study.plan
+    assert new == dataclasses.replace(old, out=str(again))
+    assert storage.load(again).study.command == storage.load(out).study.command

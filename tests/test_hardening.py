@@ -51,7 +51,7 @@ def test_diff_with_one_bad_side(tmp_path):
     "args, code, message",
     [
         (["run", "test_resnet", "--device", "cpu", "--tracer", "cupti"], 3, "--tracer cupti needs a CUDA GPU"),
-        (["run", "test_resnet", "--device", "cpu", "--fp8-layout", "odd", "--variants", "fp8"], 2, "unknown FP8 layout"),
+        (["run", "test_resnet", "--device", "cpu", "--fp8-layout", "odd", "--variants", "fp8"], 2, "unknown FP8 recipe"),
         (["import", "--layers", "/nonexistent.json"], 2, "no such layer information file"),
         (["groups", str(H200 / "senet154-h200.json"), "--groups", "/nonexistent.toml"], 2, "no such rules file"),
         (["rerun", "/nonexistent.json"], 2, "no such session"),
@@ -85,7 +85,9 @@ def test_no_pickle_no_shell_strings_in_the_code():
             assert "weights_only=True" in call, (path, call)
 
 
-def test_ctrl_c_during_a_cli_study_keeps_the_finished_variants(tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_ctrl_c_during_a_cli_study_keeps_the_finished_variants(tmp_path, signal_name):
     import os
     import signal
     import subprocess
@@ -97,13 +99,15 @@ def test_ctrl_c_during_a_cli_study_keeps_the_finished_variants(tmp_path):
         [sys.executable, "-m", "inspector", "run", "test_resnet", "--device", "cpu", "--variants", "fp32,fp16,bf16",
          "--rounds", "50", "--iters", "20", "--warmup", "0", "--calib-count", "2", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ},
+        # a shell that started pytest in the background ignores SIGINT, and children inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if out.exists() and len(orjson.loads(out.read_bytes())["variants"]) == 3:
             break  # every variant built and traced; the timing rounds are running now
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signal_name))
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "interrupted; finished variants are saved in" in stderr and "Traceback" not in stderr

@@ -5,7 +5,7 @@ import onnx
 import pytest
 import torch
 
-from builders.backend import parse_variants
+from sessions.plan import parse_variants
 from builders.fp8_layouts import select_convolutions
 from builders.models import load_model
 from builders.onnx_files import write_onnx_files

@@ -83,8 +83,44 @@ def test_kernel_columns_must_agree(tmp_path):
         storage.load(path)
 
 
-def test_schema_version_constant_matches_real_data():
-    assert orjson.loads(REAL.read_bytes())["schema_version"] == SCHEMA_VERSION
+def test_a_schema_1_session_loads_with_typed_layers_and_its_plan():
+    assert orjson.loads(REAL.read_bytes())["schema_version"] == 1 < SCHEMA_VERSION  # committed before schema 2
+    session = storage.load(REAL)
+    fp16 = session.variant("fp16")
+    conv = next(layer for layer in fp16.layers if layer.name == "layer1.0.conv2")
+    assert (conv.op, conv.groups, conv.in_channels, conv.out_channels, conv.kernel_shape) == ("conv", 64, 128, 256, [3, 3])
+    assert "op" not in conv.attrs and "in_channels" not in conv.attrs
+    fp8 = session.variant("fp8-all")
+    assert sum(layer.quantized for layer in fp8.layers) == len(fp8.recipe.quantized)
+    plan = session.study.plan
+    assert [v.name for v in plan.variants] == [v.name for v in session.variants]
+    assert (plan.backend, plan.device, plan.tracer, plan.model) == ("torch", "cuda", "cupti", "senet154")
+    assert (plan.timing.rounds, plan.timing.iters) == (session.method.rounds, session.method.iters)
+
+
+def test_a_migrated_session_saves_as_the_current_schema_and_loads_back(tmp_path):
+    session = storage.load(REAL)
+    storage.save(session, tmp_path / "v2.json")
+    assert orjson.loads((tmp_path / "v2.json").read_bytes())["schema_version"] == SCHEMA_VERSION
+    assert storage.load(tmp_path / "v2.json") == session
+
+
+@pytest.mark.parametrize(("where", "value", "message"), [
+    (("variants", 0, "kernels", "duration_ns", 3), "x", r"duration_ns\[3\]: expected an integer"),
+    (("variants", 0, "kernels", "grid", 2), [1, "a", 1], r"grid\[2\]: expected a list of integers"),
+    (("variants", 0, "precision"), "fp9", r"'fp9' is not one of"),
+    (("variants", 0, "latency", "samples_ms", 0), True, r"samples_ms\[0\]: expected a number"),
+])
+def test_a_wrong_element_type_fails_on_load_with_its_path(tmp_path, where, value, message):
+    doc = orjson.loads(REAL.read_bytes())
+    target = doc
+    for key in where[:-1]:
+        target = target[key]
+    target[where[-1]] = value
+    path = tmp_path / "bad.json"
+    path.write_bytes(orjson.dumps(doc))
+    with pytest.raises(InputError, match=message):
+        storage.load(path)
 
 
 def test_listing_skips_bad_files(isolated_home):

@@ -2,15 +2,18 @@
 
 import pytest
 
-from inspector.study import StudyOptions, run_study
+from inspector.request import StudyRequest
+from inspector.resolve import resolve
+from inspector.study import run_study
 from sessions import storage
 
 
 def options(out, **extra):
-    return StudyOptions(
+    request = StudyRequest(
         model="test_resnet", device="cpu", variants="fp32,bf16,fp16", rounds=1, iters=1, warmup_s=0,
         calib_count=2, out=str(out), **extra,
     )
+    return resolve(request)[0]
 
 
 def test_interrupt_after_the_first_variant_keeps_it(tmp_path):

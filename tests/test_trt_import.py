@@ -86,7 +86,7 @@ def test_trt11_io_tensors_and_split_format_keys():
     info = parse_layer_info(doc, "x")
     assert info.io_tensors == ["input", "logits"]
     assert info.layers[0].precision == "fp8"
-    assert info.layers[0].attrs["onnx_nodes"] == ["/layer1/conv", "/layer1/q"]
+    assert info.layers[0].onnx_nodes == ["/layer1/conv", "/layer1/q"]
 
 
 def test_profile_without_count_header_or_median():

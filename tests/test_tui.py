@@ -119,7 +119,7 @@ async def test_table_exports_as_shown(session, tmp_path, monkeypatch):
 
 
 async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path, monkeypatch):
-    from inspector.study import StudyOptions
+    from inspector.request import StudyRequest
     from inspector.tui.widgets.table_panel import TablePanel
 
     landed: list[list[str]] = []
@@ -132,9 +132,9 @@ async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path, mon
 
     monkeypatch.setattr(TablePanel, "show", recording_show)
 
-    options = StudyOptions(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=1, iters=1, warmup_s=0,
-                           calib_count=2, out=str(tmp_path / "live.json"))
-    app = InspectorApp(study=(options, ["trt-inspect", "test_resnet"]))
+    request = StudyRequest(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=1, iters=1, warmup_s=0,
+                           calib_count=2, out=str(tmp_path / "live.json"), command=("trt-inspect", "test_resnet"))
+    app = InspectorApp(study=request)
     async with app.run_test(size=(120, 36)) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -144,12 +144,12 @@ async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path, mon
 
 
 async def test_live_study_error_opens_a_dialog(tmp_path):
-    from inspector.study import StudyOptions
-    from inspector.tui.screens.modals import ErrorScreen
-
     from textual.worker import WorkerFailed
 
-    app = InspectorApp(study=(StudyOptions(model="resnet19", device="cpu", out=str(tmp_path / "x.json")), ["trt-inspect"]))
+    from inspector.request import StudyRequest
+    from inspector.tui.screens.modals import ErrorScreen
+
+    app = InspectorApp(study=StudyRequest(model="resnet19", device="cpu", out=str(tmp_path / "x.json")))
     async with app.run_test(size=(120, 36)) as pilot:
         with contextlib.suppress(WorkerFailed):  # the worker's failure is what the screen reports
             await app.workers.wait_for_complete()

@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 
-from inspector.study import StudyOptions
+from inspector.request import StudyRequest
 from inspector.tui.screens.browser import BrowserScreen
 from inspector.tui.screens.modals import HelpScreen
 from inspector.tui.screens.overview import OverviewScreen
@@ -29,7 +29,7 @@ class InspectorApp(App):
         self,
         session: Session | None = None,
         path: Path | None = None,
-        study: tuple[StudyOptions, list[str]] | None = None,
+        study: StudyRequest | None = None,
         rules: Rules | None = None,
         sessions_folder: Path | None = None,
     ) -> None:
@@ -40,8 +40,7 @@ class InspectorApp(App):
 
     def on_mount(self) -> None:
         if self.study is not None:
-            options, command = self.study
-            self.push_screen(StudyScreen(options, command, self.rules))
+            self.push_screen(StudyScreen(self.study, self.rules))
         elif self.session is not None:
             self.push_screen(OverviewScreen(self.session, self.path, self.rules))
         else:

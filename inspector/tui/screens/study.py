@@ -12,7 +12,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from inspector.study import Progress, StudyOptions, run_study
+from inspector.request import StudyRequest
+from inspector.study import Progress, run_requested_study
 from inspector.tui import rows
 from inspector.tui.screens.modals import ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
@@ -36,14 +37,14 @@ class StudyScreen(Screen):
             super().__init__()
             self.progress = progress
 
-    def __init__(self, options: StudyOptions, command: list[str], rules: Rules) -> None:
+    def __init__(self, request: StudyRequest, rules: Rules) -> None:
         super().__init__()
-        self.options, self.command, self.rules = options, command, rules
+        self.request, self.rules = request, rules
         self.session_path: Path | None = None
         self.cancelled = False
 
     def compose(self) -> ComposeResult:
-        yield Static(f"study of {self.options.model}", id="breadcrumb")
+        yield Static(f"study of {self.request.model}", id="breadcrumb")
         for phase in PHASES:
             yield Static(phase, classes="phase-label")
             yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
@@ -62,7 +63,7 @@ class StudyScreen(Screen):
                 raise StudyCancelled()
             self.post_message(self.Update(progress))
 
-        return run_study(self.options, self.command, report)
+        return run_requested_study(self.request, report)
 
     @on(Update)
     def show_progress(self, event: Update) -> None:
@@ -72,16 +73,8 @@ class StudyScreen(Screen):
         self.query_one(Log).write_line(f"[{p.phase}] {p.message}")
         if p.phase in PHASES and p.total:
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
-        if self.session_path is not None and p.phase in ("build", "timing"):
-            self._show_landed()
-
-    def _show_landed(self) -> None:
-        """Variants appear as they land: the session file holds every finished one."""
-        try:
-            session = load(self.session_path)
-        except InspectError:
-            return
-        self.query_one("#landed", TablePanel).show(rows.overview(session))
+        if p.variants:  # variants appear as they land, from the study's own snapshot
+            self.query_one("#landed", TablePanel).show(rows.overview_of(list(p.variants)))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.SUCCESS:

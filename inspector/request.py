@@ -1,0 +1,65 @@
+"""What the user asked for on the command line, before anything about this machine is known.
+
+`inspector.resolve` turns a request into a concrete `StudyPlan`; both front ends (CLI and TUI)
+hold a request, never argv.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from sessions.errors import InputError
+
+BACKEND_CHOICES = ("auto", "torch", "tensorrt")
+TRACER_CHOICES = ("auto", "cupti", "torch", "none")
+
+
+@dataclass(frozen=True)
+class StudyRequest:
+    model: str
+    backend: str = "auto"
+    device: str | None = None  # cuda | cpu; None picks
+    variants: str | None = None  # None: fp32,fp16,fp8 on CUDA; fp32,bf16,fp8 on the CPU
+    batch: int = 1
+    fp8_recipes: tuple[str, ...] = ()
+    fp8_exclude: tuple[str, ...] = ()
+    images: str | None = None
+    calib_count: int = 16
+    rounds: int | None = None
+    iters: int | None = None
+    warmup_s: float | None = None
+    tracer: str = "auto"
+    trace_calls: int = 1
+    checkpoint: str | None = None
+    out: str | None = None
+    raw_trace: str | None = None
+    opt_level: int = 3
+    seed: int = 0
+    command: tuple[str, ...] = field(default=(), compare=False)
+
+    def validate(self) -> None:
+        for name in ("batch", "calib_count", "trace_calls"):
+            if getattr(self, name) < 1:
+                raise InputError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.trace_calls > 1000 or self.batch > 65536:
+            raise InputError("--trace-calls is at most 1000 and --batch at most 65536")
+        for name in ("rounds", "iters"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"--{name} must be at least 1")
+        if self.warmup_s is not None and not (math.isfinite(self.warmup_s) and 0 <= self.warmup_s <= 3600):
+            raise InputError("--warmup must be between 0 and 3600 seconds")
+        if not 0 <= self.opt_level <= 5:
+            raise InputError("--opt-level must be between 0 and 5")
+        if self.tracer not in TRACER_CHOICES:
+            raise InputError(f"unknown tracer {self.tracer!r}; use {', '.join(TRACER_CHOICES)}")
+        if self.backend not in BACKEND_CHOICES:
+            raise InputError(f"unknown backend {self.backend!r}; use {', '.join(BACKEND_CHOICES)}")
+        if self.device not in (None, "cuda", "cpu"):
+            raise InputError(f"unknown device {self.device!r}; use cuda or cpu")
+        from builders.fp8_layouts import LAYOUTS
+
+        for recipe in self.fp8_recipes:
+            if recipe not in LAYOUTS:
+                raise InputError(f"unknown FP8 recipe {recipe!r}; known: {', '.join(LAYOUTS)}")

@@ -1,0 +1,90 @@
+"""Request -> plan: choose the backend, device and tracer for this machine, fill in the defaults.
+
+Runs before any model is loaded, so a study that cannot run here fails in a second with one line.
+The CUPTI tracer must be prepared before torch or TensorRT loads (NVTX binds its injection once).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from inspector.request import StudyRequest
+from profilers.tracers import get_tracer
+from sessions.errors import MissingEnvironment
+from sessions.plan import StudyPlan, TimingPlan, parse_variants
+from sessions.vocab import Device
+
+
+def tensorrt_installed() -> bool:
+    return importlib.util.find_spec("tensorrt") is not None
+
+
+def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
+    """(backend, device, why)."""
+    if request.device == "cuda" and not has_gpu:
+        raise MissingEnvironment("--device cuda: no CUDA GPU is visible to PyTorch here")
+    if request.backend == "tensorrt":
+        if not tensorrt_installed():
+            raise MissingEnvironment(
+                "--backend tensorrt: TensorRT is not installed (pip install 'trt-inspect[tensorrt]' where NVIDIA's index is reachable)"
+            )
+        if not has_gpu or request.device == "cpu":
+            raise MissingEnvironment("--backend tensorrt needs a CUDA GPU")
+        return "tensorrt", "cuda", "TensorRT, as asked"
+    if request.backend == "torch":
+        device: Device = "cpu" if request.device == "cpu" or not has_gpu else "cuda"
+        return "torch", device, f"PyTorch on {device}, as asked"
+    if tensorrt_installed() and has_gpu and request.device != "cpu":
+        return "tensorrt", "cuda", "TensorRT found with a GPU"
+    if has_gpu and request.device != "cpu":
+        return "torch", "cuda", "PyTorch on CUDA (TensorRT is not installed)"
+    return "torch", "cpu", "PyTorch on the CPU (" + ("as asked" if request.device == "cpu" else "no GPU here") + ")"
+
+
+def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
+    """(tracer, note); `cupti_problem` is why CUPTI could not be prepared, if it could not."""
+    if requested == "none":
+        return "none", ""
+    if device == "cpu":
+        if requested == "cupti":
+            raise MissingEnvironment("--tracer cupti needs a CUDA GPU")
+        return "torch", ""
+    if requested in ("auto", "cupti"):
+        if cupti_problem is None:
+            return "cupti", ""
+        if requested == "cupti":
+            raise MissingEnvironment(f"--tracer cupti: {cupti_problem}")
+        return "torch", f"CUPTI unavailable ({cupti_problem}): kernels from torch.profiler"
+    return "torch", ""
+
+
+def default_variants(device: str) -> str:
+    return "fp32,fp16,fp8" if device == "cuda" else "fp32,bf16,fp8"
+
+
+def default_timing(request: StudyRequest, device: str) -> TimingPlan:
+    warmup, rounds, iters = (1.0, 5, 50) if device == "cuda" else (0.5, 3, 5)
+    return TimingPlan(
+        request.warmup_s if request.warmup_s is not None else warmup, request.rounds or rounds, request.iters or iters
+    )
+
+
+def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
+    """The plan for this machine, and one line per choice made (what the user sees first)."""
+    request.validate()
+    cupti_problem: str | None = "not asked for"
+    if request.tracer in ("auto", "cupti") and request.device != "cpu":
+        cupti_problem = get_tracer("cupti").prepare()  # before torch loads
+    import torch
+
+    backend, device, why = choose_backend(request, torch.cuda.is_available())
+    tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
+    variants = parse_variants(request.variants or default_variants(device), list(request.fp8_recipes), list(request.fp8_exclude))
+    plan = StudyPlan(
+        model=request.model, backend=backend, device=device, variants=variants, batch=request.batch,
+        timing=default_timing(request, device), tracer=tracer, trace_calls=request.trace_calls,
+        images=request.images, calib_count=request.calib_count, checkpoint=request.checkpoint,
+        opt_level=request.opt_level, seed=request.seed, out=request.out, raw_trace=request.raw_trace,
+    )
+    notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else [])
+    return plan, notes

@@ -1,0 +1,106 @@
+"""Kernel tracers behind one interface, by name: cupti, torch (torch.profiler), none.
+
+A tracer records what `calls` eager inferences launched, with the layer ranges that the engine
+opens of the tracer's `range_kind`; attribution is the same pure algorithm for every tracer
+(`profilers.attribution`). A new tracer is one registered class.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import ClassVar
+
+from profilers.attribution import TraceRecords
+from sessions.errors import InputError
+
+Step = Callable[[], None]
+
+
+class Tracer(ABC):
+    name: ClassVar[str]
+    range_kind: ClassVar[str | None]  # the layer ranges it sees (nvtx | annotation); None: traces nothing
+    devices: ClassVar[frozenset[str]] = frozenset({"cuda", "cpu"})
+
+    def prepare(self) -> str | None:
+        """Set-up needed before CUDA libraries load; returns why the tracer cannot work, or None."""
+        return None
+
+    @abstractmethod
+    def trace(self, run_once: Step, calls: int, device: str, synchronize: Step) -> TraceRecords: ...
+
+    @abstractmethod
+    def describe(self, calls: int) -> str:
+        """How kernels were recorded and attributed, for the session's method."""
+
+
+class CuptiTracer(Tracer):
+    name = "cupti"
+    range_kind = "nvtx"
+    devices = frozenset({"cuda"})
+
+    def prepare(self) -> str | None:
+        from profilers.kernel_trace import prepare_nvtx_injection
+
+        return prepare_nvtx_injection()
+
+    def trace(self, run_once: Step, calls: int, device: str, synchronize: Step) -> TraceRecords:
+        from profilers import kernel_trace
+
+        return kernel_trace.trace(run_once, calls, synchronize)
+
+    def describe(self, calls: int) -> str:
+        return (
+            "cupti-python activity records (kernels, NVTX markers, runtime and driver launches), each kernel "
+            f"attributed to the innermost NVTX range open on its launching thread at launch; {calls} eager "
+            "call(s) traced, separately from the timed (graph) runs"
+        )
+
+
+class TorchProfilerTracer(Tracer):
+    name = "torch"
+    range_kind = "annotation"
+
+    def trace(self, run_once: Step, calls: int, device: str, synchronize: Step) -> TraceRecords:
+        from profilers import torch_trace
+
+        return torch_trace.trace(run_once, calls, device)
+
+    def describe(self, calls: int) -> str:
+        return (
+            "torch.profiler trace, each record attributed to the innermost record_function range open on its "
+            f"launching thread at launch; {calls} eager call(s) traced, separately from the timed (graph) runs"
+        )
+
+
+class NoTracer(Tracer):
+    name = "none"
+    range_kind = None
+
+    def trace(self, run_once: Step, calls: int, device: str, synchronize: Step) -> TraceRecords:
+        raise NotImplementedError("the none tracer traces nothing")
+
+    def describe(self, calls: int) -> str:
+        return "not traced (--tracer none)"
+
+
+_tracers: dict[str, type[Tracer]] = {}
+
+
+def register_tracer(cls: type[Tracer]) -> type[Tracer]:
+    _tracers[cls.name] = cls
+    return cls
+
+
+for _builtin in (CuptiTracer, TorchProfilerTracer, NoTracer):
+    register_tracer(_builtin)
+
+
+def tracer_names() -> list[str]:
+    return list(_tracers)
+
+
+def get_tracer(name: str) -> Tracer:
+    if name not in _tracers:
+        raise InputError(f"unknown tracer {name!r}; known: {', '.join(_tracers)}")
+    return _tracers[name]()

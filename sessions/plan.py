@@ -1,0 +1,92 @@
+"""The study plan: what a study will do, resolved from the command line before any work starts.
+
+A plan is frozen and concrete (no "auto": the backend, device and tracer are chosen), stored in
+the session, and replayed as it is by `rerun`. A sweep is a list of plans.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from sessions.errors import InputError
+from sessions.vocab import Device, Precision
+
+BASE_PRECISIONS = ("fp32", "fp16", "bf16")
+DEFAULT_FP8_RECIPES = ("all", "no-se")
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    """One variant: a base precision, or FP8 with a recipe and exclusion patterns."""
+
+    precision: Precision  # fp32 | fp16 | bf16 | fp8
+    recipe: str | None = None  # FP8 recipe name (builders.fp8_recipes)
+    exclude: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"fp8-{self.recipe}" if self.precision == "fp8" else self.precision
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    warmup_s: float  # per variant, before the first round
+    rounds: int  # interleaved over the variants
+    iters: int  # samples per variant per round
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    model: str
+    backend: str  # a registered backend name (builders.registry)
+    device: Device
+    variants: tuple[VariantPlan, ...]
+    batch: int
+    timing: TimingPlan
+    tracer: str  # a registered tracer name (profilers.tracers)
+    trace_calls: int = 1
+    images: str | None = None
+    calib_count: int = 16
+    checkpoint: str | None = None
+    opt_level: int = 3  # TensorRT builder_optimization_level
+    seed: int = 0  # random weights and random inputs
+    out: str | None = None  # session file; None: the user-data folder
+    raw_trace: str | None = None  # folder for each variant's raw tracer records
+
+
+LIMITS = {"batch": (1, 65536), "trace_calls": (1, 1000), "calib_count": (1, 100000), "opt_level": (0, 5),
+          "seed": (0, 2**32 - 1)}
+TIMING_LIMITS = {"rounds": (1, 100000), "iters": (1, 10**7)}
+
+
+def validate_plan(plan: StudyPlan) -> None:
+    """Ranges a plan must keep, however it was made: by `resolve`, read back from a session, or by a sweep."""
+    checks = [(name, getattr(plan, name), *bounds) for name, bounds in LIMITS.items()]
+    checks += [(name, getattr(plan.timing, name), *bounds) for name, bounds in TIMING_LIMITS.items()]
+    for name, value, low, high in checks:
+        if not low <= value <= high:
+            raise InputError(f"{name.replace('_', '-')} must be between {low} and {high}, not {value}")
+    if not (math.isfinite(plan.timing.warmup_s) and 0 <= plan.timing.warmup_s <= 3600):
+        raise InputError("warm-up must be between 0 and 3600 seconds")
+    if not plan.variants:
+        raise InputError("the plan has no variants")
+
+
+def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[VariantPlan, ...]:
+    """`fp16,fp8` with recipes [all, no-se] -> fp16, fp8-all, fp8-no-se; `fp8-no-se` names one directly."""
+    plans: list[VariantPlan] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        match = re.fullmatch(r"fp8(?:-(.+))?", item)
+        if match:
+            for recipe in [match.group(1)] if match.group(1) else recipes or list(DEFAULT_FP8_RECIPES):
+                plans.append(VariantPlan("fp8", recipe, tuple(exclude)))
+        elif item in BASE_PRECISIONS:
+            plans.append(VariantPlan(item))  # type: ignore[arg-type]  # checked against BASE_PRECISIONS
+        else:
+            raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>")
+    unique = tuple(dict.fromkeys(plans))
+    if not unique:
+        raise InputError("no variants given")
+    return unique

@@ -1,0 +1,80 @@
+"""A backend and a tracer that need no torch and no GPU: the whole contract in a few lines."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from builders.backend import Backend, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.model_info import ModelInfo
+from builders.study_inputs import StudyInputs
+from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
+from profilers.tracers import Tracer, register_tracer
+from sessions.model import Layer, Variant
+
+LAYERS = ("conv1", "conv2", "fc")
+SEEN: list[tuple[str, int]] = []  # (layer, kernels) as the fake engine runs inside its ranges
+
+
+class FakeEngine(Engine):
+    def __init__(self, scale: float):
+        self.scale, self.calls, self.ranges_on = scale, 0, False
+
+    def infer(self, batch): return np.asarray(batch) * self.scale
+    def timing_step(self): return TimingStep(self.run_once, graphed=False, note="fake: eager")
+
+    def run_once(self):
+        self.calls += 1
+        SEEN.extend((name, 2 if self.scale < 0 else 1) for name in LAYERS if self.ranges_on)
+
+    @contextlib.contextmanager
+    def layer_ranges(self, kind):
+        self.ranges_on = True
+        yield
+        self.ranges_on = False
+    def layers(self): return [Layer(name=n, kind="Fake", op="conv" if n != "fc" else "linear") for n in LAYERS]
+    def release(self): pass
+
+
+@register_backend
+class FakeBackend(Backend):
+    name = "fake"
+    capabilities = Capabilities(range_kinds=frozenset({"annotation"}))
+
+    @classmethod
+    def load_inputs(cls, plan):
+        images = np.linspace(-1, 1, 4 * 10).reshape(4, 10)
+        return StudyInputs(ModelInfo(plan.model, "timm", (10,)), "fake rows", [images[i:i + plan.batch] for i in range(0, 4, plan.batch)],
+                           images[: plan.batch], images[:2])
+
+    def __init__(self, context): self.context = context
+    def reference(self, batch): return np.asarray(batch)
+
+    def build(self, variant, calibration):
+        scale = {"fp32": 1.0, "fp16": 1.001}.get(variant.precision, -1.0)
+        return BuildResult(FakeEngine(scale), Variant(variant.name, self.name, variant.precision, self.context.plan.device))
+
+
+@register_tracer
+class FakeTracer(Tracer):
+    """Turns what the fake engine ran inside its ranges into records: one range and N kernels per layer."""
+
+    name, range_kind = "fake", "annotation"
+
+    def describe(self, calls): return f"fake tracer, {calls} call(s)"
+
+    def trace(self, run_once, calls, device, synchronize):
+        SEEN.clear()
+        ranges, kernels, launches, t = [], [], [], 0
+        for call in range(calls):
+            first = t
+            run_once()
+            for layer, count in SEEN[len(SEEN) - len(LAYERS):]:
+                ranges.append(Range(layer, 1, t, t + 10))
+                for _ in range(count):
+                    launches.append(Launch(len(kernels), 1, t + 1))
+                    kernels.append(KernelRecord(f"{layer}_kernel", t + 2, t + 5, len(kernels)))
+                t += 10
+            ranges.append(Range(f"trt-inspect/call/{call}", 1, first, t))
+        return TraceRecords("fake", "kernel", calls, kernels, launches, ranges)

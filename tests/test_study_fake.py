@@ -1,0 +1,53 @@
+"""run_study end to end through a registered fake backend and tracer: no torch, no GPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tests.fake_backend  # noqa: F401  (registers the fake backend and tracer)
+from inspector.study import run_study
+from sessions import storage
+from sessions.errors import MissingEnvironment
+from sessions.plan import StudyPlan, TimingPlan, parse_variants
+
+
+def fake_plan(tmp_path, **changes) -> StudyPlan:
+    values = dict(model="fake-model", backend="fake", device="cpu", variants=parse_variants("fp32,fp16,fp8", ["all"], []),
+                  batch=2, timing=TimingPlan(0.0, 2, 3), tracer="fake", trace_calls=2, out=str(tmp_path / "s.json"))
+    values.update(changes)
+    return StudyPlan(**values)
+
+
+def test_a_fake_backend_runs_the_whole_study(tmp_path):
+    session, path = run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    loaded = storage.load(path)
+    assert [v.name for v in loaded.variants] == ["fp32", "fp16", "fp8-all"]
+    fp8 = loaded.variant("fp8-all")
+    assert fp8.trace.records == 2 * 3 * 2 and fp8.trace.per_call == 6 and fp8.trace.unattributed == 0
+    assert loaded.variant("fp32").trace.per_call == 3
+    assert [layer.name for layer in fp8.layers] == ["conv1", "conv2", "fc"]
+    assert all(len(v.latency.samples_ms) == 2 * 3 for v in loaded.variants)
+    assert loaded.variant("fp16").quality.top1_agreement == 1.0 and fp8.quality.top1_agreement < 1.0
+    assert loaded.study.plan == fake_plan(tmp_path)  # the stored plan is the plan, exactly
+    assert "fake: eager" in fp8.notes and loaded.method.kernels == "fake tracer, 2 call(s)"
+
+
+def test_a_tracer_the_backend_cannot_serve_fails_before_any_work(tmp_path):
+    with pytest.raises(MissingEnvironment, match="marks layers with annotation, which --tracer cupti cannot see"):
+        run_study(fake_plan(tmp_path, tracer="cupti", device="cuda"), [], lambda p: None)
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_the_fake_path_imports_no_torch():
+    code = (
+        "import sys, tests.fake_backend; from inspector.study import run_study; "
+        "from tests.test_study_fake import fake_plan; import pathlib, tempfile; "
+        "run_study(fake_plan(pathlib.Path(tempfile.mkdtemp())), [], lambda p: None); "
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
