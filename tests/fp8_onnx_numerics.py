@@ -64,18 +64,20 @@ def quantize_linears(module: torch.nn.Module, calibration: torch.Tensor) -> list
     return keep
 
 
-def fp8_module(model, static_input: torch.Tensor, calibration: torch.Tensor):
-    """The fp32 reference and the FP8 fp16 module, built as `trt-inspect onnx` builds it for convolutional models."""
-    from builders.backend import VariantSpec
-    from builders.onnx_files import onnx_backend
+def fp8_module(model, calibration: torch.Tensor) -> tuple[torch.nn.Module, torch.nn.Module, str]:
+    """The fp32 reference and the FP8 fp16 module; convolutional models as `trt-inspect onnx` builds them."""
+    from builders.variant_modules import variant_module
+    from sessions.plan import VariantPlan
 
-    reference = copy.deepcopy(model.module).float().eval()
+    reference = model.module.float().eval()
     if model.name.startswith(TRANSFORMERS):
         module = copy.deepcopy(reference).half()
-        quantized = quantize_linears(module, calibration.half())
-        return reference, module, f"{len(quantized)} linears"
-    result = onnx_backend(model, static_input).build(VariantSpec("fp8", "all"), calibration)
-    return reference, result.engine.module, f"{len(result.variant.recipe.quantized)} convolutions"
+        for attention in module.modules():  # the graph has no fused attention: run the same explicit ops here
+            if hasattr(attention, "fused_attn"):
+                attention.fused_attn = False
+        return reference, module, f"{len(quantize_linears(module, calibration.half()))} linears"
+    built = variant_module(reference, VariantPlan("fp8", "all"), calibration, 1, torch.float16)
+    return reference, built.module, f"{len(built.quantized)} convolutions"
 
 
 def write_onnx(module, example: torch.Tensor, path: Path, unfloored: bool) -> Path:
@@ -118,12 +120,15 @@ def module_path(node_name: str) -> str:
 def check(name: str, folder: Path, layers: bool = False, unfloored: bool = False, optimized: bool = False) -> Row:
     import onnx
 
-    from inspector.study import StudyOptions, load_inputs
+    from builders.study_inputs import load_study_inputs
+    from sessions.plan import StudyPlan, TimingPlan, VariantPlan
 
     start = time.perf_counter()
-    torch.manual_seed(0)
-    inputs = load_inputs(StudyOptions(model=name, batch=1, calib_count=16, device="cpu"))
-    reference, module, quantized = fp8_module(inputs.model, inputs.static_input, inputs.calibration)
+    plan = StudyPlan(model=name, backend="torch", device="cpu", variants=(VariantPlan("fp8", "all"),), batch=1,
+                     timing=TimingPlan(0, 1, 1), tracer="none", calib_count=16, seed=0)
+    inputs = load_study_inputs(plan)
+    pixels = torch.cat(inputs.quality_batches)
+    reference, module, quantized = fp8_module(inputs.model, inputs.calibration)
     path = write_onnx(module, inputs.static_input.half(), folder / f"{name}-fp8.onnx", unfloored)
     graph = onnx.load(str(path))
     watched = _expose_layers(graph, _leaf_modules(module)) if layers else {}
@@ -134,14 +139,14 @@ def check(name: str, folder: Path, layers: bool = False, unfloored: bool = False
     worst: dict[str, tuple[float, float, float, int]] = {}
     ort_logits, fp8_logits = [], []
     with torch.no_grad():
-        for image in inputs.pixels.split(1):
+        for image in pixels.split(1):
             captured.clear()
             fp8_logits.append(module(image.half()).float().numpy())
             outputs = dict(zip(names, session.run(None, {"input": image.half().numpy()})))
             ort_logits.append(outputs["logits"].astype(np.float32))
             for layer, output in watched.items():
                 _track(worst, layer, captured.get(layer), outputs[output])
-        fp32_logits = reference(inputs.pixels).numpy()
+        fp32_logits = reference(pixels).numpy()
     for hook in hooks:
         hook.remove()
     ort_out, fp8_out = np.concatenate(ort_logits), np.concatenate(fp8_logits)
@@ -157,7 +162,7 @@ def check(name: str, folder: Path, layers: bool = False, unfloored: bool = False
     return Row(
         model=name,
         quantized=quantized,
-        images=len(inputs.pixels),
+        images=len(pixels),
         top1_agreement=float((np.nan_to_num(ort_out).argmax(1) == fp8_out.argmax(1)).mean()),
         ort_vs_fp8=float(np.abs(ort_out - fp8_out).max()),
         fp8_vs_fp32=float(np.abs(fp8_out - fp32_logits).max()),
