@@ -106,11 +106,12 @@ def standard_fp8_qdq(model, min_scale: float = MIN_SCALE):
             raise InspectError("ONNX export: a Q/DQ scale is not finite (a quantizer's amax is NaN or infinite)")
         return np.maximum(array, np.asarray(min_scale, dtype=array.dtype)).astype(array.dtype)
 
+    moved = set()
     for scale in dict.fromkeys(node.input[1] for node in qdq):
         if scale in constants:
             value = numpy_helper.to_array(next(a.t for a in constants[scale].attribute if a.name == "value"))
-            graph.node.remove(constants.pop(scale))
             graph.initializer.append(numpy_helper.from_array(floored(value), scale))
+            moved.add(scale)
         elif scale in initializers:
             initializers[scale].CopyFrom(numpy_helper.from_array(floored(numpy_helper.to_array(initializers[scale])), scale))
         else:
@@ -124,6 +125,9 @@ def standard_fp8_qdq(model, min_scale: float = MIN_SCALE):
             node.input.append(ZERO_POINT)
             node.attribute.append(helper.make_attribute("saturate", 1))
             quantized.add(node.output[0])
+    kept = [n for n in graph.node if not (n.op_type == "Constant" and n.output[0] in moved)]  # copies
+    del graph.node[:]
+    graph.node.extend(kept)
     for info in graph.value_info:  # the custom op declared its output uint8
         if info.name in quantized:
             info.type.tensor_type.elem_type = onnx.TensorProto.FLOAT8E4M3FN
