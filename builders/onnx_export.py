@@ -1,8 +1,17 @@
-"""ONNX files for TensorRT: an fp16 graph, and FP8 graphs with Quantize/Dequantize pairs.
+"""ONNX files for TensorRT: an fp16 graph, and FP8 graphs with standard QuantizeLinear/DequantizeLinear.
 
-Exported from the PyTorch variants with the TorchScript exporter (`dynamo=False`: ModelOpt's FP8
-quantizers export as TensorRT's `trt::TRT_FP8QuantizeLinear` / `TRT_FP8DequantizeLinear`, which
-TensorRT's ONNX parser reads; onnxruntime cannot run them).
+Exported with the TorchScript exporter (`dynamo=False`, which ModelOpt's quantizers need). ModelOpt
+emits FP8 quantizers as TensorRT's custom `trt::TRT_FP8QuantizeLinear` / `TRT_FP8DequantizeLinear`;
+`standard_fp8_qdq` rewrites them into the standard ONNX ops with a `float8e4m3fn` zero point
+(opset >= 19), which TensorRT's parser reads as well and onnxruntime can run, so the FP8 graph can be
+checked numerically against the module's simulated FP8.
+
+Scales: the graph stores each scale (amax / 448) in the input's dtype, fp16 for an fp16 model, while
+ModelOpt's fake quantization divides by the fp32 amax. `match_graph_scales` first sets every FP8
+quantizer's amax to 448 x the fp16 scale the graph will hold, floored at the smallest normal fp16
+value, so the module simulates exactly the graph's quantizers. The floor matters: a quantizer that
+saw only zeros has amax ~1e-6, a scale of 0 in fp16, and TensorRT rejects non-positive scales, while
+onnxruntime turns 0 / 0 into NaN.
 """
 
 from __future__ import annotations
@@ -15,18 +24,27 @@ from pathlib import Path
 
 from sessions.errors import InspectError
 
-OPSET = 17
+# ModelOpt 0.47's export opset; TensorRT 10.0 parses opsets 9-20 (onnx-tensorrt docs/operators.md),
+# and it is the newest opset the TorchScript exporter writes.
+OPSET = 20
+FP8_MAX = 448.0  # largest float8e4m3fn value
+MIN_SCALE = 2.0**-14  # smallest normal fp16 value
 QUANTIZE_OPS = {"TRT_FP8QuantizeLinear", "QuantizeLinear"}
 DEQUANTIZE_OPS = {"TRT_FP8DequantizeLinear", "DequantizeLinear"}
+TRT_TO_STANDARD = {"TRT_FP8QuantizeLinear": "QuantizeLinear", "TRT_FP8DequantizeLinear": "DequantizeLinear"}
+ZERO_POINT = "fp8_e4m3_zero_point"
 
 
 def export(module, example, path: Path) -> Path:
+    """Writes `module` as ONNX; its FP8 quantizers' amax are first rounded to the graph's scales."""
     import contextlib
     import warnings
 
+    import onnx
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
+    match_graph_scales(module)
     buffer = io.BytesIO()
     with warnings.catch_warnings(), contextlib.redirect_stdout(None), torch.no_grad():
         warnings.simplefilter("ignore")
@@ -37,8 +55,88 @@ def export(module, example, path: Path) -> Path:
             )
         except Exception as exc:  # the exporter raises many types; the user needs the first line
             raise InspectError(f"ONNX export failed: {str(exc).splitlines()[0]}") from None
-    path.write_bytes(buffer.getvalue())
+    model = standard_fp8_qdq(onnx.load_from_string(buffer.getvalue()))
+    path.write_bytes(model.SerializeToString())
     return path
+
+
+def match_graph_scales(module) -> int:
+    """Each enabled FP8 quantizer's amax := 448 x max(fp16(amax / 448), MIN_SCALE); returns how many were floored."""
+    import torch
+
+    try:
+        from modelopt.torch.quantization.nn import TensorQuantizer
+    except ImportError:  # no ModelOpt, no FP8 quantizers
+        return 0
+    floored = 0
+    for quantizer in module.modules():
+        if not (isinstance(quantizer, TensorQuantizer) and quantizer.is_enabled and quantizer.num_bits == (4, 3)):
+            continue
+        amax = quantizer.amax
+        if amax is None:
+            continue
+        if not bool(torch.isfinite(amax).all()):
+            raise InspectError("ONNX export: an FP8 quantizer's amax is not finite")
+        scale = (amax.detach().float() / FP8_MAX).to(torch.float16).float()
+        floored += int((scale < MIN_SCALE).any())
+        # fp32: an fp16 amax buffer cannot hold 448 x an fp16 scale exactly
+        amax.data = scale.clamp(min=MIN_SCALE) * FP8_MAX
+    return floored
+
+
+def standard_fp8_qdq(model, min_scale: float = MIN_SCALE):
+    """TensorRT's FP8 Q/DQ custom ops as standard ONNX ops; every Q/DQ scale an initializer >= min_scale.
+
+    Q gets a float8e4m3fn zero point of 0 and `saturate=1` (values past +-448 clamp, as ModelOpt's
+    fake quantization does); DQ's output type follows its scale, as the custom op's did.
+    """
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    qdq = [n for n in graph.node if n.op_type in QUANTIZE_OPS | DEQUANTIZE_OPS]
+    if not qdq:
+        return model
+    constants = {n.output[0]: n for n in graph.node if n.op_type == "Constant"}
+    initializers = {t.name: t for t in graph.initializer}
+
+    def floored(array: np.ndarray) -> np.ndarray:
+        if not np.all(np.isfinite(array)):
+            raise InspectError("ONNX export: a Q/DQ scale is not finite (a quantizer's amax is NaN or infinite)")
+        return np.maximum(array, np.asarray(min_scale, dtype=array.dtype)).astype(array.dtype)
+
+    moved = set()
+    for scale in dict.fromkeys(node.input[1] for node in qdq):
+        if scale in constants:
+            value = numpy_helper.to_array(next(a.t for a in constants[scale].attribute if a.name == "value"))
+            graph.initializer.append(numpy_helper.from_array(floored(value), scale))
+            moved.add(scale)
+        elif scale in initializers:
+            initializers[scale].CopyFrom(numpy_helper.from_array(floored(numpy_helper.to_array(initializers[scale])), scale))
+        else:
+            raise InspectError(f"ONNX export: the Q/DQ scale {scale} is computed in the graph, not a constant")
+    quantized = set()
+    for node in qdq:
+        if node.op_type not in TRT_TO_STANDARD:
+            continue
+        node.op_type, node.domain = TRT_TO_STANDARD[node.op_type], ""
+        if node.op_type == "QuantizeLinear":
+            node.input.append(ZERO_POINT)
+            node.attribute.append(helper.make_attribute("saturate", 1))
+            quantized.add(node.output[0])
+    kept = [n for n in graph.node if not (n.op_type == "Constant" and n.output[0] in moved)]  # copies
+    del graph.node[:]
+    graph.node.extend(kept)
+    for info in graph.value_info:  # the custom op declared its output uint8
+        if info.name in quantized:
+            info.type.tensor_type.elem_type = onnx.TensorProto.FLOAT8E4M3FN
+    if quantized and ZERO_POINT not in initializers:
+        graph.initializer.append(helper.make_tensor(ZERO_POINT, onnx.TensorProto.FLOAT8E4M3FN, [], [0.0]))
+    standard = [o for o in model.opset_import if o.domain != "trt"]
+    del model.opset_import[:]
+    model.opset_import.extend(standard)
+    return model
 
 
 def file_hash(path: Path) -> str:

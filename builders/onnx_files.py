@@ -18,7 +18,7 @@ class OnnxFile:
 
 
 def write_onnx_files(model, variants: list[VariantPlan], static_input, calibration, folder: Path) -> list[OnnxFile]:
-    """fp16 as a plain fp16 graph (strongly typed); FP8 as fp16 with ModelOpt's FP8 Q/DQ pairs."""
+    """fp16 as a plain fp16 graph (strongly typed); FP8 as fp16 with standard FP8 Q/DQ pairs."""
     import onnx
 
     files = []

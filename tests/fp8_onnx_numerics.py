@@ -1,0 +1,252 @@
+"""FP8 ONNX files against PyTorch's simulated FP8 of the same module, on the study images, in onnxruntime (CPU).
+
+    python -m tests.fp8_onnx_numerics [MODEL ...] [--layers] [--unfloored] [--ort-optimized]
+
+For each model: seeded random weights, the study's images and calibration (16 images), the FP8 `all`
+layout on an fp16 model as `trt-inspect onnx` writes it (convolutional models), or every nn.Linear of
+the transformer blocks (a ViT); then onnxruntime on the file against the module's fake quantization,
+and the module against the fp32 model. `--layers` compares every module's output with its ONNX node,
+image by image; `--unfloored` writes the scales as exported, without the fp16 floor (the old files);
+`--ort-optimized` runs onnxruntime with its graph optimizations on (they rewrite the Q/DQ graph).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+MODELS = ("seresnext26d_32x4d", "vit_tiny_patch16_224", "senet154")
+TRANSFORMERS = ("vit_",)
+
+
+@dataclass
+class Row:
+    model: str
+    quantized: str  # what was quantized
+    images: int
+    top1_agreement: float  # onnxruntime against PyTorch FP8
+    ort_vs_fp8: float  # max abs logit error
+    fp8_vs_fp32: float
+    nonfinite: int  # NaN / Inf logits from onnxruntime
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.nonfinite == 0 and self.top1_agreement == 1.0 and self.ort_vs_fp8 <= 2 * self.fp8_vs_fp32
+
+
+def quantize_linears(module: torch.nn.Module, calibration: torch.Tensor) -> list[str]:
+    """ModelOpt FP8 (FP8_DEFAULT_CFG, max calibration) on the nn.Linear layers of the transformer blocks only."""
+    import contextlib
+
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.quantization.nn import TensorQuantizer
+
+    def forward_loop(m):
+        with torch.no_grad():
+            for image in calibration.split(1):
+                m(image)
+
+    with contextlib.redirect_stdout(None):
+        mtq.quantize(module, copy.deepcopy(mtq.FP8_DEFAULT_CFG), forward_loop=forward_loop)
+    keep = [p for p, m in module.named_modules() if isinstance(m, torch.nn.Linear) and p.startswith("blocks.")]
+    for path, quantizer in module.named_modules():
+        if isinstance(quantizer, TensorQuantizer) and path.rsplit(".", 1)[0] not in keep:
+            quantizer.disable()
+    return keep
+
+
+def fp8_module(model, calibration: torch.Tensor) -> tuple[torch.nn.Module, torch.nn.Module, str]:
+    """The fp32 reference and the FP8 fp16 module; convolutional models as `trt-inspect onnx` builds them."""
+    from builders.variant_modules import variant_module
+    from sessions.plan import VariantPlan
+
+    reference = model.module.float().eval()
+    if model.name.startswith(TRANSFORMERS):
+        module = copy.deepcopy(reference).half()
+        for attention in module.modules():  # the graph has no fused attention: run the same explicit ops here
+            if hasattr(attention, "fused_attn"):
+                attention.fused_attn = False
+        return reference, module, f"{len(quantize_linears(module, calibration.half()))} linears"
+    built = variant_module(reference, VariantPlan("fp8", "all"), calibration, 1, torch.float16)
+    return reference, built.module, f"{len(built.quantized)} convolutions"
+
+
+def write_onnx(module, example: torch.Tensor, path: Path, unfloored: bool) -> Path:
+    if not unfloored:
+        from builders.onnx_export import export
+
+        return export(module, example, path)
+    import contextlib
+    import warnings
+
+    import onnx
+
+    from builders.onnx_export import OPSET, standard_fp8_qdq
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), contextlib.redirect_stdout(None), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (example,), buffer, opset_version=OPSET, dynamo=False,
+                          input_names=["input"], output_names=["logits"])
+    path.write_bytes(standard_fp8_qdq(onnx.load_from_string(buffer.getvalue()), min_scale=0.0).SerializeToString())
+    return path
+
+
+def ort_session(model_proto, optimized: bool):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if not optimized:  # the graph's own semantics, op by op
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model_proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def module_path(node_name: str) -> str:
+    """`/layer1/layer1.0/se/fc1/Conv` -> `layer1.0.se.fc1` (the TorchScript exporter's scope names)."""
+    parts = node_name.strip("/").split("/")[:-1]
+    return ".".join(a for a, b in zip(parts, parts[1:] + [""]) if not b.startswith(a + "."))
+
+
+def check(name: str, folder: Path, layers: bool = False, unfloored: bool = False, optimized: bool = False) -> Row:
+    import onnx
+
+    from builders.study_inputs import load_study_inputs
+    from sessions.plan import StudyPlan, TimingPlan, VariantPlan
+
+    start = time.perf_counter()
+    plan = StudyPlan(model=name, backend="torch", device="cpu", variants=(VariantPlan("fp8", "all"),), batch=1,
+                     timing=TimingPlan(0, 1, 1), tracer="none", calib_count=16, seed=0)
+    inputs = load_study_inputs(plan)
+    pixels = torch.cat(inputs.quality_batches)
+    reference, module, quantized = fp8_module(inputs.model, inputs.calibration)
+    path = write_onnx(module, inputs.static_input.half(), folder / f"{name}-fp8.onnx", unfloored)
+    graph = onnx.load(str(path))
+    watched = _expose_layers(graph, _leaf_modules(module)) if layers else {}
+    session = ort_session(graph, optimized)
+    names = [o.name for o in session.get_outputs()]
+    captured: dict[str, np.ndarray] = {}
+    hooks = [sub.register_forward_hook(_capture(captured, p)) for p, sub in module.named_modules() if p] if layers else []
+    worst: dict[str, tuple[float, float, float, int]] = {}
+    ort_logits, fp8_logits = [], []
+    with torch.no_grad():
+        for image in pixels.split(1):
+            captured.clear()
+            fp8_logits.append(module(image.half()).float().numpy())
+            outputs = dict(zip(names, session.run(None, {"input": image.half().numpy()})))
+            ort_logits.append(outputs["logits"].astype(np.float32))
+            for layer, output in watched.items():
+                _track(worst, layer, captured.get(layer), outputs[output])
+        fp32_logits = reference(pixels).numpy()
+    for hook in hooks:
+        hook.remove()
+    ort_out, fp8_out = np.concatenate(ort_logits), np.concatenate(fp8_logits)
+    if layers:
+        _print_layers(worst)
+    if not np.isfinite(ort_out).all():
+        from profilers.quality import compare
+
+        quality = compare(torch.from_numpy(fp32_logits), torch.from_numpy(ort_out), "fp32", "", len(ort_out))
+        print(f"{name}: {quality.nonfinite} of {ort_out.size} onnxruntime logits are NaN/Inf; profilers.quality.compare, "
+              f"which zeroes them, reports max abs logit error {quality.max_abs_logit_error:.4g} against fp32 "
+              f"(max |fp32 logit| = {np.abs(fp32_logits).max():.4g})")
+    return Row(
+        model=name,
+        quantized=quantized,
+        images=len(pixels),
+        top1_agreement=float((np.nan_to_num(ort_out).argmax(1) == fp8_out.argmax(1)).mean()),
+        ort_vs_fp8=float(np.abs(ort_out - fp8_out).max()),
+        fp8_vs_fp32=float(np.abs(fp8_out - fp32_logits).max()),
+        nonfinite=int((~np.isfinite(ort_out)).sum()),
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _leaf_modules(module: torch.nn.Module) -> set[str]:
+    """Modules with no children but quantizers (a quantized convolution counts as one layer)."""
+    from modelopt.torch.quantization.nn import TensorQuantizer
+
+    return {p for p, m in module.named_modules() if p and all(isinstance(c, TensorQuantizer) for c in m.children())}
+
+
+def _expose_layers(model, leaves: set[str]) -> dict[str, str]:
+    """Each leaf module's ONNX output (the last node in its scope), added to the graph's outputs."""
+    import onnx
+
+    outputs = {}
+    for node in model.graph.node:
+        if module_path(node.name) in leaves:
+            outputs[module_path(node.name)] = node.output[0]
+    existing = {o.name for o in model.graph.output}
+    for name in set(outputs.values()) - existing:
+        model.graph.output.append(onnx.helper.make_value_info(name, onnx.TypeProto()))
+    return outputs
+
+
+def _capture(captured: dict, path: str):
+    def hook(_module, _inputs, output):
+        if torch.is_tensor(output):
+            captured[path] = output.detach().float().numpy()
+    return hook
+
+
+def _track(worst: dict, path: str, expected, got) -> None:
+    """Per module over all images: max and mean |ORT - PyTorch|, max |PyTorch|, NaN count."""
+    if expected is None or got.shape != expected.shape:
+        return
+    diff = np.abs(got.astype(np.float32) - expected)
+    finite = diff[np.isfinite(diff)]
+    before = worst.get(path, (0.0, 0.0, 0.0, 0))
+    worst[path] = (
+        max(before[0], float(finite.max()) if finite.size else 0.0),
+        max(before[1], float(finite.mean()) if finite.size else 0.0),
+        max(before[2], float(np.abs(expected).max())),
+        before[3] + int(np.isnan(got).sum()),
+    )
+
+
+def _print_layers(worst: dict) -> None:
+    print(f"{'module':<44} {'max |ORT-PT|':>13} {'mean |ORT-PT|':>14} {'max |PT|':>10} {'NaN':>9}")
+    for path, (largest, mean, scale, nan) in worst.items():
+        print(f"{path:<44} {largest:>13.6g} {mean:>14.3g} {scale:>10.4g} {nan:>9}")
+
+
+def print_table(rows: list[Row]) -> None:
+    print(f"{'model':<22} {'quantized':<18} {'images':>6} {'top-1 ORT=PT':>12} {'max|ORT-PT FP8|':>16} "
+          f"{'max|PT FP8-fp32|':>17} {'NaN/Inf':>7} {'pass':>5} {'s':>6}")
+    for r in rows:
+        print(f"{r.model:<22} {r.quantized:<18} {r.images:>6} {r.top1_agreement:>12.1%} {r.ort_vs_fp8:>16.6f} "
+              f"{r.fp8_vs_fp32:>17.6f} {r.nonfinite:>7} {'yes' if r.passed else 'NO':>5} {r.seconds:>6.0f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=list(MODELS))
+    parser.add_argument("--layers", action="store_true", help="compare every module's output with its ONNX node")
+    parser.add_argument("--unfloored", action="store_true", help="scales as exported, no fp16 floor (the old files)")
+    parser.add_argument("--ort-optimized", action="store_true", help="onnxruntime graph optimizations on")
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in args.models:
+            rows.append(check(name, Path(folder), args.layers, args.unfloored, args.ort_optimized))
+            print_table(rows[-1:])
+            sys.stdout.flush()
+    print()
+    print_table(rows)
+    return 0 if all(r.passed for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
