@@ -50,6 +50,9 @@ def _compile(patterns, where: str) -> list[re.Pattern]:
 
 
 def _parse(doc: dict, origin: str) -> Rules:
+    for key, kind in (("roles", list), ("kernel_classes", list), ("stages", dict)):
+        if not isinstance(doc.get(key, kind()), kind):
+            raise InputError(f"{origin}: {key} must be {'an array of tables' if kind is list else 'a table'}")
     roles = []
     for i, raw in enumerate(doc.get("roles", [])):
         where = f"{origin}: roles[{i}]"
