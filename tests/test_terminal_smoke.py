@@ -42,6 +42,14 @@ class Terminal:
     def alive(self) -> bool:
         return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
 
+    def quit(self, timeout: float = 10) -> bool:
+        """Ctrl+Q, then whether the app (and its tmux session) ended within `timeout`."""
+        self.keys("C-q")
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return not self.alive()
+
     def close(self) -> None:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
 
@@ -59,11 +67,7 @@ def test_open_a_session_drill_and_quit(terminal_env):
         term.wait_for("grouped convolution")
         term.keys("Enter")
         term.wait_for("layer1.0.conv2")
-        term.keys("C-q")
-        deadline = time.monotonic() + 10
-        while term.alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not term.alive()
+        assert term.quit()
     finally:
         term.close()
 
@@ -124,10 +128,6 @@ def test_the_built_wheel_opens_a_session_and_drills_to_the_qdq_kernels(tmp_path,
         term.keys("Enter")
         screen = term.wait_for("count/call")
         assert "quantize / dequantize in fp8-all > layer1.0.conv1.input_quantizer" in screen
-        term.keys("C-q")
-        deadline = time.monotonic() + 10
-        while term.alive() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not term.alive()
+        assert term.quit()
     finally:
         term.close()
