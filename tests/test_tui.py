@@ -376,3 +376,17 @@ def test_snapshot_groups_80x24(snap_compare):
 
 def test_snapshot_comparison(snap_compare):
     assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), press=["c"], terminal_size=(120, 36))
+
+
+async def test_a_click_on_a_header_sorts_by_that_column(session):
+    from inspector.tui.widgets.virtual_table import VirtualTable
+
+    app = InspectorApp(session=session, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("g", "enter")
+        table = app.screen.panel.table
+        x = table.header_text().index("k/call")
+        await pilot.click(VirtualTable, offset=(x, 0))
+        assert table.sort_column == 3 and table.sort_reverse  # numbers: largest first
+        counts = [row[3] for row in table.rows]
+        assert counts == sorted(counts, reverse=True)
