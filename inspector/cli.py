@@ -187,22 +187,16 @@ def _print_json(document) -> None:
 
 
 def _print_summary(session, path) -> None:
-    from sessions.summary import SUMMARY_HEADERS, summary_rows
-    from sessions.tables import render_text
+    from sessions import views
+    from sessions.groups import load_rules
+    from sessions.tables import table_text
+    from sessions.verdict import verdict_lines
 
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
     print(f"{session.study.model}  batch {session.study.batch}  {session.study.backend} on {session.study.device} ({gpu})")
-    print(render_text(SUMMARY_HEADERS, summary_rows(session)))
-    baseline = session.baseline()
-    if baseline is not None:
-        print(f"x = {baseline.name} median / variant median (above 1 is faster)")
-    if any(v.simulated for v in session.variants):
-        print("simulated variants: numerics of the recipe, not the speed of its kernels")
-    from sessions.summary import unstable_variants
-
-    unstable = unstable_variants(session)
-    if unstable:
-        print(f"CoV above 2.5 % for {', '.join(unstable)}: lock clocks or time longer before trusting small differences")
+    print(table_text(views.session_variant_table(session)))
+    for line in verdict_lines(session, load_rules()):
+        print(line)
     for variant in session.variants:
         for note in variant.notes:
             print(f"note ({variant.name}): {note}")
@@ -395,13 +389,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         import orjson
 
-        text = orjson.dumps(export.export_json(session, str(path)), option=orjson.OPT_INDENT_2).decode() + "\n"
+        text = orjson.dumps(export.export_json(session, str(path), _rules(args.rules)), option=orjson.OPT_INDENT_2).decode() + "\n"
     if args.output:
-        target = Path(args.output)
-        if target.exists() and not args.force:
-            raise InputError(f"{target} exists; pass --force to overwrite it")
-        target.write_text(text)
-        _err(f"wrote {target}")
+        export.write_export(Path(args.output), text, args.force)
+        _err(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return ExitCode.OK

@@ -7,9 +7,11 @@ correlation id) and the kernels (`kernel`), which `profilers.attribution` joins 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import orjson
 import torch
@@ -31,17 +33,46 @@ def _dim3(value) -> tuple[int, int, int]:
     return (0, 0, 0)
 
 
+KINETO_PREFIXES = (b"USDT:", b"STAGE:")
+
+
+@contextlib.contextmanager
+def kineto_lines_dropped() -> Iterator[None]:
+    """Kineto writes `USDT: ... profiler_start` / `profiler_stop` and `STAGE:` lines to fd 2 whatever
+    KINETO_LOG_LEVEL says, over the TUI and into a headless run's stderr. Fd 2 is caught while the
+    profiler starts or stops; every other line is given back."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [line for line in caught.read().splitlines(keepends=True) if not line.startswith(KINETO_PREFIXES)]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
 def trace(run_once: Callable[[], None], calls: int, device: str) -> TraceRecords:
     """Profile `calls` inferences; `run_once` must run with annotation ranges on."""
     activities = [ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
+    prof = profile(activities=activities)
+    with kineto_lines_dropped():
+        prof.start()
+    try:
         for i in range(calls):
             with call_range(RANGE_KIND, i):
                 run_once()
         if device == "cuda":
             torch.cuda.synchronize()
+    finally:
+        with kineto_lines_dropped():
+            prof.stop()
     fd, path = tempfile.mkstemp(suffix=".json")
     os.close(fd)
     try:

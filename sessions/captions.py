@@ -12,7 +12,7 @@ SIMULATED_FP8 = (
     "simulated FP8 (ModelOpt fake quantization): quality reflects the FP8 recipe, time is not FP8 kernel speed"
 )
 SIMULATED_TAG = "simulated"
-SPEEDUP = "x = baseline median / variant median (above 1 is faster)"
+SPEEDUP = "speed-up = baseline median / variant median: above 1 is faster, below 1 slower"
 UNSTABLE = "CoV above 2.5 % for {names}: lock clocks or time longer before trusting small differences"
 NO_KERNEL_TABLE = "no kernel table: these files hold layers and times, not kernel launches"
 STAND_IN = (
@@ -21,6 +21,11 @@ STAND_IN = (
 )
 STAND_IN_LAYER_TIMES = "synthetic per-layer times reported by the TensorRT stand-in for tests, not TensorRT's IProfiler"
 NO_REFERENCE = "quality not measured: an .onnx model has no fp32 PyTorch reference to compare with"
+GROUP_SPEEDUP = "speed-up = baseline ms / variant ms of the group's kernels per call: above 1 is faster"
+INTERRUPTED = "interrupted; finished variants are saved in {path}"
+CANCELLED = "study cancelled; finished variants are saved in {path}"
+FLAG_NEW = "new in {variant}"
+FLAG_IN_BASELINE = "also in {baseline}"
 COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the figures unstable
 
 
@@ -44,3 +49,12 @@ def session_caveats(session: Session) -> list[str]:
     if session.variants and all(v.kernels is None for v in session.variants):
         lines.append(NO_KERNEL_TABLE)
     return lines
+
+
+def speedup_label(baseline: str | None) -> str:
+    """The header of every speed-up column: what it divides, and which way is faster."""
+    return f"speed-up vs {baseline} (>1 faster)" if baseline else "speed-up (>1 faster)"
+
+
+def variant_label(name: str, simulated: bool) -> str:
+    return f"{name} ({SIMULATED_TAG})" if simulated else name

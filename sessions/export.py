@@ -6,15 +6,18 @@ study, so a reader can check and repeat the numbers.
 
 from __future__ import annotations
 
-import csv
-import io
+import os
 import shlex
+import tempfile
+from pathlib import Path
 
-from sessions.group_report import group_table
+from sessions import views
+from sessions.errors import InputError
 from sessions.groups import Rules
 from sessions.model import Session
-from sessions.summary import median_cell, summarize_session, summary_document, unstable_variants
-from sessions.tables import render_markdown
+from sessions.summary import summary_document
+from sessions.tables import render_markdown, table_csv, table_markdown
+from sessions.verdict import verdict_lines
 
 SECTIONS = ("comparison", "quality", "groups", "method", "environment", "recipe", "rerun")
 
@@ -28,42 +31,15 @@ def _backend_label(session: Session, backend: str) -> str:
     return "trtexec files"
 
 
-def comparison_section(session: Session) -> str:
+def comparison_section(session: Session, rules: Rules) -> str:
+    """The variant table of `show`, with where it ran above it, the verdict and the caveats below it."""
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "unknown")
-    baseline = session.baseline()
     plan = session.study.plan
-    level = plan.opt_level if plan is not None and plan.backend == "tensorrt" else None
-    headers = ["variant", "GPU", "backend", "level", "batch", "median ms", "p99 ms", "CoV %",
-               f"x vs {baseline.name}" if baseline else "x", "kernels / call", "size MiB", "build s"]
-    rows = []
-    for s in summarize_session(session):
-        rows.append([
-            f"{s.name} (simulated)" if s.simulated else s.name,
-            gpu,
-            _backend_label(session, s.backend),
-            level,
-            session.study.batch,
-            median_cell(s),
-            s.p99_ms,
-            s.cov * 100 if s.cov is not None else None,
-            s.speedup,
-            s.per_call,
-            s.artifact_mib,
-            s.build_s,
-        ])
-    text = render_markdown(headers, rows)
-    notes = []
-    if any(s.simulated for s in summarize_session(session)):
-        notes.append("*simulated*: PyTorch with ModelOpt fake quantization; numerics of the FP8 recipe, not FP8 kernel speed.")
-    if baseline is not None:
-        notes.append(f"x = {baseline.name} median latency / variant median latency; above 1 is faster.")
-    unstable = unstable_variants(session)
-    if unstable:
-        notes.append(f"CoV above 2.5 % for {', '.join(unstable)} (trtexec warns there too): small differences are noise.")
-    failed = [v for v in session.variants if v.status != "ok"]
-    notes.extend(f"{v.name} failed: {v.error}" for v in failed)
-    notes.extend(f"{v.name}: {note}." for v in session.variants for note in v.notes)
-    return "\n\n".join(["## Comparison", text, *notes])
+    level = f", builder optimization level {plan.opt_level}" if plan is not None and plan.backend == "tensorrt" else ""
+    backends = ", ".join(dict.fromkeys(_backend_label(session, v.backend) for v in session.variants))
+    where = f"{gpu}; {backends}{level}; batch {session.study.batch}."
+    return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
+                         *verdict_lines(session, rules)])
 
 
 def quality_section(session: Session) -> str:
@@ -80,12 +56,7 @@ def quality_section(session: Session) -> str:
 
 
 def groups_section(session: Session, rules: Rules) -> str:
-    headers, rows = group_table(session, "role", rules)
-    traced = any(v.kernels is not None for v in session.variants)
-    keep = [0] + [i for i, h in enumerate(headers) if h.endswith(" ms") or (traced and h.endswith("k/call"))]
-    table = render_markdown([headers[i] for i in keep], [[row[i] for i in keep] for row in rows])
-    title = "## Kernels per call by group" if traced else "## Layer time per call by group (no kernel trace in these files)"
-    return f"{title}\n\n{table}"
+    return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role"))])
 
 
 def _known(value, words=None) -> str:
@@ -161,7 +132,7 @@ def export_markdown(session: Session, rules: Rules, sections: list[str] | None =
     sections = sections or list(SECTIONS)
     title = f"# {session.study.model}: {', '.join(v.name for v in session.variants)} ({session.study.created})"
     builders = {
-        "comparison": lambda: comparison_section(session),
+        "comparison": lambda: comparison_section(session, rules),
         "quality": lambda: quality_section(session),
         "groups": lambda: groups_section(session, rules),
         "method": lambda: method_section(session),
@@ -173,15 +144,37 @@ def export_markdown(session: Session, rules: Rules, sections: list[str] | None =
 
 
 def export_csv(session: Session) -> str:
-    out = io.StringIO()
-    rows = summarize_session(session)
-    writer = csv.writer(out)
-    fields = list(rows[0].__dataclass_fields__) if rows else []
-    writer.writerow(fields)
-    for row in rows:
-        writer.writerow([getattr(row, f) for f in fields])
-    return out.getvalue()
+    """The variant table with raw values (what `show` prints, unformatted)."""
+    return table_csv(views.session_variant_table(session))
 
 
-def export_json(session: Session, path: str | None) -> dict:
-    return summary_document(session, path)
+def export_json(session: Session, path: str | None, rules: Rules) -> dict:
+    return {**summary_document(session, path), "verdicts": verdict_lines(session, rules)}
+
+
+def write_export(target: Path, text: str, force: bool) -> None:
+    """Write atomically (temporary file, then rename); never over a folder or, without `force`, a file."""
+    if target.is_dir():
+        raise InputError(f"{target} is a folder; give a file name")
+    if target.exists() and not force:
+        raise InputError(f"{target} exists; pass --force to overwrite it")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, target)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def free_name(target: Path) -> Path:
+    """`target`, or `name-2.md`, `name-3.md`, ... : the first that does not exist (the TUI never overwrites)."""
+    candidate, n = target, 1
+    while candidate.exists():
+        n += 1
+        candidate = target.with_name(f"{target.stem}-{n}{target.suffix}")
+    return candidate

@@ -89,36 +89,3 @@ def summary_document(session: Session, path: str | None = None) -> dict:
         "baseline": baseline.name if baseline else None,
         "variants": [asdict(s) for s in summarize_session(session)],
     }
-
-
-COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the figures unstable
-
-
-def unstable_variants(session: Session) -> list[str]:
-    return [v.name for v in session.variants if v.latency is not None and v.latency.cov > COV_WARN]
-
-
-SUMMARY_HEADERS = ["variant", "backend", "median ms", "p99 ms", "CoV %", "x", "per call", "top-1 %", "KL", "MiB", "status"]
-
-
-def summary_rows(session: Session) -> list[list]:
-    rows = []
-    for s in summarize_session(session):
-        name = f"{s.name} (simulated)" if s.simulated else s.name
-        per_call = f"{s.per_call:.0f} {s.unit}s" if s.per_call is not None else None
-        rows.append(
-            [
-                name,
-                s.backend,
-                median_cell(s),
-                s.p99_ms,
-                s.cov * 100 if s.cov is not None else None,
-                s.speedup,
-                per_call,
-                s.top1_agreement * 100 if s.top1_agreement is not None else None,
-                s.mean_kl,
-                s.artifact_mib,
-                s.status if not s.error else f"failed: {s.error}",
-            ]
-        )
-    return rows

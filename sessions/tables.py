@@ -2,19 +2,81 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Sequence
+from typing import Any, Protocol
+
+
+class TypedColumn(Protocol):
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def numeric(self) -> bool: ...
+
+
+class Table(Protocol):
+    """What sessions.views.Table offers the renderers (a protocol: views imports this module, not the reverse)."""
+
+    @property
+    def columns(self) -> Sequence[TypedColumn]: ...
+
+    @property
+    def rows(self) -> Sequence[Sequence[Any]]: ...
+
+    @property
+    def notes(self) -> Sequence[str]: ...
+
+    @property
+    def labels(self) -> list[str]: ...
 
 Cell = str | int | float | None
 
 
+def _unsigned_zero(text: str) -> str:
+    """'-0.0' and '-0.000' read as a loss where nothing changed."""
+    return text[1:] if text.startswith("-") and not text.strip("-0.%x") else text
+
+
 def cell_text(value: Cell, digits: int = 3) -> str:
+    """A cell of an untyped table: integers (and whole floats) as integers, other floats fixed-point."""
     if value is None:
         return "-"
     if isinstance(value, float):
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
         if value != 0 and abs(value) < 10 ** -digits:
             return f"{value:.2e}"
-        return f"{value:.{digits}f}"
+        return _unsigned_zero(f"{value:.{digits}f}")
     return str(value)
+
+
+def format_value(value: Cell, kind: str) -> str:
+    """A cell of a typed column (sessions.views.Column.kind): one unit and one precision per column."""
+    if value is None:
+        return "-"
+    if kind == "text" or isinstance(value, str):
+        return str(value)
+    number = float(value)
+    if kind == "count":
+        return str(round(number)) if abs(number - round(number)) < 0.05 else f"{number:.1f}"
+    if kind == "delta_count":
+        text = f"{round(number):+d}" if abs(number - round(number)) < 0.05 else f"{number:+.1f}"
+        return "0" if text in ("+0", "-0") else text
+    if kind == "delta_ms":
+        text = f"{number:+.3f}"
+        return "0.000" if text in ("+0.000", "-0.000") else text
+    if kind == "sci":
+        return f"{number:.2e}" if number != 0 and abs(number) < 1e-3 else f"{number:.4f}"
+    text = f"{number:.{FORMATS.get(kind, 3)}f}"
+    return _unsigned_zero(text) + ("x" if kind == "speedup" else "")
+
+
+FORMATS = {"ms": 3, "us": 1, "pct": 1, "speedup": 2, "seconds": 2, "mib": 1}
 
 
 def render_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: set[int] | None = None) -> str:
@@ -88,3 +150,31 @@ def markdown_table_problems(text: str) -> list[str]:
         else:
             i += 1
     return problems
+
+
+def _typed_cells(table: Table) -> list[list[str]]:
+    return [[format_value(v, c.kind) for v, c in zip(row, table.columns)] for row in table.rows]
+
+
+def table_text(table: Table) -> str:
+    """A typed table (sessions.views.Table) as aligned text, its notes below."""
+    right = {i for i, c in enumerate(table.columns) if c.numeric}
+    return "\n".join([render_text(table.labels, _typed_cells(table), right), *table.notes])
+
+
+def table_markdown(table: Table) -> str:
+    right = {i for i, c in enumerate(table.columns) if c.numeric}
+    return "\n\n".join([render_markdown(table.labels, _typed_cells(table), right), *table.notes])
+
+
+def table_csv(table: Table) -> str:
+    """Raw values, not formatted ones: a spreadsheet computes with them."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(table.labels)
+    writer.writerows(table.rows)
+    return out.getvalue()
+
+
+def table_records(table: Table) -> list[dict[str, Any]]:
+    return [dict(zip(table.labels, row)) for row in table.rows]

@@ -89,7 +89,7 @@ def test_the_markdown_check_catches_a_wrong_column_count():
 
 
 def test_csv_and_sections_and_overwrite(session, tmp_path):
-    assert export_csv(session).splitlines()[0].startswith("name,backend,precision")
+    assert export_csv(session).splitlines()[0].startswith("variant,median ms")
     assert len(export_csv(session).splitlines()) == 4
     out = tmp_path / "r.md"
     first = run_cli("export", str(B1), "--sections", "comparison,method", "-o", str(out))

@@ -10,7 +10,14 @@ from inspector.tui.app import InspectorApp
 from inspector.tui.screens.browser import BrowserScreen
 from inspector.tui.screens.modals import FilterScreen, HelpScreen
 from inspector.tui.screens.overview import OverviewScreen
-from inspector.tui.screens.tables import AllKernelsScreen, DiffScreen, FlagsScreen, GroupsScreen, KernelsScreen, LayersScreen
+from inspector.tui.screens.tables import (
+    AllKernelsScreen,
+    DiffScreen,
+    FlagsScreen,
+    GroupsScreen,
+    KernelsScreen,
+    LayersScreen,
+)
 from sessions import storage
 from tests.conftest import H200
 
@@ -36,11 +43,11 @@ async def test_drill_group_layer_kernel_and_back(session):
         assert layers.crumbs[-1] == "grouped convolution in fp8-all"
         await pilot.press("enter")
         kernels = app.screen
-        assert isinstance(kernels, KernelsScreen) and kernels.crumbs[-1] == "layer1.0.conv2"
+        assert isinstance(kernels, KernelsScreen) and kernels.crumbs[-1] == "layer1.0.conv2 in fp8-all"
         (row,) = kernels.panel.table._rows
         assert row[1] == 64  # 64 launches per call of one kernel: the per-group split
         await pilot.press("right_square_bracket")  # same layer in the next variant
-        assert kernels.variant_name == "fp8-no-se"
+        assert kernels.variant_name == "fp8-no-se" and kernels.crumbs[-1] == "layer1.0.conv2 in fp8-no-se"
         await pilot.press("escape", "escape", "escape")
         assert isinstance(app.screen, OverviewScreen)
 
@@ -58,6 +65,8 @@ async def test_filter_sort_and_flags(session):
         await pilot.press("s", "s", "s")  # ... k/call, largest first
         table = layers.panel.table
         assert (table.sort_column, table.sort_reverse) == (3, True) and "k/call ▼" in table.header_text()
+        await pilot.press("slash", "escape")  # bug 7: a cancelled filter dialog keeps the filter
+        assert layers.panel.pattern == "layer1\\." and table.row_count == 3
         await pilot.press("escape", "escape")
         await pilot.press("f")
         flags = app.screen
@@ -72,9 +81,11 @@ async def test_help_and_environment_and_export(session, tmp_path):
     app = InspectorApp(session=session, path=copy)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen)
+        assert isinstance(app.screen, HelpScreen) and "| c | Compare |" in app.screen.markdown
         await pilot.press("escape", "x")
         assert (tmp_path / "s.md").read_text().startswith("# senet154")
+        await pilot.press("x")  # bug 5: a second export never overwrites the first
+        assert (tmp_path / "s-2.md").is_file()
         await pilot.press("e")
         assert "Timed region" in app.screen.markdown
 
@@ -86,11 +97,15 @@ async def test_browser_compares_two_marked_sessions(tmp_path):
         (folder / name).write_bytes((H200 / name).read_bytes())
     app = InspectorApp(sessions_folder=folder)
     async with app.run_test(size=(120, 36)) as pilot:
+        await app.workers.wait_for_complete()  # the list is read in a worker: the screen opens at once
+        await pilot.pause()
         assert isinstance(app.screen, BrowserScreen) and app.screen.panel.table.row_count == 2
         await pilot.press("space", "j", "space", "c")
         assert isinstance(app.screen, DiffScreen)
         # batch 1 against batch 8: compared per image, where batch 8 is faster (issue 14)
         assert app.screen.diff.per_image and not app.screen.diff.regressions and "no regression" in app.screen.crumbs[-1]
+        notes = app.screen.panel.data.notes  # bug 6: A and B named
+        assert notes[:2] == ("A: senet154-h200.json", "B: senet154-h200-b8.json")
         await pilot.press("escape", "enter")
         assert isinstance(app.screen, OverviewScreen)
 
@@ -127,9 +142,9 @@ async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path, mon
     show = TablePanel.show
 
     def recording_show(self, data):
-        if self.id == "landed":
-            landed.append([label for label, _ in data.columns[1:]])
         show(self, data)
+        if self.id == "landed":  # bug 3: what the widget holds, not only what it was given
+            landed.append([row[0] for row in self.table.rows])
 
     monkeypatch.setattr(TablePanel, "show", recording_show)
 
@@ -186,4 +201,193 @@ def test_snapshot_diff(snap_compare, tmp_path):
     for name in ("senet154-h200.json", "senet154-h200-b8.json"):
         (folder / name).write_bytes((H200 / name).read_bytes())
     app = InspectorApp(sessions_folder=folder)
-    assert snap_compare(app, press=["space", "j", "space", "c"], terminal_size=(120, 36))
+
+    async def read(pilot):
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+
+    assert snap_compare(app, press=["space", "j", "space", "c"], terminal_size=(120, 36), run_before=read)
+
+
+# -- issue 15 ------------------------------------------------------------------------------------
+async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session, tmp_path, monkeypatch):
+    """Bug 1: after `]` the title and the rows (and `x`) name the same variant and layer."""
+    from sessions.views import kernel_table
+
+    monkeypatch.chdir(tmp_path)
+    app = InspectorApp(session=session, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("f", "enter")
+        kernels = app.screen
+        assert kernels.crumbs[-1] == "layer1.0.conv2 in fp16"
+        await pilot.press("right_square_bracket", "x")
+        assert kernels.crumbs[-1] == "layer1.0.conv2 in fp8-all"
+        assert kernels.panel.table.rows == kernel_table(session.variant("fp8-all"), "layer1.0.conv2").rows
+    (written,) = tmp_path.glob("trt-inspect-*.md")
+    assert written.read_text().startswith("senet154 > flagged layers > layer1.0.conv2 in fp8-all")
+
+
+async def test_header_scrolls_with_the_body_and_the_first_column_stays(session):
+    """Bug 2: the header is the table's first line; sideways scrolling moves it with the rows."""
+    app = InspectorApp(session=session, path=SESSION)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("g")
+        table = app.screen.panel.table
+        await pilot.press(*["right"] * 30)
+        await pilot.pause()
+        assert table.scroll_offset.x > 0
+        header, first = table.render_line(0).text, table.render_line(1).text
+        assert header.startswith("role") and first.startswith("grouped convolution")
+        column = table.column_at(header.index("fp16", 5) if "fp16" in header[5:] else 40)
+        assert column is not None and table.columns[column].label.split()[0] in header
+
+
+async def test_regrouping_renames_the_first_column(session):
+    """Bug 3: the columns follow the data."""
+    app = InspectorApp(session=session, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("g", "2")
+        table = app.screen.panel.table
+        assert table.columns[0].label == "stage" and "layer3" in [r[0] for r in table.rows]
+        await pilot.press("3")
+        assert table.columns[0].label == "kernel"
+
+
+def _endless_study(monkeypatch, tmp_path):
+    """A study that saves a session and then runs until it is interrupted (no torch)."""
+    import time
+
+    from inspector.study import Progress
+
+    path = tmp_path / "running.json"
+    path.write_bytes(SESSION.read_bytes())
+
+    def endless(request, report):
+        report(Progress("setup", "session", session_path=path))
+        while True:
+            time.sleep(0.01)
+
+    monkeypatch.setattr("inspector.tui.screens.study.run_requested_study", endless)
+    return path
+
+
+async def test_ctrl_c_during_a_study_asks_then_exits_130_keeping_the_session(tmp_path, monkeypatch):
+    """Bug 4: like the headless Ctrl-C; and ctrl+q asks too."""
+    from inspector.request import StudyRequest
+    from inspector.tui.screens.modals import ConfirmScreen
+
+    path = _endless_study(monkeypatch, tmp_path)
+    app = InspectorApp(study=StudyRequest(model="m"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.press("ctrl+c")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+    assert app.return_code == 130 and str(path) in app.exit_note and path.is_file()
+
+
+async def test_a_cancelled_study_is_not_an_error(tmp_path, monkeypatch):
+    """Bug 9: ctrl+x stops the study; no red Error dialog; the saved part opens."""
+    from inspector.request import StudyRequest
+    from inspector.tui.screens.modals import ErrorScreen
+
+    _endless_study(monkeypatch, tmp_path)
+    app = InspectorApp(study=StudyRequest(model="m"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+x")
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, ErrorScreen) and isinstance(app.screen, OverviewScreen)
+
+
+async def test_export_to_an_unwritable_place_is_one_notice(session, tmp_path):
+    """Bug 5: no traceback, the app goes on."""
+    app = InspectorApp(session=session, path=tmp_path / "missing" / "s.json")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("x")
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen) and app.is_running
+
+
+async def test_help_fits_80x24_and_the_browser_never_stacks(tmp_path):
+    """Bug 7: help scrolls and lists this screen's keys; `b` twice is one browser; esc leaves it."""
+    from textual.containers import VerticalScroll
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    (folder / "a.json").write_bytes(SESSION.read_bytes())
+    app = InspectorApp(session=storage.load(SESSION), path=SESSION, sessions_folder=folder)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("b", "b")
+        assert sum(isinstance(s, BrowserScreen) for s in app.screen_stack) == 1
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert app.screen.panel.table.row_count == 1
+        await pilot.press("question_mark")
+        assert app.screen.query_one(VerticalScroll) and "Mark" in app.screen.markdown
+        await pilot.press("escape", "escape")
+        assert isinstance(app.screen, OverviewScreen)
+
+
+async def test_enter_on_a_names_only_import_opens_its_groups(session):
+    """Bug 10: a session without kernel tables still has a way in from the overview."""
+    import copy
+
+    names_only = copy.deepcopy(session)
+    for variant in names_only.variants:
+        variant.kernels, variant.trace = None, None
+    app = InspectorApp(session=names_only, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("enter")
+        assert isinstance(app.screen, GroupsScreen)
+        await pilot.press("enter")
+        assert isinstance(app.screen, LayersScreen)
+
+
+async def test_comparison_view_and_both_kernel_lists(session):
+    from inspector.tui.screens.tables import CompareScreen, SideBySideScreen
+
+    app = InspectorApp(session=session, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("c")
+        screen = app.screen
+        assert isinstance(screen, CompareScreen) and (screen.a, screen.b) == ("fp16", "fp8-all")
+        first = screen.panel.table.rows[0]
+        assert first[1] == "quantize / dequantize" and first[4] > 0 and screen.panel.table._tones[0] == "bad"
+        await pilot.press("slash", *"conv2$", "enter")
+        assert "Σ delta ms" in screen.panel.count_text()
+        await pilot.press("enter")
+        sides = app.screen
+        assert isinstance(sides, SideBySideScreen) and sides.left.rows and sides.right.rows
+
+
+def test_snapshot_overview_80x24(snap_compare):
+    assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), terminal_size=(80, 24))
+
+
+def test_snapshot_groups_80x24(snap_compare):
+    assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), press=["g"], terminal_size=(80, 24))
+
+
+def test_snapshot_comparison(snap_compare):
+    assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), press=["c"], terminal_size=(120, 36))
+
+
+async def test_a_click_on_a_header_sorts_by_that_column(session):
+    from inspector.tui.widgets.virtual_table import VirtualTable
+
+    app = InspectorApp(session=session, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("g", "enter")
+        table = app.screen.panel.table
+        x = table.header_text().index("k/call")
+        await pilot.click(VirtualTable, offset=(x, 0))
+        assert table.sort_column == 3 and table.sort_reverse  # numbers: largest first
+        counts = [row[3] for row in table.rows]
+        assert counts == sorted(counts, reverse=True)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+
 from inspector.request import StudyRequest
+from sessions.errors import ExitCode
 
 
 def open_tui(session: str | None = None, request: StudyRequest | None = None) -> int:
@@ -18,4 +23,9 @@ def open_tui(session: str | None = None, request: StudyRequest | None = None) ->
     else:
         app = InspectorApp()
     app.run()
-    return app.return_code or 0
+    code = app.return_code or 0
+    if app.exit_note:
+        print(f"trt-inspect: {app.exit_note}", file=sys.stderr, flush=True)
+    if code == ExitCode.INTERRUPTED and threading.active_count() > 1:
+        os._exit(code)  # a study step still unwinding: its session file is already saved (atomic writes)
+    return code

@@ -9,7 +9,7 @@ from textual.binding import Binding
 
 from inspector.request import StudyRequest
 from inspector.tui.screens.browser import BrowserScreen
-from inspector.tui.screens.modals import HelpScreen
+from inspector.tui.screens.modals import HelpScreen, help_markdown
 from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.screens.study import StudyScreen
 from sessions.groups import Rules, load_rules
@@ -20,7 +20,7 @@ class InspectorApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "trt-inspect"
     BINDINGS = [
-        Binding("ctrl+q", "quit", "Quit", id="app.quit", priority=True),
+        Binding("ctrl+q,ctrl+c", "quit", "Quit", id="app.quit", priority=True),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("b", "browser", "Sessions", id="app.browser"),
     ]
@@ -37,6 +37,7 @@ class InspectorApp(App):
         self.session, self.path, self.study = session, path, study
         self.rules = rules or load_rules()
         self.sessions_folder = sessions_folder
+        self.exit_note: str | None = None  # one line for stderr once the terminal is back (an interrupted study)
 
     def on_mount(self) -> None:
         if self.study is not None:
@@ -46,16 +47,41 @@ class InspectorApp(App):
         else:
             self.push_screen(BrowserScreen(self.rules, self.sessions_folder))
 
+    def _study_screen(self) -> StudyScreen | None:
+        return next((s for s in self.screen_stack if isinstance(s, StudyScreen) and s.running), None)
+
+    async def action_quit(self) -> None:
+        """Quit; while a study runs, ask first (its screen stops it the way Ctrl-C stops a headless run)."""
+        study = self._study_screen()
+        if study is None:
+            self.exit()
+        else:
+            study.action_quit_study()
+
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(help_markdown(self.screen)))
 
     def action_browser(self) -> None:
+        """The session browser: one at most (b on it does nothing); not while a study runs on its screen."""
+        if self._study_screen() is not None:
+            self.notify("a study is running: Ctrl+X stops it, then b browses", severity="warning")
+            return
+        if isinstance(self.screen, BrowserScreen):
+            return
+        existing = next((s for s in self.screen_stack if isinstance(s, BrowserScreen)), None)
+        if existing is not None:
+            while self.screen is not existing:
+                self.pop_screen()
+            return
         self.push_screen(BrowserScreen(self.rules, self.sessions_folder))
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Sessions: Browse", "Saved sessions; mark two to compare", self.action_browser)
-        yield SystemCommand("Help: Keys", "Every key binding", self.action_help)
-        for name, description in (("groups", "Groups: Show"), ("flags", "Flagged layers: Show"), ("export", "Export: Markdown")):
+        yield SystemCommand("Help: Keys", "The keys of this screen", self.action_help)
+        names = (("groups", "Groups: Show"), ("compare", "Compare: two variants per layer"), ("flags", "Flagged layers: Show"),
+                 ("export", "Export: Markdown"))
+        for name, description in names:
             if isinstance(screen, OverviewScreen):
                 yield SystemCommand(description, f"The {name} view of this session", getattr(screen, f"action_{name}"))

@@ -1,15 +1,16 @@
-"""Saved sessions: open one, or mark two and compare them."""
+"""Saved sessions: open one, or mark two and compare them. The list is read in a worker, once per app."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState
 
-from inspector.tui.rows import TableData
 from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.screens.tables import DiffScreen
 from inspector.tui.widgets.table_panel import TablePanel
@@ -17,7 +18,11 @@ from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions.diff import diff_sessions
 from sessions.errors import InputError
 from sessions.groups import Rules
-from sessions.storage import list_sessions, load
+from sessions.storage import SessionEntry, list_sessions, load
+from sessions.views import Column, Table
+
+COLUMNS = (Column(""), Column("model"), Column("created"), Column("GPU / CPU"), Column("backend"), Column("variants"),
+           Column("file"))
 
 
 class BrowserScreen(Screen):
@@ -25,53 +30,68 @@ class BrowserScreen(Screen):
         Binding("space", "mark", "Mark", id="browser.mark"),
         Binding("c", "compare", "Compare marked", id="browser.compare"),
         Binding("r", "reload", "Reload", id="browser.reload"),
+        Binding("escape", "back", "Back", id="browser.back"),
     ]
 
     def __init__(self, rules: Rules, folder: Path | None = None) -> None:
         super().__init__()
         self.rules, self.folder = rules, folder
         self.marked: list[Path] = []
+        self.entries: list[SessionEntry] = []
         self.panel = TablePanel(self._data())
 
-    def _data(self) -> TableData:
-        entries, problems = list_sessions(self.folder)
-        self.problems = problems
-        rows = [
-            ("*" if e.path in getattr(self, "marked", []) else "", e.model, e.created, e.gpu, f"{e.backend}/{e.device}", ",".join(e.variants), e.path.name)
-            for e in entries
-        ]
-        columns = [("", False), ("model", False), ("created", False), ("GPU / CPU", False), ("backend", False), ("variants", False), ("file", False)]
-        return TableData(columns, rows, [e.path for e in entries], ["bold" if r[0] else "" for r in rows])
+    def _data(self) -> Table:
+        rows = [("*" if e.path in self.marked else "", e.model, e.created, e.gpu, f"{e.backend}/{e.device}",
+                 ",".join(e.variants), e.path.name) for e in self.entries]
+        return Table(COLUMNS, rows, [e.path for e in self.entries], ["warn" if r[0] else "" for r in rows])
 
     def compose(self) -> ComposeResult:
-        yield Static("sessions (Enter opens, space marks, c compares the two marked)", id="breadcrumb")
+        yield Static("sessions (reading ...) Enter opens, space marks, c compares the two marked", id="breadcrumb")
         yield self.panel
         yield Footer()
 
     def on_mount(self) -> None:
         self.panel.table.focus()
-        for problem in self.problems:
+        self.read_sessions()
+
+    @work(thread=True, exclusive=True, group="browser")
+    def read_sessions(self) -> tuple[list[SessionEntry], list[str]]:
+        return list_sessions(self.folder)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group != "browser" or event.state != WorkerState.SUCCESS:
+            return
+        self.entries, problems = event.worker.result
+        self.panel.show(self._data())
+        self.query_one("#breadcrumb", Static).update("sessions: Enter opens, space marks, c compares the two marked")
+        for problem in problems:
             self.notify(problem, severity="warning")
 
     def action_reload(self) -> None:
-        self.panel.show(self._data())
+        self.read_sessions()
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) > 2:
+            self.app.pop_screen()
 
     def action_mark(self) -> None:
         path = self.panel.table.cursor_key
         if path is None:
             return
-        if path in self.marked:
-            self.marked.remove(path)
-        else:
-            self.marked = (self.marked + [path])[-2:]
+        self.marked = [p for p in self.marked if p != path] if path in self.marked else (self.marked + [path])[-2:]
         self.panel.show(self._data())
 
     def action_compare(self) -> None:
         if len(self.marked) != 2:
             self.notify("mark two sessions with space first", severity="warning")
             return
-        a, b = sorted(self.marked, key=lambda p: load(p).study.created)
-        diff = diff_sessions(load(a), load(b), self.rules, 0.05, a.name, b.name)
+        path_a, path_b = sorted(self.marked, key=lambda p: next(e.created for e in self.entries if e.path == p))
+        try:
+            a, b = load(path_a), load(path_b)
+        except InputError as exc:
+            self.notify(exc.message, severity="error")
+            return
+        diff = diff_sessions(a, b, self.rules, 0.05, path_a.name, path_b.name)
         self.app.push_screen(DiffScreen(diff, ["sessions"]))
 
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:

@@ -7,34 +7,51 @@ import re
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, Markdown, Static
 
-HELP = """\
-## Keys
-| key | what |
-|---|---|
-| enter | drill in: group -> layers -> kernels |
-| esc | back |
-| / | filter rows by a regular expression |
-| s / S | sort by the next column / reverse |
-| j k g G, arrows, page keys | move |
-| [ ] | previous / next variant |
-| 1 2 3 | groups by role / stage / kernel class |
-| g (overview) | groups; f flagged layers; k all kernels |
-| e | environment and method |
-| x | overview: the session as Markdown beside it; tables: the table as shown |
-| b | session browser; space marks, c compares two |
-| ctrl+p | command palette; ctrl+q quits |
-"""
+
+def help_markdown(screen: Screen) -> str:
+    """The keys of `screen` as they are bound now (focused widget, screen and app), generated, never written by hand."""
+    rows: dict[str, list[str]] = {}
+    for active in screen.active_bindings.values():
+        binding = active.binding
+        if binding.system or not binding.description:
+            continue
+        display = screen.app.get_key_display(binding)
+        rows.setdefault(binding.description, []).append(display)
+    lines = ["## Keys on this screen", "| key | what |", "|---|---|"]
+    lines += ["| " + " ".join(keys).replace("|", "\\|") + f" | {what} |" for what, keys in rows.items()]
+    lines += ["", "Click a column header to sort by it. Ctrl+P: every command."]
+    return "\n".join(lines)
 
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
+    def __init__(self, markdown: str) -> None:
+        super().__init__()
+        self.markdown = markdown
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="help"):
+            yield Markdown(self.markdown)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes / no question: y or Enter say yes, n or Esc no; Ctrl+C again says yes (quit means quit)."""
+
+    BINDINGS = [Binding("y,enter,ctrl+c", "dismiss(True)", "Yes", priority=True),
+                Binding("n,escape", "dismiss(False)", "No", priority=True)]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Markdown(HELP)
+            yield Static(self.question)
+            yield Label("[b]y[/b] yes   [b]n[/b] no")
 
 
 class FilterScreen(ModalScreen[str | None]):

@@ -1,4 +1,4 @@
-"""The overview of one session: a column per variant, latency bars, and the way into every view."""
+"""The overview of one session: the verdict, a row per variant, latency bars, and the way into every view."""
 
 from __future__ import annotations
 
@@ -9,27 +9,32 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from inspector.tui import rows
 from inspector.tui.screens.modals import TextScreen
-from inspector.tui.screens.tables import AllKernelsScreen, FlagsScreen, GroupsScreen
+from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
+from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
 from inspector.tui.widgets.table_panel import TablePanel
-from sessions.export import environment_section, export_markdown, method_section
+from inspector.tui.widgets.virtual_table import VirtualTable
+from sessions import views
+from sessions.export import environment_section, export_markdown, free_name, method_section
 from sessions.groups import Rules
 from sessions.model import Session
+from sessions.verdict import verdict_lines
 
 
 def drill_default(session: Session) -> str:
-    """The variant drill-downs open first: the first one that is not the baseline."""
-    ok = [v.name for v in session.variants if v.status == "ok"]
-    baseline = session.baseline()
-    others = [n for n in ok if baseline is None or n != baseline.name]
-    return (others or ok or [session.variants[0].name])[0]
+    """The variant drill-downs open first: the one the verdict speaks of (first FP8), else the first that is not the baseline."""
+    pair = views.default_pair(session)
+    if pair is not None:
+        return pair[1]
+    ok = ok_variants(session)
+    return (ok or [session.variants[0].name])[0]
 
 
 class OverviewScreen(Screen):
     BINDINGS = [
-        # priority: the overview's table would take g and k for top / up
+        # priority: the table would take g and k for top / up
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
+        Binding("c", "compare", "Compare", id="overview.compare"),
         Binding("f", "flags", "Flagged", id="overview.flags"),
         Binding("k", "all_kernels", "All kernels", id="overview.kernels", priority=True),
         Binding("e", "environment", "Env/method", id="overview.environment"),
@@ -45,15 +50,14 @@ class OverviewScreen(Screen):
         s = self.session
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
         yield Static(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}", id="breadcrumb")
-        yield TablePanel(rows.overview(s), id="overview-table")
-        yield Static("\n".join(rows.latency_bars(s)), id="bars")
-        notes = []
-        if any(v.simulated for v in s.variants):
-            notes.append("simulated variants: numerics of the FP8 recipe, not FP8 kernel speed")
-        baseline = s.baseline()
-        if baseline is not None:
-            notes.append(f"x = {baseline.name} median / variant median")
-        yield Static("  ·  ".join(notes), id="notes")
+        verdicts = verdict_lines(s, self.rules)
+        yield Static(verdicts[0] if verdicts else "no verdict: fewer than two timed variants", id="verdict")
+        table = views.session_variant_table(s)
+        panel = TablePanel(table, id="overview-table")
+        panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
+        yield panel
+        yield LatencyBars(bars_of(s), id="bars")
+        yield Static("\n".join(table.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -63,8 +67,20 @@ class OverviewScreen(Screen):
     def crumbs(self) -> list[str]:
         return [self.session.study.model]
 
+    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+        """Enter on a variant: its groups (every session has layers, even a names-only import)."""
+        variant = event.key if event.key in ok_variants(self.session) else drill_default(self.session)
+        self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs, variant))
+
     def action_groups(self) -> None:
         self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs, drill_default(self.session)))
+
+    def action_compare(self) -> None:
+        pair = views.default_pair(self.session)
+        if pair is None:
+            self.notify("comparing needs two variants that finished", severity="warning")
+            return
+        self.app.push_screen(CompareScreen(self.session, self.rules, *pair, self.crumbs))
 
     def action_flags(self) -> None:
         self.app.push_screen(FlagsScreen(self.session, self.rules, self.crumbs))
@@ -76,11 +92,17 @@ class OverviewScreen(Screen):
         self.app.push_screen(TextScreen(method_section(self.session) + "\n\n" + environment_section(self.session)))
 
     def action_export(self) -> None:
+        """The session as Markdown beside its file, under a new name where one exists; never over a file."""
         if self.path is None:
             self.notify("this session has no file yet", severity="warning")
             return
-        target = self.path.with_suffix(".md")
-        target.write_text(export_markdown(self.session, self.rules, path=str(self.path)))
+        try:
+            target = free_name(self.path.with_suffix(".md"))
+            with target.open("x") as out:
+                out.write(export_markdown(self.session, self.rules, path=str(self.path)))
+        except OSError as exc:
+            self.notify(f"cannot write the Markdown: {exc.strerror or exc}", severity="error")
+            return
         self.notify(f"wrote {target}")
 
     def action_back(self) -> None:

@@ -1,7 +1,14 @@
-"""A live study: the headless `run_study` in a thread worker, its progress shown per phase."""
+"""A live study: the headless `run_study` in a thread worker, its progress shown per phase.
+
+Stopping matches the headless Ctrl-C: the study thread gets a KeyboardInterrupt (StudyCancelled) at
+its next Python step, the session file keeps every finished variant (it is saved atomically after
+each step), and quitting exits with 130. Nothing runs on after the app has gone.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import threading
 from pathlib import Path
 
 from textual import on, work
@@ -14,23 +21,30 @@ from textual.worker import Worker, WorkerState
 
 from inspector.request import StudyRequest
 from inspector.study import Progress, run_requested_study
-from inspector.tui import rows
-from inspector.tui.screens.modals import ErrorScreen
+from inspector.tui.screens.modals import ConfirmScreen, ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.widgets.table_panel import TablePanel
-from sessions.errors import InspectError
+from sessions import captions, views
+from sessions.errors import ExitCode, InspectError
 from sessions.groups import Rules
 from sessions.storage import load
 
 PHASES = ("build", "timing")
 
 
-class StudyCancelled(Exception):
-    """Raised inside the study's progress callback once the user cancels."""
+class StudyCancelled(KeyboardInterrupt):
+    """Raised in the study's thread once the user stops it: the study unwinds as from a Ctrl-C."""
+
+
+class StudyStopped(Exception):
+    """The worker's result once a StudyCancelled has unwound the study."""
 
 
 class StudyScreen(Screen):
-    BINDINGS = [Binding("ctrl+x", "cancel", "Cancel study", id="study.cancel")]
+    BINDINGS = [
+        Binding("ctrl+x", "cancel", "Stop study", id="study.cancel"),
+        Binding("ctrl+c", "quit_study", "Stop and quit", id="study.quit", priority=True),
+    ]
 
     class Update(Message):
         def __init__(self, progress: Progress) -> None:
@@ -42,6 +56,9 @@ class StudyScreen(Screen):
         self.request, self.rules = request, rules
         self.session_path: Path | None = None
         self.cancelled = False
+        self.quitting = False
+        self.thread_id: int | None = None  # the study's thread while it runs the study, else None
+        self.lock = threading.Lock()
 
     def compose(self) -> ComposeResult:
         yield Static(f"study of {self.request.model}", id="breadcrumb")
@@ -49,21 +66,37 @@ class StudyScreen(Screen):
             yield Static(phase, classes="phase-label")
             yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
         yield Static("finished variants", classes="phase-label")
-        yield TablePanel(rows.overview_of([]), id="landed")
+        yield TablePanel(views.variant_table([], None), id="landed")
         yield Log(id="study-log")
         yield Footer()
 
     def on_mount(self) -> None:
         self.run_worker_study()
 
+    @property
+    def running(self) -> bool:
+        return any(w.group == "study" and w.state in (WorkerState.PENDING, WorkerState.RUNNING) for w in self.workers)
+
     @work(thread=True, exclusive=True, exit_on_error=False, group="study")
     def run_worker_study(self):
+        try:
+            return self._interruptible_study()
+        except KeyboardInterrupt:  # a worker must end in an Exception: a KeyboardInterrupt would stop the app's loop
+            raise StudyStopped() from None
+
+    def _interruptible_study(self):
         def report(progress: Progress) -> None:
             if self.cancelled:
                 raise StudyCancelled()
             self.post_message(self.Update(progress))
 
-        return run_requested_study(self.request, report)
+        with self.lock:
+            self.thread_id = threading.get_ident()
+        try:
+            return run_requested_study(self.request, report)
+        finally:
+            with self.lock:  # from here on `stop` raises nothing in this thread (it returns to Textual's pool)
+                self.thread_id = None
 
     @on(Update)
     def show_progress(self, event: Update) -> None:
@@ -73,32 +106,70 @@ class StudyScreen(Screen):
         self.query_one(Log).write_line(f"[{p.phase}] {p.message}")
         if p.phase in PHASES and p.total:
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
-        if p.variants:  # variants appear as they land, from the study's own snapshot
-            self.query_one("#landed", TablePanel).show(rows.overview_of(list(p.variants)))
+        if p.variants:  # variants appear as they land, from the study's own immutable snapshot
+            self.query_one("#landed", TablePanel).show(views.variant_table(p.variants, views.baseline_of(p.variants)))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state == WorkerState.SUCCESS:
+        if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
+            return
+        while self.app.screen is not self:  # a dialog on top (help, the quit question) gives way
+            self.app.pop_screen()
+        error = event.worker.error
+        if self.quitting:
+            self.app.exit(return_code=ExitCode.INTERRUPTED, message=None)
+            self.app.exit_note = self._kept(captions.INTERRUPTED)
+        elif event.state == WorkerState.SUCCESS:
             session, path = event.worker.result
             self.app.switch_screen(OverviewScreen(session, path, self.rules))
-        elif event.state == WorkerState.ERROR:
-            error = event.worker.error
-            kept = f"\n\nMeasured so far is saved in {self.session_path}" if self.session_path else ""
-            if isinstance(error, StudyCancelled):
-                message = "study cancelled" + kept
-            elif isinstance(error, InspectError):
-                message = error.message + kept
-            else:
-                message = f"{type(error).__name__}: {error}" + kept
-            self.query_one(Log).write_line(message)
-            self.app.push_screen(ErrorScreen(message), lambda _: self._after_error())
+        elif isinstance(error, StudyStopped):
+            self.query_one(Log).write_line(self._kept(captions.CANCELLED))
+            self.notify(self._kept(captions.CANCELLED), title="Study stopped")
+            self._land_on_saved()
+        else:
+            message = error.message if isinstance(error, InspectError) else f"{type(error).__name__}: {error}"
+            kept = f"\n\nMeasured so far is saved in {self.session_path}" if self._saved() else ""
+            self.query_one(Log).write_line(message + kept)
+            self.app.push_screen(ErrorScreen(message + kept), lambda _: self._land_on_saved())
 
-    def _after_error(self) -> None:
-        if self.session_path and self.session_path.exists():
+    def _saved(self) -> bool:
+        return self.session_path is not None and self.session_path.exists()
+
+    def _kept(self, words: str) -> str:
+        return words.format(path=self.session_path) if self._saved() else words.split(";")[0] + "; nothing was saved yet"
+
+    def _land_on_saved(self) -> None:
+        if self._saved():
+            assert self.session_path is not None
             try:
                 self.app.switch_screen(OverviewScreen(load(self.session_path), self.session_path, self.rules))
             except InspectError:
                 pass
 
-    def action_cancel(self) -> None:
+    def stop(self) -> None:
+        """Interrupt the study thread at its next Python step, as Ctrl-C interrupts a headless run."""
         self.cancelled = True
-        self.query_one(Log).write_line("cancelling after the current step ...")
+        with self.lock:
+            if self.thread_id is not None:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), ctypes.py_object(StudyCancelled))
+        self.query_one(Log).write_line("stopping the study ...")
+
+    def action_cancel(self) -> None:
+        if self.running and not self.cancelled:
+            self.stop()
+
+    def action_quit_study(self) -> None:
+        """Ctrl-C (and Ctrl-Q): ask while a study runs; a second Ctrl-C in the question says yes."""
+        if not self.running:
+            self.app.exit(return_code=ExitCode.INTERRUPTED if self.cancelled else ExitCode.OK)
+            return
+        if self.quitting:  # asked and answered: stopping takes until the current step returns
+            self.app.exit(return_code=ExitCode.INTERRUPTED)
+            self.app.exit_note = self._kept(captions.INTERRUPTED)
+            return
+        where = f"Finished variants are kept in {self.session_path}." if self.session_path else ""
+        self.app.push_screen(ConfirmScreen(f"A study is running. Stop it and quit? {where}"), self._answered)
+
+    def _answered(self, stop: bool | None) -> None:
+        if stop:
+            self.quitting = True
+            self.stop()

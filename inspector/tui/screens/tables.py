@@ -1,4 +1,4 @@
-"""The drill-down screens: groups -> layers -> kernels, flagged layers, all kernels, a diff."""
+"""The drill-down screens: groups -> layers -> kernels, flagged layers, all kernels, two variants compared, a diff."""
 
 from __future__ import annotations
 
@@ -7,50 +7,69 @@ from pathlib import Path
 
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from inspector.tui import rows
 from inspector.tui.screens.modals import FilterScreen
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
+from sessions import views
 from sessions.diff import SessionDiff
+from sessions.export import free_name
 from sessions.groups import Rules
-from sessions.model import Session
+from sessions.model import Session, Variant
+
+
+def ok_variants(session: Session) -> list[str]:
+    return [v.name for v in session.variants if v.status == "ok"]
+
 
 class TableScreen(Screen):
-    """A breadcrumb, one table, a footer; Esc goes back, / filters."""
+    """A breadcrumb, one table, its notes, a footer; Esc goes back, / filters, x exports the table as shown."""
 
     BINDINGS = [
         Binding("escape", "back", "Back", id="screen.back"),
         Binding("slash", "filter", "Filter", id="screen.filter"),
         Binding("x", "export_table", "Table to md", id="screen.export_table"),
     ]
+    DETAIL = False
 
-    def __init__(self, crumbs: list[str], data: rows.TableData) -> None:
+    def __init__(self, crumbs: list[str], data: views.Table) -> None:
         super().__init__()
         self.crumbs = crumbs
-        self.panel = TablePanel(data)
+        self.panel = TablePanel(data, detail=self.DETAIL)
 
     def compose(self) -> ComposeResult:
         yield Static(" > ".join(self.crumbs), id="breadcrumb")
         yield self.panel
+        yield Static("\n".join(self.panel.data.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
         self.panel.table.focus()
 
-    def set_crumbs(self, crumbs: list[str]) -> None:
-        self.crumbs = crumbs
-        self.query_one("#breadcrumb", Static).update(" > ".join(crumbs))
+    def show(self, data: views.Table, crumbs: list[str] | None = None) -> None:
+        """New data and the title that names it, in one step: the title never describes other rows."""
+        self.panel.show(data)
+        if crumbs is not None:
+            self.crumbs = crumbs
+        self.query_one("#breadcrumb", Static).update(" > ".join(self.crumbs))
+        self.query_one("#notes", Static).update("\n".join(data.notes))
 
     def action_back(self) -> None:
         self.app.pop_screen()
 
     def action_export_table(self) -> None:
-        """The table as shown (filter and order included) to a Markdown file in the working folder."""
-        path = Path(f"trt-inspect-{re.sub(r'[^A-Za-z0-9]+', '-', self.crumbs[-1]).strip('-')[:60]}.md")
-        path.write_text(f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n")
+        """The table as shown (filter and order included) to a new Markdown file in the working folder."""
+        name = re.sub(r"[^A-Za-z0-9]+", "-", self.crumbs[-1]).strip("-")[:60]
+        try:
+            path = free_name(Path(f"trt-inspect-{name}.md"))
+            with path.open("x") as out:  # "x": never over a file that appeared since
+                out.write(f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n")
+        except OSError as exc:
+            self.notify(f"cannot write the table: {exc.strerror or exc}", severity="error")
+            return
         self.notify(f"wrote {path.resolve()}")
 
     def action_filter(self) -> None:
@@ -58,7 +77,7 @@ class TableScreen(Screen):
 
 
 class VariantTableScreen(TableScreen):
-    """A table of one variant's data; [ and ] switch the variant."""
+    """A table of one variant's data; [ and ] switch the variant, and the title with it."""
 
     BINDINGS = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
@@ -67,23 +86,22 @@ class VariantTableScreen(TableScreen):
 
     def __init__(self, session: Session, rules: Rules, variant: str, crumbs: list[str]) -> None:
         self.session, self.rules, self.variant_name = session, rules, variant
-        super().__init__(crumbs, self.build())
+        self.base_crumbs = crumbs
+        data = self.build()
+        super().__init__([*crumbs, data.title], data)
 
     @property
-    def variant(self):
+    def variant(self) -> Variant:
         return self.session.variant(self.variant_name)
 
-    def build(self) -> rows.TableData:
-        raise NotImplementedError
-
-    def title_crumb(self) -> str:
+    def build(self) -> views.Table:
         raise NotImplementedError
 
     def action_variant(self, step: int) -> None:
-        names = [v.name for v in self.session.variants if v.status == "ok"]
+        names = ok_variants(self.session)
         self.variant_name = names[(names.index(self.variant_name) + step) % len(names)]
-        self.panel.show(self.build())
-        self.set_crumbs([*self.crumbs[:-1], self.title_crumb()])
+        data = self.build()
+        self.show(data, [*self.base_crumbs, data.title])
 
 
 class GroupsScreen(TableScreen):
@@ -98,20 +116,20 @@ class GroupsScreen(TableScreen):
     def __init__(self, session: Session, rules: Rules, crumbs: list[str], drill_variant: str) -> None:
         self.session, self.rules, self.by = session, rules, "role"
         self.drill_variant = drill_variant
-        super().__init__([*crumbs, self._crumb()], rows.groups(session, rules, self.by))
+        self.base_crumbs = crumbs
+        super().__init__([*crumbs, self._crumb()], views.group_table(session, rules, self.by))
 
     def _crumb(self) -> str:
         return f"groups by {self.by} (Enter opens {self.drill_variant})"
 
     def action_group_by(self, by: str) -> None:
         self.by = by
-        self.panel.show(rows.groups(self.session, self.rules, by))
-        self.set_crumbs([*self.crumbs[:-1], self._crumb()])
+        self.show(views.group_table(self.session, self.rules, by), [*self.base_crumbs, self._crumb()])
 
     def action_variant(self, step: int) -> None:
-        names = [v.name for v in self.session.variants if v.status == "ok"]
+        names = ok_variants(self.session)
         self.drill_variant = names[(names.index(self.drill_variant) + step) % len(names)]
-        self.set_crumbs([*self.crumbs[:-1], self._crumb()])
+        self.show(self.panel.data, [*self.base_crumbs, self._crumb()])
 
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
         if self.by == "kernel":
@@ -124,58 +142,104 @@ class LayersScreen(VariantTableScreen):
     def __init__(self, session: Session, rules: Rules, variant: str, group: str, by: str, crumbs: list[str]) -> None:
         self.group, self.by = group, by
         super().__init__(session, rules, variant, crumbs)
-        self.crumbs = [*crumbs, self.title_crumb()]
 
-    def title_crumb(self) -> str:
-        return f"{self.group} in {self.variant_name}"
-
-    def build(self) -> rows.TableData:
-        return rows.layers(self.variant, self.rules, self.group, self.by)
+    def build(self) -> views.Table:
+        return views.layer_table(self.session, self.variant, self.rules, self.group, self.by)
 
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
-        layer = self.variant.layers[event.key]
-        self.app.push_screen(KernelsScreen(self.session, self.rules, self.variant_name, event.key, [*self.crumbs, layer.name]))
+        self.app.push_screen(KernelsScreen(self.session, self.rules, self.variant_name, event.key, self.crumbs))
 
 
 class KernelsScreen(VariantTableScreen):
-    def __init__(self, session: Session, rules: Rules, variant: str, layer_index: int | None, crumbs: list[str]) -> None:
-        self.layer_index = layer_index
+    """The kernels of one layer, found by name in whichever variant [ and ] select."""
+
+    DETAIL = True
+
+    def __init__(self, session: Session, rules: Rules, variant: str, layer: str | None, crumbs: list[str]) -> None:
+        self.layer_name = layer
         super().__init__(session, rules, variant, crumbs)
 
-    def title_crumb(self) -> str:
-        return self.crumbs[-1]
-
-    def build(self) -> rows.TableData:
-        return rows.kernels_of_layer(self.variant, self.layer_index)
-
-    def on_mount(self) -> None:
-        super().on_mount()
-        if self.variant.kernels is None:
-            self.notify("this variant has no kernel table (imported TensorRT files hold no kernel launches)")
+    def build(self) -> views.Table:
+        return views.kernel_table(self.variant, self.layer_name)
 
 
 class AllKernelsScreen(VariantTableScreen):
-    def title_crumb(self) -> str:
-        return f"all kernels of {self.variant_name}"
+    DETAIL = True
 
-    def build(self) -> rows.TableData:
-        return rows.all_kernels(self.variant)
+    def build(self) -> views.Table:
+        return views.all_kernels_table(self.variant)
 
 
 class FlagsScreen(TableScreen):
     def __init__(self, session: Session, rules: Rules, crumbs: list[str]) -> None:
         self.session, self.rules = session, rules
-        super().__init__([*crumbs, "flagged layers"], rows.flagged(session))
+        super().__init__([*crumbs, "flagged layers"], views.flag_table(session))
 
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
         variant_name, layer_name = event.key
-        variant = self.session.variant(variant_name)
-        index = next(i for i, layer in enumerate(variant.layers) if layer.name == layer_name)
-        self.app.push_screen(KernelsScreen(self.session, self.rules, variant_name, index, [*self.crumbs, f"{layer_name} in {variant_name}"]))
+        self.app.push_screen(KernelsScreen(self.session, self.rules, variant_name, layer_name, self.crumbs))
+
+
+class CompareScreen(TableScreen):
+    """Two variants layer by layer (delta ms, delta kernels, costliest first); Enter: both kernel lists."""
+
+    BINDINGS = [
+        Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
+        Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
+    ]
+
+    def __init__(self, session: Session, rules: Rules, a: str, b: str, crumbs: list[str]) -> None:
+        self.session, self.rules, self.a, self.b, self.base_crumbs = session, rules, a, b, crumbs
+        data = views.comparison_table(session, a, b, rules)
+        super().__init__([*crumbs, data.title], data)
+
+    def action_variant(self, step: int) -> None:
+        names = [n for n in ok_variants(self.session) if n != self.a]
+        if not names:
+            return
+        self.b = names[(names.index(self.b) + step) % len(names)] if self.b in names else names[0]
+        data = views.comparison_table(self.session, self.a, self.b, self.rules)
+        self.show(data, [*self.base_crumbs, data.title])
+
+    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+        pair: views.LayerPair = event.key
+        self.app.push_screen(SideBySideScreen(self.session, self.a, self.b, pair, self.crumbs))
+
+
+class SideBySideScreen(Screen):
+    """The kernels of one layer in A (left) and B (right)."""
+
+    BINDINGS = [Binding("escape", "back", "Back", id="screen.back"),
+                Binding("tab", "focus_next", "Other side", id="sides.switch")]
+
+    def __init__(self, session: Session, a: str, b: str, pair: views.LayerPair, crumbs: list[str]) -> None:
+        super().__init__()
+        name = pair.b or pair.a or ""
+        self.left = views.kernel_table(session.variant(a), pair.a) if pair.a else views.absent_layer(a, name)
+        self.right = views.kernel_table(session.variant(b), pair.b) if pair.b else views.absent_layer(b, name)
+        self.crumbs = [*crumbs, name]
+
+    def compose(self) -> ComposeResult:
+        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        with Horizontal(id="sides"):
+            for data in (self.left, self.right):
+                with Vertical(classes="side"):
+                    yield Static(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names"),
+                                 classes="side-title")
+                    yield TablePanel(data, detail=True)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query(TablePanel).first().table.focus()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
 
 
 class DiffScreen(TableScreen):
+    """A saved-session diff, built from `sessions.diff.SessionDiff` (the same result `diff` prints); A, B and notes above."""
+
     def __init__(self, diff: SessionDiff, crumbs: list[str]) -> None:
         self.diff = diff
         verdict = f"{len(diff.regressions)} regression(s)" if diff.regressions else "no regression"
-        super().__init__([*crumbs, f"diff ({verdict}, threshold {diff.threshold * 100:g}%)"], rows.diff_rows(diff))
+        super().__init__([*crumbs, f"diff ({verdict}, threshold {diff.threshold * 100:g}%)"], views.diff_table(diff))

@@ -1,61 +1,100 @@
-"""A VirtualTable with its header line and a row count, filterable by a regular expression."""
+"""A VirtualTable over one `sessions.views.Table`: a filter, a count line with the matching rows' time, a detail pane."""
 
 from __future__ import annotations
 
-import re
-
+from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from inspector.tui.rows import TableData
-from inspector.tui.widgets.virtual_table import Column, VirtualTable, format_cell
+from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions.tables import render_markdown
+from sessions.views import Table, filter_rows, row_detail
 
 
 class TablePanel(Vertical):
+    BINDINGS = [
+        Binding("n", "match(1)", "Next row", show=False, id="table.next_match"),
+        Binding("N", "match(-1)", "Previous row", show=False, id="table.previous_match"),
+        Binding("d", "toggle_detail", "Detail", show=False, id="table.detail"),
+    ]
     DEFAULT_CSS = """
     TablePanel { height: 1fr; }
-    TablePanel > .table-header { color: $text-muted; text-style: bold; height: 1; }
     TablePanel > .table-count { color: $text-muted; height: 1; }
+    TablePanel > .table-detail { color: $text; background: $panel; height: auto; max-height: 6; display: none; }
+    TablePanel.with-detail > .table-detail { display: block; }
     """
 
-    def __init__(self, data: TableData, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, data: Table, *, id: str | None = None, detail: bool = False) -> None:
+        super().__init__(id=id, classes="with-detail" if detail else "")
         self.data = data
         self.pattern: str | None = None
-        self.table = VirtualTable([Column(label, numeric) for label, numeric in data.columns])
+        self.table = VirtualTable(data.columns)
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="table-header")
         yield self.table
         yield Static("", classes="table-count")
+        yield Static("", classes="table-detail")
 
     def on_mount(self) -> None:
         self.show(self.data)
 
-    def show(self, data: TableData) -> None:
+    def show(self, data: Table) -> None:
+        """New rows (and columns: a live table grows, a regrouped one renames its first column)."""
         self.data = data
-        rows, keys, styles = data.rows, data.keys, data.styles
-        if self.pattern:
-            regex = re.compile(self.pattern, re.IGNORECASE)
-            kept = [i for i, row in enumerate(rows) if any(regex.search(str(cell)) for cell in row if isinstance(cell, str))]
-            rows, keys, styles = [rows[i] for i in kept], [keys[i] for i in kept], [styles[i] for i in kept]
-        self.table.set_rows(rows, keys, styles)
+        matches = filter_rows(data, self.pattern)
+        kept = matches.rows
+        self._total = matches.total
+        self.table.set_rows([data.rows[i] for i in kept], [data.keys[i] for i in kept], [data.tones[i] for i in kept],
+                            columns=data.columns)
 
     def markdown(self) -> str:
         """The rows shown, in the order shown, as a Markdown table."""
+        from sessions.tables import format_value
+
         table = self.table
-        cells = [[format_cell(value, column) for value, column in zip(row, table.columns)] for row in table.rows]
+        cells = [[format_value(value, column.kind) for value, column in zip(row, table.columns)] for row in table.rows]
         return render_markdown([c.label for c in table.columns], cells, {i for i, c in enumerate(table.columns) if c.numeric})
 
     def filter(self, pattern: str | None) -> None:
+        """A new pattern; None (the dialog cancelled) keeps the current one, "" clears it."""
+        if pattern is None:
+            return
         self.pattern = pattern or None
         self.show(self.data)
 
+    def action_match(self, step: int) -> None:
+        """The next (previous) row of the filtered table, wrapping around."""
+        if self.table.row_count:
+            self.table.cursor = (self.table.cursor + step) % self.table.row_count
+
+    def action_toggle_detail(self) -> None:
+        self.toggle_class("with-detail")
+        self._update_detail()
+
+    def count_text(self) -> str:
+        shown, total = self.table.row_count, len(self.data.rows)
+        if shown == total and not self.pattern:
+            return f"{total} rows"
+        text = f"{shown} of {total} rows match /{self.pattern}/"
+        if self._total is not None:
+            text += f" · Σ {self.data.columns[self.data.time_column or 0].label} {self._total:.3f}"
+        return text + " (n/N step, / changes)"
+
     def on_virtual_table_resorted(self, event: VirtualTable.Resorted) -> None:
-        self.query_one(".table-header", Static).update(self.table.header_text())
-        shown = self.table.row_count
-        total = len(self.data.rows)
-        text = f"{shown} rows" if shown == total else f"{shown} of {total} rows (filter /{self.pattern}/)"
-        self.query_one(".table-count", Static).update(text)
+        self.query_one(".table-count", Static).update(self.count_text())
+        self._update_detail()
+
+    def on_virtual_table_moved(self, event: VirtualTable.Moved) -> None:
+        self._update_detail()
+
+    def _update_detail(self) -> None:
+        if not self.has_class("with-detail"):
+            return
+        row = self.table.cursor_row
+        text = Text()
+        for label, value in row_detail(self.data, row) if row is not None else []:
+            text.append(f"{label} ", style="bold")
+            text.append(f"{value}   ")
+        self.query_one(".table-detail", Static).update(text)
