@@ -144,10 +144,32 @@ def study_request(args: argparse.Namespace, command: Sequence[str]):
     return StudyRequest(**values, command=tuple(command))
 
 
-def _print_json(document) -> None:
+def _json_text(document) -> str:
+    """Indented JSON; a path that is not UTF-8 (a POSIX file name is bytes) is shown with backslash escapes."""
     import orjson
 
-    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except orjson.JSONEncodeError:  # surrogates from os.fsdecode: not valid UTF-8, so not valid JSON
+        return orjson.dumps(_printable(document), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _printable(value):
+    import dataclasses
+
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _printable(dataclasses.asdict(value))
+    return value
+
+
+def _print_json(document) -> None:
+    sys.stdout.write(_json_text(document))
 
 
 def _print_summary(session, path) -> None:
@@ -327,9 +349,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = export.export_csv(session)
     else:
-        import orjson
-
-        text = orjson.dumps(export.export_json(session, str(path)), option=orjson.OPT_INDENT_2).decode() + "\n"
+        text = _json_text(export.export_json(session, str(path)))
     if args.output:
         target = Path(args.output)
         if target.exists() and not args.force:
