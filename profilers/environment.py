@@ -13,6 +13,7 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 from sessions.model import Environment, GpuInfo, GpuSample, TimingConditions, TorchSettings
 
@@ -110,7 +111,7 @@ class ConditionSampler:
         self._thread: threading.Thread | None = None
         self._t0 = 0.0
 
-    def __enter__(self) -> ConditionSampler:
+    def __enter__(self) -> Self:
         if self._read is not None:
             self._t0 = time.monotonic()
             self._sample()
@@ -134,7 +135,7 @@ class ConditionSampler:
         assert self._read is not None
         try:
             sample = self._read()
-        except Exception as exc:  # a driver that stops answering ends sampling, never the study
+        except Exception as exc:  # noqa: BLE001  (a driver that stops answering ends sampling, never the study)
             self._source += f"; sampling stopped: {type(exc).__name__}: {exc}"
             self._stop.set()
             return

@@ -132,7 +132,7 @@ def test_torch_switches_are_absent_where_torch_never_loaded(monkeypatch):
 
 
 def test_the_commit_of_the_checkout_is_recorded(tmp_path, monkeypatch):
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
     if head.returncode != 0:
         pytest.fail(f"the tests run from a git checkout: {head.stderr.strip()}")
     commit = environment.tool_commit()
