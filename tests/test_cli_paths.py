@@ -35,3 +35,38 @@ def test_json_output_names_a_non_utf8_session_path(latin1_session, capsysbinary,
     text = out.decode()
     assert "caf\\\\xe9.json" in text, text[:400]
     assert document
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if not line.startswith("trt-inspect: [")]  # progress lines are not errors
+    assert len(errors) == 1 and errors[0].startswith("trt-inspect: error:") and "Traceback" not in "".join(err), err
+    return errors[0]
+
+
+@pytest.mark.parametrize("argv", [["sessions"], ["show", "x"], ["run", "test_resnet", "--device", "cpu"],
+                                  ["import", "--layers", "layers.json"]])
+def test_a_home_that_is_a_file_is_one_line_before_any_work(tmp_path, monkeypatch, capsys, argv):
+    home = tmp_path / "home-file"
+    home.write_text("not a folder")
+    monkeypatch.setenv("TRT_INSPECT_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "layers.json").write_text('{"Layers": ["conv1"]}')
+    assert main(argv) == 2
+    line = one_error_line(capsys)
+    assert "TRT_INSPECT_HOME=" in line and line.endswith("is not a folder")
+
+
+def test_a_300_character_model_name_is_an_unknown_model(capsys):
+    assert main(["run", "a" * 300, "--device", "cpu", "--tracer", "none"]) == 2
+    assert "unknown model" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("option", [["--trace-calls", "18446744073709551616"], ["--batch", "100000000"],
+                                    ["--warmup", "nan"], ["--rounds", "0"]])
+def test_out_of_range_study_options_stop_before_the_model_loads(option, capsys, monkeypatch):
+    import builders.study_inputs
+
+    monkeypatch.setattr(builders.study_inputs, "load_study_inputs", lambda plan: pytest.fail("the model loaded"))
+    assert main(["run", "resnet18", "--device", "cpu", *option]) == 2
+    one_error_line(capsys)
