@@ -72,6 +72,8 @@ MUTANTS = [
     mutant("GPU sampled once, not during timing",
            ("profilers/environment.py", "        while not self._stop.wait(self._interval):\n            self._sample()\n",
             "        self._stop.wait()\n")),
+    mutant("tool commit never recorded",
+           ("profilers/environment.py", 'return f"{head}-dirty" if changes else head or None', "return None")),
     mutant("median replaced by mean",
            (STATS, "median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2", "median = mean")),
 ]

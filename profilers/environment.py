@@ -63,9 +63,8 @@ def tool_version() -> str:
         return "unknown"
 
 
-def tool_commit() -> str | None:
-    """The git commit of the checkout this code runs from, "-dirty" with local changes; None when installed."""
-    root = Path(__file__).resolve().parents[1]
+def tool_commit(root: Path = Path(__file__).resolve().parents[1]) -> str | None:
+    """The git commit of the checkout at `root` (this code's), "-dirty" with local changes; None when installed."""
     if not (root / ".git").exists():
         return None
     try:

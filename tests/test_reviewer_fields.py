@@ -3,6 +3,7 @@ temperature sampled during timing (fake NVML here), the weights seed and the too
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -13,7 +14,6 @@ import pytest
 from profilers import environment
 from sessions import storage
 from sessions.model import GpuSample
-from tests.conftest import ROOT
 from tests.fake_backend import TimedWorld
 from tests.test_mutations import constant, timed_study
 
@@ -131,14 +131,26 @@ def test_torch_switches_are_absent_where_torch_never_loaded(monkeypatch):
     assert environment.torch_settings() is None
 
 
-def test_the_commit_of_the_checkout_is_recorded(tmp_path, monkeypatch):
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-    if head.returncode != 0:
-        pytest.fail(f"the tests run from a git checkout: {head.stderr.strip()}")
-    commit = environment.tool_commit()
-    assert commit is not None and commit.removesuffix("-dirty") == head.stdout.strip()
+def git(folder, *args):
+    return subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_the_commit_of_a_checkout_is_recorded_and_local_changes_say_so(tmp_path, monkeypatch):
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "checkout"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "tool.py").write_text("x = 1\n")
+    git(repo, "add", "tool.py")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    head = git(repo, "rev-parse", "HEAD")
+    assert environment.tool_commit(repo) == head
+    (repo / "tool.py").write_text("x = 2\n")
+    assert environment.tool_commit(repo) == f"{head}-dirty"
+    assert environment.tool_commit(tmp_path) is None  # an installed copy: no .git beside the packages
     session = timed_study(tmp_path, monkeypatch, TimedWorld({"fp32": constant(1.0), "fp16": constant(1.0)}))
-    assert session.study.tool_commit == commit
+    assert session.study.tool_commit == environment.tool_commit()
 
 
 def test_reviewer_fields_round_trip_and_old_sessions_still_load(tmp_path):
