@@ -26,6 +26,7 @@ PACKAGES = (
     "tensorrt",
     "onnx",
     "cupti-python",
+    "nvidia-cudnn-frontend",
     "cuda-python",
     "cuda-bindings",
     "nvidia-ml-py",
