@@ -138,8 +138,15 @@ def _add_probe_command(sub) -> None:
     p.add_argument("--json", action="store_true")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line on stderr, like every other error; `--help` still prints the usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="trt-inspect",
         description="Profile fp16 against FP8 engines layer by layer and kernel by kernel. "
         "`trt-inspect MODEL` runs a whole study (the TUI on a terminal, headless otherwise).",

@@ -70,3 +70,12 @@ def test_out_of_range_study_options_stop_before_the_model_loads(option, capsys, 
     monkeypatch.setattr(builders.study_inputs, "load_study_inputs", lambda plan: pytest.fail("the model loaded"))
     assert main(["run", "resnet18", "--device", "cpu", *option]) == 2
     one_error_line(capsys)
+
+
+@pytest.mark.parametrize("argv", [["run", "resnet18", "--batch", "1e8"], ["diff", "a"], ["show"], ["bogus-option", "--x"]])
+def test_argument_errors_are_one_line(argv, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ": error: " in err[0] and err[0].startswith("trt-inspect"), err
