@@ -167,19 +167,27 @@ def timing_sampler(device: str, index: int = 0, interval_s: float = 0.5) -> Cond
 
 def _nvml_sample(pynvml, handle) -> GpuSample:  # type: ignore[no-untyped-def]
     sample = GpuSample(t_s=0.0)
-    reads = {
+    _fill(sample, _nvml_state(pynvml, handle), pynvml)
+    return sample
+
+
+def _nvml_state(pynvml, handle) -> dict[str, Callable[[], object]]:  # type: ignore[no-untyped-def]
+    """The NVML queries of the GPU's changing state, by the GpuInfo / GpuSample field each fills."""
+    return {
         "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
         "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
         "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
         "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
         "clock_event_reasons": lambda: decode_reasons(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
     }
+
+
+def _fill(target: object, reads: dict[str, Callable[[], object]], pynvml) -> None:  # type: ignore[no-untyped-def]
     for key, read in reads.items():
         try:
-            setattr(sample, key, read())
+            setattr(target, key, read())
         except (pynvml.NVMLError, AttributeError):
             pass  # not every GPU or driver answers every query
-    return sample
 
 
 def _nvml_shutdown(pynvml) -> None:  # type: ignore[no-untyped-def]
@@ -252,27 +260,16 @@ def _nvml_info(index: int) -> GpuInfo | None:
             "driver": lambda: _text(pynvml.nvmlSystemGetDriverVersion()),
             "cuda_driver": lambda: _cuda_version(pynvml.nvmlSystemGetCudaDriverVersion_v2()),
             "memory_mib": lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1 << 20),
-            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
             "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "clock_event_reasons": lambda: decode_reasons(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
-            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
             "pstate": lambda: f"P{pynvml.nvmlDeviceGetPerformanceState(handle)}",
+            **_nvml_state(pynvml, handle),
         }
-        for key, read in optional.items():
-            try:
-                setattr(info, key, read())
-            except (pynvml.NVMLError, AttributeError):
-                pass  # not every GPU or driver answers every query
+        _fill(info, optional, pynvml)
         return info
     except pynvml.NVMLError:
         return None
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
+        _nvml_shutdown(pynvml)
 
 
 def _cuda_props(index: int) -> dict | None:
