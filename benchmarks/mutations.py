@@ -29,14 +29,20 @@ TESTS = ["tests/test_mutations.py", "tests/test_stats.py", "tests/test_attributi
 class Mutant:
     name: str
     edits: tuple[tuple[str, str, str], ...]  # (file, text, replacement)
+    alternatives: tuple[tuple[str, str, str], ...] = ()  # the same break in another version of the code
 
 
-def mutant(name: str, *edits: tuple[str, str, str]) -> Mutant:
-    return Mutant(name, edits)
+def mutant(name: str, *edits: tuple[str, str, str], alternatives: tuple[tuple[str, str, str], ...] = ()) -> Mutant:
+    return Mutant(name, edits, alternatives)
 
 
 TIMING, STATS, STUDY = "profilers/timing.py", "profilers/stats.py", "inspector/study.py"
 ATTRIBUTION, CUPTI, QUALITY = "profilers/attribution.py", "profilers/kernel_trace.py", "profilers/quality.py"
+
+QUALITY_V2 = ((QUALITY, "top1_agreement=float(totals[1] / totals[0]),", "top1_agreement=1.0,"),
+              (QUALITY, "mean_kl=max(0.0, float(totals[2] / totals[0])),", "mean_kl=0.0,"),
+              (QUALITY, "max_abs_logit_error=max_error,", "max_abs_logit_error=0.0,"),
+              (QUALITY, "nonfinite=int(totals[3]),", "nonfinite=0,"))  # compare() summing over batches
 
 MUTANTS = [
     mutant("timing returns a constant",
@@ -48,7 +54,13 @@ MUTANTS = [
            (TIMING, "    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
                     "            samples[name].extend(sample(step, plan.iters))\n",
             "    for name, step in steps.items():\n        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
-                    "    for round_index in range(plan.rounds):\n")),
+                    "    for round_index in range(plan.rounds):\n"),
+           alternatives=((TIMING, "    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
+                                  "            _discard(step, plan.switch_warmup, synchronize)\n"
+                                  "            samples[name].extend(sample(step, plan.iters))\n",
+                          "    for name, step in steps.items():\n        _discard(step, plan.switch_warmup, synchronize)\n"
+                          "        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
+                          "    for round_index in range(plan.rounds):\n"),)),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, 'plan.device == "cuda" and all(step.graphed for step in steps.values())', 'plan.device == "cuda"')),
     mutant("cuda_graph flag lies (one graphed step is enough)",
@@ -65,19 +77,23 @@ MUTANTS = [
     mutant("quality always perfect",
            (QUALITY, "top1_agreement=agreement,", "top1_agreement=1.0,"), (QUALITY, "mean_kl=kl,", "mean_kl=0.0,"),
            (QUALITY, "max_abs_logit_error=float(np.abs(ref - cand_clean).max()),", "max_abs_logit_error=0.0,"),
-           (QUALITY, "nonfinite=nonfinite,", "nonfinite=0,")),
-    mutant("top-1 agreement always 1", (QUALITY, "top1_agreement=agreement,", "top1_agreement=1.0,")),
-    mutant("mean KL always 0", (QUALITY, "mean_kl=kl,", "mean_kl=0.0,")),
+           (QUALITY, "nonfinite=nonfinite,", "nonfinite=0,"), alternatives=QUALITY_V2),
+    mutant("top-1 agreement always 1", (QUALITY, "top1_agreement=agreement,", "top1_agreement=1.0,"),
+           alternatives=QUALITY_V2[:1]),
+    mutant("mean KL always 0", (QUALITY, "mean_kl=kl,", "mean_kl=0.0,"), alternatives=QUALITY_V2[1:2]),
     mutant("max logit error always 0",
-           (QUALITY, "max_abs_logit_error=float(np.abs(ref - cand_clean).max()),", "max_abs_logit_error=0.0,")),
-    mutant("non-finite outputs never counted", (QUALITY, "nonfinite=nonfinite,", "nonfinite=0,")),
+           (QUALITY, "max_abs_logit_error=float(np.abs(ref - cand_clean).max()),", "max_abs_logit_error=0.0,"),
+           alternatives=QUALITY_V2[2:3]),
+    mutant("non-finite outputs never counted", (QUALITY, "nonfinite=nonfinite,", "nonfinite=0,"),
+           alternatives=QUALITY_V2[3:]),
     mutant("GPU sampled once, not during timing",
            ("profilers/environment.py", "        while not self._stop.wait(self._interval):\n            self._sample()\n",
             "        self._stop.wait()\n")),
     mutant("tool commit never recorded",
            ("profilers/environment.py", 'return f"{head}-dirty" if changes else head or None', "return None")),
     mutant("median replaced by mean",
-           (STATS, "median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2", "median = mean")),
+           (STATS, "median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2", "median = mean"),
+           alternatives=((STATS, "median_ms=median(ordered),", "median_ms=mean,"),)),
 ]
 
 
@@ -93,15 +109,26 @@ def copy_checkout(target: Path) -> None:
         shutil.copy2(ROOT / name, target / name)
 
 
-def apply(edits, tree: Path) -> str | None:
-    """Patch `tree`; returns why a patch does not apply, or None."""
+def apply(m: Mutant, tree: Path) -> str | None:
+    """Patch `tree` with the mutant's edits, or else its alternatives; returns why neither applies, or None."""
+    problem = _applies(m.edits, tree)
+    if problem and m.alternatives and not _applies(m.alternatives, tree):
+        return _patch(m.alternatives, tree)
+    return problem or _patch(m.edits, tree)
+
+
+def _applies(edits, tree: Path) -> str | None:
+    for file, text, _ in edits:
+        count = (tree / file).read_text().count(text)
+        if count != 1:
+            return f"{file}: the patched text occurs {count} times"
+    return None
+
+
+def _patch(edits, tree: Path) -> None:
     for file, text, replacement in edits:
         path = tree / file
-        source = path.read_text()
-        if source.count(text) != 1:
-            return f"{file}: the patched text occurs {source.count(text)} times"
-        path.write_text(source.replace(text, replacement))
-    return None
+        path.write_text(path.read_text().replace(text, replacement))
 
 
 def run_tests(tree: Path) -> tuple[int, list[str], str]:
@@ -118,7 +145,7 @@ def check(m: Mutant | None) -> tuple[str, str, list[str]]:
         tree = Path(folder)
         copy_checkout(tree)
         if m is not None:
-            problem = apply(m.edits, tree)
+            problem = apply(m, tree)
             if problem:
                 return name, f"PATCH DOES NOT APPLY ({problem})", []
         code, failed, tail = run_tests(tree)
