@@ -30,10 +30,10 @@ class LoadedModel(ModelInfo):
 def load_model(name: str, checkpoint: Path | None = None) -> LoadedModel:
     path = Path(name)
     if name.endswith(".onnx"):
-        if not path.is_file():
+        if not _is(path, Path.is_file):
             raise InputError(f"no such ONNX file: {name}")
         return _onnx_model(path)
-    if path.is_dir():
+    if _is(path, Path.is_dir):
         if not (path / "config.json").is_file():
             raise InputError(f"{name} is a folder without config.json, not a Hugging Face model")
         model = _hf_model(str(path), local=True)
@@ -47,6 +47,13 @@ def load_model(name: str, checkpoint: Path | None = None) -> LoadedModel:
         load_checkpoint(model.module, checkpoint)
         model.details["checkpoint"] = str(checkpoint)
     return model
+
+
+def _is(path: Path, test: Callable[[Path], bool]) -> bool:
+    try:
+        return test(path)
+    except OSError:  # a name longer than a file name may be is no file and no folder
+        return False
 
 
 def _timm_model(name: str) -> LoadedModel:

@@ -157,8 +157,15 @@ def _add_probe_command(sub) -> None:
     p.add_argument("--json", action="store_true")
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors are one line on stderr, like every other error; `--help` still prints the usage."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="trt-inspect",
         description="Profile fp16 against FP8 engines layer by layer and kernel by kernel. "
         "`trt-inspect MODEL` runs a whole study (the TUI on a terminal, headless otherwise).",
@@ -180,10 +187,32 @@ def study_request(args: argparse.Namespace, command: Sequence[str]):
     return StudyRequest(**values, command=tuple(command))
 
 
-def _print_json(document) -> None:
+def _json_text(document) -> str:
+    """Indented JSON; a path that is not UTF-8 (a POSIX file name is bytes) is shown with backslash escapes."""
     import orjson
 
-    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    try:
+        return orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n"
+    except orjson.JSONEncodeError:  # surrogates from os.fsdecode: not valid UTF-8, so not valid JSON
+        return orjson.dumps(_printable(document), option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _printable(value):
+    import dataclasses
+
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_printable(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _printable(dataclasses.asdict(value))
+    return value
+
+
+def _print_json(document) -> None:
+    sys.stdout.write(_json_text(document))
 
 
 def _print_summary(session, path) -> None:
@@ -387,9 +416,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         text = export.export_csv(session)
     else:
-        import orjson
-
-        text = orjson.dumps(export.export_json(session, str(path), _rules(args.rules)), option=orjson.OPT_INDENT_2).decode() + "\n"
+        text = _json_text(export.export_json(session, str(path), _rules(args.rules)))
     if args.output:
         export.write_export(Path(args.output), text, args.force)
         _err(f"wrote {args.output}")

@@ -190,6 +190,7 @@ def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backen
             model=model.name, source=model.source, input_shape=list(model.input_size), batch=plan.batch,
             command=command, created=created.isoformat(timespec="seconds"), backend=plan.backend,
             device=plan.device, tool_version=environment.tool_version(), weights=weights, plan=plan,
+            tool_commit=environment.tool_commit(),
         ),
         environment=env,
         method=TimingMethod(
@@ -282,9 +283,12 @@ def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
 
 
 def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan, recorder: Recorder) -> None:
+    from profilers import environment
     from profilers.stats import latency_stats
     from profilers.timing import describe, measure
 
+    session.environment.torch = environment.torch_settings()  # as in effect while timing
+    sampler = environment.timing_sampler(plan.device)
     steps = {name: engine.timing_step() for name, engine in engines.items()}
     session.method.cuda_graph = plan.device == "cuda" and all(step.graphed for step in steps.values())
     session.method.timed_region = describe(plan.device, session.method.cuda_graph, plan.timing)
@@ -295,11 +299,14 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         for name, values in samples.items():
             session.variant(name).latency = latency_stats(values)
+        session.environment.during_timing = sampler.conditions()
         recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds)
 
     recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",
                   None, 0, plan.timing.rounds, saved=False)
-    measure({name: step.run for name, step in steps.items()}, plan.timing, plan.device, on_round)
+    with sampler:
+        measure({name: step.run for name, step in steps.items()}, plan.timing, plan.device, on_round)
+    session.environment.during_timing = sampler.conditions()
 
 
 def _synchronizer(device: str) -> Callable[[], None]:

@@ -5,10 +5,17 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from importlib import metadata
+from pathlib import Path
+from types import TracebackType
+from typing import Self
 
-from sessions.model import Environment, GpuInfo
+from sessions.model import Environment, GpuInfo, GpuSample, TimingConditions, TorchSettings
 
 PACKAGES = (
     "trt-inspect",
@@ -57,6 +64,139 @@ def tool_version() -> str:
         return "unknown"
 
 
+def tool_commit(root: Path = Path(__file__).resolve().parents[1]) -> str | None:
+    """The git commit of the checkout at `root` (this code's), "-dirty" with local changes; None when installed."""
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = _git(root, "rev-parse", "HEAD")
+        changes = _git(root, "status", "--porcelain", "--untracked-files=no")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}-dirty" if changes else head or None
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
+                          check=True).stdout.strip()
+
+
+def torch_settings() -> TorchSettings | None:
+    """The switches in effect now, where PyTorch is loaded (never imported here: fake and ONNX paths stay light)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    backends = torch.backends
+    return TorchSettings(
+        cudnn_enabled=bool(backends.cudnn.enabled),
+        cudnn_version=backends.cudnn.version() if backends.cudnn.is_available() else None,
+        cudnn_benchmark=bool(backends.cudnn.benchmark),
+        cudnn_deterministic=bool(backends.cudnn.deterministic),
+        tf32_matmul=bool(backends.cuda.matmul.allow_tf32),
+        tf32_cudnn=bool(backends.cudnn.allow_tf32),
+        float32_matmul_precision=torch.get_float32_matmul_precision(),
+    )
+
+
+class ConditionSampler:
+    """Samples the GPU (clocks, temperature, power) on a thread while the timed rounds run: first, every
+    `interval_s`, and last. A sampler without `read` records only why nothing was sampled."""
+
+    def __init__(self, read: Callable[[], GpuSample] | None, source: str, interval_s: float = 0.5,
+                 close: Callable[[], None] | None = None) -> None:
+        self._read, self._source, self._interval, self._close = read, source, interval_s, close
+        self._samples: list[GpuSample] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+
+    def __enter__(self) -> Self:
+        if self._read is not None:
+            self._t0 = time.monotonic()
+            self._sample()
+            self._thread = threading.Thread(target=self._loop, name="trt-inspect-gpu-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._sample()
+        if self._close is not None:
+            self._close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        assert self._read is not None
+        try:
+            sample = self._read()
+        except Exception as exc:  # noqa: BLE001  (a driver that stops answering ends sampling, never the study)
+            self._source += f"; sampling stopped: {type(exc).__name__}: {exc}"
+            self._stop.set()
+            return
+        sample.t_s = round(time.monotonic() - self._t0, 3)
+        with self._lock:
+            self._samples.append(sample)
+
+    def conditions(self) -> TimingConditions:
+        with self._lock:
+            return TimingConditions(self._source, list(self._samples))
+
+
+def timing_sampler(device: str, index: int = 0, interval_s: float = 0.5) -> ConditionSampler:
+    """A sampler of GPU `index` through NVML, or one that says why there is nothing to sample."""
+    if device != "cuda":
+        return ConditionSampler(None, "not sampled: the study ran on the CPU")
+    try:
+        import pynvml
+    except ImportError:
+        return ConditionSampler(None, "not sampled: nvidia-ml-py (pynvml) is not installed")
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    except pynvml.NVMLError as exc:
+        return ConditionSampler(None, f"not sampled: NVML did not answer ({exc})")
+    return ConditionSampler(lambda: _nvml_sample(pynvml, handle), f"NVML, GPU {index}, every {interval_s:g} s",
+                            interval_s, close=lambda: _nvml_shutdown(pynvml))
+
+
+def _nvml_sample(pynvml, handle) -> GpuSample:  # type: ignore[no-untyped-def]
+    sample = GpuSample(t_s=0.0)
+    _fill(sample, _nvml_state(pynvml, handle), pynvml)
+    return sample
+
+
+def _nvml_state(pynvml, handle) -> dict[str, Callable[[], object]]:  # type: ignore[no-untyped-def]
+    """The NVML queries of the GPU's changing state, by the GpuInfo / GpuSample field each fills."""
+    return {
+        "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+        "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        "clock_event_reasons": lambda: decode_reasons(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
+    }
+
+
+def _fill(target: object, reads: dict[str, Callable[[], object]], pynvml) -> None:  # type: ignore[no-untyped-def]
+    for key, read in reads.items():
+        try:
+            setattr(target, key, read())
+        except (pynvml.NVMLError, AttributeError):
+            pass  # not every GPU or driver answers every query
+
+
+def _nvml_shutdown(pynvml) -> None:  # type: ignore[no-untyped-def]
+    try:
+        pynvml.nvmlShutdown()
+    except pynvml.NVMLError:
+        pass
+
+
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as info:
@@ -81,6 +221,7 @@ def collect(device: str, cuda_version: str | None = None) -> Environment:
         python=sys.version.split()[0],
         versions=versions,
         gpu=gpu_info() if device == "cuda" else None,
+        torch=torch_settings(),
     )
 
 
@@ -119,27 +260,16 @@ def _nvml_info(index: int) -> GpuInfo | None:
             "driver": lambda: _text(pynvml.nvmlSystemGetDriverVersion()),
             "cuda_driver": lambda: _cuda_version(pynvml.nvmlSystemGetCudaDriverVersion_v2()),
             "memory_mib": lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).total // (1 << 20),
-            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
             "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "clock_event_reasons": lambda: decode_reasons(pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle)),
-            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-            "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
             "pstate": lambda: f"P{pynvml.nvmlDeviceGetPerformanceState(handle)}",
+            **_nvml_state(pynvml, handle),
         }
-        for key, read in optional.items():
-            try:
-                setattr(info, key, read())
-            except (pynvml.NVMLError, AttributeError):
-                pass  # not every GPU or driver answers every query
+        _fill(info, optional, pynvml)
         return info
     except pynvml.NVMLError:
         return None
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
+        _nvml_shutdown(pynvml)
 
 
 def _cuda_props(index: int) -> dict | None:

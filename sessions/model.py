@@ -32,6 +32,7 @@ class Study:
     tool_version: str
     weights: str = "unknown"  # "random (pretrained=False, seed N)" or the checkpoint path
     plan: StudyPlan | None = None  # what `rerun` replays; None for imported files
+    tool_commit: str | None = None  # git commit of the checkout the tool ran from ("-dirty": local changes)
 
 
 @dataclass
@@ -53,6 +54,37 @@ class GpuInfo:
 
 
 @dataclass
+class TorchSettings:
+    """PyTorch switches that choose kernels, and so change both the times and the numbers."""
+
+    cudnn_enabled: bool | None = None
+    cudnn_version: int | None = None  # torch.backends.cudnn.version(), e.g. 92400; None without cuDNN
+    cudnn_benchmark: bool | None = None  # autotuned convolution algorithms
+    cudnn_deterministic: bool | None = None
+    tf32_matmul: bool | None = None  # torch.backends.cuda.matmul.allow_tf32
+    tf32_cudnn: bool | None = None  # torch.backends.cudnn.allow_tf32
+    float32_matmul_precision: str | None = None  # torch.get_float32_matmul_precision(): highest | high | medium
+
+
+@dataclass
+class GpuSample:
+    t_s: float  # seconds since timing started
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    temperature_c: int | None = None
+    power_w: float | None = None
+    clock_event_reasons: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TimingConditions:
+    """The GPU's clocks, temperature and power, sampled while the timing rounds ran (not one snapshot)."""
+
+    source: str  # how they were sampled, or why not ("not sampled: ...")
+    samples: list[GpuSample] = field(default_factory=list)
+
+
+@dataclass
 class Environment:
     host: str
     os: str
@@ -60,7 +92,9 @@ class Environment:
     cpu_count: int
     python: str
     versions: dict[str, str | None]  # package -> version, None where not installed
-    gpu: GpuInfo | None = None
+    gpu: GpuInfo | None = None  # as found when the study started
+    torch: TorchSettings | None = None  # None where PyTorch was not loaded
+    during_timing: TimingConditions | None = None
 
 
 @dataclass

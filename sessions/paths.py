@@ -11,6 +11,10 @@ HOME_ENV = "TRT_INSPECT_HOME"  # overrides the platform's user-data folder (test
 def data_home() -> Path:
     home = os.environ.get(HOME_ENV)
     if home:
+        if os.path.exists(home) and not os.path.isdir(home):
+            from sessions.errors import InputError
+
+            raise InputError(f"{HOME_ENV}={home} is not a folder")
         return Path(home)
     import platformdirs
 

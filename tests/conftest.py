@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -29,8 +30,23 @@ def run_cli(*args: str, timeout: int = 600, env: dict | None = None):
     )
 
 
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """No silent skips in CI: under CI=true a test that would skip (missing fixture, tool or package) fails."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and in_ci() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"would skip, but CI=true: {reason}"
+
+
 def fixture_dir(name: str) -> Path:
     path = FIXTURES / name
     if not path.is_dir():
-        pytest.skip(f"shared fixture {name} is not present beside the checkout")
+        pytest.skip(f"shared fixture {name} is not present beside the checkout ({FIXTURES})")
     return path

@@ -78,3 +78,84 @@ class FakeTracer(Tracer):
                 t += 10
             ranges.append(Range(f"trt-inspect/call/{call}", 1, first, t))
         return TraceRecords("fake", "kernel", calls, kernels, launches, ranges)
+
+
+# --- Fakes for the measurement path: a clock the test controls, steps whose cost it sets ---------------------------
+
+
+class FakeClock:
+    """Stands in for time.perf_counter: time moves only when a fake step spends it."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def spend(self, ms: float) -> None:
+        self.now += ms / 1e3
+
+
+class TimedWorld:
+    """What the timed steps of `fake-timed` engines cost, call by call, and the order they ran in.
+
+    `cost_ms[variant](n)` is the cost of that variant's n-th timed call (warm-up included);
+    `shared_cost_ms(k)`, where set, is the cost of the k-th timed call of any variant (drift over time).
+    """
+
+    def __init__(self, cost_ms: dict[str, object] | None = None, graphed: bool = False, shared_cost_ms=None) -> None:
+        self.clock = FakeClock()
+        self.cost_ms = cost_ms or {}
+        self.shared_cost_ms = shared_cost_ms
+        self.graphed = graphed
+        self.order: list[str] = []  # variant of every timed call, in order
+        self.calls: dict[str, int] = {}
+
+    def step(self, variant: str):
+        def run() -> None:
+            n = self.calls.get(variant, 0)
+            self.calls[variant] = n + 1
+            cost = self.shared_cost_ms(len(self.order)) if self.shared_cost_ms else self.cost_ms[variant](n)
+            self.order.append(variant)
+            self.clock.spend(cost)
+
+        return TimingStep(run, graphed=self.graphed)
+
+
+WORLD: TimedWorld | None = None  # set by a test (tests.fake_backend.WORLD = TimedWorld(...)) before run_study
+
+
+class TimedEngine(FakeEngine):
+    def __init__(self, scale: float, variant: str):
+        super().__init__(scale)
+        self.variant = variant
+
+    def timing_step(self):
+        assert WORLD is not None, "set tests.fake_backend.WORLD first"
+        return WORLD.step(self.variant)
+
+
+@register_backend
+class FakeTimedBackend(FakeBackend):
+    """The fake backend, with timed steps that spend time on WORLD's clock."""
+
+    name = "fake-timed"
+
+    def build(self, variant, calibration):
+        result = super().build(variant, calibration)
+        return BuildResult(TimedEngine(result.engine.scale, variant.name), result.variant)
+
+
+@register_tracer
+class OrphanTracer(FakeTracer):
+    """The fake tracer, plus one kernel per call launched by another thread, outside every layer range."""
+
+    name = "fake-orphans"
+
+    def trace(self, run_once, calls, device, synchronize):
+        records = super().trace(run_once, calls, device, synchronize)
+        for call_range in [r for r in records.ranges if r.name.startswith("trt-inspect/call/")]:
+            correlation = 10_000 + len(records.kernels)
+            records.launches.append(Launch(correlation, 2, call_range.end))
+            records.kernels.append(KernelRecord("orphan_kernel", call_range.end + 1, call_range.end + 2, correlation))
+        return records

@@ -16,6 +16,7 @@ def resnet_run(tmp_path_factory):
     return result, out
 
 
+@pytest.mark.slow
 def test_json_summary_on_stdout_progress_on_stderr(resnet_run):
     result, out = resnet_run
     assert result.returncode == 0, result.stderr
@@ -25,6 +26,7 @@ def test_json_summary_on_stdout_progress_on_stderr(resnet_run):
     assert "[timing]" in result.stderr and "[timing]" not in result.stdout
 
 
+@pytest.mark.slow
 def test_session_holds_every_measurement(resnet_run):
     _, out = resnet_run
     session = storage.load(out)
@@ -46,6 +48,7 @@ def test_session_holds_every_measurement(resnet_run):
     assert fp8.trace.records > session.variant("fp32").trace.records
 
 
+@pytest.mark.slow
 def test_text_output_and_show(resnet_run):
     _, out = resnet_run
     result = run_cli("show", str(out))
@@ -80,6 +83,7 @@ def test_no_arguments_without_a_terminal_prints_help():
     assert result.returncode == 2 and "usage:" in result.stderr
 
 
+@pytest.mark.slow
 def test_tracing_several_calls_keeps_the_per_call_count(resnet_run, tmp_path):
     _, single = resnet_run
     out = tmp_path / "three.json"
@@ -92,6 +96,7 @@ def test_tracing_several_calls_keeps_the_per_call_count(resnet_run, tmp_path):
     assert sorted(set(three.kernels.call)) == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_rerun_replays_the_stored_plan_exactly(resnet_run, tmp_path):
     import dataclasses
 

@@ -63,6 +63,7 @@ def test_environment_and_input_errors(args, code, message):
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_variant_makes_run_exit_1_and_is_kept(tmp_path):
     out = tmp_path / "s.json"
     result = run_cli("run", "test_resnet", "--device", "cpu", "--variants", "fp32,fp8", "--fp8-layout", "all",

@@ -25,6 +25,7 @@ def files(tmp_path_factory):
     return model, x, {f.variant: f for f in written}
 
 
+@pytest.mark.slow
 def test_onnx_checker_passes_and_fp16_is_fp16(files):
     _, _, written = files
     for f in written.values():
@@ -33,6 +34,7 @@ def test_onnx_checker_passes_and_fp16_is_fp16(files):
     assert graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
 
 
+@pytest.mark.slow
 def test_qdq_counts_follow_the_layouts(files):
     model, _, written = files
     assert written["fp16"].counts.quantize == 0
@@ -44,6 +46,7 @@ def test_qdq_counts_follow_the_layouts(files):
     assert [written[f"fp8-{n}"].counts.quantized_convolutions for n in ("all", "no-se", "no-se-no-layer1")] == [44, 28, 21]
 
 
+@pytest.mark.slow
 def test_fp16_onnx_agrees_with_pytorch_in_onnxruntime(files):
     ort = pytest.importorskip("onnxruntime")
     model, x, written = files

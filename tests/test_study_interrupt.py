@@ -16,6 +16,7 @@ def options(out, **extra):
     return resolve(request)[0]
 
 
+@pytest.mark.slow
 def test_interrupt_after_the_first_variant_keeps_it(tmp_path):
     out = tmp_path / "s.json"
 
@@ -31,6 +32,7 @@ def test_interrupt_after_the_first_variant_keeps_it(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_a_failing_build_is_recorded_and_the_rest_goes_on(tmp_path, monkeypatch):
     from builders import torch_backend
 

@@ -72,6 +72,7 @@ def test_open_a_session_drill_and_quit(terminal_env):
         term.close()
 
 
+@pytest.mark.slow
 def test_bare_model_on_a_terminal_runs_the_study_in_the_tui(terminal_env, tmp_path):
     out = tmp_path / "live.json"
     command = [sys.executable, "-m", "inspector", "test_resnet", "--device", "cpu", "--variants", "fp32,bf16",
