@@ -59,8 +59,7 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
 
 
 def summarize_session(session: Session) -> list[VariantSummary]:
-    baseline = session.baseline()
-    return [summarize_variant(v, baseline) for v in session.variants]
+    return [summarize_variant(v, session.baseline_for(v)) for v in session.variants]
 
 
 def summary_document(session: Session, path: str | None = None) -> dict:
