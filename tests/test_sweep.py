@@ -180,3 +180,25 @@ def test_main_refuses_gpus_below_one(tmp_path, capsys):
 
 def test_every_study_option_can_be_a_matrix_key():
     assert set(StudyRequest.__dataclass_fields__) - {"command", "out", "raw_trace"} == set(OPTIONS.values())
+
+
+class FakeNvml:
+    @staticmethod
+    def nvmlDeviceGetHandleByIndex(index):
+        return ("index", index)
+
+    @staticmethod
+    def nvmlDeviceGetHandleByUUID(uuid):
+        return ("uuid", uuid)
+
+
+@pytest.mark.parametrize("visible, handle", [(None, ("index", 0)), ("1", ("index", 1)), ("3,2", ("index", 3)),
+                                             ("GPU-5e1f", ("uuid", "GPU-5e1f"))])
+def test_each_job_records_the_gpu_it_ran_on(monkeypatch, visible, handle):
+    from profilers.environment import _nvml_handle
+
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert _nvml_handle(FakeNvml, 0) == handle
