@@ -176,7 +176,8 @@ def _print_summary(session, path) -> None:
     from sessions.tables import render_text
 
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
-    print(f"{session.study.model}  batch {session.study.batch}  {session.study.backend} on {session.study.device} ({gpu})")
+    batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
+    print(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})")
     print(render_text(SUMMARY_HEADERS, summary_rows(session)))
     baseline = session.baseline()
     if session.merge is not None:

@@ -112,3 +112,17 @@ def test_the_cli_exports_the_study_of_several_sessions(tmp_path):
     assert (tmp_path / "study.md").read_text().startswith("## FP8 quantization study: senet154")
     refused = run_cli("export", str(B1), str(B8), "--format", "md")
     assert refused.returncode == 2 and "takes one session" in refused.stderr
+
+
+async def test_the_tui_opens_a_merged_session_like_any_other(sources, tmp_path):
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.screens.overview import OverviewScreen
+    from inspector.tui.screens.tables import GroupsScreen
+
+    path = tmp_path / "merged.json"
+    storage.save(merge_sessions(sources, ["trt-inspect", "merge"]), path)
+    app = InspectorApp(session=storage.load(path), path=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert isinstance(app.screen, OverviewScreen)
+        await pilot.press("g")
+        assert isinstance(app.screen, GroupsScreen)
