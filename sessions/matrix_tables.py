@@ -10,7 +10,7 @@ import itertools
 from dataclasses import dataclass
 
 from sessions.merge import VARIANT_AXIS, axis_label
-from sessions.model import Session
+from sessions.model import Environment, Session
 from sessions.summary import summarize_session
 from sessions.tables import render_markdown
 
@@ -47,7 +47,7 @@ def matrix_rows(session: Session) -> list[MatrixRow]:
     return rows
 
 
-def job_environment(env, backend: str) -> str:
+def job_environment(env: Environment, backend: str) -> str:
     gpu = f"{env.gpu.name} (driver {env.gpu.driver})" if env.gpu else env.cpu
     engine = f"TensorRT {env.versions.get('tensorrt')}" if backend == "tensorrt" else f"torch {env.versions.get('torch')}"
     return f"{gpu}; {engine}"

@@ -145,7 +145,7 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
 
 def recipe_section(rows: list[Row]) -> str:
     lines = ["### Recipe"]
-    seen: set[tuple] = set()
+    seen: set[tuple[str, str, str, int, int]] = set()
     for row in rows:
         recipe = row.fp8.recipe
         if recipe is None:

@@ -17,14 +17,14 @@ from sessions.errors import ExitCode, InspectError
 
 def main(argv: list[str]) -> int:
     from inspector.cli import _interrupt_on_sigterm, _quiet_libraries
-    from inspector.study import one_line, run_study
+    from inspector.study import Progress, one_line, run_study
 
     _quiet_libraries()
     _interrupt_on_sigterm()
     folder, key = SweepFolder(Path(argv[0])), argv[1]
     job = folder.read_job(key)
 
-    def report(progress) -> None:
+    def report(progress: Progress) -> None:
         print(f"[{progress.phase}] {progress.message}", file=sys.stderr, flush=True)
 
     try:
