@@ -142,6 +142,23 @@ def _add_sweep_commands(sub) -> None:
     p.add_argument("--json", action="store_true")
 
 
+def _add_probe_command(sub) -> None:
+    p = sub.add_parser("probe", help="every convolution and linear in fp16 and in real FP8 kernels, timed alone (FP8 GPU)")
+    p.add_argument("model", help="timm name or Hugging Face model, as for run")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--layers", action="append", default=[], metavar="PATTERN",
+                   help="only module paths matching (fnmatch, e.g. 'model.segformer.*'); repeatable")
+    p.add_argument("--images", help="folder of images (default: scikit-image's photographs)")
+    p.add_argument("--checkpoint", help="weights: .safetensors or a torch file")
+    p.add_argument("--calib-count", type=int, default=16, help="images for the activation scales")
+    p.add_argument("--seed", type=int, default=0, help="random weights where no checkpoint is given")
+    p.add_argument("--rounds", type=int)
+    p.add_argument("--iters", type=int)
+    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS", help="warm-up per timed step")
+    p.add_argument("--out", help="session file to write (default: the user-data folder)")
+    p.add_argument("--json", action="store_true")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trt-inspect",
@@ -150,7 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_study_options(sub.add_parser("run", help="run a study headless and save its session"))
-    for add in (_add_session_commands, _add_import_command, _add_report_commands, _add_onnx_command, _add_sweep_commands):
+    for add in (_add_session_commands, _add_import_command, _add_report_commands, _add_onnx_command, _add_probe_command,
+                _add_sweep_commands):
         add(sub)
     return parser
 
@@ -501,6 +519,23 @@ def cmd_onnx(args: argparse.Namespace) -> int:
         return ExitCode.OK
     rows = [[f.variant, str(f.path), f.counts.convolutions, f.counts.quantized_convolutions, f.counts.quantize, f.counts.dequantize] for f in files]
     print(render_text(["variant", "file", "convs", "quantized convs", "Q", "DQ"], rows))
+    return ExitCode.OK
+
+
+@command("probe")
+def cmd_probe(args: argparse.Namespace) -> int:
+    from profilers.fp8_probe import ProbeOptions, run_probe
+    from sessions.groups import load_rules
+    from sessions.probe_summary import probe_document, probe_text
+
+    fields = ProbeOptions.__dataclass_fields__
+    options = ProbeOptions(**{k: v for k, v in vars(args).items() if k in fields})
+    session, path = run_probe(options, args.argv, lambda message: _err(f"[probe] {message}"))
+    if args.json:
+        _print_json(probe_document(session, load_rules(), str(path)))
+    else:
+        print(probe_text(session, load_rules()))
+        print(f"session: {path}")
     return ExitCode.OK
 
 

@@ -19,6 +19,7 @@ PACKAGES = (
     "tensorrt",
     "onnx",
     "cupti-python",
+    "nvidia-cudnn-frontend",
     "cuda-python",
     "cuda-bindings",
     "nvidia-ml-py",

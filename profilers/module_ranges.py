@@ -77,11 +77,16 @@ def module_ranges(model: torch.nn.Module, kind: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def call_range(kind: str, index: int) -> Iterator[None]:
-    """Marks one inference, so traces of several calls can be counted per call."""
+def named_range(kind: str, name: str) -> Iterator[None]:
+    """One range around whatever runs inside, for layers that are not modules (the FP8 probe's)."""
     marker = _marker(kind)
-    marker.push(f"{CALL_RANGE_PREFIX}{index}")
+    marker.push(name)
     try:
         yield
     finally:
         marker.pop()
+
+
+def call_range(kind: str, index: int) -> contextlib.AbstractContextManager[None]:
+    """Marks one inference, so traces of several calls can be counted per call."""
+    return named_range(kind, f"{CALL_RANGE_PREFIX}{index}")

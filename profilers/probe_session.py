@@ -1,0 +1,170 @@
+"""The FP8 probe's measurements as a normal session: one variant per precision, one layer per
+convolution or linear (and one quantize layer in front of each FP8 layer), kernels from the trace.
+
+Pure: builds from measured records, so it is tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from builders.layer_spec import LayerSpec
+from profilers.attribution import LayerIndex, TraceRecords, summarize
+from profilers.stats import latency_stats
+from sessions.model import Layer, Tensor, Variant
+from sessions.vocab import DType, Precision
+
+QUANTIZER_SUFFIX = ".input_quantizer"  # the groups' "quantize / dequantize" role matches `_quantizer$`
+QUANTIZE_KIND = "Quantize"
+STEPS = ("fp16", "fp8", "quantize", "amax")  # what is timed per unique shape
+
+
+@dataclass
+class ProbedLayer:
+    """One convolution or linear as the probe saw it on the study images."""
+
+    name: str
+    kind: str  # the module class
+    spec: LayerSpec
+    fp8_path: str | None  # what ran in FP8; None where no FP8 kernel exists
+    refusals: list[str] = field(default_factory=list)  # why each FP8 candidate refused
+    rel_error: float | None = None  # |y_fp8 - y_fp16| / |y_fp16| on the real activation
+    zero_input: bool = False  # the real activation was all zeros (random weights)
+
+
+@dataclass
+class ShapeTimes:
+    """Per-call samples (ms) of one unique spec, measured on the layer `measured_as`."""
+
+    measured_as: str
+    samples: dict[str, list[float]]  # step (STEPS) -> ms per call
+    reps: dict[str, int]  # step -> calls per timed CUDA-graph replay
+    graphed: bool  # every step ran as a CUDA-graph replay
+    note: str = ""
+
+
+def quantizer_name(layer: str) -> str:
+    return layer + QUANTIZER_SUFFIX
+
+
+def _median(samples: list[float] | None) -> float | None:
+    return latency_stats(samples).median_ms if samples else None
+
+
+def _cov(samples: list[float] | None) -> float | None:
+    return latency_stats(samples).cov if samples else None
+
+
+def _shape_attrs(spec: LayerSpec, times: ShapeTimes, same_shape: int) -> dict:
+    attrs: dict = {
+        "shape": spec.label(),
+        "same_shape_layers": same_shape,
+        "measured_as": times.measured_as,
+        "cuda_graph": times.graphed,
+    }
+    if spec.op == "conv":
+        attrs.update(padding=list(spec.padding), dilation=list(spec.dilation))
+    if times.note:
+        attrs["timing_note"] = times.note
+    return attrs
+
+
+def _fp8_format(spec: LayerSpec) -> str:
+    return "NHWC" if spec.op == "conv" else "row-major"
+
+
+def _layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int, step: str, precision: DType) -> Layer:
+    spec = probed.spec
+    conv = spec.op == "conv"
+    layer = Layer(
+        name=probed.name,
+        kind=probed.kind,
+        op="conv" if conv else "linear",
+        time_ms=_median(times.samples.get(step)),
+        precision=precision,
+        groups=spec.groups if conv else None,
+        kernel_shape=list(spec.kernel) if conv else None,
+        in_channels=spec.in_channels,
+        out_channels=spec.out_channels,
+        stride=list(spec.stride) if conv else None,
+        inputs=[Tensor(dtype=precision, shape=list(spec.input_shape), format=_fp8_format(spec) if precision == "fp8" else None)],
+        outputs=[Tensor(dtype="fp16", shape=list(spec.output_shape()))],
+        quantized=precision == "fp8",
+        attrs=_shape_attrs(spec, times, same_shape),
+    )
+    layer.attrs.update(cov=_cov(times.samples.get(step)), calls_per_replay=times.reps.get(step))
+    return layer
+
+
+def fp16_layers(probed: list[ProbedLayer], times: dict[LayerSpec, ShapeTimes]) -> list[Layer]:
+    counts = _counts(probed)
+    return [_layer(p, times[p.spec], counts[p.spec], "fp16", "fp16") for p in probed]
+
+
+def _quantize_layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int) -> Layer:
+    spec, samples = probed.spec, times.samples
+    return Layer(
+        name=quantizer_name(probed.name),
+        kind=QUANTIZE_KIND,
+        op="quantize",
+        time_ms=_median(samples.get("quantize")),
+        precision="fp8",
+        inputs=[Tensor(dtype="fp16", shape=list(spec.input_shape))],
+        outputs=[Tensor(dtype="fp8", shape=list(spec.input_shape), format=_fp8_format(spec))],
+        quantized=True,
+        attrs={
+            "quantizes": probed.name,
+            "measured_as": quantizer_name(times.measured_as),
+            "same_shape_layers": same_shape,
+            "cov": _cov(samples.get("quantize")),
+            "calls_per_replay": times.reps.get("quantize"),
+            "dynamic_amax_ms": _median(samples.get("amax")),
+        },
+    )
+
+
+def fp8_layers(probed: list[ProbedLayer], times: dict[LayerSpec, ShapeTimes]) -> list[Layer]:
+    """Each FP8 layer behind its own quantize layer; a layer without an FP8 kernel stays fp16, as an
+    engine would keep it."""
+    counts = _counts(probed)
+    layers = []
+    for p in probed:
+        shape_times = times[p.spec]
+        if p.fp8_path is None:
+            layer = _layer(p, shape_times, counts[p.spec], "fp16", "fp16")
+            layer.attrs["no_fp8_kernel"] = "; ".join(p.refusals) or "no FP8 path for this layer"
+            layers.append(layer)
+            continue
+        layers.append(_quantize_layer(p, shape_times, counts[p.spec]))
+        layer = _layer(p, shape_times, counts[p.spec], "fp8", "fp8")
+        layer.attrs.update(fp8_path=p.fp8_path, rel_error=p.rel_error, zero_input=p.zero_input)
+        if p.refusals:
+            layer.attrs["refused_first"] = "; ".join(p.refusals)
+        layers.append(layer)
+    return layers
+
+
+def _counts(probed: list[ProbedLayer]) -> dict[LayerSpec, int]:
+    counts: dict[LayerSpec, int] = {}
+    for p in probed:
+        counts[p.spec] = counts.get(p.spec, 0) + 1
+    return counts
+
+
+def probe_variant(name: str, precision: Precision, layers: list[Layer], records: TraceRecords | None, notes: list[str]) -> Variant:
+    """A variant whose layer times are the isolated timings; kernels, if traced, attributed to them.
+
+    Attribution sums kernel time per layer; the timed figures replace those sums afterwards.
+    """
+    variant = Variant(name=name, backend="torch", precision=precision, device="cuda", layers=layers, notes=list(notes))
+    if records is None:
+        return variant
+    times = [layer.time_ms for layer in layers]
+    index = LayerIndex(list(layers))
+    table, summary = summarize(records, index)
+    for layer, time_ms in zip(index.layers, times):
+        layer.attrs["traced_kernel_ms"] = layer.time_ms
+        layer.time_ms = time_ms
+    variant.layers = index.layers  # names the trace saw outside the probe's layers are appended
+    variant.kernels, variant.trace = table, summary
+    return variant
