@@ -111,9 +111,10 @@ def _add_report_commands(sub) -> None:
     p.add_argument("--pair", action="append", default=[], metavar="A=B",
                    help="compare variant A of the first session with variant B of the second (repeatable)")
 
-    p = sub.add_parser("export", help="a session as README-ready Markdown, or CSV / JSON")
-    p.add_argument("session")
-    p.add_argument("--format", default="md", choices=["md", "csv", "json"])
+    p = sub.add_parser("export", help="a session as README-ready Markdown, or CSV / JSON; the study section of several")
+    p.add_argument("session", nargs="+", help="one session; several for --format study")
+    p.add_argument("--format", default="md", choices=["md", "csv", "json", "study", "matrix"],
+                   help="study: the FP8 study section of one or more sessions; matrix: a merged session's tables per axis pair")
     p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun")
     p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules")
     p.add_argument("-o", "--output", help="write here instead of stdout (refuses to overwrite without --force)")
@@ -137,6 +138,26 @@ def _add_onnx_command(sub) -> None:
     p.add_argument("--checkpoint")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=".", help="folder for the .onnx files")
+    p.add_argument("--json", action="store_true")
+
+
+def _add_sweep_commands(sub) -> None:
+    p = sub.add_parser("sweep", help="run a matrix of studies, one job per plan (here, on Ray or on Slurm), and merge them")
+    p.add_argument("matrix", help="TOML file: [base] options, [axes] lists, [[exclude]] combinations")
+    p.add_argument("--executor", default="local", choices=["local", "ray", "slurm"])
+    p.add_argument("--gpus", type=int, help="local: GPUs used (default: every visible one); ray: GPUs of a local cluster")
+    p.add_argument("--out", help="the sweep's folder (default: <user data>/sweeps/<name>)")
+    p.add_argument("--dry-run", action="store_true", help="print the plans and the job count; run nothing")
+    p.add_argument("--ray-address", help="a running Ray cluster (default: start a local one)")
+    p.add_argument("--partition", help="Slurm partition")
+    p.add_argument("--time-limit", type=int, default=120, metavar="MINUTES", help="Slurm time limit per job")
+    p.add_argument("--submitit-cluster", choices=["slurm", "local", "debug"],
+                   help="submitit's executor (default: Slurm where found; local runs the jobs here)")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("merge", help="join sessions (files, folders, sweeps) into one comparison keyed by their axes")
+    p.add_argument("sources", nargs="+", metavar="SESSION_OR_DIR")
+    p.add_argument("--out", required=True, help="the merged session file")
     p.add_argument("--json", action="store_true")
 
 
@@ -172,7 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_study_options(sub.add_parser("run", help="run a study headless and save its session"))
-    for add in (_add_session_commands, _add_import_command, _add_report_commands, _add_onnx_command, _add_probe_command):
+    for add in (_add_session_commands, _add_import_command, _add_report_commands, _add_onnx_command, _add_probe_command,
+                _add_sweep_commands):
         add(sub)
     return parser
 
@@ -222,7 +244,8 @@ def _print_summary(session, path) -> None:
     from sessions.verdict import verdict_lines
 
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
-    print(f"{session.study.model}  batch {session.study.batch}  {session.study.backend} on {session.study.device} ({gpu})")
+    batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
+    print(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})")
     print(table_text(views.session_variant_table(session)))
     for line in verdict_lines(session, load_rules()):
         print(line)
@@ -400,12 +423,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 @command("export")
 def cmd_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from sessions import export
     from sessions.storage import load, resolve
 
-    path = resolve(args.session)
+    paths = [resolve(name) for name in args.session]
+    if args.format in ("study", "matrix"):
+        text = _export_sections(args.format, [(str(p), load(p)) for p in paths], args.rules)
+        return _write_export(text, args.output, args.force)
+    if len(paths) > 1:
+        raise InputError(f"--format {args.format} takes one session; --format study takes several")
+    path = paths[0]
     session = load(path)
     if args.format == "md":
         sections = [s.strip() for s in args.sections.split(",")] if args.sections else None
@@ -417,9 +444,32 @@ def cmd_export(args: argparse.Namespace) -> int:
         text = export.export_csv(session)
     else:
         text = _json_text(export.export_json(session, str(path), _rules(args.rules)))
-    if args.output:
-        export.write_export(Path(args.output), text, args.force)
-        _err(f"wrote {args.output}")
+    return _write_export(text, args.output, args.force)
+
+
+def _export_sections(fmt: str, sessions: list, rules: str | None) -> str:
+    if fmt == "study":
+        from sessions.study_export import study_markdown
+
+        return study_markdown(sessions, _rules(rules))
+    from sessions.matrix_tables import matrix_markdown
+    from sessions.merge import merge_sessions
+
+    merged = sessions[0][1] if len(sessions) == 1 and sessions[0][1].merge else merge_sessions(sessions, [])
+    return matrix_markdown(merged)
+
+
+def _write_export(text: str, output: str | None, force: bool) -> int:
+    from sessions.tables import markdown_table_problems
+
+    problems = markdown_table_problems(text)
+    if problems:
+        raise InspectError(f"export made a malformed table ({problems[0]}); nothing written")
+    if output:
+        from sessions.export import write_export
+
+        write_export(Path(output), text, force)
+        _err(f"wrote {output}")
     else:
         sys.stdout.write(text)
     return ExitCode.OK
@@ -444,6 +494,78 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         return code
     print()
     return _print_diff(diff_sessions(old, new, _rules(None), threshold, str(path), str(new_path)), "text")
+
+
+@command("sweep")
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from inspector.sweep.executors import ExecutorOptions, check_available
+    from inspector.sweep.jobs import SweepFolder
+    from inspector.sweep.matrix import load_matrix
+    from inspector.sweep.runner import default_folder, merge_finished, plan_jobs, run_jobs
+
+    if args.gpus is not None and args.gpus < 1:
+        raise InputError("--gpus must be at least 1")
+    if not args.dry_run:
+        check_available(args.executor)
+    matrix = load_matrix(Path(args.matrix))
+    folder = SweepFolder(Path(args.out) if args.out else default_folder(matrix))
+    jobs = plan_jobs(matrix, args.matrix, folder, lambda line: _err(f"[sweep] {line}"))
+    if args.dry_run:
+        return _print_plans(folder, jobs, args.json)
+    options = ExecutorOptions(args.gpus, args.ray_address, args.partition, args.time_limit, args.submitit_cluster)
+    outcomes, interrupted = run_jobs(folder, jobs, args.executor, options, lambda line: _err(f"[sweep] {line}"))
+    merged = merge_finished(folder, jobs, args.argv)
+    _print_outcomes(folder, jobs, outcomes, merged, args.json)
+    if interrupted:
+        return ExitCode.INTERRUPTED
+    return ExitCode.OK if all(o.state in ("done", "skipped") and not o.error for o in outcomes.values()) else ExitCode.FAILURE
+
+
+def _print_plans(folder, jobs, as_json: bool) -> int:
+    from sessions.tables import render_text
+
+    finished = [job for job in jobs if folder.finished(job.key)]
+    if as_json:
+        _print_json({"folder": str(folder.root), "jobs": [{**job.__dict__, "finished": job in finished} for job in jobs]})
+        return ExitCode.OK
+    axes = list(jobs[0].axes) if jobs else []
+    rows = [[job.key, *job.axes.values(), job.plan.backend, job.plan.device, job.plan.tracer,
+             ",".join(v.name for v in job.plan.variants), "finished" if job in finished else "to run"] for job in jobs]
+    print(render_text(["key", *axes, "backend", "device", "tracer", "variants", "state"], rows))
+    print(f"{len(jobs)} jobs, {len(finished)} finished earlier; folder {folder.root}")
+    return ExitCode.OK
+
+
+def _print_outcomes(folder, jobs, outcomes, merged, as_json: bool) -> None:
+    from sessions.tables import render_text
+
+    if as_json:
+        _print_json({"folder": str(folder.root), "merged": str(merged) if merged else None,
+                     "jobs": [{"axes": job.axes, "session": str(folder.session(job.key)), **outcomes[job.key].__dict__}
+                              for job in jobs if job.key in outcomes]})
+        return
+    axes = list(jobs[0].axes) if jobs else []
+    rows = [[job.key, *job.axes.values(), outcomes[job.key].state, outcomes[job.key].job_id,
+             outcomes[job.key].error or str(folder.session(job.key))] for job in jobs if job.key in outcomes]
+    print(render_text(["key", *axes, "state", "job id", "error or session"], rows))
+    print(f"merged: {merged}" if merged else "merged: nothing (no job finished)")
+
+
+@command("merge")
+def cmd_merge(args: argparse.Namespace) -> int:
+    from sessions.merge import collect, merge_sessions
+    from sessions.storage import check_writable, save
+
+    target = Path(args.out)
+    check_writable(target)
+    sources, skipped = collect(args.sources)
+    for line in skipped:
+        _err(f"skipped: {line}")
+    sources = [(path, session) for path, session in sources if Path(path).resolve() != target.resolve()]
+    merged = merge_sessions(sources, args.argv)
+    save(merged, target)
+    _print_session(merged, target, args.json)
+    return ExitCode.OK
 
 
 @command("onnx")

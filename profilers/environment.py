@@ -243,6 +243,17 @@ def gpu_info(index: int = 0) -> GpuInfo | None:
     return info
 
 
+def _nvml_handle(pynvml, index: int):
+    """The NVML handle of CUDA device `index`: NVML counts every GPU, CUDA only those CUDA_VISIBLE_DEVICES lists."""
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    if "CUDA_VISIBLE_DEVICES" not in os.environ or index >= len(visible):
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    device = visible[index]
+    if device.isdigit():
+        return pynvml.nvmlDeviceGetHandleByIndex(int(device))
+    return pynvml.nvmlDeviceGetHandleByUUID(device)
+
+
 def _nvml_info(index: int) -> GpuInfo | None:
     try:
         import pynvml
@@ -253,7 +264,7 @@ def _nvml_info(index: int) -> GpuInfo | None:
     except pynvml.NVMLError:
         return None
     try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        handle = _nvml_handle(pynvml, index)
         info = GpuInfo(name=_text(pynvml.nvmlDeviceGetName(handle)))
         optional = {
             "uuid": lambda: _text(pynvml.nvmlDeviceGetUUID(handle)),

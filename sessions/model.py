@@ -253,16 +253,39 @@ class Variant:
     quality: Quality | None = None
     notes: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)  # what made this variant, where not the study's command (imports)
+    # merged sessions only: the job the variant was measured in (index into Session.merge.jobs) and its
+    # axes there ({"model": "senet154", "batch": "32", ..., "variant": "fp16"}; the name is "<axes>/<variant>")
+    job: int | None = None
+    axes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class MergedJob:
+    """One session a merged session was joined from: its study, environment and method, kept per row."""
+
+    path: str
+    label: str  # the axes' values, the prefix of its variants' names
+    axes: dict[str, str]
+    study: Study
+    environment: Environment
+    method: TimingMethod
+
+
+@dataclass
+class Merge:
+    axes: list[str]  # what differs between the jobs, in the comparison's order; "variant" last
+    jobs: list[MergedJob]
 
 
 @dataclass
 class Session:
     study: Study
-    environment: Environment
+    environment: Environment  # a merged session: what its jobs share (each job keeps its own)
     method: TimingMethod
     variants: list[Variant] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
     tool: str = TOOL
+    merge: Merge | None = None  # set where sessions were joined (`merge`, `sweep`)
 
     def variant(self, name: str) -> Variant:
         for variant in self.variants:
@@ -277,4 +300,14 @@ class Session:
         for variant in timed:
             if variant.name == "fp16":
                 return variant
+        return timed[0] if timed else None
+
+    def baseline_for(self, variant: Variant) -> Variant | None:
+        """The baseline `variant` is compared with: in a merged session, its own job's fp16 (else first timed)."""
+        if variant.job is None or self.merge is None:
+            return self.baseline()
+        timed = [v for v in self.variants if v.job == variant.job and v.latency is not None]
+        for candidate in timed:
+            if candidate.axes.get("variant") == "fp16":
+                return candidate
         return timed[0] if timed else None

@@ -73,8 +73,7 @@ def median_cell(s: VariantSummary) -> float | str | None:
 
 
 def summarize_session(session: Session) -> list[VariantSummary]:
-    baseline = session.baseline()
-    return [summarize_variant(v, baseline) for v in session.variants]
+    return [summarize_variant(v, session.baseline_for(v)) for v in session.variants]
 
 
 def summary_document(session: Session, path: str | None = None) -> dict:

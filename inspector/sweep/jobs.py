@@ -1,0 +1,132 @@
+"""One sweep job: a resolved plan written to the sweep's folder, run in a process of its own.
+
+Every executor (local, Ray, Slurm) runs the same `run_job`: it starts `python -m inspector.sweep.worker`
+on the job's file, so a crash, a leak or a stuck GPU context ends with that process, and reads the
+outcome the worker left in `status/<key>.json`. A job is finished when that says `done`; a rerun of
+the sweep skips it. The key is a hash of the plan, so an edited matrix reruns only what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import orjson
+
+from sessions.codec import ShapeError, build
+from sessions.errors import InputError
+from sessions.plan import StudyPlan
+
+State = Literal["done", "failed", "cancelled", "skipped"]
+
+
+@dataclass(frozen=True)
+class Job:
+    key: str
+    axes: dict[str, str]
+    plan: StudyPlan  # out: the job's session in the sweep's folder
+    command: tuple[str, ...]  # the `trt-inspect run` command that asks for the same plan
+    imports: tuple[str, ...] = ()
+
+
+@dataclass
+class Outcome:
+    key: str
+    state: State
+    error: str | None = None  # one line; for `done`, the variants that failed, if any
+    job_id: str | None = None  # the scheduler's id (Slurm)
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_key(plan: StudyPlan) -> str:
+    """A hash of what the plan measures: where its files go is not part of it."""
+    canonical = orjson.dumps(replace(plan, out=None, raw_trace=None), option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class SweepFolder:
+    root: Path
+
+    def job_file(self, key: str) -> Path:
+        return self.root / "jobs" / f"{key}.json"
+
+    def session(self, key: str) -> Path:
+        return self.root / "sessions" / f"{key}.json"
+
+    def status(self, key: str) -> Path:
+        return self.root / "status" / f"{key}.json"
+
+    def log(self, key: str) -> Path:
+        return self.root / "logs" / f"{key}.log"
+
+    @property
+    def merged(self) -> Path:
+        return self.root / "merged.json"
+
+    def write_job(self, job: Job) -> None:
+        path = self.job_file(job.key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(orjson.dumps(job, option=orjson.OPT_INDENT_2))
+
+    def read_job(self, key: str) -> Job:
+        try:
+            return build(Job, orjson.loads(self.job_file(key).read_bytes()))
+        except (OSError, orjson.JSONDecodeError, ShapeError) as exc:
+            raise InputError(f"cannot read job {self.job_file(key)}: {exc}") from None
+
+    def write_status(self, outcome: Outcome) -> None:
+        path = self.status(outcome.key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(orjson.dumps(outcome))
+        os.replace(tmp, path)
+
+    def read_status(self, key: str) -> Outcome | None:
+        try:
+            return build(Outcome, orjson.loads(self.status(key).read_bytes()))
+        except (OSError, orjson.JSONDecodeError, ShapeError):
+            return None
+
+    def finished(self, key: str) -> bool:
+        outcome = self.read_status(key)
+        return outcome is not None and outcome.state == "done" and self.session(key).is_file()
+
+
+def run_job(root: str, key: str, cwd: str | None = None, gpu: str | None = None) -> Outcome:
+    """Run job `key` of the sweep in `root` in a fresh process; its output goes to the job's log.
+
+    `gpu` sets CUDA_VISIBLE_DEVICES (the local executor); Ray and Slurm set it themselves.
+    """
+    folder = SweepFolder(Path(root))
+    folder.status(key).unlink(missing_ok=True)
+    env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    log = folder.log(key)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "inspector.sweep.worker", root, key], stdout=out,
+                                   stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        try:
+            code = process.wait()
+        except BaseException:  # the sweep was interrupted or cancelled: stop the job too
+            process.terminate()
+            process.wait()
+            raise
+    outcome = folder.read_status(key)
+    if outcome is not None:
+        return outcome
+    if code < 0:
+        why = f"killed by {signal.Signals(-code).name}"
+    else:
+        why = f"exited with code {code} and no result"
+    outcome = Outcome(key, "failed", f"{why}; log: {log}")
+    folder.write_status(outcome)
+    return outcome

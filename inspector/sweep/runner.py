@@ -1,0 +1,84 @@
+"""A sweep: matrix -> one resolved plan per job -> an executor -> each job's outcome -> one merged session.
+
+Each request is resolved once, here, on the submitting machine (so a plan that cannot run fails before
+anything is submitted); the job runs that plan as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from inspector.sweep.executors import EXECUTORS, ExecutorOptions
+from inspector.sweep.jobs import Job, Outcome, SweepFolder, plan_key
+from inspector.sweep.matrix import Matrix, combinations, run_argv
+from sessions.paths import data_home
+
+Report = Callable[[str], None]
+
+
+def default_folder(matrix: Matrix) -> Path:
+    return data_home() / "sweeps" / matrix.name
+
+
+def plan_jobs(matrix: Matrix, origin: str, folder: SweepFolder, report: Report) -> list[Job]:
+    from inspector.resolve import resolve
+
+    jobs: dict[str, Job] = {}
+    for index, combination in enumerate(combinations(matrix, origin)):
+        plan, notes = resolve(combination.request)
+        if index == 0:
+            for note in notes:
+                report(note)
+        key = plan_key(plan)
+        if key in jobs:
+            report(f"{label(combination.axes)} is the same plan as {label(jobs[key].axes)}: run once")
+            continue
+        plan = replace(plan, out=str(folder.session(key).absolute()), raw_trace=None)
+        jobs[key] = Job(key, combination.axes, plan, tuple(run_argv(combination.request)), matrix.imports)
+    return list(jobs.values())
+
+
+def label(axes: dict[str, str]) -> str:
+    return " ".join(f"{name}={value}" for name, value in axes.items()) or "(no axes)"
+
+
+def run_jobs(folder: SweepFolder, jobs: Sequence[Job], executor: str, options: ExecutorOptions,
+             report: Report) -> tuple[dict[str, Outcome], bool]:
+    """Run the jobs not finished earlier: every job's outcome by key (`skipped` for finished ones), and
+    whether the sweep was interrupted (Ctrl-C reaches the running jobs too; queued ones never start)."""
+    outcomes: dict[str, Outcome] = {}
+    pending = []
+    for job in jobs:
+        folder.write_job(job)
+        if folder.finished(job.key):
+            outcomes[job.key] = Outcome(job.key, "skipped", notes=["finished earlier"])
+        else:
+            pending.append(job)
+    report(f"{len(jobs)} jobs: {len(jobs) - len(pending)} finished earlier (skipped), {len(pending)} to run ({executor})")
+
+    def on_outcome(job: Job, outcome: Outcome) -> None:
+        outcomes[job.key] = outcome
+        report(f"{label(job.axes)}: {outcome.state}{': ' + outcome.error if outcome.error else ''}")
+
+    if pending:
+        try:
+            EXECUTORS[executor](folder, pending, options, on_outcome)
+        except KeyboardInterrupt:
+            for job in pending:
+                outcomes.setdefault(job.key, Outcome(job.key, "cancelled", "the sweep was interrupted"))
+            return outcomes, True
+    return outcomes, False
+
+
+def merge_finished(folder: SweepFolder, jobs: Sequence[Job], command: list[str]) -> Path | None:
+    """Every finished job's session joined into `merged.json`; None when no job has finished."""
+    from sessions.merge import merge_sessions
+    from sessions.storage import load, save
+
+    finished = [(str(folder.session(job.key)), load(folder.session(job.key))) for job in jobs if folder.finished(job.key)]
+    if not finished:
+        return None
+    save(merge_sessions(finished, command), folder.merged)
+    return folder.merged

@@ -1,0 +1,51 @@
+"""`python -m inspector.sweep.worker ROOT KEY`: run one job's plan and leave its outcome in the folder.
+
+Progress goes to stderr (the job's log); the outcome to `status/KEY.json`, written last, so a job killed
+on the way leaves none and its executor reports how it ended.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from pathlib import Path
+
+from inspector.sweep.jobs import Outcome, SweepFolder
+from sessions.errors import ExitCode, InspectError
+
+
+def main(argv: list[str]) -> int:
+    from inspector.cli import _interrupt_on_sigterm, _quiet_libraries
+    from inspector.study import Progress, one_line, run_study
+
+    _quiet_libraries()
+    _interrupt_on_sigterm()
+    folder, key = SweepFolder(Path(argv[0])), argv[1]
+    job = folder.read_job(key)
+
+    def report(progress: Progress) -> None:
+        print(f"[{progress.phase}] {progress.message}", file=sys.stderr, flush=True)
+
+    try:
+        for module in job.imports:
+            importlib.import_module(module)
+        session, path = run_study(job.plan, list(job.command), report)
+    except InspectError as exc:
+        folder.write_status(Outcome(key, "failed", exc.message))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        folder.write_status(Outcome(key, "cancelled", "interrupted (SIGINT or SIGTERM)"))
+        return ExitCode.INTERRUPTED
+    except Exception as exc:  # noqa: BLE001  any crash of the study: the traceback stays in the log
+        traceback.print_exc()
+        folder.write_status(Outcome(key, "failed", one_line(exc)))
+        return ExitCode.FAILURE
+    failed = [f"{v.name}: {v.error}" for v in session.variants if v.status != "ok"]
+    folder.write_status(Outcome(key, "done", "; ".join(failed) or None))
+    print(f"saved {path}", file=sys.stderr)
+    return ExitCode.OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,364 @@
+"""The FP8 study section of a README, from one or more sessions (`export SESSION... --format study`).
+
+The shape is the one the hand-written studies used: summary and decision, recipe, method, results,
+quality, kernels per call by group, layers of the FP8 engine that did not run in FP8, what was not
+measured, and the commands that reproduce it. Every figure comes from the sessions; the decision is
+computed from them, and simulated FP8 (PyTorch) never decides a speed question.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from dataclasses import dataclass
+
+from sessions.errors import InspectError
+from sessions.group_report import flags, group_table
+from sessions.groups import Rules
+from sessions.merge import AXES, axis_values, split_merged
+from sessions.model import Session, Variant
+from sessions.tables import markdown_table_problems, render_markdown
+
+PAYS = 1.05  # FP8 pays from this speed-up on: below it a gain is within run-to-run noise
+COMPUTE_OPS = ("conv", "linear", "matmul")
+SIMULATED = ("simulated FP8 (PyTorch with ModelOpt fake quantization): the numerics of the recipe, "
+             "not the speed of FP8 kernels")
+
+
+@dataclass(frozen=True)
+class Job:
+    path: str
+    session: Session
+    axes: dict[str, str]  # every axis value of the job (sessions.merge.AXES)
+
+    def fp16(self) -> Variant | None:
+        timed = [v for v in self.session.variants if v.latency is not None]
+        return next((v for v in timed if v.name == "fp16"), None)
+
+    def gpu(self) -> str:
+        env = self.session.environment
+        return env.gpu.name.removeprefix("NVIDIA ") if env.gpu else f"CPU ({env.cpu})"
+
+    def engine(self) -> str:
+        versions = self.session.environment.versions
+        if self.session.study.backend == "tensorrt":
+            return f"TensorRT {versions.get('tensorrt') or '?'}"
+        return f"PyTorch {versions.get('torch') or '?'}" if self.session.study.backend == "torch" else self.session.study.backend
+
+    def level(self) -> str:
+        plan = self.session.study.plan
+        return str(plan.opt_level) if plan is not None and self.session.study.backend == "tensorrt" else "-"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One FP8 variant against its own job's fp16."""
+
+    job: Job
+    fp16: Variant
+    fp8: Variant
+
+    @property
+    def x(self) -> float:
+        assert self.fp16.latency is not None and self.fp8.latency is not None
+        return self.fp16.latency.median_ms / self.fp8.latency.median_ms
+
+    @property
+    def axes(self) -> dict[str, str]:
+        return {**self.job.axes, "variant": self.fp8.name}
+
+
+def jobs_of(sources: list[tuple[str, Session]]) -> list[Job]:
+    sessions = [job for path, session in sources for job in split_merged(session, path)]
+    return [Job(path, session, axis_values(session)) for path, session in sessions]
+
+
+def varying(jobs: list[Job]) -> list[str]:
+    return [axis for axis in AXES if len({job.axes[axis] for job in jobs}) > 1]
+
+
+def comparison_rows(jobs: list[Job]) -> list[Row]:
+    rows = []
+    for job in jobs:
+        fp16 = job.fp16()
+        for variant in job.session.variants:
+            if fp16 is not None and variant.precision == "fp8" and variant.latency is not None:
+                rows.append(Row(job, fp16, variant))
+    return rows
+
+
+def span(values: list[float], unit: str = "x", digits: int = 2) -> str:
+    low, high = (f"{v:.{digits}f}" for v in (min(values), max(values)))
+    return f"{low}{unit}" if low == high else f"{low}{unit} to {high}{unit}"
+
+
+PHRASES = {"batch": "at batch {}", "opt_level": "at level {}", "gpu": "on {}", "variant": "with {}",
+           "model": "for {}", "tensorrt": "on TensorRT {}", "backend": "on {}"}
+
+
+def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
+    """The one axis value that holds exactly the paying rows (`at batch 32`), if there is one."""
+    for axis in [*axes, "variant"]:
+        for value in dict.fromkeys(r.axes[axis] for r in paying):
+            if {id(r) for r in rows if r.axes[axis] == value} == {id(r) for r in paying}:
+                return PHRASES.get(axis, axis + " {}").format(value)
+    return None
+
+
+def decision(rows: list[Row], axes: list[str]) -> str:
+    real = [r for r in rows if not r.fp8.simulated]
+    simulated = [r for r in rows if r.fp8.simulated]
+    if not rows:
+        return "No decision: no FP8 variant was timed against an fp16 variant of the same job."
+    if not real:
+        return (f"No speed decision: every FP8 variant here is {SIMULATED}. Simulated FP8 ran at "
+                f"{span([r.x for r in simulated])} of fp16; measure with `--backend tensorrt` to decide.")
+    paying = [r for r in real if r.x >= PAYS]
+    if not paying:
+        return f"FP8 does not pay: {span([r.x for r in real])} of fp16."
+    if len(paying) == len(real):
+        return f"FP8 pays: {span([r.x for r in real])} of fp16."
+    rest = [r for r in real if r not in paying]
+    place = where(paying, real, axes) or f"in {len(paying)} of {len(real)} configurations"
+    return f"FP8 pays {place} ({span([r.x for r in paying])} of fp16), not elsewhere ({span([r.x for r in rest])})."
+
+
+def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
+    lines = ["### Summary and decision", "", (f"**{decision(rows, axes)}** (FP8 pays from {PAYS:.2f}x; "
+             "x = fp16 median / FP8 median of the same job, above 1 is faster.)"), ""]
+    models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
+    gpus = ", ".join(dict.fromkeys(f"{job.gpu()} ({job.engine()})" for job in jobs))
+    lines.append(f"- {len(jobs)} job(s): {models} on {gpus}.")
+    kernels = [(r.fp16.trace.per_call, r.fp8.trace.per_call) for r in rows if r.fp16.trace and r.fp8.trace]
+    if kernels:
+        lines.append(f"- Kernels per call: fp16 {span([k[0] for k in kernels], '', 0)}, "
+                     f"FP8 {span([k[1] for k in kernels], '', 0)}.")
+    quality = [r.fp8.quality for r in rows if r.fp8.quality is not None]
+    if quality:
+        lines.append(f"- FP8 top-1 agreement with fp32: {span([q.top1_agreement * 100 for q in quality], ' %')}; "
+                     f"mean KL {min(q.mean_kl for q in quality):.2g} to {max(q.mean_kl for q in quality):.2g}; "
+                     f"{sum(q.nonfinite for q in quality)} NaN / Inf outputs.")
+    if any(r.fp8.simulated for r in rows):
+        lines.append(f"- *simulated*: {SIMULATED}.")
+    return "\n".join(lines)
+
+
+def recipe_section(rows: list[Row]) -> str:
+    lines = ["### Recipe"]
+    seen: set[tuple[str, str, str, int, int]] = set()
+    for row in rows:
+        recipe = row.fp8.recipe
+        if recipe is None:
+            continue
+        key = (row.fp8.name, recipe.method, recipe.scales, len(recipe.quantized), recipe.calibration_count)
+        if key in seen:
+            continue
+        seen.add(key)
+        total = len(recipe.quantized) + len(recipe.excluded)
+        excluded = f"; kept out by pattern: {', '.join(recipe.exclude_patterns)}" if recipe.exclude_patterns else ""
+        lines.append(f"- **{row.fp8.name}**{' (simulated)' if row.fp8.simulated else ''}: {recipe.number_format} for "
+                     f"{len(recipe.quantized)} of {total} layers (layout {recipe.layout or '-'}{excluded}). "
+                     f"Scales: {recipe.scales}. Calibration: {recipe.calibration_count} images from "
+                     f"{recipe.calibration_source}. Method: {recipe.method}.")
+    return "\n".join(lines) if len(lines) > 1 else "### Recipe\n\nNo FP8 variant records a recipe."
+
+
+def method_section(jobs: list[Job]) -> str:
+    batches: dict[str, list[str]] = {}  # the method's words -> the batches timed that way
+    for job in jobs:
+        m = job.session.method
+        graph = "one CUDA-graph replay" if m.cuda_graph else "one eager inference"
+        order = f"{m.rounds} rounds interleaved across the variants" if m.interleaved else f"{m.rounds} rounds"
+        words = (f"{graph} per sample ({m.timer}); median of all {m.rounds} x {m.iters} runs: {order}, {m.iters} "
+                 f"runs each, after {m.warmup_s:g} s of warm-up per variant; all variants of a job built and timed "
+                 f"together in one process. Timed region: {m.timed_region}.")
+        batches.setdefault(words, [])
+        if str(job.session.study.batch) not in batches[words]:
+            batches[words].append(str(job.session.study.batch))
+    lines = ["### Method", *(f"- Batch {', '.join(b)}: {words}" for words, b in batches.items())]
+    first = jobs[0].session.method
+    lines += [f"- Kernels: {first.kernels}.", f"- Per-layer time: {first.per_layer}."]
+    return "\n".join(lines)
+
+
+def results_section(rows: list[Row], axes: list[str]) -> str:
+    if not rows:
+        return "### Results\n\nNo FP8 variant was timed against an fp16 variant of the same job."
+    shown = [a for a in axes if a not in ("gpu", "tensorrt", "torch", "backend", "opt_level", "batch")]
+    headers = ["GPU", "engine", "level", "batch", *shown, "FP8 variant", "fp16 ms", "FP8 ms", "x",
+               "MiB fp16 / FP8", "build s fp16 / FP8"]
+    body = []
+    for r in rows:
+        body.append([r.job.gpu(), r.job.engine(), r.job.level(), r.job.session.study.batch,
+                     *(r.job.axes[a] for a in shown), r.fp8.name + (" (simulated)" if r.fp8.simulated else ""),
+                     r.fp16.latency.median_ms, r.fp8.latency.median_ms, f"{r.x:.2f}",
+                     _pair(_mib(r.fp16), _mib(r.fp8)), _pair(r.fp16.build_s, r.fp8.build_s)])
+    parts = ["### Results", render_markdown(headers, body)]
+    for axis in [*axes, "variant"]:
+        if len({r.axes[axis] for r in rows}) > 1:
+            parts += [f"x by {axis}:", axis_table(rows, axis)]
+    unstable = [f"{r.job.gpu()} b{r.job.session.study.batch} {v.name}" for r in rows for v in (r.fp16, r.fp8)
+                if v.latency is not None and v.latency.cov > 0.025]
+    if unstable:
+        parts.append(f"CoV above 2.5 % for {', '.join(dict.fromkeys(unstable))}: differences that small are noise.")
+    return "\n\n".join(parts)
+
+
+def axis_table(rows: list[Row], axis: str) -> str:
+    variants = list(dict.fromkeys(r.fp8.name for r in rows)) if axis != "variant" else ["x"]
+    body = []
+    for value in dict.fromkeys(r.axes[axis] for r in rows):
+        cells = []
+        for name in variants:
+            xs = [r.x for r in rows if r.axes[axis] == value and (axis == "variant" or r.fp8.name == name)]
+            cells.append(span(xs) if xs else None)
+        body.append([value, *cells])
+    return render_markdown([axis, *variants], body)
+
+
+def _count(value: float | None) -> float | int | None:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _mib(variant: Variant) -> str | None:
+    return f"{variant.artifact_bytes / (1 << 20):.1f}" if variant.artifact_bytes is not None else None
+
+
+def _pair(a: object, b: object) -> str:
+    def text(v: object) -> str:
+        return "-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)
+
+    return f"{text(a)} / {text(b)}"
+
+
+def quality_section(jobs: list[Job]) -> str:
+    headers = ["job", "variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs error", "NaN / Inf"]
+    body = [[label(job), v.name + (" (simulated)" if v.simulated else ""), v.quality.reference, v.quality.images,
+             v.quality.top1_agreement * 100, v.quality.mean_kl, v.quality.max_abs_logit_error, v.quality.nonfinite]
+            for job in jobs for v in job.session.variants if v.quality is not None]
+    if not body:
+        return "### Quality\n\nNot measured."
+    sources = ", ".join(dict.fromkeys(f"{job.session.study.weights}" for job in jobs))
+    parts = ["### Quality", render_markdown(headers, body), f"Weights: {sources}."]
+    if any(job.session.study.weights.startswith("random") for job in jobs):
+        parts.append("With random weights these figures compare numerics only, not accuracy.")
+    return "\n\n".join(parts)
+
+
+def label(job: Job) -> str:
+    level = f" L{job.level()}" if job.level() != "-" else ""
+    return f"{job.session.study.model} {job.gpu()} {job.engine()}{level} b{job.session.study.batch}"
+
+
+def kernels_section(jobs: list[Job], rules: Rules) -> str:
+    parts = ["### Kernels per call by group"]
+    for job in jobs:
+        session = job.session
+        if all(v.kernels is None for v in session.variants):
+            parts.append(f"{label(job)}: no kernel trace.")
+            continue
+        headers, rows = group_table(session, "role", rules)
+        keep = [0] + [i for i, h in enumerate(headers) if h.endswith(" k/call")]
+        counts = [[row[0], *(_count(row[i]) for i in keep[1:])] for row in rows]
+        parts += [f"**{label(job)}**", render_markdown([headers[i] for i in keep], counts)]
+        parts.append(explaining_layers(session))
+    return "\n\n".join(parts)
+
+
+def explaining_layers(session: Session, top: int = 5) -> str:
+    """The flagged layers (per-group splits, kernel jumps against fp16), most kernels first."""
+    found = flags(session)
+    if not found:
+        return "No layer is flagged (no per-group split, no kernel jump against fp16)."
+    lines = []
+    for variant in dict.fromkeys(f.variant for f in found):
+        mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
+        reasons = ", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items())
+        examples = "; ".join(
+            f"`{f.layer}` {f.kernels_per_call:.0f} kernels" + (f" ({f.groups} groups)" if f.groups else "")
+            + (f", fp16 {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
+            for f in mine[:top])
+        lines.append(f"- {variant}: {len(mine)} layers flagged ({reasons}); {examples}")
+    return "Layers that explain the count:\n" + "\n".join(lines)
+
+
+def fp16_layers_section(rows: list[Row]) -> str:
+    headers = ["job", "FP8 variant", "compute layers", "in FP8", "not in FP8", "of those quantized by the recipe", "examples"]
+    body = []
+    for r in rows:
+        compute = [layer for layer in r.fp8.layers if layer.op in COMPUTE_OPS]
+        if not compute:
+            continue
+        other = [layer for layer in compute if layer.precision != "fp8"]
+        quantized = set(r.fp8.recipe.quantized) if r.fp8.recipe else set()
+        expected = [layer for layer in other if layer.quantized or in_recipe(layer.name, layer.onnx_nodes, quantized)]
+        names = ", ".join(layer.name for layer in (expected or other)[:4]) + (" ..." if len(expected or other) > 4 else "")
+        body.append([label(r.job), r.fp8.name + (" (simulated)" if r.fp8.simulated else ""), len(compute),
+                     len(compute) - len(other), len(other), len(expected), names or "-"])
+    if not body:
+        return "### Layers of the FP8 engine that did not run in FP8\n\nNo layer precisions recorded."
+    parts = ["### Layers of the FP8 engine that did not run in FP8", render_markdown(headers, body)]
+    if any(r.fp8.simulated for r in rows):
+        parts.append("For simulated variants the precision is the recipe's choice (fake quantization), not a kernel's.")
+    return "\n\n".join(parts)
+
+
+def in_recipe(name: str, onnx_nodes: list[str], quantized: set[str]) -> bool:
+    """Whether a layer stands for a module the recipe quantized (`layer1.0.conv1`, or its ONNX node)."""
+    texts = ["." + t.replace("/", ".") + "." for t in [name, *onnx_nodes]]
+    return name in quantized or any(f".{path}." in text for path in quantized for text in texts)
+
+
+def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
+    items = []
+    sessions = [job.session for job in jobs]
+    if all(s.study.backend != "tensorrt" for s in sessions):
+        items.append("TensorRT engines: no job ran the TensorRT backend" + (
+            f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
+    for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
+                        ("tensorrt", "TensorRT versions other than {}"), ("opt_level", "builder optimisation levels other than {}")):
+        values = {job.axes[axis] for job in jobs if axis not in ("tensorrt", "opt_level") or job.session.study.backend == "tensorrt"}
+        if len(values) == 1 and values != {"-"}:
+            items.append(words.format(values.pop()))
+    layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}
+    if layouts:
+        items.append(f"FP8 layouts other than {', '.join(sorted(layouts))}")
+    if any(s.study.weights.startswith("random") for s in sessions):
+        items.append("accuracy with trained weights (random weights: quality compares numerics only)")
+    images = {v.quality.images for s in sessions for v in s.variants if v.quality is not None}
+    if images:
+        items.append(f"quality on a larger held-out set (at most {max(images)} images here)")
+    if any(v.artifact_bytes is None for s in sessions for v in s.variants if v.status == "ok"):
+        items.append("plan size for some variants")
+    if any(v.kernels is None for s in sessions for v in s.variants if v.status == "ok"):
+        items.append("kernels per call for some variants (not traced)")
+    items += [f"{label(job)} {v.name}: failed ({v.error})" for job in jobs for v in job.session.variants if v.status != "ok"]
+    items += [f"{label(job)}: no fp16 variant to compare FP8 with" for job in jobs
+              if job.fp16() is None and any(v.precision == "fp8" for v in job.session.variants)]
+    return "### Not measured\n\n" + "\n".join(f"- {item}." for item in items) if items else "### Not measured\n\nNothing the sessions can tell."
+
+
+def reproduce_section(sources: list[tuple[str, Session]], jobs: list[Job]) -> str:
+    commands = [shlex.join(s.study.command) for _, s in sources if s.merge is not None and s.study.command]
+    commands += [shlex.join(job.session.study.command) for job in jobs if job.session.study.command]
+    commands += [f"trt-inspect rerun {shlex.quote(job.path)}" for job in jobs if job.session.study.plan is not None]
+    return "\n".join(["### Reproduce", "```bash", *dict.fromkeys(commands), "```"])
+
+
+def study_markdown(sources: list[tuple[str, Session]], rules: Rules) -> str:
+    jobs = jobs_of(sources)
+    if not jobs:
+        raise InspectError("no sessions to export")
+    rows = comparison_rows(jobs)
+    axes = varying(jobs)
+    models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
+    sections = [
+        f"## FP8 quantization study: {models}", summary_section(jobs, rows, axes), recipe_section(rows),
+        method_section(jobs), results_section(rows, axes), quality_section(jobs), kernels_section(jobs, rules),
+        fp16_layers_section(rows), not_measured_section(jobs, rows), reproduce_section(sources, jobs),
+    ]
+    text = "\n\n".join(sections) + "\n"
+    problems = markdown_table_problems(text)
+    if problems:
+        raise InspectError(f"the study section has a malformed table ({problems[0]})")
+    return text
