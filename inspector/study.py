@@ -128,6 +128,7 @@ def run_requested_study(request: StudyRequest, report: Report) -> tuple[Session,
 def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: StudyInputs, reference: Any,
                    recorder: Recorder) -> dict[str, Engine]:
     engines: dict[str, Engine] = {}
+    baselines: dict[str, Any] = {}
     total = len(plan.variants)
     for index, variant_plan in enumerate(plan.variants):
         recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
@@ -142,7 +143,7 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
             variant.recipe.calibration_source = inputs.image_source
         recorder.session.variants.append(variant)
         engines[variant.name] = result.engine
-        measure_quality(variant, result.engine, reference, inputs, recorder)
+        measure_quality(variant, result.engine, reference, inputs, recorder, baselines)
         try:
             trace_variant(variant, result.engine, plan, tracer, type(backend), recorder)
         except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
@@ -201,13 +202,22 @@ def per_layer_words(backend: type[Backend], tracer: Tracer, device: str) -> str:
     )
 
 
-def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder) -> None:
-    from profilers.quality import compare
+def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder,
+                    baselines: dict[str, Any]) -> None:
+    """Quality against fp32, agreement with fp16 (kept in `baselines` once measured), stress inputs."""
+    from profilers.quality import compare, predicted_classes, stress_check
 
     count = inputs.image_count
     recorder.step("quality", f"{variant.name}: quality on {count} images", variant.name, saved=False)
     outputs = np.concatenate([np.asarray(engine.infer(batch)) for batch in inputs.quality_batches])
-    variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count)
+    baseline = ("fp16", baselines["fp16"]) if "fp16" in baselines and variant.name != "fp16" else None
+    variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count, baseline, inputs.masks)
+    if variant.name == "fp16":
+        baselines["fp16"] = predicted_classes(outputs)
+    failed = stress_check(engine.infer, inputs.stress)
+    variant.quality.stress_inputs, variant.quality.stress_nonfinite = len(inputs.stress), len(failed)
+    if failed:
+        variant.notes.append(f"NaN or Inf on {len(failed)} of {len(inputs.stress)} stress inputs: {', '.join(failed)}")
 
 
 def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer, backend: type[Backend],
@@ -257,7 +267,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
 
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         for name, values in samples.items():
-            session.variant(name).latency = latency_stats(values)
+            session.variant(name).latency = latency_stats(values, plan.timing.iters)
         recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds)
 
     recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",

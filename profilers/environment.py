@@ -80,6 +80,8 @@ def collect(device: str, cuda_version: str | None = None) -> Environment:
         python=sys.version.split()[0],
         versions=versions,
         gpu=gpu_info() if device == "cuda" else None,
+        torch_threads=torch.get_num_threads() if torch else None,
+        load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     )
 
 
