@@ -42,7 +42,8 @@ def test_stress_inputs_cover_the_kinds_and_nonfinite_outputs_are_named():
     names = [name for name, _ in inputs]
     assert {"zeros", "saturated low", "saturated high", "extreme +-65504", "noise sigma 100"} <= set(names)
     assert all(array.shape == (3, 8, 8) and array.dtype == np.float32 for _, array in inputs)
-    overflow = stress_check(lambda x: np.asarray(x, np.float16) * np.float16(2), inputs)  # fp16 overflows at 65504
+    with np.errstate(over="ignore"):
+        overflow = stress_check(lambda x: np.asarray(x, np.float16) * np.float16(2), inputs)  # fp16 overflows at 65504
     assert overflow == ["extreme +-65504"]
 
 
@@ -55,3 +56,17 @@ def test_split_is_disjoint_at_a_fixed_stride():
     assert wide.calibration[:2] == [75, 175]  # spread over the whole set, not its first quarter
     with pytest.raises(InputError, match="only 18 are available"):
         split(18, 16, 4)
+
+
+def test_classification_figures_image_by_image_equal_the_whole_batch_formulas():
+    rng = np.random.default_rng(0)
+    ref, cand = rng.normal(size=(5, 7)), rng.normal(size=(5, 7))
+    cand[2, 3] = np.nan
+    quality = compare(ref, cand, "fp32", "t", 5)
+    clean = np.nan_to_num(cand)
+    log_p = ref - np.log(np.exp(ref).sum(1, keepdims=True))
+    log_q = clean - np.log(np.exp(clean).sum(1, keepdims=True))
+    assert quality.top1_agreement == pytest.approx((ref.argmax(1) == clean.argmax(1)).mean())
+    assert quality.mean_kl == pytest.approx((np.exp(log_p) * (log_p - log_q)).sum(1).mean())
+    assert quality.max_abs_logit_error == pytest.approx(np.abs(ref - clean).max())
+    assert quality.nonfinite == 1 and quality.task == "classification"
