@@ -142,7 +142,7 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
         except InputError as exc:
             if explicit:
                 raise
-            notes.append(f"{variant.name} left out: {exc.message}")
+            notes.append(f"left out: {exc.message}")
             continue
         chosen[variant.name] = selection
         kept.append(variant)

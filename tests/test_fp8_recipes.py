@@ -107,3 +107,15 @@ def test_variant_names_expand_recipes():
     assert parse_variants("fp8-no-se-no-layer1,fp16,fp16", [], []) == (VariantPlan("fp8", "no-se-no-layer1"), VariantPlan("fp16"))
     with pytest.raises(InputError, match="unknown variant 'int3'"):
         parse_variants("fp16,int3", ["all"], [])
+
+
+def test_resolve_refuses_a_named_recipe_and_drops_a_default_one_with_a_note():
+    from inspector.request import StudyRequest
+    from inspector.resolve import resolve
+
+    base = dict(model="resnet18", device="cpu", tracer="none")
+    with pytest.raises(InputError, match="fp8-no-se: resnet18 has no squeeze-excitation layers"):
+        resolve(StudyRequest(**base, variants="fp32,fp8", fp8_recipes=("all", "no-se")))
+    plan, notes = resolve(StudyRequest(**base, variants="fp32,fp8"))  # defaults: all and no-se
+    assert [v.name for v in plan.variants] == ["fp32", "fp8-all"]
+    assert any(note.startswith("left out: fp8-no-se: resnet18 has no squeeze-excitation") for note in notes)
