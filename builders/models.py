@@ -7,6 +7,7 @@ local folder, a model type (`hf:segformer`) or the local cache, and `--checkpoin
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,18 @@ from typing import Any
 from builders.model_info import ModelInfo
 from sessions.errors import InputError
 
+# SegFormer (MiT-B0..B5) architectures as published by NVIDIA, so that `hf:segformer-b5` or a
+# `nvidia/segformer-bN-finetuned-ade-S-S` id absent from the local cache builds without the hub
+# (random weights, or --checkpoint). ADE20K: 150 classes.
+SEGFORMER_SIZES = {
+    "b0": ((2, 2, 2, 2), (32, 64, 160, 256), 256),
+    "b1": ((2, 2, 2, 2), (64, 128, 320, 512), 256),
+    "b2": ((3, 4, 6, 3), (64, 128, 320, 512), 768),
+    "b3": ((3, 4, 18, 3), (64, 128, 320, 512), 768),
+    "b4": ((3, 8, 27, 3), (64, 128, 320, 512), 768),
+    "b5": ((3, 6, 40, 3), (64, 128, 320, 512), 768),
+}
+SEGFORMER_NAME = re.compile(r"^(?:hf:segformer-(b[0-5])(?:-(\d+))?|nvidia/segformer-(b[0-5])-finetuned-ade-(\d+)-\d+)$")
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -37,6 +50,8 @@ def load_model(name: str, checkpoint: Path | None = None) -> LoadedModel:
         if not (path / "config.json").is_file():
             raise InputError(f"{name} is a folder without config.json, not a Hugging Face model")
         model = _hf_model(str(path), local=True)
+    elif SEGFORMER_NAME.match(name) and (name.startswith("hf:") or not _hf_cached(name)):
+        model = _segformer_model(name)
     elif name.startswith("hf:"):
         model = _hf_model(name[3:], model_type=True)
     elif "/" in name:
@@ -93,6 +108,39 @@ class HFLogits:
                 return self.model(pixel_values=pixel_values).logits
 
         return _Wrapped(model).eval()
+
+
+def _hf_cached(name: str) -> bool:
+    import transformers
+
+    try:
+        transformers.AutoConfig.from_pretrained(name, local_files_only=True)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def _segformer_model(name: str) -> LoadedModel:
+    """SegFormer-bN from the published architecture table: `hf:segformer-b5[-640]` or an nvidia ADE id."""
+    import transformers
+
+    match = SEGFORMER_NAME.match(name)
+    assert match is not None
+    size = match.group(1) or match.group(3)
+    side = int(match.group(2) or match.group(4) or (640 if size == "b5" else 512))
+    depths, hidden, decoder = SEGFORMER_SIZES[size]
+    config = transformers.SegformerConfig(depths=list(depths), hidden_sizes=list(hidden), decoder_hidden_size=decoder,
+                                          num_labels=150)
+    model = transformers.SegformerForSemanticSegmentation(config)
+    return LoadedModel(
+        name=name,
+        source="hf",
+        module=HFLogits.wrap(model),
+        input_size=(3, side, side),
+        transform=_plain_transform(side),
+        details={"model_type": "segformer", "config": f"trt-inspect's SegFormer-{size.upper()} table (no hub)",
+                 "task": "segmentation"},
+    )
 
 
 def _hf_model(name: str, local: bool = False, model_type: bool = False) -> LoadedModel:

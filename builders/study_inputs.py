@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +14,12 @@ from sessions.plan import StudyPlan
 @dataclass
 class StudyInputs:
     model: ModelInfo
-    image_source: str
-    quality_batches: list[Any]  # every image, in batches of the study's size
+    image_source: str  # where the images come from, and how calibration and quality images were chosen
+    quality_batches: list[Any]  # every quality image, in batches of the study's size
     static_input: Any  # the timed and traced batch
     calibration: Any  # `calib_count` images
+    masks: list[Any] = field(default_factory=list)  # label maps of the quality images, where the folder has them
+    stress: list[tuple[str, Any]] = field(default_factory=list)  # named single-sample inputs checked for NaN/Inf
 
     @property
     def image_count(self) -> int:
@@ -28,16 +30,36 @@ def load_study_inputs(plan: StudyPlan) -> StudyInputs:
     import torch
 
     from builders.models import load_model
-    from profilers.images import load_images
+    from profilers.images import image_paths, load_images, split, stress_inputs
 
     torch.manual_seed(plan.seed)
+    if plan.threads is not None:
+        torch.set_num_threads(plan.threads)
     model = load_model(plan.model, Path(plan.checkpoint) if plan.checkpoint else None)
-    images = load_images(Path(plan.images) if plan.images else None)
     if model.transform is None:
         raise InputError(f"{model.name}: no input transform known; real images cannot be fed to it")
-    pixels = torch.stack([model.transform(image) for image in images.images])
-    return StudyInputs(model, images.source, list(pixels.split(plan.batch)), _cycle(pixels, plan.batch),
-                       _cycle(pixels, plan.calib_count))
+    stress = [(name, torch.from_numpy(array)[None]) for name, array in stress_inputs(tuple(model.input_size))]
+    folder = Path(plan.images) if plan.images else None
+    if plan.eval_count is None:
+        images = load_images(folder)
+        pixels = torch.stack([model.transform(image) for image in images.images])
+        source = f"{images.source}: {len(pixels)} images, calibration cycling through the same images"
+        return StudyInputs(model, source, list(pixels.split(plan.batch)), _cycle(pixels, plan.batch),
+                           _cycle(pixels, plan.calib_count), images.masks, stress)
+    available = len(image_paths(folder)[0]) if folder else len(load_images(None).images)
+    chosen = split(available, plan.calib_count, plan.eval_count)
+    calib = load_images(folder, indices=chosen.calibration) if folder else _pick(load_images(None), chosen.calibration)
+    held = load_images(folder, indices=chosen.evaluation) if folder else _pick(load_images(None), chosen.evaluation)
+    calib_pixels = torch.stack([model.transform(image) for image in calib.images])
+    pixels = torch.stack([model.transform(image) for image in held.images])
+    return StudyInputs(model, f"{held.source}: {chosen.describe()}", list(pixels.split(plan.batch)),
+                       _cycle(pixels, plan.batch), calib_pixels, held.masks, stress)
+
+
+def _pick(images: Any, indices: list[int]) -> Any:
+    from profilers.images import ImageSet
+
+    return ImageSet(images.source, [images.images[i] for i in indices], [images.labels[i] for i in indices])
 
 
 def _cycle(pixels: Any, count: int) -> Any:

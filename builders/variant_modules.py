@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from builders.fp8_layouts import select_convolutions
+from builders.fp8_recipes import Selection, check_selections, select
+from builders.model_structure import model_structure
 from sessions.captions import SIMULATED_FP8
-from sessions.errors import InputError, MissingEnvironment
+from sessions.errors import MissingEnvironment
 from sessions.model import Recipe
 from sessions.plan import VariantPlan
 
@@ -50,14 +51,14 @@ def variant_module(reference: torch.nn.Module, variant: VariantPlan, calibration
 
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor, batch: int,
                 dtype: torch.dtype) -> VariantModule:
-    try:
-        import modelopt.torch.quantization as mtq
-    except ImportError as exc:
-        raise MissingEnvironment(f"FP8 variants need nvidia-modelopt: {exc}") from None
-    module = copy.deepcopy(reference).to(dtype=dtype)
-    selection = select_convolutions(module, variant.recipe or "all", list(variant.exclude))
-    if not selection.quantized:
-        raise InputError(f"{variant.name}: the recipe and exclusions leave no convolution to quantize")
+    mtq = _modelopt()
+    structure = model_structure(reference, calibration[:1].to(next(reference.parameters()).device))
+    selection = select(structure, variant.recipe or "all", variant.exclude)
+    check_selections("this model", structure, {variant.name: selection})
+    recipe_def = selection.recipe
+    module = copy.deepcopy(reference)
+    folded = fold_batchnorm(module, structure.conv_bn) if recipe_def.fold_batchnorm else 0
+    module = module.to(dtype=dtype)
     device = next(module.parameters()).device
     calib = calibration.to(device=device, dtype=dtype)
 
@@ -67,35 +68,111 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
                 m(calib[i : i + batch])
 
     with contextlib.redirect_stdout(None):  # ModelOpt prints a summary line per call
-        module = mtq.quantize(module, copy.deepcopy(mtq.FP8_DEFAULT_CFG), forward_loop=forward_loop)
+        module = mtq.quantize(module, quant_config(selection), forward_loop=forward_loop)
     keep = set(selection.quantized)
-    _disable_quantizers_outside(module, keep)
+    shared = share_input_scales(module, structure.shared_inputs(keep)) if recipe_def.share_input_scale else 0
     zero_amax = _clamp_zero_amax(module, keep)
     recipe = Recipe(
-        method=f"ModelOpt {mtq.__name__} quantize(FP8_DEFAULT_CFG), then quantizers outside the recipe disabled",
+        method=f"ModelOpt {mtq.__name__}.quantize, max calibration, quantizers on the recipe's layers only",
         number_format="fp8 e4m3 (simulated)",
-        layout=variant.recipe,
+        layout=recipe_def.name,
         exclude_patterns=list(variant.exclude),
         quantized=selection.quantized,
         excluded=selection.excluded,
-        scales="activations: static per-tensor, max calibration; weights: per-tensor (FP8_DEFAULT_CFG)",
+        scales=f"weights: {recipe_def.weights} amax / 448; activations: static per-tensor amax / 448, max calibration"
+        + ("; layers reading one tensor share its input scale" if recipe_def.share_input_scale else ""),
         calibration_source="",  # filled in by the study, which owns the images
         calibration_count=int(calib.shape[0]),
+        weights=recipe_def.weights,
+        batchnorm_folded=recipe_def.fold_batchnorm,
+        excluded_by_role={role: len(paths) for role, paths in selection.by_role.items()},
+        weight_bytes_base=weight_bytes(module, set()),
+        weight_bytes_fp8=weight_bytes(module, keep),
     )
     notes = [SIMULATED_FP8, f"base precision {precision_name(dtype)}"]
+    if folded:
+        notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
+    if shared:
+        notes.append(f"{shared} groups of layers reading one tensor share one input scale")
     if zero_amax:
         notes.append(f"{zero_amax} quantizers saw only zeros in calibration; their amax was raised to {MIN_AMAX:g}")
     return VariantModule(module, dtype, keep, recipe, notes)
 
 
-def _disable_quantizers_outside(module: torch.nn.Module, keep: set[str]) -> None:
-    for path, sub in module.named_modules():
-        if path in keep:
+def _modelopt():
+    """ModelOpt's quantization, on its pure-PyTorch FP8 path: its CUDA extension takes a minute to compile."""
+    try:
+        import modelopt.torch.quantization as mtq
+        from modelopt.torch.quantization import extensions
+    except ImportError as exc:
+        raise MissingEnvironment(f"FP8 variants need nvidia-modelopt: {exc}") from None
+    # tensor_quant.scaled_e4m3_impl falls back to fp8_eager (torch.float8_e4m3fn casts) when the cached
+    # extension is None; setting the cache first skips the build. Same numerics: amax / 448, clamp, round.
+    if not hasattr(extensions.get_cuda_ext_fp8, "extension"):
+        extensions.get_cuda_ext_fp8.extension = None
+    return mtq
+
+
+def quant_config(selection: Selection) -> dict:
+    """Every quantizer off, then FP8 weight and input quantizers on the selected layers only."""
+    weight_axis = 0 if selection.recipe.weights == "per-channel" else None
+    entries: list[dict] = [{"quantizer_name": "*", "enable": False}]
+    for path in selection.quantized:
+        entries.append({"quantizer_name": f"{path}.weight_quantizer", "cfg": {"num_bits": (4, 3), "axis": weight_axis}})
+        entries.append({"quantizer_name": f"{path}.input_quantizer", "cfg": {"num_bits": (4, 3), "axis": None}})
+    return {"quant_cfg": entries, "algorithm": "max"}
+
+
+def fold_batchnorm(module: torch.nn.Module, pairs: list[tuple[str, str]]) -> int:
+    """Each BatchNorm that reads a convolution's output folded into it (torch's fuse_conv_bn_eval)."""
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+
+    modules = dict(module.named_modules())
+    folded = 0
+    for conv_path, bn_path in pairs:
+        bn = modules[bn_path]
+        rest = _after_normalization(bn)
+        if rest is None:
             continue
-        for attr in ("input_quantizer", "weight_quantizer", "output_quantizer"):
-            quantizer = getattr(sub, attr, None)
-            if quantizer is not None and hasattr(quantizer, "disable"):
-                quantizer.disable()
+        module.set_submodule(conv_path, fuse_conv_bn_eval(modules[conv_path], bn))  # type: ignore[arg-type]
+        module.set_submodule(bn_path, rest)
+        folded += 1
+    return folded
+
+
+def _after_normalization(bn: torch.nn.Module) -> torch.nn.Module | None:
+    """What remains of a BatchNorm module once its affine transform moves into the convolution.
+
+    A plain BatchNorm leaves nothing; timm's BatchNormAct2d leaves its dropout and activation;
+    an unknown subclass is not folded (None).
+    """
+    if type(bn) in (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d, torch.nn.BatchNorm3d):
+        return torch.nn.Identity()
+    parts = [getattr(bn, name) for name in ("drop", "act") if isinstance(getattr(bn, name, None), torch.nn.Module)]
+    if set(vars(bn)["_modules"]) - {"drop", "act"}:
+        return None
+    return torch.nn.Sequential(*parts) if parts else torch.nn.Identity()
+
+
+def share_input_scales(module: torch.nn.Module, groups: list[list[str]]) -> int:
+    """Layers that read one tensor get one input amax, their largest (the SegFormer study's key/value)."""
+    modules = dict(module.named_modules())
+    for group in groups:
+        quantizers = [modules[path].input_quantizer for path in group]
+        amax = torch.stack([q.amax.detach().float().reshape(()) for q in quantizers]).max()
+        for quantizer in quantizers:
+            quantizer.amax = amax.to(quantizer.amax.dtype)
+    return len(groups)
+
+
+def weight_bytes(module: torch.nn.Module, fp8_layers: set[str]) -> int:
+    """Bytes of the parameters, counting the weights of `fp8_layers` at one byte per element."""
+    total = 0
+    for path, sub in module.named_modules():
+        for name, param in sub.named_parameters(recurse=False):
+            size = 1 if path in fp8_layers and name == "weight" else param.element_size()
+            total += param.numel() * size
+    return total
 
 
 def _clamp_zero_amax(module: torch.nn.Module, keep: set[str]) -> int:

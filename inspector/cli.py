@@ -35,14 +35,20 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", help="comma list of fp32, fp16, bf16, fp8, fp8-<recipe> (default: fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
-                   help="all | no-se | no-se-no-layer1; repeatable (default: all and no-se)")
+                   help="all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears; repeatable "
+                        "(default: all and no-se; recipes in builders/fp8_recipes.toml)")
     p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN",
                    help="module paths kept out of FP8 (fnmatch, e.g. '*.se.*'); repeatable")
     p.add_argument("--images", help="folder of images (class folders or flat) for calibration and quality; default: scikit-image's photographs")
     p.add_argument("--calib-count", type=int, default=16)
+    p.add_argument("--eval-count", type=int, help="images for quality, disjoint from the calibration images, both "
+                   "taken at a fixed stride through --images (default: every image, calibration images included)")
     p.add_argument("--rounds", type=int)
     p.add_argument("--iters", type=int)
     p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS")
+    p.add_argument("--switch-warmup", type=int, metavar="N",
+                   help="inferences discarded after each switch of variant inside a round (default: 10 on CUDA, 1 on CPU)")
+    p.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads (default: PyTorch's choice)")
     p.add_argument("--tracer", default="auto", choices=list(TRACER_CHOICES))
     p.add_argument("--trace-calls", type=int, default=1)
     p.add_argument("--checkpoint", help="weights: .safetensors or a torch file (loaded with weights_only=True)")

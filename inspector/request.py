@@ -26,9 +26,12 @@ class StudyRequest:
     fp8_exclude: tuple[str, ...] = ()
     images: str | None = None
     calib_count: int = 16
+    eval_count: int | None = None  # None: every image, calibration images included
     rounds: int | None = None
     iters: int | None = None
     warmup_s: float | None = None
+    switch_warmup: int | None = None  # replays discarded after each switch of variant in a round
+    threads: int | None = None  # torch CPU threads
     tracer: str = "auto"
     trace_calls: int = 1
     checkpoint: str | None = None
@@ -58,8 +61,13 @@ class StudyRequest:
             raise InputError(f"unknown backend {self.backend!r}; use {', '.join(BACKEND_CHOICES)}")
         if self.device not in (None, "cuda", "cpu"):
             raise InputError(f"unknown device {self.device!r}; use cuda or cpu")
-        from builders.fp8_layouts import LAYOUTS
+        from builders.fp8_recipes import get_recipe
 
         for recipe in self.fp8_recipes:
-            if recipe not in LAYOUTS:
-                raise InputError(f"unknown FP8 recipe {recipe!r}; known: {', '.join(LAYOUTS)}")
+            get_recipe(recipe)
+        if self.eval_count is not None and self.eval_count < 1:
+            raise InputError("--eval-count must be at least 1")
+        if self.threads is not None and not 1 <= self.threads <= 1024:
+            raise InputError("--threads must be between 1 and 1024")
+        if self.switch_warmup is not None and not 0 <= self.switch_warmup <= 10000:
+            raise InputError("--switch-warmup must be between 0 and 10000")

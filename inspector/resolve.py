@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 
 from builders.backend import backend_class
+from builders.fp8_recipes import preflight
 from inspector.request import StudyRequest
 from profilers.tracers import get_tracer, tracer_names
 from sessions.errors import MissingEnvironment
@@ -88,9 +89,10 @@ def default_variants(device: str) -> str:
 
 
 def default_timing(request: StudyRequest, device: str) -> TimingPlan:
-    warmup, rounds, iters = (1.0, 5, 50) if device == "cuda" else (0.5, 3, 5)
+    warmup, rounds, iters, switch = (1.0, 5, 50, 10) if device == "cuda" else (0.5, 3, 5, 1)
     return TimingPlan(
-        request.warmup_s if request.warmup_s is not None else warmup, request.rounds or rounds, request.iters or iters
+        request.warmup_s if request.warmup_s is not None else warmup, request.rounds or rounds, request.iters or iters,
+        request.switch_warmup if request.switch_warmup is not None else switch,
     )
 
 
@@ -107,11 +109,14 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     if request.tracer == "auto":
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)
     variants = parse_variants(request.variants or default_variants(device), list(request.fp8_recipes), list(request.fp8_exclude))
+    explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
+    variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
     plan = StudyPlan(
         model=request.model, backend=backend, device=device, variants=variants, batch=request.batch,
         timing=default_timing(request, device), tracer=tracer, trace_calls=request.trace_calls,
-        images=request.images, calib_count=request.calib_count, checkpoint=request.checkpoint,
-        opt_level=request.opt_level, seed=request.seed, out=request.out, raw_trace=request.raw_trace,
+        images=request.images, calib_count=request.calib_count, eval_count=request.eval_count,
+        checkpoint=request.checkpoint, opt_level=request.opt_level, seed=request.seed, out=request.out,
+        raw_trace=request.raw_trace, threads=request.threads,
     )
-    notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else [])
+    notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
     return plan, notes

@@ -141,6 +141,7 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
                    recorder: Recorder) -> dict[str, Engine]:
     engines: dict[str, Engine] = {}
     profiled = False  # whether any variant got the backend's own per-layer times
+    baselines: dict[str, Any] = {}
     total = len(plan.variants)
     for index, variant_plan in enumerate(plan.variants):
         recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
@@ -155,7 +156,7 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
             variant.recipe.calibration_source = inputs.image_source
         recorder.session.variants.append(variant)
         engines[variant.name] = result.engine
-        measure_quality(variant, result.engine, reference, inputs, recorder)
+        measure_quality(variant, result.engine, reference, inputs, recorder, baselines)
         try:
             profiled = trace_variant(variant, result.engine, plan, tracer, backend, recorder) or profiled
         except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
@@ -217,8 +218,10 @@ def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: boo
     )
 
 
-def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder) -> None:
-    from profilers.quality import compare
+def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder,
+                    baselines: dict[str, Any]) -> None:
+    """Quality against fp32, agreement with fp16 (kept in `baselines` once measured), stress inputs."""
+    from profilers.quality import compare, predicted_classes, stress_check
 
     if reference is None:
         variant.notes.append(NO_REFERENCE)
@@ -226,7 +229,14 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
     count = inputs.image_count
     recorder.step("quality", f"{variant.name}: quality on {count} images", variant.name, saved=False)
     outputs = np.concatenate([np.asarray(engine.infer(batch)) for batch in inputs.quality_batches])
-    variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count)
+    baseline = ("fp16", baselines["fp16"]) if "fp16" in baselines and variant.name != "fp16" else None
+    variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count, baseline, inputs.masks)
+    if variant.name == "fp16":
+        baselines["fp16"] = predicted_classes(outputs)
+    failed = stress_check(engine.infer, inputs.stress)
+    variant.quality.stress_inputs, variant.quality.stress_nonfinite = len(inputs.stress), len(failed)
+    if failed:
+        variant.notes.append(f"NaN or Inf on {len(failed)} of {len(inputs.stress)} stress inputs: {', '.join(failed)}")
 
 
 def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer, backend: Backend,
@@ -298,7 +308,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
 
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         for name, values in samples.items():
-            session.variant(name).latency = latency_stats(values)
+            session.variant(name).latency = latency_stats(values, plan.timing.iters)
         session.environment.during_timing = sampler.conditions()
         recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds)
 

@@ -222,6 +222,8 @@ def collect(device: str, cuda_version: str | None = None) -> Environment:
         versions=versions,
         gpu=gpu_info() if device == "cuda" else None,
         torch=torch_settings(),
+        torch_threads=torch.get_num_threads() if torch else None,
+        load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     )
 
 

@@ -1,7 +1,13 @@
-"""Quality of a variant against the fp32 reference on the same real images (numpy: any backend's outputs)."""
+"""Quality of a variant against the fp32 reference on the same real images (numpy: any backend's outputs).
+
+Classification: top-1 agreement, KL, largest logit error. Segmentation (outputs N x C x H x W): the
+same per pixel, so `top1_agreement` is the fraction of pixels whose class equals fp32's;
+`agreement_baseline` the fraction equal to the baseline variant (fp16); mIoU against label maps.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,26 +23,71 @@ def class_logits(output: Any) -> np.ndarray:
     return np.moveaxis(array, 1, -1).reshape(-1, array.shape[1])
 
 
+def predicted_classes(output: Any) -> np.ndarray:
+    """Argmax over the class axis: (N,) for classification, (N, H, W) for segmentation."""
+    array = np.nan_to_num(np.asarray(output, dtype=np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    return array.argmax(axis=1).astype(np.int32)
+
+
 def _log_softmax(x: np.ndarray) -> np.ndarray:
     shifted = x - x.max(axis=1, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
 
 
-def compare(reference: Any, candidate: Any, reference_name: str, image_source: str, images: int) -> Quality:
-    ref = class_logits(reference)
-    cand = class_logits(candidate)
-    nonfinite = int((~np.isfinite(cand)).sum())
-    cand_clean = np.nan_to_num(cand, nan=0.0, posinf=0.0, neginf=0.0)
-    agreement = float((ref.argmax(axis=1) == cand_clean.argmax(axis=1)).mean())
-    log_p = _log_softmax(ref)
-    log_q = _log_softmax(cand_clean)
-    kl = max(0.0, float((np.exp(log_p) * (log_p - log_q)).sum(axis=1).mean()))  # >= 0; rounding can dip below
-    return Quality(
+def compare(reference: Any, candidate: Any, reference_name: str, image_source: str, images: int,
+            baseline: tuple[str, np.ndarray] | None = None, masks: Sequence[np.ndarray] = ()) -> Quality:
+    """`baseline`: (variant name, its predicted_classes) to count agreement with; `masks`: label maps.
+
+    Image by image, so that segmentation outputs (150 classes x 160 x 160 per image) stay small in float64.
+    """
+    totals = np.zeros(4)  # rows, agreeing rows, KL sum, nonfinite values
+    max_error = 0.0
+    for ref_image, cand_image in zip(np.asarray(reference), np.asarray(candidate)):
+        ref, cand = class_logits(ref_image[None]), class_logits(cand_image[None])
+        cand_clean = np.nan_to_num(cand, nan=0.0, posinf=0.0, neginf=0.0)
+        log_p, log_q = _log_softmax(ref), _log_softmax(cand_clean)
+        totals += (len(ref), (ref.argmax(axis=1) == cand_clean.argmax(axis=1)).sum(),
+                   (np.exp(log_p) * (log_p - log_q)).sum(), (~np.isfinite(cand)).sum())
+        max_error = max(max_error, float(np.abs(ref - cand_clean).max()))
+    quality = Quality(
         reference=reference_name,
         image_source=image_source,
         images=images,
-        top1_agreement=agreement,
-        mean_kl=kl,
-        max_abs_logit_error=float(np.abs(ref - cand_clean).max()),
-        nonfinite=nonfinite,
+        top1_agreement=float(totals[1] / totals[0]),
+        mean_kl=max(0.0, float(totals[2] / totals[0])),  # >= 0; rounding can dip below
+        max_abs_logit_error=max_error,
+        nonfinite=int(totals[3]),
+        task="segmentation" if np.ndim(candidate) == 4 else "classification",
     )
+    classes = predicted_classes(candidate)
+    if baseline is not None:
+        quality.baseline, quality.agreement_baseline = baseline[0], float((classes == baseline[1]).mean())
+    if len(masks) and quality.task == "segmentation":
+        quality.miou, quality.labelled_images = mean_iou(classes, masks, np.shape(candidate)[1]), len(masks)
+    return quality
+
+
+def mean_iou(predicted: np.ndarray, masks: Sequence[np.ndarray], num_classes: int, ignore: int = 255) -> float:
+    """Mean over classes present in predictions or labels of intersection / union, summed over all images.
+
+    Predictions (at the network's output resolution) are resized to each label map by nearest neighbour.
+    """
+    intersection = np.zeros(num_classes, np.int64)
+    union = np.zeros(num_classes, np.int64)
+    for pred, mask in zip(predicted, masks):
+        rows = np.arange(mask.shape[0]) * pred.shape[0] // mask.shape[0]
+        cols = np.arange(mask.shape[1]) * pred.shape[1] // mask.shape[1]
+        resized = pred[rows][:, cols]
+        valid = mask != ignore
+        p, t = resized[valid], mask[valid]
+        intersection += np.bincount(t[p == t], minlength=num_classes)[:num_classes]
+        area_p = np.bincount(p, minlength=num_classes)[:num_classes]
+        area_t = np.bincount(t, minlength=num_classes)[:num_classes]
+        union += area_p + area_t - np.bincount(t[p == t], minlength=num_classes)[:num_classes]
+    present = union > 0
+    return float((intersection[present] / union[present]).mean()) if present.any() else 0.0
+
+
+def stress_check(infer: Callable[[Any], Any], inputs: Sequence[tuple[str, Any]]) -> list[str]:
+    """The names of the stress inputs whose output holds NaN or Inf."""
+    return [name for name, batch in inputs if not np.isfinite(np.asarray(infer(batch), dtype=np.float64)).all()]

@@ -16,23 +16,38 @@ def percentile(ordered: Sequence[float], q: float) -> float:
     return ordered[min(rank, len(ordered)) - 1]
 
 
-def latency_stats(samples_ms: Sequence[float]) -> LatencyStats:
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _cov(values: Sequence[float]) -> float:
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) / mean if mean else 0.0
+
+
+def latency_stats(samples_ms: Sequence[float], per_round: int | None = None) -> LatencyStats:
+    """Per-sample statistics; with `per_round` (samples of one variant in one round) also the medians of
+    the rounds and their CoV: how far the result moves from round to round, the noise that matters."""
     if not samples_ms:
         raise ValueError("no latency samples")
     ordered = sorted(float(s) for s in samples_ms)
     n = len(ordered)
     mean = sum(ordered) / n
     std = math.sqrt(sum((s - mean) ** 2 for s in ordered) / n)
-    mid = n // 2
-    median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    rounds = [list(samples_ms[i : i + per_round]) for i in range(0, n, per_round)] if per_round else []
+    round_medians = [median(r) for r in rounds]
     return LatencyStats(
         samples_ms=[float(s) for s in samples_ms],
         min_ms=ordered[0],
-        median_ms=median,
+        median_ms=median(ordered),
         mean_ms=mean,
         p90_ms=percentile(ordered, 90),
         p99_ms=percentile(ordered, 99),
         max_ms=ordered[-1],
         std_ms=std,
         cov=std / mean if mean else 0.0,
+        round_medians_ms=round_medians,
+        round_cov=_cov(round_medians) if len(round_medians) > 1 else None,
     )

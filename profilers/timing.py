@@ -4,7 +4,9 @@ On CUDA each sample is the time between two CUDA events recorded on the inferenc
 one inference (a CUDA-graph replay where capture worked): device work only, no host-device copies,
 the same static input every time. On the CPU the same loop reads a monotonic clock.
 Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temperature spreads
-over all of them instead of favouring whichever ran first.
+over all of them instead of favouring whichever ran first. After each switch of variant the first
+inferences run cold (caches and the graph just came from another variant: 15-30 % slow on the H200),
+so `TimingPlan.switch_warmup` inferences are run and discarded before the round's samples.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ def _warm(step: Step, seconds: float, synchronize: Callable[[], None]) -> None:
     while time.perf_counter() < deadline:
         step()
         synchronize()
+
+
+def _discard(step: Step, count: int, synchronize: Callable[[], None]) -> None:
+    for _ in range(count):
+        step()
+    synchronize()
 
 
 def _cpu_samples(step: Step, iters: int) -> list[float]:
@@ -60,13 +68,14 @@ def measure(
         synchronize: Callable[[], None] = torch.cuda.synchronize
         sample = _cuda_samples
     else:
-        synchronize = lambda: None  # noqa: E731
+        synchronize = lambda: None
         sample = _cpu_samples
     for step in steps.values():
         _warm(step, plan.warmup_s, synchronize)
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(plan.rounds):
         for name, step in steps.items():
+            _discard(step, plan.switch_warmup, synchronize)
             samples[name].extend(sample(step, plan.iters))
         if on_round is not None:
             on_round(round_index, samples)
@@ -80,10 +89,11 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             f"GPU time between two CUDA events recorded on the inference stream around {what}; "
             "events recorded back to back, so a sample also holds any launch gap; no host-device copies; "
             f"static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
-            f"rounds of {plan.iters} inferences per variant; GPU clocks as found (recorded, not locked)"
+            f"rounds of {plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences; "
+            "GPU clocks as found (recorded, not locked)"
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "
         f"{plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved rounds of "
-        f"{plan.iters} inferences per variant"
+        f"{plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences"
     )

@@ -13,7 +13,10 @@ SIMULATED_FP8 = (
 )
 SIMULATED_TAG = "simulated"
 SPEEDUP = "speed-up = baseline median / variant median: above 1 is faster, below 1 slower"
-UNSTABLE = "CoV above 2.5 % for {names}: lock clocks or time longer before trusting small differences"
+UNSTABLE = (
+    "CoV of round medians (one round: of samples) above 2.5 % for {names}: "
+    "lock clocks or time longer before trusting small differences"
+)
 NO_KERNEL_TABLE = "no kernel table: these files hold layers and times, not kernel launches"
 STAND_IN = (
     "made by the TensorRT stand-in for tests (tests/fake_tensorrt: onnxruntime on the CPU), not by TensorRT: "
@@ -30,7 +33,12 @@ COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the fig
 
 
 def unstable_variants(session: Session) -> list[str]:
-    return [v.name for v in session.variants if v.latency is not None and v.latency.cov > COV_WARN]
+    noisy = []
+    for variant in session.variants:
+        stats = variant.latency
+        if stats is not None and (stats.round_cov if stats.round_cov is not None else stats.cov) > COV_WARN:
+            noisy.append(variant.name)
+    return noisy
 
 
 def session_caveats(session: Session) -> list[str]:

@@ -95,6 +95,8 @@ class Environment:
     gpu: GpuInfo | None = None  # as found when the study started
     torch: TorchSettings | None = None  # None where PyTorch was not loaded
     during_timing: TimingConditions | None = None
+    torch_threads: int | None = None  # torch.get_num_threads() during the study
+    load_average: list[float] | None = None  # os.getloadavg() when the study started (1, 5, 15 min)
 
 
 @dataclass
@@ -124,7 +126,9 @@ class LatencyStats:
     p99_ms: float
     max_ms: float
     std_ms: float
-    cov: float  # std / mean
+    cov: float  # std / mean, over every sample
+    round_medians_ms: list[float] = field(default_factory=list)  # the median of each interleaved round
+    round_cov: float | None = None  # CoV of the round medians (two rounds or more): run-to-run noise
 
 
 @dataclass
@@ -140,6 +144,11 @@ class Recipe:
     scales: str
     calibration_source: str
     calibration_count: int
+    weights: str | None = None  # weight scales: per-channel (output channel) | per-tensor
+    batchnorm_folded: bool = False  # BatchNorm folded into the convolutions before the weights were quantized
+    excluded_by_role: dict[str, int] = field(default_factory=dict)  # structural role -> layers kept out
+    weight_bytes_base: int | None = None  # parameters in the base precision
+    weight_bytes_fp8: int | None = None  # the same, quantized weights at one byte per element
 
 
 @dataclass
@@ -151,6 +160,13 @@ class Quality:
     mean_kl: float
     max_abs_logit_error: float
     nonfinite: int
+    task: str = "classification"  # classification | segmentation (outputs of N x C x H x W: agreement per pixel)
+    agreement_baseline: float | None = None  # fraction of images (pixels) whose argmax equals the baseline's
+    baseline: str | None = None  # the variant `agreement_baseline` compares with (fp16)
+    miou: float | None = None  # mean IoU against the label maps, where the images have them
+    labelled_images: int = 0
+    stress_inputs: int = 0  # built-in stress inputs run (profilers.images.stress_inputs)
+    stress_nonfinite: int = 0  # of those, the ones whose output held NaN or Inf
 
 
 @dataclass

@@ -35,6 +35,7 @@ class TimingPlan:
     warmup_s: float  # per variant, before the first round
     rounds: int  # interleaved over the variants
     iters: int  # samples per variant per round
+    switch_warmup: int = 0  # replays discarded after each switch of variant inside a round, before sampling
 
 
 @dataclass(frozen=True)
@@ -49,16 +50,18 @@ class StudyPlan:
     trace_calls: int = 1
     images: str | None = None
     calib_count: int = 16
+    eval_count: int | None = None  # None: quality on every image (calibration images included); else disjoint
     checkpoint: str | None = None
     opt_level: int = 3  # TensorRT builder_optimization_level
     seed: int = 0  # random weights and random inputs
     out: str | None = None  # session file; None: the user-data folder
     raw_trace: str | None = None  # folder for each variant's raw tracer records
+    threads: int | None = None  # torch CPU threads; None: torch's default
 
 
 LIMITS = {"batch": (1, 65536), "trace_calls": (1, 1000), "calib_count": (1, 100000), "opt_level": (0, 5),
           "seed": (0, 2**32 - 1)}
-TIMING_LIMITS = {"rounds": (1, 100000), "iters": (1, 10**7)}
+TIMING_LIMITS = {"rounds": (1, 100000), "iters": (1, 10**7), "switch_warmup": (0, 10000)}
 
 
 def validate_plan(plan: StudyPlan) -> None:
@@ -70,6 +73,10 @@ def validate_plan(plan: StudyPlan) -> None:
             raise InputError(f"{name.replace('_', '-')} must be between {low} and {high}, not {value}")
     if not (math.isfinite(plan.timing.warmup_s) and 0 <= plan.timing.warmup_s <= 3600):
         raise InputError("warm-up must be between 0 and 3600 seconds")
+    if plan.eval_count is not None and not 1 <= plan.eval_count <= 1000000:
+        raise InputError(f"eval-count must be between 1 and 1000000, not {plan.eval_count}")
+    if plan.threads is not None and not 1 <= plan.threads <= 1024:
+        raise InputError(f"threads must be between 1 and 1024, not {plan.threads}")
     if not plan.variants:
         raise InputError("the plan has no variants")
 

@@ -64,14 +64,26 @@ def test_environment_and_input_errors(args, code, message):
 
 
 @pytest.mark.slow
-def test_a_failed_variant_makes_run_exit_1_and_is_kept(tmp_path):
+def test_a_recipe_that_selects_nothing_is_refused_before_any_work(tmp_path):
     out = tmp_path / "s.json"
     result = run_cli("run", "test_resnet", "--device", "cpu", "--variants", "fp32,fp8", "--fp8-layout", "all",
                      "--fp8-exclude", "*", "--rounds", "1", "--iters", "1", "--warmup", "0", "--out", str(out))
-    assert result.returncode == 1
-    session = orjson.loads(out.read_bytes())
-    assert [(v["name"], v["status"]) for v in session["variants"]] == [("fp32", "ok"), ("fp8-all", "failed")]
-    assert "leave no convolution to quantize" in session["variants"][1]["error"]
+    assert result.returncode == 2
+    assert "fp8-all quantizes no layer of test_resnet" in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_a_failed_variant_is_kept_beside_the_ones_that_worked(tmp_path):
+    from inspector.study import run_study
+    from sessions.plan import StudyPlan, TimingPlan, parse_variants
+
+    plan = StudyPlan(model="test_resnet", backend="torch", device="cpu", batch=1, timing=TimingPlan(0, 1, 1),
+                     variants=parse_variants("fp32,fp8", ["all"], ["*"]), tracer="none", calib_count=2,
+                     out=str(tmp_path / "s.json"))  # a plan made without resolve's check: the build fails
+    session, path = run_study(plan, [], lambda p: None)
+    assert [(v.name, v.status) for v in session.variants] == [("fp32", "ok"), ("fp8-all", "failed")]
+    assert "quantizes no layer" in session.variants[1].error
+    assert orjson.loads(path.read_bytes())["variants"][1]["status"] == "failed"
 
 
 SOURCES = [p for folder in ("inspector", "builders", "profilers", "sessions") for p in (ROOT / folder).rglob("*.py")]

@@ -7,7 +7,9 @@ import torch
 from modelopt.torch.quantization.nn import TensorQuantizer
 from onnx import helper, numpy_helper
 
-from builders.fp8_layouts import select_convolutions
+from sessions.plan import parse_variants
+from builders.fp8_recipes import select
+from builders.model_structure import model_structure
 from builders.models import load_model
 from builders.onnx_export import OPSET, export, match_graph_scales, standard_fp8_qdq
 from builders.onnx_files import write_onnx_files
@@ -39,7 +41,7 @@ def test_qdq_counts_follow_the_layouts(files):
     model, _, written = files
     assert written["fp16"].counts.quantize == 0
     for layout in ("all", "no-se", "no-se-no-layer1"):
-        expected = len(select_convolutions(model.module, layout, []).quantized)
+        expected = len(select(model_structure(model.module, x[:1]), layout, []).quantized)
         counts = written[f"fp8-{layout}"].counts
         assert counts.quantized_convolutions == expected
         assert counts.quantize == counts.dequantize == 2 * expected  # activation and weight per convolution

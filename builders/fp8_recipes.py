@@ -1,0 +1,151 @@
+"""FP8 recipes as data (fp8_recipes.toml): op kinds quantized, structural roles kept out, weight scales.
+
+`select` applies a recipe and the user's `--fp8-exclude` patterns to a model's structure
+(builders.model_structure); `check_selections` refuses recipes that select nothing or what another
+one selects, before any work starts.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from sessions.errors import InputError
+from sessions.plan import VariantPlan
+
+if TYPE_CHECKING:
+    from builders.model_structure import ModelStructure
+
+RECIPES_FILE = Path(__file__).with_name("fp8_recipes.toml")
+ROLES = ("stem", "first-stage", "squeeze-excitation", "attention-output", "head")  # builders.model_structure finds them
+WeightScales = Literal["per-channel", "per-tensor"]
+OPS = ("conv", "linear")
+
+
+@dataclass(frozen=True)
+class FP8Recipe:
+    name: str
+    description: str
+    ops: tuple[str, ...]
+    exclude_roles: tuple[str, ...]
+    requires_roles: tuple[str, ...] = ()
+    weights: WeightScales = "per-channel"
+    fold_batchnorm: bool = False
+    share_input_scale: bool = False
+    aliases: tuple[str, ...] = ()
+
+
+@dataclass
+class Selection:
+    recipe: FP8Recipe
+    quantized: list[str]
+    excluded: list[str]  # every other layer of the recipe's op kinds
+    by_role: dict[str, list[str]] = field(default_factory=dict)  # role -> excluded layers
+    by_pattern: list[str] = field(default_factory=list)  # excluded by --fp8-exclude only
+
+    @property
+    def total(self) -> int:
+        return len(self.quantized) + len(self.excluded)
+
+
+@cache
+def recipes() -> dict[str, FP8Recipe]:
+    """Every recipe by name and by alias."""
+    data = tomllib.loads(RECIPES_FILE.read_text())
+    table: dict[str, FP8Recipe] = {}
+    for name, spec in data["recipes"].items():
+        recipe = FP8Recipe(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
+        unknown = set(recipe.exclude_roles + recipe.requires_roles) - set(ROLES) or set(recipe.ops) - set(OPS)
+        if unknown or recipe.weights not in ("per-channel", "per-tensor"):
+            raise ValueError(f"{RECIPES_FILE}: recipe {name}: unknown {sorted(unknown) or recipe.weights}")
+        for key in (name, *recipe.aliases):
+            table[key] = recipe
+    return table
+
+
+def recipe_names() -> list[str]:
+    """Canonical names, in the file's order."""
+    return list(dict.fromkeys(r.name for r in recipes().values()))
+
+
+def get_recipe(name: str) -> FP8Recipe:
+    table = recipes()
+    if name not in table:
+        raise InputError(f"unknown FP8 recipe {name!r}; known: {', '.join(table)}")
+    return table[name]
+
+
+def select(structure: ModelStructure, name: str, exclude_patterns: list[str] | tuple[str, ...]) -> Selection:
+    recipe = get_recipe(name)
+    selection = Selection(recipe, [], [])
+    for node in structure.layers:
+        if node.op not in recipe.ops:
+            continue
+        roles = [role for role in recipe.exclude_roles if role in node.roles]
+        for role in roles:
+            selection.by_role.setdefault(role, []).append(node.path)
+        matched = any(fnmatch.fnmatchcase(node.path, pattern) for pattern in exclude_patterns)
+        if matched and not roles:
+            selection.by_pattern.append(node.path)
+        (selection.excluded if roles or matched else selection.quantized).append(node.path)
+    return selection
+
+
+def check_selections(model: str, structure: ModelStructure, named: dict[str, Selection]) -> None:
+    """One line and InputError where a variant selects nothing, lacks a role it needs, or repeats another."""
+    seen: dict[tuple[str, ...], str] = {}
+    for variant, selection in named.items():
+        missing = [role for role in selection.recipe.requires_roles if not structure.paths(role=role)]
+        if missing:
+            raise InputError(f"{variant}: {model} has no {' or '.join(missing)} layers, so this recipe would "
+                             "quantize what a recipe without that exclusion does; leave it out")
+        if not selection.quantized:
+            raise InputError(f"{variant} quantizes no layer of {model}: its recipe takes {' and '.join(selection.recipe.ops)} "
+                             f"layers outside {', '.join(selection.recipe.exclude_roles)}, and the exclusions leave none")
+        key = tuple(selection.quantized)
+        if key in seen:
+            raise InputError(f"{variant} quantizes the same {len(key)} layers of {model} as {seen[key]}; leave one out")
+        seen[key] = variant
+
+
+def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPlan, ...],
+              explicit: bool) -> tuple[tuple[VariantPlan, ...], list[str]]:
+    """The FP8 variants checked against the model's structure before any work starts.
+
+    Recipes the user named fail with one line; default recipes that select nothing new are left out,
+    with a note. Returns the variants to run and the notes.
+    """
+    import torch
+
+    from builders.model_structure import model_structure
+    from builders.models import load_model
+
+    fp8 = [v for v in variants if v.precision == "fp8"]
+    if not fp8 or model_name.endswith(".onnx"):
+        return variants, []
+    model = load_model(model_name, Path(checkpoint) if checkpoint else None)
+    structure = model_structure(model.module, torch.zeros(1, *model.input_size))
+    kept: list[VariantPlan] = []
+    notes: list[str] = []
+    chosen: dict[str, Selection] = {}
+    for variant in variants:
+        if variant.precision != "fp8":
+            kept.append(variant)
+            continue
+        selection = select(structure, variant.recipe or "all", variant.exclude)
+        try:
+            check_selections(model_name, structure, {**chosen, variant.name: selection})
+        except InputError as exc:
+            if explicit:
+                raise
+            notes.append(f"left out: {exc.message}")
+            continue
+        chosen[variant.name] = selection
+        kept.append(variant)
+    if not kept:
+        raise InputError(f"no variant of {model_name} is left to run")
+    return tuple(kept), notes

@@ -1,0 +1,82 @@
+"""FP8 variant modules: per-channel scales of the BatchNorm-folded kernel, shared input scales, weight bytes."""
+
+import pytest
+import timm
+import torch
+
+from builders.variant_modules import share_input_scales, variant_module
+from sessions.plan import VariantPlan
+
+pytest.importorskip("modelopt")
+
+
+@pytest.fixture(scope="module")
+def reference():
+    torch.manual_seed(0)
+    model = timm.create_model("test_resnet", pretrained=False).eval()
+    for module in model.modules():  # random statistics, so that folding changes the kernel
+        if isinstance(module, torch.nn.BatchNorm2d):
+            module.running_mean.uniform_(-1, 1)
+            module.running_var.uniform_(0.5, 4)
+            module.weight.data.uniform_(-2, 2)
+            module.bias.data.uniform_(-1, 1)
+    return model
+
+
+def folded_kernel(conv: torch.nn.Conv2d, bn: torch.nn.BatchNorm2d) -> torch.Tensor:
+    factor = bn.weight / torch.sqrt(bn.running_var + bn.eps)
+    return conv.weight * factor.reshape(-1, 1, 1, 1)
+
+
+def test_per_channel_scales_are_amax_over_448_of_the_folded_kernel(reference):
+    calib = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    built = variant_module(reference, VariantPlan("fp8", "all"), calib, 2, torch.float32)
+    assert built.recipe.weights == "per-channel" and built.recipe.batchnorm_folded
+    ref = dict(reference.named_modules())
+    got = dict(built.module.named_modules())
+    checked = 0
+    for conv_path in built.quantized:
+        bn_path = conv_path.replace("conv", "bn")  # test_resnet's pairs: conv1/bn1, conv2/bn2
+        if not isinstance(ref.get(bn_path), torch.nn.BatchNorm2d):
+            continue
+        expected = folded_kernel(ref[conv_path], ref[bn_path]).abs().amax(dim=(1, 2, 3)) / 448
+        scale = got[conv_path].weight_quantizer.amax.reshape(-1) / 448
+        torch.testing.assert_close(scale, expected.detach(), rtol=1e-5, atol=1e-7)
+        assert isinstance(got[bn_path], torch.nn.Identity)
+        checked += 1
+    assert checked >= 4
+    assert built.recipe.weight_bytes_fp8 < built.recipe.weight_bytes_base
+
+
+def test_folded_fp8_variant_still_computes_the_model(reference):
+    calib = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(2))
+    built = variant_module(reference, VariantPlan("fp8", "all"), calib, 2, torch.float32)
+    with torch.no_grad():
+        want, got = reference(calib), built.module(calib)
+    assert torch.corrcoef(torch.stack([want.flatten(), got.flatten()]))[0, 1] > 0.95
+
+
+def test_shared_input_scale_for_layers_reading_one_tensor():
+    class KeyValue(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(8)
+            self.key = torch.nn.Linear(8, 8)
+            self.value = torch.nn.Linear(8, 8)
+            self.out = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = self.norm(x)
+            return self.out(self.key(h) * self.value(h))
+
+    model = KeyValue().eval()
+    calib = torch.randn(8, 4, 8, generator=torch.Generator().manual_seed(3))
+    built = variant_module(model, VariantPlan("fp8", "encoder-linears"), calib, 4, torch.float32)
+    assert built.quantized == {"key", "value", "out"}
+    key, value = built.module.key.input_quantizer.amax, built.module.value.input_quantizer.amax
+    assert float(key) == float(value) > 0
+    built.module.key.input_quantizer.amax = torch.tensor(1.0)
+    built.module.value.input_quantizer.amax = torch.tensor(3.0)
+    assert share_input_scales(built.module, [["key", "value"]]) == 1
+    assert float(built.module.key.input_quantizer.amax) == float(built.module.value.input_quantizer.amax) == 3.0
+    assert built.recipe.weights == "per-tensor" and built.module.key.weight_quantizer.amax.numel() == 1
