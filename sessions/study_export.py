@@ -12,8 +12,8 @@ import shlex
 from collections import Counter
 from dataclasses import dataclass
 
+from sessions import views
 from sessions.errors import InspectError
-from sessions.group_report import flags, group_table
 from sessions.groups import Rules
 from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Session, Variant
@@ -257,7 +257,8 @@ def kernels_section(jobs: list[Job], rules: Rules) -> str:
         if all(v.kernels is None for v in session.variants):
             parts.append(f"{label(job)}: no kernel trace.")
             continue
-        headers, rows = group_table(session, "role", rules)
+        table = views.group_table(session, rules, "role")
+        headers, rows = table.labels, table.rows
         keep = [0] + [i for i, h in enumerate(headers) if h.endswith(" k/call")]
         counts = [[row[0], *(_count(row[i]) for i in keep[1:])] for row in rows]
         parts += [f"**{label(job)}**", render_markdown([headers[i] for i in keep], counts)]
@@ -267,7 +268,7 @@ def kernels_section(jobs: list[Job], rules: Rules) -> str:
 
 def explaining_layers(session: Session, top: int = 5) -> str:
     """The flagged layers (per-group splits, kernel jumps against fp16), most kernels first."""
-    found = flags(session)
+    found = [flag for flag, _ in views.flags_of(session)]
     if not found:
         return "No layer is flagged (no per-group split, no kernel jump against fp16)."
     lines = []
