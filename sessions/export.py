@@ -38,8 +38,9 @@ def comparison_section(session: Session, rules: Rules) -> str:
     level = f", builder optimization level {plan.opt_level}" if plan is not None and plan.backend == "tensorrt" else ""
     backends = ", ".join(dict.fromkeys(_backend_label(session, v.backend) for v in session.variants))
     where = f"{gpu}; {backends}{level}; batch {session.study.batch}."
+    notes = [f"{v.name}: {note}" for v in session.variants for note in v.notes]
     return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
-                         *verdict_lines(session, rules)])
+                         *verdict_lines(session, rules), *notes])
 
 
 def quality_section(session: Session) -> str:

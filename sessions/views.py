@@ -295,7 +295,8 @@ class LayerPair:
 def comparison_table(session: Session, a: str, b: str, rules: Rules) -> Table:
     """Per layer of two variants: time and kernels per call, and the deltas; largest cost first."""
     va, vb = session.variant(a), session.variant(b)
-    pairs, only_a, only_b = align_layers(va.layers, vb.layers)
+    alignment = align_layers(va.layers, vb.layers)
+    pairs, only_a, only_b = alignment.pairs, alignment.only_a, alignment.only_b
     ka, kb = kernels_per_layer(va), kernels_per_layer(vb)
     matched: list[tuple[int | None, int | None]] = [*pairs, *((i, None) for i in only_a), *((None, j) for j in only_b)]
     rows, keys = [], []

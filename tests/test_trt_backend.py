@@ -363,7 +363,7 @@ def test_auto_picks_a_tracer_that_sees_tensorrt_layers(trt):
 
     plan, notes = resolve(StudyRequest(model="resnet18", backend="tensorrt", device="cpu"))
     assert (plan.backend, plan.device, plan.tracer) == ("tensorrt", "cpu", "trt-stand-in")
-    assert notes == ["backend: the TensorRT stand-in for tests, as asked; tracer: trt-stand-in"]
+    assert notes[0] == "backend: the TensorRT stand-in for tests, as asked; tracer: trt-stand-in"
 
 
 def test_auto_without_cupti_runs_tensorrt_untraced():
@@ -457,7 +457,7 @@ def test_without_a_reference_quality_is_skipped_with_a_note():
     inputs = StudyInputs(ModelInfo("m", "onnx", (3,)), "rows", [rows], rows, rows)
     assert reference_outputs(backend, inputs) is None
     variant = Variant(name="fp32", backend="tensorrt", precision="fp32", device="cpu")
-    measure_quality(variant, None, None, inputs, None)
+    measure_quality(variant, None, None, inputs, None, {})
     assert variant.quality is None and variant.notes == [NO_REFERENCE]
 
 

@@ -32,6 +32,7 @@ OPTIONS = {
     "fp8_recipe": "fp8_recipes", "fp8_layout": "fp8_recipes", "fp8_exclude": "fp8_exclude", "images": "images",
     "calib_count": "calib_count", "rounds": "rounds", "iters": "iters", "warmup": "warmup_s", "tracer": "tracer",
     "trace_calls": "trace_calls", "checkpoint": "checkpoint", "opt_level": "opt_level", "seed": "seed",
+    "eval_count": "eval_count", "switch_warmup": "switch_warmup", "threads": "threads",
 }
 TUPLE_FIELDS = {"fp8_recipes", "fp8_exclude"}
 FIELD_TYPES = {f.name: f.type for f in fields(StudyRequest)}
