@@ -7,7 +7,6 @@ import torch
 from modelopt.torch.quantization.nn import TensorQuantizer
 from onnx import helper, numpy_helper
 
-from sessions.plan import parse_variants
 from builders.fp8_recipes import select
 from builders.model_structure import model_structure
 from builders.models import load_model
@@ -38,7 +37,7 @@ def test_onnx_checker_passes_and_fp16_is_fp16(files):
 
 @pytest.mark.slow
 def test_qdq_counts_follow_the_layouts(files):
-    model, _, written = files
+    model, x, written = files
     assert written["fp16"].counts.quantize == 0
     for layout in ("all", "no-se", "no-se-no-layer1"):
         expected = len(select(model_structure(model.module, x[:1]), layout, []).quantized)
@@ -200,7 +199,7 @@ def test_fp8_files_of_a_real_model_have_positive_fp16_normal_scales(files):
 @pytest.mark.parametrize("name", ["seresnext26d_32x4d", "vit_tiny_patch16_224"])
 def test_fp8_onnx_agrees_with_pytorch_fp8_on_the_study_images(name, tmp_path):
     pytest.importorskip("onnxruntime")
-    from fp8_onnx_numerics import check
+    from tests.fp8_onnx_numerics import check
 
     row = check(name, tmp_path)
     assert row.nonfinite == 0 and row.top1_agreement == 1.0

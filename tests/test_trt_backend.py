@@ -327,8 +327,6 @@ class ZeroSE(torch.nn.Module):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=InspectError,
-                   reason="issue 12 bug 4: zero FP8 scales until the fp8-onnx branch floors them; drop this mark then")
 def test_fp8_with_an_all_zero_se_input_passes_the_parser(trt):
     model = LoadedModel(name="zero-se", source="timm", module=ZeroSE().eval(), input_size=SHAPE)
     assert build(make_backend(model), "fp8-all").variant.status == "ok"
