@@ -10,6 +10,7 @@ names-only (strings) or DETAILED (objects) layers; `Bindings` (<= 10.x) or `I/O 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -244,12 +245,17 @@ class Profile:
     records: list[ProfileRecord]
 
 
+MAX_RECORD_VALUE = 1e9  # ms (11 days) or percent: anything larger is a corrupt or forged file
+
+
 def _number(record: dict, key: str, origin: str, position: int, required: bool = True) -> float | None:
     value = record.get(key)
     if value is None and not required:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{origin}: record {position} has no numeric {key!r}")
+    if not math.isfinite(value) or abs(value) > MAX_RECORD_VALUE:
+        raise InputError(f"{origin}: record {position} has {key} = {value:g}, not a time trtexec measures")
     return float(value)
 
 

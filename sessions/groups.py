@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sessions.errors import InputError
 from sessions.model import Layer, Session, Variant
+from sessions.storage import read_regular_file
 from sessions.vocab import OPS
 
 OTHER = "other"
@@ -134,9 +135,7 @@ def load_rules(user_file: Path | None = None) -> Rules:
     if user_file is None:
         return rules
     try:
-        doc = tomllib.loads(Path(user_file).read_text())
-    except FileNotFoundError:
-        raise InputError(f"no such rules file: {user_file}") from None
+        doc = tomllib.loads(read_regular_file(Path(user_file), "rules file", limit=1 << 20).decode())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{user_file} is not valid TOML: {exc}") from None
     user = _parse(doc, str(user_file))

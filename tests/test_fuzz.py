@@ -207,9 +207,6 @@ def trt_seed(name: str):
 TRT_SEEDS = sorted(p.name.removesuffix(".layers.json") for p in SEEDS.glob("*.layers.json"))
 
 
-@pytest.mark.xfail(reason="issue 17 defect 1 (a times file with computeMs 1e308 overflows the statistics): for the "
-                   "importer's owner (branch trt-files) or profilers/stats.py", raises=(OverflowError, ExceptionGroup),
-                   strict=False)
 @FUZZ
 @given(st.sampled_from(TRT_SEEDS), st.sampled_from(["layers", "profile", "times"]), st.data())
 def test_trtexec_import_on_one_wrong_typed_element(tmp_path_factory, seed, which, data):
@@ -265,9 +262,6 @@ USER_RULES = {"roles": BUILTIN_RULES["roles"][:4], "kernel_classes": BUILTIN_RUL
               "stages": BUILTIN_RULES.get("stages", {"pattern": "^(layer\\d+)"})}
 
 
-@pytest.mark.xfail(reason="issue 17 defect 11 (`roles = true` in a rules file is a TypeError): for the owner of "
-                   "sessions/groups.py (branch trt-files); drop this marker with the fix",
-                   raises=(TypeError, ExceptionGroup), strict=False)
 @FUZZ
 @given(st.data())
 def test_groups_rules_file_with_one_wrong_typed_element(tmp_path_factory, data):

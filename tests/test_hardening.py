@@ -54,6 +54,7 @@ def test_diff_with_one_bad_side(tmp_path):
         (["run", "test_resnet", "--device", "cpu", "--fp8-layout", "odd", "--variants", "fp8"], 2, "unknown FP8 recipe"),
         (["import", "--layers", "/nonexistent.json"], 2, "no such layer information file"),
         (["groups", str(H200 / "senet154-h200.json"), "--groups", "/nonexistent.toml"], 2, "no such rules file"),
+        (["groups", str(H200 / "senet154-h200.json"), "--groups", str(ROOT)], 2, "is a folder, not a rules file"),
         (["rerun", "/nonexistent.json"], 2, "no such session"),
     ],
 )
