@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from sessions.diff import Change, SessionDiff
 from sessions.model import SCHEMA_VERSION
-from sessions.tables import render_markdown, render_text
+from sessions.tables import md_text, render_markdown, render_text
 
 LAYER_ROWS = 40  # per-layer changes beyond this are summarised, not listed
 
@@ -40,6 +40,7 @@ def _layer_order(c: Change) -> tuple:
 
 def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER_ROWS) -> str:
     render = render_markdown if markdown else render_text
+    prose = md_text if markdown else str
     per = "; per image" if diff.per_image else ""
     lines = [f"A: {diff.a}", f"B: {diff.b}",
              f"threshold {diff.threshold * 100:g}%{per}; variants compared: {', '.join(diff.matched_variants) or 'none'}"]
@@ -52,17 +53,17 @@ def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER
     head = [c for c in diff.changes if c.what in HEAD_KINDS]
     layer = sorted((c for c in diff.changes if c.what not in HEAD_KINDS and c.what not in UNMATCHED), key=_layer_order)
     unmatched = [c for c in diff.changes if c.what in UNMATCHED]
-    parts = ["\n".join(lines)]
+    parts = ["\n".join(map(prose, lines))]
     if head:
         parts.append(render(HEADERS, [_row(c) for c in head]))
     for rows, what in ((layer, "layer changes"), (unmatched, "unmatched layers (time ms on the side that has the layer; its role last)")):
         if not rows:
             continue
         shown = rows[:layer_rows]
-        parts.append(f"{what}:\n" + render(HEADERS, [_row(c) for c in shown]))
+        parts.append(f"{what}:" + ("\n\n" if markdown else "\n") + render(HEADERS, [_row(c) for c in shown]))
         if len(rows) > len(shown):
             counts = ", ".join(f"{n} {k}" for k, n in Counter(c.what for c in rows[len(shown):]).items())
-            parts.append(f"... {len(rows) - len(shown)} more ({counts})")
+            parts.append(prose(f"... {len(rows) - len(shown)} more ({counts})"))
     verdict = f"{len(diff.regressions)} regression(s)" if diff.regressions else "no regression"
     parts.append(verdict)
     return "\n\n".join(parts)

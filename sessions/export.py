@@ -16,7 +16,7 @@ from sessions.errors import InputError
 from sessions.groups import Rules
 from sessions.model import Session
 from sessions.summary import summary_document
-from sessions.tables import render_markdown, table_csv, table_markdown
+from sessions.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 from sessions.verdict import verdict_lines
 
 SECTIONS = ("comparison", "quality", "groups", "method", "environment", "recipe", "rerun")
@@ -37,10 +37,10 @@ def comparison_section(session: Session, rules: Rules) -> str:
     plan = session.study.plan
     level = f", builder optimization level {plan.opt_level}" if plan is not None and plan.backend == "tensorrt" else ""
     backends = ", ".join(dict.fromkeys(_backend_label(session, v.backend) for v in session.variants))
-    where = f"{gpu}; {backends}{level}; batch {session.study.batch}."
-    notes = [f"{v.name}: {note}" for v in session.variants for note in v.notes]
+    where = md_text(f"{gpu}; {backends}{level}; batch {session.study.batch}.")
+    notes = [md_text(f"{v.name}: {note}") for v in session.variants for note in v.notes]
     return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
-                         *verdict_lines(session, rules), *notes])
+                         *map(md_text, verdict_lines(session, rules)), *notes])
 
 
 def quality_section(session: Session) -> str:
@@ -52,7 +52,7 @@ def quality_section(session: Session) -> str:
     ]
     if not rows:
         return "## Quality\n\nNot measured in this session."
-    weights = f"Weights: {session.study.weights}; images: {next(v.quality.image_source for v in session.variants if v.quality)}."
+    weights = md_text(f"Weights: {session.study.weights}; images: {next(v.quality.image_source for v in session.variants if v.quality)}.")
     return "\n\n".join(["## Quality", render_markdown(headers, rows), weights])
 
 
@@ -73,14 +73,14 @@ def method_section(session: Session) -> str:
     m = session.method
     lines = [
         "## Method",
-        f"- **Timed region:** {m.timed_region}.",
-        f"- **Numbers:** timer {m.timer}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
+        f"- **Timed region:** {md_cell(m.timed_region)}.",
+        f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
         f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
         f"{' interleaved across variants' if m.interleaved else ''}; "
         f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs.",
-        f"- **Per-layer time:** {m.per_layer}.",
-        f"- **Kernels:** {m.kernels}.",
-        f"- **Batch / input:** {session.study.batch} x {session.study.input_shape}.",
+        f"- **Per-layer time:** {md_cell(m.per_layer)}.",
+        f"- **Kernels:** {md_cell(m.kernels)}.",
+        f"- **Batch / input:** {session.study.batch} x {md_cell(session.study.input_shape)}.",
     ]
     return "\n".join(lines)
 
@@ -105,7 +105,7 @@ def recipe_section(session: Session) -> str:
     if not recipes:
         quantized = [v.name for v in session.variants if v.precision in ("int8", "fp8", "int4", "fp4")]
         if quantized:
-            names = ", ".join(quantized)
+            names = md_text(", ".join(quantized))
             return f"## Recipe\n\n{names}: quantized engines from files; how they were quantized is not in TensorRT's files."
         return "## Recipe\n\nNo quantized variant in this session."
     headers = ["variant", "method", "format", "layout", "quantized", "excluded", "exclude patterns", "scales", "calibration"]
@@ -119,19 +119,34 @@ def recipe_section(session: Session) -> str:
 
 def rerun_section(session: Session, path: str | None) -> str:
     if session.study.plan is None:  # imported files: the import commands, from the folder they ran in
-        commands = [shlex.join(v.command) for v in session.variants if v.command] or [shlex.join(session.study.command)]
-        return "\n".join(["## Rerun", "Imported from files; the import commands:", "```bash", *commands, "```"])
-    command = shlex.join(session.study.command)
-    lines = ["## Rerun", "```bash", command]
+        commands = [shell_line(v.command) for v in session.variants if v.command] or [shell_line(session.study.command)]
+        return "\n".join(["## Rerun", "Imported from files; the import commands:", md_fence(commands, "bash")])
+    lines = [shell_line(session.study.command)]
     if path:
-        lines.append(f"trt-inspect rerun {shlex.quote(path)}  # the same plan, then the diff against this session")
-    lines.append("```")
-    return "\n".join(lines)
+        lines.append(f"{shell_line(['trt-inspect', 'rerun', path])}  # the same plan, then the diff against this session")
+    return "\n".join(["## Rerun", md_fence(lines, "bash")])
+
+
+def shell_line(argv: list[str]) -> str:
+    """A command as one line bash reads back: arguments with control characters (a newline) in $'...' quoting."""
+    return " ".join(shlex.quote(a) if a.isprintable() else _ansi_c_quote(a) for a in argv)
+
+
+def _ansi_c_quote(text: str) -> str:
+    out = []
+    for c in text:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        else:
+            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
+    return "$'" + "".join(out) + "'"
 
 
 def export_markdown(session: Session, rules: Rules, sections: list[str] | None = None, path: str | None = None) -> str:
     sections = sections or list(SECTIONS)
-    title = f"# {session.study.model}: {', '.join(v.name for v in session.variants)} ({session.study.created})"
+    title = f"# {md_cell(session.study.model)}: {md_cell(', '.join(v.name for v in session.variants))} ({md_cell(session.study.created)})"
     builders = {
         "comparison": lambda: comparison_section(session, rules),
         "quality": lambda: quality_section(session),

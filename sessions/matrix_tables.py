@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sessions.merge import VARIANT_AXIS, axis_label
 from sessions.model import Environment, Session
 from sessions.summary import summarize_session
-from sessions.tables import render_markdown
+from sessions.tables import md_cell, render_markdown
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,11 @@ def pair_table(rows: list[MatrixRow], row_axis: str, column_axis: str) -> str:
 def matrix_markdown(session: Session) -> str:
     rows = matrix_rows(session)
     axes = session.merge.axes if session.merge else [VARIANT_AXIS]
-    parts = [f"## Sweep: {session.study.model}", full_table(session, rows),
+    parts = [f"## Sweep: {md_cell(session.study.model)}", full_table(session, rows),
              ("x = the job's baseline median (fp16 where measured) / the variant's median (above 1 is faster); "
               "ms and kernels per image are per batch divided by the batch size.")]
     if any(r.simulated for r in rows):
         parts.append("*simulated*: PyTorch with ModelOpt fake quantization; numerics of the FP8 recipe, not FP8 kernel speed.")
     for row_axis, column_axis in itertools.combinations(axes, 2):
-        parts += [f"### x by {row_axis} and {column_axis}", pair_table(rows, row_axis, column_axis)]
+        parts += [f"### x by {md_cell(row_axis)} and {md_cell(column_axis)}", pair_table(rows, row_axis, column_axis)]
     return "\n\n".join(parts) + "\n"

@@ -8,7 +8,6 @@ computed from them, and simulated FP8 (PyTorch) never decides a speed question.
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 from dataclasses import dataclass
 
@@ -17,7 +16,8 @@ from sessions.errors import InspectError
 from sessions.groups import Rules
 from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Session, Variant
-from sessions.tables import markdown_table_problems, render_markdown
+from sessions.export import shell_line
+from sessions.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 PAYS = 1.05  # FP8 pays from this speed-up on: below it a gain is within run-to-run noise
 COMPUTE_OPS = ("conv", "linear", "matmul")
@@ -101,7 +101,7 @@ def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
     for axis in [*axes, "variant"]:
         for value in dict.fromkeys(r.axes[axis] for r in paying):
             if {id(r) for r in rows if r.axes[axis] == value} == {id(r) for r in paying}:
-                return PHRASES.get(axis, axis + " {}").format(value)
+                return PHRASES.get(axis, axis + " {}").format(md_cell(value))
     return None
 
 
@@ -128,7 +128,7 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
              "x = fp16 median / FP8 median of the same job, above 1 is faster.)"), ""]
     models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
     gpus = ", ".join(dict.fromkeys(f"{job.gpu()} ({job.engine()})" for job in jobs))
-    lines.append(f"- {len(jobs)} job(s): {models} on {gpus}.")
+    lines.append(f"- {len(jobs)} job(s): {md_cell(models)} on {md_cell(gpus)}.")
     kernels = [(r.fp16.trace.per_call, r.fp8.trace.per_call) for r in rows if r.fp16.trace and r.fp8.trace]
     if kernels:
         lines.append(f"- Kernels per call: fp16 {span([k[0] for k in kernels], '', 0)}, "
@@ -156,10 +156,10 @@ def recipe_section(rows: list[Row]) -> str:
         seen.add(key)
         total = len(recipe.quantized) + len(recipe.excluded)
         excluded = f"; kept out by pattern: {', '.join(recipe.exclude_patterns)}" if recipe.exclude_patterns else ""
-        lines.append(f"- **{row.fp8.name}**{' (simulated)' if row.fp8.simulated else ''}: {recipe.number_format} for "
-                     f"{len(recipe.quantized)} of {total} layers (layout {recipe.layout or '-'}{excluded}). "
-                     f"Scales: {recipe.scales}. Calibration: {recipe.calibration_count} images from "
-                     f"{recipe.calibration_source}. Method: {recipe.method}.")
+        lines.append(f"- **{md_cell(row.fp8.name)}**{' (simulated)' if row.fp8.simulated else ''}: "
+                     + md_cell(f"{recipe.number_format} for {len(recipe.quantized)} of {total} layers (layout "
+                               f"{recipe.layout or '-'}{excluded}). Scales: {recipe.scales}. Calibration: "
+                               f"{recipe.calibration_count} images from {recipe.calibration_source}. Method: {recipe.method}."))
     return "\n".join(lines) if len(lines) > 1 else "### Recipe\n\nNo FP8 variant records a recipe."
 
 
@@ -169,15 +169,15 @@ def method_section(jobs: list[Job]) -> str:
         m = job.session.method
         graph = "one CUDA-graph replay" if m.cuda_graph else "one eager inference"
         order = f"{m.rounds} rounds interleaved across the variants" if m.interleaved else f"{m.rounds} rounds"
-        words = (f"{graph} per sample ({m.timer}); median of all {m.rounds} x {m.iters} runs: {order}, {m.iters} "
-                 f"runs each, after {m.warmup_s:g} s of warm-up per variant; all variants of a job built and timed "
-                 f"together in one process. Timed region: {m.timed_region}.")
+        words = md_cell(f"{graph} per sample ({m.timer}); median of all {m.rounds} x {m.iters} runs: {order}, {m.iters} "
+                        f"runs each, after {m.warmup_s:g} s of warm-up per variant; all variants of a job built and timed "
+                        f"together in one process. Timed region: {m.timed_region}.")
         batches.setdefault(words, [])
         if str(job.session.study.batch) not in batches[words]:
             batches[words].append(str(job.session.study.batch))
     lines = ["### Method", *(f"- Batch {', '.join(b)}: {words}" for words, b in batches.items())]
     first = jobs[0].session.method
-    lines += [f"- Kernels: {first.kernels}.", f"- Per-layer time: {first.per_layer}."]
+    lines += [f"- Kernels: {md_cell(first.kernels)}.", f"- Per-layer time: {md_cell(first.per_layer)}."]
     return "\n".join(lines)
 
 
@@ -200,7 +200,7 @@ def results_section(rows: list[Row], axes: list[str]) -> str:
     unstable = [f"{r.job.gpu()} b{r.job.session.study.batch} {v.name}" for r in rows for v in (r.fp16, r.fp8)
                 if v.latency is not None and v.latency.cov > 0.025]
     if unstable:
-        parts.append(f"CoV above 2.5 % for {', '.join(dict.fromkeys(unstable))}: differences that small are noise.")
+        parts.append(md_text(f"CoV above 2.5 % for {', '.join(dict.fromkeys(unstable))}: differences that small are noise."))
     return "\n\n".join(parts)
 
 
@@ -239,7 +239,7 @@ def quality_section(jobs: list[Job]) -> str:
     if not body:
         return "### Quality\n\nNot measured."
     sources = ", ".join(dict.fromkeys(f"{job.session.study.weights}" for job in jobs))
-    parts = ["### Quality", render_markdown(headers, body), f"Weights: {sources}."]
+    parts = ["### Quality", render_markdown(headers, body), md_text(f"Weights: {sources}.")]
     if any(job.session.study.weights.startswith("random") for job in jobs):
         parts.append("With random weights these figures compare numerics only, not accuracy.")
     return "\n\n".join(parts)
@@ -255,13 +255,13 @@ def kernels_section(jobs: list[Job], rules: Rules) -> str:
     for job in jobs:
         session = job.session
         if all(v.kernels is None for v in session.variants):
-            parts.append(f"{label(job)}: no kernel trace.")
+            parts.append(md_text(f"{label(job)}: no kernel trace."))
             continue
         table = views.group_table(session, rules, "role")
         headers, rows = table.labels, table.rows
         keep = [0] + [i for i, h in enumerate(headers) if h.endswith(" k/call")]
         counts = [[row[0], *(_count(row[i]) for i in keep[1:])] for row in rows]
-        parts += [f"**{label(job)}**", render_markdown([headers[i] for i in keep], counts)]
+        parts += [f"**{md_cell(label(job))}**", render_markdown([headers[i] for i in keep], counts)]
         parts.append(explaining_layers(session))
     return "\n\n".join(parts)
 
@@ -274,12 +274,12 @@ def explaining_layers(session: Session, top: int = 5) -> str:
     lines = []
     for variant in dict.fromkeys(f.variant for f in found):
         mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
-        reasons = ", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items())
+        reasons = md_cell(", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items()))
         examples = "; ".join(
-            f"`{f.layer}` {f.kernels_per_call:.0f} kernels" + (f" ({f.groups} groups)" if f.groups else "")
+            f"{md_code(f.layer)} {f.kernels_per_call:.0f} kernels" + (f" ({f.groups} groups)" if f.groups else "")
             + (f", fp16 {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
             for f in mine[:top])
-        lines.append(f"- {variant}: {len(mine)} layers flagged ({reasons}); {examples}")
+        lines.append(f"- {md_cell(variant)}: {len(mine)} layers flagged ({reasons}); {examples}")
     return "Layers that explain the count:\n" + "\n".join(lines)
 
 
@@ -336,14 +336,14 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
     items += [f"{label(job)} {v.name}: failed ({v.error})" for job in jobs for v in job.session.variants if v.status != "ok"]
     items += [f"{label(job)}: no fp16 variant to compare FP8 with" for job in jobs
               if job.fp16() is None and any(v.precision == "fp8" for v in job.session.variants)]
-    return "### Not measured\n\n" + "\n".join(f"- {item}." for item in items) if items else "### Not measured\n\nNothing the sessions can tell."
+    return "### Not measured\n\n" + "\n".join(f"- {md_cell(item)}." for item in items) if items else "### Not measured\n\nNothing the sessions can tell."
 
 
 def reproduce_section(sources: list[tuple[str, Session]], jobs: list[Job]) -> str:
-    commands = [shlex.join(s.study.command) for _, s in sources if s.merge is not None and s.study.command]
-    commands += [shlex.join(job.session.study.command) for job in jobs if job.session.study.command]
-    commands += [f"trt-inspect rerun {shlex.quote(job.path)}" for job in jobs if job.session.study.plan is not None]
-    return "\n".join(["### Reproduce", "```bash", *dict.fromkeys(commands), "```"])
+    commands = [shell_line(s.study.command) for _, s in sources if s.merge is not None and s.study.command]
+    commands += [shell_line(job.session.study.command) for job in jobs if job.session.study.command]
+    commands += [shell_line(["trt-inspect", "rerun", job.path]) for job in jobs if job.session.study.plan is not None]
+    return "\n".join(["### Reproduce", md_fence(list(dict.fromkeys(commands)), "bash")])
 
 
 def study_markdown(sources: list[tuple[str, Session]], rules: Rules) -> str:
@@ -354,7 +354,7 @@ def study_markdown(sources: list[tuple[str, Session]], rules: Rules) -> str:
     axes = varying(jobs)
     models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
     sections = [
-        f"## FP8 quantization study: {models}", summary_section(jobs, rows, axes), recipe_section(rows),
+        f"## FP8 quantization study: {md_cell(models)}", summary_section(jobs, rows, axes), recipe_section(rows),
         method_section(jobs), results_section(rows, axes), quality_section(jobs), kernels_section(jobs, rules),
         fp16_layers_section(rows), not_measured_section(jobs, rows), reproduce_section(sources, jobs),
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -92,8 +93,39 @@ def render_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: s
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in texts])
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+# Every control character and every Unicode line break becomes a space: a name cannot end a row or a line.
+_BREAKS = {c: " " for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]}
+_MARKDOWN_CHARS = str.maketrans({**_BREAKS, "\\": "\\\\", "|": "\\|", "`": "\\`", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_BLOCK_START = re.compile(r"^([#>+*=~`_\[-]|\d+(?=[.)]))")  # heading, quote, list, rule, fence, link label
+
+
+def md_cell(text: object) -> str:
+    """Text from a session as one inline Markdown run: no line break, no cell break, no raw HTML."""
+    return str(text).translate(_MARKDOWN_CHARS)
+
+
+def md_text(text: object) -> str:
+    """`md_cell`, and a leading heading, list, quote or fence marker escaped: for text that starts a line."""
+    text = md_cell(text).lstrip()
+    marker = _BLOCK_START.match(text)
+    if marker is None:
+        return text
+    at = marker.end() if marker.group(1)[0].isdigit() else 0  # `1.` -> `1\.`; `#` -> `\#`
+    return text[:at] + "\\" + text[at:]
+
+
+def md_code(text: object) -> str:
+    """A name as inline code where it holds nothing that could leave the code span, else as escaped text."""
+    text = str(text)
+    return f"`{text}`" if text and text == text.translate(_BREAKS) and not set(text) & set("`<>&") else md_cell(text)
+
+
+def md_fence(lines: Sequence[str], language: str = "") -> str:
+    """A fenced code block that no line can close: the fence is longer than any run of backticks inside."""
+    body = [line.translate(_BREAKS) for line in lines]
+    longest = max((len(run) for line in body for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return "\n".join([fence + language, *body, fence])
 
 
 def render_markdown(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: set[int] | None = None) -> str:
@@ -102,10 +134,10 @@ def render_markdown(headers: Sequence[str], rows: Sequence[Sequence[Cell]], righ
             raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
     if right is None:
         right = {i for i in range(len(headers)) if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
-    out = ["| " + " | ".join(_md_escape(h) for h in headers) + " |"]
+    out = ["| " + " | ".join(md_cell(h) for h in headers) + " |"]
     out.append("|" + "|".join("---:" if i in right else "---" for i in range(len(headers))) + "|")
     for row in rows:
-        out.append("| " + " | ".join(_md_escape(cell_text(c)) for c in row) + " |")
+        out.append("| " + " | ".join(md_cell(cell_text(c)) for c in row) + " |")
     return "\n".join(out)
 
 
@@ -164,7 +196,7 @@ def table_text(table: Table) -> str:
 
 def table_markdown(table: Table) -> str:
     right = {i for i, c in enumerate(table.columns) if c.numeric}
-    return "\n\n".join([render_markdown(table.labels, _typed_cells(table), right), *table.notes])
+    return "\n\n".join([render_markdown(table.labels, _typed_cells(table), right), *(md_text(n) for n in table.notes)])
 
 
 def table_csv(table: Table) -> str:
