@@ -146,31 +146,25 @@ def _segformer_model(name: str) -> LoadedModel:
 def _hf_model(name: str, local: bool = False, model_type: bool = False) -> LoadedModel:
     import transformers
 
+    if local:
+        _check_config(Path(name) / "config.json")
+    elif not model_type:
+        _check_cached_config(name)
     try:
         if model_type:
             config = transformers.AutoConfig.for_model(name)
         else:
             config = transformers.AutoConfig.from_pretrained(name, local_files_only=True)
     except ValueError as exc:
-        raise InputError(f"unknown Hugging Face model type {name!r}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"unknown Hugging Face model type {name!r}: {first_line(exc)}") from None
     except OSError:
         raise InputError(
             f"{name!r} is not in the local Hugging Face cache and there is no hub here; "
             "pass a local folder with config.json, or hf:<model_type> (e.g. hf:segformer) for random weights"
         ) from None
-    model = None
-    errors = []
-    for auto in (transformers.AutoModelForImageClassification, transformers.AutoModelForSemanticSegmentation):
-        try:
-            if local:
-                model = auto.from_pretrained(name, local_files_only=True)
-            else:
-                model = auto.from_config(config)
-            break
-        except (ValueError, OSError) as exc:
-            errors.append(str(exc).splitlines()[0])
-    if model is None:
-        raise InputError(f"{name!r} is not an image-classification or segmentation model ({errors[-1]})")
+    except Exception as exc:  # transformers raises TypeError, KeyError, ... on configs it cannot read
+        raise InputError(f"cannot read the Hugging Face config of {name}: {first_line(exc)}") from None
+    model = _hf_module(name, config, local)
     size = getattr(config, "image_size", 224)
     size = size if isinstance(size, int) else int(size[0])
     channels = getattr(config, "num_channels", 3)
@@ -182,6 +176,79 @@ def _hf_model(name: str, local: bool = False, model_type: bool = False) -> Loade
         transform=_plain_transform(size),
         details={"model_type": config.model_type},
     )
+
+
+def _hf_module(name: str, config: Any, local: bool) -> Any:
+    """The image-classification or segmentation model, with a folder's weights that must all fit."""
+    import transformers
+
+    autos = [transformers.AutoModelForImageClassification, transformers.AutoModelForSemanticSegmentation]
+    if any("Segmentation" in str(arch) for arch in getattr(config, "architectures", None) or []):
+        autos.reverse()  # a segmentation folder also loads as a classifier, with a random head
+    errors = []
+    for auto in autos:
+        try:
+            if not local:
+                return auto.from_config(config)
+            model, info = auto.from_pretrained(name, local_files_only=True, output_loading_info=True)
+        except (ValueError, OSError) as exc:  # not this kind of model, or no weights file it reads
+            errors.append(first_line(exc))
+            continue
+        except Exception as exc:  # weights that are not plain tensors (refused unpickling), shapes that differ, ...
+            raise InputError(f"cannot load the weights in {name}: {load_error(exc)}") from None
+        if info["missing_keys"]:
+            missing = sorted(info["missing_keys"])
+            raise InputError(f"the weights in {name} do not fit {type(model).__name__}: {len(missing)} missing "
+                             f"(first: {missing[0]})")
+        return model
+    raise InputError(f"{name!r} is not an image-classification or segmentation model ({errors[-1]})")
+
+
+def _check_config(path: Path) -> None:
+    """One line for a config.json that transformers would call missing or fail on with a traceback."""
+    import json
+
+    try:
+        config = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path} is malformed: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is malformed: not UTF-8 text") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{path} is malformed: a JSON object is expected, not {type(config).__name__}")
+    model_type = config.get("model_type")
+    if model_type is not None and not isinstance(model_type, str):
+        raise InputError(f"{path} is malformed: model_type is {type(model_type).__name__}, not a name")
+    architectures = config.get("architectures")
+    if architectures is not None and not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
+        raise InputError(f"{path} is malformed: architectures is not a list of names")
+
+
+def _check_cached_config(name: str) -> None:
+    """A hub id's config.json in the local cache, checked like a folder's (a bad one is not a missing one)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, "config.json")
+    except ValueError:  # not a repository id
+        return
+    if isinstance(found, str):
+        _check_config(Path(found))
+
+
+def load_error(exc: BaseException) -> str:
+    """Why weights did not load; torch's refusal to unpickle objects said plainly (its advice would run them)."""
+    if type(exc).__name__ == "UnpicklingError":
+        return "not a file of plain tensors (torch refused to unpickle it; arbitrary pickles are never loaded)"
+    return first_line(exc)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, or its type where the message is empty."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
 
 
 def _plain_transform(size: int) -> Callable:
@@ -223,6 +290,8 @@ def load_checkpoint(module, path: Path) -> None:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"no such checkpoint: {path}")
+    if path.stat().st_size == 0:
+        raise InputError(f"checkpoint {path} is empty (0 bytes)")
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -231,14 +300,26 @@ def load_checkpoint(module, path: Path) -> None:
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # safetensors, pickle and zip errors all mean the same to the user
-        raise InputError(f"cannot read checkpoint {path}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"cannot read checkpoint {path}: {load_error(exc)}") from None
     for key in ("state_dict", "model", "model_state_dict"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):
             state = state[key]
     if not isinstance(state, dict):
         raise InputError(f"checkpoint {path} holds no state dict")
+    if not state:
+        raise InputError(f"checkpoint {path} holds no weights (an empty state dict)")
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise InputError(f"checkpoint {path} is not a state dict: key {key!r} is not a parameter name")
+        if not isinstance(value, torch.Tensor):
+            raise InputError(f"checkpoint {path} is not a state dict: {key!r} is a {type(value).__name__}, not a tensor")
     state = {k.removeprefix("module."): v for k, v in state.items()}
     target = module.model if hasattr(module, "model") and not any(k.startswith("model.") for k in state) else module
+    expected = target.state_dict()
+    for key, tensor in state.items():
+        if key in expected and tensor.shape != expected[key].shape:
+            raise InputError(f"checkpoint {path} does not fit the model: {key} is {_shape(tensor)} in the file and "
+                             f"{_shape(expected[key])} in the model")
     result = target.load_state_dict(state, strict=False)
     if result.missing_keys or result.unexpected_keys:
         raise InputError(
@@ -246,3 +327,7 @@ def load_checkpoint(module, path: Path) -> None:
             f"{len(result.unexpected_keys)} unexpected keys (first: "
             f"{(result.missing_keys or result.unexpected_keys)[0]})"
         )
+
+
+def _shape(tensor) -> str:
+    return " x ".join(map(str, tensor.shape)) or "a scalar"

@@ -87,7 +87,7 @@ def _add_import_command(sub) -> None:
                    help="trtexec metadata (*.profile.metadata.json, *.build.metadata.json, trex *.metadata.json) or a "
                    "trtexec log (repeatable; those beside the layer file are read anyway)")
     p.add_argument("--no-metadata-search", action="store_true", help="do not read metadata files found beside the layer file")
-    p.add_argument("--name", help="variant name (default: from the file name)")
+    p.add_argument("--name", type=_name, help="variant name (default: from the file name)")
     p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
     p.add_argument("--batch", type=_positive_int, help="batch size, where the files do not give the input shape")
     p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU")
@@ -95,6 +95,16 @@ def _add_import_command(sub) -> None:
     target.add_argument("--into", help="add the variant to this existing session")
     target.add_argument("--out", help="session file to write (default: the user-data folder)")
     p.add_argument("--json", action="store_true")
+
+
+def _name(text: str) -> str:
+    """A name, never a path: it becomes part of a file name in the sessions folder."""
+    from inspector.request import check_name
+
+    try:
+        return check_name(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from None
 
 
 def _positive_int(text: str) -> int:
@@ -202,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_session_commands, _add_import_command, _add_report_commands, _add_onnx_command, _add_probe_command,
                 _add_sweep_commands):
         add(sub)
+    for each in sub.choices.values():
+        each.add_argument("-v", "--verbose", action="store_true", help="also show the libraries' warnings (each once)")
     return parser
 
 
@@ -514,6 +526,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not args.dry_run:
         check_available(args.executor)
     matrix = load_matrix(Path(args.matrix))
+    if not args.out:
+        from inspector.request import check_name
+
+        try:
+            check_name(matrix.name)  # the default folder is named after it
+        except InputError as exc:
+            raise InputError(f"{args.matrix}: [sweep] name: {exc.message}") from None
     folder = SweepFolder(Path(args.out) if args.out else default_folder(matrix))
     jobs = plan_jobs(matrix, args.matrix, folder, lambda line: _err(f"[sweep] {line}"))
     if args.dry_run:
@@ -649,14 +668,23 @@ def _interactive() -> bool:
 
 
 def _quiet_libraries() -> None:
-    """Keep stderr to our own progress lines: library deprecation chatter is not the user's business."""
+    """Before any library loads: no progress bars, no C++ log lines of torch.profiler, no library warnings."""
     import os
-    import warnings
 
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # torch.profiler's C++ errors on machines without a GPU
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
-    warnings.filterwarnings("ignore", module=r"modelopt(\.|$)")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loading weights" bars
+    _show_library_warnings(False)
+
+
+def _show_library_warnings(verbose: bool) -> None:
+    """stderr holds our own lines: library warnings (timm, torch, transformers, ModelOpt: FutureWarning,
+    UserWarning, ...) and log records below ERROR (torch's, transformers' load reports) are dropped; with -v
+    they are shown, each warning once per place."""
+    import logging
+    import warnings
+
+    warnings.simplefilter("default" if verbose else "ignore")
+    logging.disable(logging.NOTSET if verbose else logging.WARNING)
 
 
 def _interrupt_on_sigterm() -> None:
@@ -682,6 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from inspector.tui import open_tui
 
             args = parser.parse_args(["run", *argv])
+            _show_library_warnings(args.verbose)
             return open_tui(request=study_request(args, ["trt-inspect", *argv]))
         except InspectError as exc:
             _err(f"error: {exc.message}")
@@ -697,10 +726,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.USAGE
     args = parser.parse_args(argv)
     args.argv = ["trt-inspect", *argv]
+    _show_library_warnings(args.verbose)
     try:
         return COMMANDS[args.command](args)
     except InspectError as exc:
-        _err(f"error: {exc.message}")
+        _err(f"error: {exc.message or type(exc).__name__}")
         return exc.exit_code
     except KeyboardInterrupt:
         _err("interrupted")

@@ -10,8 +10,10 @@ import math
 from dataclasses import dataclass, field
 
 from sessions.errors import InputError
+from sessions.plan import parse_variants
 
 BACKEND_CHOICES = ("auto", "torch", "tensorrt")
+NAME_LIMIT = 200  # UTF-8 bytes; a name becomes part of a file name (255 bytes at most on most file systems)
 TRACER_CHOICES = ("auto", "cupti", "torch", "none")
 
 
@@ -63,7 +65,8 @@ class StudyRequest:
             raise InputError(f"unknown device {self.device!r}; use cuda or cpu")
         from builders.fp8_recipes import get_recipe
 
-        for recipe in self.fp8_recipes:
+        named = parse_variants(self.variants, [], []) if self.variants is not None else ()
+        for recipe in [*self.fp8_recipes, *(v.recipe for v in named if v.recipe)]:
             get_recipe(recipe)
         if self.eval_count is not None and self.eval_count < 1:
             raise InputError("--eval-count must be at least 1")
@@ -71,3 +74,17 @@ class StudyRequest:
             raise InputError("--threads must be between 1 and 1024")
         if self.switch_warmup is not None and not 0 <= self.switch_warmup <= 10000:
             raise InputError("--switch-warmup must be between 0 and 10000")
+
+
+def check_name(text: str) -> str:
+    """A name given on the command line (`--name`), refused where it could act as a path or break a file name."""
+    if not text.strip():
+        raise InputError("a name cannot be empty")
+    size = len(text.encode("utf-8", "surrogateescape"))
+    if size > NAME_LIMIT:
+        raise InputError(f"a name is at most {NAME_LIMIT} characters (bytes in UTF-8), not {size}")
+    if "/" in text or "\\" in text or ".." in text:
+        raise InputError(f"{text!r} is a path, not a name: leave out '/', '\\' and '..'")
+    if not text.isprintable():
+        raise InputError(f"{text!r}: a name holds no control characters (NUL, newline, ...)")
+    return text

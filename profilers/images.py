@@ -86,12 +86,19 @@ def load_images(folder: Path | None, limit: int | None = None, indices: list[int
 
 
 def _read(path: Path, mode: str):
+    import warnings
+
     from PIL import Image
 
     try:
-        with Image.open(path) as image:
-            return image.convert(mode)
-    except OSError as exc:
+        with warnings.catch_warnings():  # past PIL's pixel limit (89 million pixels) it warns, past twice that it raises
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as image:
+                return image.convert(mode)
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError):
+        raise InputError(f"cannot read image {path}: larger than {Image.MAX_IMAGE_PIXELS} pixels, refused as a "
+                         "possible decompression bomb") from None
+    except (OSError, ValueError) as exc:  # unreadable, truncated, or a mode PIL cannot convert
         raise InputError(f"cannot read image {path}: {exc}") from None
 
 

@@ -138,3 +138,236 @@ def test_a_command_with_a_newline_stays_one_line_that_bash_reads_back():
     line = shell_line(["printf", "%s|", "a\nb", "it's", "caf\xe9"])
     assert line == "printf '%s|' $'a\\x0ab' 'it'\"'\"'s' 'caf\xe9'"
     assert subprocess.run(["bash", "-c", line], capture_output=True, text=True).stdout == "a\nb|it's|caf\xe9|"
+
+
+# Defect 8: model inputs give one line and exit 2, never a traceback.
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    errors = [line for line in err if not line.startswith("trt-inspect: [")]  # progress lines are not errors
+    assert len(errors) == 1 and errors[0].startswith("trt-inspect: error:") and "Traceback" not in "".join(err), err
+    return errors[0]
+
+
+def run_small(model: str, *options: str) -> int:
+    from inspector.cli import main
+
+    return main(["run", model, "--device", "cpu", "--variants", "fp32", "--tracer", "none", "--rounds", "1",
+                 "--iters", "1", "--warmup", "0", "--calib-count", "1", *options])
+
+
+def write_checkpoint(path, content) -> None:
+    import torch
+
+    if content is None:
+        path.write_bytes(b"")
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        torch.save(content, path)
+
+
+def _checkpoints():
+    import pickle
+
+    import torch
+
+    class Evil:
+        def __reduce__(self):
+            return (exec, ("open('PWNED', 'w')",))
+
+    return {
+        "empty file": (None, "is empty (0 bytes)"),
+        "empty dict": ({}, "holds no weights"),
+        "wrong shape": ({"conv1.0.weight": torch.zeros(3, 3)}, "conv1.0.weight is 3 x 3 in the file"),
+        "non-string keys": ({1: torch.zeros(3)}, "key 1 is not a parameter name"),
+        "not tensors": ({"conv1.0.weight": "text"}, "'conv1.0.weight' is a str, not a tensor"),
+        "a pickle of objects": (pickle.dumps({"x": Evil()}), "arbitrary pickles are never loaded"),
+    }
+
+
+@pytest.mark.parametrize("case", list(_checkpoints()))
+def test_a_bad_checkpoint_is_one_line(case, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    content, message = _checkpoints()[case]
+    path = tmp_path / "weights.pt"
+    write_checkpoint(path, content)
+    assert run_small("test_resnet", "--checkpoint", str(path), "--out", str(tmp_path / "s.json")) == 2
+    assert message in one_error_line(capsys)
+    assert not (tmp_path / "PWNED").exists() and not (tmp_path / "s.json").exists()
+
+
+def tiny_segformer(folder, extra_key: bool = False) -> None:
+    import torch
+    import transformers
+
+    config = transformers.SegformerConfig(depths=[1, 1, 1, 1], hidden_sizes=[8, 8, 8, 8], decoder_hidden_size=8,
+                                          num_labels=3, image_size=32)
+    model = transformers.SegformerForSemanticSegmentation(config)
+    state = {**model.state_dict(), **({"extra.weight": torch.zeros(1)} if extra_key else {})}
+    model.save_pretrained(folder, state_dict=state)
+
+
+@pytest.mark.parametrize("config, message", [
+    ('{"model_type": ["segformer"]}', "config.json is malformed: model_type is list, not a name"),
+    ('{"model_type": "segformer",\n', "config.json is malformed: Expecting property name enclosed in double quotes at line 2"),
+    ("[1, 2]", "config.json is malformed: a JSON object is expected, not list"),
+])
+def test_a_bad_hugging_face_config_is_one_line_that_says_malformed(config, message, tmp_path, capsys):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(config)
+    assert run_small(str(folder)) == 2
+    line = one_error_line(capsys)
+    assert message in line and "not in the local Hugging Face cache" not in line
+
+
+def test_a_malformed_config_in_the_hub_cache_is_not_called_missing(tmp_path, monkeypatch, capsys):
+    import huggingface_hub.constants
+
+    snapshot = tmp_path / "hub" / "models--acme--vision" / "snapshots" / "0123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{oops")
+    (tmp_path / "hub" / "models--acme--vision" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--vision" / "refs" / "main").write_text("0123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert run_small("acme/vision") == 2
+    assert "config.json is malformed: Expecting property name enclosed in double quotes at line 1, column 2" in one_error_line(capsys)
+
+
+def test_a_hugging_face_bin_that_is_not_plain_tensors_is_one_line_and_never_runs(tmp_path, monkeypatch, capsys):
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "model"
+    tiny_segformer(folder)
+    (folder / "model.safetensors").unlink()
+
+    class Evil:
+        def __reduce__(self):
+            return (exec, ("open('PWNED', 'w')",))
+
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Evil()}))
+    assert run_small(str(folder)) == 2
+    assert "cannot load the weights in" in one_error_line(capsys)
+    assert not (tmp_path / "PWNED").exists()
+
+
+@pytest.mark.slow
+def test_a_hugging_face_folder_with_a_bin_loads_as_its_architecture(tmp_path):
+    import torch
+    from safetensors.torch import load_file
+
+    folder = tmp_path / "model"
+    tiny_segformer(folder)
+    torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
+    (folder / "model.safetensors").unlink()
+    result = run_cli("run", str(folder), "--device", "cpu", "--variants", "fp32", "--tracer", "none", "--rounds", "1",
+                     "--iters", "1", "--warmup", "0", "--calib-count", "1", "--out", str(tmp_path / "s.json"))
+    assert result.returncode == 0, result.stderr
+    assert all(line.startswith("trt-inspect: ") for line in result.stderr.splitlines()), result.stderr
+    assert storage.load(tmp_path / "s.json").variants[0].quality.task == "segmentation"  # not a classifier, random head
+
+
+def test_a_decompression_bomb_image_is_one_line(tmp_path, capsys):
+    from PIL import Image
+
+    (tmp_path / "images").mkdir()
+    Image.new("1", (20000, 20000)).save(tmp_path / "images" / "big.png")  # 48 kB on disk, 400 million pixels
+    assert run_small("test_resnet", "--images", str(tmp_path / "images")) == 2
+    assert "refused as a possible decompression bomb" in one_error_line(capsys)
+
+
+def test_an_error_with_an_empty_message_still_says_what_it_is(monkeypatch, capsys):
+    from builders.models import first_line
+    from inspector import cli
+    from sessions.errors import InputError
+
+    assert first_line(EOFError()) == "EOFError" and first_line(ValueError("\n  \nsecond")) == "second"
+
+    def fails(args):
+        raise InputError("")
+
+    monkeypatch.setitem(cli.COMMANDS, "sessions", fails)
+    assert cli.main(["sessions"]) == 2
+    assert one_error_line(capsys) == "trt-inspect: error: InputError"
+
+
+# Defect 14: names are names, not paths.
+
+@pytest.mark.parametrize("name", ["../../../../p/x", "a/b", "..", "a" * 300, "é" * 150, "", "a\x00b", "a\nb"])
+def test_a_name_that_is_a_path_is_refused_before_any_work(name, tmp_path, monkeypatch, capsys, isolated_home):
+    from inspector.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "layers.json").write_text('{"Layers": ["conv1"]}')
+    with pytest.raises(SystemExit) as stopped:
+        main(["import", "--layers", "layers.json", "--name", name])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "argument --name: " in err[0], err
+    assert not isolated_home.exists()  # nothing written: the sessions folder is not even made
+
+
+def test_an_imported_session_with_a_plain_name_is_listed(tmp_path, monkeypatch, capsys):
+    from inspector.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "layers.json").write_text('{"Layers": ["conv1"]}')
+    assert main(["import", "--layers", "layers.json", "--name", "my fp8 engine"]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "--json"]) == 0
+    assert "my fp8 engine" in capsys.readouterr().out
+
+
+def test_a_sweep_name_that_is_a_path_is_refused(tmp_path, capsys):
+    from inspector.cli import main
+
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('[sweep]\nname = "../../escape"\n[base]\nmodel = "resnet18"\ndevice = "cpu"\n[axes]\nbatch = [1]\n')
+    assert main(["sweep", str(matrix), "--dry-run"]) == 2
+    assert "[sweep] name: '../../escape' is a path, not a name" in one_error_line(capsys)
+
+
+# Defect 16: messages that say what is wrong, and stderr that holds only our lines.
+
+def test_an_unknown_recipe_in_variants_is_refused_before_the_model_is_built(monkeypatch, capsys):
+    import builders.models
+
+    monkeypatch.setattr(builders.models, "load_model", lambda *a, **k: pytest.fail("the model was built"))
+    assert run_small("resnet18", "--variants", "fp32,fp8-bogus") == 2
+    line = one_error_line(capsys)
+    assert "unknown FP8 recipe 'bogus'; known: all, no-se" in line
+
+
+def test_library_warnings_stay_off_stderr_unless_verbose():
+    import subprocess
+    import sys
+
+    script = ("import logging, warnings, sys\n"
+              "from inspector import cli\n"
+              "cli._quiet_libraries()\n"
+              "cli._show_library_warnings(sys.argv[1] == '-v')\n"
+              "for _ in range(3):\n"
+              "    warnings.warn('a library UserWarning', UserWarning)\n"
+              "    warnings.warn('a library FutureWarning', FutureWarning)\n"
+              "logging.getLogger('transformers.modeling_utils').warning('a load report')\n"
+              "logging.getLogger('timm').error('a library error')\n")
+    quiet = subprocess.run([sys.executable, "-c", script, "-"], capture_output=True, text=True)
+    assert quiet.stderr == "a library error\n"
+    verbose = subprocess.run([sys.executable, "-c", script, "-v"], capture_output=True, text=True)
+    assert verbose.stderr.count("a library UserWarning") == 1 and verbose.stderr.count("a library FutureWarning") == 1
+    assert "a load report" in verbose.stderr
+
+
+@pytest.mark.slow
+def test_a_hugging_face_load_report_is_shown_only_with_verbose(tmp_path):
+    folder = tmp_path / "model"
+    tiny_segformer(folder, extra_key=True)  # transformers reports the unexpected key as a warning
+    common = ["run", str(folder), "--device", "cpu", "--variants", "fp32", "--tracer", "none", "--rounds", "1",
+              "--iters", "1", "--warmup", "0", "--calib-count", "1"]
+    quiet = run_cli(*common, "--out", str(tmp_path / "a.json"))
+    assert quiet.returncode == 0, quiet.stderr
+    assert [line for line in quiet.stderr.splitlines() if not line.startswith("trt-inspect: ")] == []
+    verbose = run_cli(*common, "--out", str(tmp_path / "b.json"), "-v")
+    assert verbose.returncode == 0 and "LOAD REPORT" in verbose.stderr
