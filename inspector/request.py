@@ -7,6 +7,7 @@ hold a request, never argv.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 from sessions.errors import InputError
@@ -74,6 +75,8 @@ class StudyRequest:
             raise InputError("--threads must be between 1 and 1024")
         if self.switch_warmup is not None and not 0 <= self.switch_warmup <= 10000:
             raise InputError("--switch-warmup must be between 0 and 10000")
+        if self.raw_trace is not None and os.path.lexists(self.raw_trace) and not os.path.isdir(self.raw_trace):
+            raise InputError(f"--raw-trace {self.raw_trace} is a file; give a folder")
 
 
 def check_name(text: str) -> str:

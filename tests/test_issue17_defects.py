@@ -372,3 +372,60 @@ def test_a_hugging_face_load_report_is_shown_only_with_verbose(tmp_path):
     assert [line for line in quiet.stderr.splitlines() if not line.startswith("trt-inspect: ")] == []
     verbose = run_cli(*common, "--out", str(tmp_path / "b.json"), "-v")
     assert verbose.returncode == 0 and "LOAD REPORT" in verbose.stderr
+
+
+# Defects fixed earlier whose reproduction had no test of its own.
+
+def test_a_raw_trace_path_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")  # defect 5: --raw-trace at a file lost the traced variant
+    assert run_small("test_resnet", "--raw-trace", str(tmp_path / "afile"), "--out", str(tmp_path / "s.json")) == 2
+    assert "--raw-trace" in one_error_line(capsys) and not (tmp_path / "s.json").exists()
+
+
+def test_export_to_a_full_disk_keeps_the_old_file(tmp_path, monkeypatch, capsys):
+    import os
+
+    from inspector.cli import main
+
+    target = tmp_path / "report.md"
+    target.write_text("the old report\n")
+    real_fdopen = os.fdopen
+
+    class FullDisk:
+        def __init__(self, fd, mode):
+            self.file = real_fdopen(fd, mode)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, text):
+            self.file.write(text[: len(text) // 2])  # defect 9: half a report, then the disk is full
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", FullDisk)
+    assert main(["export", str(H200 / "senet154-h200.json"), "-o", str(target), "--force"]) == 2
+    assert "No space left on device" in one_error_line(capsys)
+    assert target.read_text() == "the old report\n" and sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]
+
+
+def test_diff_is_linear_in_the_variants():
+    import time
+
+    from sessions.diff import diff_sessions
+    from sessions.diff_report import diff_text
+    from sessions.groups import load_rules
+
+    session = storage.load(H200 / "senet154-h200.json")  # defect 12: 20,000 variants took 194 s
+    template = copy.copy(session.variants[0])
+    template.layers, template.kernels = [], None
+    many = copy.copy(session)
+    many.variants = [copy.copy(template) for _ in range(20000)]
+    for index, variant in enumerate(many.variants):
+        variant.name = f"v{index}"
+    started = time.perf_counter()
+    diff = diff_sessions(many, many, load_rules(), 0.05, "a", "b")
+    diff_text(diff, markdown=True)
+    assert len(diff.pairs) == 20000 and time.perf_counter() - started < 8  # about 0.5 s; quadratic was over 30 s
