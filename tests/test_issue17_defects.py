@@ -429,3 +429,53 @@ def test_diff_is_linear_in_the_variants():
     diff = diff_sessions(many, many, load_rules(), 0.05, "a", "b")
     diff_text(diff, markdown=True)
     assert len(diff.pairs) == 20000 and time.perf_counter() - started < 8  # about 0.5 s; quadratic was over 30 s
+
+
+def test_a_times_file_of_1e308_leaves_the_session_it_was_to_join_readable(tmp_path, capsys):
+    import orjson
+
+    from inspector.cli import main
+
+    seeds = H200.parent / "fuzz"  # defect 1: computeMs 1e308 --into good.json made every variant unreadable
+    good = tmp_path / "good.json"
+    assert main(["import", "--layers", str(seeds / "trt10.layers.json"), "--out", str(good)]) == 0
+    before = good.read_bytes()
+    times = orjson.loads((seeds / "trt10.times.json").read_bytes())
+    for record in times:
+        record["computeMs"] = record["latencyMs"] = 1e308
+    (tmp_path / "t.json").write_bytes(orjson.dumps(times))
+    capsys.readouterr()
+    assert main(["import", "--layers", str(seeds / "trt10.layers.json"), "--times", str(tmp_path / "t.json"),
+                 "--name", "again", "--into", str(good)]) == 2
+    assert "computeMs = 1e+308" in one_error_line(capsys)
+    assert good.read_bytes() == before and storage.load(good).variants[0].name == "trt10"
+
+
+def test_a_rules_file_with_a_bad_regular_expression_is_one_line(tmp_path, capsys):
+    from inspector.cli import main
+
+    rules = tmp_path / "rules.toml"  # defect 11
+    rules.write_text('[[roles]]\nname = "x"\nnames = ["(unclosed"]\n')
+    assert main(["groups", str(H200 / "senet154-h200.json"), "--groups", str(rules)]) == 2
+    assert "roles[0].names: bad regular expression" in one_error_line(capsys)
+
+
+def _rounds_of_one_and_a_half(tmp_path) -> list[str]:
+    import orjson
+
+    doc = orjson.loads((H200 / "senet154-arch.json").read_bytes())  # defect 3: rerun ran minutes, then crashed
+    doc["study"]["plan"]["timing"]["rounds"] = 1.5
+    (tmp_path / "r.json").write_bytes(orjson.dumps(doc))
+    return ["rerun", str(tmp_path / "r.json")]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (lambda tmp: _rounds_of_one_and_a_half(tmp), "plan.timing.rounds: expected an integer"),
+    (lambda tmp: ["show", "/dev/zero"], "is not a regular file"),  # defect 12: read until memory ran out
+    (lambda tmp: ["run", "test_resnet", "--device", "cpu", "--warmup", "1e308"], "--warmup must be between"),  # hung
+])
+def test_reproductions_of_defects_3_and_12_are_one_line(argv, message, tmp_path, capsys):
+    from inspector.cli import main
+
+    assert main(argv(tmp_path)) == 2
+    assert message in one_error_line(capsys)
