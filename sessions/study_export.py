@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from sessions import views
 from sessions.errors import InspectError
+from sessions.export import shell_line
 from sessions.groups import Rules
 from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Session, Variant
-from sessions.export import shell_line
 from sessions.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 PAYS = 1.05  # FP8 pays from this speed-up on: below it a gain is within run-to-run noise

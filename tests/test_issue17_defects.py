@@ -95,7 +95,7 @@ def test_crafted_names_cannot_change_the_markdown_export(tmp_path):
 
 def test_crafted_names_cannot_change_the_markdown_diff(tmp_path):
     a, _ = evil_session(tmp_path, "a.json")
-    b, session = evil_session(tmp_path, "b.json")
+    b, _ = evil_session(tmp_path, "b.json")
     changed = storage.load(b)
     for variant in changed.variants:
         variant.latency.median_ms *= 2  # every variant regresses: the head table lists them all
@@ -137,7 +137,7 @@ def test_a_command_with_a_newline_stays_one_line_that_bash_reads_back():
 
     line = shell_line(["printf", "%s|", "a\nb", "it's", "caf\xe9"])
     assert line == "printf '%s|' $'a\\x0ab' 'it'\"'\"'s' 'caf\xe9'"
-    assert subprocess.run(["bash", "-c", line], capture_output=True, text=True).stdout == "a\nb|it's|caf\xe9|"
+    assert subprocess.run(["bash", "-c", line], check=False, capture_output=True, text=True).stdout == "a\nb|it's|caf\xe9|"
 
 
 # Defect 8: model inputs give one line and exit 2, never a traceback.
@@ -355,9 +355,9 @@ def test_library_warnings_stay_off_stderr_unless_verbose():
               "    warnings.warn('a library FutureWarning', FutureWarning)\n"
               "logging.getLogger('transformers.modeling_utils').warning('a load report')\n"
               "logging.getLogger('timm').error('a library error')\n")
-    quiet = subprocess.run([sys.executable, "-c", script, "-"], capture_output=True, text=True)
+    quiet = subprocess.run([sys.executable, "-c", script, "-"], check=False, capture_output=True, text=True)
     assert quiet.stderr == "a library error\n"
-    verbose = subprocess.run([sys.executable, "-c", script, "-v"], capture_output=True, text=True)
+    verbose = subprocess.run([sys.executable, "-c", script, "-v"], check=False, capture_output=True, text=True)
     assert verbose.stderr.count("a library UserWarning") == 1 and verbose.stderr.count("a library FutureWarning") == 1
     assert "a load report" in verbose.stderr
 
