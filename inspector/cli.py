@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -277,11 +278,12 @@ def _run_headless(run, as_json: bool) -> tuple[int, object, Path | None]:
     Returns the exit code, the session and its path (None, None after an interrupt).
     """
     saved: list = []
+    started = time.monotonic()
 
     def report(progress) -> None:
         if progress.session_path is not None:
             saved[:] = [progress.session_path]
-        _err(f"[{progress.phase}] {progress.message}")
+        _err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}")
 
     try:
         session, path = run(report)

@@ -295,7 +295,7 @@ def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
 def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan, recorder: Recorder) -> None:
     from profilers import environment
     from profilers.stats import latency_stats
-    from profilers.timing import describe, measure
+    from profilers.timing import clock_for, describe, measure
 
     session.environment.torch = environment.torch_settings()  # as in effect while timing
     sampler = environment.timing_sampler(plan.device)
@@ -315,7 +315,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",
                   None, 0, plan.timing.rounds, saved=False)
     with sampler:
-        measure({name: step.run for name, step in steps.items()}, plan.timing, plan.device, on_round)
+        measure({name: step.run for name, step in steps.items()}, plan.timing, clock_for(plan.device), on_round)
     session.environment.during_timing = sampler.conditions()
 
 
