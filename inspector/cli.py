@@ -44,9 +44,9 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calib-count", type=int, default=16)
     p.add_argument("--eval-count", type=int, help="images for quality, disjoint from the calibration images, both "
                    "taken at a fixed stride through --images (default: every image, calibration images included)")
-    p.add_argument("--rounds", type=int)
-    p.add_argument("--iters", type=int)
-    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS")
+    p.add_argument("--rounds", type=int, help="interleaved timing rounds (default 5 on CUDA, 3 on the CPU)")
+    p.add_argument("--iters", type=int, help="timed inferences per variant and round (default 20 on CUDA, 5 on the CPU)")
+    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS", help="warm-up per variant (default 0.5)")
     p.add_argument("--switch-warmup", type=int, metavar="N",
                    help="inferences discarded after each switch of variant inside a round (default: 10 on CUDA, 1 on CPU)")
     p.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads (default: PyTorch's choice)")
