@@ -6,6 +6,11 @@ source "$(dirname "$0")/h200_setup.sh"
 t() { local s=$SECONDS; run "$@"; echo "wall_s=$(( SECONDS - s ))"; }
 t senet154 --out "$OUT/senet154-cold.json" 2>&1 | tee "$OUT/mainjob-cold.log"
 t senet154 --out "$OUT/senet154-warm.json" 2>&1 | tee "$OUT/mainjob-warm.log"
+if [ "${PROFILE:-0}" = 1 ]; then  # a third run under cProfile: where the host time goes
+  python3 -m cProfile -o "$OUT/mainjob.prof" -m inspector senet154 --out "$OUT/senet154-prof.json" >/dev/null 2>&1
+  python3 -c "import pstats; pstats.Stats('$OUT/mainjob.prof').sort_stats('cumulative').print_stats(60)" | cut -c1-200 > "$OUT/mainjob-prof.txt"
+  python3 -c "import pstats; pstats.Stats('$OUT/mainjob.prof').sort_stats('tottime').print_stats(30)" | cut -c1-200 >> "$OUT/mainjob-prof.txt"
+fi
 python3 - "$OUT/senet154-cold.json" "$OUT/senet154-warm.json" <<'PY'
 import sys
 from sessions.storage import load
