@@ -28,4 +28,15 @@ t run senet154 --variants fp32,fp16,fp8 $RECIPES --out "$OUT/study-b1.json"
 t run senet154 --batch 32 --variants fp32,fp16,fp8 $RECIPES --out "$OUT/study-b32.json"
 t run senet154 --variants fp16,fp8 --fp8-recipe "${PER_TENSOR:-all-per-tensor}" --out "$OUT/per-tensor-b1.json"
 run export "$OUT/study-b1.json" "$OUT/study-b32.json" --format study -o "$OUT/study.md"
-run diff "$OUT/study-b1.json" "$OUT/per-tensor-b1.json" --format md | head -40
+python3 - "$OUT/study-b1.json" "$OUT/per-tensor-b1.json" <<'PY'
+import sys
+from sessions.storage import load
+print("weights      variant                 top-1 vs fp32 %  mean KL    max abs err  top-1 vs fp16 %  images")
+for path in sys.argv[1:]:
+    for v in load(path).variants:
+        if v.recipe is None or v.quality is None:
+            continue
+        q = v.quality
+        print(f"{v.recipe.weights:<12} {v.name:<23} {100*q.top1_agreement:>15.2f}  {q.mean_kl:.3e}  {q.max_abs_logit_error:>11.4f}  "
+              f"{100*(q.agreement_baseline or 0):>15.2f}  {q.images}")
+PY
