@@ -2,10 +2,10 @@
 # Issue 18 on the two-GPU H200 machine (kind nvidia-h200-x2): the matrix benchmarks/h200_sweep.toml
 # (senet154 and resnet50 x batch 1 and 32, fp16 and FP8) with `--executor ray` on both GPUs, then the
 # same matrix on one GPU (a fresh folder, so nothing is skipped), the wall-time ratio (target <= 0.6),
-# and the merged tables. Run through the device tool with carry [".whl"]; .whl must also hold ray and
-# submitit and their dependencies (`pip download 'ray>=2.9' 'submitit>=1.5' -d .whl --only-binary=:all:`).
+# and the merged tables. Run through the device tool with carry [".whl-sweep"]: ray (Java jar and source maps stripped to fit the
+# 64 MiB carry), submitit, jsonschema and what the project needs for FP8 (modelopt and its dependencies).
 # Usage: benchmarks/h200_sweep.sh [both|two|one]   (one command each if 10 minutes are too few for both)
-source "$(dirname "$0")/h200_setup.sh"
+WHEELS=.whl-sweep source "$(dirname "$0")/h200_setup.sh"
 MODE=${1:-both}
 MATRIX=benchmarks/h200_sweep.toml
 nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader

@@ -112,6 +112,25 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
         seen[key] = variant
 
 
+def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
+    """The model's structure without its weights: built on the meta device (instant, no memory; the study
+    loads the model for real), or, where a model cannot be built there, loaded as the study will load it."""
+    import torch
+
+    from builders.model_structure import model_structure
+    from builders.models import load_model
+
+    try:
+        with torch.device("meta"):
+            model = load_model(model_name)
+            return model_structure(model.module, torch.zeros(1, *model.input_size))
+    except InputError:
+        raise
+    except Exception:  # noqa: BLE001  (an op without a meta kernel, a model that reads its weights while building)
+        model = load_model(model_name, Path(checkpoint) if checkpoint else None)
+        return model_structure(model.module, torch.zeros(1, *model.input_size))
+
+
 def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPlan, ...],
               explicit: bool) -> tuple[tuple[VariantPlan, ...], list[str]]:
     """The FP8 variants checked against the model's structure before any work starts.
@@ -119,16 +138,10 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
     Recipes the user named fail with one line; default recipes that select nothing new are left out,
     with a note. Returns the variants to run and the notes.
     """
-    import torch
-
-    from builders.model_structure import model_structure
-    from builders.models import load_model
-
     fp8 = [v for v in variants if v.precision == "fp8"]
     if not fp8 or model_name.endswith(".onnx"):
         return variants, []
-    model = load_model(model_name, Path(checkpoint) if checkpoint else None)
-    structure = model_structure(model.module, torch.zeros(1, *model.input_size))
+    structure = _structure_of(model_name, checkpoint)
     kept: list[VariantPlan] = []
     notes: list[str] = []
     chosen: dict[str, Selection] = {}

@@ -40,10 +40,22 @@ class TorchEngine(Engine):
         self.quantized = quantized or set()
         self._step: TimingStep | None = None
         self._graph: torch.cuda.CUDAGraph | None = None
+        self._graph_output: torch.Tensor | None = None  # what the captured graph writes into
 
     @torch.no_grad()
     def infer(self, batch: torch.Tensor) -> torch.Tensor:
-        return self._module()(batch.to(device=self.device, dtype=self.dtype)).float().cpu()
+        """Outputs for `batch`: by a replay of the timed CUDA graph where the shape allows (the same kernels,
+        without the host cost of launching them one by one), else eagerly."""
+        batch = batch.to(device=self.static_input.device, dtype=self.dtype)
+        if self.device == "cuda" and batch.shape == self.static_input.shape and self.timing_step().graphed:
+            timed_input = self.static_input.clone()
+            self.static_input.copy_(batch)
+            self.timing_step().run()
+            assert self._graph_output is not None
+            output = self._graph_output.float().cpu()
+            self.static_input.copy_(timed_input)  # timing and tracing keep their own input
+            return output
+        return self._module()(batch).float().cpu()
 
     @torch.no_grad()
     def run_once(self) -> None:
@@ -71,7 +83,7 @@ class TorchEngine(Engine):
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                self._graph_output = module(self.static_input)  # kept: the graph writes into it
+                self._graph_output = module(self.static_input)
         except RuntimeError as exc:
             torch.cuda.synchronize()
             return TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -43,9 +44,9 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calib-count", type=int, default=16)
     p.add_argument("--eval-count", type=int, help="images for quality, disjoint from the calibration images, both "
                    "taken at a fixed stride through --images (default: every image, calibration images included)")
-    p.add_argument("--rounds", type=int)
-    p.add_argument("--iters", type=int)
-    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS")
+    p.add_argument("--rounds", type=int, help="interleaved timing rounds (default 5 on CUDA, 3 on the CPU)")
+    p.add_argument("--iters", type=int, help="timed inferences per variant and round (default 20 on CUDA, 5 on the CPU)")
+    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS", help="warm-up per variant (default 0.5)")
     p.add_argument("--switch-warmup", type=int, metavar="N",
                    help="inferences discarded after each switch of variant inside a round (default: 10 on CUDA, 1 on CPU)")
     p.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads (default: PyTorch's choice)")
@@ -167,6 +168,9 @@ def _add_sweep_commands(sub) -> None:
     p.add_argument("--ray-address", help="a running Ray cluster (default: start a local one)")
     p.add_argument("--partition", help="Slurm partition")
     p.add_argument("--time-limit", type=int, default=120, metavar="MINUTES", help="Slurm time limit per job")
+    p.add_argument("--resolve", choices=["here", "job"],
+                   help="where each plan is resolved (backend, device, tracer, defaults): here, or on the machine each "
+                        "job runs on (default: job for slurm and for a remote Ray cluster, here otherwise)")
     p.add_argument("--submitit-cluster", choices=["slurm", "local", "debug"],
                    help="submitit's executor (default: Slurm where found; local runs the jobs here)")
     p.add_argument("--json", action="store_true")
@@ -289,11 +293,12 @@ def _run_headless(run, as_json: bool) -> tuple[int, object, Path | None]:
     Returns the exit code, the session and its path (None, None after an interrupt).
     """
     saved: list = []
+    started = time.monotonic()
 
     def report(progress) -> None:
         if progress.session_path is not None:
             saved[:] = [progress.session_path]
-        _err(f"[{progress.phase}] {progress.message}")
+        _err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}")
 
     try:
         session, path = run(report)
@@ -534,7 +539,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         except InputError as exc:
             raise InputError(f"{args.matrix}: [sweep] name: {exc.message}") from None
     folder = SweepFolder(Path(args.out) if args.out else default_folder(matrix))
-    jobs = plan_jobs(matrix, args.matrix, folder, lambda line: _err(f"[sweep] {line}"))
+    remote = args.executor == "slurm" or (args.executor == "ray" and args.ray_address)
+    where = args.resolve or ("job" if remote else "here")
+    jobs = plan_jobs(matrix, args.matrix, folder, lambda line: _err(f"[sweep] {line}"), where)
     if args.dry_run:
         return _print_plans(folder, jobs, args.json)
     options = ExecutorOptions(args.gpus, args.ray_address, args.partition, args.time_limit, args.submitit_cluster)
@@ -554,11 +561,21 @@ def _print_plans(folder, jobs, as_json: bool) -> int:
         _print_json({"folder": str(folder.root), "jobs": [{**job.__dict__, "finished": job in finished} for job in jobs]})
         return ExitCode.OK
     axes = list(jobs[0].axes) if jobs else []
-    rows = [[job.key, *job.axes.values(), job.plan.backend, job.plan.device, job.plan.tracer,
-             ",".join(v.name for v in job.plan.variants), "finished" if job in finished else "to run"] for job in jobs]
+    rows = [[job.key, *job.axes.values(), *_plan_columns(job), "finished" if job in finished else "to run"]
+            for job in jobs]
     print(render_text(["key", *axes, "backend", "device", "tracer", "variants", "state"], rows))
     print(f"{len(jobs)} jobs, {len(finished)} finished earlier; folder {folder.root}")
     return ExitCode.OK
+
+
+def _plan_columns(job) -> list[str]:
+    """backend, device, tracer, variants of a job's plan; for a job resolved where it runs, what it asked for."""
+    if job.plan is not None:
+        plan = job.plan
+        return [plan.backend, plan.device, plan.tracer, ",".join(v.name for v in plan.variants)]
+    request, there = job.request, "(on the job's machine)"
+    return [request.backend if request.backend != "auto" else there, request.device or there,
+            request.tracer if request.tracer != "auto" else there, request.variants or there]
 
 
 def _print_outcomes(folder, jobs, outcomes, merged, as_json: bool) -> None:

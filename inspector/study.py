@@ -45,6 +45,9 @@ class Progress:
 
 
 Report = Callable[[Progress], None]
+# Timing rounds are saved at most this often (and after the last): a save checks that the file loads back,
+# which costs about 0.3 s for senet154's four variants, and a round takes about a second.
+ROUND_SAVE_INTERVAL_S = 10.0
 
 
 class Recorder:
@@ -295,7 +298,7 @@ def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
 def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan, recorder: Recorder) -> None:
     from profilers import environment
     from profilers.stats import latency_stats
-    from profilers.timing import describe, measure
+    from profilers.timing import clock_for, describe, measure
 
     session.environment.torch = environment.torch_settings()  # as in effect while timing
     sampler = environment.timing_sampler(plan.device)
@@ -306,16 +309,22 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
         if step.note:
             session.variant(name).notes.append(step.note)
 
+    last_save = time.monotonic()
+
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
+        nonlocal last_save
         for name, values in samples.items():
             session.variant(name).latency = latency_stats(values, plan.timing.iters)
         session.environment.during_timing = sampler.conditions()
-        recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds)
+        due = index + 1 == plan.timing.rounds or time.monotonic() - last_save >= ROUND_SAVE_INTERVAL_S
+        recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds, saved=due)
+        if due:
+            last_save = time.monotonic()
 
     recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",
                   None, 0, plan.timing.rounds, saved=False)
     with sampler:
-        measure({name: step.run for name, step in steps.items()}, plan.timing, plan.device, on_round)
+        measure({name: step.run for name, step in steps.items()}, plan.timing, clock_for(plan.device), on_round)
     session.environment.during_timing = sampler.conditions()
 
 

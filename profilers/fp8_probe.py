@@ -234,10 +234,10 @@ def _eager_step(fn: Callable[[], object], note: str) -> TimedStep:
 
 
 def measure_shape(fns: dict[str, Callable[[], object]], plan, measured_as: str) -> ShapeTimes:
-    from profilers.timing import measure
+    from profilers.timing import clock_for, measure
 
     steps = {name: timed_step(fn) for name, fn in fns.items()}
-    samples = measure({name: s.step for name, s in steps.items()}, plan, "cuda")
+    samples = measure({name: s.step for name, s in steps.items()}, plan, clock_for("cuda"))
     notes = sorted({s.note for s in steps.values() if s.note})
     return ShapeTimes(
         measured_as=measured_as,

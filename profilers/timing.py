@@ -5,78 +5,105 @@ one inference (a CUDA-graph replay where capture worked): device work only, no h
 the same static input every time. On the CPU the same loop reads a monotonic clock.
 Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temperature spreads
 over all of them instead of favouring whichever ran first. After each switch of variant the first
-inferences run cold (caches and the graph just came from another variant: 15-30 % slow on the H200),
-so `TimingPlan.switch_warmup` inferences are run and discarded before the round's samples.
+inferences run cold (caches and the graph just came from another variant), so
+`TimingPlan.switch_warmup` inferences are run and discarded before the round's samples.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from sessions.plan import TimingPlan
 
 Step = Callable[[], None]
 
 
-def _warm(step: Step, seconds: float, synchronize: Callable[[], None]) -> None:
-    deadline = time.perf_counter() + seconds
-    step()
-    synchronize()
-    while time.perf_counter() < deadline:
-        step()
-        synchronize()
+class Clock(Protocol):
+    """Where samples are read: the host's monotonic clock, or CUDA events on the inference stream."""
+
+    def synchronize(self) -> None: ...
+
+    def samples(self, step: Step, iters: int) -> list[float]: ...
 
 
-def _discard(step: Step, count: int, synchronize: Callable[[], None]) -> None:
-    for _ in range(count):
-        step()
-    synchronize()
+class HostClock:
+    def synchronize(self) -> None:
+        pass
+
+    def samples(self, step: Step, iters: int) -> list[float]:
+        samples = []
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            step()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return samples
 
 
-def _cpu_samples(step: Step, iters: int) -> list[float]:
-    samples = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        step()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return samples
+class Event(Protocol):
+    def record(self) -> None: ...
+
+    def synchronize(self) -> None: ...
+
+    def elapsed_time(self, end: Event) -> float: ...
 
 
-def _cuda_samples(step: Step, iters: int) -> list[float]:
+class EventClock:
+    """Samples between events recorded back to back on the inference stream (CUDA events on a GPU)."""
+
+    def __init__(self, new_event: Callable[[], Event], synchronize: Callable[[], None]) -> None:
+        self.new_event, self.synchronize = new_event, synchronize
+
+    def samples(self, step: Step, iters: int) -> list[float]:
+        events = [self.new_event() for _ in range(iters + 1)]
+        events[0].record()
+        for i in range(iters):
+            step()
+            events[i + 1].record()
+        events[-1].synchronize()
+        return [events[i].elapsed_time(events[i + 1]) for i in range(iters)]
+
+
+def clock_for(device: str) -> Clock:
+    if device != "cuda":
+        return HostClock()
     import torch
 
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-    events[0].record()
-    for i in range(iters):
+    return EventClock(lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
+
+
+def _warm(step: Step, seconds: float, clock: Clock) -> None:
+    deadline = time.perf_counter() + seconds
+    step()
+    clock.synchronize()
+    while time.perf_counter() < deadline:
         step()
-        events[i + 1].record()
-    events[-1].synchronize()
-    return [events[i].elapsed_time(events[i + 1]) for i in range(iters)]
+        clock.synchronize()
+
+
+def _discard(step: Step, count: int) -> None:
+    """Run and drop `count` inferences. No synchronisation after them: the timer's first event then
+    queues behind them, so the first sample starts with the GPU busy instead of idle, and holds no
+    launch gap (a drained stream made every round's first sample 15-30 % slow on the H200)."""
+    for _ in range(count):
+        step()
 
 
 def measure(
     steps: dict[str, Step],
     plan: TimingPlan,
-    device: str,
+    clock: Clock,
     on_round: Callable[[int, dict[str, list[float]]], None] | None = None,
 ) -> dict[str, list[float]]:
     """Samples in milliseconds per variant; `on_round` sees the samples so far after every round."""
-    if device == "cuda":
-        import torch
-
-        synchronize: Callable[[], None] = torch.cuda.synchronize
-        sample = _cuda_samples
-    else:
-        synchronize = lambda: None
-        sample = _cpu_samples
     for step in steps.values():
-        _warm(step, plan.warmup_s, synchronize)
+        _warm(step, plan.warmup_s, clock)
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(plan.rounds):
         for name, step in steps.items():
-            _discard(step, plan.switch_warmup, synchronize)
-            samples[name].extend(sample(step, plan.iters))
+            _discard(step, plan.switch_warmup)
+            samples[name].extend(clock.samples(step, plan.iters))
         if on_round is not None:
             on_round(round_index, samples)
     return samples

@@ -51,3 +51,25 @@ def test_the_fake_path_imports_no_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("interval, saved_rounds", [(0.0, [1, 2, 3, 4]), (3600.0, [4])])
+def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_last(tmp_path, monkeypatch, interval,
+                                                                                  saved_rounds):
+    import inspector.study as study
+
+    monkeypatch.setattr(study, "ROUND_SAVE_INTERVAL_S", interval)
+    saved: list[int] = []
+    real_save = study.save
+
+    def save(session, path):
+        latency = session.variants[0].latency if session.variants else None
+        samples = latency.samples_ms if latency else []
+        saved.append(len(samples) // 3)  # rounds measured when this save ran
+        return real_save(session, path)
+
+    monkeypatch.setattr(study, "save", save)
+    session, path = run_study(fake_plan(tmp_path, timing=TimingPlan(0.0, 4, 3)), [], lambda p: None)
+    timing_saves = sorted(set(n for n in saved if n > 0))
+    assert timing_saves == saved_rounds
+    assert len(storage.load(path).variants[0].latency.samples_ms) == 4 * 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
+import orjson
 import pytest
 
 from inspector.cli import build_parser, main, study_request
@@ -190,6 +191,29 @@ def test_a_2x2_matrix_of_tiny_timm_models_runs_and_merges(tmp_path, executor):
     if executor == "local":
         again = run_cli("sweep", str(matrix), "--executor", executor, "--out", str(out))
         assert "4 jobs: 4 finished earlier (skipped), 0 to run" in again.stderr
+    if executor == "slurm":  # resolved where each job ran: the job files hold requests, the sessions the plans
+        jobs = [orjson.loads(path.read_bytes()) for path in (out / "jobs").glob("*.json")]
+        assert len(jobs) == 4 and all(job["plan"] is None and job["request"]["device"] == "cpu" for job in jobs)
+        plans = [storage.load(path).study.plan for path in (out / "sessions").glob("*.json")]
+        assert len(plans) == 4 and all(plan.backend == "torch" and plan.device == "cpu" for plan in plans)
+
+
+def test_a_submitting_machine_without_a_gpu_leaves_cuda_plans_to_the_jobs(tmp_path):
+    """A Slurm login node has no GPU: resolved there, a CUDA matrix would fail (or, with device auto, run on
+    CPUs); each job resolves its own plan on the GPU node instead."""
+    matrix = tmp_path / "m.toml"
+    matrix.write_text('[base]\ndevice = "cuda"\nvariants = "fp16,fp8"\n[axes]\nmodel = ["test_resnet"]\nbatch = [1, 2]\n')
+    out = str(tmp_path / "s")
+    result = run_cli("sweep", str(matrix), "--executor", "slurm", "--dry-run", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert "2 jobs, 0 finished earlier" in result.stdout and "(on the job's machine)" in result.stdout
+    assert "each job resolves its plan" in result.stderr
+    here = run_cli("sweep", str(matrix), "--executor", "slurm", "--resolve", "here", "--dry-run", "--out", out)
+    assert here.returncode == 3 and "no CUDA GPU is visible" in here.stderr
+    bad = matrix.read_text().replace("fp16,fp8", "fp16,fp9")
+    matrix.write_text(bad)
+    refused = run_cli("sweep", str(matrix), "--executor", "slurm", "--dry-run", "--out", out)
+    assert refused.returncode == 2 and "fp9" in refused.stderr  # what needs no machine is still checked here
 
 
 def test_main_refuses_gpus_below_one(tmp_path, capsys):

@@ -54,7 +54,7 @@ def visible_gpus(limit: int | None) -> list[str]:
 
 def run_local(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions, on_outcome: OnOutcome) -> None:
     """One worker thread per GPU, each running its jobs as processes pinned to its GPU; CPU jobs one at a time."""
-    cuda = any(job.plan.device == "cuda" for job in jobs)
+    cuda = any(job.device == "cuda" for job in jobs)
     slots: queue.Queue[str | None] = queue.Queue()
     for gpu in visible_gpus(options.gpus) if cuda else [None]:
         slots.put(gpu)
@@ -92,7 +92,7 @@ def run_ray(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions, 
         task = ray.remote(run_job)
         pending = {}
         for job in jobs:
-            resources = {"num_gpus": 1, "num_cpus": 1} if job.plan.device == "cuda" else {"num_cpus": node_cpus}
+            resources = {"num_gpus": 1, "num_cpus": 1} if job.device == "cuda" else {"num_cpus": node_cpus}
             ref = task.options(max_retries=0, **resources).remote(str(folder.root), job.key, os.getcwd())
             pending[ref] = job
         while pending:
@@ -119,7 +119,7 @@ def run_slurm(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions
     executor = submitit.AutoExecutor(folder=folder.root / "submitit", cluster=options.submitit_cluster)
     submitted = []
     for device in ("cuda", "cpu"):
-        group = [job for job in jobs if job.plan.device == device]
+        group = [job for job in jobs if job.device == device]
         if not group:
             continue
         parameters: dict = {"timeout_min": options.time_limit_min, "name": f"trt-inspect-{folder.root.name}"}

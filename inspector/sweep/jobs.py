@@ -1,9 +1,11 @@
-"""One sweep job: a resolved plan written to the sweep's folder, run in a process of its own.
+"""One sweep job: a plan (or, resolved where the job runs, a request) written to the sweep's folder, run in a
+process of its own.
 
 Every executor (local, Ray, Slurm) runs the same `run_job`: it starts `python -m inspector.sweep.worker`
 on the job's file, so a crash, a leak or a stuck GPU context ends with that process, and reads the
 outcome the worker left in `status/<key>.json`. A job is finished when that says `done`; a rerun of
-the sweep skips it. The key is a hash of the plan, so an edited matrix reruns only what changed.
+the sweep skips it. The key is a hash of the plan (of the request where the job resolves it), so an edited matrix reruns only
+what changed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import orjson
 
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError
+from inspector.request import StudyRequest
 from sessions.plan import StudyPlan
 
 State = Literal["done", "failed", "cancelled", "skipped"]
@@ -30,9 +33,18 @@ State = Literal["done", "failed", "cancelled", "skipped"]
 class Job:
     key: str
     axes: dict[str, str]
-    plan: StudyPlan  # out: the job's session in the sweep's folder
+    plan: StudyPlan | None  # out: the job's session in the sweep's folder; None: resolved where the job runs
     command: tuple[str, ...]  # the `trt-inspect run` command that asks for the same plan
     imports: tuple[str, ...] = ()
+    request: StudyRequest | None = None  # what the job resolves where it runs (out: its session), when plan is None
+
+    @property
+    def device(self) -> str:
+        """Where the job runs: the plan's device, or, resolved on the job's machine, the one asked for
+        (a GPU unless the matrix says cpu)."""
+        if self.plan is not None:
+            return self.plan.device
+        return self.request.device if self.request is not None and self.request.device else "cuda"
 
 
 @dataclass
@@ -44,10 +56,12 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
-def plan_key(plan: StudyPlan) -> str:
-    """A hash of what the plan measures: where its files go is not part of it."""
-    canonical = orjson.dumps(replace(plan, out=None, raw_trace=None), option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha256(canonical).hexdigest()[:16]
+def plan_key(plan: StudyPlan | StudyRequest) -> str:
+    """A hash of what the plan (or request) measures: where its files go is not part of it."""
+    unplaced = replace(plan, out=None, raw_trace=None)
+    if isinstance(unplaced, StudyRequest):
+        unplaced = replace(unplaced, command=())
+    return hashlib.sha256(orjson.dumps(unplaced, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

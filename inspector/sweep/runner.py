@@ -1,7 +1,9 @@
 """A sweep: matrix -> one resolved plan per job -> an executor -> each job's outcome -> one merged session.
 
 Each request is resolved once, here, on the submitting machine (so a plan that cannot run fails before
-anything is submitted); the job runs that plan as it is.
+anything is submitted), and the job runs that plan as it is; or, where the jobs run on other machines
+(a Slurm login node without a GPU, a remote Ray cluster), each job resolves its request where it runs,
+and only what needs no machine is checked here.
 """
 
 from __future__ import annotations
@@ -9,35 +11,56 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 from inspector.sweep.executors import EXECUTORS, ExecutorOptions
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, plan_key
-from inspector.sweep.matrix import Matrix, combinations, run_argv
+from inspector.sweep.matrix import Combination, Matrix, combinations, run_argv
 from sessions.paths import data_home
 
 Report = Callable[[str], None]
+Resolve = Literal["here", "job"]
 
 
 def default_folder(matrix: Matrix) -> Path:
     return data_home() / "sweeps" / matrix.name
 
 
-def plan_jobs(matrix: Matrix, origin: str, folder: SweepFolder, report: Report) -> list[Job]:
-    from inspector.resolve import resolve
-
+def plan_jobs(matrix: Matrix, origin: str, folder: SweepFolder, report: Report, where: Resolve = "here") -> list[Job]:
     jobs: dict[str, Job] = {}
     for index, combination in enumerate(combinations(matrix, origin)):
-        plan, notes = resolve(combination.request)
-        if index == 0:
-            for note in notes:
-                report(note)
-        key = plan_key(plan)
-        if key in jobs:
-            report(f"{label(combination.axes)} is the same plan as {label(jobs[key].axes)}: run once")
+        job = _job_resolved_here(combination, folder, report, index == 0) if where == "here" else \
+            _job_resolved_there(combination, folder)
+        if job.key in jobs:
+            report(f"{label(combination.axes)} is the same plan as {label(jobs[job.key].axes)}: run once")
             continue
-        plan = replace(plan, out=str(folder.session(key).absolute()), raw_trace=None)
-        jobs[key] = Job(key, combination.axes, plan, tuple(run_argv(combination.request)), matrix.imports)
+        jobs[job.key] = replace(job, imports=matrix.imports)
+    if where == "job":
+        report("each job resolves its plan (backend, device, tracer, defaults) on the machine it runs on")
     return list(jobs.values())
+
+
+def _job_resolved_here(combination: Combination, folder: SweepFolder, report: Report, first: bool) -> Job:
+    from inspector.resolve import resolve
+
+    plan, notes = resolve(combination.request)
+    if first:
+        for note in notes:
+            report(note)
+    key = plan_key(plan)
+    plan = replace(plan, out=str(folder.session(key).absolute()), raw_trace=None)
+    return Job(key, combination.axes, plan, tuple(run_argv(combination.request)))
+
+
+def _job_resolved_there(combination: Combination, folder: SweepFolder) -> Job:
+    from sessions.plan import parse_variants
+
+    request = combination.request
+    request.validate()
+    parse_variants(request.variants or "fp16,fp8", list(request.fp8_recipes), list(request.fp8_exclude))
+    key = plan_key(request)
+    request = replace(request, out=str(folder.session(key).absolute()), raw_trace=None)
+    return Job(key, combination.axes, None, tuple(run_argv(combination.request)), request=request)
 
 
 def label(axes: dict[str, str]) -> str:

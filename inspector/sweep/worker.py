@@ -9,10 +9,16 @@ from __future__ import annotations
 import importlib
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from inspector.sweep.jobs import Outcome, SweepFolder
+from inspector.sweep.jobs import Job, Outcome, SweepFolder
 from sessions.errors import ExitCode, InspectError
+from sessions.plan import StudyPlan
+
+if TYPE_CHECKING:
+    from inspector.study import Progress
 
 
 def main(argv: list[str]) -> int:
@@ -30,7 +36,7 @@ def main(argv: list[str]) -> int:
     try:
         for module in job.imports:
             importlib.import_module(module)
-        session, path = run_study(job.plan, list(job.command), report)
+        session, path = run_study(job_plan(job, report), list(job.command), report)
     except InspectError as exc:
         folder.write_status(Outcome(key, "failed", exc.message))
         return exc.exit_code
@@ -45,6 +51,21 @@ def main(argv: list[str]) -> int:
     folder.write_status(Outcome(key, "done", "; ".join(failed) or None))
     print(f"saved {path}", file=sys.stderr)
     return ExitCode.OK
+
+
+def job_plan(job: Job, report: Callable[[Progress], None]) -> StudyPlan:
+    """The job's plan; a job resolved where it runs resolves its request here, on the job's machine."""
+    from inspector.resolve import resolve
+    from inspector.study import Progress
+
+    if job.plan is not None:
+        return job.plan
+    if job.request is None:
+        raise InspectError(f"job {job.key} holds neither a plan nor a request")
+    plan, notes = resolve(job.request)
+    for note in notes:
+        report(Progress("setup", note))
+    return plan
 
 
 if __name__ == "__main__":
