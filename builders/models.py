@@ -188,7 +188,7 @@ def _hf_module(name: str, config: Any, local: bool) -> Any:
     errors = []
     for auto in autos:
         try:
-            if not local:
+            if not local or _on_meta_device():
                 return auto.from_config(config)
             model, info = auto.from_pretrained(name, local_files_only=True, output_loading_info=True)
         except (ValueError, OSError) as exc:  # not this kind of model, or no weights file it reads
@@ -202,6 +202,13 @@ def _hf_module(name: str, config: Any, local: bool) -> Any:
                              f"(first: {missing[0]})")
         return model
     raise InputError(f"{name!r} is not an image-classification or segmentation model ({errors[-1]})")
+
+
+def _on_meta_device() -> bool:
+    """Inside `with torch.device("meta")` (the recipe preflight's structure): nothing to load weights into."""
+    import torch
+
+    return torch.get_default_device().type == "meta"
 
 
 def _check_config(path: Path) -> None:

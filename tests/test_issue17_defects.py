@@ -480,3 +480,14 @@ def test_reproductions_of_defects_3_and_12_are_one_line(argv, message, tmp_path,
 
     assert main(argv(tmp_path)) == 2
     assert message in one_error_line(capsys)
+
+
+def test_a_hugging_face_folder_builds_on_the_meta_device_for_the_recipe_preflight(tmp_path):
+    import torch
+
+    from builders.models import load_model
+
+    tiny_segformer(tmp_path / "model")  # transformers refuses from_pretrained there: the structure needs no weights
+    with torch.device("meta"):
+        model = load_model(str(tmp_path / "model"))
+    assert type(model.module.model).__name__ == "SegformerForSemanticSegmentation"
