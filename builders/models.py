@@ -113,6 +113,7 @@ class HFLogits:
 def _hf_cached(name: str) -> bool:
     import transformers
 
+    _check_cached_config(name)
     try:
         transformers.AutoConfig.from_pretrained(name, local_files_only=True)
     except (OSError, ValueError):

@@ -491,3 +491,16 @@ def test_a_hugging_face_folder_builds_on_the_meta_device_for_the_recipe_prefligh
     with torch.device("meta"):
         model = load_model(str(tmp_path / "model"))
     assert type(model.module.model).__name__ == "SegformerForSemanticSegmentation"
+
+
+def test_a_malformed_cached_config_of_a_segformer_id_is_not_built_from_the_table(tmp_path, monkeypatch, capsys):
+    import huggingface_hub.constants
+
+    repo = tmp_path / "hub" / "models--nvidia--segformer-b0-finetuned-ade-512-512"
+    (repo / "snapshots" / "0123").mkdir(parents=True)
+    (repo / "snapshots" / "0123" / "config.json").write_text('{"model_type": ["segformer"]}')
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    assert run_small("nvidia/segformer-b0-finetuned-ade-512-512") == 2
+    assert "config.json is malformed: model_type is list" in one_error_line(capsys)
