@@ -118,8 +118,14 @@ def _parse(doc: dict, origin: str) -> Rules:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise InputError(f"{where}: every kernel class needs a name")
         classes.append((raw["name"], _compile(raw.get("patterns", []), f"{where}.patterns")))
+    unknown = set(doc) - {"roles", "name_ops", "kernel_classes", "stages"}
+    if unknown:
+        raise InputError(f"{origin}: unknown keys {sorted(unknown)}; a rules file has [[roles]], [[kernel_classes]], "
+                         "[[name_ops]] and [stages]")
     stages = doc.get("stages", {})
-    stage = stages.get("pattern") if isinstance(stages, dict) else None
+    if not isinstance(stages, dict):
+        raise InputError(f"{origin}: stages must be a table ([stages] with pattern = '...')")
+    stage = stages.get("pattern")
     if stage is not None and not isinstance(stage, str):
         raise InputError(f"{origin}: stages.pattern must be a regular expression")
     return Rules(roles, classes, _compile([stage], f"{origin}: stages.pattern")[0] if stage else None, name_ops)

@@ -82,7 +82,7 @@ FORMATS = {"ms": 3, "us": 1, "pct": 1, "speedup": 2, "seconds": 2, "mib": 1}
 
 def render_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: set[int] | None = None) -> str:
     """Columns padded to their widest cell; numbers right-aligned unless `right` says otherwise."""
-    texts = [[cell_text(c) for c in row] for row in rows]
+    texts = [[cell_text(c).translate(_BREAKS) for c in row] for row in rows]  # no name moves the terminal's cursor
     if right is None:
         right = {i for i in range(len(headers)) if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
     widths = [max([len(h)] + [len(r[i]) for r in texts]) for i, h in enumerate(headers)]

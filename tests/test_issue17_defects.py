@@ -452,13 +452,26 @@ def test_a_times_file_of_1e308_leaves_the_session_it_was_to_join_readable(tmp_pa
     assert good.read_bytes() == before and storage.load(good).variants[0].name == "trt10"
 
 
-def test_a_rules_file_with_a_bad_regular_expression_is_one_line(tmp_path, capsys):
+@pytest.mark.parametrize("text, message", [
+    ('[[roles]]\nname = "x"\nnames = ["(unclosed"]\n', "roles[0].names: bad regular expression"),
+    ("stages = 5\n", "stages must be a table"),
+    ('[stages]\npattern = 5\n', "stages.pattern must be a regular expression"),
+    ('[[role]]\nname = "x"\n', "unknown keys ['role']"),
+])
+def test_a_rules_file_of_a_bad_shape_is_one_line(tmp_path, capsys, text, message):
     from inspector.cli import main
 
     rules = tmp_path / "rules.toml"  # defect 11
-    rules.write_text('[[roles]]\nname = "x"\nnames = ["(unclosed"]\n')
+    rules.write_text(text)
     assert main(["groups", str(H200 / "senet154-h200.json"), "--groups", str(rules)]) == 2
-    assert "roles[0].names: bad regular expression" in one_error_line(capsys)
+    assert message in one_error_line(capsys)
+
+
+def test_text_tables_print_no_control_character_from_a_name():
+    from sessions.tables import render_text
+
+    text = render_text(["layer", "ms"], [["conv\x1b[2J\rhidden\nrow", 1.5]])
+    assert "\x1b" not in text and "\r" not in text and len(text.splitlines()) == 3
 
 
 def _rounds_of_one_and_a_half(tmp_path) -> list[str]:
