@@ -16,13 +16,16 @@ import torch
 
 from builders.fp8_recipes import Selection, check_selections, select
 from builders.model_structure import model_structure
+from builders.onnx_export import FP8_MAX, MIN_SCALE
 from sessions.captions import SIMULATED_FP8
 from sessions.errors import MissingEnvironment
 from sessions.model import Recipe
 from sessions.plan import VariantPlan
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-MIN_AMAX = 1e-6
+# A zero amax becomes 448 x 2**-14: scale 2**-14, the smallest normal fp16 value, the floor the ONNX
+# export writes for it, so the simulated module and the graph agree.
+MIN_AMAX = FP8_MAX * MIN_SCALE
 
 
 @dataclass
@@ -95,7 +98,8 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     if shared:
         notes.append(f"{shared} groups of layers reading one tensor share one input scale")
     if zero_amax:
-        notes.append(f"{zero_amax} quantizers saw only zeros in calibration; their amax was raised to {MIN_AMAX:g}")
+        notes.append(f"{zero_amax} quantizers saw only zeros in calibration (or hold all-zero weight channels); their "
+                     f"amax was raised to 448 x 2^-14 = {MIN_AMAX:g}, scale 2^-14 as in the ONNX graph")
     return VariantModule(module, dtype, keep, recipe, notes)
 
 
@@ -176,7 +180,8 @@ def weight_bytes(module: torch.nn.Module, fp8_layers: set[str]) -> int:
 
 
 def _clamp_zero_amax(module: torch.nn.Module, keep: set[str]) -> int:
-    """Quantizers that saw only zeros get a tiny amax: a zero scale breaks ONNX export and TensorRT."""
+    """Quantizers that saw only zeros get MIN_AMAX, channel by channel for per-channel weights: a zero scale
+    breaks ONNX export and TensorRT."""
     clamped = 0
     for path, sub in module.named_modules():
         if path not in keep:

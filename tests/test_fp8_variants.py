@@ -28,13 +28,7 @@ def folded_kernel(conv: torch.nn.Conv2d, bn: torch.nn.BatchNorm2d) -> torch.Tens
     return conv.weight * factor.reshape(-1, 1, 1, 1)
 
 
-def test_per_channel_scales_are_amax_over_448_of_the_folded_kernel(reference, monkeypatch):
-    import dataclasses
-
-    from builders import fp8_recipes
-
-    real = fp8_recipes.get_recipe  # the shipped recipes are per-tensor until per-channel FP8 exports to ONNX
-    monkeypatch.setattr(fp8_recipes, "get_recipe", lambda name: dataclasses.replace(real(name), weights="per-channel"))
+def test_per_channel_scales_are_amax_over_448_of_the_folded_kernel(reference):
     calib = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(1))
     built = variant_module(reference, VariantPlan("fp8", "all"), calib, 2, torch.float32)
     assert built.recipe.weights == "per-channel" and built.recipe.batchnorm_folded
