@@ -195,15 +195,18 @@ def test_per_tensor_weights_stay_selectable(tmp_path):
 
 def test_a_quantizer_that_saw_only_zeros_gets_the_graphs_floor_scale(small_fp8):
     """The module's amax for an all-zero input is 448 x 2^-14, so its scale is the graph's 2^-14 and the note says so."""
-    built, _, path = small_fp8
-    note = next(n for n in built.notes if "saw only zeros" in n)
-    assert "448 x 2^-14" in note and note.startswith("2 quantizers")  # dead's input and conv2's weight channels
-    assert float(built.module.layer1.dead.input_quantizer.amax) == 448 * 2.0**-14
+    _, x, path = small_fp8
+    fresh = variant_module(_small_reference(), VariantPlan("fp8", "all"), x, 2, torch.float16)  # not exported
+    note = next(n for n in fresh.notes if "saw only zeros" in n)
+    assert "448 x 2^-14 = 0.0273438 (2 saw only zeros" in note  # dead's input, conv2's weights
+    assert float(fresh.module.layer1.dead.input_quantizer.amax) == 448 * 2.0**-14
+    conv2_amax = fresh.module.layer1.conv2.weight_quantizer.amax.reshape(-1)
+    assert conv2_amax[ZERO_CHANNELS].tolist() == [448 * 2.0**-14] * len(ZERO_CHANNELS)
     model = onnx.load(str(path))
     initializers = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
     dead_q = next(n for n in model.graph.node if n.op_type == "QuantizeLinear" and "/dead/" in n.name)
     assert float(initializers[dead_q.input[1]]) == 2.0**-14
-    assert match_graph_scales(built.module) == 0  # nothing left for the export to floor
+    assert match_graph_scales(fresh.module) == 0  # the module already simulates the graph's floor
 
 
 def test_every_fp8_scale_is_positive_and_fp16_normal(small_fp8):
