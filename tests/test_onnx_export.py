@@ -10,7 +10,7 @@ from onnx import helper, numpy_helper
 from builders.fp8_recipes import select
 from builders.model_structure import model_structure
 from builders.models import load_model
-from builders.onnx_export import OPSET, export, match_graph_scales, standard_fp8_qdq
+from builders.onnx_export import OPSET, export, fp8_weight_initializers, match_graph_scales, standard_fp8_qdq
 from builders.onnx_files import write_onnx_files
 from builders.variant_modules import variant_module
 from sessions.errors import InspectError
@@ -306,6 +306,42 @@ def test_grouped_model_weights_are_per_channel_scales_of_the_folded_kernels(file
                                    rtol=2**-10)  # one fp16 step: the fold's own fp32 rounding
         grouped += getattr(modules[layer], "groups", 1) > 1
     assert grouped == 8 and folded == 28  # every block convolution and downsample; the 16 SE convolutions have no BN
+
+
+def _weight_qdq_graph():
+    """Two [4, 3] weights, the second a copy the exporter deduplicated (an Identity of the first), each Q -> DQ -> MatMul."""
+    weight = numpy_helper.from_array(np.arange(12, dtype=np.float16).reshape(4, 3) - 6, "a.weight")
+    scale = numpy_helper.from_array(np.array(0.5, dtype=np.float16), "scale")
+    zero = helper.make_tensor("zp", onnx.TensorProto.FLOAT8E4M3FN, [], [0.0])
+    nodes = [helper.make_node("Identity", ["a.weight"], ["b.weight"])]
+    for name in ("a", "b"):
+        nodes += [helper.make_node("QuantizeLinear", [f"{name}.weight", "scale", "zp"], [f"{name}.q"], saturate=1),
+                  helper.make_node("DequantizeLinear", [f"{name}.q", "scale"], [f"{name}.w"]),
+                  helper.make_node("MatMul", ["x", f"{name}.w"], [f"{name}.y"])]
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT16, [2, 4])
+    outputs = [helper.make_tensor_value_info(f"{n}.y", onnx.TensorProto.FLOAT16, [2, 3]) for n in "ab"]
+    graph = helper.make_graph(nodes, "g", [x], outputs, [weight, scale, zero])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+
+
+def test_weight_rewrite_follows_deduplicated_weights_and_refuses_what_it_cannot_map():
+    ort = pytest.importorskip("onnxruntime")
+    per_channel = torch.tensor([[1.0], [2.0], [4.0], [8.0]]) * 448 / 8  # [out, 1] as ModelOpt keeps it (axis 0)
+    model = fp8_weight_initializers(_weight_qdq_graph(), {"a.weight": per_channel, "b.weight": torch.tensor(448.0)})
+    onnx.checker.check_model(model, full_check=True)
+    ops = [n.op_type for n in model.graph.node]
+    assert "QuantizeLinear" not in ops and "Identity" not in ops and ops.count("DequantizeLinear") == 2
+    assert {t.name for t in model.graph.initializer} == {"a.weight_fp8", "a.weight_scale", "b.weight_fp8", "b.weight_scale"}
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.eye(2, 4, dtype=np.float16)})
+    weight = (np.arange(12).reshape(4, 3) - 6).astype(np.float32)
+    np.testing.assert_array_equal(got[0], weight[:2])  # 1/8 .. 1 per channel: every integer up to 6 is exact in e4m3
+    np.testing.assert_array_equal(got[1], weight[:2])
+    with pytest.raises(InspectError, match="quantizes b.weight, which has no FP8 weight quantizer"):
+        fp8_weight_initializers(_weight_qdq_graph(), {"a.weight": per_channel})
+    with pytest.raises(InspectError, match="1 FP8 weights are not quantized in the graph, e.g. c.weight"):
+        fp8_weight_initializers(_weight_qdq_graph(), {"a.weight": per_channel, "b.weight": per_channel,
+                                                      "c.weight": per_channel})
 
 
 def test_fp8_files_of_a_real_model_have_positive_fp16_normal_scales(files):
