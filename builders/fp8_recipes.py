@@ -1,5 +1,8 @@
 """FP8 recipes as data (fp8_recipes.toml): op kinds quantized, structural roles kept out, weight scales.
 
+`RECIPE-per-tensor` / `RECIPE-per-channel` name a recipe with its weight scales changed, so a study
+can run both side by side (`--fp8-recipe all --fp8-recipe all-per-tensor`).
+
 `select` applies a recipe and the user's `--fp8-exclude` patterns to a model's structure
 (builders.model_structure); `check_selections` refuses recipes that select nothing or what another
 one selects, before any work starts.
@@ -7,6 +10,7 @@ one selects, before any work starts.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import tomllib
 from dataclasses import dataclass, field
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
 RECIPES_FILE = Path(__file__).with_name("fp8_recipes.toml")
 ROLES = ("stem", "first-stage", "squeeze-excitation", "attention-output", "head")  # builders.model_structure finds them
 WeightScales = Literal["per-channel", "per-tensor"]
+WEIGHT_SCALES: tuple[WeightScales, ...] = ("per-channel", "per-tensor")
 OPS = ("conv", "linear")
 
 
@@ -60,7 +65,7 @@ def recipes() -> dict[str, FP8Recipe]:
     for name, spec in data["recipes"].items():
         recipe = FP8Recipe(name=name, **{k: tuple(v) if isinstance(v, list) else v for k, v in spec.items()})
         unknown = set(recipe.exclude_roles + recipe.requires_roles) - set(ROLES) or set(recipe.ops) - set(OPS)
-        if unknown or recipe.weights not in ("per-channel", "per-tensor"):
+        if unknown or recipe.weights not in WEIGHT_SCALES:
             raise ValueError(f"{RECIPES_FILE}: recipe {name}: unknown {sorted(unknown) or recipe.weights}")
         for key in (name, *recipe.aliases):
             table[key] = recipe
@@ -73,10 +78,17 @@ def recipe_names() -> list[str]:
 
 
 def get_recipe(name: str) -> FP8Recipe:
+    """A recipe by name or alias, or `RECIPE-per-tensor` / `RECIPE-per-channel`: that recipe with those weight scales."""
     table = recipes()
-    if name not in table:
-        raise InputError(f"unknown FP8 recipe {name!r}; known: {', '.join(table)}")
-    return table[name]
+    if name in table:
+        return table[name]
+    for weights in WEIGHT_SCALES:
+        base = name.removesuffix(f"-{weights}")
+        if base != name and base in table:
+            recipe = table[base]
+            return dataclasses.replace(recipe, name=f"{recipe.name}-{weights}", weights=weights, aliases=())
+    raise InputError(f"unknown FP8 recipe {name!r}; known: {', '.join(table)} (each also as NAME-per-tensor or "
+                     "NAME-per-channel)")
 
 
 def select(structure: ModelStructure, name: str, exclude_patterns: list[str] | tuple[str, ...]) -> Selection:
@@ -97,7 +109,7 @@ def select(structure: ModelStructure, name: str, exclude_patterns: list[str] | t
 
 def check_selections(model: str, structure: ModelStructure, named: dict[str, Selection]) -> None:
     """One line and InputError where a variant selects nothing, lacks a role it needs, or repeats another."""
-    seen: dict[tuple[str, ...], str] = {}
+    seen: dict[tuple, str] = {}
     for variant, selection in named.items():
         missing = [role for role in selection.recipe.requires_roles if not structure.paths(role=role)]
         if missing:
@@ -106,9 +118,11 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
         if not selection.quantized:
             raise InputError(f"{variant} quantizes no layer of {model}: its recipe takes {' and '.join(selection.recipe.ops)} "
                              f"layers outside {', '.join(selection.recipe.exclude_roles)}, and the exclusions leave none")
-        key = tuple(selection.quantized)
+        recipe = selection.recipe
+        key = (tuple(selection.quantized), recipe.weights, recipe.fold_batchnorm, recipe.share_input_scale)
         if key in seen:
-            raise InputError(f"{variant} quantizes the same {len(key)} layers of {model} as {seen[key]}; leave one out")
+            raise InputError(f"{variant} quantizes the same {len(selection.quantized)} layers of {model} as {seen[key]}, "
+                             "with the same scales; leave one out")
         seen[key] = variant
 
 

@@ -6,6 +6,12 @@ emits FP8 quantizers as TensorRT's custom `trt::TRT_FP8QuantizeLinear` / `TRT_FP
 (opset >= 19), which TensorRT's parser reads as well and onnxruntime can run, so the FP8 graph can be
 checked numerically against the module's simulated FP8.
 
+Weights: `fp8_weight_initializers` stores each quantized weight as a `float8e4m3fn` initializer read
+by a DequantizeLinear, per tensor or per output channel (`axis=0`, one scale per channel of the
+[out, in/groups, kh, kw] or [out, in] kernel), which is TensorRT's weight path (activations stay
+per-tensor Q -> DQ). ModelOpt refuses to export per-channel E4M3, so the export itself runs with a
+per-tensor placeholder amax and the per-channel scales are written afterwards, from the quantizers.
+
 Scales: the graph stores each scale (amax / 448) in the input's dtype, fp16 for an fp16 model, while
 ModelOpt's fake quantization divides by the fp32 amax. `match_graph_scales` first sets every FP8
 quantizer's amax to 448 x the fp16 scale the graph will hold, floored at the smallest normal fp16
@@ -16,6 +22,7 @@ onnxruntime turns 0 / 0 into NaN.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 from collections import Counter
@@ -37,7 +44,6 @@ ZERO_POINT = "fp8_e4m3_zero_point"
 
 def export(module, example, path: Path) -> Path:
     """Writes `module` as ONNX; its FP8 quantizers' amax are first rounded to the graph's scales."""
-    import contextlib
     import warnings
 
     import onnx
@@ -45,8 +51,9 @@ def export(module, example, path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     match_graph_scales(module)
+    weight_amax = fp8_weight_amax(module)
     buffer = io.BytesIO()
-    with warnings.catch_warnings(), contextlib.redirect_stdout(None), torch.no_grad():
+    with warnings.catch_warnings(), contextlib.redirect_stdout(None), torch.no_grad(), _per_tensor_placeholders(module):
         warnings.simplefilter("ignore")
         try:
             torch.onnx.export(
@@ -55,26 +62,127 @@ def export(module, example, path: Path) -> Path:
             )
         except Exception as exc:  # the exporter raises many types; the user needs the first line
             raise InspectError(f"ONNX export failed: {str(exc).splitlines()[0]}") from None
-    model = standard_fp8_qdq(onnx.load_from_string(buffer.getvalue()))
+    model = fp8_weight_initializers(standard_fp8_qdq(onnx.load_from_string(buffer.getvalue())), weight_amax)
     path.write_bytes(model.SerializeToString())
     return path
+
+
+def _fp8_quantizers(module):
+    """(module path, quantizer name, quantizer) of every enabled FP8 quantizer with an amax."""
+    try:
+        from modelopt.torch.quantization.nn import TensorQuantizer
+    except ImportError:  # no ModelOpt, no FP8 quantizers
+        return
+    for path, sub in module.named_modules():
+        for name, quantizer in sub.named_children():
+            if (isinstance(quantizer, TensorQuantizer) and quantizer.is_enabled and quantizer.num_bits == (4, 3)
+                    and quantizer.amax is not None):
+                yield path, name, quantizer
+
+
+def fp8_weight_amax(module) -> dict:
+    """Parameter name (the exported initializer's name) -> its weight quantizer's amax (fp32, per tensor or channel)."""
+    return {f"{path}.weight": quantizer.amax.detach().float().clone()
+            for path, name, quantizer in _fp8_quantizers(module) if name == "weight_quantizer"}
+
+
+@contextlib.contextmanager
+def _per_tensor_placeholders(module):
+    """Per-channel weight amax replaced by their maximum while ModelOpt exports (it exports E4M3 per tensor only)."""
+    saved = []
+    for _, name, quantizer in list(_fp8_quantizers(module)):
+        if name == "weight_quantizer" and quantizer.amax.numel() > 1:
+            saved.append((quantizer, quantizer._amax))
+            quantizer._amax = quantizer._amax.max().reshape(())
+    try:
+        yield
+    finally:
+        for quantizer, amax in saved:
+            quantizer._amax = amax
+
+
+def fp8_weight_codes(weight, amax):
+    """`weight` in float8e4m3fn at scale amax / 448 (amax broadcast over output channels): ModelOpt's own arithmetic."""
+    import torch
+
+    return (torch.tensor(weight, dtype=torch.float32) * (FP8_MAX / amax.float())).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+
+
+def fp8_weight_initializers(model, weight_amax: dict):
+    """Each weight's QuantizeLinear -> DequantizeLinear becomes a float8e4m3fn initializer -> DequantizeLinear.
+
+    The DQ gets the scale amax / 448 of `weight_amax[weight]` in the graph's scale dtype: a scalar, or
+    one per output channel with `axis=0`. A quantized weight without a quantizer, or a quantizer whose
+    weight the graph does not quantize, is an InspectError: a scale is never silently left per-tensor.
+    """
+    import onnx
+    import torch
+    from onnx import helper, numpy_helper
+
+    graph = model.graph
+    initializers = {t.name: t for t in graph.initializer}
+    # the exporter keeps one copy of identical weights (e.g. all-zero folded kernels) and names the others
+    # through Identity nodes
+    constants = {name: initializers[name] for name in initializers}
+    constants.update({n.output[0]: initializers[n.input[0]] for n in graph.node
+                      if n.op_type == "Identity" and n.input[0] in initializers})
+    consumers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    pending = dict(weight_amax)
+    removed = []
+    for q in [n for n in graph.node if n.op_type == "QuantizeLinear" and n.input[0] in constants]:
+        weight = q.input[0]
+        dq = consumers.get(q.output[0], [])
+        if weight not in pending or len(dq) != 1 or dq[0].op_type != "DequantizeLinear":
+            raise InspectError(f"ONNX export: the graph quantizes {weight}, which has no FP8 weight quantizer of its own")
+        amax = pending.pop(weight)
+        codes = fp8_weight_codes(numpy_helper.to_array(constants[weight]), amax)
+        scale_dtype = numpy_helper.to_array(initializers[dq[0].input[1]]).dtype
+        scale = (amax / FP8_MAX).numpy().astype(scale_dtype)
+        scale = scale.reshape(-1) if amax.numel() > 1 else scale.reshape(())
+        graph.initializer.extend([
+            helper.make_tensor(f"{weight}_fp8", onnx.TensorProto.FLOAT8E4M3FN, list(codes.shape),
+                               codes.view(torch.uint8).numpy().tobytes(), raw=True),
+            numpy_helper.from_array(scale.copy(), f"{weight}_scale"),
+        ])
+        del dq[0].input[:]
+        dq[0].input.extend([f"{weight}_fp8", f"{weight}_scale"])
+        if amax.numel() > 1:
+            dq[0].attribute.append(helper.make_attribute("axis", 0))
+        removed.append(q)
+    if pending:
+        raise InspectError(f"ONNX export: {len(pending)} FP8 weights are not quantized in the graph, e.g. {next(iter(pending))}")
+    for q in removed:
+        graph.node.remove(q)
+    _drop_unused(graph, {q.output[0] for q in removed})
+    return model
+
+
+def _drop_unused(graph, tensors: set[str]) -> None:
+    """Identity nodes and initializers no node reads any more, and the value_info of `tensors` (removed outputs)."""
+    used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    dead = [n for n in graph.node if n.op_type == "Identity" and n.output[0] not in used]
+    for node in dead:
+        graph.node.remove(node)
+    tensors = tensors | {n.output[0] for n in dead}
+    used = {name for node in graph.node for name in node.input} | {o.name for o in graph.output}
+    kept = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    info = [v for v in graph.value_info if v.name not in tensors]
+    del graph.value_info[:]
+    graph.value_info.extend(info)
 
 
 def match_graph_scales(module) -> int:
     """Each enabled FP8 quantizer's amax := 448 x max(fp16(amax / 448), MIN_SCALE); returns how many were floored."""
     import torch
 
-    try:
-        from modelopt.torch.quantization.nn import TensorQuantizer
-    except ImportError:  # no ModelOpt, no FP8 quantizers
-        return 0
     floored = 0
-    for quantizer in module.modules():
-        if not (isinstance(quantizer, TensorQuantizer) and quantizer.is_enabled and quantizer.num_bits == (4, 3)):
-            continue
+    for _, _, quantizer in _fp8_quantizers(module):
         amax = quantizer.amax
-        if amax is None:
-            continue
         if not bool(torch.isfinite(amax).all()):
             raise InspectError("ONNX export: an FP8 quantizer's amax is not finite")
         scale = (amax.detach().float() / FP8_MAX).to(torch.float16).float()

@@ -16,13 +16,16 @@ import torch
 
 from builders.fp8_recipes import Selection, check_selections, select
 from builders.model_structure import model_structure
+from builders.onnx_export import FP8_MAX, MIN_SCALE
 from sessions.captions import SIMULATED_FP8
 from sessions.errors import MissingEnvironment
 from sessions.model import Recipe
 from sessions.plan import VariantPlan
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-MIN_AMAX = 1e-6
+# A zero amax becomes 448 x 2**-14: scale 2**-14, the smallest normal fp16 value, the floor the ONNX
+# export writes for it, so the simulated module and the graph agree.
+MIN_AMAX = FP8_MAX * MIN_SCALE
 
 
 @dataclass
@@ -71,7 +74,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         module = mtq.quantize(module, quant_config(selection), forward_loop=forward_loop)
     keep = set(selection.quantized)
     shared = share_input_scales(module, structure.shared_inputs(keep)) if recipe_def.share_input_scale else 0
-    zero_amax = _clamp_zero_amax(module, keep)
+    zero_amax, small_amax = _floor_amax(module, keep)
     recipe = Recipe(
         method=f"ModelOpt {mtq.__name__}.quantize, max calibration, quantizers on the recipe's layers only",
         number_format="fp8 e4m3 (simulated)",
@@ -94,8 +97,10 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
     if shared:
         notes.append(f"{shared} groups of layers reading one tensor share one input scale")
-    if zero_amax:
-        notes.append(f"{zero_amax} quantizers saw only zeros in calibration; their amax was raised to {MIN_AMAX:g}")
+    if zero_amax or small_amax:
+        notes.append(f"{zero_amax + small_amax} quantizers had an amax below 448 x 2^-14 = {MIN_AMAX:g} ({zero_amax} saw "
+                     "only zeros in calibration or hold all-zero weight channels): raised to it, so their scale is "
+                     "2^-14, the smallest normal fp16 value, the ONNX graph's floor")
     return VariantModule(module, dtype, keep, recipe, notes)
 
 
@@ -175,18 +180,28 @@ def weight_bytes(module: torch.nn.Module, fp8_layers: set[str]) -> int:
     return total
 
 
-def _clamp_zero_amax(module: torch.nn.Module, keep: set[str]) -> int:
-    """Quantizers that saw only zeros get a tiny amax: a zero scale breaks ONNX export and TensorRT."""
-    clamped = 0
+def _floor_amax(module: torch.nn.Module, keep: set[str]) -> tuple[int, int]:
+    """Every amax below MIN_AMAX (zero, NaN, or tiny; channel by channel for per-channel weights) raised to it.
+
+    A zero scale breaks ONNX export and TensorRT, and the graph floors every scale at 2^-14: the module
+    simulates that floor. Returns how many quantizers saw only zeros (in some channel) and how many had
+    a smaller positive amax.
+    """
+    zero = small = 0
     for path, sub in module.named_modules():
         if path not in keep:
             continue
         for attr in ("input_quantizer", "weight_quantizer"):
             amax = getattr(getattr(sub, attr, None), "amax", None)
-            if torch.is_tensor(amax) and not bool(torch.all(torch.isfinite(amax) & (amax > 0))):
-                amax.data = torch.where(torch.isfinite(amax) & (amax > 0), amax, torch.full_like(amax, MIN_AMAX))
-                clamped += 1
-    return clamped
+            if not torch.is_tensor(amax):
+                continue
+            valid = torch.isfinite(amax) & (amax > 0)
+            if not bool(valid.all()):
+                zero += 1
+            elif bool((amax < MIN_AMAX).any()):
+                small += 1
+            amax.data = torch.where(valid & (amax >= MIN_AMAX), amax, torch.full_like(amax, MIN_AMAX))
+    return zero, small
 
 
 def state_bytes(module: torch.nn.Module) -> int:

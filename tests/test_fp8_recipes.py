@@ -93,6 +93,22 @@ def test_same_selection_twice_and_empty_selection_are_refused(resnet18):
         check_selections("resnet18", found, {"fp8-encoder-linears": select(found, "encoder-linears", [])})
 
 
+def test_shipped_weight_scales_and_the_other_choice_by_suffix(resnet18):
+    """Per-channel weights by default (the SENet study's), per-tensor for the SegFormer study's linears."""
+    assert {name: get_recipe(name).weights for name in recipe_names()} == {
+        "all": "per-channel", "no-se": "per-channel", "no-se-no-first-stage": "per-channel",
+        "encoder-linears": "per-tensor"}
+    per_tensor = get_recipe("no-se-no-layer1-per-tensor")
+    assert (per_tensor.name, per_tensor.weights) == ("no-se-no-first-stage-per-tensor", "per-tensor")
+    assert per_tensor.exclude_roles == get_recipe("no-se-no-first-stage").exclude_roles and per_tensor.fold_batchnorm
+    assert get_recipe("encoder-linears-per-channel").weights == "per-channel"
+    with pytest.raises(InputError, match="unknown FP8 recipe 'all-per-block'"):
+        get_recipe("all-per-block")
+    _, found = resnet18  # the same layers with other scales is a variant of its own
+    check_selections("resnet18", found, {"fp8-all": select(found, "all", []),
+                                         "fp8-all-per-tensor": select(found, "all-per-tensor", [])})
+
+
 def test_unknown_recipe_is_a_user_error():
     with pytest.raises(InputError, match="unknown FP8 recipe 'some'"):
         get_recipe("some")
