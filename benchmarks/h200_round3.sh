@@ -2,7 +2,7 @@
 # Round 3 on the H200: the TensorRT backend's CUDA stream and graph paths (stand-in enqueue), the main job
 # from a fresh install and again (wall times, per-sample CoV, p99), the senet154 sessions behind
 # `export --format study` (batch 1 and 32, the seed's three layouts, per-channel weights of the BN-folded
-# kernels), and the per-tensor recipe on the same images. Run through the device tool with carry [".whl"].
+# kernels), with the per-tensor recipe beside them on the same images. Run through the device tool with carry [".whl"].
 # Everything printed goes to $OUT/round3-log.txt.
 source "$(dirname "$0")/h200_setup.sh"
 exec > >(tee "$OUT/round3-log.txt") 2>&1
@@ -24,11 +24,10 @@ for path in sys.argv[1:]:
 PY
 rm -f "$OUT/mainjob-cold.json"
 RECIPES="--fp8-recipe all --fp8-recipe no-se --fp8-recipe no-se-no-layer1"
-t run senet154 --variants fp32,fp16,fp8 $RECIPES --out "$OUT/study-b1.json"
+t run senet154 --variants fp32,fp16,fp8 $RECIPES --fp8-recipe all-per-tensor --out "$OUT/study-b1.json"
 t run senet154 --batch 32 --variants fp32,fp16,fp8 $RECIPES --out "$OUT/study-b32.json"
-t run senet154 --variants fp16,fp8 --fp8-recipe "${PER_TENSOR:-all-per-tensor}" --out "$OUT/per-tensor-b1.json"
 run export "$OUT/study-b1.json" "$OUT/study-b32.json" --format study -o "$OUT/study.md"
-python3 - "$OUT/study-b1.json" "$OUT/per-tensor-b1.json" <<'PY'
+python3 - "$OUT/study-b1.json" <<'PY'
 import sys
 from sessions.storage import load
 print("weights      variant                 top-1 vs fp32 %  mean KL    max abs err  top-1 vs fp16 %  images")
