@@ -14,7 +14,7 @@ from pathlib import Path
 from sessions import views
 from sessions.errors import InputError
 from sessions.groups import Rules
-from sessions.model import Session
+from sessions.model import Quality, Session
 from sessions.summary import summary_document
 from sessions.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 from sessions.verdict import verdict_lines
@@ -44,16 +44,22 @@ def comparison_section(session: Session, rules: Rules) -> str:
 
 
 def quality_section(session: Session) -> str:
-    headers = ["variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs logit error", "NaN/Inf"]
+    headers = ["variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs logit error", "NaN/Inf",
+               "stress inputs with NaN/Inf"]
     rows = [
         [v.name, v.quality.reference, v.quality.images, v.quality.top1_agreement * 100, v.quality.mean_kl,
-         v.quality.max_abs_logit_error, v.quality.nonfinite]
+         v.quality.max_abs_logit_error, v.quality.nonfinite, stress_cell(v.quality)]
         for v in session.variants if v.quality
     ]
     if not rows:
         return "## Quality\n\nNot measured in this session."
     weights = md_text(f"Weights: {session.study.weights}; images: {next(v.quality.image_source for v in session.variants if v.quality)}.")
     return "\n\n".join(["## Quality", render_markdown(headers, rows), weights])
+
+
+def stress_cell(quality: Quality) -> str:
+    """How many of the built-in stress inputs gave NaN or Inf, of how many ran."""
+    return f"{quality.stress_nonfinite} of {quality.stress_inputs}" if quality.stress_inputs else "-"
 
 
 def groups_section(session: Session, rules: Rules) -> str:

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from sessions import views
 from sessions.errors import InspectError
-from sessions.export import shell_line
+from sessions.export import shell_line, stress_cell
 from sessions.groups import Rules
 from sessions.merge import AXES, axis_values, split_merged
-from sessions.model import Session, Variant
+from sessions.model import Quality, Session, Variant
 from sessions.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 PAYS = 1.05  # FP8 pays from this speed-up on: below it a gain is within run-to-run noise
@@ -137,7 +137,8 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
     if quality:
         lines.append(f"- FP8 top-1 agreement with fp32: {span([q.top1_agreement * 100 for q in quality], ' %')}; "
                      f"mean KL {min(q.mean_kl for q in quality):.2g} to {max(q.mean_kl for q in quality):.2g}; "
-                     f"{sum(q.nonfinite for q in quality)} NaN / Inf outputs.")
+                     f"{sum(q.nonfinite for q in quality)} NaN / Inf outputs; "
+                     f"stress inputs with NaN / Inf: {stress_span(quality)}.")
     if any(r.fp8.simulated for r in rows):
         lines.append(f"- *simulated*: {SIMULATED}.")
     return "\n".join(lines)
@@ -231,10 +232,19 @@ def _pair(a: object, b: object) -> str:
     return f"{text(a)} / {text(b)}"
 
 
+def stress_span(quality: list[Quality]) -> str:
+    ran = [q for q in quality if q.stress_inputs]
+    if not ran:
+        return "not run"
+    return f"{min(q.stress_nonfinite for q in ran)} to {max(q.stress_nonfinite for q in ran)} of {ran[0].stress_inputs}"
+
+
 def quality_section(jobs: list[Job]) -> str:
-    headers = ["job", "variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs error", "NaN / Inf"]
+    headers = ["job", "variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs error", "NaN / Inf",
+               "stress inputs with NaN / Inf"]
     body = [[label(job), v.name + (" (simulated)" if v.simulated else ""), v.quality.reference, v.quality.images,
-             v.quality.top1_agreement * 100, v.quality.mean_kl, v.quality.max_abs_logit_error, v.quality.nonfinite]
+             v.quality.top1_agreement * 100, v.quality.mean_kl, v.quality.max_abs_logit_error, v.quality.nonfinite,
+             stress_cell(v.quality)]
             for job in jobs for v in job.session.variants if v.quality is not None]
     if not body:
         return "### Quality\n\nNot measured."

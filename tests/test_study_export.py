@@ -126,3 +126,15 @@ async def test_the_tui_opens_a_merged_session_like_any_other(sources, tmp_path):
         assert isinstance(app.screen, OverviewScreen)
         await pilot.press("g")
         assert isinstance(app.screen, GroupsScreen)
+
+
+def test_the_quality_tables_count_the_stress_inputs_that_gave_nan_or_inf():
+    session = storage.load(H200 / "senet154-study-b1.json")
+    fp16 = session.variant("fp16").quality
+    assert (fp16.stress_nonfinite, fp16.stress_inputs) == (1, 15)  # the +-65504 input overflows fp16
+    rules = load_rules()
+    study = study_markdown([("b1", session)], rules)
+    assert "| fp16 | fp32 (PyTorch) | 18 | 100 | 8.25e-11 | 9.11e-05 | 0 | 1 of 15 |" in study
+    assert "stress inputs with NaN / Inf: 1 to 1 of 15" in study
+    assert "| fp32 | fp32 (PyTorch) | 18 | 100 | 0 | 0 | 0 | 0 of 15 |" in export_markdown(session, rules)
+    assert not markdown_table_problems(study)
