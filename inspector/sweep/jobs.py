@@ -4,8 +4,8 @@ process of its own.
 Every executor (local, Ray, Slurm) runs the same `run_job`: it starts `python -m inspector.sweep.worker`
 on the job's file, so a crash, a leak or a stuck GPU context ends with that process, and reads the
 outcome the worker left in `status/<key>.json`. A job is finished when that says `done`; a rerun of
-the sweep skips it. The key is a hash of the plan (of the request where the job resolves it), so an edited matrix reruns only
-what changed.
+the sweep skips it. The key is a hash of the plan (of the request where the job resolves it), so an
+edited matrix reruns only what changed.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Literal
 
 import orjson
 
+from inspector.request import StudyRequest
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError
-from inspector.request import StudyRequest
 from sessions.plan import StudyPlan
 
 State = Literal["done", "failed", "cancelled", "skipped"]
