@@ -69,7 +69,7 @@ def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_las
         return real_save(session, path)
 
     monkeypatch.setattr(study, "save", save)
-    session, path = run_study(fake_plan(tmp_path, timing=TimingPlan(0.0, 4, 3)), [], lambda p: None)
-    timing_saves = sorted(set(n for n in saved if n > 0))
+    _, path = run_study(fake_plan(tmp_path, timing=TimingPlan(0.0, 4, 3)), [], lambda p: None)
+    timing_saves = sorted({n for n in saved if n > 0})
     assert timing_saves == saved_rounds
     assert len(storage.load(path).variants[0].latency.samples_ms) == 4 * 3

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def main(argv: list[str]) -> int:
     from inspector.cli import _interrupt_on_sigterm, _quiet_libraries
-    from inspector.study import Progress, one_line, run_study
+    from inspector.study import one_line, run_study
 
     _quiet_libraries()
     _interrupt_on_sigterm()
