@@ -14,6 +14,9 @@ from pathlib import Path
 from inspector.request import BACKEND_CHOICES, TRACER_CHOICES
 from sessions.errors import ExitCode, InputError, InspectError
 
+RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears (alias segformer), each "
+               "also as RECIPE-per-tensor or RECIPE-per-channel (weight scales); recipes in builders/fp8_recipes.toml")
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
 
@@ -36,8 +39,7 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variants", help="comma list of fp32, fp16, bf16, fp8, fp8-<recipe> (default: fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
-                   help="all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears; repeatable "
-                        "(default: all and no-se; recipes in builders/fp8_recipes.toml)")
+                   help=RECIPE_HELP + "; repeatable (default: all and no-se)")
     p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN",
                    help="module paths kept out of FP8 (fnmatch, e.g. '*.se.*'); repeatable")
     p.add_argument("--images", help="folder of images (class folders or flat) for calibration and quality; default: scikit-image's photographs")
@@ -147,7 +149,8 @@ def _add_onnx_command(sub) -> None:
     p = sub.add_parser("onnx", help="write the ONNX files a TensorRT study builds from, with Q/DQ counts")
     p.add_argument("model")
     p.add_argument("--variants", default="fp16,fp8")
-    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE")
+    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
+                   help=RECIPE_HELP + "; repeatable")
     p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--calib-count", type=int, default=16)
