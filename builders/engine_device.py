@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from sessions.errors import InspectError
+from sessions.errors import InspectError, first_line
 from sessions.vocab import Device
 
 Enqueue = Callable[[], None]
@@ -62,7 +62,7 @@ class CudaDevice:
                 enqueue()
         except (RuntimeError, InspectError) as exc:  # torch's capture errors; a failed enqueue
             torch.cuda.synchronize()
-            return self.eager(enqueue), f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}"
+            return self.eager(enqueue), f"CUDA graph capture failed, timed eagerly: {first_line(exc)}"
         return graph.replay, None  # the bound method keeps the graph alive as long as the step
 
     def eager(self, enqueue: Enqueue) -> Callable[[], None]:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from builders.model_info import ModelInfo
-from sessions.errors import InputError
+from sessions.errors import InputError, first_line
 
 # SegFormer (MiT-B0..B5) architectures as published by NVIDIA, so that `hf:segformer-b5` or a
 # `nvidia/segformer-bN-finetuned-ade-S-S` id absent from the local cache builds without the hub
@@ -251,12 +251,6 @@ def load_error(exc: BaseException) -> str:
     if type(exc).__name__ == "UnpicklingError":
         return "not a file of plain tensors (torch refused to unpickle it; arbitrary pickles are never loaded)"
     return first_line(exc)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message, or its type where the message is empty."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def _plain_transform(size: int) -> Callable:

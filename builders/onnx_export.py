@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessions.errors import InspectError
+from sessions.errors import InspectError, first_line
 
 # ModelOpt 0.47's export opset; TensorRT 10.0 parses opsets 9-20 (onnx-tensorrt docs/operators.md),
 # and it is the newest opset the TorchScript exporter writes.
@@ -61,7 +61,7 @@ def export(module, example, path: Path) -> Path:
                 input_names=["input"], output_names=["logits"],
             )
         except Exception as exc:  # the exporter raises many types; the user needs the first line
-            raise InspectError(f"ONNX export failed: {str(exc).splitlines()[0]}") from None
+            raise InspectError(f"ONNX export failed: {first_line(exc)}") from None
     model = fp8_weight_initializers(standard_fp8_qdq(onnx.load_from_string(buffer.getvalue())), weight_amax)
     path.write_bytes(model.SerializeToString())
     return path

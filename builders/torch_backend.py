@@ -10,7 +10,7 @@ import torch
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
 from builders.variant_modules import precision_name, state_bytes, variant_module
 from profilers.module_ranges import module_name, module_ranges
-from sessions.errors import InputError
+from sessions.errors import InputError, first_line
 from sessions.model import Layer, Variant
 from sessions.plan import VariantPlan
 from sessions.vocab import Device
@@ -86,7 +86,7 @@ class TorchEngine(Engine):
                 self._graph_output = module(self.static_input)
         except RuntimeError as exc:
             torch.cuda.synchronize()
-            return TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {str(exc).splitlines()[0]}")
+            return TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}")
         self._graph = graph
         return TimingStep(graph.replay, True)
 

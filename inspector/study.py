@@ -23,7 +23,7 @@ from inspector.request import StudyRequest
 from inspector.resolve import resolve
 from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
-from sessions.errors import InspectError, MissingEnvironment
+from sessions.errors import InspectError, MissingEnvironment, first_line
 from sessions.model import Session, Study, TimingMethod, Variant
 from sessions.plan import StudyPlan, VariantPlan, validate_plan
 from sessions.paths import sessions_dir
@@ -349,5 +349,5 @@ def _wall_ms(step: Callable[[], None], synchronize: Callable[[], None], repeats:
 
 
 def one_line(exc: BaseException) -> str:
-    text = exc.message if isinstance(exc, InspectError) else f"{type(exc).__name__}: {exc}"
-    return text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    line = first_line(exc)
+    return line if isinstance(exc, InspectError) or line == type(exc).__name__ else f"{type(exc).__name__}: {line}"

@@ -30,6 +30,13 @@ class InputError(InspectError):
     exit_code = ExitCode.USAGE
 
 
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message (an InspectError's own), or its type where it has none."""
+    text = exc.message if isinstance(exc, InspectError) else str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
 class MissingEnvironment(InspectError):
     """A GPU, TensorRT, CUPTI or another optional piece is not available."""
 

@@ -281,11 +281,13 @@ def test_a_decompression_bomb_image_is_one_line(side, tmp_path, capsys):
 
 
 def test_an_error_with_an_empty_message_still_says_what_it_is(monkeypatch, capsys):
-    from builders.models import first_line
     from inspector import cli
-    from sessions.errors import InputError
+    from inspector.study import one_line
+    from sessions.errors import InputError, first_line
 
     assert first_line(EOFError()) == "EOFError" and first_line(ValueError("\n  \nsecond")) == "second"
+    assert one_line(RuntimeError("")) == "RuntimeError" and one_line(RuntimeError("\nboom")) == "RuntimeError: boom"
+    assert one_line(InputError("bad\nmore")) == "bad"
 
     def fails(args):
         raise InputError("")

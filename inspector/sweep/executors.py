@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, run_job
-from sessions.errors import MissingEnvironment
+from sessions.errors import MissingEnvironment, first_line
 
 OnOutcome = Callable[[Job, Outcome], None]
 EXTRA = "pip install 'trt-inspect[sweep]'"
@@ -103,7 +103,7 @@ def run_ray(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions, 
             except ray.exceptions.TaskCancelledError:
                 outcome = Outcome(job.key, "cancelled", "the Ray task was cancelled")
             except ray.exceptions.RayError as exc:
-                outcome = Outcome(job.key, "failed", f"Ray: {str(exc).strip().splitlines()[0]}")
+                outcome = Outcome(job.key, "failed", f"Ray: {first_line(exc)}")
             on_outcome(job, outcome)
     finally:
         if started:
@@ -137,16 +137,11 @@ def run_slurm(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions
         try:
             outcome = handle.result()
         except submitit.core.utils.UncompletedJobError as exc:
-            outcome = Outcome(job.key, "cancelled", f"{handle.job_id} did not finish: {_first_line(exc)}")
+            outcome = Outcome(job.key, "cancelled", f"{handle.job_id} did not finish: {first_line(exc)}")
         except Exception as exc:  # noqa: BLE001  submitit re-raises the job's failure as it was
-            outcome = Outcome(job.key, "failed", f"{handle.job_id}: {_first_line(exc)}")
+            outcome = Outcome(job.key, "failed", f"{handle.job_id}: {first_line(exc)}")
         outcome.job_id = str(handle.job_id)
         on_outcome(job, outcome)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 EXECUTORS: dict[str, Callable[[SweepFolder, Sequence[Job], ExecutorOptions, OnOutcome], None]] = {
