@@ -22,9 +22,14 @@ def median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def _cov(values: Sequence[float]) -> float:
+def _mean_std(values: Sequence[float]) -> tuple[float, float]:
     mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / len(values)) / mean if mean else 0.0
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def _cov(values: Sequence[float]) -> float:
+    mean, std = _mean_std(values)
+    return std / mean if mean else 0.0
 
 
 def latency_stats(samples_ms: Sequence[float], per_round: int | None = None) -> LatencyStats:
@@ -33,10 +38,8 @@ def latency_stats(samples_ms: Sequence[float], per_round: int | None = None) -> 
     if not samples_ms:
         raise ValueError("no latency samples")
     ordered = sorted(float(s) for s in samples_ms)
-    n = len(ordered)
-    mean = sum(ordered) / n
-    std = math.sqrt(sum((s - mean) ** 2 for s in ordered) / n)
-    rounds = [list(samples_ms[i : i + per_round]) for i in range(0, n, per_round)] if per_round else []
+    mean, std = _mean_std(ordered)
+    rounds = [list(samples_ms[i : i + per_round]) for i in range(0, len(ordered), per_round)] if per_round else []
     round_medians = [median(r) for r in rounds]
     return LatencyStats(
         samples_ms=[float(s) for s in samples_ms],
