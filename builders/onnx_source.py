@@ -25,14 +25,14 @@ class VariantOnnx:
     notes: list[str]
 
 
-def variant_onnx(model, variant: VariantPlan, calibration: torch.Tensor, static_input: torch.Tensor, batch: int,
+def variant_onnx(model, variant: VariantPlan, calibration: torch.Tensor, static_input: torch.Tensor,
                  folder: Path) -> VariantOnnx:
     if model.source == "onnx":
         if variant.precision == "fp8":
             raise InputError(f"{variant.name}: an .onnx model is built as it is; quantize it before (Q/DQ in the file)")
         return VariantOnnx(model.onnx_path, None, [f"built from {model.onnx_path}"])
     reference = model.module.float().eval()
-    built = variant_module(reference, variant, calibration, batch, torch.float16)
+    built = variant_module(reference, variant, calibration, torch.float16)
     example = static_input.to(device=next(built.module.parameters()).device, dtype=built.dtype)
     path = export(built.module, example, folder / f"{model.name}-{variant.name}.onnx")
     return VariantOnnx(path, built.recipe, built.notes)

@@ -197,7 +197,6 @@ class TensorRTBackend(Backend):
         self.errors: list[str] = []  # TensorRT's logged errors, for the messages of failures
         self.logger = trt_compat.make_logger(self.trt, self.errors)
         self.model = context.model
-        self.batch = plan.batch
         self.static_input = context.static_input
         self.opt_level = plan.opt_level
         self.report = context.report
@@ -217,7 +216,7 @@ class TensorRTBackend(Backend):
 
     def build(self, spec: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         start = time.perf_counter()
-        source = variant_onnx(self.model, spec, calibration, self.static_input, self.batch, cache_dir())
+        source = variant_onnx(self.model, spec, calibration, self.static_input, cache_dir())
         if self.model.source == "onnx":
             check_file_precision(source.path, spec)
         engine, plan_bytes, notes = self._engine(source.path)

@@ -77,9 +77,8 @@ class TorchEngine(Engine):
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         try:
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    module(self.static_input)
+            with torch.cuda.stream(side):  # one eager call does the lazy set-up that capture must not see
+                module(self.static_input)
             torch.cuda.current_stream().wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
@@ -121,7 +120,6 @@ class TorchBackend(Backend):
         if model.module is None:
             raise InputError(f"{model.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
         self.device: Device = context.plan.device
-        self.batch = context.plan.batch
         self.static_input = context.static_input
         self._reference = model.module.to(device=self.device, dtype=torch.float32).eval()
 
@@ -134,7 +132,7 @@ class TorchBackend(Backend):
         # FP8 runs on an fp16 model on the GPU (as a TensorRT FP8 engine keeps fp16 elsewhere),
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
         fp8_base = torch.float16 if self.device == "cuda" else torch.float32
-        built = variant_module(self._reference, variant, calibration, self.batch, fp8_base)
+        built = variant_module(self._reference, variant, calibration, fp8_base)
         engine = TorchEngine(built.module, self.device, built.dtype, self.static_input, built.quantized)
         if self.device == "cuda":
             torch.cuda.synchronize()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
@@ -26,6 +28,9 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # A zero amax becomes 448 x 2**-14: scale 2**-14, the smallest normal fp16 value, the floor the ONNX
 # export writes for it, so the simulated module and the graph agree.
 MIN_AMAX = FP8_MAX * MIN_SCALE
+# Images per calibration forward, whatever the study's batch: max calibration takes the largest |x| over
+# all images, which chunking does not change, and one call in Python costs what sixteen do on the GPU.
+CALIBRATION_CHUNK = 16
 
 
 @dataclass
@@ -41,18 +46,18 @@ def precision_name(dtype: torch.dtype) -> str:
     return {v: k for k, v in DTYPES.items()}[dtype]
 
 
-def variant_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor, batch: int,
+def variant_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
                    fp8_base: torch.dtype) -> VariantModule:
-    """`reference` (fp32, eval) as `variant`; FP8 calibrates on `calibration` in chunks of `batch`."""
+    """`reference` (fp32, eval) as `variant`; FP8 calibrates on `calibration`."""
     if variant.precision == "fp32":
         return VariantModule(reference, torch.float32)
     if variant.precision in DTYPES:
         dtype = DTYPES[variant.precision]
         return VariantModule(copy.deepcopy(reference).to(dtype=dtype), dtype)
-    return _fp8_module(reference, variant, calibration, batch, fp8_base)
+    return _fp8_module(reference, variant, calibration, fp8_base)
 
 
-def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor, batch: int,
+def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
                 dtype: torch.dtype) -> VariantModule:
     mtq = _modelopt()
     structure = model_structure(reference, calibration[:1].to(next(reference.parameters()).device))
@@ -67,16 +72,19 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
 
     def forward_loop(m: torch.nn.Module) -> None:
         with torch.no_grad():
-            for i in range(0, calib.shape[0], batch):
-                m(calib[i : i + batch])
+            for chunk in calib.split(CALIBRATION_CHUNK):
+                m(chunk)
 
     with contextlib.redirect_stdout(None):  # ModelOpt prints a summary line per call
-        module = mtq.quantize(module, quant_config(selection), forward_loop=forward_loop)
+        module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
+        enable_fp8_quantizers(module, selection)
+        mtq.calibrate(module, "max", forward_loop=forward_loop)
     keep = set(selection.quantized)
     shared = share_input_scales(module, structure.shared_inputs(keep)) if recipe_def.share_input_scale else 0
     zero_amax, small_amax = _floor_amax(module, keep)
     recipe = Recipe(
-        method=f"ModelOpt {mtq.__name__}.quantize, max calibration, quantizers on the recipe's layers only",
+        method=f"ModelOpt {mtq.__name__}.quantize and calibrate, max calibration, "
+               "quantizers on the recipe's layers only",
         number_format="fp8 e4m3 (simulated)",
         layout=recipe_def.name,
         exclude_patterns=list(variant.exclude),
@@ -104,11 +112,17 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     return VariantModule(module, dtype, keep, recipe, notes)
 
 
+# ModelOpt's plugins for these libraries wrap their own layer classes (attention, adapters, fused experts,
+# graph layers), none of which a recipe here quantizes: recipes select plain convolutions and linears.
+UNUSED_MODELOPT_PLUGINS = ("transformers", "peft", "diffusers", "torch_geometric")
+
+
 def _modelopt():
     """ModelOpt's quantization, on its pure-PyTorch FP8 path: its CUDA extension takes a minute to compile."""
     try:
-        import modelopt.torch.quantization as mtq
-        from modelopt.torch.quantization import extensions
+        with _absent(UNUSED_MODELOPT_PLUGINS):
+            import modelopt.torch.quantization as mtq
+            from modelopt.torch.quantization import extensions
     except ImportError as exc:
         raise MissingEnvironment(f"FP8 variants need nvidia-modelopt: {exc}") from None
     # tensor_quant.scaled_e4m3_impl falls back to fp8_eager (torch.float8_e4m3fn casts) when the cached
@@ -118,14 +132,41 @@ def _modelopt():
     return mtq
 
 
-def quant_config(selection: Selection) -> dict:
-    """Every quantizer off, then FP8 weight and input quantizers on the selected layers only."""
+@contextlib.contextmanager
+def _absent(libraries: tuple[str, ...]) -> Iterator[None]:
+    """The libraries not imported yet look absent while ModelOpt imports, so it skips their plugins.
+
+    ModelOpt imports every plugin whose library is installed (transformers alone took 3 s on the H200:
+    tests/data/h200/modelopt-importtime.txt); a library's plugin is skipped on ModuleNotFoundError, which a
+    None entry in sys.modules raises. A library already imported (a Hugging Face model) keeps its plugin.
+    Process-wide while it lasts: another thread importing one of them then fails. ModelOpt imports once per
+    process, so a Hugging Face model studied later in the same process (the TUI) runs without the plugin,
+    which changes nothing a recipe here quantizes.
+    """
+    hidden = [name for name in libraries if name not in sys.modules]
+    try:
+        for name in hidden:
+            sys.modules[name] = None  # type: ignore[assignment]
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
+def enable_fp8_quantizers(module: torch.nn.Module, selection: Selection) -> None:
+    """FP8 weight and input quantizers on the selected layers, the others left off.
+
+    One filter function per kind rather than a wildcard entry per layer: ModelOpt walks every module
+    for every entry of a quant_cfg, 8 s under cProfile for senet154's 508 entries
+    (tests/data/h200/mainjob-prof.txt, set_quantizer_by_cfg).
+    """
+    mtq = _modelopt()
     weight_axis = 0 if selection.recipe.weights == "per-channel" else None
-    entries: list[dict] = [{"quantizer_name": "*", "enable": False}]
-    for path in selection.quantized:
-        entries.append({"quantizer_name": f"{path}.weight_quantizer", "cfg": {"num_bits": (4, 3), "axis": weight_axis}})
-        entries.append({"quantizer_name": f"{path}.input_quantizer", "cfg": {"num_bits": (4, 3), "axis": None}})
-    return {"quant_cfg": entries, "algorithm": "max"}
+    for kind, axis in (("weight_quantizer", weight_axis), ("input_quantizer", None)):
+        names = {f"{path}.{kind}" for path in selection.quantized}
+        fp8 = mtq.QuantizerAttributeConfig(num_bits=(4, 3), axis=axis)
+        mtq.set_quantizer_attributes_full(module, names.__contains__, fp8)
 
 
 def fold_batchnorm(module: torch.nn.Module, pairs: list[tuple[str, str]]) -> int:

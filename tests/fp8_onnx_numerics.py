@@ -60,7 +60,7 @@ def fp8_module(model, calibration: torch.Tensor, recipe: str) -> tuple[torch.nn.
     for attention in reference.modules():  # the graph has no fused attention: run the same explicit ops here
         if hasattr(attention, "fused_attn"):
             attention.fused_attn = False
-    built = variant_module(reference, VariantPlan("fp8", recipe), calibration, 1, torch.float16)
+    built = variant_module(reference, VariantPlan("fp8", recipe), calibration, torch.float16)
     kinds = {type(built.module.get_submodule(p)).__name__ for p in built.quantized}
     return reference, built.module, f"{len(built.quantized)} {'linears' if kinds <= {'QuantLinear'} else 'layers'}"
 

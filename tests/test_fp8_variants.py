@@ -30,7 +30,7 @@ def folded_kernel(conv: torch.nn.Conv2d, bn: torch.nn.BatchNorm2d) -> torch.Tens
 
 def test_per_channel_scales_are_amax_over_448_of_the_folded_kernel(reference):
     calib = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(1))
-    built = variant_module(reference, VariantPlan("fp8", "all"), calib, 2, torch.float32)
+    built = variant_module(reference, VariantPlan("fp8", "all"), calib, torch.float32)
     assert built.recipe.weights == "per-channel" and built.recipe.batchnorm_folded
     ref = dict(reference.named_modules())
     got = dict(built.module.named_modules())
@@ -51,7 +51,7 @@ def test_per_channel_scales_are_amax_over_448_of_the_folded_kernel(reference):
 
 def test_folded_fp8_variant_still_computes_the_model(reference):
     calib = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(2))
-    built = variant_module(reference, VariantPlan("fp8", "all"), calib, 2, torch.float32)
+    built = variant_module(reference, VariantPlan("fp8", "all"), calib, torch.float32)
     with torch.no_grad():
         want, got = reference(calib), built.module(calib)
     assert torch.corrcoef(torch.stack([want.flatten(), got.flatten()]))[0, 1] > 0.95
@@ -72,7 +72,7 @@ def test_shared_input_scale_for_layers_reading_one_tensor():
 
     model = KeyValue().eval()
     calib = torch.randn(8, 4, 8, generator=torch.Generator().manual_seed(3))
-    built = variant_module(model, VariantPlan("fp8", "encoder-linears"), calib, 4, torch.float32)
+    built = variant_module(model, VariantPlan("fp8", "encoder-linears"), calib, torch.float32)
     assert built.quantized == {"key", "value", "out"}
     key, value = built.module.key.input_quantizer.amax, built.module.value.input_quantizer.amax
     assert float(key) == float(value) > 0
@@ -81,3 +81,60 @@ def test_shared_input_scale_for_layers_reading_one_tensor():
     assert share_input_scales(built.module, [["key", "value"]]) == 1
     assert float(built.module.key.input_quantizer.amax) == float(built.module.value.input_quantizer.amax) == 3.0
     assert built.recipe.weights == "per-tensor" and built.module.key.weight_quantizer.amax.numel() == 1
+
+
+def test_only_the_selected_layers_quantize_and_inputs_calibrate_over_every_chunk(reference):
+    from modelopt.torch.quantization.nn import TensorQuantizer
+
+    from builders.variant_modules import CALIBRATION_CHUNK
+
+    calib = torch.randn(CALIBRATION_CHUNK + 3, 3, 64, 64, generator=torch.Generator().manual_seed(4))
+    calib[-1] *= 50  # the largest input is in the last chunk
+    built = variant_module(reference, VariantPlan("fp8", "all"), calib, torch.float32)
+    enabled = {name for name, q in built.module.named_modules() if isinstance(q, TensorQuantizer) and q.is_enabled}
+    assert enabled == {f"{path}.{kind}" for path in built.quantized for kind in ("weight_quantizer", "input_quantizer")}
+    assert sorted(built.quantized) == sorted(built.recipe.quantized) and "conv1.0" in built.recipe.excluded
+    layer = built.module.get_submodule("layer1.0.conv1")  # nothing quantized upstream
+    seen: list[float] = []
+    hook = layer.register_forward_pre_hook(lambda _, args: seen.append(float(args[0].abs().max())))
+    with torch.no_grad():
+        built.module(calib)
+    hook.remove()
+    assert layer.input_quantizer.num_bits == (4, 3) and layer.input_quantizer.axis is None
+    assert layer.weight_quantizer.axis == 0  # per-channel weights for convolutions
+    assert float(layer.input_quantizer.amax) == pytest.approx(max(seen), rel=1e-5)
+
+
+@pytest.mark.slow
+def test_modelopt_imports_without_the_plugins_of_libraries_not_in_use():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, torch\n"
+        "from builders.variant_modules import UNUSED_MODELOPT_PLUGINS, _modelopt\n"
+        "_modelopt()\n"
+        "print(sorted(name for name in UNUSED_MODELOPT_PLUGINS if name in sys.modules))\n"
+        "import transformers\n"  # hidden only while ModelOpt imported
+        "print(type(transformers.PretrainedConfig).__name__)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["[]", "type"]
+
+
+def test_absent_hides_only_libraries_not_imported_yet_and_always_restores():
+    import sys
+
+    import transformers
+
+    from builders.variant_modules import _absent
+
+    with _absent(("transformers", "a_library_not_imported_yet")):
+        assert sys.modules["transformers"] is transformers  # imported before: its ModelOpt plugin stays
+        with pytest.raises(ModuleNotFoundError):
+            import a_library_not_imported_yet  # noqa: F401
+    assert "a_library_not_imported_yet" not in sys.modules
+    with pytest.raises(KeyboardInterrupt), _absent(("a_library_not_imported_yet",)):
+        raise KeyboardInterrupt  # Ctrl-C, or the TUI stopping a study, while ModelOpt imports
+    assert "a_library_not_imported_yet" not in sys.modules

@@ -105,7 +105,7 @@ def _small_reference() -> _Net:
 def _small_fp8(recipe: str, folder):
     reference = _small_reference()
     x = torch.randn(6, 8, 12, 12, generator=torch.Generator().manual_seed(1))
-    built = variant_module(reference, VariantPlan("fp8", recipe), x, 2, torch.float16)
+    built = variant_module(reference, VariantPlan("fp8", recipe), x, torch.float16)
     path = export(built.module, x[:1].half(), folder / f"small-{recipe}.onnx")
     return built, x, path
 
@@ -196,7 +196,7 @@ def test_per_tensor_weights_stay_selectable(tmp_path):
 def test_a_quantizer_that_saw_only_zeros_gets_the_graphs_floor_scale(small_fp8):
     """The module's amax for an all-zero input is 448 x 2^-14, so its scale is the graph's 2^-14 and the note says so."""
     _, x, path = small_fp8
-    fresh = variant_module(_small_reference(), VariantPlan("fp8", "all"), x, 2, torch.float16)  # not exported
+    fresh = variant_module(_small_reference(), VariantPlan("fp8", "all"), x, torch.float16)  # not exported
     note = next(n for n in fresh.notes if "saw only zeros" in n)
     assert "448 x 2^-14 = 0.0273438 (2 saw only zeros" in note  # dead's input, conv2's weights
     assert float(fresh.module.layer1.dead.input_quantizer.amax) == 448 * 2.0**-14
