@@ -6,12 +6,13 @@ stdout carries data only (tables, JSON, Markdown); progress and errors go to std
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from inspector.request import BACKEND_CHOICES, TRACER_CHOICES
+from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACER_CHOICES
 from sessions.errors import ExitCode, InputError, InspectError
 
 RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears (alias segformer), each "
@@ -46,11 +47,15 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calib-count", type=int, default=16)
     p.add_argument("--eval-count", type=int, help="images for quality, disjoint from the calibration images, both "
                    "taken at a fixed stride through --images (default: every image, calibration images included)")
-    p.add_argument("--rounds", type=int, help="interleaved timing rounds (default 5 on CUDA, 3 on the CPU)")
-    p.add_argument("--iters", type=int, help="timed inferences per variant and round (default 20 on CUDA, 5 on the CPU)")
-    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS", help="warm-up per variant (default 0.5)")
-    p.add_argument("--switch-warmup", type=int, metavar="N",
-                   help="inferences discarded after each switch of variant inside a round (default: 10 on CUDA, 1 on CPU)")
+    gpu, cpu = CUDA_TIMING, CPU_TIMING
+    p.add_argument("--rounds", type=int,
+                   help=f"interleaved timing rounds (default {gpu.rounds} on CUDA, {cpu.rounds} on the CPU)")
+    p.add_argument("--iters", type=int,
+                   help=f"timed inferences per variant and round (default {gpu.iters} on CUDA, {cpu.iters} on the CPU)")
+    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS",
+                   help=f"warm-up per variant (default {gpu.warmup_s:g} on CUDA, {cpu.warmup_s:g} on the CPU)")
+    p.add_argument("--switch-warmup", type=int, metavar="N", help="inferences discarded after each switch of variant "
+                   f"inside a round (default {gpu.switch_warmup} on CUDA, {cpu.switch_warmup} on the CPU)")
     p.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads (default: PyTorch's choice)")
     p.add_argument("--tracer", default="auto", choices=list(TRACER_CHOICES))
     p.add_argument("--trace-calls", type=int, default=1)
@@ -757,8 +762,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.OK
+    except OSError as exc:  # the output could not be written: a full disk, a terminal gone
+        _err(f"error: {exc.strerror or exc}")
+        return ExitCode.FAILURE
 
 
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    if _holds_cuda():
+        # Everything is saved; CUDA's and CUPTI's teardown at exit took 2-2.4 s on the H200 after a study
+        # (tests/data/h200/mainjob-earlier-runs.txt, A), so the process ends without it, once its output is out.
+        os._exit(_flushed(code))
+    sys.exit(code)
+
+
+def _flushed(code: int) -> int:
+    """`code` once stdout and stderr are flushed; 120, as Python's own exit returns, where that failed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            code = code or 120
+    return code
+
+
+def _holds_cuda() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.cuda.is_initialized()
 

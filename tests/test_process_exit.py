@@ -1,0 +1,37 @@
+"""The CLI's exit after a study on CUDA skips the interpreter's teardown: nothing printed may be lost."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+SESSION = "tests/data/h200/segformer-b0-probe-b1.json"
+RUN = ("import sys, inspector.cli as cli; cli._holds_cuda = lambda: {holds}; "
+       "sys.argv = ['trt-inspect', *sys.argv[1:]]; cli.run()")
+
+
+def run_cli(holds_cuda: bool, *args: str, stdout=subprocess.PIPE, unbuffered: bool = False):
+    # stdout into a pipe or a file is block-buffered unless PYTHONUNBUFFERED says otherwise
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.run([sys.executable, "-c", RUN.format(holds=holds_cuda), *args], check=False, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+
+
+@pytest.mark.parametrize("args", [("show", SESSION), ("export", SESSION), ("show", "no-such-session.json")])
+def test_the_fast_exit_prints_and_returns_what_the_normal_exit_does(args):
+    normal, fast = run_cli(False, *args), run_cli(True, *args)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (normal.returncode, normal.stdout, normal.stderr)
+    assert len(normal.stdout) > 1000 or normal.returncode == 2  # a full table, or the error line
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("holds_cuda", [False, True])
+def test_output_that_cannot_be_written_is_a_failure(holds_cuda):
+    with open("/dev/full", "w") as full:
+        buffered = run_cli(holds_cuda, "show", SESSION, stdout=full)
+        unbuffered = run_cli(holds_cuda, "show", SESSION, stdout=full, unbuffered=True)
+    assert buffered.returncode == 120  # what Python's own exit returns when the last flush fails
+    assert unbuffered.returncode == 1 and unbuffered.stderr == "trt-inspect: error: No space left on device\n"
