@@ -11,11 +11,21 @@ import os
 from dataclasses import dataclass, field
 
 from sessions.errors import InputError
-from sessions.plan import parse_variants
+from sessions.plan import TimingPlan, parse_variants
 
 BACKEND_CHOICES = ("auto", "torch", "tensorrt")
 NAME_LIMIT = 200  # UTF-8 bytes; a name becomes part of a file name (255 bytes at most on most file systems)
 TRACER_CHOICES = ("auto", "cupti", "torch", "none")
+
+# Timing defaults. On the H200 a CUDA-graph sample varies by 0.06-0.17 % (tests/data/h200/mainjob-stats.txt):
+# 5 rounds of 20 put the median within about 0.02 %, and the rounds show drift; more samples only cost time.
+# The warm-up per variant is trtexec's default (200 ms): the GPU is busy from the quality checks on. The
+# inferences discarded at every switch only have to queue ahead of the round's first event (no sample starts
+# on an idle GPU) and bring the new graph's data into the caches: the first round's median lies within 0.1 %
+# of the later rounds' for every variant (same file). Measured with the PyTorch backend's CUDA graphs; TensorRT
+# engines and eager fallbacks use the same defaults unmeasured (their sessions' round medians show it).
+CUDA_TIMING = TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=5)
+CPU_TIMING = TimingPlan(warmup_s=0.5, rounds=3, iters=5, switch_warmup=1)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import importlib.util
 
 from builders.backend import backend_class
 from builders.fp8_recipes import preflight
-from inspector.request import StudyRequest
+from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
 from profilers.tracers import get_tracer, tracer_names
 from sessions.errors import MissingEnvironment
 from sessions.plan import StudyPlan, TimingPlan, parse_variants
@@ -88,17 +88,13 @@ def default_variants(device: str) -> str:
     return "fp32,fp16,fp8" if device == "cuda" else "fp32,bf16,fp8"
 
 
-# On the H200 a CUDA-graph sample varies by 0.06-0.16 % (tests/data/h200/mainjob-warm.log): 5 rounds of 20
-# put the median within about 0.02 %, and the rounds show drift; more samples only cost time.
-CUDA_TIMING = (0.5, 5, 20, 10)  # warm-up s per variant, rounds, inferences per round, discarded after a switch
-CPU_TIMING = (0.5, 3, 5, 1)
-
-
 def default_timing(request: StudyRequest, device: str) -> TimingPlan:
-    warmup, rounds, iters, switch = CUDA_TIMING if device == "cuda" else CPU_TIMING
+    defaults = CUDA_TIMING if device == "cuda" else CPU_TIMING
     return TimingPlan(
-        request.warmup_s if request.warmup_s is not None else warmup, request.rounds or rounds, request.iters or iters,
-        request.switch_warmup if request.switch_warmup is not None else switch,
+        request.warmup_s if request.warmup_s is not None else defaults.warmup_s,
+        request.rounds or defaults.rounds,
+        request.iters or defaults.iters,
+        request.switch_warmup if request.switch_warmup is not None else defaults.switch_warmup,
     )
 
 

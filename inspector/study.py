@@ -277,7 +277,7 @@ def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
     from profilers.demangle import demangle
 
     synchronize = _synchronizer(plan.device)
-    untraced_ms = _wall_ms(engine.run_once, synchronize, 3)  # also warms: lazy set-up stays out of the trace
+    untraced_ms = _wall_ms(engine.run_once, synchronize, 2)  # also warms: lazy set-up stays out of the trace
     started = time.perf_counter()
     with engine.layer_ranges(tracer.range_kind or ""):
         records = tracer.trace(engine.run_once, plan.trace_calls, plan.device, synchronize)
