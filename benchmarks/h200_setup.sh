@@ -4,9 +4,12 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-.whl}"/*.whl || exit 1
 export PYTHONPATH=/tmp/site TRT_INSPECT_HOME=/tmp/tih PYTHONUNBUFFERED=1
-# bytecode somewhere writable, as a normal install has it (the carried wheels are installed --no-compile)
+# The image sets PYTHONDONTWRITEBYTECODE=1 and ships torch without bytecode, so every run would compile
+# torch, timm and transformers afresh; a user's Python caches bytecode: the first run here compiles what
+# it imports (a fresh install at its slowest), later runs reuse it. pip compiles what it installs.
+unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=/tmp/pycache
+python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site "${WHEELS:-.whl}"/*.whl || exit 1
 python3 -m pip install -q --no-index --no-deps --no-build-isolation . >/dev/null 2>&1 || { echo "project install failed"; exit 1; }
 run() { echo "== trt-inspect $*"; trt-inspect "$@" </dev/null; echo "rc=$?"; }
