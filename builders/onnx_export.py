@@ -123,7 +123,7 @@ def fp8_weight_initializers(model, weight_amax: dict):
     initializers = {t.name: t for t in graph.initializer}
     # the exporter keeps one copy of identical weights (e.g. all-zero folded kernels) and names the others
     # through Identity nodes
-    constants = {name: initializers[name] for name in initializers}
+    constants = dict(initializers)
     constants.update({n.output[0]: initializers[n.input[0]] for n in graph.node
                       if n.op_type == "Identity" and n.input[0] in initializers})
     consumers: dict[str, list] = {}

@@ -762,8 +762,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.INTERRUPTED
     except BrokenPipeError:
         return ExitCode.OK
-    except OSError as exc:  # the output could not be written: a full disk, a terminal gone
-        _err(f"error: {exc.strerror or exc}")
+    except OSError as exc:  # the output could not be written (a full disk, a terminal gone), or a file named in it
+        where = f"{exc.filename}: " if exc.filename else ""
+        _err(f"error: {where}{exc.strerror or exc}")
         return ExitCode.FAILURE
 
 

@@ -45,8 +45,8 @@ class Progress:
 
 
 Report = Callable[[Progress], None]
-# Timing rounds are saved at most this often (and after the last): a save checks that the file loads back,
-# which costs about 0.3 s for senet154's four variants, and a round takes about a second.
+# Timing rounds are saved at most this often (and after the last): a save reads the file back to check that
+# it loads, and a round takes about a second.
 ROUND_SAVE_INTERVAL_S = 10.0
 
 
@@ -275,8 +275,9 @@ def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
 def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer) -> None:
     from profilers.attribution import ROOT, LayerIndex, prune_unused, summarize
     from profilers.demangle import demangle
+    from profilers.timing import clock_for
 
-    synchronize = _synchronizer(plan.device)
+    synchronize = clock_for(plan.device).synchronize
     untraced_ms = _wall_ms(engine.run_once, synchronize, 2)  # also warms: lazy set-up stays out of the trace
     started = time.perf_counter()
     with engine.layer_ranges(tracer.range_kind or ""):
@@ -326,14 +327,6 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     with sampler:
         measure({name: step.run for name, step in steps.items()}, plan.timing, clock_for(plan.device), on_round)
     session.environment.during_timing = sampler.conditions()
-
-
-def _synchronizer(device: str) -> Callable[[], None]:
-    if device == "cuda":
-        import torch
-
-        return torch.cuda.synchronize
-    return lambda: None
 
 
 def _wall_ms(step: Callable[[], None], synchronize: Callable[[], None], repeats: int) -> float:

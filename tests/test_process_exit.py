@@ -35,3 +35,16 @@ def test_output_that_cannot_be_written_is_a_failure(holds_cuda):
         unbuffered = run_cli(holds_cuda, "show", SESSION, stdout=full, unbuffered=True)
     assert buffered.returncode == 120  # what Python's own exit returns when the last flush fails
     assert unbuffered.returncode == 1 and unbuffered.stderr == "trt-inspect: error: No space left on device\n"
+
+
+def test_an_os_error_out_of_a_command_is_one_line_naming_its_file(monkeypatch, capsys):
+    import errno
+
+    import inspector.cli as cli
+
+    def fails(args):
+        raise OSError(errno.EACCES, "Permission denied", "/some/where.json")
+
+    monkeypatch.setitem(cli.COMMANDS, "show", fails)
+    assert cli.main(["show", "x.json"]) == 1
+    assert capsys.readouterr().err == "trt-inspect: error: /some/where.json: Permission denied\n"
