@@ -23,6 +23,7 @@ from inspector.request import StudyRequest
 from inspector.resolve import resolve
 from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
+from sessions.comparison import BASELINE_PRECISION
 from sessions.errors import InspectError, MissingEnvironment, first_line
 from sessions.model import Session, Study, TimingMethod, Variant
 from sessions.plan import StudyPlan, VariantPlan, validate_plan
@@ -223,7 +224,7 @@ def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: boo
 
 def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder,
                     baselines: dict[str, Any]) -> None:
-    """Quality against fp32, agreement with fp16 (kept in `baselines` once measured), stress inputs."""
+    """Quality against fp32, agreement with the first fp16 variant (kept in `baselines` once measured), stress inputs."""
     from profilers.quality import compare, predicted_classes, stress_check
 
     if reference is None:
@@ -232,10 +233,10 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
     count = inputs.image_count
     recorder.step("quality", f"{variant.name}: quality on {count} images", variant.name, saved=False)
     outputs = np.concatenate([np.asarray(engine.infer(batch)) for batch in inputs.quality_batches])
-    baseline = ("fp16", baselines["fp16"]) if "fp16" in baselines and variant.name != "fp16" else None
+    baseline = baselines.get(BASELINE_PRECISION)
     variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count, baseline, inputs.masks)
-    if variant.name == "fp16":
-        baselines["fp16"] = predicted_classes(outputs)
+    if variant.precision == BASELINE_PRECISION and baseline is None:
+        baselines[BASELINE_PRECISION] = (variant.name, predicted_classes(outputs))
     failed = stress_check(engine.infer, inputs.stress)
     variant.quality.stress_inputs, variant.quality.stress_nonfinite = len(inputs.stress), len(failed)
     if failed:

@@ -6,6 +6,7 @@ which apply to a session.
 
 from __future__ import annotations
 
+from sessions.comparison import comparisons
 from sessions.model import Session
 
 SIMULATED_FP8 = (
@@ -44,9 +45,9 @@ def unstable_variants(session: Session) -> list[str]:
 def session_caveats(session: Session) -> list[str]:
     """The caveats that apply to `session`, in the order views print them."""
     lines = []
-    baseline = session.baseline()
-    if baseline is not None:
-        lines.append(SPEEDUP.replace("baseline", baseline.name))
+    names = {c.baseline.name for c in comparisons(session) if c.baseline is not None}
+    if names:
+        lines.append(SPEEDUP.replace("baseline", names.pop() if len(names) == 1 else "its own baseline (vs)"))
     if any(STAND_IN in v.notes for v in session.variants):
         lines.append(STAND_IN)
     if any(v.simulated for v in session.variants):

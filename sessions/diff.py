@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sessions.comparison import batch_of
 from sessions.errors import InputError
 from sessions.groups import Rules, group_rows, kernels_per_layer, role_of
 from sessions.layer_match import align_layers
@@ -64,8 +65,8 @@ class SessionDiff:
     warnings: list[str] = field(default_factory=list)  # the sessions differ in what makes figures comparable
     pairs: list[VariantPair] = field(default_factory=list)
     per_image: bool = False  # batches differ: every figure divided by the batch
-    batch_a: int = 1
-    batch_b: int = 1
+    batch_a: int | None = 1  # None: per job (a merged session of several batches)
+    batch_b: int | None = 1
 
     @property
     def regressions(self) -> list[Change]:
@@ -129,19 +130,20 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     names_a = [v.name for v in a.variants if v.status == "ok"]
     names_b = [v.name for v in b.variants if v.status == "ok"]
     paired_a, paired_b = {p.a for p in chosen}, {p.b for p in chosen}
+    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants: 20,000 took minutes with lookups
+    batches = [(batch_of(a, by_name_a[p.a]) or 1, batch_of(b, by_name_b[p.b]) or 1) for p in chosen]
     result = SessionDiff(
         a_name, b_name, threshold, [p.label for p in chosen],
         [n for n in names_a if n not in paired_a], [n for n in names_b if n not in paired_b],
-        warnings=comparability_warnings(a, b), pairs=chosen, per_image=a.study.batch != b.study.batch,
+        warnings=comparability_warnings(a, b), pairs=chosen, per_image=any(x != y for x, y in batches),
         batch_a=a.study.batch, batch_b=b.study.batch,
     )
-    if result.per_image:
-        result.notes.append(f"batch {a.study.batch} against {b.study.batch}: compared per image (latency, layer and "
+    for x, y in dict.fromkeys(pair for pair in batches if pair[0] != pair[1]):
+        result.notes.append(f"batch {x} against {y}: compared per image (latency, layer and "
                             "group times and kernels divided by the batch)")
     result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
-    scale_a, scale_b = (a.study.batch, b.study.batch) if result.per_image else (1, 1)
-    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants: 20,000 took minutes with lookups
-    for pair in chosen:
+    for pair, (batch_a, batch_b) in zip(chosen, batches):
+        scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
         compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold)
         result.changes.extend(compared.changes())
         result.notes.extend(compared.notes)

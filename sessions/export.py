@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from sessions import views
+from sessions.comparison import batch_words
 from sessions.errors import InputError
 from sessions.groups import Rules
 from sessions.model import Quality, Session
@@ -37,7 +38,7 @@ def comparison_section(session: Session, rules: Rules) -> str:
     plan = session.study.plan
     level = f", builder optimization level {plan.opt_level}" if plan is not None and plan.backend == "tensorrt" else ""
     backends = ", ".join(dict.fromkeys(_backend_label(session, v.backend) for v in session.variants))
-    where = md_text(f"{gpu}; {backends}{level}; batch {session.study.batch}.")
+    where = md_text(f"{gpu}; {backends}{level}; {batch_words(session)}.")
     notes = [md_text(f"{v.name}: {note}") for v in session.variants for note in v.notes]
     return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
                          *map(md_text, verdict_lines(session, rules)), *notes])
@@ -86,7 +87,7 @@ def method_section(session: Session) -> str:
         f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs.",
         f"- **Per-layer time:** {md_cell(m.per_layer)}.",
         f"- **Kernels:** {md_cell(m.kernels)}.",
-        f"- **Batch / input:** {session.study.batch} x {md_cell(session.study.input_shape)}.",
+        f"- **Batch / input:** {md_cell(batch_words(session))}, each input {md_cell(session.study.input_shape)}.",
     ]
     return "\n".join(lines)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from sessions.comparison import reference
 from sessions.errors import InputError
 from sessions.model import Layer, Session, Variant
 from sessions.storage import read_regular_file
@@ -332,7 +333,7 @@ def compare_groups(session: Session, by: str, rules: Rules, variants: list[str] 
         tables = {v.name: kernel_class_rows(v, rules) for v in chosen}
     else:
         raise InputError(f"unknown grouping {by!r}; use role, stage or kernel")
-    baseline = session.baseline()
+    baseline = reference(session)
     base_name = baseline.name if baseline is not None and baseline.name in tables else (chosen[0].name if chosen else None)
     order: list[str] = []
     for rows in tables.values():

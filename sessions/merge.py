@@ -3,7 +3,7 @@
 A merged session is an ordinary session (schema 2): its variants are renamed `<axes>/<variant>`
 (`senet154 b32/fp8-all`), carry their `axes` and the index of the job they came from, and each job
 keeps its study (plan, command), environment and method in `Session.merge.jobs`. Every view opens it;
-speed-ups compare a variant with its own job's fp16 (`Session.baseline_for`).
+speed-ups compare a variant with its own job's baseline (`sessions.comparison`).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def _common_study(sessions: list[Session], command: list[str]) -> Study:
         model=_one([s.study.model for s in sessions], "merged"),
         source=first.source,
         input_shape=first.input_shape if len({tuple(s.study.input_shape) for s in sessions}) == 1 else [],
-        batch=first.batch if len(batches) == 1 else 0,  # 0: several, each job's own in merge.jobs
+        batch=first.batch if len(batches) == 1 else None,  # None: several, each job's own in merge.jobs
         command=command,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         backend=_one([s.study.backend for s in sessions]),

@@ -13,7 +13,7 @@ from sessions.errors import InputError
 from sessions.plan import StudyPlan
 from sessions.vocab import Device, DType, Op, Precision, Source, Status, Timer, TraceUnit
 
-SCHEMA_VERSION = 2  # 2: typed layers, the study plan; sessions.migrations reads 1
+SCHEMA_VERSION = 3  # 2: typed layers, the study plan; 3: no batch sentinel; sessions.migrations reads 1 and 2
 TOOL = "trt-inspect"
 
 
@@ -24,7 +24,7 @@ class Study:
     model: str
     source: Source
     input_shape: list[int]  # one sample, without the batch dimension
-    batch: int
+    batch: int | None  # None: a merged session whose jobs differ in batch (each job's own in merge.jobs)
     command: list[str]
     created: str  # ISO 8601, UTC
     backend: str  # a registered backend, or trtexec for imported files
@@ -309,21 +309,3 @@ class Session:
                 return variant
         known = ", ".join(v.name for v in self.variants) or "none"
         raise InputError(f"no variant {name!r} in this session (variants: {known})")
-
-    def baseline(self) -> Variant | None:
-        """The variant others are compared with: fp16 where measured, else the first timed one."""
-        timed = [v for v in self.variants if v.latency is not None]
-        for variant in timed:
-            if variant.name == "fp16":
-                return variant
-        return timed[0] if timed else None
-
-    def baseline_for(self, variant: Variant) -> Variant | None:
-        """The baseline `variant` is compared with: in a merged session, its own job's fp16 (else first timed)."""
-        if variant.job is None or self.merge is None:
-            return self.baseline()
-        timed = [v for v in self.variants if v.job == variant.job and v.latency is not None]
-        for candidate in timed:
-            if candidate.axes.get("variant") == "fp16":
-                return candidate
-        return timed[0] if timed else None

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sessions import views
+from sessions.comparison import FASTER, compare
 from sessions.errors import InspectError
 from sessions.export import shell_line, stress_cell
 from sessions.groups import Rules
@@ -19,7 +20,6 @@ from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Quality, Session, Variant
 from sessions.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
-PAYS = 1.05  # FP8 pays from this speed-up on: below it a gain is within run-to-run noise
 COMPUTE_OPS = ("conv", "linear", "matmul")
 SIMULATED = ("simulated FP8 (PyTorch with ModelOpt fake quantization): the numerics of the recipe, "
              "not the speed of FP8 kernels")
@@ -30,10 +30,6 @@ class Job:
     path: str
     session: Session
     axes: dict[str, str]  # every axis value of the job (sessions.merge.AXES)
-
-    def fp16(self) -> Variant | None:
-        timed = [v for v in self.session.variants if v.latency is not None]
-        return next((v for v in timed if v.name == "fp16"), None)
 
     def gpu(self) -> str:
         env = self.session.environment
@@ -52,16 +48,13 @@ class Job:
 
 @dataclass(frozen=True)
 class Row:
-    """One FP8 variant against its own job's fp16."""
+    """One FP8 variant against its own baseline (sessions.comparison: its backend's fp16 in its job)."""
 
     job: Job
     fp16: Variant
     fp8: Variant
-
-    @property
-    def x(self) -> float:
-        assert self.fp16.latency is not None and self.fp8.latency is not None
-        return self.fp16.latency.median_ms / self.fp8.latency.median_ms
+    x: float  # baseline time / FP8 time per image: above 1 is faster
+    judgement: str | None  # faster, slower, within noise (sessions.noise); None: not judged
 
     @property
     def axes(self) -> dict[str, str]:
@@ -80,10 +73,12 @@ def varying(jobs: list[Job]) -> list[str]:
 def comparison_rows(jobs: list[Job]) -> list[Row]:
     rows = []
     for job in jobs:
-        fp16 = job.fp16()
         for variant in job.session.variants:
-            if fp16 is not None and variant.precision == "fp8" and variant.latency is not None:
-                rows.append(Row(job, fp16, variant))
+            if variant.precision != "fp8":
+                continue
+            c = compare(job.session, variant)
+            if c.baseline is not None and not c.is_baseline and c.speedup is not None:
+                rows.append(Row(job, c.baseline, variant, c.speedup, c.judgement))
     return rows
 
 
@@ -113,7 +108,7 @@ def decision(rows: list[Row], axes: list[str]) -> str:
     if not real:
         return (f"No speed decision: every FP8 variant here is {SIMULATED}. Simulated FP8 ran at "
                 f"{span([r.x for r in simulated])} of fp16; measure with `--backend tensorrt` to decide.")
-    paying = [r for r in real if r.x >= PAYS]
+    paying = [r for r in real if r.judgement == FASTER]
     if not paying:
         return f"FP8 does not pay: {span([r.x for r in real])} of fp16."
     if len(paying) == len(real):
@@ -124,8 +119,9 @@ def decision(rows: list[Row], axes: list[str]) -> str:
 
 
 def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
-    lines = ["### Summary and decision", "", (f"**{decision(rows, axes)}** (FP8 pays from {PAYS:.2f}x; "
-             "x = fp16 median / FP8 median of the same job, above 1 is faster.)"), ""]
+    lines = ["### Summary and decision", "", (f"**{decision(rows, axes)}** (FP8 pays where its latency band lies "
+             "below its baseline's, by the noise rule of every verdict; x = fp16 median / FP8 median of the same job "
+             "and backend, above 1 is faster.)"), ""]
     models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
     gpus = ", ".join(dict.fromkeys(f"{job.gpu()} ({job.engine()})" for job in jobs))
     lines.append(f"- {len(jobs)} job(s): {md_cell(models)} on {md_cell(gpus)}.")
@@ -345,7 +341,7 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
         items.append("kernels per call for some variants (not traced)")
     items += [f"{label(job)} {v.name}: failed ({v.error})" for job in jobs for v in job.session.variants if v.status != "ok"]
     items += [f"{label(job)}: no fp16 variant to compare FP8 with" for job in jobs
-              if job.fp16() is None and any(v.precision == "fp8" for v in job.session.variants)]
+              if any(v.precision == "fp8" and compare(job.session, v).speedup is None for v in job.session.variants)]
     return "### Not measured\n\n" + "\n".join(f"- {md_cell(item)}." for item in items) if items else "### Not measured\n\nNothing the sessions can tell."
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from sessions.comparison import Comparison, comparisons, reference
 from sessions.model import SCHEMA_VERSION, Session, Variant
 
 
@@ -17,7 +18,9 @@ class VariantSummary:
     median_ms: float | None
     p99_ms: float | None
     cov: float | None
-    speedup: float | None  # baseline median / this median: above 1 is faster
+    speedup: float | None  # baseline time / this time per image: above 1 is faster (sessions.comparison)
+    baseline: str | None  # the variant it is compared with (itself where it is the reference)
+    judgement: str | None  # faster, slower, within noise; None where not judged
     per_call: float | None  # kernels (or ops) per call
     unit: str | None
     unattributed: int | None
@@ -31,11 +34,9 @@ class VariantSummary:
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
 
 
-def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSummary:
+def summarize_variant(comparison: Comparison) -> VariantSummary:
+    variant = comparison.variant
     lat, trace, q = variant.latency, variant.trace, variant.quality
-    speedup = None
-    if lat and baseline is not None and baseline.latency and lat.median_ms > 0:
-        speedup = baseline.latency.median_ms / lat.median_ms
     return VariantSummary(
         name=variant.name,
         backend=variant.backend,
@@ -45,7 +46,9 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
         median_ms=lat.median_ms if lat else None,
         p99_ms=lat.p99_ms if lat else None,
         cov=lat.cov if lat else None,
-        speedup=speedup,
+        speedup=comparison.speedup,
+        baseline=comparison.baseline.name if comparison.baseline is not None else None,
+        judgement=comparison.judgement,
         per_call=trace.per_call if trace else None,
         unit=trace.unit if trace else None,
         unattributed=trace.unattributed if trace else None,
@@ -73,11 +76,11 @@ def median_cell(s: VariantSummary) -> float | str | None:
 
 
 def summarize_session(session: Session) -> list[VariantSummary]:
-    return [summarize_variant(v, session.baseline_for(v)) for v in session.variants]
+    return [summarize_variant(c) for c in comparisons(session)]
 
 
 def summary_document(session: Session, path: str | None = None) -> dict:
-    baseline = session.baseline()
+    baseline = reference(session)
     return {
         "schema_version": SCHEMA_VERSION,
         "session": path,
@@ -85,6 +88,6 @@ def summary_document(session: Session, path: str | None = None) -> dict:
         "backend": session.study.backend,
         "device": session.study.device,
         "gpu": session.environment.gpu.name if session.environment.gpu else None,
-        "baseline": baseline.name if baseline else None,
+        "baseline": baseline.name if baseline else None,  # the reference; each variant names its own baseline
         "variants": [asdict(s) for s in summarize_session(session)],
     }

@@ -94,3 +94,47 @@ def test_no_long_functions_in_the_core():
                     if lines > MAX_FUNCTION_LINES:
                         long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+POLICY_OWNERS = {"sessions/comparison.py", "sessions/noise.py"}  # the baseline rule, the noise rule
+NOISE_LITERALS = {0.05, 1.05, 0.95, 0.1, 1.1}  # bands hand-written before the noise rule had one owner
+
+
+def policy_literals(path: Path) -> list[str]:
+    """Comparisons against a literal "fp16" (a baseline chosen by hand) or against a noise-band number."""
+    found = []
+    tree = ast.parse(path.read_text())
+    for node in tree.body:  # a module constant holding a band (NOISE = 0.05) is a second owner too
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value in NOISE_LITERALS:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: a noise-band constant")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for operand in ast.walk(node):
+            if isinstance(operand, ast.Constant) and operand.value == "fp16":
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: compares with 'fp16'")
+            elif isinstance(operand, ast.Constant) and type(operand.value) is float and operand.value in NOISE_LITERALS:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: compares with {operand.value}")
+    return found
+
+
+def test_baselines_and_noise_bands_are_decided_only_by_their_owners():
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if str(path.relative_to(ROOT)) not in POLICY_OWNERS and path.name != "tables.py":  # tables: rounding
+                found += policy_literals(path)
+    assert found == []
+
+
+def test_the_policy_check_finds_a_hand_written_baseline_and_band(tmp_path):
+    (tmp_path / "x.py").write_text('NOISE = 0.05\nif v.name == "fp16" or abs(s - 1) <= 0.05:\n    pass\n')
+    path = tmp_path / "x.py"
+    import tests.test_architecture as me
+
+    original = me.ROOT
+    me.ROOT = tmp_path
+    try:
+        assert len(policy_literals(path)) == 3
+    finally:
+        me.ROOT = original

@@ -15,6 +15,7 @@ from inspector.sweep.jobs import Job, SweepFolder, plan_key
 from inspector.sweep.matrix import OPTIONS, combinations, parse_matrix, run_argv
 from inspector.sweep.runner import merge_finished, run_jobs
 from sessions import storage
+from sessions.comparison import baseline_for
 from sessions.errors import InputError, MissingEnvironment
 from sessions.plan import StudyPlan, TimingPlan, parse_variants
 from tests.conftest import ROOT, run_cli
@@ -105,7 +106,7 @@ def test_local_jobs_run_in_processes_a_killed_one_is_reported_and_a_rerun_skips_
     assert "fake-a fake b2/fp8-all" in [v.name for v in merged.variants]
     fp16 = merged.variant("fake-c fake-killed-once b1/fp16")
     assert fp16.axes == {"model": "fake-c", "backend": "fake-killed-once", "batch": "1", "variant": "fp16"}
-    assert merged.baseline_for(merged.variant("fake-c fake-killed-once b1/fp8-all")) is fp16
+    assert baseline_for(merged, merged.variant("fake-c fake-killed-once b1/fp8-all")) is fp16
 
 
 def test_submitit_local_executor_runs_every_job(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
+from sessions.comparison import batch_words
 from sessions.export import environment_section, export_markdown, free_name, method_section
 from sessions.groups import Rules
 from sessions.model import Session
@@ -49,7 +50,7 @@ class OverviewScreen(Screen):
     def compose(self) -> ComposeResult:
         s = self.session
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
-        yield Static(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}", id="breadcrumb")
+        yield Static(f"{s.study.model}  {batch_words(s)}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}", id="breadcrumb")
         verdicts = verdict_lines(s, self.rules)
         yield Static(verdicts[0] if verdicts else "no verdict: fewer than two timed variants", id="verdict")
         table = views.session_variant_table(s)

@@ -66,7 +66,7 @@ class StudyScreen(Screen):
             yield Static(phase, classes="phase-label")
             yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
         yield Static("finished variants", classes="phase-label")
-        yield TablePanel(views.variant_table([], None), id="landed")
+        yield TablePanel(views.variant_table([]), id="landed")
         yield Log(id="study-log")
         yield Footer()
 
@@ -107,7 +107,7 @@ class StudyScreen(Screen):
         if p.phase in PHASES and p.total:
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
         if p.variants:  # variants appear as they land, from the study's own immutable snapshot
-            self.query_one("#landed", TablePanel).show(views.variant_table(p.variants, views.baseline_of(p.variants)))
+            self.query_one("#landed", TablePanel).show(views.variant_table(p.variants))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):
