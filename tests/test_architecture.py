@@ -100,21 +100,21 @@ POLICY_OWNERS = {"sessions/comparison.py", "sessions/noise.py"}  # the baseline 
 NOISE_LITERALS = {0.05, 1.05, 0.95, 0.1, 1.1}  # bands hand-written before the noise rule had one owner
 
 
-def policy_literals(path: Path) -> list[str]:
+def policy_literals(path: Path, root: Path = ROOT) -> list[str]:
     """Comparisons against a literal "fp16" (a baseline chosen by hand) or against a noise-band number."""
     found = []
     tree = ast.parse(path.read_text())
     for node in tree.body:  # a module constant holding a band (NOISE = 0.05) is a second owner too
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value in NOISE_LITERALS:
-            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: a noise-band constant")
+            found.append(f"{path.relative_to(root)}:{node.lineno}: a noise-band constant")
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare):
             continue
         for operand in ast.walk(node):
             if isinstance(operand, ast.Constant) and operand.value == "fp16":
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: compares with 'fp16'")
+                found.append(f"{path.relative_to(root)}:{node.lineno}: compares with 'fp16'")
             elif isinstance(operand, ast.Constant) and type(operand.value) is float and operand.value in NOISE_LITERALS:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: compares with {operand.value}")
+                found.append(f"{path.relative_to(root)}:{node.lineno}: compares with {operand.value}")
     return found
 
 
@@ -129,12 +129,4 @@ def test_baselines_and_noise_bands_are_decided_only_by_their_owners():
 
 def test_the_policy_check_finds_a_hand_written_baseline_and_band(tmp_path):
     (tmp_path / "x.py").write_text('NOISE = 0.05\nif v.name == "fp16" or abs(s - 1) <= 0.05:\n    pass\n')
-    path = tmp_path / "x.py"
-    import tests.test_architecture as me
-
-    original = me.ROOT
-    me.ROOT = tmp_path
-    try:
-        assert len(policy_literals(path)) == 3
-    finally:
-        me.ROOT = original
+    assert len(policy_literals(tmp_path / "x.py", tmp_path)) == 3
