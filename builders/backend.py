@@ -3,7 +3,7 @@
 A backend turns a plan's model and one variant into an `Engine` that can run, be timed, be traced,
 report per-layer times where it has them, and describe itself. Optional abilities are declared in
 `Capabilities`, never probed: the study reads the flags, and an engine without an ability raises
-`NotImplementedError` if asked anyway. A new backend is one module with one registered class.
+`NotImplementedError` if asked anyway. A new backend is one module, `builders/<name>_backend.py`, with one registered class of that name.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from builders.study_inputs import StudyInputs
@@ -119,10 +120,17 @@ class Backend(ABC):
         return {}
 
 
-BUILTIN_BACKENDS = {  # loaded on first use: importing torch or TensorRT is slow
-    "torch": "builders.torch_backend:TorchBackend",
-    "tensorrt": "builders.tensorrt_backend:TensorRTBackend",
-}
+BACKEND_MODULE_SUFFIX = "_backend"  # builders/<name>_backend.py holds the backend called <name>
+
+
+def builtin_backends() -> dict[str, str]:
+    """{name: module} of the backends shipped in this package, found by file name, not imported:
+    importing torch or TensorRT is slow, so a backend module is loaded when it is first asked for."""
+    here = Path(__file__).parent
+    return {path.stem.removesuffix(BACKEND_MODULE_SUFFIX): f"{__package__}.{path.stem}"
+            for path in sorted(here.glob(f"*{BACKEND_MODULE_SUFFIX}.py"))}
+
+
 _registered: dict[str, type[Backend]] = {}
 
 
@@ -133,17 +141,18 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
 
 
 def backend_names() -> list[str]:
-    return sorted(set(BUILTIN_BACKENDS) | set(_registered))
+    return sorted(set(builtin_backends()) | set(_registered))
 
 
 def backend_class(name: str) -> type[Backend]:
     if name not in _registered:
-        if name not in BUILTIN_BACKENDS:
+        modules = builtin_backends()
+        if name not in modules:
             raise InputError(f"unknown backend {name!r}; known: {', '.join(backend_names())}")
-        module_name, class_name = BUILTIN_BACKENDS[name].split(":")
         try:
-            module = importlib.import_module(module_name)
+            importlib.import_module(modules[name])  # its class registers itself (@register_backend)
         except ImportError as exc:
             raise MissingEnvironment(f"backend {name}: {exc}") from None
-        _registered.setdefault(name, getattr(module, class_name))
+        if name not in _registered:
+            raise InputError(f"{modules[name]} registers no backend named {name!r}")
     return _registered[name]
