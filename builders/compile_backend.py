@@ -56,7 +56,7 @@ class CompileBackend(TorchBackend):
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
             build_s=time.perf_counter() - start, artifact_bytes=state_bytes(built.module),
-            notes=[f"compiled by torch.compile (Inductor, torch {torch.__version__}); kernels attributed to the "
-                   "whole graph, since Inductor fuses across modules"],
+            notes=[(f"compiled by torch.compile (Inductor, torch {torch.__version__}); kernels attributed to the "
+                   "whole graph, since Inductor fuses across modules")],
         )
         return BuildResult(engine, result)
