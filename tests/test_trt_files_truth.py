@@ -172,7 +172,7 @@ def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_t
     new = [c.item for c in diff.changes if c.what == "new layer"]
     assert sum(item.startswith("QuantizeLinear_") for item in new) == 9
     text = run_cli("diff", str(a), str(b))
-    assert text.returncode == 1 and "layer time" in text.stdout and "unmatched layers" in text.stdout
+    assert text.returncode == 1 and "layer time" in text.stdout and "unmatched and fused layers" in text.stdout
 
 
 def test_a_doctored_layer_slowdown_is_a_regression_and_the_pair_option_works(tmp_path):
