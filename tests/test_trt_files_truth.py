@@ -170,7 +170,7 @@ def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_t
     precision = {c.item for c in diff.changes if c.what == "precision" and c.b == "int8"}
     assert any(item.startswith("Gemm_48 -> fc.weight") for item in precision)  # the classifier turns INT8
     new = [c.item for c in diff.changes if c.what == "new layer"]
-    assert sum(item.startswith("QuantizeLinear_") for item in new) == 9
+    assert sum(item.startswith("QuantizeLinear_") for item in new) == 10  # all 10 Q/DQ layers; none paired with a copy
     text = run_cli("diff", str(a), str(b))
     assert text.returncode == 1 and "layer time" in text.stdout and "unmatched and fused layers" in text.stdout
 
