@@ -172,7 +172,8 @@ def op_from_name(name: str, rules: Rules) -> str | None:
 
     Parts TensorRT inserted around a node (`reshape_before_<node>`) are shuffles named after that
     node, not the node: they never give the layer the node's op. A layer of inserted parts only is a
-    shuffle; one of weight tensors (and inserted parts) only is a constant (`noop`).
+    shuffle; one of weight tensors (and inserted parts) only is a constant (`noop`). A node whose
+    name says nothing, fused with an activation, is the convolution TensorRT fused it into.
     """
     parts = name_parts(name)
     kept = [part for part in parts if not any(p.search(part) for p in rules.inserted)]
@@ -180,11 +181,18 @@ def op_from_name(name: str, rules: Rules) -> str | None:
         return "shuffle"
     if kept and rules.constants and all(any(p.search(part) for p in rules.constants) for part in kept):
         return "noop"
-    parts = kept
     for rule in rules.name_ops:
-        if any(p.search(name) for p in rule.whole) or any(p.search(part) for part in parts for p in rule.patterns):
+        if any(p.search(name) for p in rule.whole):
             return rule.op
-    return None
+    ops = [_part_op(part, rules) for part in kept]
+    found = next((rule.op for rule in rules.name_ops if rule.op in ops), None)
+    if found == "activation" and None in ops:
+        return "conv"  # TensorRT fuses an activation into the convolution (or GEMM, run as one) that produces its input
+    return found
+
+
+def _part_op(part: str, rules: Rules) -> str | None:
+    return next((rule.op for rule in rules.name_ops if any(p.search(part) for p in rule.patterns)), None)
 
 
 def in_channels(layer: Layer) -> int | None:

@@ -21,7 +21,7 @@ REFORMATTER = re.compile(r" (input|output) reformatter \d+$")  # TensorRT 7's na
 # a part that only moves data: an ONNX Reshape-like node, or a shuffle TensorRT inserted and named after a node
 SHUFFLE_PART = re.compile(r"(^|/)(Reshape|Transpose|Squeeze|Unsqueeze|Flatten|Gather|Slice|Expand|Shape|Pad)(_\d+)?$"
                           r"|^(reshape|squeeze|unsqueeze|copied_squeeze|transpose)_(before|after)_|^\(Unnamed Layer\* \d+\) \[Shuffle\]$")
-DLA_RECORD = re.compile(r"^\{[^}]*\}|^data to nvm$|from nvm$| finish$")  # TensorRT 7's DLA subgraphs and copies
+DLA_RECORD = re.compile(r"^\{(?!ForeignNode)[^}]*\}|^data to nvm$|from nvm$| finish$")  # TensorRT 7's DLA subgraphs and copies
 
 
 def set_folders() -> list[Path]:
@@ -84,10 +84,31 @@ def engines(folder: Path) -> list[Engine]:
     return [Engine(folder, None, path, None, logs) for path in kinds.get("profile", [])]
 
 
+LOG_LAYER = re.compile(r"Layer\((\w+)\): (.*), Tactic: \S+, (.*)$")
+LOG_TYPE = re.compile(r"\((\w+)\[[-0-9,:]*\]\)")
+
+
+def _logged(engine: Engine) -> dict[str, dict]:
+    """Name -> {LayerType, tensor types} from a verbose log's `Layer(Type): name, Tactic: ...` lines."""
+    found: dict[str, dict] = {}
+    for log in engine.logs:
+        for line in log.read_text(errors="replace").splitlines():
+            match = LOG_LAYER.search(line)
+            if match:
+                types = [{"Format/Datatype": t} for t in LOG_TYPE.findall(match.group(3))]
+                found.setdefault(match.group(2), {"Name": match.group(2), "LayerType": match.group(1), "Inputs": types})
+    return found
+
+
 def layer_entries(engine: Engine) -> list:
-    """The raw layer entries (strings or objects) of profile 0, or the profile's records where no layer file."""
+    """The raw layer entries (strings or objects) of profile 0, or the profile's records where no layer file.
+
+    A names-only layer whose type a log of the same folder states is that log's entry.
+    """
     if engine.layers is not None:
         entries = json.loads(engine.layers.read_text())["Layers"]
+        logged = _logged(engine)
+        entries = [logged.get(e, e) if isinstance(e, str) else e for e in entries]
         return [e for e in entries if not EXTRA_PROFILE.search(e if isinstance(e, str) else e.get("Name", ""))]
     return profile_records(engine)
 
