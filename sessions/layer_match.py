@@ -5,8 +5,8 @@ list them as `[ONNX Layer: ...]` metadata). Two engines of one model share those
 residual add or an activation fused into a different convolution, so layers are matched by the
 nodes they contain, weighted towards the convolution / GEMM that dominates each layer; then by
 name; then by signature (kind, shape parameters, tensor sizes); then, for convolutions and GEMMs
-only, by their shape parameters in engine order (a stem renamed and fed a padded input), in order.
-Copies and reformats pair by nodes or name only: a 0 ms copy has the signature of many others.
+only, by their shape parameters in engine order (a stem renamed and fed a padded input); last,
+copies by the layer they copy for. Copies never pair by signature: a 0 ms copy has the signature of many others.
 A layer left over whose nodes all sit in one layer of the other engine was fused into it: it is
 reported as fused, not removed or new. Each layer is a candidate only for the few holders of a
 node nearest its position, so engines whose layers share node names match in n log n.
@@ -31,6 +31,7 @@ QUANT_NODE = re.compile(r"[Qq]uantize|QuantLinearNode|DequantLinearNode|_quantiz
 NUMBERED = re.compile(r"^([A-Za-z][A-Za-z0-9]*)_(\d+)$")
 DOMINANT_WEIGHT = 10  # a shared convolution / GEMM node outweighs any number of shared activations
 DOMINANT_OPS = ("conv", "linear", "matmul")
+COPY_NODE = re.compile(r"^Reformatting CopyNode for (Input|Output) Tensor (\d+) to (.*)$")
 NEAREST_HOLDERS = 4  # of the layers holding a node, only this many nearest (by relative position) are candidates
 
 
@@ -149,10 +150,29 @@ def _by_key(a: list[Layer], b: list[Layer], free_a: set[int], free_b: set[int], 
     return pairs
 
 
+def _by_copied(a: list[Layer], b: list[Layer], paired: dict[int, int], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
+    """Copies into (or out of) the same tensor of two paired layers are a pair: a copy is known by what it feeds."""
+    index_a = {layer.name: i for i, layer in enumerate(a)}
+    index_b = {layer.name: j for j, layer in enumerate(b)}
+    copies_b = {}
+    for j in sorted(free_b):
+        match = COPY_NODE.match(b[j].name)
+        if match and match.group(3) in index_b:
+            copies_b.setdefault((match.group(1), match.group(2), index_b[match.group(3)]), j)
+    pairs = []
+    for i in sorted(free_a):
+        match = COPY_NODE.match(a[i].name)
+        target = paired.get(index_a.get(match.group(3), -1)) if match else None
+        j = copies_b.pop((match.group(1), match.group(2), target), None) if match and target is not None else None
+        if j is not None:
+            pairs.append((i, j))
+    return pairs
+
+
 @dataclass
 class Alignment:
     pairs: list[tuple[int, int]]  # (index in a, index in b), in a's order
-    how: dict[tuple[int, int], str]  # pair -> "nodes" | "name" | "signature" | "shape and order"
+    how: dict[tuple[int, int], str]  # pair -> "nodes" | "name" | "signature" | "shape and order" | "copy of a paired layer"
     only_a: list[int]  # neither paired nor fused
     only_b: list[int]
     fused_a: dict[int, int] = field(default_factory=dict)  # a layer of A fused into this layer of B
@@ -170,6 +190,7 @@ def align_layers(a: list[Layer], b: list[Layer]) -> Alignment:
         ("name", lambda: _by_key(a, b, free_a, free_b, lambda layer: layer.name)),
         ("signature", lambda: _by_key(a, b, free_a & not_copy[0], free_b & not_copy[1], signature)),
         ("shape and order", lambda: _by_key(a, b, free_a & not_copy[0], free_b & not_copy[1], shape_signature)),
+        ("copy of a paired layer", lambda: _by_copied(a, b, dict(how), free_a, free_b)),
     ):
         for pair in found():
             how[pair] = method

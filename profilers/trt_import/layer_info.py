@@ -205,7 +205,7 @@ def _detailed_layer(item: dict) -> Layer:
     for key, attr in (("StreamId", "stream"), ("Activation", "activation")):
         if isinstance(item.get(key), (str, int)) and not isinstance(item.get(key), bool) and item[key] != "":
             attrs[attr] = item[key]  # scalars only: what a session stores must be what TensorRT writes
-    weights = item.get("Weights")
+    weights = _field(item, "Weights")
     if isinstance(weights, dict) and weights.get("Type"):
         attrs["weights"] = dtype_of(str(weights["Type"])) or str(weights["Type"])
     metadata = item.get("Metadata")
@@ -223,11 +223,11 @@ def _detailed_layer(item: dict) -> Layer:
         kind=kind,
         op=layer_op(kind, parameter_type if isinstance(parameter_type, str) else None, name, nodes),
         precision=compute_precision(tensors_in, attrs.get("weights"), str(item.get("TacticName") or ""), tensors_out),
-        groups=_int(item.get("Groups")),
-        kernel_shape=_ints(item.get("Kernel")),
+        groups=_int(_field(item, "Groups")),
+        kernel_shape=_ints(_field(item, "Kernel")),
         in_channels=tensors_in[0].shape[1] if tensors_in and tensors_in[0].shape and len(tensors_in[0].shape) >= 2 else None,
-        out_channels=_int(item.get("OutMaps")),
-        stride=_ints(item.get("Stride")),
+        out_channels=_int(_field(item, "OutMaps")),
+        stride=_ints(_field(item, "Stride")),
         inputs=tensors_in,
         outputs=tensors_out,
         tactic=str(tactic) if tactic not in (None, "") else None,
@@ -235,6 +235,11 @@ def _detailed_layer(item: dict) -> Layer:
         origin=str(item["Origin"]) if item.get("Origin") not in (None, "") else None,
         attrs=attrs,
     )
+
+
+def _field(item: dict, key: str) -> Any:
+    """A convolution parameter: `Kernel`, or `ConvKernel` in a fused ConvActPool layer."""
+    return item.get(key, item.get(f"Conv{key}"))
 
 
 def _int(value: Any) -> int | None:

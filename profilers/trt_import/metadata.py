@@ -128,11 +128,11 @@ def _bounded(value: float | None, check, where: str) -> Any:
 
 
 def _mhz(text: Any) -> int | None:
-    """`1.425 GHz` -> 1425; trex's CLOCK_RATE is in kHz."""
+    """A clock rate in MHz: trtexec writes GHz (`1.425 GHz`, or a bare 1.695 in its JSON), trex kHz (1410000)."""
     value = _number(text)
     if value is None:
         return None
-    mhz = value * 1000 if "GHz" in str(text) else value / 1000 if isinstance(text, int) else value
+    mhz = value * 1000 if "GHz" in str(text) or value < 100 else value / 1000 if value > 100_000 else value
     return documents.count(round(mhz), "clock rate (MHz)")
 
 
