@@ -270,9 +270,10 @@ def stages_of(layers: list[Layer], rules: Rules) -> list[str]:
     """Each layer's stage, in engine order: the layers before the first one in a named stage are the stem.
 
     A stem is where the network starts, not a word in a name: a neck's `conv1` is not the stem.
+    Constants and synchronisation layers (which TensorRT hoists to the start) neither start a stage nor join the stem.
     """
     stages = [stage_of(layer, rules) for layer in layers]
-    first = next((i for i, stage in enumerate(stages) if stage not in (OTHER, STEM)), None)
+    first = next((i for i, stage in enumerate(stages) if stage not in (OTHER, STEM) and not _is_sync(layers[i])), None)
     if first is None:
         return stages
     return [STEM if i < first and stage == OTHER and not _is_sync(layer) else stage
