@@ -17,7 +17,7 @@ _PARAMETER_OPS = {
     "Activation": "activation", "Softmax": "softmax", "Concatenation": "concat", "Reformat": "reformat",
     "Shuffle": "shuffle", "Normalization": "normalization", "Quantize": "quantize", "Dequantize": "dequantize",
     "Constant": "noop", "Reduce": "elementwise", "Slice": "shuffle", "Padding": "shuffle", "Gather": "shuffle",
-    "ConvActPool": "conv", "SoftMax": "softmax", "Unary": "elementwise", "Resize": "elementwise",
+    "SoftMax": "softmax", "Unary": "elementwise", "Resize": "elementwise",
 }
 _LAYER_TYPE_OPS = (
     (re.compile(r"Deconvolution|Convolution|^ConvActPool$"), "conv"),  # ConvActPool: a convolution with its pool fused
