@@ -2,7 +2,7 @@
 
 Written against the real 10.x / 11.x Python API, with every version difference and careful call in
 `builders.trt_compat`; its layer information goes through the same reader as imported trtexec files
-(`profilers.trt_files`). Engines run on a dedicated CUDA stream (`builders.engine_device`). Tests run
+(`profilers.trt_import.layer_info`). Engines run on a dedicated CUDA stream (`builders.engine_device`). Tests run
 this module against a stand-in that executes on the CPU (tests/fake_tensorrt); sessions made with
 it say so in every variant and in the environment.
 """
@@ -25,7 +25,7 @@ from builders.backend import Backend, BackendContext, BuildResult, Capabilities,
 from builders.engine_device import EngineDevice, engine_device
 from builders.onnx_export import file_hash
 from builders.onnx_source import variant_onnx
-from profilers.trt_files import normalize_name, parse_layer_info
+from profilers.trt_import.layer_info import normalize_name, parse_layer_info
 from sessions.captions import STAND_IN, STAND_IN_LAYER_TIMES
 from sessions.errors import InputError, InspectError, MissingEnvironment
 from sessions.model import Layer, Variant

@@ -345,7 +345,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from profilers.trtexec_import import ImportFiles, check_joinable, import_variant, new_session
+    from profilers.trt_import.importer import ImportFiles, check_joinable, import_variant, new_session
     from sessions.storage import load, resolve, save, sessions_dir
 
     if not args.layers and not args.profile:

@@ -26,8 +26,8 @@ TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's tot
 @dataclass
 class Change:
     variant: str  # the pair's label: the name, or "a=b" where the names differ
-    what: str  # latency | kernels | group time | group kernels | layer time | layer kernels | precision |
-    #            new layer | removed layer | split
+    what: str  # latency | summed layer time | kernels | group time | group kernels | layer time | layer kernels |
+    #            precision | new layer | removed layer | fused layer | split layer | split
     item: str  # the variant, group or layer concerned
     a: float | str | None
     b: float | str | None
@@ -164,7 +164,7 @@ class VariantComparison:
     notes: list[str] = field(default_factory=list)
 
     def changes(self) -> list[Change]:
-        found = [self._latency(), self._count("kernels", self.label, *self._per_call())]
+        found = [self._latency(), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
         found += self._groups()
         found += self._layers()
         found += self._splits()
@@ -184,6 +184,16 @@ class VariantComparison:
         per = " per image" if self.scale_a != self.scale_b else ""
         return Change(self.label, "latency", self.label, a, b, rel > max(self.threshold, noise), f"noise band ±{noise * 100:.1f}%{per}")
 
+    def _layer_total(self) -> Change | None:
+        """Without a latency on both sides, the summed layer time is the only whole-engine figure: compared as one."""
+        if (self.va.latency and self.vb.latency) or not (_timed(self.va) and _timed(self.vb)):
+            return None
+        a = self._total_a()
+        b = sum(layer.time_ms or 0.0 for layer in self.vb.layers) / self.scale_b
+        rel = (b - a) / a if a else 0.0
+        return Change(self.label, "summed layer time", self.label, a, b, rel > self.threshold,
+                      "no per-inference times in one of the sessions: the sum of per-layer times stands in for latency")
+
     def _count(self, what: str, item: str, a: float | None, b: float | None) -> Change | None:
         if a is None or b is None or abs(b - a) < 0.5 / max(self.scale_a, self.scale_b):
             return None
@@ -193,7 +203,7 @@ class VariantComparison:
     def _time(self, what: str, item: str, a: float | None, b: float | None, total: float) -> Change | None:
         if a is None or b is None or a == b:
             return None
-        regression = a > 0 and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group is no slowdown of one
+        regression = b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group's time counts too
         if not regression and abs(b - a) < TIME_FLOOR * total:
             return None  # small and not a regression: not worth a row
         return Change(self.label, what, item, a, b, regression)
@@ -232,6 +242,14 @@ class VariantComparison:
                 changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
             if la.time_ms is not None and lb.time_ms is not None:
                 changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b, total))
+        for i, j in alignment.fused_a.items():
+            layer = va.layers[i]
+            changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
+                                  f"fused into {vb.layers[j].name}"))
+        for j, i in alignment.fused_b.items():
+            layer = vb.layers[j]
+            changes.append(Change(self.label, "split layer", layer.name, None, _ms(layer.time_ms, self.scale_b), False,
+                                  f"fused in A into {va.layers[i].name}"))
         for i in alignment.only_a:
             layer = va.layers[i]
             changes.append(Change(self.label, "removed layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False, role_of(layer, self.rules)))
@@ -241,7 +259,8 @@ class VariantComparison:
         methods = Counter(alignment.how.values())
         self.notes.append(
             f"{self.label}: {len(alignment.pairs)} layers paired ({', '.join(f'{n} by {m}' for m, n in methods.items()) or 'none'}), "
-            f"{len(alignment.only_a)} only in A, {len(alignment.only_b)} only in B"
+            f"{len(alignment.fused_a)} of A fused into B's layers, {len(alignment.fused_b)} of B fused in A; "
+            f"could not match {len(alignment.only_a)} only in A, {len(alignment.only_b)} only in B"
         )
         return changes
 

@@ -29,8 +29,8 @@ def _row(c: Change) -> list:
 HEADERS = ["variant", "change", "item", "A", "B", "delta", "status", ""]
 
 
-HEAD_KINDS = ("latency", "kernels", "group kernels", "group time", "split")
-UNMATCHED = ("removed layer", "new layer")
+HEAD_KINDS = ("latency", "summed layer time", "kernels", "group kernels", "group time", "split")
+UNMATCHED = ("removed layer", "new layer", "fused layer", "split layer")
 
 
 def _layer_order(c: Change) -> tuple:
@@ -56,7 +56,7 @@ def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER
     parts = ["\n".join(map(prose, lines))]
     if head:
         parts.append(render(HEADERS, [_row(c) for c in head]))
-    for rows, what in ((layer, "layer changes"), (unmatched, "unmatched layers (time ms on the side that has the layer; its role last)")):
+    for rows, what in ((layer, "layer changes"), (unmatched, "unmatched and fused layers (time ms on the side that has the layer; its role, or what it fused into, last)")):
         if not rows:
             continue
         shown = rows[:layer_rows]

@@ -94,13 +94,15 @@ def method_section(session: Session) -> str:
 
 def environment_section(session: Session) -> str:
     env = session.environment
-    rows = [["host", env.host], ["OS", env.os], ["CPU", f"{env.cpu} ({env.cpu_count} cores)"], ["Python", env.python]]
+    cpu = f"{env.cpu} ({env.cpu_count} cores)" if env.cpu_count else "unknown"
+    rows = [["host", env.host], ["OS", env.os or "unknown"], ["CPU", cpu], ["Python", env.python or "unknown"]]
     if env.gpu:
         g = env.gpu
         rows += [
-            ["GPU", f"{g.name} (CC {g.compute_capability}, {g.multiprocessors} SMs, {g.memory_mib} MiB)"],
-            ["driver / CUDA", f"{g.driver} / {g.cuda_driver}"],
-            ["clocks at start", f"SM {g.sm_clock_mhz} MHz (max {g.max_sm_clock_mhz}), memory {g.mem_clock_mhz} MHz, {g.pstate}"],
+            ["GPU", f"{g.name} (CC {_known(g.compute_capability)}, {_known(g.multiprocessors)} SMs, {_known(g.memory_mib)} MiB)"],
+            ["driver / CUDA", f"{_known(g.driver)} / {_known(g.cuda_driver)}"],
+            ["clocks at start", f"SM {_known(g.sm_clock_mhz)} MHz (max {_known(g.max_sm_clock_mhz)}), memory "
+                                f"{_known(g.mem_clock_mhz)} MHz, {_known(g.pstate)}"],
             ["clock-event reasons", ", ".join(g.clock_event_reasons) or "none"],
         ]
     rows += [[name, version] for name, version in env.versions.items() if version]

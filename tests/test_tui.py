@@ -174,7 +174,7 @@ async def test_live_study_error_opens_a_dialog(tmp_path):
 
 
 def test_headless_cli_imports_no_textual():
-    code = "import sys, inspector.cli, inspector.study, sessions.storage, sessions.export, profilers.trt_files; print('textual' in sys.modules)"
+    code = "import sys, inspector.cli, inspector.study, sessions.storage, sessions.export, profilers.trt_import.importer; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

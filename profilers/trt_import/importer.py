@@ -13,38 +13,19 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from profilers import environment
 from profilers.stats import latency_stats
-from profilers.trt_files import (
-    LayerInfo,
-    layers_from_profile,
-    pair_profile,
-    parse_layer_info,
-    parse_profile,
-    parse_times,
-)
-from profilers.trtexec_metadata import RunFacts, companions, engine_stem, facts_from, model_name
+from profilers.trt_import.documents import read_json
+from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
+from profilers.trt_import.profile import layers_from_profile, pair_profile, parse_profile, parse_times
+from profilers.trt_import.trtexec_log import apply_logged, logged_layers
+from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
 TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
 TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
-
-
-def read_json(path: Path, what: str):
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"no such {what} file: {path}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({what}): {exc}") from None
 
 
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
@@ -73,6 +54,32 @@ class Imported:
     batch: int | None
     input_shape: list[int]  # one sample, without the batch dimension
     facts: RunFacts
+    per_layer: str  # what each layer's time is, in words
+
+
+def per_layer_words(files: ImportFiles) -> str:
+    if files.profile is not None:
+        return ("IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes profiling "
+                "overhead and does not add up to the latency)")
+    return "no per-layer times imported (--profile)"
+
+
+def _apply_log(files: ImportFiles, info: LayerInfo, notes: list[str]) -> None:
+    """Types, tactics and tensors from a verbose trtexec log given with --metadata, for names-only layers."""
+    if info.detailed:
+        return
+    for path in files.metadata:
+        logged = logged_layers(path)
+        if logged:
+            typed = apply_logged(info.layers, logged)
+            notes.append(f"layer types, tactics and tensors of {typed} of {len(info.layers)} layers from the log {path.name}")
+            if typed == len(info.layers):
+                info.detailed = True
+                info.notes = [note for note in info.notes if not note.startswith("names-only")]
+            if typed:
+                io = {t.name for layer in info.layers for t in layer.inputs} - {t.name for layer in info.layers for t in layer.outputs}
+                info.io_tensors = info.io_tensors or sorted(io)
+            return
 
 
 def _layers(files: ImportFiles, notes: list[str]) -> LayerInfo:
@@ -142,6 +149,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     if facts.sources:
         notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
     info = _layers(files, notes)
+    _apply_log(files, info, notes)
     notes.extend(info.notes)
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
     if dla:
@@ -151,7 +159,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         notes.append("precision unknown: names-only files hold no types (trtexec metadata or a log with --metadata gives it)")
     variant = Variant(
         name=name or (files.layers or files.profile or Path("variant")).name.split(".")[0],
-        backend="trtexec",
+        backend="trtexec" if facts.sources or files.profile or files.times else "tensorrt",
         precision=precision,  # type: ignore[arg-type]  # a PRECISION_ORDER word or "unknown"
         device="cuda",
         layers=info.layers,
@@ -165,37 +173,45 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     if found_batch is None:
         notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
     variant.notes = notes
-    return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts)
+    return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts,
+                    per_layer_words(files))
 
 
 def environment_of(facts: RunFacts) -> Environment:
     gpu = None
     if facts.gpu:
         gpu = GpuInfo(name=facts.gpu, compute_capability=facts.compute_capability, multiprocessors=facts.multiprocessors,
-                      memory_mib=facts.memory_mib)
+                      memory_mib=facts.memory_mib, sm_clock_mhz=facts.sm_clock_mhz, mem_clock_mhz=facts.mem_clock_mhz)
     return Environment(host="unknown (imported files)", os="", cpu="", cpu_count=0, python="",
                        versions={"tensorrt": facts.tensorrt} if facts.tensorrt else {}, gpu=gpu)
 
 
-def method_of(facts: RunFacts, timed: bool) -> TimingMethod:
-    graph = {True: "the CUDA-graph launch", False: "enqueue (no CUDA graph)", None: "enqueue or a CUDA-graph launch (not recorded)"}
-    if timed:
-        region = (f"trtexec GPU compute time per inference (CUDA events around {graph[facts.cuda_graph]}), "
-                  "from --exportTimes, warm-up already discarded by trtexec")
+GRAPH_WORDS = {True: "the CUDA-graph launch", False: "enqueue (no CUDA graph)",
+               None: "enqueue or a CUDA-graph launch (not recorded)"}
+TRANSFER_WORDS = {True: "trtexec ran with data transfers enabled; GPU compute time leaves them out",
+                  False: "trtexec ran with data transfers disabled", None: "data transfers not recorded"}
+
+
+def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
+    """The method the files state: what was timed, how often, and what each per-layer figure is."""
+    latency = imported.variant.latency
+    if latency is not None:
+        region = (f"trtexec GPU compute time per inference (CUDA events around {GRAPH_WORDS[facts.cuda_graph]}), "
+                  f"from --exportTimes, warm-up already discarded by trtexec; {TRANSFER_WORDS[facts.transfers]}")
     else:
-        region = "no per-inference times imported (--times); latency columns show the sum of per-layer profile times"
+        region = ("no per-inference times imported (--times); latency columns show the sum of per-layer times; "
+                  f"{TRANSFER_WORDS[facts.transfers]}")
     return TimingMethod(
-        timer="trtexec" if timed else "unknown",
+        timer="trtexec" if latency is not None else "unknown",
         timed_region=region,
         cuda_graph=facts.cuda_graph,
         warmup_s=facts.warmup_s,
-        rounds=1 if facts.iterations is not None else None,
-        iters=facts.iterations,
+        rounds=1 if latency is not None else None,
+        iters=len(latency.samples_ms) if latency is not None else None,  # the inferences the times file holds
         interleaved=False,
-        transfers_included=False,
+        transfers_included=False,  # GPU compute time and IProfiler layer times never hold the copies
         static_inputs=True,
-        per_layer="IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes "
-        "profiling overhead and does not add up to the latency)",
+        per_layer=imported.per_layer,
         kernels="not in TensorRT's files: layer information names one tactic per layer, not the kernels launched",
     )
 
@@ -209,13 +225,13 @@ def new_session(imported: Imported, command: list[str]) -> Session:
             batch=imported.batch or 1,
             command=command,
             created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            backend="trtexec",
+            backend=imported.variant.backend,
             device="cuda",
             tool_version=environment.tool_version(),
             weights="from the engine",
         ),
         environment=environment_of(imported.facts),
-        method=method_of(imported.facts, imported.variant.latency is not None),
+        method=method_of(imported.facts, imported),
     )
 
 
