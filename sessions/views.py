@@ -150,6 +150,38 @@ def group_table(session: Session, rules: Rules, by: str = "role", variants: list
     return _table(columns, rows, [c.group for c in comparisons], notes=tuple(notes), time_column=None)
 
 
+def pair_of(session: Session, variant: str) -> tuple[str, str] | None:
+    """(baseline, variant): `variant` beside its own baseline; the baseline itself gives the default pair."""
+    default = default_pair(session)
+    baseline = session.baseline_for(session.variant(variant))
+    base = baseline.name if baseline is not None else (default[0] if default else None)
+    if base is not None and base != variant:
+        return base, variant
+    return default
+
+
+def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, variant: str) -> Table:
+    """Per group: `variant` beside `baseline`, largest added time first (the groups that explain the verdict on top)."""
+    comparisons = compare_groups(session, by, rules, [baseline, variant])
+    columns = [Column(by), Column(f"{variant} ms", "ms"), Column(f"{baseline} ms", "ms"), Column("delta ms", "delta_ms"),
+               Column(captions.speedup_label(baseline), "speedup"), Column(f"{variant} k/call", "count"),
+               Column(f"{baseline} k/call", "count"), Column(f"{variant} %", "pct")]
+    rows: list[tuple[Any, ...]] = []
+    for c in comparisons:
+        a, b = c.rows.get(baseline), c.rows.get(variant)
+        ms_a, ms_b = (a.time_ms if a else None), (b.time_ms if b else None)
+        delta = (ms_b or 0.0) - (ms_a or 0.0) if ms_a is not None or ms_b is not None else None
+        speedup = ms_a / ms_b if ms_a is not None and ms_b else None
+        rows.append((c.group, ms_b, ms_a, delta, speedup, b.kernels_per_call if b else None,
+                     a.kernels_per_call if a else None, _percent(b.share if b else None)))
+    rows.sort(key=lambda r: -(r[3] if r[3] is not None else float("-inf")))
+    notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
+    if session.variants and all(v.kernels is None for v in session.variants):
+        notes.append(captions.NO_KERNEL_TABLE)
+    return _table(columns, rows, [r[0] for r in rows], [_delta_tone(r[3], r[2] or r[1]) for r in rows],
+                  notes=tuple(notes), title=f"{variant} against {baseline}, by {by}", time_column=1)
+
+
 def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str, dict[str, float | None]]:
     """{group: {variant: speed-up}}, for JSON: the same definition as every speed-up column."""
     table = group_table(session, rules, by)
