@@ -29,9 +29,12 @@ class VariantSummary:
     build_s: float | None
     error: str | None
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
+    images_per_s: float | None = None  # batch / median: throughput of the timed calls
+    fp8_weights_mib: float | None = None  # an FP8 recipe's weights with the quantized ones at one byte
 
 
-def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSummary:
+def summarize_variant(variant: Variant, baseline: Variant | None, batch: int = 0) -> VariantSummary:
+    """The variant's row; `batch` (images per call, 0 where unknown) gives its throughput."""
     lat, trace, q = variant.latency, variant.trace, variant.quality
     speedup = None
     if lat and baseline is not None and baseline.latency and lat.median_ms > 0:
@@ -57,6 +60,9 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
         build_s=variant.build_s,
         error=variant.error,
         layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
+        images_per_s=batch / lat.median_ms * 1e3 if lat and batch > 0 and lat.median_ms > 0 else None,
+        fp8_weights_mib=(variant.recipe.weight_bytes_fp8 / (1 << 20)
+                         if variant.recipe is not None and variant.recipe.weight_bytes_fp8 is not None else None),
     )
 
 
@@ -73,7 +79,14 @@ def median_cell(s: VariantSummary) -> float | str | None:
 
 
 def summarize_session(session: Session) -> list[VariantSummary]:
-    return [summarize_variant(v, session.baseline_for(v)) for v in session.variants]
+    return [summarize_variant(v, session.baseline_for(v), _batch(session, v)) for v in session.variants]
+
+
+def _batch(session: Session, variant: Variant) -> int:
+    """Images per call: the study's batch, or in a merged session the variant's own job's (0 where unknown)."""
+    if session.merge is not None and variant.job is not None and variant.job < len(session.merge.jobs):
+        return session.merge.jobs[variant.job].study.batch
+    return session.study.batch
 
 
 def summary_document(session: Session, path: str | None = None) -> dict:

@@ -73,15 +73,16 @@ def variant_table(summaries: Sequence[VariantSummary], baseline: str | None) -> 
         Column("variant"), Column("median ms", "ms"), Column("p99 ms", "ms"), Column("CoV %", "pct"),
         Column(captions.speedup_label(baseline), "speedup"), Column(per_call, "count"),
         Column("outside layers", "count"), Column("top-1 %", "pct"), Column("mean KL", "sci"),
-        Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("MiB", "mib"), Column("build s", "seconds"),
-        Column("backend"), Column("status"),
+        Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("images/s", "count"), Column("MiB", "mib"),
+        Column("fp8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
     ]
     rows: list[tuple[Any, ...]] = []
     tones: list[Tone] = []
     for s in summaries:
         rows.append((
             s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, s.per_call, s.unattributed,
-            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.artifact_mib, s.build_s,
+            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.images_per_s, s.artifact_mib,
+            s.fp8_weights_mib, s.build_s,
             f"{s.backend}, {captions.SIMULATED_TAG}" if s.simulated else s.backend,
             s.status if not s.error else f"failed: {s.error}",
         ))

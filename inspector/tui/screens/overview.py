@@ -11,6 +11,7 @@ from textual.widgets import Footer, Static
 
 from inspector.tui.screens.modals import TextScreen
 from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
+from inspector.tui.screens.timeline import TimelineScreen
 from inspector.tui.widgets.answer_panel import AnswerPanel
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
 from inspector.tui.widgets.table_panel import TablePanel
@@ -45,6 +46,7 @@ class OverviewScreen(Screen):
         Binding("c", "compare", "Compare", id="overview.compare"),
         Binding("f", "flags", "Flagged", id="overview.flags"),
         Binding("k", "all_kernels", "All kernels", id="overview.kernels", priority=True),
+        Binding("t", "timeline", "Timeline", id="overview.timeline"),
         Binding("e", "environment", "Env/method", id="overview.environment"),
         Binding("x", "export", "Export md", id="overview.export"),
         Binding("escape", "back", "Back", show=False),
@@ -106,6 +108,14 @@ class OverviewScreen(Screen):
             self.notify(NOTHING_FINISHED, severity="warning")
             return
         self.app.push_screen(AllKernelsScreen(self.session, self.rules, variant, self.crumbs))
+
+    def action_timeline(self) -> None:
+        """One traced call of the variant the verdict speaks of, on a time axis."""
+        variant = drill_default(self.session)
+        if variant is None:
+            self.notify(NOTHING_FINISHED, severity="warning")
+            return
+        self.app.push_screen(TimelineScreen(self.session, self.rules, variant, self.crumbs))
 
     def action_environment(self) -> None:
         self.app.push_screen(TextScreen(method_section(self.session) + "\n\n" + environment_section(self.session)))

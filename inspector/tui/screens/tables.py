@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -20,7 +21,13 @@ from sessions.diff import SessionDiff
 from sessions.export import free_name
 from sessions.groups import Rules
 from sessions.layer_detail import layer_facts, layer_facts_table
+from sessions.tables import terminal_line
 from sessions.model import Session, Variant
+
+
+def plain(*lines: str) -> Text:
+    """Session text for a Static: never read as markup, control characters made spaces, one line each."""
+    return Text("\n".join(terminal_line(line) for line in lines))
 
 
 def ok_variants(session: Session) -> list[str]:
@@ -48,9 +55,9 @@ class TableScreen(Screen):
         return views.row_detail(self.panel.data, row) if row is not None else []
 
     def compose(self) -> ComposeResult:
-        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         yield self.panel
-        yield Static("\n".join(self.panel.data.notes), id="notes")
+        yield Static(plain(*self.panel.data.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -61,8 +68,8 @@ class TableScreen(Screen):
         self.panel.show(data)
         if crumbs is not None:
             self.crumbs = crumbs
-        self.query_one("#breadcrumb", Static).update(" > ".join(self.crumbs))
-        self.query_one("#notes", Static).update("\n".join(data.notes))
+        self.query_one("#breadcrumb", Static).update(plain(" > ".join(self.crumbs)))
+        self.query_one("#notes", Static).update(plain(*data.notes))
 
     def action_back(self) -> None:
         self.app.pop_screen()
