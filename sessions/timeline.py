@@ -83,8 +83,9 @@ def summary_lines(timeline: Timeline) -> list[str]:
     """What a Nsight Systems user reads first: span, busy share, streams, the gaps and where they fall, copies."""
     length, busy, gaps = timeline.length_us, timeline.busy_us, timeline.gaps
     share = busy / length * 100 if length else 0.0
-    lines = [f"call {timeline.call + 1} of {timeline.calls} of {timeline.variant}: {len(timeline.spans)} launches on "
-             f"{len(timeline.streams)} stream(s) over {length / 1e3:.3f} ms; GPU busy {busy / 1e3:.3f} ms ({share:.1f} %)"]
+    first = (f"call {timeline.call + 1} of {timeline.calls} of {timeline.variant}: {len(timeline.spans)} launches on "
+             f"{len(timeline.streams)} stream(s) over {length / 1e3:.3f} ms; GPU busy {busy / 1e3:.3f} ms ({share:.1f} %)")
+    lines = [first]
     if gaps:
         worst = max(gaps, key=lambda s: s.gap_us)
         lines.append(f"{len(gaps)} idle gaps over {GAP_US:g} us, {sum(s.gap_us for s in gaps) / 1e3:.3f} ms in all; the "
@@ -138,6 +139,7 @@ def timeline_table(variant: Variant, call: int = 0) -> Table:
         return Table(TIMELINE_COLUMNS, [], [], [], notes=(NO_TIMELINE,), title=title)
     rows = [(s.start_us / 1e3, s.duration_us, s.gap_us, s.stream, s.layer, s.name) for s in timeline.spans]
     tones = ["warn" if s.gap_us > GAP_US else ("dim" if s.copy else "") for s in timeline.spans]
-    notes = [*summary_lines(timeline), *filter(None, [traced_call_note(variant)])]
+    traced = traced_call_note(variant)
+    notes = [*summary_lines(timeline), *([traced] if traced else [])]
     return Table(TIMELINE_COLUMNS, rows, list(range(len(rows))), tones,  # type: ignore[arg-type]
                  notes=tuple(notes), title=title, time_column=1)

@@ -90,6 +90,15 @@ def variant_table(summaries: Sequence[VariantSummary], baseline: str | None) -> 
     return _table(columns, rows, [s.name for s in summaries], tones)
 
 
+def live_variant_table(finished: Sequence[VariantSummary], running: tuple[str, str] | None) -> Table:
+    """A live study's rows: the variants its session file holds, then the one in progress (name, step) marked running."""
+    table = variant_table(finished, baseline_of(finished))
+    if running is None or running[0] in table.keys:
+        return table
+    row = (running[0], *([None] * (len(table.columns) - 2)), f"running: {running[1]}")
+    return Table(table.columns, [*table.rows, row], [*table.keys, running[0]], [*table.tones, "dim"])
+
+
 def baseline_of(summaries: Sequence[VariantSummary]) -> str | None:
     """Session.baseline() for a live study's snapshots: fp16 where timed, else the first timed variant."""
     timed = [s.name for s in summaries if s.median_ms is not None]
