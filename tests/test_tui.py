@@ -438,3 +438,54 @@ async def test_no_finished_variant_then_a_drill_key_is_a_notice_not_a_crash(sess
         await pilot.press(key)
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen) and app._exception is None
+
+
+async def test_the_live_view_calls_finished_only_what_the_session_file_holds(tmp_path, monkeypatch):
+    from inspector.request import StudyRequest
+    from inspector.tui.widgets.table_panel import TablePanel
+
+    out = tmp_path / "live.json"
+    seen: list[tuple[list[tuple[str, str]], list[str]]] = []
+    show = TablePanel.show
+
+    def recording_show(self, data):
+        show(self, data)
+        if self.id == "landed":  # each row's status beside what the file on disk holds at that moment
+            on_disk = [v.name for v in storage.load(out).variants] if out.exists() else []
+            seen.append(([(row[0], row[-1]) for row in self.table.rows], on_disk))
+
+    monkeypatch.setattr(TablePanel, "show", recording_show)
+    request = StudyRequest(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=2, iters=1, warmup_s=0,
+                           calib_count=2, out=str(out), command=("trt-inspect", "test_resnet"))
+    app = InspectorApp(study=request)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    running = [rows for rows, _ in seen if any(status.startswith("running") for _, status in rows)]
+    assert [("fp32", "ok"), ("bf16", "running: build: building bf16")] in running  # fp32 saved, bf16 under way
+    for rows, on_disk in seen:
+        assert [name for name, status in rows if not status.startswith("running")] == on_disk
+
+
+async def test_the_browser_marks_states_and_refuses_to_diff_a_running_study(tmp_path):
+    import copy
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    done = storage.load(H200 / "senet154-mainjob-warm.json")
+    storage.save(done, folder / "done.json")
+    running = copy.deepcopy(done)
+    running.variants = running.variants[:1]
+    running.study.created = "2099-01-01T00:00:00+00:00"  # newest: the first row
+    storage.save(running, folder / "running.json")
+    app = InspectorApp(sessions_folder=folder)
+    with storage.session_lock(folder / "running.json"):
+        async with app.run_test(size=(140, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            rows = {row[-1]: row[3] for row in app.screen.panel.table.rows}
+            assert rows == {"running.json": "running (building fp16: 1 of 4 variants built)", "done.json": "complete"}
+            await pilot.press("space", "j", "space", "c")
+            await pilot.pause()
+            assert isinstance(app.screen, BrowserScreen)  # no diff opened
+            assert any("still being written by a running study" in n.message for n in app._notifications)
