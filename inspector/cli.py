@@ -6,10 +6,11 @@ stdout carries data only (tables, JSON, Markdown); progress and errors go to std
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACER_CHOICES
@@ -739,22 +740,34 @@ def _show_library_warnings(verbose: bool) -> None:
     logging.disable(logging.NOTSET if verbose else logging.WARNING)
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (a scheduler's cancel, `kill`) ends a study like Ctrl-C: finished variants kept, exit 130."""
+@contextlib.contextmanager
+def _interrupt_on_sigterm() -> Iterator[None]:
+    """While a command runs, SIGTERM (a scheduler's cancel, `kill`) ends it like Ctrl-C: finished variants kept,
+    exit 130. The previous handler comes back afterwards: `main` called in-process (tests) leaves none behind."""
     import signal
     import threading
 
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with _interrupt_on_sigterm():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_libraries()
-    _interrupt_on_sigterm()
     parser = build_parser()
     bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
     if bare_model and _interactive():

@@ -81,3 +81,13 @@ def test_the_estimate_comes_from_the_steps_done():
     now[0] = 110.0
     assert eta.update(Progress("timing", "round 2/5", None, 2, 5)) == "timing: round 2 of 5; about 15 s left"
     assert duration_words(59.6) == "1 min 00 s"
+
+
+def test_the_cli_called_in_process_leaves_no_sigterm_handler_behind():
+    import signal
+
+    from inspector.cli import main
+
+    before = signal.getsignal(signal.SIGTERM)
+    main(["sessions"])
+    assert signal.getsignal(signal.SIGTERM) is before  # pytest's own handling of SIGTERM stays
