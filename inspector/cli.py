@@ -6,10 +6,11 @@ stdout carries data only (tables, JSON, Markdown); progress and errors go to std
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACER_CHOICES
@@ -71,9 +72,12 @@ def _add_session_commands(sub) -> None:
     p = sub.add_parser("open", help="open a saved session in the TUI")
     p.add_argument("session", nargs="?", help="session file or name (default: the session browser)")
 
-    p = sub.add_parser("show", help="print a session's variant table")
+    p = sub.add_parser("show", help="print a session's variant table, or with --layers every layer in full")
     p.add_argument("session")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--layers", action="store_true",
+                   help="every layer: tactic, input / output formats and dtypes, reformats, precision as run and as asked")
+    p.add_argument("--variant", action="append", dest="variants", help="with --layers: only these variants (repeatable)")
 
     p = sub.add_parser("groups", help="per-group kernels and time per variant, and flagged layers")
     p.add_argument("session")
@@ -139,7 +143,8 @@ def _add_report_commands(sub) -> None:
     p.add_argument("session", nargs="+", help="one session; several for --format study")
     p.add_argument("--format", default="md", choices=["md", "csv", "json", "study", "matrix"],
                    help="study: the FP8 study section of one or more sessions; matrix: a merged session's tables per axis pair")
-    p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun")
+    p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun; "
+                   "with --format csv or json, `layers`: every layer with tactic, formats, reformats and precision")
     p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules")
     p.add_argument("-o", "--output", help="write here instead of stdout (refuses to overwrite without --force)")
     p.add_argument("--force", action="store_true")
@@ -277,7 +282,10 @@ def _print_summary(session, path) -> None:
     batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
     print(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})")
     print(table_text(views.session_variant_table(session)))
-    for line in verdict_lines(session, load_rules()):
+    from sessions.layer_verdict import layer_time_lines
+
+    rules = load_rules()
+    for line in verdict_lines(session, rules) or layer_time_lines(session, rules):
         print(line)
     for variant in session.variants:
         for note in variant.notes:
@@ -337,8 +345,24 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = resolve(args.session)
     session = load(path)
-    _print_session(session, path, args.json)
+    if args.layers:
+        _print_layers(session, path, args.variants, args.json)
+    else:
+        _print_session(session, path, args.json)
     return ExitCode.OK
+
+
+def _print_layers(session, path, names: list[str] | None, as_json: bool) -> None:
+    from sessions.layer_detail import layer_detail_table, layers_document
+    from sessions.tables import table_text
+
+    if as_json:
+        _print_json(layers_document(session, str(path), names))
+        return
+    for variant in [session.variant(name) for name in names] if names else session.variants:
+        table = layer_detail_table(variant)
+        print(table.title)
+        print(table_text(table))
 
 
 @command("import")
@@ -465,7 +489,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise InputError(f"--format {args.format} takes one session; --format study takes several")
     path = paths[0]
     session = load(path)
-    if args.format == "md":
+    if args.format in ("csv", "json") and args.sections == "layers":
+        from sessions.layer_detail import layers_csv, layers_document
+
+        text = layers_csv(session) if args.format == "csv" else _json_text(layers_document(session, str(path)))
+    elif args.format == "md":
         sections = [s.strip() for s in args.sections.split(",")] if args.sections else None
         unknown = [s for s in sections or [] if s not in export.SECTIONS]
         if unknown:
@@ -712,22 +740,34 @@ def _show_library_warnings(verbose: bool) -> None:
     logging.disable(logging.NOTSET if verbose else logging.WARNING)
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (a scheduler's cancel, `kill`) ends a study like Ctrl-C: finished variants kept, exit 130."""
+@contextlib.contextmanager
+def _interrupt_on_sigterm() -> Iterator[None]:
+    """While a command runs, SIGTERM (a scheduler's cancel, `kill`) ends it like Ctrl-C: finished variants kept,
+    exit 130. The previous handler comes back afterwards: `main` called in-process (tests) leaves none behind."""
     import signal
     import threading
 
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with _interrupt_on_sigterm():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_libraries()
-    _interrupt_on_sigterm()
     parser = build_parser()
     bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
     if bare_model and _interactive():

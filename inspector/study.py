@@ -43,6 +43,7 @@ class Progress:
     total: int = 0
     session_path: Path | None = None
     variants: tuple[VariantSummary, ...] = ()
+    saved: bool = False  # the session file holds `variants` as they stand: what a front end may call finished
 
 
 Report = Callable[[Progress], None]
@@ -62,7 +63,7 @@ class Recorder:
         if saved:
             save(self.session, self.path)
         summaries = tuple(summarize_session(self.session))
-        self.report(Progress(phase, message, variant, done, total, self.path, summaries))
+        self.report(Progress(phase, message, variant, done, total, self.path, summaries, saved))
 
 
 def session_path(plan: StudyPlan, created: dt.datetime) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from sessions.comparison import comparisons
 from sessions.model import Session
+from sessions.state import unfinished_step
 
 SIMULATED_FP8 = (
     "simulated FP8 (ModelOpt fake quantization): quality reflects the FP8 recipe, time is not FP8 kernel speed"
@@ -28,6 +29,7 @@ NO_REFERENCE = "quality not measured: an .onnx model has no fp32 PyTorch referen
 GROUP_SPEEDUP = "speed-up = baseline ms / variant ms of the group's kernels per call: above 1 is faster"
 INTERRUPTED = "interrupted; finished variants are saved in {path}"
 CANCELLED = "study cancelled; finished variants are saved in {path}"
+INCOMPLETE = "incomplete session: the study stopped, or is still running, at {step}; the figures cover what finished"
 FLAG_NEW = "new in {variant}"
 FLAG_IN_BASELINE = "also in {baseline}"
 COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the figures unstable
@@ -45,6 +47,9 @@ def unstable_variants(session: Session) -> list[str]:
 def session_caveats(session: Session) -> list[str]:
     """The caveats that apply to `session`, in the order views print them."""
     lines = []
+    step = unfinished_step(session)
+    if step is not None:
+        lines.append(INCOMPLETE.format(step=step))
     names = {c.baseline.name for c in comparisons(session) if c.baseline is not None}
     if names:
         lines.append(SPEEDUP.replace("baseline", names.pop() if len(names) == 1 else "its own baseline (vs)"))

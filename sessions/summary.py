@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from sessions.comparison import Comparison, comparisons, reference
+from sessions.comparison import Comparison, batch_of, comparisons, reference
 from sessions.model import SCHEMA_VERSION, Session, Variant
 
 
@@ -32,9 +32,12 @@ class VariantSummary:
     build_s: float | None
     error: str | None
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
+    images_per_s: float | None = None  # batch / median: throughput of the timed calls
+    fp8_weights_mib: float | None = None  # an FP8 recipe's weights with the quantized ones at one byte
 
 
-def summarize_variant(comparison: Comparison) -> VariantSummary:
+def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSummary:
+    """The variant's row against its baseline; `batch` (images per call, None where unknown) gives throughput."""
     variant = comparison.variant
     lat, trace, q = variant.latency, variant.trace, variant.quality
     return VariantSummary(
@@ -60,6 +63,9 @@ def summarize_variant(comparison: Comparison) -> VariantSummary:
         build_s=variant.build_s,
         error=variant.error,
         layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
+        images_per_s=batch / lat.median_ms * 1e3 if lat and batch and lat.median_ms > 0 else None,
+        fp8_weights_mib=(variant.recipe.weight_bytes_fp8 / (1 << 20)
+                         if variant.recipe is not None and variant.recipe.weight_bytes_fp8 is not None else None),
     )
 
 
@@ -76,7 +82,7 @@ def median_cell(s: VariantSummary) -> float | str | None:
 
 
 def summarize_session(session: Session) -> list[VariantSummary]:
-    return [summarize_variant(c) for c in comparisons(session)]
+    return [summarize_variant(c, batch_of(session, c.variant)) for c in comparisons(session)]
 
 
 def summary_document(session: Session, path: str | None = None) -> dict:

@@ -99,6 +99,11 @@ _MARKDOWN_CHARS = str.maketrans({**_BREAKS, "\\": "\\\\", "|": "\\|", "`": "\\`"
 _BLOCK_START = re.compile(r"^([#>+*=~`_\[-]|\d+(?=[.)]))")  # heading, quote, list, rule, fence, link label
 
 
+def terminal_line(text: object) -> str:
+    """Text from a session as one line for a terminal: every control character and line break a space."""
+    return str(text).translate(_BREAKS)
+
+
 def md_cell(text: object) -> str:
     """Text from a session as one inline Markdown run: no line break, no cell break, no raw HTML."""
     return str(text).translate(_MARKDOWN_CHARS)

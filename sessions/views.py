@@ -72,8 +72,8 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
         Column(captions.speedup_label(shared), "speedup"), *([Column("vs")] if len(baselines) > 1 else []),
         Column(per_call, "count"),
         Column("outside layers", "count"), Column("top-1 %", "pct"), Column("mean KL", "sci"),
-        Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("MiB", "mib"), Column("build s", "seconds"),
-        Column("backend"), Column("status"),
+        Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("images/s", "count"), Column("MiB", "mib"),
+        Column("fp8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
     ]
     rows: list[tuple[Any, ...]] = []
     tones: list[Tone] = []
@@ -81,12 +81,22 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
         rows.append((
             s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, *([s.baseline] if len(baselines) > 1 else []),
             s.per_call, s.unattributed,
-            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.artifact_mib, s.build_s,
+            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.images_per_s, s.artifact_mib,
+            s.fp8_weights_mib, s.build_s,
             f"{s.backend}, {captions.SIMULATED_TAG}" if s.simulated else s.backend,
             s.status if not s.error else f"failed: {s.error}",
         ))
         tones.append("bad" if s.error else tone(s.judgement))
     return _table(columns, rows, [s.name for s in summaries], tones)
+
+
+def live_variant_table(finished: Sequence[VariantSummary], running: tuple[str, str] | None) -> Table:
+    """A live study's rows: the variants its session file holds, then the one in progress (name, step) marked running."""
+    table = variant_table(finished)
+    if running is None or running[0] in table.keys:
+        return table
+    row = (running[0], *([None] * (len(table.columns) - 2)), f"running: {running[1]}")
+    return Table(table.columns, [*table.rows, row], [*table.keys, running[0]], [*table.tones, "dim"])
 
 
 def session_variant_table(session: Session) -> Table:
@@ -153,6 +163,38 @@ def _group_baselines(session: Session, names: list[str]) -> dict[str, str]:
         if base is not None and base.name in names:
             found[name] = base.name
     return found
+
+
+def pair_of(session: Session, variant: str) -> tuple[str, str] | None:
+    """(baseline, variant): `variant` beside its own baseline; the baseline itself gives the default pair."""
+    default = default_pair(session)
+    baseline = baseline_for(session, session.variant(variant))
+    base = baseline.name if baseline is not None else (default[0] if default else None)
+    if base is not None and base != variant:
+        return base, variant
+    return default
+
+
+def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, variant: str) -> Table:
+    """Per group: `variant` beside `baseline`, largest added time first (the groups that explain the verdict on top)."""
+    comparisons = compare_groups(session, by, rules, [baseline, variant])
+    columns = [Column(by), Column(f"{variant} ms", "ms"), Column(f"{baseline} ms", "ms"), Column("delta ms", "delta_ms"),
+               Column(captions.speedup_label(baseline), "speedup"), Column(f"{variant} k/call", "count"),
+               Column(f"{baseline} k/call", "count"), Column(f"{variant} %", "pct")]
+    rows: list[tuple[Any, ...]] = []
+    for c in comparisons:
+        a, b = c.rows.get(baseline), c.rows.get(variant)
+        ms_a, ms_b = (a.time_ms if a else None), (b.time_ms if b else None)
+        delta = (ms_b or 0.0) - (ms_a or 0.0) if ms_a is not None or ms_b is not None else None
+        speedup = ratio(ms_a, ms_b)
+        rows.append((c.group, ms_b, ms_a, delta, speedup, b.kernels_per_call if b else None,
+                     a.kernels_per_call if a else None, _percent(b.share if b else None)))
+    rows.sort(key=lambda r: -(r[3] if r[3] is not None else float("-inf")))
+    notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
+    if session.variants and all(v.kernels is None for v in session.variants):
+        notes.append(captions.NO_KERNEL_TABLE)
+    return _table(columns, rows, [r[0] for r in rows], [_delta_tone(r[3], r[2] or r[1]) for r in rows],
+                  notes=tuple(notes), title=f"{variant} against {baseline}, by {by}", time_column=1)
 
 
 def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str, dict[str, float | None]]:

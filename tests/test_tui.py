@@ -35,9 +35,9 @@ async def test_drill_group_layer_kernel_and_back(session):
         assert isinstance(app.screen, OverviewScreen)
         await pilot.press("g")
         assert isinstance(app.screen, GroupsScreen)
-        # groups come in the order of the first variant's time: fp16 spends most in grouped convolutions
-        assert app.screen.panel.table.cursor_key == "grouped convolution"
-        await pilot.press("enter")
+        # fp8-all beside fp16, largest added time first: quantize / dequantize, then the convolutions
+        assert app.screen.panel.table.cursor_key == "quantize / dequantize"
+        await pilot.press("slash", *"^grouped", "enter", "enter")
         layers = app.screen
         assert isinstance(layers, LayersScreen) and layers.panel.table.row_count == 50
         assert layers.crumbs[-1] == "grouped convolution in fp8-all"
@@ -391,3 +391,101 @@ async def test_a_click_on_a_header_sorts_by_that_column(session):
         assert table.sort_column == 3 and table.sort_reverse  # numbers: largest first
         counts = [row[3] for row in table.rows]
         assert counts == sorted(counts, reverse=True)
+
+
+# -- the FP8 answer, sessions without a finished variant, imported engines ------------------------
+async def test_the_overview_answers_fp8_above_the_table():
+    from inspector.tui.widgets.answer_panel import AnswerPanel
+    from inspector.tui.widgets.table_panel import TablePanel
+
+    path = H200 / "senet154-mainjob-warm.json"
+    app = InspectorApp(session=storage.load(path), path=path)
+    async with app.run_test(size=(120, 36)):
+        panel = app.screen.query_one(AnswerPanel)
+        text = panel.render().plain
+        assert text.startswith("fp8-all (simulated) is 3.81x slower than fp16; quantize / dequantize adds 11.87")
+        assert "fp8-no-se (simulated) is 2.80x slower" in text and "fp32 is" not in text
+        assert "143 quantizer scales raised" in text and "NaN/Inf on 1 of 15 stress inputs" in text
+        assert panel.region.bottom <= app.screen.query_one(TablePanel).region.y  # above the table, on screen
+
+
+async def test_session_text_in_the_answer_is_neither_markup_nor_control_characters(session):
+    import copy
+
+    from inspector.tui.widgets.answer_panel import AnswerPanel
+
+    odd = copy.deepcopy(session)
+    odd.variant("fp8-all").name = "[bold red]x[/]\x1b[2J\nfp8"
+    app = InspectorApp(session=odd, path=SESSION)
+    async with app.run_test(size=(120, 36)):
+        text = app.screen.query_one(AnswerPanel).render().plain
+        assert "[bold red]x[/]" in text and "\x1b" not in text and "x[/] [2J fp8" in text
+
+
+@pytest.mark.parametrize("key", ["g", "k", "enter"])
+@pytest.mark.parametrize("left", ["none", "failed"])
+async def test_no_finished_variant_then_a_drill_key_is_a_notice_not_a_crash(session, key, left):
+    import copy
+
+    stopped = copy.deepcopy(session)  # what ctrl+x during the first variant leaves: nothing finished
+    if left == "none":
+        stopped.variants = []
+    else:
+        for variant in stopped.variants:
+            variant.status, variant.error = "failed", "out of memory"
+    app = InspectorApp(session=stopped, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press(key)
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen) and app._exception is None
+
+
+async def test_the_live_view_calls_finished_only_what_the_session_file_holds(tmp_path, monkeypatch):
+    from inspector.request import StudyRequest
+    from inspector.tui.widgets.table_panel import TablePanel
+
+    out = tmp_path / "live.json"
+    seen: list[tuple[list[tuple[str, str]], list[str]]] = []
+    show = TablePanel.show
+
+    def recording_show(self, data):
+        show(self, data)
+        if self.id == "landed":  # each row's status beside what the file on disk holds at that moment
+            on_disk = [v.name for v in storage.load(out).variants] if out.exists() else []
+            seen.append(([(row[0], row[-1]) for row in self.table.rows], on_disk))
+
+    monkeypatch.setattr(TablePanel, "show", recording_show)
+    request = StudyRequest(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=2, iters=1, warmup_s=0,
+                           calib_count=2, out=str(out), command=("trt-inspect", "test_resnet"))
+    app = InspectorApp(study=request)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    running = [rows for rows, _ in seen if any(status.startswith("running") for _, status in rows)]
+    assert [("fp32", "ok"), ("bf16", "running: build: building bf16")] in running  # fp32 saved, bf16 under way
+    for rows, on_disk in seen:
+        assert [name for name, status in rows if not status.startswith("running")] == on_disk
+
+
+async def test_the_browser_marks_states_and_refuses_to_diff_a_running_study(tmp_path):
+    import copy
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    done = storage.load(H200 / "senet154-mainjob-warm.json")
+    storage.save(done, folder / "done.json")
+    running = copy.deepcopy(done)
+    running.variants = running.variants[:1]
+    running.study.created = "2099-01-01T00:00:00+00:00"  # newest: the first row
+    storage.save(running, folder / "running.json")
+    app = InspectorApp(sessions_folder=folder)
+    with storage.session_lock(folder / "running.json"):
+        async with app.run_test(size=(140, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            rows = {row[-1]: row[3] for row in app.screen.panel.table.rows}
+            assert rows == {"running.json": "running (building fp16: 1 of 4 variants built)", "done.json": "complete"}
+            await pilot.press("space", "j", "space", "c")
+            await pilot.pause()
+            assert isinstance(app.screen, BrowserScreen)  # no diff opened
+            assert any("still being written by a running study" in n.message for n in app._notifications)
