@@ -42,6 +42,7 @@ class FP8Recipe:
     fold_batchnorm: bool = False
     share_input_scale: bool = False
     aliases: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()  # convolution kernel sizes quantized ("1x1"); empty: any
 
 
 @dataclass
@@ -96,6 +97,9 @@ def select(structure: ModelStructure, name: str, exclude_patterns: list[str] | t
     selection = Selection(recipe, [], [])
     for node in structure.layers:
         if node.op not in recipe.ops:
+            continue
+        if recipe.kernels and "x".join(map(str, node.kernel)) not in recipe.kernels:
+            selection.excluded.append(node.path)  # by structure: another kernel size
             continue
         roles = [role for role in recipe.exclude_roles if role in node.roles]
         for role in roles:
