@@ -162,20 +162,20 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
     structure = _structure_of(model_name, checkpoint)
     kept: list[VariantPlan] = []
     notes: list[str] = []
-    chosen: dict[str, Selection] = {}
+    chosen: dict[str | None, dict[str, Selection]] = {}  # per backend: the real engine beside the simulation is no repeat
     for variant in variants:
         if variant.precision != "fp8":
             kept.append(variant)
             continue
         selection = select(structure, variant.recipe or "all", variant.exclude)
         try:
-            check_selections(model_name, structure, {**chosen, variant.name: selection})
+            check_selections(model_name, structure, {**chosen.get(variant.backend, {}), variant.name: selection})
         except InputError as exc:
             if explicit:
                 raise
             notes.append(f"left out: {exc.message}")
             continue
-        chosen[variant.name] = selection
+        chosen.setdefault(variant.backend, {})[variant.name] = selection
         kept.append(variant)
     if not kept:
         raise InputError(f"no variant of {model_name} is left to run")
