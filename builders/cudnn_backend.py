@@ -18,7 +18,7 @@ from builders.engine_graph import trace
 from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
 from builders.fp8_kernels import Quantizer, make_quantizer
 from builders.variant_modules import VariantModule, fold_batchnorm, variant_module
-from sessions.errors import InputError, MissingEnvironment
+from sessions.errors import InputError, MissingEnvironment, first_line
 from sessions.model import Recipe, Variant
 from sessions.plan import VariantPlan
 
@@ -92,14 +92,21 @@ class CudnnBackend(Backend):
             simulated = variant_module(self._reference, VariantPlan("fp8", variant.recipe, variant.exclude), calibration,
                                        torch.float16)
         plain = self._plain(simulated)
-        engine, layers, notes = build_engine(self.context, trace(plain), plain, simulated)
+        try:
+            engine, layers, notes = build_engine(self.context, trace(plain), plain, simulated)
+        except (InputError, MissingEnvironment):
+            raise
+        except Exception as exc:  # noqa: BLE001  (the variant fails with one line; the study goes on)
+            raise RuntimeError(f"the cuDNN engine could not build {variant.name}: {type(exc).__name__}: "
+                               f"{first_line(exc)}") from None
         self.context.cache.save()
         torch.cuda.synchronize()
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device="cuda", simulated=False,
             recipe=_real_recipe(simulated), build_s=time.perf_counter() - start,
             artifact_bytes=sum(t.numel() * t.element_size() for t in plain.state_dict().values()),
-            notes=[f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels"] + notes, layers=layers,
+            notes=[f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {self.describe()['cudnn-backend']}, "
+                   f"frontend {self.describe()['cudnn-frontend']}"] + notes, layers=layers,
         )
         return BuildResult(engine, result)
 

@@ -99,9 +99,15 @@ def _fetch(module: torch.nn.Module, target: str) -> Any:
 def _input_shapes(traced: TracedModel, static_input: torch.Tensor) -> dict[str, tuple[int, ...]]:
     """The input shape of every convolution at the study's batch, from one fp16 run of the traced graph."""
     shapes: dict[str, tuple[int, ...]] = {}
-    modules = dict(traced.module.named_modules())
-    handles = [m.register_forward_pre_hook(lambda _m, args, p=path: shapes.setdefault(p, tuple(args[0].shape)))
-               for path, m in modules.items() if isinstance(m, torch.nn.Conv2d)]
+
+    def hook(path: str) -> Callable[..., None]:
+        def record(_module: torch.nn.Module, args: tuple[Any, ...]) -> None:  # None: the inputs stay as they are
+            shapes.setdefault(path, tuple(args[0].shape))
+
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(path)) for path, m in traced.module.named_modules()
+               if isinstance(m, torch.nn.Conv2d)]
     try:
         with torch.no_grad():
             traced.module(static_input.to(device="cuda", dtype=torch.float16))
