@@ -46,6 +46,7 @@ def engine_problem() -> str | None:
 @register_backend
 class CudnnBackend(Backend):
     name = "cudnn"
+    label = "cuDNN / cuBLASLt engine"
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}), devices=frozenset({"cuda"}))
 
     @classmethod
@@ -83,6 +84,9 @@ class CudnnBackend(Backend):
         return {"engine": ENGINE_LABEL, "cudnn-frontend": str(getattr(cudnn, "__version__", "unknown")),
                 "cudnn-backend": str(cudnn.backend_version())}
 
+    def engine(self) -> str:
+        return f"{self.label} (cuDNN {self.context.cudnn.backend_version()})"
+
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision not in ("fp16", "fp8"):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
@@ -105,8 +109,8 @@ class CudnnBackend(Backend):
             name=variant.name, backend=self.name, precision=variant.precision, device="cuda", simulated=False,
             recipe=_real_recipe(simulated), build_s=time.perf_counter() - start,
             artifact_bytes=sum(t.numel() * t.element_size() for t in plain.state_dict().values()),
-            notes=[f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {self.describe()['cudnn-backend']}, "
-                   f"frontend {self.describe()['cudnn-frontend']}"] + notes, layers=layers,
+            notes=[(f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {self.describe()['cudnn-backend']}, "
+                    f"frontend {self.describe()['cudnn-frontend']}"), *notes], layers=layers,
         )
         return BuildResult(engine, result)
 
