@@ -38,6 +38,7 @@ class LayerNode:
     input_shape: tuple[int, ...]
     input_key: int  # layers with the same key read the same tensor
     roles: set[str] = field(default_factory=set)
+    kernel: tuple[int, ...] = ()  # a convolution's kernel size
 
 
 @dataclass
@@ -165,7 +166,8 @@ def _hook(path: str, module: torch.nn.Module, trace: _Trace, producers: _Produce
             return
         if any(n.path == path for n in trace.nodes):
             return
-        trace.nodes.append(LayerNode(path, op, tuple(source.shape), id(source)))
+        kernel = tuple(module.kernel_size) if op == "conv" else ()
+        trace.nodes.append(LayerNode(path, op, tuple(source.shape), id(source), kernel=kernel))
         producers.keep.append(output)
         if op == "conv":
             trace.outputs[id(output)] = path

@@ -33,6 +33,8 @@ class Study:
     weights: str = "unknown"  # "random (pretrained=False, seed N)" or the checkpoint path
     plan: StudyPlan | None = None  # what `rerun` replays; None for imported files
     tool_commit: str | None = None  # git commit of the checkout the tool ran from ("-dirty": local changes)
+    engine: str | None = None  # the engine and its version as its backend names it ("TensorRT 10.3.0"); see sessions.engines
+    engine_options: dict[str, str] = field(default_factory=dict)  # plan options only this engine reads (opt_level)
 
 
 @dataclass
@@ -267,6 +269,7 @@ class Variant:
     kernels: KernelTable | None = None
     trace: TraceSummary | None = None
     quality: Quality | None = None
+    simulation: Quality | None = None  # a real-FP8 engine against the simulated variant of its recipe (same images)
     notes: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)  # what made this variant, where not the study's command (imports)
     # merged sessions only: the job the variant was measured in (index into Session.merge.jobs) and its

@@ -20,7 +20,7 @@ def resnet_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_json_summary_on_stdout_progress_on_stderr(resnet_run):
-    result, out = resnet_run
+    result, _out = resnet_run
     assert result.returncode == 0, result.stderr
     summary = orjson.loads(result.stdout)
     assert [v["name"] for v in summary["variants"]] == ["fp32", "bf16", "fp8-all"]
@@ -63,7 +63,7 @@ def test_text_output_and_show(resnet_run):
     [
         (["run", "resnet19", "--device", "cpu"], 2, "did you mean"),
         (["run", "test_resnet", "--device", "cpu", "--variants", "fp7"], 2, "unknown variant"),
-        (["run", "test_resnet", "--device", "cpu", "--batch", "0"], 2, "--batch must be at least 1"),
+        (["run", "test_resnet", "--device", "cpu", "--batch", "0"], 2, "--batch must be between 1 and 65536, not 0"),
         (["run", "test_resnet", "--backend", "tensorrt"], 3, "TensorRT is not installed"),
         (["run", "test_resnet", "--device", "cuda"], 3, "no CUDA GPU"),
         (["run", "test_resnet", "--device", "cpu", "--images", "/nonexistent"], 2, "no such folder"),

@@ -97,7 +97,7 @@ def test_shipped_weight_scales_and_the_other_choice_by_suffix(resnet18):
     """Per-channel weights by default (the SENet study's), per-tensor for the SegFormer study's linears."""
     assert {name: get_recipe(name).weights for name in recipe_names()} == {
         "all": "per-channel", "no-se": "per-channel", "no-se-no-first-stage": "per-channel",
-        "encoder-linears": "per-tensor"}
+        "pointwise": "per-channel", "encoder-linears": "per-tensor"}
     per_tensor = get_recipe("no-se-no-layer1-per-tensor")
     assert (per_tensor.name, per_tensor.weights) == ("no-se-no-first-stage-per-tensor", "per-tensor")
     assert per_tensor.exclude_roles == get_recipe("no-se-no-first-stage").exclude_roles and per_tensor.fold_batchnorm

@@ -17,8 +17,8 @@ from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
-from sessions.comparison import batch_words
 from sessions.answer import answers
+from sessions.comparison import batch_words
 from sessions.export import environment_section, export_markdown, free_name, method_section
 from sessions.groups import Rules
 from sessions.model import Session
