@@ -104,9 +104,9 @@ def ratio(base: float | None, value: float | None) -> float | None:
 
 
 def _per_image(band: Band | None, batch: int | None) -> Band | None:
-    if band is None or not batch or batch == 1:
+    if band is None or not batch:
         return band
-    return Band(band.center_ms / batch, band.low_ms / batch, band.high_ms / batch, f"{band.statistic}, per image")
+    return Band(band.center_ms / batch, band.low_ms / batch, band.high_ms / batch, band.statistic)
 
 
 def compare(session: Session, variant: Variant) -> Comparison:
