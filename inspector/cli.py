@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACER_CHOICES
+from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACE_CALLS, TRACER_CHOICES
 from sessions.errors import ExitCode, InputError, InspectError
 
 RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears (alias segformer), each "
@@ -58,7 +58,8 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
                    f"inside a round (default {gpu.switch_warmup} on CUDA, {cpu.switch_warmup} on the CPU)")
     p.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads (default: PyTorch's choice)")
     p.add_argument("--tracer", default="auto", choices=list(TRACER_CHOICES))
-    p.add_argument("--trace-calls", type=int, default=1)
+    p.add_argument("--trace-calls", type=int, default=TRACE_CALLS, metavar="N",
+                   help=f"traced eager calls per variant: kernels, and each layer's median and spread (default {TRACE_CALLS})")
     p.add_argument("--checkpoint", help="weights: .safetensors or a torch file (loaded with weights_only=True)")
     p.add_argument("--opt-level", type=int, default=3, help="TensorRT builder_optimization_level (0-5)")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights (default 0)")

@@ -25,8 +25,8 @@ from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
 from sessions.errors import InspectError, MissingEnvironment, first_line
 from sessions.model import Session, Study, TimingMethod, Variant
-from sessions.plan import StudyPlan, VariantPlan, validate_plan
 from sessions.paths import sessions_dir
+from sessions.plan import StudyPlan, VariantPlan, validate_plan
 from sessions.storage import check_writable, save, session_lock
 from sessions.summary import VariantSummary, summarize_session
 
@@ -94,7 +94,7 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
 
 def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Session, Path]:
     validate_plan(plan)
-    created = dt.datetime.now(dt.timezone.utc)
+    created = dt.datetime.now(dt.UTC)
     path = session_path(plan, created)
     check_writable(path)
     with session_lock(path):
@@ -259,14 +259,17 @@ def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
             variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
     if not backend.capabilities.layer_times:
         return False
+    calls = max(plan.trace_calls, 10)
     try:
-        times = engine.layer_times(max(plan.trace_calls, 10))  # in a pass of its own; replaces kernel sums
+        times = engine.layer_times(calls)  # in a pass of its own; replaces kernel sums
     except InspectError as exc:
         variant.notes.append(f"per-layer profiler failed: {one_line(exc)}")
         return False
-    matched = [layer for layer in variant.layers if layer.name in times]
+    matched = [layer for layer in variant.layers if times.get(layer.name)]
     for layer in matched:
-        layer.time_ms = times[layer.name]
+        values = times[layer.name]
+        layer.time_ms = sum(values) / len(values)
+        layer.call_times_ms = list(values) if len(values) == calls else []  # one report per call: a spread
     if not matched:
         variant.notes.append(f"the per-layer profiler reported {len(times)} layers, none of them by a known name")
     return bool(matched)
