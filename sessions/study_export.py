@@ -17,9 +17,9 @@ from sessions.export import shell_line, stress_cell
 from sessions.groups import Rules
 from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Quality, Session, Variant
+from sessions.noise import FASTER, judge, latency_band
 from sessions.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
-PAYS = 1.05  # FP8 pays from this speed-up on: below it a gain is within run-to-run noise
 COMPUTE_OPS = ("conv", "linear", "matmul")
 SIMULATED = ("simulated FP8 (PyTorch with ModelOpt fake quantization): the numerics of the recipe, "
              "not the speed of FP8 kernels")
@@ -67,6 +67,13 @@ class Row:
     def axes(self) -> dict[str, str]:
         return {**self.job.axes, "variant": self.fp8.name}
 
+    @property
+    def pays(self) -> bool:
+        """FP8's latency band lies wholly below fp16's (`sessions.noise.judge`); never where a spread is missing."""
+        assert self.fp16.latency is not None and self.fp8.latency is not None
+        fp16, fp8 = latency_band(self.fp16.latency), latency_band(self.fp8.latency)
+        return fp16 is not None and fp8 is not None and judge(fp16, fp8) == FASTER
+
 
 def jobs_of(sources: list[tuple[str, Session]]) -> list[Job]:
     sessions = [job for path, session in sources for job in split_merged(session, path)]
@@ -113,7 +120,7 @@ def decision(rows: list[Row], axes: list[str]) -> str:
     if not real:
         return (f"No speed decision: every FP8 variant here is {SIMULATED}. Simulated FP8 ran at "
                 f"{span([r.x for r in simulated])} of fp16; measure with `--backend tensorrt` to decide.")
-    paying = [r for r in real if r.x >= PAYS]
+    paying = [r for r in real if r.pays]
     if not paying:
         return f"FP8 does not pay: {span([r.x for r in real])} of fp16."
     if len(paying) == len(real):
@@ -124,7 +131,8 @@ def decision(rows: list[Row], axes: list[str]) -> str:
 
 
 def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
-    lines = ["### Summary and decision", "", (f"**{decision(rows, axes)}** (FP8 pays from {PAYS:.2f}x; "
+    lines = ["### Summary and decision", "", (f"**{decision(rows, axes)}** (FP8 pays where its latency band lies "
+             "below fp16's, the band being the round medians' range and the 95 % interval of the median; "
              "x = fp16 median / FP8 median of the same job, above 1 is faster.)"), ""]
     models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
     gpus = ", ".join(dict.fromkeys(f"{job.gpu()} ({job.engine()})" for job in jobs))

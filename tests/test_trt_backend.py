@@ -427,8 +427,8 @@ def test_a_tracer_failure_leaves_the_layers_and_profiler_times():
     variant, profiled = run_trace_variant(StubEngine({"a": [0.25, 0.75] * 5}), FailingTracer(), "IProfiler words")
     assert profiled and [(layer.name, layer.time_ms) for layer in variant.layers] == [("a", 0.5), ("b", None)]
     assert variant.layers[0].call_times_ms == [0.25, 0.75] * 5  # one report in each of the 10 profiled calls
-    assert variant.notes == ["kernel trace failed, no kernels recorded: CUPTI refused to trace "
-                             "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)"]
+    assert variant.notes == [("kernel trace failed, no kernels recorded: CUPTI refused to trace "
+                              "(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)")]
 
 
 def test_per_layer_words_claim_the_profiler_only_where_it_measured():
