@@ -26,10 +26,11 @@ TRACER_CHOICES = ("auto", "cupti", "torch", "none")
 # engines and eager fallbacks use the same defaults unmeasured (their sessions' round medians show it).
 CUDA_TIMING = TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=5)
 CPU_TIMING = TimingPlan(warmup_s=0.5, rounds=3, iters=5, switch_warmup=1)
-# Traced eager calls per variant: per-layer and per-group times are the median over them, and their spread is the
-# band `sessions.noise` judges layers by. Five is the fewest whose range holds the median with about 94 %
-# (1 - 2 / 2^5); each extra call costs one eager inference under the tracer and its records in the session.
-TRACE_CALLS = 5
+# Traced eager calls per variant: each layer's and group's time per call, and the spread `sessions.noise` judges
+# them by. With 7 calls the band is their range: it holds the median with 98.4 % (1 - 2 / 2^7), and the ranges of
+# two reruns of an unchanged layer miss each other in one direction 1 time in 3,432 (1 / C(14, 7)); with 5 calls,
+# 1 in 252, too often for a model of a hundred layers. Each call costs one eager inference under the tracer.
+TRACE_CALLS = 7
 
 
 @dataclass(frozen=True)
