@@ -216,8 +216,9 @@ def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: boo
         return "not measured (--tracer none)"
     unit = "kernels' GPU time" if device == "cuda" else "outermost aten ops' host time"
     return (
-        f"sum of the layer's own {unit} in the traced eager call(s), per call; a layer is a module, and a "
-        "parent module owns what its own forward code launches outside its children"
+        f"sum of the layer's own {unit} in the traced eager call(s), per call (mean; each call's time is stored, "
+        "the spread diff judges layers by); a layer is a module, and a parent module owns what its own forward code "
+        "launches outside its children"
     )
 
 
