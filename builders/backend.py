@@ -69,8 +69,9 @@ class Engine(ABC):
         """Outputs of the simulated variant this engine's numerics should match (float32 CPU), or None."""
         return None
 
-    def layer_times(self, calls: int) -> dict[str, float]:
-        """Mean per-layer time (ms) over `calls` inferences; only where Capabilities.layer_times."""
+    def layer_times(self, calls: int) -> dict[str, list[float]]:
+        """Each layer's times (ms) as the profiler reported them over `calls` inferences, one per report
+        (one per call where the layer runs once a call); only where Capabilities.layer_times."""
         raise NotImplementedError
 
     @abstractmethod

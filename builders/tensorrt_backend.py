@@ -142,8 +142,8 @@ class TensorRTEngine(Engine):
         info = parse_layer_info(trt_compat.layer_information(self.trt, self.engine, self.context), "engine inspector")
         return info.layers
 
-    def layer_times(self, calls: int) -> dict[str, float]:
-        """Mean IProfiler time per layer over `calls` enqueues, in a pass of its own."""
+    def layer_times(self, calls: int) -> dict[str, list[float]]:
+        """IProfiler times per layer over `calls` enqueues, in a pass of its own, one per report."""
         times: dict[str, list[float]] = {}
         self.context.profiler = trt_compat.make_layer_profiler(self.trt, times)
         try:
@@ -153,7 +153,7 @@ class TensorRTEngine(Engine):
                 self.device.synchronize()
         finally:
             self.context.profiler = None
-        return {normalize_name(name): sum(values) / len(values) for name, values in times.items()}
+        return {normalize_name(name): values for name, values in times.items()}
 
     def release(self) -> None:
         self.device.synchronize()

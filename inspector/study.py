@@ -236,8 +236,9 @@ def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: boo
         return "not measured (--tracer none)"
     unit = "kernels' GPU time" if device == "cuda" else "outermost aten ops' host time"
     return (
-        f"sum of the layer's own {unit} in the traced eager call(s), per call; a layer is a module, and a "
-        "parent module owns what its own forward code launches outside its children"
+        f"sum of the layer's own {unit} in the traced eager call(s), per call (mean; each call's time is stored, "
+        "the spread diff judges layers by); a layer is a module, and a parent module owns what its own forward code "
+        "launches outside its children"
     )
 
 
@@ -284,14 +285,17 @@ def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
             variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
     if not backend.capabilities.layer_times:
         return False
+    calls = max(plan.trace_calls, 10)
     try:
-        times = engine.layer_times(max(plan.trace_calls, 10))  # in a pass of its own; replaces kernel sums
+        times = engine.layer_times(calls)  # in a pass of its own; replaces kernel sums
     except InspectError as exc:
         variant.notes.append(f"per-layer profiler failed: {one_line(exc)}")
         return False
-    matched = [layer for layer in variant.layers if layer.name in times]
+    matched = [layer for layer in variant.layers if times.get(layer.name)]
     for layer in matched:
-        layer.time_ms = times[layer.name]
+        values = times[layer.name]
+        layer.time_ms = sum(values) / len(values)
+        layer.call_times_ms = list(values) if len(values) == calls else []  # one report per call: a spread
     if not matched:
         variant.notes.append(f"the per-layer profiler reported {len(times)} layers, none of them by a known name")
     return bool(matched)

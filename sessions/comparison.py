@@ -23,10 +23,9 @@ from typing import Literal
 
 from sessions.errors import InputError
 from sessions.model import Session, Variant
-from sessions.noise import Band, judge, latency_band
+from sessions.noise import FASTER, SLOWER, WITHIN, Band, judge, latency_band
 
 BASELINE_PRECISION = "fp16"  # what FP8 is compared with, as the engineers who ship engines decide
-FASTER, SLOWER, WITHIN_NOISE = "faster", "slower", "within noise"
 Tone = Literal["", "good", "bad", "warn", "dim"]
 
 
@@ -37,7 +36,7 @@ class Comparison:
     variant: Variant
     baseline: Variant | None  # None: nothing timed to compare with
     speedup: float | None  # baseline time per image / variant time per image; None where either is not a time
-    judgement: str | None  # FASTER, SLOWER, WITHIN_NOISE; None where not judged (no band, itself, no baseline)
+    judgement: str | None  # FASTER, SLOWER, WITHIN; None where not judged (no band, itself, no baseline)
     statistic: str | None  # the statistic the judgement used, in words
 
     @property
@@ -104,9 +103,7 @@ def ratio(base: float | None, value: float | None) -> float | None:
 
 
 def _per_image(band: Band | None, batch: int | None) -> Band | None:
-    if band is None or not batch:
-        return band
-    return Band(band.center_ms / batch, band.low_ms / batch, band.high_ms / batch, band.statistic)
+    return band.scaled(batch) if band is not None and batch else band
 
 
 def compare(session: Session, variant: Variant) -> Comparison:
@@ -143,7 +140,7 @@ def speedup_words(comparison: Comparison) -> str | None:
     if c.baseline is None or c.is_baseline or c.speedup is None:
         return None
     name = c.baseline.name
-    if c.judgement == WITHIN_NOISE:
+    if c.judgement == WITHIN:
         return f"is within noise of {name} ({c.speedup:.2f}x)"
     if c.judgement is None:
         return f"runs at {c.speedup:.2f}x of {name} (not judged: no timing spread stored)"

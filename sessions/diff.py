@@ -2,9 +2,10 @@
 
 Variants pair by name, by `--pair A=B`, or as the single variants of two one-variant sessions.
 When the batches differ, every figure is divided by the batch: the comparison is per image.
-A change counts as a regression only past `threshold` and past the sessions' own spread: twice the
-larger coefficient of variation for latency, so that noise a rerun would show is never flagged;
-per-layer and per-group times also need an absolute change of `TIME_FLOOR` of the variant's time.
+A latency, group or layer time counts as a regression only where `sessions.noise.judge` calls B slower
+than A (the two sessions' bands do not overlap) and the change passes `threshold`; per-layer and
+per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. A time without a
+stored spread on either side is not judged, never a regression, and counted in the notes.
 The result is plain data (`SessionDiff`); `diff_report` renders it.
 """
 
@@ -18,9 +19,10 @@ from sessions.errors import InputError
 from sessions.groups import Rules, group_rows, kernels_per_layer, role_of
 from sessions.layer_match import align_layers
 from sessions.lowering import diagnose
-from sessions.model import Session, Variant
+from sessions.model import Layer, Session, Variant
+from sessions.noise import SLOWER, Band, group_band, judge, latency_band, layer_band
 
-TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is never a regression
+TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is too small to matter
 
 
 @dataclass
@@ -33,6 +35,7 @@ class Change:
     b: float | str | None
     regression: bool
     note: str = ""
+    verdict: str | None = None  # sessions.noise.judge of B against A, for latency, group and layer times; None: not judged
 
     @property
     def relative(self) -> float | None:
@@ -162,13 +165,36 @@ class VariantComparison:
     rules: Rules
     threshold: float
     notes: list[str] = field(default_factory=list)
+    judged: dict[str, int] = field(default_factory=dict)  # per kind of time change: pairs judged against their bands
+    unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
+
+    def __post_init__(self) -> None:
+        # each variant's latency band: judged itself, and the drift that widens its layers' and groups' bands
+        self._drift_a = latency_band(self.va.latency) if self.va.latency else None
+        self._drift_b = latency_band(self.vb.latency) if self.vb.latency else None
 
     def changes(self) -> list[Change]:
         found = [self._latency(), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
         found += self._groups()
         found += self._layers()
         found += self._splits()
+        self.notes.extend(self._judged_notes())
         return [c for c in found if c is not None]
+
+    def _judged_notes(self) -> list[str]:
+        notes = []
+        for what in ("group time", "layer time"):
+            judged, unjudged = self.judged.get(what, 0), self.unjudged.get(what, 0)
+            if judged + unjudged:
+                notes.append(f"{self.label}: {what}s outside both sessions' bands flagged; {judged} judged, "
+                             f"{unjudged} not judged (no per-call spread stored)")
+        return notes
+
+    def _band_a(self, band: Band | None) -> Band | None:
+        return band.scaled(self.scale_a) if band is not None else None
+
+    def _band_b(self, band: Band | None) -> Band | None:
+        return band.scaled(self.scale_b) if band is not None else None
 
     def _per_call(self) -> tuple[float | None, float | None]:
         a = self.va.trace.per_call / self.scale_a if self.va.trace else None
@@ -179,10 +205,15 @@ class VariantComparison:
         if not (self.va.latency and self.vb.latency):
             return None
         a, b = self.va.latency.median_ms / self.scale_a, self.vb.latency.median_ms / self.scale_b
-        noise = 2 * max(self.va.latency.cov, self.vb.latency.cov)
-        rel = (b - a) / a if a else 0.0
+        band_a, band_b = self._drift_a, self._drift_b
         per = " per image" if self.scale_a != self.scale_b else ""
-        return Change(self.label, "latency", self.label, a, b, rel > max(self.threshold, noise), f"noise band ±{noise * 100:.1f}%{per}")
+        if band_a is None or band_b is None:
+            return Change(self.label, "latency", self.label, a, b, False, f"not judged: no spread stored{per}")
+        band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
+        verdict = judge(band_a, band_b)
+        rel = (b - a) / a if a else 0.0
+        note = f"{verdict}; bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
+        return Change(self.label, "latency", self.label, a, b, verdict == SLOWER and rel > self.threshold, note, verdict)
 
     def _layer_total(self) -> Change | None:
         """Without a latency on both sides, the summed layer time is the only whole-engine figure: compared as one."""
@@ -200,13 +231,22 @@ class VariantComparison:
         regression = b > a * (1 + self.threshold) and b - a >= 1 / max(self.scale_a, self.scale_b)
         return Change(self.label, what, item, a, b, regression)
 
-    def _time(self, what: str, item: str, a: float | None, b: float | None, total: float) -> Change | None:
-        if a is None or b is None or a == b:
+    def _time(self, what: str, item: str, a: float | None, b: float | None, total: float,
+              bands: tuple[Band | None, Band | None]) -> Change | None:
+        """A group or layer time per call; `bands` are A's and B's (None: not judged), already per image."""
+        if a is None or b is None:
             return None
-        regression = b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group's time counts too
+        band_a, band_b = bands
+        verdict = judge(band_a, band_b) if band_a is not None and band_b is not None else None
+        self.judged[what] = self.judged.get(what, 0) + (verdict is not None)
+        self.unjudged[what] = self.unjudged.get(what, 0) + (verdict is None)
+        if a == b:
+            return None
+        regression = verdict == SLOWER and a > 0 and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group's time counts too
         if not regression and abs(b - a) < TIME_FLOOR * total:
             return None  # small and not a regression: not worth a row
-        return Change(self.label, what, item, a, b, regression)
+        note = f"bands {_span(band_a)} and {_span(band_b)} ms" if band_a is not None and band_b is not None else ""
+        return Change(self.label, what, item, a, b, regression, note, verdict)
 
     def _total_a(self) -> float:
         return sum(layer.time_ms or 0.0 for layer in self.va.layers) / self.scale_a
@@ -214,6 +254,7 @@ class VariantComparison:
     def _groups(self) -> list[Change | None]:
         rows_a = {r.group: r for r in group_rows(self.va, lambda layer: role_of(layer, self.rules))}
         rows_b = {r.group: r for r in group_rows(self.vb, lambda layer: role_of(layer, self.rules))}
+        members_a, members_b = self._members(self.va), self._members(self.vb)
         changes: list[Change | None] = []
         total = self._total_a()
         for group in dict.fromkeys([*rows_a, *rows_b]):
@@ -224,8 +265,16 @@ class VariantComparison:
             if _timed(self.va) and _timed(self.vb):
                 ta = (ra.time_ms or 0.0) / self.scale_a if ra else 0.0
                 tb = (rb.time_ms or 0.0) / self.scale_b if rb else 0.0
-                changes.append(self._time("group time", group, ta, tb, total))
+                bands = (self._band_a(group_band(members_a.get(group, []), self._drift_a)),
+                         self._band_b(group_band(members_b.get(group, []), self._drift_b)))
+                changes.append(self._time("group time", group, ta, tb, total, bands))
         return changes
+
+    def _members(self, variant: Variant) -> dict[str, list[Layer]]:
+        members: dict[str, list[Layer]] = {}
+        for layer in variant.layers:
+            members.setdefault(role_of(layer, self.rules), []).append(layer)
+        return members
 
     def _layers(self) -> list[Change | None]:
         va, vb = self.va, self.vb
@@ -241,7 +290,9 @@ class VariantComparison:
             if ka is not None and kb is not None:
                 changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
             if la.time_ms is not None and lb.time_ms is not None:
-                changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b, total))
+                bands = self._band_a(layer_band(la, self._drift_a)), self._band_b(layer_band(lb, self._drift_b))
+                changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b,
+                                          total, bands))
         for i, j in alignment.fused_a.items():
             layer = va.layers[i]
             changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
@@ -279,4 +330,8 @@ def _timed(variant: Variant) -> bool:
 
 def _ms(value: float | None, scale: int) -> float | None:
     return value / scale if value is not None else None
+
+
+def _span(band: Band | None) -> str:
+    return f"{band.low_ms:.4g}-{band.high_ms:.4g}" if band is not None else "none"
 

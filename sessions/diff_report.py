@@ -21,9 +21,21 @@ def _row(c: Change) -> list:
         c.a,
         c.b,
         f"{rel * 100:+.1f}%" if rel is not None else None,
-        "REGRESSION" if c.regression else "",
+        _status(c),
         c.note,
     ]
+
+
+TIMES = ("latency", "group time", "layer time")
+
+
+def _status(c: Change) -> str:
+    """REGRESSION, else the noise rule's word for a time (faster, slower, within noise, not judged)."""
+    if c.regression:
+        return "REGRESSION"
+    if c.what in TIMES:
+        return c.verdict or "not judged"
+    return ""
 
 
 HEADERS = ["variant", "change", "item", "A", "B", "delta", "status", ""]

@@ -190,6 +190,9 @@ class Layer:
     kind: str  # TensorRT LayerType or PyTorch module class
     op: Op | None = None  # what it computes, where the source says
     time_ms: float | None = None  # per call
+    # the layer's time in each traced (or profiled) call, where two or more were: the spread `sessions.noise`
+    # judges by; empty (older sessions, one call, imports): the layer is not judged
+    call_times_ms: list[float] = field(default_factory=list)
     precision: DType | None = None  # compute precision: inputs and tactic first, output dtype last
     groups: int | None = None  # convolution groups
     kernel_shape: list[int] | None = None

@@ -12,13 +12,14 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sessions import views
-from sessions.comparison import FASTER, compare
+from sessions.comparison import compare
 from sessions.engines import engine_label, engine_options, ran_tensorrt
 from sessions.errors import InspectError
 from sessions.export import shell_line, stress_cell
 from sessions.groups import Rules
 from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Quality, Session, Variant
+from sessions.noise import FASTER
 from sessions.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 COMPUTE_OPS = ("conv", "linear", "matmul")

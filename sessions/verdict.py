@@ -11,10 +11,11 @@ import re
 from dataclasses import dataclass
 
 from sessions import captions
-from sessions.comparison import WITHIN_NOISE, Comparison, comparisons
+from sessions.comparison import Comparison, comparisons
 from sessions.groups import Rules, compare_groups
 from sessions.lowering import diagnose
 from sessions.model import Session, Variant
+from sessions.noise import WITHIN
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class Verdict:
         return "; ".join(part for part in (self._speed(), self._group(), self.splits) if part)
 
     def _speed(self) -> str:
-        if self.judgement == WITHIN_NOISE:
+        if self.judgement == WITHIN:
             return f"{self.variant} is within noise of {self.baseline} ({self.speedup:.2f}x; {self.statistic})"
         unjudged = "" if self.judgement is not None else " (not judged: no timing spread stored)"
         if self.speedup >= 1:
@@ -42,7 +43,7 @@ class Verdict:
         return f"{self.variant} is {1 / self.speedup:.2f}x slower than {self.baseline}{unjudged}"
 
     def _group(self) -> str | None:
-        if self.group is None or self.group_delta_ms is None or self.judgement == WITHIN_NOISE:
+        if self.group is None or self.group_delta_ms is None or self.judgement == WITHIN:
             return None
         moved, latency = abs(self.group_delta_ms), abs(self.latency_delta_ms)
         verb = "adds" if self.group_delta_ms > 0 else "saves"

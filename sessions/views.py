@@ -19,7 +19,7 @@ from sessions.diff import SessionDiff, align_layers
 from sessions.groups import Rules, compare_groups, kernels_per_layer, role_of, stage_of
 from sessions.lowering import Flag, diagnose
 from sessions.model import Session, Variant
-from sessions.noise import delta_within_noise
+from sessions.noise import WITHIN, Band, group_band, judge, latency_band, layer_band
 from sessions.summary import VariantSummary, median_cell, summarize_session
 from sessions.tables import format_value
 
@@ -193,8 +193,20 @@ def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, var
     notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
     if session.variants and all(v.kernels is None for v in session.variants):
         notes.append(captions.NO_KERNEL_TABLE)
-    return _table(columns, rows, [r[0] for r in rows], [_delta_tone(r[3], r[2] or r[1]) for r in rows],
+    tones = [_group_tone(session, rules, by, r[0], baseline, variant) if r[3] is not None else "warn" for r in rows]
+    return _table(columns, rows, [r[0] for r in rows], tones,
                   notes=tuple(notes), title=f"{variant} against {baseline}, by {by}", time_column=1)
+
+
+def _group_tone(session: Session, rules: Rules, by: str, group: str, a: str, b: str) -> Tone:
+    """A group's change coloured by the noise rule on its per-call times; kernel classes are not judged."""
+    if by not in ("role", "stage"):
+        return ""
+    key = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
+    va, vb = session.variant(a), session.variant(b)
+    band_a = group_band([layer for layer in va.layers if key(layer) == group], _drift(va))
+    band_b = group_band([layer for layer in vb.layers if key(layer) == group], _drift(vb))
+    return _judged_tone(band_a, band_b)
 
 
 def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str, dict[str, float | None]]:
@@ -365,8 +377,18 @@ def comparison_table(session: Session, a: str, b: str, rules: Rules) -> Table:
                Column("delta kernels", "delta_count"))
     total_a, total_b = sum(r[2] or 0.0 for r in rows), sum(r[3] or 0.0 for r in rows)
     notes = (f"per-layer kernel time per call: {a} {total_a:.3f} ms, {b} {total_b:.3f} ms (delta {total_b - total_a:+.3f} ms)",)
-    return _table(columns, rows, keys, [_delta_tone(r[4], r[2] or r[3]) for r in rows], notes=notes,
-                  title=f"{b} against {a}, per layer", time_column=4)
+    layer_a, layer_b = {layer.name: layer for layer in va.layers}, {layer.name: layer for layer in vb.layers}
+    drift_a, drift_b = _drift(va), _drift(vb)
+    tones: list[Tone] = []
+    for row, key in zip(rows, keys):
+        la, lb = layer_a.get(key.a) if key.a else None, layer_b.get(key.b) if key.b else None
+        if row[4] is None:
+            tones.append("warn")
+        elif la is None or lb is None:
+            tones.append("bad" if lb is not None else "good")  # a layer of its own: all its time is new or gone
+        else:
+            tones.append(_judged_tone(layer_band(la, drift_a), layer_band(lb, drift_b)))
+    return _table(columns, rows, keys, tones, notes=notes, title=f"{b} against {a}, per layer", time_column=4)
 
 
 def _delta(a: float | None, b: float | None, layer_a: object, layer_b: object) -> float | None:
@@ -378,12 +400,17 @@ def _delta(a: float | None, b: float | None, layer_a: object, layer_b: object) -
     return b - a if a is not None and b is not None else None
 
 
-def _delta_tone(delta: float | None, base: float | None) -> Tone:
-    if delta is None:
-        return "warn"
-    if delta_within_noise(delta, base):
-        return "dim"
-    return "bad" if delta > 0 else "good"
+def _drift(variant: Variant) -> Band | None:
+    """The variant's latency band: how far its timed rounds drifted, which per-call bands widen by."""
+    return latency_band(variant.latency) if variant.latency is not None else None
+
+
+def _judged_tone(a: Band | None, b: Band | None) -> Tone:
+    """B against A by the noise rule: within noise dim, not judged (no spread stored) plain."""
+    if a is None or b is None:
+        return ""
+    judgement = judge(a, b)
+    return "dim" if judgement == WITHIN else tone(judgement)
 
 
 def default_pair(session: Session) -> tuple[str, str] | None:

@@ -36,7 +36,10 @@ def as_tensorrt(session, batch: int, fp16_ms: float, fp8_ms: float):
     changed.variants = [v for v in changed.variants if v.name in ("fp16", "fp8-no-se")]
     for variant, ms in zip(changed.variants, (fp16_ms, fp8_ms)):
         variant.simulated, variant.backend = False, "tensorrt"
-        variant.latency.median_ms = ms
+        lat, factor = variant.latency, ms / variant.latency.median_ms
+        lat.samples_ms = [s * factor for s in lat.samples_ms]
+        lat.round_medians_ms = [m * factor for m in lat.round_medians_ms]
+        lat.median_ms = ms
     return changed
 
 
@@ -59,6 +62,11 @@ def test_the_decision_is_computed_from_the_numbers(sources):
     pays = [("a", as_tensorrt(base, 1, 10.0, 14.0)), ("b", as_tensorrt(base, 32, 10.0, 8.0))]
     assert "**FP8 pays at batch 32 (1.25x of fp16), not elsewhere (0.71x).**" in study_markdown(pays, load_rules())
     assert "- batch sizes other than 1." in study_markdown(slower[:1], load_rules())
+    noisy = as_tensorrt(base, 32, 10.0, 9.0)  # 1.11x by the medians, but the two variants' samples overlap
+    fp16, fp8 = noisy.variants
+    fp16.latency.samples_ms = [10.0, 6.0, 14.0] * 10
+    fp8.latency.samples_ms = [9.0, 5.0, 13.0] * 10
+    assert "**FP8 does not pay: 1.11x of fp16.**" in study_markdown([("n", noisy)], load_rules())
 
 
 def test_no_fp8_against_fp16_is_no_decision():
@@ -94,7 +102,7 @@ def test_merging_the_same_session_twice_is_refused(sources):
 
 
 def test_a_malformed_table_is_never_written(sources, monkeypatch):
-    import sessions.study_export as study_export
+    from sessions import study_export
 
     real = study_export.render_markdown
 
