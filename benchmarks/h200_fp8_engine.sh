@@ -17,8 +17,8 @@ timed() {  # timed LIMIT ARGS...: one study under a time limit, its wall time an
 }
 RECIPES="cudnn-fp8-all,cudnn-fp8-no-se,cudnn-fp8-no-se-no-first-stage,cudnn-fp8-pointwise"
 if [ "$PHASE" = smoke ]; then
-    timed 120 resnet18 --variants fp16,cudnn-fp16,cudnn-fp8-all,fp8-all --out "$S/resnet18-engine.json"
-    timed 300 senet154 --variants fp16,cudnn-fp16,cudnn-fp8-all,fp8-all --opt-level 1 --out "$S/senet154-engine-b1.json"
+    timed 60 resnet18 --variants fp16,cudnn-fp16,cudnn-fp8-all --opt-level 1 --out "$S/resnet18-engine.json"
+    timed 150 senet154 --variants fp16,cudnn-fp8-all,fp8-all --opt-level 1 --out "$S/senet154-engine-b1.json"
 else
     timed 420 senet154 --variants "fp16,cudnn-fp16,$RECIPES,fp8-all,fp8-no-se" --out "$S/senet154-engine-b1.json"
     timed 420 senet154 --batch 32 --variants "fp16,cudnn-fp16,$RECIPES" --out "$S/senet154-engine-b32.json"
