@@ -81,6 +81,11 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     consts = {node.name: _fetch(traced.module, str(node.target)) for node in traced.module.graph.nodes
               if node.op == "get_attr"}
     notes = [f"{path}: run as one PyTorch call, not traced into ({reason})" for path, reason in traced.leaves.items()]
+    lowered = {s.name for s in program.steps if s.kind in ("conv", "linear")}
+    hidden = sorted(fp8 - lowered)
+    if hidden:
+        notes.append(f"{len(hidden)} of {len(fp8)} layers the recipe quantizes were not lowered (inside modules run as "
+                     f"one PyTorch call, in fp16): {', '.join(hidden[:8])}{' ...' if len(hidden) > 8 else ''}")
     fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8"]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
