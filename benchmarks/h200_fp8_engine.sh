@@ -16,15 +16,27 @@ timed() {  # timed LIMIT ARGS...: one study under a time limit, its wall time an
     echo "rc=${PIPESTATUS[0]} wall=$((SECONDS - started))s"
 }
 RECIPES="cudnn-fp8-all,cudnn-fp8-no-se,cudnn-fp8-no-se-no-first-stage,cudnn-fp8-pointwise"
+BUDGET=${BUDGET:-500}  # seconds of this script after which the optional runs are skipped
+optional() {  # optional LIMIT ARGS...: a run only while the budget lasts, cut to what is left of it
+    local left=$((BUDGET - SECONDS)) limit=$1
+    shift
+    if [ "$left" -lt 30 ]; then echo "== skipped (budget): trt-inspect $*"; return; fi
+    timed $((left < limit ? left : limit)) "$@"
+}
 if [ "$PHASE" = smoke ]; then
-    timed 120 resnet18 --variants fp16,cudnn-fp16,cudnn-fp8-all,fp8-all --out "$S/resnet18-engine.json"
-    timed 300 senet154 --variants fp16,cudnn-fp16,cudnn-fp8-all,fp8-all --opt-level 1 --out "$S/senet154-engine-b1.json"
+    timed 60 resnet18 --variants fp16,cudnn-fp16,cudnn-fp8-all --opt-level 1 --out "$S/resnet18-engine.json"
+    timed 150 senet154 --variants fp16,cudnn-fp8-all,fp8-all --opt-level 1 --out "$S/senet154-engine-b1.json"
 else
-    timed 420 senet154 --variants "fp16,cudnn-fp16,$RECIPES,fp8-all,fp8-no-se" --out "$S/senet154-engine-b1.json"
-    timed 420 senet154 --batch 32 --variants "fp16,cudnn-fp16,$RECIPES" --out "$S/senet154-engine-b32.json"
+    timed 200 senet154 --variants "fp16,cudnn-fp16,$RECIPES" --opt-level 2 --out "$S/senet154-engine-b1.json"
+    timed 220 senet154 --batch 32 --variants "fp16,cudnn-fp16,$RECIPES" --opt-level 2 --out "$S/senet154-engine-b32.json"
+    optional 60 senet154 --variants "fp16,cudnn-fp8-all" --opt-level 2 --out "$S/senet154-engine-b1-second-run.json"
+    optional 60 hf:segformer-b0-512 --variants fp16,cudnn-fp16,cudnn-fp8-encoder-linears --opt-level 1 --out "$S/segformer-b0-engine.json"
+    for model in dpn68 seresnext26d_32x4d vit_tiny_patch16_224; do
+        optional 45 "$model" --variants fp16,cudnn-fp16,cudnn-fp8-all --opt-level 1 --out "$S/$model-engine.json"
+    done
 fi
 python3 benchmarks/engine_report.py "$S"/*.json 2>&1 | tee "$OUT/engine-report.txt"
-for f in "$S"/senet154-engine-b1.json; do
+for f in "$S"/senet154-engine-b1.json "$S"/senet154-engine-b32.json; do
     [ -f "$f" ] && trt-inspect groups "$f" --by role </dev/null 2>&1 | head -80
 done
 tar -C "$OUT" -czf "$OUT/sessions.tar.gz" sessions && rm -rf "$S"

@@ -98,6 +98,8 @@ class CudnnBackend(Backend):
         plain = self._plain(simulated)
         try:
             engine, layers, notes = build_engine(self.context, trace(plain), plain, simulated)
+            engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
+            torch.cuda.synchronize()
         except (InputError, MissingEnvironment):
             raise
         except Exception as exc:  # noqa: BLE001  (the variant fails with one line; the study goes on)
@@ -105,12 +107,14 @@ class CudnnBackend(Backend):
                                f"{first_line(exc)}") from None
         self.context.cache.save()
         torch.cuda.synchronize()
+        versions = self.describe()
+        label = (f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {versions['cudnn-backend']}, "
+                 f"frontend {versions['cudnn-frontend']}")
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device="cuda", simulated=False,
             recipe=_real_recipe(simulated), build_s=time.perf_counter() - start,
             artifact_bytes=sum(t.numel() * t.element_size() for t in plain.state_dict().values()),
-            notes=[(f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {self.describe()['cudnn-backend']}, "
-                    f"frontend {self.describe()['cudnn-frontend']}"), *notes], layers=layers,
+            notes=[label, *notes], layers=layers,
         )
         return BuildResult(engine, result)
 

@@ -65,6 +65,12 @@ def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
     return refused
 
 
+def unexplained_fp16(program: Program, fp8: set[str]) -> list[str]:
+    """Recipe layers that would run in fp16 without a recorded reason: the engine refuses to build with any."""
+    steps = {s.name: s for s in program.steps if s.kind in ("conv", "linear", "torch")}
+    return sorted(path for path in fp8 if path in steps and steps[path].precision != "fp8" and not steps[path].fallback)
+
+
 def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module,
                  simulated: VariantModule | None) -> tuple[CudnnEngine, list[Layer], list[str]]:
     fp8 = set(simulated.quantized) if simulated is not None else set()
@@ -80,7 +86,17 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     runners, layers = _bind(backend, program, traced, plain, scales, shapes)
     consts = {node.name: _fetch(traced.module, str(node.target)) for node in traced.module.graph.nodes
               if node.op == "get_attr"}
+    consts.update({node.name: node.args[0] if node.args else None for node in traced.module.graph.nodes
+                   if node.op == "placeholder" and node.name != program.input})  # optional inputs: their defaults
     notes = [f"{path}: run as one PyTorch call, not traced into ({reason})" for path, reason in traced.leaves.items()]
+    silent = unexplained_fp16(program, fp8)
+    if silent:
+        raise RuntimeError(f"{len(silent)} FP8 layers would run in fp16 without a reason: {', '.join(silent[:5])}")
+    lowered = {s.name for s in program.steps if s.kind in ("conv", "linear")}
+    hidden = sorted(fp8 - lowered)
+    if hidden:
+        notes.append(f"{len(hidden)} of {len(fp8)} layers the recipe quantizes were not lowered (inside modules run as "
+                     f"one PyTorch call, in fp16): {', '.join(hidden[:8])}{' ...' if len(hidden) > 8 else ''}")
     fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8"]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")

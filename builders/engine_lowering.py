@@ -92,7 +92,7 @@ def lower(nodes: list[OpNode], fp8: set[str], scale_keys: Mapping[str, object],
             continue
         step = _layer_step(node, fp8, refused)
         if step.kind == "conv":
-            chain = _epilogue_chain(node, by_name, users)
+            chain = _epilogue_chain(node, by_name, users, absorbed)
             step.fused = tuple(n.name for n in chain)
             step.epilogue = tuple("add" if n.kind == "add" else str(n.act) for n in chain)
             step.inputs += tuple(n.args[1] if n.args[0] == _before(chain, n, node) else n.args[0]
@@ -138,14 +138,18 @@ def _layer_step(node: OpNode, fp8: set[str], refused: Mapping[str, str]) -> Step
                 fallback=reason, asked=asked)
 
 
-def _epilogue_chain(conv: OpNode, by_name: Mapping[str, OpNode], users: Mapping[str, list[str]]) -> list[OpNode]:
+def _epilogue_chain(conv: OpNode, by_name: Mapping[str, OpNode], users: Mapping[str, list[str]],
+                    absorbed: set[str]) -> list[OpNode]:
     """What follows `conv` and fuses into its graph: while the value has one user, one fusable
-    activation and one add whose other operand is not the chain's own value."""
+    activation and one add whose other operand is not the chain's own value; a node another conv
+    fused already (an add of two convolutions' outputs goes to the first) stops the chain."""
     chain: list[OpNode] = []
     current = conv
     seen_act = seen_add = False
     while len(users.get(current.name, [])) == 1:
         user = by_name[users[current.name][0]]
+        if user.name in absorbed:
+            break
         if user.kind == "act" and not seen_act and user.act in FUSABLE_ACTIVATIONS and user.args[:1] == (current.name,):
             seen_act = True
         elif user.kind == "add" and not seen_add and len(user.args) == 2 and user.args.count(current.name) == 1:

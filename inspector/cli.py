@@ -214,6 +214,7 @@ def _print_json(document) -> None:
 def _print_summary(session, path) -> None:
     from sessions import views
     from sessions.groups import load_rules
+    from sessions.summary import simulation_lines
     from sessions.tables import table_text
     from sessions.verdict import verdict_lines
 
@@ -224,7 +225,7 @@ def _print_summary(session, path) -> None:
     from sessions.layer_verdict import layer_time_lines
 
     rules = load_rules()
-    for line in verdict_lines(session, rules) or layer_time_lines(session, rules):
+    for line in (verdict_lines(session, rules) or layer_time_lines(session, rules)) + simulation_lines(session):
         print(line)
     for variant in session.variants:
         for note in variant.notes:

@@ -79,8 +79,8 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
     """The backend class and tracer for `plan`, or one line on why they cannot run here."""
     for name in dict.fromkeys([v.backend for v in plan.variants if v.backend]):  # variants with their own backend
         own = backend_class(name)
-        problem = own.unavailable(plan.device) if plan.device in own.capabilities.devices else \
-            f"the {name} backend does not run on {plan.device}"
+        problem = own.unavailable(plan.device) or (
+            None if plan.device in own.capabilities.devices else f"the {name} backend does not run on {plan.device}")
         if problem:
             raise MissingEnvironment(problem)
     backend = backend_class(plan.backend)

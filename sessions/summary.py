@@ -34,6 +34,8 @@ class VariantSummary:
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
     images_per_s: float | None = None  # batch / median: throughput of the timed calls
     fp8_weights_mib: float | None = None  # an FP8 recipe's weights with the quantized ones at one byte
+    simulation_top1_agreement: float | None = None  # a real-FP8 engine against the simulated variant of its recipe
+    simulation_max_logit_difference: float | None = None
 
 
 def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSummary:
@@ -66,7 +68,17 @@ def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSumma
         images_per_s=batch / lat.median_ms * 1e3 if lat and batch and lat.median_ms > 0 else None,
         fp8_weights_mib=(variant.recipe.weight_bytes_fp8 / (1 << 20)
                          if variant.recipe is not None and variant.recipe.weight_bytes_fp8 is not None else None),
+        simulation_top1_agreement=variant.simulation.top1_agreement if variant.simulation else None,
+        simulation_max_logit_difference=variant.simulation.max_abs_logit_error if variant.simulation else None,
     )
+
+
+def simulation_lines(session: Session) -> list[str]:
+    """Whether the simulation predicted each real-FP8 variant's numerics, one line each."""
+    return [f"{v.name} (real FP8) against {v.simulation.reference}: top-1 agreement "
+            f"{v.simulation.top1_agreement * 100:.1f} % of {v.simulation.images} images, largest logit difference "
+            f"{v.simulation.max_abs_logit_error:.3g}"
+            for v in session.variants if v.simulation is not None]
 
 
 def layer_sum_ms(variant: Variant) -> float | None:
