@@ -12,11 +12,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACER_CHOICES
+from inspector.options import add_arguments, argument_type
 from sessions.errors import ExitCode, InputError, InspectError
-
-RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears (alias segformer), each "
-               "also as RECIPE-per-tensor or RECIPE-per-channel (weight scales); recipes in builders/fp8_recipes.toml")
+from sessions.options import ONNX, PROBE, RUN, option
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -34,36 +32,7 @@ def _err(message: str) -> None:
 
 
 def _add_study_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="timm name (senet154), Hugging Face id or folder, hf:<model_type>, or an .onnx file")
-    p.add_argument("--backend", default="auto", choices=list(BACKEND_CHOICES))
-    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda where a GPU is visible")
-    p.add_argument("--variants", help="comma list of fp32, fp16, bf16, fp8, fp8-<recipe> (default: fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
-                   help=RECIPE_HELP + "; repeatable (default: all and no-se)")
-    p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN",
-                   help="module paths kept out of FP8 (fnmatch, e.g. '*.se.*'); repeatable")
-    p.add_argument("--images", help="folder of images (class folders or flat) for calibration and quality; default: scikit-image's photographs")
-    p.add_argument("--calib-count", type=int, default=16)
-    p.add_argument("--eval-count", type=int, help="images for quality, disjoint from the calibration images, both "
-                   "taken at a fixed stride through --images (default: every image, calibration images included)")
-    gpu, cpu = CUDA_TIMING, CPU_TIMING
-    p.add_argument("--rounds", type=int,
-                   help=f"interleaved timing rounds (default {gpu.rounds} on CUDA, {cpu.rounds} on the CPU)")
-    p.add_argument("--iters", type=int,
-                   help=f"timed inferences per variant and round (default {gpu.iters} on CUDA, {cpu.iters} on the CPU)")
-    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS",
-                   help=f"warm-up per variant (default {gpu.warmup_s:g} on CUDA, {cpu.warmup_s:g} on the CPU)")
-    p.add_argument("--switch-warmup", type=int, metavar="N", help="inferences discarded after each switch of variant "
-                   f"inside a round (default {gpu.switch_warmup} on CUDA, {cpu.switch_warmup} on the CPU)")
-    p.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads (default: PyTorch's choice)")
-    p.add_argument("--tracer", default="auto", choices=list(TRACER_CHOICES))
-    p.add_argument("--trace-calls", type=int, default=1)
-    p.add_argument("--checkpoint", help="weights: .safetensors or a torch file (loaded with weights_only=True)")
-    p.add_argument("--opt-level", type=int, default=3, help="TensorRT builder_optimization_level (0-5)")
-    p.add_argument("--seed", type=int, default=0, help="seed of random weights (default 0)")
-    p.add_argument("--out", help="session file to write (default: the user-data folder)")
-    p.add_argument("--raw-trace", metavar="DIR", help="also write each variant's raw tracer records to DIR")
+    add_arguments(p, RUN)
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 
@@ -97,7 +66,7 @@ def _add_import_command(sub) -> None:
     p.add_argument("--no-metadata-search", action="store_true", help="do not read metadata files found beside the layer file")
     p.add_argument("--name", type=_name, help="variant name (default: from the file name)")
     p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
-    p.add_argument("--batch", type=_positive_int, help="batch size, where the files do not give the input shape")
+    p.add_argument("--batch", type=argument_type(option("batch")), help="batch size, where the files do not give the input shape")
     p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--into", help="add the variant to this existing session")
@@ -113,16 +82,6 @@ def _name(text: str) -> str:
         return check_name(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(exc.message) from None
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 < value <= 1 << 20:
-        raise argparse.ArgumentTypeError(f"{text} is not a batch size")
-    return value
 
 
 def _add_report_commands(sub) -> None:
@@ -152,16 +111,7 @@ def _add_report_commands(sub) -> None:
 
 def _add_onnx_command(sub) -> None:
     p = sub.add_parser("onnx", help="write the ONNX files a TensorRT study builds from, with Q/DQ counts")
-    p.add_argument("model")
-    p.add_argument("--variants", default="fp16,fp8")
-    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
-                   help=RECIPE_HELP + "; repeatable")
-    p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--calib-count", type=int, default=16)
-    p.add_argument("--images")
-    p.add_argument("--checkpoint")
-    p.add_argument("--seed", type=int, default=0)
+    add_arguments(p, ONNX)
     p.add_argument("--out", default=".", help="folder for the .onnx files")
     p.add_argument("--json", action="store_true")
 
@@ -191,18 +141,7 @@ def _add_sweep_commands(sub) -> None:
 
 def _add_probe_command(sub) -> None:
     p = sub.add_parser("probe", help="every convolution and linear in fp16 and in real FP8 kernels, timed alone (FP8 GPU)")
-    p.add_argument("model", help="timm name or Hugging Face model, as for run")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--layers", action="append", default=[], metavar="PATTERN",
-                   help="only module paths matching (fnmatch, e.g. 'model.segformer.*'); repeatable")
-    p.add_argument("--images", help="folder of images (default: scikit-image's photographs)")
-    p.add_argument("--checkpoint", help="weights: .safetensors or a torch file")
-    p.add_argument("--calib-count", type=int, default=16, help="images for the activation scales")
-    p.add_argument("--seed", type=int, default=0, help="random weights where no checkpoint is given")
-    p.add_argument("--rounds", type=int)
-    p.add_argument("--iters", type=int)
-    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS", help="warm-up per timed step")
-    p.add_argument("--out", help="session file to write (default: the user-data folder)")
+    add_arguments(p, PROBE)
     p.add_argument("--json", action="store_true")
 
 
@@ -646,7 +585,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from sessions.probe_summary import probe_document, probe_text
 
     fields = ProbeOptions.__dataclass_fields__
-    options = ProbeOptions(**{k: v for k, v in vars(args).items() if k in fields})
+    options = ProbeOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items() if k in fields})
     session, path = run_probe(options, args.argv, lambda message: _err(f"[probe] {message}"))
     if args.json:
         _print_json(probe_document(session, load_rules(), str(path)))

@@ -63,7 +63,7 @@ def test_text_output_and_show(resnet_run):
     [
         (["run", "resnet19", "--device", "cpu"], 2, "did you mean"),
         (["run", "test_resnet", "--device", "cpu", "--variants", "fp7"], 2, "unknown variant"),
-        (["run", "test_resnet", "--device", "cpu", "--batch", "0"], 2, "--batch must be at least 1"),
+        (["run", "test_resnet", "--device", "cpu", "--batch", "0"], 2, "--batch must be between 1 and 65536, not 0"),
         (["run", "test_resnet", "--backend", "tensorrt"], 3, "TensorRT is not installed"),
         (["run", "test_resnet", "--device", "cuda"], 3, "no CUDA GPU"),
         (["run", "test_resnet", "--device", "cpu", "--images", "/nonexistent"], 2, "no such folder"),

@@ -13,9 +13,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
+from inspector.options import run_argv
 from inspector.sweep.executors import EXECUTORS, ExecutorOptions
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, plan_key
-from inspector.sweep.matrix import Combination, Matrix, combinations, run_argv
+from inspector.sweep.matrix import Combination, Matrix, combinations
 from sessions.paths import data_home
 
 Report = Callable[[str], None]
@@ -53,11 +54,7 @@ def _job_resolved_here(combination: Combination, folder: SweepFolder, report: Re
 
 
 def _job_resolved_there(combination: Combination, folder: SweepFolder) -> Job:
-    from sessions.plan import parse_variants
-
-    request = combination.request
-    request.validate()
-    parse_variants(request.variants or "fp16,fp8", list(request.fp8_recipes), list(request.fp8_exclude))
+    request = combination.request  # checked completely by `combinations`, variants and recipes included
     key = plan_key(request)
     request = replace(request, out=str(folder.session(key).absolute()), raw_trace=None)
     return Job(key, combination.axes, None, tuple(run_argv(combination.request)), request=request)
