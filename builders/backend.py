@@ -19,6 +19,7 @@ from builders.study_inputs import StudyInputs
 from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Layer, Variant
 from sessions.plan import StudyPlan, VariantPlan
+from sessions.vocab import Device
 
 
 @dataclass(frozen=True)
@@ -92,14 +93,31 @@ class BackendContext:
     report: Callable[[str, int, int], None] = field(default=lambda phase, step, steps: None)
 
 
+DEVICE_WORDS = {"cuda": "CUDA", "cpu": "the CPU"}
+
+
 class Backend(ABC):
     name: ClassVar[str]
+    label: ClassVar[str]  # how sessions and notes name the engine: "PyTorch", "TensorRT"
     capabilities: Capabilities  # set on the class; an instance may restate it (the TensorRT stand-in's wording)
+    auto_rank: ClassVar[int | None] = None  # the order in which `--backend auto` tries it (lowest first); None: never
+    auto_devices: ClassVar[frozenset[str]] = frozenset()  # the devices on which `--backend auto` may pick it
+    plan_options: ClassVar[tuple[str, ...]] = ()  # plan fields only this engine reads (TensorRT: opt_level)
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:
         """Why this backend cannot run here on `device`, or None; checked before any work."""
         return None
+
+    @classmethod
+    def device_for(cls, asked: str | None, has_gpu: bool) -> Device:
+        """The device a study on this backend runs on: the GPU where one is visible, unless the CPU is asked for."""
+        return "cuda" if has_gpu and asked != "cpu" else "cpu"
+
+    @classmethod
+    def choice_label(cls, device: str) -> str:
+        """The backend on `device`, as the study's first line names it (`PyTorch on CUDA`)."""
+        return f"{cls.label} on {DEVICE_WORDS.get(device, device)}"
 
     @classmethod
     def load_inputs(cls, plan: StudyPlan) -> StudyInputs:
@@ -122,6 +140,11 @@ class Backend(ABC):
         """Versions and settings worth recording in the session (e.g. the TensorRT version)."""
         return {}
 
+    def engine(self) -> str:
+        """The engine as sessions name it, with its version (`TensorRT 10.3.0`, `PyTorch 2.11.0`): stored in the
+        study, so that renderers never ask which backend made a session."""
+        return self.label
+
 
 BUILTIN_BACKENDS = {  # loaded on first use: importing torch or TensorRT is slow
     "torch": "builders.torch_backend:TorchBackend",
@@ -139,6 +162,19 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
 
 def backend_names() -> list[str]:
     return sorted(set(BUILTIN_BACKENDS) | set(_registered))
+
+
+def auto_backends() -> list[type[Backend]]:
+    """The backends `--backend auto` tries, in order; a built-in one that cannot be imported here is left out."""
+    found = []
+    for name in backend_names():
+        try:
+            cls = backend_class(name)
+        except MissingEnvironment:
+            continue
+        if cls.auto_rank is not None:
+            found.append(cls)
+    return sorted(found, key=lambda cls: (cls.auto_rank, cls.name))
 
 
 def backend_class(name: str) -> type[Backend]:

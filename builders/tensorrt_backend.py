@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ TORCH_DTYPES = {
     "INT8": torch.int8, "UINT8": torch.uint8, "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool,
 }
 NEEDS_GPU = "--backend tensorrt needs a CUDA GPU"
+NOT_INSTALLED = "TensorRT is not installed (pip install 'trt-inspect[tensorrt]' where NVIDIA's index is reachable)"
 
 
 def torch_dtype(trt_dtype) -> torch.dtype:
@@ -164,6 +166,10 @@ class TensorRTEngine(Engine):
 @register_backend
 class TensorRTBackend(Backend):
     name = "tensorrt"
+    label = "TensorRT"
+    auto_rank = 0  # `--backend auto` takes TensorRT first where it is installed with a GPU
+    auto_devices = frozenset({"cuda"})
+    plan_options = ("opt_level",)
     capabilities = Capabilities(
         layer_times=(
             "TensorRT IProfiler time per layer, mean over a pass of its own after tracing (includes profiling "
@@ -175,6 +181,8 @@ class TensorRTBackend(Backend):
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:
+        if importlib.util.find_spec("tensorrt") is None:
+            return NOT_INSTALLED
         if device == "cuda":  # TensorRT loads later: CUPTI's NVTX injection must be set first
             return None
         try:
@@ -210,9 +218,16 @@ class TensorRTBackend(Backend):
             return None  # an .onnx model: no PyTorch module to compare with
         return module(batch.to(self.device.name)).float().cpu()
 
+    @classmethod
+    def choice_label(cls, device: str) -> str:
+        return "the TensorRT stand-in for tests" if device == "cpu" else cls.label
+
     def describe(self) -> dict[str, str]:
         version = str(self.trt.__version__)
         return {"tensorrt": f"{version} (a stand-in for tests, not TensorRT)" if self.stand_in else version}
+
+    def engine(self) -> str:
+        return f"{self.label} {self.describe()['tensorrt']}"
 
     def build(self, spec: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         start = time.perf_counter()

@@ -113,6 +113,9 @@ class TorchEngine(Engine):
 @register_backend
 class TorchBackend(Backend):
     name = "torch"
+    label = "PyTorch"
+    auto_rank = 1  # where TensorRT cannot run
+    auto_devices = frozenset({"cuda", "cpu"})
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}))
 
     def __init__(self, context: BackendContext):
@@ -126,6 +129,9 @@ class TorchBackend(Backend):
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
         return self._reference(batch.to(self.device)).float().cpu()
+
+    def engine(self) -> str:
+        return f"{self.label} {torch.__version__}"
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         start = time.perf_counter()

@@ -116,7 +116,9 @@ def check_variant(variant: VariantPlan) -> None:
     """A base precision without a recipe, or FP8 with a known recipe."""
     from builders.fp8_recipes import get_recipe
 
-    if variant.precision in BASE_PRECISIONS and variant.recipe is None:
+    if variant.precision in BASE_PRECISIONS:
+        if variant.recipe is not None:
+            raise InputError(f"the plan's {variant.precision} variant names a recipe ({variant.recipe!r}); only fp8 takes one")
         return
     if variant.precision != "fp8":
         raise InputError(f"unknown precision {variant.precision!r} in the plan; use {', '.join(BASE_PRECISIONS)} or fp8")

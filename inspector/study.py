@@ -211,7 +211,8 @@ def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backen
             model=model.name, source=model.source, input_shape=list(model.input_size), batch=plan.batch,
             command=command, created=created.isoformat(timespec="seconds"), backend=plan.backend,
             device=plan.device, tool_version=environment.tool_version(), weights=weights, plan=plan,
-            tool_commit=environment.tool_commit(),
+            tool_commit=environment.tool_commit(), engine=backend.engine(),
+            engine_options={name: str(getattr(plan, name)) for name in backend.plan_options},
         ),
         environment=env,
         method=TimingMethod(

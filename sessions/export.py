@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from sessions import views
+from sessions.engines import engine_label, engine_options
 from sessions.errors import InputError
 from sessions.groups import Rules
 from sessions.model import Quality, Session
@@ -22,21 +23,14 @@ from sessions.verdict import verdict_lines
 SECTIONS = ("comparison", "quality", "groups", "method", "environment", "recipe", "rerun")
 
 
-def _backend_label(session: Session, backend: str) -> str:
-    versions = session.environment.versions
-    if backend == "tensorrt":
-        return f"TensorRT {versions.get('tensorrt') or '?'}"
-    if backend == "torch":
-        return f"PyTorch {versions.get('torch') or '?'}"
-    return "trtexec files"
-
-
 def comparison_section(session: Session, rules: Rules) -> str:
     """The variant table of `show`, with where it ran above it, the verdict and the caveats below it."""
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "unknown")
-    plan = session.study.plan
-    level = f", builder optimization level {plan.opt_level}" if plan is not None and plan.backend == "tensorrt" else ""
-    backends = ", ".join(dict.fromkeys(_backend_label(session, v.backend) for v in session.variants))
+    studies = [(job.study, job.environment) for job in session.merge.jobs] if session.merge else \
+        [(session.study, session.environment)]
+    backends = ", ".join(dict.fromkeys(engine_label(study, env) for study, env in studies))
+    levels = sorted({level for study, _ in studies if (level := engine_options(study).get("opt_level"))})
+    level = f", builder optimization level {' / '.join(levels)}" if levels else ""
     where = md_text(f"{gpu}; {backends}{level}; batch {session.study.batch}.")
     notes = [md_text(f"{v.name}: {note}") for v in session.variants for note in v.notes]
     return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
@@ -80,10 +74,10 @@ def method_section(session: Session) -> str:
     lines = [
         "## Method",
         f"- **Timed region:** {md_cell(m.timed_region)}.",
-        f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
-        f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
-        f"{' interleaved across variants' if m.interleaved else ''}; "
-        f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs.",
+        (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
+         f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
+         f"{' interleaved across variants' if m.interleaved else ''}; "
+         f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs."),
         f"- **Per-layer time:** {md_cell(m.per_layer)}.",
         f"- **Kernels:** {md_cell(m.kernels)}.",
         f"- **Batch / input:** {session.study.batch} x {md_cell(session.study.input_shape)}.",

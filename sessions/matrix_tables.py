@@ -9,8 +9,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from sessions.engines import engine_label
 from sessions.merge import VARIANT_AXIS, axis_label
-from sessions.model import Environment, Session
+from sessions.model import Environment, Session, Study
 from sessions.summary import summarize_session
 from sessions.tables import md_cell, render_markdown
 
@@ -42,15 +43,14 @@ def matrix_rows(session: Session) -> list[MatrixRow]:
             kernels_per_image=summary.per_call / batch if summary.per_call is not None else None,
             simulated=variant.simulated,
             baseline=baseline is variant,
-            environment=job_environment(env, study.backend),
+            environment=job_environment(env, study),
         ))
     return rows
 
 
-def job_environment(env: Environment, backend: str) -> str:
+def job_environment(env: Environment, study: Study) -> str:
     gpu = f"{env.gpu.name} (driver {env.gpu.driver})" if env.gpu else env.cpu
-    engine = f"TensorRT {env.versions.get('tensorrt')}" if backend == "tensorrt" else f"torch {env.versions.get('torch')}"
-    return f"{gpu}; {engine}"
+    return f"{gpu}; {engine_label(study, env)}"
 
 
 def span(values: list[float]) -> str | None:

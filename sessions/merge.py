@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from sessions.engines import engine_label, engine_options
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Merge, MergedJob, Session, Study, Variant
 
@@ -20,7 +21,7 @@ VARIANT_AXIS = "variant"
 
 
 def _level(s: Session) -> str | None:
-    return str(s.study.plan.opt_level) if s.study.plan is not None and s.study.backend == "tensorrt" else None
+    return engine_options(s.study).get("opt_level")
 
 
 def _timing(s: Session) -> str:
@@ -133,6 +134,7 @@ def _common_study(sessions: list[Session], command: list[str]) -> Study:
         device=first.device if len(devices) == 1 else "cuda" if "cuda" in devices else first.device,
         tool_version=_one([s.study.tool_version for s in sessions]),
         weights=_one([s.study.weights for s in sessions]),
+        engine=_one([engine_label(s.study, s.environment) for s in sessions]),
         plan=None,  # a merged session reruns job by job (`rerun` on each job's session, or the sweep)
     )
 

@@ -33,6 +33,8 @@ class Study:
     weights: str = "unknown"  # "random (pretrained=False, seed N)" or the checkpoint path
     plan: StudyPlan | None = None  # what `rerun` replays; None for imported files
     tool_commit: str | None = None  # git commit of the checkout the tool ran from ("-dirty": local changes)
+    engine: str | None = None  # the engine and its version as its backend names it ("TensorRT 10.3.0"); see sessions.engines
+    engine_options: dict[str, str] = field(default_factory=dict)  # plan options only this engine reads (opt_level)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sessions import views
+from sessions.engines import engine_label, engine_options
 from sessions.errors import InspectError
 from sessions.export import shell_line, stress_cell
 from sessions.groups import Rules
@@ -40,14 +41,10 @@ class Job:
         return env.gpu.name.removeprefix("NVIDIA ") if env.gpu else f"CPU ({env.cpu})"
 
     def engine(self) -> str:
-        versions = self.session.environment.versions
-        if self.session.study.backend == "tensorrt":
-            return f"TensorRT {versions.get('tensorrt') or '?'}"
-        return f"PyTorch {versions.get('torch') or '?'}" if self.session.study.backend == "torch" else self.session.study.backend
+        return engine_label(self.session.study, self.session.environment)
 
     def level(self) -> str:
-        plan = self.session.study.plan
-        return str(plan.opt_level) if plan is not None and self.session.study.backend == "tensorrt" else "-"
+        return engine_options(self.session.study).get("opt_level", "-")
 
 
 @dataclass(frozen=True)
