@@ -1,5 +1,5 @@
 """The study options' spec (`sessions.options`) put to work: command-line arguments, the registries'
-choices, the complete check of a plan, and the `run` command line that asks for a request.
+choices, and the complete check of a request's values and of a plan.
 
 Nothing here declares an option: a new study option is one entry in `sessions.options.OPTIONS` (and
 its field in the request and plan).
@@ -8,14 +8,11 @@ its field in the request and plan).
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sessions.errors import InputError
-from sessions.options import OPTIONS, RUN, TIMING, Option, option
+from sessions.options import OPTIONS, TIMING, Option, option
 from sessions.plan import BASE_PRECISIONS, StudyPlan, VariantPlan
-
-if TYPE_CHECKING:
-    from inspector.request import StudyRequest
 
 DEVICE_WORDS = {"cuda": "CUDA", "cpu": "the CPU"}
 
@@ -116,6 +113,8 @@ def check_variant(variant: VariantPlan) -> None:
     """A base precision without a recipe, or FP8 with a known recipe."""
     from builders.fp8_recipes import get_recipe
 
+    if variant.backend is not None:
+        check_choice(option("backend"), variant.backend)
     if variant.precision in BASE_PRECISIONS:
         if variant.recipe is not None:
             raise InputError(f"the plan's {variant.precision} variant names a recipe ({variant.recipe!r}); only fp8 takes one")
@@ -125,18 +124,3 @@ def check_variant(variant: VariantPlan) -> None:
     if not isinstance(variant.recipe, str):
         raise InputError(f"an fp8 variant of the plan names no recipe ({variant.recipe!r})")
     get_recipe(variant.recipe)
-
-
-def run_argv(request: StudyRequest) -> list[str]:
-    """The `trt-inspect run` command line that asks for `request` (what each sweep job's session records)."""
-    from inspector.request import StudyRequest
-
-    argv = ["trt-inspect", "run", request.model]
-    defaults = StudyRequest(model=request.model)
-    for spec in OPTIONS:
-        if not spec.flags or RUN not in spec.commands or getattr(request, spec.field) == getattr(defaults, spec.field):
-            continue
-        value = getattr(request, spec.field)
-        for item in value if spec.repeatable else [value]:
-            argv += [spec.flag, f"{item:g}" if isinstance(item, float) else str(item)]
-    return argv

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 
 from sessions.errors import InputError
-from sessions.options import TIMING, default, machine_default
+from sessions.options import OPTIONS, RUN, TIMING, default, machine_default
 from sessions.plan import TimingPlan, parse_variants
 
 NAME_LIMIT = 200  # UTF-8 bytes; a name becomes part of a file name (255 bytes at most on most file systems)
@@ -58,6 +58,17 @@ class StudyRequest:
             get_recipe(recipe)
         if self.raw_trace is not None and os.path.lexists(self.raw_trace) and not os.path.isdir(self.raw_trace):
             raise InputError(f"--raw-trace {self.raw_trace} is a file; give a folder")
+
+    def run_argv(self) -> list[str]:
+        """The `trt-inspect run` command line that asks for this request (what each sweep job records): every
+        option of `run` that differs from its default, under its canonical flag."""
+        argv = ["trt-inspect", "run", self.model]
+        for spec in OPTIONS:
+            value = getattr(self, spec.field)
+            if spec.flags and RUN in spec.commands and value != spec.default:
+                for item in value if spec.repeatable else [value]:
+                    argv += [spec.flag, f"{item:g}" if isinstance(item, float) else str(item)]
+        return argv
 
 
 def check_name(text: str) -> str:

@@ -6,6 +6,8 @@ The CUPTI tracer must be prepared before torch or TensorRT loads (NVTX binds its
 
 from __future__ import annotations
 
+import importlib.util
+
 from builders.backend import auto_backends, backend_class
 from builders.fp8_recipes import preflight
 from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest

@@ -28,6 +28,7 @@ from profilers.trt_files import (
 from profilers.trtexec_metadata import RunFacts, companions, engine_stem, facts_from, model_name
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
+from sessions.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
 TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
@@ -206,7 +207,7 @@ def new_session(imported: Imported, command: list[str]) -> Session:
             model=imported.model,
             source="trtexec",
             input_shape=imported.input_shape,
-            batch=imported.batch or 1,
+            batch=imported.batch or default("batch"),
             command=command,
             created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             backend="trtexec",

@@ -20,6 +20,11 @@ def engine_label(study: Study, environment: Environment) -> str:
     return "trtexec files" if study.source == "trtexec" else study.backend
 
 
+def ran_tensorrt(study: Study) -> bool:
+    """Whether TensorRT built the study's engines (what an FP8 study says it did not measure otherwise)."""
+    return study.backend == "tensorrt"
+
+
 def engine_options(study: Study) -> dict[str, str]:
     """The plan options only the study's engine reads (TensorRT: `opt_level`), by field name."""
     if study.engine is None and study.backend == "tensorrt" and study.plan is not None:

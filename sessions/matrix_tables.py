@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from sessions.engines import engine_label
 from sessions.merge import VARIANT_AXIS, axis_label
 from sessions.model import Environment, Session, Study
+from sessions.options import default
 from sessions.summary import summarize_session
 from sessions.tables import md_cell, render_markdown
 
@@ -33,7 +34,7 @@ def matrix_rows(session: Session) -> list[MatrixRow]:
     for variant, summary in zip(session.variants, summarize_session(session)):
         job = session.merge.jobs[variant.job] if session.merge and variant.job is not None else None
         study, env = (job.study, job.environment) if job else (session.study, session.environment)
-        batch = study.batch or 1
+        batch = study.batch or default("batch")  # 0: a merged study of several batches
         baseline = session.baseline_for(variant)
         rows.append(MatrixRow(
             axes=variant.axes or {VARIANT_AXIS: variant.name},

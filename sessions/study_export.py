@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sessions import views
-from sessions.engines import engine_label, engine_options
+from sessions.engines import engine_label, engine_options, ran_tensorrt
 from sessions.errors import InspectError
 from sessions.export import shell_line, stress_cell
 from sessions.groups import Rules
@@ -320,12 +320,12 @@ def in_recipe(name: str, onnx_nodes: list[str], quantized: set[str]) -> bool:
 def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
     items = []
     sessions = [job.session for job in jobs]
-    if all(s.study.backend != "tensorrt" for s in sessions):
+    if not any(ran_tensorrt(s.study) for s in sessions):
         items.append("TensorRT engines: no job ran the TensorRT backend" + (
             f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
     for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
                         ("tensorrt", "TensorRT versions other than {}"), ("opt_level", "builder optimisation levels other than {}")):
-        values = {job.axes[axis] for job in jobs if axis not in ("tensorrt", "opt_level") or job.session.study.backend == "tensorrt"}
+        values = {job.axes[axis] for job in jobs if axis not in ("tensorrt", "opt_level") or ran_tensorrt(job.session.study)}
         if len(values) == 1 and values != {"-"}:
             items.append(words.format(values.pop()))
     layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}

@@ -10,7 +10,6 @@ import orjson
 import pytest
 
 from inspector.cli import build_parser, main, study_request
-from inspector.options import run_argv
 from inspector.request import StudyRequest
 from inspector.sweep.executors import ExecutorOptions, run_ray, run_slurm
 from inspector.sweep.jobs import Job, SweepFolder, plan_key
@@ -77,7 +76,7 @@ def test_a_bad_matrix_is_one_line(change, message):
 
 def test_each_job_records_the_run_command_that_asks_for_the_same_request():
     for combination in combinations(parse_matrix(MATRIX, "m", "m.toml"), "m.toml"):
-        argv = run_argv(combination.request)
+        argv = combination.request.run_argv()
         args = build_parser().parse_args(argv[1:])
         assert study_request(args, []) == combination.request
 

@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from inspector.options import run_argv
 from inspector.sweep.executors import EXECUTORS, ExecutorOptions
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, plan_key
 from inspector.sweep.matrix import Combination, Matrix, combinations
@@ -50,14 +49,14 @@ def _job_resolved_here(combination: Combination, folder: SweepFolder, report: Re
             report(note)
     key = plan_key(plan)
     plan = replace(plan, out=str(folder.session(key).absolute()), raw_trace=None)
-    return Job(key, combination.axes, plan, tuple(run_argv(combination.request)))
+    return Job(key, combination.axes, plan, tuple(combination.request.run_argv()))
 
 
 def _job_resolved_there(combination: Combination, folder: SweepFolder) -> Job:
     request = combination.request  # checked completely by `combinations`, variants and recipes included
     key = plan_key(request)
     request = replace(request, out=str(folder.session(key).absolute()), raw_trace=None)
-    return Job(key, combination.axes, None, tuple(run_argv(combination.request)), request=request)
+    return Job(key, combination.axes, None, tuple(combination.request.run_argv()), request=request)
 
 
 def label(axes: dict[str, str]) -> str:
