@@ -477,14 +477,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise InputError("--gpus must be at least 1")
     if not args.dry_run:
         check_available(args.executor)
-    matrix = load_matrix(Path(args.matrix))
-    if not args.out:
-        from inspector.request import check_name
-
-        try:
-            check_name(matrix.name)  # the default folder is named after it
-        except InputError as exc:
-            raise InputError(f"{args.matrix}: [sweep] name: {exc.message}") from None
+    matrix = load_matrix(Path(args.matrix))  # its name checked as a folder name, its options against the spec
     folder = SweepFolder(Path(args.out) if args.out else default_folder(matrix))
     remote = args.executor == "slurm" or (args.executor == "ray" and args.ray_address)
     where = args.resolve or ("job" if remote else "here")
@@ -561,6 +554,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_onnx(args: argparse.Namespace) -> int:
     from builders.onnx_files import write_onnx_files
     from builders.study_inputs import load_study_inputs
+    from inspector.options import validate_plan
     from sessions.plan import StudyPlan, TimingPlan, parse_variants
     from sessions.tables import render_text
 
@@ -568,6 +562,7 @@ def cmd_onnx(args: argparse.Namespace) -> int:
     plan = StudyPlan(model=args.model, backend="torch", device="cpu", variants=variants, batch=args.batch,
                      timing=TimingPlan(0, 1, 1), tracer="none", images=args.images, calib_count=args.calib_count,
                      checkpoint=args.checkpoint, seed=args.seed)
+    validate_plan(plan)  # the options against the spec, the recipes named, before the model loads
     inputs = load_study_inputs(plan)
     files = write_onnx_files(inputs.model, list(variants), inputs.static_input, inputs.calibration, Path(args.out))
     if args.json:

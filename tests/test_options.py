@@ -152,3 +152,28 @@ def test_an_unregistered_backend_is_one_line_with_the_registered_ones(capsys):
         main(["run", "m", "--backend", "nope"])
     assert stopped.value.code == 2
     assert re.search(r"invalid choice: 'nope' \(choose from .*fake", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    (["--batch", "0"], "--batch must be between 1 and 65536, not 0"),
+    (["--seed", "-1"], "--seed must be between 0 and 4294967295, not -1"),
+    (["--fp8-recipe", "nope"], "unknown FP8 recipe 'nope'"),
+])
+def test_onnx_checks_its_options_against_the_spec_before_the_model_loads(option, message, capsys, monkeypatch):
+    import builders.study_inputs
+
+    monkeypatch.setattr(builders.study_inputs, "load_study_inputs", lambda plan: pytest.fail("the model loaded"))
+    assert main(["onnx", "resnet18", *option]) == 2
+    assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("axes", "message"), [
+    ('seed = [-1]', "axes.seed: --seed must be between 0 and 4294967295, not -1"),
+    ('calib-count = [4]\ncalib_count = [8]', "'calib-count' and 'calib_count' are one option"),
+    ('variants = ["fp32,int8"]', "unknown variant 'int8'"),
+])
+def test_a_sweep_dry_run_refuses_what_a_job_would_refuse(axes, message, tmp_path, capsys):
+    matrix = tmp_path / "m.toml"
+    matrix.write_text(f'[base]\nmodel = "test_resnet"\ndevice = "cpu"\n[axes]\n{axes}\n')
+    assert main(["sweep", str(matrix), "--dry-run", "--out", str(tmp_path / "sweep")]) == 2
+    assert message in one_error_line(capsys)
