@@ -64,10 +64,11 @@ class StudyRequest:
         option of `run` that differs from its default, under its canonical flag."""
         argv = ["trt-inspect", "run", self.model]
         for spec in OPTIONS:
+            if not spec.flags or RUN not in spec.commands or getattr(self, spec.field) == spec.default:
+                continue
             value = getattr(self, spec.field)
-            if spec.flags and RUN in spec.commands and value != spec.default:
-                for item in value if spec.repeatable else [value]:
-                    argv += [spec.flag, f"{item:g}" if isinstance(item, float) else str(item)]
+            for item in value if spec.repeatable else [value]:
+                argv += [spec.flag, f"{item:g}" if isinstance(item, float) else str(item)]
         return argv
 
 

@@ -137,7 +137,7 @@ def test_a_registered_plug_in_backend_and_tracer_are_chosen_from_the_command_lin
     run = build_parser()._subparsers._group_actions[0].choices["run"]
     choices = {action.dest: action.choices for action in run._actions}
     assert "fake" in choices["backend"] and "fake" in choices["tracer"]
-    assert re.search(r"--backend \{auto,fake,[^}]*tensorrt,torch\}", run.format_help())
+    assert re.search(r"--backend \{auto,[^}]*fake[^}]*\}", run.format_help())
     out = tmp_path / "s.json"
     assert main(["run", "fake-model", "--backend", "fake", "--tracer", "fake", "--device", "cpu", "--variants",
                  "fp32,fp16", "--rounds", "1", "--iters", "1", "--warmup", "0", "--out", str(out)]) == 0
