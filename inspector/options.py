@@ -8,6 +8,7 @@ its field in the request and plan).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from sessions.errors import InputError
@@ -54,7 +55,7 @@ def _add_argument(parser: argparse.ArgumentParser, spec: Option, command: str) -
         return
     kwargs: dict[str, Any] = {"dest": spec.field, "help": _help(spec, command), "metavar": spec.metavar}
     if spec.repeatable:
-        kwargs.update(action="append", default=list(default or ()))  # argparse appends to a list
+        kwargs.update(action="append", default=list(default if isinstance(default, tuple) else ()))  # a list to append to
     else:  # the word is converted here; the range is checked with the request, as for the TUI and a sweep
         kwargs.update(type=spec.kind, default=default)
     choices = choices_of(spec)
@@ -63,7 +64,7 @@ def _add_argument(parser: argparse.ArgumentParser, spec: Option, command: str) -
     parser.add_argument(*spec.flags, **kwargs)
 
 
-def argument_type(spec: Option):
+def argument_type(spec: Option) -> Callable[[str], Any]:
     """An argparse `type`: the word parsed and checked by the spec, its error as argparse's one line."""
 
     def parse(text: str) -> Any:

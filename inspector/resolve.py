@@ -29,7 +29,7 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, s
         if problem:
             raise MissingEnvironment(f"--backend {request.backend}: {problem}")
         return cls.name, device, f"{cls.choice_label(device)}, as asked"
-    passed = []
+    passed: list[str] = []
     for cls in auto_backends():
         device = cls.device_for(request.device, has_gpu)
         if device not in cls.auto_devices:

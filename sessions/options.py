@@ -11,9 +11,9 @@ in `builders` and `profilers`, and the front end looks them up (`inspector.optio
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from sessions.errors import InputError
@@ -22,7 +22,7 @@ RUN, PROBE, ONNX = "run", "probe", "onnx"
 Value = int | float | str | tuple[str, ...] | None
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Option:
     """One study option. `field` is its name in `StudyRequest` / `StudyPlan` / `ProbeOptions`.
 
@@ -37,8 +37,8 @@ class Option:
     help: str
     commands: tuple[str, ...] = (RUN,)
     default: Value = None
-    command_defaults: Mapping[str, Value] = field(default_factory=dict)
-    machine_defaults: Mapping[str, Value] = field(default_factory=dict)  # by device, where `default` is None
+    command_defaults: Mapping[str, Value] = dataclasses.field(default_factory=dict)
+    machine_defaults: Mapping[str, Value] = dataclasses.field(default_factory=dict)  # by device, where `default` is None
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] = ()
@@ -77,12 +77,13 @@ class Option:
         accepted: tuple[type, ...] = (int, float) if self.kind is float else (self.kind,)
         if isinstance(value, bool) or not isinstance(value, accepted):
             raise InputError(f"{self.flag}: expected {_KIND_WORDS[self.kind]}, not {value!r}")
-        if self.kind is str:
+        if isinstance(value, str):
             if not value.strip():
                 raise InputError(f"{self.flag} must not be empty")
             if self.choices and not self.registry and value not in self.choices:
                 raise InputError(f"{self.flag} {value!r}: use {', '.join(self.choices)}")
             return value
+        assert isinstance(value, (int, float))  # accepted above
         if not math.isfinite(value) or not _within(value, self.low, self.high):
             raise InputError(f"{self.flag} must be {self.range_text()}, not {_number(value)}")
         return float(value) if self.kind is float else value
