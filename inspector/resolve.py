@@ -7,6 +7,7 @@ The CUPTI tracer must be prepared before torch or TensorRT loads (NVTX binds its
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 from builders.backend import auto_backends, backend_class
 from builders.fp8_recipes import preflight
@@ -118,12 +119,9 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     variants = parse_variants(request.variants or default_variants(device, backend), list(request.fp8_recipes), list(request.fp8_exclude))
     explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
     variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
-    plan = StudyPlan(
-        model=request.model, backend=backend, device=device, variants=variants, batch=request.batch,
-        timing=default_timing(request, device), tracer=tracer, trace_calls=request.trace_calls,
-        images=request.images, calib_count=request.calib_count, eval_count=request.eval_count,
-        checkpoint=request.checkpoint, opt_level=request.opt_level, seed=request.seed, out=request.out,
-        raw_trace=request.raw_trace, threads=request.threads,
-    )
+    chosen: dict[str, Any] = {"backend": backend, "device": device, "variants": variants, "timing": default_timing(request, device),
+              "tracer": tracer}
+    given = {name: getattr(request, name) for name in StudyPlan.__dataclass_fields__ if name not in chosen}
+    plan = StudyPlan(**chosen, **given)  # every other plan field is the request's option of that name
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
     return plan, notes
