@@ -42,7 +42,8 @@ def check_choice(spec: Option, value: str | None) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser, command: str) -> None:
-    """The arguments of every study option `command` takes, with their help, defaults and range checks."""
+    """The arguments of every study option `command` takes, with their help, defaults, types and choices (ranges
+    are checked with the request or plan, so the CLI, the TUI and a sweep refuse a value with the same line)."""
     for spec in OPTIONS:
         if command in spec.commands:
             _add_argument(parser, spec, command)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inspector.options import check_choice
 from inspector.request import StudyRequest, check_name
 from sessions.errors import InputError
 from sessions.options import BY_KEY, Option
@@ -111,8 +112,6 @@ def _one_spelling_each(keys: list[str], origin: str) -> None:
 
 def _checked(spec: Option, value: Any, where: str) -> Any:
     """A matrix value as the request holds it, checked by the spec (type, range, choices)."""
-    from inspector.options import check_choice
-
     try:
         checked = spec.check(value)
         check_choice(spec, checked)
