@@ -145,6 +145,14 @@ def test_a_registered_plug_in_backend_and_tracer_are_chosen_from_the_command_lin
     assert (session.study.backend, session.study.plan.tracer, session.study.engine) == ("fake", "fake", "Fake engine")
     assert [v.name for v in session.variants] == ["fp32", "fp16"] and session.variants[1].kernels is not None
     assert "Fake engine" in capsys.readouterr().err  # the first line names the backend by its own label
+    from sessions.export import export_markdown
+    from sessions.groups import load_rules
+    from sessions.matrix_tables import matrix_markdown
+    from sessions.merge import merge_sessions
+
+    assert "; Fake engine; batch 1." in export_markdown(session, load_rules(), ["comparison"], str(out))
+    second = dataclasses.replace(session, study=dataclasses.replace(session.study, batch=2))
+    assert "; Fake engine |" in matrix_markdown(merge_sessions([(str(out), session), ("b.json", second)], []))
 
 
 def test_an_unregistered_backend_is_one_line_with_the_registered_ones(capsys):
