@@ -65,8 +65,8 @@ class Option:
     def check(self, value: Any) -> Any:
         """`value` if it has this option's type and lies in its range; InputError (one line) otherwise.
 
-        Numbers must be finite; names non-empty; fixed choices are checked here (registry choices by the
-        registry's own lookup, which lists the known names).
+        Numbers must be finite; names non-empty; fixed choices are checked here, registry choices by
+        `inspector.options.check_choice` (which reads the registries, so plug-ins count).
         """
         if value is None:
             return value
