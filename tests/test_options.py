@@ -185,3 +185,13 @@ def test_a_sweep_dry_run_refuses_what_a_job_would_refuse(axes, message, tmp_path
     matrix.write_text(f'[base]\nmodel = "test_resnet"\ndevice = "cpu"\n[axes]\n{axes}\n')
     assert main(["sweep", str(matrix), "--dry-run", "--out", str(tmp_path / "sweep")]) == 2
     assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("batch", ["0", "65537"])
+def test_import_takes_the_batch_range_of_run(batch, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["import", "--layers", "l.json", "--batch", batch])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"trt-inspect import: error: argument --batch: must be between 1 and 65536, not {batch}"]
+    StudyRequest(model="m", batch=65536).validate()  # the top of the range is a batch run takes
