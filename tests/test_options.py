@@ -195,3 +195,20 @@ def test_import_takes_the_batch_range_of_run(batch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"trt-inspect import: error: argument --batch: must be between 1 and 65536, not {batch}"]
     StudyRequest(model="m", batch=65536).validate()  # the top of the range is a batch run takes
+
+
+def test_a_probe_session_names_what_timed_its_layers():
+    import datetime as dt
+    from types import SimpleNamespace
+
+    import torch
+
+    from profilers.fp8_probe import new_probe_session
+    from sessions.engines import engine_label
+    from sessions.model import TimingMethod
+
+    model = SimpleNamespace(name="m", source="timm", input_size=(3, 8, 8))
+    method = TimingMethod("cuda-events", "one layer", None, 0.05, 5, 20, True, False, True, "isolated", "cupti")
+    session = new_probe_session(ProbeOptions(model="m"), [], model, dt.datetime.now(dt.UTC), method)
+    label = engine_label(session.study, session.environment)
+    assert label.startswith(f"layers alone: PyTorch {torch.__version__}, cuDNN ") and label.endswith("and cuBLASLt")
