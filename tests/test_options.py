@@ -212,3 +212,13 @@ def test_a_probe_session_names_what_timed_its_layers():
     session = new_probe_session(ProbeOptions(model="m"), [], model, dt.datetime.now(dt.UTC), method)
     label = engine_label(session.study, session.environment)
     assert label.startswith(f"layers alone: PyTorch {torch.__version__}, cuDNN ") and label.endswith("and cuBLASLt")
+
+
+def test_an_imported_session_names_its_engine_as_trtexec_files_with_their_version(tmp_path):
+    layers = str(ROOT / "tests" / "data" / "fuzz" / "trt10.layers.json")
+    assert main(["import", "--layers", layers, "--out", str(tmp_path / "p.json"), "--no-metadata-search"]) == 0
+    assert storage.load(tmp_path / "p.json").study.engine == "trtexec files"
+    log = tmp_path / "run.log"  # a trtexec log's version line, as in ../shared/fixtures/trt/*/result-04.log
+    log.write_text("&&&& RUNNING TensorRT.trtexec [TensorRT v101601]\n[07/07/2026-02:11:29] [I] TensorRT version: 10.16.1\n")
+    assert main(["import", "--layers", layers, "--metadata", str(log), "--out", str(tmp_path / "v.json")]) == 0
+    assert storage.load(tmp_path / "v.json").study.engine == "trtexec files (TensorRT 10.16.1)"
