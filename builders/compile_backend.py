@@ -41,6 +41,7 @@ class CompiledEngine(TorchEngine):
 @register_backend
 class CompileBackend(TorchBackend):
     name = "compile"
+    auto_rank = None  # opt-in: never chosen by `--backend auto`
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision == "fp8":

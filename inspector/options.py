@@ -79,12 +79,13 @@ def argument_type(spec: Option) -> Callable[[str], Any]:
 
 
 def _help(spec: Option, command: str) -> str:
+    """The option's help with its default for `command`: its value, per device, or in words where none is set."""
+    if command in spec.command_defaults and "%(default)" not in spec.help:
+        return f"{spec.help} (default %(default)s)"
     if spec.default_for(command) is None and spec.machine_defaults:
         defaults = ", ".join(f"{value:g} on {DEVICE_WORDS[device]}" for device, value in spec.machine_defaults.items())
         return f"{spec.help} (default {defaults})"
-    if command in spec.command_defaults and "%(default)" not in spec.help:
-        return f"{spec.help} (default %(default)s)"
-    return spec.help
+    return f"{spec.help} (default: {spec.unset})" if spec.unset else spec.help
 
 
 def validate_request_values(values: dict[str, Any]) -> None:

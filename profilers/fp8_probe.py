@@ -463,6 +463,7 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
             command=command, created=created.isoformat(timespec="seconds"), backend="probe", device="cuda",
             tool_version=environment.tool_version(),
             weights=options.checkpoint or f"random (pretrained=False, seed {options.seed})",
+            engine=f"layers alone: PyTorch {torch.__version__}, cuDNN {env.versions['cudnn']} and cuBLASLt",
         ),
         environment=env,
         method=method,

@@ -46,6 +46,7 @@ class Option:
     repeatable: bool = False
     metavar: str | None = None
     matrix: bool = True  # a sweep matrix may set it
+    unset: str = ""  # what the machine does where the option is not given and no value stands for it (--help)
 
     @property
     def flag(self) -> str:
@@ -64,8 +65,8 @@ class Option:
     def check(self, value: Any) -> Any:
         """`value` if it has this option's type and lies in its range; InputError (one line) otherwise.
 
-        Numbers must be finite; names non-empty; fixed choices are checked here (registry choices by the
-        registry's own lookup, which lists the known names).
+        Numbers must be finite; names non-empty; fixed choices are checked here, registry choices by
+        `inspector.options.check_choice` (which reads the registries, so plug-ins count).
         """
         if value is None:
             return value
@@ -134,8 +135,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("backend", ("--backend",), str, "engine backend; auto: the first of the registered backends that runs "
            "here (default: %(default)s)", default="auto", choices=("auto",), registry="backend"),
     Option("device", ("--device",), str, "default: cuda where a GPU is visible", choices=("cuda", "cpu")),
-    Option("variants", ("--variants",), str, "comma list of fp32, fp16, bf16, fp8, fp8-<recipe> (default: fp32,fp16,fp8 "
-           "on CUDA, fp32,bf16,fp8 on CPU)", commands=(RUN, ONNX), command_defaults={ONNX: "fp16,fp8"}),
+    Option("variants", ("--variants",), str, "comma list of fp32, fp16, bf16, fp8, fp8-<recipe>", commands=(RUN, ONNX),
+           command_defaults={ONNX: "fp16,fp8"}, unset="fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU"),
     Option("batch", ("--batch",), int, "inputs per inference (default %(default)s)", commands=(RUN, PROBE, ONNX),
            default=1, low=1, high=65536),
     Option("fp8_recipes", ("--fp8-recipe", "--fp8-layout"), str, RECIPE_HELP + "; repeatable (default: all and no-se)",

@@ -185,3 +185,40 @@ def test_a_sweep_dry_run_refuses_what_a_job_would_refuse(axes, message, tmp_path
     matrix.write_text(f'[base]\nmodel = "test_resnet"\ndevice = "cpu"\n[axes]\n{axes}\n')
     assert main(["sweep", str(matrix), "--dry-run", "--out", str(tmp_path / "sweep")]) == 2
     assert message in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("batch", ["0", "65537"])
+def test_import_takes_the_batch_range_of_run(batch, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["import", "--layers", "l.json", "--batch", batch])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"trt-inspect import: error: argument --batch: must be between 1 and 65536, not {batch}"]
+    StudyRequest(model="m", batch=65536).validate()  # the top of the range is a batch run takes
+
+
+def test_a_probe_session_names_what_timed_its_layers():
+    import datetime as dt
+    from types import SimpleNamespace
+
+    import torch
+
+    from profilers.fp8_probe import new_probe_session
+    from sessions.engines import engine_label
+    from sessions.model import TimingMethod
+
+    model = SimpleNamespace(name="m", source="timm", input_size=(3, 8, 8))
+    method = TimingMethod("cuda-events", "one layer", None, 0.05, 5, 20, True, False, True, "isolated", "cupti")
+    session = new_probe_session(ProbeOptions(model="m"), [], model, dt.datetime.now(dt.UTC), method)
+    label = engine_label(session.study, session.environment)
+    assert label.startswith(f"layers alone: PyTorch {torch.__version__}, cuDNN ") and label.endswith("and cuBLASLt")
+
+
+def test_an_imported_session_names_its_engine_as_trtexec_files_with_their_version(tmp_path):
+    layers = str(ROOT / "tests" / "data" / "fuzz" / "trt10.layers.json")
+    assert main(["import", "--layers", layers, "--out", str(tmp_path / "p.json"), "--no-metadata-search"]) == 0
+    assert storage.load(tmp_path / "p.json").study.engine == "trtexec files"
+    log = tmp_path / "run.log"  # a trtexec log's version line, as in ../shared/fixtures/trt/*/result-04.log
+    log.write_text("&&&& RUNNING TensorRT.trtexec [TensorRT v101601]\n[07/07/2026-02:11:29] [I] TensorRT version: 10.16.1\n")
+    assert main(["import", "--layers", layers, "--metadata", str(log), "--out", str(tmp_path / "v.json")]) == 0
+    assert storage.load(tmp_path / "v.json").study.engine == "trtexec files (TensorRT 10.16.1)"

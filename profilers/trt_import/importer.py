@@ -230,6 +230,7 @@ def new_session(imported: Imported, command: list[str]) -> Session:
             device="cuda",
             tool_version=environment.tool_version(),
             weights="from the engine",
+            engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
         ),
         environment=environment_of(imported.facts),
         method=method_of(imported.facts, imported),

@@ -21,8 +21,8 @@ from sessions.diff import SessionDiff
 from sessions.export import free_name
 from sessions.groups import Rules
 from sessions.layer_detail import layer_facts, layer_facts_table
-from sessions.tables import terminal_line
 from sessions.model import Session, Variant
+from sessions.tables import terminal_line
 
 
 def plain(*lines: str) -> Text:
