@@ -41,7 +41,9 @@ class CompiledEngine(TorchEngine):
 @register_backend
 class CompileBackend(TorchBackend):
     name = "compile"
+    label = "torch.compile (Inductor)"
     auto_rank = None  # opt-in: never chosen by `--backend auto`
+    auto_devices = frozenset()
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision == "fp8":

@@ -28,6 +28,7 @@ def tiny_context() -> BackendContext:
 def test_the_backend_is_registered_by_its_module_alone():
     assert "compile" in backend_names()
     assert backend_class("compile").name == "compile"
+    assert backend_class("compile").auto_rank is None  # opt-in, never the default study
 
 
 def test_fp8_is_refused_with_one_line():
