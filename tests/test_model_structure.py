@@ -124,3 +124,29 @@ def test_a_container_takes_the_op_it_runs_itself(mixnet):
     assert {found.ops[p] for p in mixed} == {"concat"}  # split, then concatenate
     assert {found.ops[p] for p in residual} == {"elementwise"}  # the residual add
     assert all(module_layer(p, model.get_submodule(p), found).op == "concat" for p in mixed)
+
+
+class _Wrapped(torch.nn.Module):
+    """A module that only calls one child: the trunk below it must be read as if it were not there."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def test_a_wrapper_around_the_trunk_changes_no_stage():
+    from tests.structure_reference import read
+
+    net = _meta("resnet18")
+    trunk = torch.nn.Sequential(*(getattr(net, n) for n in ("conv1", "bn1", "act1", "maxpool", "layer1", "layer2",
+                                                            "layer3", "layer4")))
+    head = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), net.fc)
+    model = torch.nn.Sequential(_Wrapped(trunk), head).eval()
+    found = model_structure(model, torch.zeros(1, 3, 224, 224))
+    reading = read(model, torch.zeros(1, 3, 64, 64, device="meta"))
+    assert found.stage_layers() == reading.stages
+    per_layer = [len(_convs(getattr(net, f"layer{i}"), f"layer{i}")) for i in range(1, 5)]
+    assert [len(v) for v in reading.stages.values()] == [1, *per_layer, 1]  # conv1; layer1..layer4; fc
