@@ -9,6 +9,7 @@ and autograd sequence numbers to tell which graph nodes a module made.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import torch
@@ -165,7 +166,7 @@ class _Trunk:
 
     def sequence(self, call: Call) -> bool:
         kids = self.children(call.path)
-        links = all(b.inp is not None and _reaches(b.inp, a.out) for a, b in zip(kids, kids[1:]))
+        links = all(b.inp is not None and _reaches(b.inp, a.out) for a, b in pairwise(kids))
         return links and sum(self.chained(k) for k in kids) >= 2
 
     def units(self) -> list[tuple[Call, bool]]:
