@@ -131,7 +131,7 @@ class _Recorder(TorchFunctionMode):
         result = func(*args, **(kwargs or {}))
         inputs = [t for t in _tensors((args, kwargs)) if isinstance(t, torch.Tensor)]
         computed = {id(t) for t in inputs if id(t) in self.derived}
-        outputs = [t for t in _tensors(result) if isinstance(t, torch.Tensor) and not any(t is i for i in inputs)]
+        outputs = [t for t in _tensors(result) if isinstance(t, torch.Tensor)]
         if not computed or not outputs:
             return result
         seq, name = self.tick(), getattr(func, "__name__", "")
@@ -141,11 +141,12 @@ class _Recorder(TorchFunctionMode):
             for path in self.stack:
                 self.calls[path].merges += 1
         upstream = frozenset().union(*(self.frontier.get(i, frozenset()) for i in computed))
-        for out in outputs:
+        for out in outputs:  # an in-place op (x += shortcut) returns its input: same producer, wider frontier
             self.frontier[id(out)] = upstream
-            self.made[id(out)] = (name, inputs)
-            self.derived.add(id(out))
-            self.keep.append(out)
+            if not any(out is i for i in inputs):
+                self.made[id(out)] = (name, inputs)
+                self.derived.add(id(out))
+                self.keep.append(out)
         if not _pooled_shape(outputs[0].shape):
             self.last_unpooled = seq
         return result

@@ -150,3 +150,42 @@ def test_a_wrapper_around_the_trunk_changes_no_stage():
     assert found.stage_layers() == reading.stages
     per_layer = [len(_convs(getattr(net, f"layer{i}"), f"layer{i}")) for i in range(1, 5)]
     assert [len(v) for v in reading.stages.values()] == [1, *per_layer, 1]  # conv1; layer1..layer4; fc
+
+
+class _InPlaceResidual(torch.nn.Module):
+    def __init__(self, channels: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(channels, channels, 3, stride, 1)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, 1, 1)
+        self.pool = torch.nn.AvgPool2d(stride) if stride > 1 else torch.nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.conv2(torch.relu(self.conv1(x)))
+        out += self.pool(x)  # the merge, in place
+        return out
+
+
+class _RootBlocks(torch.nn.Module):
+    """Blocks called one by one from the root (no container of blocks), each merging in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, 2, 1)
+        self.stem2 = torch.nn.Conv2d(8, 8, 3, 1, 1)  # a plain layer before the first block: stem too
+        self.block1 = _InPlaceResidual(8, 1)
+        self.block2 = _InPlaceResidual(8, 2)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.block2(self.block1(self.stem2(self.stem(x))))
+        return self.fc(x.mean((2, 3)))
+
+
+def test_an_in_place_residual_add_makes_a_block():
+    from tests.structure_reference import read
+
+    model = _RootBlocks().to("meta").eval()
+    found = model_structure(model, torch.zeros(1, 3, 64, 64))
+    assert found.stage_layers() == read(model, torch.zeros(1, 3, 64, 64, device="meta")).stages
+    assert found.paths(role="stem") == ["stem", "stem2"]
+    assert found.paths(role="first-stage") == ["block1.conv1", "block1.conv2"]
