@@ -87,7 +87,7 @@ def _holds_head(record: TrunkRecord, call: ModuleCall) -> bool:
     return any(_in_head(record, c) for c in children) and not all(_in_head(record, c) for c in children)
 
 
-def units(record: TrunkRecord, root: str = "") -> list[tuple[ModuleCall, bool]]:
+def units(record: TrunkRecord) -> list[tuple[ModuleCall, bool]]:
     """(unit, whether it sits in a sequence of blocks) in call order."""
     found: list[tuple[ModuleCall, bool]] = []
 
@@ -100,7 +100,7 @@ def units(record: TrunkRecord, root: str = "") -> list[tuple[ModuleCall, bool]]:
             else:
                 found.append((child, in_sequence))
 
-    expand(root, False)
+    expand("", False)
     return found
 
 
@@ -151,8 +151,8 @@ def module_stages(record: TrunkRecord) -> dict[str, str]:
     all its units share one (the root and containers spanning stages get none)."""
     labels: dict[str, str] = {}
     for unit, label in unit_stages(record):
-        for path, call in record.calls.items():
-            if path == unit.path or path.startswith(unit.path + ".") or (not unit.path and call is unit):
+        for path in record.calls:
+            if path == unit.path or path.startswith(unit.path + "."):
                 labels[path] = label
     for path in sorted(record.calls, key=lambda p: -p.count(".")):
         if path in labels or not path:
