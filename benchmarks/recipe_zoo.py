@@ -38,6 +38,7 @@ ZOO: dict[str, tuple[str, bool]] = {
     "ViT": ("vit_tiny_patch16_224", True),
     "Swin": ("swin_tiny_patch4_window7_224", True),
     "PVT-v2": ("pvt_v2_b0", True),
+    "VGG": ("vgg11", True),
     "SE-ResNeXt": ("seresnext26d_32x4d", False),
     "SENet-154": ("senet154", False),
     "SegFormer-B0": ("hf:segformer-b0", False),

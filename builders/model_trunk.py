@@ -9,7 +9,8 @@ Contract, in terms of what ran (never of names):
   concatenation, a gating multiply, a matmul of two activations) or sits in a sequence of blocks (not
   directly under the root); a container of parallel single layers (a split, convolutions, a concatenation)
   holds no chain;
-- stem: the units before the first block (without any block: the units whose layers read the input);
+- stem: the units before the first block (without any block: the trunk opened down to its plain chains,
+  and the units up to the last one whose layers read the input);
 - stages: from the first block on, a new stage starts at each unit that hands on a lower resolution (fewer
   positions out of its last convolution or linear not fed pooled features) than any unit before it;
 - head: every module called after the last operation whose output is not pooled (global pooling and
@@ -70,10 +71,14 @@ def _ran_children(record: TrunkRecord, path: str) -> list[ModuleCall]:
     return sorted(calls, key=lambda c: c.start)
 
 
-def _is_block_sequence(record: TrunkRecord, path: str) -> bool:
+def _is_chain(record: TrunkRecord, path: str) -> bool:
+    """Whether `path`'s children run one after another, each reading what the one before wrote."""
     children = _ran_children(record, path)
-    chained = all(a.output_id in b.input_ids for a, b in pairwise(children))
-    return chained and sum(deep(record, c) for c in children) >= 2
+    return len(children) > 1 and all(a.output_id in b.input_ids for a, b in pairwise(children))
+
+
+def _is_block_sequence(record: TrunkRecord, path: str) -> bool:
+    return _is_chain(record, path) and sum(deep(record, c) for c in _ran_children(record, path)) >= 2
 
 
 def _is_wrapper(record: TrunkRecord, call: ModuleCall) -> bool:
@@ -87,15 +92,15 @@ def _holds_head(record: TrunkRecord, call: ModuleCall) -> bool:
     return any(_in_head(record, c) for c in children) and not all(_in_head(record, c) for c in children)
 
 
-def units(record: TrunkRecord) -> list[tuple[ModuleCall, bool]]:
-    """(unit, whether it sits in a sequence of blocks) in call order."""
+def units(record: TrunkRecord, plain: bool = False) -> list[tuple[ModuleCall, bool]]:
+    """(unit, whether it sits in a sequence of blocks) in call order; `plain`: every chain opened up too."""
     found: list[tuple[ModuleCall, bool]] = []
 
     def expand(path: str, in_sequence: bool) -> None:
         for child in _ran_children(record, path):
             if _is_block_sequence(record, child.path):
                 expand(child.path, True)
-            elif _is_wrapper(record, child) or _holds_head(record, child):
+            elif _is_wrapper(record, child) or _holds_head(record, child) or (plain and _is_chain(record, child.path)):
                 expand(child.path, in_sequence)
             else:
                 found.append((child, in_sequence))
@@ -125,7 +130,8 @@ def unit_stages(record: TrunkRecord) -> list[tuple[ModuleCall, str]]:
     """Each unit with its label: stem, stage N or head."""
     found = units(record)
     first_block = next((i for i, (u, seq) in enumerate(found) if _is_block(record, u, seq)), None)
-    if first_block is None:
+    if first_block is None:  # a plain chain of layers (VGG): read it layer by layer
+        found = units(record, plain=True)
         reading = [i for i, (u, _) in enumerate(found) if any(record.reads_input[s] for s in u.layers)]
         first_block = reading[-1] + 1 if reading else 0
     labelled: list[tuple[ModuleCall, str]] = []

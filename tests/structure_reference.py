@@ -164,12 +164,14 @@ class _Trunk:
             return any(call.path == h or call.path.startswith(h + ".") for h in self.head_roots)
         return call.order > self.last_spatial
 
-    def sequence(self, call: Call) -> bool:
+    def linked(self, call: Call) -> bool:
         kids = self.children(call.path)
-        links = all(b.inp is not None and _reaches(b.inp, a.out) for a, b in pairwise(kids))
-        return links and sum(self.chained(k) for k in kids) >= 2
+        return len(kids) > 1 and all(b.inp is not None and _reaches(b.inp, a.out) for a, b in pairwise(kids))
 
-    def units(self) -> list[tuple[Call, bool]]:
+    def sequence(self, call: Call) -> bool:
+        return self.linked(call) and sum(self.chained(k) for k in self.children(call.path)) >= 2
+
+    def units(self, plain: bool = False) -> list[tuple[Call, bool]]:
         result: list[tuple[Call, bool]] = []
 
         def walk(path: str, in_sequence: bool) -> None:
@@ -179,7 +181,7 @@ class _Trunk:
                 split = any(self.head(g) for g in grand) and not all(self.head(g) for g in grand)
                 if self.sequence(kid):
                     walk(kid.path, True)
-                elif wraps or split:
+                elif wraps or split or (plain and self.linked(kid)):
                     walk(kid.path, in_sequence)
                 else:
                     result.append((kid, in_sequence))
@@ -227,6 +229,7 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
     units = trunk.units()
     first = next((i for i, (u, s) in enumerate(units) if trunk.chained(u) and (s or trunk.merges(u))), None)
     if first is None:
+        units = trunk.units(plain=True)
         first = 1 + max(i for i, (u, _) in enumerate(units) if any(
             run.layer_in[p][1:] == example.shape[1:] for p in u.layers))
     stages: dict[str, list[str]] = {}
