@@ -1,51 +1,67 @@
-"""Quantized / total layers of every FP8 recipe on a zoo of models (CPU, random weights, no downloads).
+"""Stem, stages, head, roles and FP8 recipe counts on a zoo of model families (meta device, no weights, no downloads).
 
     python benchmarks/recipe_zoo.py > tests/data/recipe_zoo.txt
 
-A cell reads quantized/total (total: the model's layers of the recipe's op kinds); "refused" where
-`trt-inspect run` refuses the recipe before any work, beside `all` (no such role, nothing, or the same
-layers as `all`). tests/test_recipe_zoo.py holds the same figures as expectations.
+Per model: layers (convolutions and linears) in the stem, in each stage and in the head; layers with the
+squeeze-excitation and attention-output roles; each recipe's quantized/total layers of its op kinds
+("refused" where `trt-inspect run` refuses it beside `all`: no such role, nothing selected, or the layers
+of `all`). "checked" says whether an independent reading of the same model (tests/structure_reference.py:
+the autograd graph, not the tool's code) finds the same layers in every stem, stage, head and role; "CI"
+marks the families tests/test_recipe_zoo.py checks on every run.
 """
 
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from builders.fp8_recipes import (
-    ROLES,
-    check_selections,
-    recipe_names,
-    select,
-)
-from builders.model_structure import model_structure
+from builders.fp8_recipes import check_selections, recipe_names, select
+from builders.model_structure import ModelStructure, model_structure
 from sessions.errors import InputError
 
-ZOO = {
-    "ResNet": "resnet18",
-    "SE-ResNeXt": "seresnext26d_32x4d",
-    "RegNetY": "regnety_002",
-    "EfficientNet": "efficientnet_b0",
-    "MobileNetV3": "mobilenetv3_small_050",
-    "ConvNeXt": "convnext_atto",
-    "ViT": "vit_tiny_patch16_224",
-    "SENet": "senet154",
-    "SegFormer-B0": "hf:segformer-b0",
-    "SegFormer-B5": "hf:segformer-b5",
+# family -> (model, checked in CI)
+ZOO: dict[str, tuple[str, bool]] = {
+    "ResNet": ("resnet18", True),
+    "SENet": ("legacy_seresnet18", True),
+    "RegNetY": ("regnety_002", True),
+    "MobileNetV3": ("mobilenetv3_small_050", True),
+    "EfficientNet": ("efficientnet_b0", True),
+    "MixNet": ("mixnet_s", True),
+    "DenseNet": ("densenet121", True),
+    "DPN": ("dpn68", True),
+    "Inception": ("inception_v3", True),
+    "DLA": ("dla34", True),
+    "ConvNeXt": ("convnext_atto", True),
+    "ViT": ("vit_tiny_patch16_224", True),
+    "Swin": ("swin_tiny_patch4_window7_224", True),
+    "PVT-v2": ("pvt_v2_b0", True),
+    "VGG": ("vgg11", True),
+    "SE-ResNeXt": ("seresnext26d_32x4d", False),
+    "SENet-154": ("senet154", False),
+    "SegFormer-B0": ("hf:segformer-b0", False),
+    "SegFormer-B5": ("hf:segformer-b5", False),
 }
+COLUMNS = ["family", "model", "stem / stages / head", "SE", "attn-out", *recipe_names(), "checked", "CI"]
 
 
-def zoo_row(model_name: str) -> tuple[dict[str, str], dict[str, int]]:
-    """recipe -> "q/t" or "q/t refused", and role -> layers with that role."""
-    import torch
+@dataclass
+class ZooRow:
+    shape: str  # "stem / layers per stage / head"
+    squeeze_excitation: int
+    attention_output: int
+    recipes: dict[str, str]  # recipe -> "quantized/total", with " refused" where run refuses it
 
-    from builders.models import load_model
 
-    torch.manual_seed(0)
-    model = load_model(model_name)
-    structure = model_structure(model.module, torch.zeros(1, *model.input_size))
+def describe(stages: dict[str, list[str]]) -> str:
+    """'1 / 4+5+5+5 / 1': layers in the stem, in each stage in order, in the head."""
+    inner = [len(v) for k, v in stages.items() if k not in ("stem", "head")]
+    return f"{len(stages.get('stem', []))} / {'+'.join(map(str, inner)) or '0'} / {len(stages.get('head', []))}"
+
+
+def tool_row(model_name: str, structure: ModelStructure) -> ZooRow:
     base = select(structure, "all", [])
     cells = {}
     for recipe in recipe_names():
@@ -57,19 +73,46 @@ def zoo_row(model_name: str) -> tuple[dict[str, str], dict[str, int]]:
         except InputError:
             verdict = " refused"
         cells[recipe] = f"{len(selection.quantized)}/{selection.total}{verdict}"
-    return cells, {role: len(structure.paths(role=role)) for role in ROLES}
+    return ZooRow(describe(structure.stage_layers()), len(structure.paths(role="squeeze-excitation")),
+                  len(structure.paths(role="attention-output")), cells)
+
+
+def load_meta(model_name: str):
+    """The model on the meta device, as the study loads it, and its input size."""
+    import torch
+
+    from builders.models import load_model
+
+    with torch.device("meta"):
+        model = load_model(model_name)
+    return model.module, tuple(model.input_size)
+
+
+def agrees(module, input_size: tuple[int, ...], structure: ModelStructure) -> bool:
+    """Whether the independent reading finds the tool's stem, stages, head and roles, layer by layer."""
+    from tests.structure_reference import hf_head_roots, read_any_size
+
+    reading = read_any_size(module, input_size, hf_head_roots(module))
+    return (reading.stages == structure.stage_layers()
+            and sorted(reading.squeeze_excitation) == sorted(structure.paths(role="squeeze-excitation"))
+            and sorted(reading.attention_output) == sorted(structure.paths(role="attention-output")))
 
 
 def main() -> None:
-    recipes = recipe_names()
-    header = ["family", "model", *recipes, *(f"#{role}" for role in ROLES)]
+    import torch
+
     rows = []
-    for family, name in ZOO.items():
-        cells, roles = zoo_row(name)
-        rows.append([family, name, *(cells[r] for r in recipes), *(str(roles[r]) for r in ROLES)])
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    for row in [header, ["-" * w for w in widths], *rows]:
-        print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+    for family, (name, in_ci) in ZOO.items():
+        module, input_size = load_meta(name)
+        structure = model_structure(module, torch.zeros(1, *input_size))
+        row = tool_row(name, structure)
+        checked = "same" if agrees(module, input_size, structure) else "DIFFERS"
+        rows.append([family, name, row.shape, str(row.squeeze_excitation), str(row.attention_output),
+                     *row.recipes.values(), checked, "yes" if in_ci else "no"])
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "---|" * len(COLUMNS))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":

@@ -1,16 +1,16 @@
-"""The structural roles of a model's convolutions and linears, found by running it once, never from names.
+"""The structural roles of a model's convolutions and linears, and the stage and own op of every module,
+found by running it once, never from names.
 
-One forward pass on an example input records, in execution order, every convolution and linear
-(input shape, input tensor) and which operation produced each tensor. From that:
-- stages: timm's `feature_info` (the first entry that holds layers and not `pretrained_cfg['first_conv']`
-  is the first stage); other models have none;
-- stem: the layers that run before the first stage's first layer; without stages, the layers that read
-  the model's input;
-- head: what timm runs in `forward_head`; for Hugging Face models what lies outside `base_model`;
-  otherwise the trailing layers fed flat (N, C) features;
+One forward pass on an example input records every module call, every convolution and linear (input
+shape, input tensor, output resolution), the functions each module calls itself, and which function
+produced each tensor from which. From that:
+- stem, stages, head: builders.model_trunk (the stem before the first block, stages at each drop of the
+  trunk's resolution, the head after global pooling);
+- first stage: the layers of stage 1;
 - squeeze-excitation: a convolution fed a 1 x 1 map, or a linear fed flat (N, C) features, outside the head;
 - attention output projection: a linear fed (through reshapes) the product of two activations
-  (softmax(QK) @ V, or scaled_dot_product_attention).
+  (softmax(QK) @ V, or scaled_dot_product_attention);
+- a module's own op: builders.module_ops, from the functions it called itself.
 Layers that read the very same tensor (key and value) are recorded as sharing an input.
 """
 
@@ -23,6 +23,10 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
+
+from builders.model_trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
+from builders.module_ops import own_op
+from sessions.vocab import Op
 
 PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatten", "dropout", "clone", "to",
                 "float", "half", "type", "unflatten", "squeeze", "unsqueeze"}
@@ -45,11 +49,19 @@ class LayerNode:
 class ModelStructure:
     layers: list[LayerNode]  # execution order, first call of each module
     conv_bn: list[tuple[str, str]]  # (convolution, batch norm that reads its output directly)
-    first_stage: str | None  # module path, where the model has stages
+    stages: dict[str, str]  # module path -> stem | stage N | head, for the modules that ran (see model_trunk)
+    ops: dict[str, Op]  # module path -> the op it runs itself (module_ops), for modules that call functions
     never_ran: list[str]  # convolutions and linears the example input did not reach
 
     def paths(self, op: str | None = None, role: str | None = None) -> list[str]:
         return [n.path for n in self.layers if (op is None or n.op == op) and (role is None or role in n.roles)]
+
+    def stage_layers(self) -> dict[str, list[str]]:
+        """Convolutions and linears per stage label, labels in execution order."""
+        found: dict[str, list[str]] = {}
+        for node in self.layers:
+            found.setdefault(self.stages.get(node.path, ""), []).append(node.path)
+        return found
 
     def shared_inputs(self, paths: set[str]) -> list[list[str]]:
         """Groups of two or more of `paths` that read one tensor."""
@@ -58,32 +70,6 @@ class ModelStructure:
             if node.path in paths:
                 groups.setdefault(node.input_key, []).append(node.path)
         return [group for group in groups.values() if len(group) > 1]
-
-
-class _Producers(TorchFunctionMode):
-    """Which function produced each tensor, and from which tensors (tensors kept alive: ids stay unique)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.made: dict[int, tuple[str, list[torch.Tensor]]] = {}
-        self.keep: list[Any] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        result = func(*args, **(kwargs or {}))
-        inputs = [t for t in _tensors((args, kwargs)) if isinstance(t, torch.Tensor)]
-        name = getattr(func, "__name__", "")
-        for out in _tensors(result):
-            if isinstance(out, torch.Tensor) and not any(out is t for t in inputs):
-                self.made[id(out)] = (name, inputs)
-                self.keep.append(out)
-        return result
-
-    def origin(self, tensor: torch.Tensor) -> tuple[str, list[torch.Tensor]]:
-        """The first operation behind `tensor` that is not a reshape, copy or dropout."""
-        name, inputs = self.made.get(id(tensor), ("", []))
-        while name in PASS_THROUGH and inputs:
-            name, inputs = self.made.get(id(inputs[0]), ("", []))
-        return name, inputs
 
 
 def _tensors(value: Any) -> Iterator[Any]:
@@ -112,36 +98,154 @@ def model_structure(model: torch.nn.Module, example: torch.Tensor) -> ModelStruc
     return _CACHE[model]
 
 
-@dataclass
-class _Trace:
-    nodes: list[LayerNode] = field(default_factory=list)
-    outputs: dict[int, str] = field(default_factory=dict)  # id(conv output) -> conv path
-    bn_inputs: list[tuple[str, int]] = field(default_factory=list)
-    attention: set[str] = field(default_factory=set)
-    head: set[str] = field(default_factory=set)
-    in_head: bool = False
+class _Recorder(TorchFunctionMode):
+    """One forward pass, recorded: module calls (hooks on every module), the functions each module calls
+    itself, convolutions and linears, and which function produced each tensor from which."""
+
+    def __init__(self, example: torch.Tensor) -> None:
+        super().__init__()
+        self.seq = 0
+        self.stack: list[str] = []
+        self.calls: dict[str, ModuleCall] = {}
+        self.functions: dict[str, set[str]] = {}  # module path -> names of the functions it called itself
+        self.nodes: list[LayerNode] = []
+        self.layer_seq: dict[str, int] = {}
+        self.positions: dict[int, int] = {}
+        self.pooled_input: dict[int, bool] = {}
+        self.reads_input: dict[int, bool] = {}
+        self.feeders: dict[int, set[int]] = {}
+        self.frontier: dict[int, frozenset[int]] = {}  # id(tensor) -> the nearest layers upstream of it
+        self.last_unpooled = -1
+        self.conv_outputs: dict[int, str] = {}  # id(conv output) -> conv path
+        self.bn_inputs: list[tuple[str, int]] = []
+        self.attention: set[str] = set()
+        self.made: dict[int, tuple[str, list[torch.Tensor]]] = {}
+        self.derived: set[int] = {id(example)}  # tensors computed from the input
+        self.keep: list[Any] = [example]  # tensors kept alive, so ids stay unique
+        self.input_shape = tuple(example.shape[1:])
+
+    def tick(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        inputs = [t for t in _tensors((args, kwargs)) if isinstance(t, torch.Tensor)]
+        computed = {id(t) for t in inputs if id(t) in self.derived}
+        outputs = [t for t in _tensors(result) if isinstance(t, torch.Tensor)]
+        if not computed or not outputs:
+            return result
+        seq, name = self.tick(), getattr(func, "__name__", "")
+        if self.stack:
+            self.functions.setdefault(self.stack[-1], set()).add(name)
+        if len(computed) > 1 and name not in PASS_THROUGH:
+            for path in self.stack:
+                self.calls[path].merges += 1
+        upstream = frozenset().union(*(self.frontier.get(i, frozenset()) for i in computed))
+        for out in outputs:  # an in-place op (x += shortcut) returns its input: same producer, wider frontier
+            self.frontier[id(out)] = upstream
+            if not any(out is i for i in inputs):
+                self.made[id(out)] = (name, inputs)
+                self.derived.add(id(out))
+                self.keep.append(out)
+        if not _pooled_shape(outputs[0].shape):
+            self.last_unpooled = seq
+        return result
+
+    def origin(self, tensor: torch.Tensor) -> tuple[str, list[torch.Tensor]]:
+        """The first operation behind `tensor` that is not a reshape, copy or dropout."""
+        name, inputs = self.made.get(id(tensor), ("", []))
+        while name in PASS_THROUGH and inputs:
+            name, inputs = self.made.get(id(inputs[0]), ("", []))
+        return name, inputs
+
+    def sources(self, tensor: torch.Tensor) -> set[int]:
+        """`tensor` and the tensors it was reshaped, copied or dropped out from."""
+        found = {id(tensor)}
+        name, inputs = self.made.get(id(tensor), ("", []))
+        while name in PASS_THROUGH and inputs:
+            found.add(id(inputs[0]))
+            name, inputs = self.made.get(id(inputs[0]), ("", []))
+        return found
+
+    def enter(self, path: str, args: tuple[Any, ...]) -> None:
+        first = next((t for t in _tensors(args) if isinstance(t, torch.Tensor)), None)
+        if path not in self.calls:
+            self.calls[path] = ModuleCall(path, self.tick(), input_ids=self.sources(first) if first is not None else set())
+        self.stack.append(path)
+
+    def leave(self, path: str, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        self.stack.pop()
+        call = self.calls[path]
+        first = next((t for t in _tensors(output) if isinstance(t, torch.Tensor)), None)
+        if call.end >= 0:
+            return
+        call.end = self.tick()
+        if first is not None:
+            call.output_id = id(first)
+            self.keep.append(first)
+        source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        op = _op(module)
+        if source is None:
+            return
+        if _is_bn(module):
+            self.bn_inputs.append((path, id(source)))
+        elif op is not None and first is not None:
+            self._layer(path, op, source, first, call.end, tuple(getattr(module, "kernel_size", ())))
+
+    def _layer(self, path: str, op: str, source: torch.Tensor, output: torch.Tensor, seq: int,
+               kernel: tuple[int, ...]) -> None:
+        node = LayerNode(path, op, tuple(source.shape), id(source), kernel=kernel if op == "conv" else ())
+        self.nodes.append(node)
+        self.layer_seq[path] = seq
+        for owner in (*self.stack, path):
+            self.calls[owner].layers.append(seq)
+        channels = output.shape[1] if op == "conv" else output.shape[-1]
+        self.positions[seq] = output.numel() // max(channels, 1)  # windows folded into the batch count too
+        self.pooled_input[seq] = _pooled(node)
+        self.reads_input[seq] = op == "conv" and node.input_shape[1:] == self.input_shape
+        self.feeders[seq] = set(self.frontier.get(id(source), frozenset()))
+        self.frontier[id(output)] = frozenset({seq})
+        if op == "conv":
+            self.conv_outputs[id(output)] = path
+        name, inputs = self.origin(source)
+        if op == "linear" and name in MATMULS and sum(isinstance(t, torch.nn.Parameter) for t in inputs) == 0:
+            self.attention.add(path)
+
+
+def _pooled_shape(shape: torch.Size) -> bool:
+    """At most one dimension past the batch above 1: pooled features, flat or as 1 x 1 maps."""
+    return sum(d > 1 for d in shape[1:]) <= 1
 
 
 def _analyse(model: torch.nn.Module, example: torch.Tensor) -> ModelStructure:
-    trace = _Trace()
-    producers = _Producers()
-    handles = [module.register_forward_hook(_hook(path, module, trace, producers))
-               for path, module in model.named_modules() if _op(module) or _is_bn(module)]
-    restore = _mark_timm_head(model, trace)
+    example = example[:1].to(next(model.parameters()).device)
+    recorder = _Recorder(example)
+    handles = []
+    for path, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(lambda _m, args, path=path: recorder.enter(path, args)))
+        handles.append(module.register_forward_hook(
+            lambda m, args, output, path=path: recorder.leave(path, m, args, output)))
     try:
-        with torch.no_grad(), producers:
-            model(example[:1].to(next(model.parameters()).device))
+        with torch.no_grad(), recorder:
+            model(example)
     finally:
         for handle in handles:
             handle.remove()
-        restore()
     modules = dict(model.named_modules())
-    seen = {n.path for n in trace.nodes}
-    first_stage = _first_stage(model, modules)
-    _assign_roles(model, trace, first_stage, example)
-    conv_bn = [(trace.outputs[key], bn) for bn, key in trace.bn_inputs if key in trace.outputs]
-    never = [p for p, m in modules.items() if _op(m) and p not in seen]
-    return ModelStructure(trace.nodes, conv_bn, first_stage, never)
+    record = TrunkRecord(
+        calls=recorder.calls,
+        children={path: [f"{path}.{name}" if path else name for name, _ in m.named_children()] for path, m in modules.items()},
+        positions=recorder.positions, pooled_input=recorder.pooled_input, reads_input=recorder.reads_input,
+        feeders=recorder.feeders,
+        last_unpooled=recorder.last_unpooled, head_roots=_hf_head_roots(model),
+    )
+    stages = module_stages(record)
+    _assign_roles(recorder, stages)
+    conv_bn = [(recorder.conv_outputs[key], bn) for bn, key in recorder.bn_inputs if key in recorder.conv_outputs]
+    never = [p for p, m in modules.items() if _op(m) and p not in recorder.layer_seq]
+    ops = {path: own_op(names) for path, names in recorder.functions.items()}
+    return ModelStructure(recorder.nodes, conv_bn, stages, {p: op for p, op in ops.items() if op}, never)
 
 
 def _op(module: torch.nn.Module) -> str | None:
@@ -156,104 +260,29 @@ def _is_bn(module: torch.nn.Module) -> bool:
     return isinstance(module, torch.nn.modules.batchnorm._BatchNorm)
 
 
-def _hook(path: str, module: torch.nn.Module, trace: _Trace, producers: _Producers):
-    op = _op(module)
-
-    def record(_module: torch.nn.Module, args: tuple, output: Any) -> None:
-        source = args[0]
-        if op is None:
-            trace.bn_inputs.append((path, id(source)))
-            return
-        if any(n.path == path for n in trace.nodes):
-            return
-        kernel = tuple(module.kernel_size) if op == "conv" else ()
-        trace.nodes.append(LayerNode(path, op, tuple(source.shape), id(source), kernel=kernel))
-        producers.keep.append(output)
-        if op == "conv":
-            trace.outputs[id(output)] = path
-        if trace.in_head:
-            trace.head.add(path)
-        name, inputs = producers.origin(source)
-        if op == "linear" and name in MATMULS and sum(isinstance(t, torch.nn.Parameter) for t in inputs) == 0:
-            trace.attention.add(path)
-
-    return record
-
-
-def _mark_timm_head(model: torch.nn.Module, trace: _Trace):
-    """Wraps timm's `forward_head` so the layers it runs are marked; returns the undo."""
-    if not (hasattr(model, "forward_head") and hasattr(model, "pretrained_cfg")):
-        return lambda: None
-    original = model.forward_head
-
-    def forward_head(*args, **kwargs):
-        trace.in_head = True
-        try:
-            return original(*args, **kwargs)
-        finally:
-            trace.in_head = False
-
-    model.forward_head = forward_head  # type: ignore[method-assign]
-    return lambda: delattr(model, "forward_head")
-
-
-def _first_stage(model: torch.nn.Module, modules: dict[str, torch.nn.Module]) -> str | None:
-    info = getattr(model, "feature_info", None)
-    entries = info.get_dicts() if hasattr(info, "get_dicts") else info
-    if not isinstance(entries, list):
-        return None
-    first_conv = (getattr(model, "pretrained_cfg", None) or {}).get("first_conv") or ""
-    first_convs = {first_conv} if isinstance(first_conv, str) else set(first_conv)
-    for entry in entries:
-        path = entry["module"]
-        inside = [p for p, m in modules.items() if _op(m) and (p == path or p.startswith(path + "."))]
-        if inside and not first_convs.intersection(inside):
-            return path
-    return None
-
-
-def _hf_head_prefix(model: torch.nn.Module) -> tuple[str, str] | None:
-    """(task model path, base model path) of a Hugging Face model inside `model`."""
+def _hf_head_roots(model: torch.nn.Module) -> set[str] | None:
+    """The children of a Hugging Face task model other than its base model: its head; None elsewhere."""
     for path, module in model.named_modules():
         base = getattr(module, "base_model", None)
         if isinstance(base, torch.nn.Module) and base is not module and hasattr(module, "base_model_prefix"):
-            inner = next(p for p, m in module.named_modules() if m is base)
-            return path, ".".join(filter(None, (path, inner)))
+            prefix = f"{path}." if path else ""
+            return {prefix + name for name, child in module.named_children() if child is not base}
     return None
 
 
-def _inside(path: str, parent: str) -> bool:
-    return not parent or path == parent or path.startswith(parent + ".")
-
-
-def _assign_roles(model: torch.nn.Module, trace: _Trace, first_stage: str | None, example: torch.Tensor) -> None:
-    nodes = trace.nodes
-    hf = _hf_head_prefix(model)
-    if hf is not None:
-        trace.head = {n.path for n in nodes if _inside(n.path, hf[0]) and not _inside(n.path, hf[1])}
-    elif not trace.head and not hasattr(model, "pretrained_cfg"):
-        for node in reversed(nodes):
-            if len(node.input_shape) != 2:
-                break
-            trace.head.add(node.path)
-    stage_start = next((i for i, n in enumerate(nodes) if first_stage and _inside(n.path, first_stage)), None)
-    for index, node in enumerate(nodes):
-        if node.path in trace.head:
-            node.roles.add("head")
+def _assign_roles(recorder: _Recorder, stages: dict[str, str]) -> None:
+    first = stage_name(1)
+    for node in recorder.nodes:
+        stage = stages.get(node.path)
+        if stage in (STEM, HEAD):
+            node.roles.add(stage)
             continue
-        if (stage_start is not None and index < stage_start) or (stage_start is None and _reads_input(node, example)):
-            node.roles.add("stem")
-            continue
-        if first_stage and _inside(node.path, first_stage):
+        if stage == first:
             node.roles.add("first-stage")
         if _pooled(node):
             node.roles.add("squeeze-excitation")
-        if node.path in trace.attention:
+        if node.path in recorder.attention:
             node.roles.add("attention-output")
-
-
-def _reads_input(node: LayerNode, example: torch.Tensor) -> bool:
-    return node.op == "conv" and node.input_shape[1:] == tuple(example.shape[1:])
 
 
 def _pooled(node: LayerNode) -> bool:

@@ -8,6 +8,7 @@ import time
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.model_structure import ModelStructure, model_structure
 from builders.variant_modules import precision_name, state_bytes, variant_module
 from profilers.module_ranges import module_name, module_ranges
 from sessions.errors import InputError, first_line
@@ -16,8 +17,13 @@ from sessions.plan import VariantPlan
 from sessions.vocab import Device
 
 
-def module_layer(path: str, module: torch.nn.Module) -> Layer:
+def module_layer(path: str, module: torch.nn.Module, structure: ModelStructure | None = None) -> Layer:
+    """The session's layer for one module: a convolution or linear by its type; any other module's op is the
+    one its own forward runs (`structure.ops`: a container that splits and concatenates is a concatenation,
+    not a convolution); its stage (stem, stage N, head) from `structure.stages` in `attrs["stage"]`."""
     layer = Layer(name=module_name(path), kind=type(module).__name__)
+    if structure is not None and path in structure.stages:
+        layer.attrs["stage"] = structure.stages[path]
     if isinstance(module, torch.nn.modules.conv._ConvNd):
         layer.op = "conv"
         layer.groups = module.groups
@@ -27,13 +33,16 @@ def module_layer(path: str, module: torch.nn.Module) -> Layer:
     elif isinstance(module, torch.nn.Linear):
         layer.op = "linear"
         layer.in_channels, layer.out_channels = module.in_features, module.out_features
+    elif structure is not None:
+        layer.op = structure.ops.get(path)
     return layer
 
 
 class TorchEngine(Engine):
     def __init__(self, module: torch.nn.Module, device: str, dtype: torch.dtype, static_input: torch.Tensor,
-                 quantized: set[str] | None = None):
+                 quantized: set[str] | None = None, structure: ModelStructure | None = None):
         self.module: torch.nn.Module | None = module
+        self.structure = structure  # of the reference model, whose module paths the variant keeps
         self.device = device
         self.dtype = dtype
         self.static_input = static_input.to(device=device, dtype=dtype)
@@ -95,7 +104,7 @@ class TorchEngine(Engine):
     def layers(self) -> list[Layer]:
         layers = []
         for path, module in self._module().named_modules():
-            layer = module_layer(path, module)
+            layer = module_layer(path, module, self.structure)
             layer.precision = precision_name(self.dtype)  # type: ignore[assignment]
             if path in self.quantized:
                 layer.precision, layer.quantized = "fp8", True
@@ -139,7 +148,8 @@ class TorchBackend(Backend):
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
         fp8_base = torch.float16 if self.device == "cuda" else torch.float32
         built = variant_module(self._reference, variant, calibration, fp8_base)
-        engine = TorchEngine(built.module, self.device, built.dtype, self.static_input, built.quantized)
+        structure = model_structure(self._reference, self.static_input)
+        engine = TorchEngine(built.module, self.device, built.dtype, self.static_input, built.quantized, structure)
         if self.device == "cuda":
             torch.cuda.synchronize()
         result = Variant(

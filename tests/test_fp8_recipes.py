@@ -48,7 +48,7 @@ def senet154():
 
 def test_roles_come_from_structure_not_names(seresnext):
     _, found = seresnext
-    assert found.first_stage == "layer1"
+    assert found.paths(role="first-stage")[0] == "layer1.0.conv1" and found.stages["layer1"] == "stage 1"
     assert found.paths(role="stem") == ["conv1.0", "conv1.3", "conv1.6"]
     assert len(found.paths(role="squeeze-excitation")) == 16  # fc1 and fc2 of 8 blocks, fed 1 x 1 maps
     assert all(".se." in p for p in found.paths(role="squeeze-excitation"))
@@ -58,7 +58,7 @@ def test_roles_come_from_structure_not_names(seresnext):
 
 def test_regnet_stages_found_without_layer_names():
     _, found = structure("regnety_002")  # stages s1..s4: the failing model
-    assert found.first_stage == "s1"
+    assert found.stages["s1"] == "stage 1" and found.stages["s4"] == "stage 4"
     assert found.paths(role="stem") == ["stem.conv"]
     assert len(select(found, "all", []).quantized) == 69
 

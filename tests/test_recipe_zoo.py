@@ -1,38 +1,69 @@
-"""Every named recipe on eight timm families and SegFormer quantizes what its definition says (CPU, random weights).
-
-The figures are those of tests/data/recipe_zoo.txt (benchmarks/recipe_zoo.py prints the table).
+"""Stem, stages, head, roles and recipe counts on the zoo's CI families (meta device, no weights), against an
+independent reading of each model (tests/structure_reference.py: the autograd graph and module outputs,
+none of the tool's code), and the committed table (tests/data/recipe_zoo.txt, which the README quotes)
+against what the tool finds now.
 """
+
+from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+import torch
 
-from benchmarks.recipe_zoo import ZOO, zoo_row
+from benchmarks.recipe_zoo import COLUMNS, ZOO, describe, load_meta, tool_row
+from builders.fp8_recipes import select
+from builders.model_structure import model_structure
+from tests.structure_reference import Reading, hf_head_roots, read_any_size
 
-# recipe cells: all, no-se, no-se-no-first-stage, encoder-linears ("refused": before any work, beside `all`)
-EXPECTED = {
-    "resnet18": ("19/21", "19/21 refused", "15/21", "0/1 refused"),
-    "seresnext26d_32x4d": ("44/48", "28/48", "21/48", "0/1 refused"),
-    "regnety_002": ("69/71", "43/71", "39/71", "0/1 refused"),
-    "efficientnet_b0": ("80/82", "48/82", "46/82", "0/1 refused"),
-    "mobilenetv3_small_050": ("51/54", "33/54", "31/54", "0/1 refused"),
-    "convnext_atto": ("39/41", "39/41 refused", "33/41", "0/1 refused"),
-    "vit_tiny_patch16_224": ("48/50", "48/50 refused", "44/50", "36/49"),
-    "senet154": ("254/258", "154/258", "144/258", "0/1 refused"),  # the SENet study: 254 / 154 / 144 of 257 convs
-    "hf:segformer-b0": ("65/72", "65/72 refused", "65/72 refused", "40/52"),  # the SegFormer study: 40 matmuls
-    "hf:segformer-b5": ("416/423", "416/423 refused", "416/423 refused", "260/316"),  # and 260
-}
+TABLE = Path(__file__).parent / "data" / "recipe_zoo.txt"
+CI_MODELS = [name for name, in_ci in ZOO.values() if in_ci]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("model", list(ZOO.values()))
-def test_recipe_counts_per_family(model):
-    cells, _ = zoo_row(model)
-    assert tuple(cells.values()) == EXPECTED[model]
+def _expected_counts(reading: Reading) -> dict[str, int]:
+    """Quantized layers per recipe, from the independent reading and the recipes' definitions."""
+    stem, head = set(reading.stages.get("stem", [])), set(reading.stages.get("head", []))
+    first = set(reading.stages.get("stage 1", []))
+    layers = [p for paths in reading.stages.values() for p in paths]
+    body = [p for p in layers if p not in stem and p not in head]
+    no_se = [p for p in body if p not in reading.squeeze_excitation]
+    linears = [p for p in body if p in reading.linears and p not in reading.attention_output]
+    return {"all": len(body), "no-se": len(no_se), "no-se-no-first-stage": len([p for p in no_se if p not in first]),
+            "encoder-linears": len(linears)}
 
 
-def test_the_saved_table_holds_the_expectations():
-    table = (Path(__file__).parent / "data" / "recipe_zoo.txt").read_text()
-    for model, cells in EXPECTED.items():
-        line = next(line for line in table.splitlines() if f" {model} " in line)
-        assert [c.replace(" refused", "") for c in cells] == [c for c in line.split()[2:] if "/" in c]
+def _table_rows() -> dict[str, list[str]]:
+    rows = {}
+    for line in TABLE.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == len(COLUMNS) and cells[1] != "model" and not set(cells[1]) <= {"-"}:
+            rows[cells[1]] = cells
+    return rows
+
+
+def test_the_zoo_covers_the_families_the_structure_rules_must_hold_on():
+    families = {family for family, (_, in_ci) in ZOO.items() if in_ci}
+    assert len(families) >= 12
+    assert {"DenseNet", "DPN", "Inception", "MixNet", "DLA", "SENet", "RegNetY", "MobileNetV3", "EfficientNet",
+            "ViT", "Swin", "ResNet"} <= families
+
+
+@pytest.mark.parametrize("name", CI_MODELS)
+def test_structure_matches_an_independent_reading(name):
+    module, input_size = load_meta(name)
+    reading = read_any_size(module, input_size, hf_head_roots(module))
+    structure = model_structure(module, torch.zeros(1, *input_size))
+
+    assert structure.stage_layers() == reading.stages
+    assert sorted(structure.paths(role="squeeze-excitation")) == sorted(reading.squeeze_excitation)
+    assert sorted(structure.paths(role="attention-output")) == sorted(reading.attention_output)
+    assert structure.paths(role="first-stage") == reading.stages.get("stage 1", [])
+    counts = {recipe: len(select(structure, recipe, []).quantized) for recipe in _expected_counts(reading)}
+    assert counts == _expected_counts(reading)
+
+    row = tool_row(name, structure)  # the committed table says what the tool finds now
+    saved = _table_rows()[name]
+    assert saved[2:5] == [describe(reading.stages), str(len(reading.squeeze_excitation)),
+                          str(len(reading.attention_output))]
+    assert saved[5:5 + len(row.recipes)] == list(row.recipes.values())
+    assert saved[-2:] == ["same", "yes"]

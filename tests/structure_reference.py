@@ -1,0 +1,275 @@
+"""An independent reading of a model's stem, stages, head and layer roles, for the zoo test.
+
+It implements the contract that builders/model_trunk.py and builders/model_structure.py document, with
+other evidence and none of their code: the autograd graph of one forward pass (meta tensors that require
+grad) instead of a torch-function mode, module outputs instead of function outputs for global pooling,
+and autograd sequence numbers to tell which graph nodes a module made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+import torch
+
+VIEW_NODES = ("View", "Reshape", "Permute", "Transpose", "Clone", "Squeeze", "Unsqueeze", "Expand", "Alias",
+              "Contiguous", "Select", "Slice")
+PRODUCT_NODES = ("Bmm", "MmBackward", "Matmul", "ScaledDotProduct", "Einsum")
+
+
+@dataclass
+class Call:
+    path: str
+    begin: int  # autograd sequence number before its forward
+    finish: int = -1  # and after
+    order: int = 0  # position of its pre-hook among all pre-hooks
+    last: int = 0  # position of its post-hook among all hooks
+    inp: Any = None
+    out: Any = None
+    layers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reading:
+    stages: dict[str, list[str]]  # stem / stage N / head -> convolutions and linears, in call order
+    squeeze_excitation: list[str]
+    attention_output: list[str]
+    linears: list[str]
+
+
+def _first_tensor(value: Any) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _first_tensor(item)
+            if found is not None:
+                return found
+    if isinstance(value, dict):
+        return _first_tensor(list(value.values()))
+    return None
+
+
+def _marker() -> int:
+    probe = torch.zeros(1, device="meta", requires_grad=True) * 1
+    return int(probe.grad_fn._sequence_nr())
+
+
+class _Run:
+    def __init__(self, model: torch.nn.Module, example: torch.Tensor) -> None:
+        self.model = model
+        self.calls: dict[str, Call] = {}
+        self.clock = 0
+        self.layer_out: dict[str, torch.Size] = {}  # shapes, and the graph nodes as they were at the call
+        self.layer_in: dict[str, torch.Size] = {}
+        self.out_node: dict[str, Any] = {}
+        self.in_node: dict[str, Any] = {}
+        self.example = example
+
+    def pre(self, path: str, args: tuple[Any, ...]) -> None:
+        self.clock += 1
+        if path not in self.calls:
+            self.calls[path] = Call(path, _marker(), order=self.clock, inp=_first_tensor(args))
+
+    def post(self, path: str, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        self.clock += 1
+        call = self.calls[path]
+        if call.finish >= 0:
+            return
+        call.finish, call.last, call.out = _marker(), self.clock, _first_tensor(output)
+        if isinstance(module, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.Linear)):
+            self.layer_in[path], self.layer_out[path] = args[0].shape, call.out.shape
+            self.in_node[path], self.out_node[path] = args[0].grad_fn, call.out.grad_fn
+
+    def run(self) -> None:
+        handles = []
+        for path, module in self.model.named_modules():
+            handles.append(module.register_forward_pre_hook(lambda _m, a, p=path: self.pre(p, a)))
+            handles.append(module.register_forward_hook(lambda m, a, o, p=path: self.post(p, m, a, o)))
+        try:
+            self.model(self.example)
+        finally:
+            for handle in handles:
+                handle.remove()
+        for path, call in self.calls.items():
+            call.layers = [p for p in self.layer_out if p == path or p.startswith(path + ".") or not path]
+
+
+class _Graph:
+    """The autograd graph behind the output: which nodes combine two computed tensors, and the nearest
+    layers upstream of every node."""
+
+    def __init__(self, run: _Run, output: torch.Tensor) -> None:
+        self.layer_of = {id(node): p for p, node in run.out_node.items() if node is not None}
+        self.input_leaf: set[int] = set()
+        nodes: dict[int, Any] = {}
+        stack = [output.grad_fn]
+        while stack:
+            node = stack.pop()
+            if node is None or id(node) in nodes:
+                continue
+            nodes[id(node)] = node
+            if type(node).__name__ == "AccumulateGrad" and node.variable is run.example:
+                self.input_leaf.add(id(node))
+            stack.extend(n for n, _ in node.next_functions)
+        order = sorted(nodes.values(), key=lambda n: -1 if type(n).__name__ == "AccumulateGrad" else n._sequence_nr())
+        self.computed: dict[int, bool] = {}
+        self.upstream: dict[int, frozenset[str]] = {}
+        self.merges: list[int] = []
+        for node in order:  # inputs before users
+            kids = [n for n, _ in node.next_functions if n is not None]
+            computed = [k for k in kids if self.computed.get(id(k))]
+            self.computed[id(node)] = id(node) in self.input_leaf or bool(computed)
+            if len({id(k) for k in computed}) > 1:
+                self.merges.append(node._sequence_nr())
+            below = frozenset().union(*(self.upstream.get(id(k), frozenset()) for k in computed))
+            self.upstream[id(node)] = frozenset({self.layer_of[id(node)]}) if id(node) in self.layer_of else below
+
+    def feeders(self, node: Any) -> frozenset[str]:
+        return self.upstream.get(id(node), frozenset()) if node is not None else frozenset()
+
+
+def _via_views(node: Any) -> Any:
+    while node is not None and any(v in type(node).__name__ for v in VIEW_NODES):
+        node = next((n for n, _ in node.next_functions if n is not None), None)
+    return node
+
+
+class _Trunk:
+    def __init__(self, run: _Run, graph: _Graph, head_roots: set[str] | None, last_spatial: int) -> None:
+        self.run, self.graph, self.head_roots, self.last_spatial = run, graph, head_roots, last_spatial
+        self.kids: dict[str, list[str]] = {}
+        for path in dict(run.model.named_modules()):
+            if path:
+                parent = path.rpartition(".")[0]
+                self.kids.setdefault(parent, []).append(path)
+
+    def children(self, path: str) -> list[Call]:
+        found: list[Call] = []
+        for kid in self.kids.get(path, []):
+            found.extend([self.run.calls[kid]] if kid in self.run.calls else self.children(kid))
+        return sorted(found, key=lambda c: c.order)
+
+    def merges(self, call: Call) -> int:
+        return sum(call.begin < s < call.finish for s in self.graph.merges)
+
+    def chained(self, call: Call) -> bool:
+        inside = set(call.layers)
+        return any(self.graph.feeders(self.run.in_node[p]) & inside for p in call.layers)
+
+    def head(self, call: Call) -> bool:
+        if self.head_roots is not None:
+            return any(call.path == h or call.path.startswith(h + ".") for h in self.head_roots)
+        return call.order > self.last_spatial
+
+    def linked(self, call: Call) -> bool:
+        kids = self.children(call.path)
+        return len(kids) > 1 and all(b.inp is not None and _reaches(b.inp, a.out) for a, b in pairwise(kids))
+
+    def sequence(self, call: Call) -> bool:
+        return self.linked(call) and sum(self.chained(k) for k in self.children(call.path)) >= 2
+
+    def units(self, plain: bool = False) -> list[tuple[Call, bool]]:
+        result: list[tuple[Call, bool]] = []
+
+        def walk(path: str, in_sequence: bool) -> None:
+            for kid in self.children(path):
+                grand = self.children(kid.path)
+                wraps = len(grand) == 1 and len(grand[0].layers) == len(kid.layers) and self.merges(grand[0]) == self.merges(kid)
+                split = any(self.head(g) for g in grand) and not all(self.head(g) for g in grand)
+                if self.sequence(kid):
+                    walk(kid.path, True)
+                elif wraps or split or (plain and self.linked(kid)):
+                    walk(kid.path, in_sequence)
+                else:
+                    result.append((kid, in_sequence))
+
+        walk("", False)
+        return result
+
+
+def _reaches(tensor: torch.Tensor, target: Any) -> bool:
+    if tensor is target:
+        return True
+    node = tensor.grad_fn
+    goal = getattr(target, "grad_fn", None)
+    while node is not None:
+        if node is goal:
+            return True
+        if not any(v in type(node).__name__ for v in VIEW_NODES):
+            return False
+        node = next((n for n, _ in node.next_functions if n is not None), None)
+    return False
+
+
+def _positions(path: str, run: _Run) -> int:
+    shape = run.layer_out[path]
+    channels = shape[-1] if isinstance(run.model.get_submodule(path), torch.nn.Linear) else shape[1]
+    return shape.numel() // channels
+
+
+def _fed_pooled(path: str, run: _Run) -> bool:
+    shape = run.layer_in[path]
+    if isinstance(run.model.get_submodule(path), torch.nn.Linear):
+        return len(shape) == 2
+    return all(d == 1 for d in shape[2:])
+
+
+def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | None = None) -> Reading:
+    """Stem, stages, head and roles of `model` on `example` (meta tensors)."""
+    example = example.detach().requires_grad_(True)
+    run = _Run(model, example)
+    run.run()
+    output = _first_tensor(run.calls[""].out)
+    graph = _Graph(run, output)
+    spatial = [c.last for c in run.calls.values() if c.out is not None and sum(d > 1 for d in c.out.shape[1:]) > 1]
+    trunk = _Trunk(run, graph, head_roots, max(spatial))
+    units = trunk.units()
+    first = next((i for i, (u, s) in enumerate(units) if trunk.chained(u) and (s or trunk.merges(u))), None)
+    if first is None:
+        units = trunk.units(plain=True)
+        first = 1 + max(i for i, (u, _) in enumerate(units) if any(
+            run.layer_in[p][1:] == example.shape[1:] for p in u.layers))
+    stages: dict[str, list[str]] = {}
+    stage, finest = 0, None
+    for index, (unit, _) in enumerate(units):
+        if trunk.head(unit):
+            label = "head"
+        elif index < first:
+            label = "stem"
+        else:
+            trunk_layers = [p for p in unit.layers if not _fed_pooled(p, run) and _positions(p, run) > 1]
+            size = _positions(trunk_layers[-1], run) if trunk_layers else None
+            if stage == 0 or (size is not None and finest is not None and size < finest):
+                stage += 1
+            finest = size if finest is None else min(finest, size or finest)
+            label = f"stage {stage}"
+        stages.setdefault(label, []).extend(unit.layers)
+    head = set(stages.get("head", []))
+    linears = [p for p in run.layer_out if isinstance(model.get_submodule(p), torch.nn.Linear)]
+    se = [p for p in run.layer_out if p not in head and _fed_pooled(p, run)]
+    attention = []
+    for p in linears:
+        node = _via_views(run.in_node[p])
+        if node is not None and any(k in type(node).__name__ for k in PRODUCT_NODES):
+            attention.append(p)
+    return Reading(stages, se, attention, linears)
+
+
+def hf_head_roots(model: torch.nn.Module) -> set[str] | None:
+    """The children of a Hugging Face task model besides its `base_model`; None for other models."""
+    for path, module in model.named_modules():
+        base = getattr(module, "base_model", None)
+        if isinstance(base, torch.nn.Module) and base is not module:
+            return {f"{path}.{name}" if path else name for name, child in module.named_children() if child is not base}
+    return None
+
+
+def read_any_size(model: torch.nn.Module, input_size: tuple[int, ...], head_roots: set[str] | None) -> Reading:
+    """`read` on a 64 x 64 input where the model takes one, else on its own input size."""
+    try:
+        return read(model, torch.zeros(1, input_size[0], 64, 64, device="meta"), head_roots)
+    except (RuntimeError, AssertionError, ValueError):
+        return read(model, torch.zeros(1, *input_size, device="meta"), head_roots)
