@@ -113,7 +113,7 @@ def test_unknown_recipe_is_a_user_error():
     with pytest.raises(InputError, match="unknown FP8 recipe 'some'"):
         get_recipe("some")
     assert get_recipe("no-se-no-layer1").name == "no-se-no-first-stage"
-    assert recipe_names() == ["all", "no-se", "no-se-no-first-stage", "encoder-linears"]
+    assert recipe_names() == ["all", "no-se", "no-se-no-first-stage", "pointwise", "encoder-linears"]
 
 
 def test_variant_names_expand_recipes():
