@@ -121,4 +121,9 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
         raw_trace=request.raw_trace, threads=request.threads,
     )
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
+    if backend == "torch" and device == "cpu":
+        from inspector.cpu_defaults import fit_cpu_plan
+
+        plan, cpu_notes = fit_cpu_plan(plan, request)
+        notes += cpu_notes
     return plan, notes

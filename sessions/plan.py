@@ -57,6 +57,7 @@ class StudyPlan:
     out: str | None = None  # session file; None: the user-data folder
     raw_trace: str | None = None  # folder for each variant's raw tracer records
     threads: int | None = None  # torch CPU threads; None: torch's default
+    stress_count: int | None = None  # stress inputs, spread over the kinds (profilers.images); None: all
 
 
 LIMITS = {"batch": (1, 65536), "trace_calls": (1, 1000), "calib_count": (1, 100000), "opt_level": (0, 5),
@@ -77,6 +78,8 @@ def validate_plan(plan: StudyPlan) -> None:
         raise InputError(f"eval-count must be between 1 and 1000000, not {plan.eval_count}")
     if plan.threads is not None and not 1 <= plan.threads <= 1024:
         raise InputError(f"threads must be between 1 and 1024, not {plan.threads}")
+    if plan.stress_count is not None and not 1 <= plan.stress_count <= 1000:
+        raise InputError(f"stress-count must be between 1 and 1000, not {plan.stress_count}")
     if not plan.variants:
         raise InputError("the plan has no variants")
 

@@ -26,6 +26,7 @@ class VariantSummary:
     max_abs_logit_error: float | None
     nonfinite: int | None
     artifact_mib: float | None
+    fp8_weight_mib: float | None  # the weights with the recipe's quantized ones at one byte (FP8 recipes only)
     build_s: float | None
     error: str | None
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
@@ -53,11 +54,16 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
         mean_kl=q.mean_kl if q else None,
         max_abs_logit_error=q.max_abs_logit_error if q else None,
         nonfinite=q.nonfinite if q else None,
-        artifact_mib=variant.artifact_bytes / (1 << 20) if variant.artifact_bytes is not None else None,
+        artifact_mib=_mib(variant.artifact_bytes),
+        fp8_weight_mib=_mib(variant.recipe.weight_bytes_fp8) if variant.recipe else None,
         build_s=variant.build_s,
         error=variant.error,
         layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
     )
+
+
+def _mib(size: int | None) -> float | None:
+    return size / (1 << 20) if size is not None else None
 
 
 def layer_sum_ms(variant: Variant) -> float | None:

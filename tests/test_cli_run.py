@@ -20,7 +20,7 @@ def resnet_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_json_summary_on_stdout_progress_on_stderr(resnet_run):
-    result, out = resnet_run
+    result, _ = resnet_run
     assert result.returncode == 0, result.stderr
     summary = orjson.loads(result.stdout)
     assert [v["name"] for v in summary["variants"]] == ["fp32", "bf16", "fp8-all"]
@@ -44,8 +44,10 @@ def test_session_holds_every_measurement(resnet_run):
     fp8 = session.variant("fp8-all")
     assert fp8.simulated and fp8.recipe.quantized and fp8.recipe.calibration_count == 2
     assert fp8.recipe.calibration_source.startswith("scikit-image sample photographs: 18 images")
-    quantized_layers = [layer.name for layer in fp8.layers if layer.precision == "fp8"]
-    assert set(quantized_layers) <= set(fp8.recipe.quantized)
+    simulated = [layer for layer in fp8.layers if layer.attrs.get("simulates") == "fp8"]
+    assert simulated and {layer.name for layer in simulated} <= set(fp8.recipe.quantized)
+    assert {layer.precision for layer in simulated} == {"fp32"}  # what their kernels compute in
+    assert {v.batchnorm_folded for v in session.variants} == {fp8.batchnorm_folded} and fp8.batchnorm_folded > 0
     # the fake-quant ops are attributed to the quantizer modules, so FP8 has more ops per call
     assert fp8.trace.records > session.variant("fp32").trace.records
 
