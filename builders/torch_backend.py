@@ -164,8 +164,6 @@ class TorchBackend(Backend):
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
             simulated=built.recipe is not None, recipe=built.recipe, build_s=time.perf_counter() - start,
-            artifact_bytes=state_bytes(built.module), batchnorm_folded=folded,
-            notes=built.notes + ([f"{folded} BatchNorm layers folded into their convolutions, in every variant"]
-                                 if folded else []),
+            artifact_bytes=state_bytes(built.module), batchnorm_folded=folded, notes=built.notes,
         )
         return BuildResult(engine, result)

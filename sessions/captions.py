@@ -13,6 +13,7 @@ SIMULATED_FP8 = (
 )
 SIMULATED_TAG = "simulated"
 SIMULATES = "simulates"  # Layer.attrs key: the number format a layer simulates while its kernels run its precision
+EQUAL_GRAPHS = "{count} BatchNorm layers folded into their convolutions in every variant: one graph for all"
 UNEQUAL_GRAPHS = (
     "BatchNorm folded into the convolutions differently across variants ({counts}): "
     "their time differences include the folding"
@@ -69,6 +70,8 @@ def session_caveats(session: Session) -> list[str]:
     folded = {v.name: v.batchnorm_folded for v in session.variants if v.status == "ok" and v.batchnorm_folded is not None}
     if len(set(folded.values())) > 1:
         lines.append(UNEQUAL_GRAPHS.format(counts=", ".join(f"{name} {count}" for name, count in folded.items())))
+    elif len(folded) > 1 and next(iter(folded.values())):
+        lines.append(EQUAL_GRAPHS.format(count=next(iter(folded.values()))))
     return lines
 
 
