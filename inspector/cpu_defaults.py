@@ -4,7 +4,8 @@
 fp32 forward of the model at the threads it picks, and a convolution in bf16 against fp32, then fills in what
 the user left unset: threads (the cores that other work leaves free), the variants (bf16 left out where it is
 much slower than fp32 here), and the counts (quality, calibration and stress inputs, rounds, inferences): the
-largest step of `LADDER` whose estimated time fits `BUDGET_S`. The estimate comes from the measured forward and
+largest step of `LADDER` whose estimated time fits `BUDGET_S` (where none does, the default FP8 recipes after the
+first are left out too). The estimate comes from the measured forward and
 the plan's steps (`estimate_s`); what the user set is kept, and the estimate then covers it too.
 """
 
@@ -76,8 +77,8 @@ def choose_threads(cores: int, load_1min: float) -> int:
 
 
 def measure_machine(plan: StudyPlan) -> Machine:
-    """Cores, load and threads; then the model built (and handed to the study), one fp32 forward timed after an
-    untimed one, bf16 against fp32, and ModelOpt imported where the plan has FP8 (the study would import it)."""
+    """Cores, load and threads; then the model built (and handed to the study), its first fp32 forward timed, bf16
+    against fp32, and ModelOpt imported where the plan has FP8 (the study would import it)."""
     import torch
 
     from builders.models import load_model
@@ -91,9 +92,8 @@ def measure_machine(plan: StudyPlan) -> Machine:
     model = load_model(plan.model, Path(plan.checkpoint) if plan.checkpoint else None)
     keep_model(plan, model)
     module = model.module.float().eval()
-    with torch.no_grad():
+    with torch.no_grad():  # the first call, set-up included: one forward more would cost seconds for a few percent
         single = torch.randn(1, *model.input_size)
-        module(single)
         single_s = _best(lambda: module(single), 1)
         batch = torch.randn(plan.batch, *model.input_size)
         forward_s = single_s if plan.batch == 1 else _best(lambda: module(batch), 1)
