@@ -25,7 +25,8 @@ BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more tha
 
 # Steps of a study, in fp32 forwards of the model at the study's batch: senet154, 1 thread, the shared 2-core
 # machine (benchmarks/results/cpu/costs.txt; mainjob.log lists each variant's median, build and traced call).
-# Measured step by step under a load between 8 and 17 they vary up to 2x; the sum met the main job within 4 %.
+# Step by step, under a load between 8 and 17, they vary up to 2x; summed, these values came within 11 % of the
+# main job's time after the estimate (0.89 and 1.01 of it: mainjob-earlier-runs.log, mainjob.log).
 FP8_FORWARD = 1.4  # a simulated FP8 forward (activation quantizers; weights quantized once): 1.14 to 1.60 measured
 FP8_CALIBRATION = 1.6  # a calibration forward (max amax on every quantizer); not measured apart from the build
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it
