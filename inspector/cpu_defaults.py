@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from inspector.request import StudyRequest
+from sessions.errors import first_line
 from sessions.plan import StudyPlan, TimingPlan
 
 BUDGET_S = 200.0  # the study after start-up: the main job within 5 minutes on 2 cores that others also use
@@ -160,7 +161,10 @@ def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, lis
     Counts go down `LADDER` first; where even its last step does not fit, the default FP8 recipes after the first
     are left out too (never a variant or recipe the user named).
     """
-    machine = measure_machine(plan)
+    try:
+        machine = measure_machine(plan)
+    except (RuntimeError, ValueError, TypeError) as exc:  # the study meets the same failure and reports it per step
+        return plan, [f"CPU plan: the defaults as they are; timing the model's fp32 forward failed: {first_line(exc)}"]
     notes: list[str] = []
     plan = replace(plan, threads=machine.threads)
     if request.variants is None and machine.bf16_ratio > BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):

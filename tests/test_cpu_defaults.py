@@ -119,3 +119,16 @@ def test_resolve_hands_a_cpu_study_to_the_policy(measured):
     plan, notes = resolve(StudyRequest("test_resnet", device="cpu"))
     assert plan.threads == 1 and "bf16" not in [v.name for v in plan.variants]
     assert any(note.startswith("CPU plan:") for note in notes)
+
+
+def test_a_model_whose_forward_fails_keeps_the_defaults_with_a_note(monkeypatch):
+    def failing(plan):
+        raise RuntimeError("Given groups=1, weight of size [8, 3, 3, 3], expected input to have 3 channels\nmore")
+
+    monkeypatch.setattr(cpu_defaults, "measure_machine", failing)
+    plan = cpu_plan()
+    fitted, notes = fit_cpu_plan(plan, StudyRequest("senet154"))
+    assert fitted == plan
+    expected = ("CPU plan: the defaults as they are; timing the model's fp32 forward failed: Given groups=1, "
+                "weight of size [8, 3, 3, 3], expected input to have 3 channels")
+    assert notes == [expected]
