@@ -124,4 +124,9 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     given = {name: getattr(request, name) for name in StudyPlan.__dataclass_fields__ if name not in chosen}
     plan = StudyPlan(**chosen, **given)  # every other plan field is the request's option of that name
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
+    if backend == "torch" and device == "cpu":
+        from inspector.cpu_defaults import fit_cpu_plan
+
+        plan, cpu_notes = fit_cpu_plan(plan, request)
+        notes += cpu_notes
     return plan, notes

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sessions.captions import layer_precision
 from sessions.comparison import batch_of
 from sessions.errors import InputError
 from sessions.groups import Rules, group_rows, kernels_per_layer, role_of
@@ -285,8 +286,9 @@ class VariantComparison:
         for i, j in alignment.pairs:
             la, lb = va.layers[i], vb.layers[j]
             item = lb.name if la.name == lb.name else f"{la.name} -> {lb.name}"
-            if la.precision != lb.precision and la.precision and lb.precision:
-                changes.append(Change(self.label, "precision", item, la.precision, lb.precision, False))
+            pa, pb = layer_precision(la), layer_precision(lb)
+            if pa != pb and pa and pb:
+                changes.append(Change(self.label, "precision", item, pa, pb, False))
             if ka is not None and kb is not None:
                 changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
             if la.time_ms is not None and lb.time_ms is not None:

@@ -61,6 +61,7 @@ class StudyPlan:
     out: str | None = default("out")  # session file; None: the user-data folder
     raw_trace: str | None = default("raw_trace")  # folder for each variant's raw tracer records
     threads: int | None = default("threads")  # torch CPU threads; None: torch's default
+    stress_count: int | None = None  # stress inputs, spread over the kinds (profilers.images); None: all
 
 
 def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[VariantPlan, ...]:

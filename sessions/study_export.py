@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sessions import views
+from sessions.captions import SIMULATES
 from sessions.comparison import compare
 from sessions.engines import engine_label, engine_options, ran_tensorrt
 from sessions.errors import InspectError
@@ -294,7 +295,7 @@ def fp16_layers_section(rows: list[Row]) -> str:
         compute = [layer for layer in r.fp8.layers if layer.op in COMPUTE_OPS]
         if not compute:
             continue
-        other = [layer for layer in compute if layer.precision != "fp8"]
+        other = [layer for layer in compute if "fp8" not in (layer.precision, layer.attrs.get(SIMULATES))]
         quantized = set(r.fp8.recipe.quantized) if r.fp8.recipe else set()
         expected = [layer for layer in other if layer.quantized or in_recipe(layer.name, layer.onnx_nodes, quantized)]
         names = ", ".join(layer.name for layer in (expected or other)[:4]) + (" ..." if len(expected or other) > 4 else "")

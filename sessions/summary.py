@@ -29,11 +29,11 @@ class VariantSummary:
     max_abs_logit_error: float | None
     nonfinite: int | None
     artifact_mib: float | None
+    fp8_weight_mib: float | None  # the weights with the recipe's quantized ones at one byte (FP8 recipes only)
     build_s: float | None
     error: str | None
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
     images_per_s: float | None = None  # batch / median: throughput of the timed calls
-    fp8_weights_mib: float | None = None  # an FP8 recipe's weights with the quantized ones at one byte
     simulation_top1_agreement: float | None = None  # a real-FP8 engine against the simulated variant of its recipe
     simulation_max_logit_difference: float | None = None
 
@@ -61,13 +61,12 @@ def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSumma
         mean_kl=q.mean_kl if q else None,
         max_abs_logit_error=q.max_abs_logit_error if q else None,
         nonfinite=q.nonfinite if q else None,
-        artifact_mib=variant.artifact_bytes / (1 << 20) if variant.artifact_bytes is not None else None,
+        artifact_mib=_mib(variant.artifact_bytes),
+        fp8_weight_mib=_mib(variant.recipe.weight_bytes_fp8) if variant.recipe else None,
         build_s=variant.build_s,
         error=variant.error,
         layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
         images_per_s=batch / lat.median_ms * 1e3 if lat and batch and lat.median_ms > 0 else None,
-        fp8_weights_mib=(variant.recipe.weight_bytes_fp8 / (1 << 20)
-                         if variant.recipe is not None and variant.recipe.weight_bytes_fp8 is not None else None),
         simulation_top1_agreement=variant.simulation.top1_agreement if variant.simulation else None,
         simulation_max_logit_difference=variant.simulation.max_abs_logit_error if variant.simulation else None,
     )
@@ -79,6 +78,10 @@ def simulation_lines(session: Session) -> list[str]:
             f"{v.simulation.top1_agreement * 100:.1f} % of {v.simulation.images} images, largest logit difference "
             f"{v.simulation.max_abs_logit_error:.3g}"
             for v in session.variants if v.simulation is not None]
+
+
+def _mib(size: int | None) -> float | None:
+    return size / (1 << 20) if size is not None else None
 
 
 def layer_sum_ms(variant: Variant) -> float | None:

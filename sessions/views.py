@@ -73,7 +73,7 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
         Column(per_call, "count"),
         Column("outside layers", "count"), Column("top-1 %", "pct"), Column("mean KL", "sci"),
         Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("images/s", "count"), Column("MiB", "mib"),
-        Column("fp8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
+        Column("FP8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
     ]
     rows: list[tuple[Any, ...]] = []
     tones: list[Tone] = []
@@ -82,7 +82,7 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
             s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, *([s.baseline] if len(baselines) > 1 else []),
             s.per_call, s.unattributed,
             _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.images_per_s, s.artifact_mib,
-            s.fp8_weights_mib, s.build_s,
+            s.fp8_weight_mib, s.build_s,
             f"{s.backend}, {captions.SIMULATED_TAG}" if s.simulated else s.backend,
             s.status if not s.error else f"failed: {s.error}",
         ))
@@ -255,7 +255,7 @@ def layer_table(session: Session, variant: Variant, rules: Rules, group: str | N
         flag, already = flags.get(layer.name, (None, False))
         words = f"{flag.reason}, {_flag_words(session, flag, already)}" if flag else ""
         rows.append((layer.name, layer.kind, layer.groups, per_layer[i] if per_layer else None, layer.time_ms,
-                     layer.precision, words))
+                     captions.layer_precision(layer), words))
         keys.append(layer.name)
         tones.append(("warn" if already else "bad") if flag else "")
     columns = [Column("layer"), Column("kind"), Column("groups", "count"), Column("k/call", "count"), Column("ms", "ms"),
