@@ -37,6 +37,7 @@ class StudyRequest:
     warmup_s: float | None = default("warmup_s")
     switch_warmup: int | None = default("switch_warmup")  # replays discarded after each switch of variant in a round
     threads: int | None = default("threads")  # torch CPU threads
+    stress_count: int | None = default("stress_count")  # stress inputs; None: all (fewer in a CPU main job)
     tracer: str = default("tracer")
     trace_calls: int = default("trace_calls")
     checkpoint: str | None = default("checkpoint")

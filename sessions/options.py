@@ -164,7 +164,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("threads", ("--threads",), int, "PyTorch CPU threads (default: PyTorch's choice)", low=1, high=1024,
            metavar="N"),
     Option("stress_count", ("--stress-count",), int, "stress inputs run through every variant, spread over their kinds",
-           commands=(), low=1, high=1000, matrix=False, unset="all of them; fewer in a CPU main job"),
+           low=1, high=1000, metavar="N", unset="all of them; fewer in a CPU main job"),
     Option("tracer", ("--tracer",), str, "kernel tracer; auto: CUPTI where it loads, else one that sees the backend's "
            "layers (default: %(default)s)", default="auto", choices=("auto",), registry="tracer"),
     # 7 traced calls: each layer's band is their range, which holds the median with 98.4 % (1 - 2 / 2^7); the ranges of
