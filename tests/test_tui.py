@@ -75,7 +75,7 @@ async def test_filter_sort_and_flags(session):
         assert isinstance(app.screen, KernelsScreen)
 
 
-async def test_help_and_environment_and_export(session, tmp_path):
+async def test_help_and_environment_and_export(session, tmp_path, isolated_home):
     copy = tmp_path / "s.json"
     copy.write_bytes(SESSION.read_bytes())
     app = InspectorApp(session=session, path=copy)
@@ -83,9 +83,11 @@ async def test_help_and_environment_and_export(session, tmp_path):
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen) and "| c | Compare |" in app.screen.markdown
         await pilot.press("escape", "x")
-        assert (tmp_path / "s.md").read_text().startswith("# senet154")
+        exports = isolated_home / "exports"
+        first = exports / "senet154-session-2026-11-30T04-05-08.md"
+        assert first.read_text().startswith("# senet154") and not (tmp_path / "s.md").exists()
         await pilot.press("x")  # bug 5: a second export never overwrites the first
-        assert (tmp_path / "s-2.md").is_file()
+        assert first.with_name(first.stem + "-2.md").is_file()
         await pilot.press("e")
         assert "Timed region" in app.screen.markdown
 
@@ -122,14 +124,16 @@ async def test_ten_thousand_kernel_rows_open_at_once(session):
         assert screen.panel.table.cursor == len(big.kernels) - 1
 
 
-async def test_table_exports_as_shown(session, tmp_path, monkeypatch):
+async def test_table_exports_as_shown(session, tmp_path, monkeypatch, isolated_home):
     from sessions.tables import markdown_table_problems
 
     monkeypatch.chdir(tmp_path)
     app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.press("g", "enter", "slash", *"layer1", "enter", "x")
-    (written,) = tmp_path.glob("trt-inspect-*.md")
+        await pilot.press("g", "slash", *"^grouped", "enter", "enter", "slash", *"layer1", "enter", "x")
+    assert not list(tmp_path.glob("*.md"))  # one documented place, never the working folder
+    (written,) = (isolated_home / "exports").glob("*.md")
+    assert written.name == "senet154-grouped-convolution-in-fp8-all.md"
     text = written.read_text()
     assert markdown_table_problems(text) == [] and text.count("| layer1.") == 3
 
@@ -210,11 +214,10 @@ def test_snapshot_diff(snap_compare, tmp_path):
 
 
 # -- issue 15 ------------------------------------------------------------------------------------
-async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session, tmp_path, monkeypatch):
+async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session, isolated_home):
     """Bug 1: after `]` the title and the rows (and `x`) name the same variant and layer."""
     from sessions.views import kernel_table
 
-    monkeypatch.chdir(tmp_path)
     app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("f", "enter")
@@ -223,7 +226,8 @@ async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session
         await pilot.press("right_square_bracket", "x")
         assert kernels.crumbs[-1] == "layer1.0.conv2 in fp8-all"
         assert kernels.panel.table.rows == kernel_table(session.variant("fp8-all"), "layer1.0.conv2").rows
-    (written,) = tmp_path.glob("trt-inspect-*.md")
+    (written,) = (isolated_home / "exports").glob("*.md")
+    assert written.name == "senet154-layer1.0.conv2-in-fp8-all.md"
     assert written.read_text().startswith("senet154 > flagged layers > layer1.0.conv2 in fp8-all")
 
 
@@ -306,13 +310,17 @@ async def test_a_cancelled_study_is_not_an_error(tmp_path, monkeypatch):
         assert not isinstance(app.screen, ErrorScreen) and isinstance(app.screen, OverviewScreen)
 
 
-async def test_export_to_an_unwritable_place_is_one_notice(session, tmp_path):
+async def test_export_to_an_unwritable_place_is_one_notice(session, isolated_home):
     """Bug 5: no traceback, the app goes on."""
-    app = InspectorApp(session=session, path=tmp_path / "missing" / "s.json")
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    (isolated_home / "exports").write_text("a file where the exports folder would be")
+    app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("x")
+        await pilot.press("g", "x")
         await pilot.pause()
-        assert isinstance(app.screen, OverviewScreen) and app.is_running
+        assert isinstance(app.screen, GroupsScreen) and app.is_running
+        assert [n.severity for n in app._notifications] == ["error", "error"]
 
 
 async def test_help_fits_80x24_and_the_browser_never_stacks(tmp_path):

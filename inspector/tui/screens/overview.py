@@ -18,7 +18,8 @@ from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
 from sessions.answer import answers
-from sessions.export import environment_section, export_markdown, free_name, method_section
+from sessions.errors import InspectError
+from sessions.export import environment_section, export_markdown, method_section, write_new_markdown
 from sessions.groups import Rules
 from sessions.model import Session
 from sessions.verdict import verdict_lines
@@ -121,16 +122,13 @@ class OverviewScreen(Screen):
         self.app.push_screen(TextScreen(method_section(self.session) + "\n\n" + environment_section(self.session)))
 
     def action_export(self) -> None:
-        """The session as Markdown beside its file, under a new name where one exists; never over a file."""
-        if self.path is None:
-            self.notify("this session has no file yet", severity="warning")
-            return
+        """The session as Markdown, a new file in the exports folder (never over one)."""
+        s = self.session
+        text = export_markdown(s, self.rules, path=str(self.path) if self.path else None)
         try:
-            target = free_name(self.path.with_suffix(".md"))
-            with target.open("x") as out:
-                out.write(export_markdown(self.session, self.rules, path=str(self.path)))
-        except OSError as exc:
-            self.notify(f"cannot write the Markdown: {exc.strerror or exc}", severity="error")
+            target = write_new_markdown(text, s.study.model, "session", s.study.created[:19])
+        except InspectError as exc:
+            self.notify(exc.message, severity="error")
             return
         self.notify(f"wrote {target}")
 

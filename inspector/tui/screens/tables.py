@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Any
 
 from rich.text import Text
@@ -18,11 +16,12 @@ from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
 from sessions.diff import SessionDiff
-from sessions.export import free_name
+from sessions.errors import InspectError
+from sessions.export import write_new_markdown
 from sessions.groups import Rules
 from sessions.layer_detail import layer_facts, layer_facts_table
-from sessions.tables import terminal_line
 from sessions.model import Session, Variant
+from sessions.tables import terminal_line
 
 
 def plain(*lines: str) -> Text:
@@ -75,16 +74,14 @@ class TableScreen(Screen):
         self.app.pop_screen()
 
     def action_export_table(self) -> None:
-        """The table as shown (filter and order included) to a new Markdown file in the working folder."""
-        name = re.sub(r"[^A-Za-z0-9]+", "-", self.crumbs[-1]).strip("-")[:60]
+        """The table as shown (filter and order included), a new Markdown file in the exports folder."""
+        text = f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n"
         try:
-            path = free_name(Path(f"trt-inspect-{name}.md"))
-            with path.open("x") as out:  # "x": never over a file that appeared since
-                out.write(f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n")
-        except OSError as exc:
-            self.notify(f"cannot write the table: {exc.strerror or exc}", severity="error")
+            path = write_new_markdown(text, self.crumbs[0], self.panel.data.title or self.crumbs[-1])
+        except InspectError as exc:
+            self.notify(exc.message, severity="error")
             return
-        self.notify(f"wrote {path.resolve()}")
+        self.notify(f"wrote {path}")
 
     def action_filter(self) -> None:
         self.app.push_screen(FilterScreen(self.panel.pattern), self.panel.filter)
