@@ -25,8 +25,8 @@ from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
 from sessions.errors import InspectError, MissingEnvironment, first_line
 from sessions.model import Session, Study, TimingMethod, Variant
-from sessions.plan import StudyPlan, VariantPlan, validate_plan
 from sessions.paths import sessions_dir
+from sessions.plan import StudyPlan, VariantPlan, validate_plan
 from sessions.storage import check_writable, save, session_lock
 from sessions.summary import VariantSummary, summarize_session
 
@@ -95,7 +95,7 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
 
 def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Session, Path]:
     validate_plan(plan)
-    created = dt.datetime.now(dt.timezone.utc)
+    created = dt.datetime.now(dt.UTC)
     path = session_path(plan, created)
     check_writable(path)
     with session_lock(path):

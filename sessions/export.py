@@ -82,10 +82,10 @@ def method_section(session: Session) -> str:
     lines = [
         "## Method",
         f"- **Timed region:** {md_cell(m.timed_region)}.",
-        f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
-        f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
-        f"{' interleaved across variants' if m.interleaved else ''}; "
-        f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs.",
+        (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
+         f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
+         f"{' interleaved across variants' if m.interleaved else ''}; "
+         f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs."),
         f"- **Per-layer time:** {md_cell(m.per_layer)}.",
         f"- **Kernels:** {md_cell(m.kernels)}.",
         f"- **Batch / input:** {session.study.batch} x {md_cell(session.study.input_shape)}.",

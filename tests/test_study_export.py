@@ -94,7 +94,7 @@ def test_merging_the_same_session_twice_is_refused(sources):
 
 
 def test_a_malformed_table_is_never_written(sources, monkeypatch):
-    import sessions.study_export as study_export
+    from sessions import study_export
 
     real = study_export.render_markdown
 

@@ -497,3 +497,22 @@ async def test_the_browser_marks_states_and_refuses_to_diff_a_running_study(tmp_
             await pilot.pause()
             assert isinstance(app.screen, BrowserScreen)  # no diff opened
             assert any("still being written by a running study" in n.message for n in app._notifications)
+
+
+async def test_palette_entries_come_from_the_screens_bindings():
+    from inspector.tui.screens.timeline import TimelineScreen
+
+    path = H200 / "senet154-mainjob-warm.json"
+    app = InspectorApp(session=storage.load(path), path=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "overview: Timeline" in titles and "overview: Groups" in titles
+        await pilot.press("ctrl+p", *"overview: Timeline", "enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen)
+        await pilot.press("ctrl+p", *"timeline: Zoom in", "enter")
+        await pilot.pause()
+        assert screen.zoom == 2
+        await pilot.press("question_mark")
+        assert "Zoom in" in app.screen.markdown and "Timeline" not in app.screen.markdown  # this screen's keys

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -41,7 +42,7 @@ NOTHING_FINISHED = "no variant finished in this session: nothing to open"
 
 
 class OverviewScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         # priority: the table would take g and k for top / up
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
         Binding("c", "compare", "Compare", id="overview.compare"),

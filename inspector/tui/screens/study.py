@@ -10,11 +10,12 @@ from __future__ import annotations
 import ctypes
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
@@ -44,7 +45,7 @@ class StudyStopped(Exception):
 
 
 class StudyScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+x", "cancel", "Stop study", id="study.cancel"),
         Binding("ctrl+c", "quit_study", "Stop and quit", id="study.quit", priority=True),
     ]

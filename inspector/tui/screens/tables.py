@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -36,7 +36,7 @@ def ok_variants(session: Session) -> list[str]:
 class TableScreen(Screen):
     """A breadcrumb, one table, its notes, a footer; Esc goes back, / filters, x exports the table as shown."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="screen.back"),
         Binding("slash", "filter", "Filter", id="screen.filter"),
         Binding("x", "export_table", "Table to md", id="screen.export_table"),
@@ -90,7 +90,7 @@ class TableScreen(Screen):
 class VariantTableScreen(TableScreen):
     """A table of one variant's data; [ and ] switch the variant, and the title with it."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -118,7 +118,7 @@ class VariantTableScreen(TableScreen):
 class GroupsScreen(TableScreen):
     """Groups of one variant beside its baseline, sorted by that variant's delta; [ ] lead with another variant."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "group_by('role')", "Roles", id="groups.role"),
         Binding("2", "group_by('stage')", "Stages", id="groups.stage"),
         Binding("3", "group_by('kernel')", "Kernel classes", id="groups.kernel"),
@@ -239,7 +239,7 @@ class FlagsScreen(TableScreen):
 class CompareScreen(TableScreen):
     """Two variants layer by layer (delta ms, delta kernels, costliest first); Enter: both kernel lists."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -265,7 +265,7 @@ class CompareScreen(TableScreen):
 class SideBySideScreen(Screen):
     """The kernels of one layer in A (left) and B (right)."""
 
-    BINDINGS = [Binding("escape", "back", "Back", id="screen.back"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back", id="screen.back"),
                 Binding("tab", "focus_next", "Other side", id="sides.switch")]
 
     def __init__(self, session: Session, a: str, b: str, pair: views.LayerPair, crumbs: list[str]) -> None:
