@@ -132,3 +132,73 @@ def test_the_built_wheel_opens_a_session_and_drills_to_the_qdq_kernels(tmp_path,
         assert term.quit()
     finally:
         term.close()
+
+
+# -- committed captures: what a user sees on a real terminal -------------------------------------
+CAPTURES = Path(__file__).parent / "__snapshots__" / "terminal"
+
+
+def settled(term: Terminal, text: str, timeout: float = 120) -> str:
+    """The screen once `text` is on it and two captures a second apart agree (the app has finished drawing)."""
+    screen = term.wait_for(text, timeout)
+    while True:
+        time.sleep(1.0)
+        again = term.screen()
+        if again == screen:
+            return screen
+        screen = again
+
+
+def matches_capture(name: str, screen: str) -> None:
+    """The screen equals the committed capture `name` (TRT_INSPECT_UPDATE_CAPTURES=1 writes it instead)."""
+    path = CAPTURES / f"{name}.txt"
+    lines = "\n".join(line.rstrip() for line in screen.rstrip("\n").splitlines()) + "\n"
+    if os.environ.get("TRT_INSPECT_UPDATE_CAPTURES") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(lines)
+    assert lines == path.read_text(), f"the screen differs from {path}:\n{lines}"
+
+
+def test_capture_the_overview_answers_fp8(terminal_env):
+    term = Terminal([sys.executable, "-m", "inspector", "open", str(H200 / "senet154-mainjob-warm.json")], terminal_env)
+    try:
+        screen = settled(term, "median ms")
+        assert "fp8-all (simulated) is 3.81x slower than fp16; quantize / dequantize adds 11.87 of the 13.73 ms" in screen
+        assert "143 quantizer scales raised to the 2^-14 floor" in screen
+        matches_capture("overview-senet154-mainjob-warm", screen)
+        term.keys("t")
+        screen = settled(term, "launches on")
+        assert "stream 7" in screen and "timeline of fp8-all" in screen
+        matches_capture("timeline-senet154-fp8-all", screen)
+        assert term.quit()
+    finally:
+        term.close()
+
+
+def test_capture_an_imported_qat_pair_with_verdict_tactics_and_formats(terminal_env, tmp_path):
+    from tests.conftest import fixture_dir, run_cli
+
+    fp16, qat = fixture_dir("trt8-resnet-a100-fp16"), fixture_dir("trt8-resnet-a100-int8-qat")
+    path = tmp_path / "resnet-qat.json"
+    for folder, stem, name, where in ((fp16, "resnet", "fp16", ["--out", str(path)]),
+                                      (qat, "resnet-qat", "int8-qat", ["--into", str(path)])):
+        done = run_cli("import", "--layers", str(folder / f"{stem}.onnx.engine.graph.json"), "--profile",
+                       str(folder / f"{stem}.onnx.engine.profile.json"), "--name", name, "--model", "resnet", *where)
+        assert done.returncode == 0, done.stderr
+    term = Terminal([sys.executable, "-m", "inspector", "open", str(path)], terminal_env)
+    try:
+        screen = settled(term, "int8-qat is 1.08x slower than fp16")
+        assert "from summed per-layer times" in screen and "real int8 kernels (trtexec)" in screen
+        matches_capture("overview-imported-qat-pair", screen)
+        term.keys("g")
+        settled(term, "int8-qat against fp16")
+        term.keys("/", *"^other conv", "Enter")  # the convolutions' group, then its first layer in full
+        term.keys("Enter")
+        settled(term, "CaskConvolution")
+        term.keys("d")
+        screen = settled(term, "tactic:")
+        assert "Int8 format" in screen and "reformats:" in screen
+        matches_capture("layers-imported-qat-detail", screen)
+        assert term.quit()
+    finally:
+        term.close()
