@@ -410,7 +410,7 @@ async def test_the_overview_answers_fp8_above_the_table():
     app = InspectorApp(session=storage.load(path), path=path)
     async with app.run_test(size=(120, 36)):
         panel = app.screen.query_one(AnswerPanel)
-        text = panel.render().plain
+        text = panel.text.plain
         assert text.startswith("fp8-all (simulated) is 3.81x slower than fp16; quantize / dequantize adds 11.87")
         assert "fp8-no-se (simulated) is 2.80x slower" in text and "fp32 is" not in text
         assert "143 quantizer scales raised" in text and "NaN/Inf on 1 of 15 stress inputs" in text
@@ -426,7 +426,7 @@ async def test_session_text_in_the_answer_is_neither_markup_nor_control_characte
     odd.variant("fp8-all").name = "[bold red]x[/]\x1b[2J\nfp8"
     app = InspectorApp(session=odd, path=SESSION)
     async with app.run_test(size=(120, 36)):
-        text = app.screen.query_one(AnswerPanel).render().plain
+        text = app.screen.query_one(AnswerPanel).text.plain
         assert "[bold red]x[/]" in text and "\x1b" not in text and "x[/] [2J fp8" in text
 
 
