@@ -516,3 +516,26 @@ async def test_palette_entries_come_from_the_screens_bindings():
         assert screen.zoom == 2
         await pilot.press("question_mark")
         assert "Zoom in" in app.screen.markdown and "Timeline" not in app.screen.markdown  # this screen's keys
+
+
+async def test_a_layer_of_an_imported_engine_opens_its_page_not_an_empty_kernel_table(tmp_path):
+    from inspector.tui.screens.tables import LayerPageScreen, LayersScreen
+    from tests.conftest import fixture_dir, run_cli
+
+    qat = fixture_dir("trt8-resnet-a100-int8-qat")
+    path = tmp_path / "qat.json"
+    done = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--profile",
+                   str(qat / "resnet-qat.onnx.engine.profile.json"), "--out", str(path))
+    assert done.returncode == 0, done.stderr
+    app = InspectorApp(session=storage.load(path), path=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("g", "slash", *"^other conv", "enter", "enter")
+        layers = app.screen
+        assert isinstance(layers, LayersScreen)
+        detail = layers.panel.query_one(".table-detail").render().plain
+        assert "tactic: ampere_fp32_icudnn_int8x4_128x64_relu_medium_nn_v1" in detail and "Int8 format" in detail
+        await pilot.press("enter")
+        page = app.screen
+        assert isinstance(page, LayerPageScreen)
+        facts = dict(page.panel.table.rows)
+        assert facts["precision"] == "int8 (as asked: int8)" and facts["reformats"].startswith("1 costing 0.061 ms")
