@@ -424,10 +424,14 @@ async def test_session_text_in_the_answer_is_neither_markup_nor_control_characte
 
     odd = copy.deepcopy(session)
     odd.variant("fp8-all").name = "[bold red]x[/]\x1b[2J\nfp8"
+    odd.study.model = "[b]m[/b]"
     app = InspectorApp(session=odd, path=SESSION)
-    async with app.run_test(size=(120, 36)):
+    async with app.run_test(size=(120, 36)) as pilot:
         text = app.screen.query_one(AnswerPanel).text.plain
         assert "[bold red]x[/]" in text and "\x1b" not in text and "x[/] [2J fp8" in text
+        assert app.screen.query_one("#breadcrumb").render().plain.startswith("[b]m[/b]  batch 1")
+        await pilot.press("t")  # a screen's breadcrumb and notes too
+        assert "[b]m[/b] > timeline of [bold red]x[/] [2J fp8" in app.screen.query_one("#breadcrumb").render().plain
 
 
 @pytest.mark.parametrize("key", ["g", "k", "enter"])

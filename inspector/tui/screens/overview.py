@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from inspector.tui.screens.modals import TextScreen
-from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
+from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants, plain
 from inspector.tui.screens.timeline import TimelineScreen
 from inspector.tui.widgets.answer_panel import AnswerPanel
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
@@ -61,7 +61,8 @@ class OverviewScreen(Screen):
     def compose(self) -> ComposeResult:
         s = self.session
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
-        yield Static(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}", id="breadcrumb")
+        yield Static(plain(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  "
+                           f"{s.study.created}"), id="breadcrumb")
         found = answers(s, self.rules)
         fallback = [] if found else (verdict_lines(s, self.rules)[:1] or ["no verdict: fewer than two timed variants"])
         yield AnswerPanel(found, fallback, id="verdict")
@@ -70,7 +71,7 @@ class OverviewScreen(Screen):
         panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
         yield panel
         yield LatencyBars(bars_of(s), id="bars")
-        yield Static("\n".join(table.notes), id="notes")
+        yield Static(plain(*table.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:

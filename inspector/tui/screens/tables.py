@@ -276,11 +276,11 @@ class SideBySideScreen(Screen):
         self.crumbs = [*crumbs, name]
 
     def compose(self) -> ComposeResult:
-        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         with Horizontal(id="sides"):
             for data in (self.left, self.right):
                 with Vertical(classes="side"):
-                    yield Static(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names"),
+                    yield Static(plain(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names")),
                                  classes="side-title")
                     yield TablePanel(data, detail=True)
         yield Footer()

@@ -89,7 +89,7 @@ class TablePanel(Vertical):
         return text + " (n/N step, / changes)"
 
     def on_virtual_table_resorted(self, event: VirtualTable.Resorted) -> None:
-        self.query_one(".table-count", Static).update(self.count_text())
+        self.query_one(".table-count", Static).update(Text(terminal_line(self.count_text())))
         self._update_detail()
 
     def on_virtual_table_moved(self, event: VirtualTable.Moved) -> None:
