@@ -24,7 +24,7 @@ class Terminal:
                        check=True, env=env, cwd=ROOT)
 
     def screen(self) -> str:
-        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True, check=False)
         return out.stdout
 
     def wait_for(self, text: str, timeout: float = 120) -> str:
@@ -44,7 +44,7 @@ class Terminal:
         subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True, check=False).returncode == 0
 
     def quit(self, timeout: float = 10) -> bool:
         """Ctrl+Q, then whether the app (and its tmux session) ended within `timeout`."""
@@ -55,7 +55,7 @@ class Terminal:
         return not self.alive()
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True, check=False)
 
 
 @pytest.fixture
