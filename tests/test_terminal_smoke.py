@@ -213,3 +213,25 @@ def test_capture_an_imported_qat_pair_with_verdict_tactics_and_formats(terminal_
         assert term.quit()
     finally:
         term.close()
+
+
+@pytest.mark.slow
+def test_capture_a_live_study_with_finished_and_running_rows(terminal_env, tmp_path):
+    """Its figures change from run to run: the structure is asserted, and TRT_INSPECT_UPDATE_CAPTURES=1 keeps the
+    screen as `live-study-running.txt` for the record."""
+    command = [sys.executable, "-m", "inspector", "test_resnet", "--device", "cpu", "--variants", "fp32,bf16,fp8",
+               "--rounds", "2", "--iters", "1", "--warmup", "0", "--calib-count", "2", "--out", str(tmp_path / "l.json")]
+    term = Terminal(command, terminal_env)
+    try:
+        screen = term.wait_for("running: ", timeout=240)
+        while "variants done; about" not in screen:  # the first variant saved, the next one under way
+            screen = term.wait_for("running: ", timeout=240)
+        finished = [line for line in screen.splitlines() if line.startswith("fp32 ")]
+        running = [line for line in screen.splitlines() if "running: " in line]
+        assert finished and finished[0].split()[1] == "ok" and running and not running[0].startswith("fp32 ")
+        if os.environ.get("TRT_INSPECT_UPDATE_CAPTURES") == "1":
+            (CAPTURES / "live-study-running.txt").write_text(
+                "\n".join(line.rstrip() for line in screen.rstrip("\n").splitlines()) + "\n")
+        term.keys("C-q")
+    finally:
+        term.close()

@@ -464,7 +464,7 @@ async def test_the_live_view_calls_finished_only_what_the_session_file_holds(tmp
         show(self, data)
         if self.id == "landed":  # each row's status beside what the file on disk holds at that moment
             on_disk = [v.name for v in storage.load(out).variants] if out.exists() else []
-            seen.append(([(row[0], row[-1]) for row in self.table.rows], on_disk))
+            seen.append(([(row[0], row[1]) for row in self.table.rows], on_disk))
 
     monkeypatch.setattr(TablePanel, "show", recording_show)
     request = StudyRequest(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=2, iters=1, warmup_s=0,
