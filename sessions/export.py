@@ -7,6 +7,7 @@ study, so a reader can check and repeat the numbers.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tempfile
 from pathlib import Path
@@ -14,9 +15,10 @@ from pathlib import Path
 from sessions import views
 from sessions.comparison import batch_words
 from sessions.engines import engine_label, engine_options
-from sessions.errors import InputError
+from sessions.errors import InputError, InspectError
 from sessions.groups import Rules
 from sessions.model import Quality, Session
+from sessions.paths import exports_dir
 from sessions.summary import summary_document
 from sessions.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 from sessions.verdict import verdict_lines
@@ -192,6 +194,26 @@ def write_export(target: Path, text: str, force: bool) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def export_file_name(*parts: str) -> str:
+    """A Markdown file name from a screen's words, e.g. `senet154-groups-fp8-all-against-fp16-by-role.md`:
+    ASCII letters, digits, `.`, `_` and `-` only, at most 100 characters before `.md`."""
+    words = "-".join(re.sub(r"[^A-Za-z0-9._]+", "-", part).strip("-._") for part in parts)
+    return (re.sub(r"-{2,}", "-", words).strip("-")[:100].rstrip("-") or "trt-inspect") + ".md"
+
+
+def write_new_markdown(text: str, *parts: str) -> Path:
+    """`text` in a new file under `exports_dir()` named from `parts`; `-2`, `-3` ... where one exists, never over it."""
+    folder = exports_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        target = free_name(folder / export_file_name(*parts))
+        with target.open("x") as out:  # "x": never over a file that appeared since
+            out.write(text)
+    except OSError as exc:
+        raise InspectError(f"cannot write {folder}: {exc.strerror or exc}") from None
+    return target
 
 
 def free_name(target: Path) -> Path:

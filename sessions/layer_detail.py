@@ -10,7 +10,7 @@ from typing import Any
 
 from sessions.model import Layer, Session, Tensor, Variant
 from sessions.tables import format_value, table_csv, table_records
-from sessions.views import Column, Table
+from sessions.views import Column, Table, Tone
 
 _FLOATS = ("fp32", "fp16", "bf16")  # precisions a quantized variant may fall back to
 
@@ -82,9 +82,9 @@ def layer_detail_table(variant: Variant) -> Table:
         rows.append((layer.name, layer.kind, layer.time_ms, layer.precision, variant.precision, layer.tactic,
                      "; ".join(tensor_text(t) for t in layer.inputs), "; ".join(tensor_text(t) for t in layer.outputs),
                      len(reformats), sum(r.time_ms or 0.0 for r in reformats) if reformats else None))
-    tones = ["warn" if r[3] not in (None, r[4]) and r[4] not in _FLOATS and not is_reformat(layer) else ""
+    tones: list[Tone] = ["warn" if r[3] not in (None, r[4]) and r[4] not in _FLOATS and not is_reformat(layer) else ""
              for r, layer in zip(rows, variant.layers)]
-    return Table(DETAIL_COLUMNS, rows, [layer.name for layer in variant.layers], tones,  # type: ignore[arg-type]
+    return Table(DETAIL_COLUMNS, rows, [layer.name for layer in variant.layers], tones,
                  title=f"layers of {variant.name}", time_column=2)
 
 

@@ -92,7 +92,7 @@ def layer_sum_ms(variant: Variant) -> float | None:
 def median_cell(s: VariantSummary) -> float | str | None:
     """The median, or the sum of layer times labelled as such where no latency was measured."""
     if s.median_ms is None and s.layer_sum_ms is not None:
-        return f"{s.layer_sum_ms:.4g} (sum of layer times)"
+        return f"{s.layer_sum_ms:.4g} ms (sum of layer times)"
     return s.median_ms
 
 

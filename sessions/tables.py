@@ -148,7 +148,7 @@ def render_markdown(headers: Sequence[str], rows: Sequence[Sequence[Cell]], righ
 
 def _split_row(line: str) -> list[str]:
     body = line.strip()
-    body = body[1:] if body.startswith("|") else body
+    body = body.removeprefix("|")
     body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
     cells, current, escaped = [], "", False
     for ch in body:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from sessions.model import Variant
-from sessions.views import Column, Table
+from sessions.views import Column, Table, Tone
 
 NO_TIMELINE = "no timeline recorded: this variant has no kernel trace (start times and streams)"
 NO_COPIES = "copies: none recorded (the kernel tracer records kernel launches only, not memcpy / memset)"
@@ -138,8 +138,8 @@ def timeline_table(variant: Variant, call: int = 0) -> Table:
     if timeline is None:
         return Table(TIMELINE_COLUMNS, [], [], [], notes=(NO_TIMELINE,), title=title)
     rows = [(s.start_us / 1e3, s.duration_us, s.gap_us, s.stream, s.layer, s.name) for s in timeline.spans]
-    tones = ["warn" if s.gap_us > GAP_US else ("dim" if s.copy else "") for s in timeline.spans]
+    tones: list[Tone] = ["warn" if s.gap_us > GAP_US else ("dim" if s.copy else "") for s in timeline.spans]
     traced = traced_call_note(variant)
     notes = [*summary_lines(timeline), *([traced] if traced else [])]
-    return Table(TIMELINE_COLUMNS, rows, list(range(len(rows))), tones,  # type: ignore[arg-type]
+    return Table(TIMELINE_COLUMNS, rows, list(range(len(rows))), tones,
                  notes=tuple(notes), title=title, time_column=1)

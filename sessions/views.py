@@ -91,12 +91,19 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
 
 
 def live_variant_table(finished: Sequence[VariantSummary], running: tuple[str, str] | None) -> Table:
-    """A live study's rows: the variants its session file holds, then the one in progress (name, step) marked running."""
+    """A live study's rows: the variants its session file holds, then the one in progress (name, step) marked running.
+
+    The status column comes second, so "running: ..." is on screen however wide the figures are.
+    """
     table = variant_table(finished)
-    if running is None or running[0] in table.keys:
-        return table
-    row = (running[0], *([None] * (len(table.columns) - 2)), f"running: {running[1]}")
-    return Table(table.columns, [*table.rows, row], [*table.keys, running[0]], [*table.tones, "dim"])
+    rows = list(table.rows)
+    keys, tones = list(table.keys), list(table.tones)
+    if running is not None and running[0] not in keys:
+        rows.append((running[0], *([None] * (len(table.columns) - 2)), f"running: {running[1]}"))
+        keys.append(running[0])
+        tones.append("dim")
+    columns = (table.columns[0], table.columns[-1], *table.columns[1:-1])
+    return Table(columns, [(r[0], r[-1], *r[1:-1]) for r in rows], keys, tones)
 
 
 def session_variant_table(session: Session) -> Table:

@@ -109,3 +109,15 @@ def test_two_imported_variants_get_a_labelled_layer_time_verdict(qat_pair):
 
 def test_layer_sums_are_never_set_against_medians(mainjob):
     assert layer_time_verdicts(mainjob, load_rules()) == []
+
+
+def test_the_variant_table_gives_throughput_and_sizes_where_recorded(mainjob, qat_pair):
+    table = views.session_variant_table(mainjob)
+    rows = dict(zip(table.keys, table.rows))
+    images, engine, fp8 = (table.labels.index(label) for label in ("images/s", "MiB", "fp8 weights MiB"))
+    assert rows["fp16"][images] == pytest.approx(1 / 4.884720087051392 * 1e3)  # batch 1 / median
+    assert rows["fp8-all"][fp8] == pytest.approx(117301168 / (1 << 20)) and rows["fp16"][fp8] is None
+    assert rows["fp32"][engine] == pytest.approx(461347400 / (1 << 20))
+    imported = views.session_variant_table(storage.load(qat_pair))
+    assert all(row[images] is None for row in imported.rows)  # no end-to-end time: no throughput invented
+    assert "fp16: no latency measured; 1.017 ms (sum of layer times)" in imported.notes

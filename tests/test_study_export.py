@@ -20,7 +20,7 @@ from tests.conftest import H200, run_cli
 B1, B8 = H200 / "senet154-h200.json", H200 / "senet154-h200-b8.json"
 SECTIONS = ["### Summary and decision", "### Recipe", "### Method", "### Results", "### Quality",
             "### Kernels per call by group", "### Layers of the FP8 engine that did not run in FP8", "### Not measured",
-            "### Reproduce"]
+            "### When to revisit", "### Reproduce"]
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +146,35 @@ def test_the_quality_tables_count_the_stress_inputs_that_gave_nan_or_inf():
     assert "stress inputs with NaN / Inf: 1 to 1 of 15" in study
     assert "| fp32 | fp32 (PyTorch) | 18 | 100 | 0 | 0 | 0 | 0 of 15 |" in export_markdown(session, rules)
     assert not markdown_table_problems(study)
+
+
+def cpu_run(session):
+    """The H200 session retold as a CPU run: no fp16 variant (fp32 is the CPU's baseline), simulated FP8."""
+    cpu = copy.deepcopy(session)
+    cpu.study.device, cpu.environment.gpu = "cpu", None
+    cpu.variants = [v for v in cpu.variants if v.name != "fp16"]
+    for variant in cpu.variants:
+        variant.device = "cpu"
+    return cpu
+
+
+def test_a_cpu_run_with_fp8_tells_the_truth():
+    text = study_markdown([("cpu.json", cpu_run(storage.load(H200 / "senet154-mainjob-warm.json")))], load_rules())
+    assert "No FP8 variant records a recipe" not in text
+    assert "- **fp8-all** (simulated): fp8 e4m3" in text and "- **fp8-no-se** (simulated)" in text
+    assert ("**No speed decision: FP8 ran (fp8-all (simulated), fp8-no-se (simulated)), but no fp16 variant was timed "
+            "in the same job; on the CPU the baseline is fp32 or bf16") in text
+    layers = text.split("Layers that explain the count:")[1].split("###")[0]
+    assert "fp16" not in layers and "65 kernels (64 groups), fp32 1" in layers  # named: the run's real baseline
+
+
+def test_when_to_revisit_is_read_from_the_sessions(sources):
+    text = study_markdown(sources[:1], load_rules())
+    revisit = text.split("### When to revisit")[1].split("###")[0]
+    items = [line for line in revisit.splitlines() if line.startswith("- ")]
+    assert items[0].startswith("- with real FP8 kernels") and "every FP8 variant here is simulated" in items[0]
+    assert "one kernel instead of one per group (3 layers split here, e.g. `layer1.0.conv2`)" in items[1]
+    assert items[2] == "- when quantize / dequantize gets cheaper: it adds 4.98 ms per call to fp8-all (simulated) against fp16 here."
+    assert items[3].startswith("- at larger batches or inputs") and "(only batch 1 measured)" in items[3]
+    both = study_markdown(sources, load_rules()).split("### When to revisit")[1].split("###")[0]
+    assert "at larger batches" not in both  # batch 1 and 8 were measured

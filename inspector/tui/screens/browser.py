@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
@@ -28,7 +29,7 @@ STATE_TONES = {"complete": "", "interrupted": "warn", "running": "dim"}
 
 
 class BrowserScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark", id="browser.mark"),
         Binding("c", "compare", "Compare marked", id="browser.compare"),
         Binding("r", "reload", "Reload", id="browser.reload"),

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from inspector.tui.screens.modals import TextScreen
-from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
+from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants, plain
 from inspector.tui.screens.timeline import TimelineScreen
 from inspector.tui.widgets.answer_panel import AnswerPanel
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
@@ -19,7 +20,8 @@ from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
 from sessions.answer import answers
 from sessions.comparison import batch_words
-from sessions.export import environment_section, export_markdown, free_name, method_section
+from sessions.errors import InspectError
+from sessions.export import environment_section, export_markdown, method_section, write_new_markdown
 from sessions.groups import Rules
 from sessions.model import Session
 from sessions.verdict import verdict_lines
@@ -41,7 +43,7 @@ NOTHING_FINISHED = "no variant finished in this session: nothing to open"
 
 
 class OverviewScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         # priority: the table would take g and k for top / up
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
         Binding("c", "compare", "Compare", id="overview.compare"),
@@ -60,7 +62,8 @@ class OverviewScreen(Screen):
     def compose(self) -> ComposeResult:
         s = self.session
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
-        yield Static(f"{s.study.model}  {batch_words(s)}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}", id="breadcrumb")
+        yield Static(plain(f"{s.study.model}  {batch_words(s)}  {s.study.backend} on {s.study.device} ({gpu})  "
+                           f"{s.study.created}"), id="breadcrumb")
         found = answers(s, self.rules)
         fallback = [] if found else (verdict_lines(s, self.rules)[:1] or ["no verdict: fewer than two timed variants"])
         yield AnswerPanel(found, fallback, id="verdict")
@@ -69,7 +72,7 @@ class OverviewScreen(Screen):
         panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
         yield panel
         yield LatencyBars(bars_of(s), id="bars")
-        yield Static("\n".join(table.notes), id="notes")
+        yield Static(plain(*table.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -122,16 +125,13 @@ class OverviewScreen(Screen):
         self.app.push_screen(TextScreen(method_section(self.session) + "\n\n" + environment_section(self.session)))
 
     def action_export(self) -> None:
-        """The session as Markdown beside its file, under a new name where one exists; never over a file."""
-        if self.path is None:
-            self.notify("this session has no file yet", severity="warning")
-            return
+        """The session as Markdown, a new file in the exports folder (never over one)."""
+        s = self.session
+        text = export_markdown(s, self.rules, path=str(self.path) if self.path else None)
         try:
-            target = free_name(self.path.with_suffix(".md"))
-            with target.open("x") as out:
-                out.write(export_markdown(self.session, self.rules, path=str(self.path)))
-        except OSError as exc:
-            self.notify(f"cannot write the Markdown: {exc.strerror or exc}", severity="error")
+            target = write_new_markdown(text, s.study.model, "session", s.study.created[:19])
+        except InspectError as exc:
+            self.notify(exc.message, severity="error")
             return
         self.notify(f"wrote {target}")
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 import ctypes
 import threading
 from pathlib import Path
+from typing import ClassVar
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
@@ -25,6 +25,7 @@ from inspector.request import StudyRequest
 from inspector.study import Progress, run_requested_study
 from inspector.tui.screens.modals import ConfirmScreen, ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
+from inspector.tui.screens.tables import plain
 from inspector.tui.widgets.table_panel import TablePanel
 from sessions import captions, views
 from sessions.errors import ExitCode, InspectError
@@ -44,7 +45,7 @@ class StudyStopped(Exception):
 
 
 class StudyScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+x", "cancel", "Stop study", id="study.cancel"),
         Binding("ctrl+c", "quit_study", "Stop and quit", id="study.quit", priority=True),
     ]
@@ -66,7 +67,7 @@ class StudyScreen(Screen):
         self.finished: tuple[VariantSummary, ...] = ()  # as the session file holds them
 
     def compose(self) -> ComposeResult:
-        yield Static(f"study of {self.request.model}", id="breadcrumb")
+        yield Static(plain(f"study of {self.request.model}"), id="breadcrumb")
         for phase in PHASES:
             yield Static(phase, classes="phase-label")
             yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
@@ -114,7 +115,7 @@ class StudyScreen(Screen):
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
         eta = self.estimate.update(p)
         if eta:
-            self.query_one("#eta", Static).update(Text(eta))
+            self.query_one("#eta", Static).update(plain(eta))
         if p.saved:  # finished means saved: a stop now keeps exactly these
             self.finished = p.variants
         running = (p.variant, f"{p.phase}: {p.message}") if p.variant and p.phase in ("build", "quality", "trace") else None

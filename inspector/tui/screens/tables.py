@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -18,7 +16,8 @@ from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
 from sessions.diff import SessionDiff
-from sessions.export import free_name
+from sessions.errors import InspectError
+from sessions.export import write_new_markdown
 from sessions.groups import Rules
 from sessions.layer_detail import layer_facts, layer_facts_table
 from sessions.model import Session, Variant
@@ -37,7 +36,7 @@ def ok_variants(session: Session) -> list[str]:
 class TableScreen(Screen):
     """A breadcrumb, one table, its notes, a footer; Esc goes back, / filters, x exports the table as shown."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="screen.back"),
         Binding("slash", "filter", "Filter", id="screen.filter"),
         Binding("x", "export_table", "Table to md", id="screen.export_table"),
@@ -75,16 +74,14 @@ class TableScreen(Screen):
         self.app.pop_screen()
 
     def action_export_table(self) -> None:
-        """The table as shown (filter and order included) to a new Markdown file in the working folder."""
-        name = re.sub(r"[^A-Za-z0-9]+", "-", self.crumbs[-1]).strip("-")[:60]
+        """The table as shown (filter and order included), a new Markdown file in the exports folder."""
+        text = f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n"
         try:
-            path = free_name(Path(f"trt-inspect-{name}.md"))
-            with path.open("x") as out:  # "x": never over a file that appeared since
-                out.write(f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n")
-        except OSError as exc:
-            self.notify(f"cannot write the table: {exc.strerror or exc}", severity="error")
+            path = write_new_markdown(text, self.crumbs[0], self.panel.data.title or self.crumbs[-1])
+        except InspectError as exc:
+            self.notify(exc.message, severity="error")
             return
-        self.notify(f"wrote {path.resolve()}")
+        self.notify(f"wrote {path}")
 
     def action_filter(self) -> None:
         self.app.push_screen(FilterScreen(self.panel.pattern), self.panel.filter)
@@ -93,7 +90,7 @@ class TableScreen(Screen):
 class VariantTableScreen(TableScreen):
     """A table of one variant's data; [ and ] switch the variant, and the title with it."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -121,7 +118,7 @@ class VariantTableScreen(TableScreen):
 class GroupsScreen(TableScreen):
     """Groups of one variant beside its baseline, sorted by that variant's delta; [ ] lead with another variant."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "group_by('role')", "Roles", id="groups.role"),
         Binding("2", "group_by('stage')", "Stages", id="groups.stage"),
         Binding("3", "group_by('kernel')", "Kernel classes", id="groups.kernel"),
@@ -242,7 +239,7 @@ class FlagsScreen(TableScreen):
 class CompareScreen(TableScreen):
     """Two variants layer by layer (delta ms, delta kernels, costliest first); Enter: both kernel lists."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -268,7 +265,7 @@ class CompareScreen(TableScreen):
 class SideBySideScreen(Screen):
     """The kernels of one layer in A (left) and B (right)."""
 
-    BINDINGS = [Binding("escape", "back", "Back", id="screen.back"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back", id="screen.back"),
                 Binding("tab", "focus_next", "Other side", id="sides.switch")]
 
     def __init__(self, session: Session, a: str, b: str, pair: views.LayerPair, crumbs: list[str]) -> None:
@@ -279,11 +276,11 @@ class SideBySideScreen(Screen):
         self.crumbs = [*crumbs, name]
 
     def compose(self) -> ComposeResult:
-        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         with Horizontal(id="sides"):
             for data in (self.left, self.right):
                 with Vertical(classes="side"):
-                    yield Static(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names"),
+                    yield Static(plain(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names")),
                                  classes="side-title")
                     yield TablePanel(data, detail=True)
         yield Footer()

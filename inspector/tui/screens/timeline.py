@@ -3,9 +3,11 @@ around the selected launch, [ ] another variant."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
 from inspector.tui.screens.tables import VariantTableScreen, plain
@@ -20,7 +22,7 @@ MAX_ZOOM = 4096.0
 
 
 class TimelineScreen(VariantTableScreen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("plus,equals_sign", "zoom(2)", "Zoom in", id="timeline.zoom_in"),
         Binding("minus", "zoom(0.5)", "Zoom out", id="timeline.zoom_out"),
     ]

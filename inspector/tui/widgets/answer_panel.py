@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from inspector.tui.widgets.virtual_table import TONE_STYLES
@@ -26,13 +28,18 @@ def answer_text(answers: Sequence[Answer], fallback: Sequence[str]) -> Text:
     return text
 
 
-class AnswerPanel(Static):
-    """Static over `answer_text`; sized to its lines (the table follows at once)."""
+class AnswerPanel(VerticalScroll, can_focus=False):
+    """`answer_text` sized to its lines up to 40 % of the screen, scrolling beyond (the table stays in view)."""
 
     DEFAULT_CSS = """
-    AnswerPanel { height: auto; max-height: 14; padding: 0 1; border: round $panel; }
+    AnswerPanel { height: auto; max-height: 40%; padding: 0 1; border: round $panel; }
+    AnswerPanel > Static { height: auto; }
     """
 
     def __init__(self, answers: Sequence[Answer], fallback: Sequence[str], *, id: str | None = None) -> None:
-        super().__init__(answer_text(answers, fallback), id=id)
+        super().__init__(id=id)
         self.answers = list(answers)
+        self.text = answer_text(answers, fallback)
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.text)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
@@ -17,7 +17,7 @@ from sessions.views import Table, filter_rows, row_detail
 
 
 class TablePanel(Vertical):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "match(1)", "Next row", show=False, id="table.next_match"),
         Binding("N", "match(-1)", "Previous row", show=False, id="table.previous_match"),
         Binding("d", "toggle_detail", "Detail", show=False, id="table.detail"),
@@ -89,7 +89,7 @@ class TablePanel(Vertical):
         return text + " (n/N step, / changes)"
 
     def on_virtual_table_resorted(self, event: VirtualTable.Resorted) -> None:
-        self.query_one(".table-count", Static).update(self.count_text())
+        self.query_one(".table-count", Static).update(Text(terminal_line(self.count_text())))
         self._update_detail()
 
     def on_virtual_table_moved(self, event: VirtualTable.Moved) -> None:
