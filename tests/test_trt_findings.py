@@ -173,4 +173,4 @@ def test_a_verbose_log_gives_names_only_layers_their_types_and_the_input_shape()
     assert len(typed) == len(layers) == 86 and all(layer.kind == typed[layer.name] for layer in layers)
     assert [imported.batch, *imported.input_shape] == [int(d) for d in shape]
     assert imported.variant.precision == "int8"
-    assert not any(note.startswith("names-only") or note.startswith("batch unknown") for note in imported.variant.notes)
+    assert not any(note.startswith(("names-only", "batch unknown")) for note in imported.variant.notes)

@@ -17,9 +17,9 @@ from profilers import environment
 from profilers.stats import latency_stats
 from profilers.trt_import.documents import read_json
 from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
+from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
 from profilers.trt_import.profile import layers_from_profile, pair_profile, parse_profile, parse_times
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
-from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
 

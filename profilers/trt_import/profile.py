@@ -7,6 +7,7 @@ layers by position where the names agree there, else by name, and a join that is
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +15,7 @@ from profilers.trt_import import documents
 from profilers.trt_import.layer_info import file_kind, named_layer, normalize_name, profile_index, wrong_kind
 from sessions.errors import InputError
 from sessions.model import Layer
+
 
 @dataclass
 class ProfileRecord:
@@ -30,14 +32,18 @@ class Profile:
     records: list[ProfileRecord]
 
 
-def _field(record: dict, key: str, origin: str, position: int, check, required: bool = True) -> float | None:
-    """`record[key]` through `check` (a `documents` bound); None for an absent optional field."""
-    value = record.get(key)
-    if value is None and not required:
-        return None
-    if value is None:
+Check = Callable[[Any, str], float]
+
+
+def _required(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float:
+    """`record[key]` through `check` (a `documents` bound); InputError where it is absent."""
+    if record.get(key) is None:
         raise InputError(f"{origin}: record {position} has no {key!r}")
-    return check(value, f"{origin}: record {position} {key}")
+    return check(record[key], f"{origin}: record {position} {key}")
+
+
+def _optional(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float | None:
+    return None if record.get(key) is None else _required(record, key, origin, position, check)
 
 
 def parse_profile(doc: Any, origin: str) -> Profile:
@@ -56,15 +62,15 @@ def parse_profile(doc: Any, origin: str) -> Profile:
             raise InputError(f"{origin}: record {position} has no layer name")
         if profile_index(item["name"]):
             continue
-        total = _field(item, "timeMs", origin, position, documents.time_ms)
-        average = _field(item, "averageMs", origin, position, documents.time_ms, required=False)
+        total = _required(item, "timeMs", origin, position, documents.time_ms)
+        average = _optional(item, "averageMs", origin, position, documents.time_ms)
         records.append(
             ProfileRecord(
                 name=normalize_name(item["name"]),
                 total_ms=total,
                 average_ms=average if average is not None else total / max(count or 1, 1),
-                median_ms=_field(item, "medianMs", origin, position, documents.time_ms, required=False),
-                percentage=_field(item, "percentage", origin, position, documents.percent, required=False),
+                median_ms=_optional(item, "medianMs", origin, position, documents.time_ms),
+                percentage=_optional(item, "percentage", origin, position, documents.percent),
             )
         )
     if not records:
@@ -151,7 +157,7 @@ def parse_times(doc: Any, origin: str) -> tuple[list[float], list[float]]:
     for position, item in enumerate(doc):
         if not isinstance(item, dict):
             raise InputError(f"{origin}: record {position} is not an object")
-        computed = _field(item, "computeMs", origin, position, _positive_time)
-        latency.append(_field(item, "latencyMs", origin, position, _positive_time, required=False) or computed)
+        computed = _required(item, "computeMs", origin, position, _positive_time)
+        latency.append(_optional(item, "latencyMs", origin, position, _positive_time) or computed)
         compute.append(computed)
     return compute, latency
