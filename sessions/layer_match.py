@@ -181,6 +181,8 @@ class Alignment:
 
 def align_layers(a: list[Layer], b: list[Layer]) -> Alignment:
     """Pair the layers of two engines (see the module docstring for the order of the methods)."""
+    if not a or not b:
+        return Alignment([], {}, list(range(len(a))), list(range(len(b))))
     free_a, free_b = set(range(len(a))), set(range(len(b)))
     nodes_a, nodes_b = canonical_nodes(a), canonical_nodes(b)
     not_copy = {i for i, layer in enumerate(a) if not _is_copy(layer)}, {j for j, layer in enumerate(b) if not _is_copy(layer)}

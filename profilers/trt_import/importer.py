@@ -84,9 +84,9 @@ def _apply_log(files: ImportFiles, info: LayerInfo, notes: list[str]) -> None:
 
 def _layers(files: ImportFiles, notes: list[str]) -> LayerInfo:
     if files.layers is not None:
-        info = parse_layer_info(read_json(files.layers, "layer information"), str(files.layers))
+        info = parse_layer_info(read_json(files.layers, "layer information file"), str(files.layers))
         if files.profile is not None:
-            profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
+            profile = parse_profile(read_json(files.profile, "profile file"), str(files.profile))
             pairing = pair_profile(info.layers, profile, str(files.profile))
             notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
             if pairing.unmatched_layers or pairing.unmatched_records:
@@ -97,7 +97,7 @@ def _layers(files: ImportFiles, notes: list[str]) -> LayerInfo:
         return info
     if files.profile is None:
         raise InputError("give --layers, --profile or both")
-    profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
+    profile = parse_profile(read_json(files.profile, "profile file"), str(files.profile))
     notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
     if profile.count is not None:
         notes.append(f"profile over {profile.count} inferences")
@@ -165,7 +165,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         layers=info.layers,
     )
     if files.times is not None:
-        compute, _latency = parse_times(read_json(files.times, "times"), str(files.times))
+        compute, _latency = parse_times(read_json(files.times, "times file"), str(files.times))
         variant.latency = latency_stats(compute)
         _check_times_engine(files, facts, variant.latency.median_ms)
     shape = _input_shape(info) or facts.input_shape

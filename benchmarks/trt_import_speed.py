@@ -1,0 +1,87 @@
+"""Import speed: the largest real set of ../shared/fixtures, and a 100,000-layer file built from a real one.
+
+    python benchmarks/trt_import_speed.py > benchmarks/trt_import_speed.txt
+
+The synthetic engine repeats the layer records of `trt10-resnet18-fp16-trtexec-rtx3060` (detailed
+`--exportLayerInfo`, TensorRT 10) with numbered names, and a profile of the same records: the
+format is TensorRT's, the engine is not one. Each figure is the best of three runs, in seconds
+(import: read, check, parse, pair; diff: two such imports compared layer by layer).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from profilers.trt_import.importer import ImportFiles, import_variant, new_session  # noqa: E402
+from sessions.diff import diff_sessions  # noqa: E402
+from sessions.groups import load_rules  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+SOURCE = SHARED / "trt" / "trt10-resnet18-fp16-trtexec-rtx3060"
+LAYERS = 100_000
+
+
+def best_of(runs: int, work) -> float:
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def largest_set() -> tuple[str, ImportFiles]:
+    """The set whose layer (or profile) file is largest, with its profile."""
+    candidates = []
+    for path in SHARED.glob("*/*/*.json"):
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("Layers"), list):
+            profiles = [p for p in path.parent.glob("*profile.json") if p != path] + list(path.parent.glob("profile.json"))
+            candidates.append((path.stat().st_size, path, profiles[0] if len(set(profiles)) == 1 else None))
+    size, path, profile = max(candidates, key=lambda c: c[0])
+    return f"{path.parent.name}/{path.name} ({size / 1024:.0f} KiB)", ImportFiles(path, profile, find_metadata=False)
+
+
+def synthetic(folder: Path, count: int) -> ImportFiles:
+    layers = json.loads((SOURCE / "resnet18_fp16.graph.json").read_text())["Layers"]
+    records = [r for r in json.loads((SOURCE / "resnet18_fp16.profile.json").read_text()) if "name" in r]
+    out_layers, out_records = [], [{"count": 100}]
+    for i in range(count):
+        layer, record = dict(layers[i % len(layers)]), dict(records[i % len(records)])
+        layer["Name"] = record["name"] = f"block{i // len(layers)}/{layer['Name']}"
+        out_layers.append(layer)
+        out_records.append(record)
+    (folder / "big.graph.json").write_text(json.dumps({"Layers": out_layers, "Bindings": []}))
+    (folder / "big.profile.json").write_text(json.dumps(out_records))
+    return ImportFiles(folder / "big.graph.json", folder / "big.profile.json", find_metadata=False)
+
+
+def main() -> None:
+    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, best of 3")
+    label, files = largest_set()
+    print(f"import_largest_set_s\t{best_of(3, lambda: import_variant(files)):.3f}\t{label}")
+    with tempfile.TemporaryDirectory() as folder:
+        big = synthetic(Path(folder), LAYERS)
+        size = (Path(folder) / "big.graph.json").stat().st_size / (1 << 20)
+        print(f"import_{LAYERS}_layers_s\t{best_of(3, lambda: import_variant(big)):.3f}\t{size:.0f} MiB layer file")
+        sessions = []
+        for name in ("a", "b"):
+            imported = import_variant(big, name, "big")
+            sessions.append(new_session(imported, []))
+            sessions[-1].variants.append(imported.variant)
+        rules = load_rules()
+        print(f"diff_{LAYERS}_layers_s\t{best_of(3, lambda: diff_sessions(sessions[0], sessions[1], rules)):.3f}")
+
+
+if __name__ == "__main__":
+    main()
