@@ -96,6 +96,9 @@ def named_layer(name: str) -> Layer:
     return Layer(name=name, kind="unknown", op=op, attrs={"device": "dla"} if op == "dla" else {})
 
 
+SAMPLES_KIND = "IProfiler per-layer samples (layer name -> its times over many runs): pass it as --profile"
+
+
 def file_kind(doc: Any) -> str | None:
     """Which TensorRT tool file a document is, in the words of the option that writes it."""
     if isinstance(doc, dict):
@@ -105,6 +108,8 @@ def file_kind(doc: Any) -> str | None:
             return "trtexec profile metadata (*.profile.metadata.json): pass it with --metadata"
         if "model_options" in doc or "build_options" in doc:
             return "trtexec build metadata (*.build.metadata.json): pass it with --metadata"
+        if doc and all(isinstance(v, list) and v and all(type(x) in (int, float) for x in v) for v in doc.values()):
+            return SAMPLES_KIND
         return None
     if isinstance(doc, list) and doc and all(isinstance(item, dict) for item in doc[:3]):
         first = doc[1] if len(doc) > 1 and "count" in doc[0] and "name" not in doc[0] else doc[0]
