@@ -4,13 +4,14 @@
 
 The synthetic engine repeats the layer records of `trt10-resnet18-fp16-trtexec-rtx3060` (detailed
 `--exportLayerInfo`, TensorRT 10) with numbered names, and a profile of the same records: the
-format is TensorRT's, the engine is not one. Each figure is the best of three runs, in seconds
-(import: read, check, parse, pair; diff: two such imports compared layer by layer).
+format is TensorRT's, the engine is not one. Each figure is the best of three runs, wall and CPU
+seconds (import: read, check, parse, pair; diff: two such imports compared layer by layer).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -19,22 +20,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profilers.trt_import.importer import ImportFiles, import_variant, new_session  # noqa: E402
-from sessions.diff import diff_sessions  # noqa: E402
-from sessions.groups import load_rules  # noqa: E402
+from profilers.trt_import.importer import ImportFiles, import_variant, new_session
+from sessions.diff import diff_sessions
+from sessions.groups import load_rules
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 SOURCE = SHARED / "trt" / "trt10-resnet18-fp16-trtexec-rtx3060"
 LAYERS = 100_000
 
 
-def best_of(runs: int, work) -> float:
+def best_of(runs: int, work) -> str:
+    """Wall and CPU seconds of the fastest of `runs` runs (CPU time is what a loaded machine cannot inflate)."""
     times = []
     for _ in range(runs):
-        started = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         work()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        times.append((time.perf_counter() - wall, time.process_time() - cpu))
+    wall_s, cpu_s = min(times)
+    return f"{wall_s:.3f}\t{cpu_s:.3f}"
 
 
 def largest_set() -> tuple[str, ImportFiles]:
@@ -67,7 +70,9 @@ def synthetic(folder: Path, count: int) -> ImportFiles:
 
 
 def main() -> None:
-    print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, best of 3")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"# {platform.machine()}, {os.cpu_count()} cores, load average {load}, Python {platform.python_version()}; best of 3")
+    print("# figure\twall s\tCPU s\twhat")
     label, files = largest_set()
     print(f"import_largest_set_s\t{best_of(3, lambda: import_variant(files)):.3f}\t{label}")
     with tempfile.TemporaryDirectory() as folder:

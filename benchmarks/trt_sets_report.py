@@ -17,12 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profilers.trt_import.importer import ImportFiles, import_variant, new_session  # noqa: E402
-from sessions.diff import diff_sessions  # noqa: E402
-from sessions.errors import InputError  # noqa: E402
-from sessions.groups import load_rules, role_of  # noqa: E402
-from sessions.layer_match import align_layers  # noqa: E402
-from tests.trt_sets import SHARED, Engine, engines, set_folders, summed_profile_ms, truth  # noqa: E402
+from profilers.trt_import.importer import ImportFiles, import_variant, new_session
+from sessions.diff import diff_sessions
+from sessions.errors import InputError
+from sessions.groups import load_rules, role_of
+from sessions.layer_match import align_layers
+from tests.trt_sets import SHARED, Engine, engines, set_folders, summed_profile_ms, truth
 
 RULES = load_rules()
 PAIRS = [  # the fixtures README's pairs: (A, B), each a folder under ../shared/fixtures
