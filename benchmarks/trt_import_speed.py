@@ -74,18 +74,18 @@ def main() -> None:
     print(f"# {platform.machine()}, {os.cpu_count()} cores, load average {load}, Python {platform.python_version()}; best of 3")
     print("# figure\twall s\tCPU s\twhat")
     label, files = largest_set()
-    print(f"import_largest_set_s\t{best_of(3, lambda: import_variant(files)):.3f}\t{label}")
+    print(f"import_largest_set_s\t{best_of(3, lambda: import_variant(files))}\t{label}")
     with tempfile.TemporaryDirectory() as folder:
         big = synthetic(Path(folder), LAYERS)
         size = (Path(folder) / "big.graph.json").stat().st_size / (1 << 20)
-        print(f"import_{LAYERS}_layers_s\t{best_of(3, lambda: import_variant(big)):.3f}\t{size:.0f} MiB layer file")
+        print(f"import_{LAYERS}_layers_s\t{best_of(3, lambda: import_variant(big))}\t{size:.0f} MiB layer file")
         sessions = []
         for name in ("a", "b"):
             imported = import_variant(big, name, "big")
             sessions.append(new_session(imported, []))
             sessions[-1].variants.append(imported.variant)
         rules = load_rules()
-        print(f"diff_{LAYERS}_layers_s\t{best_of(3, lambda: diff_sessions(sessions[0], sessions[1], rules)):.3f}")
+        print(f"diff_{LAYERS}_layers_s\t{best_of(3, lambda: diff_sessions(sessions[0], sessions[1], rules))}")
 
 
 if __name__ == "__main__":

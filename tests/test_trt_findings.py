@@ -174,3 +174,17 @@ def test_a_verbose_log_gives_names_only_layers_their_types_and_the_input_shape()
     assert [imported.batch, *imported.input_shape] == [int(d) for d in shape]
     assert imported.variant.precision == "int8"
     assert not any(note.startswith(("names-only", "batch unknown")) for note in imported.variant.notes)
+
+
+def test_iprofiler_samples_give_each_layer_its_median_and_spread():
+    base = folder("trt10-mobilenetv2-fp16-torchtrt-api")
+    samples = json.loads((base / "trt_layer_latency.json").read_text())
+    imported = import_variant(ImportFiles(base / "trt_engine_info.json", base / "trt_layer_latency.json"))
+    layers = imported.variant.layers
+    assert [layer.name for layer in layers] == list(samples)  # paired by position, every layer timed
+    for layer in layers:
+        values = sorted(samples[layer.name])
+        assert layer.time_ms == pytest.approx(statistics.median(values))
+        assert values[0] <= layer.attrs["p10_ms"] <= layer.time_ms <= layer.attrs["p90_ms"] <= values[-1]
+        assert layer.attrs["samples"] == len(values)
+    assert "median, with p10 and p90" in imported.per_layer and imported.variant.backend == "tensorrt"
