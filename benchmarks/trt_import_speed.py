@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from profilers.trt_import.importer import ImportFiles, import_variant, new_session
 from sessions.diff import diff_sessions
 from sessions.groups import load_rules
+from tests.trt_sets import Engine, engines, set_folders
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
-SOURCE = SHARED / "trt" / "trt10-resnet18-fp16-trtexec-rtx3060"
+SOURCE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "trt" / "trt10-resnet18-fp16-trtexec-rtx3060"
 LAYERS = 100_000
 
 
@@ -41,18 +41,12 @@ def best_of(runs: int, work) -> str:
 
 
 def largest_set() -> tuple[str, ImportFiles]:
-    """The set whose layer (or profile) file is largest, with its profile."""
-    candidates = []
-    for path in SHARED.glob("*/*/*.json"):
-        try:
-            doc = json.loads(path.read_text())
-        except ValueError:
-            continue
-        if isinstance(doc, dict) and isinstance(doc.get("Layers"), list):
-            profiles = [p for p in path.parent.glob("*profile.json") if p != path] + list(path.parent.glob("profile.json"))
-            candidates.append((path.stat().st_size, path, profiles[0] if len(set(profiles)) == 1 else None))
-    size, path, profile = max(candidates, key=lambda c: c[0])
-    return f"{path.parent.name}/{path.name} ({size / 1024:.0f} KiB)", ImportFiles(path, profile, find_metadata=False)
+    """The engine of both fixture folders whose files (layers, profile, times) are largest together."""
+    def size(engine: Engine) -> int:
+        return sum(p.stat().st_size for p in (engine.layers, engine.profile, engine.times) if p is not None)
+    engine = max((e for folder in set_folders() for e in engines(folder)), key=size)
+    files = ImportFiles(engine.layers, engine.profile, engine.times, find_metadata=False)
+    return f"{engine.label} ({size(engine) / 1024:.0f} KiB)", files
 
 
 def synthetic(folder: Path, count: int) -> ImportFiles:
