@@ -188,3 +188,14 @@ def test_iprofiler_samples_give_each_layer_its_median_and_spread():
         assert values[0] <= layer.attrs["p10_ms"] <= layer.time_ms <= layer.attrs["p90_ms"] <= values[-1]
         assert layer.attrs["samples"] == len(values)
     assert "median, with p10 and p90" in imported.per_layer and imported.variant.backend == "tensorrt"
+
+
+@pytest.mark.parametrize("name", ["trt10-mobilenetv2-tf32-onnxapi-rtx3060", "trt10-resnet18-tf32-onnxapi-rtx3060"])
+def test_an_fp16_input_reformat_does_not_make_a_tf32_engine_fp16(name):
+    base = folder(name)
+    raw = json.loads((base / "trt_engine_info.json").read_text())["Layers"]
+    convolutions = [layer for layer in raw if layer.get("ParameterType") == "Convolution"]
+    assert convolutions and all(re.search(r"FP32|Float", str(t)) and not re.search(r"FP16|Half", str(t))
+                                for c in convolutions for t in c["Inputs"])
+    assert any(re.search(r"FP16|Half", str(layer["Inputs"])) for layer in raw if layer["LayerType"] == "Reformat")
+    assert import_variant(ImportFiles(base / "trt_engine_info.json")).variant.precision == "fp32"

@@ -24,13 +24,19 @@ from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
+MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")
 TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
 TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
 
 
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
-    """The lowest compute precision any layer runs in; from trtexec's build option where layers say nothing."""
-    seen = {layer.precision for layer in variant_layers}
+    """The lowest precision any computing layer runs in; from trtexec's build option where layers say nothing.
+
+    Layers that only move or convert data (reformats, shuffles, Q/DQ, no-ops) do not count: an fp16 input
+    binding's reformat does not make a TF32 engine fp16.
+    """
+    seen = {layer.precision for layer in variant_layers if layer.op not in MOVES_DATA} or {
+        layer.precision for layer in variant_layers}
     found = next((p for p in PRECISION_ORDER if p in seen), None)
     if found is None and build_precision:
         words = build_precision.lower()
