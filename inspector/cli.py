@@ -61,6 +61,7 @@ def _add_session_commands(sub) -> None:
 
 def _add_import_command(sub) -> None:
     p = sub.add_parser("import", help="make a session from trtexec / engine-inspector JSON files")
+    p.add_argument("folder", nargs="?", help="a folder holding the files of one engine (found by name and content)")
     p.add_argument("--layers", help="layer information (--exportLayerInfo or IEngineInspector JSON)")
     p.add_argument("--profile", help="per-layer profile (--exportProfile); alone, it names the layers too")
     p.add_argument("--times", help="per-inference times (--exportTimes)")
@@ -309,20 +310,27 @@ def _print_layers(session, path, names: list[str] | None, as_json: bool) -> None
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from profilers.trt_import.folder import files_of_folder
     from profilers.trt_import.importer import ImportFiles, check_joinable, import_variant, new_session
     from sessions.storage import load, resolve, save, sessions_dir
 
-    if not args.layers and not args.profile:
-        raise InputError("import needs --layers, --profile or both")
-    files = ImportFiles(
+    if args.folder and (args.layers or args.profile or args.times):
+        raise InputError("give a folder or --layers / --profile / --times, not both")
+    if not args.folder and not args.layers and not args.profile:
+        raise InputError("import needs a folder, --layers, --profile or both")
+    found = files_of_folder(Path(args.folder)) if args.folder else None
+    files = found.files if found else ImportFiles(
         layers=Path(args.layers) if args.layers else None,
         profile=Path(args.profile) if args.profile else None,
         times=Path(args.times) if args.times else None,
-        metadata=[Path(m) for m in args.metadata],
         find_metadata=not args.no_metadata_search,
     )
+    files.metadata += [Path(m) for m in args.metadata]
     imported = import_variant(files, args.name, args.model, args.batch)
     variant = imported.variant
+    if found:
+        variant.notes.insert(0, f"from {args.folder}: took {', '.join(p.name for p in found.taken)}; "
+                                f"left {', '.join(p.name for p in found.left) or 'nothing'}")
     variant.command = list(args.argv)
     if args.into:
         path = resolve(args.into)

@@ -82,9 +82,9 @@ def method_section(session: Session) -> str:
         "## Method",
         f"- **Timed region:** {md_cell(m.timed_region)}.",
         (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
-         f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
-         f"{' interleaved across variants' if m.interleaved else ''}; "
-         f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs."),
+        f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
+        f"{' interleaved across variants' if m.interleaved else ''}; "
+        f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs."),
         f"- **Per-layer time:** {md_cell(m.per_layer)}.",
         f"- **Kernels:** {md_cell(m.kernels)}.",
         f"- **Batch / input:** {md_cell(batch_words(session))}, each input {md_cell(session.study.input_shape)}.",
@@ -101,8 +101,8 @@ def environment_section(session: Session) -> str:
         rows += [
             ["GPU", f"{g.name} (CC {_known(g.compute_capability)}, {_known(g.multiprocessors)} SMs, {_known(g.memory_mib)} MiB)"],
             ["driver / CUDA", f"{_known(g.driver)} / {_known(g.cuda_driver)}"],
-            ["clocks at start", f"SM {_known(g.sm_clock_mhz)} MHz (max {_known(g.max_sm_clock_mhz)}), memory "
-                                f"{_known(g.mem_clock_mhz)} MHz, {_known(g.pstate)}"],
+            ["clocks at start", (f"SM {_known(g.sm_clock_mhz)} MHz (max {_known(g.max_sm_clock_mhz)}), memory "
+                                f"{_known(g.mem_clock_mhz)} MHz, {_known(g.pstate)}")],
             ["clock-event reasons", ", ".join(g.clock_event_reasons) or "none"],
         ]
     rows += [[name, version] for name, version in env.versions.items() if version]

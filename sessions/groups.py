@@ -58,12 +58,19 @@ CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
 
 
 def _compile(patterns, where: str) -> list[re.Pattern]:
+    """The patterns as one alternation (one search instead of one per pattern), or one each where they cannot join."""
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise InputError(f"{where}: expected a list of regular expressions")
     try:
-        return [re.compile(p) for p in patterns]
+        compiled = [re.compile(p) for p in patterns]
     except re.error as exc:
         raise InputError(f"{where}: bad regular expression: {exc}") from None
+    if len(compiled) < 2:
+        return compiled
+    try:
+        return [re.compile("|".join(f"(?:{p})" for p in patterns))]
+    except re.error:  # a global flag such as (?i) may only start a pattern of its own
+        return compiled
 
 
 def _words(value, where: str, allowed: tuple[str, ...] | None = None) -> list[str]:

@@ -20,6 +20,7 @@ inserted Q/DQ nodes shift every number.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -45,6 +46,11 @@ def _raw_nodes(layer: Layer) -> list[str]:
     return [re.sub(r"(^|/)quant_", r"\1", n) for n in nodes if not QUANT_NODE.search(n)]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _node_op(node: str) -> str | None:
+    return op_from_name(node, builtin_rules())
+
+
 def canonical_nodes(layers: list[Layer]) -> list[dict[str, int]]:
     """For each layer, its canonical node names with their weights (empty for copies and Q/DQ-only layers)."""
     raw = [[] if _is_copy(layer) else _raw_nodes(layer) for layer in layers]
@@ -55,14 +61,13 @@ def canonical_nodes(layers: list[Layer]) -> list[dict[str, int]]:
             if match:
                 numbers[match.group(1)].add(int(match.group(2)))
     rank = {op: {n: i for i, n in enumerate(sorted(found))} for op, found in numbers.items()}
-    rules = builtin_rules()
     keyed = []
     for nodes in raw:
         keys: dict[str, int] = {}
         for node in nodes:
             match = NUMBERED.match(node)
             key = f"{match.group(1)}#{rank[match.group(1)][int(match.group(2))]}" if match else node
-            keys[key] = DOMINANT_WEIGHT if op_from_name(node, rules) in DOMINANT_OPS else 1
+            keys[key] = DOMINANT_WEIGHT if _node_op(node) in DOMINANT_OPS else 1
         keyed.append(keys)
     return keyed
 
@@ -181,6 +186,8 @@ class Alignment:
 
 def align_layers(a: list[Layer], b: list[Layer]) -> Alignment:
     """Pair the layers of two engines (see the module docstring for the order of the methods)."""
+    if not a or not b:
+        return Alignment([], {}, list(range(len(a))), list(range(len(b))))
     free_a, free_b = set(range(len(a))), set(range(len(b)))
     nodes_a, nodes_b = canonical_nodes(a), canonical_nodes(b)
     not_copy = {i for i, layer in enumerate(a) if not _is_copy(layer)}, {j for j, layer in enumerate(b) if not _is_copy(layer)}

@@ -8,10 +8,10 @@ branch's tests/data/trt/README.md); none is presented as real output.
 import orjson
 import pytest
 
-from profilers.trt_import.layer_info import compute_precision, parse_layer_info
-from profilers.trt_import.profile import layers_from_profile, parse_profile
 from profilers.trt_import.importer import ImportFiles, import_variant
+from profilers.trt_import.layer_info import compute_precision, parse_layer_info
 from profilers.trt_import.metadata import facts_from
+from profilers.trt_import.profile import layers_from_profile, parse_profile
 from sessions import storage
 from sessions.diff import diff_sessions
 from sessions.errors import InputError

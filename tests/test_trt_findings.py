@@ -173,4 +173,29 @@ def test_a_verbose_log_gives_names_only_layers_their_types_and_the_input_shape()
     assert len(typed) == len(layers) == 86 and all(layer.kind == typed[layer.name] for layer in layers)
     assert [imported.batch, *imported.input_shape] == [int(d) for d in shape]
     assert imported.variant.precision == "int8"
-    assert not any(note.startswith("names-only") or note.startswith("batch unknown") for note in imported.variant.notes)
+    assert not any(note.startswith(("names-only", "batch unknown")) for note in imported.variant.notes)
+
+
+def test_iprofiler_samples_give_each_layer_its_median_and_spread():
+    base = folder("trt10-mobilenetv2-fp16-torchtrt-api")
+    samples = json.loads((base / "trt_layer_latency.json").read_text())
+    imported = import_variant(ImportFiles(base / "trt_engine_info.json", base / "trt_layer_latency.json"))
+    layers = imported.variant.layers
+    assert [layer.name for layer in layers] == list(samples)  # paired by position, every layer timed
+    for layer in layers:
+        values = sorted(samples[layer.name])
+        assert layer.time_ms == pytest.approx(statistics.median(values))
+        assert values[0] <= layer.attrs["p10_ms"] <= layer.time_ms <= layer.attrs["p90_ms"] <= values[-1]
+        assert layer.attrs["samples"] == len(values)
+    assert "median, with p10 and p90" in imported.per_layer and imported.variant.backend == "tensorrt"
+
+
+@pytest.mark.parametrize("name", ["trt10-mobilenetv2-tf32-onnxapi-rtx3060", "trt10-resnet18-tf32-onnxapi-rtx3060"])
+def test_an_fp16_input_reformat_does_not_make_a_tf32_engine_fp16(name):
+    base = folder(name)
+    raw = json.loads((base / "trt_engine_info.json").read_text())["Layers"]
+    convolutions = [layer for layer in raw if layer.get("ParameterType") == "Convolution"]
+    assert convolutions and all(re.search(r"FP32|Float", str(t)) and not re.search(r"FP16|Half", str(t))
+                                for c in convolutions for t in c["Inputs"])
+    assert any(re.search(r"FP16|Half", str(layer["Inputs"])) for layer in raw if layer["LayerType"] == "Reformat")
+    assert import_variant(ImportFiles(base / "trt_engine_info.json")).variant.precision == "fp32"

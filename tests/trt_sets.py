@@ -78,7 +78,7 @@ def engines(folder: Path) -> list[Engine]:
     layer_files = kinds.get("layers", [])
     logs = kinds.get("log", [])
     if layer_files:
-        profiles, times = kinds.get("profile", []), kinds.get("times", [])
+        profiles, times = kinds.get("profile", []) or kinds.get("samples", []), kinds.get("times", [])
         return [Engine(folder, path, profiles[0] if len(layer_files) == 1 and profiles else None,
                        times[0] if len(layer_files) == 1 and times else None, logs) for path in layer_files]
     return [Engine(folder, None, path, None, logs) for path in kinds.get("profile", [])]
@@ -114,9 +114,13 @@ def layer_entries(engine: Engine) -> list:
 
 
 def profile_records(engine: Engine) -> list[dict]:
+    """trtexec's profile records; for an IProfiler's samples, one record per layer with its median as `averageMs`."""
     if engine.profile is None:
         return []
-    return [r for r in json.loads(engine.profile.read_text()) if "name" in r and not EXTRA_PROFILE.search(r["name"])]
+    doc = json.loads(engine.profile.read_text())
+    if isinstance(doc, dict):
+        return [{"name": name, "averageMs": statistics.median(values)} for name, values in doc.items()]
+    return [r for r in doc if "name" in r and not EXTRA_PROFILE.search(r["name"])]
 
 
 def summed_profile_ms(engine: Engine) -> float | None:

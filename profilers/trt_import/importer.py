@@ -17,21 +17,27 @@ from profilers import environment
 from profilers.stats import latency_stats
 from profilers.trt_import.documents import read_json
 from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
-from profilers.trt_import.profile import layers_from_profile, pair_profile, parse_profile, parse_times
-from profilers.trt_import.trtexec_log import apply_logged, logged_layers
 from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
+from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile, parse_times
+from profilers.trt_import.trtexec_log import apply_logged, logged_layers
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
 from sessions.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
+MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")
 TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
 TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
 
 
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
-    """The lowest compute precision any layer runs in; from trtexec's build option where layers say nothing."""
-    seen = {layer.precision for layer in variant_layers}
+    """The lowest precision any computing layer runs in; from trtexec's build option where layers say nothing.
+
+    Layers that only move or convert data (reformats, shuffles, Q/DQ, no-ops) do not count: an fp16 input
+    binding's reformat does not make a TF32 engine fp16.
+    """
+    seen = {layer.precision for layer in variant_layers if layer.op not in MOVES_DATA} or {
+        layer.precision for layer in variant_layers}
     found = next((p for p in PRECISION_ORDER if p in seen), None)
     if found is None and build_precision:
         words = build_precision.lower()
@@ -58,8 +64,11 @@ class Imported:
     per_layer: str  # what each layer's time is, in words
 
 
-def per_layer_words(files: ImportFiles) -> str:
-    if files.profile is not None:
+def per_layer_words(profile: Profile | None) -> str:
+    if profile is not None and profile.records[0].samples is not None:
+        return (f"IProfiler layer times over up to {profile.count} runs, written by the TensorRT API: each layer's median, "
+                "with p10 and p90 (includes profiling overhead and does not add up to the latency)")
+    if profile is not None:
         return ("IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes profiling "
                 "overhead and does not add up to the latency)")
     return "no per-layer times imported (--profile)"
@@ -83,26 +92,24 @@ def _apply_log(files: ImportFiles, info: LayerInfo, notes: list[str]) -> None:
             return
 
 
-def _layers(files: ImportFiles, notes: list[str]) -> LayerInfo:
-    if files.layers is not None:
-        info = parse_layer_info(read_json(files.layers, "layer information"), str(files.layers))
-        if files.profile is not None:
-            profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
-            pairing = pair_profile(info.layers, profile, str(files.profile))
-            notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
-            if pairing.unmatched_layers or pairing.unmatched_records:
-                notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
-                             f"{len(pairing.unmatched_records)} records without a layer")
-            if profile.count is not None:
-                notes.append(f"profile over {profile.count} inferences")
-        return info
-    if files.profile is None:
-        raise InputError("give --layers, --profile or both")
-    profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
-    notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
-    if profile.count is not None:
-        notes.append(f"profile over {profile.count} inferences")
-    return LayerInfo(layers_from_profile(profile), [], detailed=False)
+def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | None]:
+    """The engine's layers (from the layer file, else from the profile) and the profile, paired with them."""
+    profile = parse_profile(read_json(files.profile, "profile file"), str(files.profile)) if files.profile else None
+    if profile is not None and profile.count is not None:
+        notes.append(f"profile over {profile.count} {'runs' if profile.records[0].samples else 'inferences'}")
+    if files.layers is None:
+        if profile is None:
+            raise InputError("give --layers, --profile or both")
+        notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
+        return LayerInfo(layers_from_profile(profile), [], detailed=False), profile
+    info = parse_layer_info(read_json(files.layers, "layer information file"), str(files.layers))
+    if profile is not None:
+        pairing = pair_profile(info.layers, profile, str(files.profile))
+        notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
+        if pairing.unmatched_layers or pairing.unmatched_records:
+            notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
+                         f"{len(pairing.unmatched_records)} records without a layer")
+    return info, profile
 
 
 def _check_times_engine(files: ImportFiles, facts: RunFacts, median_ms: float) -> None:
@@ -149,7 +156,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     facts = facts_from([*files.metadata, *(p for p in found if p not in files.metadata)])
     if facts.sources:
         notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
-    info = _layers(files, notes)
+    info, profile = _layers(files, notes)
     _apply_log(files, info, notes)
     notes.extend(info.notes)
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
@@ -160,13 +167,13 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         notes.append("precision unknown: names-only files hold no types (trtexec metadata or a log with --metadata gives it)")
     variant = Variant(
         name=name or (files.layers or files.profile or Path("variant")).name.split(".")[0],
-        backend="trtexec" if facts.sources or files.profile or files.times else "tensorrt",
+        backend="trtexec" if facts.sources or files.times or (profile and not profile.records[0].samples) else "tensorrt",
         precision=precision,  # type: ignore[arg-type]  # a PRECISION_ORDER word or "unknown"
         device="cuda",
         layers=info.layers,
     )
     if files.times is not None:
-        compute, _latency = parse_times(read_json(files.times, "times"), str(files.times))
+        compute, _latency = parse_times(read_json(files.times, "times file"), str(files.times))
         variant.latency = latency_stats(compute)
         _check_times_engine(files, facts, variant.latency.median_ms)
     shape = _input_shape(info) or facts.input_shape
@@ -175,7 +182,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
     variant.notes = notes
     return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts,
-                    per_layer_words(files))
+                    per_layer_words(profile))
 
 
 def environment_of(facts: RunFacts) -> Environment:

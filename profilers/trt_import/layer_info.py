@@ -10,6 +10,7 @@ its nodes' names (`sessions.groups.op_from_name`).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,9 @@ from sessions.errors import InputError
 from sessions.groups import builtin_rules, name_parts, op_from_name
 from sessions.layer_ops import trt_op
 from sessions.model import Layer, Tensor
-from sessions.vocab import dtype_of
+from sessions.vocab import dtype_of as vocab_dtype_of
+
+dtype_of = functools.lru_cache(maxsize=4096)(vocab_dtype_of)  # format strings repeat across a file's tensors
 
 SEPARATORS = re.compile("[\x1e\x1f]")
 TACTIC_PRECISION = re.compile(r"(?:^|_)i8|int8|imma|e4m3|fp8", re.IGNORECASE)  # i8i8, i8f16, i8816, int8x4, imma, e4m3
@@ -29,6 +32,8 @@ ONNX_LAYER = re.compile(r"\[ONNX Layer: (.*?)\]")
 
 def normalize_name(name: str) -> str:
     """One spelling for layer names across versions: separators as ' + ', no profile suffix."""
+    if "\x1e" not in name and "\x1f" not in name and not name.endswith("]"):
+        return name.strip()  # most names: nothing to replace
     return PROFILE_SUFFIX.sub("", SEPARATORS.sub(" + ", name)).strip()
 
 
@@ -86,6 +91,7 @@ def _io_tensors(doc: Any) -> list[str]:
     return []
 
 
+@functools.lru_cache(maxsize=1024)
 def _is_dla(kind_or_name: str) -> bool:
     return op_from_name(kind_or_name, builtin_rules()) == "dla" or bool(re.match(r"^Dla|DLA", kind_or_name))
 
@@ -94,6 +100,9 @@ def named_layer(name: str) -> Layer:
     """A layer known by its name only (names-only layer information, a profile): its op from the name."""
     op = op_from_name(name, builtin_rules())
     return Layer(name=name, kind="unknown", op=op, attrs={"device": "dla"} if op == "dla" else {})
+
+
+SAMPLES_KIND = "IProfiler per-layer samples (layer name -> its times over many runs): pass it as --profile"
 
 
 def file_kind(doc: Any) -> str | None:
@@ -105,6 +114,8 @@ def file_kind(doc: Any) -> str | None:
             return "trtexec profile metadata (*.profile.metadata.json): pass it with --metadata"
         if "model_options" in doc or "build_options" in doc:
             return "trtexec build metadata (*.build.metadata.json): pass it with --metadata"
+        if doc and all(isinstance(v, list) and v and all(type(x) in (int, float) for x in v) for v in doc.values()):
+            return SAMPLES_KIND
         return None
     if isinstance(doc, list) and doc and all(isinstance(item, dict) for item in doc[:3]):
         first = doc[1] if len(doc) > 1 and "count" in doc[0] and "name" not in doc[0] else doc[0]
@@ -182,16 +193,21 @@ def node_types(nodes: list[str]) -> set[str]:
     return {match.group(1) for node in nodes if (match := NODE_TYPE.search(node))}
 
 
+@functools.lru_cache(maxsize=1024)
+def _type_op(kind: str, parameter_type: str | None) -> str | None:
+    """The op TensorRT's type words give (a layer file holds a few kinds, each many times)."""
+    return trt_op(kind, parameter_type) or op_from_name(kind, builtin_rules())
+
+
 def layer_op(kind: str, parameter_type: str | None, name: str, nodes: list[str]) -> str | None:
     """TensorRT's own type words first; a layer they do not name by its nodes' names.
 
     TensorRT runs a Gemm or MatMul node as a convolution: a Convolution built from such nodes and
     from no Conv node is a linear layer.
     """
-    rules = builtin_rules()
-    op = trt_op(kind, parameter_type) or op_from_name(kind, rules)
+    op = _type_op(kind, parameter_type)
     if op is None:
-        return op_from_name(name, rules)
+        return op_from_name(name, builtin_rules())
     types = node_types(nodes or name_parts(name))
     if op == "conv" and types & LINEAR_NODES and not types & CONV_NODES:
         return "linear"

@@ -1,19 +1,31 @@
-"""Per-layer profiles (`--exportProfile`, TensorRT 7 `.profile`) and per-inference times (`--exportTimes`).
+"""Per-layer profiles (`--exportProfile`, TensorRT 7 `.profile`, IProfiler samples) and per-inference times (`--exportTimes`).
 
-Profiles come with or without the `{"count": N}` header and `medianMs`; records pair with the build's
+Profiles come with or without the `{"count": N}` header and `medianMs`; an IProfiler written by the
+API over many runs (`{layer name: [ms, ...]}`) gives each layer its median and spread (p10 to p90)
+instead of one average. Records pair with the build's
 layers by position where the names agree there, else by name, and a join that is not a pairing is refused.
 """
 
 from __future__ import annotations
 
 import itertools
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from profilers.trt_import import documents
-from profilers.trt_import.layer_info import file_kind, named_layer, normalize_name, profile_index, wrong_kind
+from profilers.trt_import.layer_info import (
+    SAMPLES_KIND,
+    file_kind,
+    named_layer,
+    normalize_name,
+    profile_index,
+    wrong_kind,
+)
 from sessions.errors import InputError
 from sessions.model import Layer
+
 
 @dataclass
 class ProfileRecord:
@@ -22,6 +34,8 @@ class ProfileRecord:
     average_ms: float
     median_ms: float | None
     percentage: float | None
+    spread_ms: tuple[float, float] | None = None  # p10 and p90 of a layer's samples
+    samples: int | None = None
 
 
 @dataclass
@@ -30,18 +44,40 @@ class Profile:
     records: list[ProfileRecord]
 
 
-def _field(record: dict, key: str, origin: str, position: int, check, required: bool = True) -> float | None:
-    """`record[key]` through `check` (a `documents` bound); None for an absent optional field."""
-    value = record.get(key)
-    if value is None and not required:
-        return None
-    if value is None:
+Check = Callable[[Any, str], float]
+
+
+def _required(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float:
+    """`record[key]` through `check` (a `documents` bound); InputError where it is absent."""
+    if record.get(key) is None:
         raise InputError(f"{origin}: record {position} has no {key!r}")
-    return check(value, f"{origin}: record {position} {key}")
+    return check(record[key], f"{origin}: record {position} {key}")
+
+
+def _optional(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float | None:
+    return None if record.get(key) is None else _required(record, key, origin, position, check)
+
+
+def parse_samples(doc: dict[str, Any], origin: str) -> Profile:
+    """An IProfiler's samples per layer: each layer's median (its time) and its p10 / p90 spread."""
+    records = []
+    for name, values in doc.items():
+        if profile_index(name):
+            continue
+        times = [documents.time_ms(v, f"{origin}: {name[:60]!r} sample {i}") for i, v in enumerate(values)]
+        deciles = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else [times[0]] * 9
+        records.append(ProfileRecord(normalize_name(name), sum(times), statistics.median(times), statistics.median(times),
+                                     None, (deciles[0], deciles[-1]), len(times)))
+    if not records:
+        raise InputError(f"{origin}: the samples hold no layer")
+    return Profile(max(r.samples or 0 for r in records), records)
 
 
 def parse_profile(doc: Any, origin: str) -> Profile:
+    """A per-layer profile: trtexec's `--exportProfile` list, or an IProfiler's samples per layer."""
     kind = file_kind(doc)
+    if kind == SAMPLES_KIND:
+        return parse_samples(doc, origin)
     if not isinstance(doc, list) or (kind is not None and "--exportProfile" not in kind):
         raise wrong_kind(doc, origin, "a trtexec --exportProfile file (a JSON list of per-layer records)")
     count = None
@@ -56,15 +92,15 @@ def parse_profile(doc: Any, origin: str) -> Profile:
             raise InputError(f"{origin}: record {position} has no layer name")
         if profile_index(item["name"]):
             continue
-        total = _field(item, "timeMs", origin, position, documents.time_ms)
-        average = _field(item, "averageMs", origin, position, documents.time_ms, required=False)
+        total = _required(item, "timeMs", origin, position, documents.time_ms)
+        average = _optional(item, "averageMs", origin, position, documents.time_ms)
         records.append(
             ProfileRecord(
                 name=normalize_name(item["name"]),
                 total_ms=total,
                 average_ms=average if average is not None else total / max(count or 1, 1),
-                median_ms=_field(item, "medianMs", origin, position, documents.time_ms, required=False),
-                percentage=_field(item, "percentage", origin, position, documents.percent, required=False),
+                median_ms=_optional(item, "medianMs", origin, position, documents.time_ms),
+                percentage=_optional(item, "percentage", origin, position, documents.percent),
             )
         )
     if not records:
@@ -136,6 +172,9 @@ def _apply(layer: Layer, record: ProfileRecord) -> None:
         layer.attrs["median_ms"] = record.median_ms
     if record.percentage is not None:
         layer.attrs["percentage"] = record.percentage
+    if record.spread_ms is not None:
+        layer.attrs["p10_ms"], layer.attrs["p90_ms"] = record.spread_ms
+        layer.attrs["samples"] = record.samples
 
 
 def _positive_time(value: Any, where: str) -> float:
@@ -151,7 +190,7 @@ def parse_times(doc: Any, origin: str) -> tuple[list[float], list[float]]:
     for position, item in enumerate(doc):
         if not isinstance(item, dict):
             raise InputError(f"{origin}: record {position} is not an object")
-        computed = _field(item, "computeMs", origin, position, _positive_time)
-        latency.append(_field(item, "latencyMs", origin, position, _positive_time, required=False) or computed)
+        computed = _required(item, "computeMs", origin, position, _positive_time)
+        latency.append(_optional(item, "latencyMs", origin, position, _positive_time) or computed)
         compute.append(computed)
     return compute, latency
