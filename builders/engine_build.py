@@ -84,10 +84,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
         if not _build_graphs(backend, program, plain, shapes, refused, output_refused):
             break
     runners, layers = _bind(backend, program, traced, plain, scales, shapes)
-    consts = {node.name: _fetch(traced.module, str(node.target)) for node in traced.module.graph.nodes
-              if node.op == "get_attr"}
-    consts.update({node.name: node.args[0] if node.args else None for node in traced.module.graph.nodes
-                   if node.op == "placeholder" and node.name != program.input})  # optional inputs: their defaults
+    consts = constants(traced, program)
     notes = [f"{path}: run as one PyTorch call, not traced into ({reason})" for path, reason in traced.leaves.items()]
     silent = unexplained_fp16(program, fp8)
     if silent:
@@ -103,6 +100,15 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          simulated.module if simulated is not None else None)
     return engine, layers, notes
+
+
+def constants(traced: TracedModel, program: Program) -> dict[str, Any]:
+    """What every forward starts from besides the input: attributes the graph reads, optional inputs' defaults."""
+    graph = traced.module.graph.nodes
+    consts = {node.name: _fetch(traced.module, str(node.target)) for node in graph if node.op == "get_attr"}
+    consts.update({node.name: node.args[0] if node.args else None for node in graph
+                   if node.op == "placeholder" and node.name != program.input})
+    return consts
 
 
 def _fetch(module: torch.nn.Module, target: str) -> Any:
