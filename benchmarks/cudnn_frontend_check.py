@@ -133,16 +133,17 @@ def scaled_mm_checks() -> None:
     b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
     bias = torch.randn(n, device="cuda", dtype=torch.float16)
     cases = {
-        "per-tensor fp16 bias": dict(scale_a=torch.tensor(0.5, device="cuda"), scale_b=torch.tensor(0.5, device="cuda"),
-                                     bias=bias, out_dtype=torch.float16),
-        "rowwise fp16 bias": dict(scale_a=torch.full((m, 1), 0.5, device="cuda"), scale_b=torch.full((1, n), 0.5, device="cuda"),
-                                  bias=bias, out_dtype=torch.float16),
-        "rowwise bf16 bias": dict(scale_a=torch.full((m, 1), 0.5, device="cuda"), scale_b=torch.full((1, n), 0.5, device="cuda"),
-                                  bias=bias.bfloat16(), out_dtype=torch.bfloat16),
-        "rowwise bf16": dict(scale_a=torch.full((m, 1), 0.5, device="cuda"), scale_b=torch.full((1, n), 0.5, device="cuda"),
-                             out_dtype=torch.bfloat16),
-        "per-tensor fp8 out": dict(scale_a=torch.tensor(0.5, device="cuda"), scale_b=torch.tensor(0.5, device="cuda"),
-                                   scale_result=torch.tensor(2.0, device="cuda"), out_dtype=torch.float8_e4m3fn),
+        "per-tensor fp16 bias": {"scale_a": torch.tensor(0.5, device="cuda"), "scale_b": torch.tensor(0.5, device="cuda"),
+                                 "bias": bias, "out_dtype": torch.float16},
+        "rowwise fp16 bias": {"scale_a": torch.full((m, 1), 0.5, device="cuda"),
+                              "scale_b": torch.full((1, n), 0.5, device="cuda"), "bias": bias, "out_dtype": torch.float16},
+        "rowwise bf16 bias": {"scale_a": torch.full((m, 1), 0.5, device="cuda"),
+                              "scale_b": torch.full((1, n), 0.5, device="cuda"), "bias": bias.bfloat16(),
+                              "out_dtype": torch.bfloat16},
+        "rowwise bf16": {"scale_a": torch.full((m, 1), 0.5, device="cuda"), "scale_b": torch.full((1, n), 0.5, device="cuda"),
+                         "out_dtype": torch.bfloat16},
+        "per-tensor fp8 out": {"scale_a": torch.tensor(0.5, device="cuda"), "scale_b": torch.tensor(0.5, device="cuda"),
+                               "scale_result": torch.tensor(2.0, device="cuda"), "out_dtype": torch.float8_e4m3fn},
     }
     for label, kwargs in cases.items():
         try:
@@ -158,7 +159,7 @@ def main() -> None:
     handle = cudnn.create_handle()
     print("torch", torch.__version__, "cudnn", cudnn.backend_version(), torch.cuda.get_device_name(),
           torch.cuda.get_device_capability())
-    base = dict(n=1, c=256, h=56, k=128, r=1, groups=1)
+    base = {"n": 1, "c": 256, "h": 56, "k": 128, "r": 1, "groups": 1}
     check(cudnn, handle, "fp8 1x1 b1 +relu fp16out", **base, fp8_in=True, epilogue=["relu"], fp8_out=False)
     check(cudnn, handle, "fp8 1x1 b1 +add+relu fp8out", **base, fp8_in=True, epilogue=["add", "relu"], fp8_out=True)
     check(cudnn, handle, "fp8 1x1 b32 +add+relu fp8out", **{**base, "n": 32}, fp8_in=True, epilogue=["add", "relu"], fp8_out=True)

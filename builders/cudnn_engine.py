@@ -22,9 +22,10 @@ class CudnnEngine(Engine):
 
     def __init__(self, runners: list[tuple[Step, Callable[[dict[str, Any]], Any]]], program: Program,
                  consts: dict[str, Any], frees: list[list[str]], static_input: torch.Tensor, layers: list[Layer],
-                 simulated: torch.nn.Module | None) -> None:
+                 simulated: torch.nn.Module | None, device: str = "cuda", dtype: torch.dtype = torch.float16) -> None:
         self.runners, self.program, self.consts, self.frees = runners, program, consts, frees
-        self.static_input = static_input.to(device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+        self.device, self.dtype = device, dtype  # the CPU and fp32 only where tests run a lowering with stand-ins
+        self.static_input = static_input.to(device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
         self._layers, self.simulated = layers, simulated
         self._range_kind: str | None = None
         self._step: TimingStep | None = None
@@ -52,7 +53,7 @@ class CudnnEngine(Engine):
         for chunk in batch.split(size):
             timed_input = self.static_input.clone()
             self.static_input.zero_()
-            self.static_input[: chunk.shape[0]].copy_(chunk.to(device="cuda", dtype=torch.float16))
+            self.static_input[: chunk.shape[0]].copy_(chunk.to(device=self.device, dtype=self.dtype))
             if self.timing_step().graphed:
                 self.timing_step().run()
                 assert self._graph_output is not None
@@ -69,7 +70,7 @@ class CudnnEngine(Engine):
 
     def timing_step(self) -> TimingStep:
         if self._step is None:
-            self._step = self._capture()
+            self._step = self._capture() if self.device == "cuda" else TimingStep(self.run_once, False)
         return self._step
 
     @torch.no_grad()

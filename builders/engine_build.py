@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.fx
@@ -84,10 +84,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
         if not _build_graphs(backend, program, plain, shapes, refused, output_refused):
             break
     runners, layers = _bind(backend, program, traced, plain, scales, shapes)
-    consts = {node.name: _fetch(traced.module, str(node.target)) for node in traced.module.graph.nodes
-              if node.op == "get_attr"}
-    consts.update({node.name: node.args[0] if node.args else None for node in traced.module.graph.nodes
-                   if node.op == "placeholder" and node.name != program.input})  # optional inputs: their defaults
+    consts = constants(traced, program)
     notes = [f"{path}: run as one PyTorch call, not traced into ({reason})" for path, reason in traced.leaves.items()]
     silent = unexplained_fp16(program, fp8)
     if silent:
@@ -103,6 +100,15 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          simulated.module if simulated is not None else None)
     return engine, layers, notes
+
+
+def constants(traced: TracedModel, program: Program) -> dict[str, Any]:
+    """What every forward starts from besides the input: attributes the graph reads, optional inputs' defaults."""
+    graph = traced.module.graph.nodes
+    consts = {node.name: _fetch(traced.module, str(node.target)) for node in graph if node.op == "get_attr"}
+    consts.update({node.name: node.args[0] if node.args else None for node in graph
+                   if node.op == "placeholder" and node.name != program.input})
+    return consts
 
 
 def _fetch(module: torch.nn.Module, target: str) -> Any:
@@ -134,8 +140,10 @@ def _input_shapes(traced: TracedModel, static_input: torch.Tensor) -> dict[str, 
 
 
 def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...]) -> ConvSignature:
-    return ConvSignature(step.precision, tuple(shape), conv.out_channels, tuple(conv.kernel_size), tuple(conv.stride),
-                         tuple(conv.padding), tuple(conv.dilation), conv.groups, step.epilogue, step.output_fp8)
+    pair = cast(Callable[[Any], tuple[int, int]], tuple)
+    return ConvSignature(step.precision, cast(tuple[int, int, int, int], tuple(shape)), conv.out_channels,
+                         pair(conv.kernel_size), pair(conv.stride), pair(conv.padding), pair(conv.dilation), conv.groups,
+                         step.epilogue, step.output_fp8)
 
 
 def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
@@ -145,7 +153,7 @@ def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Modul
     for step in program.steps:
         if step.kind != "conv":
             continue
-        sig = _signature(step, plain.get_submodule(step.name), shapes[step.name])
+        sig = _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
         if sig not in backend.graphs:
             try:
                 backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache)
@@ -164,7 +172,8 @@ def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Modul
 
 
 def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: torch.nn.Module,
-          scales: dict[str, tuple[float, torch.Tensor]], shapes: dict[str, tuple[int, ...]]) -> tuple[list, list[Layer]]:
+          scales: dict[str, tuple[float, torch.Tensor]],
+          shapes: dict[str, tuple[int, ...]]) -> tuple[list[tuple[Step, Runner]], list[Layer]]:
     nodes = {node.name: node for node in traced.module.graph.nodes}
     alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}
     runners: list[tuple[Step, Runner]] = []
@@ -172,13 +181,13 @@ def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: t
     for step in program.steps:
         layer = _layer(step)
         if step.kind == "conv":
-            conv = plain.get_submodule(step.name)
+            conv = cast(torch.nn.Conv2d, plain.get_submodule(step.name))
             graph = backend.graphs[_signature(step, conv, shapes[step.name])]
             assert isinstance(graph, ConvGraph)
             runner = _conv_runner(backend, step, conv, graph, scales)
             _describe_conv(layer, conv, graph)
         elif step.kind == "linear" and step.precision == "fp8":
-            linear = plain.get_submodule(step.name)
+            linear = cast(torch.nn.Linear, plain.get_submodule(step.name))
             gemm = Fp8Linear(linear.weight, linear.bias, *scales[step.name])
             runner = _unary(gemm, step.inputs[0])
             layer.kind, layer.tactic = "cuBLASLt FP8 GEMM", gemm.path

@@ -157,3 +157,47 @@ def test_the_fp16_engine_lowers_the_same_graph_without_quantize_layers():
     _, _, program, _ = _lowered("resnet18", None)
     assert not [s for s in program.steps if s.kind == "quantize" or s.precision == "fp8" or s.output_fp8]
     assert _steps(program)["layer1.0.conv2"].epilogue == ("add", "relu")
+
+
+STAND_IN_ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "swish": torch.nn.functional.silu,
+                        "gelu": torch.nn.functional.gelu}
+
+
+class StandInConvGraph:
+    """What a cuDNN conv graph computes, in PyTorch on the CPU: the convolution with its bias, then the fused
+    epilogue in order (activations, the residual add)."""
+
+    def __init__(self, conv: torch.nn.Conv2d, epilogue: tuple[str, ...]) -> None:
+        self.conv, self.epilogue = conv, epilogue
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        y = self.conv(x)
+        for word in self.epilogue:
+            y = y + residual if word == "add" else STAND_IN_ACTIVATIONS[word](y)
+        return y
+
+
+@pytest.mark.parametrize("name", ["resnet18", "seresnext26d_32x4d", "dpn68", "vit_tiny_patch16_224"])
+def test_the_engine_runs_its_fp16_lowering_to_the_models_own_outputs(name):
+    """The engine's interpreter (steps in order, fused epilogues, aliases, optional inputs, freed values) with a
+    stand-in for cuDNN gives the model's outputs: every fusion read the right operands."""
+    from builders.cudnn_engine import CudnnEngine
+    from builders.engine_build import _frees, _torch_runner, constants
+
+    model, _, program, traced = _lowered(name, None)
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 224, 224)
+    with torch.no_grad():
+        expected = model(x)
+    nodes = {node.name: node for node in traced.module.graph.nodes}
+    alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}
+    runners = []
+    for step in program.steps:
+        if step.kind == "conv":
+            graph = StandInConvGraph(traced.module.get_submodule(step.name), step.epilogue)
+            inputs = step.inputs
+            runners.append((step, lambda env, g=graph, i=inputs: g(*(env[n] for n in i))))
+        else:
+            runners.append((step, _torch_runner(traced.module, nodes.get(step.node), step, alias)))
+    engine = CudnnEngine(runners, program, constants(traced, program), _frees(program, traced), x, [], None, "cpu", torch.float32)
+    torch.testing.assert_close(engine.infer(x), expected, rtol=1e-4, atol=1e-4)

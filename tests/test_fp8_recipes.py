@@ -135,3 +135,12 @@ def test_resolve_refuses_a_named_recipe_and_drops_a_default_one_with_a_note():
     plan, notes = resolve(StudyRequest(**base, variants="fp32,fp8"))  # defaults: all and no-se
     assert [v.name for v in plan.variants] == ["fp32", "fp8-all"]
     assert any(note.startswith("left out: fp8-no-se: resnet18 has no squeeze-excitation") for note in notes)
+
+
+def test_pointwise_takes_the_1x1_convolutions_by_their_kernel_not_their_names(seresnext):
+    model, found = seresnext
+    pointwise = {path for path, m in model.named_modules()
+                 if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (1, 1)} - set(found.paths(role="stem"))
+    selection = select(found, "pointwise", [])
+    assert set(selection.quantized) == pointwise and len(pointwise) > 30
+    assert not [p for p in selection.quantized if isinstance(model.get_submodule(p), torch.nn.Linear)]
