@@ -10,18 +10,18 @@ source "$(dirname "$0")/h200_setup.sh"
 S="$OUT/sessions"
 mkdir -p "$S"
 ms_since() { local now=${EPOCHREALTIME/./}; echo $(( (now - $1) / 1000 )); }  # $1: a start in microseconds
-stamped() {  # stamped LOG ARGS...: trt-inspect ARGS, each line prefixed with the milliseconds since the start
-    local log=$1 start=${EPOCHREALTIME/./}
-    shift
-    trt-inspect "$@" </dev/null 2>&1 | while IFS= read -r line; do
+stamped() {  # stamped LIMIT LOG ARGS...: trt-inspect ARGS (at most LIMIT s), each line stamped with ms since its start
+    local limit=$1 log=$2 start=${EPOCHREALTIME/./}
+    shift 2
+    timeout "$limit" trt-inspect "$@" </dev/null 2>&1 | while IFS= read -r line; do
         printf '%7s ms  %s\n' "$(ms_since "$start")" "$line"
     done > "$log"
     local rc=${PIPESTATUS[0]}
     echo "rc=$rc wall=$(ms_since "$start") ms  trt-inspect $*" | tee -a "$log"
 }
-for i in 1 2 3; do
-    stamped "$OUT/run$i.log" senet154 --out "$S/senet154-run$i.json"
-done
+stamped 270 "$OUT/run1.log" senet154 --out "$S/senet154-run1.json"
+stamped 110 "$OUT/run2.log" senet154 --out "$S/senet154-run2.json"
+stamped 110 "$OUT/run3.log" senet154 --out "$S/senet154-run3.json"
 for pair in "1 2" "1 3" "2 3"; do
     set -- $pair
     trt-inspect diff "$S/senet154-run$1.json" "$S/senet154-run$2.json" </dev/null > "$OUT/diff-$1-$2.txt" 2>&1
@@ -29,7 +29,7 @@ for pair in "1 2" "1 3" "2 3"; do
 done
 trt-inspect diff tests/data/h200/senet154-mainjob-warm.json "$S/senet154-run2.json" </dev/null > "$OUT/diff-committed.txt" 2>&1
 echo "diff committed main job against run 2: rc=$? regressions=$(grep -c REGRESSION "$OUT/diff-committed.txt")"
-stamped "$OUT/vit.log" vit_tiny_patch16_224 --variants fp16,cudnn-fp16,cudnn-fp8-all --opt-level 1 --out "$S/vit.json"
+[ "$SECONDS" -lt 420 ] && stamped 60 "$OUT/vit.log" vit_tiny_patch16_224 --variants fp16,cudnn-fp16,cudnn-fp8-all --opt-level 1 --out "$S/vit.json"
 cat "$OUT"/diff-*.txt > "$OUT/diffs.txt" && rm "$OUT"/diff-*.txt
 trt-inspect show "$S/senet154-run2.json" </dev/null > "$OUT/show-run2.txt" 2>&1
 tar -C "$OUT" -czf "$OUT/sessions.tar.gz" sessions && rm -rf "$S"
