@@ -63,6 +63,10 @@ class Engine(ABC):
         """The layer a range name stands for (TensorRT decorates its NVTX messages)."""
         return name
 
+    def simulated_infer(self, batch: Any) -> Any:
+        """Outputs of the simulated variant this engine's numerics should match (float32 CPU), or None."""
+        return None
+
     def layer_times(self, calls: int) -> dict[str, float]:
         """Mean per-layer time (ms) over `calls` inferences; only where Capabilities.layer_times."""
         raise NotImplementedError
@@ -122,6 +126,7 @@ class Backend(ABC):
 BUILTIN_BACKENDS = {  # loaded on first use: importing torch or TensorRT is slow
     "torch": "builders.torch_backend:TorchBackend",
     "tensorrt": "builders.tensorrt_backend:TensorRTBackend",
+    "cudnn": "builders.cudnn_backend:CudnnBackend",
 }
 _registered: dict[str, type[Backend]] = {}
 

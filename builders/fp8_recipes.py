@@ -42,6 +42,7 @@ class FP8Recipe:
     fold_batchnorm: bool = False
     share_input_scale: bool = False
     aliases: tuple[str, ...] = ()
+    kernels: tuple[str, ...] = ()  # convolution kernel sizes quantized ("1x1"); empty: any
 
 
 @dataclass
@@ -96,6 +97,9 @@ def select(structure: ModelStructure, name: str, exclude_patterns: list[str] | t
     selection = Selection(recipe, [], [])
     for node in structure.layers:
         if node.op not in recipe.ops:
+            continue
+        if recipe.kernels and "x".join(map(str, node.kernel)) not in recipe.kernels:
+            selection.excluded.append(node.path)  # by structure: another kernel size
             continue
         roles = [role for role in recipe.exclude_roles if role in node.roles]
         for role in roles:
@@ -158,20 +162,20 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
     structure = _structure_of(model_name, checkpoint)
     kept: list[VariantPlan] = []
     notes: list[str] = []
-    chosen: dict[str, Selection] = {}
+    chosen: dict[str | None, dict[str, Selection]] = {}  # per backend: the real engine beside the simulation is no repeat
     for variant in variants:
         if variant.precision != "fp8":
             kept.append(variant)
             continue
         selection = select(structure, variant.recipe or "all", variant.exclude)
         try:
-            check_selections(model_name, structure, {**chosen, variant.name: selection})
+            check_selections(model_name, structure, {**chosen.get(variant.backend, {}), variant.name: selection})
         except InputError as exc:
             if explicit:
                 raise
             notes.append(f"left out: {exc.message}")
             continue
-        chosen[variant.name] = selection
+        chosen.setdefault(variant.backend, {})[variant.name] = selection
         kept.append(variant)
     if not kept:
         raise InputError(f"no variant of {model_name} is left to run")

@@ -42,6 +42,7 @@ class LayerNode:
     input_shape: tuple[int, ...]
     input_key: int  # layers with the same key read the same tensor
     roles: set[str] = field(default_factory=set)
+    kernel: tuple[int, ...] = ()  # a convolution's kernel size
 
 
 @dataclass
@@ -190,10 +191,11 @@ class _Recorder(TorchFunctionMode):
         if _is_bn(module):
             self.bn_inputs.append((path, id(source)))
         elif op is not None and first is not None:
-            self._layer(path, op, source, first, call.end)
+            kernel = tuple(module.kernel_size) if isinstance(module, torch.nn.modules.conv._ConvNd) else ()
+            self._layer(path, op, source, first, call.end, kernel)
 
-    def _layer(self, path: str, op: str, source: torch.Tensor, output: torch.Tensor, seq: int) -> None:
-        node = LayerNode(path, op, tuple(source.shape), id(source))
+    def _layer(self, path: str, op: str, source: torch.Tensor, output: torch.Tensor, seq: int, kernel: tuple[int, ...]) -> None:
+        node = LayerNode(path, op, tuple(source.shape), id(source), kernel=kernel)
         self.nodes.append(node)
         self.layer_seq[path] = seq
         for owner in (*self.stack, path):

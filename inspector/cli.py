@@ -270,6 +270,7 @@ def _print_json(document) -> None:
 def _print_summary(session, path) -> None:
     from sessions import views
     from sessions.groups import load_rules
+    from sessions.summary import simulation_lines
     from sessions.tables import table_text
     from sessions.verdict import verdict_lines
 
@@ -277,7 +278,7 @@ def _print_summary(session, path) -> None:
     batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
     print(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})")
     print(table_text(views.session_variant_table(session)))
-    for line in verdict_lines(session, load_rules()):
+    for line in verdict_lines(session, load_rules()) + simulation_lines(session):
         print(line)
     for variant in session.variants:
         for note in variant.notes:

@@ -84,8 +84,18 @@ def fit_tracer(tracer: str, note: str, backend: str, device: str, cupti_problem:
     return "none", f"{why}: no kernel trace, since the {backend} backend marks layers with {' or '.join(sorted(kinds))} only"
 
 
-def default_variants(device: str) -> str:
-    return "fp32,fp16,fp8" if device == "cuda" else "fp32,bf16,fp8"
+def default_variants(device: str, backend: str = "torch") -> str:
+    """fp32, fp16 and FP8; FP8 from the real cuDNN / cuBLASLt engine (beside its fp16) where it runs, else simulated."""
+    if device != "cuda":
+        return "fp32,bf16,fp8"
+    return "fp32,fp16,cudnn-fp16,cudnn-fp8" if backend == "torch" and fp8_engine_here() else "fp32,fp16,fp8"
+
+
+def fp8_engine_here() -> bool:
+    """A GPU with FP8 tensor cores (compute capability 8.9 or newer) and the cuDNN frontend installed."""
+    import torch
+
+    return tuple(torch.cuda.get_device_capability()) >= (8, 9) and importlib.util.find_spec("cudnn") is not None
 
 
 def default_timing(request: StudyRequest, device: str) -> TimingPlan:
@@ -110,7 +120,7 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
     if request.tracer == "auto":
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)
-    variants = parse_variants(request.variants or default_variants(device), list(request.fp8_recipes), list(request.fp8_exclude))
+    variants = parse_variants(request.variants or default_variants(device, backend), list(request.fp8_recipes), list(request.fp8_exclude))
     explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
     variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
     plan = StudyPlan(

@@ -74,6 +74,12 @@ def session_path(plan: StudyPlan, created: dt.datetime) -> Path:
 
 def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
     """The backend class and tracer for `plan`, or one line on why they cannot run here."""
+    for name in dict.fromkeys([v.backend for v in plan.variants if v.backend]):  # variants with their own backend
+        own = backend_class(name)
+        problem = own.unavailable(plan.device) or (
+            None if plan.device in own.capabilities.devices else f"the {name} backend does not run on {plan.device}")
+        if problem:
+            raise MissingEnvironment(problem)
     backend = backend_class(plan.backend)
     if plan.device not in backend.capabilities.devices:
         raise MissingEnvironment(f"the {plan.backend} backend does not run on {plan.device}")
@@ -146,10 +152,12 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
     profiled = False  # whether any variant got the backend's own per-layer times
     baselines: dict[str, Any] = {}
     total = len(plan.variants)
+    own: dict[str, Backend] = {plan.backend: backend}  # variants that name another backend share one instance of it
     for index, variant_plan in enumerate(plan.variants):
         recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
         try:
-            result = backend.build(variant_plan, inputs.calibration)
+            builder = _variant_backend(variant_plan, own, plan, inputs)
+            result = builder.build(variant_plan, inputs.calibration)
         except (InspectError, RuntimeError, ValueError) as exc:
             recorder.session.variants.append(failed_variant(variant_plan, plan, exc))
             recorder.step("build", f"{variant_plan.name} failed: {one_line(exc)}", variant_plan.name, index + 1, total)
@@ -161,7 +169,7 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
         engines[variant.name] = result.engine
         measure_quality(variant, result.engine, reference, inputs, recorder, baselines)
         try:
-            profiled = trace_variant(variant, result.engine, plan, tracer, backend, recorder) or profiled
+            profiled = trace_variant(variant, result.engine, plan, tracer, builder, recorder) or profiled
         except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
             variant.layers = result.engine.layers()
             variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
@@ -170,8 +178,16 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
     return engines
 
 
+def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], plan: StudyPlan, inputs: StudyInputs) -> Backend:
+    """The backend that builds `variant_plan`: its own where it names one (made once), else the plan's."""
+    name = variant_plan.backend or plan.backend
+    if name not in own:
+        own[name] = backend_class(name)(BackendContext(plan, inputs.model, inputs.static_input))
+    return own[name]
+
+
 def failed_variant(variant_plan: VariantPlan, plan: StudyPlan, exc: BaseException) -> Variant:
-    return Variant(name=variant_plan.name, backend=plan.backend, precision=variant_plan.precision,
+    return Variant(name=variant_plan.name, backend=variant_plan.backend or plan.backend, precision=variant_plan.precision,
                    device=plan.device, status="failed", error=one_line(exc))
 
 
@@ -236,6 +252,11 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
     variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count, baseline, inputs.masks)
     if variant.name == "fp16":
         baselines["fp16"] = predicted_classes(outputs)
+    simulated = [engine.simulated_infer(batch) for batch in inputs.quality_batches]
+    if simulated and all(output is not None for output in simulated):
+        recipe = variant.recipe.layout if variant.recipe else "its recipe"
+        variant.simulation = compare(np.concatenate([np.asarray(o) for o in simulated]), outputs,
+                                     f"fp8-{recipe} simulated (ModelOpt, same scales)", inputs.image_source, count)
     failed = stress_check(engine.infer, inputs.stress)
     variant.quality.stress_inputs, variant.quality.stress_nonfinite = len(inputs.stress), len(failed)
     if failed:

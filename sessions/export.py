@@ -50,6 +50,10 @@ def quality_section(session: Session) -> str:
         [v.name, v.quality.reference, v.quality.images, v.quality.top1_agreement * 100, v.quality.mean_kl,
          v.quality.max_abs_logit_error, v.quality.nonfinite, stress_cell(v.quality)]
         for v in session.variants if v.quality
+    ] + [  # a real-FP8 engine against the simulated variant of its recipe: did the simulation predict it
+        [v.name, v.simulation.reference, v.simulation.images, v.simulation.top1_agreement * 100, v.simulation.mean_kl,
+         v.simulation.max_abs_logit_error, v.simulation.nonfinite, "-"]
+        for v in session.variants if v.simulation
     ]
     if not rows:
         return "## Quality\n\nNot measured in this session."

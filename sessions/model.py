@@ -267,6 +267,7 @@ class Variant:
     kernels: KernelTable | None = None
     trace: TraceSummary | None = None
     quality: Quality | None = None
+    simulation: Quality | None = None  # a real-FP8 engine against the simulated variant of its recipe (same images)
     notes: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)  # what made this variant, where not the study's command (imports)
     # merged sessions only: the job the variant was measured in (index into Session.merge.jobs) and its

@@ -15,6 +15,7 @@ from sessions.vocab import Device, Precision
 
 BASE_PRECISIONS = ("fp32", "fp16", "bf16")
 DEFAULT_FP8_RECIPES = ("all", "no-se")
+ENGINE_BACKENDS = ("cudnn",)  # backends a variant may name as a prefix (`cudnn-fp16`, `cudnn-fp8-all`)
 
 
 @dataclass(frozen=True)
@@ -24,10 +25,12 @@ class VariantPlan:
     precision: Precision  # fp32 | fp16 | bf16 | fp8
     recipe: str | None = None  # FP8 recipe name (builders.fp8_recipes)
     exclude: tuple[str, ...] = ()
+    backend: str | None = None  # the backend that builds this variant; None: the plan's
 
     @property
     def name(self) -> str:
-        return f"fp8-{self.recipe}" if self.precision == "fp8" else self.precision
+        base = f"fp8-{self.recipe}" if self.precision == "fp8" else self.precision
+        return f"{self.backend}-{base}" if self.backend else base
 
 
 @dataclass(frozen=True)
@@ -85,14 +88,17 @@ def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[V
     """`fp16,fp8` with recipes [all, no-se] -> fp16, fp8-all, fp8-no-se; `fp8-no-se` names one directly."""
     plans: list[VariantPlan] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        match = re.fullmatch(r"fp8(?:-(.+))?", item)
+        engine = next((name for name in ENGINE_BACKENDS if item.startswith(f"{name}-")), None)
+        word = item.removeprefix(f"{engine}-") if engine else item
+        match = re.fullmatch(r"fp8(?:-(.+))?", word)
         if match:
             for recipe in [match.group(1)] if match.group(1) else recipes or list(DEFAULT_FP8_RECIPES):
-                plans.append(VariantPlan("fp8", recipe, tuple(exclude)))
-        elif item in BASE_PRECISIONS:
-            plans.append(VariantPlan(item))  # type: ignore[arg-type]  # checked against BASE_PRECISIONS
+                plans.append(VariantPlan("fp8", recipe, tuple(exclude), engine))
+        elif word in BASE_PRECISIONS and not (engine and word != "fp16"):
+            plans.append(VariantPlan(word, backend=engine))  # type: ignore[arg-type]  # checked against BASE_PRECISIONS
         else:
-            raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>")
+            raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>, or "
+                             f"cudnn-fp16, cudnn-fp8, cudnn-fp8-<recipe> (the cuDNN / cuBLASLt engine)")
     unique = tuple(dict.fromkeys(plans))
     if not unique:
         raise InputError("no variants given")

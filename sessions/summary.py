@@ -29,6 +29,8 @@ class VariantSummary:
     build_s: float | None
     error: str | None
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
+    simulation_top1_agreement: float | None = None  # a real-FP8 engine against the simulated variant of its recipe
+    simulation_max_logit_difference: float | None = None
 
 
 def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSummary:
@@ -57,7 +59,17 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
         build_s=variant.build_s,
         error=variant.error,
         layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
+        simulation_top1_agreement=variant.simulation.top1_agreement if variant.simulation else None,
+        simulation_max_logit_difference=variant.simulation.max_abs_logit_error if variant.simulation else None,
     )
+
+
+def simulation_lines(session: Session) -> list[str]:
+    """Whether the simulation predicted each real-FP8 variant's numerics, one line each."""
+    return [f"{v.name} (real FP8) against {v.simulation.reference}: top-1 agreement "
+            f"{v.simulation.top1_agreement * 100:.1f} % of {v.simulation.images} images, largest logit difference "
+            f"{v.simulation.max_abs_logit_error:.3g}"
+            for v in session.variants if v.simulation is not None]
 
 
 def layer_sum_ms(variant: Variant) -> float | None:

@@ -97,7 +97,7 @@ def test_shipped_weight_scales_and_the_other_choice_by_suffix(resnet18):
     """Per-channel weights by default (the SENet study's), per-tensor for the SegFormer study's linears."""
     assert {name: get_recipe(name).weights for name in recipe_names()} == {
         "all": "per-channel", "no-se": "per-channel", "no-se-no-first-stage": "per-channel",
-        "encoder-linears": "per-tensor"}
+        "pointwise": "per-channel", "encoder-linears": "per-tensor"}
     per_tensor = get_recipe("no-se-no-layer1-per-tensor")
     assert (per_tensor.name, per_tensor.weights) == ("no-se-no-first-stage-per-tensor", "per-tensor")
     assert per_tensor.exclude_roles == get_recipe("no-se-no-first-stage").exclude_roles and per_tensor.fold_batchnorm
@@ -113,7 +113,7 @@ def test_unknown_recipe_is_a_user_error():
     with pytest.raises(InputError, match="unknown FP8 recipe 'some'"):
         get_recipe("some")
     assert get_recipe("no-se-no-layer1").name == "no-se-no-first-stage"
-    assert recipe_names() == ["all", "no-se", "no-se-no-first-stage", "encoder-linears"]
+    assert recipe_names() == ["all", "no-se", "no-se-no-first-stage", "pointwise", "encoder-linears"]
 
 
 def test_variant_names_expand_recipes():
@@ -135,3 +135,12 @@ def test_resolve_refuses_a_named_recipe_and_drops_a_default_one_with_a_note():
     plan, notes = resolve(StudyRequest(**base, variants="fp32,fp8"))  # defaults: all and no-se
     assert [v.name for v in plan.variants] == ["fp32", "fp8-all"]
     assert any(note.startswith("left out: fp8-no-se: resnet18 has no squeeze-excitation") for note in notes)
+
+
+def test_pointwise_takes_the_1x1_convolutions_by_their_kernel_not_their_names(seresnext):
+    model, found = seresnext
+    pointwise = {path for path, m in model.named_modules()
+                 if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (1, 1)} - set(found.paths(role="stem"))
+    selection = select(found, "pointwise", [])
+    assert set(selection.quantized) == pointwise and len(pointwise) > 30
+    assert not [p for p in selection.quantized if isinstance(model.get_submodule(p), torch.nn.Linear)]

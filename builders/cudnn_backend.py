@@ -1,0 +1,137 @@
+"""The cuDNN / cuBLASLt engine: a model lowered into fused cuDNN convolution graphs, cuBLASLt FP8 GEMMs,
+quantize layers and fp16 PyTorch ops (builders.engine_lowering), in fp16 or FP8 per recipe, run eagerly or
+as one CUDA graph. Real FP8 kernels end to end, built from the same calibration as the simulated variant;
+never TensorRT: tactics are the plans cuDNN and cuBLASLt offer, and nothing fuses beyond a convolution's
+epilogue.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+
+from builders.backend import Backend, BackendContext, BuildResult, Capabilities, register_backend
+from builders.engine_build import BuildContext, build_engine
+from builders.engine_graph import trace
+from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
+from builders.fp8_kernels import Quantizer, make_quantizer
+from builders.variant_modules import VariantModule, fold_batchnorm, variant_module
+from sessions.errors import InputError, MissingEnvironment, first_line
+from sessions.model import Recipe, Variant
+from sessions.plan import VariantPlan
+
+ENGINE_LABEL = "cuDNN / cuBLASLt engine (not TensorRT)"
+MIN_CAPABILITY = (8, 9)
+
+
+def engine_problem() -> str | None:
+    """Why the engine cannot run here, or None."""
+    if not torch.cuda.is_available():
+        return "the cuDNN / cuBLASLt engine needs a CUDA GPU; none is visible to PyTorch here"
+    capability = torch.cuda.get_device_capability()
+    if tuple(capability) < MIN_CAPABILITY:
+        return (f"the cuDNN / cuBLASLt engine needs FP8 tensor cores (compute capability 8.9 or newer); "
+                f"{torch.cuda.get_device_name()} has {capability[0]}.{capability[1]}")
+    from builders.fp8_kernels import import_cudnn
+
+    try:
+        import_cudnn()
+    except MissingEnvironment as exc:
+        return f"the cuDNN / cuBLASLt engine: {exc.message}"
+    return None
+
+
+@register_backend
+class CudnnBackend(Backend):
+    name = "cudnn"
+    capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}), devices=frozenset({"cuda"}))
+
+    @classmethod
+    def unavailable(cls, device: str) -> str | None:
+        if device != "cuda":
+            return "the cuDNN / cuBLASLt engine runs on CUDA GPUs only"
+        return engine_problem()
+
+    def __init__(self, context: BackendContext) -> None:
+        from builders.fp8_kernels import import_cudnn
+        from builders.model_structure import model_structure
+
+        model = context.model
+        if model.module is None:
+            raise InputError(f"{model.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
+        self._reference = model.module.to(device="cuda", dtype=torch.float32).eval()
+        self.plan = context.plan
+        cudnn = import_cudnn()
+        self.structure = model_structure(self._reference, context.static_input[:1].to("cuda"))
+        name = torch.cuda.get_device_name()
+        capability = "{}{}".format(*torch.cuda.get_device_capability())
+        versions = f"cudnn{cudnn.backend_version()}-fe{getattr(cudnn, '__version__', 'unknown')}"
+        cache = TimingCache(timing_cache_path(name, capability, versions),
+                            {"gpu": name, "compute_capability": capability, "versions": versions})
+        self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
+                                    PLANS_PER_OPT_LEVEL[self.plan.opt_level], cache, self._make_quantizer)
+        self._quantizer: Quantizer | None = None
+
+    @torch.no_grad()
+    def reference(self, batch: torch.Tensor) -> torch.Tensor:
+        return self._reference(batch.to("cuda")).float().cpu()
+
+    def describe(self) -> dict[str, str]:
+        cudnn = self.context.cudnn
+        return {"engine": ENGINE_LABEL, "cudnn-frontend": str(getattr(cudnn, "__version__", "unknown")),
+                "cudnn-backend": str(cudnn.backend_version())}
+
+    def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
+        if variant.precision not in ("fp16", "fp8"):
+            raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
+        start = time.perf_counter()
+        simulated: VariantModule | None = None
+        if variant.precision == "fp8":
+            simulated = variant_module(self._reference, VariantPlan("fp8", variant.recipe, variant.exclude), calibration,
+                                       torch.float16)
+        plain = self._plain(simulated)
+        try:
+            engine, layers, notes = build_engine(self.context, trace(plain), plain, simulated)
+            engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
+            torch.cuda.synchronize()
+        except (InputError, MissingEnvironment):
+            raise
+        except Exception as exc:  # noqa: BLE001  (the variant fails with one line; the study goes on)
+            raise RuntimeError(f"the cuDNN engine could not build {variant.name}: {type(exc).__name__}: "
+                               f"{first_line(exc)}") from None
+        self.context.cache.save()
+        torch.cuda.synchronize()
+        versions = self.describe()
+        label = (f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {versions['cudnn-backend']}, "
+                 f"frontend {versions['cudnn-frontend']}")
+        result = Variant(
+            name=variant.name, backend=self.name, precision=variant.precision, device="cuda", simulated=False,
+            recipe=_real_recipe(simulated), build_s=time.perf_counter() - start,
+            artifact_bytes=sum(t.numel() * t.element_size() for t in plain.state_dict().values()),
+            notes=[label, *notes], layers=layers,
+        )
+        return BuildResult(engine, result)
+
+    def _plain(self, simulated: VariantModule | None) -> torch.nn.Module:
+        """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8)."""
+        module = copy.deepcopy(self._reference)
+        recipe = simulated.recipe if simulated is not None else None
+        if recipe is None or recipe.batchnorm_folded:
+            fold_batchnorm(module, self.structure.conv_bn)
+        return module.to(dtype=torch.float16).eval()
+
+    def _make_quantizer(self) -> Quantizer:
+        if self._quantizer is None:
+            self._quantizer = make_quantizer()
+        return self._quantizer
+
+
+def _real_recipe(simulated: VariantModule | None) -> Recipe | None:
+    if simulated is None or simulated.recipe is None:
+        return None
+    recipe = copy.deepcopy(simulated.recipe)
+    recipe.number_format = "fp8 e4m3 (real kernels: cuDNN, cuBLASLt)"
+    recipe.method = "scales from " + recipe.method
+    return recipe

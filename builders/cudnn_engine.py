@@ -1,0 +1,117 @@
+"""The cuDNN / cuBLASLt engine at run time: a lowered program's steps run in order on the static input, each
+in a range of its own while traced, eagerly or as one CUDA graph."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from builders.backend import Engine, TimingStep
+from builders.engine_lowering import Program, Step
+from profilers.module_ranges import named_range
+from sessions.errors import first_line
+from sessions.model import Layer
+
+
+class CudnnEngine(Engine):
+    """A lowered program bound to the study's static input; other batch sizes are padded to it."""
+
+    def __init__(self, runners: list[tuple[Step, Callable[[dict[str, Any]], Any]]], program: Program,
+                 consts: dict[str, Any], frees: list[list[str]], static_input: torch.Tensor, layers: list[Layer],
+                 simulated: torch.nn.Module | None, device: str = "cuda", dtype: torch.dtype = torch.float16) -> None:
+        self.runners, self.program, self.consts, self.frees = runners, program, consts, frees
+        self.device, self.dtype = device, dtype  # the CPU and fp32 only where tests run a lowering with stand-ins
+        self.static_input = static_input.to(device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
+        self._layers, self.simulated = layers, simulated
+        self._range_kind: str | None = None
+        self._step: TimingStep | None = None
+        self._graph: torch.cuda.CUDAGraph | None = None
+        self._graph_output: torch.Tensor | None = None
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        env: dict[str, Any] = dict(self.consts)
+        env[self.program.input] = x
+        for (step, run), free in zip(self.runners, self.frees):
+            if self._range_kind:
+                with named_range(self._range_kind, step.name):
+                    env[step.node] = run(env)
+            else:
+                env[step.node] = run(env)
+            for name in free:
+                env.pop(name, None)
+        return env[self.program.output]
+
+    @torch.no_grad()
+    def infer(self, batch: torch.Tensor) -> torch.Tensor:
+        count = batch.shape[0]
+        size = self.static_input.shape[0]
+        outputs = []
+        for chunk in batch.split(size):
+            timed_input = self.static_input.clone()
+            self.static_input.zero_()
+            self.static_input[: chunk.shape[0]].copy_(chunk.to(device=self.device, dtype=self.dtype))
+            if self.timing_step().graphed:
+                self.timing_step().run()
+                assert self._graph_output is not None
+                output = self._graph_output
+            else:
+                output = self._forward(self.static_input)
+            outputs.append(output[: chunk.shape[0]].float().cpu())
+            self.static_input.copy_(timed_input)
+        return torch.cat(outputs)[:count]
+
+    @torch.no_grad()
+    def run_once(self) -> None:
+        self._forward(self.static_input)
+
+    def timing_step(self) -> TimingStep:
+        if self._step is None:
+            self._step = self._capture() if self.device == "cuda" else TimingStep(self.run_once, False)
+        return self._step
+
+    @torch.no_grad()
+    def _capture(self) -> TimingStep:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        try:
+            with torch.cuda.stream(side):  # one eager call does the lazy set-up that capture must not see
+                self._forward(self.static_input)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                self._graph_output = self._forward(self.static_input)
+        except RuntimeError as exc:
+            torch.cuda.synchronize()
+            return TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}")
+        self._graph = graph
+        return TimingStep(graph.replay, True)
+
+    @contextlib.contextmanager
+    def _ranges(self, kind: str) -> Iterator[None]:
+        self._range_kind = kind
+        try:
+            yield
+        finally:
+            self._range_kind = None
+
+    def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager[None]:
+        return self._ranges(kind)
+
+    def layers(self) -> list[Layer]:
+        return [copy.deepcopy(layer) for layer in self._layers]
+
+    @torch.no_grad()
+    def simulated_infer(self, batch: torch.Tensor) -> torch.Tensor | None:
+        """The simulated (ModelOpt) variant of the same recipe on `batch`, for the agreement check."""
+        if self.simulated is None:
+            return None
+        return self.simulated(batch.to(device="cuda", dtype=torch.float16)).float().cpu()
+
+    def release(self) -> None:
+        self._step = self._graph = self._graph_output = None
+        self.runners, self.consts, self.simulated = [], {}, None
+        torch.cuda.empty_cache()

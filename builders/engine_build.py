@@ -1,0 +1,305 @@
+"""Binding a lowered program to kernels: cuDNN graphs (shared by signature, plans chosen by timing), FP8 GEMMs,
+quantize kernels and the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+import torch.fx
+
+from builders.cudnn_engine import CudnnEngine
+from builders.engine_graph import TracedModel
+from builders.engine_kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph
+from builders.engine_lowering import Program, Step, lower
+from builders.engine_plans import TimingCache
+from builders.fp8_kernels import E4M3_MAX, Quantizer
+from sessions.model import Layer
+
+if TYPE_CHECKING:
+    from builders.variant_modules import VariantModule
+
+Runner = Callable[[dict[str, Any]], Any]
+LOWERING_ROUNDS = 6  # re-lowerings after refusals: FP8 -> fp16 -> PyTorch op, FP8 output -> quantize layer
+
+
+@dataclass
+class BuildContext:
+    """What binding needs from the backend: cuDNN, the graphs built so far (shared by the variants), the plans'
+    cache and count, one workspace for every graph (layers run one at a time), the quantize kernel."""
+
+    cudnn: Any
+    handle: Any
+    static_input: torch.Tensor
+    plan_limit: int
+    cache: TimingCache
+    quantizer: Callable[[], Quantizer]
+    graphs: dict[ConvSignature, ConvGraph | str] = field(default_factory=dict)
+    workspace: list[torch.Tensor] = field(default_factory=list)
+
+
+def scales_of(simulated: VariantModule) -> dict[str, tuple[float, torch.Tensor]]:
+    """(input scale, weight scales) of every FP8 layer, from the simulated module's calibrated quantizers."""
+    table = {}
+    for path in simulated.quantized:
+        module = simulated.module.get_submodule(path)
+        x_amax = float(module.input_quantizer.amax.float().reshape(-1).max())
+        w_amax = module.weight_quantizer.amax.detach().float().reshape(-1)
+        table[path] = (x_amax / E4M3_MAX, w_amax / E4M3_MAX)
+    return table
+
+
+def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
+    """Layers without an FP8 (or any cuDNN) kernel, known before any graph is built."""
+    refused: dict[str, str] = {}
+    for path, module in plain.named_modules():
+        if isinstance(module, torch.nn.Conv2d):
+            if module.padding_mode != "zeros" or isinstance(module.padding, str):
+                reason = f"padding {module.padding_mode} / {module.padding!r} is not a cuDNN convolution padding"
+                refused[path] = refused[f"{path}@fp16"] = reason
+        elif isinstance(module, torch.nn.Linear) and path in fp8 and (module.in_features % 16 or module.out_features % 16):
+            refused[path] = (f"torch._scaled_mm needs in and out features divisible by 16 "
+                                 f"(got {module.in_features} -> {module.out_features})")
+    return refused
+
+
+def unexplained_fp16(program: Program, fp8: set[str]) -> list[str]:
+    """Recipe layers that would run in fp16 without a recorded reason: the engine refuses to build with any."""
+    steps = {s.name: s for s in program.steps if s.kind in ("conv", "linear", "torch")}
+    return sorted(path for path in fp8 if path in steps and steps[path].precision != "fp8" and not steps[path].fallback)
+
+
+def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module,
+                 simulated: VariantModule | None) -> tuple[CudnnEngine, list[Layer], list[str]]:
+    fp8 = set(simulated.quantized) if simulated is not None else set()
+    scales = scales_of(simulated) if simulated is not None else {}
+    keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
+    refused = static_refusals(plain, fp8)
+    output_refused: dict[str, str] = {}
+    shapes = _input_shapes(traced, backend.static_input)
+    for _ in range(LOWERING_ROUNDS):
+        program = lower(traced.nodes, fp8, keys, refused, output_refused)
+        if not _build_graphs(backend, program, plain, shapes, refused, output_refused):
+            break
+    runners, layers = _bind(backend, program, traced, plain, scales, shapes)
+    consts = constants(traced, program)
+    notes = [f"{path}: run as one PyTorch call, not traced into ({reason})" for path, reason in traced.leaves.items()]
+    silent = unexplained_fp16(program, fp8)
+    if silent:
+        raise RuntimeError(f"{len(silent)} FP8 layers would run in fp16 without a reason: {', '.join(silent[:5])}")
+    lowered = {s.name for s in program.steps if s.kind in ("conv", "linear")}
+    hidden = sorted(fp8 - lowered)
+    if hidden:
+        notes.append(f"{len(hidden)} of {len(fp8)} layers the recipe quantizes were not lowered (inside modules run as "
+                     f"one PyTorch call, in fp16): {', '.join(hidden[:8])}{' ...' if len(hidden) > 8 else ''}")
+    fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8"]
+    if fallbacks:
+        notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
+    engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
+                         simulated.module if simulated is not None else None)
+    return engine, layers, notes
+
+
+def constants(traced: TracedModel, program: Program) -> dict[str, Any]:
+    """What every forward starts from besides the input: attributes the graph reads, optional inputs' defaults."""
+    graph = traced.module.graph.nodes
+    consts = {node.name: _fetch(traced.module, str(node.target)) for node in graph if node.op == "get_attr"}
+    consts.update({node.name: node.args[0] if node.args else None for node in graph
+                   if node.op == "placeholder" and node.name != program.input})
+    return consts
+
+
+def _fetch(module: torch.nn.Module, target: str) -> Any:
+    value: Any = module
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _input_shapes(traced: TracedModel, static_input: torch.Tensor) -> dict[str, tuple[int, ...]]:
+    """The input shape of every convolution at the study's batch, from one fp16 run of the traced graph."""
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def hook(path: str) -> Callable[..., None]:
+        def record(_module: torch.nn.Module, args: tuple[Any, ...]) -> None:  # None: the inputs stay as they are
+            shapes.setdefault(path, tuple(args[0].shape))
+
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(path)) for path, m in traced.module.named_modules()
+               if isinstance(m, torch.nn.Conv2d)]
+    try:
+        with torch.no_grad():
+            traced.module(static_input.to(device="cuda", dtype=torch.float16))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return shapes
+
+
+def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...]) -> ConvSignature:
+    pair = cast(Callable[[Any], tuple[int, int]], tuple)
+    return ConvSignature(step.precision, cast(tuple[int, int, int, int], tuple(shape)), conv.out_channels,
+                         pair(conv.kernel_size), pair(conv.stride), pair(conv.padding), pair(conv.dilation), conv.groups,
+                         step.epilogue, step.output_fp8)
+
+
+def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
+                  refused: dict[str, str], output_refused: dict[str, str]) -> bool:
+    """Every conv step's graph, built once per signature; False where nothing was refused (the program stands)."""
+    changed = False
+    for step in program.steps:
+        if step.kind != "conv":
+            continue
+        sig = _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
+        if sig not in backend.graphs:
+            try:
+                backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache)
+            except RuntimeError as exc:
+                backend.graphs[sig] = str(exc)
+        found = backend.graphs[sig]
+        if isinstance(found, str):
+            changed = True
+            if step.output_fp8:
+                output_refused[step.name] = f"FP8 output not fused: {found}"
+            elif step.precision == "fp8":
+                refused[step.name] = found
+            else:
+                refused[f"{step.name}@fp16"] = found
+    return changed
+
+
+def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: torch.nn.Module,
+          scales: dict[str, tuple[float, torch.Tensor]],
+          shapes: dict[str, tuple[int, ...]]) -> tuple[list[tuple[Step, Runner]], list[Layer]]:
+    nodes = {node.name: node for node in traced.module.graph.nodes}
+    alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}
+    runners: list[tuple[Step, Runner]] = []
+    layers: list[Layer] = []
+    for step in program.steps:
+        layer = _layer(step)
+        if step.kind == "conv":
+            conv = cast(torch.nn.Conv2d, plain.get_submodule(step.name))
+            graph = backend.graphs[_signature(step, conv, shapes[step.name])]
+            assert isinstance(graph, ConvGraph)
+            runner = _conv_runner(backend, step, conv, graph, scales)
+            _describe_conv(layer, conv, graph)
+        elif step.kind == "linear" and step.precision == "fp8":
+            linear = cast(torch.nn.Linear, plain.get_submodule(step.name))
+            gemm = Fp8Linear(linear.weight, linear.bias, *scales[step.name])
+            runner = _unary(gemm, step.inputs[0])
+            layer.kind, layer.tactic = "cuBLASLt FP8 GEMM", gemm.path
+            layer.in_channels, layer.out_channels = linear.in_features, linear.out_features
+        elif step.kind == "quantize":
+            runner = _quantize_runner(backend, step, scales, program)
+            layer.kind = "quantize"
+        else:
+            runner = _torch_runner(traced.module, nodes.get(step.node), step, alias)
+            layer.kind = f"PyTorch {step.op} (fp16)"
+        runners.append((step, runner))
+        layers.append(layer)
+    return runners, layers
+
+
+def _layer(step: Step) -> Layer:
+    layer = Layer(name=step.name, kind=step.kind, op=step.op, precision=step.precision,  # type: ignore[arg-type]
+                  quantized=step.precision == "fp8")
+    layer.attrs = {"asked": step.asked, "fused": list(step.fused), "epilogue": list(step.epilogue)}
+    if step.fallback:
+        layer.attrs["fallback"] = step.fallback
+    if step.output_fp8:
+        layer.attrs["output"] = f"fp8 (quantized with {step.output_scale_of}'s input scale)"
+    return layer
+
+
+def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph) -> None:
+    layer.kind = f"cuDNN conv graph ({graph.sig.precision})"
+    layer.groups, layer.kernel_shape = conv.groups, list(conv.kernel_size)
+    layer.in_channels, layer.out_channels, layer.stride = conv.in_channels, conv.out_channels, list(conv.stride)
+    choice = graph.choice
+    if choice is not None:
+        layer.tactic = choice.name
+        layer.attrs.update(plans_tried=choice.tried, plans_offered=choice.offered, plan_cached=choice.cached,
+                           plan_index=choice.index, plan_time_us=choice.time_us, signature=graph.sig.key())
+
+
+def _conv_runner(backend: BuildContext, step: Step, conv: torch.nn.Conv2d, graph: ConvGraph,
+                 scales: dict[str, tuple[float, torch.Tensor]]) -> Runner:
+    x_scale, w_scale = scales.get(step.name, (None, None))
+    if step.precision == "fp8" and w_scale is not None and w_scale.numel() == 1:
+        w_scale = w_scale.expand(conv.out_channels)
+    out_scale = scales[step.output_scale_of][0] if step.output_scale_of else None
+    if not backend.workspace or graph.workspace_bytes > backend.workspace[0].numel():
+        backend.workspace[:1] = [torch.empty(max(graph.workspace_bytes, 1), dtype=torch.uint8, device="cuda")]
+    layer = ConvLayer(graph, conv.weight, conv.bias, x_scale if step.precision == "fp8" else None,
+                      w_scale if step.precision == "fp8" else None, out_scale, backend.workspace)
+    source = step.inputs[0]
+    if len(step.inputs) > 1:
+        residual = step.inputs[1]
+        return lambda env: layer(env[source], env[residual])
+    return lambda env: layer(env[source])
+
+
+def _unary(fn: Callable[[Any], Any], source: str) -> Runner:
+    return lambda env: fn(env[source])
+
+
+def _quantize_runner(backend: BuildContext, step: Step, scales: dict[str, tuple[float, torch.Tensor]],
+                     program: Program) -> Runner:
+    assert step.scale_of is not None
+    inverse = torch.tensor(1.0 / scales[step.scale_of][0], device="cuda")
+    channels_last = next(s.kind == "conv" for s in program.steps if s.name == step.scale_of)
+    quantizer = backend.quantizer()
+    source = step.inputs[0]
+    return lambda env: quantizer.run(env[source], inverse, channels_last)
+
+
+def _torch_runner(module: torch.fx.GraphModule, node: torch.fx.Node | None, step: Step, alias: dict[str, str]) -> Runner:
+    """An fp16 PyTorch op: the traced node, called with its arguments from the environment."""
+    if node is None:  # a conv without a cuDNN graph: its module, on its one input
+        return _unary(module.get_submodule(step.name), step.inputs[0])
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    target = node.target
+
+    def run(env: dict[str, Any]) -> Any:
+        args = torch.fx.node.map_arg(node.args, lambda n: env[root(n.name)])
+        kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[root(n.name)])
+        if node.op == "call_module":
+            return module.get_submodule(str(target))(*args, **kwargs)
+        if node.op == "call_method":
+            return getattr(args[0], str(target))(*args[1:], **kwargs)
+        return target(*args, **kwargs)  # type: ignore[operator]
+
+    return run
+
+
+def _frees(program: Program, traced: TracedModel) -> list[list[str]]:
+    """After each step, the values no later step reads (freed, so memory stays at the live set)."""
+    alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}
+    nodes = {node.name: node for node in traced.module.graph.nodes}
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    last: dict[str, int] = {}
+    for index, step in enumerate(program.steps):
+        reads = list(step.inputs)
+        if step.kind == "torch" and step.node in nodes:
+            reads += [n.name for n in nodes[step.node].all_input_nodes]
+        for name in reads:
+            last[root(name)] = index
+    last[root(program.output)] = len(program.steps)
+    frees: list[list[str]] = [[] for _ in program.steps]
+    for name, index in last.items():
+        if index < len(program.steps):
+            frees[index].append(name)
+    return frees

@@ -1,0 +1,163 @@
+"""A model's graph for the engine: torch.fx symbolic trace, with modules that cannot be traced kept as
+one PyTorch call each (and the reason), described as `engine_lowering.OpNode`s."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+
+from builders.engine_lowering import OpNode
+from sessions.errors import first_line
+
+ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "swish", torch.nn.Sigmoid: "sigmoid",
+                      torch.nn.ReLU6: "relu6", torch.nn.Hardswish: "hardswish", torch.nn.Hardsigmoid: "hardsigmoid",
+                      torch.nn.Tanh: "tanh", torch.nn.LeakyReLU: "leaky_relu"}
+ACTIVATION_FUNCTIONS = {torch.relu: "relu", torch.nn.functional.relu: "relu", torch.sigmoid: "sigmoid",
+                        torch.nn.functional.sigmoid: "sigmoid", torch.nn.functional.silu: "swish",
+                        torch.nn.functional.gelu: "gelu", torch.tanh: "tanh"}
+ACTIVATION_METHODS = {"relu": "relu", "sigmoid": "sigmoid", "relu_": "relu", "sigmoid_": "sigmoid", "tanh": "tanh"}
+NOOP_MODULES = (torch.nn.Identity, torch.nn.Dropout, torch.nn.Dropout2d)
+POOL_MODULES = (torch.nn.MaxPool2d, torch.nn.AvgPool2d, torch.nn.AdaptiveAvgPool2d, torch.nn.AdaptiveMaxPool2d)
+NORM_MODULES = (torch.nn.BatchNorm2d, torch.nn.LayerNorm, torch.nn.GroupNorm, torch.nn.BatchNorm1d)
+ADD_FUNCTIONS = (operator.add, torch.add, operator.iadd)
+CONCAT_FUNCTIONS = (torch.cat, torch.concat)
+POOL_FUNCTIONS = (torch.nn.functional.adaptive_avg_pool2d, torch.nn.functional.max_pool2d,
+                  torch.nn.functional.avg_pool2d, torch.mean)
+SOFTMAX_FUNCTIONS = (torch.softmax, torch.nn.functional.softmax, torch.nn.functional.scaled_dot_product_attention)
+
+
+@dataclass
+class TracedModel:
+    module: torch.fx.GraphModule
+    nodes: list[OpNode]
+    leaves: dict[str, str]  # module path -> why it was not traced into
+
+
+class _Tracer(torch.fx.Tracer):
+    def __init__(self, leaves: set[str]) -> None:
+        super().__init__()
+        self.leaves = leaves
+
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        return module_qualified_name in self.leaves or super().is_leaf_module(m, module_qualified_name)
+
+
+def _untraceable(module: torch.nn.Module, path: str) -> dict[str, str]:
+    """The smallest modules under `module` that do not trace, each with the reason."""
+    try:
+        _Tracer(set()).trace(module)
+        return {}
+    except Exception as exc:  # noqa: BLE001  (any tracing failure: the module runs as one call)
+        reason = first_line(exc)
+    found: dict[str, str] = {}
+    for name, child in module.named_children():
+        found.update(_untraceable(child, f"{path}.{name}" if path else name))
+    if found and _traces(module, {key.removeprefix(f"{path}.") if path else key for key in found}):
+        return found
+    return {path: reason} if path else found
+
+
+def _traces(module: torch.nn.Module, leaves: set[str]) -> bool:
+    try:
+        _Tracer(leaves).trace(module)
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def trace(model: torch.nn.Module) -> TracedModel:
+    """`model` as a GraphModule, leaf modules where tracing into them failed; InputError-free: a model
+    that does not trace at all becomes one leaf (the engine then runs it as one PyTorch call)."""
+    leaves = _untraceable(model, "")
+    try:
+        graph = _Tracer(set(leaves)).trace(model)
+    except Exception as exc:  # noqa: BLE001
+        raise RuntimeError(f"torch.fx could not trace the model: {first_line(exc)}") from None
+    module = torch.fx.GraphModule(model, graph)
+    return TracedModel(module, describe(module, leaves), leaves)
+
+
+def describe(module: torch.fx.GraphModule, leaves: dict[str, str]) -> list[OpNode]:
+    modules = dict(module.named_modules())
+    nodes = []
+    for node in module.graph.nodes:
+        args = tuple(dict.fromkeys(a.name for a in node.all_input_nodes))
+        ordered = tuple(a.name for a in _flat_args(node))
+        kind, act = _kind(node, modules)
+        path = str(node.target) if node.op == "call_module" else _scope(node)
+        label = str(node.target) if node.op == "call_module" else ""
+        nodes.append(OpNode(node.name, kind, ordered or args, path, act, leaves.get(str(node.target)), label))
+    return nodes
+
+
+def _flat_args(node: torch.fx.Node) -> list[torch.fx.Node]:
+    found: list[torch.fx.Node] = []
+    torch.fx.node.map_arg((node.args, node.kwargs), found.append)
+    return found
+
+
+def _scope(node: torch.fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    last = list(stack.values())[-1]
+    return str(last[0] if isinstance(last, tuple) else last)
+
+
+def _kind(node: torch.fx.Node, modules: dict[str, torch.nn.Module]) -> tuple[str, str | None]:
+    if node.op == "placeholder":
+        return "input", None
+    if node.op == "output":
+        return "output", None
+    if node.op == "get_attr":
+        return "const", None
+    if node.op == "call_module":
+        return _module_kind(modules[str(node.target)])
+    tensors = [a for a in node.args if isinstance(a, torch.fx.Node)]
+    if node.op == "call_function":
+        if node.target in ADD_FUNCTIONS and len(tensors) == 2 and not node.kwargs:
+            return "add", None
+        if node.target in ACTIVATION_FUNCTIONS and not (node.target is torch.nn.functional.gelu and
+                                                        node.kwargs.get("approximate", "none") != "none"):
+            return "act", ACTIVATION_FUNCTIONS[node.target]
+        if node.target in CONCAT_FUNCTIONS:
+            return "concat", None
+        if node.target in POOL_FUNCTIONS:
+            return "pool", None
+        if node.target in SOFTMAX_FUNCTIONS:
+            return "softmax", None
+        return "other", None
+    if node.op == "call_method":
+        if node.target in ("add", "add_") and len(tensors) == 2:
+            return "add", None
+        if node.target in ACTIVATION_METHODS:
+            return "act", ACTIVATION_METHODS[str(node.target)]
+        if node.target == "mean":
+            return "pool", None
+        if node.target == "softmax":
+            return "softmax", None
+    return "other", None
+
+
+def _module_kind(module: torch.nn.Module) -> tuple[str, str | None]:
+    if isinstance(module, torch.nn.Conv2d):
+        return "conv", None
+    if isinstance(module, torch.nn.Linear):
+        return "linear", None
+    if isinstance(module, NOOP_MODULES):
+        return "noop", None
+    if isinstance(module, torch.nn.GELU):
+        return "act", "gelu" if module.approximate == "none" else "gelu_tanh"
+    for cls, word in ACTIVATION_MODULES.items():
+        if type(module) is cls:
+            return "act", word
+    if isinstance(module, POOL_MODULES):
+        return "pool", None
+    if isinstance(module, NORM_MODULES):
+        return "norm", None
+    if isinstance(module, torch.nn.Softmax):
+        return "softmax", None
+    return "other", None
