@@ -3,7 +3,7 @@
 A backend turns a plan's model and one variant into an `Engine` that can run, be timed, be traced,
 report per-layer times where it has them, and describe itself. Optional abilities are declared in
 `Capabilities`, never probed: the study reads the flags, and an engine without an ability raises
-`NotImplementedError` if asked anyway. A new backend is one module with one registered class.
+`NotImplementedError` if asked anyway. A new backend is one module, `builders/<name>_backend.py`, with one registered class of that name.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from builders.study_inputs import StudyInputs
 from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Layer, Variant
 from sessions.plan import StudyPlan, VariantPlan
+from sessions.vocab import Device
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,9 @@ class Engine(ABC):
         """Outputs of the simulated variant this engine's numerics should match (float32 CPU), or None."""
         return None
 
-    def layer_times(self, calls: int) -> dict[str, float]:
-        """Mean per-layer time (ms) over `calls` inferences; only where Capabilities.layer_times."""
+    def layer_times(self, calls: int) -> dict[str, list[float]]:
+        """Each layer's times (ms) as the profiler reported them over `calls` inferences, one per report
+        (one per call where the layer runs once a call); only where Capabilities.layer_times."""
         raise NotImplementedError
 
     @abstractmethod
@@ -92,14 +95,31 @@ class BackendContext:
     report: Callable[[str, int, int], None] = field(default=lambda phase, step, steps: None)
 
 
+DEVICE_WORDS = {"cuda": "CUDA", "cpu": "the CPU"}
+
+
 class Backend(ABC):
     name: ClassVar[str]
+    label: ClassVar[str]  # how sessions and notes name the engine: "PyTorch", "TensorRT"
     capabilities: Capabilities  # set on the class; an instance may restate it (the TensorRT stand-in's wording)
+    auto_rank: ClassVar[int | None] = None  # the order in which `--backend auto` tries it (lowest first); None: never
+    auto_devices: ClassVar[frozenset[str]] = frozenset()  # the devices on which `--backend auto` may pick it
+    plan_options: ClassVar[tuple[str, ...]] = ()  # plan fields only this engine reads (TensorRT: opt_level)
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:
         """Why this backend cannot run here on `device`, or None; checked before any work."""
         return None
+
+    @classmethod
+    def device_for(cls, asked: str | None, has_gpu: bool) -> Device:
+        """The device a study on this backend runs on: the GPU where one is visible, unless the CPU is asked for."""
+        return "cuda" if has_gpu and asked != "cpu" else "cpu"
+
+    @classmethod
+    def choice_label(cls, device: str) -> str:
+        """The backend on `device`, as the study's first line names it (`PyTorch on CUDA`)."""
+        return f"{cls.label} on {DEVICE_WORDS.get(device, device)}"
 
     @classmethod
     def load_inputs(cls, plan: StudyPlan) -> StudyInputs:
@@ -122,12 +142,23 @@ class Backend(ABC):
         """Versions and settings worth recording in the session (e.g. the TensorRT version)."""
         return {}
 
+    def engine(self) -> str:
+        """The engine as sessions name it, with its version (`TensorRT 10.3.0`, `PyTorch 2.11.0`): stored in the
+        study, so that renderers never ask which backend made a session."""
+        return self.label
 
-BUILTIN_BACKENDS = {  # loaded on first use: importing torch or TensorRT is slow
-    "torch": "builders.torch_backend:TorchBackend",
-    "tensorrt": "builders.tensorrt_backend:TensorRTBackend",
-    "cudnn": "builders.cudnn_backend:CudnnBackend",
-}
+
+BACKEND_MODULE_SUFFIX = "_backend"  # builders/<name>_backend.py holds the backend called <name>
+
+
+def builtin_backends() -> dict[str, str]:
+    """{name: module} of the backends shipped in this package, found by file name, not imported:
+    importing torch or TensorRT is slow, so a backend module is loaded when it is first asked for."""
+    here = Path(__file__).parent
+    return {path.stem.removesuffix(BACKEND_MODULE_SUFFIX): f"{__package__}.{path.stem}"
+            for path in sorted(here.glob(f"*{BACKEND_MODULE_SUFFIX}.py"))}
+
+
 _registered: dict[str, type[Backend]] = {}
 
 
@@ -138,17 +169,31 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
 
 
 def backend_names() -> list[str]:
-    return sorted(set(BUILTIN_BACKENDS) | set(_registered))
+    return sorted(set(builtin_backends()) | set(_registered))
+
+
+def auto_backends() -> list[type[Backend]]:
+    """The backends `--backend auto` tries, in order; a built-in one that cannot be imported here is left out."""
+    found = []
+    for name in backend_names():
+        try:
+            cls = backend_class(name)
+        except MissingEnvironment:
+            continue
+        if cls.auto_rank is not None:
+            found.append(cls)
+    return sorted(found, key=lambda cls: (cls.auto_rank, cls.name))
 
 
 def backend_class(name: str) -> type[Backend]:
     if name not in _registered:
-        if name not in BUILTIN_BACKENDS:
+        modules = builtin_backends()
+        if name not in modules:
             raise InputError(f"unknown backend {name!r}; known: {', '.join(backend_names())}")
-        module_name, class_name = BUILTIN_BACKENDS[name].split(":")
         try:
-            module = importlib.import_module(module_name)
+            importlib.import_module(modules[name])  # its class registers itself (@register_backend)
         except ImportError as exc:
             raise MissingEnvironment(f"backend {name}: {exc}") from None
-        _registered.setdefault(name, getattr(module, class_name))
+        if name not in _registered:
+            raise InputError(f"{modules[name]} registers no backend named {name!r}")
     return _registered[name]

@@ -46,6 +46,7 @@ def engine_problem() -> str | None:
 @register_backend
 class CudnnBackend(Backend):
     name = "cudnn"
+    label = "cuDNN / cuBLASLt engine"
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}), devices=frozenset({"cuda"}))
 
     @classmethod
@@ -82,6 +83,9 @@ class CudnnBackend(Backend):
         cudnn = self.context.cudnn
         return {"engine": ENGINE_LABEL, "cudnn-frontend": str(getattr(cudnn, "__version__", "unknown")),
                 "cudnn-backend": str(cudnn.backend_version())}
+
+    def engine(self) -> str:
+        return f"{self.label} (cuDNN {self.context.cudnn.backend_version()})"
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision not in ("fp16", "fp8"):

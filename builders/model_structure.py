@@ -191,11 +191,11 @@ class _Recorder(TorchFunctionMode):
         if _is_bn(module):
             self.bn_inputs.append((path, id(source)))
         elif op is not None and first is not None:
-            kernel = tuple(module.kernel_size) if isinstance(module, torch.nn.modules.conv._ConvNd) else ()
-            self._layer(path, op, source, first, call.end, kernel)
+            self._layer(path, op, source, first, call.end, tuple(getattr(module, "kernel_size", ())))
 
-    def _layer(self, path: str, op: str, source: torch.Tensor, output: torch.Tensor, seq: int, kernel: tuple[int, ...]) -> None:
-        node = LayerNode(path, op, tuple(source.shape), id(source), kernel=kernel)
+    def _layer(self, path: str, op: str, source: torch.Tensor, output: torch.Tensor, seq: int,
+               kernel: tuple[int, ...]) -> None:
+        node = LayerNode(path, op, tuple(source.shape), id(source), kernel=kernel if op == "conv" else ())
         self.nodes.append(node)
         self.layer_seq[path] = seq
         for owner in (*self.stack, path):

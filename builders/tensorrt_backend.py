@@ -2,7 +2,7 @@
 
 Written against the real 10.x / 11.x Python API, with every version difference and careful call in
 `builders.trt_compat`; its layer information goes through the same reader as imported trtexec files
-(`profilers.trt_files`). Engines run on a dedicated CUDA stream (`builders.engine_device`). Tests run
+(`profilers.trt_import.layer_info`). Engines run on a dedicated CUDA stream (`builders.engine_device`). Tests run
 this module against a stand-in that executes on the CPU (tests/fake_tensorrt); sessions made with
 it say so in every variant and in the environment.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from builders.backend import Backend, BackendContext, BuildResult, Capabilities,
 from builders.engine_device import EngineDevice, engine_device
 from builders.onnx_export import file_hash
 from builders.onnx_source import variant_onnx
-from profilers.trt_files import normalize_name, parse_layer_info
+from profilers.trt_import.layer_info import normalize_name, parse_layer_info
 from sessions.captions import STAND_IN, STAND_IN_LAYER_TIMES
 from sessions.errors import InputError, InspectError, MissingEnvironment
 from sessions.model import Layer, Variant
@@ -39,6 +40,7 @@ TORCH_DTYPES = {
     "INT8": torch.int8, "UINT8": torch.uint8, "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool,
 }
 NEEDS_GPU = "--backend tensorrt needs a CUDA GPU"
+NOT_INSTALLED = "TensorRT is not installed (pip install 'trt-inspect[tensorrt]' where NVIDIA's index is reachable)"
 
 
 def torch_dtype(trt_dtype) -> torch.dtype:
@@ -140,8 +142,8 @@ class TensorRTEngine(Engine):
         info = parse_layer_info(trt_compat.layer_information(self.trt, self.engine, self.context), "engine inspector")
         return info.layers
 
-    def layer_times(self, calls: int) -> dict[str, float]:
-        """Mean IProfiler time per layer over `calls` enqueues, in a pass of its own."""
+    def layer_times(self, calls: int) -> dict[str, list[float]]:
+        """IProfiler times per layer over `calls` enqueues, in a pass of its own, one per report."""
         times: dict[str, list[float]] = {}
         self.context.profiler = trt_compat.make_layer_profiler(self.trt, times)
         try:
@@ -151,7 +153,7 @@ class TensorRTEngine(Engine):
                 self.device.synchronize()
         finally:
             self.context.profiler = None
-        return {normalize_name(name): sum(values) / len(values) for name, values in times.items()}
+        return {normalize_name(name): values for name, values in times.items()}
 
     def release(self) -> None:
         self.device.synchronize()
@@ -164,6 +166,10 @@ class TensorRTEngine(Engine):
 @register_backend
 class TensorRTBackend(Backend):
     name = "tensorrt"
+    label = "TensorRT"
+    auto_rank = 0  # `--backend auto` takes TensorRT first where it is installed with a GPU
+    auto_devices = frozenset({"cuda"})
+    plan_options = ("opt_level",)
     capabilities = Capabilities(
         layer_times=(
             "TensorRT IProfiler time per layer, mean over a pass of its own after tracing (includes profiling "
@@ -175,6 +181,8 @@ class TensorRTBackend(Backend):
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:
+        if importlib.util.find_spec("tensorrt") is None:
+            return NOT_INSTALLED
         if device == "cuda":  # TensorRT loads later: CUPTI's NVTX injection must be set first
             return None
         try:
@@ -210,9 +218,16 @@ class TensorRTBackend(Backend):
             return None  # an .onnx model: no PyTorch module to compare with
         return module(batch.to(self.device.name)).float().cpu()
 
+    @classmethod
+    def choice_label(cls, device: str) -> str:
+        return "the TensorRT stand-in for tests" if device == "cpu" else cls.label
+
     def describe(self) -> dict[str, str]:
         version = str(self.trt.__version__)
         return {"tensorrt": f"{version} (a stand-in for tests, not TensorRT)" if self.stand_in else version}
+
+    def engine(self) -> str:
+        return f"{self.label} {self.describe()['tensorrt']}"
 
     def build(self, spec: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         start = time.perf_counter()

@@ -1,4 +1,10 @@
-"""The PyTorch backend: each variant's module (builders.variant_modules) run eagerly or as a CUDA graph."""
+"""The PyTorch backend: each variant's module (builders.variant_modules) run eagerly or as a CUDA graph.
+
+Every variant of a study is made from one source module: BatchNorm folded in all of them or in none
+(`study_folds_batchnorm`), and FP8 weights quantized once at build, not on every call. Each variant records
+how many BatchNorm layers its graph folded, and its simulated layers run in the base precision, marked as
+simulating FP8.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,16 @@ import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
 from builders.model_structure import ModelStructure, model_structure
-from builders.variant_modules import precision_name, state_bytes, variant_module
+from builders.variant_modules import (
+    bake_fp8_weights,
+    folded_reference,
+    precision_name,
+    state_bytes,
+    study_folds_batchnorm,
+    variant_module,
+)
 from profilers.module_ranges import module_name, module_ranges
+from sessions.captions import SIMULATES
 from sessions.errors import InputError, first_line
 from sessions.model import Layer, Variant
 from sessions.plan import VariantPlan
@@ -107,7 +121,8 @@ class TorchEngine(Engine):
             layer = module_layer(path, module, self.structure)
             layer.precision = precision_name(self.dtype)  # type: ignore[assignment]
             if path in self.quantized:
-                layer.precision, layer.quantized = "fp8", True
+                layer.quantized = True
+                layer.attrs[SIMULATES] = "fp8"
             layers.append(layer)
         return layers
 
@@ -122,6 +137,9 @@ class TorchEngine(Engine):
 @register_backend
 class TorchBackend(Backend):
     name = "torch"
+    label = "PyTorch"
+    auto_rank = 1  # where TensorRT cannot run
+    auto_devices = frozenset({"cuda", "cpu"})
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}))
 
     def __init__(self, context: BackendContext):
@@ -131,17 +149,30 @@ class TorchBackend(Backend):
         self.device: Device = context.plan.device
         self.static_input = context.static_input
         self._reference = model.module.to(device=self.device, dtype=torch.float32).eval()
+        self._fold = study_folds_batchnorm(context.plan.variants)
+        self._source: tuple[torch.nn.Module, int] | None = None  # what every variant is made from, BatchNorm folded
+
+    def _variant_source(self) -> tuple[torch.nn.Module, int]:
+        """The module every variant starts from, and how many BatchNorm layers it has folded (made on first use)."""
+        if self._source is None:
+            self._source = folded_reference(self._reference, self.static_input[:1]) if self._fold else (self._reference, 0)
+        return self._source
 
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
         return self._reference(batch.to(self.device)).float().cpu()
+
+    def engine(self) -> str:
+        return f"{self.label} {torch.__version__}"
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         start = time.perf_counter()
         # FP8 runs on an fp16 model on the GPU (as a TensorRT FP8 engine keeps fp16 elsewhere),
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
         fp8_base = torch.float16 if self.device == "cuda" else torch.float32
-        built = variant_module(self._reference, variant, calibration, fp8_base)
+        source, folded = self._variant_source()
+        built = variant_module(source, variant, calibration, fp8_base)
+        bake_fp8_weights(built)
         structure = model_structure(self._reference, self.static_input)
         engine = TorchEngine(built.module, self.device, built.dtype, self.static_input, built.quantized, structure)
         if self.device == "cuda":
@@ -149,6 +180,6 @@ class TorchBackend(Backend):
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
             simulated=built.recipe is not None, recipe=built.recipe, build_s=time.perf_counter() - start,
-            artifact_bytes=state_bytes(built.module), notes=built.notes,
+            artifact_bytes=state_bytes(built.module), batchnorm_folded=folded, notes=built.notes,
         )
         return BuildResult(engine, result)

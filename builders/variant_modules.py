@@ -4,6 +4,10 @@ The one source of variant modules: the PyTorch backend runs them, and the ONNX e
 TensorRT backend builds from exports them. FP8 here is ModelOpt's simulated quantization (fake
 quant: quantize, then dequantize, then run the layer in the base precision): its numerics are the
 recipe's; its speed is not FP8 kernel speed.
+
+Fair comparison, for the backend that runs these modules: `study_folds_batchnorm` decides once per study
+whether BatchNorm is folded, and `folded_reference` folds it before any variant is made, so every variant
+runs the same graph; `bake_fp8_weights` stores each quantized weight once, so no weight quantizer runs per call.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -112,6 +116,11 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     return VariantModule(module, dtype, keep, recipe, notes)
 
 
+def prepare_fp8() -> None:
+    """Import ModelOpt now (seconds; more on a loaded machine), so that the first FP8 build does not."""
+    _modelopt()
+
+
 # ModelOpt's plugins for these libraries wrap their own layer classes (attention, adapters, fused experts,
 # graph layers), none of which a recipe here quantizes: recipes select plain convolutions and linears.
 UNUSED_MODELOPT_PLUGINS = ("transformers", "peft", "diffusers", "torch_geometric")
@@ -152,6 +161,44 @@ def _absent(libraries: tuple[str, ...]) -> Iterator[None]:
         for name in hidden:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
+
+
+def study_folds_batchnorm(variants: Sequence[VariantPlan]) -> bool:
+    """Whether a study folds BatchNorm into the convolutions: in every variant when any FP8 recipe folds, else in none.
+
+    Folding changes the graph (fewer layers, fewer kernels); done in some variants only, the difference
+    would show up as their speed-up.
+    """
+    from builders.fp8_recipes import get_recipe
+
+    return any(get_recipe(v.recipe or "all").fold_batchnorm for v in variants if v.precision == "fp8")
+
+
+def folded_reference(reference: torch.nn.Module, sample: torch.Tensor) -> tuple[torch.nn.Module, int]:
+    """A copy of `reference` with every BatchNorm that reads a convolution's output folded into it, and how many.
+
+    `sample` (one input batch) runs the model once to find the pairs. The copy computes what `reference`
+    computes, up to rounding; an FP8 variant made from it finds nothing left to fold.
+    """
+    structure = model_structure(reference, sample.to(next(reference.parameters()).device))
+    module = copy.deepcopy(reference)
+    return module, fold_batchnorm(module, structure.conv_bn)
+
+
+def bake_fp8_weights(built: VariantModule) -> int:
+    """Each quantized layer's weight replaced by its fake-quantized value, its weight quantizer then switched off.
+
+    The stored weight is what the weight quantizer returned (ModelOpt's fold_weight, amax kept for the
+    records), so the forward computes the same numbers without quantizing the weights on every call.
+    Only for running the module: the ONNX export reads the weight quantizers. Returns the weights baked.
+    """
+    if built.recipe is None:
+        return 0
+    _modelopt()
+    modules = dict(built.module.named_modules())
+    for path in sorted(built.quantized):
+        modules[path].fold_weight(keep_attrs=True)
+    return len(built.quantized)
 
 
 def enable_fp8_quantizers(module: torch.nn.Module, selection: Selection) -> None:

@@ -6,17 +6,16 @@ stdout carries data only (tables, JSON, Markdown); progress and errors go to std
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACER_CHOICES
+from inspector.options import add_arguments, argument_type
 from sessions.errors import ExitCode, InputError, InspectError
-
-RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears (alias segformer), each "
-               "also as RECIPE-per-tensor or RECIPE-per-channel (weight scales); recipes in builders/fp8_recipes.toml")
+from sessions.options import ONNX, PROBE, RUN, option
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -34,36 +33,7 @@ def _err(message: str) -> None:
 
 
 def _add_study_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", help="timm name (senet154), Hugging Face id or folder, hf:<model_type>, or an .onnx file")
-    p.add_argument("--backend", default="auto", choices=list(BACKEND_CHOICES))
-    p.add_argument("--device", choices=["cuda", "cpu"], help="default: cuda where a GPU is visible")
-    p.add_argument("--variants", help="comma list of fp32, fp16, bf16, fp8, fp8-<recipe> (default: fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
-                   help=RECIPE_HELP + "; repeatable (default: all and no-se)")
-    p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN",
-                   help="module paths kept out of FP8 (fnmatch, e.g. '*.se.*'); repeatable")
-    p.add_argument("--images", help="folder of images (class folders or flat) for calibration and quality; default: scikit-image's photographs")
-    p.add_argument("--calib-count", type=int, default=16)
-    p.add_argument("--eval-count", type=int, help="images for quality, disjoint from the calibration images, both "
-                   "taken at a fixed stride through --images (default: every image, calibration images included)")
-    gpu, cpu = CUDA_TIMING, CPU_TIMING
-    p.add_argument("--rounds", type=int,
-                   help=f"interleaved timing rounds (default {gpu.rounds} on CUDA, {cpu.rounds} on the CPU)")
-    p.add_argument("--iters", type=int,
-                   help=f"timed inferences per variant and round (default {gpu.iters} on CUDA, {cpu.iters} on the CPU)")
-    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS",
-                   help=f"warm-up per variant (default {gpu.warmup_s:g} on CUDA, {cpu.warmup_s:g} on the CPU)")
-    p.add_argument("--switch-warmup", type=int, metavar="N", help="inferences discarded after each switch of variant "
-                   f"inside a round (default {gpu.switch_warmup} on CUDA, {cpu.switch_warmup} on the CPU)")
-    p.add_argument("--threads", type=int, metavar="N", help="PyTorch CPU threads (default: PyTorch's choice)")
-    p.add_argument("--tracer", default="auto", choices=list(TRACER_CHOICES))
-    p.add_argument("--trace-calls", type=int, default=1)
-    p.add_argument("--checkpoint", help="weights: .safetensors or a torch file (loaded with weights_only=True)")
-    p.add_argument("--opt-level", type=int, default=3, help="TensorRT builder_optimization_level (0-5)")
-    p.add_argument("--seed", type=int, default=0, help="seed of random weights (default 0)")
-    p.add_argument("--out", help="session file to write (default: the user-data folder)")
-    p.add_argument("--raw-trace", metavar="DIR", help="also write each variant's raw tracer records to DIR")
+    add_arguments(p, RUN)
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 
@@ -71,9 +41,12 @@ def _add_session_commands(sub) -> None:
     p = sub.add_parser("open", help="open a saved session in the TUI")
     p.add_argument("session", nargs="?", help="session file or name (default: the session browser)")
 
-    p = sub.add_parser("show", help="print a session's variant table")
+    p = sub.add_parser("show", help="print a session's variant table, or with --layers every layer in full")
     p.add_argument("session")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--layers", action="store_true",
+                   help="every layer: tactic, input / output formats and dtypes, reformats, precision as run and as asked")
+    p.add_argument("--variant", action="append", dest="variants", help="with --layers: only these variants (repeatable)")
 
     p = sub.add_parser("groups", help="per-group kernels and time per variant, and flagged layers")
     p.add_argument("session")
@@ -88,6 +61,7 @@ def _add_session_commands(sub) -> None:
 
 def _add_import_command(sub) -> None:
     p = sub.add_parser("import", help="make a session from trtexec / engine-inspector JSON files")
+    p.add_argument("folder", nargs="?", help="a folder holding the files of one engine (found by name and content)")
     p.add_argument("--layers", help="layer information (--exportLayerInfo or IEngineInspector JSON)")
     p.add_argument("--profile", help="per-layer profile (--exportProfile); alone, it names the layers too")
     p.add_argument("--times", help="per-inference times (--exportTimes)")
@@ -97,7 +71,7 @@ def _add_import_command(sub) -> None:
     p.add_argument("--no-metadata-search", action="store_true", help="do not read metadata files found beside the layer file")
     p.add_argument("--name", type=_name, help="variant name (default: from the file name)")
     p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
-    p.add_argument("--batch", type=_positive_int, help="batch size, where the files do not give the input shape")
+    p.add_argument("--batch", type=argument_type(option("batch")), help="batch size, where the files do not give the input shape")
     p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--into", help="add the variant to this existing session")
@@ -115,16 +89,6 @@ def _name(text: str) -> str:
         raise argparse.ArgumentTypeError(exc.message) from None
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 < value <= 1 << 20:
-        raise argparse.ArgumentTypeError(f"{text} is not a batch size")
-    return value
-
-
 def _add_report_commands(sub) -> None:
     p = sub.add_parser("diff", help="compare two sessions; exit 1 on a regression past the threshold")
     p.add_argument("a", help="the older session (baseline)")
@@ -139,7 +103,8 @@ def _add_report_commands(sub) -> None:
     p.add_argument("session", nargs="+", help="one session; several for --format study")
     p.add_argument("--format", default="md", choices=["md", "csv", "json", "study", "matrix"],
                    help="study: the FP8 study section of one or more sessions; matrix: a merged session's tables per axis pair")
-    p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun")
+    p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun; "
+                   "with --format csv or json, `layers`: every layer with tactic, formats, reformats and precision")
     p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules")
     p.add_argument("-o", "--output", help="write here instead of stdout (refuses to overwrite without --force)")
     p.add_argument("--force", action="store_true")
@@ -152,16 +117,7 @@ def _add_report_commands(sub) -> None:
 
 def _add_onnx_command(sub) -> None:
     p = sub.add_parser("onnx", help="write the ONNX files a TensorRT study builds from, with Q/DQ counts")
-    p.add_argument("model")
-    p.add_argument("--variants", default="fp16,fp8")
-    p.add_argument("--fp8-recipe", "--fp8-layout", action="append", dest="fp8_recipes", default=[], metavar="RECIPE",
-                   help=RECIPE_HELP + "; repeatable")
-    p.add_argument("--fp8-exclude", action="append", default=[], metavar="PATTERN")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--calib-count", type=int, default=16)
-    p.add_argument("--images")
-    p.add_argument("--checkpoint")
-    p.add_argument("--seed", type=int, default=0)
+    add_arguments(p, ONNX)
     p.add_argument("--out", default=".", help="folder for the .onnx files")
     p.add_argument("--json", action="store_true")
 
@@ -191,18 +147,7 @@ def _add_sweep_commands(sub) -> None:
 
 def _add_probe_command(sub) -> None:
     p = sub.add_parser("probe", help="every convolution and linear in fp16 and in real FP8 kernels, timed alone (FP8 GPU)")
-    p.add_argument("model", help="timm name or Hugging Face model, as for run")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--layers", action="append", default=[], metavar="PATTERN",
-                   help="only module paths matching (fnmatch, e.g. 'model.segformer.*'); repeatable")
-    p.add_argument("--images", help="folder of images (default: scikit-image's photographs)")
-    p.add_argument("--checkpoint", help="weights: .safetensors or a torch file")
-    p.add_argument("--calib-count", type=int, default=16, help="images for the activation scales")
-    p.add_argument("--seed", type=int, default=0, help="random weights where no checkpoint is given")
-    p.add_argument("--rounds", type=int)
-    p.add_argument("--iters", type=int)
-    p.add_argument("--warmup", type=float, dest="warmup_s", metavar="SECONDS", help="warm-up per timed step")
-    p.add_argument("--out", help="session file to write (default: the user-data folder)")
+    add_arguments(p, PROBE)
     p.add_argument("--json", action="store_true")
 
 
@@ -278,7 +223,10 @@ def _print_summary(session, path) -> None:
     batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
     print(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})")
     print(table_text(views.session_variant_table(session)))
-    for line in verdict_lines(session, load_rules()) + simulation_lines(session):
+    from sessions.layer_verdict import layer_time_lines
+
+    rules = load_rules()
+    for line in (verdict_lines(session, rules) or layer_time_lines(session, rules)) + simulation_lines(session):
         print(line)
     for variant in session.variants:
         for note in variant.notes:
@@ -338,28 +286,51 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     path = resolve(args.session)
     session = load(path)
-    _print_session(session, path, args.json)
+    if args.layers:
+        _print_layers(session, path, args.variants, args.json)
+    else:
+        _print_session(session, path, args.json)
     return ExitCode.OK
+
+
+def _print_layers(session, path, names: list[str] | None, as_json: bool) -> None:
+    from sessions.layer_detail import layer_detail_table, layers_document
+    from sessions.tables import table_text
+
+    if as_json:
+        _print_json(layers_document(session, str(path), names))
+        return
+    for variant in [session.variant(name) for name in names] if names else session.variants:
+        table = layer_detail_table(variant)
+        print(table.title)
+        print(table_text(table))
 
 
 @command("import")
 def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from profilers.trtexec_import import ImportFiles, check_joinable, import_variant, new_session
+    from profilers.trt_import.folder import files_of_folder
+    from profilers.trt_import.importer import ImportFiles, check_joinable, import_variant, new_session
     from sessions.storage import load, resolve, save, sessions_dir
 
-    if not args.layers and not args.profile:
-        raise InputError("import needs --layers, --profile or both")
-    files = ImportFiles(
+    if args.folder and (args.layers or args.profile or args.times):
+        raise InputError("give a folder or --layers / --profile / --times, not both")
+    if not args.folder and not args.layers and not args.profile:
+        raise InputError("import needs a folder, --layers, --profile or both")
+    found = files_of_folder(Path(args.folder)) if args.folder else None
+    files = found.files if found else ImportFiles(
         layers=Path(args.layers) if args.layers else None,
         profile=Path(args.profile) if args.profile else None,
         times=Path(args.times) if args.times else None,
-        metadata=[Path(m) for m in args.metadata],
         find_metadata=not args.no_metadata_search,
     )
+    files.metadata += [Path(m) for m in args.metadata]
     imported = import_variant(files, args.name, args.model, args.batch)
     variant = imported.variant
+    if found:
+        variant.notes.insert(0, f"from {args.folder}: took {', '.join(p.name for p in found.taken)}; "
+                                f"left {', '.join(p.name for p in found.left) or 'nothing'}")
     variant.command = list(args.argv)
     if args.into:
         path = resolve(args.into)
@@ -466,7 +437,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise InputError(f"--format {args.format} takes one session; --format study takes several")
     path = paths[0]
     session = load(path)
-    if args.format == "md":
+    if args.format in ("csv", "json") and args.sections == "layers":
+        from sessions.layer_detail import layers_csv, layers_document
+
+        text = layers_csv(session) if args.format == "csv" else _json_text(layers_document(session, str(path)))
+    elif args.format == "md":
         sections = [s.strip() for s in args.sections.split(",")] if args.sections else None
         unknown = [s for s in sections or [] if s not in export.SECTIONS]
         if unknown:
@@ -539,14 +514,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise InputError("--gpus must be at least 1")
     if not args.dry_run:
         check_available(args.executor)
-    matrix = load_matrix(Path(args.matrix))
-    if not args.out:
-        from inspector.request import check_name
-
-        try:
-            check_name(matrix.name)  # the default folder is named after it
-        except InputError as exc:
-            raise InputError(f"{args.matrix}: [sweep] name: {exc.message}") from None
+    matrix = load_matrix(Path(args.matrix))  # its name checked as a folder name, its options against the spec
     folder = SweepFolder(Path(args.out) if args.out else default_folder(matrix))
     remote = args.executor == "slurm" or (args.executor == "ray" and args.ray_address)
     where = args.resolve or ("job" if remote else "here")
@@ -623,6 +591,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_onnx(args: argparse.Namespace) -> int:
     from builders.onnx_files import write_onnx_files
     from builders.study_inputs import load_study_inputs
+    from inspector.options import validate_plan
     from sessions.plan import StudyPlan, TimingPlan, parse_variants
     from sessions.tables import render_text
 
@@ -630,6 +599,7 @@ def cmd_onnx(args: argparse.Namespace) -> int:
     plan = StudyPlan(model=args.model, backend="torch", device="cpu", variants=variants, batch=args.batch,
                      timing=TimingPlan(0, 1, 1), tracer="none", images=args.images, calib_count=args.calib_count,
                      checkpoint=args.checkpoint, seed=args.seed)
+    validate_plan(plan)  # the options against the spec, the recipes named, before the model loads
     inputs = load_study_inputs(plan)
     files = write_onnx_files(inputs.model, list(variants), inputs.static_input, inputs.calibration, Path(args.out))
     if args.json:
@@ -647,7 +617,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from sessions.probe_summary import probe_document, probe_text
 
     fields = ProbeOptions.__dataclass_fields__
-    options = ProbeOptions(**{k: v for k, v in vars(args).items() if k in fields})
+    options = ProbeOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items() if k in fields})
     session, path = run_probe(options, args.argv, lambda message: _err(f"[probe] {message}"))
     if args.json:
         _print_json(probe_document(session, load_rules(), str(path)))
@@ -713,22 +683,34 @@ def _show_library_warnings(verbose: bool) -> None:
     logging.disable(logging.NOTSET if verbose else logging.WARNING)
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM (a scheduler's cancel, `kill`) ends a study like Ctrl-C: finished variants kept, exit 130."""
+@contextlib.contextmanager
+def _interrupt_on_sigterm() -> Iterator[None]:
+    """While a command runs, SIGTERM (a scheduler's cancel, `kill`) ends it like Ctrl-C: finished variants kept,
+    exit 130. The previous handler comes back afterwards: `main` called in-process (tests) leaves none behind."""
     import signal
     import threading
 
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    with _interrupt_on_sigterm():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _quiet_libraries()
-    _interrupt_on_sigterm()
     parser = build_parser()
     bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
     if bare_model and _interactive():

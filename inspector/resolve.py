@@ -7,8 +7,9 @@ The CUPTI tracer must be prepared before torch or TensorRT loads (NVTX binds its
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
-from builders.backend import backend_class
+from builders.backend import auto_backends, backend_class
 from builders.fp8_recipes import preflight
 from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
 from profilers.tracers import get_tracer, tracer_names
@@ -17,54 +18,49 @@ from sessions.plan import StudyPlan, TimingPlan, parse_variants
 from sessions.vocab import Device
 
 
-def tensorrt_installed() -> bool:
-    return importlib.util.find_spec("tensorrt") is not None
-
-
 def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
-    """(backend, device, why)."""
+    """(backend, device, why): the backend asked for, or for `auto` the first in `auto_backends()` order that
+    runs here; each backend says where it runs and what it lacks (`Backend.device_for`, `unavailable`)."""
     if request.device == "cuda" and not has_gpu:
         raise MissingEnvironment("--device cuda: no CUDA GPU is visible to PyTorch here")
-    if request.backend == "tensorrt":
-        if not tensorrt_installed():
-            raise MissingEnvironment(
-                "--backend tensorrt: TensorRT is not installed (pip install 'trt-inspect[tensorrt]' where NVIDIA's index is reachable)"
-            )
-        return tensorrt_device(request, has_gpu)
-    if request.backend == "torch":
-        device: Device = "cpu" if request.device == "cpu" or not has_gpu else "cuda"
-        return "torch", device, f"PyTorch on {device}, as asked"
-    if tensorrt_installed() and has_gpu and request.device != "cpu":
-        return "tensorrt", "cuda", "TensorRT found with a GPU"
-    if has_gpu and request.device != "cpu":
-        return "torch", "cuda", "PyTorch on CUDA (TensorRT is not installed)"
-    return "torch", "cpu", "PyTorch on the CPU (" + ("as asked" if request.device == "cpu" else "no GPU here") + ")"
-
-
-def tensorrt_device(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
-    """TensorRT needs a CUDA GPU; on the host only its stand-in for tests runs (tests/fake_tensorrt)."""
-    device: Device = "cuda" if has_gpu and request.device != "cpu" else "cpu"
-    problem = backend_class("tensorrt").unavailable(device)
-    if problem:
-        raise MissingEnvironment(problem)
-    return "tensorrt", device, "TensorRT, as asked" if device == "cuda" else "the TensorRT stand-in for tests, as asked"
+    if request.backend != "auto":
+        cls = backend_class(request.backend)
+        device = cls.device_for(request.device, has_gpu)
+        problem = cls.unavailable(device)
+        if problem:
+            raise MissingEnvironment(f"--backend {request.backend}: {problem}")
+        return cls.name, device, f"{cls.choice_label(device)}, as asked"
+    passed: list[str] = []
+    for cls in auto_backends():
+        device = cls.device_for(request.device, has_gpu)
+        if device not in cls.auto_devices:
+            continue
+        problem = cls.unavailable(device)
+        if problem is None:
+            why = "as asked" if request.device else ("a GPU is visible" if device == "cuda" else "no GPU here")
+            return cls.name, device, f"{cls.choice_label(device)} ({'; '.join([why, *passed])})"
+        passed.append(f"{cls.label}: {problem}")
+    raise MissingEnvironment("no backend runs here: " + "; ".join(passed))
 
 
 def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
-    """(tracer, note); `cupti_problem` is why CUPTI could not be prepared, if it could not."""
-    if requested == "none":
-        return "none", ""
-    if device == "cpu":
-        if requested == "cupti":
-            raise MissingEnvironment("--tracer cupti needs a CUDA GPU")
-        return "torch", ""
-    if requested in ("auto", "cupti"):
-        if cupti_problem is None:
-            return "cupti", ""
-        if requested == "cupti":
+    """(tracer, note); `cupti_problem` is why CUPTI could not be prepared, if it could not.
+
+    A tracer named on the command line (a plug-in's too) is taken where it runs on `device`; `auto` takes
+    CUPTI on CUDA where it loads, else torch.profiler."""
+    if requested != "auto":
+        devices = get_tracer(requested).devices
+        if device not in devices:
+            where = "a CUDA GPU" if devices == {"cuda"} else " or ".join(sorted(devices))
+            raise MissingEnvironment(f"--tracer {requested} needs {where}")
+        if requested == "cupti" and cupti_problem is not None:
             raise MissingEnvironment(f"--tracer cupti: {cupti_problem}")
-        return "torch", f"CUPTI unavailable ({cupti_problem}): kernels from torch.profiler"
-    return "torch", ""
+        return requested, ""
+    if device == "cpu":
+        return "torch", ""
+    if cupti_problem is None:
+        return "cupti", ""
+    return "torch", f"CUPTI unavailable ({cupti_problem}): kernels from torch.profiler"
 
 
 def fit_tracer(tracer: str, note: str, backend: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
@@ -123,12 +119,14 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     variants = parse_variants(request.variants or default_variants(device, backend), list(request.fp8_recipes), list(request.fp8_exclude))
     explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
     variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
-    plan = StudyPlan(
-        model=request.model, backend=backend, device=device, variants=variants, batch=request.batch,
-        timing=default_timing(request, device), tracer=tracer, trace_calls=request.trace_calls,
-        images=request.images, calib_count=request.calib_count, eval_count=request.eval_count,
-        checkpoint=request.checkpoint, opt_level=request.opt_level, seed=request.seed, out=request.out,
-        raw_trace=request.raw_trace, threads=request.threads,
-    )
+    chosen: dict[str, Any] = {"backend": backend, "device": device, "variants": variants, "timing": default_timing(request, device),
+              "tracer": tracer}
+    given = {name: getattr(request, name) for name in StudyPlan.__dataclass_fields__ if name not in chosen}
+    plan = StudyPlan(**chosen, **given)  # every other plan field is the request's option of that name
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
+    if backend == "torch" and device == "cpu":
+        from inspector.cpu_defaults import fit_cpu_plan
+
+        plan, cpu_notes = fit_cpu_plan(plan, request)
+        notes += cpu_notes
     return plan, notes

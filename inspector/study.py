@@ -19,14 +19,16 @@ import numpy as np
 
 from builders.backend import Backend, BackendContext, Engine, backend_class
 from builders.study_inputs import StudyInputs
+from inspector.options import validate_plan
 from inspector.request import StudyRequest
 from inspector.resolve import resolve
 from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
+from sessions.comparison import BASELINE_PRECISION
 from sessions.errors import InspectError, MissingEnvironment, first_line
 from sessions.model import Session, Study, TimingMethod, Variant
-from sessions.plan import StudyPlan, VariantPlan, validate_plan
 from sessions.paths import sessions_dir
+from sessions.plan import StudyPlan, VariantPlan
 from sessions.storage import check_writable, save, session_lock
 from sessions.summary import VariantSummary, summarize_session
 
@@ -42,6 +44,7 @@ class Progress:
     total: int = 0
     session_path: Path | None = None
     variants: tuple[VariantSummary, ...] = ()
+    saved: bool = False  # the session file holds `variants` as they stand: what a front end may call finished
 
 
 Report = Callable[[Progress], None]
@@ -61,7 +64,7 @@ class Recorder:
         if saved:
             save(self.session, self.path)
         summaries = tuple(summarize_session(self.session))
-        self.report(Progress(phase, message, variant, done, total, self.path, summaries))
+        self.report(Progress(phase, message, variant, done, total, self.path, summaries, saved))
 
 
 def session_path(plan: StudyPlan, created: dt.datetime) -> Path:
@@ -100,7 +103,7 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
 
 def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Session, Path]:
     validate_plan(plan)
-    created = dt.datetime.now(dt.timezone.utc)
+    created = dt.datetime.now(dt.UTC)
     path = session_path(plan, created)
     check_writable(path)
     with session_lock(path):
@@ -210,7 +213,8 @@ def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backen
             model=model.name, source=model.source, input_shape=list(model.input_size), batch=plan.batch,
             command=command, created=created.isoformat(timespec="seconds"), backend=plan.backend,
             device=plan.device, tool_version=environment.tool_version(), weights=weights, plan=plan,
-            tool_commit=environment.tool_commit(),
+            tool_commit=environment.tool_commit(), engine=backend.engine(),
+            engine_options={name: str(getattr(plan, name)) for name in backend.plan_options},
         ),
         environment=env,
         method=TimingMethod(
@@ -232,14 +236,15 @@ def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: boo
         return "not measured (--tracer none)"
     unit = "kernels' GPU time" if device == "cuda" else "outermost aten ops' host time"
     return (
-        f"sum of the layer's own {unit} in the traced eager call(s), per call; a layer is a module, and a "
-        "parent module owns what its own forward code launches outside its children"
+        f"sum of the layer's own {unit} in the traced eager call(s), per call (mean; each call's time is stored, "
+        "the spread diff judges layers by); a layer is a module, and a parent module owns what its own forward code "
+        "launches outside its children"
     )
 
 
 def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder,
                     baselines: dict[str, Any]) -> None:
-    """Quality against fp32, agreement with fp16 (kept in `baselines` once measured), stress inputs."""
+    """Quality against fp32, agreement with the first fp16 variant (kept in `baselines` once measured), stress inputs."""
     from profilers.quality import compare, predicted_classes, stress_check
 
     if reference is None:
@@ -248,10 +253,10 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
     count = inputs.image_count
     recorder.step("quality", f"{variant.name}: quality on {count} images", variant.name, saved=False)
     outputs = np.concatenate([np.asarray(engine.infer(batch)) for batch in inputs.quality_batches])
-    baseline = ("fp16", baselines["fp16"]) if "fp16" in baselines and variant.name != "fp16" else None
+    baseline = baselines.get(BASELINE_PRECISION)
     variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count, baseline, inputs.masks)
-    if variant.name == "fp16":
-        baselines["fp16"] = predicted_classes(outputs)
+    if variant.precision == BASELINE_PRECISION and baseline is None:
+        baselines[BASELINE_PRECISION] = (variant.name, predicted_classes(outputs))
     simulated = [engine.simulated_infer(batch) for batch in inputs.quality_batches]
     if simulated and all(output is not None for output in simulated):
         recipe = variant.recipe.layout if variant.recipe else "its recipe"
@@ -280,14 +285,17 @@ def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
             variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
     if not backend.capabilities.layer_times:
         return False
+    calls = max(plan.trace_calls, 10)
     try:
-        times = engine.layer_times(max(plan.trace_calls, 10))  # in a pass of its own; replaces kernel sums
+        times = engine.layer_times(calls)  # in a pass of its own; replaces kernel sums
     except InspectError as exc:
         variant.notes.append(f"per-layer profiler failed: {one_line(exc)}")
         return False
-    matched = [layer for layer in variant.layers if layer.name in times]
+    matched = [layer for layer in variant.layers if times.get(layer.name)]
     for layer in matched:
-        layer.time_ms = times[layer.name]
+        values = times[layer.name]
+        layer.time_ms = sum(values) / len(values)
+        layer.call_times_ms = list(values) if len(values) == calls else []  # one report per call: a spread
     if not matched:
         variant.notes.append(f"the per-layer profiler reported {len(times)} layers, none of them by a known name")
     return bool(matched)

@@ -166,13 +166,19 @@ def kernel_table(kernels: list[KernelRecord], attribution: Attribution, layers: 
 
 
 def assign_layer_times(table: KernelTable, layers: list[Layer], calls: int) -> None:
-    """Per-layer time = the layer's own kernels' (or ops') duration per call."""
+    """Per-layer time = the layer's own kernels' (or ops') duration per call; with two calls or more, also
+    the layer's time in each call (`Layer.call_times_ms`, the spread `sessions.noise` judges by)."""
     total_ns = [0] * len(layers)
-    for layer, duration in zip(table.layer, table.duration_ns):
+    per_call = calls >= 2
+    call_ns = [[0] * calls for _ in layers] if per_call else []
+    for layer, call, duration in zip(table.layer, table.call, table.duration_ns):
         if layer >= 0:
             total_ns[layer] += duration
-    for layer, ns in zip(layers, total_ns):
+            if per_call and 0 <= call < calls:
+                call_ns[layer][call] += duration
+    for i, (layer, ns) in enumerate(zip(layers, total_ns)):
         layer.time_ms = ns / 1e6 / max(calls, 1)
+        layer.call_times_ms = [t / 1e6 for t in call_ns[i]] if per_call else []
 
 
 @dataclass

@@ -13,7 +13,7 @@ import fnmatch
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from profilers.probe_session import (
 from profilers.tracers import Tracer
 from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod
+from sessions.options import PROBE, check_values, default
 from sessions.paths import sessions_dir
 from sessions.plan import TimingPlan
 from sessions.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
@@ -45,30 +46,26 @@ Report = Callable[[str], None]
 
 @dataclass
 class ProbeOptions:
+    """The probe's options (`sessions.options` declares them, with the probe's defaults and ranges)."""
+
     model: str
-    batch: int = 1
-    layers: list[str] = field(default_factory=list)  # fnmatch patterns on module paths; empty: all
-    images: str | None = None
-    checkpoint: str | None = None
-    calib_count: int = 16
-    seed: int = 0  # random weights where no checkpoint is given, as in a study
-    rounds: int | None = None
-    iters: int | None = None
-    warmup_s: float | None = None
-    out: str | None = None
+    batch: int = default("batch", PROBE)
+    layers: tuple[str, ...] = default("layers", PROBE)  # fnmatch patterns on module paths; empty: all
+    images: str | None = default("images", PROBE)
+    checkpoint: str | None = default("checkpoint", PROBE)
+    calib_count: int = default("calib_count", PROBE)
+    seed: int = default("seed", PROBE)  # random weights where no checkpoint is given, as in a study
+    rounds: int = default("rounds", PROBE)
+    iters: int = default("iters", PROBE)
+    warmup_s: float = default("warmup_s", PROBE)
+    out: str | None = default("out", PROBE)
 
     def validate(self) -> None:
-        for name in ("batch", "calib_count", "rounds", "iters"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InputError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.seed < 0:
-            raise InputError("--seed must not be negative")
-        if self.warmup_s is not None and self.warmup_s < 0:
-            raise InputError("--warmup must not be negative")
+        """Every option against the spec, as `run` checks its own: one InputError line for the first wrong one."""
+        check_values({name: getattr(self, name) for name in self.__dataclass_fields__})
 
     def timing_plan(self) -> TimingPlan:
-        return TimingPlan(self.warmup_s if self.warmup_s is not None else 0.05, self.rounds or 5, self.iters or 20)
+        return TimingPlan(self.warmup_s, self.rounds, self.iters)
 
 
 def fp8_environment_problem(cuda_available: bool, capability: tuple[int, int] | None, gpu: str) -> str | None:
@@ -412,7 +409,7 @@ def _collected(inputs, options: ProbeOptions):
         raise InputError(f"probe needs a PyTorch model (timm or Hugging Face); {options.model} is an ONNX file")
     model = loaded.module.to(device="cuda", dtype=torch.float16).eval()
     static = inputs.static_input.to(device="cuda", dtype=torch.float16)
-    captured = collect(model, static, inputs.calibration.to(device="cuda", dtype=torch.float16), options.layers)
+    captured = collect(model, static, inputs.calibration.to(device="cuda", dtype=torch.float16), list(options.layers))
     if not captured:
         raise InputError(f"no convolution or linear of {loaded.name} matches --layers {' '.join(options.layers)}")
     return model, static, captured
@@ -466,6 +463,7 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
             command=command, created=created.isoformat(timespec="seconds"), backend="probe", device="cuda",
             tool_version=environment.tool_version(),
             weights=options.checkpoint or f"random (pretrained=False, seed {options.seed})",
+            engine=f"layers alone: PyTorch {torch.__version__}, cuDNN {env.versions['cudnn']} and cuBLASLt",
         ),
         environment=env,
         method=method,

@@ -120,7 +120,7 @@ def _skimage_photos(limit: int | None) -> ImageSet:
     for name in SKIMAGE_PHOTOS:
         try:
             array = getattr(skimage.data, name)()
-        except Exception:  # a sample that needs a download is skipped: there is no network
+        except Exception:  # noqa: BLE001, S112  (a sample that needs a download is skipped: there is no network)
             continue
         if array.dtype != np.uint8:
             array = (array > 0).astype(np.uint8) * 255 if array.dtype == bool else array.astype(np.uint8)
@@ -133,11 +133,16 @@ def _skimage_photos(limit: int | None) -> ImageSet:
     return ImageSet("scikit-image sample photographs", images, labels)
 
 
-def stress_inputs(shape: tuple[int, ...]) -> list[tuple[str, Any]]:
+STRESS_CASES = 15  # what stress_inputs makes
+
+
+def stress_inputs(shape: tuple[int, ...], count: int | None = None) -> list[tuple[str, Any]]:
     """Named input tensors (numpy float32, one sample of `shape`) that push a network's numerics.
 
     Zeros and constants, inputs saturated at the normalized range's ends, extreme ranges up to fp16's
-    largest value, and Gaussian noise at several scales (seeded).
+    largest value, and Gaussian noise at several scales (seeded). `count` of them, evenly spaced
+    through that list (5: zeros, constant 255, checkerboard saturated, extreme +-65504, noise sigma 1);
+    None: all `STRESS_CASES`.
     """
     import numpy as np
 
@@ -149,4 +154,6 @@ def stress_inputs(shape: tuple[int, ...]) -> list[tuple[str, Any]]:
               ("checkerboard saturated", np.where(np.indices(shape).sum(axis=0) % 2 == 0, low, high))]
     cases += [(f"extreme +-{value:g}", rng.choice([-value, value], size=shape)) for value in (1e3, 1e4, 65504.0)]
     cases += [(f"noise sigma {sigma:g}", rng.normal(0, sigma, size=shape)) for sigma in (0.01, 0.1, 1, 10, 100)]
+    if count is not None and count < len(cases):
+        cases = [cases[i * len(cases) // count] for i in range(count)]
     return [(name, array.astype(np.float32)) for name, array in cases]

@@ -2,9 +2,10 @@
 
 Variants pair by name, by `--pair A=B`, or as the single variants of two one-variant sessions.
 When the batches differ, every figure is divided by the batch: the comparison is per image.
-A change counts as a regression only past `threshold` and past the sessions' own spread: twice the
-larger coefficient of variation for latency, so that noise a rerun would show is never flagged;
-per-layer and per-group times also need an absolute change of `TIME_FLOOR` of the variant's time.
+A latency, group or layer time counts as a regression only where `sessions.noise.judge` calls B slower
+than A (the two sessions' bands do not overlap) and the change passes `threshold`; per-layer and
+per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. A time without a
+stored spread on either side is not judged, never a regression, and counted in the notes.
 The result is plain data (`SessionDiff`); `diff_report` renders it.
 """
 
@@ -13,25 +14,29 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from sessions.captions import layer_precision
+from sessions.comparison import batch_of
 from sessions.errors import InputError
 from sessions.groups import Rules, group_rows, kernels_per_layer, role_of
 from sessions.layer_match import align_layers
 from sessions.lowering import diagnose
-from sessions.model import Session, Variant
+from sessions.model import Layer, Session, Variant
+from sessions.noise import SLOWER, Band, group_band, judge, latency_band, layer_band
 
-TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is never a regression
+TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is too small to matter
 
 
 @dataclass
 class Change:
     variant: str  # the pair's label: the name, or "a=b" where the names differ
-    what: str  # latency | kernels | group time | group kernels | layer time | layer kernels | precision |
-    #            new layer | removed layer | split
+    what: str  # latency | summed layer time | kernels | group time | group kernels | layer time | layer kernels |
+    #            precision | new layer | removed layer | fused layer | split layer | split
     item: str  # the variant, group or layer concerned
     a: float | str | None
     b: float | str | None
     regression: bool
     note: str = ""
+    verdict: str | None = None  # sessions.noise.judge of B against A, for latency, group and layer times; None: not judged
 
     @property
     def relative(self) -> float | None:
@@ -64,8 +69,8 @@ class SessionDiff:
     warnings: list[str] = field(default_factory=list)  # the sessions differ in what makes figures comparable
     pairs: list[VariantPair] = field(default_factory=list)
     per_image: bool = False  # batches differ: every figure divided by the batch
-    batch_a: int = 1
-    batch_b: int = 1
+    batch_a: int | None = 1  # None: per job (a merged session of several batches)
+    batch_b: int | None = 1
 
     @property
     def regressions(self) -> list[Change]:
@@ -129,19 +134,20 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     names_a = [v.name for v in a.variants if v.status == "ok"]
     names_b = [v.name for v in b.variants if v.status == "ok"]
     paired_a, paired_b = {p.a for p in chosen}, {p.b for p in chosen}
+    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants: 20,000 took minutes with lookups
+    batches = [(batch_of(a, by_name_a[p.a]) or 1, batch_of(b, by_name_b[p.b]) or 1) for p in chosen]
     result = SessionDiff(
         a_name, b_name, threshold, [p.label for p in chosen],
         [n for n in names_a if n not in paired_a], [n for n in names_b if n not in paired_b],
-        warnings=comparability_warnings(a, b), pairs=chosen, per_image=a.study.batch != b.study.batch,
+        warnings=comparability_warnings(a, b), pairs=chosen, per_image=any(x != y for x, y in batches),
         batch_a=a.study.batch, batch_b=b.study.batch,
     )
-    if result.per_image:
-        result.notes.append(f"batch {a.study.batch} against {b.study.batch}: compared per image (latency, layer and "
+    for x, y in dict.fromkeys(pair for pair in batches if pair[0] != pair[1]):
+        result.notes.append(f"batch {x} against {y}: compared per image (latency, layer and "
                             "group times and kernels divided by the batch)")
     result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
-    scale_a, scale_b = (a.study.batch, b.study.batch) if result.per_image else (1, 1)
-    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants: 20,000 took minutes with lookups
-    for pair in chosen:
+    for pair, (batch_a, batch_b) in zip(chosen, batches):
+        scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
         compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold)
         result.changes.extend(compared.changes())
         result.notes.extend(compared.notes)
@@ -160,13 +166,36 @@ class VariantComparison:
     rules: Rules
     threshold: float
     notes: list[str] = field(default_factory=list)
+    judged: dict[str, int] = field(default_factory=dict)  # per kind of time change: pairs judged against their bands
+    unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
+
+    def __post_init__(self) -> None:
+        # each variant's latency band: judged itself, and the drift that widens its layers' and groups' bands
+        self._drift_a = latency_band(self.va.latency) if self.va.latency else None
+        self._drift_b = latency_band(self.vb.latency) if self.vb.latency else None
 
     def changes(self) -> list[Change]:
-        found = [self._latency(), self._count("kernels", self.label, *self._per_call())]
+        found = [self._latency(), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
         found += self._groups()
         found += self._layers()
         found += self._splits()
+        self.notes.extend(self._judged_notes())
         return [c for c in found if c is not None]
+
+    def _judged_notes(self) -> list[str]:
+        notes = []
+        for what in ("group time", "layer time"):
+            judged, unjudged = self.judged.get(what, 0), self.unjudged.get(what, 0)
+            if judged + unjudged:
+                notes.append(f"{self.label}: {what}s outside both sessions' bands flagged; {judged} judged, "
+                             f"{unjudged} not judged (no per-call spread stored)")
+        return notes
+
+    def _band_a(self, band: Band | None) -> Band | None:
+        return band.scaled(self.scale_a) if band is not None else None
+
+    def _band_b(self, band: Band | None) -> Band | None:
+        return band.scaled(self.scale_b) if band is not None else None
 
     def _per_call(self) -> tuple[float | None, float | None]:
         a = self.va.trace.per_call / self.scale_a if self.va.trace else None
@@ -177,10 +206,25 @@ class VariantComparison:
         if not (self.va.latency and self.vb.latency):
             return None
         a, b = self.va.latency.median_ms / self.scale_a, self.vb.latency.median_ms / self.scale_b
-        noise = 2 * max(self.va.latency.cov, self.vb.latency.cov)
-        rel = (b - a) / a if a else 0.0
+        band_a, band_b = self._drift_a, self._drift_b
         per = " per image" if self.scale_a != self.scale_b else ""
-        return Change(self.label, "latency", self.label, a, b, rel > max(self.threshold, noise), f"noise band ±{noise * 100:.1f}%{per}")
+        if band_a is None or band_b is None:
+            return Change(self.label, "latency", self.label, a, b, False, f"not judged: no spread stored{per}")
+        band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
+        verdict = judge(band_a, band_b)
+        rel = (b - a) / a if a else 0.0
+        note = f"{verdict}; bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
+        return Change(self.label, "latency", self.label, a, b, verdict == SLOWER and rel > self.threshold, note, verdict)
+
+    def _layer_total(self) -> Change | None:
+        """Without a latency on both sides, the summed layer time is the only whole-engine figure: compared as one."""
+        if (self.va.latency and self.vb.latency) or not (_timed(self.va) and _timed(self.vb)):
+            return None
+        a = self._total_a()
+        b = sum(layer.time_ms or 0.0 for layer in self.vb.layers) / self.scale_b
+        rel = (b - a) / a if a else 0.0
+        return Change(self.label, "summed layer time", self.label, a, b, rel > self.threshold,
+                      "no per-inference times in one of the sessions: the sum of per-layer times stands in for latency")
 
     def _count(self, what: str, item: str, a: float | None, b: float | None) -> Change | None:
         if a is None or b is None or abs(b - a) < 0.5 / max(self.scale_a, self.scale_b):
@@ -188,13 +232,22 @@ class VariantComparison:
         regression = b > a * (1 + self.threshold) and b - a >= 1 / max(self.scale_a, self.scale_b)
         return Change(self.label, what, item, a, b, regression)
 
-    def _time(self, what: str, item: str, a: float | None, b: float | None, total: float) -> Change | None:
-        if a is None or b is None or a == b:
+    def _time(self, what: str, item: str, a: float | None, b: float | None, total: float,
+              bands: tuple[Band | None, Band | None]) -> Change | None:
+        """A group or layer time per call; `bands` are A's and B's (None: not judged), already per image."""
+        if a is None or b is None:
             return None
-        regression = a > 0 and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group is no slowdown of one
+        band_a, band_b = bands
+        verdict = judge(band_a, band_b) if band_a is not None and band_b is not None else None
+        self.judged[what] = self.judged.get(what, 0) + (verdict is not None)
+        self.unjudged[what] = self.unjudged.get(what, 0) + (verdict is None)
+        if a == b:
+            return None
+        regression = verdict == SLOWER and a > 0 and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group's time counts too
         if not regression and abs(b - a) < TIME_FLOOR * total:
             return None  # small and not a regression: not worth a row
-        return Change(self.label, what, item, a, b, regression)
+        note = f"bands {_span(band_a)} and {_span(band_b)} ms" if band_a is not None and band_b is not None else ""
+        return Change(self.label, what, item, a, b, regression, note, verdict)
 
     def _total_a(self) -> float:
         return sum(layer.time_ms or 0.0 for layer in self.va.layers) / self.scale_a
@@ -202,6 +255,7 @@ class VariantComparison:
     def _groups(self) -> list[Change | None]:
         rows_a = {r.group: r for r in group_rows(self.va, lambda layer: role_of(layer, self.rules))}
         rows_b = {r.group: r for r in group_rows(self.vb, lambda layer: role_of(layer, self.rules))}
+        members_a, members_b = self._members(self.va), self._members(self.vb)
         changes: list[Change | None] = []
         total = self._total_a()
         for group in dict.fromkeys([*rows_a, *rows_b]):
@@ -212,8 +266,16 @@ class VariantComparison:
             if _timed(self.va) and _timed(self.vb):
                 ta = (ra.time_ms or 0.0) / self.scale_a if ra else 0.0
                 tb = (rb.time_ms or 0.0) / self.scale_b if rb else 0.0
-                changes.append(self._time("group time", group, ta, tb, total))
+                bands = (self._band_a(group_band(members_a.get(group, []), self._drift_a)),
+                         self._band_b(group_band(members_b.get(group, []), self._drift_b)))
+                changes.append(self._time("group time", group, ta, tb, total, bands))
         return changes
+
+    def _members(self, variant: Variant) -> dict[str, list[Layer]]:
+        members: dict[str, list[Layer]] = {}
+        for layer in variant.layers:
+            members.setdefault(role_of(layer, self.rules), []).append(layer)
+        return members
 
     def _layers(self) -> list[Change | None]:
         va, vb = self.va, self.vb
@@ -224,12 +286,23 @@ class VariantComparison:
         for i, j in alignment.pairs:
             la, lb = va.layers[i], vb.layers[j]
             item = lb.name if la.name == lb.name else f"{la.name} -> {lb.name}"
-            if la.precision != lb.precision and la.precision and lb.precision:
-                changes.append(Change(self.label, "precision", item, la.precision, lb.precision, False))
+            pa, pb = layer_precision(la), layer_precision(lb)
+            if pa != pb and pa and pb:
+                changes.append(Change(self.label, "precision", item, pa, pb, False))
             if ka is not None and kb is not None:
                 changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
             if la.time_ms is not None and lb.time_ms is not None:
-                changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b, total))
+                bands = self._band_a(layer_band(la, self._drift_a)), self._band_b(layer_band(lb, self._drift_b))
+                changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b,
+                                          total, bands))
+        for i, j in alignment.fused_a.items():
+            layer = va.layers[i]
+            changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
+                                  f"fused into {vb.layers[j].name}"))
+        for j, i in alignment.fused_b.items():
+            layer = vb.layers[j]
+            changes.append(Change(self.label, "split layer", layer.name, None, _ms(layer.time_ms, self.scale_b), False,
+                                  f"fused in A into {va.layers[i].name}"))
         for i in alignment.only_a:
             layer = va.layers[i]
             changes.append(Change(self.label, "removed layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False, role_of(layer, self.rules)))
@@ -239,7 +312,8 @@ class VariantComparison:
         methods = Counter(alignment.how.values())
         self.notes.append(
             f"{self.label}: {len(alignment.pairs)} layers paired ({', '.join(f'{n} by {m}' for m, n in methods.items()) or 'none'}), "
-            f"{len(alignment.only_a)} only in A, {len(alignment.only_b)} only in B"
+            f"{len(alignment.fused_a)} of A fused into B's layers, {len(alignment.fused_b)} of B fused in A; "
+            f"could not match {len(alignment.only_a)} only in A, {len(alignment.only_b)} only in B"
         )
         return changes
 
@@ -258,4 +332,8 @@ def _timed(variant: Variant) -> bool:
 
 def _ms(value: float | None, scale: int) -> float | None:
     return value / scale if value is not None else None
+
+
+def _span(band: Band | None) -> str:
+    return f"{band.low_ms:.4g}-{band.high_ms:.4g}" if band is not None else "none"
 

@@ -21,16 +21,28 @@ def _row(c: Change) -> list:
         c.a,
         c.b,
         f"{rel * 100:+.1f}%" if rel is not None else None,
-        "REGRESSION" if c.regression else "",
+        _status(c),
         c.note,
     ]
+
+
+TIMES = ("latency", "group time", "layer time")
+
+
+def _status(c: Change) -> str:
+    """REGRESSION, else the noise rule's word for a time (faster, slower, within noise, not judged)."""
+    if c.regression:
+        return "REGRESSION"
+    if c.what in TIMES:
+        return c.verdict or "not judged"
+    return ""
 
 
 HEADERS = ["variant", "change", "item", "A", "B", "delta", "status", ""]
 
 
-HEAD_KINDS = ("latency", "kernels", "group kernels", "group time", "split")
-UNMATCHED = ("removed layer", "new layer")
+HEAD_KINDS = ("latency", "summed layer time", "kernels", "group kernels", "group time", "split")
+UNMATCHED = ("removed layer", "new layer", "fused layer", "split layer")
 
 
 def _layer_order(c: Change) -> tuple:
@@ -56,7 +68,7 @@ def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER
     parts = ["\n".join(map(prose, lines))]
     if head:
         parts.append(render(HEADERS, [_row(c) for c in head]))
-    for rows, what in ((layer, "layer changes"), (unmatched, "unmatched layers (time ms on the side that has the layer; its role last)")):
+    for rows, what in ((layer, "layer changes"), (unmatched, "unmatched and fused layers (time ms on the side that has the layer; its role, or what it fused into, last)")):
         if not rows:
             continue
         shown = rows[:layer_rows]

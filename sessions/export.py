@@ -7,14 +7,18 @@ study, so a reader can check and repeat the numbers.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import tempfile
 from pathlib import Path
 
 from sessions import views
-from sessions.errors import InputError
+from sessions.comparison import batch_words
+from sessions.engines import engine_label, engine_options
+from sessions.errors import InputError, InspectError
 from sessions.groups import Rules
 from sessions.model import Quality, Session
+from sessions.paths import exports_dir
 from sessions.summary import summary_document
 from sessions.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 from sessions.verdict import verdict_lines
@@ -22,22 +26,15 @@ from sessions.verdict import verdict_lines
 SECTIONS = ("comparison", "quality", "groups", "method", "environment", "recipe", "rerun")
 
 
-def _backend_label(session: Session, backend: str) -> str:
-    versions = session.environment.versions
-    if backend == "tensorrt":
-        return f"TensorRT {versions.get('tensorrt') or '?'}"
-    if backend == "torch":
-        return f"PyTorch {versions.get('torch') or '?'}"
-    return "trtexec files"
-
-
 def comparison_section(session: Session, rules: Rules) -> str:
     """The variant table of `show`, with where it ran above it, the verdict and the caveats below it."""
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "unknown")
-    plan = session.study.plan
-    level = f", builder optimization level {plan.opt_level}" if plan is not None and plan.backend == "tensorrt" else ""
-    backends = ", ".join(dict.fromkeys(_backend_label(session, v.backend) for v in session.variants))
-    where = md_text(f"{gpu}; {backends}{level}; batch {session.study.batch}.")
+    studies = [(job.study, job.environment) for job in session.merge.jobs] if session.merge else \
+        [(session.study, session.environment)]
+    backends = ", ".join(dict.fromkeys(engine_label(study, env) for study, env in studies))
+    levels = sorted({level for study, _ in studies if (level := engine_options(study).get("opt_level"))})
+    level = f", builder optimization level {' / '.join(levels)}" if levels else ""
+    where = md_text(f"{gpu}; {backends}{level}; {batch_words(session)}.")
     notes = [md_text(f"{v.name}: {note}") for v in session.variants for note in v.notes]
     return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
                          *map(md_text, verdict_lines(session, rules)), *notes])
@@ -84,26 +81,28 @@ def method_section(session: Session) -> str:
     lines = [
         "## Method",
         f"- **Timed region:** {md_cell(m.timed_region)}.",
-        f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
+        (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
         f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
         f"{' interleaved across variants' if m.interleaved else ''}; "
-        f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs.",
+        f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs."),
         f"- **Per-layer time:** {md_cell(m.per_layer)}.",
         f"- **Kernels:** {md_cell(m.kernels)}.",
-        f"- **Batch / input:** {session.study.batch} x {md_cell(session.study.input_shape)}.",
+        f"- **Batch / input:** {md_cell(batch_words(session))}, each input {md_cell(session.study.input_shape)}.",
     ]
     return "\n".join(lines)
 
 
 def environment_section(session: Session) -> str:
     env = session.environment
-    rows = [["host", env.host], ["OS", env.os], ["CPU", f"{env.cpu} ({env.cpu_count} cores)"], ["Python", env.python]]
+    cpu = f"{env.cpu} ({env.cpu_count} cores)" if env.cpu_count else "unknown"
+    rows = [["host", env.host], ["OS", env.os or "unknown"], ["CPU", cpu], ["Python", env.python or "unknown"]]
     if env.gpu:
         g = env.gpu
         rows += [
-            ["GPU", f"{g.name} (CC {g.compute_capability}, {g.multiprocessors} SMs, {g.memory_mib} MiB)"],
-            ["driver / CUDA", f"{g.driver} / {g.cuda_driver}"],
-            ["clocks at start", f"SM {g.sm_clock_mhz} MHz (max {g.max_sm_clock_mhz}), memory {g.mem_clock_mhz} MHz, {g.pstate}"],
+            ["GPU", f"{g.name} (CC {_known(g.compute_capability)}, {_known(g.multiprocessors)} SMs, {_known(g.memory_mib)} MiB)"],
+            ["driver / CUDA", f"{_known(g.driver)} / {_known(g.cuda_driver)}"],
+            ["clocks at start", (f"SM {_known(g.sm_clock_mhz)} MHz (max {_known(g.max_sm_clock_mhz)}), memory "
+                                f"{_known(g.mem_clock_mhz)} MHz, {_known(g.pstate)}")],
             ["clock-event reasons", ", ".join(g.clock_event_reasons) or "none"],
         ]
     rows += [[name, version] for name, version in env.versions.items() if version]
@@ -195,6 +194,26 @@ def write_export(target: Path, text: str, force: bool) -> None:
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def export_file_name(*parts: str) -> str:
+    """A Markdown file name from a screen's words, e.g. `senet154-groups-fp8-all-against-fp16-by-role.md`:
+    ASCII letters, digits, `.`, `_` and `-` only, at most 100 characters before `.md`."""
+    words = "-".join(re.sub(r"[^A-Za-z0-9._]+", "-", part).strip("-._") for part in parts)
+    return (re.sub(r"-{2,}", "-", words).strip("-")[:100].rstrip("-") or "trt-inspect") + ".md"
+
+
+def write_new_markdown(text: str, *parts: str) -> Path:
+    """`text` in a new file under `exports_dir()` named from `parts`; `-2`, `-3` ... where one exists, never over it."""
+    folder = exports_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        target = free_name(folder / export_file_name(*parts))
+        with target.open("x") as out:  # "x": never over a file that appeared since
+            out.write(text)
+    except OSError as exc:
+        raise InspectError(f"cannot write {folder}: {exc.strerror or exc}") from None
+    return target
 
 
 def free_name(target: Path) -> Path:

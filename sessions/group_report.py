@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from sessions import views
+from sessions.comparison import reference
 from sessions.groups import Rules, compare_groups
 from sessions.model import SCHEMA_VERSION, Session
 from sessions.tables import table_markdown, table_text
@@ -20,7 +21,7 @@ def group_text(session: Session, by: str, rules: Rules, variants: list[str] | No
 
 
 def group_document(session: Session, by: str, rules: Rules, variants: list[str] | None = None) -> dict:
-    baseline = session.baseline()
+    baseline = reference(session)
     speedups = views.group_speedups(session, rules, by)
     return {
         "schema_version": SCHEMA_VERSION,

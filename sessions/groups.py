@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from sessions.comparison import reference
 from sessions.errors import InputError
 from sessions.model import Layer, Session, Variant
 from sessions.storage import read_regular_file
@@ -49,18 +50,27 @@ class Rules:
     kernel_classes: list[tuple[str, list[re.Pattern]]]
     stage: re.Pattern | None
     name_ops: list[NameOp] = field(default_factory=list)
+    inserted: list[re.Pattern] = field(default_factory=list)  # name parts TensorRT adds around a node, named after it
+    constants: list[re.Pattern] = field(default_factory=list)  # name parts that are weight tensors, not nodes
 
 
 CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
 
 
 def _compile(patterns, where: str) -> list[re.Pattern]:
+    """The patterns as one alternation (one search instead of one per pattern), or one each where they cannot join."""
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise InputError(f"{where}: expected a list of regular expressions")
     try:
-        return [re.compile(p) for p in patterns]
+        compiled = [re.compile(p) for p in patterns]
     except re.error as exc:
         raise InputError(f"{where}: bad regular expression: {exc}") from None
+    if len(compiled) < 2:
+        return compiled
+    try:
+        return [re.compile("|".join(f"(?:{p})" for p in patterns))]
+    except re.error:  # a global flag such as (?i) may only start a pattern of its own
+        return compiled
 
 
 def _words(value, where: str, allowed: tuple[str, ...] | None = None) -> list[str]:
@@ -118,17 +128,22 @@ def _parse(doc: dict, origin: str) -> Rules:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise InputError(f"{where}: every kernel class needs a name")
         classes.append((raw["name"], _compile(raw.get("patterns", []), f"{where}.patterns")))
-    unknown = set(doc) - {"roles", "name_ops", "kernel_classes", "stages"}
+    unknown = set(doc) - {"roles", "name_ops", "kernel_classes", "stages", "name_parts"}
     if unknown:
         raise InputError(f"{origin}: unknown keys {sorted(unknown)}; a rules file has [[roles]], [[kernel_classes]], "
-                         "[[name_ops]] and [stages]")
+                         "[[name_ops]], [name_parts] and [stages]")
+    parts = doc.get("name_parts", {})
+    if not isinstance(parts, dict) or set(parts) - {"inserted", "constants"}:
+        raise InputError(f"{origin}: name_parts must be a table with inserted = [...] and constants = [...]")
     stages = doc.get("stages", {})
     if not isinstance(stages, dict):
         raise InputError(f"{origin}: stages must be a table ([stages] with pattern = '...')")
     stage = stages.get("pattern")
     if stage is not None and not isinstance(stage, str):
         raise InputError(f"{origin}: stages.pattern must be a regular expression")
-    return Rules(roles, classes, _compile([stage], f"{origin}: stages.pattern")[0] if stage else None, name_ops)
+    return Rules(roles, classes, _compile([stage], f"{origin}: stages.pattern")[0] if stage else None, name_ops,
+                 _compile(parts.get("inserted", []), f"{origin}: name_parts.inserted"),
+                 _compile(parts.get("constants", []), f"{origin}: name_parts.constants"))
 
 
 @functools.cache
@@ -150,6 +165,8 @@ def load_rules(user_file: Path | None = None) -> Rules:
         kernel_classes=user.kernel_classes + rules.kernel_classes,
         stage=user.stage or rules.stage,
         name_ops=user.name_ops + rules.name_ops,
+        inserted=user.inserted + rules.inserted,
+        constants=user.constants + rules.constants,
     )
 
 
@@ -159,12 +176,31 @@ def name_parts(name: str) -> list[str]:
 
 
 def op_from_name(name: str, rules: Rules) -> str | None:
-    """The dominant op of a fused layer known only by its name, by the `name_ops` order."""
+    """The dominant op of a fused layer known only by its name, by the `name_ops` order.
+
+    Parts TensorRT inserted around a node (`reshape_before_<node>`) are shuffles named after that
+    node, not the node: they never give the layer the node's op. A layer of inserted parts only is a
+    shuffle; one of weight tensors (and inserted parts) only is a constant (`noop`). A node whose
+    name says nothing, fused with an activation, is the convolution TensorRT fused it into.
+    """
     parts = name_parts(name)
+    kept = [part for part in parts if not any(p.search(part) for p in rules.inserted)]
+    if parts and not kept:
+        return "shuffle"
+    if kept and rules.constants and all(any(p.search(part) for p in rules.constants) for part in kept):
+        return "noop"
     for rule in rules.name_ops:
-        if any(p.search(name) for p in rule.whole) or any(p.search(part) for part in parts for p in rule.patterns):
+        if any(p.search(name) for p in rule.whole):
             return rule.op
-    return None
+    ops = [_part_op(part, rules) for part in kept]
+    found = next((rule.op for rule in rules.name_ops if rule.op in ops), None)
+    if found == "activation" and None in ops:
+        return "conv"  # TensorRT fuses an activation into the convolution (or GEMM, run as one) that produces its input
+    return found
+
+
+def _part_op(part: str, rules: Rules) -> str | None:
+    return next((rule.op for rule in rules.name_ops if any(p.search(part) for p in rule.patterns)), None)
 
 
 def in_channels(layer: Layer) -> int | None:
@@ -225,6 +261,7 @@ def role_of(layer: Layer, rules: Rules) -> str:
 
 
 def stage_of(layer: Layer, rules: Rules) -> str:
+    """The stage a layer's node path names (`layer2`, `conv3`, `features.4`), else `other`."""
     if rules.stage is None:
         return OTHER
     for text in [*layer.onnx_nodes, layer.name]:
@@ -232,6 +269,27 @@ def stage_of(layer: Layer, rules: Rules) -> str:
         if match:
             return match.group(1).replace("/", ".")
     return OTHER
+
+
+STEM = "stem"
+
+
+def stages_of(layers: list[Layer], rules: Rules) -> list[str]:
+    """Each layer's stage, in engine order: the layers before the first one in a named stage are the stem.
+
+    A stem is where the network starts, not a word in a name: a neck's `conv1` is not the stem.
+    Constants and synchronisation layers (which TensorRT hoists to the start) neither start a stage nor join the stem.
+    """
+    stages = [stage_of(layer, rules) for layer in layers]
+    first = next((i for i, stage in enumerate(stages) if stage not in (OTHER, STEM) and not _is_sync(layers[i])), None)
+    if first is None:
+        return stages
+    return [STEM if i < first and stage == OTHER and not _is_sync(layer) else stage
+            for i, (layer, stage) in enumerate(zip(layers, stages))]
+
+
+def _is_sync(layer: Layer) -> bool:
+    return layer.op == "noop"
 
 
 def kernel_class(name: str, rules: Rules) -> str:
@@ -327,12 +385,12 @@ def compare_groups(session: Session, by: str, rules: Rules, variants: list[str] 
     if by == "role":
         tables = {v.name: group_rows(v, lambda layer: role_of(layer, rules)) for v in chosen}
     elif by == "stage":
-        tables = {v.name: group_rows(v, lambda layer: stage_of(layer, rules)) for v in chosen}
+        tables = {v.name: _stage_rows(v, rules) for v in chosen}
     elif by == "kernel":
         tables = {v.name: kernel_class_rows(v, rules) for v in chosen}
     else:
         raise InputError(f"unknown grouping {by!r}; use role, stage or kernel")
-    baseline = session.baseline()
+    baseline = reference(session)
     base_name = baseline.name if baseline is not None and baseline.name in tables else (chosen[0].name if chosen else None)
     order: list[str] = []
     for rows in tables.values():
@@ -350,6 +408,11 @@ def compare_groups(session: Session, by: str, rules: Rules, variants: list[str] 
             )
         )
     return comparisons
+
+
+def _stage_rows(variant: Variant, rules: Rules) -> list[GroupRow]:
+    stage = dict(zip(map(id, variant.layers), stages_of(variant.layers, rules)))
+    return group_rows(variant, lambda layer: stage[id(layer)])
 
 
 def _ratio(value: float | None, base: float | None) -> float | None:

@@ -4,7 +4,12 @@ TensorRT names a fused layer by joining the names of its ONNX nodes with ' + ' (
 list them as `[ONNX Layer: ...]` metadata). Two engines of one model share those nodes even when a
 residual add or an activation fused into a different convolution, so layers are matched by the
 nodes they contain, weighted towards the convolution / GEMM that dominates each layer; then by
-name; then by signature (kind, shape parameters, tensor sizes), in order.
+name; then by signature (kind, shape parameters, tensor sizes); then, for convolutions and GEMMs
+only, by their shape parameters in engine order (a stem renamed and fed a padded input); last,
+copies by the layer they copy for. Copies never pair by signature: a 0 ms copy has the signature of many others.
+A layer left over whose nodes all sit in one layer of the other engine was fused into it: it is
+reported as fused, not removed or new. Each layer is a candidate only for the few holders of a
+node nearest its position, so engines whose layers share node names match in n log n.
 
 Node names are compared in a canonical form: quantization nodes and weight names are left out (a
 QAT export has them, the float one does not), TF's `quant_` prefixes are dropped, and ONNX's
@@ -14,9 +19,11 @@ inserted Q/DQ nodes shift every number.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
-from collections import defaultdict
-from dataclasses import dataclass
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
 
 from sessions.groups import builtin_rules, name_parts, op_from_name
 from sessions.model import Layer
@@ -25,6 +32,8 @@ QUANT_NODE = re.compile(r"[Qq]uantize|QuantLinearNode|DequantLinearNode|_quantiz
 NUMBERED = re.compile(r"^([A-Za-z][A-Za-z0-9]*)_(\d+)$")
 DOMINANT_WEIGHT = 10  # a shared convolution / GEMM node outweighs any number of shared activations
 DOMINANT_OPS = ("conv", "linear", "matmul")
+COPY_NODE = re.compile(r"^Reformatting CopyNode for (Input|Output) Tensor (\d+) to (.*)$")
+NEAREST_HOLDERS = 4  # of the layers holding a node, only this many nearest (by relative position) are candidates
 
 
 def _is_copy(layer: Layer) -> bool:
@@ -37,6 +46,11 @@ def _raw_nodes(layer: Layer) -> list[str]:
     return [re.sub(r"(^|/)quant_", r"\1", n) for n in nodes if not QUANT_NODE.search(n)]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _node_op(node: str) -> str | None:
+    return op_from_name(node, builtin_rules())
+
+
 def canonical_nodes(layers: list[Layer]) -> list[dict[str, int]]:
     """For each layer, its canonical node names with their weights (empty for copies and Q/DQ-only layers)."""
     raw = [[] if _is_copy(layer) else _raw_nodes(layer) for layer in layers]
@@ -47,14 +61,13 @@ def canonical_nodes(layers: list[Layer]) -> list[dict[str, int]]:
             if match:
                 numbers[match.group(1)].add(int(match.group(2)))
     rank = {op: {n: i for i, n in enumerate(sorted(found))} for op, found in numbers.items()}
-    rules = builtin_rules()
     keyed = []
     for nodes in raw:
         keys: dict[str, int] = {}
         for node in nodes:
             match = NUMBERED.match(node)
             key = f"{match.group(1)}#{rank[match.group(1)][int(match.group(2))]}" if match else node
-            keys[key] = DOMINANT_WEIGHT if op_from_name(node, rules) in DOMINANT_OPS else 1
+            keys[key] = DOMINANT_WEIGHT if _node_op(node) in DOMINANT_OPS else 1
         keyed.append(keys)
     return keyed
 
@@ -67,20 +80,31 @@ def signature(layer: Layer) -> tuple | None:
     return (layer.kind, layer.groups, tuple(layer.kernel_shape or ()), layer.out_channels, dims)
 
 
-def _by_nodes(a: list[Layer], b: list[Layer], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
-    nodes_a, nodes_b = canonical_nodes(a), canonical_nodes(b)
+def _nearest(holders: list[int], position: float, count: int = NEAREST_HOLDERS) -> list[int]:
+    """Of the sorted `holders`, the `count` nearest to `position` (both sides)."""
+    at = bisect.bisect_left(holders, position)
+    return holders[max(0, at - count // 2): at + (count + 1) // 2]
+
+
+def _holders(nodes: list[dict[str, int]]) -> dict[str, list[int]]:
     holders: defaultdict[str, list[int]] = defaultdict(list)
-    for j, keys in enumerate(nodes_b):
+    for j, keys in enumerate(nodes):
         for key in keys:
             holders[key].append(j)
+    return holders
+
+
+def _by_nodes(nodes_a: list[dict[str, int]], nodes_b: list[dict[str, int]], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
+    holders = _holders(nodes_b)
+    scale = len(nodes_b) / max(len(nodes_a), 1)
     candidates = []
     for i, keys in enumerate(nodes_a):
         scores: defaultdict[int, int] = defaultdict(int)
         for key, weight in keys.items():
-            for j in holders.get(key, ()):
+            for j in _nearest(holders.get(key, []), i * scale):
                 scores[j] += min(weight, nodes_b[j][key])
         for j, score in scores.items():
-            distance = abs(i / max(len(a), 1) - j / max(len(b), 1))
+            distance = abs(i / max(len(nodes_a), 1) - j / max(len(nodes_b), 1))
             candidates.append((-score, distance, i, j))
     pairs = []
     for _, _, i, j in sorted(candidates):
@@ -91,37 +115,94 @@ def _by_nodes(a: list[Layer], b: list[Layer], free_a: set[int], free_b: set[int]
     return pairs
 
 
+def _fused(left: list[int], nodes_left: list[dict[str, int]], nodes_right: list[dict[str, int]]) -> dict[int, int]:
+    """Unpaired layers whose nodes all sit in one layer of the other engine: index -> that layer's index."""
+    holders = _holders(nodes_right)
+    scale = len(nodes_right) / max(len(nodes_left), 1)
+    found = {}
+    for i in left:
+        keys = nodes_left[i]
+        if not keys:
+            continue
+        first = next(iter(keys))
+        for j in _nearest(holders.get(first, []), i * scale):
+            if all(key in nodes_right[j] for key in keys):
+                found[i] = j
+                break
+    return found
+
+
+def shape_signature(layer: Layer) -> tuple | None:
+    """A convolution's or GEMM's shape parameters, without tensor sizes (a padded input changes those)."""
+    if layer.op not in DOMINANT_OPS or not (layer.kernel_shape or layer.out_channels):
+        return None
+    return (layer.op, layer.groups, tuple(layer.kernel_shape or ()), layer.out_channels, tuple(layer.stride or ()))
+
+
 def _by_key(a: list[Layer], b: list[Layer], free_a: set[int], free_b: set[int], key) -> list[tuple[int, int]]:
     index: dict = {}
     for j in sorted(free_b):
-        index.setdefault(key(b[j]), []).append(j)
+        index.setdefault(key(b[j]), deque()).append(j)
     pairs = []
     for i in sorted(free_a):
         k = key(a[i])
         queue = index.get(k) if k is not None else None
         if queue:
-            j = queue.pop(0)
+            j = queue.popleft()
             pairs.append((i, j))
             free_a.discard(i)
             free_b.discard(j)
     return pairs
 
 
+def _by_copied(a: list[Layer], b: list[Layer], paired: dict[int, int], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
+    """Copies into (or out of) the same tensor of two paired layers are a pair: a copy is known by what it feeds."""
+    index_a = {layer.name: i for i, layer in enumerate(a)}
+    index_b = {layer.name: j for j, layer in enumerate(b)}
+    copies_b = {}
+    for j in sorted(free_b):
+        match = COPY_NODE.match(b[j].name)
+        if match and match.group(3) in index_b:
+            copies_b.setdefault((match.group(1), match.group(2), index_b[match.group(3)]), j)
+    pairs = []
+    for i in sorted(free_a):
+        match = COPY_NODE.match(a[i].name)
+        target = paired.get(index_a.get(match.group(3), -1)) if match else None
+        j = copies_b.pop((match.group(1), match.group(2), target), None) if match and target is not None else None
+        if j is not None:
+            pairs.append((i, j))
+    return pairs
+
+
 @dataclass
 class Alignment:
     pairs: list[tuple[int, int]]  # (index in a, index in b), in a's order
-    how: dict[tuple[int, int], str]  # pair -> "nodes" | "name" | "signature"
-    only_a: list[int]
+    how: dict[tuple[int, int], str]  # pair -> "nodes" | "name" | "signature" | "shape and order" | "copy of a paired layer"
+    only_a: list[int]  # neither paired nor fused
     only_b: list[int]
+    fused_a: dict[int, int] = field(default_factory=dict)  # a layer of A fused into this layer of B
+    fused_b: dict[int, int] = field(default_factory=dict)  # a layer of B fused (split out) from this layer of A
 
 
 def align_layers(a: list[Layer], b: list[Layer]) -> Alignment:
+    """Pair the layers of two engines (see the module docstring for the order of the methods)."""
+    if not a or not b:
+        return Alignment([], {}, list(range(len(a))), list(range(len(b))))
     free_a, free_b = set(range(len(a))), set(range(len(b)))
+    nodes_a, nodes_b = canonical_nodes(a), canonical_nodes(b)
+    not_copy = {i for i, layer in enumerate(a) if not _is_copy(layer)}, {j for j, layer in enumerate(b) if not _is_copy(layer)}
     how: dict[tuple[int, int], str] = {}
     for method, found in (
-        ("nodes", lambda: _by_nodes(a, b, free_a, free_b)),
+        ("nodes", lambda: _by_nodes(nodes_a, nodes_b, free_a, free_b)),
         ("name", lambda: _by_key(a, b, free_a, free_b, lambda layer: layer.name)),
-        ("signature", lambda: _by_key(a, b, free_a, free_b, signature)),
+        ("signature", lambda: _by_key(a, b, free_a & not_copy[0], free_b & not_copy[1], signature)),
+        ("shape and order", lambda: _by_key(a, b, free_a & not_copy[0], free_b & not_copy[1], shape_signature)),
+        ("copy of a paired layer", lambda: _by_copied(a, b, dict(how), free_a, free_b)),
     ):
-        how.update((pair, method) for pair in found())
-    return Alignment(sorted(how), how, sorted(free_a), sorted(free_b))
+        for pair in found():
+            how[pair] = method
+            free_a.discard(pair[0])
+            free_b.discard(pair[1])
+    fused_a = _fused(sorted(free_a), nodes_a, nodes_b)
+    fused_b = _fused(sorted(free_b), nodes_b, nodes_a)
+    return Alignment(sorted(how), how, sorted(free_a - set(fused_a)), sorted(free_b - set(fused_b)), fused_a, fused_b)

@@ -1,4 +1,10 @@
-"""TensorRT's layer type words translated into the session's `Op` vocabulary."""
+"""TensorRT's layer type words translated into the session's `Op` vocabulary.
+
+The words are TensorRT's own: `ParameterType` and `LayerType` of detailed layer information, the
+`Layer(<Type>)` of a verbose trtexec log, and the `[Type]` of an unnamed layer's name
+(`(Unnamed Layer* 108) [Shuffle]`). A Reformat converts a format; a Shuffle, Slice, Padding or Gather
+moves data without converting it; a Constant computes nothing.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +15,16 @@ _PARAMETER_OPS = {
     "Convolution": "conv", "Deconvolution": "conv", "FullyConnected": "linear", "MatrixMultiply": "matmul",
     "Pooling": "pooling", "ElementWise": "elementwise", "PointWise": "elementwise", "Scale": "elementwise",
     "Activation": "activation", "Softmax": "softmax", "Concatenation": "concat", "Reformat": "reformat",
-    "Shuffle": "reformat", "Normalization": "normalization", "Quantize": "quantize", "Dequantize": "dequantize",
-    "Constant": "noop", "Reduce": "elementwise", "Slice": "reformat",
+    "Shuffle": "shuffle", "Normalization": "normalization", "Quantize": "quantize", "Dequantize": "dequantize",
+    "Constant": "noop", "Reduce": "elementwise", "Slice": "shuffle", "Padding": "shuffle", "Gather": "shuffle",
+    "SoftMax": "softmax", "Unary": "elementwise", "Resize": "elementwise",
 }
 _LAYER_TYPE_OPS = (
-    (re.compile(r"Deconvolution|Convolution"), "conv"),
+    (re.compile(r"Deconvolution|Convolution|^ConvActPool$"), "conv"),  # ConvActPool: a convolution with its pool fused
     (re.compile(r"^(gemm|CaskGemmMatrixMultiply|CublasMatrixMultiply|MatrixMultiply)$"), "matmul"),
     (re.compile(r"FullyConnected"), "linear"),
     (re.compile(r"^(NoOp|Constant|signal|wait|shape_call|TrainStation)$"), "noop"),
+    (re.compile(r"^(Shuffle|Slice|Padding|Gather)$"), "shuffle"),
     (re.compile(r"^(Myelin|kgen)$"), "myelin"),
     (re.compile(r"^Reformat$"), "reformat"),
     (re.compile(r"Pooling"), "pooling"),
@@ -28,6 +36,7 @@ _LAYER_TYPE_OPS = (
 
 
 def trt_op(layer_type: str | None, parameter_type: str | None) -> str | None:
+    """The op of a layer whose type TensorRT states; None where neither word is one TensorRT uses for an op."""
     if parameter_type and parameter_type in _PARAMETER_OPS:
         return _PARAMETER_OPS[parameter_type]
     for pattern, op in _LAYER_TYPE_OPS:

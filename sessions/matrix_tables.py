@@ -9,8 +9,10 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from sessions.comparison import batch_of, job_of
+from sessions.engines import engine_label
 from sessions.merge import VARIANT_AXIS, axis_label
-from sessions.model import Environment, Session
+from sessions.model import Environment, Session, Study
 from sessions.summary import summarize_session
 from sessions.tables import md_cell, render_markdown
 
@@ -20,7 +22,7 @@ class MatrixRow:
     axes: dict[str, str]  # the merged axes, "variant" included
     median_ms: float | None
     per_image_ms: float | None
-    speedup: float | None  # against its own job's fp16
+    speedup: float | None  # against its own baseline (sessions.comparison)
     kernels_per_image: float | None
     simulated: bool
     baseline: bool  # the job's own baseline (x is 1 by definition)
@@ -30,10 +32,10 @@ class MatrixRow:
 def matrix_rows(session: Session) -> list[MatrixRow]:
     rows = []
     for variant, summary in zip(session.variants, summarize_session(session)):
-        job = session.merge.jobs[variant.job] if session.merge and variant.job is not None else None
-        study, env = (job.study, job.environment) if job else (session.study, session.environment)
-        batch = study.batch or 1
-        baseline = session.baseline_for(variant)
+        job = job_of(session, variant)
+        merged = session.merge.jobs[job] if session.merge is not None and job is not None else None
+        study, env = (merged.study, merged.environment) if merged else (session.study, session.environment)
+        batch = batch_of(session, variant) or 1
         rows.append(MatrixRow(
             axes=variant.axes or {VARIANT_AXIS: variant.name},
             median_ms=summary.median_ms,
@@ -41,16 +43,15 @@ def matrix_rows(session: Session) -> list[MatrixRow]:
             speedup=summary.speedup,
             kernels_per_image=summary.per_call / batch if summary.per_call is not None else None,
             simulated=variant.simulated,
-            baseline=baseline is variant,
-            environment=job_environment(env, study.backend),
+            baseline=summary.baseline == variant.name,
+            environment=job_environment(env, study),
         ))
     return rows
 
 
-def job_environment(env: Environment, backend: str) -> str:
+def job_environment(env: Environment, study: Study) -> str:
     gpu = f"{env.gpu.name} (driver {env.gpu.driver})" if env.gpu else env.cpu
-    engine = f"TensorRT {env.versions.get('tensorrt')}" if backend == "tensorrt" else f"torch {env.versions.get('torch')}"
-    return f"{gpu}; {engine}"
+    return f"{gpu}; {engine_label(study, env)}"
 
 
 def span(values: list[float]) -> str | None:

@@ -3,7 +3,7 @@
 A merged session is an ordinary session (schema 2): its variants are renamed `<axes>/<variant>`
 (`senet154 b32/fp8-all`), carry their `axes` and the index of the job they came from, and each job
 keeps its study (plan, command), environment and method in `Session.merge.jobs`. Every view opens it;
-speed-ups compare a variant with its own job's fp16 (`Session.baseline_for`).
+speed-ups compare a variant with its own job's baseline (`sessions.comparison`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from sessions.engines import engine_label, engine_options
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Merge, MergedJob, Session, Study, Variant
 
@@ -20,7 +21,7 @@ VARIANT_AXIS = "variant"
 
 
 def _level(s: Session) -> str | None:
-    return str(s.study.plan.opt_level) if s.study.plan is not None and s.study.backend == "tensorrt" else None
+    return engine_options(s.study).get("opt_level")
 
 
 def _timing(s: Session) -> str:
@@ -126,13 +127,14 @@ def _common_study(sessions: list[Session], command: list[str]) -> Study:
         model=_one([s.study.model for s in sessions], "merged"),
         source=first.source,
         input_shape=first.input_shape if len({tuple(s.study.input_shape) for s in sessions}) == 1 else [],
-        batch=first.batch if len(batches) == 1 else 0,  # 0: several, each job's own in merge.jobs
+        batch=first.batch if len(batches) == 1 else None,  # None: several, each job's own in merge.jobs
         command=command,
         created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         backend=_one([s.study.backend for s in sessions]),
         device=first.device if len(devices) == 1 else "cuda" if "cuda" in devices else first.device,
         tool_version=_one([s.study.tool_version for s in sessions]),
         weights=_one([s.study.weights for s in sessions]),
+        engine=_one([engine_label(s.study, s.environment) for s in sessions]),
         plan=None,  # a merged session reruns job by job (`rerun` on each job's session, or the sweep)
     )
 

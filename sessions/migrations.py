@@ -92,7 +92,16 @@ def _v1_to_v2(doc: Doc) -> Doc:
     return doc
 
 
-STEPS: dict[int, Callable[[Doc], Doc]] = {1: _v1_to_v2}
+def _v2_to_v3(doc: Doc) -> Doc:
+    """A merged session stored batch 0 for "several": now None, each job's batch in `merge.jobs`."""
+    study = doc.get("study")
+    if isinstance(study, dict) and doc.get("merge") is not None and study.get("batch") == 0:
+        study["batch"] = None
+    doc["schema_version"] = 3
+    return doc
+
+
+STEPS: dict[int, Callable[[Doc], Doc]] = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(doc: Doc, version: int) -> Doc:

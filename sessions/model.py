@@ -13,7 +13,7 @@ from sessions.errors import InputError
 from sessions.plan import StudyPlan
 from sessions.vocab import Device, DType, Op, Precision, Source, Status, Timer, TraceUnit
 
-SCHEMA_VERSION = 2  # 2: typed layers, the study plan; sessions.migrations reads 1
+SCHEMA_VERSION = 3  # 2: typed layers, the study plan; 3: no batch sentinel; sessions.migrations reads 1 and 2
 TOOL = "trt-inspect"
 
 
@@ -24,7 +24,7 @@ class Study:
     model: str
     source: Source
     input_shape: list[int]  # one sample, without the batch dimension
-    batch: int
+    batch: int | None  # None: a merged session whose jobs differ in batch (each job's own in merge.jobs)
     command: list[str]
     created: str  # ISO 8601, UTC
     backend: str  # a registered backend, or trtexec for imported files
@@ -33,6 +33,8 @@ class Study:
     weights: str = "unknown"  # "random (pretrained=False, seed N)" or the checkpoint path
     plan: StudyPlan | None = None  # what `rerun` replays; None for imported files
     tool_commit: str | None = None  # git commit of the checkout the tool ran from ("-dirty": local changes)
+    engine: str | None = None  # the engine and its version as its backend names it ("TensorRT 10.3.0"); see sessions.engines
+    engine_options: dict[str, str] = field(default_factory=dict)  # plan options only this engine reads (opt_level)
 
 
 @dataclass
@@ -188,6 +190,9 @@ class Layer:
     kind: str  # TensorRT LayerType or PyTorch module class
     op: Op | None = None  # what it computes, where the source says
     time_ms: float | None = None  # per call
+    # the layer's time in each traced (or profiled) call, where two or more were: the spread `sessions.noise`
+    # judges by; empty (older sessions, one call, imports): the layer is not judged
+    call_times_ms: list[float] = field(default_factory=list)
     precision: DType | None = None  # compute precision: inputs and tactic first, output dtype last
     groups: int | None = None  # convolution groups
     kernel_shape: list[int] | None = None
@@ -262,6 +267,7 @@ class Variant:
     recipe: Recipe | None = None
     build_s: float | None = None
     artifact_bytes: int | None = None
+    batchnorm_folded: int | None = None  # BatchNorm layers folded into convolutions in this variant's graph; None: unknown
     latency: LatencyStats | None = None
     layers: list[Layer] = field(default_factory=list)
     kernels: KernelTable | None = None
@@ -310,21 +316,3 @@ class Session:
                 return variant
         known = ", ".join(v.name for v in self.variants) or "none"
         raise InputError(f"no variant {name!r} in this session (variants: {known})")
-
-    def baseline(self) -> Variant | None:
-        """The variant others are compared with: fp16 where measured, else the first timed one."""
-        timed = [v for v in self.variants if v.latency is not None]
-        for variant in timed:
-            if variant.name == "fp16":
-                return variant
-        return timed[0] if timed else None
-
-    def baseline_for(self, variant: Variant) -> Variant | None:
-        """The baseline `variant` is compared with: in a merged session, its own job's fp16 (else first timed)."""
-        if variant.job is None or self.merge is None:
-            return self.baseline()
-        timed = [v for v in self.variants if v.job == variant.job and v.latency is not None]
-        for candidate in timed:
-            if candidate.axes.get("variant") == "fp16":
-                return candidate
-        return timed[0] if timed else None

@@ -29,3 +29,8 @@ def sessions_dir() -> Path:
 def cache_dir() -> Path:
     """Built engines, exported ONNX files and timing caches, keyed by content."""
     return data_home() / "engines"
+
+
+def exports_dir() -> Path:
+    """Where the TUI's `x` writes Markdown, from every screen: one folder beside the sessions."""
+    return data_home() / "exports"

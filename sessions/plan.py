@@ -1,16 +1,17 @@
 """The study plan: what a study will do, resolved from the command line before any work starts.
 
 A plan is frozen and concrete (no "auto": the backend, device and tracer are chosen), stored in
-the session, and replayed as it is by `rerun`. A sweep is a list of plans.
+the session, and replayed as it is by `rerun`. A sweep is a list of plans. Its options are declared in
+`sessions.options`; `inspector.options.validate_plan` checks a plan against them before any work.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 from sessions.errors import InputError
+from sessions.options import default
 from sessions.vocab import Device, Precision
 
 BASE_PRECISIONS = ("fp32", "fp16", "bf16")
@@ -50,38 +51,17 @@ class StudyPlan:
     batch: int
     timing: TimingPlan
     tracer: str  # a registered tracer name (profilers.tracers)
-    trace_calls: int = 1
-    images: str | None = None
-    calib_count: int = 16
-    eval_count: int | None = None  # None: quality on every image (calibration images included); else disjoint
-    checkpoint: str | None = None
-    opt_level: int = 3  # TensorRT builder_optimization_level
-    seed: int = 0  # random weights and random inputs
-    out: str | None = None  # session file; None: the user-data folder
-    raw_trace: str | None = None  # folder for each variant's raw tracer records
-    threads: int | None = None  # torch CPU threads; None: torch's default
-
-
-LIMITS = {"batch": (1, 65536), "trace_calls": (1, 1000), "calib_count": (1, 100000), "opt_level": (0, 5),
-          "seed": (0, 2**32 - 1)}
-TIMING_LIMITS = {"rounds": (1, 100000), "iters": (1, 10**7), "switch_warmup": (0, 10000)}
-
-
-def validate_plan(plan: StudyPlan) -> None:
-    """Ranges a plan must keep, however it was made: by `resolve`, read back from a session, or by a sweep."""
-    checks = [(name, getattr(plan, name), *bounds) for name, bounds in LIMITS.items()]
-    checks += [(name, getattr(plan.timing, name), *bounds) for name, bounds in TIMING_LIMITS.items()]
-    for name, value, low, high in checks:
-        if not low <= value <= high:
-            raise InputError(f"{name.replace('_', '-')} must be between {low} and {high}, not {value}")
-    if not (math.isfinite(plan.timing.warmup_s) and 0 <= plan.timing.warmup_s <= 3600):
-        raise InputError("warm-up must be between 0 and 3600 seconds")
-    if plan.eval_count is not None and not 1 <= plan.eval_count <= 1000000:
-        raise InputError(f"eval-count must be between 1 and 1000000, not {plan.eval_count}")
-    if plan.threads is not None and not 1 <= plan.threads <= 1024:
-        raise InputError(f"threads must be between 1 and 1024, not {plan.threads}")
-    if not plan.variants:
-        raise InputError("the plan has no variants")
+    trace_calls: int = default("trace_calls")
+    images: str | None = default("images")
+    calib_count: int = default("calib_count")
+    eval_count: int | None = default("eval_count")  # None: quality on every image (calibration images included); else disjoint
+    checkpoint: str | None = default("checkpoint")
+    opt_level: int = default("opt_level")  # TensorRT builder_optimization_level
+    seed: int = default("seed")  # random weights and random inputs
+    out: str | None = default("out")  # session file; None: the user-data folder
+    raw_trace: str | None = default("raw_trace")  # folder for each variant's raw tracer records
+    threads: int | None = default("threads")  # torch CPU threads; None: torch's default
+    stress_count: int | None = None  # stress inputs, spread over the kinds (profilers.images); None: all
 
 
 def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[VariantPlan, ...]:

@@ -11,15 +11,20 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from sessions import views
+from sessions import captions, views
+from sessions.captions import SIMULATES
+from sessions.comparison import compare, reference
+from sessions.engines import engine_label, engine_options, ran_tensorrt
 from sessions.errors import InspectError
 from sessions.export import shell_line, stress_cell
 from sessions.groups import Rules
+from sessions.lowering import diagnose
 from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Quality, Session, Variant
+from sessions.noise import FASTER
 from sessions.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
+from sessions.verdict import verdicts
 
-PAYS = 1.05  # FP8 pays from this speed-up on: below it a gain is within run-to-run noise
 COMPUTE_OPS = ("conv", "linear", "matmul")
 SIMULATED = ("simulated FP8 (PyTorch with ModelOpt fake quantization): the numerics of the recipe, "
              "not the speed of FP8 kernels")
@@ -31,37 +36,26 @@ class Job:
     session: Session
     axes: dict[str, str]  # every axis value of the job (sessions.merge.AXES)
 
-    def fp16(self) -> Variant | None:
-        timed = [v for v in self.session.variants if v.latency is not None]
-        return next((v for v in timed if v.name == "fp16"), None)
-
     def gpu(self) -> str:
         env = self.session.environment
         return env.gpu.name.removeprefix("NVIDIA ") if env.gpu else f"CPU ({env.cpu})"
 
     def engine(self) -> str:
-        versions = self.session.environment.versions
-        if self.session.study.backend == "tensorrt":
-            return f"TensorRT {versions.get('tensorrt') or '?'}"
-        return f"PyTorch {versions.get('torch') or '?'}" if self.session.study.backend == "torch" else self.session.study.backend
+        return engine_label(self.session.study, self.session.environment)
 
     def level(self) -> str:
-        plan = self.session.study.plan
-        return str(plan.opt_level) if plan is not None and self.session.study.backend == "tensorrt" else "-"
+        return engine_options(self.session.study).get("opt_level", "-")
 
 
 @dataclass(frozen=True)
 class Row:
-    """One FP8 variant against its own job's fp16."""
+    """One FP8 variant against its own baseline (sessions.comparison: its backend's fp16 in its job)."""
 
     job: Job
     fp16: Variant
     fp8: Variant
-
-    @property
-    def x(self) -> float:
-        assert self.fp16.latency is not None and self.fp8.latency is not None
-        return self.fp16.latency.median_ms / self.fp8.latency.median_ms
+    x: float  # baseline time / FP8 time per image: above 1 is faster
+    judgement: str | None  # faster, slower, within noise (sessions.noise); None: not judged
 
     @property
     def axes(self) -> dict[str, str]:
@@ -80,10 +74,12 @@ def varying(jobs: list[Job]) -> list[str]:
 def comparison_rows(jobs: list[Job]) -> list[Row]:
     rows = []
     for job in jobs:
-        fp16 = job.fp16()
         for variant in job.session.variants:
-            if fp16 is not None and variant.precision == "fp8" and variant.latency is not None:
-                rows.append(Row(job, fp16, variant))
+            if variant.precision != "fp8":
+                continue
+            c = compare(job.session, variant)
+            if c.baseline is not None and not c.is_baseline and c.speedup is not None:
+                rows.append(Row(job, c.baseline, variant, c.speedup, c.judgement))
     return rows
 
 
@@ -105,15 +101,27 @@ def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
     return None
 
 
-def decision(rows: list[Row], axes: list[str]) -> str:
+def fp8_variants(jobs: list[Job]) -> list[Variant]:
+    """Every FP8 variant that finished, timed or not, in job order: what the recipe and revisit parts speak of."""
+    return [v for job in jobs for v in job.session.variants if v.precision == "fp8" and v.status == "ok"]
+
+
+def decision(rows: list[Row], axes: list[str], jobs: list[Job] | None = None) -> str:
     real = [r for r in rows if not r.fp8.simulated]
     simulated = [r for r in rows if r.fp8.simulated]
     if not rows:
-        return "No decision: no FP8 variant was timed against an fp16 variant of the same job."
+        untimed = fp8_variants(jobs or [])
+        if not untimed:
+            return "No decision: no FP8 variant was timed against an fp16 variant of the same job."
+        names = ", ".join(v.name + (" (simulated)" if v.simulated else "") for v in untimed)
+        cpu = any(job.session.study.device == "cpu" for job in jobs or [])
+        why = ("; on the CPU the baseline is fp32 or bf16 (fp16 convolutions are slow there) and FP8 is simulated, "
+               "so a CPU run answers the recipe's quality, never FP8 speed") if cpu else ""
+        return f"No speed decision: FP8 ran ({names}), but no fp16 variant was timed in the same job{why}."
     if not real:
         return (f"No speed decision: every FP8 variant here is {SIMULATED}. Simulated FP8 ran at "
                 f"{span([r.x for r in simulated])} of fp16; measure with `--backend tensorrt` to decide.")
-    paying = [r for r in real if r.x >= PAYS]
+    paying = [r for r in real if r.judgement == FASTER]
     if not paying:
         return f"FP8 does not pay: {span([r.x for r in real])} of fp16."
     if len(paying) == len(real):
@@ -124,8 +132,9 @@ def decision(rows: list[Row], axes: list[str]) -> str:
 
 
 def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
-    lines = ["### Summary and decision", "", (f"**{decision(rows, axes)}** (FP8 pays from {PAYS:.2f}x; "
-             "x = fp16 median / FP8 median of the same job, above 1 is faster.)"), ""]
+    lines = ["### Summary and decision", "", (f"**{decision(rows, axes, jobs)}** (FP8 pays where its latency band lies "
+             "below its baseline's, by the noise rule of every verdict; x = fp16 median / FP8 median of the same job "
+             "and backend, above 1 is faster.)"), ""]
     models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
     gpus = ", ".join(dict.fromkeys(f"{job.gpu()} ({job.engine()})" for job in jobs))
     lines.append(f"- {len(jobs)} job(s): {md_cell(models)} on {md_cell(gpus)}.")
@@ -144,20 +153,21 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def recipe_section(rows: list[Row]) -> str:
+def recipe_section(jobs: list[Job]) -> str:
+    """The recipe of every FP8 variant that finished (timed against fp16 or not), each once."""
     lines = ["### Recipe"]
     seen: set[tuple[str, str, str, int, int]] = set()
-    for row in rows:
-        recipe = row.fp8.recipe
+    for fp8 in fp8_variants(jobs):
+        recipe = fp8.recipe
         if recipe is None:
             continue
-        key = (row.fp8.name, recipe.method, recipe.scales, len(recipe.quantized), recipe.calibration_count)
+        key = (fp8.name, recipe.method, recipe.scales, len(recipe.quantized), recipe.calibration_count)
         if key in seen:
             continue
         seen.add(key)
         total = len(recipe.quantized) + len(recipe.excluded)
         excluded = f"; kept out by pattern: {', '.join(recipe.exclude_patterns)}" if recipe.exclude_patterns else ""
-        lines.append(f"- **{md_cell(row.fp8.name)}**{' (simulated)' if row.fp8.simulated else ''}: "
+        lines.append(f"- **{md_cell(fp8.name)}**{' (simulated)' if fp8.simulated else ''}: "
                      + md_cell(f"{recipe.number_format} for {len(recipe.quantized)} of {total} layers (layout "
                                f"{recipe.layout or '-'}{excluded}). Scales: {recipe.scales}. Calibration: "
                                f"{recipe.calibration_count} images from {recipe.calibration_source}. Method: {recipe.method}."))
@@ -279,15 +289,17 @@ def kernels_section(jobs: list[Job], rules: Rules) -> str:
 def explaining_layers(session: Session, top: int = 5) -> str:
     """The flagged layers (per-group splits, kernel jumps against fp16), most kernels first."""
     found = [flag for flag, _ in views.flags_of(session)]
+    baseline = reference(session)
+    base = baseline.name if baseline is not None else "the baseline"
     if not found:
-        return "No layer is flagged (no per-group split, no kernel jump against fp16)."
+        return f"No layer is flagged (no per-group split, no kernel jump against {md_cell(base)})."
     lines = []
     for variant in dict.fromkeys(f.variant for f in found):
         mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
         reasons = md_cell(", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items()))
         examples = "; ".join(
             f"{md_code(f.layer)} {f.kernels_per_call:.0f} kernels" + (f" ({f.groups} groups)" if f.groups else "")
-            + (f", fp16 {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
+            + (f", {md_cell(base)} {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
             for f in mine[:top])
         lines.append(f"- {md_cell(variant)}: {len(mine)} layers flagged ({reasons}); {examples}")
     return "Layers that explain the count:\n" + "\n".join(lines)
@@ -300,7 +312,7 @@ def fp16_layers_section(rows: list[Row]) -> str:
         compute = [layer for layer in r.fp8.layers if layer.op in COMPUTE_OPS]
         if not compute:
             continue
-        other = [layer for layer in compute if layer.precision != "fp8"]
+        other = [layer for layer in compute if "fp8" not in (layer.precision, layer.attrs.get(SIMULATES))]
         quantized = set(r.fp8.recipe.quantized) if r.fp8.recipe else set()
         expected = [layer for layer in other if layer.quantized or in_recipe(layer.name, layer.onnx_nodes, quantized)]
         names = ", ".join(layer.name for layer in (expected or other)[:4]) + (" ..." if len(expected or other) > 4 else "")
@@ -323,12 +335,12 @@ def in_recipe(name: str, onnx_nodes: list[str], quantized: set[str]) -> bool:
 def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
     items = []
     sessions = [job.session for job in jobs]
-    if all(s.study.backend != "tensorrt" for s in sessions):
+    if not any(ran_tensorrt(s.study) for s in sessions):
         items.append("TensorRT engines: no job ran the TensorRT backend" + (
             f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
     for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
                         ("tensorrt", "TensorRT versions other than {}"), ("opt_level", "builder optimisation levels other than {}")):
-        values = {job.axes[axis] for job in jobs if axis not in ("tensorrt", "opt_level") or job.session.study.backend == "tensorrt"}
+        values = {job.axes[axis] for job in jobs if axis not in ("tensorrt", "opt_level") or ran_tensorrt(job.session.study)}
         if len(values) == 1 and values != {"-"}:
             items.append(words.format(values.pop()))
     layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}
@@ -345,8 +357,41 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
         items.append("kernels per call for some variants (not traced)")
     items += [f"{label(job)} {v.name}: failed ({v.error})" for job in jobs for v in job.session.variants if v.status != "ok"]
     items += [f"{label(job)}: no fp16 variant to compare FP8 with" for job in jobs
-              if job.fp16() is None and any(v.precision == "fp8" for v in job.session.variants)]
+              if any(v.precision == "fp8" and compare(job.session, v).speedup is None for v in job.session.variants)]
     return "### Not measured\n\n" + "\n".join(f"- {md_cell(item)}." for item in items) if items else "### Not measured\n\nNothing the sessions can tell."
+
+
+def revisit_section(jobs: list[Job], rows: list[Row], rules: Rules) -> str:
+    """When to revisit: the conditions under which these sessions' answer could change, each read from them."""
+    fp8 = fp8_variants(jobs)
+    if not fp8:
+        return "### When to revisit\n\nNo FP8 variant finished: run the study first."
+    items = []
+    if all(v.simulated for v in fp8):
+        items.append("with real FP8 kernels (`--backend tensorrt` on an FP8 GPU, or `trt-inspect probe`): every FP8 "
+                     "variant here is simulated, so none of its times is FP8 kernel speed")
+    split = sorted({f.layer for v in fp8 for f in diagnose(v) if f.reason == "per-group split"})
+    if split:
+        items.append(f"when TensorRT (or cuDNN) runs a grouped convolution as one kernel instead of one per group "
+                     f"({len(split)} layers split here, e.g. {md_code(split[0])}); measure the baseline again first: it "
+                     "gets faster too")
+    costs = [v for job in jobs for v in verdicts(job.session, rules) if v.speedup < 1 and v.group and v.group_delta_ms
+             and v.variant in {captions.variant_label(f.name, f.simulated) for f in fp8}]
+    if costs:
+        worst = max(costs, key=lambda v: v.group_delta_ms or 0.0)
+        items.append(f"when {md_cell(worst.group)} gets cheaper: it adds {worst.group_delta_ms:.2f} ms per call to "
+                     f"{md_cell(worst.variant)} against {md_cell(worst.baseline)} here")
+    batches = {job.axes["batch"] for job in jobs}
+    if len(batches) == 1:
+        items.append(f"at larger batches or inputs, where convolutions and matmuls become compute bound (only batch "
+                     f"{md_cell(batches.pop())} measured)")
+    paying = any(r.judgement == FASTER for r in rows if not r.fp8.simulated)
+    smaller = [(r, r.fp8.artifact_bytes / r.fp16.artifact_bytes) for r in rows if not r.fp8.simulated
+               and r.fp8.artifact_bytes and r.fp16.artifact_bytes]
+    if not paying and any(ratio < 0.9 for _, ratio in smaller):
+        best = min(ratio for _, ratio in smaller)
+        items.append(f"when plan size matters more than latency: the FP8 plan is up to {(1 - best) * 100:.0f} % smaller")
+    return "### When to revisit\n\n" + "\n".join(f"- {item}." for item in items)
 
 
 def reproduce_section(sources: list[tuple[str, Session]], jobs: list[Job]) -> str:
@@ -364,9 +409,10 @@ def study_markdown(sources: list[tuple[str, Session]], rules: Rules) -> str:
     axes = varying(jobs)
     models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
     sections = [
-        f"## FP8 quantization study: {md_cell(models)}", summary_section(jobs, rows, axes), recipe_section(rows),
+        f"## FP8 quantization study: {md_cell(models)}", summary_section(jobs, rows, axes), recipe_section(jobs),
         method_section(jobs), results_section(rows, axes), quality_section(jobs), kernels_section(jobs, rules),
-        fp16_layers_section(rows), not_measured_section(jobs, rows), reproduce_section(sources, jobs),
+        fp16_layers_section(rows), not_measured_section(jobs, rows), revisit_section(jobs, rows, rules),
+        reproduce_section(sources, jobs),
     ]
     text = "\n\n".join(sections) + "\n"
     problems = markdown_table_problems(text)

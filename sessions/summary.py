@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from sessions.comparison import Comparison, batch_of, comparisons, reference
 from sessions.model import SCHEMA_VERSION, Session, Variant
 
 
@@ -17,7 +18,9 @@ class VariantSummary:
     median_ms: float | None
     p99_ms: float | None
     cov: float | None
-    speedup: float | None  # baseline median / this median: above 1 is faster
+    speedup: float | None  # baseline time / this time per image: above 1 is faster (sessions.comparison)
+    baseline: str | None  # the variant it is compared with (itself where it is the reference)
+    judgement: str | None  # faster, slower, within noise; None where not judged
     per_call: float | None  # kernels (or ops) per call
     unit: str | None
     unattributed: int | None
@@ -26,18 +29,19 @@ class VariantSummary:
     max_abs_logit_error: float | None
     nonfinite: int | None
     artifact_mib: float | None
+    fp8_weight_mib: float | None  # the weights with the recipe's quantized ones at one byte (FP8 recipes only)
     build_s: float | None
     error: str | None
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
+    images_per_s: float | None = None  # batch / median: throughput of the timed calls
     simulation_top1_agreement: float | None = None  # a real-FP8 engine against the simulated variant of its recipe
     simulation_max_logit_difference: float | None = None
 
 
-def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSummary:
+def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSummary:
+    """The variant's row against its baseline; `batch` (images per call, None where unknown) gives throughput."""
+    variant = comparison.variant
     lat, trace, q = variant.latency, variant.trace, variant.quality
-    speedup = None
-    if lat and baseline is not None and baseline.latency and lat.median_ms > 0:
-        speedup = baseline.latency.median_ms / lat.median_ms
     return VariantSummary(
         name=variant.name,
         backend=variant.backend,
@@ -47,7 +51,9 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
         median_ms=lat.median_ms if lat else None,
         p99_ms=lat.p99_ms if lat else None,
         cov=lat.cov if lat else None,
-        speedup=speedup,
+        speedup=comparison.speedup,
+        baseline=comparison.baseline.name if comparison.baseline is not None else None,
+        judgement=comparison.judgement,
         per_call=trace.per_call if trace else None,
         unit=trace.unit if trace else None,
         unattributed=trace.unattributed if trace else None,
@@ -55,10 +61,12 @@ def summarize_variant(variant: Variant, baseline: Variant | None) -> VariantSumm
         mean_kl=q.mean_kl if q else None,
         max_abs_logit_error=q.max_abs_logit_error if q else None,
         nonfinite=q.nonfinite if q else None,
-        artifact_mib=variant.artifact_bytes / (1 << 20) if variant.artifact_bytes is not None else None,
+        artifact_mib=_mib(variant.artifact_bytes),
+        fp8_weight_mib=_mib(variant.recipe.weight_bytes_fp8) if variant.recipe else None,
         build_s=variant.build_s,
         error=variant.error,
         layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
+        images_per_s=batch / lat.median_ms * 1e3 if lat and batch and lat.median_ms > 0 else None,
         simulation_top1_agreement=variant.simulation.top1_agreement if variant.simulation else None,
         simulation_max_logit_difference=variant.simulation.max_abs_logit_error if variant.simulation else None,
     )
@@ -72,6 +80,10 @@ def simulation_lines(session: Session) -> list[str]:
             for v in session.variants if v.simulation is not None]
 
 
+def _mib(size: int | None) -> float | None:
+    return size / (1 << 20) if size is not None else None
+
+
 def layer_sum_ms(variant: Variant) -> float | None:
     times = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
     return sum(times) if times else None
@@ -80,16 +92,16 @@ def layer_sum_ms(variant: Variant) -> float | None:
 def median_cell(s: VariantSummary) -> float | str | None:
     """The median, or the sum of layer times labelled as such where no latency was measured."""
     if s.median_ms is None and s.layer_sum_ms is not None:
-        return f"{s.layer_sum_ms:.4g} (sum of layer times)"
+        return f"{s.layer_sum_ms:.4g} ms (sum of layer times)"
     return s.median_ms
 
 
 def summarize_session(session: Session) -> list[VariantSummary]:
-    return [summarize_variant(v, session.baseline_for(v)) for v in session.variants]
+    return [summarize_variant(c, batch_of(session, c.variant)) for c in comparisons(session)]
 
 
 def summary_document(session: Session, path: str | None = None) -> dict:
-    baseline = session.baseline()
+    baseline = reference(session)
     return {
         "schema_version": SCHEMA_VERSION,
         "session": path,
@@ -97,6 +109,6 @@ def summary_document(session: Session, path: str | None = None) -> dict:
         "backend": session.study.backend,
         "device": session.study.device,
         "gpu": session.environment.gpu.name if session.environment.gpu else None,
-        "baseline": baseline.name if baseline else None,
+        "baseline": baseline.name if baseline else None,  # the reference; each variant names its own baseline
         "variants": [asdict(s) for s in summarize_session(session)],
     }

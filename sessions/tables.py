@@ -99,6 +99,11 @@ _MARKDOWN_CHARS = str.maketrans({**_BREAKS, "\\": "\\\\", "|": "\\|", "`": "\\`"
 _BLOCK_START = re.compile(r"^([#>+*=~`_\[-]|\d+(?=[.)]))")  # heading, quote, list, rule, fence, link label
 
 
+def terminal_line(text: object) -> str:
+    """Text from a session as one line for a terminal: every control character and line break a space."""
+    return str(text).translate(_BREAKS)
+
+
 def md_cell(text: object) -> str:
     """Text from a session as one inline Markdown run: no line break, no cell break, no raw HTML."""
     return str(text).translate(_MARKDOWN_CHARS)
@@ -143,7 +148,7 @@ def render_markdown(headers: Sequence[str], rows: Sequence[Sequence[Cell]], righ
 
 def _split_row(line: str) -> list[str]:
     body = line.strip()
-    body = body[1:] if body.startswith("|") else body
+    body = body.removeprefix("|")
     body = body[:-1] if body.endswith("|") and not body.endswith("\\|") else body
     cells, current, escaped = [], "", False
     for ch in body:

@@ -2,6 +2,7 @@
 
 e.g. "fp8-all (simulated) is 2.35x slower than fp16; quantize / dequantize adds 4.98 of the 6.58 ms;
 layer1.*.conv2 split into 64 kernels in every variant". `show`, `export` and the TUI overview print it.
+Baselines, speed-ups and the noise judgement come from `sessions.comparison`.
 """
 
 from __future__ import annotations
@@ -10,17 +11,20 @@ import re
 from dataclasses import dataclass
 
 from sessions import captions
+from sessions.comparison import Comparison, comparisons
 from sessions.groups import Rules, compare_groups
 from sessions.lowering import diagnose
 from sessions.model import Session, Variant
-from sessions.views import NOISE
+from sessions.noise import WITHIN
 
 
 @dataclass(frozen=True)
 class Verdict:
     variant: str
     baseline: str
-    speedup: float  # baseline median / variant median: above 1 is faster
+    speedup: float  # baseline time / variant time per image: above 1 is faster
+    judgement: str | None  # faster, slower, within noise (sessions.noise); None: no timing spread to judge by
+    statistic: str | None  # what the judgement compared
     group: str | None  # the group whose kernel time moved most in the direction of the latency
     group_delta_ms: float | None
     latency_delta_ms: float
@@ -31,14 +35,15 @@ class Verdict:
         return "; ".join(part for part in (self._speed(), self._group(), self.splits) if part)
 
     def _speed(self) -> str:
-        if abs(self.speedup - 1) <= NOISE:
-            return f"{self.variant} is as fast as {self.baseline} (within {NOISE * 100:g} %)"
-        if self.speedup > 1:
-            return f"{self.variant} is {self.speedup:.2f}x faster than {self.baseline}"
-        return f"{self.variant} is {1 / self.speedup:.2f}x slower than {self.baseline}"
+        if self.judgement == WITHIN:
+            return f"{self.variant} is within noise of {self.baseline} ({self.speedup:.2f}x; {self.statistic})"
+        unjudged = "" if self.judgement is not None else " (not judged: no timing spread stored)"
+        if self.speedup >= 1:
+            return f"{self.variant} is {self.speedup:.2f}x faster than {self.baseline}{unjudged}"
+        return f"{self.variant} is {1 / self.speedup:.2f}x slower than {self.baseline}{unjudged}"
 
     def _group(self) -> str | None:
-        if self.group is None or self.group_delta_ms is None or abs(self.speedup - 1) <= NOISE:
+        if self.group is None or self.group_delta_ms is None or self.judgement == WITHIN:
             return None
         moved, latency = abs(self.group_delta_ms), abs(self.latency_delta_ms)
         verb = "adds" if self.group_delta_ms > 0 else "saves"
@@ -48,15 +53,12 @@ class Verdict:
 
 
 def verdicts(session: Session, rules: Rules) -> list[Verdict]:
-    """One verdict per timed variant other than the baseline, in session order."""
-    baseline = session.baseline()
-    if baseline is None or baseline.latency is None:
-        return []
+    """One verdict per timed variant against its own baseline (sessions.comparison), in session order."""
     found = []
-    for variant in session.variants:
-        if variant is baseline or variant.status != "ok" or variant.latency is None or variant.latency.median_ms <= 0:
+    for c in comparisons(session):
+        if c.baseline is None or c.is_baseline or c.speedup is None:
             continue
-        found.append(_verdict(session, variant, baseline, rules))
+        found.append(_verdict(session, c, rules))
     return found
 
 
@@ -64,14 +66,17 @@ def verdict_lines(session: Session, rules: Rules) -> list[str]:
     return [v.text for v in verdicts(session, rules)]
 
 
-def _verdict(session: Session, variant: Variant, baseline: Variant, rules: Rules) -> Verdict:
-    assert variant.latency is not None and baseline.latency is not None
+def _verdict(session: Session, c: Comparison, rules: Rules) -> Verdict:
+    variant, baseline = c.variant, c.baseline
+    assert baseline is not None and variant.latency is not None and baseline.latency is not None and c.speedup
     delta = variant.latency.median_ms - baseline.latency.median_ms
     group, moved = _moving_group(session, variant, baseline, rules, delta)
     return Verdict(
         variant=captions.variant_label(variant.name, variant.simulated),
         baseline=baseline.name,
-        speedup=baseline.latency.median_ms / variant.latency.median_ms,
+        speedup=c.speedup,
+        judgement=c.judgement,
+        statistic=c.statistic,
         group=group,
         group_delta_ms=moved,
         latency_delta_ms=delta,

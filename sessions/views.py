@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from sessions import captions
+from sessions.comparison import Tone, baseline_for, ratio, reference, tone
 from sessions.diff import SessionDiff, align_layers
 from sessions.groups import Rules, compare_groups, kernels_per_layer, role_of, stage_of
 from sessions.lowering import Flag, diagnose
 from sessions.model import Session, Variant
+from sessions.noise import WITHIN, Band, group_band, judge, latency_band, layer_band
 from sessions.summary import VariantSummary, median_cell, summarize_session
 from sessions.tables import format_value
 
 Kind = Literal["text", "count", "ms", "us", "pct", "speedup", "sci", "seconds", "mib", "delta_ms", "delta_count"]
-Tone = Literal["", "good", "bad", "warn", "dim"]
-NOISE = 0.05  # a speed-up within ±5 % of 1 is drawn neutral: no colour for what a rerun would not repeat
 
 
 @dataclass(frozen=True)
@@ -56,48 +56,58 @@ def _table(columns: Sequence[Column], rows: list[tuple], keys: list, tones: list
     return Table(tuple(columns), rows, keys, tones if tones is not None else [""] * len(rows), **extra)
 
 
-def speedup_tone(speedup: float | None) -> Tone:
-    if speedup is None:
-        return ""
-    if speedup > 1 + NOISE:
-        return "good"
-    return "bad" if speedup < 1 / (1 + NOISE) else ""
-
-
 # -- variants ------------------------------------------------------------------------------------
-def variant_table(summaries: Sequence[VariantSummary], baseline: str | None) -> Table:
-    """A row per variant: what `show`, `export` and the TUI overview (live or saved) print."""
+def variant_table(summaries: Sequence[VariantSummary]) -> Table:
+    """A row per variant: what `show`, `export` and the TUI overview (live or saved) print.
+
+    Speed-ups are each against the variant's own baseline (sessions.comparison); where the rows do not
+    share one baseline, a `vs` column names each row's. Colour only for what the noise rule judged.
+    """
     units = {s.unit for s in summaries if s.unit}
     per_call = f"{units.pop()}s / call" if len(units) == 1 else "kernels / call"
+    baselines = {s.baseline for s in summaries if s.baseline is not None}
+    shared = next(iter(baselines)) if len(baselines) == 1 else None
     columns = [
         Column("variant"), Column("median ms", "ms"), Column("p99 ms", "ms"), Column("CoV %", "pct"),
-        Column(captions.speedup_label(baseline), "speedup"), Column(per_call, "count"),
+        Column(captions.speedup_label(shared), "speedup"), *([Column("vs")] if len(baselines) > 1 else []),
+        Column(per_call, "count"),
         Column("outside layers", "count"), Column("top-1 %", "pct"), Column("mean KL", "sci"),
-        Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("MiB", "mib"), Column("build s", "seconds"),
-        Column("backend"), Column("status"),
+        Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("images/s", "count"), Column("MiB", "mib"),
+        Column("FP8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
     ]
     rows: list[tuple[Any, ...]] = []
     tones: list[Tone] = []
     for s in summaries:
         rows.append((
-            s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, s.per_call, s.unattributed,
-            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.artifact_mib, s.build_s,
+            s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, *([s.baseline] if len(baselines) > 1 else []),
+            s.per_call, s.unattributed,
+            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.images_per_s, s.artifact_mib,
+            s.fp8_weight_mib, s.build_s,
             f"{s.backend}, {captions.SIMULATED_TAG}" if s.simulated else s.backend,
             s.status if not s.error else f"failed: {s.error}",
         ))
-        tones.append("bad" if s.error else ("" if s.name == baseline else speedup_tone(s.speedup)))
+        tones.append("bad" if s.error else tone(s.judgement))
     return _table(columns, rows, [s.name for s in summaries], tones)
 
 
-def baseline_of(summaries: Sequence[VariantSummary]) -> str | None:
-    """Session.baseline() for a live study's snapshots: fp16 where timed, else the first timed variant."""
-    timed = [s.name for s in summaries if s.median_ms is not None]
-    return "fp16" if "fp16" in timed else (timed[0] if timed else None)
+def live_variant_table(finished: Sequence[VariantSummary], running: tuple[str, str] | None) -> Table:
+    """A live study's rows: the variants its session file holds, then the one in progress (name, step) marked running.
+
+    The status column comes second, so "running: ..." is on screen however wide the figures are.
+    """
+    table = variant_table(finished)
+    rows = list(table.rows)
+    keys, tones = list(table.keys), list(table.tones)
+    if running is not None and running[0] not in keys:
+        rows.append((running[0], *([None] * (len(table.columns) - 2)), f"running: {running[1]}"))
+        keys.append(running[0])
+        tones.append("dim")
+    columns = (table.columns[0], table.columns[-1], *table.columns[1:-1])
+    return Table(columns, [(r[0], r[-1], *r[1:-1]) for r in rows], keys, tones)
 
 
 def session_variant_table(session: Session) -> Table:
-    baseline = session.baseline()
-    table = variant_table(summarize_session(session), baseline.name if baseline else None)
+    table = variant_table(summarize_session(session))
     failed = tuple(f"{v.name} failed: {v.error}" for v in session.variants if v.status != "ok")
     layer_sums = tuple(f"{s.name}: no latency measured; {median_cell(s)}" for s in summarize_session(session)
                        if s.median_ms is None and s.layer_sum_ms is not None)
@@ -126,8 +136,7 @@ def group_table(session: Session, rules: Rules, by: str = "role", variants: list
     """Per group and variant: layers, kernels per call, ms per call, share, speed-up against the baseline."""
     comparisons = compare_groups(session, by, rules, variants)
     names = list(comparisons[0].rows) if comparisons else []
-    baseline = session.baseline()
-    base = baseline.name if baseline is not None and baseline.name in names else (names[0] if names else None)
+    base_of = _group_baselines(session, names)
     columns = [Column(by)]
     for name in names:
         columns += [Column(f"{name} layers", "count")] if by != "kernel" else []
@@ -136,18 +145,75 @@ def group_table(session: Session, rules: Rules, by: str = "role", variants: list
     rows = []
     for c in comparisons:
         row: list = [c.group]
-        base_row = c.rows.get(base) if base else None
         for name in names:
             r = c.rows[name]
+            base_name = base_of.get(name)
+            base_row = c.rows.get(base_name) if base_name else None
             if by != "kernel":
                 row.append(r.layers if r else None)
-            speedup = base_row.time_ms / r.time_ms if r and base_row and r.time_ms and base_row.time_ms is not None else None
+            speedup = ratio(base_row.time_ms if base_row else None, r.time_ms if r else None)
             row += [r.kernels_per_call if r else None, r.time_ms if r else None, _percent(r.share if r else None), speedup]
         rows.append(tuple(row))
-    notes = [captions.GROUP_SPEEDUP.replace("baseline", base)] if base else []
+    bases = sorted(set(base_of.values()))
+    notes = [captions.GROUP_SPEEDUP.replace("baseline", bases[0] if len(bases) == 1 else "each variant's baseline")]
+    notes = notes if bases else []
     if session.variants and all(v.kernels is None for v in session.variants):
         notes.append(captions.NO_KERNEL_TABLE)
     return _table(columns, rows, [c.group for c in comparisons], notes=tuple(notes), time_column=None)
+
+
+def _group_baselines(session: Session, names: list[str]) -> dict[str, str]:
+    """Each shown variant's baseline among the shown variants (sessions.comparison), where it is shown."""
+    found = {}
+    for name in names:
+        base = baseline_for(session, session.variant(name))
+        if base is not None and base.name in names:
+            found[name] = base.name
+    return found
+
+
+def pair_of(session: Session, variant: str) -> tuple[str, str] | None:
+    """(baseline, variant): `variant` beside its own baseline; the baseline itself gives the default pair."""
+    default = default_pair(session)
+    baseline = baseline_for(session, session.variant(variant))
+    base = baseline.name if baseline is not None else (default[0] if default else None)
+    if base is not None and base != variant:
+        return base, variant
+    return default
+
+
+def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, variant: str) -> Table:
+    """Per group: `variant` beside `baseline`, largest added time first (the groups that explain the verdict on top)."""
+    comparisons = compare_groups(session, by, rules, [baseline, variant])
+    columns = [Column(by), Column(f"{variant} ms", "ms"), Column(f"{baseline} ms", "ms"), Column("delta ms", "delta_ms"),
+               Column(captions.speedup_label(baseline), "speedup"), Column(f"{variant} k/call", "count"),
+               Column(f"{baseline} k/call", "count"), Column(f"{variant} %", "pct")]
+    rows: list[tuple[Any, ...]] = []
+    for c in comparisons:
+        a, b = c.rows.get(baseline), c.rows.get(variant)
+        ms_a, ms_b = (a.time_ms if a else None), (b.time_ms if b else None)
+        delta = (ms_b or 0.0) - (ms_a or 0.0) if ms_a is not None or ms_b is not None else None
+        speedup = ratio(ms_a, ms_b)
+        rows.append((c.group, ms_b, ms_a, delta, speedup, b.kernels_per_call if b else None,
+                     a.kernels_per_call if a else None, _percent(b.share if b else None)))
+    rows.sort(key=lambda r: -(r[3] if r[3] is not None else float("-inf")))
+    notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
+    if session.variants and all(v.kernels is None for v in session.variants):
+        notes.append(captions.NO_KERNEL_TABLE)
+    tones = [_group_tone(session, rules, by, r[0], baseline, variant) if r[3] is not None else "warn" for r in rows]
+    return _table(columns, rows, [r[0] for r in rows], tones,
+                  notes=tuple(notes), title=f"{variant} against {baseline}, by {by}", time_column=1)
+
+
+def _group_tone(session: Session, rules: Rules, by: str, group: str, a: str, b: str) -> Tone:
+    """A group's change coloured by the noise rule on its per-call times; kernel classes are not judged."""
+    if by not in ("role", "stage"):
+        return ""
+    key = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
+    va, vb = session.variant(a), session.variant(b)
+    band_a = group_band([layer for layer in va.layers if key(layer) == group], _drift(va))
+    band_b = group_band([layer for layer in vb.layers if key(layer) == group], _drift(vb))
+    return _judged_tone(band_a, band_b)
 
 
 def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str, dict[str, float | None]]:
@@ -162,19 +228,19 @@ def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str
 # -- layers and kernels --------------------------------------------------------------------------
 def _flag_status(session: Session) -> dict[tuple[str, str], tuple[Flag, bool]]:
     """(variant, layer) -> (flag, whether the baseline has the same flag on the same layer)."""
-    baseline = session.baseline()
-    in_baseline = {(f.layer, f.reason) for f in diagnose(baseline)} if baseline is not None else set()
     found = {}
     for variant in session.variants:
         if variant.status != "ok":
             continue
+        baseline = baseline_for(session, variant)
+        in_baseline = {(f.layer, f.reason) for f in diagnose(baseline)} if baseline is not None else set()
         for f in diagnose(variant, baseline):
             found[(f.variant, f.layer)] = (f, variant is not baseline and (f.layer, f.reason) in in_baseline)
     return found
 
 
 def _flag_words(session: Session, flag: Flag, already: bool) -> str:
-    baseline = session.baseline()
+    baseline = baseline_for(session, session.variant(flag.variant))
     if baseline is not None and flag.variant == baseline.name:
         return "baseline"
     if already and baseline is not None:
@@ -196,7 +262,7 @@ def layer_table(session: Session, variant: Variant, rules: Rules, group: str | N
         flag, already = flags.get(layer.name, (None, False))
         words = f"{flag.reason}, {_flag_words(session, flag, already)}" if flag else ""
         rows.append((layer.name, layer.kind, layer.groups, per_layer[i] if per_layer else None, layer.time_ms,
-                     layer.precision, words))
+                     captions.layer_precision(layer), words))
         keys.append(layer.name)
         tones.append(("warn" if already else "bad") if flag else "")
     columns = [Column("layer"), Column("kind"), Column("groups", "count"), Column("k/call", "count"), Column("ms", "ms"),
@@ -263,7 +329,7 @@ def all_kernels_table(variant: Variant) -> Table:
 # -- flagged layers ------------------------------------------------------------------------------
 def flag_table(session: Session, variants: list[str] | None = None) -> Table:
     """Flagged layers, each saying whether the baseline has the same flag (then it is not the variant's doing)."""
-    baseline = session.baseline()
+    baseline = reference(session)
     base = baseline.name if baseline else "baseline"
     columns = (Column("variant"), Column("layer"), Column("reason"), Column("since"), Column("k/call", "count"),
                Column("groups", "count"), Column(f"{base} k/call", "count"), Column("top kernel"))
@@ -318,8 +384,18 @@ def comparison_table(session: Session, a: str, b: str, rules: Rules) -> Table:
                Column("delta kernels", "delta_count"))
     total_a, total_b = sum(r[2] or 0.0 for r in rows), sum(r[3] or 0.0 for r in rows)
     notes = (f"per-layer kernel time per call: {a} {total_a:.3f} ms, {b} {total_b:.3f} ms (delta {total_b - total_a:+.3f} ms)",)
-    return _table(columns, rows, keys, [_delta_tone(r[4], r[2] or r[3]) for r in rows], notes=notes,
-                  title=f"{b} against {a}, per layer", time_column=4)
+    layer_a, layer_b = {layer.name: layer for layer in va.layers}, {layer.name: layer for layer in vb.layers}
+    drift_a, drift_b = _drift(va), _drift(vb)
+    tones: list[Tone] = []
+    for row, key in zip(rows, keys):
+        la, lb = layer_a.get(key.a) if key.a else None, layer_b.get(key.b) if key.b else None
+        if row[4] is None:
+            tones.append("warn")
+        elif la is None or lb is None:
+            tones.append("bad" if lb is not None else "good")  # a layer of its own: all its time is new or gone
+        else:
+            tones.append(_judged_tone(layer_band(la, drift_a), layer_band(lb, drift_b)))
+    return _table(columns, rows, keys, tones, notes=notes, title=f"{b} against {a}, per layer", time_column=4)
 
 
 def _delta(a: float | None, b: float | None, layer_a: object, layer_b: object) -> float | None:
@@ -331,24 +407,30 @@ def _delta(a: float | None, b: float | None, layer_a: object, layer_b: object) -
     return b - a if a is not None and b is not None else None
 
 
-def _delta_tone(delta: float | None, base: float | None) -> Tone:
-    if delta is None:
-        return "warn"
-    if abs(delta) <= max(0.001, NOISE * (base or 0.0)):  # under a microsecond, or inside the noise share
-        return "dim"
-    return "bad" if delta > 0 else "good"
+def _drift(variant: Variant) -> Band | None:
+    """The variant's latency band: how far its timed rounds drifted, which per-call bands widen by."""
+    return latency_band(variant.latency) if variant.latency is not None else None
+
+
+def _judged_tone(a: Band | None, b: Band | None) -> Tone:
+    """B against A by the noise rule: within noise dim, not judged (no spread stored) plain."""
+    if a is None or b is None:
+        return ""
+    judgement = judge(a, b)
+    return "dim" if judgement == WITHIN else tone(judgement)
 
 
 def default_pair(session: Session) -> tuple[str, str] | None:
-    """fp16 (the baseline) against the first FP8 variant; else the baseline against the next variant."""
+    """The first FP8 variant against its own baseline; else the next variant against the reference."""
     ok = [v for v in session.variants if v.status == "ok"]
-    baseline = session.baseline() or (ok[0] if ok else None)
-    if baseline is None:
-        return None
-    others = [v for v in ok if v.name != baseline.name]
-    fp8 = [v for v in others if v.precision.startswith("fp8")]
-    chosen = (fp8 or others or [None])[0]
-    return (baseline.name, chosen.name) if chosen is not None else None
+    fp8 = [v for v in ok if v.precision.startswith("fp8")]
+    for variant in fp8:
+        baseline = baseline_for(session, variant)
+        if baseline is not None and baseline is not variant:
+            return baseline.name, variant.name
+    first = reference(session) or (ok[0] if ok else None)
+    others = [v for v in ok if first is not None and v.name != first.name]
+    return (first.name, others[0].name) if first is not None and others else None
 
 
 # -- a session diff ------------------------------------------------------------------------------

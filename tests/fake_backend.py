@@ -39,7 +39,7 @@ class FakeEngine(Engine):
 
 @register_backend
 class FakeBackend(Backend):
-    name = "fake"
+    name, label = "fake", "Fake engine"
     capabilities = Capabilities(range_kinds=frozenset({"annotation"}))
 
     @classmethod

@@ -94,3 +94,156 @@ def test_no_long_functions_in_the_core():
                     if lines > MAX_FUNCTION_LINES:
                         long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
+
+
+POLICY_OWNERS = {"sessions/comparison.py", "sessions/noise.py",  # the baseline rule, the noise rule
+                 "sessions/plan.py"}  # which precisions a variant name may ask of an engine: no comparison
+NOISE_LITERALS = {0.05, 1.05, 0.95, 0.1, 1.1}  # bands hand-written before the noise rule had one owner
+
+
+def policy_literals(path: Path, root: Path = ROOT) -> list[str]:
+    """Comparisons against a literal "fp16" (a baseline chosen by hand) or against a noise-band number."""
+    found = []
+    tree = ast.parse(path.read_text())
+    for node in tree.body:  # a module constant holding a band (NOISE = 0.05) is a second owner too
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value in NOISE_LITERALS:
+            found.append(f"{path.relative_to(root)}:{node.lineno}: a noise-band constant")
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for operand in ast.walk(node):
+            if isinstance(operand, ast.Constant) and operand.value == "fp16":
+                found.append(f"{path.relative_to(root)}:{node.lineno}: compares with 'fp16'")
+            elif isinstance(operand, ast.Constant) and type(operand.value) is float and operand.value in NOISE_LITERALS:
+                found.append(f"{path.relative_to(root)}:{node.lineno}: compares with {operand.value}")
+    return found
+
+
+def test_baselines_and_noise_bands_are_decided_only_by_their_owners():
+    found = []
+    for package in ("sessions", "inspector"):  # where figures are compared; builders build what a precision asks
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if str(path.relative_to(ROOT)) not in POLICY_OWNERS and path.name != "tables.py":  # tables: rounding
+                found += policy_literals(path)
+    assert found == []
+
+
+def test_the_policy_check_finds_a_hand_written_baseline_and_band(tmp_path):
+    (tmp_path / "x.py").write_text('NOISE = 0.05\nif v.name == "fp16" or abs(s - 1) <= 0.05:\n    pass\n')
+    assert len(policy_literals(tmp_path / "x.py", tmp_path)) == 3
+
+
+# The study options: ranges and defaults are written in the spec (sessions/options.py) and nowhere else.
+
+SPEC_MODULES = ("sessions/options.py", "inspector/options.py")
+# A literal that is not the option's default: what documents written before the option existed mean.
+EARLIER_MEANINGS = {("sessions/plan.py", "switch_warmup"): "plans recorded before the option discarded none",
+                    ("sessions/migrations.py", "*"): "schema-1 documents, read with the defaults of their time"}
+
+
+def spec_numbers(spec) -> set[float]:
+    """The numbers an option's spec owns: its bounds and every default."""
+    values = {spec.low, spec.high, spec.default, *spec.command_defaults.values(), *spec.machine_defaults.values()}
+    return {v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _name(node: ast.AST) -> str | None:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+
+
+def _number(node: ast.AST) -> float | None:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number(node.operand)
+        return None if inner is None else -inner
+    ok = isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    return node.value if ok else None
+
+
+def option_offenders(source: str, where: str) -> list[str]:
+    """Places in `source` that write an option's range or default themselves: a comparison of an option's field
+    with one of its bounds or defaults, `field or <default>`, a dataclass field with a literal default, or an
+    argparse argument for an option's flag that does not take its type from the spec."""
+    from sessions.options import OPTIONS
+
+    fields = {s.field: s for s in OPTIONS if spec_numbers(s)}
+    flags = {flag for s in OPTIONS if spec_numbers(s) or s.default or s.command_defaults for flag in s.flags}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        line = f"{where}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, (ast.Compare, ast.BoolOp)):
+            sides = [node.left, *node.comparators] if isinstance(node, ast.Compare) else node.values
+            numbers = {n for side in sides if (n := _number(side)) is not None}
+            for field in {n for side in sides if (n := _name(side)) in fields}:
+                if numbers & spec_numbers(fields[field]):
+                    found.append(f"{line}: {field} against {sorted(numbers)}")
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in fields:
+            if node.value is not None and _number(node.value) is not None:
+                found.append(f"{line}: {node.target.id} = {_number(node.value)}")
+        elif isinstance(node, ast.Call) and _name(node.func) == "add_argument":
+            named = [a.value for a in node.args if isinstance(a, ast.Constant) and a.value in flags]
+            keywords = {k.arg: k.value for k in node.keywords}
+            typed = isinstance(keywords.get("type"), ast.Call) and _name(keywords["type"].func) == "argument_type"
+            if named and ("default" in keywords or not typed):
+                found.append(f"{line}: declares {named[0]}")
+    return found
+
+
+def test_the_option_check_finds_ranges_and_defaults_written_outside_the_spec():
+    source = '''
+class Options:
+    calib_count: int = 16
+    rounds: int | None = None
+def check(self, args):
+    if self.batch > 65536 or not 0 <= self.opt_level <= 5:
+        raise ValueError
+    warmup = self.warmup_s or 0.05
+    args.add_argument("--seed", type=int, default=0)
+    args.add_argument("--batch", type=argument_type(option("batch")))
+    return self.batch == 0
+'''
+    found = option_offenders(source, "x.py")
+    assert sorted(f.split(": ", 1)[1] for f in found) == [
+        "batch against [65536]", "calib_count = 16", "declares --seed", "opt_level against [0, 5]",
+        "warmup_s against [0.05]"], found
+
+
+def test_option_ranges_and_defaults_are_written_only_in_the_spec():
+    found = []
+    for path in project_modules().values():
+        where = str(path.relative_to(ROOT))
+        if where not in SPEC_MODULES:
+            found += option_offenders(path.read_text(), where)
+    allowed = [f for f in found if any(f.startswith(p) and (name == "*" or f" {name} " in f"{f} ")
+                                       for p, name in EARLIER_MEANINGS)]
+    assert sorted(set(found) - set(allowed)) == []
+
+
+BACKEND_WORDS = ("tensorrt", "torch", "cudnn", "trtexec")
+RENDERERS = ("sessions", "inspector/cli.py", "inspector/tui")
+
+
+def backend_tests(source: str, where: str) -> list[str]:
+    """Comparisons of something named `backend` with a backend's name: what a renderer asks the study instead."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            words = [s.value for s in ast.walk(node) if isinstance(s, ast.Constant) and s.value in BACKEND_WORDS]
+            if words and any(_name(side) == "backend" for side in sides):
+                found.append(f"{where}:{node.lineno}: backend against {words[0]!r}")
+    return found
+
+
+def test_the_backend_check_finds_a_renderer_testing_a_name():
+    assert len(backend_tests('x = a if s.study.backend == "tensorrt" else b\nif backend in ("torch",): pass', "x")) == 2
+
+
+def test_renderers_never_test_a_backend_name():
+    found = []
+    for target in RENDERERS:
+        paths = [ROOT / target] if target.endswith(".py") else sorted((ROOT / target).rglob("*.py"))
+        for path in paths:
+            where = str(path.relative_to(ROOT))
+            if where != "sessions/engines.py":  # the one reader of sessions written before engines named themselves
+                found += backend_tests(path.read_text(), where)
+    assert found == []

@@ -26,16 +26,26 @@ def test_a_session_against_itself_has_no_regression(session):
     assert diff.regressions == [] and diff.matched_variants == ["fp16", "fp8-all", "fp8-no-se"]
 
 
-def test_latency_inside_the_spread_is_noise(session):
-    slower = copy.deepcopy(session)
-    lat = slower.variant("fp16").latency
-    lat.median_ms *= 1.04  # 4 %: under the 5 % threshold
-    assert diff_sessions(session, slower, load_rules()).regressions == []
-    noise = 2 * max(session.variant("fp16").latency.cov, lat.cov)  # 5.9 % for this session
-    lat.median_ms = session.variant("fp16").latency.median_ms * (1 + (0.05 + noise) / 2)  # past 5 %, inside the spread
-    assert diff_sessions(session, slower, load_rules()).regressions == []
-    lat.median_ms = session.variant("fp16").latency.median_ms * (1 + noise + 0.01)
-    assert [c.what for c in diff_sessions(session, slower, load_rules()).regressions] == ["latency"]
+def shifted(session, factor: float):
+    """A copy whose fp16 samples (and so every statistic) are `factor` times the original's."""
+    moved = copy.deepcopy(session)
+    lat = moved.variant("fp16").latency
+    lat.samples_ms = [s * factor for s in lat.samples_ms]
+    lat.round_medians_ms = [m * factor for m in lat.round_medians_ms]
+    lat.median_ms *= factor
+    return moved
+
+
+def test_latency_is_judged_by_the_noise_rule_then_the_threshold(session):
+    def latency_change(factor):
+        diff = diff_sessions(session, shifted(session, factor), load_rules())
+        change = next(c for c in diff.changes if c.what == "latency" and c.item == "fp16")
+        return change.verdict, [c.what for c in diff.regressions]
+
+    assert latency_change(1.0) == ("within noise", [])
+    assert latency_change(1.04) == ("slower", [])  # outside both bands (250 samples each), under the 5 % threshold
+    assert latency_change(1.06) == ("slower", ["latency"])
+    assert latency_change(0.94) == ("faster", [])
 
 
 def test_a_new_per_group_split_is_a_regression(session):

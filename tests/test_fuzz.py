@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profilers.trt_files import pair_profile, parse_layer_info, parse_profile, parse_times
+from profilers.trt_import.layer_info import parse_layer_info
+from profilers.trt_import.profile import pair_profile, parse_profile, parse_times
 from sessions import storage
 from sessions.errors import InputError
 from tests.conftest import DATA, H200, ROOT

@@ -20,7 +20,7 @@ from tests.conftest import H200, run_cli
 B1, B8 = H200 / "senet154-h200.json", H200 / "senet154-h200-b8.json"
 SECTIONS = ["### Summary and decision", "### Recipe", "### Method", "### Results", "### Quality",
             "### Kernels per call by group", "### Layers of the FP8 engine that did not run in FP8", "### Not measured",
-            "### Reproduce"]
+            "### When to revisit", "### Reproduce"]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,10 @@ def as_tensorrt(session, batch: int, fp16_ms: float, fp8_ms: float):
     changed.variants = [v for v in changed.variants if v.name in ("fp16", "fp8-no-se")]
     for variant, ms in zip(changed.variants, (fp16_ms, fp8_ms)):
         variant.simulated, variant.backend = False, "tensorrt"
-        variant.latency.median_ms = ms
+        lat, factor = variant.latency, ms / variant.latency.median_ms
+        lat.samples_ms = [s * factor for s in lat.samples_ms]
+        lat.round_medians_ms = [m * factor for m in lat.round_medians_ms]
+        lat.median_ms = ms
     return changed
 
 
@@ -59,6 +62,11 @@ def test_the_decision_is_computed_from_the_numbers(sources):
     pays = [("a", as_tensorrt(base, 1, 10.0, 14.0)), ("b", as_tensorrt(base, 32, 10.0, 8.0))]
     assert "**FP8 pays at batch 32 (1.25x of fp16), not elsewhere (0.71x).**" in study_markdown(pays, load_rules())
     assert "- batch sizes other than 1." in study_markdown(slower[:1], load_rules())
+    noisy = as_tensorrt(base, 32, 10.0, 9.0)  # 1.11x by the medians, but the two variants' samples overlap
+    fp16, fp8 = noisy.variants
+    fp16.latency.samples_ms = [10.0, 6.0, 14.0] * 10
+    fp8.latency.samples_ms = [9.0, 5.0, 13.0] * 10
+    assert "**FP8 does not pay: 1.11x of fp16.**" in study_markdown([("n", noisy)], load_rules())
 
 
 def test_no_fp8_against_fp16_is_no_decision():
@@ -71,7 +79,7 @@ def test_a_merged_session_splits_back_into_its_jobs(sources, tmp_path):
     loaded = storage.load(tmp_path / "m.json")
     assert loaded.merge.axes == ["batch", "variant"]
     assert [v.name for v in loaded.variants] == ["b1/fp16", "b1/fp8-all", "b1/fp8-no-se", "b8/fp16", "b8/fp8-no-se"]
-    assert loaded.merge.jobs[1].environment.gpu.name == "NVIDIA H200" and loaded.study.batch == 0
+    assert loaded.merge.jobs[1].environment.gpu.name == "NVIDIA H200" and loaded.study.batch is None
     speedups = {s.name: s.speedup for s in summarize_session(loaded)}
     assert speedups["b8/fp8-no-se"] == pytest.approx(7.849 / 12.566, rel=1e-3)  # against its own job's fp16
     jobs = split_merged(loaded, "m.json")
@@ -94,7 +102,7 @@ def test_merging_the_same_session_twice_is_refused(sources):
 
 
 def test_a_malformed_table_is_never_written(sources, monkeypatch):
-    import sessions.study_export as study_export
+    from sessions import study_export
 
     real = study_export.render_markdown
 
@@ -138,3 +146,35 @@ def test_the_quality_tables_count_the_stress_inputs_that_gave_nan_or_inf():
     assert "stress inputs with NaN / Inf: 1 to 1 of 15" in study
     assert "| fp32 | fp32 (PyTorch) | 18 | 100 | 0 | 0 | 0 | 0 of 15 |" in export_markdown(session, rules)
     assert not markdown_table_problems(study)
+
+
+def cpu_run(session):
+    """The H200 session retold as a CPU run: no fp16 variant (fp32 is the CPU's baseline), simulated FP8."""
+    cpu = copy.deepcopy(session)
+    cpu.study.device, cpu.environment.gpu = "cpu", None
+    cpu.variants = [v for v in cpu.variants if v.name != "fp16"]
+    for variant in cpu.variants:
+        variant.device = "cpu"
+    return cpu
+
+
+def test_a_cpu_run_with_fp8_tells_the_truth():
+    text = study_markdown([("cpu.json", cpu_run(storage.load(H200 / "senet154-mainjob-warm.json")))], load_rules())
+    assert "No FP8 variant records a recipe" not in text
+    assert "- **fp8-all** (simulated): fp8 e4m3" in text and "- **fp8-no-se** (simulated)" in text
+    assert ("**No speed decision: FP8 ran (fp8-all (simulated), fp8-no-se (simulated)), but no fp16 variant was timed "
+            "in the same job; on the CPU the baseline is fp32 or bf16") in text
+    layers = text.split("Layers that explain the count:")[1].split("###")[0]
+    assert "fp16" not in layers and "65 kernels (64 groups), fp32 1" in layers  # named: the run's real baseline
+
+
+def test_when_to_revisit_is_read_from_the_sessions(sources):
+    text = study_markdown(sources[:1], load_rules())
+    revisit = text.split("### When to revisit")[1].split("###")[0]
+    items = [line for line in revisit.splitlines() if line.startswith("- ")]
+    assert items[0].startswith("- with real FP8 kernels") and "every FP8 variant here is simulated" in items[0]
+    assert "one kernel instead of one per group (3 layers split here, e.g. `layer1.0.conv2`)" in items[1]
+    assert items[2] == "- when quantize / dequantize gets cheaper: it adds 4.98 ms per call to fp8-all (simulated) against fp16 here."
+    assert items[3].startswith("- at larger batches or inputs") and "(only batch 1 measured)" in items[3]
+    both = study_markdown(sources, load_rules()).split("### When to revisit")[1].split("###")[0]
+    assert "at larger batches" not in both  # batch 1 and 8 were measured

@@ -29,6 +29,8 @@ def test_a_fake_backend_runs_the_whole_study(tmp_path):
     assert fp8.trace.records == 2 * 3 * 2 and fp8.trace.per_call == 6 and fp8.trace.unattributed == 0
     assert loaded.variant("fp32").trace.per_call == 3
     assert [layer.name for layer in fp8.layers] == ["conv1", "conv2", "fc"]
+    assert all(len(layer.call_times_ms) == 2 and sum(layer.call_times_ms) / 2 == pytest.approx(layer.time_ms)
+               for layer in fp8.layers)  # each traced call's time stored, and their mean is the layer's time
     assert all(len(v.latency.samples_ms) == 2 * 3 for v in loaded.variants)
     assert loaded.variant("fp16").quality.top1_agreement == 1.0 and fp8.quality.top1_agreement < 1.0
     assert loaded.study.plan == fake_plan(tmp_path)  # the stored plan is the plan, exactly

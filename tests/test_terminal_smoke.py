@@ -24,7 +24,7 @@ class Terminal:
                        check=True, env=env, cwd=ROOT)
 
     def screen(self) -> str:
-        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True, check=False)
         return out.stdout
 
     def wait_for(self, text: str, timeout: float = 120) -> str:
@@ -39,8 +39,12 @@ class Terminal:
     def keys(self, *keys: str) -> None:
         subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
 
+    def type(self, text: str) -> None:
+        """`text` as typed characters (tmux would read `^` or `C-` in a key name)."""
+        subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
+
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True).returncode == 0
+        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True, check=False).returncode == 0
 
     def quit(self, timeout: float = 10) -> bool:
         """Ctrl+Q, then whether the app (and its tmux session) ended within `timeout`."""
@@ -51,7 +55,7 @@ class Terminal:
         return not self.alive()
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True, check=False)
 
 
 @pytest.fixture
@@ -130,5 +134,104 @@ def test_the_built_wheel_opens_a_session_and_drills_to_the_qdq_kernels(tmp_path,
         screen = term.wait_for("count/call")
         assert "quantize / dequantize in fp8-all > layer1.0.conv1.input_quantizer" in screen
         assert term.quit()
+    finally:
+        term.close()
+
+
+# -- committed captures: what a user sees on a real terminal -------------------------------------
+CAPTURES = Path(__file__).parent / "__snapshots__" / "terminal"
+
+
+def settled(term: Terminal, text: str, timeout: float = 120) -> str:
+    """The screen once `text` is on it and two captures a second apart agree (the app has finished drawing)."""
+    screen = term.wait_for(text, timeout)
+    while True:
+        time.sleep(1.0)
+        again = term.screen()
+        if again == screen:
+            return screen
+        screen = again
+
+
+def matches_capture(name: str, screen: str) -> None:
+    """The screen equals the committed capture `name` (TRT_INSPECT_UPDATE_CAPTURES=1 writes it instead)."""
+    path = CAPTURES / f"{name}.txt"
+    lines = "\n".join(line.rstrip() for line in screen.rstrip("\n").splitlines()) + "\n"
+    if os.environ.get("TRT_INSPECT_UPDATE_CAPTURES") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(lines)
+    assert lines == path.read_text(), f"the screen differs from {path}:\n{lines}"
+
+
+def test_capture_the_overview_answers_fp8(terminal_env):
+    term = Terminal([sys.executable, "-m", "inspector", "open", str(H200 / "senet154-mainjob-warm.json")], terminal_env)
+    try:
+        screen = settled(term, "median ms")
+        assert "fp8-all (simulated) is 3.81x slower than fp16; quantize / dequantize adds 11.87 of the 13.73 ms" in screen
+        assert "143 quantizer scales raised to the 2^-14 floor" in screen
+        matches_capture("overview-senet154-mainjob-warm", screen)
+        term.keys("t")
+        screen = settled(term, "launches on")
+        assert "stream 7" in screen and "timeline of fp8-all" in screen
+        matches_capture("timeline-senet154-fp8-all", screen)
+        assert term.quit()
+    finally:
+        term.close()
+
+
+def test_capture_an_imported_qat_pair_with_verdict_tactics_and_formats(terminal_env, tmp_path):
+    from tests.conftest import fixture_dir, run_cli
+
+    fp16, qat = fixture_dir("trt8-resnet-a100-fp16"), fixture_dir("trt8-resnet-a100-int8-qat")
+    path = tmp_path / "resnet-qat.json"
+    for folder, stem, name, where in ((fp16, "resnet", "fp16", ["--out", str(path)]),
+                                      (qat, "resnet-qat", "int8-qat", ["--into", str(path)])):
+        done = run_cli("import", "--layers", str(folder / f"{stem}.onnx.engine.graph.json"), "--profile",
+                       str(folder / f"{stem}.onnx.engine.profile.json"), "--name", name, "--model", "resnet", *where)
+        assert done.returncode == 0, done.stderr
+    from sessions import storage
+
+    session = storage.load(path)
+    session.study.created = "2026-12-01T12:00:00+00:00"  # the import's own clock, fixed for a stable capture
+    storage.save(session, path)
+    term = Terminal([sys.executable, "-m", "inspector", "open", str(path)], terminal_env)
+    try:
+        screen = settled(term, "int8-qat is 1.08x slower than fp16")
+        assert "summed per-layer times: no end-to-end time recorded" in screen and "real int8 kernels (trtexec)" in screen
+        matches_capture("overview-imported-qat-pair", screen)
+        term.keys("g")
+        settled(term, "int8-qat against fp16")
+        term.keys("/")  # the convolutions' group, then its first layer in full
+        term.wait_for("Filter rows")
+        term.type("^other conv")
+        term.keys("Enter")
+        term.wait_for("1 of 7 rows match")
+        term.keys("Enter")
+        screen = settled(term, "tactic:")  # the layers' detail pane is open from the start
+        assert "Int8 format" in screen and "reformats:" in screen
+        matches_capture("layers-imported-qat-detail", screen)
+        assert term.quit()
+    finally:
+        term.close()
+
+
+@pytest.mark.slow
+def test_capture_a_live_study_with_finished_and_running_rows(terminal_env, tmp_path):
+    """Its figures change from run to run: the structure is asserted, and TRT_INSPECT_UPDATE_CAPTURES=1 keeps the
+    screen as `live-study-running.txt` for the record."""
+    command = [sys.executable, "-m", "inspector", "test_resnet", "--device", "cpu", "--variants", "fp32,bf16,fp8",
+               "--rounds", "2", "--iters", "1", "--warmup", "0", "--calib-count", "2", "--out", str(tmp_path / "l.json")]
+    term = Terminal(command, terminal_env)
+    try:
+        screen = term.wait_for("running: ", timeout=240)
+        while "variants done; about" not in screen:  # the first variant saved, the next one under way
+            screen = term.wait_for("running: ", timeout=240)
+        finished = [line for line in screen.splitlines() if line.startswith("fp32 ")]
+        running = [line for line in screen.splitlines() if "running: " in line]
+        assert finished and finished[0].split()[1] == "ok" and running and not running[0].startswith("fp32 ")
+        if os.environ.get("TRT_INSPECT_UPDATE_CAPTURES") == "1":
+            (CAPTURES / "live-study-running.txt").write_text(
+                "\n".join(line.rstrip() for line in screen.rstrip("\n").splitlines()) + "\n")
+        term.keys("C-q")
     finally:
         term.close()

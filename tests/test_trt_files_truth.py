@@ -8,9 +8,10 @@ branch's tests/data/trt/README.md); none is presented as real output.
 import orjson
 import pytest
 
-from profilers.trt_files import compute_precision, layers_from_profile, parse_layer_info, parse_profile
-from profilers.trtexec_import import ImportFiles, import_variant
-from profilers.trtexec_metadata import facts_from
+from profilers.trt_import.importer import ImportFiles, import_variant
+from profilers.trt_import.layer_info import compute_precision, parse_layer_info
+from profilers.trt_import.metadata import facts_from
+from profilers.trt_import.profile import layers_from_profile, parse_profile
 from sessions import storage
 from sessions.diff import diff_sessions
 from sessions.errors import InputError
@@ -161,7 +162,7 @@ def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_t
     b = import_session(tmp_path, "trt8-resnet-a100-int8-qat", "resnet-qat.onnx.engine.graph.json", "resnet-qat.onnx.engine.profile.json", "qat")
     diff = diff_sessions(storage.load(a), storage.load(b), RULES)
     assert [p.how for p in diff.pairs] == ["single variants"]
-    assert any("25 layers paired (23 by nodes, 2 by signature)" in note for note in diff.notes)
+    assert any("24 layers paired (23 by nodes, 1 by signature)" in note for note in diff.notes)  # copies never by signature
     times = {c.item: c for c in diff.changes if c.what == "layer time"}
     first = times["Conv_0 + Relu_1 -> conv1.weight + QuantizeLinear_7 + Conv_9"]  # matched by nodes across exports
     assert first.regression and first.b > first.a
@@ -169,9 +170,9 @@ def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_t
     precision = {c.item for c in diff.changes if c.what == "precision" and c.b == "int8"}
     assert any(item.startswith("Gemm_48 -> fc.weight") for item in precision)  # the classifier turns INT8
     new = [c.item for c in diff.changes if c.what == "new layer"]
-    assert sum(item.startswith("QuantizeLinear_") for item in new) == 9
+    assert sum(item.startswith("QuantizeLinear_") for item in new) == 10  # all 10 Q/DQ layers; none paired with a copy
     text = run_cli("diff", str(a), str(b))
-    assert text.returncode == 1 and "layer time" in text.stdout and "unmatched layers" in text.stdout
+    assert text.returncode == 1 and "layer time" in text.stdout and "unmatched and fused layers" in text.stdout
 
 
 def test_a_doctored_layer_slowdown_is_a_regression_and_the_pair_option_works(tmp_path):

@@ -6,8 +6,9 @@ import json
 import orjson
 import pytest
 
-from profilers.trt_files import normalize_name, pair_profile, parse_layer_info, parse_profile, parse_times
-from profilers.trtexec_import import ImportFiles, import_variant
+from profilers.trt_import.importer import ImportFiles, import_variant
+from profilers.trt_import.layer_info import normalize_name, parse_layer_info
+from profilers.trt_import.profile import pair_profile, parse_profile, parse_times
 from sessions import storage
 from sessions.errors import InputError
 from sessions.groups import load_rules, role_of

@@ -35,9 +35,9 @@ async def test_drill_group_layer_kernel_and_back(session):
         assert isinstance(app.screen, OverviewScreen)
         await pilot.press("g")
         assert isinstance(app.screen, GroupsScreen)
-        # groups come in the order of the first variant's time: fp16 spends most in grouped convolutions
-        assert app.screen.panel.table.cursor_key == "grouped convolution"
-        await pilot.press("enter")
+        # fp8-all beside fp16, largest added time first: quantize / dequantize, then the convolutions
+        assert app.screen.panel.table.cursor_key == "quantize / dequantize"
+        await pilot.press("slash", *"^grouped", "enter", "enter")
         layers = app.screen
         assert isinstance(layers, LayersScreen) and layers.panel.table.row_count == 50
         assert layers.crumbs[-1] == "grouped convolution in fp8-all"
@@ -55,7 +55,7 @@ async def test_drill_group_layer_kernel_and_back(session):
 async def test_filter_sort_and_flags(session):
     app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.press("g", "enter")
+        await pilot.press("g", "slash", *"^grouped", "enter", "enter")
         layers = app.screen
         await pilot.press("slash")
         assert isinstance(app.screen, FilterScreen)
@@ -75,7 +75,7 @@ async def test_filter_sort_and_flags(session):
         assert isinstance(app.screen, KernelsScreen)
 
 
-async def test_help_and_environment_and_export(session, tmp_path):
+async def test_help_and_environment_and_export(session, tmp_path, isolated_home):
     copy = tmp_path / "s.json"
     copy.write_bytes(SESSION.read_bytes())
     app = InspectorApp(session=session, path=copy)
@@ -83,9 +83,11 @@ async def test_help_and_environment_and_export(session, tmp_path):
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen) and "| c | Compare |" in app.screen.markdown
         await pilot.press("escape", "x")
-        assert (tmp_path / "s.md").read_text().startswith("# senet154")
+        exports = isolated_home / "exports"
+        first = exports / "senet154-session-2026-11-30T04-05-08.md"
+        assert first.read_text().startswith("# senet154") and not (tmp_path / "s.md").exists()
         await pilot.press("x")  # bug 5: a second export never overwrites the first
-        assert (tmp_path / "s-2.md").is_file()
+        assert first.with_name(first.stem + "-2.md").is_file()
         await pilot.press("e")
         assert "Timed region" in app.screen.markdown
 
@@ -122,14 +124,16 @@ async def test_ten_thousand_kernel_rows_open_at_once(session):
         assert screen.panel.table.cursor == len(big.kernels) - 1
 
 
-async def test_table_exports_as_shown(session, tmp_path, monkeypatch):
+async def test_table_exports_as_shown(session, tmp_path, monkeypatch, isolated_home):
     from sessions.tables import markdown_table_problems
 
     monkeypatch.chdir(tmp_path)
     app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.press("g", "enter", "slash", *"layer1", "enter", "x")
-    (written,) = tmp_path.glob("trt-inspect-*.md")
+        await pilot.press("g", "slash", *"^grouped", "enter", "enter", "slash", *"layer1", "enter", "x")
+    assert not list(tmp_path.glob("*.md"))  # one documented place, never the working folder
+    (written,) = (isolated_home / "exports").glob("*.md")
+    assert written.name == "senet154-grouped-convolution-in-fp8-all.md"
     text = written.read_text()
     assert markdown_table_problems(text) == [] and text.count("| layer1.") == 3
 
@@ -174,7 +178,7 @@ async def test_live_study_error_opens_a_dialog(tmp_path):
 
 
 def test_headless_cli_imports_no_textual():
-    code = "import sys, inspector.cli, inspector.study, sessions.storage, sessions.export, profilers.trt_files; print('textual' in sys.modules)"
+    code = "import sys, inspector.cli, inspector.study, sessions.storage, sessions.export, profilers.trt_import.importer; print('textual' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -210,11 +214,10 @@ def test_snapshot_diff(snap_compare, tmp_path):
 
 
 # -- issue 15 ------------------------------------------------------------------------------------
-async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session, tmp_path, monkeypatch):
+async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session, isolated_home):
     """Bug 1: after `]` the title and the rows (and `x`) name the same variant and layer."""
     from sessions.views import kernel_table
 
-    monkeypatch.chdir(tmp_path)
     app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("f", "enter")
@@ -223,7 +226,8 @@ async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session
         await pilot.press("right_square_bracket", "x")
         assert kernels.crumbs[-1] == "layer1.0.conv2 in fp8-all"
         assert kernels.panel.table.rows == kernel_table(session.variant("fp8-all"), "layer1.0.conv2").rows
-    (written,) = tmp_path.glob("trt-inspect-*.md")
+    (written,) = (isolated_home / "exports").glob("*.md")
+    assert written.name == "senet154-layer1.0.conv2-in-fp8-all.md"
     assert written.read_text().startswith("senet154 > flagged layers > layer1.0.conv2 in fp8-all")
 
 
@@ -237,7 +241,7 @@ async def test_header_scrolls_with_the_body_and_the_first_column_stays(session):
         await pilot.pause()
         assert table.scroll_offset.x > 0
         header, first = table.render_line(0).text, table.render_line(1).text
-        assert header.startswith("role") and first.startswith("grouped convolution")
+        assert header.startswith("role") and first.startswith("quantize / dequantize")
         column = table.column_at(header.index("fp16", 5) if "fp16" in header[5:] else 40)
         assert column is not None and table.columns[column].label.split()[0] in header
 
@@ -306,13 +310,17 @@ async def test_a_cancelled_study_is_not_an_error(tmp_path, monkeypatch):
         assert not isinstance(app.screen, ErrorScreen) and isinstance(app.screen, OverviewScreen)
 
 
-async def test_export_to_an_unwritable_place_is_one_notice(session, tmp_path):
+async def test_export_to_an_unwritable_place_is_one_notice(session, isolated_home):
     """Bug 5: no traceback, the app goes on."""
-    app = InspectorApp(session=session, path=tmp_path / "missing" / "s.json")
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    (isolated_home / "exports").write_text("a file where the exports folder would be")
+    app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("x")
+        await pilot.press("g", "x")
         await pilot.pause()
-        assert isinstance(app.screen, OverviewScreen) and app.is_running
+        assert isinstance(app.screen, GroupsScreen) and app.is_running
+        assert [n.severity for n in app._notifications] == ["error", "error"]
 
 
 async def test_help_fits_80x24_and_the_browser_never_stacks(tmp_path):
@@ -391,3 +399,147 @@ async def test_a_click_on_a_header_sorts_by_that_column(session):
         assert table.sort_column == 3 and table.sort_reverse  # numbers: largest first
         counts = [row[3] for row in table.rows]
         assert counts == sorted(counts, reverse=True)
+
+
+# -- the FP8 answer, sessions without a finished variant, imported engines ------------------------
+async def test_the_overview_answers_fp8_above_the_table():
+    from inspector.tui.widgets.answer_panel import AnswerPanel
+    from inspector.tui.widgets.table_panel import TablePanel
+
+    path = H200 / "senet154-mainjob-warm.json"
+    app = InspectorApp(session=storage.load(path), path=path)
+    async with app.run_test(size=(120, 36)):
+        panel = app.screen.query_one(AnswerPanel)
+        text = panel.text.plain
+        assert text.startswith("fp8-all (simulated) is 3.81x slower than fp16; quantize / dequantize adds 11.87")
+        assert "fp8-no-se (simulated) is 2.80x slower" in text and "fp32 is" not in text
+        assert "143 quantizer scales raised" in text and "NaN/Inf on 1 of 15 stress inputs" in text
+        assert panel.region.bottom <= app.screen.query_one(TablePanel).region.y  # above the table, on screen
+
+
+async def test_session_text_in_the_answer_is_neither_markup_nor_control_characters(session):
+    import copy
+
+    from inspector.tui.widgets.answer_panel import AnswerPanel
+
+    odd = copy.deepcopy(session)
+    odd.variant("fp8-all").name = "[bold red]x[/]\x1b[2J\nfp8"
+    odd.study.model = "[b]m[/b]"
+    app = InspectorApp(session=odd, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        text = app.screen.query_one(AnswerPanel).text.plain
+        assert "[bold red]x[/]" in text and "\x1b" not in text and "x[/] [2J fp8" in text
+        assert app.screen.query_one("#breadcrumb").render().plain.startswith("[b]m[/b]  batch 1")
+        await pilot.press("t")  # a screen's breadcrumb and notes too
+        assert "[b]m[/b] > timeline of [bold red]x[/] [2J fp8" in app.screen.query_one("#breadcrumb").render().plain
+
+
+@pytest.mark.parametrize("key", ["g", "k", "enter"])
+@pytest.mark.parametrize("left", ["none", "failed"])
+async def test_no_finished_variant_then_a_drill_key_is_a_notice_not_a_crash(session, key, left):
+    import copy
+
+    stopped = copy.deepcopy(session)  # what ctrl+x during the first variant leaves: nothing finished
+    if left == "none":
+        stopped.variants = []
+    else:
+        for variant in stopped.variants:
+            variant.status, variant.error = "failed", "out of memory"
+    app = InspectorApp(session=stopped, path=SESSION)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press(key)
+        await pilot.pause()
+        assert isinstance(app.screen, OverviewScreen) and app._exception is None
+
+
+async def test_the_live_view_calls_finished_only_what_the_session_file_holds(tmp_path, monkeypatch):
+    from inspector.request import StudyRequest
+    from inspector.tui.widgets.table_panel import TablePanel
+
+    out = tmp_path / "live.json"
+    seen: list[tuple[list[tuple[str, str]], list[str]]] = []
+    show = TablePanel.show
+
+    def recording_show(self, data):
+        show(self, data)
+        if self.id == "landed":  # each row's status beside what the file on disk holds at that moment
+            on_disk = [v.name for v in storage.load(out).variants] if out.exists() else []
+            seen.append(([(row[0], row[1]) for row in self.table.rows], on_disk))
+
+    monkeypatch.setattr(TablePanel, "show", recording_show)
+    request = StudyRequest(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=2, iters=1, warmup_s=0,
+                           calib_count=2, out=str(out), command=("trt-inspect", "test_resnet"))
+    app = InspectorApp(study=request)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+    running = [rows for rows, _ in seen if any(status.startswith("running") for _, status in rows)]
+    assert [("fp32", "ok"), ("bf16", "running: build: building bf16")] in running  # fp32 saved, bf16 under way
+    for rows, on_disk in seen:
+        assert [name for name, status in rows if not status.startswith("running")] == on_disk
+
+
+async def test_the_browser_marks_states_and_refuses_to_diff_a_running_study(tmp_path):
+    import copy
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    done = storage.load(H200 / "senet154-mainjob-warm.json")
+    storage.save(done, folder / "done.json")
+    running = copy.deepcopy(done)
+    running.variants = running.variants[:1]
+    running.study.created = "2099-01-01T00:00:00+00:00"  # newest: the first row
+    storage.save(running, folder / "running.json")
+    app = InspectorApp(sessions_folder=folder)
+    with storage.session_lock(folder / "running.json"):
+        async with app.run_test(size=(140, 36)) as pilot:
+            await app.workers.wait_for_complete()
+            await pilot.pause()
+            rows = {row[-1]: row[3] for row in app.screen.panel.table.rows}
+            assert rows == {"running.json": "running (building fp16: 1 of 4 variants built)", "done.json": "complete"}
+            await pilot.press("space", "j", "space", "c")
+            await pilot.pause()
+            assert isinstance(app.screen, BrowserScreen)  # no diff opened
+            assert any("still being written by a running study" in n.message for n in app._notifications)
+
+
+async def test_palette_entries_come_from_the_screens_bindings():
+    from inspector.tui.screens.timeline import TimelineScreen
+
+    path = H200 / "senet154-mainjob-warm.json"
+    app = InspectorApp(session=storage.load(path), path=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "overview: Timeline" in titles and "overview: Groups" in titles
+        await pilot.press("ctrl+p", *"overview: Timeline", "enter")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, TimelineScreen)
+        await pilot.press("ctrl+p", *"timeline: Zoom in", "enter")
+        await pilot.pause()
+        assert screen.zoom == 2
+        await pilot.press("question_mark")
+        assert "Zoom in" in app.screen.markdown and "Timeline" not in app.screen.markdown  # this screen's keys
+
+
+async def test_a_layer_of_an_imported_engine_opens_its_page_not_an_empty_kernel_table(tmp_path):
+    from inspector.tui.screens.tables import LayerPageScreen, LayersScreen
+    from tests.conftest import fixture_dir, run_cli
+
+    qat = fixture_dir("trt8-resnet-a100-int8-qat")
+    path = tmp_path / "qat.json"
+    done = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--profile",
+                   str(qat / "resnet-qat.onnx.engine.profile.json"), "--out", str(path))
+    assert done.returncode == 0, done.stderr
+    app = InspectorApp(session=storage.load(path), path=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("g", "slash", *"^other conv", "enter", "enter")
+        layers = app.screen
+        assert isinstance(layers, LayersScreen)
+        detail = layers.panel.query_one(".table-detail").render().plain
+        assert "tactic: ampere_fp32_icudnn_int8x4_128x64_relu_medium_nn_v1" in detail and "Int8 format" in detail
+        await pilot.press("enter")
+        page = app.screen
+        assert isinstance(page, LayerPageScreen)
+        facts = dict(page.panel.table.rows)
+        assert facts["precision"] == "int8 (as asked: int8)" and facts["reformats"].startswith("1 costing 0.061 ms")

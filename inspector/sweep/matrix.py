@@ -4,7 +4,7 @@
 [sweep]                       # optional
 name = "senet-fp8"            # the default output folder's name (else the file's stem)
 imports = ["my_backend"]      # modules each job imports first (plug-in backends and tracers)
-[base]                        # `run` options, by their long names (`calib-count` or `calib_count`)
+[base]                        # `run` options, by their long names (`calib-count` or `calib_count`, once each)
 device = "cuda"
 [axes]                        # each a list; a value may itself be a list (fp8-recipe = [["all", "no-se"]])
 model = ["senet154", "resnet50"]
@@ -19,23 +19,14 @@ from __future__ import annotations
 
 import itertools
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inspector.request import StudyRequest
+from inspector.options import check_choice
+from inspector.request import StudyRequest, check_name
 from sessions.errors import InputError
-
-# option name (as on the command line, `-` -> `_`) -> StudyRequest field; out and raw-trace are the sweep's
-OPTIONS = {
-    "model": "model", "backend": "backend", "device": "device", "variants": "variants", "batch": "batch",
-    "fp8_recipe": "fp8_recipes", "fp8_layout": "fp8_recipes", "fp8_exclude": "fp8_exclude", "images": "images",
-    "calib_count": "calib_count", "rounds": "rounds", "iters": "iters", "warmup": "warmup_s", "tracer": "tracer",
-    "trace_calls": "trace_calls", "checkpoint": "checkpoint", "opt_level": "opt_level", "seed": "seed",
-    "eval_count": "eval_count", "switch_warmup": "switch_warmup", "threads": "threads",
-}
-TUPLE_FIELDS = {"fp8_recipes", "fp8_exclude"}
-FIELD_TYPES = {f.name: f.type for f in fields(StudyRequest)}
+from sessions.options import BY_KEY, Option
 
 
 @dataclass(frozen=True)
@@ -66,34 +57,29 @@ def load_matrix(path: Path) -> Matrix:
 
 
 def parse_matrix(doc: dict[str, Any], default_name: str, origin: str) -> Matrix:
+    """The matrix of a TOML document, every key and value checked against the study options' spec
+    (ranges included: a job never fails on what the file says); InputError (one line) otherwise."""
     unknown = set(doc) - {"sweep", "base", "axes", "exclude"}
     if unknown:
         raise InputError(f"{origin}: unknown table {min(unknown)!r}; use [sweep], [base], [axes], [[exclude]]")
     sweep, base, axes = (_table(doc, key, origin) for key in ("sweep", "base", "axes"))
-    exclude = doc.get("exclude", [])
-    if not isinstance(exclude, list) or not all(isinstance(e, dict) for e in exclude):
-        raise InputError(f"{origin}: exclude must be an array of tables ([[exclude]])")
     if set(sweep) - {"name", "imports"}:
         raise InputError(f"{origin}: [sweep] takes name and imports only")
+    _one_spelling_each([*base, *axes], origin)
     for key, values in axes.items():
         if not isinstance(values, list) or not values:
             raise InputError(f"{origin}: axes.{key} must be a non-empty list")
-    for key in [*base, *axes, *(k for e in exclude for k in e)]:
-        _field(key, origin)
-    clash = {_field(k, origin) for k in base} & {_field(k, origin) for k in axes}
-    if clash:
-        raise InputError(f"{origin}: {min(clash)} is both in [base] and in [axes]")
-    for rule in exclude:
-        for key in rule:
-            if key not in axes:
-                raise InputError(f"{origin}: exclude names {key!r}, which is not an axis")
+        for value in values:
+            _checked(_option(key, origin), value, f"{origin}: axes.{key}")
+    exclude = _exclusions(doc.get("exclude", []), axes, origin)
     if "model" not in base and "model" not in axes:
         raise InputError(f"{origin}: no model: give [base] model or an axes.model list")
     imports = sweep.get("imports", [])
     if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
         raise InputError(f"{origin}: sweep.imports must be a list of module names")
-    name = sweep.get("name", default_name)
-    return Matrix(str(name), {_field(k, origin): v for k, v in base.items()}, axes, list(exclude), tuple(imports))
+    name = _folder_name(sweep.get("name", default_name), origin)
+    base_values = {_option(k, origin).field: _checked(_option(k, origin), v, f"{origin}: base.{k}") for k, v in base.items()}
+    return Matrix(name, base_values, axes, exclude, tuple(imports))
 
 
 def _table(doc: dict[str, Any], key: str, origin: str) -> dict[str, Any]:
@@ -103,25 +89,68 @@ def _table(doc: dict[str, Any], key: str, origin: str) -> dict[str, Any]:
     return table
 
 
-def _field(option: str, origin: str) -> str:
-    field = OPTIONS.get(option.replace("-", "_"))
-    if field is None:
-        known = ", ".join(sorted(k.replace("_", "-") for k in OPTIONS))
-        raise InputError(f"{origin}: unknown option {option!r}; known: {known}")
-    return field
+def _option(key: str, origin: str) -> Option:
+    spec = BY_KEY.get(key)
+    if spec is None:
+        known = ", ".join(sorted({s.keys[0] for s in BY_KEY.values()}))
+        raise InputError(f"{origin}: unknown option {key!r}; known: {known}")
+    return spec
 
 
-def _value(field: str, value: Any, where: str) -> Any:
-    if field in TUPLE_FIELDS:
-        items = value if isinstance(value, list) else [value]
-        if not all(isinstance(i, str) for i in items):
-            raise InputError(f"{where}: expected a name or a list of names")
-        return tuple(items)
-    expected = FIELD_TYPES[field]
-    ok = {"int": (int,), "float | None": (int, float), "int | None": (int,)}.get(str(expected), (str,))
-    if isinstance(value, bool) or not isinstance(value, ok):
-        raise InputError(f"{where}: {value!r} is not a valid value")
-    return float(value) if field == "warmup_s" else value
+def _one_spelling_each(keys: list[str], origin: str) -> None:
+    """One option under two keys (`calib-count` and `calib_count`, `fp8-recipe` and `fp8-layout`), in [base] or
+    [axes] or across them, would label a job with one value and run it with the other: refused."""
+    seen: dict[str, str] = {}
+    for key in keys:
+        spec = _option(key, origin)
+        if spec.field in seen and seen[spec.field] == key:
+            raise InputError(f"{origin}: {key} is both in [base] and in [axes]")
+        if spec.field in seen:
+            raise InputError(f"{origin}: {seen[spec.field]!r} and {key!r} are one option ({spec.flag}); give it once")
+        seen[spec.field] = key
+
+
+def _checked(spec: Option, value: Any, where: str) -> Any:
+    """A matrix value as the request holds it, checked by the spec (type, range, choices)."""
+    try:
+        checked = spec.check(value)
+        check_choice(spec, checked)
+    except InputError as exc:
+        raise InputError(f"{where}: {exc.message}") from None
+    return checked
+
+
+def _exclusions(exclude: Any, axes: dict[str, list[Any]], origin: str) -> list[dict[str, Any]]:
+    """Each [[exclude]] table: non-empty, naming axes only, with values those axes take (of the same type)."""
+    if not isinstance(exclude, list) or not all(isinstance(e, dict) for e in exclude):
+        raise InputError(f"{origin}: exclude must be an array of tables ([[exclude]])")
+    for index, rule in enumerate(exclude, 1):
+        if not rule:
+            raise InputError(f"{origin}: [[exclude]] number {index} is empty (it would exclude every combination)")
+        for key, value in rule.items():
+            if key not in axes:
+                raise InputError(f"{origin}: exclude names {key!r}, which is not an axis")
+            if not any(_same(value, v) for v in axes[key]):
+                raise InputError(f"{origin}: exclude {key} = {value!r} is not one of axes.{key} {axes[key]!r}")
+    return list(exclude)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of one type: TOML's 2 is not "2", and true is not 1."""
+    return type(a) is type(b) and a == b
+
+
+def _folder_name(name: Any, origin: str) -> str:
+    """[sweep] name: a plain folder name (the default output folder is named after it)."""
+    if not isinstance(name, str):
+        raise InputError(f"{origin}: [sweep] name must be a string, not {name!r}")
+    try:
+        check_name(name)
+    except InputError as exc:
+        raise InputError(f"{origin}: [sweep] name: {exc.message}") from None
+    if name.strip() in (".", ".."):
+        raise InputError(f"{origin}: [sweep] name {name!r} is not a folder name")
+    return name
 
 
 def combinations(matrix: Matrix, origin: str) -> list[Combination]:
@@ -134,29 +163,22 @@ def combinations(matrix: Matrix, origin: str) -> list[Combination]:
             continue
         settings = dict(matrix.base)
         for name, value in chosen.items():
-            settings[_field(name, origin)] = value
-        request_values = {f: _value(f, v, f"{origin}: {f}") for f, v in settings.items()}
-        request = StudyRequest(**request_values)
-        request.validate()
+            spec = _option(name, origin)
+            settings[spec.field] = _checked(spec, value, f"{origin}: axes.{name}")
+        request = StudyRequest(**settings)
+        try:
+            request.validate()
+        except InputError as exc:
+            raise InputError(f"{origin}: {label_of(chosen)}: {exc.message}") from None
         found.append(Combination({n: _text(v) for n, v in chosen.items()}, request))
     if not found:
         raise InputError(f"{origin}: every combination is excluded; no jobs")
     return found
 
 
+def label_of(chosen: dict[str, Any]) -> str:
+    return " ".join(f"{name}={_text(value)}" for name, value in chosen.items()) or "(no axes)"
+
+
 def _text(value: Any) -> str:
     return ",".join(map(str, value)) if isinstance(value, list) else str(value)
-
-
-def run_argv(request: StudyRequest) -> list[str]:
-    """The `trt-inspect run` command line that asks for `request` (what each job's session records)."""
-    argv = ["trt-inspect", "run", request.model]
-    defaults = StudyRequest(model=request.model)
-    for option, field in OPTIONS.items():
-        value = getattr(request, field)
-        if field == "model" or option == "fp8_layout" or value == getattr(defaults, field):
-            continue
-        flag = "--" + ("warmup" if field == "warmup_s" else option.replace("_", "-"))
-        for item in value if field in TUPLE_FIELDS else [value]:
-            argv += [flag, f"{item:g}" if isinstance(item, float) else str(item)]
-    return argv

@@ -15,7 +15,7 @@ from typing import Literal
 
 from inspector.sweep.executors import EXECUTORS, ExecutorOptions
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, plan_key
-from inspector.sweep.matrix import Combination, Matrix, combinations, run_argv
+from inspector.sweep.matrix import Combination, Matrix, combinations
 from sessions.paths import data_home
 
 Report = Callable[[str], None]
@@ -49,18 +49,14 @@ def _job_resolved_here(combination: Combination, folder: SweepFolder, report: Re
             report(note)
     key = plan_key(plan)
     plan = replace(plan, out=str(folder.session(key).absolute()), raw_trace=None)
-    return Job(key, combination.axes, plan, tuple(run_argv(combination.request)))
+    return Job(key, combination.axes, plan, tuple(combination.request.run_argv()))
 
 
 def _job_resolved_there(combination: Combination, folder: SweepFolder) -> Job:
-    from sessions.plan import parse_variants
-
-    request = combination.request
-    request.validate()
-    parse_variants(request.variants or "fp16,fp8", list(request.fp8_recipes), list(request.fp8_exclude))
+    request = combination.request  # checked completely by `combinations`, variants and recipes included
     key = plan_key(request)
     request = replace(request, out=str(folder.session(key).absolute()), raw_trace=None)
-    return Job(key, combination.axes, None, tuple(run_argv(combination.request)), request=request)
+    return Job(key, combination.axes, None, tuple(combination.request.run_argv()), request=request)
 
 
 def label(axes: dict[str, str]) -> str:

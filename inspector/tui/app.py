@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
 
 from inspector.request import StudyRequest
 from inspector.tui.screens.browser import BrowserScreen
@@ -19,7 +23,7 @@ from sessions.model import Session
 class InspectorApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "trt-inspect"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q,ctrl+c", "quit", "Quit", id="app.quit", priority=True),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("b", "browser", "Sessions", id="app.browser"),
@@ -76,12 +80,23 @@ class InspectorApp(App):
             return
         self.push_screen(BrowserScreen(self.rules, self.sessions_folder))
 
-    def get_system_commands(self, screen):
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands, then one per key of the current screen (its own bindings, so every screen added
+        brings its palette entries with it), named `screen: what`."""
         yield from super().get_system_commands(screen)
         yield SystemCommand("Sessions: Browse", "Saved sessions; mark two to compare", self.action_browser)
         yield SystemCommand("Help: Keys", "The keys of this screen", self.action_help)
-        names = (("groups", "Groups: Show"), ("compare", "Compare: two variants per layer"), ("flags", "Flagged layers: Show"),
-                 ("export", "Export: Markdown"))
-        for name, description in names:
-            if isinstance(screen, OverviewScreen):
-                yield SystemCommand(description, f"The {name} view of this session", getattr(screen, f"action_{name}"))
+        where = type(screen).__name__.removesuffix("Screen").lower() or "screen"
+        for binding in screen_bindings(screen):
+            yield SystemCommand(f"{where}: {binding.description}", f"key {binding.key}",
+                                partial(screen.run_action, binding.action))
+
+
+def screen_bindings(screen: Screen) -> list[Binding]:
+    """The bindings this tool's screen classes declare (its own and inherited), each action once, described ones only."""
+    found: dict[str, Binding] = {}
+    for cls in (c for c in type(screen).__mro__ if c.__module__.startswith("inspector.")):
+        for binding in cls.__dict__.get("BINDINGS", []):
+            if isinstance(binding, Binding) and binding.description and binding.action not in found:
+                found[binding.action] = binding
+    return list(found.values())

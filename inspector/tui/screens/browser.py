@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
@@ -18,15 +19,17 @@ from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions.diff import diff_sessions
 from sessions.errors import InputError
 from sessions.groups import Rules
+from sessions.state import SessionState, session_state
 from sessions.storage import SessionEntry, list_sessions, load
-from sessions.views import Column, Table
+from sessions.views import Column, Table, Tone
 
-COLUMNS = (Column(""), Column("model"), Column("created"), Column("GPU / CPU"), Column("backend"), Column("variants"),
-           Column("file"))
+COLUMNS = (Column(""), Column("model"), Column("created"), Column("state"), Column("GPU / CPU"), Column("backend"),
+           Column("variants"), Column("file"))
+STATE_TONES = {"complete": "", "interrupted": "warn", "running": "dim"}
 
 
 class BrowserScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark", id="browser.mark"),
         Binding("c", "compare", "Compare marked", id="browser.compare"),
         Binding("r", "reload", "Reload", id="browser.reload"),
@@ -38,12 +41,15 @@ class BrowserScreen(Screen):
         self.rules, self.folder = rules, folder
         self.marked: list[Path] = []
         self.entries: list[SessionEntry] = []
+        self.states: dict[Path, SessionState] = {}
         self.panel = TablePanel(self._data())
 
     def _data(self) -> Table:
-        rows = [("*" if e.path in self.marked else "", e.model, e.created, e.gpu, f"{e.backend}/{e.device}",
-                 ",".join(e.variants), e.path.name) for e in self.entries]
-        return Table(COLUMNS, rows, [e.path for e in self.entries], ["warn" if r[0] else "" for r in rows])
+        states = [self.states.get(e.path) for e in self.entries]
+        rows = [("*" if e.path in self.marked else "", e.model, e.created, state.text if state else "?", e.gpu,
+                 f"{e.backend}/{e.device}", ",".join(e.variants), e.path.name) for e, state in zip(self.entries, states)]
+        tones: list[Tone] = ["warn" if r[0] else (STATE_TONES[s.kind] if s else "") for r, s in zip(rows, states)]
+        return Table(COLUMNS, rows, [e.path for e in self.entries], tones)
 
     def compose(self) -> ComposeResult:
         yield Static("sessions (reading ...) Enter opens, space marks, c compares the two marked", id="breadcrumb")
@@ -55,13 +61,20 @@ class BrowserScreen(Screen):
         self.read_sessions()
 
     @work(thread=True, exclusive=True, group="browser")
-    def read_sessions(self) -> tuple[list[SessionEntry], list[str]]:
-        return list_sessions(self.folder)
+    def read_sessions(self) -> tuple[list[SessionEntry], list[str], dict[Path, SessionState]]:
+        entries, problems = list_sessions(self.folder)
+        states = {}
+        for entry in entries:
+            try:
+                states[entry.path] = session_state(load(entry.path), entry.path)
+            except InputError:  # changed since it was listed: the next reload says why
+                continue
+        return entries, problems, states
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group != "browser" or event.state != WorkerState.SUCCESS:
             return
-        self.entries, problems = event.worker.result
+        self.entries, problems, self.states = event.worker.result
         self.panel.show(self._data())
         self.query_one("#breadcrumb", Static).update("sessions: Enter opens, space marks, c compares the two marked")
         for problem in problems:
@@ -91,6 +104,14 @@ class BrowserScreen(Screen):
         except InputError as exc:
             self.notify(exc.message, severity="error")
             return
+        for session, path in ((a, path_a), (b, path_b)):
+            state = session_state(session, path)
+            if state.kind == "running":
+                self.notify(f"{path.name} is still being written by a running study ({state.step}): "
+                            "compare it once the study has finished", severity="warning")
+                return
+            if state.kind == "interrupted":
+                self.notify(f"{path.name} is {state.text}: the diff covers what finished", severity="warning")
         diff = diff_sessions(a, b, self.rules, 0.05, path_a.name, path_b.name)
         self.app.push_screen(DiffScreen(diff, ["sessions"]))
 

@@ -3,40 +3,53 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from inspector.tui.screens.modals import TextScreen
-from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
+from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants, plain
+from inspector.tui.screens.timeline import TimelineScreen
+from inspector.tui.widgets.answer_panel import AnswerPanel
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
-from sessions.export import environment_section, export_markdown, free_name, method_section
+from sessions.answer import answers
+from sessions.comparison import batch_words
+from sessions.errors import InspectError
+from sessions.export import environment_section, export_markdown, method_section, write_new_markdown
 from sessions.groups import Rules
 from sessions.model import Session
 from sessions.verdict import verdict_lines
 
 
-def drill_default(session: Session) -> str:
-    """The variant drill-downs open first: the one the verdict speaks of (first FP8), else the first that is not the baseline."""
+def drill_default(session: Session) -> str | None:
+    """The variant drill-downs open first: the one the verdict speaks of (first FP8), else the first that finished.
+
+    None when no variant finished (a study stopped during its first variant): there is nothing to drill into.
+    """
     pair = views.default_pair(session)
     if pair is not None:
         return pair[1]
     ok = ok_variants(session)
-    return (ok or [session.variants[0].name])[0]
+    return ok[0] if ok else None
+
+
+NOTHING_FINISHED = "no variant finished in this session: nothing to open"
 
 
 class OverviewScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         # priority: the table would take g and k for top / up
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
         Binding("c", "compare", "Compare", id="overview.compare"),
         Binding("f", "flags", "Flagged", id="overview.flags"),
         Binding("k", "all_kernels", "All kernels", id="overview.kernels", priority=True),
+        Binding("t", "timeline", "Timeline", id="overview.timeline"),
         Binding("e", "environment", "Env/method", id="overview.environment"),
         Binding("x", "export", "Export md", id="overview.export"),
         Binding("escape", "back", "Back", show=False),
@@ -49,15 +62,17 @@ class OverviewScreen(Screen):
     def compose(self) -> ComposeResult:
         s = self.session
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
-        yield Static(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}", id="breadcrumb")
-        verdicts = verdict_lines(s, self.rules)
-        yield Static(verdicts[0] if verdicts else "no verdict: fewer than two timed variants", id="verdict")
+        yield Static(plain(f"{s.study.model}  {batch_words(s)}  {s.study.backend} on {s.study.device} ({gpu})  "
+                           f"{s.study.created}"), id="breadcrumb")
+        found = answers(s, self.rules)
+        fallback = [] if found else (verdict_lines(s, self.rules)[:1] or ["no verdict: fewer than two timed variants"])
+        yield AnswerPanel(found, fallback, id="verdict")
         table = views.session_variant_table(s)
         panel = TablePanel(table, id="overview-table")
         panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
         yield panel
         yield LatencyBars(bars_of(s), id="bars")
-        yield Static("\n".join(table.notes), id="notes")
+        yield Static(plain(*table.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -70,10 +85,16 @@ class OverviewScreen(Screen):
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
         """Enter on a variant: its groups (every session has layers, even a names-only import)."""
         variant = event.key if event.key in ok_variants(self.session) else drill_default(self.session)
-        self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs, variant))
+        self._open_groups(variant)
 
     def action_groups(self) -> None:
-        self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs, drill_default(self.session)))
+        self._open_groups(drill_default(self.session))
+
+    def _open_groups(self, variant: str | None) -> None:
+        if variant is None:
+            self.notify(NOTHING_FINISHED, severity="warning")
+            return
+        self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs, variant))
 
     def action_compare(self) -> None:
         pair = views.default_pair(self.session)
@@ -86,22 +107,31 @@ class OverviewScreen(Screen):
         self.app.push_screen(FlagsScreen(self.session, self.rules, self.crumbs))
 
     def action_all_kernels(self) -> None:
-        self.app.push_screen(AllKernelsScreen(self.session, self.rules, drill_default(self.session), self.crumbs))
+        variant = drill_default(self.session)
+        if variant is None:
+            self.notify(NOTHING_FINISHED, severity="warning")
+            return
+        self.app.push_screen(AllKernelsScreen(self.session, self.rules, variant, self.crumbs))
+
+    def action_timeline(self) -> None:
+        """One traced call of the variant the verdict speaks of, on a time axis."""
+        variant = drill_default(self.session)
+        if variant is None:
+            self.notify(NOTHING_FINISHED, severity="warning")
+            return
+        self.app.push_screen(TimelineScreen(self.session, self.rules, variant, self.crumbs))
 
     def action_environment(self) -> None:
         self.app.push_screen(TextScreen(method_section(self.session) + "\n\n" + environment_section(self.session)))
 
     def action_export(self) -> None:
-        """The session as Markdown beside its file, under a new name where one exists; never over a file."""
-        if self.path is None:
-            self.notify("this session has no file yet", severity="warning")
-            return
+        """The session as Markdown, a new file in the exports folder (never over one)."""
+        s = self.session
+        text = export_markdown(s, self.rules, path=str(self.path) if self.path else None)
         try:
-            target = free_name(self.path.with_suffix(".md"))
-            with target.open("x") as out:
-                out.write(export_markdown(self.session, self.rules, path=str(self.path)))
-        except OSError as exc:
-            self.notify(f"cannot write the Markdown: {exc.strerror or exc}", severity="error")
+            target = write_new_markdown(text, s.study.model, "session", s.study.created[:19])
+        except InspectError as exc:
+            self.notify(exc.message, severity="error")
             return
         self.notify(f"wrote {target}")
 

@@ -10,24 +10,28 @@ from __future__ import annotations
 import ctypes
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
+from inspector.eta import Estimate
 from inspector.request import StudyRequest
 from inspector.study import Progress, run_requested_study
 from inspector.tui.screens.modals import ConfirmScreen, ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
+from inspector.tui.screens.tables import plain
 from inspector.tui.widgets.table_panel import TablePanel
 from sessions import captions, views
 from sessions.errors import ExitCode, InspectError
 from sessions.groups import Rules
 from sessions.storage import load
+from sessions.summary import VariantSummary
 
 PHASES = ("build", "timing")
 
@@ -41,7 +45,7 @@ class StudyStopped(Exception):
 
 
 class StudyScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+x", "cancel", "Stop study", id="study.cancel"),
         Binding("ctrl+c", "quit_study", "Stop and quit", id="study.quit", priority=True),
     ]
@@ -59,14 +63,17 @@ class StudyScreen(Screen):
         self.quitting = False
         self.thread_id: int | None = None  # the study's thread while it runs the study, else None
         self.lock = threading.Lock()
+        self.estimate = Estimate()
+        self.finished: tuple[VariantSummary, ...] = ()  # as the session file holds them
 
     def compose(self) -> ComposeResult:
-        yield Static(f"study of {self.request.model}", id="breadcrumb")
+        yield Static(plain(f"study of {self.request.model}"), id="breadcrumb")
         for phase in PHASES:
             yield Static(phase, classes="phase-label")
             yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
-        yield Static("finished variants", classes="phase-label")
-        yield TablePanel(views.variant_table([], None), id="landed")
+        yield Static("", id="eta")
+        yield Static("variants: finished (saved in the session file), then the one running", classes="phase-label")
+        yield TablePanel(views.variant_table([]), id="landed")
         yield Log(id="study-log")
         yield Footer()
 
@@ -106,8 +113,13 @@ class StudyScreen(Screen):
         self.query_one(Log).write_line(f"[{p.phase}] {p.message}")
         if p.phase in PHASES and p.total:
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
-        if p.variants:  # variants appear as they land, from the study's own immutable snapshot
-            self.query_one("#landed", TablePanel).show(views.variant_table(p.variants, views.baseline_of(p.variants)))
+        eta = self.estimate.update(p)
+        if eta:
+            self.query_one("#eta", Static).update(plain(eta))
+        if p.saved:  # finished means saved: a stop now keeps exactly these
+            self.finished = p.variants
+        running = (p.variant, f"{p.phase}: {p.message}") if p.variant and p.phase in ("build", "quality", "trace") else None
+        self.query_one("#landed", TablePanel).show(views.live_variant_table(self.finished, running))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
+from typing import Any, ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
@@ -16,9 +16,17 @@ from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
 from sessions.diff import SessionDiff
-from sessions.export import free_name
+from sessions.errors import InspectError
+from sessions.export import write_new_markdown
 from sessions.groups import Rules
+from sessions.layer_detail import layer_facts, layer_facts_table
 from sessions.model import Session, Variant
+from sessions.tables import terminal_line
+
+
+def plain(*lines: str) -> Text:
+    """Session text for a Static: never read as markup, control characters made spaces, one line each."""
+    return Text("\n".join(terminal_line(line) for line in lines))
 
 
 def ok_variants(session: Session) -> list[str]:
@@ -28,7 +36,7 @@ def ok_variants(session: Session) -> list[str]:
 class TableScreen(Screen):
     """A breadcrumb, one table, its notes, a footer; Esc goes back, / filters, x exports the table as shown."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="screen.back"),
         Binding("slash", "filter", "Filter", id="screen.filter"),
         Binding("x", "export_table", "Table to md", id="screen.export_table"),
@@ -38,12 +46,17 @@ class TableScreen(Screen):
     def __init__(self, crumbs: list[str], data: views.Table) -> None:
         super().__init__()
         self.crumbs = crumbs
-        self.panel = TablePanel(data, detail=self.DETAIL)
+        self.panel = TablePanel(data, detail=self.DETAIL, facts=self.row_facts)
+
+    def row_facts(self, key: Any) -> list[tuple[str, str]]:
+        """What the detail pane shows for the row `key`: its cells in full, unless a screen knows more."""
+        row = next((r for r, k in zip(self.panel.data.rows, self.panel.data.keys) if k == key), None)
+        return views.row_detail(self.panel.data, row) if row is not None else []
 
     def compose(self) -> ComposeResult:
-        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         yield self.panel
-        yield Static("\n".join(self.panel.data.notes), id="notes")
+        yield Static(plain(*self.panel.data.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -54,23 +67,21 @@ class TableScreen(Screen):
         self.panel.show(data)
         if crumbs is not None:
             self.crumbs = crumbs
-        self.query_one("#breadcrumb", Static).update(" > ".join(self.crumbs))
-        self.query_one("#notes", Static).update("\n".join(data.notes))
+        self.query_one("#breadcrumb", Static).update(plain(" > ".join(self.crumbs)))
+        self.query_one("#notes", Static).update(plain(*data.notes))
 
     def action_back(self) -> None:
         self.app.pop_screen()
 
     def action_export_table(self) -> None:
-        """The table as shown (filter and order included) to a new Markdown file in the working folder."""
-        name = re.sub(r"[^A-Za-z0-9]+", "-", self.crumbs[-1]).strip("-")[:60]
+        """The table as shown (filter and order included), a new Markdown file in the exports folder."""
+        text = f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n"
         try:
-            path = free_name(Path(f"trt-inspect-{name}.md"))
-            with path.open("x") as out:  # "x": never over a file that appeared since
-                out.write(f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n")
-        except OSError as exc:
-            self.notify(f"cannot write the table: {exc.strerror or exc}", severity="error")
+            path = write_new_markdown(text, self.crumbs[0], self.panel.data.title or self.crumbs[-1])
+        except InspectError as exc:
+            self.notify(exc.message, severity="error")
             return
-        self.notify(f"wrote {path.resolve()}")
+        self.notify(f"wrote {path}")
 
     def action_filter(self) -> None:
         self.app.push_screen(FilterScreen(self.panel.pattern), self.panel.filter)
@@ -79,7 +90,7 @@ class TableScreen(Screen):
 class VariantTableScreen(TableScreen):
     """A table of one variant's data; [ and ] switch the variant, and the title with it."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -105,7 +116,9 @@ class VariantTableScreen(TableScreen):
 
 
 class GroupsScreen(TableScreen):
-    BINDINGS = [
+    """Groups of one variant beside its baseline, sorted by that variant's delta; [ ] lead with another variant."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "group_by('role')", "Roles", id="groups.role"),
         Binding("2", "group_by('stage')", "Stages", id="groups.stage"),
         Binding("3", "group_by('kernel')", "Kernel classes", id="groups.kernel"),
@@ -117,19 +130,35 @@ class GroupsScreen(TableScreen):
         self.session, self.rules, self.by = session, rules, "role"
         self.drill_variant = drill_variant
         self.base_crumbs = crumbs
-        super().__init__([*crumbs, self._crumb()], views.group_table(session, rules, self.by))
+        data = self._build()
+        super().__init__([*crumbs, self._crumb(data)], data)
 
-    def _crumb(self) -> str:
-        return f"groups by {self.by} (Enter opens {self.drill_variant})"
+    def _build(self) -> views.Table:
+        """The led variant beside its baseline; a session with one finished variant shows that one alone."""
+        pair = views.pair_of(self.session, self.drill_variant)
+        if pair is None:
+            return views.group_table(self.session, self.rules, self.by)
+        self.drill_variant = pair[1]
+        return views.group_pair_table(self.session, self.rules, self.by, *pair)
+
+    def _crumb(self, data: views.Table) -> str:
+        return f"groups: {data.title or self.by} (Enter opens {self.drill_variant})"
+
+    def _rebuild(self) -> None:
+        data = self._build()
+        self.show(data, [*self.base_crumbs, self._crumb(data)])
 
     def action_group_by(self, by: str) -> None:
         self.by = by
-        self.show(views.group_table(self.session, self.rules, by), [*self.base_crumbs, self._crumb()])
+        self._rebuild()
 
     def action_variant(self, step: int) -> None:
         names = ok_variants(self.session)
         self.drill_variant = names[(names.index(self.drill_variant) + step) % len(names)]
-        self.show(self.panel.data, [*self.base_crumbs, self._crumb()])
+        pair = views.pair_of(self.session, self.drill_variant)
+        if pair is not None and pair[1] != self.drill_variant:  # the baseline leads nothing: step past it
+            self.drill_variant = names[(names.index(self.drill_variant) + step) % len(names)]
+        self._rebuild()
 
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
         if self.by == "kernel":
@@ -139,6 +168,10 @@ class GroupsScreen(TableScreen):
 
 
 class LayersScreen(VariantTableScreen):
+    """The layers of one group; the detail pane holds the layer in full (tactic, formats, reformats, precision)."""
+
+    DETAIL = True
+
     def __init__(self, session: Session, rules: Rules, variant: str, group: str, by: str, crumbs: list[str]) -> None:
         self.group, self.by = group, by
         super().__init__(session, rules, variant, crumbs)
@@ -146,8 +179,31 @@ class LayersScreen(VariantTableScreen):
     def build(self) -> views.Table:
         return views.layer_table(self.session, self.variant, self.rules, self.group, self.by)
 
+    def row_facts(self, key: Any) -> list[tuple[str, str]]:
+        index = views.layer_index(self.variant, key)
+        return layer_facts(self.variant, self.variant.layers[index]) if index is not None else []
+
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+        """A layer's kernels; where none were recorded (imported engines), the layer's page."""
+        if self.variant.kernels is None:
+            self.app.push_screen(LayerPageScreen(self.session, self.rules, self.variant_name, event.key, self.crumbs))
+            return
         self.app.push_screen(KernelsScreen(self.session, self.rules, self.variant_name, event.key, self.crumbs))
+
+
+class LayerPageScreen(VariantTableScreen):
+    """One layer field by field (tactic, tensors, reformats, precision as run and as asked): the drill of a
+    layer without kernels; [ ] show the same layer in the other variants."""
+
+    def __init__(self, session: Session, rules: Rules, variant: str, layer: str, crumbs: list[str]) -> None:
+        self.layer_name = layer
+        super().__init__(session, rules, variant, crumbs)
+
+    def build(self) -> views.Table:
+        index = views.layer_index(self.variant, self.layer_name)
+        if index is None:
+            return views.absent_layer(self.variant_name, self.layer_name)
+        return layer_facts_table(self.variant, self.variant.layers[index])
 
 
 class KernelsScreen(VariantTableScreen):
@@ -183,7 +239,7 @@ class FlagsScreen(TableScreen):
 class CompareScreen(TableScreen):
     """Two variants layer by layer (delta ms, delta kernels, costliest first); Enter: both kernel lists."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -209,7 +265,7 @@ class CompareScreen(TableScreen):
 class SideBySideScreen(Screen):
     """The kernels of one layer in A (left) and B (right)."""
 
-    BINDINGS = [Binding("escape", "back", "Back", id="screen.back"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back", id="screen.back"),
                 Binding("tab", "focus_next", "Other side", id="sides.switch")]
 
     def __init__(self, session: Session, a: str, b: str, pair: views.LayerPair, crumbs: list[str]) -> None:
@@ -220,11 +276,11 @@ class SideBySideScreen(Screen):
         self.crumbs = [*crumbs, name]
 
     def compose(self) -> ComposeResult:
-        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         with Horizontal(id="sides"):
             for data in (self.left, self.right):
                 with Vertical(classes="side"):
-                    yield Static(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names"),
+                    yield Static(plain(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names")),
                                  classes="side-title")
                     yield TablePanel(data, detail=True)
         yield Footer()

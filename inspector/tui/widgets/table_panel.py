@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions.tables import render_markdown
+from sessions.tables import render_markdown, terminal_line
 from sessions.views import Table, filter_rows, row_detail
 
 
 class TablePanel(Vertical):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "match(1)", "Next row", show=False, id="table.next_match"),
         Binding("N", "match(-1)", "Previous row", show=False, id="table.previous_match"),
         Binding("d", "toggle_detail", "Detail", show=False, id="table.detail"),
@@ -22,13 +25,16 @@ class TablePanel(Vertical):
     DEFAULT_CSS = """
     TablePanel { height: 1fr; }
     TablePanel > .table-count { color: $text-muted; height: 1; }
-    TablePanel > .table-detail { color: $text; background: $panel; height: auto; max-height: 6; display: none; }
+    TablePanel > .table-detail { color: $text; background: $panel; height: auto; max-height: 14; display: none; }
     TablePanel.with-detail > .table-detail { display: block; }
     """
 
-    def __init__(self, data: Table, *, id: str | None = None, detail: bool = False) -> None:
+    def __init__(self, data: Table, *, id: str | None = None, detail: bool = False,
+                 facts: Callable[[Any], list[tuple[str, str]]] | None = None) -> None:
+        """`facts(key)` fills the detail pane for a row (a layer's tactic and formats); default: the row's cells."""
         super().__init__(id=id, classes="with-detail" if detail else "")
         self.data = data
+        self.facts = facts
         self.pattern: str | None = None
         self.table = VirtualTable(data.columns)
 
@@ -83,7 +89,7 @@ class TablePanel(Vertical):
         return text + " (n/N step, / changes)"
 
     def on_virtual_table_resorted(self, event: VirtualTable.Resorted) -> None:
-        self.query_one(".table-count", Static).update(self.count_text())
+        self.query_one(".table-count", Static).update(Text(terminal_line(self.count_text())))
         self._update_detail()
 
     def on_virtual_table_moved(self, event: VirtualTable.Moved) -> None:
@@ -92,9 +98,10 @@ class TablePanel(Vertical):
     def _update_detail(self) -> None:
         if not self.has_class("with-detail"):
             return
-        row = self.table.cursor_row
+        row, key = self.table.cursor_row, self.table.cursor_key
+        pairs = [] if row is None else (self.facts(key) if self.facts is not None else row_detail(self.data, row))
         text = Text()
-        for label, value in row_detail(self.data, row) if row is not None else []:
-            text.append(f"{label} ", style="bold")
-            text.append(f"{value}   ")
+        for i, (label, value) in enumerate(pairs):
+            text.append(("\n" if i else "") + f"{terminal_line(label)}: ", style="bold")
+            text.append(terminal_line(value))
         self.query_one(".table-detail", Static).update(text)

@@ -1,25 +1,27 @@
-"""Reading what TensorRT writes: engine layer information, per-layer profiles and trtexec times.
+"""Engine layer information: what TensorRT says each layer of an engine is.
 
-The same code reads files from trtexec (`--exportLayerInfo`, `--exportProfile`, `--exportTimes`),
-from `IEngineInspector.get_engine_information(JSON)` and from the live backend, TensorRT 7.x to 11.x:
-names-only (strings) or DETAILED (objects) layers; `Bindings` (<= 10.x) or `I/O Tensors` (11.x);
-`Format/Datatype` or split `Format` / `Datatype` keys; U+001E / U+001F separators (8.6+);
-`[profile N]` suffixes; profiles with or without the `{"count": N}` header and `medianMs`.
+The same code reads trtexec's `--exportLayerInfo`, `IEngineInspector.get_engine_information(JSON)`
+and the live backend's, TensorRT 7.x to 11.x: names-only (strings) or DETAILED (objects) layers;
+`Bindings` (<= 10.x) or `I/O Tensors` (11.x); `Format/Datatype` or split `Format` / `Datatype` keys;
+U+001E / U+001F separators (8.6+); `[profile N]` suffixes. A layer's op comes from the type TensorRT
+states (`sessions.layer_ops`), refined by the ONNX nodes it was built from; a names-only layer's from
+its nodes' names (`sessions.groups.op_from_name`).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from sessions.errors import InputError
-from sessions.groups import builtin_rules, op_from_name
+from sessions.groups import builtin_rules, name_parts, op_from_name
 from sessions.layer_ops import trt_op
 from sessions.model import Layer, Tensor
-from sessions.vocab import dtype_of
+from sessions.vocab import dtype_of as vocab_dtype_of
+
+dtype_of = functools.lru_cache(maxsize=4096)(vocab_dtype_of)  # format strings repeat across a file's tensors
 
 SEPARATORS = re.compile("[\x1e\x1f]")
 TACTIC_PRECISION = re.compile(r"(?:^|_)i8|int8|imma|e4m3|fp8", re.IGNORECASE)  # i8i8, i8f16, i8816, int8x4, imma, e4m3
@@ -30,6 +32,8 @@ ONNX_LAYER = re.compile(r"\[ONNX Layer: (.*?)\]")
 
 def normalize_name(name: str) -> str:
     """One spelling for layer names across versions: separators as ' + ', no profile suffix."""
+    if "\x1e" not in name and "\x1f" not in name and not name.endswith("]"):
+        return name.strip()  # most names: nothing to replace
     return PROFILE_SUFFIX.sub("", SEPARATORS.sub(" + ", name)).strip()
 
 
@@ -87,6 +91,7 @@ def _io_tensors(doc: Any) -> list[str]:
     return []
 
 
+@functools.lru_cache(maxsize=1024)
 def _is_dla(kind_or_name: str) -> bool:
     return op_from_name(kind_or_name, builtin_rules()) == "dla" or bool(re.match(r"^Dla|DLA", kind_or_name))
 
@@ -95,6 +100,9 @@ def named_layer(name: str) -> Layer:
     """A layer known by its name only (names-only layer information, a profile): its op from the name."""
     op = op_from_name(name, builtin_rules())
     return Layer(name=name, kind="unknown", op=op, attrs={"device": "dla"} if op == "dla" else {})
+
+
+SAMPLES_KIND = "IProfiler per-layer samples (layer name -> its times over many runs): pass it as --profile"
 
 
 def file_kind(doc: Any) -> str | None:
@@ -106,6 +114,8 @@ def file_kind(doc: Any) -> str | None:
             return "trtexec profile metadata (*.profile.metadata.json): pass it with --metadata"
         if "model_options" in doc or "build_options" in doc:
             return "trtexec build metadata (*.build.metadata.json): pass it with --metadata"
+        if doc and all(isinstance(v, list) and v and all(type(x) in (int, float) for x in v) for v in doc.values()):
+            return SAMPLES_KIND
         return None
     if isinstance(doc, list) and doc and all(isinstance(item, dict) for item in doc[:3]):
         first = doc[1] if len(doc) > 1 and "count" in doc[0] and "name" not in doc[0] else doc[0]
@@ -173,13 +183,34 @@ def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | N
     return next((t.dtype for t in [*inputs, *outputs] if t.dtype), None)
 
 
-def layer_op(kind: str, parameter_type: str | None, name: str) -> str | None:
-    """TensorRT's own type words first; a layer they do not name (or a convolution named MatMul) by its name."""
-    rules = builtin_rules()
-    op = trt_op(kind, parameter_type) or op_from_name(kind, rules)
-    by_name = op_from_name(name, rules)
-    if op is None or (op == "conv" and by_name in ("linear", "matmul")):
-        return by_name or op  # TensorRT runs a classifier's MatMul as a 1x1 convolution: it is still a linear layer
+NODE_TYPE = re.compile(r"(?:^|/)([A-Za-z][A-Za-z0-9]*?)(?:_\d+)*$")  # `/fc/Gemm`, `Gemm_48` -> Gemm
+LINEAR_NODES = {"Gemm", "MatMul", "FullyConnected"}
+CONV_NODES = {"Conv", "ConvTranspose", "Conv2D", "convolution"}
+
+
+def node_types(nodes: list[str]) -> set[str]:
+    """The ONNX (or TF) op types of node names that carry one: the last path component, numbering dropped."""
+    return {match.group(1) for node in nodes if (match := NODE_TYPE.search(node))}
+
+
+@functools.lru_cache(maxsize=1024)
+def _type_op(kind: str, parameter_type: str | None) -> str | None:
+    """The op TensorRT's type words give (a layer file holds a few kinds, each many times)."""
+    return trt_op(kind, parameter_type) or op_from_name(kind, builtin_rules())
+
+
+def layer_op(kind: str, parameter_type: str | None, name: str, nodes: list[str]) -> str | None:
+    """TensorRT's own type words first; a layer they do not name by its nodes' names.
+
+    TensorRT runs a Gemm or MatMul node as a convolution: a Convolution built from such nodes and
+    from no Conv node is a linear layer.
+    """
+    op = _type_op(kind, parameter_type)
+    if op is None:
+        return op_from_name(name, builtin_rules())
+    types = node_types(nodes or name_parts(name))
+    if op == "conv" and types & LINEAR_NODES and not types & CONV_NODES:
+        return "linear"
     return op
 
 
@@ -188,9 +219,9 @@ def _detailed_layer(item: dict) -> Layer:
     inputs = item.get("Inputs") if isinstance(item.get("Inputs"), list) else []
     attrs: dict[str, Any] = {}
     for key, attr in (("StreamId", "stream"), ("Activation", "activation")):
-        if item.get(key) not in (None, ""):
-            attrs[attr] = item[key]
-    weights = item.get("Weights")
+        if isinstance(item.get(key), (str, int)) and not isinstance(item.get(key), bool) and item[key] != "":
+            attrs[attr] = item[key]  # scalars only: what a session stores must be what TensorRT writes
+    weights = _field(item, "Weights")
     if isinstance(weights, dict) and weights.get("Type"):
         attrs["weights"] = dtype_of(str(weights["Type"])) or str(weights["Type"])
     metadata = item.get("Metadata")
@@ -206,13 +237,13 @@ def _detailed_layer(item: dict) -> Layer:
     return Layer(
         name=name,
         kind=kind,
-        op=layer_op(kind, parameter_type if isinstance(parameter_type, str) else None, name),
+        op=layer_op(kind, parameter_type if isinstance(parameter_type, str) else None, name, nodes),
         precision=compute_precision(tensors_in, attrs.get("weights"), str(item.get("TacticName") or ""), tensors_out),
-        groups=_int(item.get("Groups")),
-        kernel_shape=_ints(item.get("Kernel")),
+        groups=_int(_field(item, "Groups")),
+        kernel_shape=_ints(_field(item, "Kernel")),
         in_channels=tensors_in[0].shape[1] if tensors_in and tensors_in[0].shape and len(tensors_in[0].shape) >= 2 else None,
-        out_channels=_int(item.get("OutMaps")),
-        stride=_ints(item.get("Stride")),
+        out_channels=_int(_field(item, "OutMaps")),
+        stride=_ints(_field(item, "Stride")),
         inputs=tensors_in,
         outputs=tensors_out,
         tactic=str(tactic) if tactic not in (None, "") else None,
@@ -222,150 +253,14 @@ def _detailed_layer(item: dict) -> Layer:
     )
 
 
+def _field(item: dict, key: str) -> Any:
+    """A convolution parameter: `Kernel`, or `ConvKernel` in a fused ConvActPool layer."""
+    return item.get(key, item.get(f"Conv{key}"))
+
+
 def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
+    return value if type(value) is int and value >= 0 else None
 
 
 def _ints(value: Any) -> list[int] | None:
-    return value if isinstance(value, list) and all(type(v) is int for v in value) else None
-
-
-@dataclass
-class ProfileRecord:
-    name: str
-    total_ms: float
-    average_ms: float
-    median_ms: float | None
-    percentage: float | None
-
-
-@dataclass
-class Profile:
-    count: int | None  # inferences profiled, where the header says
-    records: list[ProfileRecord]
-
-
-MAX_RECORD_VALUE = 1e9  # ms (11 days) or percent: anything larger is a corrupt or forged file
-
-
-def _number(record: dict, key: str, origin: str, position: int, required: bool = True) -> float | None:
-    value = record.get(key)
-    if value is None and not required:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{origin}: record {position} has no numeric {key!r}")
-    if not math.isfinite(value) or abs(value) > MAX_RECORD_VALUE:
-        raise InputError(f"{origin}: record {position} has {key} = {value:g}, not a time trtexec measures")
-    return float(value)
-
-
-def parse_profile(doc: Any, origin: str) -> Profile:
-    kind = file_kind(doc)
-    if not isinstance(doc, list) or (kind is not None and "--exportProfile" not in kind):
-        raise wrong_kind(doc, origin, "a trtexec --exportProfile file (a JSON list of per-layer records)")
-    count = None
-    records: list[ProfileRecord] = []
-    for position, item in enumerate(doc):
-        if not isinstance(item, dict):
-            raise InputError(f"{origin}: record {position} is not an object")
-        if "count" in item and "name" not in item:
-            count = int(item["count"]) if isinstance(item["count"], (int, float)) else None
-            continue
-        if not isinstance(item.get("name"), str):
-            raise InputError(f"{origin}: record {position} has no layer name")
-        if profile_index(item["name"]):
-            continue
-        total = _number(item, "timeMs", origin, position)
-        average = _number(item, "averageMs", origin, position, required=False)
-        records.append(
-            ProfileRecord(
-                name=normalize_name(item["name"]),
-                total_ms=total,
-                average_ms=average if average is not None else total / max(count or 1, 1),
-                median_ms=_number(item, "medianMs", origin, position, required=False),
-                percentage=_number(item, "percentage", origin, position, required=False),
-            )
-        )
-    if not records:
-        raise InputError(f"{origin}: the profile holds no layer records")
-    return Profile(count, records)
-
-
-@dataclass
-class Pairing:
-    by_position: bool
-    matched: int
-    unmatched_layers: list[str]
-    unmatched_records: list[str]
-
-
-PAIRING_MIN = 0.9  # of the layers and of the records: below this, the files describe different engines
-
-
-def layers_from_profile(profile: Profile) -> list[Layer]:
-    """Layers named by a profile alone (TensorRT 7 `.profile`, or a profile without layer information)."""
-    layers = [named_layer(record.name) for record in profile.records]
-    for layer, record in zip(layers, profile.records):
-        _apply(layer, record)
-    for before, layer in itertools.pairwise(layers):
-        if before.op == "dla" and layer.op == "reformat":  # the first GPU reformat after a DLA block waits for the DLA
-            layer.op = "dla"
-            layer.attrs["device"] = "dla"
-            layer.attrs["note"] = "reformatter after a DLA block: its time includes waiting for the DLA"
-    return layers
-
-
-def pair_profile(layers: list[Layer], profile: Profile, origin: str) -> Pairing:
-    """Give each layer its profiled time: by position when names agree there, else by name.
-
-    Refuses (InputError) when fewer than PAIRING_MIN of the layers or of the records pair: one
-    engine's layers with another engine's profile (fp32 layers, fp16 profile) still share most names.
-    """
-    names = [layer.name for layer in layers]
-    if names == [r.name for r in profile.records]:
-        for layer, record in zip(layers, profile.records):
-            _apply(layer, record)
-        return Pairing(True, len(layers), [], [])
-    remaining: dict[str, list[ProfileRecord]] = {}
-    for record in profile.records:
-        remaining.setdefault(record.name, []).append(record)
-    unmatched_layers = []
-    matched = 0
-    for layer in layers:
-        queue = remaining.get(layer.name)
-        if queue:
-            _apply(layer, queue.pop(0))
-            matched += 1
-        else:
-            unmatched_layers.append(layer.name)
-    unmatched_records = [r.name for queue in remaining.values() for r in queue]
-    if matched < PAIRING_MIN * len(layers) or matched < PAIRING_MIN * len(profile.records):
-        example = unmatched_layers[0] if unmatched_layers else unmatched_records[0] if unmatched_records else "?"
-        raise InputError(
-            f"{origin} does not pair with the layer information: {matched} of {len(layers)} layers and of "
-            f"{len(profile.records)} profile records pair by name, below {PAIRING_MIN:.0%} (first unpaired: {example[:80]!r}); "
-            "were both files written for the same engine?"
-        )
-    return Pairing(False, matched, unmatched_layers, unmatched_records)
-
-
-def _apply(layer: Layer, record: ProfileRecord) -> None:
-    layer.time_ms = record.average_ms
-    if record.median_ms is not None:
-        layer.attrs["median_ms"] = record.median_ms
-    if record.percentage is not None:
-        layer.attrs["percentage"] = record.percentage
-
-
-def parse_times(doc: Any, origin: str) -> tuple[list[float], list[float]]:
-    """(GPU compute ms, end-to-end latency ms) per inference from `--exportTimes`."""
-    kind = file_kind(doc)
-    if not isinstance(doc, list) or not doc or (kind is not None and "--exportTimes" not in kind):
-        raise wrong_kind(doc, origin, "a trtexec --exportTimes file (a JSON list of per-inference records)")
-    compute, latency = [], []
-    for position, item in enumerate(doc):
-        if not isinstance(item, dict):
-            raise InputError(f"{origin}: record {position} is not an object")
-        compute.append(_number(item, "computeMs", origin, position))
-        latency.append(_number(item, "latencyMs", origin, position, required=False) or compute[-1])
-    return compute, latency
+    return value if isinstance(value, list) and all(type(v) is int and v >= 0 for v in value) else None

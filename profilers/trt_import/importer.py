@@ -13,43 +13,31 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from profilers import environment
 from profilers.stats import latency_stats
-from profilers.trt_files import (
-    LayerInfo,
-    layers_from_profile,
-    pair_profile,
-    parse_layer_info,
-    parse_profile,
-    parse_times,
-)
-from profilers.trtexec_metadata import RunFacts, companions, engine_stem, facts_from, model_name
+from profilers.trt_import.documents import read_json
+from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
+from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
+from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile, parse_times
+from profilers.trt_import.trtexec_log import apply_logged, logged_layers
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
+from sessions.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
+MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")
 TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
 TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
 
 
-def read_json(path: Path, what: str):
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"no such {what} file: {path}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON ({what}): {exc}") from None
-
-
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
-    """The lowest compute precision any layer runs in; from trtexec's build option where layers say nothing."""
-    seen = {layer.precision for layer in variant_layers}
+    """The lowest precision any computing layer runs in; from trtexec's build option where layers say nothing.
+
+    Layers that only move or convert data (reformats, shuffles, Q/DQ, no-ops) do not count: an fp16 input
+    binding's reformat does not make a TF32 engine fp16.
+    """
+    seen = {layer.precision for layer in variant_layers if layer.op not in MOVES_DATA} or {
+        layer.precision for layer in variant_layers}
     found = next((p for p in PRECISION_ORDER if p in seen), None)
     if found is None and build_precision:
         words = build_precision.lower()
@@ -73,28 +61,55 @@ class Imported:
     batch: int | None
     input_shape: list[int]  # one sample, without the batch dimension
     facts: RunFacts
+    per_layer: str  # what each layer's time is, in words
 
 
-def _layers(files: ImportFiles, notes: list[str]) -> LayerInfo:
-    if files.layers is not None:
-        info = parse_layer_info(read_json(files.layers, "layer information"), str(files.layers))
-        if files.profile is not None:
-            profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
-            pairing = pair_profile(info.layers, profile, str(files.profile))
-            notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
-            if pairing.unmatched_layers or pairing.unmatched_records:
-                notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
-                             f"{len(pairing.unmatched_records)} records without a layer")
-            if profile.count is not None:
-                notes.append(f"profile over {profile.count} inferences")
-        return info
-    if files.profile is None:
-        raise InputError("give --layers, --profile or both")
-    profile = parse_profile(read_json(files.profile, "profile"), str(files.profile))
-    notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
-    if profile.count is not None:
-        notes.append(f"profile over {profile.count} inferences")
-    return LayerInfo(layers_from_profile(profile), [], detailed=False)
+def per_layer_words(profile: Profile | None) -> str:
+    if profile is not None and profile.records[0].samples is not None:
+        return (f"IProfiler layer times over up to {profile.count} runs, written by the TensorRT API: each layer's median, "
+                "with p10 and p90 (includes profiling overhead and does not add up to the latency)")
+    if profile is not None:
+        return ("IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes profiling "
+                "overhead and does not add up to the latency)")
+    return "no per-layer times imported (--profile)"
+
+
+def _apply_log(files: ImportFiles, info: LayerInfo, notes: list[str]) -> None:
+    """Types, tactics and tensors from a verbose trtexec log given with --metadata, for names-only layers."""
+    if info.detailed:
+        return
+    for path in files.metadata:
+        logged = logged_layers(path)
+        if logged:
+            typed = apply_logged(info.layers, logged)
+            notes.append(f"layer types, tactics and tensors of {typed} of {len(info.layers)} layers from the log {path.name}")
+            if typed == len(info.layers):
+                info.detailed = True
+                info.notes = [note for note in info.notes if not note.startswith("names-only")]
+            if typed:
+                io = {t.name for layer in info.layers for t in layer.inputs} - {t.name for layer in info.layers for t in layer.outputs}
+                info.io_tensors = info.io_tensors or sorted(io)
+            return
+
+
+def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | None]:
+    """The engine's layers (from the layer file, else from the profile) and the profile, paired with them."""
+    profile = parse_profile(read_json(files.profile, "profile file"), str(files.profile)) if files.profile else None
+    if profile is not None and profile.count is not None:
+        notes.append(f"profile over {profile.count} {'runs' if profile.records[0].samples else 'inferences'}")
+    if files.layers is None:
+        if profile is None:
+            raise InputError("give --layers, --profile or both")
+        notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
+        return LayerInfo(layers_from_profile(profile), [], detailed=False), profile
+    info = parse_layer_info(read_json(files.layers, "layer information file"), str(files.layers))
+    if profile is not None:
+        pairing = pair_profile(info.layers, profile, str(files.profile))
+        notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
+        if pairing.unmatched_layers or pairing.unmatched_records:
+            notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
+                         f"{len(pairing.unmatched_records)} records without a layer")
+    return info, profile
 
 
 def _check_times_engine(files: ImportFiles, facts: RunFacts, median_ms: float) -> None:
@@ -141,7 +156,8 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     facts = facts_from([*files.metadata, *(p for p in found if p not in files.metadata)])
     if facts.sources:
         notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
-    info = _layers(files, notes)
+    info, profile = _layers(files, notes)
+    _apply_log(files, info, notes)
     notes.extend(info.notes)
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
     if dla:
@@ -151,13 +167,13 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         notes.append("precision unknown: names-only files hold no types (trtexec metadata or a log with --metadata gives it)")
     variant = Variant(
         name=name or (files.layers or files.profile or Path("variant")).name.split(".")[0],
-        backend="trtexec",
+        backend="trtexec" if facts.sources or files.times or (profile and not profile.records[0].samples) else "tensorrt",
         precision=precision,  # type: ignore[arg-type]  # a PRECISION_ORDER word or "unknown"
         device="cuda",
         layers=info.layers,
     )
     if files.times is not None:
-        compute, _latency = parse_times(read_json(files.times, "times"), str(files.times))
+        compute, _latency = parse_times(read_json(files.times, "times file"), str(files.times))
         variant.latency = latency_stats(compute)
         _check_times_engine(files, facts, variant.latency.median_ms)
     shape = _input_shape(info) or facts.input_shape
@@ -165,37 +181,45 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     if found_batch is None:
         notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
     variant.notes = notes
-    return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts)
+    return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts,
+                    per_layer_words(profile))
 
 
 def environment_of(facts: RunFacts) -> Environment:
     gpu = None
     if facts.gpu:
         gpu = GpuInfo(name=facts.gpu, compute_capability=facts.compute_capability, multiprocessors=facts.multiprocessors,
-                      memory_mib=facts.memory_mib)
+                      memory_mib=facts.memory_mib, sm_clock_mhz=facts.sm_clock_mhz, mem_clock_mhz=facts.mem_clock_mhz)
     return Environment(host="unknown (imported files)", os="", cpu="", cpu_count=0, python="",
                        versions={"tensorrt": facts.tensorrt} if facts.tensorrt else {}, gpu=gpu)
 
 
-def method_of(facts: RunFacts, timed: bool) -> TimingMethod:
-    graph = {True: "the CUDA-graph launch", False: "enqueue (no CUDA graph)", None: "enqueue or a CUDA-graph launch (not recorded)"}
-    if timed:
-        region = (f"trtexec GPU compute time per inference (CUDA events around {graph[facts.cuda_graph]}), "
-                  "from --exportTimes, warm-up already discarded by trtexec")
+GRAPH_WORDS = {True: "the CUDA-graph launch", False: "enqueue (no CUDA graph)",
+               None: "enqueue or a CUDA-graph launch (not recorded)"}
+TRANSFER_WORDS = {True: "trtexec ran with data transfers enabled; GPU compute time leaves them out",
+                  False: "trtexec ran with data transfers disabled", None: "data transfers not recorded"}
+
+
+def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
+    """The method the files state: what was timed, how often, and what each per-layer figure is."""
+    latency = imported.variant.latency
+    if latency is not None:
+        region = (f"trtexec GPU compute time per inference (CUDA events around {GRAPH_WORDS[facts.cuda_graph]}), "
+                  f"from --exportTimes, warm-up already discarded by trtexec; {TRANSFER_WORDS[facts.transfers]}")
     else:
-        region = "no per-inference times imported (--times); latency columns show the sum of per-layer profile times"
+        region = ("no per-inference times imported (--times); latency columns show the sum of per-layer times; "
+                  f"{TRANSFER_WORDS[facts.transfers]}")
     return TimingMethod(
-        timer="trtexec" if timed else "unknown",
+        timer="trtexec" if latency is not None else "unknown",
         timed_region=region,
         cuda_graph=facts.cuda_graph,
         warmup_s=facts.warmup_s,
-        rounds=1 if facts.iterations is not None else None,
-        iters=facts.iterations,
+        rounds=1 if latency is not None else None,
+        iters=len(latency.samples_ms) if latency is not None else None,  # the inferences the times file holds
         interleaved=False,
-        transfers_included=False,
+        transfers_included=False,  # GPU compute time and IProfiler layer times never hold the copies
         static_inputs=True,
-        per_layer="IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes "
-        "profiling overhead and does not add up to the latency)",
+        per_layer=imported.per_layer,
         kernels="not in TensorRT's files: layer information names one tactic per layer, not the kernels launched",
     )
 
@@ -206,16 +230,17 @@ def new_session(imported: Imported, command: list[str]) -> Session:
             model=imported.model,
             source="trtexec",
             input_shape=imported.input_shape,
-            batch=imported.batch or 1,
+            batch=imported.batch or default("batch"),
             command=command,
             created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            backend="trtexec",
+            backend=imported.variant.backend,
             device="cuda",
             tool_version=environment.tool_version(),
             weights="from the engine",
+            engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
         ),
         environment=environment_of(imported.facts),
-        method=method_of(imported.facts, imported.variant.latency is not None),
+        method=method_of(imported.facts, imported),
     )
 
 

@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from profilers.trt_import import documents
 from sessions.errors import InputError
 
 LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
@@ -39,6 +38,9 @@ class RunFacts:
     warmup_s: float | None = None
     input_shape: list[int] | None = None  # the first input's shape, batch first
     gpu_compute_median_ms: float | None = None
+    transfers: bool | None = None  # trtexec's "Data transfers" option: host-device copies ran beside the inferences
+    sm_clock_mhz: int | None = None  # trtexec's (application) compute clock rate
+    mem_clock_mhz: int | None = None
     sources: list[str] = field(default_factory=list)
 
 
@@ -78,7 +80,8 @@ def _options_from_json(doc: Any) -> dict[str, Any]:
         device = doc[0]
         cc = device.get("ComputeCapability")
         return {"Selected Device": device.get("Name"), "Compute Capability": ".".join(map(str, cc)) if isinstance(cc, list) else cc,
-                "Total Memory": device.get("TotalMemory")}
+                "Total Memory": device.get("TotalMemory"), "SMs": device.get("MULTIPROCESSOR_COUNT"),
+                "Clock Rate": device.get("CLOCK_RATE"), "Memory Clock Rate": device.get("MEMORY_CLOCK_RATE")}
     if not isinstance(doc, dict) or not ({"model_options", "build_options", "inference_options", "device_information"} & set(doc)):
         raise InputError("not trtexec metadata (no model, build, inference or device options)")
     options: dict[str, Any] = {}
@@ -92,17 +95,12 @@ def _options_from_json(doc: Any) -> dict[str, Any]:
 
 
 def read_options(path: Path) -> dict[str, Any]:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        text = data.decode("utf-8", "replace")
+    text = documents.read_text(path, "metadata file")
+    if text.lstrip()[:1] not in ("[", "{"):
         if "=== Model Options ===" not in text and "&&&& RUNNING" not in text:
-            raise InputError(f"{path}: neither trtexec metadata JSON nor a trtexec log") from None
+            raise InputError(f"{path}: neither trtexec metadata JSON nor a trtexec log")
         return _options_from_log(text)
+    doc = documents.parse_json(text, str(path), "trtexec metadata")
     try:
         return _options_from_json(doc)
     except InputError as exc:
@@ -125,7 +123,21 @@ def _shape(text: Any) -> list[int] | None:
     return [int(d) for d in match.group(1).split("x")] if match else None
 
 
+def _bounded(value: float | None, check, where: str) -> Any:
+    return check(value, where) if value is not None else None
+
+
+def _mhz(text: Any) -> int | None:
+    """A clock rate in MHz: trtexec writes GHz (`1.425 GHz`, or a bare 1.695 in its JSON), trex kHz (1410000)."""
+    value = _number(text)
+    if value is None:
+        return None
+    mhz = value * 1000 if "GHz" in str(text) or value < 100 else value / 1000 if value > 100_000 else value
+    return documents.count(round(mhz), "clock rate (MHz)")
+
+
 def facts_from(paths: list[Path]) -> RunFacts:
+    """What the files say about the run; every number checked (`documents`), a fact no file gives None."""
     options: dict[str, Any] = {}
     for path in paths:
         for key, value in read_options(path).items():
@@ -137,22 +149,30 @@ def facts_from(paths: list[Path]) -> RunFacts:
     memory_mib = _number(memory)
     if memory_mib is not None and "MiB" not in str(memory):
         memory_mib /= 1 << 20  # bytes (trex's device list)
-    sms = _number(options.get("SMs"))
+    sms = _bounded(_number(options.get("SMs")), documents.count, "SMs")
+    iterations = _bounded(_number(options.get("Iterations")), documents.count, "Iterations")
+    median = _bounded(_number(options.get("GPU Compute median")), documents.time_ms, "GPU Compute median")
+    duration_s = _bounded(_number(duration.split("(")[0]) if duration else None, documents.time_ms, "Duration")
+    warmup_ms = _bounded(float(warmup.group(1)) if warmup else None, documents.time_ms, "warm-up")
     cc = options.get("Compute Capability")
     return RunFacts(
         model=str(options["Model"]) if options.get("Model") else None,
         tensorrt=str(options["TensorRT version"]) if options.get("TensorRT version") else None,
         gpu=str(options["Selected Device"]) if options.get("Selected Device") else None,
         compute_capability=str(cc) if cc not in (None, "") else None,
-        multiprocessors=int(sms) if sms is not None else None,
-        memory_mib=int(memory_mib) if memory_mib is not None else None,
+        multiprocessors=sms,
+        memory_mib=_bounded(round(memory_mib) if memory_mib is not None else None, documents.count, "device memory"),
         precision=str(options["Precision"]) if options.get("Precision") else None,
         cuda_graph=_flag(options.get("CUDA Graph")),
-        iterations=int(n) if (n := _number(options.get("Iterations"))) is not None else None,
-        duration_s=_number(duration.split("(")[0]) if duration else None,
-        warmup_s=float(warmup.group(1)) / 1000 if warmup else None,
+        iterations=iterations,
+        duration_s=duration_s,
+        warmup_s=warmup_ms / 1000 if warmup_ms is not None else None,
         input_shape=_shape(options.get("Input inference shape") or options.get("Input inference shapes")),
-        gpu_compute_median_ms=_number(options.get("GPU Compute median")),
+        gpu_compute_median_ms=median,
+        transfers=_flag(options.get("Data transfers")),
+        sm_clock_mhz=_mhz(options.get("Application Compute Clock Rate") or options.get("Compute Clock Rate")
+                          or options.get("Clock Rate")),
+        mem_clock_mhz=_mhz(options.get("Application Memory Clock Rate") or options.get("Memory Clock Rate")),
         sources=[str(p) for p in paths],
     )
 

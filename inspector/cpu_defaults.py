@@ -1,0 +1,247 @@
+"""A study on the CPU sized to finish in minutes: threads from the machine, variants and counts from the model's cost.
+
+`fit_cpu_plan` is the one owner of this policy (`inspector.resolve` calls it for PyTorch on the CPU). It times one
+fp32 forward of the model at the threads it picks, and a convolution in bf16 against fp32, then fills in what
+the user left unset: threads (the cores that other work leaves free), the variants (bf16 left out where it is
+much slower than fp32 here), and the counts (quality, calibration and stress inputs, rounds, inferences): the
+largest step of `LADDER` whose estimated time fits `BUDGET_S` (where none does, the default FP8 recipes after the
+first are left out too). The estimate comes from the measured forward and
+the plan's steps (`estimate_s`); what the user set is kept, and the estimate then covers it too.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from inspector.request import StudyRequest
+from sessions.errors import first_line
+from sessions.plan import StudyPlan, TimingPlan
+
+BUDGET_S = 200.0  # the study after start-up: the main job within 5 minutes on 2 cores that others also use
+BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more than this times fp32's
+
+# Steps of a study, in fp32 forwards of the model at the study's batch: senet154, 1 thread, the shared 2-core
+# machine (benchmarks/results/cpu/costs.txt; mainjob.log lists each variant's median, build and traced call).
+# Step by step, under a load between 8 and 17, they vary up to 2x; summed, these values came within 11 % of the
+# main job's time after the estimate (0.89 and 1.01 of it: mainjob-earlier-runs.log, mainjob.log).
+FP8_FORWARD = 1.4  # a simulated FP8 forward (activation quantizers; weights quantized once): 1.14 to 1.60 measured
+FP8_CALIBRATION = 1.6  # a calibration forward (max amax on every quantizer); not measured apart from the build
+TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it
+STRUCTURE_FORWARD = 2.0  # finding the model's structure (a forward with module hooks), then copying and folding
+FP8_BUILD = 6.0  # ModelOpt's quantize, the amax floor and the baked weights, per FP8 variant
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How much a study measures: quality images (None: every image), calibration images, stress inputs
+    (None: all), timing rounds, inferences per round, warm-up seconds."""
+
+    quality: int | None
+    calibration: int
+    stress: int | None
+    rounds: int
+    iters: int
+    warmup_s: float
+
+
+# From the full defaults down to the least that still says something; the first that fits the budget is taken.
+LADDER = (
+    Counts(None, 16, None, 3, 5, 0.5),
+    Counts(8, 8, 8, 3, 4, 0.5),
+    Counts(4, 4, 5, 3, 3, 0.0),
+    Counts(3, 3, 3, 2, 2, 0.0),
+)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """What was measured here before the study: cores, load, the threads chosen, and the model's cost."""
+
+    cores: int
+    load: tuple[float, float, float]
+    threads: int
+    forward_s: float  # one fp32 forward at the study's batch and `threads`
+    single_s: float  # one fp32 forward of one sample (stress inputs)
+    bf16_ratio: float  # a convolution's time in bf16 / in fp32
+
+
+def choose_threads(cores: int, load_1min: float) -> int:
+    """The cores that other work leaves free (the 1-minute load average, rounded), at least one.
+
+    More threads than free cores makes PyTorch's threads wait on each other: on 2 cores under load, 2 threads ran
+    senet154's fp32 forward 6x slower than 1 (benchmarks/results/cpu/costs.txt).
+    """
+    return max(1, min(cores, math.floor(cores - load_1min + 0.5)))
+
+
+def measure_machine(plan: StudyPlan) -> Machine:
+    """Cores, load and threads; then the model built (and handed to the study), its first fp32 forward timed, bf16
+    against fp32, and ModelOpt imported where the plan has FP8 (the study would import it)."""
+    import torch
+
+    from builders.models import load_model
+    from builders.study_inputs import keep_model
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    threads = plan.threads or choose_threads(cores, load[0])
+    torch.set_num_threads(threads)
+    torch.manual_seed(plan.seed)
+    model = load_model(plan.model, Path(plan.checkpoint) if plan.checkpoint else None)
+    keep_model(plan, model)
+    module = model.module.float().eval()
+    with torch.no_grad():  # the first call, set-up included: one forward more would cost seconds for a few percent
+        single = torch.randn(1, *model.input_size)
+        single_s = _best(lambda: module(single), 1)
+        batch = torch.randn(plan.batch, *model.input_size)
+        forward_s = single_s if plan.batch == 1 else _best(lambda: module(batch), 1)
+    if any(v.precision == "fp8" for v in plan.variants):
+        from builders.variant_modules import prepare_fp8
+
+        prepare_fp8()
+    return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, bf16_ratio())
+
+
+def bf16_ratio() -> float:
+    """A 3 x 3 convolution's time in bf16 over fp32 on this CPU: where the CPU has no fast bf16 path, PyTorch runs it
+    many times slower (88x on the 2-core AMD EPYC here: benchmarks/results/cpu/costs.txt). fp32 best of three;
+    bf16 once after one untimed call, since a slow bf16 is what this looks for."""
+    import torch
+
+    conv = torch.nn.Conv2d(32, 32, 3, padding=1).eval()
+    sample = torch.randn(1, 32, 28, 28)
+    with torch.no_grad():
+        fp32 = _best(lambda: conv(sample), 3)
+        conv_bf16, sample_bf16 = conv.to(torch.bfloat16), sample.to(torch.bfloat16)
+        conv_bf16(sample_bf16)
+        bf16 = _best(lambda: conv_bf16(sample_bf16), 1)
+    return bf16 / fp32
+
+
+def _best(step, repeats: int) -> float:
+    best = math.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def estimate_s(plan: StudyPlan, machine: Machine, images: int, stress: int) -> float:
+    """Seconds the study takes after this point (the model is built, ModelOpt imported): the fp32 reference, the
+    BatchNorm folded, then per variant its build, quality and stress inputs, trace and timing, each step in
+    forwards of the measured cost."""
+    f = machine.forward_s
+    quality = plan.eval_count or images
+    batches = math.ceil(quality / plan.batch)
+    fp8 = [v for v in plan.variants if v.precision == "fp8"]
+    total = batches * f + (STRUCTURE_FORWARD * machine.single_s if fp8 else 0.0)
+    timing = plan.timing
+    for variant in plan.variants:
+        ratio = {"fp8": FP8_FORWARD, "bf16": machine.bf16_ratio}.get(variant.precision, 1.0)
+        build = 0.0
+        if variant.precision == "fp8":
+            build = (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + plan.calib_count / plan.batch * f * FP8_CALIBRATION
+        checks = batches * f + stress * machine.single_s
+        trace = (2 + plan.trace_calls * TRACE_FORWARD) * f
+        timed = max(timing.warmup_s, f * ratio) + timing.rounds * (timing.switch_warmup + timing.iters) * f * ratio
+        total += build + (checks + trace) * ratio + timed
+    return total
+
+
+def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, list[str]]:
+    """`plan` (PyTorch on the CPU) with threads, variants and counts the user left unset chosen to fit `BUDGET_S`,
+    and the lines that say so up front: cores, load and threads, the measured forward, what was chosen and
+    left out, and the estimated time.
+
+    Counts go down `LADDER` first; where even its last step does not fit, the default FP8 recipes after the first
+    are left out too (never a variant or recipe the user named).
+    """
+    try:
+        machine = measure_machine(plan)
+    except (RuntimeError, ValueError, TypeError) as exc:  # the study meets the same failure and reports it per step
+        return plan, [f"CPU plan: the defaults as they are; timing the model's fp32 forward failed: {first_line(exc)}"]
+    notes: list[str] = []
+    plan = replace(plan, threads=machine.threads)
+    if request.variants is None and machine.bf16_ratio > BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
+        plan = replace(plan, variants=tuple(v for v in plan.variants if v.precision != "bf16"))
+        notes.append(f"bf16 left out: a convolution ran {machine.bf16_ratio:.0f}x slower in bf16 than in fp32 on this "
+                     "CPU just now (--variants fp32,bf16,fp8 runs it)")
+    images = _available_images(plan)
+    chosen = _fit(plan, request, machine, images)
+    dropped = [v.name for v in plan.variants if v not in chosen.variants]
+    if dropped:
+        notes.append(f"left out to fit the time: {', '.join(dropped)} (--fp8-recipe names the recipes to run)")
+    estimate = estimate_s(chosen, machine, images, _stress(chosen))
+    load = " / ".join(f"{x:.1f}" for x in machine.load)
+    notes.insert(0, f"CPU: {machine.cores} cores, load average {load} (1 / 5 / 15 min): {machine.threads} PyTorch "
+                    f"thread{'s' if machine.threads > 1 else ''}" + (" (--threads)" if request.threads else "")
+                    + f"; one fp32 forward {machine.forward_s:.2f} s")
+    over = "" if estimate <= BUDGET_S else f", over the {_duration(BUDGET_S)} aim: fewer variants or counts shorten it"
+    notes.append(f"CPU plan: {', '.join(v.name for v in chosen.variants)}; {_describe(chosen, images)}; "
+                 f"estimated {_duration(estimate)} from here{over}")
+    return chosen, notes
+
+
+def _fit(plan: StudyPlan, request: StudyRequest, machine: Machine, images: int) -> StudyPlan:
+    """The largest counts of `LADDER` that fit, with every variant, else with the first default FP8 recipe only;
+    else the smallest."""
+    fp8 = [v for v in plan.variants if v.precision == "fp8"]
+    named = (request.variants is not None and "fp8-" in request.variants) or bool(request.fp8_recipes)
+    variant_sets = [plan.variants]
+    if len(fp8) > 1 and not named:
+        variant_sets.append(tuple(v for v in plan.variants if v.precision != "fp8" or v == fp8[0]))
+    for variants in variant_sets:
+        for counts in LADDER:
+            chosen = _with_counts(replace(plan, variants=variants), request, counts, images)
+            if estimate_s(chosen, machine, images, _stress(chosen)) <= BUDGET_S:
+                return chosen
+    return chosen
+
+
+def _with_counts(plan: StudyPlan, request: StudyRequest, counts: Counts, images: int) -> StudyPlan:
+    """`plan` with `counts` wherever the request left the value to the machine."""
+    calib = counts.calibration if request.calib_count == _declared("calib_count") else plan.calib_count
+    quality = plan.eval_count
+    if request.eval_count is None and counts.quality is not None:
+        quality = min(counts.quality, images - calib) if images > calib else None
+    timing = TimingPlan(
+        plan.timing.warmup_s if request.warmup_s is not None else counts.warmup_s,
+        request.rounds or counts.rounds,
+        request.iters or counts.iters,
+        plan.timing.switch_warmup,
+    )
+    stress = counts.stress if plan.stress_count is None else plan.stress_count
+    return replace(plan, calib_count=calib, eval_count=quality, timing=timing, stress_count=stress)
+
+
+def _declared(name: str) -> object:
+    return next(f.default for f in fields(StudyRequest) if f.name == name)
+
+
+def _available_images(plan: StudyPlan) -> int:
+    from profilers.images import image_paths, load_images
+
+    return len(image_paths(Path(plan.images))[0]) if plan.images else len(load_images(None).images)
+
+
+def _stress(plan: StudyPlan) -> int:
+    from profilers.images import STRESS_CASES
+
+    return min(plan.stress_count, STRESS_CASES) if plan.stress_count is not None else STRESS_CASES
+
+
+def _describe(plan: StudyPlan, images: int) -> str:
+    quality = f"{plan.eval_count} quality images apart from" if plan.eval_count else f"quality on all {images} images,"
+    t = plan.timing
+    return (f"{quality} {plan.calib_count} calibration images, {_stress(plan)} stress inputs, {t.rounds} rounds of "
+            f"{t.iters} inferences, {t.warmup_s:g} s warm-up")
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"

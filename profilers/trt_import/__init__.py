@@ -1,0 +1,1 @@
+"""The TensorRT file importers: layer information, profiles, times, trtexec metadata and logs, into sessions."""

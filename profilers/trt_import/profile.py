@@ -1,0 +1,196 @@
+"""Per-layer profiles (`--exportProfile`, TensorRT 7 `.profile`, IProfiler samples) and per-inference times (`--exportTimes`).
+
+Profiles come with or without the `{"count": N}` header and `medianMs`; an IProfiler written by the
+API over many runs (`{layer name: [ms, ...]}`) gives each layer its median and spread (p10 to p90)
+instead of one average. Records pair with the build's
+layers by position where the names agree there, else by name, and a join that is not a pairing is refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from profilers.trt_import import documents
+from profilers.trt_import.layer_info import (
+    SAMPLES_KIND,
+    file_kind,
+    named_layer,
+    normalize_name,
+    profile_index,
+    wrong_kind,
+)
+from sessions.errors import InputError
+from sessions.model import Layer
+
+
+@dataclass
+class ProfileRecord:
+    name: str
+    total_ms: float
+    average_ms: float
+    median_ms: float | None
+    percentage: float | None
+    spread_ms: tuple[float, float] | None = None  # p10 and p90 of a layer's samples
+    samples: int | None = None
+
+
+@dataclass
+class Profile:
+    count: int | None  # inferences profiled, where the header says
+    records: list[ProfileRecord]
+
+
+Check = Callable[[Any, str], float]
+
+
+def _required(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float:
+    """`record[key]` through `check` (a `documents` bound); InputError where it is absent."""
+    if record.get(key) is None:
+        raise InputError(f"{origin}: record {position} has no {key!r}")
+    return check(record[key], f"{origin}: record {position} {key}")
+
+
+def _optional(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float | None:
+    return None if record.get(key) is None else _required(record, key, origin, position, check)
+
+
+def parse_samples(doc: dict[str, Any], origin: str) -> Profile:
+    """An IProfiler's samples per layer: each layer's median (its time) and its p10 / p90 spread."""
+    records = []
+    for name, values in doc.items():
+        if profile_index(name):
+            continue
+        times = [documents.time_ms(v, f"{origin}: {name[:60]!r} sample {i}") for i, v in enumerate(values)]
+        deciles = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else [times[0]] * 9
+        records.append(ProfileRecord(normalize_name(name), sum(times), statistics.median(times), statistics.median(times),
+                                     None, (deciles[0], deciles[-1]), len(times)))
+    if not records:
+        raise InputError(f"{origin}: the samples hold no layer")
+    return Profile(max(r.samples or 0 for r in records), records)
+
+
+def parse_profile(doc: Any, origin: str) -> Profile:
+    """A per-layer profile: trtexec's `--exportProfile` list, or an IProfiler's samples per layer."""
+    kind = file_kind(doc)
+    if kind == SAMPLES_KIND:
+        return parse_samples(doc, origin)
+    if not isinstance(doc, list) or (kind is not None and "--exportProfile" not in kind):
+        raise wrong_kind(doc, origin, "a trtexec --exportProfile file (a JSON list of per-layer records)")
+    count = None
+    records: list[ProfileRecord] = []
+    for position, item in enumerate(doc):
+        if not isinstance(item, dict):
+            raise InputError(f"{origin}: record {position} is not an object")
+        if "count" in item and "name" not in item:
+            count = documents.count(item["count"], f"{origin}: the header's count", positive=True)
+            continue
+        if not isinstance(item.get("name"), str):
+            raise InputError(f"{origin}: record {position} has no layer name")
+        if profile_index(item["name"]):
+            continue
+        total = _required(item, "timeMs", origin, position, documents.time_ms)
+        average = _optional(item, "averageMs", origin, position, documents.time_ms)
+        records.append(
+            ProfileRecord(
+                name=normalize_name(item["name"]),
+                total_ms=total,
+                average_ms=average if average is not None else total / max(count or 1, 1),
+                median_ms=_optional(item, "medianMs", origin, position, documents.time_ms),
+                percentage=_optional(item, "percentage", origin, position, documents.percent),
+            )
+        )
+    if not records:
+        raise InputError(f"{origin}: the profile holds no layer records")
+    return Profile(count, records)
+
+
+@dataclass
+class Pairing:
+    by_position: bool
+    matched: int
+    unmatched_layers: list[str]
+    unmatched_records: list[str]
+
+
+PAIRING_MIN = 0.9  # of the layers and of the records: below this, the files describe different engines
+
+
+def layers_from_profile(profile: Profile) -> list[Layer]:
+    """Layers named by a profile alone (TensorRT 7 `.profile`, or a profile without layer information)."""
+    layers = [named_layer(record.name) for record in profile.records]
+    for layer, record in zip(layers, profile.records):
+        _apply(layer, record)
+    for before, layer in itertools.pairwise(layers):
+        if before.op == "dla" and layer.op == "reformat":  # the first GPU reformat after a DLA block waits for the DLA
+            layer.op = "dla"
+            layer.attrs["device"] = "dla"
+            layer.attrs["note"] = "reformatter after a DLA block: its time includes waiting for the DLA"
+    return layers
+
+
+def pair_profile(layers: list[Layer], profile: Profile, origin: str) -> Pairing:
+    """Give each layer its profiled time: by position when names agree there, else by name.
+
+    Refuses (InputError) when fewer than PAIRING_MIN of the layers or of the records pair: one
+    engine's layers with another engine's profile (fp32 layers, fp16 profile) still share most names.
+    """
+    names = [layer.name for layer in layers]
+    if names == [r.name for r in profile.records]:
+        for layer, record in zip(layers, profile.records):
+            _apply(layer, record)
+        return Pairing(True, len(layers), [], [])
+    remaining: dict[str, list[ProfileRecord]] = {}
+    for record in profile.records:
+        remaining.setdefault(record.name, []).append(record)
+    unmatched_layers = []
+    matched = 0
+    for layer in layers:
+        queue = remaining.get(layer.name)
+        if queue:
+            _apply(layer, queue.pop(0))
+            matched += 1
+        else:
+            unmatched_layers.append(layer.name)
+    unmatched_records = [r.name for queue in remaining.values() for r in queue]
+    if matched < PAIRING_MIN * len(layers) or matched < PAIRING_MIN * len(profile.records):
+        example = unmatched_layers[0] if unmatched_layers else unmatched_records[0] if unmatched_records else "?"
+        raise InputError(
+            f"{origin} does not pair with the layer information: {matched} of {len(layers)} layers and of "
+            f"{len(profile.records)} profile records pair by name, below {PAIRING_MIN:.0%} (first unpaired: {example[:80]!r}); "
+            "were both files written for the same engine?"
+        )
+    return Pairing(False, matched, unmatched_layers, unmatched_records)
+
+
+def _apply(layer: Layer, record: ProfileRecord) -> None:
+    layer.time_ms = record.average_ms
+    if record.median_ms is not None:
+        layer.attrs["median_ms"] = record.median_ms
+    if record.percentage is not None:
+        layer.attrs["percentage"] = record.percentage
+    if record.spread_ms is not None:
+        layer.attrs["p10_ms"], layer.attrs["p90_ms"] = record.spread_ms
+        layer.attrs["samples"] = record.samples
+
+
+def _positive_time(value: Any, where: str) -> float:
+    return documents.time_ms(value, where, positive=True)  # a statistic of inferences divides by it
+
+
+def parse_times(doc: Any, origin: str) -> tuple[list[float], list[float]]:
+    """(GPU compute ms, end-to-end latency ms) per inference from `--exportTimes`."""
+    kind = file_kind(doc)
+    if not isinstance(doc, list) or not doc or (kind is not None and "--exportTimes" not in kind):
+        raise wrong_kind(doc, origin, "a trtexec --exportTimes file (a JSON list of per-inference records)")
+    compute, latency = [], []
+    for position, item in enumerate(doc):
+        if not isinstance(item, dict):
+            raise InputError(f"{origin}: record {position} is not an object")
+        computed = _required(item, "computeMs", origin, position, _positive_time)
+        latency.append(_optional(item, "latencyMs", origin, position, _positive_time) or computed)
+        compute.append(computed)
+    return compute, latency

@@ -1,0 +1,73 @@
+"""The layers a verbose trtexec log states: `Layer(<Type>): <name>, Tactic: <id>, <inputs> -> <outputs>`.
+
+trtexec (8.x, `--verbose`) prints this block under `Engine Layer Information` for every layer of the
+engine, with each tensor as `name (Datatype[dims])`, a vectorized dimension written `64:32`. A
+names-only layer file of the same engine gains from it the type TensorRT states, the tactic and the
+tensors' types and shapes: the same facts a detailed layer file gives.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from profilers.trt_import import documents
+from profilers.trt_import.layer_info import compute_precision, normalize_name
+from sessions.layer_ops import trt_op
+from sessions.model import Layer, Tensor
+from sessions.vocab import dtype_of
+
+LAYER_LINE = re.compile(r"Layer\(([A-Za-z0-9_]+)\): (.*), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*?) -> ?(.*)$")
+TENSOR = re.compile(r"(.+?) \(([A-Za-z0-9]+)\[([-0-9,:]*)\]\)(?:, |$)")
+
+
+@dataclass
+class LoggedLayer:
+    kind: str
+    tactic: str
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+
+
+def _tensors(text: str) -> list[Tensor]:
+    tensors = []
+    for match in TENSOR.finditer(text.strip()):
+        dims = [part.split(":")[0] for part in match.group(3).split(",") if part]
+        shape = [int(d) for d in dims] if all(d.lstrip("-").isdigit() for d in dims) else None
+        tensors.append(Tensor(name=normalize_name(match.group(1)), dtype=dtype_of(match.group(2)), shape=shape,
+                              format=match.group(2)))
+    return tensors
+
+
+def logged_layers(path: Path) -> dict[str, LoggedLayer]:
+    """Layer name -> what the log states about it; empty where the log has no layer block."""
+    text = documents.read_text(path, "trtexec log")
+    found: dict[str, LoggedLayer] = {}
+    for line in text.splitlines():
+        start = line.find("Layer(")
+        match = LAYER_LINE.match(line[start:]) if start >= 0 else None
+        if match:
+            kind, name, tactic, inputs, outputs = match.groups()
+            found.setdefault(normalize_name(name), LoggedLayer(kind, tactic, _tensors(inputs), _tensors(outputs)))
+    return found
+
+
+def apply_logged(layers: list[Layer], logged: dict[str, LoggedLayer]) -> int:
+    """Give names-only layers the type, tactic and tensors the log states; returns how many it found."""
+    typed = 0
+    for layer in layers:
+        entry = logged.get(layer.name)
+        if entry is None:
+            continue
+        typed += 1
+        layer.kind = entry.kind
+        layer.op = trt_op(entry.kind, None) or layer.op
+        layer.tactic = entry.tactic
+        layer.inputs, layer.outputs = entry.inputs, entry.outputs
+        layer.precision = compute_precision(entry.inputs, None, None, entry.outputs)
+        if layer.op == "conv" and entry.inputs and entry.inputs[0].shape and len(entry.inputs[0].shape) >= 2:
+            layer.in_channels = entry.inputs[0].shape[1]
+            outputs = entry.outputs[0].shape if entry.outputs else None
+            layer.out_channels = outputs[1] if outputs and len(outputs) >= 2 else None
+    return typed

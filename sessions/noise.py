@@ -1,0 +1,149 @@
+"""The one noise rule: where a repeat of a measurement would land, and whether two measurements differ.
+
+Every verdict ("faster", "slower", "within noise") in `show`, `groups`, `diff`, export and the TUI is
+`judge` on two `Band`s; no other module holds a noise figure.
+
+A band is a range of milliseconds around the statistic compared (the median), built from what the
+session stores, never from a fixed percentage:
+
+- **Latency** (`latency_band`): the wider, at each end, of (a) the range of the round medians, the
+  run-to-run drift of the interleaved rounds (clocks, load), and (b) the distribution-free 95 %
+  interval of the median of all samples (order statistics: the ranks k and n + 1 - k whose binomial
+  tail is at most 2.5 %; below 6 samples the whole range). (a) holds what moves slowly, (b) what a
+  skewed, heavy-tailed sample does to a median. The per-sample CoV is not used as a band: a CoV of
+  136 % on the CPU says the samples are skewed, and mean ± CoV would reach below zero.
+- **A layer or a group** (`calls_band`, `layer_band`, `group_band`): the same interval of the median
+  over its per-call times (`Layer.call_times_ms`, one value per traced or profiled call; a group's call
+  time is the sum of its layers' in that call), widened by the relative drift of its variant's latency
+  band, because calls traced back to back cannot see the drift that the timed rounds saw.
+
+`judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
+0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
+called; on a loaded CPU the bands widen with the noise and the same rule says "within noise".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sessions.model import LatencyStats, Layer
+
+Judgement = Literal["faster", "slower", "within noise"]
+FASTER: Judgement = "faster"
+SLOWER: Judgement = "slower"
+WITHIN: Judgement = "within noise"
+COVERAGE = 0.95  # of each band: two 95 % intervals that do not overlap differ at far below 5 %
+EXACT_RANKS_UP_TO = 1000  # samples; above, the ranks come from the normal approximation of the binomial
+NOT_JUDGED = "not judged: no per-call spread stored"
+
+
+@dataclass(frozen=True)
+class Band:
+    """Where a repeat of this measurement would land, in ms."""
+
+    center_ms: float  # the statistic compared (the median)
+    low_ms: float
+    high_ms: float
+    statistic: str  # in words, e.g. "median of 5 rounds x 20; band: ..."
+
+    def scaled(self, divisor: float) -> Band:
+        """The same band per image (or per any unit): every figure divided by `divisor`."""
+        return Band(self.center_ms / divisor, self.low_ms / divisor, self.high_ms / divisor, self.statistic)
+
+    @property
+    def words(self) -> str:
+        """`12.3 ms (11.9 to 12.8)`: the center and the band, for tables and notes."""
+        return f"{self.center_ms:.4g} ms ({self.low_ms:.4g} to {self.high_ms:.4g})"
+
+
+def judge(baseline: Band, variant: Band) -> Judgement:
+    """The variant against the baseline: "faster" or "slower" only where the two bands do not overlap."""
+    if variant.high_ms < baseline.low_ms:
+        return FASTER
+    if variant.low_ms > baseline.high_ms:
+        return SLOWER
+    return WITHIN
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def median_rank(n: int) -> int:
+    """The 1-based rank k such that [x_(k), x_(n+1-k)] holds the median with at least `COVERAGE`.
+
+    The largest k with P(Binomial(n, 1/2) <= k - 1) <= (1 - COVERAGE) / 2; 1 (the whole range) where no
+    rank is that safe (n below 6).
+    """
+    tail = (1 - COVERAGE) / 2
+    if n > EXACT_RANKS_UP_TO:
+        z = 1.959963984540054  # the normal quantile of 1 - tail
+        return max(1, math.floor(n / 2 - z * math.sqrt(n) / 2))
+    k, cumulative = 1, 0.0
+    for j in range(n):
+        cumulative += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) - n * math.log(2))
+        if cumulative > tail:
+            break
+        k = j + 1  # P(X <= k - 1) <= tail: rank k is still safe
+    return k
+
+
+def median_interval(values: Sequence[float]) -> tuple[float, float]:
+    """The distribution-free `COVERAGE` interval of the median of `values` (at least two)."""
+    ordered = sorted(values)
+    k = median_rank(len(ordered))
+    return ordered[k - 1], ordered[len(ordered) - k]
+
+
+def latency_band(latency: LatencyStats) -> Band | None:
+    """The band of a variant's median latency; None where fewer than two samples are stored."""
+    samples = latency.samples_ms
+    rounds = latency.round_medians_ms
+    if len(samples) < 2 and len(rounds) < 2:
+        return None
+    low, high = median_interval(samples) if len(samples) >= 2 else (latency.median_ms, latency.median_ms)
+    parts = [f"the 95 % interval of the median of {len(samples)} samples"] if len(samples) >= 2 else []
+    if len(rounds) >= 2:
+        low, high = min(low, *rounds), max(high, *rounds)
+        parts.insert(0, f"the range of the {len(rounds)} round medians")
+    center = min(max(latency.median_ms, low), high)
+    per_round = f"{len(rounds)} rounds x {len(samples) // len(rounds)}" if rounds else f"{len(samples)} samples"
+    return Band(center, low, high, f"median of {per_round}; band: {' widened to '.join(parts)}")
+
+
+def calls_band(call_times_ms: Sequence[float], drift: Band | None = None, what: str = "calls") -> Band | None:
+    """The band of the median of per-call times, widened by `drift`'s relative width; None below two calls."""
+    if len(call_times_ms) < 2:
+        return None
+    center = median(call_times_ms)
+    low, high = median_interval(call_times_ms)
+    statistic = f"median of {len(call_times_ms)} {what}; band: the 95 % interval of that median"
+    if drift is not None and drift.center_ms > 0:
+        low *= max(0.0, drift.low_ms / drift.center_ms)
+        high *= max(1.0, drift.high_ms / drift.center_ms)
+        statistic += ", widened by the relative width of the variant's latency band"
+    return Band(center, low, high, statistic)
+
+
+def layer_band(layer: Layer, drift: Band | None = None) -> Band | None:
+    """The band of one layer's time per call; None (not judged) where no per-call times are stored."""
+    return calls_band(layer.call_times_ms, drift, "traced calls")
+
+
+def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | None:
+    """The band of a group's time per call (the sum of its layers' in each call).
+
+    None (not judged) where a timed layer of the group has no per-call times, or the layers' calls differ.
+    Untimed layers add nothing.
+    """
+    timed = [layer for layer in layers if layer.time_ms is not None]
+    counts = {len(layer.call_times_ms) for layer in timed}
+    if not timed or len(counts) != 1:
+        return None
+    sums = [sum(values) for values in zip(*(layer.call_times_ms for layer in timed))]
+    return calls_band(sums, drift, "traced calls, summed over the group's layers")
