@@ -129,7 +129,7 @@ def test_resolve_refuses_a_named_recipe_and_drops_a_default_one_with_a_note():
     from inspector.request import StudyRequest
     from inspector.resolve import resolve
 
-    base = dict(model="resnet18", device="cpu", tracer="none")
+    base = {"model": "resnet18", "device": "cpu", "tracer": "none"}
     with pytest.raises(InputError, match="fp8-no-se: resnet18 has no squeeze-excitation layers"):
         resolve(StudyRequest(**base, variants="fp32,fp8", fp8_recipes=("all", "no-se")))
     plan, notes = resolve(StudyRequest(**base, variants="fp32,fp8"))  # defaults: all and no-se

@@ -65,14 +65,13 @@ def test_fp16_onnx_agrees_with_pytorch_in_onnxruntime(files):
 class _Stage(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv1 = torch.nn.Conv2d(8, 16, 3, padding=1)  # the stem: reads the input
         self.conv2 = torch.nn.Conv2d(16, 16, 3, padding=1, groups=4, bias=False)
         self.bn2 = torch.nn.BatchNorm2d(16)
         self.mix = torch.nn.Linear(16, 16)  # over channels, channels last
         self.dead = torch.nn.Conv2d(16, 16, 1)  # its input is always zero, like an SE block after a zeroed BatchNorm
 
     def forward(self, x):
-        y = torch.relu(self.bn2(self.conv2(torch.relu(self.conv1(x)))))
+        y = torch.relu(self.bn2(self.conv2(x)))
         y = self.mix(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
         return y + self.dead(y * 0).mean()
 
@@ -80,10 +79,11 @@ class _Stage(torch.nn.Module):
 class _Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.layer1 = _Stage()
+        self.stem = torch.nn.Conv2d(8, 16, 3, padding=1)  # the stem: runs before the first block
+        self.layer1 = _Stage()  # a block: a chain of layers and a merge
 
     def forward(self, x):
-        return self.layer1(x)
+        return self.layer1(torch.relu(self.stem(x)))
 
 
 ZERO_CHANNELS = [3, 11]  # BatchNorm gamma 0: the folded kernel's channels are all zero
