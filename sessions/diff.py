@@ -120,6 +120,18 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
     return warnings
 
 
+def _folding_warnings(pairs: list[VariantPair], a: dict[str, Variant], b: dict[str, Variant]) -> list[str]:
+    """Pairs whose graphs differ by construction: BatchNorm folded into the convolutions on one side only."""
+    found = []
+    for pair in pairs:
+        fold_a, fold_b = a[pair.a].batchnorm_folded, b[pair.b].batchnorm_folded
+        if fold_a != fold_b:
+            words = {None: "unknown", 0: "none"}
+            found.append(f"{pair.label}: BatchNorm layers folded into convolutions {words.get(fold_a, fold_a)} in A, "
+                         f"{words.get(fold_b, fold_b)} in B: convolution kernels and layer counts differ by construction")
+    return found
+
+
 def _by_name(session: Session) -> dict[str, Variant]:
     """Each name's first variant, as Session.variant finds it."""
     found: dict[str, Variant] = {}
@@ -146,6 +158,7 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
         result.notes.append(f"batch {x} against {y}: compared per image (latency, layer and "
                             "group times and kernels divided by the batch)")
     result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
+    result.warnings.extend(_folding_warnings(chosen, by_name_a, by_name_b))
     for pair, (batch_a, batch_b) in zip(chosen, batches):
         scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
         compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold)

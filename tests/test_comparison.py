@@ -137,3 +137,18 @@ def test_a_job_the_merged_session_lacks_is_one_line(tmp_path):
         code = main(["export", str(path), "--format", "matrix"])
     assert code == 2
     assert err.getvalue().count("\n") == 1 and "job 99" in err.getvalue()
+
+
+def test_diff_warns_when_one_side_folded_batchnorm_into_its_convolutions(tmp_path):
+    from inspector.cli import main
+
+    doc = raw(MAINJOB)
+    for variant in doc["variants"]:
+        variant["batchnorm_folded"] = 157 if variant["name"] == "fp16" else 0
+    path = tmp_path / "folded.json"
+    path.write_text(json.dumps(doc))
+    out = io.StringIO()
+    with redirect_stdout(out):
+        main(["diff", str(MAINJOB), str(path), "--format", "json"])
+    warnings = json.loads(out.getvalue())["warnings"]
+    assert any(w.startswith("fp16: BatchNorm") and "157 in B" in w for w in warnings)
