@@ -4,7 +4,7 @@ import pytest
 
 from sessions import storage
 from sessions.errors import InputError
-from sessions.groups import compare_groups, load_rules, role_of
+from sessions.groups import compare_groups, load_rules, role_of, stage_of
 from sessions.lowering import diagnose
 from sessions.model import Layer
 from tests.conftest import H200, run_cli
@@ -85,3 +85,11 @@ def test_groups_command_text_and_json():
     assert as_json.returncode == 0 and '"layer3"' in as_json.stdout
     unknown = run_cli("groups", str(SESSION), "--variant", "int4")
     assert unknown.returncode == 2 and "no variant 'int4'" in unknown.stderr
+
+
+def test_a_stage_from_the_models_structure_wins_over_a_name_that_looks_like_one():
+    rules = load_rules()
+    named = Layer(name="features.conv2_3.c1x1_a.conv", kind="Conv2d")  # dpn68: conv2_3 ends the first stage
+    assert stage_of(named, rules) != "stage 1"
+    named.attrs["stage"] = "stage 1"
+    assert stage_of(named, rules) == "stage 1"
