@@ -37,7 +37,6 @@ SLOWER: Judgement = "slower"
 WITHIN: Judgement = "within noise"
 COVERAGE = 0.95  # of each band: two 95 % intervals that do not overlap differ at far below 5 %
 EXACT_RANKS_UP_TO = 1000  # samples; above, the ranks come from the normal approximation of the binomial
-NOT_JUDGED = "not judged: no per-call spread stored"
 
 
 @dataclass(frozen=True)
@@ -52,11 +51,6 @@ class Band:
     def scaled(self, divisor: float) -> Band:
         """The same band per image (or per any unit): every figure divided by `divisor`."""
         return Band(self.center_ms / divisor, self.low_ms / divisor, self.high_ms / divisor, self.statistic)
-
-    @property
-    def words(self) -> str:
-        """`12.3 ms (11.9 to 12.8)`: the center and the band, for tables and notes."""
-        return f"{self.center_ms:.4g} ms ({self.low_ms:.4g} to {self.high_ms:.4g})"
 
 
 def judge(baseline: Band, variant: Band) -> Judgement:
@@ -110,10 +104,11 @@ def latency_band(latency: LatencyStats) -> Band | None:
     parts = [f"the 95 % interval of the median of {len(samples)} samples"] if len(samples) >= 2 else []
     if len(rounds) >= 2:
         low, high = min(low, *rounds), max(high, *rounds)
-        parts.insert(0, f"the range of the {len(rounds)} round medians")
+        parts.insert(0, f"the {len(rounds)} round medians' range")
     center = min(max(latency.median_ms, low), high)
     per_round = f"{len(rounds)} rounds x {len(samples) // len(rounds)}" if rounds else f"{len(samples)} samples"
-    return Band(center, low, high, f"median of {per_round}; band: {' widened to '.join(parts)}")
+    band = f"the wider, at each end, of {' and '.join(parts)}" if len(parts) == 2 else parts[0]
+    return Band(center, low, high, f"median of {per_round}; band: {band}")
 
 
 def calls_band(call_times_ms: Sequence[float], drift: Band | None = None, what: str = "calls") -> Band | None:
