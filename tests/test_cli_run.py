@@ -20,7 +20,7 @@ def resnet_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_json_summary_on_stdout_progress_on_stderr(resnet_run):
-    result, out = resnet_run
+    result, _ = resnet_run
     assert result.returncode == 0, result.stderr
     summary = orjson.loads(result.stdout)
     assert [v["name"] for v in summary["variants"]] == ["fp32", "bf16", "fp8-all"]
