@@ -24,6 +24,7 @@ called; on a loaded CPU the bands widen with the noise and the same rule says "w
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ def median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+@functools.cache  # one rank per sample count: a diff of many variants asks for the same few
 def median_rank(n: int) -> int:
     """The 1-based rank k such that [x_(k), x_(n+1-k)] holds the median with at least `COVERAGE`.
 
@@ -78,12 +80,14 @@ def median_rank(n: int) -> int:
     if n > EXACT_RANKS_UP_TO:
         z = 1.959963984540054  # the normal quantile of 1 - tail
         return max(1, math.floor(n / 2 - z * math.sqrt(n) / 2))
-    k, cumulative = 1, 0.0
+    k, term = 1, 0.5**n  # P(X = 0); 2^-1000 is still a normal double
+    cumulative = term
     for j in range(n):
-        cumulative += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) - n * math.log(2))
         if cumulative > tail:
             break
         k = j + 1  # P(X <= k - 1) <= tail: rank k is still safe
+        term *= (n - j) / (j + 1)  # P(X = j + 1)
+        cumulative += term
     return k
 
 
