@@ -24,6 +24,7 @@ called; on a loaded CPU the bands widen with the noise and the same rule says "w
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +38,6 @@ SLOWER: Judgement = "slower"
 WITHIN: Judgement = "within noise"
 COVERAGE = 0.95  # of each band: two 95 % intervals that do not overlap differ at far below 5 %
 EXACT_RANKS_UP_TO = 1000  # samples; above, the ranks come from the normal approximation of the binomial
-NOT_JUDGED = "not judged: no per-call spread stored"
 
 
 @dataclass(frozen=True)
@@ -52,11 +52,6 @@ class Band:
     def scaled(self, divisor: float) -> Band:
         """The same band per image (or per any unit): every figure divided by `divisor`."""
         return Band(self.center_ms / divisor, self.low_ms / divisor, self.high_ms / divisor, self.statistic)
-
-    @property
-    def words(self) -> str:
-        """`12.3 ms (11.9 to 12.8)`: the center and the band, for tables and notes."""
-        return f"{self.center_ms:.4g} ms ({self.low_ms:.4g} to {self.high_ms:.4g})"
 
 
 def judge(baseline: Band, variant: Band) -> Judgement:
@@ -74,6 +69,7 @@ def median(values: Sequence[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
+@functools.cache  # one rank per sample count: a diff of many variants asks for the same few
 def median_rank(n: int) -> int:
     """The 1-based rank k such that [x_(k), x_(n+1-k)] holds the median with at least `COVERAGE`.
 
@@ -84,12 +80,14 @@ def median_rank(n: int) -> int:
     if n > EXACT_RANKS_UP_TO:
         z = 1.959963984540054  # the normal quantile of 1 - tail
         return max(1, math.floor(n / 2 - z * math.sqrt(n) / 2))
-    k, cumulative = 1, 0.0
+    k, term = 1, 0.5**n  # P(X = 0); 2^-1000 is still a normal double
+    cumulative = term
     for j in range(n):
-        cumulative += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) - n * math.log(2))
         if cumulative > tail:
             break
         k = j + 1  # P(X <= k - 1) <= tail: rank k is still safe
+        term *= (n - j) / (j + 1)  # P(X = j + 1)
+        cumulative += term
     return k
 
 
@@ -110,10 +108,11 @@ def latency_band(latency: LatencyStats) -> Band | None:
     parts = [f"the 95 % interval of the median of {len(samples)} samples"] if len(samples) >= 2 else []
     if len(rounds) >= 2:
         low, high = min(low, *rounds), max(high, *rounds)
-        parts.insert(0, f"the range of the {len(rounds)} round medians")
+        parts.insert(0, f"the {len(rounds)} round medians' range")
     center = min(max(latency.median_ms, low), high)
     per_round = f"{len(rounds)} rounds x {len(samples) // len(rounds)}" if rounds else f"{len(samples)} samples"
-    return Band(center, low, high, f"median of {per_round}; band: {' widened to '.join(parts)}")
+    band = f"the wider, at each end, of {' and '.join(parts)}" if len(parts) == 2 else parts[0]
+    return Band(center, low, high, f"median of {per_round}; band: {band}")
 
 
 def calls_band(call_times_ms: Sequence[float], drift: Band | None = None, what: str = "calls") -> Band | None:

@@ -14,6 +14,7 @@ import pytest
 
 from sessions import storage
 from sessions.diff import diff_sessions
+from sessions.diff_report import diff_text
 from sessions.groups import load_rules, role_of
 from tests.conftest import H200
 
@@ -75,4 +76,8 @@ def test_layers_without_a_spread_are_counted_not_judged(session):
     diff = diff_sessions(session, half, load_rules())  # one side with a spread is not enough
     assert f"0 judged, {timed} not judged" in " ".join(diff.notes)
     assert all(c.verdict is None for c in diff.changes if c.what == "layer time")
+    shown = [line for line in diff_text(diff).splitlines() if " layer time " in line]
+    assert shown and all("not judged" in line and "REGRESSION" not in line for line in shown)
+    judged = diff_text(diff_sessions(drawn(session, 2), drawn(session, 3), load_rules())).splitlines()
+    assert any(" layer time " in line and "within noise" in line for line in judged)
     assert diff.regressions == [] or all(c.what not in ("layer time", "group time") for c in diff.regressions)

@@ -97,8 +97,10 @@ def test_crafted_names_cannot_change_the_markdown_diff(tmp_path):
     a, _ = evil_session(tmp_path, "a.json")
     b, _ = evil_session(tmp_path, "b.json")
     changed = storage.load(b)
-    for variant in changed.variants:
-        variant.latency.median_ms *= 2  # every variant regresses: the head table lists them all
+    for variant in changed.variants:  # every variant regresses: the head table lists them all
+        lat = variant.latency
+        lat.samples_ms, lat.round_medians_ms = [s * 2 for s in lat.samples_ms], [m * 2 for m in lat.round_medians_ms]
+        lat.median_ms *= 2
     storage.save(changed, b)
     result = run_cli("diff", str(a), str(b), "--format", "md")
     assert result.returncode == 1, result.stderr  # the regression

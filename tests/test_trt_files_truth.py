@@ -165,22 +165,30 @@ def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_t
     assert any("24 layers paired (23 by nodes, 1 by signature)" in note for note in diff.notes)  # copies never by signature
     times = {c.item: c for c in diff.changes if c.what == "layer time"}
     first = times["Conv_0 + Relu_1 -> conv1.weight + QuantizeLinear_7 + Conv_9"]  # matched by nodes across exports
-    assert first.regression and first.b > first.a
+    assert first.b > first.a and first.verdict is None and not first.regression  # a profile's average: no spread
+    assert any("25 not judged (no per-call spread stored)" in note for note in diff.notes)
     assert any(item.startswith("Conv_43 + Add_44 + Relu_45 -> layer4.1.conv2.weight + ") for item in times)
     precision = {c.item for c in diff.changes if c.what == "precision" and c.b == "int8"}
     assert any(item.startswith("Gemm_48 -> fc.weight") for item in precision)  # the classifier turns INT8
     new = [c.item for c in diff.changes if c.what == "new layer"]
     assert sum(item.startswith("QuantizeLinear_") for item in new) == 10  # all 10 Q/DQ layers; none paired with a copy
     text = run_cli("diff", str(a), str(b))
-    assert text.returncode == 1 and "layer time" in text.stdout and "unmatched and fused layers" in text.stdout
+    assert "layer time" in text.stdout and "not judged" in text.stdout and "unmatched and fused layers" in text.stdout
 
 
 def test_a_doctored_layer_slowdown_is_a_regression_and_the_pair_option_works(tmp_path):
-    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", "fp16")
+    imported = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", "fp16")
+    base = storage.load(imported)
+    for layer in base.variants[0].layers:  # constructed: each layer's time in 5 calls, within ±2 % of the profile's
+        if layer.time_ms is not None:
+            layer.call_times_ms = [layer.time_ms * f for f in (0.98, 0.99, 1.0, 1.01, 1.02)]
+    a = tmp_path / "spread.json"
+    storage.save(base, a)
     slow = storage.load(a)
     slow.variants[0].name = "slower"
     target = max(slow.variants[0].layers, key=lambda layer: layer.time_ms or 0.0)
     target.time_ms *= 2.9  # constructed: one layer 190 % slower
+    target.call_times_ms = [t * 2.9 for t in target.call_times_ms]
     slow_path = tmp_path / "slow.json"
     storage.save(slow, slow_path)
     result = run_cli("diff", str(a), str(slow_path), "--pair", "resnet=slower", "--format", "json")
