@@ -256,10 +256,13 @@ class VariantComparison:
         self.unjudged[what] = self.unjudged.get(what, 0) + (verdict is None)
         if a == b:
             return None
-        regression = verdict == SLOWER and a > 0 and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group's time counts too
+        # no spread stored (an imported profile's averages, an older session): the threshold alone decides, and says so
+        slower = verdict == SLOWER if verdict is not None else True
+        regression = slower and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group's time counts
         if not regression and abs(b - a) < TIME_FLOOR * total:
             return None  # small and not a regression: not worth a row
-        note = f"bands {_span(band_a)} and {_span(band_b)} ms" if band_a is not None and band_b is not None else ""
+        note = (f"bands {_span(band_a)} and {_span(band_b)} ms" if verdict is not None
+                else "threshold only: no per-call spread stored")
         return Change(self.label, what, item, a, b, regression, note, verdict)
 
     def _total_a(self) -> float:
