@@ -63,6 +63,7 @@ def _add_study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--opt-level", type=int, default=3, help="TensorRT builder_optimization_level (0-5)")
     p.add_argument("--seed", type=int, default=0, help="seed of random weights (default 0)")
     p.add_argument("--out", help="session file to write (default: the user-data folder)")
+    p.add_argument("--force", action="store_true", help="replace the session at --out (when the study is done)")
     p.add_argument("--raw-trace", metavar="DIR", help="also write each variant's raw tracer records to DIR")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
@@ -98,7 +99,8 @@ def _add_import_command(sub) -> None:
     p.add_argument("--name", type=_name, help="variant name (default: from the file name)")
     p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
     p.add_argument("--batch", type=_positive_int, help="batch size, where the files do not give the input shape")
-    p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU")
+    p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU; "
+                   "with --out: replace the session there")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--into", help="add the variant to this existing session")
     target.add_argument("--out", help="session file to write (default: the user-data folder)")
@@ -147,6 +149,7 @@ def _add_report_commands(sub) -> None:
     p = sub.add_parser("rerun", help="repeat a study with its recorded plan, then diff against it")
     p.add_argument("session")
     p.add_argument("--out", help="session file for the new run")
+    p.add_argument("--force", action="store_true", help="replace the session at --out (when the study is done)")
     p.add_argument("--threshold", default="5%")
 
 
@@ -185,7 +188,8 @@ def _add_sweep_commands(sub) -> None:
 
     p = sub.add_parser("merge", help="join sessions (files, folders, sweeps) into one comparison keyed by their axes")
     p.add_argument("sources", nargs="+", metavar="SESSION_OR_DIR")
-    p.add_argument("--out", required=True, help="the merged session file")
+    p.add_argument("--out", required=True, help="the merged session file (never one of the sources)")
+    p.add_argument("--force", action="store_true", help="replace the session at --out")
     p.add_argument("--json", action="store_true")
 
 
@@ -328,7 +332,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     request = study_request(args, args.argv)
     from inspector.study import run_requested_study
 
-    return _run_headless(lambda report: run_requested_study(request, report), args.json)[0]
+    return _run_headless(lambda report: run_requested_study(request, report, args.force), args.json)[0]
 
 
 @command("show")
@@ -346,7 +350,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from profilers.trtexec_import import ImportFiles, check_joinable, import_variant, new_session
-    from sessions.storage import load, resolve, save, sessions_dir
+    from sessions.storage import LOCK_WAIT_S, load, resolve, session_writer, sessions_dir
 
     if not args.layers and not args.profile:
         raise InputError("import needs --layers, --profile or both")
@@ -362,15 +366,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     variant.command = list(args.argv)
     if args.into:
         path = resolve(args.into)
-        session = load(path)
-        if any(v.name == variant.name for v in session.variants):
-            raise InputError(f"{path} already has a variant {variant.name!r}; pass --name")
-        check_joinable(session, imported, args.force)
+        with session_writer(path, force=True, wait_s=LOCK_WAIT_S) as writer:  # read, add, write: one writer at a time
+            session = load(path)
+            if any(v.name == variant.name for v in session.variants):
+                raise InputError(f"{path} already has a variant {variant.name!r}; pass --name")
+            check_joinable(session, imported, args.force)
+            session.variants.append(variant)
+            writer.finish(session)
     else:
         session = new_session(imported, variant.command)
         path = Path(args.out) if args.out else sessions_dir() / f"import-{variant.name}-{session.study.created[:19].replace(':', '')}.json"
-    session.variants.append(variant)
-    save(session, path)
+        session.variants.append(variant)
+        with session_writer(path, args.force, LOCK_WAIT_S) as writer:
+            writer.finish(session)
     if args.json:  # the text summary prints the notes
         for note in variant.notes:
             _err(note)
@@ -520,7 +528,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if old.study.plan is None:
         raise InputError(f"{path} records no study plan (imported files cannot be rerun)")
     plan = dataclasses.replace(old.study.plan, out=args.out, raw_trace=None)
-    code, new, new_path = _run_headless(lambda report: run_study(plan, old.study.command, report), False)
+    code, new, new_path = _run_headless(lambda report: run_study(plan, old.study.command, report, args.force), False)
     if new is None:
         return code
     print()
@@ -604,16 +612,15 @@ def _print_outcomes(folder, jobs, outcomes, merged, as_json: bool) -> None:
 @command("merge")
 def cmd_merge(args: argparse.Namespace) -> int:
     from sessions.merge import collect, merge_sessions
-    from sessions.storage import check_writable, save
+    from sessions.storage import LOCK_WAIT_S, session_writer
 
     target = Path(args.out)
-    check_writable(target)
-    sources, skipped = collect(args.sources)
+    sources, skipped = collect(args.sources, target)
     for line in skipped:
         _err(f"skipped: {line}")
-    sources = [(path, session) for path, session in sources if Path(path).resolve() != target.resolve()]
     merged = merge_sessions(sources, args.argv)
-    save(merged, target)
+    with session_writer(target, args.force, LOCK_WAIT_S) as writer:
+        writer.finish(merged)
     _print_session(merged, target, args.json)
     return ExitCode.OK
 
@@ -726,6 +733,9 @@ def _interrupt_on_sigterm() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): the data has nowhere to go
+        _err("error: standard output is closed; redirect it to a file or /dev/null")
+        return ExitCode.FAILURE
     _quiet_libraries()
     _interrupt_on_sigterm()
     parser = build_parser()
@@ -736,7 +746,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             args = parser.parse_args(["run", *argv])
             _show_library_warnings(args.verbose)
-            return open_tui(request=study_request(args, ["trt-inspect", *argv]))
+            return open_tui(request=study_request(args, ["trt-inspect", *argv]), force=args.force)
         except InspectError as exc:
             _err(f"error: {exc.message}")
             return exc.exit_code
@@ -769,7 +779,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run() -> None:
-    code = main()
+    try:
+        code = main()
+        _hold_signals()
+    except KeyboardInterrupt:  # a SIGTERM or Ctrl-C just as the command returned: the documented exit
+        _hold_signals()
+        _err("interrupted")
+        code = ExitCode.INTERRUPTED
     if _holds_cuda():
         # Everything is saved; CUDA's and CUPTI's teardown at exit took 2-2.4 s on the H200 after a study
         # (tests/data/h200/mainjob-earlier-runs.txt, A), so the process ends without it, once its output is out.
@@ -777,11 +793,20 @@ def run() -> None:
     sys.exit(code)
 
 
+def _hold_signals() -> None:
+    """Once the command is done (its session saved, its output written), SIGINT and SIGTERM wait: the process ends
+    with the command's own code, never killed half-way through the interpreter's teardown (exit 143, no line)."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def _flushed(code: int) -> int:
     """`code` once stdout and stderr are flushed; 120, as Python's own exit returns, where that failed."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         except OSError:
             code = code or 120
     return code

@@ -21,6 +21,13 @@ def tensorrt_installed() -> bool:
     return importlib.util.find_spec("tensorrt") is not None
 
 
+def cuda_visible() -> bool:
+    """Whether PyTorch sees a CUDA GPU here (imports torch: after CUPTI's preparation, never before)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
     """(backend, device, why)."""
     if request.device == "cuda" and not has_gpu:
@@ -104,9 +111,7 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     cupti_problem: str | None = "not asked for"
     if request.tracer in ("auto", "cupti") and request.device != "cpu":
         cupti_problem = get_tracer("cupti").prepare()  # before torch loads
-    import torch
-
-    backend, device, why = choose_backend(request, torch.cuda.is_available())
+    backend, device, why = choose_backend(request, cuda_visible())
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
     if request.tracer == "auto":
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)

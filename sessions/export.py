@@ -6,15 +6,14 @@ study, so a reader can check and repeat the numbers.
 
 from __future__ import annotations
 
-import os
 import shlex
-import tempfile
 from pathlib import Path
 
 from sessions import views
 from sessions.errors import InputError
 from sessions.groups import Rules
 from sessions.model import Quality, Session
+from sessions.storage import check_replaceable, write_atomically
 from sessions.summary import summary_document
 from sessions.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 from sessions.verdict import verdict_lines
@@ -66,7 +65,7 @@ def groups_section(session: Session, rules: Rules) -> str:
     return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role"))])
 
 
-def _known(value, words=None) -> str:
+def known(value, words=None) -> str:
     """A method figure, or "unknown" where the source did not record it (imported files)."""
     if value is None:
         return "unknown"
@@ -80,10 +79,11 @@ def method_section(session: Session) -> str:
     lines = [
         "## Method",
         f"- **Timed region:** {md_cell(m.timed_region)}.",
-        f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
-        f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
-        f"{' interleaved across variants' if m.interleaved else ''}; "
-        f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs.",
+        (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {known(m.cuda_graph, {True: 'on', False: 'off'})}; "
+         f"warm-up {known(m.warmup_s, lambda s: f'{s:g} s')}; {known(m.rounds)} rounds x {known(m.iters)} iterations"
+         f"{' interleaved across variants' if m.interleaved else ''}; "
+         f"transfers {'included' if m.transfers_included else 'excluded'}; "
+         f"{'static' if m.static_inputs else 'changing'} inputs."),
         f"- **Per-layer time:** {md_cell(m.per_layer)}.",
         f"- **Kernels:** {md_cell(m.kernels)}.",
         f"- **Batch / input:** {session.study.batch} x {md_cell(session.study.input_shape)}.",
@@ -175,22 +175,12 @@ def export_json(session: Session, path: str | None, rules: Rules) -> dict:
 
 
 def write_export(target: Path, text: str, force: bool) -> None:
-    """Write atomically (temporary file, then rename); never over a folder or, without `force`, a file."""
-    if target.is_dir():
-        raise InputError(f"{target} is a folder; give a file name")
-    if target.exists() and not force:
-        raise InputError(f"{target} exists; pass --force to overwrite it")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+    """Write atomically (temporary file, then rename) under the rules of `sessions.storage.check_replaceable`: never
+    over a folder, a link, a device or a FIFO; over a file only with `force`, keeping its mode."""
+    check_replaceable(target, "export", force)
+    if not target.parent.is_dir():
+        raise InputError(f"cannot write {target}: no folder {target.parent}")
+    write_atomically(target, text.encode(), "export")
 
 
 def free_name(target: Path) -> Path:

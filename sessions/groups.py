@@ -15,8 +15,8 @@ from importlib import resources
 from pathlib import Path
 
 from sessions.errors import InputError
+from sessions.input_files import read_toml_file
 from sessions.model import Layer, Session, Variant
-from sessions.storage import read_regular_file
 from sessions.vocab import OPS
 
 OTHER = "other"
@@ -140,11 +140,7 @@ def load_rules(user_file: Path | None = None) -> Rules:
     rules = builtin_rules()
     if user_file is None:
         return rules
-    try:
-        doc = tomllib.loads(read_regular_file(Path(user_file), "rules file", limit=1 << 20).decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{user_file} is not valid TOML: {exc}") from None
-    user = _parse(doc, str(user_file))
+    user = _parse(read_toml_file(Path(user_file), "rules file"), str(user_file))
     return Rules(
         roles=user.roles + rules.roles,
         kernel_classes=user.kernel_classes + rules.kernel_classes,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sessions import views
 from sessions.errors import InspectError
-from sessions.export import shell_line, stress_cell
+from sessions.export import known, shell_line, stress_cell
 from sessions.groups import Rules
 from sessions.merge import AXES, axis_values, split_merged
 from sessions.model import Quality, Session, Variant
@@ -168,11 +168,12 @@ def method_section(jobs: list[Job]) -> str:
     batches: dict[str, list[str]] = {}  # the method's words -> the batches timed that way
     for job in jobs:
         m = job.session.method
-        graph = "one CUDA-graph replay" if m.cuda_graph else "one eager inference"
-        order = f"{m.rounds} rounds interleaved across the variants" if m.interleaved else f"{m.rounds} rounds"
-        words = md_cell(f"{graph} per sample ({m.timer}); median of all {m.rounds} x {m.iters} runs: {order}, {m.iters} "
-                        f"runs each, after {m.warmup_s:g} s of warm-up per variant; all variants of a job built and timed "
-                        f"together in one process. Timed region: {m.timed_region}.")
+        graph = known(m.cuda_graph, {True: "one CUDA-graph replay", False: "one eager inference"})
+        rounds, iters = known(m.rounds), known(m.iters)
+        order = f"{rounds} rounds interleaved across the variants" if m.interleaved else f"{rounds} rounds"
+        words = md_cell(f"{graph} per sample ({m.timer}); median of all {rounds} x {iters} runs: {order}, {iters} "
+                        f"runs each, after {known(m.warmup_s, lambda s: f'{s:g} s')} of warm-up per variant; all "
+                        f"variants of a job built and timed together in one process. Timed region: {m.timed_region}.")
         batches.setdefault(words, [])
         if str(job.session.study.batch) not in batches[words]:
             batches[words].append(str(job.session.study.batch))

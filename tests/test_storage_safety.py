@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-import tests.fake_backend  # noqa: F401  (registers the fake backend and tracer)
+import tests.fake_backend
 from inspector.study import run_study
 from sessions import storage
 from sessions.errors import InputError, InspectError
@@ -63,16 +63,16 @@ def test_an_unwritable_output_fails_before_any_work(tmp_path, monkeypatch):
 
 def test_two_studies_writing_one_file_are_refused(tmp_path):
     path = tmp_path / "s.json"
-    with storage.session_lock(path), pytest.raises(InputError, match="being written by another trt-inspect run"):
+    with storage.session_lock(path), pytest.raises(InputError, match="being written by another trt-inspect command"):
         run_study(fake_plan(tmp_path, out=str(path)), [], lambda p: None)
     run_study(fake_plan(tmp_path, out=str(path)), [], lambda p: None)  # the lock is released after use
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    (dict(batch=0), "batch must be between"),
-    (dict(trace_calls=18446744073709551616), "trace-calls must be between"),
-    (dict(timing=dict(warmup_s=float("inf"), rounds=1, iters=1)), "warm-up must be between"),
-    (dict(timing=dict(warmup_s=0.0, rounds=0, iters=1)), "rounds must be between"),
+    ({"batch": 0}, "batch must be between"),
+    ({"trace_calls": 18446744073709551616}, "trace-calls must be between"),
+    ({"timing": {"warmup_s": float("inf"), "rounds": 1, "iters": 1}}, "warm-up must be between"),
+    ({"timing": {"warmup_s": 0.0, "rounds": 0, "iters": 1}}, "rounds must be between"),
 ])
 def test_a_plan_out_of_range_is_refused_before_any_work(tmp_path, change, message):
     from sessions.plan import TimingPlan
@@ -88,7 +88,7 @@ def test_a_failing_trace_keeps_the_measured_variant(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(tests.fake_backend.FakeTracer, "trace", full_disk)
-    session, path = run_study(fake_plan(tmp_path), [], lambda p: None)
+    _session, path = run_study(fake_plan(tmp_path), [], lambda p: None)
     fp32 = storage.load(path).variant("fp32")
     assert fp32.quality is not None and fp32.latency is not None and fp32.kernels is None
     assert any("kernel trace failed" in note and "No space left" in note for note in fp32.notes)

@@ -15,14 +15,14 @@ from sessions.plan import StudyPlan, TimingPlan, parse_variants
 
 
 def fake_plan(tmp_path, **changes) -> StudyPlan:
-    values = dict(model="fake-model", backend="fake", device="cpu", variants=parse_variants("fp32,fp16,fp8", ["all"], []),
-                  batch=2, timing=TimingPlan(0.0, 2, 3), tracer="fake", trace_calls=2, out=str(tmp_path / "s.json"))
+    values = {"model": "fake-model", "backend": "fake", "device": "cpu", "variants": parse_variants("fp32,fp16,fp8", ["all"], []),
+                  "batch": 2, "timing": TimingPlan(0.0, 2, 3), "tracer": "fake", "trace_calls": 2, "out": str(tmp_path / "s.json")}
     values.update(changes)
     return StudyPlan(**values)
 
 
 def test_a_fake_backend_runs_the_whole_study(tmp_path):
-    session, path = run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    _session, path = run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
     loaded = storage.load(path)
     assert [v.name for v in loaded.variants] == ["fp32", "fp16", "fp8-all"]
     fp8 = loaded.variant("fp8-all")
@@ -48,7 +48,7 @@ def test_the_fake_path_imports_no_torch():
         "run_study(fake_plan(pathlib.Path(tempfile.mkdtemp())), [], lambda p: None); "
         "print('torch' in sys.modules)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 
@@ -56,11 +56,12 @@ def test_the_fake_path_imports_no_torch():
 @pytest.mark.parametrize("interval, saved_rounds", [(0.0, [1, 2, 3, 4]), (3600.0, [4])])
 def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_last(tmp_path, monkeypatch, interval,
                                                                                   saved_rounds):
-    import inspector.study as study
+    import sessions.storage
+    from inspector import study
 
     monkeypatch.setattr(study, "ROUND_SAVE_INTERVAL_S", interval)
     saved: list[int] = []
-    real_save = study.save
+    real_save = sessions.storage.save
 
     def save(session, path):
         latency = session.variants[0].latency if session.variants else None
@@ -68,7 +69,7 @@ def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_las
         saved.append(len(samples) // 3)  # rounds measured when this save ran
         return real_save(session, path)
 
-    monkeypatch.setattr(study, "save", save)
+    monkeypatch.setattr(sessions.storage, "save", save)
     _, path = run_study(fake_plan(tmp_path, timing=TimingPlan(0.0, 4, 3)), [], lambda p: None)
     timing_saves = sorted({n for n in saved if n > 0})
     assert timing_saves == saved_rounds

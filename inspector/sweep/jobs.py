@@ -24,6 +24,7 @@ import orjson
 from inspector.request import StudyRequest
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError
+from sessions.input_files import MAX_TEXT_FILE_BYTES, read_regular_file
 from sessions.plan import StudyPlan
 
 State = Literal["done", "failed", "cancelled", "skipped"]
@@ -91,8 +92,8 @@ class SweepFolder:
 
     def read_job(self, key: str) -> Job:
         try:
-            return build(Job, orjson.loads(self.job_file(key).read_bytes()))
-        except (OSError, orjson.JSONDecodeError, ShapeError) as exc:
+            return build(Job, orjson.loads(read_regular_file(self.job_file(key), "job file", MAX_TEXT_FILE_BYTES)))
+        except (InputError, orjson.JSONDecodeError, ShapeError) as exc:
             raise InputError(f"cannot read job {self.job_file(key)}: {exc}") from None
 
     def write_status(self, outcome: Outcome) -> None:
@@ -104,8 +105,8 @@ class SweepFolder:
 
     def read_status(self, key: str) -> Outcome | None:
         try:
-            return build(Outcome, orjson.loads(self.status(key).read_bytes()))
-        except (OSError, orjson.JSONDecodeError, ShapeError):
+            return build(Outcome, orjson.loads(read_regular_file(self.status(key), "status file", MAX_TEXT_FILE_BYTES)))
+        except (InputError, orjson.JSONDecodeError, ShapeError):
             return None
 
     def finished(self, key: str) -> bool:

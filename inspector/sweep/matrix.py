@@ -18,13 +18,13 @@ batch = 32
 from __future__ import annotations
 
 import itertools
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from inspector.request import StudyRequest
 from sessions.errors import InputError
+from sessions.input_files import read_toml_file
 
 # option name (as on the command line, `-` -> `_`) -> StudyRequest field; out and raw-trace are the sweep's
 OPTIONS = {
@@ -54,15 +54,7 @@ class Combination:
 
 
 def load_matrix(path: Path) -> Matrix:
-    try:
-        doc = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"no such matrix file: {path}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path} is not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_matrix(doc, path.stem, str(path))
+    return parse_matrix(read_toml_file(path, "matrix file"), path.stem, str(path))
 
 
 def parse_matrix(doc: dict[str, Any], default_name: str, origin: str) -> Matrix:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from inspector.request import StudyRequest
 from inspector.tui.screens.browser import BrowserScreen
@@ -19,7 +20,7 @@ from sessions.model import Session
 class InspectorApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "trt-inspect"
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+q,ctrl+c", "quit", "Quit", id="app.quit", priority=True),
         Binding("question_mark", "help", "Help", id="app.help"),
         Binding("b", "browser", "Sessions", id="app.browser"),
@@ -32,16 +33,17 @@ class InspectorApp(App):
         study: StudyRequest | None = None,
         rules: Rules | None = None,
         sessions_folder: Path | None = None,
+        force: bool = False,
     ) -> None:
         super().__init__()
-        self.session, self.path, self.study = session, path, study
+        self.session, self.path, self.study, self.force = session, path, study, force
         self.rules = rules or load_rules()
         self.sessions_folder = sessions_folder
         self.exit_note: str | None = None  # one line for stderr once the terminal is back (an interrupted study)
 
     def on_mount(self) -> None:
         if self.study is not None:
-            self.push_screen(StudyScreen(self.study, self.rules))
+            self.push_screen(StudyScreen(self.study, self.rules, self.force))
         elif self.session is not None:
             self.push_screen(OverviewScreen(self.session, self.path, self.rules))
         else:

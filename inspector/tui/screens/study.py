@@ -10,10 +10,11 @@ from __future__ import annotations
 import ctypes
 import threading
 from pathlib import Path
+from typing import ClassVar
 
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
@@ -41,7 +42,7 @@ class StudyStopped(Exception):
 
 
 class StudyScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("ctrl+x", "cancel", "Stop study", id="study.cancel"),
         Binding("ctrl+c", "quit_study", "Stop and quit", id="study.quit", priority=True),
     ]
@@ -51,9 +52,9 @@ class StudyScreen(Screen):
             super().__init__()
             self.progress = progress
 
-    def __init__(self, request: StudyRequest, rules: Rules) -> None:
+    def __init__(self, request: StudyRequest, rules: Rules, force: bool = False) -> None:
         super().__init__()
-        self.request, self.rules = request, rules
+        self.request, self.rules, self.force = request, rules, force
         self.session_path: Path | None = None
         self.cancelled = False
         self.quitting = False
@@ -93,7 +94,7 @@ class StudyScreen(Screen):
         with self.lock:
             self.thread_id = threading.get_ident()
         try:
-            return run_requested_study(self.request, report)
+            return run_requested_study(self.request, report, self.force)
         finally:
             with self.lock:  # from here on `stop` raises nothing in this thread (it returns to Textual's pool)
                 self.thread_id = None
