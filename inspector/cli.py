@@ -176,6 +176,8 @@ def _add_sweep_commands(sub) -> None:
     p.add_argument("--gpus", type=int, help="local: GPUs used (default: every visible one); ray: GPUs of a local cluster")
     p.add_argument("--out", help="the sweep's folder (default: <user data>/sweeps/<name>)")
     p.add_argument("--dry-run", action="store_true", help="print the plans and the job count; run nothing")
+    p.add_argument("--allow-imports", action="store_true",
+                   help="let the matrix's [sweep] imports run in every job (plug-in backends and tracers: code)")
     p.add_argument("--ray-address", help="a running Ray cluster (default: start a local one)")
     p.add_argument("--partition", help="Slurm partition")
     p.add_argument("--time-limit", type=int, default=120, metavar="MINUTES", help="Slurm time limit per job")
@@ -539,7 +541,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from inspector.sweep.executors import ExecutorOptions, check_available
     from inspector.sweep.jobs import SweepFolder
-    from inspector.sweep.matrix import load_matrix
+    from inspector.sweep.matrix import check_imports, load_matrix
     from inspector.sweep.runner import default_folder, merge_finished, plan_jobs, run_jobs
 
     if args.gpus is not None and args.gpus < 1:
@@ -547,6 +549,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not args.dry_run:
         check_available(args.executor)
     matrix = load_matrix(Path(args.matrix))
+    check_imports(matrix, args.matrix, args.allow_imports)
     if not args.out:
         from inspector.request import check_name
 
@@ -561,8 +564,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _print_plans(folder, jobs, args.json)
     options = ExecutorOptions(args.gpus, args.ray_address, args.partition, args.time_limit, args.submitit_cluster)
-    outcomes, interrupted = run_jobs(folder, jobs, args.executor, options, lambda line: _err(f"[sweep] {line}"))
-    merged = merge_finished(folder, jobs, args.argv)
+    with folder.lock():
+        outcomes, interrupted = run_jobs(folder, jobs, args.executor, options, lambda line: _err(f"[sweep] {line}"))
+        merged = merge_finished(folder, jobs, args.argv)
     _print_outcomes(folder, jobs, outcomes, merged, args.json)
     if interrupted:
         return ExitCode.INTERRUPTED

@@ -18,6 +18,7 @@ batch = 32
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -116,9 +117,24 @@ def _value(field: str, value: Any, where: str) -> Any:
     return float(value) if field == "warmup_s" else value
 
 
+MAX_COMBINATIONS = 10_000  # a sweep of a day of one-minute jobs on seven GPUs; a bigger one is split
+
+
+def check_imports(matrix: Matrix, origin: str, allowed: bool) -> None:
+    """`[sweep] imports` runs code in every job: only with `--allow-imports` on the command line."""
+    if matrix.imports and not allowed:
+        raise InputError(f"{origin}: [sweep] imports {', '.join(matrix.imports)} would run that code in every job; "
+                         "pass --allow-imports to allow it")
+
+
 def combinations(matrix: Matrix, origin: str) -> list[Combination]:
-    """The product of the axes, exclusions left out, each as a request ready to resolve."""
+    """The product of the axes, exclusions left out, each as a request ready to resolve; a product of more than
+    MAX_COMBINATIONS is refused before it is enumerated."""
     names = list(matrix.axes)
+    total = math.prod(len(values) for values in matrix.axes.values())
+    if total > MAX_COMBINATIONS:
+        raise InputError(f"{origin}: the axes make {total:,} combinations, over the {MAX_COMBINATIONS:,} a sweep "
+                         "plans; split the matrix")
     found = []
     for values in itertools.product(*(matrix.axes[n] for n in names)):
         chosen = dict(zip(names, values))
