@@ -14,6 +14,7 @@ from pathlib import Path
 
 from inspector.request import BACKEND_CHOICES, CPU_TIMING, CUDA_TIMING, TRACER_CHOICES
 from sessions.errors import ExitCode, InputError, InspectError
+from sessions.tables import terminal_text
 
 RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears (alias segformer), each "
                "also as RECIPE-per-tensor or RECIPE-per-channel (weight scales); recipes in builders/fp8_recipes.toml")
@@ -30,7 +31,8 @@ def command(name: str):
 
 
 def _err(message: str) -> None:
-    print(f"trt-inspect: {message}", file=sys.stderr, flush=True)
+    """One line on stderr; what a session or a file put in it is escaped for the terminal."""
+    print(f"trt-inspect: {terminal_text(message)}", file=sys.stderr, flush=True)
 
 
 def _add_study_options(p: argparse.ArgumentParser) -> None:
@@ -281,15 +283,15 @@ def _print_summary(session, path) -> None:
 
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
     batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
-    print(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})")
+    print(terminal_text(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})"))
     print(table_text(views.session_variant_table(session)))
     for line in verdict_lines(session, load_rules()):
-        print(line)
+        print(terminal_text(line))
     for variant in session.variants:
         for note in variant.notes:
-            print(f"note ({variant.name}): {note}")
+            print(terminal_text(f"note ({variant.name}): {note}"))
     if path is not None:
-        print(f"session: {path}")
+        print(terminal_text(f"session: {path}"))
 
 
 def _print_session(session, path, as_json: bool) -> None:
@@ -403,7 +405,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(group_document(session, args.by, rules, args.variants))
     else:
-        print(group_text(session, args.by, rules, args.variants))
+        print(terminal_text(group_text(session, args.by, rules, args.variants), keep_lines=True))
     return ExitCode.OK
 
 
@@ -447,7 +449,7 @@ def _print_diff(diff, fmt: str) -> int:
     if fmt == "json":
         _print_json(diff_document(diff))
     else:
-        print(diff_text(diff, markdown=fmt == "md"))
+        print(terminal_text(diff_text(diff, markdown=fmt == "md"), keep_lines=True))
     return ExitCode.FAILURE if diff.regressions else ExitCode.OK
 
 
@@ -512,7 +514,7 @@ def _write_export(text: str, output: str | None, force: bool) -> int:
         write_export(Path(output), text, force)
         _err(f"wrote {output}")
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(terminal_text(text, keep_lines=True))
     return ExitCode.OK
 
 
@@ -662,7 +664,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(probe_document(session, load_rules(), str(path)))
     else:
-        print(probe_text(session, load_rules()))
+        print(terminal_text(probe_text(session, load_rules()), keep_lines=True))
         print(f"session: {path}")
     return ExitCode.OK
 

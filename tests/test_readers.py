@@ -81,3 +81,19 @@ def test_rerun_of_a_cuda_session_without_a_gpu_is_one_line_exit_3(tmp_path, caps
     assert main(["rerun", str(H200 / "senet154-h200-torchprof.json"), "--out", str(tmp_path / "r.json")]) == 3
     err = capsys.readouterr().err
     assert err == "trt-inspect: error: the plan runs on CUDA, and no CUDA GPU is visible to PyTorch here\n"
+
+
+def test_a_backtracking_pattern_in_a_rules_file_stops_with_one_line(tmp_path, capsys):
+    import time
+
+    session = copy.deepcopy(storage.load(SESSION))
+    session.variants[0].layers[0].name = "a" * 40 + "!"
+    path = tmp_path / "s.json"
+    storage.save(session, path)
+    rules = tmp_path / "r.toml"
+    rules.write_text('[[roles]]\nname = "slow"\nnames = ["(a|aa)+$"]\n')
+    started = time.monotonic()
+    assert main(["groups", str(path), "--groups", str(rules)]) == 2
+    err = capsys.readouterr().err
+    assert "roles[0].names: the regular expression '(a|aa)+$' ran over" in err and len(err.splitlines()) == 1
+    assert time.monotonic() - started < 60  # 2**40 steps without the bound

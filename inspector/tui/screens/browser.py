@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState
@@ -19,6 +20,7 @@ from sessions.diff import diff_sessions
 from sessions.errors import InputError
 from sessions.groups import Rules
 from sessions.storage import SessionEntry, list_sessions, load
+from sessions.tables import terminal_text
 from sessions.views import Column, Table
 
 COLUMNS = (Column(""), Column("model"), Column("created"), Column("GPU / CPU"), Column("backend"), Column("variants"),
@@ -26,7 +28,7 @@ COLUMNS = (Column(""), Column("model"), Column("created"), Column("GPU / CPU"), 
 
 
 class BrowserScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("space", "mark", "Mark", id="browser.mark"),
         Binding("c", "compare", "Compare marked", id="browser.compare"),
         Binding("r", "reload", "Reload", id="browser.reload"),
@@ -65,7 +67,7 @@ class BrowserScreen(Screen):
         self.panel.show(self._data())
         self.query_one("#breadcrumb", Static).update("sessions: Enter opens, space marks, c compares the two marked")
         for problem in problems:
-            self.notify(problem, severity="warning")
+            self.notify(terminal_text(problem), severity="warning", markup=False)
 
     def action_reload(self) -> None:
         self.read_sessions()
@@ -89,7 +91,7 @@ class BrowserScreen(Screen):
         try:
             a, b = load(path_a), load(path_b)
         except InputError as exc:
-            self.notify(exc.message, severity="error")
+            self.notify(terminal_text(exc.message), severity="error", markup=False)
             return
         diff = diff_sessions(a, b, self.rules, 0.05, path_a.name, path_b.name)
         self.app.push_screen(DiffScreen(diff, ["sessions"]))
@@ -98,6 +100,6 @@ class BrowserScreen(Screen):
         try:
             session = load(event.key)
         except InputError as exc:
-            self.notify(exc.message, severity="error")
+            self.notify(terminal_text(exc.message), severity="error", markup=False)
             return
         self.app.push_screen(OverviewScreen(session, event.key, self.rules))

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from inspector.tui.plain import plain
 from inspector.tui.screens.modals import TextScreen
 from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
@@ -31,7 +33,7 @@ def drill_default(session: Session) -> str:
 
 
 class OverviewScreen(Screen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         # priority: the table would take g and k for top / up
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
         Binding("c", "compare", "Compare", id="overview.compare"),
@@ -49,15 +51,16 @@ class OverviewScreen(Screen):
     def compose(self) -> ComposeResult:
         s = self.session
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
-        yield Static(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}", id="breadcrumb")
+        yield Static(plain(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}"),
+                     id="breadcrumb")
         verdicts = verdict_lines(s, self.rules)
-        yield Static(verdicts[0] if verdicts else "no verdict: fewer than two timed variants", id="verdict")
+        yield Static(plain(verdicts[0] if verdicts else "no verdict: fewer than two timed variants"), id="verdict")
         table = views.session_variant_table(s)
         panel = TablePanel(table, id="overview-table")
         panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
         yield panel
         yield LatencyBars(bars_of(s), id="bars")
-        yield Static("\n".join(table.notes), id="notes")
+        yield Static(plain(*table.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -101,9 +104,9 @@ class OverviewScreen(Screen):
             with target.open("x") as out:
                 out.write(export_markdown(self.session, self.rules, path=str(self.path)))
         except OSError as exc:
-            self.notify(f"cannot write the Markdown: {exc.strerror or exc}", severity="error")
+            self.notify(f"cannot write the Markdown: {exc.strerror or exc}", severity="error", markup=False)
             return
-        self.notify(f"wrote {target}")
+        self.notify(f"wrote {target}", markup=False)
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

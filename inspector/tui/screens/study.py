@@ -22,6 +22,7 @@ from textual.worker import Worker, WorkerState
 
 from inspector.request import StudyRequest
 from inspector.study import Progress, run_requested_study
+from inspector.tui.plain import plain
 from inspector.tui.screens.modals import ConfirmScreen, ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.widgets.table_panel import TablePanel
@@ -29,6 +30,7 @@ from sessions import captions, views
 from sessions.errors import ExitCode, InspectError
 from sessions.groups import Rules
 from sessions.storage import load
+from sessions.tables import terminal_text
 
 PHASES = ("build", "timing")
 
@@ -62,7 +64,7 @@ class StudyScreen(Screen):
         self.lock = threading.Lock()
 
     def compose(self) -> ComposeResult:
-        yield Static(f"study of {self.request.model}", id="breadcrumb")
+        yield Static(plain(f"study of {self.request.model}"), id="breadcrumb")
         for phase in PHASES:
             yield Static(phase, classes="phase-label")
             yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
@@ -104,7 +106,7 @@ class StudyScreen(Screen):
         p = event.progress
         if p.session_path is not None:
             self.session_path = p.session_path
-        self.query_one(Log).write_line(f"[{p.phase}] {p.message}")
+        self.query_one(Log).write_line(terminal_text(f"[{p.phase}] {p.message}"))
         if p.phase in PHASES and p.total:
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
         if p.variants:  # variants appear as they land, from the study's own immutable snapshot
@@ -124,12 +126,12 @@ class StudyScreen(Screen):
             self.app.switch_screen(OverviewScreen(session, path, self.rules))
         elif isinstance(error, StudyStopped):
             self.query_one(Log).write_line(self._kept(captions.CANCELLED))
-            self.notify(self._kept(captions.CANCELLED), title="Study stopped")
+            self.notify(self._kept(captions.CANCELLED), title="Study stopped", markup=False)
             self._land_on_saved()
         else:
             message = error.message if isinstance(error, InspectError) else f"{type(error).__name__}: {error}"
             kept = f"\n\nMeasured so far is saved in {self.session_path}" if self._saved() else ""
-            self.query_one(Log).write_line(message + kept)
+            self.query_one(Log).write_line(terminal_text(message + kept))
             self.app.push_screen(ErrorScreen(message + kept), lambda _: self._land_on_saved())
 
     def _saved(self) -> bool:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from inspector.tui.plain import plain
 from inspector.tui.screens.modals import FilterScreen
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
@@ -28,7 +30,7 @@ def ok_variants(session: Session) -> list[str]:
 class TableScreen(Screen):
     """A breadcrumb, one table, its notes, a footer; Esc goes back, / filters, x exports the table as shown."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="screen.back"),
         Binding("slash", "filter", "Filter", id="screen.filter"),
         Binding("x", "export_table", "Table to md", id="screen.export_table"),
@@ -41,9 +43,9 @@ class TableScreen(Screen):
         self.panel = TablePanel(data, detail=self.DETAIL)
 
     def compose(self) -> ComposeResult:
-        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         yield self.panel
-        yield Static("\n".join(self.panel.data.notes), id="notes")
+        yield Static(plain(*self.panel.data.notes), id="notes")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -54,8 +56,8 @@ class TableScreen(Screen):
         self.panel.show(data)
         if crumbs is not None:
             self.crumbs = crumbs
-        self.query_one("#breadcrumb", Static).update(" > ".join(self.crumbs))
-        self.query_one("#notes", Static).update("\n".join(data.notes))
+        self.query_one("#breadcrumb", Static).update(plain(" > ".join(self.crumbs)))
+        self.query_one("#notes", Static).update(plain(*data.notes))
 
     def action_back(self) -> None:
         self.app.pop_screen()
@@ -68,9 +70,9 @@ class TableScreen(Screen):
             with path.open("x") as out:  # "x": never over a file that appeared since
                 out.write(f"{' > '.join(self.crumbs)}\n\n{self.panel.markdown()}\n")
         except OSError as exc:
-            self.notify(f"cannot write the table: {exc.strerror or exc}", severity="error")
+            self.notify(f"cannot write the table: {exc.strerror or exc}", severity="error", markup=False)
             return
-        self.notify(f"wrote {path.resolve()}")
+        self.notify(f"wrote {path.resolve()}", markup=False)
 
     def action_filter(self) -> None:
         self.app.push_screen(FilterScreen(self.panel.pattern), self.panel.filter)
@@ -79,7 +81,7 @@ class TableScreen(Screen):
 class VariantTableScreen(TableScreen):
     """A table of one variant's data; [ and ] switch the variant, and the title with it."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -105,7 +107,7 @@ class VariantTableScreen(TableScreen):
 
 
 class GroupsScreen(TableScreen):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("1", "group_by('role')", "Roles", id="groups.role"),
         Binding("2", "group_by('stage')", "Stages", id="groups.stage"),
         Binding("3", "group_by('kernel')", "Kernel classes", id="groups.kernel"),
@@ -183,7 +185,7 @@ class FlagsScreen(TableScreen):
 class CompareScreen(TableScreen):
     """Two variants layer by layer (delta ms, delta kernels, costliest first); Enter: both kernel lists."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
         Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
     ]
@@ -209,7 +211,7 @@ class CompareScreen(TableScreen):
 class SideBySideScreen(Screen):
     """The kernels of one layer in A (left) and B (right)."""
 
-    BINDINGS = [Binding("escape", "back", "Back", id="screen.back"),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back", id="screen.back"),
                 Binding("tab", "focus_next", "Other side", id="sides.switch")]
 
     def __init__(self, session: Session, a: str, b: str, pair: views.LayerPair, crumbs: list[str]) -> None:
@@ -220,11 +222,11 @@ class SideBySideScreen(Screen):
         self.crumbs = [*crumbs, name]
 
     def compose(self) -> ComposeResult:
-        yield Static(" > ".join(self.crumbs), id="breadcrumb")
+        yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         with Horizontal(id="sides"):
             for data in (self.left, self.right):
                 with Vertical(classes="side"):
-                    yield Static(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names"),
+                    yield Static(plain(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names")),
                                  classes="side-title")
                     yield TablePanel(data, detail=True)
         yield Footer()

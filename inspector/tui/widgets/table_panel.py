@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from inspector.tui.plain import plain
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions.tables import render_markdown
+from sessions.tables import render_markdown, terminal_text
 from sessions.views import Table, filter_rows, row_detail
 
 
 class TablePanel(Vertical):
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("n", "match(1)", "Next row", show=False, id="table.next_match"),
         Binding("N", "match(-1)", "Previous row", show=False, id="table.previous_match"),
         Binding("d", "toggle_detail", "Detail", show=False, id="table.detail"),
@@ -83,7 +86,7 @@ class TablePanel(Vertical):
         return text + " (n/N step, / changes)"
 
     def on_virtual_table_resorted(self, event: VirtualTable.Resorted) -> None:
-        self.query_one(".table-count", Static).update(self.count_text())
+        self.query_one(".table-count", Static).update(plain(self.count_text()))
         self._update_detail()
 
     def on_virtual_table_moved(self, event: VirtualTable.Moved) -> None:
@@ -96,5 +99,5 @@ class TablePanel(Vertical):
         text = Text()
         for label, value in row_detail(self.data, row) if row is not None else []:
             text.append(f"{label} ", style="bold")
-            text.append(f"{value}   ")
+            text.append(f"{terminal_text(value)}   ")
         self.query_one(".table-detail", Static).update(text)
