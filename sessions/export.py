@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from sessions import views
-from sessions.errors import InputError
+from sessions.errors import InputError, InspectError
 from sessions.groups import Rules
 from sessions.model import Quality, Session
 from sessions.storage import check_replaceable, write_atomically
@@ -180,7 +180,10 @@ def write_export(target: Path, text: str, force: bool) -> None:
     check_replaceable(target, "export", force)
     if not target.parent.is_dir():
         raise InputError(f"cannot write {target}: no folder {target.parent}")
-    write_atomically(target, text.encode(), "export")
+    try:
+        write_atomically(target, text.encode(), "export")
+    except InspectError as exc:  # a full disk, a read-only folder: the target given is unusable (exit 2)
+        raise InputError(exc.message) from None
 
 
 def free_name(target: Path) -> Path:

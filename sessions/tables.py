@@ -56,8 +56,11 @@ def terminal_text(text: object, keep_lines: bool = False) -> str:
 
     `keep_lines` keeps newlines and tabs, for text whose lines this tool's renderers made (a table, a report).
     """
+    text = str(text)
+    if text.isprintable():  # no control, separator or format character: the common case, checked in C
+        return text
     pattern = _TERMINAL_UNSAFE_IN_LINES if keep_lines else _TERMINAL_UNSAFE
-    return pattern.sub(_escape, str(text))
+    return pattern.sub(_escape, text)
 
 
 def _unsigned_zero(text: str) -> str:

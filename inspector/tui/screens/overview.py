@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -32,6 +34,9 @@ def drill_default(session: Session) -> str:
     return (ok or [session.variants[0].name])[0]
 
 
+LARGE_SESSION_LAYERS = 20_000  # above this the overview paints first and its verdict line follows
+
+
 class OverviewScreen(Screen):
     BINDINGS: ClassVar[list[BindingType]] = [
         # priority: the table would take g and k for top / up
@@ -53,8 +58,9 @@ class OverviewScreen(Screen):
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
         yield Static(plain(f"{s.study.model}  batch {s.study.batch}  {s.study.backend} on {s.study.device} ({gpu})  {s.study.created}"),
                      id="breadcrumb")
-        verdicts = verdict_lines(s, self.rules)
-        yield Static(plain(verdicts[0] if verdicts else "no verdict: fewer than two timed variants"), id="verdict")
+        layers = sum(len(v.layers) for v in s.variants)
+        waiting = plain(f"verdict: comparing the groups of {layers:,} layers ...", style="dim")
+        yield Static(waiting if self.large else self._verdict(), id="verdict")
         table = views.session_variant_table(s)
         panel = TablePanel(table, id="overview-table")
         panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
@@ -63,8 +69,24 @@ class OverviewScreen(Screen):
         yield Static(plain(*table.notes), id="notes")
         yield Footer()
 
+    @property
+    def large(self) -> bool:
+        """Whether the verdict is worked out after the first paint (a session of many layers)."""
+        return sum(len(v.layers) for v in self.session.variants) > LARGE_SESSION_LAYERS
+
+    def _verdict(self) -> Text:
+        verdicts = verdict_lines(self.session, self.rules)
+        return plain(verdicts[0] if verdicts else "no verdict: fewer than two timed variants")
+
     def on_mount(self) -> None:
         self.query_one(TablePanel).table.focus()
+        if self.large:  # after the first paint: the worker's Python would hold the interpreter while the screen draws
+            self.call_after_refresh(self._work_out_verdict)
+
+    @work(thread=True, exclusive=True, group="verdict")
+    def _work_out_verdict(self) -> None:
+        verdict = self._verdict()
+        self.app.call_from_thread(self.query_one("#verdict", Static).update, verdict)
 
     @property
     def crumbs(self) -> list[str]:
