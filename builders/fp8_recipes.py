@@ -14,7 +14,7 @@ import dataclasses
 import fnmatch
 import tomllib
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -130,9 +130,13 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
         seen[key] = variant
 
 
+@lru_cache(maxsize=16)
 def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
     """The model's structure without its weights: built on the meta device (instant, no memory; the study
-    loads the model for real), or, where a model cannot be built there, loaded as the study will load it."""
+    loads the model for real), or, where a model cannot be built there, loaded as the study will load it.
+
+    Built once per model and checkpoint in a process (a sweep plans many combinations of one model); callers
+    must not change what it returns."""
     import torch
 
     from builders.model_structure import model_structure

@@ -16,6 +16,7 @@ from pathlib import Path
 from inspector.options import add_arguments, argument_type
 from sessions.errors import ExitCode, InputError, InspectError
 from sessions.options import ONNX, PROBE, RUN, option
+from sessions.tables import terminal_text
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {}
 
@@ -29,11 +30,13 @@ def command(name: str):
 
 
 def _err(message: str) -> None:
-    print(f"trt-inspect: {message}", file=sys.stderr, flush=True)
+    """One line on stderr; what a session or a file put in it is escaped for the terminal."""
+    print(f"trt-inspect: {terminal_text(message)}", file=sys.stderr, flush=True)
 
 
 def _add_study_options(p: argparse.ArgumentParser) -> None:
     add_arguments(p, RUN)
+    p.add_argument("--force", action="store_true", help="replace the session at --out (when the study is done)")
     p.add_argument("--json", action="store_true", help="print a JSON summary on stdout")
 
 
@@ -72,7 +75,8 @@ def _add_import_command(sub) -> None:
     p.add_argument("--name", type=_name, help="variant name (default: from the file name)")
     p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
     p.add_argument("--batch", type=argument_type(option("batch")), help="batch size, where the files do not give the input shape")
-    p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU")
+    p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU; "
+                   "with --out: replace the session there")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--into", help="add the variant to this existing session")
     target.add_argument("--out", help="session file to write (default: the user-data folder)")
@@ -112,6 +116,7 @@ def _add_report_commands(sub) -> None:
     p = sub.add_parser("rerun", help="repeat a study with its recorded plan, then diff against it")
     p.add_argument("session")
     p.add_argument("--out", help="session file for the new run")
+    p.add_argument("--force", action="store_true", help="replace the session at --out (when the study is done)")
     p.add_argument("--threshold", default="5%")
 
 
@@ -129,6 +134,8 @@ def _add_sweep_commands(sub) -> None:
     p.add_argument("--gpus", type=int, help="local: GPUs used (default: every visible one); ray: GPUs of a local cluster")
     p.add_argument("--out", help="the sweep's folder (default: <user data>/sweeps/<name>)")
     p.add_argument("--dry-run", action="store_true", help="print the plans and the job count; run nothing")
+    p.add_argument("--allow-imports", action="store_true",
+                   help="let the matrix's [sweep] imports run in every job (plug-in backends and tracers: code)")
     p.add_argument("--ray-address", help="a running Ray cluster (default: start a local one)")
     p.add_argument("--partition", help="Slurm partition")
     p.add_argument("--time-limit", type=int, default=120, metavar="MINUTES", help="Slurm time limit per job")
@@ -141,7 +148,8 @@ def _add_sweep_commands(sub) -> None:
 
     p = sub.add_parser("merge", help="join sessions (files, folders, sweeps) into one comparison keyed by their axes")
     p.add_argument("sources", nargs="+", metavar="SESSION_OR_DIR")
-    p.add_argument("--out", required=True, help="the merged session file")
+    p.add_argument("--out", required=True, help="the merged session file (never one of the sources)")
+    p.add_argument("--force", action="store_true", help="replace the session at --out")
     p.add_argument("--json", action="store_true")
 
 
@@ -221,18 +229,18 @@ def _print_summary(session, path) -> None:
 
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
     batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
-    print(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})")
+    print(terminal_text(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})"))
     print(table_text(views.session_variant_table(session)))
     from sessions.layer_verdict import layer_time_lines
 
     rules = load_rules()
     for line in (verdict_lines(session, rules) or layer_time_lines(session, rules)) + simulation_lines(session):
-        print(line)
+        print(terminal_text(line))
     for variant in session.variants:
         for note in variant.notes:
-            print(f"note ({variant.name}): {note}")
+            print(terminal_text(f"note ({variant.name}): {note}"))
     if path is not None:
-        print(f"session: {path}")
+        print(terminal_text(f"session: {path}"))
 
 
 def _print_session(session, path, as_json: bool) -> None:
@@ -277,7 +285,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     request = study_request(args, args.argv)
     from inspector.study import run_requested_study
 
-    return _run_headless(lambda report: run_requested_study(request, report), args.json)[0]
+    return _run_headless(lambda report: run_requested_study(request, report, args.force), args.json)[0]
 
 
 @command("show")
@@ -312,7 +320,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     from profilers.trt_import.folder import files_of_folder
     from profilers.trt_import.importer import ImportFiles, check_joinable, import_variant, new_session
-    from sessions.storage import load, resolve, save, sessions_dir
+    from sessions.storage import LOCK_WAIT_S, load, resolve, session_writer, sessions_dir
 
     if args.folder and (args.layers or args.profile or args.times):
         raise InputError("give a folder or --layers / --profile / --times, not both")
@@ -334,15 +342,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     variant.command = list(args.argv)
     if args.into:
         path = resolve(args.into)
-        session = load(path)
-        if any(v.name == variant.name for v in session.variants):
-            raise InputError(f"{path} already has a variant {variant.name!r}; pass --name")
-        check_joinable(session, imported, args.force)
+        with session_writer(path, force=True, wait_s=LOCK_WAIT_S) as writer:  # read, add, write: one writer at a time
+            session = load(path)
+            if any(v.name == variant.name for v in session.variants):
+                raise InputError(f"{path} already has a variant {variant.name!r}; pass --name")
+            check_joinable(session, imported, args.force)
+            session.variants.append(variant)
+            writer.finish(session)
     else:
         session = new_session(imported, variant.command)
         path = Path(args.out) if args.out else sessions_dir() / f"import-{variant.name}-{session.study.created[:19].replace(':', '')}.json"
-    session.variants.append(variant)
-    save(session, path)
+        session.variants.append(variant)
+        with session_writer(path, args.force, LOCK_WAIT_S) as writer:
+            writer.finish(session)
     if args.json:  # the text summary prints the notes
         for note in variant.notes:
             _err(note)
@@ -365,7 +377,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(group_document(session, args.by, rules, args.variants))
     else:
-        print(group_text(session, args.by, rules, args.variants))
+        print(terminal_text(group_text(session, args.by, rules, args.variants), keep_lines=True))
     return ExitCode.OK
 
 
@@ -409,7 +421,7 @@ def _print_diff(diff, fmt: str) -> int:
     if fmt == "json":
         _print_json(diff_document(diff))
     else:
-        print(diff_text(diff, markdown=fmt == "md"))
+        print(terminal_text(diff_text(diff, markdown=fmt == "md"), keep_lines=True))
     return ExitCode.FAILURE if diff.regressions else ExitCode.OK
 
 
@@ -478,7 +490,7 @@ def _write_export(text: str, output: str | None, force: bool) -> int:
         write_export(Path(output), text, force)
         _err(f"wrote {output}")
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(terminal_text(text, keep_lines=True))
     return ExitCode.OK
 
 
@@ -496,7 +508,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     if old.study.plan is None:
         raise InputError(f"{path} records no study plan (imported files cannot be rerun)")
     plan = dataclasses.replace(old.study.plan, out=args.out, raw_trace=None)
-    code, new, new_path = _run_headless(lambda report: run_study(plan, old.study.command, report), False)
+    code, new, new_path = _run_headless(lambda report: run_study(plan, old.study.command, report, args.force), False)
     if new is None:
         return code
     print()
@@ -507,7 +519,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from inspector.sweep.executors import ExecutorOptions, check_available
     from inspector.sweep.jobs import SweepFolder
-    from inspector.sweep.matrix import load_matrix
+    from inspector.sweep.matrix import check_imports, load_matrix
     from inspector.sweep.runner import default_folder, merge_finished, plan_jobs, run_jobs
 
     if args.gpus is not None and args.gpus < 1:
@@ -515,6 +527,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if not args.dry_run:
         check_available(args.executor)
     matrix = load_matrix(Path(args.matrix))  # its name checked as a folder name, its options against the spec
+    check_imports(matrix, args.matrix, args.allow_imports)
     folder = SweepFolder(Path(args.out) if args.out else default_folder(matrix))
     remote = args.executor == "slurm" or (args.executor == "ray" and args.ray_address)
     where = args.resolve or ("job" if remote else "here")
@@ -522,8 +535,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _print_plans(folder, jobs, args.json)
     options = ExecutorOptions(args.gpus, args.ray_address, args.partition, args.time_limit, args.submitit_cluster)
-    outcomes, interrupted = run_jobs(folder, jobs, args.executor, options, lambda line: _err(f"[sweep] {line}"))
-    merged = merge_finished(folder, jobs, args.argv)
+    with folder.lock():
+        outcomes, interrupted = run_jobs(folder, jobs, args.executor, options, lambda line: _err(f"[sweep] {line}"))
+        merged = merge_finished(folder, jobs, args.argv)
     _print_outcomes(folder, jobs, outcomes, merged, args.json)
     if interrupted:
         return ExitCode.INTERRUPTED
@@ -573,16 +587,15 @@ def _print_outcomes(folder, jobs, outcomes, merged, as_json: bool) -> None:
 @command("merge")
 def cmd_merge(args: argparse.Namespace) -> int:
     from sessions.merge import collect, merge_sessions
-    from sessions.storage import check_writable, save
+    from sessions.storage import LOCK_WAIT_S, session_writer
 
     target = Path(args.out)
-    check_writable(target)
-    sources, skipped = collect(args.sources)
+    sources, skipped = collect(args.sources, target)
     for line in skipped:
         _err(f"skipped: {line}")
-    sources = [(path, session) for path, session in sources if Path(path).resolve() != target.resolve()]
     merged = merge_sessions(sources, args.argv)
-    save(merged, target)
+    with session_writer(target, args.force, LOCK_WAIT_S) as writer:
+        writer.finish(merged)
     _print_session(merged, target, args.json)
     return ExitCode.OK
 
@@ -622,7 +635,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(probe_document(session, load_rules(), str(path)))
     else:
-        print(probe_text(session, load_rules()))
+        print(terminal_text(probe_text(session, load_rules()), keep_lines=True))
         print(f"session: {path}")
     return ExitCode.OK
 
@@ -710,6 +723,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): the data has nowhere to go
+        _err("error: standard output is closed; redirect it to a file or /dev/null")
+        return ExitCode.FAILURE
     _quiet_libraries()
     parser = build_parser()
     bare_model = bool(argv) and not argv[0].startswith("-") and argv[0] not in COMMANDS
@@ -719,7 +735,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
             args = parser.parse_args(["run", *argv])
             _show_library_warnings(args.verbose)
-            return open_tui(request=study_request(args, ["trt-inspect", *argv]))
+            return open_tui(request=study_request(args, ["trt-inspect", *argv]), force=args.force)
         except InspectError as exc:
             _err(f"error: {exc.message}")
             return exc.exit_code
@@ -752,7 +768,13 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def run() -> None:
-    code = main()
+    try:
+        code = main()
+        _hold_signals()
+    except KeyboardInterrupt:  # a SIGTERM or Ctrl-C just as the command returned: the documented exit
+        _hold_signals()
+        _err("interrupted")
+        code = ExitCode.INTERRUPTED
     if _holds_cuda():
         # Everything is saved; CUDA's and CUPTI's teardown at exit took 2-2.4 s on the H200 after a study
         # (tests/data/h200/mainjob-earlier-runs.txt, A), so the process ends without it, once its output is out.
@@ -760,11 +782,20 @@ def run() -> None:
     sys.exit(code)
 
 
+def _hold_signals() -> None:
+    """Once the command is done (its session saved, its output written), SIGINT and SIGTERM wait: the process ends
+    with the command's own code, never killed half-way through the interpreter's teardown (exit 143, no line)."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def _flushed(code: int) -> int:
     """`code` once stdout and stderr are flushed; 120, as Python's own exit returns, where that failed."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:
+                stream.flush()
         except OSError:
             code = code or 120
     return code

@@ -18,6 +18,13 @@ from sessions.plan import StudyPlan, TimingPlan, parse_variants
 from sessions.vocab import Device
 
 
+def cuda_visible() -> bool:
+    """Whether PyTorch sees a CUDA GPU here (imports torch: after CUPTI's preparation, never before)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
     """(backend, device, why): the backend asked for, or for `auto` the first in `auto_backends()` order that
     runs here; each backend says where it runs and what it lacks (`Backend.device_for`, `unavailable`)."""
@@ -110,9 +117,7 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     cupti_problem: str | None = "not asked for"
     if request.tracer in ("auto", "cupti") and request.device != "cpu":
         cupti_problem = get_tracer("cupti").prepare()  # before torch loads
-    import torch
-
-    backend, device, why = choose_backend(request, torch.cuda.is_available())
+    backend, device, why = choose_backend(request, cuda_visible())
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
     if request.tracer == "auto":
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)

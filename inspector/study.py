@@ -21,7 +21,7 @@ from builders.backend import Backend, BackendContext, Engine, backend_class
 from builders.study_inputs import StudyInputs
 from inspector.options import validate_plan
 from inspector.request import StudyRequest
-from inspector.resolve import resolve
+from inspector.resolve import cuda_visible, resolve
 from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
 from sessions.comparison import BASELINE_PRECISION
@@ -29,7 +29,7 @@ from sessions.errors import InspectError, MissingEnvironment, first_line
 from sessions.model import Session, Study, TimingMethod, Variant
 from sessions.paths import sessions_dir
 from sessions.plan import StudyPlan, VariantPlan
-from sessions.storage import check_writable, save, session_lock
+from sessions.storage import SessionWriter, session_writer
 from sessions.summary import VariantSummary, summarize_session
 
 
@@ -56,15 +56,26 @@ ROUND_SAVE_INTERVAL_S = 10.0
 class Recorder:
     """Saves the session and reports progress, so that every saved step is also shown."""
 
-    def __init__(self, session: Session, path: Path, report: Report) -> None:
-        self.session, self.path, self.report = session, path, report
+    def __init__(self, session: Session, writer: SessionWriter, report: Report) -> None:
+        self.session, self.writer, self.report = session, writer, report
+
+    @property
+    def path(self) -> Path:
+        """Where the steps so far are saved (a partial file while a finished session is being replaced)."""
+        return self.writer.current
 
     def step(self, phase: str, message: str, variant: str | None = None, done: int = 0, total: int = 0,
              saved: bool = True) -> None:
         if saved:
-            save(self.session, self.path)
+            self.writer.save_step(self.session)
         summaries = tuple(summarize_session(self.session))
         self.report(Progress(phase, message, variant, done, total, self.path, summaries, saved))
+
+    def finish(self) -> Path:
+        """The finished session saved at its path; reported as done."""
+        self.writer.finish(self.session)
+        self.step("done", f"saved {self.path}", saved=False)
+        return self.path
 
 
 def session_path(plan: StudyPlan, created: dt.datetime) -> Path:
@@ -98,20 +109,22 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
     problem = tracer.prepare()
     if problem:
         raise MissingEnvironment(problem)
+    if plan.device == "cuda" and not cuda_visible():  # a recorded plan (rerun, a sweep job) on another machine
+        raise MissingEnvironment("the plan runs on CUDA, and no CUDA GPU is visible to PyTorch here")
     return backend, tracer
 
 
-def run_study(plan: StudyPlan, command: list[str], report: Report) -> tuple[Session, Path]:
+def run_study(plan: StudyPlan, command: list[str], report: Report, force: bool = False) -> tuple[Session, Path]:
+    """Run `plan` and save its session after every step; an existing session at its path is replaced only with
+    `force`, and only when the study is done (see `sessions.storage.session_writer`)."""
     validate_plan(plan)
     created = dt.datetime.now(dt.UTC)
-    path = session_path(plan, created)
-    check_writable(path)
-    with session_lock(path):
-        return _run_locked(plan, command, report, created, path)
+    with session_writer(session_path(plan, created), force) as writer:
+        return _run_locked(plan, command, report, created, writer)
 
 
 def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt.datetime,
-                path: Path) -> tuple[Session, Path]:
+                writer: SessionWriter) -> tuple[Session, Path]:
     backend_cls, tracer = check_plan(plan)
     inputs = backend_cls.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))
@@ -120,7 +133,7 @@ def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt
                        lambda phase, step, steps: report(Progress("build", phase, None, step, steps)))
     )
     session = new_session(plan, command, inputs, backend, tracer, created)
-    recorder = Recorder(session, path, report)
+    recorder = Recorder(session, writer, report)
     recorder.step("setup", f"session: {recorder.path}")
     reference = reference_outputs(backend, inputs)
     engines = build_variants(plan, backend, tracer, inputs, reference, recorder)
@@ -129,16 +142,15 @@ def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt
     time_variants(session, engines, plan, recorder)
     for engine in engines.values():
         engine.release()
-    recorder.step("done", f"saved {recorder.path}")
-    return session, recorder.path
+    return session, recorder.finish()
 
 
-def run_requested_study(request: StudyRequest, report: Report) -> tuple[Session, Path]:
+def run_requested_study(request: StudyRequest, report: Report, force: bool = False) -> tuple[Session, Path]:
     """Resolve `request` for this machine and run the study: the CLI's and the TUI's one path."""
     plan, notes = resolve(request)
     for note in notes:
         report(Progress("setup", note))
-    return run_study(plan, list(request.command), report)
+    return run_study(plan, list(request.command), report, force)
 
 
 def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 
 from sessions.diff import Change, SessionDiff
 from sessions.model import SCHEMA_VERSION
-from sessions.tables import md_text, render_markdown, render_text
+from sessions.tables import md_text, render_markdown, render_text, terminal_text
 
 LAYER_ROWS = 40  # per-layer changes beyond this are summarised, not listed
 
@@ -52,7 +52,7 @@ def _layer_order(c: Change) -> tuple:
 
 def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER_ROWS) -> str:
     render = render_markdown if markdown else render_text
-    prose = md_text if markdown else str
+    prose = md_text if markdown else terminal_text
     per = "; per image" if diff.per_image else ""
     lines = [f"A: {diff.a}", f"B: {diff.b}",
              f"threshold {diff.threshold * 100:g}%{per}; variants compared: {', '.join(diff.matched_variants) or 'none'}"]

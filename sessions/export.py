@@ -6,10 +6,8 @@ study, so a reader can check and repeat the numbers.
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import tempfile
 from pathlib import Path
 
 from sessions import views
@@ -19,6 +17,7 @@ from sessions.errors import InputError, InspectError
 from sessions.groups import Rules
 from sessions.model import Quality, Session
 from sessions.paths import exports_dir
+from sessions.storage import check_replaceable, write_atomically
 from sessions.summary import summary_document
 from sessions.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 from sessions.verdict import verdict_lines
@@ -67,7 +66,7 @@ def groups_section(session: Session, rules: Rules) -> str:
     return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role"))])
 
 
-def _known(value, words=None) -> str:
+def known(value, words=None) -> str:
     """A method figure, or "unknown" where the source did not record it (imported files)."""
     if value is None:
         return "unknown"
@@ -81,10 +80,11 @@ def method_section(session: Session) -> str:
     lines = [
         "## Method",
         f"- **Timed region:** {md_cell(m.timed_region)}.",
-        (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {_known(m.cuda_graph, {True: 'on', False: 'off'})}; "
-        f"warm-up {_known(m.warmup_s, lambda s: f'{s:g} s')}; {_known(m.rounds)} rounds x {_known(m.iters)} iterations"
-        f"{' interleaved across variants' if m.interleaved else ''}; "
-        f"transfers {'included' if m.transfers_included else 'excluded'}; {'static' if m.static_inputs else 'changing'} inputs."),
+        (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {known(m.cuda_graph, {True: 'on', False: 'off'})}; "
+         f"warm-up {known(m.warmup_s, lambda s: f'{s:g} s')}; {known(m.rounds)} rounds x {known(m.iters)} iterations"
+         f"{' interleaved across variants' if m.interleaved else ''}; "
+         f"transfers {'included' if m.transfers_included else 'excluded'}; "
+         f"{'static' if m.static_inputs else 'changing'} inputs."),
         f"- **Per-layer time:** {md_cell(m.per_layer)}.",
         f"- **Kernels:** {md_cell(m.kernels)}.",
         f"- **Batch / input:** {md_cell(batch_words(session))}, each input {md_cell(session.study.input_shape)}.",
@@ -99,10 +99,10 @@ def environment_section(session: Session) -> str:
     if env.gpu:
         g = env.gpu
         rows += [
-            ["GPU", f"{g.name} (CC {_known(g.compute_capability)}, {_known(g.multiprocessors)} SMs, {_known(g.memory_mib)} MiB)"],
-            ["driver / CUDA", f"{_known(g.driver)} / {_known(g.cuda_driver)}"],
-            ["clocks at start", (f"SM {_known(g.sm_clock_mhz)} MHz (max {_known(g.max_sm_clock_mhz)}), memory "
-                                f"{_known(g.mem_clock_mhz)} MHz, {_known(g.pstate)}")],
+            ["GPU", f"{g.name} (CC {known(g.compute_capability)}, {known(g.multiprocessors)} SMs, {known(g.memory_mib)} MiB)"],
+            ["driver / CUDA", f"{known(g.driver)} / {known(g.cuda_driver)}"],
+            ["clocks at start", (f"SM {known(g.sm_clock_mhz)} MHz (max {known(g.max_sm_clock_mhz)}), memory "
+                                f"{known(g.mem_clock_mhz)} MHz, {known(g.pstate)}")],
             ["clock-event reasons", ", ".join(g.clock_event_reasons) or "none"],
         ]
     rows += [[name, version] for name, version in env.versions.items() if version]
@@ -178,22 +178,15 @@ def export_json(session: Session, path: str | None, rules: Rules) -> dict:
 
 
 def write_export(target: Path, text: str, force: bool) -> None:
-    """Write atomically (temporary file, then rename); never over a folder or, without `force`, a file."""
-    if target.is_dir():
-        raise InputError(f"{target} is a folder; give a file name")
-    if target.exists() and not force:
-        raise InputError(f"{target} exists; pass --force to overwrite it")
+    """Write atomically (temporary file, then rename) under the rules of `sessions.storage.check_replaceable`: never
+    over a folder, a link, a device or a FIFO; over a file only with `force`, keeping its mode."""
+    check_replaceable(target, "export", force)
+    if not target.parent.is_dir():
+        raise InputError(f"cannot write {target}: no folder {target.parent}")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as exc:
-        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(tmp, target)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+        write_atomically(target, text.encode(), "export")
+    except InspectError as exc:  # a full disk, a read-only folder: the target given is unusable (exit 2)
+        raise InputError(exc.message) from None
 
 
 def export_file_name(*parts: str) -> str:

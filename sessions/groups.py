@@ -10,27 +10,31 @@ import functools
 import re
 import tomllib
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from sessions.comparison import reference
 from sessions.errors import InputError
+from sessions.input_files import read_toml_file
 from sessions.model import Layer, Session, Variant
-from sessions.storage import read_regular_file
+from sessions.user_regex import UserPattern
 from sessions.vocab import OPS
 
 OTHER = "other"
+ROLE_MEMO_SIZE = 1_000_000  # layers whose role is remembered (a few sessions of 100,000 layers)
+Pattern = re.Pattern[str] | UserPattern  # a user's patterns run with a time bound
 
 
 @dataclass
 class RoleRule:
     name: str
-    names: list[re.Pattern] = field(default_factory=list)
-    kinds: list[re.Pattern] = field(default_factory=list)
+    names: list[Pattern] = field(default_factory=list)
+    kinds: list[Pattern] = field(default_factory=list)
     origins: list[str] = field(default_factory=list)
-    onnx: list[re.Pattern] = field(default_factory=list)
-    all_parts: list[re.Pattern] = field(default_factory=list)
+    onnx: list[Pattern] = field(default_factory=list)
+    all_parts: list[Pattern] = field(default_factory=list)
     ops: list[str] = field(default_factory=list)
     requires_conv: str | None = None
 
@@ -40,29 +44,35 @@ class NameOp:
     """The op of a layer known only by its name: `whole` matches the name, `patterns` any fused part."""
 
     op: str
-    whole: list[re.Pattern] = field(default_factory=list)
-    patterns: list[re.Pattern] = field(default_factory=list)
+    whole: list[Pattern] = field(default_factory=list)
+    patterns: list[Pattern] = field(default_factory=list)
 
 
 @dataclass
 class Rules:
     roles: list[RoleRule]
-    kernel_classes: list[tuple[str, list[re.Pattern]]]
-    stage: re.Pattern | None
+    kernel_classes: list[tuple[str, list[Pattern]]]
+    stage: Pattern | None
     name_ops: list[NameOp] = field(default_factory=list)
-    inserted: list[re.Pattern] = field(default_factory=list)  # name parts TensorRT adds around a node, named after it
-    constants: list[re.Pattern] = field(default_factory=list)  # name parts that are weight tensors, not nodes
+    inserted: list[Pattern] = field(default_factory=list)  # name parts TensorRT adds around a node, named after it
+    constants: list[Pattern] = field(default_factory=list)  # name parts that are weight tensors, not nodes
+    role_memo: dict[int, tuple[Layer, str]] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
 
 
 CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
 
 
-def _compile(patterns, where: str) -> list[re.Pattern]:
-    """The patterns as one alternation (one search instead of one per pattern), or one each where they cannot join."""
+def _patterns(patterns, where: str) -> list[str]:
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise InputError(f"{where}: expected a list of regular expressions")
+    return patterns
+
+
+def _builtin(patterns, where: str) -> list[Pattern]:
+    """The built-in rules' patterns, with `re`: one alternation (one search instead of one per pattern), or one
+    each where they cannot join."""
     try:
-        compiled = [re.compile(p) for p in patterns]
+        compiled = [re.compile(p) for p in _patterns(patterns, where)]
     except re.error as exc:
         raise InputError(f"{where}: bad regular expression: {exc}") from None
     if len(compiled) < 2:
@@ -71,6 +81,14 @@ def _compile(patterns, where: str) -> list[re.Pattern]:
         return [re.compile("|".join(f"(?:{p})" for p in patterns))]
     except re.error:  # a global flag such as (?i) may only start a pattern of its own
         return compiled
+
+
+def _user(patterns, where: str) -> list[Pattern]:
+    """A rules file's patterns, each search with a time bound (`sessions.user_regex`)."""
+    return [UserPattern(p, where) for p in _patterns(patterns, where)]
+
+
+Compile = Callable[[object, str], list[Pattern]]
 
 
 def _words(value, where: str, allowed: tuple[str, ...] | None = None) -> list[str]:
@@ -82,7 +100,7 @@ def _words(value, where: str, allowed: tuple[str, ...] | None = None) -> list[st
     return list(value)
 
 
-def _role(raw, where: str) -> RoleRule:
+def _role(raw, where: str, compile_: Compile) -> RoleRule:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise InputError(f"{where}: every role needs a name")
     unknown = set(raw) - {"name", "names", "kinds", "origins", "onnx", "all_parts", "ops", "requires_conv"}
@@ -93,23 +111,23 @@ def _role(raw, where: str) -> RoleRule:
         raise InputError(f"{where}: requires_conv must be one of {', '.join(CONV_CHECKS)}")
     return RoleRule(
         name=raw["name"],
-        names=_compile(raw.get("names", []), f"{where}.names"),
-        kinds=_compile(raw.get("kinds", []), f"{where}.kinds"),
+        names=compile_(raw.get("names", []), f"{where}.names"),
+        kinds=compile_(raw.get("kinds", []), f"{where}.kinds"),
         origins=_words(raw.get("origins", []), f"{where}.origins"),
-        onnx=_compile(raw.get("onnx", []), f"{where}.onnx"),
-        all_parts=_compile(raw.get("all_parts", []), f"{where}.all_parts"),
+        onnx=compile_(raw.get("onnx", []), f"{where}.onnx"),
+        all_parts=compile_(raw.get("all_parts", []), f"{where}.all_parts"),
         ops=_words(raw.get("ops", []), f"{where}.ops", OPS),
         requires_conv=conv,
     )
 
 
-def _name_op(raw, where: str) -> NameOp:
+def _name_op(raw, where: str, compile_: Compile) -> NameOp:
     if not isinstance(raw, dict) or raw.get("op") not in OPS:
         raise InputError(f"{where}: every name_ops entry needs an op, one of {', '.join(OPS)}")
     unknown = set(raw) - {"op", "whole", "patterns"}
     if unknown:
         raise InputError(f"{where}: unknown keys {sorted(unknown)}")
-    return NameOp(raw["op"], _compile(raw.get("whole", []), f"{where}.whole"), _compile(raw.get("patterns", []), f"{where}.patterns"))
+    return NameOp(raw["op"], compile_(raw.get("whole", []), f"{where}.whole"), compile_(raw.get("patterns", []), f"{where}.patterns"))
 
 
 def _tables(doc: dict, key: str, origin: str) -> list:
@@ -119,15 +137,15 @@ def _tables(doc: dict, key: str, origin: str) -> list:
     return tables
 
 
-def _parse(doc: dict, origin: str) -> Rules:
-    roles = [_role(raw, f"{origin}: roles[{i}]") for i, raw in enumerate(_tables(doc, "roles", origin))]
-    name_ops = [_name_op(raw, f"{origin}: name_ops[{i}]") for i, raw in enumerate(_tables(doc, "name_ops", origin))]
+def _parse(doc: dict, origin: str, compile_: Compile) -> Rules:
+    roles = [_role(raw, f"{origin}: roles[{i}]", compile_) for i, raw in enumerate(_tables(doc, "roles", origin))]
+    name_ops = [_name_op(raw, f"{origin}: name_ops[{i}]", compile_) for i, raw in enumerate(_tables(doc, "name_ops", origin))]
     classes = []
     for i, raw in enumerate(_tables(doc, "kernel_classes", origin)):
         where = f"{origin}: kernel_classes[{i}]"
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
             raise InputError(f"{where}: every kernel class needs a name")
-        classes.append((raw["name"], _compile(raw.get("patterns", []), f"{where}.patterns")))
+        classes.append((raw["name"], compile_(raw.get("patterns", []), f"{where}.patterns")))
     unknown = set(doc) - {"roles", "name_ops", "kernel_classes", "stages", "name_parts"}
     if unknown:
         raise InputError(f"{origin}: unknown keys {sorted(unknown)}; a rules file has [[roles]], [[kernel_classes]], "
@@ -141,25 +159,21 @@ def _parse(doc: dict, origin: str) -> Rules:
     stage = stages.get("pattern")
     if stage is not None and not isinstance(stage, str):
         raise InputError(f"{origin}: stages.pattern must be a regular expression")
-    return Rules(roles, classes, _compile([stage], f"{origin}: stages.pattern")[0] if stage else None, name_ops,
-                 _compile(parts.get("inserted", []), f"{origin}: name_parts.inserted"),
-                 _compile(parts.get("constants", []), f"{origin}: name_parts.constants"))
+    return Rules(roles, classes, compile_([stage], f"{origin}: stages.pattern")[0] if stage else None, name_ops,
+                 compile_(parts.get("inserted", []), f"{origin}: name_parts.inserted"),
+                 compile_(parts.get("constants", []), f"{origin}: name_parts.constants"))
 
 
 @functools.cache
 def builtin_rules() -> Rules:
-    return _parse(tomllib.loads(resources.files("sessions").joinpath("group_rules.toml").read_text()), "built-in rules")
+    return _parse(tomllib.loads(resources.files("sessions").joinpath("group_rules.toml").read_text()), "built-in rules", _builtin)
 
 
 def load_rules(user_file: Path | None = None) -> Rules:
     rules = builtin_rules()
     if user_file is None:
         return rules
-    try:
-        doc = tomllib.loads(read_regular_file(Path(user_file), "rules file", limit=1 << 20).decode())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{user_file} is not valid TOML: {exc}") from None
-    user = _parse(doc, str(user_file))
+    user = _parse(read_toml_file(Path(user_file), "rules file"), str(user_file), _user)
     return Rules(
         roles=user.roles + rules.roles,
         kernel_classes=user.kernel_classes + rules.kernel_classes,
@@ -254,10 +268,17 @@ def _matches(rule: RoleRule, layer: Layer) -> bool:
 
 
 def role_of(layer: Layer, rules: Rules) -> str:
-    for rule in rules.roles:
-        if _matches(rule, layer):
-            return rule.name
-    return OTHER
+    """The first role whose rule matches `layer`, else `other`; remembered per layer object in `rules.role_memo`
+    (the overview, the groups and every drill of a 50,000-layer session ask for the same layers; a layer's
+    fields are not changed once it is in a session)."""
+    held = rules.role_memo.get(id(layer))
+    if held is not None and held[0] is layer:
+        return held[1]
+    role = next((rule.name for rule in rules.roles if _matches(rule, layer)), OTHER)
+    if len(rules.role_memo) >= ROLE_MEMO_SIZE:
+        rules.role_memo.clear()
+    rules.role_memo[id(layer)] = (layer, role)  # the layer is held, so its id is not reused
+    return role
 
 
 def stage_of(layer: Layer, rules: Rules) -> str:

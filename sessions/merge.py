@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from sessions.engines import engine_label, engine_options
 from sessions.errors import InputError
@@ -156,13 +158,13 @@ def common_environment(environments: list[Environment]) -> Environment:
                        python=_one([e.python for e in environments]), versions=versions, gpu=gpu)
 
 
-def collect(paths: Sequence[str]) -> tuple[list[tuple[str, Session]], list[str]]:
+def collect(paths: Sequence[str], target: Path | None = None) -> tuple[list[tuple[str, Session]], list[str]]:
     """Sessions named by files or folders (a sweep's folder: its `sessions/`), and one line per skipped file.
 
     A file named on the command line must be a session; a file inside a folder that is not one is skipped.
+    A merge never writes over one of its inputs: a named file that is `target` is refused, one found in a
+    folder is skipped.
     """
-    from pathlib import Path
-
     from sessions.storage import load
 
     found: list[tuple[str, Session]] = []
@@ -170,12 +172,27 @@ def collect(paths: Sequence[str]) -> tuple[list[tuple[str, Session]], list[str]]
     for name in paths:
         path = Path(name)
         if not path.is_dir():
+            if _same_file(path, target):
+                raise InputError(f"--out {target} is one of the sessions to merge; give another file")
             found.append((str(path), load(path)))
             continue
         folder = path / "sessions" if (path / "sessions").is_dir() else path
         for file in sorted(folder.glob("*.json")):
+            if _same_file(file, target):
+                skipped.append(f"{file} is the --out file")
+                continue
             try:
                 found.append((str(file), load(file)))
             except InputError as exc:
                 skipped.append(exc.message)
     return found, skipped
+
+
+def _same_file(path: Path, target: Path | None) -> bool:
+    """Whether `path` and `target` name one file (through links, `..` or another spelling)."""
+    if target is None:
+        return False
+    try:
+        return os.path.samefile(path, target)
+    except OSError:  # either is missing: a file that does not exist is not an input
+        return path.absolute() == target.absolute()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
@@ -16,6 +17,7 @@ import orjson
 
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError, InspectError
+from sessions.input_files import read_regular_file
 from sessions.migrations import migrate
 from sessions.model import SCHEMA_VERSION, TOOL, Session
 from sessions.paths import sessions_dir
@@ -37,19 +39,25 @@ def save(session: Session, path: Path) -> Path:
 
 
 def write_atomically(path: Path, data: bytes, what: str = "file") -> Path:
-    """Write `data` to `path` through a temporary file, fsync and rename: never a partial file."""
+    """Write `data` to `path` through a temporary file, fsync and rename: never a partial file.
+
+    The new file gets the mode of the regular file it replaces, else what the umask leaves of 0666. Whatever is
+    at `path` and is not a regular file (a symbolic link, a device, a FIFO, a folder) is never renamed over.
+    """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        mode = _replaceable_mode(path, what)
         _remove_stale_temporaries(path)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise InspectError(f"cannot save {what} {path}: {exc.strerror or exc}") from exc
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as tmp:
             tmp.write(data)
             tmp.flush()
             os.fsync(tmp.fileno())
+        _replaceable_mode(path, what)  # again, just before the rename: something may have been put there meanwhile
         os.replace(tmp_name, path)
     except OSError as exc:
         Path(tmp_name).unlink(missing_ok=True)
@@ -59,6 +67,21 @@ def write_atomically(path: Path, data: bytes, what: str = "file") -> Path:
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def _replaceable_mode(path: Path, what: str) -> int:
+    """The mode a new file at `path` gets; an InputError where `path` is anything but a regular file or nothing."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+    if stat.S_ISLNK(info.st_mode):
+        raise InputError(f"{path} is a symbolic link; trt-inspect never writes through one: name the {what} file itself")
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{path} is a folder; give a {what} file name")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path} is a device, a pipe or a socket, not a {what} file trt-inspect may replace")
+    return stat.S_IMODE(info.st_mode)
 
 
 STALE_TEMPORARY_S = 60.0  # a save takes well under a second; older temporaries are orphans
@@ -86,25 +109,133 @@ def check_writable(path: Path) -> None:
         raise InputError(f"cannot write a session at {path}: {exc.strerror or exc}") from None
 
 
+LOCK_WAIT_S = 60.0  # how long a short writer (import --into, merge) waits for another one to finish
+_LOCK_POLL_S = 0.05
+
+
 @contextlib.contextmanager
-def session_lock(path: Path) -> Iterator[None]:
-    """Held while a study writes `path`: a second study writing the same file is refused."""
-    lock_path = path.parent / f".{path.name}.lock"
-    try:
-        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
-    except OSError as exc:
-        raise InputError(f"cannot lock {path}: {exc.strerror or exc}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+def file_lock(lock_path: Path, busy: str, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (created, removed on release) for the `with` block.
+
+    The lock file is opened with O_NOFOLLOW: a symbolic link planted there is refused, never followed, and
+    anything but a regular file is refused. Where another process holds it, wait up to `wait_s` seconds, then
+    raise InputError(`busy`). A lock file removed by its last holder while this one waited is opened again.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        fd = _open_lock_file(lock_path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise InputError(busy) from None
+            time.sleep(_LOCK_POLL_S)
+            continue
+        if _is_same_file(fd, lock_path):
+            break
         os.close(fd)
-        raise InputError(f"{path} is being written by another trt-inspect run; use another --out") from None
     try:
         yield
     finally:
+        lock_path.unlink(missing_ok=True)  # before the release: a waiter then sees the file is gone and opens anew
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
-        lock_path.unlink(missing_ok=True)
+
+
+def _open_lock_file(lock_path: Path) -> int:
+    try:
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{lock_path} is a symbolic link; trt-inspect never follows one: remove it") from None
+        raise InputError(f"cannot lock {lock_path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{lock_path} is not a regular file; remove it")
+    return fd
+
+
+def _is_same_file(fd: int, path: Path) -> bool:
+    try:
+        named = path.lstat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def lock_path_of(path: Path) -> Path:
+    """The lock file of the session file `path`: `.NAME.lock` beside it."""
+    return path.parent / f".{path.name}.lock"
+
+
+@contextlib.contextmanager
+def session_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
+    """Held while a command writes the session file `path`: a second writer waits up to `wait_s`, then is refused."""
+    with file_lock(lock_path_of(path), f"{path} is being written by another trt-inspect command; use another --out "
+                   "or try again when it is done", wait_s):
+        yield
+
+
+def partial_path(path: Path) -> Path:
+    """Where a study that replaces the finished session `path` keeps its steps until it is done: NAME.partial.json."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+class SessionWriter:
+    """Writes one session file for a command that holds its lock (see `session_writer`).
+
+    A writer that replaces a session found at its path saves its steps to `partial_path(path)` and replaces the
+    path only in `finish`: a killed rerun never leaves a partial study where a finished one was.
+    """
+
+    def __init__(self, path: Path, replacing: bool) -> None:
+        self.path, self.replacing, self.done = path, replacing, False
+
+    @property
+    def current(self) -> Path:
+        """The file the last step went to: the partial file until a replacing writer finishes."""
+        return partial_path(self.path) if self.replacing and not self.done else self.path
+
+    def save_step(self, session: Session) -> Path:
+        """Save a step of work; the finished session at `path`, if any, stays until `finish`."""
+        return save(session, self.current)
+
+    def finish(self, session: Session) -> Path:
+        """Save the finished session at `path`; the partial file, if any, is removed."""
+        saved = save(session, self.path)
+        if self.replacing and not self.done:
+            partial_path(self.path).unlink(missing_ok=True)
+        self.done = True
+        return saved
+
+
+@contextlib.contextmanager
+def session_writer(path: Path, force: bool, wait_s: float = 0.0) -> Iterator[SessionWriter]:
+    """The one way a command writes a session file: run, rerun, import (--out and --into), merge, sweep jobs.
+
+    Before any work: the folder must be writable; the session lock is taken (a second writer waits up to `wait_s`,
+    then is refused with one line) and held until the block ends; a symbolic link, a device, a FIFO or a folder
+    at `path` is refused, and an existing session too unless `force` (import --into passes it: it adds to the file).
+    """
+    check_writable(path)
+    with session_lock(path, wait_s):
+        exists = check_replaceable(path, "session", force)
+        yield SessionWriter(path, exists)
+
+
+def check_replaceable(path: Path, what: str, force: bool) -> bool:
+    """The rule for every file trt-inspect writes, checked before the work: a symbolic link, a device, a FIFO or a
+    folder at `path` is refused (never followed, never renamed over); an existing file only with `force`.
+
+    Returns whether a file is there (then it will be replaced).
+    """
+    _replaceable_mode(path, what)
+    exists = path.exists()
+    if exists and not force:
+        raise InputError(f"{path} exists; pass --force to replace it")
+    return exists
 
 
 def _umask() -> int:
@@ -155,32 +286,18 @@ def decode(data: bytes, origin: str) -> Session:
         for variant in session.variants:
             if variant.kernels is not None:
                 variant.kernels.validate()
+        _check_jobs(session)
     except (ShapeError, ValueError) as exc:
         raise InputError(f"{origin} is not a valid session: {exc}") from None
     return session
 
 
-MAX_SESSION_BYTES = 1 << 30  # 150k kernel records take about 7 MiB
-
-
-def read_regular_file(path: Path, what: str, limit: int = MAX_SESSION_BYTES) -> bytes:
-    """The bytes of a regular file no larger than `limit`; FIFOs, devices and folders refused with one line."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise InputError(f"no such {what}: {path}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise InputError(f"{path} is a folder, not a {what}")
-    if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{path} is not a regular file (a pipe or a device), not a {what}")
-    if info.st_size > limit:
-        raise InputError(f"{path} is {info.st_size / (1 << 20):.0f} MiB, over the {limit >> 20} MiB a {what} may have")
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+def _check_jobs(session: Session) -> None:
+    """A merged session's variants each name a job of `merge.jobs`; a plain session's name none."""
+    jobs = len(session.merge.jobs) if session.merge is not None else 0
+    for variant in session.variants:
+        if variant.job is not None and not 0 <= variant.job < jobs:
+            raise ValueError(f"variant {variant.name!r} names job {variant.job}, but the session merges {jobs} jobs")
 
 
 def load(path: Path | str) -> Session:

@@ -16,7 +16,7 @@ from sessions.captions import SIMULATES
 from sessions.comparison import compare, reference
 from sessions.engines import engine_label, engine_options, ran_tensorrt
 from sessions.errors import InspectError
-from sessions.export import shell_line, stress_cell
+from sessions.export import known, shell_line, stress_cell
 from sessions.groups import Rules
 from sessions.lowering import diagnose
 from sessions.merge import AXES, axis_values, split_merged
@@ -178,11 +178,12 @@ def method_section(jobs: list[Job]) -> str:
     batches: dict[str, list[str]] = {}  # the method's words -> the batches timed that way
     for job in jobs:
         m = job.session.method
-        graph = "one CUDA-graph replay" if m.cuda_graph else "one eager inference"
-        order = f"{m.rounds} rounds interleaved across the variants" if m.interleaved else f"{m.rounds} rounds"
-        words = md_cell(f"{graph} per sample ({m.timer}); median of all {m.rounds} x {m.iters} runs: {order}, {m.iters} "
-                        f"runs each, after {m.warmup_s:g} s of warm-up per variant; all variants of a job built and timed "
-                        f"together in one process. Timed region: {m.timed_region}.")
+        graph = known(m.cuda_graph, {True: "one CUDA-graph replay", False: "one eager inference"})
+        rounds, iters = known(m.rounds), known(m.iters)
+        order = f"{rounds} rounds interleaved across the variants" if m.interleaved else f"{rounds} rounds"
+        words = md_cell(f"{graph} per sample ({m.timer}); median of all {rounds} x {iters} runs: {order}, {iters} "
+                        f"runs each, after {known(m.warmup_s, lambda s: f'{s:g} s')} of warm-up per variant; all "
+                        f"variants of a job built and timed together in one process. Timed region: {m.timed_region}.")
         batches.setdefault(words, [])
         if str(job.session.study.batch) not in batches[words]:
             batches[words].append(str(job.session.study.batch))

@@ -38,6 +38,31 @@ class Table(Protocol):
 Cell = str | int | float | None
 
 
+# Control characters (C0, DEL, C1), Unicode line and paragraph separators and bidirectional controls.
+_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_TERMINAL_UNSAFE_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal_text(text: object, keep_lines: bool = False) -> str:
+    """Text from a session or a file, safe on a terminal: every control character, Unicode line break and bidi
+    control becomes a visible backslash escape (ESC as `\\x1b`, U+202E as `\\u202e`), so none can move the
+    cursor, clear the screen, set the window title or reorder the line. The one owner of that rule: the CLI's
+    output, the text tables, CSV and the TUI call it where they render.
+
+    `keep_lines` keeps newlines and tabs, for text whose lines this tool's renderers made (a table, a report).
+    """
+    text = str(text)
+    if text.isprintable():  # no control, separator or format character: the common case, checked in C
+        return text
+    pattern = _TERMINAL_UNSAFE_IN_LINES if keep_lines else _TERMINAL_UNSAFE
+    return pattern.sub(_escape, text)
+
+
 def _unsigned_zero(text: str) -> str:
     """'-0.0' and '-0.000' read as a loss where nothing changed."""
     return text[1:] if text.startswith("-") and not text.strip("-0.%x") else text
@@ -53,7 +78,7 @@ def cell_text(value: Cell, digits: int = 3) -> str:
         if value != 0 and abs(value) < 10 ** -digits:
             return f"{value:.2e}"
         return _unsigned_zero(f"{value:.{digits}f}")
-    return str(value)
+    return terminal_text(value)
 
 
 def format_value(value: Cell, kind: str) -> str:
@@ -61,7 +86,7 @@ def format_value(value: Cell, kind: str) -> str:
     if value is None:
         return "-"
     if kind == "text" or isinstance(value, str):
-        return str(value)
+        return terminal_text(value)
     number = float(value)
     if kind == "count":
         return str(round(number)) if abs(number - round(number)) < 0.05 else f"{number:.1f}"
@@ -82,7 +107,8 @@ FORMATS = {"ms": 3, "us": 1, "pct": 1, "speedup": 2, "seconds": 2, "mib": 1}
 
 def render_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: set[int] | None = None) -> str:
     """Columns padded to their widest cell; numbers right-aligned unless `right` says otherwise."""
-    texts = [[cell_text(c).translate(_BREAKS) for c in row] for row in rows]  # no name moves the terminal's cursor
+    headers = [terminal_text(h) for h in headers]  # variant names head the columns of some tables
+    texts = [[cell_text(c) for c in row] for row in rows]
     if right is None:
         right = {i for i in range(len(headers)) if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
     widths = [max([len(h)] + [len(r[i]) for r in texts]) for i, h in enumerate(headers)]
@@ -97,11 +123,6 @@ def render_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: s
 _BREAKS = {c: " " for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]}
 _MARKDOWN_CHARS = str.maketrans({**_BREAKS, "\\": "\\\\", "|": "\\|", "`": "\\`", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
 _BLOCK_START = re.compile(r"^([#>+*=~`_\[-]|\d+(?=[.)]))")  # heading, quote, list, rule, fence, link label
-
-
-def terminal_line(text: object) -> str:
-    """Text from a session as one line for a terminal: every control character and line break a space."""
-    return str(text).translate(_BREAKS)
 
 
 def md_cell(text: object) -> str:
@@ -196,7 +217,7 @@ def _typed_cells(table: Table) -> list[list[str]]:
 def table_text(table: Table) -> str:
     """A typed table (sessions.views.Table) as aligned text, its notes below."""
     right = {i for i, c in enumerate(table.columns) if c.numeric}
-    return "\n".join([render_text(table.labels, _typed_cells(table), right), *table.notes])
+    return "\n".join([render_text(table.labels, _typed_cells(table), right), *map(terminal_text, table.notes)])
 
 
 def table_markdown(table: Table) -> str:
@@ -208,8 +229,8 @@ def table_csv(table: Table) -> str:
     """Raw values, not formatted ones: a spreadsheet computes with them."""
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(table.labels)
-    writer.writerows(table.rows)
+    writer.writerow(map(terminal_text, table.labels))
+    writer.writerows([terminal_text(v) if isinstance(v, str) else v for v in row] for row in table.rows)
     return out.getvalue()
 
 

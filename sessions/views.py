@@ -226,10 +226,11 @@ def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str
 
 
 # -- layers and kernels --------------------------------------------------------------------------
-def _flag_status(session: Session) -> dict[tuple[str, str], tuple[Flag, bool]]:
-    """(variant, layer) -> (flag, whether the baseline has the same flag on the same layer)."""
+def _flag_status(session: Session, only: Variant | None = None) -> dict[tuple[str, str], tuple[Flag, bool]]:
+    """(variant, layer) -> (flag, whether the variant's own baseline has the same flag on the same layer); of
+    `only`'s layers where it is given."""
     found = {}
-    for variant in session.variants:
+    for variant in session.variants if only is None else [only]:
         if variant.status != "ok":
             continue
         baseline = baseline_for(session, variant)
@@ -251,7 +252,7 @@ def _flag_words(session: Session, flag: Flag, already: bool) -> str:
 def layer_table(session: Session, variant: Variant, rules: Rules, group: str | None, by: str = "role") -> Table:
     """The layers of one group in one variant; keys are layer names, so another variant finds the same layer."""
     per_layer = kernels_per_layer(variant)
-    flags = {layer: status for (name, layer), status in _flag_status(session).items() if name == variant.name}
+    flags = {layer: status for (name, layer), status in _flag_status(session, variant).items() if name == variant.name}
     key_of = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
     rows: list[tuple[Any, ...]] = []
     keys: list[Any] = []

@@ -23,6 +23,7 @@ from profilers.stats import latency_stats
 from profilers.tracers import get_tracer
 from sessions import storage
 from sessions.plan import TimingPlan, parse_variants
+from sessions.storage import SessionWriter
 from tests import fake_backend
 from tests.fake_backend import TimedWorld
 from tests.fake_cupti import FakeCupti
@@ -120,7 +121,7 @@ def test_cuda_graph_is_claimed_only_when_every_timed_step_replays_one(tmp_path, 
     monkeypatch.setattr(profilers.timing, "measure", fake_measure)
     plan = replace(session.study.plan, device=device)
     engines = {"fp32": GraphEngine(graphed[0]), "fp16": GraphEngine(graphed[1])}
-    study.time_variants(session, engines, plan, study.Recorder(session, tmp_path / "t.json", lambda p: None))
+    study.time_variants(session, engines, plan, study.Recorder(session, SessionWriter(tmp_path / "t.json", False), lambda p: None))
     assert session.method.cuda_graph is claimed
     region = session.method.timed_region
     if device == "cuda":

@@ -63,7 +63,7 @@ def test_an_unwritable_output_fails_before_any_work(tmp_path, monkeypatch):
 
 def test_two_studies_writing_one_file_are_refused(tmp_path):
     path = tmp_path / "s.json"
-    with storage.session_lock(path), pytest.raises(InputError, match="being written by another trt-inspect run"):
+    with storage.session_lock(path), pytest.raises(InputError, match="being written by another trt-inspect command"):
         run_study(fake_plan(tmp_path, out=str(path)), [], lambda p: None)
     run_study(fake_plan(tmp_path, out=str(path)), [], lambda p: None)  # the lock is released after use
 

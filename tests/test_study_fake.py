@@ -59,11 +59,12 @@ def test_the_fake_path_imports_no_torch():
 @pytest.mark.parametrize("interval, saved_rounds", [(0.0, [1, 2, 3, 4]), (3600.0, [4])])
 def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_last(tmp_path, monkeypatch, interval,
                                                                                   saved_rounds):
+    import sessions.storage
     from inspector import study
 
     monkeypatch.setattr(study, "ROUND_SAVE_INTERVAL_S", interval)
     saved: list[int] = []
-    real_save = study.save
+    real_save = sessions.storage.save
 
     def save(session, path):
         latency = session.variants[0].latency if session.variants else None
@@ -71,7 +72,7 @@ def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_las
         saved.append(len(samples) // 3)  # rounds measured when this save ran
         return real_save(session, path)
 
-    monkeypatch.setattr(study, "save", save)
+    monkeypatch.setattr(sessions.storage, "save", save)
     _, path = run_study(fake_plan(tmp_path, timing=TimingPlan(0.0, 4, 3)), [], lambda p: None)
     timing_saves = sorted({n for n in saved if n > 0})
     assert timing_saves == saved_rounds

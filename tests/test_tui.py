@@ -266,7 +266,7 @@ def _endless_study(monkeypatch, tmp_path):
     path = tmp_path / "running.json"
     path.write_bytes(SESSION.read_bytes())
 
-    def endless(request, report):
+    def endless(request, report, force=False):
         report(Progress("setup", "session", session_path=path))
         while True:
             time.sleep(0.01)

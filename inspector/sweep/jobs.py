@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
@@ -24,6 +25,7 @@ import orjson
 from inspector.request import StudyRequest
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError
+from sessions.input_files import MAX_TEXT_FILE_BYTES, read_regular_file
 from sessions.plan import StudyPlan
 
 State = Literal["done", "failed", "cancelled", "skipped"]
@@ -84,6 +86,14 @@ class SweepFolder:
     def merged(self) -> Path:
         return self.root / "merged.json"
 
+    def lock(self) -> AbstractContextManager[None]:
+        """Held while a sweep runs jobs in this folder and merges them: a second sweep into it is refused."""
+        from sessions.storage import file_lock
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        return file_lock(self.root / ".sweep.lock", f"{self.root} is in use by another trt-inspect sweep; wait for it "
+                         "to end or give another --out")
+
     def write_job(self, job: Job) -> None:
         path = self.job_file(job.key)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,8 +101,8 @@ class SweepFolder:
 
     def read_job(self, key: str) -> Job:
         try:
-            return build(Job, orjson.loads(self.job_file(key).read_bytes()))
-        except (OSError, orjson.JSONDecodeError, ShapeError) as exc:
+            return build(Job, orjson.loads(read_regular_file(self.job_file(key), "job file", MAX_TEXT_FILE_BYTES)))
+        except (InputError, orjson.JSONDecodeError, ShapeError) as exc:
             raise InputError(f"cannot read job {self.job_file(key)}: {exc}") from None
 
     def write_status(self, outcome: Outcome) -> None:
@@ -104,8 +114,8 @@ class SweepFolder:
 
     def read_status(self, key: str) -> Outcome | None:
         try:
-            return build(Outcome, orjson.loads(self.status(key).read_bytes()))
-        except (OSError, orjson.JSONDecodeError, ShapeError):
+            return build(Outcome, orjson.loads(read_regular_file(self.status(key), "status file", MAX_TEXT_FILE_BYTES)))
+        except (InputError, orjson.JSONDecodeError, ShapeError):
             return None
 
     def finished(self, key: str) -> bool:
@@ -113,21 +123,31 @@ class SweepFolder:
         return outcome is not None and outcome.state == "done" and self.session(key).is_file()
 
 
+def worker_command(root: str, key: str) -> tuple[list[str], dict[str, str]]:
+    """The worker's command line and environment: Python with `-P` (the working folder is not put on the import
+    path, so a `profilers.py` or `sessions.py` there is never imported) and this tool's own folder first on
+    PYTHONPATH (the worker imports the same code as the command that started it)."""
+    tool_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([tool_root, *filter(None, [env.get("PYTHONPATH")])])
+    return [sys.executable, "-P", "-m", "inspector.sweep.worker", root, key], env
+
+
 def run_job(root: str, key: str, cwd: str | None = None, gpu: str | None = None) -> Outcome:
     """Run job `key` of the sweep in `root` in a fresh process; its output goes to the job's log.
 
+    `cwd` is where relative paths of the plan (images, checkpoints) are found; it is never on the import path.
     `gpu` sets CUDA_VISIBLE_DEVICES (the local executor); Ray and Slurm set it themselves.
     """
     folder = SweepFolder(Path(root))
     folder.status(key).unlink(missing_ok=True)
-    env = dict(os.environ)
+    command, env = worker_command(root, key)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     log = folder.log(key)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
-        process = subprocess.Popen([sys.executable, "-m", "inspector.sweep.worker", root, key], stdout=out,
-                                   stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         try:
             code = process.wait()
         except BaseException:  # the sweep was interrupted or cancelled: stop the job too

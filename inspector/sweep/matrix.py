@@ -18,7 +18,7 @@ batch = 32
 from __future__ import annotations
 
 import itertools
-import tomllib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from inspector.options import check_choice
 from inspector.request import StudyRequest, check_name
 from sessions.errors import InputError
 from sessions.options import BY_KEY, Option
+from sessions.input_files import read_toml_file
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,7 @@ class Combination:
 
 
 def load_matrix(path: Path) -> Matrix:
-    try:
-        doc = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(f"no such matrix file: {path}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path} is not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    return parse_matrix(doc, path.stem, str(path))
+    return parse_matrix(read_toml_file(path, "matrix file"), path.stem, str(path))
 
 
 def parse_matrix(doc: dict[str, Any], default_name: str, origin: str) -> Matrix:
@@ -153,9 +146,24 @@ def _folder_name(name: Any, origin: str) -> str:
     return name
 
 
+MAX_COMBINATIONS = 10_000  # a sweep of a day of one-minute jobs on seven GPUs; a bigger one is split
+
+
+def check_imports(matrix: Matrix, origin: str, allowed: bool) -> None:
+    """`[sweep] imports` runs code in every job: only with `--allow-imports` on the command line."""
+    if matrix.imports and not allowed:
+        raise InputError(f"{origin}: [sweep] imports {', '.join(matrix.imports)} would run that code in every job; "
+                         "pass --allow-imports to allow it")
+
+
 def combinations(matrix: Matrix, origin: str) -> list[Combination]:
-    """The product of the axes, exclusions left out, each as a request ready to resolve."""
+    """The product of the axes, exclusions left out, each as a request ready to resolve; a product of more than
+    MAX_COMBINATIONS is refused before it is enumerated."""
     names = list(matrix.axes)
+    total = math.prod(len(values) for values in matrix.axes.values())
+    if total > MAX_COMBINATIONS:
+        raise InputError(f"{origin}: the axes make {total:,} combinations, over the {MAX_COMBINATIONS:,} a sweep "
+                         "plans; split the matrix")
     found = []
     for values in itertools.product(*(matrix.axes[n] for n in names)):
         chosen = dict(zip(names, values))

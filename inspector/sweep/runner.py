@@ -8,6 +8,7 @@ and only what needs no machine is checked here.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,9 +27,18 @@ def default_folder(matrix: Matrix) -> Path:
     return data_home() / "sweeps" / matrix.name
 
 
+PROGRESS_EVERY_S = 2.0  # planning a big matrix says how far it is at most this often
+
+
 def plan_jobs(matrix: Matrix, origin: str, folder: SweepFolder, report: Report, where: Resolve = "here") -> list[Job]:
+    """One job per distinct plan (bounded by `combinations`); progress reported while planning takes long."""
     jobs: dict[str, Job] = {}
-    for index, combination in enumerate(combinations(matrix, origin)):
+    found = combinations(matrix, origin)
+    last = time.monotonic()
+    for index, combination in enumerate(found):
+        if time.monotonic() - last >= PROGRESS_EVERY_S:
+            report(f"planned {index} of {len(found)} combinations")
+            last = time.monotonic()
         job = _job_resolved_here(combination, folder, report, index == 0) if where == "here" else \
             _job_resolved_there(combination, folder)
         if job.key in jobs:

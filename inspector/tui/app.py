@@ -36,16 +36,17 @@ class InspectorApp(App):
         study: StudyRequest | None = None,
         rules: Rules | None = None,
         sessions_folder: Path | None = None,
+        force: bool = False,
     ) -> None:
         super().__init__()
-        self.session, self.path, self.study = session, path, study
+        self.session, self.path, self.study, self.force = session, path, study, force
         self.rules = rules or load_rules()
         self.sessions_folder = sessions_folder
         self.exit_note: str | None = None  # one line for stderr once the terminal is back (an interrupted study)
 
     def on_mount(self) -> None:
         if self.study is not None:
-            self.push_screen(StudyScreen(self.study, self.rules))
+            self.push_screen(StudyScreen(self.study, self.rules, self.force))
         elif self.session is not None:
             self.push_screen(OverviewScreen(self.session, self.path, self.rules))
         else:

@@ -21,6 +21,7 @@ from sessions.errors import InputError
 from sessions.groups import Rules
 from sessions.state import SessionState, session_state
 from sessions.storage import SessionEntry, list_sessions, load
+from sessions.tables import terminal_text
 from sessions.views import Column, Table, Tone
 
 COLUMNS = (Column(""), Column("model"), Column("created"), Column("state"), Column("GPU / CPU"), Column("backend"),
@@ -78,7 +79,7 @@ class BrowserScreen(Screen):
         self.panel.show(self._data())
         self.query_one("#breadcrumb", Static).update("sessions: Enter opens, space marks, c compares the two marked")
         for problem in problems:
-            self.notify(problem, severity="warning")
+            self.notify(terminal_text(problem), severity="warning", markup=False)
 
     def action_reload(self) -> None:
         self.read_sessions()
@@ -102,7 +103,7 @@ class BrowserScreen(Screen):
         try:
             a, b = load(path_a), load(path_b)
         except InputError as exc:
-            self.notify(exc.message, severity="error")
+            self.notify(terminal_text(exc.message), severity="error", markup=False)
             return
         for session, path in ((a, path_a), (b, path_b)):
             state = session_state(session, path)
@@ -119,6 +120,6 @@ class BrowserScreen(Screen):
         try:
             session = load(event.key)
         except InputError as exc:
-            self.notify(exc.message, severity="error")
+            self.notify(terminal_text(exc.message), severity="error", markup=False)
             return
         self.app.push_screen(OverviewScreen(session, event.key, self.rules))

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, Markdown, Static
+
+from inspector.tui.plain import plain
+from sessions.tables import terminal_text
 
 
 def help_markdown(screen: Screen) -> str:
@@ -27,7 +31,7 @@ def help_markdown(screen: Screen) -> str:
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
     def __init__(self, markdown: str) -> None:
         super().__init__()
@@ -35,13 +39,13 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="help"):
-            yield Markdown(self.markdown)
+            yield Markdown(terminal_text(self.markdown, keep_lines=True))
 
 
 class ConfirmScreen(ModalScreen[bool]):
     """A yes / no question: y or Enter say yes, n or Esc no; Ctrl+C again says yes (quit means quit)."""
 
-    BINDINGS = [Binding("y,enter,ctrl+c", "dismiss(True)", "Yes", priority=True),
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("y,enter,ctrl+c", "dismiss(True)", "Yes", priority=True),
                 Binding("n,escape", "dismiss(False)", "No", priority=True)]
 
     def __init__(self, question: str) -> None:
@@ -50,14 +54,14 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Static(self.question)
+            yield Static(plain(self.question))
             yield Label("[b]y[/b] yes   [b]n[/b] no")
 
 
 class FilterScreen(ModalScreen[str | None]):
     """Asks for a regular expression; an empty answer clears the filter."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "Cancel")]
 
     def __init__(self, current: str | None) -> None:
         super().__init__()
@@ -73,13 +77,13 @@ class FilterScreen(ModalScreen[str | None]):
         try:
             re.compile(event.value)
         except re.error as exc:
-            self.query_one("#problem", Static).update(f"[red]{exc}[/]")
+            self.query_one("#problem", Static).update(plain(exc, style="red"))
             return
         self.dismiss(event.value)
 
 
 class ErrorScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,enter", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,enter", "dismiss", "Close")]
 
     def __init__(self, message: str) -> None:
         super().__init__()
@@ -88,7 +92,7 @@ class ErrorScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog error"):
             yield Label("Error", classes="title")
-            yield Static(self.message)
+            yield Static(plain(self.message))
             yield Button("Close", id="close")
 
     def on_button_pressed(self) -> None:
@@ -96,7 +100,7 @@ class ErrorScreen(ModalScreen[None]):
 
 
 class TextScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "dismiss", "Close")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss", "Close")]
 
     def __init__(self, markdown: str) -> None:
         super().__init__()
@@ -104,4 +108,4 @@ class TextScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="dialog wide"):
-            yield Markdown(self.markdown)
+            yield Markdown(terminal_text(self.markdown, keep_lines=True))

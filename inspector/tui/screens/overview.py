@@ -5,20 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from inspector.tui.plain import plain
 from inspector.tui.screens.modals import TextScreen
-from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants, plain
+from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
 from inspector.tui.screens.timeline import TimelineScreen
-from inspector.tui.widgets.answer_panel import AnswerPanel
+from inspector.tui.widgets.answer_panel import AnswerPanel, answer_text
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
-from sessions.answer import answers
+from sessions.answer import Answer, answers
 from sessions.comparison import batch_words
 from sessions.errors import InspectError
 from sessions.export import environment_section, export_markdown, method_section, write_new_markdown
@@ -40,6 +42,9 @@ def drill_default(session: Session) -> str | None:
 
 
 NOTHING_FINISHED = "no variant finished in this session: nothing to open"
+
+
+LARGE_SESSION_LAYERS = 20_000  # above this the overview paints first and its verdict line follows
 
 
 class OverviewScreen(Screen):
@@ -64,9 +69,11 @@ class OverviewScreen(Screen):
         gpu = s.environment.gpu.name if s.environment.gpu else (s.environment.cpu or "GPU unknown")
         yield Static(plain(f"{s.study.model}  {batch_words(s)}  {s.study.backend} on {s.study.device} ({gpu})  "
                            f"{s.study.created}"), id="breadcrumb")
-        found = answers(s, self.rules)
-        fallback = [] if found else (verdict_lines(s, self.rules)[:1] or ["no verdict: fewer than two timed variants"])
-        yield AnswerPanel(found, fallback, id="verdict")
+        if self.large:
+            layers = sum(len(v.layers) for v in s.variants)
+            yield AnswerPanel([], [f"verdict: comparing the groups of {layers:,} layers ..."], id="verdict")
+        else:
+            yield AnswerPanel(*self._answers(), id="verdict")
         table = views.session_variant_table(s)
         panel = TablePanel(table, id="overview-table")
         panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
@@ -75,8 +82,26 @@ class OverviewScreen(Screen):
         yield Static(plain(*table.notes), id="notes")
         yield Footer()
 
+    @property
+    def large(self) -> bool:
+        """Whether the verdict is worked out after the first paint (a session of many layers)."""
+        return sum(len(v.layers) for v in self.session.variants) > LARGE_SESSION_LAYERS
+
+    def _answers(self) -> tuple[list[Answer], list[str]]:
+        """The FP8 answers, or the first verdict line where no quantized variant has one."""
+        found = answers(self.session, self.rules)
+        fallback = [] if found else (verdict_lines(self.session, self.rules)[:1] or ["no verdict: fewer than two timed variants"])
+        return found, fallback
+
     def on_mount(self) -> None:
         self.query_one(TablePanel).table.focus()
+        if self.large:  # after the first paint: the worker's Python would hold the interpreter while the screen draws
+            self.call_after_refresh(self._work_out_verdict)
+
+    @work(thread=True, exclusive=True, group="verdict")
+    def _work_out_verdict(self) -> None:
+        text = answer_text(*self._answers())
+        self.app.call_from_thread(self.query_one("#verdict", AnswerPanel).query_one(Static).update, text)
 
     @property
     def crumbs(self) -> list[str]:
@@ -133,7 +158,7 @@ class OverviewScreen(Screen):
         except InspectError as exc:
             self.notify(exc.message, severity="error")
             return
-        self.notify(f"wrote {target}")
+        self.notify(f"wrote {target}", markup=False)
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) > 2:

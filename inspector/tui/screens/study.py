@@ -23,15 +23,16 @@ from textual.worker import Worker, WorkerState
 from inspector.eta import Estimate
 from inspector.request import StudyRequest
 from inspector.study import Progress, run_requested_study
+from inspector.tui.plain import plain
 from inspector.tui.screens.modals import ConfirmScreen, ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
-from inspector.tui.screens.tables import plain
 from inspector.tui.widgets.table_panel import TablePanel
 from sessions import captions, views
 from sessions.errors import ExitCode, InspectError
 from sessions.groups import Rules
 from sessions.storage import load
 from sessions.summary import VariantSummary
+from sessions.tables import terminal_text
 
 PHASES = ("build", "timing")
 
@@ -55,9 +56,9 @@ class StudyScreen(Screen):
             super().__init__()
             self.progress = progress
 
-    def __init__(self, request: StudyRequest, rules: Rules) -> None:
+    def __init__(self, request: StudyRequest, rules: Rules, force: bool = False) -> None:
         super().__init__()
-        self.request, self.rules = request, rules
+        self.request, self.rules, self.force = request, rules, force
         self.session_path: Path | None = None
         self.cancelled = False
         self.quitting = False
@@ -100,7 +101,7 @@ class StudyScreen(Screen):
         with self.lock:
             self.thread_id = threading.get_ident()
         try:
-            return run_requested_study(self.request, report)
+            return run_requested_study(self.request, report, self.force)
         finally:
             with self.lock:  # from here on `stop` raises nothing in this thread (it returns to Textual's pool)
                 self.thread_id = None
@@ -110,7 +111,7 @@ class StudyScreen(Screen):
         p = event.progress
         if p.session_path is not None:
             self.session_path = p.session_path
-        self.query_one(Log).write_line(f"[{p.phase}] {p.message}")
+        self.query_one(Log).write_line(terminal_text(f"[{p.phase}] {p.message}"))
         if p.phase in PHASES and p.total:
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
         eta = self.estimate.update(p)
@@ -135,12 +136,12 @@ class StudyScreen(Screen):
             self.app.switch_screen(OverviewScreen(session, path, self.rules))
         elif isinstance(error, StudyStopped):
             self.query_one(Log).write_line(self._kept(captions.CANCELLED))
-            self.notify(self._kept(captions.CANCELLED), title="Study stopped")
+            self.notify(self._kept(captions.CANCELLED), title="Study stopped", markup=False)
             self._land_on_saved()
         else:
             message = error.message if isinstance(error, InspectError) else f"{type(error).__name__}: {error}"
             kept = f"\n\nMeasured so far is saved in {self.session_path}" if self._saved() else ""
-            self.query_one(Log).write_line(message + kept)
+            self.query_one(Log).write_line(terminal_text(message + kept))
             self.app.push_screen(ErrorScreen(message + kept), lambda _: self._land_on_saved())
 
     def _saved(self) -> bool:

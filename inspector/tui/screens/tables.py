@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from inspector.tui.plain import plain
 from inspector.tui.screens.modals import FilterScreen
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
@@ -21,12 +21,6 @@ from sessions.export import write_new_markdown
 from sessions.groups import Rules
 from sessions.layer_detail import layer_facts, layer_facts_table
 from sessions.model import Session, Variant
-from sessions.tables import terminal_line
-
-
-def plain(*lines: str) -> Text:
-    """Session text for a Static: never read as markup, control characters made spaces, one line each."""
-    return Text("\n".join(terminal_line(line) for line in lines))
 
 
 def ok_variants(session: Session) -> list[str]:
@@ -79,9 +73,9 @@ class TableScreen(Screen):
         try:
             path = write_new_markdown(text, self.crumbs[0], self.panel.data.title or self.crumbs[-1])
         except InspectError as exc:
-            self.notify(exc.message, severity="error")
+            self.notify(exc.message, severity="error", markup=False)
             return
-        self.notify(f"wrote {path}")
+        self.notify(f"wrote {path}", markup=False)
 
     def action_filter(self) -> None:
         self.app.push_screen(FilterScreen(self.panel.pattern), self.panel.filter)

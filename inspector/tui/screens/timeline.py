@@ -10,7 +10,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
-from inspector.tui.screens.tables import VariantTableScreen, plain
+from inspector.tui.plain import plain
+from inspector.tui.screens.tables import VariantTableScreen
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions import views
 from sessions.groups import Rules

@@ -11,19 +11,19 @@ from textual.widgets import Static
 
 from inspector.tui.widgets.virtual_table import TONE_STYLES
 from sessions.answer import Answer
-from sessions.tables import terminal_line
+from sessions.tables import terminal_text
 
 
 def answer_text(answers: Sequence[Answer], fallback: Sequence[str]) -> Text:
     """Rich Text built from plain strings (session text is never markup), one line per item, no control characters."""
     text = Text()
     for answer in answers:
-        text.append(terminal_line(answer.headline), style=f"bold {TONE_STYLES.get(answer.tone, '')}".strip())
+        text.append(terminal_text(answer.headline), style=f"bold {TONE_STYLES.get(answer.tone, '')}".strip())
         for note in answer.notes:
-            text.append("\n  · " + terminal_line(note), style="dim")
+            text.append("\n  · " + terminal_text(note), style="dim")
         text.append("\n")
     for line in fallback:
-        text.append(terminal_line(line) + "\n", style="bold")
+        text.append(terminal_text(line) + "\n", style="bold")
     text.rstrip()
     return text
 

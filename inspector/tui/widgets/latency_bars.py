@@ -10,6 +10,7 @@ from textual.widget import Widget
 from inspector.tui.widgets.virtual_table import TONE_STYLES
 from sessions import views
 from sessions.model import Session
+from sessions.tables import terminal_text
 
 SPARK = 24  # characters of sparkline per variant
 
@@ -42,12 +43,13 @@ class LatencyBars(Widget):
     def render(self) -> Text:
         if not self.bars:
             return Text("no latency measured", style="dim")
-        label = max(len(b.name) for b in self.bars)
+        names = [terminal_text(b.name) for b in self.bars]
+        label = max(len(name) for name in names)
         longest = max(b.median_ms for b in self.bars) or 1.0
         room = max(self.size.width - label - 12 - SPARK - 3, 4)
         out = Text()
         for i, bar in enumerate(self.bars):
-            out.append(bar.name.ljust(label) + " ")
+            out.append(names[i].ljust(label) + " ")
             out.append("█" * max(1, round(bar.median_ms / longest * room)), style=TONE_STYLES.get(bar.tone) or "cyan")
             out.append(f" {bar.median_ms:.3f} ms ".rjust(12 + room - max(1, round(bar.median_ms / longest * room))))
             out.append(views.sparkline(bar.samples, SPARK), style="dim")

@@ -11,8 +11,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from inspector.tui.plain import plain
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions.tables import render_markdown, terminal_line
+from sessions.tables import render_markdown, terminal_text
 from sessions.views import Table, filter_rows, row_detail
 
 
@@ -89,7 +90,7 @@ class TablePanel(Vertical):
         return text + " (n/N step, / changes)"
 
     def on_virtual_table_resorted(self, event: VirtualTable.Resorted) -> None:
-        self.query_one(".table-count", Static).update(Text(terminal_line(self.count_text())))
+        self.query_one(".table-count", Static).update(plain(self.count_text()))
         self._update_detail()
 
     def on_virtual_table_moved(self, event: VirtualTable.Moved) -> None:
@@ -102,6 +103,6 @@ class TablePanel(Vertical):
         pairs = [] if row is None else (self.facts(key) if self.facts is not None else row_detail(self.data, row))
         text = Text()
         for i, (label, value) in enumerate(pairs):
-            text.append(("\n" if i else "") + f"{terminal_line(label)}: ", style="bold")
-            text.append(terminal_line(value))
+            text.append(("\n" if i else "") + f"{terminal_text(label)}: ", style="bold")
+            text.append(terminal_text(value))
         self.query_one(".table-detail", Static).update(text)

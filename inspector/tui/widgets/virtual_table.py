@@ -9,19 +9,19 @@ as numbers.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from sessions.tables import format_value
+from sessions.tables import format_value, terminal_text
 from sessions.views import Column
 
 MAX_COLUMN = 72
@@ -36,7 +36,7 @@ def format_cell(value: Any, column: Column) -> str:
 class VirtualTable(ScrollView, can_focus=True):
     """Rows with a cursor; Enter posts `RowChosen`; `s` sorts by the next column, `S` reverses, a header click sorts."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up,k", "cursor(-1)", "Up", show=False),
         Binding("down,j", "cursor(1)", "Down", show=False),
         Binding("pageup", "page(-1)", "Page up", show=False),
@@ -52,7 +52,7 @@ class VirtualTable(ScrollView, can_focus=True):
     VirtualTable > .virtual-table--cursor { background: $accent; color: $text; text-style: bold; }
     VirtualTable > .virtual-table--header { color: $text-muted; text-style: bold; }
     """
-    COMPONENT_CLASSES = {"virtual-table--cursor", "virtual-table--header"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"virtual-table--cursor", "virtual-table--header"}
 
     cursor = reactive(0)
 
@@ -126,7 +126,7 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def _label(self, i: int) -> str:
         arrow = (" ▼" if self.sort_reverse else " ▲") if self.sort_column == i else ""
-        return self.columns[i].label + arrow
+        return terminal_text(self.columns[i].label) + arrow  # variant names head some columns
 
     def header_text(self) -> str:
         return self._line([self._label(i) for i in range(len(self.columns))]).rstrip()

@@ -1,0 +1,13 @@
+"""Text from a session, a file or the user as the TUI's widgets show it (the one place it is made safe there)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from sessions.tables import terminal_text
+
+
+def plain(*lines: object, style: str = "") -> Text:
+    """`lines` as Rich Text, one under the other: never parsed as markup (`[/]`, `[@click=app.quit]` are shown as
+    written) and every control character escaped (`sessions.tables.terminal_text`)."""
+    return Text("\n".join(terminal_text(line) for line in lines), style=style)
