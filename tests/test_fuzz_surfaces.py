@@ -11,15 +11,16 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inspector.sweep.matrix import OPTIONS, check_imports, combinations, parse_matrix
+from inspector.sweep.matrix import check_imports, combinations, parse_matrix
 from inspector.tui.plain import plain
 from sessions.errors import InputError
 from sessions.input_files import check_bounds
+from sessions.options import BY_KEY
 from sessions.tables import render_text, terminal_text
 from tests.test_fuzz import FUZZ, json_values
 
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-option_names = st.sampled_from(sorted({*OPTIONS, *(k.replace("_", "-") for k in OPTIONS), "bogus", "model"}))
+option_names = st.sampled_from(sorted({*BY_KEY, "bogus", "model"}))
 option_values = st.one_of(st.integers(-3, 5), st.text(max_size=8), st.booleans(), st.floats(allow_nan=True),
                           st.lists(st.integers(0, 3) | st.text(max_size=4), max_size=3))
 matrices = st.fixed_dictionaries({}, optional={
