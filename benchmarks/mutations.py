@@ -51,16 +51,16 @@ MUTANTS = [
     mutant("warm-up of one call, not of --warmup seconds",
            (TIMING, "deadline = time.perf_counter() + seconds", "deadline = time.perf_counter()")),
     mutant("no interleaving (all rounds of one variant, then the next)",
-           (TIMING, "    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
-                    "            samples[name].extend(sample(step, plan.iters))\n",
-            "    for name, step in steps.items():\n        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
-                    "    for round_index in range(plan.rounds):\n"),
-           alternatives=((TIMING, "    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
+           (TIMING, ("    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
+                    "            samples[name].extend(sample(step, plan.iters))\n"),
+            ("    for name, step in steps.items():\n        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
+                    "    for round_index in range(plan.rounds):\n")),
+           alternatives=((TIMING, ("    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
                                   "            _discard(step, plan.switch_warmup, synchronize)\n"
-                                  "            samples[name].extend(sample(step, plan.iters))\n",
-                          "    for name, step in steps.items():\n        _discard(step, plan.switch_warmup, synchronize)\n"
+                                  "            samples[name].extend(sample(step, plan.iters))\n"),
+                          ("    for name, step in steps.items():\n        _discard(step, plan.switch_warmup, synchronize)\n"
                           "        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
-                          "    for round_index in range(plan.rounds):\n"),)),
+                          "    for round_index in range(plan.rounds):\n")),)),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, 'plan.device == "cuda" and all(step.graphed for step in steps.values())', 'plan.device == "cuda"')),
     mutant("cuda_graph flag lies (one graphed step is enough)",

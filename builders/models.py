@@ -163,7 +163,7 @@ def _hf_model(name: str, local: bool = False, model_type: bool = False) -> Loade
             f"{name!r} is not in the local Hugging Face cache and there is no hub here; "
             "pass a local folder with config.json, or hf:<model_type> (e.g. hf:segformer) for random weights"
         ) from None
-    except Exception as exc:  # transformers raises TypeError, KeyError, ... on configs it cannot read
+    except Exception as exc:  # noqa: BLE001  (transformers raises TypeError, KeyError, ... on configs it cannot read)
         raise InputError(f"cannot read the Hugging Face config of {name}: {first_line(exc)}") from None
     model = _hf_module(name, config, local)
     size = getattr(config, "image_size", 224)
@@ -195,7 +195,7 @@ def _hf_module(name: str, config: Any, local: bool) -> Any:
         except (ValueError, OSError) as exc:  # not this kind of model, or no weights file it reads
             errors.append(first_line(exc))
             continue
-        except Exception as exc:  # weights that are not plain tensors (refused unpickling), shapes that differ, ...
+        except Exception as exc:  # noqa: BLE001  (weights that are not plain tensors, shapes that differ, ...)
             raise InputError(f"cannot load the weights in {name}: {load_error(exc)}") from None
         if info["missing_keys"]:
             missing = sorted(info["missing_keys"])
@@ -270,7 +270,7 @@ def _onnx_model(path: Path) -> LoadedModel:
 
     try:
         graph = onnx.load(str(path), load_external_data=False).graph
-    except Exception as exc:  # onnx raises DecodeError and others for damaged files
+    except Exception as exc:  # noqa: BLE001  (onnx raises DecodeError and others for damaged files)
         raise InputError(f"{path} is not a readable ONNX file: {exc}") from None
     dims = [d.dim_value for d in graph.input[0].type.tensor_type.shape.dim] if graph.input else []
     if len(dims) != 4 or not all(dims[1:]):
@@ -301,7 +301,7 @@ def load_checkpoint(module, path: Path) -> None:
             state = load_file(str(path))
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # safetensors, pickle and zip errors all mean the same to the user
+    except Exception as exc:  # noqa: BLE001  (safetensors, pickle and zip errors mean the same to the user)
         raise InputError(f"cannot read checkpoint {path}: {load_error(exc)}") from None
     for key in ("state_dict", "model", "model_state_dict"):
         if isinstance(state, dict) and isinstance(state.get(key), dict):

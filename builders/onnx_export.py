@@ -60,7 +60,7 @@ def export(module, example, path: Path) -> Path:
                 module, (example,), buffer, opset_version=OPSET, dynamo=False,
                 input_names=["input"], output_names=["logits"],
             )
-        except Exception as exc:  # the exporter raises many types; the user needs the first line
+        except Exception as exc:  # noqa: BLE001  (the exporter raises many types; the user needs the first line)
             raise InspectError(f"ONNX export failed: {first_line(exc)}") from None
     model = fp8_weight_initializers(standard_fp8_qdq(onnx.load_from_string(buffer.getvalue())), weight_amax)
     path.write_bytes(model.SerializeToString())

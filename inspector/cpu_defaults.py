@@ -98,7 +98,7 @@ def measure_machine(plan: StudyPlan) -> Machine:
         single = torch.randn(1, *model.input_size)
         single_s = _best(lambda: module(single), 1)
         batch = torch.randn(plan.batch, *model.input_size)
-        forward_s = single_s if plan.batch == 1 else _best(lambda: module(batch), 1)
+        forward_s = single_s if plan.batch == len(single) else _best(lambda: module(batch), 1)
     if any(v.precision == "fp8" for v in plan.variants):
         from builders.variant_modules import prepare_fp8
 
@@ -178,8 +178,7 @@ def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, lis
         notes.append(f"left out to fit the time: {', '.join(dropped)} (--fp8-recipe names the recipes to run)")
     estimate = estimate_s(chosen, machine, images, _stress(chosen))
     load = " / ".join(f"{x:.1f}" for x in machine.load)
-    notes.insert(0, f"CPU: {machine.cores} cores, load average {load} (1 / 5 / 15 min): {machine.threads} PyTorch "
-                    f"thread{'s' if machine.threads > 1 else ''}" + (" (--threads)" if request.threads else "")
+    notes.insert(0, f"CPU: {machine.cores} cores, load average {load} (1 / 5 / 15 min): {_plural(machine.threads, 'PyTorch thread')}" + (" (--threads)" if request.threads else "")
                     + f"; one fp32 forward {machine.forward_s:.2f} s")
     over = "" if estimate <= BUDGET_S else f", over the {_duration(BUDGET_S)} aim: fewer variants or counts shorten it"
     notes.append(f"CPU plan: {', '.join(v.name for v in chosen.variants)}; {_describe(chosen, images)}; "
@@ -245,3 +244,7 @@ def _describe(plan: StudyPlan, images: int) -> str:
 def _duration(seconds: float) -> str:
     minutes, rest = divmod(round(seconds), 60)
     return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"

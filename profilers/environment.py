@@ -64,7 +64,10 @@ def tool_version() -> str:
         return "unknown"
 
 
-def tool_commit(root: Path = Path(__file__).resolve().parents[1]) -> str | None:
+TOOL_ROOT = Path(__file__).resolve().parents[1]
+
+
+def tool_commit(root: Path = TOOL_ROOT) -> str | None:
     """The git commit of the checkout at `root` (this code's), "-dirty" with local changes; None when installed."""
     if not (root / ".git").exists():
         return None

@@ -31,7 +31,7 @@ def prepare_nvtx_injection() -> str | None:
         return "cupti-python is not installed (pip install 'trt-inspect[tensorrt]' or cupti-python)"
     try:
         os.environ[INJECTION_ENV] = pathfinder.load_nvidia_dynamic_lib("cupti").abs_path
-    except Exception as exc:  # pathfinder raises its own DynamicLibNotFoundError and OSError
+    except Exception as exc:  # noqa: BLE001  (pathfinder raises its own DynamicLibNotFoundError and OSError)
         return f"libcupti was not found: {exc}"
     return None
 

@@ -24,7 +24,7 @@ RANGE_KIND = "annotation"
 
 
 def _ns(us: float) -> int:
-    return int(round(us * 1000))
+    return round(us * 1000)
 
 
 def _dim3(value) -> tuple[int, int, int]:

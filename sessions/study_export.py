@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from sessions import captions, views
 from sessions.captions import SIMULATES
-from sessions.comparison import compare, reference
+from sessions.comparison import BASELINE_PRECISION, compare, reference
 from sessions.engines import engine_label, engine_options, ran_tensorrt
 from sessions.errors import InspectError
 from sessions.export import known, shell_line, stress_cell
@@ -77,8 +77,8 @@ def comparison_rows(jobs: list[Job]) -> list[Row]:
         for variant in job.session.variants:
             if variant.precision != "fp8":
                 continue
-            c = compare(job.session, variant)
-            if c.baseline is not None and not c.is_baseline and c.speedup is not None:
+            c = compare(job.session, variant)  # the study answers FP8 against fp16: other baselines are no answer
+            if c.baseline is not None and c.baseline.precision == BASELINE_PRECISION and c.speedup is not None:
                 rows.append(Row(job, c.baseline, variant, c.speedup, c.judgement))
     return rows
 

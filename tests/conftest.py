@@ -26,7 +26,8 @@ def run_cli(*args: str, timeout: int = 600, env: dict | None = None):
 
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "inspector", *args], capture_output=True, text=True, timeout=timeout, env=full_env
+        [sys.executable, "-m", "inspector", *args], capture_output=True, text=True, timeout=timeout, env=full_env,
+        check=False,
     )
 
 

@@ -4,8 +4,8 @@ from profilers import raw_trace
 from profilers.attribution import (
     CALL_RANGE_PREFIX,
     KernelRecord,
-    LayerIndex,
     Launch,
+    LayerIndex,
     Range,
     TraceRecords,
     attribute,

@@ -20,7 +20,7 @@ def tiny_context() -> BackendContext:
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
                                  torch.nn.Flatten(), torch.nn.Linear(8, 5)).eval()
-    plan = SimpleNamespace(device="cpu")
+    plan = SimpleNamespace(device="cpu", variants=())
     return BackendContext(plan=plan, model=SimpleNamespace(module=module, name="tiny"),  # type: ignore[arg-type]
                           static_input=torch.randn(2, 3, 16, 16))
 

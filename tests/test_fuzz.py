@@ -8,7 +8,6 @@ import os
 import tomllib
 
 import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

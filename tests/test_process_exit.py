@@ -40,7 +40,7 @@ def test_output_that_cannot_be_written_is_a_failure(holds_cuda):
 def test_an_os_error_out_of_a_command_is_one_line_naming_its_file(monkeypatch, capsys):
     import errno
 
-    import inspector.cli as cli
+    from inspector import cli
 
     def fails(args):
         raise OSError(errno.EACCES, "Permission denied", "/some/where.json")

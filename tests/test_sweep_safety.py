@@ -44,7 +44,7 @@ def test_matrix_imports_need_the_command_line_opt_in(tmp_path, capsys):
 def test_a_matrix_too_big_to_plan_is_refused_at_once(tmp_path, capsys):
     axes = "\n".join(f"{name} = [{', '.join(str(i + 1) for i in range(10))}]"
                      for name in ("batch", "rounds", "iters", "seed", "calib-count", "eval-count", "trace-calls",
-                                  "switch-warmup", "threads", "opt-level"))
+                                  "switch-warmup", "threads", "warmup"))  # each value in its range
     matrix = write_matrix(tmp_path, f'[base]\nmodel = "test_resnet"\ndevice = "cpu"\n[axes]\n{axes}\n')
     assert main(["sweep", matrix, "--dry-run", "--out", str(tmp_path / "s")]) == 2
     assert "the axes make 10,000,000,000 combinations, over the 10,000 a sweep plans" in capsys.readouterr().err

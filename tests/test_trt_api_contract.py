@@ -45,6 +45,7 @@ MUST_BE_CHECKED = {"builders/tensorrt_backend.py", "builders/trt_compat.py"}
 # TensorRT's own names cannot go here (a test checks): annotate the receiver instead.
 NON_TENSORRT_NAMES = {
     "split",  # str, on trt.__version__
+    "label",  # the backend class's own label (`cls.label` in a classmethod), no TensorRT object
 }
 
 # these builtins' results never are, nor hold, TensorRT objects (containers may: not listed)

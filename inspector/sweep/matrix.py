@@ -26,8 +26,8 @@ from typing import Any
 from inspector.options import check_choice
 from inspector.request import StudyRequest, check_name
 from sessions.errors import InputError
-from sessions.options import BY_KEY, Option
 from sessions.input_files import read_toml_file
+from sessions.options import BY_KEY, Option
 
 
 @dataclass(frozen=True)

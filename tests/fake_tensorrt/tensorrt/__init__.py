@@ -207,7 +207,7 @@ class IOptimizationProfile:
     def __init__(self) -> None:
         self.shapes: dict[str, list[int]] = {}
 
-    def set_shape(self, input: str, min, opt, max) -> None:  # noqa: A002  (TensorRT's argument names)
+    def set_shape(self, input: str, min, opt, max) -> None:
         if not (tuple(min) == tuple(opt) == tuple(max)):
             raise ValueError("the stand-in supports min = opt = max only")
         self.shapes[input] = list(opt)
@@ -417,13 +417,13 @@ class IEngineInspector:
         self.engine = engine
         self.execution_context: IExecutionContext | None = None
 
-    def get_layer_information(self, layer: int, format: LayerInformationFormat) -> str:  # noqa: A002
+    def get_layer_information(self, layer: int, format: LayerInformationFormat) -> str:
         item = self.engine.layers[layer]
         if self.engine.verbosity != ProfilingVerbosity.DETAILED:
             return item.name
         return json.dumps(item.record) if format == LayerInformationFormat.JSON else item.name
 
-    def get_engine_information(self, format: LayerInformationFormat) -> str:  # noqa: A002
+    def get_engine_information(self, format: LayerInformationFormat) -> str:
         detailed = self.engine.verbosity == ProfilingVerbosity.DETAILED
         layers = [item.record if detailed else item.name for item in self.engine.layers]
         return json.dumps({"Layers": layers, "Bindings": list(self.engine.io)})
