@@ -768,9 +768,11 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def run() -> None:
+    """The console script: `main` with SIGTERM as Ctrl-C for the whole process, up to its exit."""
     try:
-        code = main()
-        _hold_signals()
+        with _interrupt_on_sigterm():  # `main` restores this one, so a SIGTERM just after it returns is caught too
+            code = main()
+            _hold_signals()
     except KeyboardInterrupt:  # a SIGTERM or Ctrl-C just as the command returned: the documented exit
         _hold_signals()
         _err("interrupted")

@@ -131,8 +131,8 @@ def test_import_command_writes_a_session_and_refuses_mismatched_files(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert storage.load(out).study.model == "resnet"  # from the engine's file name: no metadata in this set
     ok = run_cli("import", "--layers", str(base / "resnet.onnx.engine.graph.json"), "--model", "resnet18",
-                 "--profile", str(base / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--out", str(out))
-    assert ok.returncode == 0, ok.stderr
+                 "--profile", str(base / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--out", str(out), "--force")
+    assert ok.returncode == 0, ok.stderr  # replacing a session takes --force
     session = storage.load(out)
     assert session.study.batch == 32 and session.variants[0].kernels is None
     qat = fixture_dir("trt8-resnet-a100-int8-qat")

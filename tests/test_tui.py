@@ -428,10 +428,10 @@ async def test_session_text_in_the_answer_is_neither_markup_nor_control_characte
     app = InspectorApp(session=odd, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
         text = app.screen.query_one(AnswerPanel).text.plain
-        assert "[bold red]x[/]" in text and "\x1b" not in text and "x[/] [2J fp8" in text
+        assert "[bold red]x[/]" in text and "\x1b" not in text and "x[/]\\x1b[2J\\x0afp8" in text  # escaped, visible
         assert app.screen.query_one("#breadcrumb").render().plain.startswith("[b]m[/b]  batch 1")
         await pilot.press("t")  # a screen's breadcrumb and notes too
-        assert "[b]m[/b] > timeline of [bold red]x[/] [2J fp8" in app.screen.query_one("#breadcrumb").render().plain
+        assert "[b]m[/b] > timeline of [bold red]x[/]\\x1b[2J\\x0afp8" in app.screen.query_one("#breadcrumb").render().plain
 
 
 @pytest.mark.parametrize("key", ["g", "k", "enter"])
