@@ -3,7 +3,6 @@
 from types import SimpleNamespace
 
 import pytest
-import timm
 import torch
 
 from builders.backend import BackendContext
@@ -14,20 +13,9 @@ from sessions.model import Layer, Recipe, Session, Study, Variant
 from sessions.plan import StudyPlan, TimingPlan, parse_variants
 from sessions.summary import summarize_session
 from sessions.views import session_variant_table
+from tests.models import resnet_with_random_batchnorm
 
 pytest.importorskip("modelopt")
-
-
-def reference_model() -> torch.nn.Module:
-    torch.manual_seed(0)
-    model = timm.create_model("test_resnet", pretrained=False).eval()
-    for module in model.modules():  # random statistics, so that folding changes the kernels
-        if isinstance(module, torch.nn.BatchNorm2d):
-            module.running_mean.uniform_(-1, 1)
-            module.running_var.uniform_(0.5, 4)
-            module.weight.data.uniform_(-2, 2)
-            module.bias.data.uniform_(-1, 1)
-    return model
 
 
 CALIBRATION = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(1))
@@ -37,7 +25,7 @@ def build_study(variants: str, recipes: list[str]):
     """The variants as the PyTorch backend builds them for one study, on the CPU: (plan, build results)."""
     plan = StudyPlan(model="test_resnet", backend="torch", device="cpu", variants=parse_variants(variants, recipes, []),
                      batch=1, timing=TimingPlan(0.0, 1, 1), tracer="none")
-    model = SimpleNamespace(name="test_resnet", module=reference_model())
+    model = SimpleNamespace(name="test_resnet", module=resnet_with_random_batchnorm())
     backend = TorchBackend(BackendContext(plan, model, CALIBRATION[:1]))
     return plan, [backend.build(v, CALIBRATION) for v in plan.variants]
 

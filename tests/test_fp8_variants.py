@@ -1,26 +1,18 @@
 """FP8 variant modules: per-channel scales of the BatchNorm-folded kernel, shared input scales, weight bytes."""
 
 import pytest
-import timm
 import torch
 
 from builders.variant_modules import share_input_scales, variant_module
 from sessions.plan import VariantPlan
+from tests.models import resnet_with_random_batchnorm
 
 pytest.importorskip("modelopt")
 
 
 @pytest.fixture(scope="module")
 def reference():
-    torch.manual_seed(0)
-    model = timm.create_model("test_resnet", pretrained=False).eval()
-    for module in model.modules():  # random statistics, so that folding changes the kernel
-        if isinstance(module, torch.nn.BatchNorm2d):
-            module.running_mean.uniform_(-1, 1)
-            module.running_var.uniform_(0.5, 4)
-            module.weight.data.uniform_(-2, 2)
-            module.bias.data.uniform_(-1, 1)
-    return model
+    return resnet_with_random_batchnorm()
 
 
 def folded_kernel(conv: torch.nn.Conv2d, bn: torch.nn.BatchNorm2d) -> torch.Tensor:
