@@ -12,8 +12,8 @@ import torch
 
 from builders.backend import Engine, TimingStep
 from builders.engine_lowering import Program, Step
+from builders.graph_capture import capture_graph
 from profilers.module_ranges import named_range
-from sessions.errors import first_line
 from sessions.model import Layer
 
 
@@ -75,20 +75,9 @@ class CudnnEngine(Engine):
 
     @torch.no_grad()
     def _capture(self) -> TimingStep:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        try:
-            with torch.cuda.stream(side):  # one eager call does the lazy set-up that capture must not see
-                self._forward(self.static_input)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self._graph_output = self._forward(self.static_input)
-        except RuntimeError as exc:
-            torch.cuda.synchronize()
-            return TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}")
-        self._graph = graph
-        return TimingStep(graph.replay, True)
+        captured = capture_graph(lambda: self._forward(self.static_input), self.run_once)
+        self._graph, self._graph_output = captured.graph, captured.output
+        return captured.step
 
     @contextlib.contextmanager
     def _ranges(self, kind: str) -> Iterator[None]:

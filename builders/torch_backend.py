@@ -14,6 +14,7 @@ import time
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.graph_capture import capture_graph
 from builders.model_structure import ModelStructure, model_structure
 from builders.variant_modules import (
     bake_fp8_weights,
@@ -25,7 +26,7 @@ from builders.variant_modules import (
 )
 from profilers.module_ranges import module_name, module_ranges
 from sessions.captions import SIMULATES
-from sessions.errors import InputError, first_line
+from sessions.errors import InputError
 from sessions.model import Layer, Variant
 from sessions.plan import VariantPlan
 from sessions.vocab import Device
@@ -97,20 +98,9 @@ class TorchEngine(Engine):
     @torch.no_grad()
     def _capture(self) -> TimingStep:
         module = self._module()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        try:
-            with torch.cuda.stream(side):  # one eager call does the lazy set-up that capture must not see
-                module(self.static_input)
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self._graph_output = module(self.static_input)
-        except RuntimeError as exc:
-            torch.cuda.synchronize()
-            return TimingStep(self.run_once, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}")
-        self._graph = graph
-        return TimingStep(graph.replay, True)
+        captured = capture_graph(lambda: module(self.static_input), self.run_once)
+        self._graph, self._graph_output = captured.graph, captured.output
+        return captured.step
 
     def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager[None]:
         return module_ranges(self._module(), kind)

@@ -1,0 +1,37 @@
+"""One inference captured in a CUDA graph, as every engine's timer replays it (eager where capture fails)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from builders.backend import TimingStep
+from sessions.errors import first_line
+
+
+@dataclass
+class Captured:
+    step: TimingStep  # what the timer repeats
+    graph: torch.cuda.CUDAGraph | None  # kept alive while the engine replays it; None where capture failed
+    output: Any  # what the graph's replays write into
+
+
+def capture_graph(forward: Callable[[], Any], eager: Callable[[], None]) -> Captured:
+    """`forward` (one inference on the engine's static input) captured on CUDA after one eager call on a side
+    stream (the lazy set-up capture must not see); where capture fails, `eager` is timed instead, with the reason."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):
+            forward()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            output = forward()
+    except RuntimeError as exc:
+        torch.cuda.synchronize()
+        return Captured(TimingStep(eager, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}"), None, None)
+    return Captured(TimingStep(graph.replay, True), graph, output)
