@@ -140,7 +140,7 @@ def test_the_built_wheel_opens_a_session_and_drills_to_the_qdq_kernels(tmp_path,
 
 
 # -- committed captures: what a user sees on a real terminal -------------------------------------
-CAPTURES = Path(__file__).parent / "__snapshots__" / "terminal"
+CAPTURES = Path(__file__).parent / "terminal_captures"  # outside __snapshots__, which syrupy owns
 
 
 def settled(term: Terminal, text: str, timeout: float = 120) -> str:
