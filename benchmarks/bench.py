@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import copy
 import json
 import statistics
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,15 +78,10 @@ def cli_import() -> float:
     return statistics.median(runs)
 
 
-async def _tui_times(path: Path) -> tuple[float, float]:
-    """(open: load + first paint, drill): each until the first row of the new table is drawn.
-
-    Pilot's own settling after a key press (tens of milliseconds) is not counted: the clock stops
-    at the table's first drawn row, which `render_line` reports.
-    """
-    from inspector.tui.app import InspectorApp
-    from inspector.tui.screens.overview import OverviewScreen
-    from inspector.tui.screens.tables import AllKernelsScreen
+@contextlib.contextmanager
+def paint_clock() -> Iterator[list[float]]:
+    """While active, a list that gets the time each time a table draws its first row (`VirtualTable.render_line`
+    patched, restored on exit)."""
     from inspector.tui.widgets.virtual_table import VirtualTable
 
     drawn: list[float] = []
@@ -95,21 +92,37 @@ async def _tui_times(path: Path) -> tuple[float, float]:
             drawn.append(time.perf_counter())
         return render_line(self, y)
 
-    VirtualTable.render_line = timed_render_line
-    t0 = time.perf_counter()
-    app = InspectorApp(session=storage.load(path), path=path)
-    async with app.run_test(size=(160, 50)) as pilot:
-        while not isinstance(app.screen, OverviewScreen):
+    VirtualTable.render_line = timed_render_line  # type: ignore[method-assign]
+    try:
+        yield drawn
+    finally:
+        VirtualTable.render_line = render_line  # type: ignore[method-assign]
+
+
+async def _tui_times(path: Path) -> tuple[float, float]:
+    """(open: load + first paint, drill): each until the first row of the new table is drawn.
+
+    Pilot's own settling after a key press (tens of milliseconds) is not counted: the clock stops
+    at the table's first drawn row, which `render_line` reports.
+    """
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.screens.overview import OverviewScreen
+    from inspector.tui.screens.tables import AllKernelsScreen
+
+    with paint_clock() as drawn:
+        t0 = time.perf_counter()
+        app = InspectorApp(session=storage.load(path), path=path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            while not isinstance(app.screen, OverviewScreen):
+                await pilot.pause()
             await pilot.pause()
-        await pilot.pause()
-        first_paint = drawn[0] - t0
-        t1 = time.perf_counter()
-        drawn.clear()
-        await pilot.press("k")
-        while not isinstance(app.screen, AllKernelsScreen) or not drawn:
-            await pilot.pause()
-        drill = drawn[0] - t1
-    VirtualTable.render_line = render_line
+            first_paint = drawn[0] - t0
+            t1 = time.perf_counter()
+            drawn.clear()
+            await pilot.press("k")
+            while not isinstance(app.screen, AllKernelsScreen) or not drawn:
+                await pilot.pause()
+            drill = drawn[0] - t1
     return first_paint, drill
 
 

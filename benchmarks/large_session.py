@@ -18,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import paint_clock  # this script's folder is first on sys.path
+
 from sessions import storage
 from sessions.model import KernelTable, Session
 
@@ -53,37 +55,27 @@ async def tui_times(path: Path) -> dict[str, float]:
     from inspector.tui.app import InspectorApp
     from inspector.tui.screens.overview import OverviewScreen
     from inspector.tui.screens.tables import AllKernelsScreen, GroupsScreen, LayersScreen
-    from inspector.tui.widgets.virtual_table import VirtualTable
 
-    drawn: list[float] = []
-    render_line = VirtualTable.render_line
-
-    def timed_render_line(self, y):
-        if y == 0 and self.row_count:
-            drawn.append(time.perf_counter())
-        return render_line(self, y)
-
-    VirtualTable.render_line = timed_render_line  # type: ignore[method-assign]
     figures: dict[str, float] = {}
-    started = time.perf_counter()
-    app = InspectorApp(session=storage.load(path), path=path)
-    async with app.run_test(size=(160, 50)) as pilot:
+    with paint_clock() as drawn:
+        started = time.perf_counter()
+        app = InspectorApp(session=storage.load(path), path=path)
+        async with app.run_test(size=(160, 50)) as pilot:
 
-        async def until(screen: type, keys: tuple[str, ...], name: str) -> None:
-            drawn.clear()
-            began = time.perf_counter()
-            await pilot.press(*keys)
-            while not isinstance(app.screen, screen) or not drawn:
+            async def until(screen: type, keys: tuple[str, ...], name: str) -> None:
+                drawn.clear()
+                began = time.perf_counter()
+                await pilot.press(*keys)
+                while not isinstance(app.screen, screen) or not drawn:
+                    await pilot.pause()
+                figures[name] = drawn[0] - began
+
+            while not isinstance(app.screen, OverviewScreen) or not drawn:
                 await pilot.pause()
-            figures[name] = drawn[0] - began
-
-        while not isinstance(app.screen, OverviewScreen) or not drawn:
-            await pilot.pause()
-        figures["open_s"] = drawn[0] - started
-        await until(GroupsScreen, ("g",), "groups_s")
-        await until(LayersScreen, ("enter",), "drill_s")
-        await until(AllKernelsScreen, ("escape", "escape", "k"), "all_kernels_s")
-    VirtualTable.render_line = render_line  # type: ignore[method-assign]
+            figures["open_s"] = drawn[0] - started
+            await until(GroupsScreen, ("g",), "groups_s")
+            await until(LayersScreen, ("enter",), "drill_s")
+            await until(AllKernelsScreen, ("escape", "escape", "k"), "all_kernels_s")
     return figures
 
 
