@@ -65,8 +65,9 @@ class Engine(ABC):
         """The layer a range name stands for (TensorRT decorates its NVTX messages)."""
         return name
 
-    def simulated_infer(self, batch: Any) -> Any:
-        """Outputs of the simulated variant this engine's numerics should match (float32 CPU), or None."""
+    def simulated_infer(self, batches: list[Any]) -> Any:
+        """Outputs of the simulated variant this engine's numerics should match on every sample of `batches`, in
+        order and as one array (float32 CPU), or None."""
         return None
 
     def layer_times(self, calls: int) -> dict[str, list[float]]:

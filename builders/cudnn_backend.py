@@ -17,7 +17,7 @@ from builders.engine_build import BuildContext, build_engine
 from builders.engine_graph import trace
 from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
 from builders.fp8_kernels import Quantizer, make_quantizer
-from builders.variant_modules import VariantModule, fold_batchnorm, variant_module
+from builders.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from sessions.errors import InputError, MissingEnvironment, first_line
 from sessions.model import Recipe, Variant
 from sessions.plan import VariantPlan
@@ -74,6 +74,7 @@ class CudnnBackend(Backend):
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
                                     PLANS_PER_OPT_LEVEL[self.plan.opt_level], cache, self._make_quantizer)
         self._quantizer: Quantizer | None = None
+        self._calibrations = Calibrations()
 
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
@@ -94,7 +95,7 @@ class CudnnBackend(Backend):
         simulated: VariantModule | None = None
         if variant.precision == "fp8":
             simulated = variant_module(self._reference, VariantPlan("fp8", variant.recipe, variant.exclude), calibration,
-                                       torch.float16)
+                                       torch.float16, self._calibrations)
         plain = self._plain(simulated)
         try:
             engine, layers, notes = build_engine(self.context, trace(plain), plain, simulated)

@@ -16,6 +16,8 @@ from builders.graph_capture import capture_graph
 from profilers.module_ranges import named_range
 from sessions.model import Layer
 
+SIMULATED_CHUNK = 16  # samples per call of the simulated twin
+
 
 class CudnnEngine(Engine):
     """A lowered program bound to the study's static input; other batch sizes are padded to it."""
@@ -94,11 +96,17 @@ class CudnnEngine(Engine):
         return [copy.deepcopy(layer) for layer in self._layers]
 
     @torch.no_grad()
-    def simulated_infer(self, batch: torch.Tensor) -> torch.Tensor | None:
-        """The simulated (ModelOpt) variant of the same recipe on `batch`, for the agreement check."""
+    def simulated_infer(self, batches: list[torch.Tensor]) -> torch.Tensor | None:
+        """The simulated (ModelOpt) variant of the same recipe on `batches`, for the agreement check, in chunks of
+        SIMULATED_CHUNK samples: its scales are static, so a sample's output does not depend on its neighbours (up
+        to the fp16 rounding of the convolution algorithm cuDNN picks for the chunk's size), and one eager call of
+        ModelOpt's fake quantization costs about what sixteen do on the GPU (9 s of a 50 s main job, one sample
+        a call: benchmarks/results/h200/mainjob-profile/second.top.txt)."""
         if self.simulated is None:
             return None
-        return self.simulated(batch.to(device="cuda", dtype=torch.float16)).float().cpu()
+        outputs = [self.simulated(chunk.to(device="cuda", dtype=torch.float16)).float().cpu()
+                   for chunk in torch.cat(batches).split(SIMULATED_CHUNK)]
+        return torch.cat(outputs)
 
     def release(self) -> None:
         self._step = self._graph = self._graph_output = None

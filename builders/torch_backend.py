@@ -17,6 +17,7 @@ from builders.backend import Backend, BackendContext, BuildResult, Capabilities,
 from builders.graph_capture import capture_graph
 from builders.model_structure import ModelStructure, model_structure
 from builders.variant_modules import (
+    Calibrations,
     bake_fp8_weights,
     folded_reference,
     precision_name,
@@ -141,6 +142,7 @@ class TorchBackend(Backend):
         self._reference = model.module.to(device=self.device, dtype=torch.float32).eval()
         self._fold = study_folds_batchnorm(context.plan.variants)
         self._source: tuple[torch.nn.Module, int] | None = None  # what every variant is made from, BatchNorm folded
+        self._calibrations = Calibrations()
 
     def _variant_source(self) -> tuple[torch.nn.Module, int]:
         """The module every variant starts from, and how many BatchNorm layers it has folded (made on first use)."""
@@ -161,7 +163,7 @@ class TorchBackend(Backend):
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
         fp8_base = torch.float16 if self.device == "cuda" else torch.float32
         source, folded = self._variant_source()
-        built = variant_module(source, variant, calibration, fp8_base)
+        built = variant_module(source, variant, calibration, fp8_base, self._calibrations)
         bake_fp8_weights(built)
         structure = model_structure(self._reference, self.static_input)
         engine = TorchEngine(built.module, self.device, built.dtype, self.static_input, built.quantized, structure)

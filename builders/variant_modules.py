@@ -15,12 +15,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from builders.fp8_recipes import Selection, check_selections, select
+from builders.fp8_recipes import OPS, check_selections, select
 from builders.model_structure import model_structure
 from builders.onnx_export import FP8_MAX, MIN_SCALE
 from sessions.captions import SIMULATED_FP8
@@ -51,39 +51,69 @@ def precision_name(dtype: torch.dtype) -> str:
 
 
 def variant_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
-                   fp8_base: torch.dtype) -> VariantModule:
-    """`reference` (fp32, eval) as `variant`; FP8 calibrates on `calibration`."""
+                   fp8_base: torch.dtype, calibrations: Calibrations | None = None) -> VariantModule:
+    """`reference` (fp32, eval) as `variant`; FP8 calibrates on `calibration`, once per `calibrations` where given."""
     if variant.precision == "fp32":
         return VariantModule(reference, torch.float32)
     if variant.precision in DTYPES:
         dtype = DTYPES[variant.precision]
         return VariantModule(copy.deepcopy(reference).to(dtype=dtype), dtype)
-    return _fp8_module(reference, variant, calibration, fp8_base)
+    return _fp8_module(reference, variant, calibration, fp8_base, calibrations or Calibrations())
+
+
+class Calibrations:
+    """Calibrated FP8 modules of one reference model, one per (BatchNorm folding, weight scale granularity, base
+    dtype, calibration images), each with FP8 quantizers on every convolution and linear that any recipe can select.
+
+    Max calibration runs the model unquantized (ModelOpt's quantizers only collect the largest |x| while they
+    calibrate), so a layer's scales do not depend on which other layers a recipe quantizes: every recipe of a study
+    takes its quantizers from one calibration, as every TensorRT build of a network reads one calibration cache.
+    A backend keeps one for the life of its study; `calibrated` hands out copies, never the cached module.
+    """
+
+    def __init__(self) -> None:
+        self._modules: dict[tuple[object, ...], tuple[torch.nn.Module, int]] = {}
+
+    def calibrated(self, key: tuple[object, ...], make: Callable[[], tuple[torch.nn.Module, int]]
+                   ) -> tuple[torch.nn.Module, int]:
+        """A copy of the module `make` returns for `key` (made once), and the BatchNorm layers it folded."""
+        if key not in self._modules:
+            self._modules[key] = make()
+        module, folded = self._modules[key]
+        return copy.deepcopy(module), folded
 
 
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
-                dtype: torch.dtype) -> VariantModule:
+                dtype: torch.dtype, calibrations: Calibrations) -> VariantModule:
     mtq = _modelopt()
     structure = model_structure(reference, calibration[:1].to(next(reference.parameters()).device))
     selection = select(structure, variant.recipe or "all", variant.exclude)
     check_selections("this model", structure, {variant.name: selection})
     recipe_def = selection.recipe
-    module = copy.deepcopy(reference)
-    folded = fold_batchnorm(module, structure.conv_bn) if recipe_def.fold_batchnorm else 0
-    module = module.to(dtype=dtype)
-    device = next(module.parameters()).device
-    calib = calibration.to(device=device, dtype=dtype)
+    candidates = [node.path for node in structure.layers if node.op in OPS]
 
-    def forward_loop(m: torch.nn.Module) -> None:
-        with torch.no_grad():
-            for chunk in calib.split(CALIBRATION_CHUNK):
-                m(chunk)
+    def calibrate() -> tuple[torch.nn.Module, int]:
+        module = copy.deepcopy(reference)
+        folded = fold_batchnorm(module, structure.conv_bn) if recipe_def.fold_batchnorm else 0
+        module = module.to(dtype=dtype)
+        device = next(module.parameters()).device
+        calib = calibration.to(device=device, dtype=dtype)
 
-    with contextlib.redirect_stdout(None):  # ModelOpt prints a summary line per call
-        module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
-        enable_fp8_quantizers(module, selection)
-        mtq.calibrate(module, "max", forward_loop=forward_loop)
+        def forward_loop(m: torch.nn.Module) -> None:
+            with torch.no_grad():
+                for chunk in calib.split(CALIBRATION_CHUNK):
+                    m(chunk)
+
+        with contextlib.redirect_stdout(None):  # ModelOpt prints a summary line per call
+            module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
+            enable_fp8_quantizers(module, candidates, recipe_def.weights)
+            mtq.calibrate(module, "max", forward_loop=forward_loop)
+        return module, folded
+
+    key = (recipe_def.fold_batchnorm, recipe_def.weights, dtype, calibration.data_ptr(), tuple(calibration.shape))
+    module, folded = calibrations.calibrated(key, calibrate)
     keep = set(selection.quantized)
+    disable_fp8_quantizers(module, set(candidates) - keep)
     shared = share_input_scales(module, structure.shared_inputs(keep)) if recipe_def.share_input_scale else 0
     zero_amax, small_amax = _floor_amax(module, keep)
     recipe = Recipe(
@@ -97,7 +127,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         scales=f"weights: {recipe_def.weights} amax / 448; activations: static per-tensor amax / 448, max calibration"
         + ("; layers reading one tensor share its input scale" if recipe_def.share_input_scale else ""),
         calibration_source="",  # filled in by the study, which owns the images
-        calibration_count=int(calib.shape[0]),
+        calibration_count=int(calibration.shape[0]),
         weights=recipe_def.weights,
         batchnorm_folded=recipe_def.fold_batchnorm,
         excluded_by_role={role: len(paths) for role, paths in selection.by_role.items()},
@@ -130,6 +160,10 @@ def _modelopt():
     """ModelOpt's quantization, on its pure-PyTorch FP8 path: its CUDA extension takes a minute to compile."""
     try:
         with _absent(UNUSED_MODELOPT_PLUGINS):
+            # Max calibration imports ModelOpt's export package (for the names of fusible sibling layers); imported
+            # here, with the plugins' libraries absent, it took 0.8 s where it took 4.4 s during calibration on the H200
+            # (benchmarks/results/h200/mainjob-profile/second.top.txt).
+            import modelopt.torch.export.layer_utils  # noqa: F401
             import modelopt.torch.quantization as mtq
             from modelopt.torch.quantization import extensions
     except ImportError as exc:
@@ -201,19 +235,30 @@ def bake_fp8_weights(built: VariantModule) -> int:
     return len(built.quantized)
 
 
-def enable_fp8_quantizers(module: torch.nn.Module, selection: Selection) -> None:
-    """FP8 weight and input quantizers on the selected layers, the others left off.
+def enable_fp8_quantizers(module: torch.nn.Module, paths: Sequence[str], weights: str) -> None:
+    """FP8 weight and input quantizers on the layers at `paths` (weights per channel or per tensor), the others
+    left off.
 
     One filter function per kind rather than a wildcard entry per layer: ModelOpt walks every module
     for every entry of a quant_cfg, 8 s under cProfile for senet154's 508 entries
     (tests/data/h200/mainjob-prof.txt, set_quantizer_by_cfg).
     """
     mtq = _modelopt()
-    weight_axis = 0 if selection.recipe.weights == "per-channel" else None
+    weight_axis = 0 if weights == "per-channel" else None
     for kind, axis in (("weight_quantizer", weight_axis), ("input_quantizer", None)):
-        names = {f"{path}.{kind}" for path in selection.quantized}
+        names = {f"{path}.{kind}" for path in paths}
         fp8 = mtq.QuantizerAttributeConfig(num_bits=(4, 3), axis=axis)
         mtq.set_quantizer_attributes_full(module, names.__contains__, fp8)
+
+
+def disable_fp8_quantizers(module: torch.nn.Module, paths: set[str]) -> None:
+    """The weight and input quantizers of the layers at `paths` switched off (their calibrated amax kept)."""
+    for path, sub in module.named_modules():
+        if path in paths:
+            for kind in ("weight_quantizer", "input_quantizer"):
+                quantizer = getattr(sub, kind, None)
+                if quantizer is not None:
+                    quantizer.disable()
 
 
 def fold_batchnorm(module: torch.nn.Module, pairs: list[tuple[str, str]]) -> int:

@@ -269,10 +269,10 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
     variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count, baseline, inputs.masks)
     if variant.precision == BASELINE_PRECISION and baseline is None:
         baselines[BASELINE_PRECISION] = (variant.name, predicted_classes(outputs))
-    simulated = [engine.simulated_infer(batch) for batch in inputs.quality_batches]
-    if simulated and all(output is not None for output in simulated):
+    simulated = engine.simulated_infer(inputs.quality_batches) if inputs.quality_batches else None
+    if simulated is not None:
         recipe = variant.recipe.layout if variant.recipe else "its recipe"
-        variant.simulation = compare(np.concatenate([np.asarray(o) for o in simulated]), outputs,
+        variant.simulation = compare(np.asarray(simulated), outputs,
                                      f"fp8-{recipe} simulated (ModelOpt, same scales)", inputs.image_source, count)
     failed = stress_check(engine.infer, inputs.stress)
     variant.quality.stress_inputs, variant.quality.stress_nonfinite = len(inputs.stress), len(failed)

@@ -130,3 +130,46 @@ def test_absent_hides_only_libraries_not_imported_yet_and_always_restores():
     with pytest.raises(KeyboardInterrupt), _absent(("a_library_not_imported_yet",)):
         raise KeyboardInterrupt  # Ctrl-C, or the TUI stopping a study, while ModelOpt imports
     assert "a_library_not_imported_yet" not in sys.modules
+
+
+def _input_amax_by_hooks(model: torch.nn.Module, paths: set[str], batch: torch.Tensor) -> dict[str, float]:
+    """The largest |input| each layer at `paths` sees on `batch`, from forward hooks on the plain model."""
+    seen: dict[str, float] = {}
+    modules = dict(model.named_modules())
+    handles = [modules[path].register_forward_hook(
+        lambda m, args, out, path=path: seen.__setitem__(path, max(seen.get(path, 0.0), float(args[0].abs().max()))))
+        for path in paths]
+    with torch.no_grad():
+        model(batch)
+    for handle in handles:
+        handle.remove()
+    return seen
+
+
+def test_recipes_of_a_study_share_one_calibration_and_keep_only_their_own_quantizers(reference, monkeypatch):
+    import modelopt.torch.quantization as mtq
+
+    from builders.variant_modules import Calibrations
+
+    calls = []
+    calibrate = mtq.calibrate
+    monkeypatch.setattr(mtq, "calibrate", lambda *a, **k: (calls.append(1), calibrate(*a, **k))[1])
+    calib = torch.randn(4, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+    calibrations = Calibrations()
+    every = variant_module(reference, VariantPlan("fp8", "all"), calib, torch.float32, calibrations)
+    pointwise = variant_module(reference, VariantPlan("fp8", "pointwise"), calib, torch.float32, calibrations)
+    assert len(calls) == 1
+    pointwise_layers = {path for path, m in reference.named_modules()
+                        if isinstance(m, torch.nn.Conv2d) and m.kernel_size == (1, 1)}
+    assert pointwise.quantized == pointwise_layers and pointwise_layers < every.quantized
+    modules = dict(pointwise.module.named_modules())
+    for path in every.quantized:
+        enabled = modules[path].input_quantizer.is_enabled and modules[path].weight_quantizer.is_enabled
+        assert enabled == (path in pointwise_layers), path
+    expected = _input_amax_by_hooks(reference, pointwise_layers, calib)
+    for path in pointwise_layers:
+        got = float(modules[path].input_quantizer.amax)
+        assert got == pytest.approx(max(expected[path], 448 * 2.0**-14), rel=1e-4), path
+    alone = variant_module(reference, VariantPlan("fp8", "pointwise"), calib, torch.float32)
+    with torch.no_grad():
+        torch.testing.assert_close(pointwise.module(calib), alone.module(calib), rtol=0, atol=0)

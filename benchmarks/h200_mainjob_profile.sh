@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Where the main job's time goes on the lent H200: `trt-inspect senet154` twice under benchmarks/stack_sampler.py
+# (a first run that times cuDNN's plans and compiles what it imports, a second that takes both from its caches),
+# each output line stamped with the seconds since its run started, and the sampler's report of each run.
+# Run through the device tool with carry [".whl"]; logs land in $OUT.
+rm -rf /tmp/pycache /tmp/site /tmp/tih
+source "$(dirname "$0")/h200_setup.sh"
+S="$OUT/sessions"
+mkdir -p "$S"
+ms_since() { local now=${EPOCHREALTIME/./}; echo $(( (now - $1) / 1000 )); }
+profiled() {  # profiled NAME: the main job sampled, stamped log in $OUT/NAME.log, the sampler's report in NAME.top.txt
+    local start=${EPOCHREALTIME/./}
+    timeout 250 python3 benchmarks/stack_sampler.py "$OUT/$1.top.txt" senet154 --out "$S/senet154-$1.json" </dev/null 2>&1 \
+        | while IFS= read -r line; do printf '%7s ms  %s\n' "$(ms_since "$start")" "$line"; done > "$OUT/$1.log"
+    echo "rc=${PIPESTATUS[0]} wall=$(ms_since "$start") ms" | tee -a "$OUT/$1.log"
+}
+profiled first
+profiled second
+rm -rf "$S"
