@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.trt_import import documents
+from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
 from sessions.errors import InputError
 
 LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
@@ -72,6 +73,9 @@ def _options_from_log(text: str) -> dict[str, Any]:
         match = LOG_OPTION.match(line.strip())
         if match:
             options.setdefault(match.group(1).strip(), match.group(2).strip())
+    median = gpu_compute_median_ms(performance_summary(text))
+    if median is not None:
+        options["GPU Compute median"] = median
     return options
 
 

@@ -31,6 +31,7 @@ KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key:
 INTEGER = re.compile(r"-?\d+$")
 OPENERS, CLOSERS = "[{(", "]})"
 LOG_MARKS = ("&&&& RUNNING", "=== Model Options ===")  # a trtexec log: its options are run facts (`metadata`)
+LOG_HEAD = 20000  # the marks come within the first lines
 
 
 def is_text(path: Path) -> bool:
@@ -41,6 +42,15 @@ def is_text(path: Path) -> bool:
     with path.open("rb") as handle:
         head = handle.read(4096).lstrip()
     return head[:1] not in (b"{", b"[")
+
+
+def is_trtexec_log(path: Path) -> bool:
+    """True for a text file whose head has trtexec's marks: its options and device are run facts (`metadata`)."""
+    if not is_text(path):
+        return False
+    with Path(path).open("rb") as handle:
+        head = handle.read(LOG_HEAD).decode("utf-8", "replace")
+    return any(mark in head for mark in LOG_MARKS)
 
 
 def _split_top(text: str) -> list[str]:
@@ -136,7 +146,9 @@ def parse_text_layers(text: str, origin: str) -> LayerInfo:
                          "`Engine Layer Information` with --verbose)")
     found = [named_layer(name) for name in logged]
     apply_logged(found, logged)
-    return LayerInfo(found, [], detailed=True, notes=[f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"])
+    produced = {t.name for layer in found for t in layer.outputs}
+    inputs = list(dict.fromkeys(t.name for layer in found for t in layer.inputs if t.name not in produced))
+    return LayerInfo(found, inputs, detailed=True, notes=[f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"])
 
 
 def read_text_layers(path: Path) -> LayerInfo:
