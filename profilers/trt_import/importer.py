@@ -232,7 +232,8 @@ def environment_of(facts: RunFacts) -> Environment:
         gpu = GpuInfo(name=facts.gpu, compute_capability=facts.compute_capability, multiprocessors=facts.multiprocessors,
                       memory_mib=facts.memory_mib, sm_clock_mhz=facts.sm_clock_mhz, mem_clock_mhz=facts.mem_clock_mhz)
     return Environment(host="unknown (imported files)", os="", cpu="", cpu_count=0, python="",
-                       versions={"tensorrt": facts.tensorrt} if facts.tensorrt else {}, gpu=gpu)
+                       versions={name: version for name, version in (("tensorrt", facts.tensorrt), ("cuda", facts.cuda))
+                                 if version}, gpu=gpu)
 
 
 GRAPH_WORDS = {True: "the CUDA-graph launch", False: "enqueue (no CUDA graph)",
@@ -250,6 +251,8 @@ def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
     else:
         region = ("no per-inference times imported (--times); latency columns show the sum of per-layer times; "
                   f"{TRANSFER_WORDS[facts.transfers]}")
+        if facts.gpu_compute_median_ms is not None:
+            region += f"; trtexec's own performance summary states a GPU compute median of {facts.gpu_compute_median_ms:.4g} ms"
     return TimingMethod(
         timer="trtexec" if latency is not None else "unknown",
         timed_region=region,
@@ -279,6 +282,7 @@ def new_session(imported: Imported, command: list[str]) -> Session:
             tool_version=environment.tool_version(),
             weights="from the engine",
             engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
+            engine_options=dict(imported.facts.build_flags),
         ),
         environment=environment_of(imported.facts),
         method=method_of(imported.facts, imported),

@@ -25,7 +25,7 @@ from sessions.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
 SUMMARY_STARTS = ("=== Performance summary ===", "Host Latency")  # 8.x-10.x; 7.x opens with its latency heading
-THROUGHPUT = re.compile(rf"^Throughput: ({NUMBER}) qps")
+THROUGHPUT = re.compile(rf"^Throughput: ({NUMBER}) qps", re.IGNORECASE)
 STATISTIC = re.compile(rf"(min|max|mean|median|percentile\(\d+(?:\.\d+)?%\)|percentile)\s*[=:]\s*({NUMBER})\s*ms")
 TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
 
@@ -117,7 +117,7 @@ def performance_summary(text: str) -> dict[str, dict[str, float]]:
     if start is None:
         return {}
     summary: dict[str, dict[str, float]] = {}
-    heading = None
+    heading = None if lines[start].startswith("===") else lines[start]
     for line in lines[start + 1:start + 60]:
         if line.startswith(("=== ", "&&&&")):
             break
