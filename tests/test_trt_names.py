@@ -24,11 +24,11 @@ API = ROOT / "tests" / "data" / "trt_api"
     ("DataType.HALF", "fp16"), ("DataType.FP8", "fp8"), ("DataType.BF16", "bf16"), ("kBF16", "bf16"),  # 10.x / 11.x API
     ("Unknown format", None),
 ])
-def test_every_versions_dtype_spelling_gives_one_word(spelling, dtype):
+def test_every_versions_dtype_spelling_gives_one_word(spelling: str, dtype: str | None) -> None:
     assert dtype_word(spelling) == dtype
 
 
-def test_every_data_type_the_wheels_register_has_a_session_word():
+def test_every_data_type_the_wheels_register_has_a_session_word() -> None:
     expected = {"BF16": "bf16", "BOOL": "bool", "FLOAT": "fp32", "FP4": "fp4", "FP8": "fp8", "HALF": "fp16",
                 "INT32": "int32", "INT4": "int4", "INT64": "int64", "INT8": "int8", "UINT8": "uint8"}
     for wheel in sorted(API.glob("tensorrt-*.txt")):
@@ -43,7 +43,7 @@ def test_every_data_type_the_wheels_register_has_a_session_word():
     ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw", None),  # 10.16 file: says nothing new
     ("0x5b8bf1b8028629d9", None),
 ])
-def test_tactic_names_spell_int8_and_fp8_arithmetic(tactic, precision):
+def test_tactic_names_spell_int8_and_fp8_arithmetic(tactic: str, precision: str | None) -> None:
     assert tactic_precision(tactic) == precision
 
 
@@ -54,7 +54,7 @@ def test_tactic_names_spell_int8_and_fp8_arithmetic(tactic, precision):
     ("PointWiseV2", None, "elementwise"), ("Reformat", "Reformat", "reformat"), ("shape_call", None, "noop"),
     ("CaskGemmMatrixMultiply", "MatrixMultiply", "matmul"), ("SomethingNew", None, None),
 ])
-def test_layer_type_words_of_every_version_give_an_op(layer_type, parameter_type, op):
+def test_layer_type_words_of_every_version_give_an_op(layer_type: str, parameter_type: str | None, op: str | None) -> None:
     assert layer_type_op(layer_type, parameter_type) == op
 
 
@@ -72,7 +72,7 @@ def _code_strings(path: Path) -> list[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings]
 
 
-def test_no_module_but_the_table_spells_tensorrt_words():
+def test_no_module_but_the_table_spells_tensorrt_words() -> None:
     owners = []
     for folder in ("profilers", "sessions", "inspector", "builders"):
         for path in sorted((ROOT / folder).rglob("*.py")):

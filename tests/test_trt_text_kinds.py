@@ -37,7 +37,7 @@ def _shared(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("log", MNIST, ids=lambda p: p.parent.name)
-def test_dumplayerinfo_text_gives_each_layer_its_type_tactic_and_kernel(log):
+def test_dumplayerinfo_text_gives_each_layer_its_type_tactic_and_kernel(log: Path) -> None:
     text = _shared(log).read_text()
     rows = re.findall(r"^Name: (.*?), LayerType: (\w+),", text, re.MULTILINE)
     tactics = re.findall(r"TacticName: ([^,]+),", text)
@@ -50,7 +50,7 @@ def test_dumplayerinfo_text_gives_each_layer_its_type_tactic_and_kernel(log):
     assert info.layers[0].onnx_nodes == ["node_conv2d", "node_relu"]  # Metadata joined by U+001E, not two lines
 
 
-def test_verbose_layer_lines_give_the_types_the_source_lists():
+def test_verbose_layer_lines_give_the_types_the_source_lists() -> None:
     info = read_text_layers(_shared(YOLO / "trt.out"))
     types = Counter(layer.kind for layer in info.layers)
     # SOURCE.md of the set: 43 CaskConvolution, 18 Reformat, 9 Constant, 3 Scale, 3 TrainStation, 2 Myelin
@@ -59,10 +59,12 @@ def test_verbose_layer_lines_give_the_types_the_source_lists():
     assert info.io_tensors[0] == "input" and info.layers[1].inputs[0].shape == [1, 3, 2208, 3872]
 
 
-def test_the_8x_table_agrees_with_the_total_row_and_with_export_profile():
+def test_the_8x_table_agrees_with_the_total_row_and_with_export_profile() -> None:
     log = _shared(YOLO / "trt.out")
     text = log.read_text()
-    total = float(re.search(r"\] +Total +([\d.]+) ", text).group(1))
+    total_row = re.search(r"\] +Total +([\d.]+) ", text)
+    assert total_row is not None
+    total = float(total_row.group(1))
     exported = {r["name"]: r["averageMs"] for r in json.loads((YOLO / "profile.json").read_text()) if "name" in r}
     found = parse_text_profile(text, str(log))
     assert found.profile.count == 11 and found.total_ms == total
@@ -71,7 +73,7 @@ def test_the_8x_table_agrees_with_the_total_row_and_with_export_profile():
     assert all(abs(r.average_ms - exported[r.name]) < 2e-4 for r in found.profile.records)  # the table rounds to 4 places
 
 
-def test_a_layer_the_table_leaves_out_is_zero_and_listed_never_a_refusal():
+def test_a_layer_the_table_leaves_out_is_zero_and_listed_never_a_refusal() -> None:
     imported = import_variant(ImportFiles(_shared(YOLO / "layer_info.json"), YOLO / "trt.out", find_metadata=False))
     variant = imported.variant
     logged = re.findall(r"^Layer\(Constant\): (.*?), Tactic", (YOLO / "trt.out").read_text(), re.MULTILINE)
@@ -82,7 +84,7 @@ def test_a_layer_the_table_leaves_out_is_zero_and_listed_never_a_refusal():
     assert variant.precision == "int8"  # the log given as the profile also gives its Layer(...) types
 
 
-def test_the_10x_layout_and_its_summary_read_as_written_by_hand():
+def test_the_10x_layout_and_its_summary_read_as_written_by_hand() -> None:
     imported = import_variant(ImportFiles(TRT10, TRT10))
     session = new_session(imported, ["import"])
     layers = imported.variant.layers
@@ -90,12 +92,13 @@ def test_the_10x_layout_and_its_summary_read_as_written_by_hand():
         ("reformat", "fp32", 0.01, 0.0098), ("conv", "fp16", 0.025, 0.0248), ("pooling", "fp16", 0.008, 0.0079),
         ("linear", "fp16", 0.007, 0.0069)]
     assert imported.variant.precision == "fp16" and imported.batch == 2 and imported.facts.gpu_compute_median_ms == 0.041
-    assert session.environment.versions == {"tensorrt": "10.16.0"} and session.environment.gpu.sm_clock_mhz == 1980
+    gpu = session.environment.gpu
+    assert session.environment.versions == {"tensorrt": "10.16.0"} and gpu is not None and gpu.sm_clock_mhz == 1980
     assert session.study.engine_options == {"Precision": "FP32+FP16"} and "--dumpProfile" in session.method.per_layer
     assert "0.041 ms" in session.method.timed_region
 
 
-def test_the_7x_layout_and_its_summary_read_as_written_by_hand():
+def test_the_7x_layout_and_its_summary_read_as_written_by_hand() -> None:
     text = TRT7.read_text()
     found = parse_text_profile(text, str(TRT7))
     assert [(r.name, r.total_ms, r.average_ms, r.median_ms, r.percentage) for r in found.profile.records] == [
@@ -105,7 +108,7 @@ def test_the_7x_layout_and_its_summary_read_as_written_by_hand():
     assert summary["Throughput"] == {"qps": 740.0}
 
 
-def test_a_table_whose_rows_miss_its_total_is_refused(tmp_path):
+def test_a_table_whose_rows_miss_its_total_is_refused(tmp_path: Path) -> None:
     cut = tmp_path / "cut.log"
     cut.write_text(re.sub(r"^.*\] +50\.00 .*\n", "", TRT10.read_text(), flags=re.MULTILINE))
     with pytest.raises(InputError, match="Total row says 100.00 ms"):
@@ -119,7 +122,7 @@ def _engine(tmp_path: Path, layers: list[str], records: list[str]) -> ImportFile
     return ImportFiles(tmp_path / "e.graph.json", tmp_path / "e.profile.json", find_metadata=False)
 
 
-def test_myelin_regions_split_at_run_time_are_listed_not_joined(tmp_path):
+def test_myelin_regions_split_at_run_time_are_listed_not_joined(tmp_path: Path) -> None:
     layers = [f"/block{i}/Conv" for i in range(20)] + ["{ForeignNode[/head/MatMul.../head/Softmax]}"]
     records = [f"/block{i}/Conv" for i in range(20)] + ["__myl_MatMulAdd_myl3_0", "__myl_Softmax_myl3_1"]
     variant = import_variant(_engine(tmp_path, layers, records)).variant
@@ -129,14 +132,14 @@ def test_myelin_regions_split_at_run_time_are_listed_not_joined(tmp_path):
     assert "2 ms per inference left out" in notes and "'__myl_MatMulAdd_myl3_0', '__myl_Softmax_myl3_1'" in notes
 
 
-def test_a_profile_mostly_of_other_names_is_refused(tmp_path):
+def test_a_profile_mostly_of_other_names_is_refused(tmp_path: Path) -> None:
     layers = [f"/block{i}/Conv" for i in range(10)]
     records = layers[:5] + [f"__myl_region_{i}" for i in range(10)]
     with pytest.raises(InputError, match="does not pair"):
         import_variant(_engine(tmp_path, layers, records))
 
 
-def test_a_folder_of_one_log_imports_its_layers_and_table(tmp_path):
+def test_a_folder_of_one_log_imports_its_layers_and_table(tmp_path: Path) -> None:
     shutil.copy(TRT10, tmp_path / "tiny.log")
     (tmp_path / "notes.txt").write_text("not a TensorRT file\n")
     found = files_of_folder(tmp_path)
@@ -144,7 +147,7 @@ def test_a_folder_of_one_log_imports_its_layers_and_table(tmp_path):
     assert [p.name for p in found.left] == ["notes.txt"]
 
 
-def test_a_log_beside_json_files_gives_only_its_facts():
+def test_a_log_beside_json_files_gives_only_its_facts() -> None:
     found = files_of_folder(_shared(YOLO))
-    assert (found.files.layers.name, found.files.profile.name, [p.name for p in found.files.metadata]) == (
-        "layer_info.json", "profile.json", ["trt.out"])
+    assert (found.files.layers, found.files.profile, found.files.metadata) == (
+        YOLO / "layer_info.json", YOLO / "profile.json", [YOLO / "trt.out"])
