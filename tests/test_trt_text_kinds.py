@@ -144,7 +144,7 @@ def test_a_folder_of_one_log_imports_its_layers_and_table(tmp_path: Path) -> Non
     (tmp_path / "notes.txt").write_text("not a TensorRT file\n")
     found = files_of_folder(tmp_path)
     assert found.files.layers == found.files.profile == tmp_path / "tiny.log"
-    assert [p.name for p in found.left] == ["notes.txt"]
+    assert found.taken == [tmp_path / "tiny.log"] and found.left == [tmp_path / "notes.txt"]
 
 
 def test_a_log_beside_json_files_gives_only_its_facts() -> None:

@@ -94,6 +94,6 @@ def files_of_folder(folder: Path) -> FolderImport:
     profile = _pick(kinds.get("profile", []), stem) if layers is not None else main
     times = _pick(kinds.get("times", []), stem)
     metadata = [p for p in kinds.get("metadata", []) if engine_stem(p) == stem or len(kinds.get("metadata", [])) == 1]
-    taken = [p for p in (layers, profile, times, *metadata) if p is not None]
+    taken = list(dict.fromkeys(p for p in (layers, profile, times, *metadata) if p is not None))  # a log may be several
     return FolderImport(ImportFiles(layers, profile, times, metadata, find_metadata=False), taken,
                         [p for p in paths if p not in taken])
