@@ -92,7 +92,7 @@ PROFILE_COLUMNS: dict[str, tuple[str, ...]] = {
 # trtexec's performance summary: `GPU Compute Time: min = ..., median = ...` (8.x-10.x, source and file) or
 # 7.x's `GPU Compute` heading followed by `min: ...`, `median: ...` lines (a 7.x issue log).
 SUMMARY_GPU_COMPUTE = ("GPU Compute Time", "GPU Compute")
-SUMMARY_LATENCY = ("Latency", "Host Latency")
+SUMMARY_STARTS = ("=== Performance summary ===", "Host Latency")  # 8.x-10.x open with a heading; 7.x with its latency
 
 _DTYPE_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in DTYPES)
 _TACTIC_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in TACTIC_PRECISIONS)

@@ -20,11 +20,10 @@ from profilers.trt_import.layer_info import normalize_name, profile_index
 from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
 from profilers.trt_import.text_layers import LOG_PREFIX
 from sessions.errors import InputError
-from sessions.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE
+from sessions.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE, SUMMARY_STARTS
 
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
-SUMMARY_STARTS = ("=== Performance summary ===", "Host Latency")  # 8.x-10.x; 7.x opens with its latency heading
 THROUGHPUT = re.compile(rf"^Throughput: ({NUMBER}) qps", re.IGNORECASE)
 STATISTIC = re.compile(rf"(min|max|mean|median|percentile\(\d+(?:\.\d+)?%\)|percentile)\s*[=:]\s*({NUMBER})\s*ms")
 TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
