@@ -6,8 +6,9 @@ these. `codec` checks `Literal` fields on load, so a word outside the list is a 
 
 from __future__ import annotations
 
-import re
 from typing import Literal, get_args
+
+from sessions.trt_names import dtype_word
 
 Device = Literal["cuda", "cpu"]
 Source = Literal["timm", "hf", "onnx", "trtexec", "probe"]
@@ -27,26 +28,7 @@ Timer = Literal["cuda-events", "perf_counter", "trtexec", "unknown"]
 PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPS: tuple[str, ...] = get_args(Op)
 
-_DTYPE_TOKENS = (  # order matters: the first match wins
-    ("fp8", re.compile(r"\bFP8\b|\bFloat8|E4M3", re.IGNORECASE)),
-    ("bf16", re.compile(r"BFloat16|\bBF16\b", re.IGNORECASE)),
-    ("fp16", re.compile(r"\bFP16\b|\bHalf\b", re.IGNORECASE)),
-    ("int8", re.compile(r"\bInt8\b", re.IGNORECASE)),
-    ("int4", re.compile(r"\bInt4\b", re.IGNORECASE)),
-    ("fp4", re.compile(r"\bFP4\b", re.IGNORECASE)),
-    ("fp32", re.compile(r"\bFP32\b|\bFloat\b", re.IGNORECASE)),
-    ("int32", re.compile(r"\bInt32\b", re.IGNORECASE)),
-    ("int64", re.compile(r"\bInt64\b", re.IGNORECASE)),
-    ("uint8", re.compile(r"\bUInt8\b", re.IGNORECASE)),
-    ("bool", re.compile(r"\bBool\b", re.IGNORECASE)),
-)
-
 
 def dtype_of(text: str | None) -> str | None:
-    """The session's dtype word inside a TensorRT format string (`Row major linear FP16 format`)."""
-    if not text:
-        return None
-    for name, pattern in _DTYPE_TOKENS:
-        if pattern.search(text):
-            return name
-    return None
+    """The session's dtype word inside a TensorRT format string (`Row major linear FP16 format`): `sessions.trt_names`."""
+    return dtype_word(text)

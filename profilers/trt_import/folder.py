@@ -1,6 +1,8 @@
 """The files of one engine in a folder, as users keep them side by side (`trt-inspect import DIR`).
 
-Each file is classified by its content (`layer_info.file_kind`, or a trtexec log), and the files are
+Each file is classified by its content (`layer_info.file_kind`, or a trtexec log: its options, its
+`--dumpLayerInfo` or verbose layer block, its `--dumpProfile` table; a log's block or table is taken only
+where no JSON file of that kind is there), and the files are
 grouped by engine name (`metadata.engine_stem`). A folder with one engine's layer file (or, without
 one, one profile) imports it with the profile, times and metadata of the same engine name, or the only
 ones there; a folder with several engines is refused with one line naming them.
@@ -15,10 +17,11 @@ from profilers.trt_import import documents
 from profilers.trt_import.importer import ImportFiles
 from profilers.trt_import.layer_info import SAMPLES_KIND, file_kind
 from profilers.trt_import.metadata import engine_stem
+from profilers.trt_import.text_layers import LOG_HEAD, LOG_MARKS, is_text, text_layer_kind
+from profilers.trt_import.text_profile import PROFILE_HEADING
 from sessions.errors import InputError
 
 MAX_FILES = 1000  # a folder of TensorRT files, not a home directory
-LOG_MARKS = ("&&&& RUNNING", "=== Model Options ===")  # what `metadata.read_options` reads as a log
 
 
 @dataclass
@@ -28,15 +31,22 @@ class FolderImport:
     left: list[Path]  # files of no kind this tool reads, or of another engine
 
 
+def _log_kinds(path: Path) -> list[str]:
+    """What a text file holds: `metadata` (trtexec's options), `log-layers`, `log-profile`; empty for none."""
+    try:
+        text = documents.read_text(path, "file")
+    except InputError:
+        return []
+    kinds = ["metadata"] if any(mark in text[:LOG_HEAD] for mark in LOG_MARKS) else []
+    if text_layer_kind(text):
+        kinds.append("log-layers")
+    if PROFILE_HEADING.search(text):
+        kinds.append("log-profile")
+    return kinds
+
+
 def _kind(path: Path) -> str | None:
-    """layers | profile | times | metadata, or None for a file this tool does not read."""
-    if path.suffix in (".log", ".out", ".txt") or not path.suffix:
-        try:
-            head = documents.read_text(path, "file")[:20000]
-        except InputError:
-            return None
-        if any(mark in head for mark in LOG_MARKS):
-            return "metadata"
+    """layers | profile | times | metadata (JSON), or None for a file this tool does not read as JSON."""
     try:
         kind = file_kind(documents.read_json(path, "file"))
     except InputError:
@@ -66,9 +76,12 @@ def files_of_folder(folder: Path) -> FolderImport:
         raise InputError(f"{folder} holds {len(paths)} files, over the {MAX_FILES} an engine's folder may have")
     kinds: dict[str, list[Path]] = {}
     for path in paths:
-        kind = _kind(path)
-        if kind:
-            kinds.setdefault(kind, []).append(path)
+        for kind in _log_kinds(path) if is_text(path) else [_kind(path)]:
+            if kind:
+                kinds.setdefault(kind, []).append(path)
+    for kind in ("layers", "profile"):  # a log's layer block or profile table where no JSON file gives them
+        if not kinds.get(kind) and kinds.get(f"log-{kind}"):
+            kinds[kind] = kinds[f"log-{kind}"]
     mains = kinds.get("layers") or kinds.get("profile") or []
     if not mains:
         raise InputError(f"{folder}: no layer information or profile file found")
@@ -81,6 +94,6 @@ def files_of_folder(folder: Path) -> FolderImport:
     profile = _pick(kinds.get("profile", []), stem) if layers is not None else main
     times = _pick(kinds.get("times", []), stem)
     metadata = [p for p in kinds.get("metadata", []) if engine_stem(p) == stem or len(kinds.get("metadata", [])) == 1]
-    taken = [p for p in (layers, profile, times, *metadata) if p is not None]
+    taken = list(dict.fromkeys(p for p in (layers, profile, times, *metadata) if p is not None))  # a log may be several
     return FolderImport(ImportFiles(layers, profile, times, metadata, find_metadata=False), taken,
                         [p for p in paths if p not in taken])

@@ -15,10 +15,13 @@ from pathlib import Path
 
 from profilers import environment
 from profilers.stats import latency_stats
+from profilers.trt_import import documents
 from profilers.trt_import.documents import read_json
 from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
 from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
 from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile, parse_times
+from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
+from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
 from sessions.errors import InputError
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
@@ -64,7 +67,11 @@ class Imported:
     per_layer: str  # what each layer's time is, in words
 
 
-def per_layer_words(profile: Profile | None) -> str:
+def per_layer_words(profile: Profile | None, dumped: bool = False) -> str:
+    """What each layer's time is, in words; `dumped` for a profile read from a `--dumpProfile` table."""
+    if profile is not None and dumped:
+        return ("IProfiler layer times from trtexec --dumpProfile's table in the log (average per iteration; includes "
+                "profiling overhead and does not add up to the latency)")
     if profile is not None and profile.records[0].samples is not None:
         return (f"IProfiler layer times over up to {profile.count} runs, written by the TensorRT API: each layer's median, "
                 "with p10 and p90 (includes profiling overhead and does not add up to the latency)")
@@ -74,11 +81,11 @@ def per_layer_words(profile: Profile | None) -> str:
     return "no per-layer times imported (--profile)"
 
 
-def _apply_log(files: ImportFiles, info: LayerInfo, notes: list[str]) -> None:
-    """Types, tactics and tensors from a verbose trtexec log given with --metadata, for names-only layers."""
+def _apply_log(logs: list[Path], info: LayerInfo, notes: list[str]) -> None:
+    """Types, tactics and tensors from a verbose trtexec log (--metadata, or the log given as the profile), for names-only layers."""
     if info.detailed:
         return
-    for path in files.metadata:
+    for path in logs:
         logged = logged_layers(path)
         if logged:
             typed = apply_logged(info.layers, logged)
@@ -94,7 +101,7 @@ def _apply_log(files: ImportFiles, info: LayerInfo, notes: list[str]) -> None:
 
 def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | None]:
     """The engine's layers (from the layer file, else from the profile) and the profile, paired with them."""
-    profile = parse_profile(read_json(files.profile, "profile file"), str(files.profile)) if files.profile else None
+    profile = _profile(files.profile, notes) if files.profile else None
     if profile is not None and profile.count is not None:
         notes.append(f"profile over {profile.count} {'runs' if profile.records[0].samples else 'inferences'}")
     if files.layers is None:
@@ -102,14 +109,46 @@ def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | 
             raise InputError("give --layers, --profile or both")
         notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
         return LayerInfo(layers_from_profile(profile), [], detailed=False), profile
-    info = parse_layer_info(read_json(files.layers, "layer information file"), str(files.layers))
+    if is_text(files.layers):
+        info = read_text_layers(files.layers)
+    else:
+        info = parse_layer_info(read_json(files.layers, "layer information file"), str(files.layers))
     if profile is not None:
+        if files.profile is not None and is_text(files.profile):
+            profile, unrun = with_unrun_layers(profile, [layer.name for layer in info.layers])
+            if unrun:
+                notes.append(f"{len(unrun)} layers have no row in the --dumpProfile table (trtexec prints none for a layer "
+                             f"that did not run): 0 ms, as --exportProfile writes them ({_listed(unrun)})")
         pairing = pair_profile(info.layers, profile, str(files.profile))
         notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
         if pairing.unmatched_layers or pairing.unmatched_records:
             notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
                          f"{len(pairing.unmatched_records)} records without a layer")
+        if pairing.unmatched_layers:
+            notes.append(f"layers without a profile record (no time): {_listed(pairing.unmatched_layers)}")
+        if pairing.unmatched_records:
+            unpaired = {r.name: r.average_ms for r in profile.records if r.name in set(pairing.unmatched_records)}
+            notes.append(f"profile records without a layer, not joined to any ({sum(unpaired.values()):.4g} ms per "
+                         f"inference left out of the layers' times): {_listed(pairing.unmatched_records)}")
     return info, profile
+
+
+UNPAIRED_LISTED = 12  # names a note lists before it counts the rest
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(repr(name[:80]) for name in names[:UNPAIRED_LISTED])
+    return shown + (f" and {len(names) - UNPAIRED_LISTED} more" if len(names) > UNPAIRED_LISTED else "")
+
+
+def _profile(path: Path, notes: list[str]) -> Profile:
+    """A profile file: trtexec's --exportProfile JSON or IProfiler samples, or a log with a --dumpProfile table."""
+    if not is_text(path):
+        return parse_profile(read_json(path, "profile file"), str(path))
+    found = parse_text_profile(documents.read_text(path, "trtexec log"), str(path))
+    total = f", Total row {found.total_ms:.2f} ms" if found.total_ms is not None else ""
+    notes.append(f"profile from the --dumpProfile table of {path.name} ({found.layout}{total})")
+    return found.profile
 
 
 def _check_times_engine(files: ImportFiles, facts: RunFacts, median_ms: float) -> None:
@@ -153,11 +192,13 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     notes: list[str] = []
     source = files.layers or files.profile
     found = companions(source) if files.find_metadata and source is not None else []
-    facts = facts_from([*files.metadata, *(p for p in found if p not in files.metadata)])
+    logs = list(dict.fromkeys(p for p in (files.layers, files.profile) if p is not None and p not in files.metadata
+                              and is_trtexec_log(p)))
+    facts = facts_from([*files.metadata, *logs, *(p for p in found if p not in files.metadata)])
     if facts.sources:
         notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
     info, profile = _layers(files, notes)
-    _apply_log(files, info, notes)
+    _apply_log([*files.metadata, *logs], info, notes)
     notes.extend(info.notes)
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
     if dla:
@@ -182,7 +223,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
     variant.notes = notes
     return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts,
-                    per_layer_words(profile))
+                    per_layer_words(profile, files.profile is not None and is_text(files.profile)))
 
 
 def environment_of(facts: RunFacts) -> Environment:
@@ -191,7 +232,8 @@ def environment_of(facts: RunFacts) -> Environment:
         gpu = GpuInfo(name=facts.gpu, compute_capability=facts.compute_capability, multiprocessors=facts.multiprocessors,
                       memory_mib=facts.memory_mib, sm_clock_mhz=facts.sm_clock_mhz, mem_clock_mhz=facts.mem_clock_mhz)
     return Environment(host="unknown (imported files)", os="", cpu="", cpu_count=0, python="",
-                       versions={"tensorrt": facts.tensorrt} if facts.tensorrt else {}, gpu=gpu)
+                       versions={name: version for name, version in (("tensorrt", facts.tensorrt), ("cuda", facts.cuda))
+                                 if version}, gpu=gpu)
 
 
 GRAPH_WORDS = {True: "the CUDA-graph launch", False: "enqueue (no CUDA graph)",
@@ -209,6 +251,8 @@ def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
     else:
         region = ("no per-inference times imported (--times); latency columns show the sum of per-layer times; "
                   f"{TRANSFER_WORDS[facts.transfers]}")
+        if facts.gpu_compute_median_ms is not None:
+            region += f"; trtexec's own performance summary states a GPU compute median of {facts.gpu_compute_median_ms:.4g} ms"
     return TimingMethod(
         timer="trtexec" if latency is not None else "unknown",
         timed_region=region,
@@ -238,6 +282,7 @@ def new_session(imported: Imported, command: list[str]) -> Session:
             tool_version=environment.tool_version(),
             weights="from the engine",
             engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
+            engine_options=dict(imported.facts.build_flags),
         ),
         environment=environment_of(imported.facts),
         method=method_of(imported.facts, imported),

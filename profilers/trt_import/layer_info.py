@@ -19,12 +19,12 @@ from sessions.errors import InputError
 from sessions.groups import builtin_rules, name_parts, op_from_name
 from sessions.layer_ops import trt_op
 from sessions.model import Layer, Tensor
+from sessions.trt_names import tactic_precision
 from sessions.vocab import dtype_of as vocab_dtype_of
 
 dtype_of = functools.lru_cache(maxsize=4096)(vocab_dtype_of)  # format strings repeat across a file's tensors
 
 SEPARATORS = re.compile("[\x1e\x1f]")
-TACTIC_PRECISION = re.compile(r"(?:^|_)i8|int8|imma|e4m3|fp8", re.IGNORECASE)  # i8i8, i8f16, i8816, int8x4, imma, e4m3
 FLOAT_LIKE = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
 PROFILE_SUFFIX = re.compile(r" \[profile (\d+)\]$")
 ONNX_LAYER = re.compile(r"\[ONNX Layer: (.*?)\]")
@@ -170,10 +170,9 @@ def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | N
     A fused output dequantize makes an INT8 convolution write FP16 or FP32: its output says nothing
     about its arithmetic. Index tensors (int32 / int64 / bool) are not a compute precision.
     """
-    if tactic:
-        token = TACTIC_PRECISION.search(tactic)
-        if token:
-            return "fp8" if re.search("e4m3|fp8", token.group(0), re.IGNORECASE) else "int8"
+    from_tactic = tactic_precision(tactic)
+    if from_tactic:
+        return from_tactic
     if weights in ("int8", "fp8", "int4", "fp4"):
         return weights
     for tensors in (inputs, outputs):

@@ -14,11 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from profilers.trt_import import documents
+from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
 from sessions.errors import InputError
 
 LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
 LOG_VERSION = re.compile(r"\[TensorRT v(\d+)\]")
 SHAPE = re.compile(r"=(\d+(?:x\d+)+)")
+# trtexec's build options (log and *.build.metadata.json spell them alike, 8.x-10.x) that change what the engine is
+BUILD_FLAGS = ("Precision", "LayerPrecisions", "Sparsity", "Refit", "Version Compatible", "Strongly Typed",
+               "Profiling verbosity", "Tactic sources", "BuilderOptimizationLevel", "MaxAuxStreams", "Calibration",
+               "Memory Pools", "avgTiming", "minTiming", "timingCacheMode", "Safe mode")
 SUFFIXES = (".graph.json", ".profile.metadata.json", ".build.metadata.json", ".metadata.json", ".profile.json",
             ".timing.json", ".times.json", ".layers.json", ".json", ".profile", ".log")
 
@@ -41,6 +46,8 @@ class RunFacts:
     transfers: bool | None = None  # trtexec's "Data transfers" option: host-device copies ran beside the inferences
     sm_clock_mhz: int | None = None  # trtexec's (application) compute clock rate
     mem_clock_mhz: int | None = None
+    cuda: str | None = None  # the CUDA version trex's device file records
+    build_flags: dict[str, str] = field(default_factory=dict)  # trtexec's build options that change the engine
     sources: list[str] = field(default_factory=list)
 
 
@@ -72,6 +79,9 @@ def _options_from_log(text: str) -> dict[str, Any]:
         match = LOG_OPTION.match(line.strip())
         if match:
             options.setdefault(match.group(1).strip(), match.group(2).strip())
+    median = gpu_compute_median_ms(performance_summary(text))
+    if median is not None:
+        options["GPU Compute median"] = median
     return options
 
 
@@ -81,7 +91,8 @@ def _options_from_json(doc: Any) -> dict[str, Any]:
         cc = device.get("ComputeCapability")
         return {"Selected Device": device.get("Name"), "Compute Capability": ".".join(map(str, cc)) if isinstance(cc, list) else cc,
                 "Total Memory": device.get("TotalMemory"), "SMs": device.get("MULTIPROCESSOR_COUNT"),
-                "Clock Rate": device.get("CLOCK_RATE"), "Memory Clock Rate": device.get("MEMORY_CLOCK_RATE")}
+                "Clock Rate": device.get("CLOCK_RATE"), "Memory Clock Rate": device.get("MEMORY_CLOCK_RATE"),
+                "CUDA version": ".".join(map(str, device["CUDA_VERSION"])) if isinstance(device.get("CUDA_VERSION"), list) else None}
     if not isinstance(doc, dict) or not ({"model_options", "build_options", "inference_options", "device_information"} & set(doc)):
         raise InputError("not trtexec metadata (no model, build, inference or device options)")
     options: dict[str, Any] = {}
@@ -173,6 +184,8 @@ def facts_from(paths: list[Path]) -> RunFacts:
         sm_clock_mhz=_mhz(options.get("Application Compute Clock Rate") or options.get("Compute Clock Rate")
                           or options.get("Clock Rate")),
         mem_clock_mhz=_mhz(options.get("Application Memory Clock Rate") or options.get("Memory Clock Rate")),
+        cuda=str(options["CUDA version"]) if options.get("CUDA version") else None,
+        build_flags={key: str(options[key]) for key in BUILD_FLAGS if options.get(key) not in (None, "")},
         sources=[str(p) for p in paths],
     )
 

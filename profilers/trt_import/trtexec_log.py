@@ -42,9 +42,13 @@ def _tensors(text: str) -> list[Tensor]:
 
 def logged_layers(path: Path) -> dict[str, LoggedLayer]:
     """Layer name -> what the log states about it; empty where the log has no layer block."""
-    text = documents.read_text(path, "trtexec log")
+    return logged_layers_of(documents.read_text(path, "trtexec log"))
+
+
+def logged_layers_of(text: str) -> dict[str, LoggedLayer]:
+    """Layer name -> what a log's text states about it, in the log's order; empty where it has no layer block."""
     found: dict[str, LoggedLayer] = {}
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines: U+001E inside names (8.6+) is a line break to it
         start = line.find("Layer(")
         match = LAYER_LINE.match(line[start:]) if start >= 0 else None
         if match:

@@ -1,0 +1,155 @@
+"""Layer information a trtexec log prints as text, read as a layer file.
+
+Two blocks carry it:
+
+- `--dumpLayerInfo` (8.4+) prints the engine inspector's one-line format under `Layer Information:` /
+  `Layers:`: one line a layer, `Name: <name>, LayerType: <type>, Inputs: [ { Name: x, Dimensions: [1,3],
+  Format/Datatype: Float }], ..., TacticName: <kernel>, TacticValue: 0x...` for a DETAILED engine (the
+  same keys as `--exportLayerInfo`'s JSON), the bare layer name for a names-only one; then `Bindings:`.
+- A verbose build (`--verbose`, 8.x) prints `Engine Layer Information:` with one
+  `Layer(<Type>): <name>, Tactic: <id>, <inputs> -> <outputs>` line a layer (`trtexec_log`).
+
+The one-line records become the same dictionaries the JSON holds and go through `layer_info`'s reader,
+so a layer read from text is the layer read from JSON.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from profilers.trt_import import documents
+from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_info
+from profilers.trt_import.trtexec_log import apply_logged, logged_layers_of
+from sessions.errors import InputError
+
+LOG_PREFIX = re.compile(r"^\[[^\]]*\] \[[A-Z]\] ?")  # `[07/07/2026-02:11:38] [I] `
+KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
+INTEGER = re.compile(r"-?\d+$")
+OPENERS, CLOSERS = "[{(", "]})"
+LOG_MARKS = ("&&&& RUNNING", "=== Model Options ===")  # a trtexec log: its options are run facts (`metadata`)
+LOG_HEAD = 20000  # the marks come within the first lines
+
+
+def is_text(path: Path) -> bool:
+    """True for a regular file whose content is not JSON (a log); False for JSON or anything not a regular file."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    with path.open("rb") as handle:
+        head = handle.read(4096).lstrip()
+    return head[:1] not in (b"{", b"[")
+
+
+def is_trtexec_log(path: Path) -> bool:
+    """True for a text file whose head has trtexec's marks: its options and device are run facts (`metadata`)."""
+    if not is_text(path):
+        return False
+    with Path(path).open("rb") as handle:
+        head = handle.read(LOG_HEAD).decode("utf-8", "replace")
+    return any(mark in head for mark in LOG_MARKS)
+
+
+def _split_top(text: str) -> list[str]:
+    """`text` split at each `, ` outside brackets that a `Key: ` follows."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in OPENERS:
+            depth += 1
+        elif char in CLOSERS:
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0 and text.startswith(" ", index + 1) and KEY_AHEAD.match(text, index + 2):
+            parts.append(text[start:index])
+            start = index + 2
+    parts.append(text[start:])
+    return parts
+
+
+def _groups(text: str) -> list[str]:
+    """The `{ ... }` groups of a list of records, their braces removed."""
+    groups, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char == "{":
+            depth += 1
+            if depth == 1:
+                start = index + 1
+        elif char == "}":
+            depth -= 1
+            if depth == 0:
+                groups.append(text[start:index].strip())
+    return groups
+
+
+def _value(text: str) -> Any:
+    text = text.strip()
+    if text.startswith("[") and text.lstrip("[ ").startswith("{"):
+        return [_record(group) for group in _groups(text[1:-1])]
+    if text.startswith("{"):
+        try:
+            return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
+        except orjson.JSONDecodeError:
+            return text
+    if text.startswith("[") and text.endswith("]"):
+        items = [item.strip() for item in text[1:-1].split(",") if item.strip()]
+        return [int(item) for item in items] if all(INTEGER.match(item) for item in items) else text
+    return int(text) if INTEGER.match(text) else text
+
+
+def _record(text: str) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for part in _split_top(text):
+        key, _, value = part.partition(":")
+        record[key.strip()] = _value(value) if key.strip() != "Name" else value.strip()
+    return record
+
+
+def _dump_block(lines: list[str]) -> tuple[list[Any], list[str]] | None:
+    """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none."""
+    start = next((i for i, line in enumerate(lines) if LOG_PREFIX.sub("", line).strip() == "Layer Information:"), None)
+    if start is None or start + 1 >= len(lines) or LOG_PREFIX.sub("", lines[start + 1]).strip() != "Layers:":
+        return None
+    layers: list[Any] = []
+    bindings: list[str] = []
+    section = layers
+    for line in lines[start + 2:]:
+        if LOG_PREFIX.match(line):
+            break
+        text = line.strip()
+        if text == "Bindings:":
+            section = bindings
+        elif text:
+            section.append(_record(text) if section is layers and text.startswith("Name: ") else text)
+    return layers, bindings
+
+
+def text_layer_kind(text: str) -> str | None:
+    """Which layer block a log holds: `--dumpLayerInfo` or `verbose`; None where it holds none."""
+    if _dump_block(text.split("\n")) is not None:
+        return "--dumpLayerInfo"
+    return "verbose" if "Engine Layer Information" in text and logged_layers_of(text) else None
+
+
+def parse_text_layers(text: str, origin: str) -> LayerInfo:
+    """The engine's layers a log prints: the `--dumpLayerInfo` block, else the verbose `Layer(...)` lines."""
+    block = _dump_block(text.split("\n"))
+    if block is not None and block[0]:
+        layers, bindings = block
+        info = parse_layer_info({"Layers": layers, "Bindings": bindings}, origin)
+        info.notes.append(f"layers from the text of {Path(origin).name} (--dumpLayerInfo)")
+        return info
+    logged = logged_layers_of(text)
+    if not logged:
+        raise InputError(f"{origin}: no layer information in this log (trtexec prints it with --dumpLayerInfo, or "
+                         "`Engine Layer Information` with --verbose)")
+    found = [named_layer(name) for name in logged]
+    apply_logged(found, logged)
+    produced = {t.name for layer in found for t in layer.outputs}
+    inputs = list(dict.fromkeys(t.name for layer in found for t in layer.inputs if t.name not in produced))
+    return LayerInfo(found, inputs, detailed=True, notes=[f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"])
+
+
+def read_text_layers(path: Path) -> LayerInfo:
+    return parse_text_layers(documents.read_text(path, "trtexec log"), str(path))

@@ -1,0 +1,169 @@
+"""trtexec's `--dumpProfile` table and performance summary, read from the text of its log.
+
+The table follows `=== Profile (N iterations ) ===`: a header, one row a layer, a `Total` row. Its
+columns are found by the header's words (`sessions.trt_names.PROFILE_COLUMNS`), so every layout reads:
+7.x (`Layer`, `Time (ms)`, `Avg. Time (ms)`, `Time %`), 8.x (adds `Median Time (ms)`) and 8.6+ / 10.x
+(`Time(ms)  Avg.(ms)  Median(ms)  Time(%)  Layer`, the name last). Each row gives the same record an
+`--exportProfile` JSON gives; the `Total` row is kept to check the rows against.
+
+The summary follows `=== Performance summary ===`: `GPU Compute Time: min = 0.8 ms, ..., median = ...`
+(8.x-10.x), or 7.x's `GPU Compute` heading with `min: ...` lines under it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from profilers.trt_import import documents
+from profilers.trt_import.layer_info import normalize_name, profile_index
+from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
+from profilers.trt_import.text_layers import LOG_PREFIX
+from sessions.errors import InputError
+from sessions.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE, SUMMARY_STARTS
+
+NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
+THROUGHPUT = re.compile(rf"^Throughput: ({NUMBER}) qps", re.IGNORECASE)
+STATISTIC = re.compile(rf"(min|max|mean|median|percentile\(\d+(?:\.\d+)?%\)|percentile)\s*[=:]\s*({NUMBER})\s*ms")
+TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
+
+
+@dataclass
+class TextProfile:
+    profile: Profile
+    total_ms: float | None  # the `Total` row's summed time, where the table has one
+    layout: str  # the header's words, as the log writes them
+
+
+def _columns(header: str) -> list[str]:
+    """The table's fields in the header's order, each found by its longest spelling first."""
+    spans: list[tuple[int, int, str]] = []
+    aliases = sorted(((alias, field) for field, words in PROFILE_COLUMNS.items() for alias in words),
+                     key=lambda pair: -len(pair[0]))
+    for alias, field in aliases:
+        for match in re.finditer(re.escape(alias), header):
+            if all(match.end() <= start or match.start() >= end for start, end, _ in spans):
+                spans.append((match.start(), match.end(), field))
+    return [field for _, _, field in sorted(spans)]
+
+
+def _row(columns: list[str], line: str) -> dict[str, str] | None:
+    numbers = sum(1 for c in columns if c != "name")
+    cells = r"\s+".join([f"({NUMBER})"] * numbers)
+    if columns[0] == "name":
+        match = re.match(rf"^(.*?)\s+{cells}\s*$", line)
+    else:
+        match = re.match(rf"^\s*{cells}\s+(.*?)\s*$", line)
+    if not match:
+        return None
+    values = list(match.groups())
+    names = [c for c in columns if c == "name"]
+    order = names + [c for c in columns if c != "name"] if columns[0] == "name" else [c for c in columns if c != "name"] + names
+    return dict(zip(order, values))
+
+
+def parse_text_profile(text: str, origin: str) -> TextProfile:
+    """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none."""
+    lines = [LOG_PREFIX.sub("", line).rstrip() for line in text.split("\n")]
+    heading = next((i for i, line in enumerate(lines) if PROFILE_HEADING.search(line)), None)
+    if heading is None:
+        raise InputError(f"{origin}: no `=== Profile (N iterations ) ===` table in this log (trtexec prints it with --dumpProfile)")
+    match = PROFILE_HEADING.search(lines[heading])
+    assert match is not None
+    count = documents.count(int(match.group(1)), f"{origin}: the profile's iterations", positive=True)
+    rest = iter(lines[heading + 1:])
+    header = next((line for line in rest if line.strip()), "")
+    columns = _columns(header)
+    if "name" not in columns or "total_ms" not in columns or columns.count("name") != 1:
+        raise InputError(f"{origin}: the profile table's header {header.strip()[:80]!r} is not one trtexec writes")
+    records: list[ProfileRecord] = []
+    total = None
+    for position, line in enumerate(rest):
+        if not line.strip():
+            if records:
+                break
+            continue
+        row = _row(columns, line)
+        if row is None:
+            break
+        name = row["name"].strip()
+        where = f"{origin}: profile row {position}"
+        if name == "Total":
+            total = documents.time_ms(float(row["total_ms"]), f"{where} Time")
+            break
+        if profile_index(name):
+            continue
+        total_ms = documents.time_ms(float(row["total_ms"]), f"{where} Time")
+        average = documents.time_ms(float(row["average_ms"]), f"{where} Avg.") if "average_ms" in row else total_ms / count
+        median = documents.time_ms(float(row["median_ms"]), f"{where} Median") if "median_ms" in row else None
+        share = documents.percent(float(row["percentage"]), f"{where} Time %") if "percentage" in row else None
+        records.append(ProfileRecord(normalize_name(name), total_ms, average, median, share))
+    if not records:
+        raise InputError(f"{origin}: the profile table holds no layer rows")
+    summed = sum(r.total_ms for r in records)
+    if total is not None and abs(summed - total) > TOTAL_AGREEMENT * total + 0.01 * len(records):
+        raise InputError(f"{origin}: the profile rows add up to {summed:.2f} ms, its Total row says {total:.2f} ms: "
+                         "a table cut short or two runs' tables mixed")
+    return TextProfile(Profile(count, records), total, " | ".join(columns))
+
+
+def performance_summary(text: str) -> dict[str, dict[str, float]]:
+    """trtexec's summary: each measure (`GPU Compute Time`, `Latency`, ...) -> its statistics in ms, and
+    `Throughput` -> {"qps": ...}; empty where the log has no summary."""
+    lines = [LOG_PREFIX.sub("", line).strip() for line in text.split("\n")]
+    start = next((i for i, line in enumerate(lines) if line in SUMMARY_STARTS), None)
+    if start is None:
+        return {}
+    summary: dict[str, dict[str, float]] = {}
+    heading = None if lines[start].startswith("===") else lines[start]
+    for line in lines[start + 1:start + 60]:
+        if line.startswith(("=== ", "&&&&")):
+            break
+        name = line.partition(":")[0]
+        throughput = THROUGHPUT.match(line)
+        if throughput:
+            summary["Throughput"] = {"qps": float(throughput.group(1))}
+            continue
+        stats = {key: float(value) for key, value in STATISTIC.findall(line)}
+        if stats and STATISTIC.match(line) and heading:  # 7.x: `min: 0.8 ms` under a heading
+            summary.setdefault(heading, {}).update(stats)
+        elif stats:
+            summary[name.strip()] = stats
+        elif line and ":" not in line:
+            heading = line
+    return summary
+
+
+def gpu_compute_median_ms(summary: dict[str, dict[str, float]]) -> float | None:
+    """The median GPU compute time the summary states, under any version's spelling; None where it states none."""
+    for spelling in SUMMARY_GPU_COMPUTE:
+        median = summary.get(spelling, {}).get("median")
+        if median is not None:
+            return documents.time_ms(median, f"performance summary {spelling} median")
+    return None
+
+
+def with_unrun_layers(profile: Profile, layer_names: list[str]) -> tuple[Profile, list[str]]:
+    """The table's profile with a 0 ms record for each layer it has no row for, in the layers' order; and their names.
+
+    trtexec prints no row for a layer that did not run (`sampleReporting.cpp`: no time reported), where
+    `--exportProfile` writes it with 0 ms. Only a table whose rows nearly all name one of these layers
+    (PAIRING_MIN) is filled in; any other is returned as it is, for the pairing to refuse.
+    """
+    rows = {record.name for record in profile.records}
+    names = set(layer_names)
+    if sum(1 for record in profile.records if record.name in names) < PAIRING_MIN * len(profile.records):
+        return profile, []
+    missing = [name for name in layer_names if name not in rows]
+    if not missing:
+        return profile, []
+    by_name: dict[str, list[ProfileRecord]] = {}
+    for record in profile.records:
+        by_name.setdefault(record.name, []).append(record)
+    records = []
+    for name in layer_names:
+        queue = by_name.get(name)
+        records.append(queue.pop(0) if queue else ProfileRecord(name, 0.0, 0.0, 0.0, 0.0))
+    records.extend(record for queue in by_name.values() for record in queue)  # rows naming no layer, for the pairing to list
+    return Profile(profile.count, records), missing
