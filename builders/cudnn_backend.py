@@ -19,11 +19,11 @@ from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache
 from builders.fp8_kernels import Quantizer, make_quantizer
 from builders.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from sessions.errors import InputError, MissingEnvironment, first_line
+from sessions.lowering import FP8_TENSOR_CORES
 from sessions.model import Recipe, Variant
 from sessions.plan import VariantPlan
 
 ENGINE_LABEL = "cuDNN / cuBLASLt engine (not TensorRT)"
-MIN_CAPABILITY = (8, 9)
 
 
 def engine_problem() -> str | None:
@@ -31,7 +31,7 @@ def engine_problem() -> str | None:
     if not torch.cuda.is_available():
         return "the cuDNN / cuBLASLt engine needs a CUDA GPU; none is visible to PyTorch here"
     capability = torch.cuda.get_device_capability()
-    if tuple(capability) < MIN_CAPABILITY:
+    if tuple(capability) < FP8_TENSOR_CORES:
         return (f"the cuDNN / cuBLASLt engine needs FP8 tensor cores (compute capability 8.9 or newer); "
                 f"{torch.cuda.get_device_name()} has {capability[0]}.{capability[1]}")
     from builders.fp8_kernels import import_cudnn

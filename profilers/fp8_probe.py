@@ -31,6 +31,7 @@ from profilers.probe_session import (
 )
 from profilers.tracers import Tracer
 from sessions.errors import InputError, MissingEnvironment
+from sessions.lowering import FP8_TENSOR_CORES
 from sessions.model import Session, Study, TimingMethod
 from sessions.options import PROBE, check_values, default
 from sessions.paths import sessions_dir
@@ -38,7 +39,6 @@ from sessions.plan import TimingPlan
 from sessions.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
 from sessions.storage import save
 
-MIN_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada and Hopper onwards
 REPLAY_TARGET_MS = 0.2  # one timed replay holds about this much work ...
 MAX_CALLS_PER_REPLAY = 128  # ... in at most this many back-to-back calls
 Report = Callable[[str], None]
@@ -72,7 +72,7 @@ def fp8_environment_problem(cuda_available: bool, capability: tuple[int, int] | 
     """Why this machine cannot run FP8 kernels, or None."""
     if not cuda_available:
         return "probe needs a CUDA GPU with FP8 (compute capability 8.9 or newer); none is visible to PyTorch here"
-    if capability is None or tuple(capability) < MIN_CAPABILITY:
+    if capability is None or tuple(capability) < FP8_TENSOR_CORES:
         found = ".".join(str(c) for c in capability) if capability else "unknown"
         return f"probe needs FP8 tensor cores (compute capability 8.9 or newer); {gpu} has {found}"
     return None

@@ -1,12 +1,16 @@
-"""Lowering diagnosis: layers whose kernel count shows a convolution split per group, or a jump.
+"""Lowering diagnosis: layers whose kernel count shows a convolution split per group, or a jump, and FP8 layers
+whose kernels cannot compute in FP8.
 
 TensorRT (and cuDNN under PyTorch) may lower a grouped convolution into one kernel per group; an
 FP8 build may add a concat kernel per group on top. Both show as a layer whose kernels per call
-reach its group count, or grow far past the same layer in the fp16 variant.
+reach its group count, or grow far past the same layer in the fp16 variant. A layer that ran in FP8 on
+kernels built for an architecture without FP8 tensor cores (NVIDIA's libraries name the target, `sm80_...`)
+reads FP8 data but multiplies in a wider type: FP8 saves it memory traffic, not math.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -15,13 +19,17 @@ from sessions.model import Variant
 
 JUMP_FACTOR = 2.0  # kernels per call at least this many times the baseline's ...
 JUMP_MIN = 8.0  # ... and at least this many more
+FP8_TENSOR_CORES = (8, 9)  # compute capability from which GPUs have FP8 (e4m3, e5m2) tensor-core instructions
+# The target architecture NVIDIA's libraries write into kernel names: sm80_xmma_..., cudnn_generated_fort_native_sm90_...,
+# cutlass3x_sm90_..., sm90a_...; a token of its own (not inside a longer word or number).
+_ARCH_TOKEN = re.compile(r"(?:^|[^a-z0-9])sm_?(\d{2,3})[af]?(?=[^a-z0-9]|$)", re.IGNORECASE)
 
 
 @dataclass
 class Flag:
     variant: str
     layer: str
-    reason: str  # per-group split | kernel jump
+    reason: str  # per-group split | kernel jump | fp8 on smNN kernels
     kernels_per_call: float
     groups: int | None
     baseline_kernels_per_call: float | None
@@ -71,12 +79,37 @@ def _diagnose(variant: Variant, baseline: Variant | None, factor: float, minimum
         if base_per_layer is not None:
             base_counts = {layer.name: n for layer, n in zip(baseline.layers, base_per_layer)}
     found: list[tuple[int, str, float | None]] = []
+    below_fp8 = _fp8_layers_below_fp8_arch(variant)
     for i, (layer, count) in enumerate(zip(variant.layers, per_layer)):
         base = base_counts.get(layer.name)
         if layer.groups and layer.groups > 1 and count >= layer.groups:
             found.append((i, "per-group split", base))
         elif base is not None and count >= factor * base and count - base >= minimum:
             found.append((i, "kernel jump", base))
+        elif i in below_fp8:
+            found.append((i, f"fp8 on sm{below_fp8[i][0]}{below_fp8[i][1]} kernels", base))
     evidence = _evidence(variant, {i for i, _, _ in found})
     return [Flag(variant.name, variant.layers[i].name, reason, per_layer[i], variant.layers[i].groups, base, evidence[i])
             for i, reason, base in found]
+
+
+def kernel_arch(name: str) -> tuple[int, int] | None:
+    """The compute capability a kernel was built for, from the `smNN` token in its name; None without one."""
+    found = _ARCH_TOKEN.search(name)
+    return divmod(int(found.group(1)), 10) if found else None
+
+
+def _fp8_layers_below_fp8_arch(variant: Variant) -> dict[int, tuple[int, int]]:
+    """Layers that ran in FP8 (precision as run) whose kernels all name their architecture, every one below
+    FP8_TENSOR_CORES: each such layer's index and the newest architecture among its kernels."""
+    table = variant.kernels
+    fp8 = {i for i, layer in enumerate(variant.layers) if layer.precision == "fp8"}
+    if table is None or not fp8:
+        return {}
+    archs: dict[int, set[tuple[int, int] | None]] = {}
+    arch_of = [kernel_arch(name) for name in table.names]
+    for owner, name_id in set(zip(table.layer, table.name)):
+        if owner in fp8:
+            archs.setdefault(owner, set()).add(arch_of[name_id])
+    return {i: max(found) for i, found in archs.items()  # type: ignore[type-var]
+            if None not in found and max(found) < FP8_TENSOR_CORES}  # type: ignore[type-var]

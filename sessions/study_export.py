@@ -288,12 +288,14 @@ def kernels_section(jobs: list[Job], rules: Rules) -> str:
 
 
 def explaining_layers(session: Session, top: int = 5) -> str:
-    """The flagged layers (per-group splits, kernel jumps against fp16), most kernels first."""
+    """The flagged layers (per-group splits, kernel jumps against fp16, FP8 layers on kernels without FP8 tensor
+    cores), most kernels first."""
     found = [flag for flag, _ in views.flags_of(session)]
     baseline = reference(session)
     base = baseline.name if baseline is not None else "the baseline"
     if not found:
-        return f"No layer is flagged (no per-group split, no kernel jump against {md_cell(base)})."
+        return (f"No layer is flagged (no per-group split, no kernel jump against {md_cell(base)}, no FP8 layer on "
+                "kernels without FP8 tensor cores).")
     lines = []
     for variant in dict.fromkeys(f.variant for f in found):
         mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)

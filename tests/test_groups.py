@@ -1,4 +1,7 @@
 import copy
+import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -93,3 +96,48 @@ def test_a_stage_from_the_models_structure_wins_over_a_name_that_looks_like_one(
     assert stage_of(named, rules) != "stage 1"
     named.attrs["stage"] = "stage 1"
     assert stage_of(named, rules) == "stage 1"
+
+
+ENGINE_SESSION = Path(__file__).parent.parent / "benchmarks/results/h200/plans-held/senet154-plans-held.json"
+
+
+def test_fp8_layers_on_kernels_without_fp8_tensor_cores_are_flagged():
+    """On the H200 the engine's FP8 grouped 3x3 convolutions ran kernels built for sm80 (no FP8 tensor cores); the
+    expected layers come from the raw JSON: FP8 as run, every kernel name's smNN token below 89."""
+    raw = json.loads(ENGINE_SESSION.read_text())
+    session = storage.load(ENGINE_SESSION)
+    for name in ("cudnn-fp8-all", "cudnn-fp16"):
+        variant = next(v for v in raw["variants"] if v["name"] == name)
+        kernels = variant["kernels"]
+        names_of: dict[int, set[str]] = {}
+        for owner, name_id in zip(kernels["layer"], kernels["name"]):
+            names_of.setdefault(owner, set()).add(kernels["names"][name_id])
+        expected = set()
+        for index, layer in enumerate(variant["layers"]):
+            archs = [re.search(r"sm(\d+)", n) for n in names_of.get(index, ())]
+            if layer["precision"] == "fp8" and archs and all(a and int(a.group(1)) < 89 for a in archs):
+                expected.add(layer["name"])
+        flagged = {f.layer for f in diagnose(session.variant(name)) if f.reason.startswith("fp8 on sm")}
+        assert flagged == expected
+        if name == "cudnn-fp8-all":
+            grouped = {layer["name"] for layer in variant["layers"]
+                       if (layer.get("groups") or 1) > 1 and layer["precision"] == "fp8"}
+            assert expected == grouped and len(grouped) == 47  # every grouped convolution run in FP8, nothing else
+        else:
+            assert not expected
+
+
+@pytest.mark.parametrize(("name", "arch"), [
+    ("sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc", (8, 0)),
+    ("cudnn_generated_fort_native_sm90_convFwd_pointwise_knob_19", (9, 0)),
+    ("cutlass3x_sm90_tensorop_s64x128x32gemm_e4m3", (9, 0)),
+    ("sm90a_xmma_gemm", (9, 0)),
+    ("kernel_sm120_gemm", (12, 0)),
+    ("triton_poi_fused__to_copy_clamp_mul_0", None),
+    ("ampere_fp16_s1688gemm_fp16_128x128", None),
+    ("asm80x_kernel", None),  # inside a longer word: no token
+])
+def test_a_kernels_architecture_is_its_own_smNN_token(name, arch):
+    from sessions.lowering import kernel_arch
+
+    assert kernel_arch(name) == arch
