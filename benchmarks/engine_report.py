@@ -1,6 +1,6 @@
 """What the cuDNN / cuBLASLt engine's sessions show, for the H200 evidence log: per variant the median, per-sample
 CoV, kernels and standalone quantize kernels per call, plans tried per cuDNN layer, the FP8 layers whose kernels
-show no FP8 kernel name, the layers that fell back with their reasons, and real-against-simulated numerics.
+show no FP8 kernel name and their kernels' target architectures, the layers that fell back with their reasons, and real-against-simulated numerics.
 
 python benchmarks/engine_report.py SESSION.json...
 """
@@ -12,6 +12,7 @@ import re
 import sys
 from pathlib import Path
 
+from sessions.lowering import kernel_arch
 from sessions.model import Session, Variant
 from sessions.storage import decode, read_regular_file
 
@@ -52,6 +53,11 @@ def report(session: Session, path: Path) -> None:
             without = [layer.name for layer in fp8 if not any(FP8_KERNEL.search(k) for k in kernels.get(layer.name, []))]
             names = collections.Counter(k[:90] for layer in fp8 for k in kernels.get(layer.name, []))
             print(f"    FP8 layers {len(fp8)}; without an FP8 kernel name: {len(without)} {without[:5]}")
+            archs = collections.Counter(max((kernel_arch(k) or (0, 0) for k in kernels.get(layer.name, [])), default=None)
+                                        for layer in fp8)
+            print("    FP8 layers by their kernels' target architecture (FP8 tensor cores from sm89): " + ", ".join(
+                f"{f'sm{arch[0]}{arch[1]}' if arch and arch != (0, 0) else 'no smNN token'} {count}"
+                for arch, count in sorted(archs.items(), key=lambda item: str(item[0]))))
             for name, count in names.most_common(6):
                 print(f"      {count:4d} x {name}")
         reasons = collections.Counter(str(layer.attrs.get("fallback"))[:160] for layer in v.layers
