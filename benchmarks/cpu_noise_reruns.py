@@ -2,7 +2,7 @@
 
     python benchmarks/cpu_noise_reruns.py [--model resnet18] [--layer layer2.0.conv1] [--repeat 2] [--out DIR]
 
-Writes OUT/run-1.json ... run-3.json (fp32 and simulated FP8 `all`), OUT/slowed-xN.json (fp32 only, with LAYER's
+Writes OUT/run-1.json ... run-3.json (fp32 and simulated FP8 `all`), OUT/slowed-xN.json (the same, with LAYER's
 forward run N times: N - 1 extra convolutions inside that module), OUT/diff-*.txt (each `diff`'s output and exit
 code: every ordered pair of reruns, and each rerun against the slowed run) and OUT/summary-xN.txt (wall time per
 run, the load average, the cost of the traced calls, and each diff's regressions). Every run is the CLI in a fresh process, from this
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["--device", "cpu", "--calib-count", "4", "--eval-count", "4"]  # quality and calibration kept short
+# every run, the slowed one too: the same variants build the same graph (BatchNorm folded alike in fp32)
+VARIANTS = ["--variants", "fp32,fp8", "--fp8-recipe", "all"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -39,6 +42,22 @@ def tracing_cost(path: Path) -> str:
     extra = sum((v.trace.calls - 1) * v.trace.traced_call_ms for v in session.variants
                 if v.trace is not None and v.trace.traced_call_ms is not None) / 1e3
     return f"{path.stem}: traced {', '.join(parts)}; the calls beyond the first: {extra:.1f} s"
+
+
+def flagged(a: Path, b: Path, layer: str) -> str:
+    """The diff's regressions in words (what, variant, item), and where B is the slowed run, what became of `layer`."""
+    done = cli("diff", str(a), str(b), "--format", "json")
+    if done.returncode not in (0, 1):
+        return ""
+    changes = json.loads(done.stdout)["changes"]
+    found = [f"{c['what']} {c['variant']} {c['item']}" for c in changes if c["regression"]]
+    text = f": {'; '.join(found)}" if found else ""
+    if b.stem.startswith("slowed-"):
+        verdicts = [f"{c['variant']} {c['what']} {'REGRESSION' if c['regression'] else c['verdict'] or 'not judged'}"
+                    for c in changes if c["item"] == layer and c["what"] in ("layer time", "layer kernels")]
+        others = [c for c in changes if c["regression"] and c["what"] in ("layer time", "group time") and c["item"] != layer]
+        text += f". {layer}: {', '.join(verdicts) or 'no row'}; other layer or group times flagged: {len(others)}"
+    return text
 
 
 def slowed_run(model: str, layer: str, repeat: int, out: str) -> int:
@@ -64,7 +83,7 @@ def slowed_run(model: str, layer: str, repeat: int, out: str) -> int:
     timm.create_model = create_slowed
     from inspector.cli import main
 
-    return main(["run", model, *SMALL, "--variants", "fp32", "--out", out])
+    return main(["run", model, *SMALL, *VARIANTS, "--out", out])
 
 
 def main() -> int:
@@ -93,7 +112,7 @@ def main() -> int:
             done = subprocess.run([sys.executable, __file__, "--model", args.model, "--layer", args.layer,
                                    "--repeat", str(args.repeat), "--slowed-run", str(path)], check=False, cwd=ROOT, capture_output=True, text=True)
         else:
-            done = cli("run", args.model, *SMALL, "--variants", "fp32,fp8", "--fp8-recipe", "all", "--out", str(path))
+            done = cli("run", args.model, *SMALL, *VARIANTS, "--out", str(path))
         lines.append(f"{name}: exit {done.returncode}, {time.perf_counter() - started:.1f} s wall, "
                      f"load average after {os.getloadavg()}")
         if done.returncode != 0:
@@ -105,7 +124,7 @@ def main() -> int:
         (out / f"diff-{a.stem}-{b.stem}.txt").write_text(f"$ trt-inspect diff {a.name} {b.name}\n{done.stdout}"
                                                         f"{done.stderr}exit {done.returncode}\n")
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()
-        lines.append(f"diff {a.stem} {b.stem}: exit {done.returncode}; {last}")
+        lines.append(f"diff {a.stem} {b.stem}: exit {done.returncode}; {last}{flagged(a, b, args.layer)}")
     (out / f"summary-{slowed.removeprefix('slowed-')}.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -28,6 +28,7 @@ class Capabilities:
     layer_times: str | None = None  # what the engine's own per-layer profiler measures (TensorRT's IProfiler); None: none
     range_kinds: frozenset[str] = frozenset()  # layer ranges a tracer can see: nvtx, annotation
     devices: frozenset[str] = frozenset({"cuda", "cpu"})
+    torch_memory: bool = True  # device memory allocated through PyTorch's caching allocator (profilers.memory measures it)
 
 
 @dataclass(frozen=True)

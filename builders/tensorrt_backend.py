@@ -177,6 +177,7 @@ class TensorRTBackend(Backend):
         ),
         range_kinds=frozenset({"nvtx"}),
         devices=frozenset({"cuda", "cpu"}),  # cpu: the stand-in for tests only (see unavailable)
+        torch_memory=False,  # TensorRT allocates its engine and activation memory itself
     )
 
     @classmethod

@@ -141,14 +141,10 @@ class TorchBackend(Backend):
         self.static_input = context.static_input
         self._reference = model.module.to(device=self.device, dtype=torch.float32).eval()
         self._fold = study_folds_batchnorm(context.plan.variants)
-        self._source: tuple[torch.nn.Module, int] | None = None  # what every variant is made from, BatchNorm folded
+        # what every variant is made from, BatchNorm folded, and how many BatchNorm layers it folded: made here,
+        # before any variant, so that no variant's build time or peak memory (profilers.memory) holds it
+        self._source = folded_reference(self._reference, self.static_input[:1]) if self._fold else (self._reference, 0)
         self._calibrations = Calibrations()
-
-    def _variant_source(self) -> tuple[torch.nn.Module, int]:
-        """The module every variant starts from, and how many BatchNorm layers it has folded (made on first use)."""
-        if self._source is None:
-            self._source = folded_reference(self._reference, self.static_input[:1]) if self._fold else (self._reference, 0)
-        return self._source
 
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
@@ -162,7 +158,7 @@ class TorchBackend(Backend):
         # FP8 runs on an fp16 model on the GPU (as a TensorRT FP8 engine keeps fp16 elsewhere),
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
         fp8_base = torch.float16 if self.device == "cuda" else torch.float32
-        source, folded = self._variant_source()
+        source, folded = self._source
         built = variant_module(source, variant, calibration, fp8_base, self._calibrations)
         bake_fp8_weights(built)
         structure = model_structure(self._reference, self.static_input)

@@ -72,15 +72,18 @@ class Calibrations:
     """
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[object, ...], tuple[torch.nn.Module, int]] = {}
+        self._modules: dict[tuple[object, ...], tuple[torch.nn.Module, int, torch.device]] = {}
 
     def calibrated(self, key: tuple[object, ...], make: Callable[[], tuple[torch.nn.Module, int]]
                    ) -> tuple[torch.nn.Module, int]:
-        """A copy of the module `make` returns for `key` (made once), and the BatchNorm layers it folded."""
+        """A copy of the module `make` returns for `key` (made once), on the device `make` put it on, and the
+        BatchNorm layers it folded. The kept module waits in host memory, so no variant's device memory holds it."""
         if key not in self._modules:
-            self._modules[key] = make()
-        module, folded = self._modules[key]
-        return copy.deepcopy(module), folded
+            module, folded = make()
+            device = next(module.parameters()).device
+            self._modules[key] = (module.to("cpu"), folded, device)
+        module, folded, device = self._modules[key]
+        return copy.deepcopy(module).to(device), folded
 
 
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,

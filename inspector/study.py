@@ -22,6 +22,7 @@ from builders.study_inputs import StudyInputs
 from inspector.options import validate_plan
 from inspector.request import StudyRequest
 from inspector.resolve import cuda_visible, resolve
+from profilers.memory import device_memory
 from profilers.tracers import Tracer, get_tracer
 from sessions.captions import NO_REFERENCE
 from sessions.comparison import BASELINE_PRECISION
@@ -172,7 +173,12 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
         recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
         try:
             builder = _variant_backend(variant_plan, own, plan, inputs)
+            memory = device_memory(plan.device, builder.capabilities.torch_memory)
+            if memory is not None:
+                memory.mark()
             result = builder.build(variant_plan, inputs.calibration)
+            if memory is not None:
+                result.variant.peak_memory_bytes = memory.peak_bytes(result.engine.run_once)
         except (InspectError, RuntimeError, ValueError) as exc:
             recorder.session.variants.append(failed_variant(variant_plan, plan, exc))
             recorder.step("build", f"{variant_plan.name} failed: {one_line(exc)}", variant_plan.name, index + 1, total)

@@ -4,8 +4,13 @@ Variants pair by name, by `--pair A=B`, or as the single variants of two one-var
 When the batches differ, every figure is divided by the batch: the comparison is per image.
 A latency, group or layer time counts as a regression only where `sessions.noise.judge` calls B slower
 than A (the two sessions' bands do not overlap) and the change passes `threshold`; per-layer and
-per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. A time without a
-stored spread on either side is not judged, never a regression, and counted in the notes.
+per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. Layer and group
+times are judged with the variant's common factor (`sessions.noise.common_factor`: what a change of
+machine load did to every layer) removed from B; the latency is judged as measured. A time without a
+stored spread on either side is not judged against bands, only against the threshold, and counted in the notes.
+Without a spread on both sides, or where the batches differ, no factor is removed.
+A per-group split counts where a paired layer splits in B and not in A; with no layer paired, nothing
+per layer is compared, and the notes say so.
 The result is plain data (`SessionDiff`); `diff_report` renders it.
 """
 
@@ -18,10 +23,20 @@ from sessions.captions import layer_precision
 from sessions.comparison import batch_of
 from sessions.errors import InputError
 from sessions.groups import Rules, group_rows, kernels_per_layer, role_of
-from sessions.layer_match import align_layers
+from sessions.layer_match import Alignment, align_layers
 from sessions.lowering import diagnose
 from sessions.model import Layer, Session, Variant
-from sessions.noise import SLOWER, Band, group_band, judge, latency_band, layer_band
+from sessions.noise import (
+    SLOWER,
+    Band,
+    CommonFactor,
+    common_factor,
+    group_band,
+    judge,
+    latency_band,
+    layer_band,
+    without_factor,
+)
 
 TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is too small to matter
 
@@ -159,12 +174,25 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
                             "group times and kernels divided by the batch)")
     result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
     result.warnings.extend(_folding_warnings(chosen, by_name_a, by_name_b))
+    result.notes.extend(_load_notes(a, b))
     for pair, (batch_a, batch_b) in zip(chosen, batches):
         scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
         compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold)
         result.changes.extend(compared.changes())
         result.notes.extend(compared.notes)
     return result
+
+
+def _load_notes(a: Session, b: Session) -> list[str]:
+    """The load average and threads each study recorded when it started: what moves every layer's time at once."""
+    def conditions(session: Session) -> str:
+        env = session.environment
+        load = f"load average {env.load_average[0]:.2f}" if env.load_average else "load average not recorded"
+        return f"{load}, {env.torch_threads} threads" if env.torch_threads is not None else load
+    left, right = conditions(a), conditions(b)
+    if not (a.environment.load_average or b.environment.load_average):
+        return []
+    return [f"when each study started: A {left}; B {right}"]
 
 
 @dataclass
@@ -186,12 +214,38 @@ class VariantComparison:
         # each variant's latency band: judged itself, and the drift that widens its layers' and groups' bands
         self._drift_a = latency_band(self.va.latency) if self.va.latency else None
         self._drift_b = latency_band(self.vb.latency) if self.vb.latency else None
+        self._alignment: Alignment = align_layers(self.va.layers, self.vb.layers)
+        self._factor = self._common_factor()
+
+    def _common_factor(self) -> CommonFactor | None:
+        """The variant-wide factor B / A over the paired layers judged against bands (a per-call spread on both sides).
+
+        None where the batches differ: a batch changes each layer's cost per image by its own factor, by design.
+        """
+        judged = [(self.va.layers[i], self.vb.layers[j]) for i, j in self._alignment.pairs
+                  if len(self.va.layers[i].call_times_ms) >= 2 and len(self.vb.layers[j].call_times_ms) >= 2]
+        times = [(la.time_ms, lb.time_ms) for la, lb in judged if la.time_ms is not None and lb.time_ms is not None]
+        if times and self.scale_a != self.scale_b:
+            self.notes.append(f"{self.label}: no common factor removed: the batches differ, and a batch changes each "
+                              "layer's time per image by its own factor")
+            return None
+        factor = common_factor(times)
+        if factor is not None:
+            self.notes.append(f"{self.label}: layer and group times judged with B divided by the {factor.statistic}; "
+                              "latency judged as measured")
+        elif times:
+            self.notes.append(f"{self.label}: no common factor removed: {len(times)} paired layers with a time, "
+                              "too few to tell a change of the whole variant from one layer's")
+        return factor
 
     def changes(self) -> list[Change]:
         found = [self._latency(), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
         found += self._groups()
         found += self._layers()
         found += self._splits()
+        if not self._alignment.pairs and self.va.layers and self.vb.layers:
+            self.notes.append(f"{self.label}: no layer paired: layer times, kernels, precisions and per-group splits "
+                              "not compared")
         self.notes.extend(self._judged_notes())
         return [c for c in found if c is not None]
 
@@ -251,6 +305,10 @@ class VariantComparison:
         if a is None or b is None:
             return None
         band_a, band_b = bands
+        # no spread stored: nothing says what the machine did between the sessions; the threshold decides on raw times
+        factor = self._factor if band_a is not None and band_b is not None else None
+        b_level = b / factor.ratio if factor is not None else b  # B at A's common level
+        band_b = without_factor(band_b, factor) if band_b is not None else None
         verdict = judge(band_a, band_b) if band_a is not None and band_b is not None else None
         self.judged[what] = self.judged.get(what, 0) + (verdict is not None)
         self.unjudged[what] = self.unjudged.get(what, 0) + (verdict is None)
@@ -258,11 +316,14 @@ class VariantComparison:
             return None
         # no spread stored (an imported profile's averages, an older session): the threshold alone decides, and says so
         slower = verdict == SLOWER if verdict is not None else True
-        regression = slower and b > a * (1 + self.threshold) and b - a >= TIME_FLOOR * total  # a new group's time counts
-        if not regression and abs(b - a) < TIME_FLOOR * total:
+        regression = slower and b_level > a * (1 + self.threshold) and b_level - a >= TIME_FLOOR * total  # a new group's time counts
+        if not regression and abs(b_level - a) < TIME_FLOOR * total:
             return None  # small and not a regression: not worth a row
         note = (f"bands {_span(band_a)} and {_span(band_b)} ms" if verdict is not None
                 else "threshold only: no per-call spread stored")
+        if factor is not None:
+            relative = f"{(b_level - a) / a * 100:+.1f}%" if a else "new"
+            note = f"B / x{factor.ratio:.4g} = {b_level:.4g} ms ({relative}); {note}"
         return Change(self.label, what, item, a, b, regression, note, verdict)
 
     def _total_a(self) -> float:
@@ -295,7 +356,7 @@ class VariantComparison:
 
     def _layers(self) -> list[Change | None]:
         va, vb = self.va, self.vb
-        alignment = align_layers(va.layers, vb.layers)
+        alignment = self._alignment
         ka, kb = kernels_per_layer(va), kernels_per_layer(vb)
         changes: list[Change | None] = []
         total = self._total_a()
@@ -334,11 +395,15 @@ class VariantComparison:
         return changes
 
     def _splits(self) -> list[Change]:
-        splits_a = {f.layer for f in diagnose(self.va)}
+        """Paired layers that split per group in B and not in A; a layer without a partner in A is not compared."""
+        split_a = {flag.layer for flag in diagnose(self.va) if flag.reason == "per-group split"}
+        partners: dict[str, set[str]] = {}  # a layer of B -> the layers of A paired with it
+        for i, j in self._alignment.pairs:
+            partners.setdefault(self.vb.layers[j].name, set()).add(self.va.layers[i].name)
         return [
             Change(self.label, "split", flag.layer, None, flag.kernels_per_call, True, f"kernels per call reached {flag.groups} groups")
             for flag in diagnose(self.vb)
-            if flag.reason == "per-group split" and flag.layer not in splits_a
+            if flag.reason == "per-group split" and any(name not in split_a for name in partners.get(flag.layer, ()))
         ]
 
 

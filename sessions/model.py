@@ -267,6 +267,8 @@ class Variant:
     recipe: Recipe | None = None
     build_s: float | None = None
     artifact_bytes: int | None = None
+    # peak device bytes of one inference, weights included, as profilers.memory states; None: not measured (CPU)
+    peak_memory_bytes: int | None = None
     batchnorm_folded: int | None = None  # BatchNorm layers folded into convolutions in this variant's graph; None: unknown
     latency: LatencyStats | None = None
     layers: list[Layer] = field(default_factory=list)

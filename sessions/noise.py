@@ -17,6 +17,15 @@ session stores, never from a fixed percentage:
   time is the sum of its layers' in that call), widened by the relative drift of its variant's latency
   band, because calls traced back to back cannot see the drift that the timed rounds saw.
 
+Between two sessions (`diff`), a layer's or group's time is judged against the rest of its variant: a
+lowering regression moves one layer, a change of machine load, clocks or threads moves them all.
+`common_factor` estimates that variant-wide factor B / A as the median of the paired layers' time
+ratios (its distribution-free 95 % interval is stated, not added: the median of n ratios moves about
+1/sqrt(n) as much as one layer's time, which its own band already holds); `without_factor` divides B's
+band by it. It needs the ratios of at least `FACTOR_MIN_LAYERS` layers, the fewest whose interval
+leaves out the most extreme ratio at each end, so that no one layer can carry the factor. The end-to-end latency is judged as measured: a
+variant slowed as a whole is a latency change, not a layer's.
+
 `judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
 0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
 called; on a loaded CPU the bands widen with the noise and the same rule says "within noise".
@@ -127,6 +136,52 @@ def calls_band(call_times_ms: Sequence[float], drift: Band | None = None, what: 
         high *= max(1.0, drift.high_ms / drift.center_ms)
         statistic += ", widened by the relative width of the variant's latency band"
     return Band(center, low, high, statistic)
+
+
+@dataclass(frozen=True)
+class CommonFactor:
+    """What every layer's time of a variant was multiplied by between session A and session B."""
+
+    ratio: float  # the median of the paired layers' time ratios B / A
+    low: float  # the distribution-free 95 % interval of that median
+    high: float
+    layers: int  # the ratios it was estimated from
+
+    @property
+    def statistic(self) -> str:
+        return (f"common factor B/A x{self.ratio:.4g} (median of {self.layers} paired layers' time ratios; "
+                f"95 % interval x{self.low:.4g}-x{self.high:.4g})")
+
+
+def factor_min_layers() -> int:
+    """The fewest ratios whose median interval leaves out the smallest and the largest ratio."""
+    n = 2
+    while median_rank(n) < 2:
+        n += 1
+    return n
+
+
+FACTOR_MIN_LAYERS = factor_min_layers()  # 9
+
+
+def common_factor(times: Sequence[tuple[float, float]]) -> CommonFactor | None:
+    """The variant-wide factor between paired times (A's, B's) of the same layers; None below `FACTOR_MIN_LAYERS`.
+
+    Pairs where either time is not positive carry no ratio and are left out.
+    """
+    ratios = [b / a for a, b in times if a > 0 and b > 0]
+    if len(ratios) < FACTOR_MIN_LAYERS:
+        return None
+    low, high = median_interval(ratios)
+    return CommonFactor(median(ratios), low, high, len(ratios))
+
+
+def without_factor(band: Band, factor: CommonFactor | None) -> Band:
+    """B's band at A's common level: every figure divided by the factor's median ratio."""
+    if factor is None:
+        return band
+    return Band(band.center_ms / factor.ratio, band.low_ms / factor.ratio, band.high_ms / factor.ratio,
+                f"{band.statistic}; divided by the {factor.statistic}")
 
 
 def layer_band(layer: Layer, drift: Band | None = None) -> Band | None:

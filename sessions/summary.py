@@ -34,6 +34,7 @@ class VariantSummary:
     error: str | None
     layer_sum_ms: float | None = None  # sum of per-layer times, where the variant has no latency (imported profiles)
     images_per_s: float | None = None  # batch / median: throughput of the timed calls
+    peak_memory_mib: float | None = None  # Variant.peak_memory_bytes (profilers.memory); None where not measured
     simulation_top1_agreement: float | None = None  # a real-FP8 engine against the simulated variant of its recipe
     simulation_max_logit_difference: float | None = None
 
@@ -67,6 +68,7 @@ def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSumma
         error=variant.error,
         layer_sum_ms=layer_sum_ms(variant) if lat is None else None,
         images_per_s=batch / lat.median_ms * 1e3 if lat and batch and lat.median_ms > 0 else None,
+        peak_memory_mib=_mib(variant.peak_memory_bytes),
         simulation_top1_agreement=variant.simulation.top1_agreement if variant.simulation else None,
         simulation_max_logit_difference=variant.simulation.max_abs_logit_error if variant.simulation else None,
     )

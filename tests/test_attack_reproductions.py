@@ -436,6 +436,28 @@ def test_diff_is_linear_in_the_variants():
     assert len(diff.pairs) == 20000 and time.perf_counter() - started < 8  # about 0.5 s; quadratic was over 30 s
 
 
+def test_a_diff_against_renamed_layers_compares_no_per_group_split(tmp_path):
+    """D25: with no layer paired, every per-group split of B was called new: 9 REGRESSION rows, exit 1."""
+    a = H200 / "senet154-mainjob-warm.json"  # three per-group splits in each of its three FP8 and fp16 variants
+    renamed = storage.load(a)
+    for variant in renamed.variants:
+        for layer in variant.layers:
+            layer.name, layer.op = f"renamed.{layer.name}", None  # nothing left to pair by: name, nodes, shape
+    b = tmp_path / "renamed.json"
+    storage.save(renamed, b)
+    result = run_cli("diff", str(a), str(b))
+    assert result.returncode == 0, result.stdout  # the same latency and kernels: nothing regressed
+    assert " split " not in result.stdout
+    assert result.stdout.count("0 layers paired") == 4
+    assert result.stdout.count("no layer paired: layer times, kernels, precisions and per-group splits not compared") == 4
+    for variant in renamed.variants:
+        for layer, original in zip(variant.layers, storage.load(a).variant(variant.name).layers):
+            layer.op = original.op  # paired again, by shape and order: each split meets the split it was in A
+    storage.save(renamed, b)
+    paired = run_cli("diff", str(a), str(b))
+    assert paired.returncode == 0 and " split " not in paired.stdout and "0 layers paired" not in paired.stdout
+
+
 def test_a_times_file_of_1e308_leaves_the_session_it_was_to_join_readable(tmp_path, capsys):
     import orjson
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import random
+import re
+import statistics
 
 import pytest
 
@@ -32,14 +34,18 @@ def session():
     return loaded
 
 
-def drawn(session, seed: int, slowed: dict[str, float] | None = None, calls: int = 7, spread: float = 0.3):
-    """A copy whose layers have `calls` per-call times: the stored time x lognormal noise (30 %, as on a loaded CPU)."""
+def drawn(session, seed: int, slowed: dict[str, float] | None = None, calls: int = 7, spread: float = 0.3,
+          load: float = 1.0):
+    """A copy whose layers have `calls` per-call times: the stored time x lognormal noise (30 %, as on a loaded CPU).
+
+    `load` multiplies every layer's time (a busier machine), `slowed` one layer's more.
+    """
     rng = random.Random(seed)
     copied = copy.deepcopy(session)
     for layer in copied.variants[0].layers:
         if layer.time_ms is None:
             continue
-        factor = (slowed or {}).get(layer.name, 1.0)
+        factor = load * (slowed or {}).get(layer.name, 1.0)
         layer.call_times_ms = [layer.time_ms * factor * rng.lognormvariate(0, spread) for _ in range(calls)]
         layer.time_ms = sum(layer.call_times_ms) / calls
     return copied
@@ -83,3 +89,47 @@ def test_layers_without_a_spread_are_counted_not_judged_and_left_to_the_threshol
             layer.time_ms or 0.0 for layer in session.variants[0].layers))
     judged = diff_text(diff_sessions(drawn(session, 2), drawn(session, 3), load_rules())).splitlines()
     assert any(" layer time " in line and "within noise" in line for line in judged)
+
+
+def median_ratio(a, b) -> float:
+    """The median of the paired layers' time ratios B / A, by name (both copies hold the same layers)."""
+    times_a = {layer.name: layer.time_ms for layer in a.variants[0].layers}
+    return statistics.median(layer.time_ms / times_a[layer.name] for layer in b.variants[0].layers)
+
+
+def test_a_uniformly_slowed_variant_flags_no_layer_and_states_its_factor(session):
+    for seed in range(3):
+        a, b = drawn(session, 20 + 2 * seed), drawn(session, 21 + 2 * seed, load=2.4)  # the load moved between sessions
+        times_a = {layer.name: layer.time_ms for layer in a.variants[0].layers}
+        raw_slower = [layer for layer in b.variants[0].layers if layer.time_ms > 1.6 * times_a[layer.name]]
+        assert len(raw_slower) > 10  # raw, most layers are 60 % slower or more: the factor, not the bands, holds them
+        diff = diff_sessions(a, b, load_rules())
+        assert time_regressions(diff) == set()
+        stated = re.search(r"common factor B/A x([\d.]+) \(median of (\d+) paired layers' time ratios", " ".join(diff.notes))
+        assert stated and int(stated.group(2)) == 20
+        assert float(stated.group(1)) == pytest.approx(median_ratio(a, b), rel=1e-3)
+
+
+def test_a_layer_slowed_inside_a_uniformly_slowed_variant_is_flagged(session):
+    rules = load_rules()
+    slowed = max(session.variants[0].layers, key=lambda layer: layer.time_ms or 0.0)
+    flagged = 0
+    for seed in range(8):
+        a = drawn(session, 30 + 2 * seed)
+        steady = diff_sessions(a, drawn(session, 31 + 2 * seed, {slowed.name: 3.0}), rules)
+        loaded = diff_sessions(a, drawn(session, 31 + 2 * seed, {slowed.name: 3.0}, load=2.4), rules)
+        layers = {item for what, item in time_regressions(loaded) if what == "layer time"}
+        assert layers <= {slowed.name}
+        assert time_regressions(loaded) == time_regressions(steady)  # the load shift changes no verdict
+        flagged += layers == {slowed.name}
+    assert flagged >= 6  # 3x within 30 % noise and 7 calls: caught in 7 of these 8 draws
+
+
+def test_the_latency_is_judged_as_measured(session):
+    b = drawn(session, 41, load=2.4)
+    latency = b.variants[0].latency
+    latency.samples_ms = [s * 2.4 for s in latency.samples_ms]
+    latency.round_medians_ms = [m * 2.4 for m in latency.round_medians_ms]
+    latency.median_ms *= 2.4
+    diff = diff_sessions(drawn(session, 40), b, load_rules())
+    assert {(c.what, c.item) for c in diff.regressions} == {("latency", "fp16")}

@@ -16,7 +16,20 @@ from scipy.stats import binom
 from profilers.attribution import assign_layer_times
 from sessions import storage
 from sessions.model import KernelTable, LatencyStats, Layer
-from sessions.noise import FASTER, SLOWER, WITHIN, group_band, judge, latency_band, layer_band, median_interval
+from sessions.noise import (
+    FACTOR_MIN_LAYERS,
+    FASTER,
+    SLOWER,
+    WITHIN,
+    Band,
+    common_factor,
+    group_band,
+    judge,
+    latency_band,
+    layer_band,
+    median_interval,
+    without_factor,
+)
 from tests.conftest import H200
 
 MAINJOB = H200 / "senet154-mainjob-warm.json"  # per-sample CoV 0.07 to 0.15 %, 5 rounds x 20
@@ -132,3 +145,22 @@ def test_a_layer_band_widens_with_its_variants_drift():
     drifting = latency([10.0, 10.0, 10.0, 8.0, 8.0, 8.0, 12.0, 12.0, 12.0], 3)  # round medians 8, 10, 12
     widened = layer_band(layer, latency_band(drifting))
     assert widened.low_ms == pytest.approx(0.8) and widened.high_ms == pytest.approx(1.2)
+
+
+def test_the_common_factor_is_the_median_ratio_and_needs_enough_layers():
+    smallest = min(n for n in range(2, 50) if binom.cdf(1, n, 0.5) <= 0.025)  # rank 2 safe: the extremes left out
+    assert FACTOR_MIN_LAYERS == smallest
+    rng = random.Random(11)
+    times = [(a, a * 2.4 * rng.lognormvariate(0, 0.2)) for a in (rng.uniform(0.1, 5.0) for _ in range(40))]
+    times.append((1.0, 30.0))  # one layer slowed on its own: it cannot carry the factor
+    times.append((0.0, 1.0))  # a layer without time in A carries no ratio
+    factor = common_factor(times)
+    ratios = sorted(b / a for a, b in times if a > 0)
+    assert factor is not None and factor.layers == 41
+    assert factor.ratio == pytest.approx(statistics.median(ratios))
+    assert ratios[0] < factor.low <= factor.ratio <= factor.high < ratios[-1]
+    assert common_factor(times[:smallest - 1]) is None
+    band = without_factor(Band(4.8, 2.4, 7.2, "s"), factor)
+    assert (band.low_ms, band.center_ms, band.high_ms) == pytest.approx(
+        (2.4 / statistics.median(ratios), 4.8 / statistics.median(ratios), 7.2 / statistics.median(ratios)))
+    assert "median of 41 paired layers' time ratios" in band.statistic
