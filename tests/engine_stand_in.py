@@ -47,5 +47,6 @@ def stand_in_engine(program: Program, traced: TracedModel, static_input: torch.T
             runners.append((step, lambda env, i=step.inputs[0]: env[i]))
         else:
             runners.append((step, _torch_runner(traced.module, nodes.get(step.node), step, alias)))
-    return CudnnEngine(runners, program, constants(traced, program), _frees(program, traced), static_input, [], None,
-                       "cpu", torch.float32)
+    # a copy: on the CPU in fp32 the engine would keep (and zero between calls) the caller's own tensor
+    return CudnnEngine(runners, program, constants(traced, program), _frees(program, traced), static_input.clone(), [],
+                       None, "cpu", torch.float32)
