@@ -39,44 +39,49 @@ class TracedModel:
 
 
 def trace(model: torch.nn.Module, example: torch.Tensor) -> TracedModel:
-    """`model` as a GraphModule traced at `example`'s shape (builders.shaped_tracer: shapes are constants, the
-    graph computes the model at that shape only), leaf modules where tracing into them failed; a model that
-    does not trace at all becomes one leaf (the engine then runs it as one PyTorch call)."""
+    """`model` as a GraphModule: torch.fx's own trace where it works (the graph holds no shapes); else the shaped
+    trace at `example`'s shape (builders.shaped_tracer: shapes are constants, the graph computes the model at that
+    shape only); else that trace with leaf modules where tracing into them failed, each with the reason. A model
+    that does not trace at all becomes one leaf (the engine then runs it as one PyTorch call)."""
     example = example.to(device=_device_of(model), dtype=_float_dtype_of(model))
     arguments = bound_arguments(model, (example,), {})
-    leaves = {} if _traces(model, set(), arguments) is None else _untraceable(model, "", _module_inputs(model, example))
-    try:
-        graph = ShapedTracer(set(leaves), arguments).trace(model)
-    except Exception as exc:  # noqa: BLE001
-        raise RuntimeError(f"torch.fx could not trace the model: {first_line(exc)}") from None
+    leaves: dict[str, str] = {}
+    graph, _ = _attempt(model, set(), None)
+    if graph is None:
+        graph, _ = _attempt(model, set(), arguments)
+    if graph is None:
+        leaves = _untraceable(model, "", _module_inputs(model, example))
+        graph, reason = _attempt(model, set(leaves), arguments)
+        if graph is None:
+            raise RuntimeError(f"torch.fx could not trace the model: {reason}")
     module = torch.fx.GraphModule(model, graph)
     return TracedModel(module, describe(module, leaves), leaves)
 
 
+def _attempt(module: torch.nn.Module, leaves: set[str], arguments: dict[str, Any] | None) -> tuple[
+        torch.fx.Graph | None, str]:
+    """`module`'s graph with `leaves` kept whole (shaped where `arguments` are given), or None and why not."""
+    try:
+        return ShapedTracer(leaves, arguments).trace(module), ""
+    except Exception as exc:  # noqa: BLE001  (any tracing failure: the caller looks for leaves)
+        return None, first_line(exc)
+
+
 def _untraceable(module: torch.nn.Module, path: str, inputs: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The smallest modules under `module` that do not trace, each with the reason; `inputs[path]` is what each
-    module was called with (a module never called is not in the graph)."""
+    """The smallest modules under `module` that do not trace shaped, each with the reason; `inputs[path]` is what
+    each module was called with (a module never called is not in the graph)."""
     if path and path not in inputs:
         return {}
-    reason = _traces(module, set(), inputs.get(path, {}))
-    if reason is None:
+    graph, reason = _attempt(module, set(), inputs.get(path, {}))
+    if graph is not None:
         return {}
     found: dict[str, str] = {}
     for name, child in module.named_children():
         found.update(_untraceable(child, f"{path}.{name}" if path else name, inputs))
     relative = {key.removeprefix(f"{path}.") if path else key for key in found}
-    if found and _traces(module, relative, inputs.get(path, {})) is None:
+    if found and _attempt(module, relative, inputs.get(path, {}))[0] is not None:
         return found
     return {path: reason} if path else found
-
-
-def _traces(module: torch.nn.Module, leaves: set[str], arguments: dict[str, Any]) -> str | None:
-    """None where `module` traces with `leaves` kept whole, else why not."""
-    try:
-        ShapedTracer(leaves, arguments).trace(module)
-    except Exception as exc:  # noqa: BLE001  (any tracing failure: the module runs as one call)
-        return first_line(exc)
-    return None
 
 
 def _module_inputs(model: torch.nn.Module, example: torch.Tensor) -> dict[str, dict[str, Any]]:

@@ -49,8 +49,8 @@ def _mapped(value: Any, fn: Callable[[Any], Any]) -> Any:
 
 
 class ShapedProxy(torch.fx.Proxy):
-    """A proxy with its fake value: shape, size(), dim(), ndim, dtype, device, len() and iteration answer
-    from it; without one, they are graph nodes as in torch.fx."""
+    """A proxy with its fake value: shape, size(), dim(), ndim, dtype, device and len() answer from it (and
+    iteration, through ShapedTracer.iter); without one, they are graph nodes as in torch.fx."""
 
     value: Any = UNKNOWN
 
@@ -87,25 +87,21 @@ class ShapedProxy(torch.fx.Proxy):
             return len(self.value)
         return super().__len__()
 
-    def __iter__(self) -> Iterator[Any]:
-        if self._known() and isinstance(self.value, (torch.Tensor, tuple, list)):
-            return iter([cast(Any, self)[index] for index in range(len(self.value))])
-        return super().__iter__()
-
     def _attribute(self, name: str) -> Any:
         return self.tracer.create_proxy("call_function", getattr, (self, name), {})
 
 
 class ShapedTracer(torch.fx.Tracer):
     """torch.fx's tracer over `root` called with `arguments` (its forward's parameters by name, tensors or
-    TensorSpecs: only shapes, strides, dtypes and devices are read); module paths in `leaves` (relative to
+    TensorSpecs: only shapes, strides, dtypes and devices are read; None: no values, torch.fx's own trace); module paths in `leaves` (relative to
     the traced module) stay one call each, as torch's own leaf modules do."""
 
-    def __init__(self, leaves: set[str], arguments: Mapping[str, Any]) -> None:
+    def __init__(self, leaves: set[str], arguments: Mapping[str, Any] | None) -> None:
         super().__init__()
         self.leaves = leaves
         self.fake = FakeTensorMode(allow_non_fake_inputs=True)
-        self.arguments = {name: self._faked(value) for name, value in arguments.items()}
+        self.shaped = arguments is not None
+        self.arguments = {name: self._faked(value) for name, value in (arguments or {}).items()}
         self._running = False  # computing a fake value: modules run their forward, attributes are plain
 
     def _faked(self, value: Any) -> Any:
@@ -128,7 +124,7 @@ class ShapedTracer(torch.fx.Tracer):
     def create_proxy(self, kind: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                      name: str | None = None, type_expr: Any = None, proxy_factory_fn: Any = None) -> torch.fx.Proxy:
         made = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
-        if isinstance(made, ShapedProxy):
+        if self.shaped and isinstance(made, ShapedProxy):
             made.value = self._value(kind, target, args, kwargs)
         return made
 
@@ -162,6 +158,14 @@ class ShapedTracer(torch.fx.Tracer):
         finally:
             self._running = False
         return UNKNOWN
+
+    def iter(self, obj: torch.fx.Proxy) -> Iterator[Any]:
+        """Iterating a proxy with a value (a tuple a module returned, a tensor's rows): its items, each a node.
+        (torch.fx's Proxy.__iter__ handles `a, b = proxy` itself and asks the tracer for everything else.)"""
+        value = getattr(obj, "value", UNKNOWN)
+        if value is not UNKNOWN and isinstance(value, (torch.Tensor, tuple, list)):
+            return iter([cast(Any, obj)[index] for index in range(len(value))])
+        return super().iter(obj)
 
     def call_module(self, m: torch.nn.Module, forward: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._running:
