@@ -1,5 +1,6 @@
-"""A model's graph for the engine: torch.fx symbolic trace, with modules that cannot be traced kept as
-one PyTorch call each (and the reason), described as `engine_lowering.OpNode`s."""
+"""A model's graph for the engine: torch.fx symbolic trace (shaped, builders.shaped_tracer, where torch.fx alone
+fails), with modules that cannot be traced kept as one PyTorch call each (and the reason), described as
+`engine_lowering.OpNode`s."""
 
 from __future__ import annotations
 
