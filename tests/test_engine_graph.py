@@ -33,9 +33,8 @@ class DataBranch(torch.nn.Module):
         self.inner = torch.nn.Linear(32, 32)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if x.sum() > 0:  # control flow on values: no tracer follows it
-            return self.inner(x)
-        return -self.inner(x)
+        y: torch.Tensor = self.inner(x)
+        return y if x.sum() > 0 else -y  # control flow on values: no tracer follows it
 
 
 class WithBranch(torch.nn.Module):
@@ -46,10 +45,11 @@ class WithBranch(torch.nn.Module):
         self.last = torch.nn.Linear(32, 16)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.last(self.branch(self.first(x.flatten(1))))
+        y: torch.Tensor = self.last(self.branch(self.first(x.flatten(1))))
+        return y
 
 
-def test_shapes_read_while_tracing_are_values_and_the_linear_stays_a_module_call():
+def test_shapes_read_while_tracing_are_values_and_the_linear_stays_a_module_call() -> None:
     model = ShapeReading().eval()
     x = torch.randn(2, 16, 4, 4)
     traced = trace(model, x)
@@ -59,7 +59,7 @@ def test_shapes_read_while_tracing_are_values_and_the_linear_stays_a_module_call
         torch.testing.assert_close(traced.module(x), model(x))
 
 
-def test_a_module_branching_on_data_is_one_pytorch_call_with_the_reason():
+def test_a_module_branching_on_data_is_one_pytorch_call_with_the_reason() -> None:
     model = WithBranch().eval()
     torch.manual_seed(0)
     x = torch.randn(3, 1, 4, 4)  # images: the engine takes N x C x H x W

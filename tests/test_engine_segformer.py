@@ -5,12 +5,14 @@ with the CPU stand-in for the kernels. Expected layers come from the model's mod
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
 from builders.engine_build import static_refusals, unexplained_fp16
-from builders.engine_graph import trace
-from builders.engine_lowering import QUANTIZE_SUFFIX, lower
+from builders.engine_graph import TracedModel, trace
+from builders.engine_lowering import QUANTIZE_SUFFIX, Program, lower
 from builders.fp8_recipes import select
 from builders.model_structure import model_structure
 from tests.engine_stand_in import stand_in_engine
@@ -39,8 +41,11 @@ def _output_projections(model: torch.nn.Module, x: torch.Tensor) -> set[str]:
     return found
 
 
+Lowered = tuple[torch.nn.Module, torch.Tensor, set[str], TracedModel, Program]
+
+
 @pytest.fixture(scope="module")
-def segformer():
+def segformer() -> Lowered:
     from builders.models import load_model
 
     torch.manual_seed(0)
@@ -54,13 +59,14 @@ def segformer():
     return model, x, fp8, traced, program
 
 
-def test_the_encoder_linears_but_the_attention_outputs_are_fp8_gemms(segformer):
+def test_the_encoder_linears_but_the_attention_outputs_are_fp8_gemms(segformer: Lowered) -> None:
     model, x, fp8, traced, program = segformer
-    encoder = model.model.segformer  # the Hugging Face backbone; the decode head reads its stage outputs
+    hf_model: Any = model.model  # transformers' SegformerForSemanticSegmentation inside the logits wrapper
+    encoder = hf_model.segformer  # the Hugging Face backbone; the decode head reads its stage outputs
     linears = {f"model.segformer.{path}" for path, m in encoder.named_modules() if isinstance(m, torch.nn.Linear)}
     outputs = _output_projections(model, x)
     expected = linears - outputs
-    blocks = sum(model.model.config.depths)
+    blocks = sum(hf_model.config.depths)
     assert len(outputs) == blocks and len(expected) == 5 * blocks == 40  # B0: 8 blocks of q, k, v, MLP fc1, fc2
     assert fp8 == expected
     assert traced.leaves == {}
@@ -73,7 +79,7 @@ def test_the_encoder_linears_but_the_attention_outputs_are_fp8_gemms(segformer):
         assert steps[path].inputs[0] in quantizers, path
 
 
-def test_layers_reading_one_tensor_share_one_quantize_layer(segformer):
+def test_layers_reading_one_tensor_share_one_quantize_layer(segformer: Lowered) -> None:
     """Key and value read one tensor: one quantize layer. The query reads it too where no strided convolution
     reduces the keys' sequence (the last stage): then one quantize layer feeds all three."""
     model, _, _, _, program = segformer
@@ -88,9 +94,39 @@ def test_layers_reading_one_tensor_share_one_quantize_layer(segformer):
     assert len([s for s in program.steps if s.kind == "quantize"]) == 4 * 6 + 3 * 2  # q, kv, fc1, fc2; last stage 3
 
 
-def test_the_lowered_program_computes_the_models_logits(segformer):
+def test_the_lowered_program_computes_the_models_logits(segformer: Lowered) -> None:
     model, x, _, traced, program = segformer
     with torch.no_grad():
         expected = model(x)
     assert expected.shape == (1, 150, INPUT[-1] // 4, INPUT[-1] // 4)
     torch.testing.assert_close(stand_in_engine(program, traced, x).infer(x), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_real_fp8_gemms_follow_the_simulated_variant_closer_than_fp16_does() -> None:
+    """The engine's own FP8 kernels (torch._scaled_mm, per-tensor scales as the recipe asks, and its quantize) run
+    on the CPU: with the scales calibrated by ModelOpt's simulated variant, the real engine's logits are nearer
+    the simulated variant's than plain fp16's are, so the FP8 layers quantize as the simulation does."""
+    pytest.importorskip("modelopt")
+    import copy
+
+    from builders.engine_build import scales_of
+    from builders.models import load_model
+    from builders.variant_modules import variant_module
+    from sessions.plan import VariantPlan
+
+    torch.manual_seed(0)
+    reference = load_model(f"hf:segformer-b0-{INPUT[-1]}").module.eval()
+    x = torch.randn(2, *INPUT[1:])
+    simulated = variant_module(reference, VariantPlan("fp8", "encoder-linears", ()), torch.randn(4, *INPUT[1:]),
+                               torch.float16)
+    plain = copy.deepcopy(reference).to(torch.float16).eval()
+    fp8 = set(simulated.quantized)
+    scales = scales_of(simulated)
+    traced = trace(plain, x)
+    program = lower(traced.nodes, fp8, {path: round(s[0], 12) for path, s in scales.items()},
+                    static_refusals(plain, fp8))
+    with torch.no_grad():
+        real = stand_in_engine(program, traced, x, scales).infer(x)
+        expected = simulated.module(x.half()).float()
+        fp16 = plain(x.half()).float()
+    assert len(fp8) == 40 and (real - expected).abs().mean() < 0.75 * (fp16 - expected).abs().mean()

@@ -72,7 +72,7 @@ def test_classification_figures_image_by_image_equal_the_whole_batch_formulas():
     assert quality.nonfinite == 1 and quality.task == "classification"
 
 
-def test_real_fp8_segmentation_says_pixel_agreement_with_fp32_and_with_the_simulated_variant():
+def test_real_fp8_segmentation_says_pixel_agreement_with_fp32_and_with_the_simulated_variant() -> None:
     from sessions.model import Session, Study, Variant
     from sessions.summary import simulation_lines
 
