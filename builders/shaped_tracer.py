@@ -93,8 +93,8 @@ class ShapedProxy(torch.fx.Proxy):
 
 class ShapedTracer(torch.fx.Tracer):
     """torch.fx's tracer over `root` called with `arguments` (its forward's parameters by name, tensors or
-    TensorSpecs: only shapes, strides, dtypes and devices are read; None: no values, torch.fx's own trace); module paths in `leaves` (relative to
-    the traced module) stay one call each, as torch's own leaf modules do."""
+    TensorSpecs: only shapes, strides, dtypes and devices are read; None: no values, torch.fx's own trace);
+    module paths in `leaves` (relative to the traced module) stay one call each, as torch's own leaf modules do."""
 
     def __init__(self, leaves: set[str], arguments: Mapping[str, Any] | None) -> None:
         super().__init__()
@@ -131,7 +131,7 @@ class ShapedTracer(torch.fx.Tracer):
     def _value(self, kind: str, target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if kind == "placeholder":
             name = str(target).lstrip("*")
-            return self.arguments[name] if name in self.arguments else (args[0] if args else None)
+            return self.arguments[name] if name in self.arguments else (args[0] if args else UNKNOWN)
         values: list[Any] = []
         torch.fx.node.map_aggregate((args, kwargs), lambda v: values.append(v.value) if isinstance(v, ShapedProxy)
                                     else None)
