@@ -4,8 +4,8 @@
 # `encoder-linears` beside the simulated `fp8-encoder-linears`, headless; `show` prints the pixel agreement of the
 # real FP8 variant with fp32 and with the simulated one. Then dpn68 (concatenations), seresnext26d_32x4d (grouped
 # convolutions) and vit_tiny_patch16_224 (linears) end to end with the engine at opt-level 1.
-# About 3 minutes (install included; each study has a time limit: 110 s and 3 x 45 s, under 5 minutes in all). Run through the device
-# tool with carry [".whl"]; the log, the `show` outputs and the sessions' tarball land in $OUT.
+# About 3 minutes (install included; each study has a time limit: 110 s and 3 x 45 s, under 5 minutes in all).
+# Run through the device tool with carry [".whl"]; the log, the `show` output and the sessions' tarball land in $OUT.
 rm -rf /tmp/pycache /tmp/site /tmp/tih  # a machine kept warm between calls keeps /tmp
 source "$(dirname "$0")/h200_setup.sh"
 S="$OUT/sessions"
