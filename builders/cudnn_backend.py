@@ -98,7 +98,7 @@ class CudnnBackend(Backend):
                                        torch.float16, self._calibrations)
         plain = self._plain(simulated)
         try:
-            engine, layers, notes = build_engine(self.context, trace(plain), plain, simulated)
+            engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, simulated)
             engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
             torch.cuda.synchronize()
         except (InputError, MissingEnvironment):

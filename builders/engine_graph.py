@@ -1,15 +1,18 @@
-"""A model's graph for the engine: torch.fx symbolic trace, with modules that cannot be traced kept as
-one PyTorch call each (and the reason), described as `engine_lowering.OpNode`s."""
+"""A model's graph for the engine: torch.fx symbolic trace (shaped, builders.shaped_tracer, where torch.fx alone
+fails), with modules that cannot be traced kept as one PyTorch call each (and the reason), described as
+`engine_lowering.OpNode`s."""
 
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.fx
 
 from builders.engine_lowering import OpNode
+from builders.shaped_tracer import ShapedTracer, bound_arguments, specs_of
 from sessions.errors import first_line
 
 ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "swish", torch.nn.Sigmoid: "sigmoid",
@@ -36,48 +39,79 @@ class TracedModel:
     leaves: dict[str, str]  # module path -> why it was not traced into
 
 
-class _Tracer(torch.fx.Tracer):
-    def __init__(self, leaves: set[str]) -> None:
-        super().__init__()
-        self.leaves = leaves
+def trace(model: torch.nn.Module, example: torch.Tensor) -> TracedModel:
+    """`model` as a GraphModule: torch.fx's own trace where it works (the graph holds no shapes); else the shaped
+    trace at `example`'s shape (builders.shaped_tracer: shapes are constants, the graph computes the model at that
+    shape only); else that trace with leaf modules where tracing into them failed, each with the reason. A model
+    that does not trace at all becomes one leaf (the engine then runs it as one PyTorch call)."""
+    example = example.to(device=_device_of(model), dtype=_float_dtype_of(model))
+    arguments = bound_arguments(model, (example,), {})
+    leaves: dict[str, str] = {}
+    graph, _ = _attempt(model, set(), None)
+    if graph is None:
+        graph, _ = _attempt(model, set(), arguments)
+    if graph is None:
+        leaves = _untraceable(model, "", _module_inputs(model, example))
+        graph, reason = _attempt(model, set(leaves), arguments)
+        if graph is None:
+            raise RuntimeError(f"torch.fx could not trace the model: {reason}")
+    module = torch.fx.GraphModule(model, graph)
+    return TracedModel(module, describe(module, leaves), leaves)
 
-    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
-        return module_qualified_name in self.leaves or super().is_leaf_module(m, module_qualified_name)
 
-
-def _untraceable(module: torch.nn.Module, path: str) -> dict[str, str]:
-    """The smallest modules under `module` that do not trace, each with the reason."""
+def _attempt(module: torch.nn.Module, leaves: set[str], arguments: dict[str, Any] | None) -> tuple[
+        torch.fx.Graph | None, str]:
+    """`module`'s graph with `leaves` kept whole (shaped where `arguments` are given), or None and why not."""
     try:
-        _Tracer(set()).trace(module)
+        return ShapedTracer(leaves, arguments).trace(module), ""
+    except Exception as exc:  # noqa: BLE001  (any tracing failure: the caller looks for leaves)
+        return None, first_line(exc)
+
+
+def _untraceable(module: torch.nn.Module, path: str, inputs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The smallest modules under `module` that do not trace shaped, each with the reason; `inputs[path]` is what
+    each module was called with (a module never called is not in the graph)."""
+    if path and path not in inputs:
         return {}
-    except Exception as exc:  # noqa: BLE001  (any tracing failure: the module runs as one call)
-        reason = first_line(exc)
+    graph, reason = _attempt(module, set(), inputs.get(path, {}))
+    if graph is not None:
+        return {}
     found: dict[str, str] = {}
     for name, child in module.named_children():
-        found.update(_untraceable(child, f"{path}.{name}" if path else name))
-    if found and _traces(module, {key.removeprefix(f"{path}.") if path else key for key in found}):
+        found.update(_untraceable(child, f"{path}.{name}" if path else name, inputs))
+    relative = {key.removeprefix(f"{path}.") if path else key for key in found}
+    if found and _attempt(module, relative, inputs.get(path, {}))[0] is not None:
         return found
     return {path: reason} if path else found
 
 
-def _traces(module: torch.nn.Module, leaves: set[str]) -> bool:
+def _module_inputs(model: torch.nn.Module, example: torch.Tensor) -> dict[str, dict[str, Any]]:
+    """Each module's forward arguments by name (tensors as TensorSpecs), from its first call in one run of
+    `model` on `example`."""
+    inputs: dict[str, dict[str, Any]] = {"": bound_arguments(model, (example,), {})}
+
+    def hook(path: str, module: torch.nn.Module) -> Any:
+        def record(_module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            inputs.setdefault(path, specs_of(bound_arguments(module, args, kwargs)))
+
+        return record
+
+    handles = [m.register_forward_pre_hook(hook(path, m), with_kwargs=True) for path, m in model.named_modules() if path]
     try:
-        _Tracer(leaves).trace(module)
-    except Exception:  # noqa: BLE001
-        return False
-    return True
+        with torch.no_grad():
+            model(example)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return inputs
 
 
-def trace(model: torch.nn.Module) -> TracedModel:
-    """`model` as a GraphModule, leaf modules where tracing into them failed; InputError-free: a model
-    that does not trace at all becomes one leaf (the engine then runs it as one PyTorch call)."""
-    leaves = _untraceable(model, "")
-    try:
-        graph = _Tracer(set(leaves)).trace(model)
-    except Exception as exc:  # noqa: BLE001
-        raise RuntimeError(f"torch.fx could not trace the model: {first_line(exc)}") from None
-    module = torch.fx.GraphModule(model, graph)
-    return TracedModel(module, describe(module, leaves), leaves)
+def _device_of(model: torch.nn.Module) -> torch.device:
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+def _float_dtype_of(model: torch.nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
 def describe(module: torch.fx.GraphModule, leaves: dict[str, str]) -> list[OpNode]:

@@ -75,11 +75,21 @@ def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSumma
 
 
 def simulation_lines(session: Session) -> list[str]:
-    """Whether the simulation predicted each real-FP8 variant's numerics, one line each."""
-    return [f"{v.name} (real FP8) against {v.simulation.reference}: top-1 agreement "
-            f"{v.simulation.top1_agreement * 100:.1f} % of {v.simulation.images} images, largest logit difference "
-            f"{v.simulation.max_abs_logit_error:.3g}"
-            for v in session.variants if v.simulation is not None]
+    """Whether the simulation predicted each real-FP8 variant's numerics, one line each: the variant's agreement
+    with fp32 and with the simulated variant of its recipe, per image (classification) or per pixel
+    (segmentation: the fraction of pixels whose class is the same)."""
+    lines = []
+    for v in session.variants:
+        simulation = v.simulation
+        if simulation is None:
+            continue
+        measure = "pixel agreement" if simulation.task == "segmentation" else "top-1 agreement"
+        over = f"pixels of {simulation.images} images" if simulation.task == "segmentation" else f"{simulation.images} images"
+        with_fp32 = f"{v.quality.top1_agreement * 100:.2f} % with {v.quality.reference}, " if v.quality else ""
+        lines.append(f"{v.name} (real FP8): {measure} {with_fp32}{simulation.top1_agreement * 100:.2f} % with "
+                     f"{simulation.reference}, over {over}; largest logit difference from the simulated "
+                     f"{simulation.max_abs_logit_error:.3g}")
+    return lines
 
 
 def _mib(size: int | None) -> float | None:
@@ -102,7 +112,7 @@ def summarize_session(session: Session) -> list[VariantSummary]:
     return [summarize_variant(c, batch_of(session, c.variant)) for c in comparisons(session)]
 
 
-def summary_document(session: Session, path: str | None = None) -> dict:
+def summary_document(session: Session, path: str | None = None) -> dict[str, object]:
     baseline = reference(session)
     return {
         "schema_version": SCHEMA_VERSION,

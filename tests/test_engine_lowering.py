@@ -10,15 +10,17 @@ import copy
 import pytest
 import torch
 
-from builders.engine_build import _layer, unexplained_fp16
+from builders.engine_build import _layer, static_refusals, unexplained_fp16
 from builders.engine_graph import trace
 from builders.engine_lowering import QUANTIZE_SUFFIX, Program, Step, lower
 from builders.fp8_recipes import select
 from builders.model_structure import model_structure
 from builders.variant_modules import fold_batchnorm
+from tests.engine_stand_in import stand_in_engine
 
 timm = pytest.importorskip("timm")
 pytestmark = pytest.mark.slow
+TRACED_INPUT = (2, 3, 224, 224)  # the engine's graph holds the traced input's shape: the runs below use it
 
 
 def _lowered(name: str, recipe: str | None, refused: dict[str, str] | None = None,
@@ -29,8 +31,9 @@ def _lowered(name: str, recipe: str | None, refused: dict[str, str] | None = Non
     keys = {node.path: node.input_key for node in structure.layers}  # one input tensor, one amax: one scale
     folded = copy.deepcopy(model)
     fold_batchnorm(folded, structure.conv_bn)
-    traced = trace(folded)
-    return model, fp8, lower(traced.nodes, fp8, keys, refused or {}, output_refused), traced
+    traced = trace(folded, torch.zeros(TRACED_INPUT))
+    refused = {**static_refusals(folded, fp8), **(refused or {})}  # as the engine starts: what no kernel takes
+    return model, fp8, lower(traced.nodes, fp8, keys, refused, output_refused), traced
 
 
 def _steps(program: Program) -> dict[str, Step]:
@@ -159,45 +162,30 @@ def test_the_fp16_engine_lowers_the_same_graph_without_quantize_layers():
     assert _steps(program)["layer1.0.conv2"].epilogue == ("add", "relu")
 
 
-STAND_IN_ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "swish": torch.nn.functional.silu,
-                        "gelu": torch.nn.functional.gelu}
-
-
-class StandInConvGraph:
-    """What a cuDNN conv graph computes, in PyTorch on the CPU: the convolution with its bias, then the fused
-    epilogue in order (activations, the residual add)."""
-
-    def __init__(self, conv: torch.nn.Conv2d, epilogue: tuple[str, ...]) -> None:
-        self.conv, self.epilogue = conv, epilogue
-
-    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-        y = self.conv(x)
-        for word in self.epilogue:
-            y = y + residual if word == "add" else STAND_IN_ACTIVATIONS[word](y)
-        return y
-
-
 @pytest.mark.parametrize("name", ["resnet18", "seresnext26d_32x4d", "dpn68", "vit_tiny_patch16_224"])
 def test_the_engine_runs_its_fp16_lowering_to_the_models_own_outputs(name):
     """The engine's interpreter (steps in order, fused epilogues, aliases, optional inputs, freed values) with a
     stand-in for cuDNN gives the model's outputs: every fusion read the right operands."""
-    from builders.cudnn_engine import CudnnEngine
-    from builders.engine_build import _frees, _torch_runner, constants
-
     model, _, program, traced = _lowered(name, None)
     torch.manual_seed(0)
-    x = torch.randn(2, 3, 224, 224)
+    x = torch.randn(TRACED_INPUT)
     with torch.no_grad():
         expected = model(x)
-    nodes = {node.name: node for node in traced.module.graph.nodes}
-    alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}
-    runners = []
-    for step in program.steps:
-        if step.kind == "conv":
-            graph = StandInConvGraph(traced.module.get_submodule(step.name), step.epilogue)
-            inputs = step.inputs
-            runners.append((step, lambda env, g=graph, i=inputs: g(*(env[n] for n in i))))
-        else:
-            runners.append((step, _torch_runner(traced.module, nodes.get(step.node), step, alias)))
-    engine = CudnnEngine(runners, program, constants(traced, program), _frees(program, traced), x, [], None, "cpu", torch.float32)
-    torch.testing.assert_close(engine.infer(x), expected, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(stand_in_engine(program, traced, x).infer(x), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["seresnext26d_32x4d", "dpn68", "vit_tiny_patch16_224"])
+def test_the_engine_runs_its_fp8_lowering_to_the_models_own_outputs(name):
+    """With recipe `all`, every layer the recipe quantizes is an FP8 layer or names why it is not (grouped
+    convolutions, concatenations, linears), and the lowered program with quantize layers standing in as
+    pass-throughs computes the model: each FP8 layer and quantize layer reads the right value."""
+    model, fp8, program, traced = _lowered(name, "all")
+    steps = _steps(program)
+    assert fp8 and not traced.leaves
+    assert all(steps[path].precision == "fp8" or steps[path].fallback for path in fp8)
+    assert unexplained_fp16(program, fp8) == []
+    torch.manual_seed(0)
+    x = torch.randn(TRACED_INPUT)
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(stand_in_engine(program, traced, x).infer(x), expected, rtol=1e-4, atol=1e-4)

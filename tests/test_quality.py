@@ -70,3 +70,23 @@ def test_classification_figures_image_by_image_equal_the_whole_batch_formulas():
     assert quality.mean_kl == pytest.approx((np.exp(log_p) * (log_p - log_q)).sum(1).mean())
     assert quality.max_abs_logit_error == pytest.approx(np.abs(ref - clean).max())
     assert quality.nonfinite == 1 and quality.task == "classification"
+
+
+def test_real_fp8_segmentation_says_pixel_agreement_with_fp32_and_with_the_simulated_variant() -> None:
+    from sessions.model import Session, Study, Variant
+    from sessions.summary import simulation_lines
+
+    fp32 = np.zeros((2, 4, 4), int)
+    real = fp32.copy()
+    real[0, :1, :] = 1  # 4 of 32 pixels differ from fp32
+    simulated = real.copy()
+    simulated[1, 3, 3] = 2  # 1 of 32 pixels differs from the real engine
+    variant = Variant(name="cudnn-fp8-encoder-linears", backend="cudnn", precision="fp8", device="cuda")
+    variant.quality = compare(logits_for(fp32), logits_for(real), "fp32 (PyTorch)", "test", 2)
+    variant.simulation = compare(logits_for(simulated), logits_for(real), "fp8-encoder-linears simulated", "test", 2)
+    study = Study(model="m", source="hf", input_shape=[3, 16, 16], batch=1, command=[], created="", backend="torch",
+                  device="cuda", tool_version="0")
+    session = Session(study=study, environment=None, method=None, variants=[variant])  # type: ignore[arg-type]
+    assert simulation_lines(session) == [
+        ("cudnn-fp8-encoder-linears (real FP8): pixel agreement 87.50 % with fp32 (PyTorch), 96.88 % with "
+         "fp8-encoder-linears simulated, over pixels of 2 images; largest logit difference from the simulated 5")]
