@@ -107,6 +107,8 @@ class CudnnBackend(Backend):
             raise RuntimeError(f"the cuDNN engine could not build {variant.name}: {type(exc).__name__}: "
                                f"{first_line(exc)}") from None
         self.context.cache.save()
+        if simulated is not None:
+            simulated.module.to("cpu")  # the simulated twin waits in host memory (CudnnEngine.simulated_infer)
         torch.cuda.synchronize()
         versions = self.describe()
         label = (f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {versions['cudnn-backend']}, "
