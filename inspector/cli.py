@@ -603,17 +603,18 @@ def cmd_merge(args: argparse.Namespace) -> int:
 @command("onnx")
 def cmd_onnx(args: argparse.Namespace) -> int:
     from builders.onnx_files import write_onnx_files
-    from builders.study_inputs import load_study_inputs
-    from inspector.options import validate_plan
-    from sessions.plan import StudyPlan, TimingPlan, parse_variants
+    from builders.study_inputs import InputChoice, load_inputs
+    from inspector.options import check_variant, validate_request_values
+    from sessions.plan import parse_variants
     from sessions.tables import render_text
 
     variants = parse_variants(args.variants, args.fp8_recipes, args.fp8_exclude)
-    plan = StudyPlan(model=args.model, backend="torch", device="cpu", variants=variants, batch=args.batch,
-                     timing=TimingPlan(0, 1, 1), tracer="none", images=args.images, calib_count=args.calib_count,
-                     checkpoint=args.checkpoint, seed=args.seed)
-    validate_plan(plan)  # the options against the spec, the recipes named, before the model loads
-    inputs = load_study_inputs(plan)
+    choice = InputChoice(args.model, args.batch, args.calib_count, args.images, args.checkpoint, args.seed)
+    validate_request_values({name: getattr(choice, name) for name in ("model", "batch", "images", "calib_count",
+                                                                       "checkpoint", "seed")})
+    for variant in variants:  # the recipes named, before the model loads
+        check_variant(variant)
+    inputs = load_inputs(choice)
     files = write_onnx_files(inputs.model, list(variants), inputs.static_input, inputs.calibration, Path(args.out))
     if args.json:
         _print_json([{"variant": f.variant, "path": str(f.path), **f.counts.__dict__} for f in files])
@@ -625,7 +626,7 @@ def cmd_onnx(args: argparse.Namespace) -> int:
 
 @command("probe")
 def cmd_probe(args: argparse.Namespace) -> int:
-    from profilers.fp8_probe import ProbeOptions, run_probe
+    from inspector.probe.fp8_probe import ProbeOptions, run_probe
     from sessions.groups import load_rules
     from sessions.probe_summary import probe_document, probe_text
 

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from builders.layer_spec import LayerSpec, group_by_spec, spec_of
-from profilers.attribution import TraceRecords
-from profilers.probe_session import (
+from inspector.probe.probe_session import (
     STEPS,
     ProbedLayer,
     ShapeTimes,
@@ -29,6 +28,7 @@ from profilers.probe_session import (
     probe_variant,
     quantizer_name,
 )
+from profilers.attribution import TraceRecords
 from profilers.tracers import Tracer
 from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod
@@ -389,15 +389,11 @@ def session_path(options: ProbeOptions, created: dt.datetime) -> Path:
 
 
 def probe_inputs(options: ProbeOptions):
-    """The study's model and real images (builders.study_inputs), through a plan made for loading only:
-    a probe session stores no plan, since `rerun` replays studies."""
-    from builders.study_inputs import load_study_inputs
-    from sessions.plan import StudyPlan, VariantPlan
+    """The study's model and real images (builders.study_inputs), chosen as a study with these options would."""
+    from builders.study_inputs import InputChoice, load_inputs
 
-    plan = StudyPlan(model=options.model, backend="torch", device="cuda", variants=(VariantPlan("fp16"),),
-                     batch=options.batch, timing=options.timing_plan(), tracer="none", images=options.images,
-                     calib_count=options.calib_count, checkpoint=options.checkpoint, seed=options.seed)
-    return load_study_inputs(plan)
+    return load_inputs(InputChoice(options.model, options.batch, options.calib_count, options.images,
+                                   options.checkpoint, options.seed))
 
 
 def _collected(inputs, options: ProbeOptions):
