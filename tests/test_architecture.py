@@ -264,7 +264,7 @@ def test_option_ranges_and_defaults_are_written_only_in_the_spec():
 
 
 BACKEND_WORDS = ("tensorrt", "torch", "cudnn", "trtexec")
-RENDERERS = ("sessions", "inspector/cli.py", "inspector/tui")
+RENDERERS = ("sessions", "inspector/cli.py", "inspector/commands", "inspector/tui")
 
 
 def backend_tests(source: str, where: str) -> list[str]:

@@ -351,9 +351,9 @@ def test_library_warnings_stay_off_stderr_unless_verbose():
     import sys
 
     script = ("import logging, warnings, sys\n"
-              "from inspector import cli\n"
-              "cli._quiet_libraries()\n"
-              "cli._show_library_warnings(sys.argv[1] == '-v')\n"
+              "from inspector import process\n"
+              "process.quiet_libraries()\n"
+              "process.show_library_warnings(sys.argv[1] == '-v')\n"
               "for _ in range(3):\n"
               "    warnings.warn('a library UserWarning', UserWarning)\n"
               "    warnings.warn('a library FutureWarning', FutureWarning)\n"
