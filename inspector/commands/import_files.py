@@ -45,11 +45,13 @@ def _name(text: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import datetime as dt
     from pathlib import Path
 
     from profilers.trt_import.folder import files_of_folder
     from profilers.trt_import.importer import ImportFiles, check_joinable, import_variant, new_session
-    from sessions.storage import LOCK_WAIT_S, load, resolve, session_writer, sessions_dir
+    from sessions.paths import session_file
+    from sessions.storage import LOCK_WAIT_S, load, resolve, session_writer
 
     if args.folder and (args.layers or args.profile or args.times):
         raise InputError("give a folder or --layers / --profile / --times, not both")
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
             writer.finish(session)
     else:
         session = new_session(imported, variant.command)
-        path = Path(args.out) if args.out else sessions_dir() / f"import-{variant.name}-{session.study.created[:19].replace(':', '')}.json"
+        created = dt.datetime.fromisoformat(session.study.created)
+        path = session_file(args.out, session.study.model, created, "import", variant.name)
         session.variants.append(variant)
         with session_writer(path, args.force, LOCK_WAIT_S) as writer:
             writer.finish(session)

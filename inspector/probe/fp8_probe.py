@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from profilers.tracers import Tracer
 from sessions.errors import InputError, MissingEnvironment
 from sessions.model import Session, Study, TimingMethod
 from sessions.options import PROBE, check_values, default
-from sessions.paths import sessions_dir
+from sessions.paths import session_file
 from sessions.plan import TimingPlan
 from sessions.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
 from sessions.storage import save
@@ -381,13 +380,6 @@ def _warm_gpu(model, x, seconds: float) -> None:
             torch.cuda.synchronize()
 
 
-def session_path(options: ProbeOptions, created: dt.datetime) -> Path:
-    if options.out:
-        return Path(options.out)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", options.model)
-    return sessions_dir() / f"{stem}-probe-b{options.batch}-{created:%Y%m%d-%H%M%S}.json"
-
-
 def probe_inputs(options: ProbeOptions):
     """The study's model and real images (builders.study_inputs), chosen as a study with these options would."""
     from builders.study_inputs import InputChoice, load_inputs
@@ -441,7 +433,7 @@ def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tupl
         probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8, [scales, f"quantize: {quantize_impl}"]),
     ]
     session.variant(FP8_VARIANT).notes.append(estimate_line(session, load_rules()))
-    path = session_path(options, created)
+    path = session_file(options.out, options.model, created, "probe", f"b{options.batch}")
     save(session, path)
     return session, path
 
