@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     paths = [resolve(name) for name in args.session]
     if not chosen.many and len(paths) > 1:
         raise InputError(f"--format {args.format} takes one session; --format study takes several")
-    sources: list[tuple[str | None, Any]] = [(str(path), load(path)) for path in paths]
+    sources = [(str(path), load(path)) for path in paths]
     text = chosen.render(ExportRequest(sources, lambda: rules(args.rules), args.sections))
     return _write_export(text, args.output, args.force)
 

@@ -24,14 +24,15 @@ FORMATS = ("md", "csv", "json", "study", "matrix")  # module names in this packa
 
 @dataclass(frozen=True)
 class ExportRequest:
-    """What an exporter renders: the sessions with the paths they were read from, the grouping rules (loaded only
-    by a format that reads them) and the `--sections` words as given (None: the format's own)."""
+    """What an exporter renders: the sessions with the paths they were read from ("" for one never saved), the
+    grouping rules (loaded only by a format that reads them) and the `--sections` words as given (None: the
+    format's own)."""
 
-    sources: list[tuple[str | None, Session]]
+    sources: list[tuple[str, Session]]
     rules: Callable[[], Rules]
     sections: str | None = None
 
-    def one(self) -> tuple[str | None, Session]:
+    def one(self) -> tuple[str, Session]:
         """The one session a single-session format renders."""
         return self.sources[0]
 

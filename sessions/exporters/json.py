@@ -11,10 +11,10 @@ def render(request: ExportRequest) -> str:
     if request.sections == "layers":
         from sessions.layer_detail import layers_document
 
-        return json_text(layers_document(session, path))
+        return json_text(layers_document(session, path or None))
     from sessions.export import export_json
 
-    return json_text(export_json(session, path, request.rules()))
+    return json_text(export_json(session, path or None, request.rules()))
 
 
 EXPORTER = Exporter("json", render)

@@ -14,7 +14,7 @@ def render(request: ExportRequest) -> str:
     unknown = [s for s in sections or [] if s not in export.SECTIONS]
     if unknown:
         raise InputError(f"unknown section {unknown[0]!r}; known: {', '.join(export.SECTIONS)}")
-    return export.export_markdown(session, request.rules(), sections, path)
+    return export.export_markdown(session, request.rules(), sections, path or None)
 
 
 EXPORTER = Exporter("md", render)

@@ -153,7 +153,7 @@ class OverviewScreen(Screen):
     def action_export(self) -> None:
         """The session as Markdown, a new file in the exports folder (never over one)."""
         s = self.session
-        request = ExportRequest([(str(self.path) if self.path else None, s)], lambda: self.rules)
+        request = ExportRequest([(str(self.path) if self.path else "", s)], lambda: self.rules)
         text = exporter("md").render(request)
         try:
             target = write_new_markdown(text, s.study.model, "session", s.study.created[:19])
