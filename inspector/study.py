@@ -22,10 +22,11 @@ from inspector.options import validate_plan
 from inspector.request import StudyRequest
 from inspector.resolve import cuda_visible, resolve
 from profilers.tracers import Tracer, get_tracer
+from sessions import document
 from sessions.captions import NO_REFERENCE
 from sessions.comparison import BASELINE_PRECISION
 from sessions.errors import InspectError, MissingEnvironment, first_line
-from sessions.model import Session, Study, TimingMethod, Variant
+from sessions.model import Session, TimingMethod, Variant
 from sessions.paths import session_file
 from sessions.plan import StudyPlan, VariantPlan
 from sessions.storage import SessionWriter, session_writer
@@ -211,14 +212,10 @@ def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backen
         weights = f"random (pretrained=False, seed {plan.seed})"
     env = environment.collect(plan.device)
     env.versions.update(backend.describe())
-    return Session(
-        study=Study(
-            model=model.name, source=model.source, input_shape=list(model.input_size), batch=plan.batch,
-            command=command, created=created.isoformat(timespec="seconds"), backend=plan.backend,
-            device=plan.device, tool_version=environment.tool_version(), weights=weights, plan=plan,
-            tool_commit=environment.tool_commit(), engine=backend.engine(),
-            engine_options={name: str(getattr(plan, name)) for name in backend.plan_options},
-        ),
+    return document.new_session(
+        model=model.name, source=model.source, input_shape=list(model.input_size), batch=plan.batch,
+        command=command, created=created, backend=plan.backend, device=plan.device, weights=weights, plan=plan,
+        engine=backend.engine(), engine_options={name: str(getattr(plan, name)) for name in backend.plan_options},
         environment=env,
         method=TimingMethod(
             timer="cuda-events" if plan.device == "cuda" else "perf_counter",

@@ -29,8 +29,9 @@ from inspector.probe.probe_session import (
 )
 from profilers.attribution import TraceRecords
 from profilers.tracers import Tracer
+from sessions.document import new_session
 from sessions.errors import InputError, MissingEnvironment
-from sessions.model import Session, Study, TimingMethod
+from sessions.model import Session, TimingMethod
 from sessions.options import PROBE, check_values, default
 from sessions.paths import session_file
 from sessions.plan import TimingPlan
@@ -445,14 +446,11 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
 
     env = environment.collect("cuda", torch.version.cuda)
     env.versions["cudnn"] = str(torch.backends.cudnn.version())
-    return Session(
-        study=Study(
-            model=model.name, source=model.source, input_shape=list(model.input_size), batch=options.batch,
-            command=command, created=created.isoformat(timespec="seconds"), backend="probe", device="cuda",
-            tool_version=environment.tool_version(),
-            weights=options.checkpoint or f"random (pretrained=False, seed {options.seed})",
-            engine=f"layers alone: PyTorch {torch.__version__}, cuDNN {env.versions['cudnn']} and cuBLASLt",
-        ),
+    return new_session(
+        model=model.name, source=model.source, input_shape=list(model.input_size), batch=options.batch,
+        command=command, created=created, backend="probe", device="cuda",
+        weights=options.checkpoint or f"random (pretrained=False, seed {options.seed})",
+        engine=f"layers alone: PyTorch {torch.__version__}, cuDNN {env.versions['cudnn']} and cuBLASLt",
         environment=env,
         method=method,
     )

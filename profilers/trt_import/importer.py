@@ -8,20 +8,19 @@ no kernel table.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profilers import environment
 from profilers.stats import latency_stats
 from profilers.trt_import.documents import read_json
 from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
 from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
 from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile, parse_times
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
+from sessions import document
 from sessions.errors import InputError
-from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
+from sessions.model import Environment, GpuInfo, Layer, Session, TimingMethod, Variant
 from sessions.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
@@ -225,20 +224,16 @@ def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
 
 
 def new_session(imported: Imported, command: list[str]) -> Session:
-    return Session(
-        study=Study(
-            model=imported.model,
-            source="trtexec",
-            input_shape=imported.input_shape,
-            batch=imported.batch or default("batch"),
-            command=command,
-            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            backend=imported.variant.backend,
-            device="cuda",
-            tool_version=environment.tool_version(),
-            weights="from the engine",
-            engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
-        ),
+    return document.new_session(
+        model=imported.model,
+        source="trtexec",
+        input_shape=imported.input_shape,
+        batch=imported.batch or default("batch"),
+        command=command,
+        backend=imported.variant.backend,
+        device="cuda",
+        weights="from the engine",
+        engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
         environment=environment_of(imported.facts),
         method=method_of(imported.facts, imported),
     )
