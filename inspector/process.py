@@ -78,7 +78,7 @@ def holds_cuda() -> bool:
 
 def exit_process(code: int) -> NoReturn:
     """End the process with `code`. Everything is saved by now; CUDA's and CUPTI's teardown at exit took 2-2.4 s
-    on the H200 after a study (docs/evidence/h200/mainjob-earlier-runs.txt, A), so a process that holds CUDA
+    on the H200 after a study (benchmarks/results/h200/mainjob-earlier-runs.txt, A), so a process that holds CUDA
     ends without it, once its output is out."""
     if holds_cuda():
         os._exit(flushed(code))

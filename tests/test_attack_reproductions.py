@@ -1,4 +1,5 @@
-"""Issue 17, defects 7, 8, 14 and 16: crafted names, bad model inputs, names that are paths, misleading messages.
+"""The attack review (docs/evidence/attack-defects.md), defects 7, 8, 14 and 16: crafted names, bad model inputs,
+names that are paths, misleading messages.
 
 Each case runs the CLI as a user would and checks the output's structure or the one error line.
 """
