@@ -16,11 +16,12 @@ NAME = "export"
 
 
 def add_parser(sub: Any) -> None:
-    from sessions.exporters import FORMATS, exporters
+    from sessions.exporters import exporters
 
+    formats = list(exporters())
     p = sub.add_parser(NAME, help="a session as README-ready Markdown, or CSV / JSON; the study section of several")
     p.add_argument("session", nargs="+", help="one session; several for --format study")
-    p.add_argument("--format", default=FORMATS[0], choices=list(FORMATS),
+    p.add_argument("--format", default=formats[0], choices=formats,
                    help="; ".join(f"{e.name}: {e.help}" for e in exporters().values() if e.help))
     p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun; "
                    "with --format csv or json, `layers`: every layer with tactic, formats, reformats and precision")

@@ -1,13 +1,14 @@
 """The export formats, one module each, and their registry: what `trt-inspect export --format` offers and what
 the TUI's export key writes.
 
-A format is a module of this package holding `EXPORTER`, an `Exporter`, named in `FORMATS` (the order the
-command line lists them in). Its `render` turns the sessions asked for into the text written out.
+A format is a module of this package holding `EXPORTER`, an `Exporter`; the package is read for them, so a new
+format is its module alone. Its `render` turns the sessions asked for into the text written out.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # the command line reads the registry to build its parser: no
     from sessions.groups import Rules
     from sessions.model import Session
 
-FORMATS = ("md", "csv", "json", "study", "matrix")  # module names in this package; the first is the default
+BUILT_IN = ("md", "csv", "json", "study", "matrix")  # listed first, in this order; the first is the default
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,10 @@ class Exporter:
 
 @cache
 def exporters() -> dict[str, Exporter]:
-    """Every registered format by name, in `FORMATS` order."""
-    found = [importlib.import_module(f"{__name__}.{name}").EXPORTER for name in FORMATS]
+    """Every format of this package by name: the built-in ones in `BUILT_IN` order, then the others by module name."""
+    names = {module.name for module in pkgutil.iter_modules(__path__)}
+    modules = [name for name in BUILT_IN if name in names] + sorted(names - set(BUILT_IN))
+    found = [importlib.import_module(f"{__name__}.{name}").EXPORTER for name in modules]
     return {exporter.name: exporter for exporter in found}
 
 
@@ -56,4 +59,4 @@ def exporter(name: str) -> Exporter:
     try:
         return exporters()[name]
     except KeyError:
-        raise InputError(f"unknown export format {name!r}; known: {', '.join(FORMATS)}") from None
+        raise InputError(f"unknown export format {name!r}; known: {', '.join(exporters())}") from None
