@@ -17,7 +17,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.storage import list_sessions, sessions_dir
+    from sessions.paths import sessions_dir
+    from sessions.storage import list_sessions
     from sessions.tables import render_text
 
     entries, problems = list_sessions()

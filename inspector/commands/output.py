@@ -6,11 +6,14 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sessions.errors import ExitCode, InspectError
 from sessions.json_text import json_text
 from sessions.tables import terminal_text
+
+if TYPE_CHECKING:
+    from sessions.groups import Rules
 
 
 def err(message: str) -> None:
@@ -83,7 +86,7 @@ def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]], as_js
     return (ExitCode.FAILURE if failed else ExitCode.OK), session, path
 
 
-def rules(path: str | None) -> Any:
+def rules(path: str | None) -> Rules:
     """The grouping rules: the built-in ones, after those of the TOML file at `path` where one is given."""
     from sessions.groups import load_rules
 

@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     from sessions.probe_summary import probe_document, probe_text
 
     fields = ProbeOptions.__dataclass_fields__
-    options = ProbeOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items() if k in fields})
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items() if k in fields}
+    options = ProbeOptions(**values)
     session, path = run_probe(options, args.argv, lambda message: err(f"[probe] {message}"))
     if args.json:
         print_json(probe_document(session, load_rules(), str(path)))

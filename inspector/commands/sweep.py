@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from inspector.commands.output import err, print_json
 from sessions.errors import ExitCode, InputError
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     check_imports(matrix, args.matrix, args.allow_imports)
     folder = SweepFolder(Path(args.out) if args.out else default_folder(matrix))
     remote = args.executor == "slurm" or (args.executor == "ray" and args.ray_address)
-    where = args.resolve or ("job" if remote else "here")
+    where: Literal["here", "job"] = args.resolve or ("job" if remote else "here")
     jobs = plan_jobs(matrix, args.matrix, folder, lambda line: err(f"[sweep] {line}"), where)
     if args.dry_run:
         return _print_plans(folder, jobs, args.json)
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK if all(o.state in ("done", "skipped") and not o.error for o in outcomes.values()) else ExitCode.FAILURE
 
 
-def _print_plans(folder, jobs, as_json: bool) -> int:
+def _print_plans(folder: Any, jobs: list[Any], as_json: bool) -> int:
     from sessions.tables import render_text
 
     finished = [job for job in jobs if folder.finished(job.key)]
@@ -75,7 +75,7 @@ def _print_plans(folder, jobs, as_json: bool) -> int:
     return ExitCode.OK
 
 
-def _plan_columns(job) -> list[str]:
+def _plan_columns(job: Any) -> list[str]:
     """backend, device, tracer, variants of a job's plan; for a job resolved where it runs, what it asked for."""
     if job.plan is not None:
         plan = job.plan
@@ -85,7 +85,7 @@ def _plan_columns(job) -> list[str]:
             request.tracer if request.tracer != "auto" else there, request.variants or there]
 
 
-def _print_outcomes(folder, jobs, outcomes, merged, as_json: bool) -> None:
+def _print_outcomes(folder: Any, jobs: list[Any], outcomes: dict[str, Any], merged: Any, as_json: bool) -> None:
     from sessions.tables import render_text
 
     if as_json:
