@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The architecture check on the H200: the README's main job, headless, after the issue-11 refactor,
+# The architecture check on the H200: the README's main job, headless, after the architecture refactor,
 # then its diff against the session committed before it (schema 1, read through the migration).
 # Run through the device tool with carry [".whl"].
 source "$(dirname "$0")/h200_setup.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 on the H200: the main job from a fresh install (cold: the image's torch, timm and transformers have
+# On the H200: the main job from a fresh install (cold: the image's torch, timm and transformers have
 # no bytecode yet) and twice again
 # (warm), with every progress line's elapsed seconds, then per-sample CoV, round-median CoV, p99 / median
 # and each round's median (does the first round start cold?).

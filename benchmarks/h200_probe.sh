@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The FP8 probe on the lent H200 (issue 16): senet154 and the SegFormer-B0 encoder at batch 1 and 32,
+# The FP8 probe on the lent H200: senet154 and the SegFormer-B0 encoder at batch 1 and 32,
 # real FP8 kernels (cuDNN frontend, torch._scaled_mm), sessions and this log in $OUT. No network
 # there: installs the wheels carried in $WHEELS (default .whl; the device tool's README says how to
 # fetch them), then this checkout. Run from the checkout's root, e.g. with carry [".whl"]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 on the two-GPU H200 machine (kind nvidia-h200-x2): the matrix benchmarks/h200_sweep.toml
+# The sweep on the two-GPU H200 machine (kind nvidia-h200-x2): the matrix benchmarks/h200_sweep.toml
 # (senet154 and resnet50 x batch 1 and 32, fp16 and FP8) with `--executor ray` on both GPUs, then the
 # same matrix on one GPU (a fresh folder, so nothing is skipped), the wall-time ratio (target <= 0.6),
 # and the merged tables. Run through the device tool with carry [".whl-sweep"]: ray (Java jar and source maps stripped to fit the

@@ -26,13 +26,34 @@ class StudyInputs:
         return sum(len(batch) for batch in self.quality_batches)
 
 
+@dataclass(frozen=True)
+class InputChoice:
+    """What a study's inputs are made of, whoever asks (a study's plan, the probe, `onnx`): the model and its
+    weights, the images and how they are split, the batch the timed input has."""
+
+    model: str
+    batch: int
+    calib_count: int
+    images: str | None
+    checkpoint: str | None
+    seed: int  # torch's seed before the model is built: its random weights where no checkpoint is given
+    eval_count: int | None = None  # None: quality on every image (calibration images included); else disjoint
+    stress_count: int | None = None  # None: every stress input
+    threads: int | None = None  # torch CPU threads; None: torch's default
+
+    @classmethod
+    def of_plan(cls, plan: StudyPlan) -> InputChoice:
+        return cls(plan.model, plan.batch, plan.calib_count, plan.images, plan.checkpoint, plan.seed, plan.eval_count,
+                   plan.stress_count, plan.threads)
+
+
 # A model loaded before the study for the same plan (inspector.cpu_defaults times it), taken by the study once
 # instead of building it again (30 s for senet154 on a loaded 2-core machine). One at a time.
 _KEPT: dict[tuple[str, str | None, int], Any] = {}
 
 
-def _model_key(plan: StudyPlan) -> tuple[str, str | None, int]:
-    return plan.model, plan.checkpoint, plan.seed
+def _model_key(choice: StudyPlan | InputChoice) -> tuple[str, str | None, int]:
+    return choice.model, choice.checkpoint, choice.seed
 
 
 def keep_model(plan: StudyPlan, model: Any) -> None:
@@ -43,34 +64,39 @@ def keep_model(plan: StudyPlan, model: Any) -> None:
 
 
 def load_study_inputs(plan: StudyPlan) -> StudyInputs:
+    return load_inputs(InputChoice.of_plan(plan))
+
+
+def load_inputs(choice: InputChoice) -> StudyInputs:
+    """The model (a kept one, else built after torch.manual_seed(choice.seed)) and the images through its transform."""
     import torch
 
     from builders.models import load_model
     from profilers.images import image_paths, load_images, split, stress_inputs
 
-    torch.manual_seed(plan.seed)
-    if plan.threads is not None:
-        torch.set_num_threads(plan.threads)
-    model = _KEPT.pop(_model_key(plan), None) or load_model(plan.model, Path(plan.checkpoint) if plan.checkpoint else None)
+    torch.manual_seed(choice.seed)
+    if choice.threads is not None:
+        torch.set_num_threads(choice.threads)
+    model = _KEPT.pop(_model_key(choice), None) or load_model(choice.model, Path(choice.checkpoint) if choice.checkpoint else None)
     if model.transform is None:
         raise InputError(f"{model.name}: no input transform known; real images cannot be fed to it")
     stress = [(name, torch.from_numpy(array)[None])
-              for name, array in stress_inputs(tuple(model.input_size), plan.stress_count)]
-    folder = Path(plan.images) if plan.images else None
-    if plan.eval_count is None:
+              for name, array in stress_inputs(tuple(model.input_size), choice.stress_count)]
+    folder = Path(choice.images) if choice.images else None
+    if choice.eval_count is None:
         images = load_images(folder)
         pixels = torch.stack([model.transform(image) for image in images.images])
         source = f"{images.source}: {len(pixels)} images, calibration cycling through the same images"
-        return StudyInputs(model, source, list(pixels.split(plan.batch)), _cycle(pixels, plan.batch),
-                           _cycle(pixels, plan.calib_count), images.masks, stress)
+        return StudyInputs(model, source, list(pixels.split(choice.batch)), _cycle(pixels, choice.batch),
+                           _cycle(pixels, choice.calib_count), images.masks, stress)
     available = len(image_paths(folder)[0]) if folder else len(load_images(None).images)
-    chosen = split(available, plan.calib_count, plan.eval_count)
+    chosen = split(available, choice.calib_count, choice.eval_count)
     calib = load_images(folder, indices=chosen.calibration) if folder else _pick(load_images(None), chosen.calibration)
     held = load_images(folder, indices=chosen.evaluation) if folder else _pick(load_images(None), chosen.evaluation)
     calib_pixels = torch.stack([model.transform(image) for image in calib.images])
     pixels = torch.stack([model.transform(image) for image in held.images])
-    return StudyInputs(model, f"{held.source}: {chosen.describe()}", list(pixels.split(plan.batch)),
-                       _cycle(pixels, plan.batch), calib_pixels, held.masks, stress)
+    return StudyInputs(model, f"{held.source}: {chosen.describe()}", list(pixels.split(choice.batch)),
+                       _cycle(pixels, choice.batch), calib_pixels, held.masks, stress)
 
 
 def _pick(images: Any, indices: list[int]) -> Any:

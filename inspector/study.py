@@ -8,7 +8,6 @@ keeps everything measured so far.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,11 +23,12 @@ from inspector.request import StudyRequest
 from inspector.resolve import cuda_visible, resolve
 from profilers.memory import device_memory
 from profilers.tracers import Tracer, get_tracer
+from sessions import document
 from sessions.captions import NO_REFERENCE
 from sessions.comparison import BASELINE_PRECISION
 from sessions.errors import InspectError, MissingEnvironment, first_line
-from sessions.model import Session, Study, TimingMethod, Variant
-from sessions.paths import sessions_dir
+from sessions.model import Session, TimingMethod, Variant
+from sessions.paths import session_file
 from sessions.plan import StudyPlan, VariantPlan
 from sessions.storage import SessionWriter, session_writer
 from sessions.summary import VariantSummary, summarize_session
@@ -79,14 +79,6 @@ class Recorder:
         return self.path
 
 
-def session_path(plan: StudyPlan, created: dt.datetime) -> Path:
-    if plan.out:
-        return Path(plan.out)
-    base = Path(plan.model).stem if plan.model.endswith(".onnx") else plan.model
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", base)[:120]
-    return sessions_dir() / f"{stem}-{created:%Y%m%d-%H%M%S}.json"
-
-
 def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
     """The backend class and tracer for `plan`, or one line on why they cannot run here."""
     for name in dict.fromkeys([v.backend for v in plan.variants if v.backend]):  # variants with their own backend
@@ -120,7 +112,7 @@ def run_study(plan: StudyPlan, command: list[str], report: Report, force: bool =
     `force`, and only when the study is done (see `sessions.storage.session_writer`)."""
     validate_plan(plan)
     created = dt.datetime.now(dt.UTC)
-    with session_writer(session_path(plan, created), force) as writer:
+    with session_writer(session_file(plan.out, plan.model, created), force) as writer:
         return _run_locked(plan, command, report, created, writer)
 
 
@@ -226,14 +218,10 @@ def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backen
         weights = f"random (pretrained=False, seed {plan.seed})"
     env = environment.collect(plan.device)
     env.versions.update(backend.describe())
-    return Session(
-        study=Study(
-            model=model.name, source=model.source, input_shape=list(model.input_size), batch=plan.batch,
-            command=command, created=created.isoformat(timespec="seconds"), backend=plan.backend,
-            device=plan.device, tool_version=environment.tool_version(), weights=weights, plan=plan,
-            tool_commit=environment.tool_commit(), engine=backend.engine(),
-            engine_options={name: str(getattr(plan, name)) for name in backend.plan_options},
-        ),
+    return document.new_session(
+        model=model.name, source=model.source, input_shape=list(model.input_size), batch=plan.batch,
+        command=command, created=created, backend=plan.backend, device=plan.device, weights=weights, plan=plan,
+        engine=backend.engine(), engine_options={name: str(getattr(plan, name)) for name in backend.plan_options},
         environment=env,
         method=TimingMethod(
             timer="cuda-events" if plan.device == "cuda" else "perf_counter",

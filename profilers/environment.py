@@ -5,13 +5,11 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from importlib import metadata
-from pathlib import Path
 from types import TracebackType
 from typing import Self
 
@@ -55,33 +53,6 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
-
-
-def tool_version() -> str:
-    try:
-        return metadata.version("trt-inspect")
-    except metadata.PackageNotFoundError:
-        return "unknown"
-
-
-TOOL_ROOT = Path(__file__).resolve().parents[1]
-
-
-def tool_commit(root: Path = TOOL_ROOT) -> str | None:
-    """The git commit of the checkout at `root` (this code's), "-dirty" with local changes; None when installed."""
-    if not (root / ".git").exists():
-        return None
-    try:
-        head = _git(root, "rev-parse", "HEAD")
-        changes = _git(root, "status", "--porcelain", "--untracked-files=no")
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return f"{head}-dirty" if changes else head or None
-
-
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=10,
-                          check=True).stdout.strip()
 
 
 def torch_settings() -> TorchSettings | None:

@@ -86,7 +86,7 @@ def _discard(step: Step, count: int) -> None:
     """Run and drop `count` inferences. No synchronisation after them: the timer's first event then
     queues behind them, so the first sample starts with the GPU busy instead of idle, and holds no
     launch gap (a drained stream made every round's first sample 11-33 % slow on the H200:
-    tests/data/h200/senet154-issue14.json)."""
+    benchmarks/results/h200/senet154-b1.json)."""
     for _ in range(count):
         step()
 

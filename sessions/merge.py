@@ -9,15 +9,15 @@ speed-ups compare a variant with its own job's baseline (`sessions.comparison`).
 from __future__ import annotations
 
 import copy
-import datetime as dt
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from sessions.document import new_session
 from sessions.engines import engine_label, engine_options
 from sessions.errors import InputError
-from sessions.model import Environment, GpuInfo, Merge, MergedJob, Session, Study, Variant
+from sessions.model import Environment, GpuInfo, Merge, MergedJob, Session, Variant
 
 VARIANT_AXIS = "variant"
 
@@ -112,33 +112,28 @@ def merge_sessions(sources: Sequence[tuple[str, Session]], command: list[str]) -
             renamed.name, renamed.job, renamed.axes = f"{label}/{variant.name}", index, {**key, VARIANT_AXIS: variant.name}
             variants.append(renamed)
     sessions = [session for _, session in jobs]
-    return Session(study=_common_study(sessions, command), environment=common_environment([s.environment for s in sessions]),
-                   method=sessions[0].method, variants=variants, merge=Merge(axes + [VARIANT_AXIS], merged_jobs))
-
-
-def _one(values: Sequence[str], several: str = "several") -> str:
-    unique = list(dict.fromkeys(values))
-    return unique[0] if len(unique) == 1 else f"{several}: {', '.join(unique)}"
-
-
-def _common_study(sessions: list[Session], command: list[str]) -> Study:
     first = sessions[0].study
-    batches = {s.study.batch for s in sessions}
-    devices = {s.study.device for s in sessions}
-    return Study(
+    batches, devices = {s.study.batch for s in sessions}, {s.study.device for s in sessions}
+    return new_session(
         model=_one([s.study.model for s in sessions], "merged"),
         source=first.source,
         input_shape=first.input_shape if len({tuple(s.study.input_shape) for s in sessions}) == 1 else [],
         batch=first.batch if len(batches) == 1 else None,  # None: several, each job's own in merge.jobs
         command=command,
-        created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         backend=_one([s.study.backend for s in sessions]),
         device=first.device if len(devices) == 1 else "cuda" if "cuda" in devices else first.device,
-        tool_version=_one([s.study.tool_version for s in sessions]),
+        made_by=_one([s.study.tool_version for s in sessions]),
         weights=_one([s.study.weights for s in sessions]),
         engine=_one([engine_label(s.study, s.environment) for s in sessions]),
         plan=None,  # a merged session reruns job by job (`rerun` on each job's session, or the sweep)
+        environment=common_environment([s.environment for s in sessions]),
+        method=sessions[0].method, variants=variants, merge=Merge(axes + [VARIANT_AXIS], merged_jobs),
     )
+
+
+def _one(values: Sequence[str], several: str = "several") -> str:
+    unique = list(dict.fromkeys(values))
+    return unique[0] if len(unique) == 1 else f"{several}: {', '.join(unique)}"
 
 
 def common_environment(environments: list[Environment]) -> Environment:

@@ -121,7 +121,7 @@ RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | enc
                "also as RECIPE-per-tensor or RECIPE-per-channel (weight scales); recipes in builders/fp8_recipes.toml")
 TIMING = ("warmup_s", "rounds", "iters", "switch_warmup")  # the options that make a TimingPlan, in its order
 
-# Timing defaults. On the H200 a CUDA-graph sample varies by 0.06-0.17 % (tests/data/h200/mainjob-stats.txt):
+# Timing defaults. On the H200 a CUDA-graph sample varies by 0.06-0.17 % (benchmarks/results/h200/mainjob-stats.txt):
 # 5 rounds of 20 put the median within about 0.02 %, and the rounds show drift; more samples only cost time.
 # The warm-up per variant is trtexec's default (200 ms): the GPU is busy from the quality checks on. The
 # inferences discarded at every switch only have to queue ahead of the round's first event (no sample starts

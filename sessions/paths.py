@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 from pathlib import Path
 
 HOME_ENV = "TRT_INSPECT_HOME"  # overrides the platform's user-data folder (tests, CI)
@@ -24,6 +26,20 @@ def data_home() -> Path:
 def sessions_dir() -> Path:
     """Where sessions go when `--out` is not given."""
     return data_home() / "sessions"
+
+
+def session_file(out: str | None, subject: str, created: dt.datetime, *qualifiers: str) -> Path:
+    """Where a new session is saved: `out` where given, else in `sessions_dir()` as
+    `<subject>[-<qualifier>...]-<YYYYmmdd-HHMMSS>.json` (`created`, as the session records it).
+
+    The subject is a model name or path (an .onnx file by its stem); in the name, every run of characters other
+    than letters, digits, `.`, `_` and `-` becomes one `_`, and the subject keeps its first 120.
+    """
+    if out:
+        return Path(out)
+    base = Path(subject).stem if subject.endswith(".onnx") else subject
+    words = [re.sub(r"[^A-Za-z0-9._-]+", "_", base)[:120], *(re.sub(r"[^A-Za-z0-9._-]+", "_", q) for q in qualifiers)]
+    return sessions_dir() / f"{'-'.join(words)}-{created:%Y%m%d-%H%M%S}.json"
 
 
 def cache_dir() -> Path:

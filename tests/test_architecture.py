@@ -11,7 +11,7 @@ from tests.conftest import ROOT
 PACKAGES = ("inspector", "builders", "profilers", "sessions")
 CORE = ("builders", "profilers", "sessions")
 MAX_FUNCTION_LINES = 60
-SHORT = ("builders", "profilers", "sessions", "inspector/study.py")
+SHORT = ("builders", "profilers", "sessions", "inspector/study.py", "inspector/probe")
 
 
 def project_modules() -> dict[str, Path]:
@@ -72,6 +72,48 @@ def test_no_import_cycle_between_project_modules():
 
 def test_the_cycle_check_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+# Which package may import which: measurement (profilers) never reaches into what is measured (builders); the
+# orchestration that joins them (a study, the FP8 probe) lives in inspector.
+FORBIDDEN_ARROWS = {("profilers", "builders")}
+
+
+def package_arrows(graph: dict[str, set[str]]) -> dict[tuple[str, str], list[str]]:
+    """The imports between top-level packages, each arrow with the module imports that make it."""
+    arrows: dict[tuple[str, str], list[str]] = {}
+    for name, imported in graph.items():
+        for other in sorted(imported):
+            arrow = (name.split(".")[0], other.split(".")[0])
+            if arrow[0] != arrow[1]:
+                arrows.setdefault(arrow, []).append(f"{name} imports {other}")
+    return arrows
+
+
+def test_profilers_never_import_builders():
+    arrows = package_arrows(import_graph())
+    assert [line for arrow in sorted(FORBIDDEN_ARROWS) for line in arrows.get(arrow, [])] == []
+
+
+def package_graph(arrows: dict[tuple[str, str], list[str]]) -> dict[str, set[str]]:
+    """The packages each package imports."""
+    packages: dict[str, set[str]] = {package: set() for arrow in arrows for package in arrow}
+    for source, target in arrows:
+        packages[source].add(target)
+    return packages
+
+
+def test_no_import_cycle_between_the_packages():
+    cycle = find_cycle(package_graph(package_arrows(import_graph())))
+    assert cycle is None, "package cycle: " + " -> ".join(cycle)
+
+
+def test_the_package_checks_find_a_forbidden_arrow_and_a_package_cycle():
+    graph = {"profilers.timing": {"builders.models"}, "builders.models": {"sessions.model"},
+             "sessions.model": {"profilers.stats"}, "profilers.stats": set()}
+    arrows = package_arrows(graph)
+    assert arrows[("profilers", "builders")] == ["profilers.timing imports builders.models"]
+    assert find_cycle(package_graph(arrows)) == ["builders", "sessions", "profilers", "builders"]
 
 
 def test_the_core_never_imports_textual_or_the_front_ends():
@@ -222,7 +264,7 @@ def test_option_ranges_and_defaults_are_written_only_in_the_spec():
 
 
 BACKEND_WORDS = ("tensorrt", "torch", "cudnn", "trtexec")
-RENDERERS = ("sessions", "inspector/cli.py", "inspector/tui")
+RENDERERS = ("sessions", "inspector/cli.py", "inspector/commands", "inspector/tui")
 
 
 def backend_tests(source: str, where: str) -> list[str]:

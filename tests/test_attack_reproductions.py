@@ -1,4 +1,5 @@
-"""Issue 17, defects 7, 8, 14 and 16: crafted names, bad model inputs, names that are paths, misleading messages.
+"""The attack review (docs/evidence/attack-defects.md), defects 7, 8, 14 and 16: crafted names, bad model inputs,
+names that are paths, misleading messages.
 
 Each case runs the CLI as a user would and checks the output's structure or the one error line.
 """
@@ -351,9 +352,9 @@ def test_library_warnings_stay_off_stderr_unless_verbose():
     import sys
 
     script = ("import logging, warnings, sys\n"
-              "from inspector import cli\n"
-              "cli._quiet_libraries()\n"
-              "cli._show_library_warnings(sys.argv[1] == '-v')\n"
+              "from inspector import process\n"
+              "process.quiet_libraries()\n"
+              "process.show_library_warnings(sys.argv[1] == '-v')\n"
               "for _ in range(3):\n"
               "    warnings.warn('a library UserWarning', UserWarning)\n"
               "    warnings.warn('a library FutureWarning', FutureWarning)\n"

@@ -67,7 +67,7 @@ def test_a_300_character_model_name_is_an_unknown_model(capsys):
 def test_out_of_range_study_options_stop_before_the_model_loads(option, capsys, monkeypatch):
     import builders.study_inputs
 
-    monkeypatch.setattr(builders.study_inputs, "load_study_inputs", lambda plan: pytest.fail("the model loaded"))
+    monkeypatch.setattr(builders.study_inputs, "load_inputs", lambda choice: pytest.fail("the model loaded"))
     assert main(["run", "resnet18", "--device", "cpu", *option]) == 2
     one_error_line(capsys)
 

@@ -365,7 +365,7 @@ def test_fp8_onnx_agrees_with_pytorch_fp8_on_the_study_images(tmp_path):
 @pytest.mark.slow
 def test_fp8_onnx_of_a_vit_differs_from_pytorch_only_at_pytorchs_own_noise_floor(tmp_path):
     """vit_tiny_patch16_224, 48 FP8 linears (random weights): PyTorch's FP8 moves by ~0.07 on inputs one fp16 step
-    away, so onnxruntime may pick another class only where PyTorch's top-1 margin is below that (tests/data/onnx)."""
+    away, so onnxruntime may pick another class only where PyTorch's top-1 margin is below that (docs/evidence/onnx)."""
     pytest.importorskip("onnxruntime")
     from tests.fp8_onnx_numerics import check
 

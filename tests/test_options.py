@@ -14,9 +14,9 @@ import pytest
 import tests.fake_backend  # noqa: F401  # registers the fake backend and tracer, as a plug-in module would
 from inspector.cli import build_parser, main, study_request
 from inspector.options import validate_plan
+from inspector.probe.fp8_probe import ProbeOptions
 from inspector.request import StudyRequest
 from inspector.sweep.matrix import combinations, parse_matrix
-from profilers.fp8_probe import ProbeOptions
 from sessions import storage
 from sessions.errors import InputError
 from sessions.options import OPTIONS, PROBE, RUN, Option
@@ -104,10 +104,10 @@ def one_error_line(capsys) -> str:
 ])
 def test_probe_refuses_what_run_refuses_before_any_work(command, option, message, capsys, monkeypatch):
     import builders.study_inputs
-    import profilers.fp8_probe
+    import inspector.probe.fp8_probe
 
-    monkeypatch.setattr(builders.study_inputs, "load_study_inputs", lambda plan: pytest.fail("the model loaded"))
-    monkeypatch.setattr(profilers.fp8_probe, "require_fp8_environment", lambda: pytest.fail("the probe started"))
+    monkeypatch.setattr(builders.study_inputs, "load_inputs", lambda choice: pytest.fail("the model loaded"))
+    monkeypatch.setattr(inspector.probe.fp8_probe, "require_fp8_environment", lambda: pytest.fail("the probe started"))
     assert main([command, "resnet18", "--device" if command == "run" else "--seed", "cpu" if command == "run" else "0",
                  *option]) == 2
     assert one_error_line(capsys) == f"trt-inspect: error: {message}"
@@ -124,7 +124,7 @@ def test_rerun_checks_the_whole_recorded_plan_before_the_model_is_built(variants
                                                                           monkeypatch):
     import builders.study_inputs
 
-    monkeypatch.setattr(builders.study_inputs, "load_study_inputs", lambda plan: pytest.fail("the model loaded"))
+    monkeypatch.setattr(builders.study_inputs, "load_inputs", lambda choice: pytest.fail("the model loaded"))
     doc = orjson.loads((H200 / "senet154-arch.json").read_bytes())
     doc["study"]["plan"]["variants"] = variants
     (tmp_path / "s.json").write_bytes(orjson.dumps(doc))
@@ -170,7 +170,7 @@ def test_an_unregistered_backend_is_one_line_with_the_registered_ones(capsys):
 def test_onnx_checks_its_options_against_the_spec_before_the_model_loads(option, message, capsys, monkeypatch):
     import builders.study_inputs
 
-    monkeypatch.setattr(builders.study_inputs, "load_study_inputs", lambda plan: pytest.fail("the model loaded"))
+    monkeypatch.setattr(builders.study_inputs, "load_inputs", lambda choice: pytest.fail("the model loaded"))
     assert main(["onnx", "resnet18", *option]) == 2
     assert message in one_error_line(capsys)
 
@@ -203,7 +203,7 @@ def test_a_probe_session_names_what_timed_its_layers():
 
     import torch
 
-    from profilers.fp8_probe import new_probe_session
+    from inspector.probe.fp8_probe import new_probe_session
     from sessions.engines import engine_label
     from sessions.model import TimingMethod
 

@@ -15,9 +15,16 @@ from builders import fp8_kernels
 from builders.fp8_kernels import E4M3_MAX, Quantizer, ScaledMmGemm, Unsupported, quantize, scale_from_amax
 from builders.layer_spec import LayerSpec, group_by_spec
 from inspector.cli import main
-from profilers import fp8_probe
+from inspector.probe import fp8_probe
+from inspector.probe.probe_session import (
+    ProbedLayer,
+    ShapeTimes,
+    fp8_layers,
+    fp16_layers,
+    probe_variant,
+    quantizer_name,
+)
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
-from profilers.probe_session import ProbedLayer, ShapeTimes, fp8_layers, fp16_layers, probe_variant, quantizer_name
 from sessions.groups import load_rules, role_of
 from sessions.model import Environment, Session, Study, TimingMethod
 from sessions.probe_summary import (

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 SESSION = "tests/data/h200/segformer-b0-probe-b1.json"
-RUN = ("import sys, inspector.cli as cli; cli._holds_cuda = lambda: {holds}; "
+RUN = ("import sys, inspector.cli as cli, inspector.process as process; process.holds_cuda = lambda: {holds}; "
        "sys.argv = ['trt-inspect', *sys.argv[1:]]; cli.run()")
 
 

@@ -12,7 +12,7 @@ import types
 import pytest
 
 from profilers import environment
-from sessions import storage
+from sessions import document, storage
 from sessions.model import GpuSample
 from tests.fake_backend import TimedWorld
 from tests.test_mutations import constant, timed_study
@@ -145,12 +145,12 @@ def test_the_commit_of_a_checkout_is_recorded_and_local_changes_say_so(tmp_path,
     git(repo, "add", "tool.py")
     git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
     head = git(repo, "rev-parse", "HEAD")
-    assert environment.tool_commit(repo) == head
+    assert document.tool_commit(repo) == head
     (repo / "tool.py").write_text("x = 2\n")
-    assert environment.tool_commit(repo) == f"{head}-dirty"
-    assert environment.tool_commit(tmp_path) is None  # an installed copy: no .git beside the packages
+    assert document.tool_commit(repo) == f"{head}-dirty"
+    assert document.tool_commit(tmp_path) is None  # an installed copy: no .git beside the packages
     session = timed_study(tmp_path, monkeypatch, TimedWorld({"fp32": constant(1.0), "fp16": constant(1.0)}))
-    assert session.study.tool_commit == environment.tool_commit()
+    assert session.study.tool_commit == document.tool_commit()
 
 
 def test_reviewer_fields_round_trip_and_old_sessions_still_load(tmp_path):

@@ -1,4 +1,4 @@
-"""Issue 13: what the tool says about TensorRT files must be right, not only parsed.
+"""What the tool says about TensorRT files must be right, not only parsed.
 
 Real files: ../shared/fixtures/trtexec. Every other document here is CONSTRUCTED by hand for the
 test, in the shape of TensorRT's files (names copied from the real sets described in the trt-data

@@ -104,7 +104,7 @@ async def test_browser_compares_two_marked_sessions(tmp_path):
         assert isinstance(app.screen, BrowserScreen) and app.screen.panel.table.row_count == 2
         await pilot.press("space", "j", "space", "c")
         assert isinstance(app.screen, DiffScreen)
-        # batch 1 against batch 8: compared per image, where batch 8 is faster (issue 14)
+        # batch 1 against batch 8: compared per image, where batch 8 is faster
         assert app.screen.diff.per_image and not app.screen.diff.regressions and "no regression" in app.screen.crumbs[-1]
         notes = app.screen.panel.data.notes  # bug 6: A and B named
         assert notes[:2] == ("A: senet154-h200.json", "B: senet154-h200-b8.json")
@@ -213,7 +213,7 @@ def test_snapshot_diff(snap_compare, tmp_path):
     assert snap_compare(app, press=["space", "j", "space", "c"], terminal_size=(120, 36), run_before=read)
 
 
-# -- issue 15 ------------------------------------------------------------------------------------
+# -- bugs found by the TUI review ----------------------------------------------------------------
 async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session, isolated_home):
     """Bug 1: after `]` the title and the rows (and `x`) name the same variant and layer."""
     from sessions.views import kernel_table

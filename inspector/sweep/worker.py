@@ -22,11 +22,16 @@ if TYPE_CHECKING:
 
 
 def main(argv: list[str]) -> int:
-    from inspector.cli import _interrupt_on_sigterm, _quiet_libraries
+    from inspector.process import interrupt_on_sigterm, quiet_libraries
+
+    quiet_libraries()
+    with interrupt_on_sigterm():
+        return _run_job(argv)
+
+
+def _run_job(argv: list[str]) -> int:
     from inspector.study import one_line, run_study
 
-    _quiet_libraries()
-    _interrupt_on_sigterm()
     folder, key = SweepFolder(Path(argv[0])), argv[1]
     job = folder.read_job(key)
 

@@ -8,12 +8,10 @@ no kernel table.
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profilers import environment
 from profilers.stats import latency_stats
 from profilers.trt_import import documents
 from profilers.trt_import.documents import read_json
@@ -23,8 +21,9 @@ from profilers.trt_import.profile import Profile, layers_from_profile, pair_prof
 from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
+from sessions import document
 from sessions.errors import InputError
-from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
+from sessions.model import Environment, GpuInfo, Layer, Session, TimingMethod, Variant
 from sessions.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
@@ -269,21 +268,17 @@ def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
 
 
 def new_session(imported: Imported, command: list[str]) -> Session:
-    return Session(
-        study=Study(
-            model=imported.model,
-            source="trtexec",
-            input_shape=imported.input_shape,
-            batch=imported.batch or default("batch"),
-            command=command,
-            created=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            backend=imported.variant.backend,
-            device="cuda",
-            tool_version=environment.tool_version(),
-            weights="from the engine",
-            engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
-            engine_options=dict(imported.facts.build_flags),
-        ),
+    return document.new_session(
+        model=imported.model,
+        source="trtexec",
+        input_shape=imported.input_shape,
+        batch=imported.batch or default("batch"),
+        command=command,
+        backend=imported.variant.backend,
+        device="cuda",
+        weights="from the engine",
+        engine=f"trtexec files (TensorRT {imported.facts.tensorrt})" if imported.facts.tensorrt else "trtexec files",
+        engine_options=dict(imported.facts.build_flags),
         environment=environment_of(imported.facts),
         method=method_of(imported.facts, imported),
     )

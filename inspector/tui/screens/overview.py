@@ -23,7 +23,8 @@ from sessions import views
 from sessions.answer import Answer, answers
 from sessions.comparison import batch_words
 from sessions.errors import InspectError
-from sessions.export import environment_section, export_markdown, method_section, write_new_markdown
+from sessions.export import environment_section, method_section, write_new_markdown
+from sessions.exporters import ExportRequest, exporter
 from sessions.groups import Rules
 from sessions.model import Session
 from sessions.verdict import verdict_lines
@@ -152,7 +153,8 @@ class OverviewScreen(Screen):
     def action_export(self) -> None:
         """The session as Markdown, a new file in the exports folder (never over one)."""
         s = self.session
-        text = export_markdown(s, self.rules, path=str(self.path) if self.path else None)
+        request = ExportRequest([(str(self.path) if self.path else "", s)], lambda: self.rules)
+        text = exporter("md").render(request)
         try:
             target = write_new_markdown(text, s.study.model, "session", s.study.created[:19])
         except InspectError as exc:

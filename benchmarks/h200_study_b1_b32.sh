@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Round 3 on the H200: the TensorRT backend's CUDA stream and graph paths (stand-in enqueue), the main job
+# On the H200: the TensorRT backend's CUDA stream and graph paths (stand-in enqueue), the main job
 # from a fresh install and again (wall times, per-sample CoV, p99), the senet154 sessions behind
 # `export --format study` (batch 1 and 32, the seed's three layouts, per-channel weights of the BN-folded
 # kernels), with the per-tensor recipe beside them on the same images. Run through the device tool with carry [".whl"].
-# Everything printed goes to $OUT/round3-log.txt.
+# Everything printed goes to $OUT/study-b1-b32-log.txt.
 source "$(dirname "$0")/h200_setup.sh"
-exec > >(tee "$OUT/round3-log.txt") 2>&1
+exec > >(tee "$OUT/study-b1-b32-log.txt") 2>&1
 t() { local s=$SECONDS; run "$@"; echo "wall_s=$(( SECONDS - s ))"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 python3 benchmarks/h200_engine_device.py

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14 / 19 on the H200: the main job cold (fresh install) and warm with wall times, per-sample and
+# On the H200: the main job cold (fresh install) and warm with wall times, per-sample and
 # round-median CoV; the SegFormer-B0 study (encoder-linears recipe); batch 1 against batch 8 per image.
 # Run through the device tool with carry [".whl"].
 source "$(dirname "$0")/h200_setup.sh"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,8 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from builders.layer_spec import LayerSpec, group_by_spec, spec_of
-from profilers.attribution import TraceRecords
-from profilers.probe_session import (
+from inspector.probe.probe_session import (
     STEPS,
     ProbedLayer,
     ShapeTimes,
@@ -29,12 +27,14 @@ from profilers.probe_session import (
     probe_variant,
     quantizer_name,
 )
+from profilers.attribution import TraceRecords
 from profilers.tracers import Tracer
+from sessions.document import new_session
 from sessions.errors import InputError, MissingEnvironment
 from sessions.lowering import FP8_TENSOR_CORES
-from sessions.model import Session, Study, TimingMethod
+from sessions.model import Session, TimingMethod
 from sessions.options import PROBE, check_values, default
-from sessions.paths import sessions_dir
+from sessions.paths import session_file
 from sessions.plan import TimingPlan
 from sessions.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
 from sessions.storage import save
@@ -381,23 +381,12 @@ def _warm_gpu(model, x, seconds: float) -> None:
             torch.cuda.synchronize()
 
 
-def session_path(options: ProbeOptions, created: dt.datetime) -> Path:
-    if options.out:
-        return Path(options.out)
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", options.model)
-    return sessions_dir() / f"{stem}-probe-b{options.batch}-{created:%Y%m%d-%H%M%S}.json"
-
-
 def probe_inputs(options: ProbeOptions):
-    """The study's model and real images (builders.study_inputs), through a plan made for loading only:
-    a probe session stores no plan, since `rerun` replays studies."""
-    from builders.study_inputs import load_study_inputs
-    from sessions.plan import StudyPlan, VariantPlan
+    """The study's model and real images (builders.study_inputs), chosen as a study with these options would."""
+    from builders.study_inputs import InputChoice, load_inputs
 
-    plan = StudyPlan(model=options.model, backend="torch", device="cuda", variants=(VariantPlan("fp16"),),
-                     batch=options.batch, timing=options.timing_plan(), tracer="none", images=options.images,
-                     calib_count=options.calib_count, checkpoint=options.checkpoint, seed=options.seed)
-    return load_study_inputs(plan)
+    return load_inputs(InputChoice(options.model, options.batch, options.calib_count, options.images,
+                                   options.checkpoint, options.seed))
 
 
 def _collected(inputs, options: ProbeOptions):
@@ -445,7 +434,7 @@ def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tupl
         probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8, [scales, f"quantize: {quantize_impl}"]),
     ]
     session.variant(FP8_VARIANT).notes.append(estimate_line(session, load_rules()))
-    path = session_path(options, created)
+    path = session_file(options.out, options.model, created, "probe", f"b{options.batch}")
     save(session, path)
     return session, path
 
@@ -457,14 +446,11 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
 
     env = environment.collect("cuda", torch.version.cuda)
     env.versions["cudnn"] = str(torch.backends.cudnn.version())
-    return Session(
-        study=Study(
-            model=model.name, source=model.source, input_shape=list(model.input_size), batch=options.batch,
-            command=command, created=created.isoformat(timespec="seconds"), backend="probe", device="cuda",
-            tool_version=environment.tool_version(),
-            weights=options.checkpoint or f"random (pretrained=False, seed {options.seed})",
-            engine=f"layers alone: PyTorch {torch.__version__}, cuDNN {env.versions['cudnn']} and cuBLASLt",
-        ),
+    return new_session(
+        model=model.name, source=model.source, input_shape=list(model.input_size), batch=options.batch,
+        command=command, created=created, backend="probe", device="cuda",
+        weights=options.checkpoint or f"random (pretrained=False, seed {options.seed})",
+        engine=f"layers alone: PyTorch {torch.__version__}, cuDNN {env.versions['cudnn']} and cuBLASLt",
         environment=env,
         method=method,
     )

@@ -1,0 +1,97 @@
+"""What commands print: one error or progress line on stderr, data (JSON, a session's summary) on stdout."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sessions.errors import ExitCode, InspectError
+from sessions.json_text import json_text
+from sessions.tables import terminal_text
+
+if TYPE_CHECKING:
+    from sessions.groups import Rules
+
+
+def err(message: str) -> None:
+    """One line on stderr; what a session or a file put in it is escaped for the terminal."""
+    print(f"trt-inspect: {terminal_text(message)}", file=sys.stderr, flush=True)
+
+
+def print_json(document: Any) -> None:
+    sys.stdout.write(json_text(document))
+
+
+def _print_summary(session: Any, path: Path | str | None) -> None:
+    from sessions import views
+    from sessions.groups import load_rules
+    from sessions.summary import simulation_lines
+    from sessions.tables import table_text
+    from sessions.verdict import verdict_lines
+
+    gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
+    batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
+    print(terminal_text(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})"))
+    print(table_text(views.session_variant_table(session)))
+    from sessions.layer_verdict import layer_time_lines
+
+    rules = load_rules()
+    for line in (verdict_lines(session, rules) or layer_time_lines(session, rules)) + simulation_lines(session):
+        print(terminal_text(line))
+    for variant in session.variants:
+        for note in variant.notes:
+            print(terminal_text(f"note ({variant.name}): {note}"))
+    if path is not None:
+        print(terminal_text(f"session: {path}"))
+
+
+def print_session(session: Any, path: Path | str | None, as_json: bool) -> None:
+    """A session's summary: its variant table, verdict and notes, or with `as_json` the summary document."""
+    if as_json:
+        from sessions.summary import summary_document
+
+        print_json(summary_document(session, str(path)))
+    else:
+        _print_summary(session, path)
+
+
+def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]], as_json: bool) -> tuple[int, Any, Path | None]:
+    """Run a study, printing progress on stderr; Ctrl-C keeps what is saved and exits 130.
+
+    Returns the exit code, the session and its path (None, None after an interrupt).
+    """
+    saved: list[Path] = []
+    started = time.monotonic()
+
+    def report(progress: Any) -> None:
+        if progress.session_path is not None:
+            saved[:] = [progress.session_path]
+        err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}")
+
+    try:
+        session, path = run(report)
+    except KeyboardInterrupt:
+        where = f"; finished variants are saved in {saved[-1]}" if saved else ""
+        err(f"interrupted{where}")
+        return ExitCode.INTERRUPTED, None, None
+    except InspectError as exc:
+        if saved:
+            exc.message += f" (measured so far: {saved[-1]})"
+        raise
+    print_session(session, path, as_json)
+    failed = any(v.status != "ok" for v in session.variants)
+    return (ExitCode.FAILURE if failed else ExitCode.OK), session, path
+
+
+def rules(path: str | None) -> Rules:
+    """The grouping rules: the built-in ones, after those of the TOML file at `path` where one is given."""
+    from sessions.groups import load_rules
+
+    return load_rules(Path(path) if path else None)
+
+
+def interactive() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()

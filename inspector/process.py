@@ -1,0 +1,85 @@
+"""The process a command runs in, shared by the CLI and a sweep's worker: quiet libraries, SIGTERM as Ctrl-C,
+and the fast exit once the output is out.
+
+Imports nothing heavy: every function is called before or after the command's own work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import NoReturn
+
+
+def quiet_libraries() -> None:
+    """Before any library loads: no progress bars, no C++ log lines of torch.profiler, no library warnings."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # torch.profiler's C++ errors on machines without a GPU
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers' "Loading weights" bars
+    show_library_warnings(False)
+
+
+def show_library_warnings(verbose: bool) -> None:
+    """stderr holds our own lines: library warnings (timm, torch, transformers, ModelOpt: FutureWarning,
+    UserWarning, ...) and log records below ERROR (torch's, transformers' load reports) are dropped; with -v
+    they are shown, each warning once per place."""
+    import logging
+    import warnings
+
+    warnings.simplefilter("default" if verbose else "ignore")
+    logging.disable(logging.NOTSET if verbose else logging.WARNING)
+
+
+@contextlib.contextmanager
+def interrupt_on_sigterm() -> Iterator[None]:
+    """While a command runs, SIGTERM (a scheduler's cancel, `kill`) ends it like Ctrl-C: finished variants kept,
+    exit 130. The previous handler comes back afterwards: `main` called in-process (tests) leaves none behind."""
+    import signal
+    import threading
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def hold_signals() -> None:
+    """Once the command is done (its session saved, its output written), SIGINT and SIGTERM wait: the process ends
+    with the command's own code, never killed half-way through the interpreter's teardown (exit 143, no line)."""
+    import signal
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
+def flushed(code: int) -> int:
+    """`code` once stdout and stderr are flushed; 120, as Python's own exit returns, where that failed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except OSError:
+            code = code or 120
+    return code
+
+
+def holds_cuda() -> bool:
+    """Whether this process initialised CUDA (torch loaded and used a GPU)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.cuda.is_initialized())
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with `code`. Everything is saved by now; CUDA's and CUPTI's teardown at exit took 2-2.4 s
+    on the H200 after a study (benchmarks/results/h200/mainjob-earlier-runs.txt, A), so a process that holds CUDA
+    ends without it, once its output is out."""
+    if holds_cuda():
+        os._exit(flushed(code))
+    sys.exit(code)
