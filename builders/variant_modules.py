@@ -86,6 +86,28 @@ class Calibrations:
         return copy.deepcopy(module).to(device), folded
 
 
+def _calibrated_module(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths: list[str], weights: str,
+                       calibration: torch.Tensor, dtype: torch.dtype) -> tuple[torch.nn.Module, int]:
+    """A copy of `reference` in `dtype` with the `conv_bn` pairs folded and FP8 quantizers on the layers at `paths`,
+    max-calibrated on `calibration`; and how many BatchNorm layers it folded."""
+    mtq = _modelopt()
+    module = copy.deepcopy(reference)
+    folded = fold_batchnorm(module, conv_bn)
+    module = module.to(dtype=dtype)
+    calib = calibration.to(device=next(module.parameters()).device, dtype=dtype)
+
+    def forward_loop(m: torch.nn.Module) -> None:
+        with torch.no_grad():
+            for chunk in calib.split(CALIBRATION_CHUNK):
+                m(chunk)
+
+    with contextlib.redirect_stdout(None):  # ModelOpt prints a summary line per call
+        module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
+        enable_fp8_quantizers(module, paths, weights)
+        mtq.calibrate(module, "max", forward_loop=forward_loop)
+    return module, folded
+
+
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
                 dtype: torch.dtype, calibrations: Calibrations) -> VariantModule:
     mtq = _modelopt()
@@ -96,22 +118,8 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     candidates = [node.path for node in structure.layers if node.op in OPS]
 
     def calibrate() -> tuple[torch.nn.Module, int]:
-        module = copy.deepcopy(reference)
-        folded = fold_batchnorm(module, structure.conv_bn) if recipe_def.fold_batchnorm else 0
-        module = module.to(dtype=dtype)
-        device = next(module.parameters()).device
-        calib = calibration.to(device=device, dtype=dtype)
-
-        def forward_loop(m: torch.nn.Module) -> None:
-            with torch.no_grad():
-                for chunk in calib.split(CALIBRATION_CHUNK):
-                    m(chunk)
-
-        with contextlib.redirect_stdout(None):  # ModelOpt prints a summary line per call
-            module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
-            enable_fp8_quantizers(module, candidates, recipe_def.weights)
-            mtq.calibrate(module, "max", forward_loop=forward_loop)
-        return module, folded
+        return _calibrated_module(reference, structure.conv_bn if recipe_def.fold_batchnorm else [], candidates,
+                                  recipe_def.weights, calibration, dtype)
 
     key = (recipe_def.fold_batchnorm, recipe_def.weights, dtype, calibration.data_ptr(), tuple(calibration.shape))
     module, folded = calibrations.calibrated(key, calibrate)
