@@ -8,15 +8,13 @@ python benchmarks/engine_report.py SESSION.json...
 from __future__ import annotations
 
 import collections
-import re
 import sys
 from pathlib import Path
 
 from sessions.lowering import kernel_arch
 from sessions.model import Session, Variant
 from sessions.storage import decode, read_regular_file
-
-FP8_KERNEL = re.compile(r"e4m3|fp8|f8f8|float8|__nv_fp8", re.IGNORECASE)
+from sessions.trt_names import tactic_precision
 
 
 def kernels_by_layer(variant: Variant) -> dict[str, list[str]]:
@@ -50,7 +48,7 @@ def report(session: Session, path: Path) -> None:
                   f"offered {min(int(x.attrs['plans_offered']) for x in cudnn)}-{max(int(x.attrs['plans_offered']) for x in cudnn)}")
         fp8 = [layer for layer in v.layers if layer.precision == "fp8" and layer.op in ("conv", "linear")]
         if fp8 and v.kernels is not None:
-            without = [layer.name for layer in fp8 if not any(FP8_KERNEL.search(k) for k in kernels.get(layer.name, []))]
+            without = [layer.name for layer in fp8 if not any(tactic_precision(k) == "fp8" for k in kernels.get(layer.name, []))]
             names = collections.Counter(k[:90] for layer in fp8 for k in kernels.get(layer.name, []))
             print(f"    FP8 layers {len(fp8)}; without an FP8 kernel name: {len(without)} {without[:5]}")
             archs = collections.Counter(max((kernel_arch(k) or (0, 0) for k in kernels.get(layer.name, [])), default=None)

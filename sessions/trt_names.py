@@ -43,9 +43,13 @@ DTYPES: tuple[Spelling, ...] = (
 )
 
 # A tactic's name spells the arithmetic of an int8 / fp8 kernel: i8i8, i8f16, i8816, int8x4, imma (8.x, 10.x files),
-# e4m3 / fp8 (10.x FP8 kernels, api DataType.FP8). Other tactic names say nothing a layer's tensors do not.
+# e4m3 / fp8 (10.x FP8 kernels, api DataType.FP8), cuBLASLt's nvjet_smNN_qq... Other tactic names say nothing a
+# layer's tensors do not.
 TACTIC_PRECISIONS: tuple[Spelling, ...] = (
-    Spelling("fp8", (r"e4m3", r"fp8"), "10.x tactic names (sm89/sm90 FP8 kernels)"),
+    Spelling("fp8", (r"e4m3", r"fp8", r"nvjet_sm\d+a?_qq"),
+             "10.x tactic names (sm89/sm90 FP8 kernels); cuBLASLt's nvjet kernels name operand types by letter, q for "
+             "FP8: nvjet_sm90_qqhsh for torch._scaled_mm, nvjet_sm90_hsh for fp16 (benchmarks/results/h200/"
+             "vit_tiny_patch16_224-engine.json)"),
     Spelling("int8", (r"(?:^|_)i8", r"int8", r"imma"), "8.x-10.x files: TacticName `..._i8i8_...`, `..._imma_...`"),
 )
 

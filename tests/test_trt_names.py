@@ -40,6 +40,8 @@ def test_every_data_type_the_wheels_register_has_a_session_word() -> None:
     ("sm80_xmma_fprop_implicit_gemm_interleaved_i8i8_i8i32_f32_nchw_vect_c_32kcrs_vect_c_32", "int8"),  # 8.4 file
     ("sm75_xmma_fprop_implicit_gemm_imma_int8", "int8"),
     ("sm90_xmma_gemm_e4m3e4m3_e4m3f32_f32_tn_n", "fp8"),
+    ("nvjet_sm90_qqhsh_128x128_128x6_1x1_h_bz_coopA_algo2_ovscale_bias_TNT", "fp8"),  # H200 torch._scaled_mm
+    ("nvjet_sm90_hsh_64x32_64x16_4x1_v_bz_TNT", None),  # the same GEMM in fp16
     ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw", None),  # 10.16 file: says nothing new
     ("0x5b8bf1b8028629d9", None),
 ])
