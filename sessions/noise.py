@@ -26,10 +26,11 @@ band by it. It needs the ratios of at least `FACTOR_MIN_LAYERS` layers, the fewe
 leaves out the most extreme ratio at each end, so that no one layer can carry the factor.
 
 The end-to-end latency is judged as measured, except where the machine explains its change
-(`machine_latency`): both studies recorded their host's load (`HostLoad`), the load per core differs by
-at least `LOAD_CHANGE_PER_CORE`, the busier study is the slower one, and B's latency band divided by some
-factor inside the common factor's 95 % interval meets A's band (the whole variant moved as its layers
-did). Then the change is stated with the factor and both loads, and not judged. A layer slowed alone
+(`machine_latency`): `judge` calls it faster or slower, both studies recorded their host's load
+(`HostLoad`), the load per core differs by at least `LOAD_CHANGE_PER_CORE`, the busier study is the slower
+one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too), and B's
+latency band divided by some factor inside that interval meets A's band (the whole variant moved as its
+layers did). Then the change is stated with the factor and both loads, and not judged. A layer slowed alone
 leaves the factor (a median) where it was, so the latency moves past the factor's interval and is
 judged as measured. Nothing here depends on the device: on a GPU the host load barely moves the layers,
 the factor stays near 1, and a latency change outside it is judged.
@@ -258,19 +259,23 @@ def machine_latency(band_a: Band, band_b: Band, factor: CommonFactor | None, loa
                     load_b: HostLoad | None) -> str | None:
     """Why B's latency change is the machine's, in words; None where it is not, and the latency is judged.
 
-    The machine's where both loads are recorded and differ materially (`HostLoad.differs_from`), the busier
-    study is the slower one, and the latency moved with the layers (`latency_moved_with_layers`).
+    The machine's only where all hold: `judge` calls the latency faster or slower (within noise, there is
+    nothing to attribute); both loads are recorded and differ materially (`HostLoad.differs_from`); the
+    busier study is the slower one; the layers moved the same way (the common factor's 95 % interval lies
+    wholly on the latency's side of 1); and the latency moved with them (`latency_moved_with_layers`).
     """
-    if factor is None or load_a is None or load_b is None or band_a.center_ms <= 0:
+    verdict = judge(band_a, band_b)
+    if verdict == WITHIN or factor is None or load_a is None or load_b is None or band_a.center_ms <= 0:
         return None
-    ratio = band_b.center_ms / band_a.center_ms
-    busier = load_b.per_core - load_a.per_core
-    if not load_b.differs_from(load_a) or (ratio - 1) * busier <= 0:
+    slower = verdict == SLOWER
+    busier = load_b.per_core > load_a.per_core
+    layers_moved = factor.low > 1 if slower else factor.high < 1
+    if not load_b.differs_from(load_a) or busier != slower or not layers_moved:
         return None
     if not latency_moved_with_layers(band_a, band_b, factor):
         return None
     cores = f"{load_a.cores}" if load_a.cores == load_b.cores else f"{load_a.cores} -> {load_b.cores}"
-    return (f"{'slower' if ratio > 1 else 'faster'} by x{ratio:.3g}, the factor every layer moved by "
+    return (f"{verdict} by x{band_b.center_ms / band_a.center_ms:.3g}, the factor every layer moved by "
             f"(x{factor.ratio:.4g}, 95 % interval x{factor.low:.4g}-x{factor.high:.4g}), with the machine "
-            f"{'busier' if busier > 0 else 'less busy'}: load average per core {load_a.per_core:.2f} -> "
+            f"{'busier' if busier else 'less busy'}: load average per core {load_a.per_core:.2f} -> "
             f"{load_b.per_core:.2f} ({cores} cores): not judged")

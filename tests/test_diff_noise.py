@@ -218,3 +218,26 @@ def test_sessions_without_a_load_record_judge_the_latency_as_measured(session: S
     b = with_latency(drawn(session, 41, load=2.4), factor=2.4, load=3.0 * session.environment.cpu_count)
     diff = diff_sessions(a, b, load_rules())
     assert {(c.what, c.item) for c in diff.regressions} == {("latency", "fp16")}
+
+
+def test_a_latency_that_moved_while_the_layers_did_not_is_judged(session: Session) -> None:
+    cores = session.environment.cpu_count
+    a = with_latency(drawn(session, 62), load=0.1 * cores)
+    b = with_latency(drawn(session, 63), factor=1.06, load=2.0 * cores)
+    low, high = interval_of_median(ratios(a, b))
+    assert low <= 1 and 1.06 <= high  # the premise: the layers' interval holds both no move and the latency's
+    diff = diff_sessions(a, b, load_rules())
+    assert {(c.what, c.item) for c in diff.regressions} == {("latency", "fp16")}
+
+
+def test_a_latency_within_noise_stays_within_noise_whatever_the_load(session: Session) -> None:
+    cores = session.environment.cpu_count
+    a, b = drawn(session, 70), drawn(session, 71, load=0.6)
+    for copied in (a, b):
+        samples(copied)[:] = [2.0, 3.0, 4.0, 5.0, 6.0] * 3  # wide: 5 rounds of 3, medians 3 to 5 ms
+    a, b = with_latency(a, load=2.0 * cores), with_latency(b, factor=0.9, load=0.1 * cores)
+    low, high = interval_of_median(ratios(a, b))
+    # the premise: all else would attribute it (B less busy, the layers faster, the latency's ratio range meets theirs)
+    assert high < 1 and min(samples(b)) / max(samples(a)) <= high and max(samples(b)) / min(samples(a)) >= low
+    diff = diff_sessions(a, b, load_rules())
+    assert latency_row(diff).verdict == "within noise" and latency_row(diff).note.startswith("within noise")
