@@ -6,7 +6,9 @@ A latency, group or layer time counts as a regression only where `sessions.noise
 than A (the two sessions' bands do not overlap) and the change passes `threshold`; per-layer and
 per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. Layer and group
 times are judged with the variant's common factor (`sessions.noise.common_factor`: what a change of
-machine load did to every layer) removed from B; the latency is judged as measured. A time without a
+machine load did to every layer) removed from B; the latency is judged as measured unless
+`sessions.noise.machine_latency` finds the machine's load moved it with every layer (then it is stated, and
+not judged). A time without a
 stored spread on either side is not judged against bands, only against the threshold, and counted in the notes.
 Without a spread on both sides, or where the batches differ, no factor is removed.
 A per-group split counts where a paired layer splits in B and not in A; with no layer paired, nothing
@@ -30,11 +32,13 @@ from sessions.noise import (
     SLOWER,
     Band,
     CommonFactor,
+    HostLoad,
     common_factor,
     group_band,
     judge,
     latency_band,
     layer_band,
+    machine_latency,
     without_factor,
 )
 
@@ -175,9 +179,11 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
     result.warnings.extend(_folding_warnings(chosen, by_name_a, by_name_b))
     result.notes.extend(_load_notes(a, b))
+    loads = HostLoad.of(a.environment), HostLoad.of(b.environment)
     for pair, (batch_a, batch_b) in zip(chosen, batches):
         scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
-        compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold)
+        compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold,
+                                     loads)
         result.changes.extend(compared.changes())
         result.notes.extend(compared.notes)
     return result
@@ -206,6 +212,7 @@ class VariantComparison:
     scale_b: int
     rules: Rules
     threshold: float
+    loads: tuple[HostLoad | None, HostLoad | None] = (None, None)  # A's and B's host load; None: not recorded
     notes: list[str] = field(default_factory=list)
     judged: dict[str, int] = field(default_factory=dict)  # per kind of time change: pairs judged against their bands
     unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
@@ -232,7 +239,7 @@ class VariantComparison:
         factor = common_factor(times)
         if factor is not None:
             self.notes.append(f"{self.label}: layer and group times judged with B divided by the {factor.statistic}; "
-                              "latency judged as measured")
+                              "latency judged as measured unless a change of load explains it")
         elif times:
             self.notes.append(f"{self.label}: no common factor removed: {len(times)} paired layers with a time, "
                               "too few to tell a change of the whole variant from one layer's")
@@ -278,9 +285,13 @@ class VariantComparison:
         if band_a is None or band_b is None:
             return Change(self.label, "latency", self.label, a, b, False, f"not judged: no spread stored{per}")
         band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
+        bands = f"bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
+        machine = machine_latency(band_a, band_b, self._factor, *self.loads)
+        if machine is not None:
+            return Change(self.label, "latency", self.label, a, b, False, f"{machine}; {bands}")
         verdict = judge(band_a, band_b)
         rel = (b - a) / a if a else 0.0
-        note = f"{verdict}; bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
+        note = f"{verdict}; {bands}"
         return Change(self.label, "latency", self.label, a, b, verdict == SLOWER and rel > self.threshold, note, verdict)
 
     def _layer_total(self) -> Change | None:

@@ -23,8 +23,17 @@ lowering regression moves one layer, a change of machine load, clocks or threads
 ratios (its distribution-free 95 % interval is stated, not added: the median of n ratios moves about
 1/sqrt(n) as much as one layer's time, which its own band already holds); `without_factor` divides B's
 band by it. It needs the ratios of at least `FACTOR_MIN_LAYERS` layers, the fewest whose interval
-leaves out the most extreme ratio at each end, so that no one layer can carry the factor. The end-to-end latency is judged as measured: a
-variant slowed as a whole is a latency change, not a layer's.
+leaves out the most extreme ratio at each end, so that no one layer can carry the factor.
+
+The end-to-end latency is judged as measured, except where the machine explains its change
+(`machine_latency`): `judge` calls it faster or slower, both studies recorded their host's load
+(`HostLoad`), the load per core differs by at least `LOAD_CHANGE_PER_CORE`, the busier study is the slower
+one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too), and B's
+latency band divided by some factor inside that interval meets A's band (the whole variant moved as its
+layers did). Then the change is stated with the factor and both loads, and not judged. A layer slowed alone
+leaves the factor (a median) where it was, so the latency moves past the factor's interval and is
+judged as measured. Nothing here depends on the device: on a GPU, where the host's load moves launch
+gaps more than kernels, a latency that moved without its layers is still judged.
 
 `judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
 0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
@@ -39,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from sessions.model import LatencyStats, Layer
+from sessions.model import Environment, LatencyStats, Layer
 
 Judgement = Literal["faster", "slower", "within noise"]
 FASTER: Judgement = "faster"
@@ -47,6 +56,7 @@ SLOWER: Judgement = "slower"
 WITHIN: Judgement = "within noise"
 COVERAGE = 0.95  # of each band: two 95 % intervals that do not overlap differ at far below 5 %
 EXACT_RANKS_UP_TO = 1000  # samples; above, the ranks come from the normal approximation of the binomial
+LOAD_CHANGE_PER_CORE = 0.5  # runnable tasks per core between two studies: what `HostLoad.differs_from` calls material
 
 
 @dataclass(frozen=True)
@@ -201,3 +211,71 @@ def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | Non
         return None
     sums = [sum(values) for values in zip(*(layer.call_times_ms for layer in timed))]
     return calls_band(sums, drift, "traced calls, summed over the group's layers")
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """The host's 1-minute load average when a study started, and the cores it was counted on."""
+
+    load_1min: float
+    cores: int
+
+    @classmethod
+    def of(cls, environment: Environment) -> HostLoad | None:
+        """What the session recorded; None where it recorded no load or no core count (older or imported sessions)."""
+        if not environment.load_average or environment.cpu_count < 1:
+            return None
+        return cls(environment.load_average[0], environment.cpu_count)
+
+    @property
+    def per_core(self) -> float:
+        """Runnable (and uninterruptible) tasks per core: at 1 or above, every core is taken and tasks queue."""
+        return self.load_1min / self.cores
+
+    def differs_from(self, other: HostLoad) -> bool:
+        """Whether the two loads differ materially: by at least `LOAD_CHANGE_PER_CORE` tasks per core.
+
+        Half a task per core is half of the cores gaining (or losing) one runnable task each: on 2 cores, one
+        busy process, the smallest change that can take a whole core from a study's thread. The 1-minute
+        average of a task that ran for part of the minute moves by a fraction of one, so smaller changes are
+        of the order of the average's own swing. Per core, so that hosts of different sizes compare; a gate,
+        not a verdict: `machine_latency` also needs every layer to have moved as the latency did.
+        """
+        return abs(self.per_core - other.per_core) >= LOAD_CHANGE_PER_CORE
+
+
+def latency_moved_with_layers(band_a: Band, band_b: Band, factor: CommonFactor) -> bool:
+    """Whether B's latency band, divided by some factor inside the common factor's 95 % interval, meets A's band.
+
+    That is, the ratio's range [B low / A high, B high / A low] (the factor's interval widened by the two
+    latency bands) meets [factor low, factor high].
+    """
+    if band_a.low_ms <= 0:
+        return False
+    return band_b.low_ms / band_a.high_ms <= factor.high and band_b.high_ms / band_a.low_ms >= factor.low
+
+
+def machine_latency(band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: HostLoad | None,
+                    load_b: HostLoad | None) -> str | None:
+    """Why B's latency change is the machine's, in words; None where it is not, and the latency is judged.
+
+    The machine's only where all hold: `judge` calls the latency faster or slower (within noise, there is
+    nothing to attribute); both loads are recorded and differ materially (`HostLoad.differs_from`); the
+    busier study is the slower one; the layers moved the same way (the common factor's 95 % interval lies
+    wholly on the latency's side of 1); and the latency moved with them (`latency_moved_with_layers`).
+    """
+    verdict = judge(band_a, band_b)
+    if verdict == WITHIN or factor is None or load_a is None or load_b is None or band_a.center_ms <= 0:
+        return None
+    slower = verdict == SLOWER
+    busier = load_b.per_core > load_a.per_core
+    layers_moved = factor.low > 1 if slower else factor.high < 1
+    if not load_b.differs_from(load_a) or busier != slower or not layers_moved:
+        return None
+    if not latency_moved_with_layers(band_a, band_b, factor):
+        return None
+    cores = f"{load_a.cores}" if load_a.cores == load_b.cores else f"{load_a.cores} -> {load_b.cores}"
+    return (f"{verdict} by x{band_b.center_ms / band_a.center_ms:.3g}, the factor every layer moved by "
+            f"(x{factor.ratio:.4g}, 95 % interval x{factor.low:.4g}-x{factor.high:.4g}), with the machine "
+            f"{'busier' if busier else 'less busy'}: load average per core {load_a.per_core:.2f} -> "
+            f"{load_b.per_core:.2f} ({cores} cores): not judged")
