@@ -21,6 +21,7 @@ from profilers.trt_import.metadata import RunFacts, companions, engine_stem, fac
 from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile, parse_times
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
 from sessions.errors import InputError
+from sessions.gc_pause import gc_paused
 from sessions.model import Environment, GpuInfo, Layer, Session, Study, TimingMethod, Variant
 from sessions.options import default
 
@@ -149,6 +150,7 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
     return stem
 
 
+@gc_paused()
 def import_variant(files: ImportFiles, name: str | None = None, model: str | None = None, batch: int | None = None) -> Imported:
     notes: list[str] = []
     source = files.layers or files.profile
