@@ -36,7 +36,7 @@ def format_cell(value: Any, column: Column) -> str:
 PLAIN_CELLS = {str, int, float, type(None)}
 
 
-def column_widths(rows: Sequence[tuple], columns: Sequence[Column], labels: Sequence[str]) -> list[int]:
+def column_widths(rows: Sequence[tuple[Any, ...]], columns: Sequence[Column], labels: Sequence[str]) -> list[int]:
     """Each column's width: its label's, or its widest cell's up to MAX_COLUMN where that is wider.
 
     A column of plain values formats each distinct one once (100,000 rows hold a few hundred kernel names, kinds
