@@ -1,9 +1,6 @@
 """`role_of` remembers roles by layer object, by the fields its rules read, and per kind / op / origin / shape:
-none of these memories may give a layer another layer's role. The collector pause restores what it found."""
+none of these memories may give a layer another layer's role."""
 
-import gc
-
-from sessions.gc_pause import gc_paused
 from sessions.groups import load_rules, role_of
 from sessions.model import Layer, Tensor
 
@@ -35,20 +32,3 @@ def test_a_layer_changed_into_another_object_is_classified_anew():
     assert role_of(first, rules) == "reformat"
     second = Layer(name="a", kind="Reformat", op="reformat", origin="QDQ")
     assert role_of(second, rules) == "quantize / dequantize"  # the origin is one of the fields remembered
-
-
-def test_the_collector_pause_restores_the_state_it_found():
-    assert gc.isenabled()
-    with gc_paused():
-        assert not gc.isenabled()
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # the inner block leaves it to the outer one
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()  # off before, off after
-    finally:
-        gc.enable()
