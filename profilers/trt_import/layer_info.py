@@ -38,6 +38,8 @@ def normalize_name(name: str) -> str:
 
 
 def profile_index(name: str) -> int:
+    if "[profile " not in name:
+        return 0  # most names: no suffix to look for
     match = PROFILE_SUFFIX.search(name)
     return int(match.group(1)) if match else 0
 
