@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from sessions.captions import layer_precision
 from sessions.comparison import batch_of
 from sessions.errors import InputError
+from sessions.gc_pause import gc_paused
 from sessions.groups import Rules, group_rows, kernels_per_layer, role_of
 from sessions.layer_match import Alignment, align_layers
 from sessions.lowering import diagnose
@@ -159,6 +160,7 @@ def _by_name(session: Session) -> dict[str, Variant]:
     return found
 
 
+@gc_paused()
 def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05, a_name: str = "A", b_name: str = "B",
                   pairs: list[tuple[str, str]] | None = None) -> SessionDiff:
     chosen = pair_variants(a, b, pairs)

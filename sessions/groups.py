@@ -57,6 +57,8 @@ class Rules:
     inserted: list[Pattern] = field(default_factory=list)  # name parts TensorRT adds around a node, named after it
     constants: list[Pattern] = field(default_factory=list)  # name parts that are weight tensors, not nodes
     role_memo: dict[int, tuple[Layer, str]] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
+    role_by_fields: dict[tuple[object, ...], str] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
+    role_plans: dict[tuple[object, ...], RolePlan] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
 
 
 CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
@@ -245,39 +247,87 @@ def conv_shape(layer: Layer) -> str | None:
     return "spatial"
 
 
-def _matches(rule: RoleRule, layer: Layer) -> bool:
-    if rule.requires_conv is not None:
-        shape = conv_shape(layer)
-        if shape is None or (rule.requires_conv != "any" and shape != rule.requires_conv):
-            return False
-    checks = []
-    if rule.names:
-        checks.append(any(p.search(layer.name) for p in rule.names))
-    if rule.kinds:
-        checks.append(any(p.search(layer.kind) for p in rule.kinds))
-    if rule.origins:
-        checks.append(layer.origin in rule.origins)
+@dataclass
+class RolePlan:
+    """The role rules for layers of one kind, op, origin and convolution shape: `by_name`, the rules ahead of the
+    first that those alone satisfy, left to try by name, ONNX nodes and name parts; `otherwise`, the role where
+    none of them hits (that first rule's, else `other`)."""
+
+    by_name: list[RoleRule]
+    otherwise: str
+
+
+def _conv_allows(rule: RoleRule, shape: str | None) -> bool:
+    """Whether a layer of convolution shape `shape` (`conv_shape`) meets the rule's `requires_conv`."""
+    if rule.requires_conv is None:
+        return True
+    return shape is not None and (rule.requires_conv == "any" or shape == rule.requires_conv)
+
+
+def _hits(patterns: list[Pattern], text: str) -> bool:
+    for pattern in patterns:
+        if pattern.search(text):
+            return True
+    return False
+
+
+def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shape: str | None) -> RolePlan:
+    """The plan of `role_of` for layers of these fields (a session has a few dozen of them)."""
+    by_name: list[RoleRule] = []
+    for rule in rules.roles:
+        if not _conv_allows(rule, shape):
+            continue
+        with_names = bool(rule.names or rule.onnx or rule.all_parts)
+        if not (with_names or rule.ops or rule.origins or rule.kinds):
+            return RolePlan(by_name, rule.name)  # a rule of requirements alone: met
+        if (rule.ops and op in rule.ops) or (rule.origins and origin in rule.origins) or (rule.kinds and _hits(rule.kinds, kind)):
+            return RolePlan(by_name, rule.name)
+        if with_names:
+            by_name.append(rule)
+    return RolePlan(by_name, OTHER)
+
+
+def _hits_by_name(rule: RoleRule, layer: Layer) -> bool:
+    """Whether the rule's name, ONNX node or name-part patterns hit the layer."""
+    if rule.names and _hits(rule.names, layer.name):
+        return True
     if rule.onnx:
-        checks.append(any(p.search(node) for node in layer.onnx_nodes for p in rule.onnx))
-    if rule.ops:
-        checks.append(layer.op in rule.ops)
+        for node in layer.onnx_nodes:
+            if _hits(rule.onnx, node):
+                return True
     if rule.all_parts:
         parts = layer.name.split(" + ")
-        checks.append(len(parts) > 1 and all(any(p.search(part) for p in rule.all_parts) for part in parts))
-    return any(checks) if checks else True
+        return len(parts) > 1 and all(_hits(rule.all_parts, part) for part in parts)
+    return False
 
 
 def role_of(layer: Layer, rules: Rules) -> str:
-    """The first role whose rule matches `layer`, else `other`; remembered per layer object in `rules.role_memo`
-    (the overview, the groups and every drill of a 50,000-layer session ask for the same layers; a layer's
-    fields are not changed once it is in a session)."""
+    """The first role whose rule matches `layer`, else `other`: a rule matches where the layer meets its
+    `requires_conv` and one of its pattern lists hits (a rule without lists matches on its requirements).
+
+    Remembered per layer object in `rules.role_memo` (the overview, the groups and every drill of a 50,000-layer
+    session ask for the same layers; a layer's fields are not changed once it is in a session), per the fields
+    the rules read in `rules.role_by_fields` (the two engines a diff compares share most of their layers), and
+    what kind, op, origin and convolution shape decide in `rules.role_plans`.
+    """
     held = rules.role_memo.get(id(layer))
     if held is not None and held[0] is layer:
         return held[1]
-    role = next((rule.name for rule in rules.roles if _matches(rule, layer)), OTHER)
+    shape = conv_shape(layer)
+    fields = (layer.name, layer.kind, layer.op, layer.origin, tuple(layer.onnx_nodes), shape)
+    role = rules.role_by_fields.get(fields)
+    if role is None:
+        plan_key = (layer.kind, layer.op, layer.origin, shape)
+        plan = rules.role_plans.get(plan_key)
+        if plan is None:
+            plan = rules.role_plans[plan_key] = _role_plan(rules, *plan_key)
+        role = next((rule.name for rule in plan.by_name if _hits_by_name(rule, layer)), plan.otherwise)
     if len(rules.role_memo) >= ROLE_MEMO_SIZE:
         rules.role_memo.clear()
+        rules.role_by_fields.clear()
+        rules.role_plans.clear()
     rules.role_memo[id(layer)] = (layer, role)  # the layer is held, so its id is not reused
+    rules.role_by_fields[fields] = role
     return role
 
 

@@ -29,6 +29,7 @@ from sessions.groups import builtin_rules, name_parts, op_from_name
 from sessions.model import Layer
 
 QUANT_NODE = re.compile(r"[Qq]uantize|QuantLinearNode|DequantLinearNode|_quantizer|\.weight$|ReadVariableOp|^\(Unnamed Layer")
+QUANT_PREFIX = re.compile(r"(^|/)quant_")
 NUMBERED = re.compile(r"^([A-Za-z][A-Za-z0-9]*)_(\d+)$")
 DOMINANT_WEIGHT = 10  # a shared convolution / GEMM node outweighs any number of shared activations
 DOMINANT_OPS = ("conv", "linear", "matmul")
@@ -41,33 +42,43 @@ def _is_copy(layer: Layer) -> bool:
     return layer.op == "reformat" or layer.origin is not None or layer.name.startswith("Reformatting CopyNode")
 
 
-def _raw_nodes(layer: Layer) -> list[str]:
-    nodes = layer.onnx_nodes or name_parts(layer.name)
-    return [re.sub(r"(^|/)quant_", r"\1", n) for n in nodes if not QUANT_NODE.search(n)]
+NodeFacts = tuple[str, str | None, int, int]  # the node, its numbered op (or None) and number, its weight
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _node_op(node: str) -> str | None:
-    return op_from_name(node, builtin_rules())
+@functools.lru_cache(maxsize=1 << 18)  # the two engines of a diff share their nodes
+def _node_facts(node: str) -> NodeFacts | None:
+    """None for a quantization node or a weight name; else the node without TF's `quant_` prefixes, the op and
+    number of an ONNX numbered name (`Conv_9`: Conv, 9), and its weight (DOMINANT_WEIGHT for a convolution / GEMM)."""
+    if QUANT_NODE.search(node):
+        return None
+    if "quant_" in node:
+        node = QUANT_PREFIX.sub(r"\1", node)
+    match = NUMBERED.match(node)
+    weight = DOMINANT_WEIGHT if op_from_name(node, builtin_rules()) in DOMINANT_OPS else 1
+    return (node, match.group(1), int(match.group(2)), weight) if match else (node, None, 0, weight)
+
+
+def _node_list(layer: Layer) -> list[NodeFacts]:
+    if _is_copy(layer):
+        return []
+    facts = (_node_facts(node) for node in layer.onnx_nodes or name_parts(layer.name))
+    return [fact for fact in facts if fact is not None]
 
 
 def canonical_nodes(layers: list[Layer]) -> list[dict[str, int]]:
     """For each layer, its canonical node names with their weights (empty for copies and Q/DQ-only layers)."""
-    raw = [[] if _is_copy(layer) else _raw_nodes(layer) for layer in layers]
+    raw = [_node_list(layer) for layer in layers]
     numbers: defaultdict[str, set[int]] = defaultdict(set)
     for nodes in raw:
-        for node in nodes:
-            match = NUMBERED.match(node)
-            if match:
-                numbers[match.group(1)].add(int(match.group(2)))
+        for _, op, number, _ in nodes:
+            if op is not None:
+                numbers[op].add(number)
     rank = {op: {n: i for i, n in enumerate(sorted(found))} for op, found in numbers.items()}
     keyed = []
     for nodes in raw:
         keys: dict[str, int] = {}
-        for node in nodes:
-            match = NUMBERED.match(node)
-            key = f"{match.group(1)}#{rank[match.group(1)][int(match.group(2))]}" if match else node
-            keys[key] = DOMINANT_WEIGHT if _node_op(node) in DOMINANT_OPS else 1
+        for node, op, number, weight in nodes:
+            keys[node if op is None else f"{op}#{rank[op][number]}"] = weight
         keyed.append(keys)
     return keyed
 
@@ -96,16 +107,23 @@ def _holders(nodes: list[dict[str, int]]) -> dict[str, list[int]]:
 
 def _by_nodes(nodes_a: list[dict[str, int]], nodes_b: list[dict[str, int]], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
     holders = _holders(nodes_b)
-    scale = len(nodes_b) / max(len(nodes_a), 1)
+    size_a, size_b = max(len(nodes_a), 1), max(len(nodes_b), 1)
+    scale = len(nodes_b) / size_a
+    before, after = NEAREST_HOLDERS // 2, (NEAREST_HOLDERS + 1) // 2  # `_nearest`, inlined: it runs once per node
     candidates = []
     for i, keys in enumerate(nodes_a):
-        scores: defaultdict[int, int] = defaultdict(int)
+        scores: dict[int, int] = {}
         for key, weight in keys.items():
-            for j in _nearest(holders.get(key, []), i * scale):
-                scores[j] += min(weight, nodes_b[j][key])
+            held = holders.get(key)
+            if held is None:
+                continue
+            at = bisect.bisect_left(held, i * scale)
+            for j in held[max(0, at - before): at + after]:
+                other = nodes_b[j][key]
+                scores[j] = scores.get(j, 0) + min(weight, other)
+        position = i / size_a
         for j, score in scores.items():
-            distance = abs(i / max(len(nodes_a), 1) - j / max(len(nodes_b), 1))
-            candidates.append((-score, distance, i, j))
+            candidates.append((-score, abs(position - j / size_b), i, j))
     pairs = []
     for _, _, i, j in sorted(candidates):
         if i in free_a and j in free_b:

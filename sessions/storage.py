@@ -17,6 +17,7 @@ import orjson
 
 from sessions.codec import ShapeError, build
 from sessions.errors import InputError, InspectError
+from sessions.gc_pause import gc_paused
 from sessions.input_files import read_regular_file
 from sessions.migrations import migrate
 from sessions.model import SCHEMA_VERSION, TOOL, Session
@@ -257,6 +258,7 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+@gc_paused()
 def decode(data: bytes, origin: str) -> Session:
     """Parse session bytes; every way they can be wrong becomes one InputError line."""
     if not data.strip():

@@ -17,6 +17,7 @@ so the narrower words (FP8, BFloat16) come before the words they contain.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -110,6 +111,7 @@ def dtype_word(text: str | None) -> str | None:
     return next((name for name, pattern in _DTYPE_PATTERNS if pattern.search(text)), None)
 
 
+@functools.lru_cache(maxsize=4096)  # an engine runs a few hundred tactics, each in many layers
 def tactic_precision(tactic: str | None) -> str | None:
     """`int8` / `fp8` where a tactic's name spells that arithmetic; None for any other name."""
     if not tactic:

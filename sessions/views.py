@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,7 +18,7 @@ from sessions.comparison import Tone, baseline_for, ratio, reference, tone
 from sessions.diff import SessionDiff, align_layers
 from sessions.groups import Rules, compare_groups, kernels_per_layer, role_of, stage_of
 from sessions.lowering import Flag, diagnose
-from sessions.model import Session, Variant
+from sessions.model import Layer, Session, Variant
 from sessions.noise import WITHIN, Band, group_band, judge, latency_band, layer_band
 from sessions.summary import VariantSummary, median_cell, summarize_session
 from sessions.tables import format_value
@@ -202,20 +202,31 @@ def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, var
     notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
     if session.variants and all(v.kernels is None for v in session.variants):
         notes.append(captions.NO_KERNEL_TABLE)
-    tones = [_group_tone(session, rules, by, r[0], baseline, variant) if r[3] is not None else "warn" for r in rows]
+    tone_of = _group_tones(session, rules, by, baseline, variant)
+    tones = [tone_of(r[0]) if r[3] is not None else "warn" for r in rows]
     return _table(columns, rows, [r[0] for r in rows], tones,
                   notes=tuple(notes), title=f"{variant} against {baseline}, by {by}", time_column=1)
 
 
-def _group_tone(session: Session, rules: Rules, by: str, group: str, a: str, b: str) -> Tone:
-    """A group's change coloured by the noise rule on its per-call times; kernel classes are not judged."""
+def _group_tones(session: Session, rules: Rules, by: str, a: str, b: str) -> Callable[[str], Tone]:
+    """Each group's change coloured by the noise rule on its per-call times; kernel classes are not judged.
+
+    The layers of every group are gathered in one pass over each variant (not one pass per group)."""
     if by not in ("role", "stage"):
-        return ""
+        return lambda group: ""
     key = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
     va, vb = session.variant(a), session.variant(b)
-    band_a = group_band([layer for layer in va.layers if key(layer) == group], _drift(va))
-    band_b = group_band([layer for layer in vb.layers if key(layer) == group], _drift(vb))
-    return _judged_tone(band_a, band_b)
+    members_a, members_b = _members(va.layers, key), _members(vb.layers, key)
+    return lambda group: _judged_tone(group_band(members_a.get(group, []), _drift(va)),
+                                      group_band(members_b.get(group, []), _drift(vb)))
+
+
+def _members(layers: list[Layer], key: Callable[[Layer], str]) -> dict[str, list[Layer]]:
+    """The layers of each group, in engine order."""
+    found: dict[str, list[Layer]] = {}
+    for layer in layers:
+        found.setdefault(key(layer), []).append(layer)
+    return found
 
 
 def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str, dict[str, float | None]]:

@@ -49,9 +49,12 @@ def read_text(path: Path, what: str) -> str:
 
 
 def _finite(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if type(value) is float:  # most numbers of a file: nothing to convert
+        number = value
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{where} is {value!r}, not a number")
-    number = float(value)
+    else:
+        number = float(value)
     if not math.isfinite(number):
         raise InputError(f"{where} is {value}, not a finite number")
     return number

@@ -23,6 +23,7 @@ from profilers.trt_import.text_profile import parse_text_profile, with_unrun_lay
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
 from sessions import document
 from sessions.errors import InputError
+from sessions.gc_pause import gc_paused
 from sessions.model import Environment, GpuInfo, Layer, Session, TimingMethod, Variant
 from sessions.options import default
 
@@ -187,6 +188,7 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
     return stem
 
 
+@gc_paused()
 def import_variant(files: ImportFiles, name: str | None = None, model: str | None = None, batch: int | None = None) -> Imported:
     notes: list[str] = []
     source = files.layers or files.profile

@@ -38,17 +38,23 @@ def normalize_name(name: str) -> str:
 
 
 def profile_index(name: str) -> int:
+    if "[profile " not in name:
+        return 0  # most names: no suffix to look for
     match = PROFILE_SUFFIX.search(name)
     return int(match.group(1)) if match else 0
 
 
-def _tensor_dtype(tensor: Any) -> str | None:
-    if not isinstance(tensor, dict):
-        return None
-    for key in ("Format/Datatype", "Datatype", "DataType", "Format"):
-        found = dtype_of(tensor.get(key)) if isinstance(tensor.get(key), str) else None
-        if found:
-            return found
+DTYPE_KEYS = ("Format/Datatype", "Datatype", "DataType", "Format")  # where a tensor's dtype is written, first first
+INT = {int}
+
+
+def _tensor_dtype(tensor: dict[str, Any]) -> str | None:
+    for key in DTYPE_KEYS:
+        value = tensor.get(key)
+        if isinstance(value, str):
+            found = dtype_of(value)
+            if found:
+                return found
     return None
 
 
@@ -57,9 +63,8 @@ def _tensor(tensor: Any) -> Tensor:
         return Tensor(name=str(tensor))
     fmt = tensor.get("Format/Datatype") or " / ".join(str(tensor[k]) for k in ("Format", "Datatype") if k in tensor)
     dims = tensor.get("Dimensions")
-    shape = dims if isinstance(dims, list) and all(type(d) is int for d in dims) else None
-    return Tensor(name=normalize_name(str(tensor.get("Name", ""))), dtype=_tensor_dtype(tensor), shape=shape,
-                  format=str(fmt) if fmt else None)
+    shape = dims if isinstance(dims, list) and set(map(type, dims)) <= INT else None  # whole numbers only
+    return Tensor(normalize_name(str(tensor.get("Name", ""))), _tensor_dtype(tensor), shape, str(fmt) if fmt else None)
 
 
 @dataclass
@@ -182,14 +187,14 @@ def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | N
     return next((t.dtype for t in [*inputs, *outputs] if t.dtype), None)
 
 
-NODE_TYPE = re.compile(r"(?:^|/)([A-Za-z][A-Za-z0-9]*?)(?:_\d+)*$")  # `/fc/Gemm`, `Gemm_48` -> Gemm
+NODE_TYPE = re.compile(r"([A-Za-z][A-Za-z0-9]*?)(?:_\d+)*$")  # of the last path component: `Gemm`, `Gemm_48` -> Gemm
 LINEAR_NODES = {"Gemm", "MatMul", "FullyConnected"}
 CONV_NODES = {"Conv", "ConvTranspose", "Conv2D", "convolution"}
 
 
 def node_types(nodes: list[str]) -> set[str]:
     """The ONNX (or TF) op types of node names that carry one: the last path component, numbering dropped."""
-    return {match.group(1) for node in nodes if (match := NODE_TYPE.search(node))}
+    return {match.group(1) for node in nodes if (match := NODE_TYPE.match(node.rpartition("/")[2]))}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -207,19 +212,20 @@ def layer_op(kind: str, parameter_type: str | None, name: str, nodes: list[str])
     op = _type_op(kind, parameter_type)
     if op is None:
         return op_from_name(name, builtin_rules())
+    if op != "conv":
+        return op
     types = node_types(nodes or name_parts(name))
-    if op == "conv" and types & LINEAR_NODES and not types & CONV_NODES:
-        return "linear"
-    return op
+    return "linear" if types & LINEAR_NODES and not types & CONV_NODES else op
 
 
 def _detailed_layer(item: dict) -> Layer:
-    outputs = item.get("Outputs") if isinstance(item.get("Outputs"), list) else []
-    inputs = item.get("Inputs") if isinstance(item.get("Inputs"), list) else []
+    outputs = item.get("Outputs")
+    inputs = item.get("Inputs")
     attrs: dict[str, Any] = {}
     for key, attr in (("StreamId", "stream"), ("Activation", "activation")):
-        if isinstance(item.get(key), (str, int)) and not isinstance(item.get(key), bool) and item[key] != "":
-            attrs[attr] = item[key]  # scalars only: what a session stores must be what TensorRT writes
+        value = item.get(key)
+        if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "":
+            attrs[attr] = value  # scalars only: what a session stores must be what TensorRT writes
     weights = _field(item, "Weights")
     if isinstance(weights, dict) and weights.get("Type"):
         attrs["weights"] = dtype_of(str(weights["Type"])) or str(weights["Type"])
@@ -228,8 +234,8 @@ def _detailed_layer(item: dict) -> Layer:
     tactic = item.get("TacticName") or item.get("TacticValue")
     kind = str(item.get("LayerType") or item.get("ParameterType") or "unknown")
     parameter_type = item.get("ParameterType")
-    tensors_in = [_tensor(t) for t in inputs]
-    tensors_out = [_tensor(t) for t in outputs]
+    tensors_in = [_tensor(t) for t in inputs] if isinstance(inputs, list) else []
+    tensors_out = [_tensor(t) for t in outputs] if isinstance(outputs, list) else []
     name = normalize_name(item["Name"])
     if _is_dla(kind):
         attrs["device"] = "dla"
@@ -254,7 +260,7 @@ def _detailed_layer(item: dict) -> Layer:
 
 def _field(item: dict, key: str) -> Any:
     """A convolution parameter: `Kernel`, or `ConvKernel` in a fused ConvActPool layer."""
-    return item.get(key, item.get(f"Conv{key}"))
+    return item[key] if key in item else item.get("Conv" + key)
 
 
 def _int(value: Any) -> int | None:
@@ -262,4 +268,4 @@ def _int(value: Any) -> int | None:
 
 
 def _ints(value: Any) -> list[int] | None:
-    return value if isinstance(value, list) and all(type(v) is int and v >= 0 for v in value) else None
+    return value if isinstance(value, list) and set(map(type, value)) <= INT and (not value or min(value) >= 0) else None

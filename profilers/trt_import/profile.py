@@ -49,13 +49,15 @@ Check = Callable[[Any, str], float]
 
 def _required(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float:
     """`record[key]` through `check` (a `documents` bound); InputError where it is absent."""
-    if record.get(key) is None:
+    value = record.get(key)
+    if value is None:
         raise InputError(f"{origin}: record {position} has no {key!r}")
-    return check(record[key], f"{origin}: record {position} {key}")
+    return check(value, f"{origin}: record {position} {key}")
 
 
 def _optional(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float | None:
-    return None if record.get(key) is None else _required(record, key, origin, position, check)
+    value = record.get(key)
+    return None if value is None else check(value, f"{origin}: record {position} {key}")
 
 
 def parse_samples(doc: dict[str, Any], origin: str) -> Profile:
