@@ -28,7 +28,14 @@ VARIANTS = ["--variants", "fp32,fp8", "--fp8-recipe", "all"]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`trt-inspect ARGS` at the project's root."""
     return subprocess.run([sys.executable, "-m", "inspector", *args], check=False, cwd=ROOT, capture_output=True, text=True)
+
+
+def relative(path: Path) -> str:
+    """`path` as the project names it (what the outputs record), absolute only outside the project."""
+    absolute = path.resolve()
+    return str(absolute.relative_to(ROOT)) if absolute.is_relative_to(ROOT) else str(absolute)
 
 
 def tracing_cost(path: Path) -> str:
@@ -110,9 +117,9 @@ def main() -> int:
         started = time.perf_counter()
         if name == slowed:
             done = subprocess.run([sys.executable, __file__, "--model", args.model, "--layer", args.layer,
-                                   "--repeat", str(args.repeat), "--slowed-run", str(path)], check=False, cwd=ROOT, capture_output=True, text=True)
+                                   "--repeat", str(args.repeat), "--slowed-run", relative(path)], check=False, cwd=ROOT, capture_output=True, text=True)
         else:
-            done = cli("run", args.model, *SMALL, *VARIANTS, "--out", str(path))
+            done = cli("run", args.model, *SMALL, *VARIANTS, "--out", relative(path))
         lines.append(f"{name}: exit {done.returncode}, {time.perf_counter() - started:.1f} s wall, "
                      f"load average after {os.getloadavg()}")
         if done.returncode != 0:
@@ -120,7 +127,7 @@ def main() -> int:
     lines += [tracing_cost(path) for path in runs if path.exists()]
     pairs = [*itertools.permutations(runs[:3], 2), *((rerun, runs[3]) for rerun in runs[:3])]
     for a, b in pairs:
-        done = cli("diff", str(a), str(b))
+        done = cli("diff", relative(a), relative(b))
         (out / f"diff-{a.stem}-{b.stem}.txt").write_text(f"$ trt-inspect diff {a.name} {b.name}\n{done.stdout}"
                                                         f"{done.stderr}exit {done.returncode}\n")
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()
