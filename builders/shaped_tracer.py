@@ -57,21 +57,14 @@ class ShapedProxy(torch.fx.Proxy):
     def _known(self) -> bool:
         return self.value is not UNKNOWN
 
-    @property
-    def shape(self) -> Any:
-        return self.value.shape if self._known() else self._attribute("shape")
+    shape = property(lambda self: self._known_or_node("shape"))
+    ndim = property(lambda self: self._known_or_node("ndim"))
+    dtype = property(lambda self: self._known_or_node("dtype"))
+    device = property(lambda self: self._known_or_node("device"))
 
-    @property
-    def ndim(self) -> Any:
-        return self.value.ndim if self._known() else self._attribute("ndim")
-
-    @property
-    def dtype(self) -> Any:
-        return self.value.dtype if self._known() else self._attribute("dtype")
-
-    @property
-    def device(self) -> Any:
-        return self.value.device if self._known() else self._attribute("device")
+    def _known_or_node(self, name: str) -> Any:
+        """The fake value's attribute `name` where the value is known, else a graph node reading it."""
+        return getattr(self.value, name) if self._known() else self._attribute(name)
 
     def size(self, dim: int | None = None) -> Any:
         if self._known():

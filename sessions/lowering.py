@@ -106,10 +106,15 @@ def _fp8_layers_below_fp8_arch(variant: Variant) -> dict[int, tuple[int, int]]:
     fp8 = {i for i, layer in enumerate(variant.layers) if layer.precision == "fp8"}
     if table is None or not fp8:
         return {}
-    archs: dict[int, set[tuple[int, int] | None]] = {}
     arch_of = [kernel_arch(name) for name in table.names]
+    archs: dict[int, list[tuple[int, int]]] = {}
+    unnamed: set[int] = set()  # layers with a kernel that names no architecture: nothing to conclude
     for owner, name_id in set(zip(table.layer, table.name)):
         if owner in fp8:
-            archs.setdefault(owner, set()).add(arch_of[name_id])
-    return {i: max(found) for i, found in archs.items()  # type: ignore[type-var]
-            if None not in found and max(found) < FP8_TENSOR_CORES}  # type: ignore[type-var]
+            arch = arch_of[name_id]
+            if arch is None:
+                unnamed.add(owner)
+            else:
+                archs.setdefault(owner, []).append(arch)
+    newest = {i: max(found) for i, found in archs.items() if i not in unnamed}
+    return {i: arch for i, arch in newest.items() if arch < FP8_TENSOR_CORES}

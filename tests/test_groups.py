@@ -141,3 +141,22 @@ def test_a_kernels_architecture_is_its_own_smNN_token(name, arch):
     from sessions.lowering import kernel_arch
 
     assert kernel_arch(name) == arch
+
+
+def test_only_fp8_layers_whose_every_kernel_names_an_architecture_below_8_9_are_flagged():
+    """sm80 alone: flagged; sm89 (FP8 tensor cores): not; sm80 beside a kernel naming no architecture: nothing
+    to conclude; an fp16 layer on sm80: not an FP8 question."""
+    from sessions.model import KernelTable, TraceSummary, Variant
+
+    kernels = {"a": ["sm80_xmma_fprop"], "b": ["sm89_xmma_fprop_e4m3"], "c": ["sm80_xmma_fprop", "triton_quantize"],
+               "d": ["sm80_xmma_fprop"]}
+    layers = [Layer(name, "conv", precision="fp16" if name == "d" else "fp8") for name in kernels]
+    names = sorted({k for ks in kernels.values() for k in ks})
+    owned = [(i, names.index(k)) for i, ks in enumerate(kernels.values()) for k in ks]
+    table = KernelTable(names=names, name=[n for _, n in owned], layer=[i for i, _ in owned], call=[0] * len(owned),
+                        start_ns=[0] * len(owned), duration_ns=[1] * len(owned), stream=[0] * len(owned),
+                        grid=[[1, 1, 1]] * len(owned), block=[[1, 1, 1]] * len(owned))
+    variant = Variant(name="v", backend="cudnn", precision="fp8", device="cuda", layers=layers, kernels=table,
+                      trace=TraceSummary(tracer="cupti", unit="kernels", calls=1, records=len(owned), unattributed=0,
+                                         dropped=0))
+    assert {(f.layer, f.reason) for f in diagnose(variant)} == {("a", "fp8 on sm80 kernels")}
