@@ -67,7 +67,7 @@ class Calibrations:
 
     Max calibration runs the model unquantized (ModelOpt's quantizers only collect the largest |x| while they
     calibrate), so a layer's scales do not depend on which other layers a recipe quantizes: every recipe of a study
-    takes its quantizers from one calibration, as every TensorRT build of a network reads one calibration cache.
+    takes its quantizers from one calibration (as TensorRT's INT8 calibrators reuse one calibration cache).
     A backend keeps one for the life of its study; `calibrated` hands out copies, never the cached module.
     """
 
@@ -171,9 +171,9 @@ def _modelopt():
     """ModelOpt's quantization, on its pure-PyTorch FP8 path: its CUDA extension takes a minute to compile."""
     try:
         with _absent(UNUSED_MODELOPT_PLUGINS):
-            # Max calibration imports ModelOpt's export package (for the names of fusible sibling layers); imported
-            # here, with the plugins' libraries absent, it took 0.8 s where it took 4.4 s during calibration on the H200
-            # (benchmarks/results/h200/mainjob-profile/second.top.txt).
+            # Max calibration imports ModelOpt's export package (for the names of fusible sibling layers): 4.4 s of a
+            # second main job on the H200, plugins' libraries and all (benchmarks/results/h200/mainjob-profile/
+            # second.top.txt); imported here, with those libraries absent, it took 0.8 s on the 2-core machine.
             import modelopt.torch.export.layer_utils  # noqa: F401
             import modelopt.torch.quantization as mtq
             from modelopt.torch.quantization import extensions
