@@ -144,6 +144,10 @@ class Backend(ABC):
         """Versions and settings worth recording in the session (e.g. the TensorRT version)."""
         return {}
 
+    def builds_done(self) -> None:
+        """Called once the study has built every variant: what the backend holds only for building (worker
+        processes) is let go here; the engines it built stay usable."""
+
     def engine(self) -> str:
         """The engine as sessions name it, with its version (`TensorRT 10.3.0`, `PyTorch 2.11.0`): stored in the
         study, so that renderers never ask which backend made a session."""

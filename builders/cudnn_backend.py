@@ -17,6 +17,7 @@ from builders.engine_build import BuildContext, build_engine
 from builders.engine_graph import trace
 from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
 from builders.fp8_kernels import Quantizer, make_quantizer
+from builders.plan_compiler import PlanCompiler
 from builders.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from sessions.errors import InputError, MissingEnvironment, first_line
 from sessions.lowering import FP8_TENSOR_CORES
@@ -72,7 +73,8 @@ class CudnnBackend(Backend):
         cache = TimingCache(timing_cache_path(name, capability, versions),
                             {"gpu": name, "compute_capability": capability, "versions": versions})
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
-                                    PLANS_PER_OPT_LEVEL[self.plan.opt_level], cache, self._make_quantizer)
+                                    PLANS_PER_OPT_LEVEL[self.plan.opt_level], cache,
+                                    PlanCompiler(torch.cuda.current_device()), self._make_quantizer)
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
 
@@ -87,6 +89,9 @@ class CudnnBackend(Backend):
 
     def engine(self) -> str:
         return f"{self.label} (cuDNN {self.context.cudnn.backend_version()})"
+
+    def builds_done(self) -> None:
+        self.context.compiler.close()
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision not in ("fp16", "fp8"):

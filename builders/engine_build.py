@@ -16,6 +16,7 @@ from builders.engine_kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Line
 from builders.engine_lowering import Program, Step, lower
 from builders.engine_plans import TimingCache
 from builders.fp8_kernels import E4M3_MAX, Quantizer
+from builders.plan_compiler import PlanCompiler
 from sessions.model import Layer
 
 if TYPE_CHECKING:
@@ -28,13 +29,15 @@ LOWERING_ROUNDS = 6  # re-lowerings after refusals: FP8 -> fp16 -> PyTorch op, F
 @dataclass
 class BuildContext:
     """What binding needs from the backend: cuDNN, the graphs built so far (shared by the variants), the plans'
-    cache and count, one workspace for every graph (layers run one at a time), the quantize kernel."""
+    cache and count, the workers that compile plans, one workspace for every graph (layers run one at a time), the
+    quantize kernel."""
 
     cudnn: Any
     handle: Any
     static_input: torch.Tensor
     plan_limit: int
     cache: TimingCache
+    compiler: PlanCompiler
     quantizer: Callable[[], Quantizer]
     graphs: dict[ConvSignature, ConvGraph | str] = field(default_factory=dict)
     workspace: list[torch.Tensor] = field(default_factory=list)
@@ -148,18 +151,24 @@ def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...]) -> Con
 
 def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
                   refused: dict[str, str], output_refused: dict[str, str]) -> bool:
-    """Every conv step's graph, built once per signature; False where nothing was refused (the program stands)."""
+    """Every conv step's graph, built once per signature (the plans the cache does not hold compiled by the workers
+    first); False where nothing was refused (the program stands)."""
+    sigs = {step.name: _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
+            for step in program.steps if step.kind == "conv"}
+    new = [sig for sig in dict.fromkeys(sigs.values()) if sig not in backend.graphs]
+    compiled = backend.compiler.compile([sig for sig in new if not backend.cache.holds_plan(sig.key())],
+                                        backend.plan_limit)
+    for sig in new:
+        try:
+            backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache,
+                                                 compiled.get(sig))
+        except RuntimeError as exc:
+            backend.graphs[sig] = str(exc)
     changed = False
     for step in program.steps:
         if step.kind != "conv":
             continue
-        sig = _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
-        if sig not in backend.graphs:
-            try:
-                backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache)
-            except RuntimeError as exc:
-                backend.graphs[sig] = str(exc)
-        found = backend.graphs[sig]
+        found = backend.graphs[sigs[step.name]]
         if isinstance(found, str):
             changed = True
             if step.output_fp8:

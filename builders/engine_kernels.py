@@ -6,12 +6,13 @@ and their plan is chosen by timing (builders.engine_plans).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from builders.engine_plans import Choice, TimingCache, choose_plan
+from builders.engine_plans import Choice, CompiledPlans, TimingCache, choose_plan
 from builders.fp8_kernels import E4M3_MAX, FP8, one_line
 
 CUDNN_ACTIVATIONS = {"relu": "relu", "swish": "swish", "sigmoid": "sigmoid", "gelu": "gelu"}
@@ -20,6 +21,8 @@ PLAN_WARMUP, PLAN_REPEATS = 3, 10  # executions per plan: discarded, then timed 
 # as enqueued, every plan measures the host. A spin kernel queued first holds the GPU until all repeats are queued,
 # so the events time the kernels back to back. Cycles per repeat: 60 us at 2 GHz, three times the enqueue cost.
 HOLD_CYCLES_PER_REPEAT = 120_000
+# Every tensor of a conv graph by a fixed uid, so a plan deserialized from the timing cache binds the same names.
+TENSOR_UIDS = {"x": 1, "w": 2, "descale": 3, "bias": 4, "residual": 5, "qscale": 6, "y": 7}
 
 
 @dataclass(frozen=True)
@@ -54,94 +57,169 @@ def _nhwc(shape: tuple[int, ...]) -> list[int]:
     return [c * h * w, 1, w * c, c]
 
 
+def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
+    """The fused cuDNN graph for `sig`, its plans listed (heuristic modes A, B and the fallback), none built:
+    conv -> x (descale per output channel, FP8 only) -> + bias -> epilogue -> (x 1 / output scale -> FP8); NHWC
+    tensors, each by its fixed uid (TENSOR_UIDS). Raises cuDNN's error where it has no engine for the graph."""
+    dt = cudnn.data_type
+    in_type = dt.FP8_E4M3 if sig.precision == "fp8" else dt.HALF
+    k, cg = sig.out_channels, sig.input_shape[1] // sig.groups
+    out_shape = sig.output_shape()
+    g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT, handle=handle)
+
+    def tensor(name: str, dim: list[int], stride: list[int], data_type: Any) -> Any:
+        return g.tensor(name=name, dim=dim, stride=stride, data_type=data_type, uid=TENSOR_UIDS[name])
+
+    channel = ([1, k, 1, 1], [k, 1, k, k])
+    y = g.conv_fprop(image=tensor("x", list(sig.input_shape), _nhwc(sig.input_shape), in_type),
+                     weight=tensor("w", [k, cg, *sig.kernel], _nhwc((k, cg, *sig.kernel)), in_type),
+                     padding=list(sig.padding), stride=list(sig.stride), dilation=list(sig.dilation),
+                     compute_data_type=dt.FLOAT)
+    if sig.precision == "fp8":
+        y = g.mul(a=y, b=tensor("descale", *channel, dt.FLOAT), compute_data_type=dt.FLOAT)
+    y = g.add(a=y, b=tensor("bias", *channel, dt.HALF), compute_data_type=dt.FLOAT)
+    for word in sig.epilogue:
+        if word == "add":
+            y = g.add(a=y, b=tensor("residual", list(out_shape), _nhwc(out_shape), dt.HALF), compute_data_type=dt.FLOAT)
+        else:
+            y = getattr(g, CUDNN_ACTIVATIONS[word])(input=y, compute_data_type=dt.FLOAT)
+    if sig.output_fp8:
+        y = g.mul(a=y, b=tensor("qscale", [1, 1, 1, 1], [1, 1, 1, 1], dt.FLOAT), compute_data_type=dt.FLOAT)
+    y.set_output(True).set_data_type(dt.FP8_E4M3 if sig.output_fp8 else dt.HALF).set_dim(list(out_shape)) \
+        .set_stride(_nhwc(out_shape)).set_uid(TENSOR_UIDS["y"])
+    g.validate()
+    g.build_operation_graph()
+    g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
+    g.check_support()
+    return g
+
+
+def tensor_names(sig: ConvSignature) -> list[str]:
+    """The names of the tensors `define_graph` gives `sig`'s graph."""
+    names = ["x", "w", *(["descale"] if sig.precision == "fp8" else []), "bias"]
+    return names + (["residual"] if "add" in sig.epilogue else []) + (["qscale"] if sig.output_fp8 else []) + ["y"]
+
+
+def time_execution(run: Callable[[], None]) -> float:
+    """Microseconds per call of `run` (one plan's execution), warmed up, then timed back to back on the GPU."""
+    for _ in range(PLAN_WARMUP):
+        run()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(HOLD_CYCLES_PER_REPEAT * PLAN_REPEATS)  # the GPU waits while the host enqueues
+    start.record()
+    for _ in range(PLAN_REPEATS):
+        run()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / PLAN_REPEATS
+
+
+def scratch_tensors(sig: ConvSignature) -> dict[int, torch.Tensor]:
+    """Tensors to time `sig`'s plans on, by uid."""
+    dtype = FP8 if sig.precision == "fp8" else torch.float16
+    n, c, h, w = sig.input_shape
+    k = sig.out_channels
+    data = {
+        "x": torch.randn(n, c, h, w, device="cuda").to(dtype, memory_format=torch.channels_last),
+        "w": (torch.randn(k, c // sig.groups, *sig.kernel, device="cuda") * 0.05).to(dtype, memory_format=torch.channels_last),
+        "bias": torch.zeros(1, k, 1, 1, device="cuda", dtype=torch.float16),
+        "descale": torch.full((1, k, 1, 1), 0.01, device="cuda"),
+        "residual": torch.zeros(sig.output_shape(), device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last),
+        "qscale": torch.ones(1, 1, 1, 1, device="cuda"),
+        "y": torch.empty(sig.output_shape(), device="cuda", dtype=FP8 if sig.output_fp8 else torch.float16)
+        .to(memory_format=torch.channels_last),
+    }
+    return {TENSOR_UIDS[name]: data[name] for name in tensor_names(sig)}
+
+
+def serialize_selected(graph: Any) -> bytes | None:
+    """The graph's selected plan in cuDNN's serialized form, or None where cuDNN does not serialize it."""
+    try:
+        return bytes(graph.serialize(as_bytes=True))
+    except Exception:  # noqa: BLE001  (a plan kind cuDNN cannot serialize: the cache keeps only its index)
+        return None
+
+
+def load_plan(cudnn: Any, handle: Any, plan: bytes) -> Any:
+    """A graph whose one plan is `plan` (serialized by `serialize_selected`, same GPU and cuDNN): nothing compiled."""
+    graph = cudnn.pygraph(handle=handle)
+    graph.deserialize(handle, plan)
+    return graph
+
+
+@dataclass
 class ConvGraph:
-    """One fused cuDNN graph: conv -> x (descale per output channel, FP8 only) -> + bias -> epilogue ->
-    (x 1 / output scale -> FP8) ; NHWC tensors."""
+    """One fused cuDNN graph with its chosen plan selected, built here or loaded from its serialized bytes; layers
+    of one signature share it."""
 
-    def __init__(self, sig: ConvSignature, cudnn: Any, handle: Any) -> None:
-        self.sig, self.cudnn, self.handle = sig, cudnn, handle
-        dt = cudnn.data_type
-        in_type = dt.FP8_E4M3 if sig.precision == "fp8" else dt.HALF
-        k, cg = sig.out_channels, sig.input_shape[1] // sig.groups
-        out_shape = sig.output_shape()
-        g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT, handle=handle)
-        t: dict[str, Any] = {
-            "x": g.tensor(name="x", dim=list(sig.input_shape), stride=_nhwc(sig.input_shape), data_type=in_type),
-            "w": g.tensor(name="w", dim=[k, cg, *sig.kernel], stride=_nhwc((k, cg, *sig.kernel)), data_type=in_type),
-        }
-        y = g.conv_fprop(image=t["x"], weight=t["w"], padding=list(sig.padding), stride=list(sig.stride),
-                         dilation=list(sig.dilation), compute_data_type=dt.FLOAT)
-        channel = {"dim": [1, k, 1, 1], "stride": [k, 1, k, k]}
-        if sig.precision == "fp8":
-            t["descale"] = g.tensor(name="descale", data_type=dt.FLOAT, **channel)
-            y = g.mul(a=y, b=t["descale"], compute_data_type=dt.FLOAT)
-        t["bias"] = g.tensor(name="bias", data_type=dt.HALF, **channel)
-        y = g.add(a=y, b=t["bias"], compute_data_type=dt.FLOAT)
-        for word in sig.epilogue:
-            if word == "add":
-                t["residual"] = g.tensor(name="residual", dim=list(out_shape), stride=_nhwc(out_shape), data_type=dt.HALF)
-                y = g.add(a=y, b=t["residual"], compute_data_type=dt.FLOAT)
-            else:
-                y = getattr(g, CUDNN_ACTIVATIONS[word])(input=y, compute_data_type=dt.FLOAT)
-        if sig.output_fp8:
-            t["qscale"] = g.tensor(name="qscale", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=dt.FLOAT)
-            y = g.mul(a=y, b=t["qscale"], compute_data_type=dt.FLOAT)
-        y.set_output(True).set_data_type(dt.FP8_E4M3 if sig.output_fp8 else dt.HALF).set_dim(list(out_shape)) \
-            .set_stride(_nhwc(out_shape))
-        t["y"] = y
-        g.validate()
-        g.build_operation_graph()
-        g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
-        g.check_support()
-        self.graph, self.tensors = g, t
-        self.choice: Choice | None = None
-        self.workspace_bytes = 0
+    sig: ConvSignature
+    cudnn: Any
+    handle: Any
+    graph: Any
+    choice: Choice
+    plan: bytes | None  # the chosen plan serialized, for the timing cache
 
-    def select(self, limit: int, cache: TimingCache | None) -> Choice:
-        """Builds and times up to `limit` plans on scratch tensors, keeps the fastest (or the cached one)."""
-        scratch = self._scratch()
-        workspace: dict[int, torch.Tensor] = {}
-
-        def time_plan(index: int) -> float:
-            self.graph.build_plan_at_index(index)
-            size = max(self.graph.get_workspace_size_plan_at_index(index), 1)
-            workspace[index] = torch.empty(size, dtype=torch.uint8, device="cuda")
-            self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
-            for _ in range(PLAN_WARMUP):
-                self.graph.execute_plan_at_index(scratch, workspace[index], index, handle=self.handle)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda._sleep(HOLD_CYCLES_PER_REPEAT * PLAN_REPEATS)  # the GPU waits while the host enqueues
-            start.record()
-            for _ in range(PLAN_REPEATS):
-                self.graph.execute_plan_at_index(scratch, workspace[index], index, handle=self.handle)
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) * 1e3 / PLAN_REPEATS
-
-        self.choice = choose_plan(self.graph, self.sig.key(), limit, time_plan, cache)
-        self.workspace_bytes = self.graph.get_workspace_size()
-        return self.choice
-
-    def _scratch(self) -> dict[Any, torch.Tensor]:
-        sig = self.sig
-        dtype = FP8 if sig.precision == "fp8" else torch.float16
-        n, c, h, w = sig.input_shape
-        k = sig.out_channels
-        data = {
-            "x": torch.randn(n, c, h, w, device="cuda").to(dtype, memory_format=torch.channels_last),
-            "w": (torch.randn(k, c // sig.groups, *sig.kernel, device="cuda") * 0.05).to(dtype, memory_format=torch.channels_last),
-            "bias": torch.zeros(1, k, 1, 1, device="cuda", dtype=torch.float16),
-            "descale": torch.full((1, k, 1, 1), 0.01, device="cuda"),
-            "residual": torch.zeros(sig.output_shape(), device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last),
-            "qscale": torch.ones(1, 1, 1, 1, device="cuda"),
-            "y": torch.empty(sig.output_shape(), device="cuda", dtype=FP8 if sig.output_fp8 else torch.float16)
-            .to(memory_format=torch.channels_last),
-        }
-        return {tensor: data[name] for name, tensor in self.tensors.items()}
+    @property
+    def workspace_bytes(self) -> int:
+        return int(self.graph.get_workspace_size())
 
     def execute(self, values: dict[str, torch.Tensor], workspace: torch.Tensor) -> None:
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
-        self.graph.execute({self.tensors[name]: value for name, value in values.items()}, workspace, handle=self.handle)
+        self.graph.execute({TENSOR_UIDS[name]: value for name, value in values.items()}, workspace, handle=self.handle)
+
+
+def select_in_process(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None) -> ConvGraph:
+    """Builds and times up to `limit` of `sig`'s plans here, keeps the fastest (or the choice the cache names)."""
+    graph = define_graph(sig, cudnn, handle)
+    scratch = scratch_tensors(sig)
+    cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+
+    def time_plan(index: int) -> float:
+        graph.build_plan_at_index(index)
+        workspace = torch.empty(max(graph.get_workspace_size_plan_at_index(index), 1), dtype=torch.uint8, device="cuda")
+        return time_execution(lambda: graph.execute_plan_at_index(scratch, workspace, index, handle=handle))
+
+    choice = choose_plan(graph, sig.key(), limit, time_plan, cache)
+    return ConvGraph(sig, cudnn, handle, graph, choice, serialize_selected(graph))
+
+
+def select_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, names: list[str],
+                    plans: dict[int, bytes | str]) -> ConvGraph:
+    """The fastest of the plans a worker compiled and serialized (`plans_compiled`), each loaded and timed here."""
+    scratch = scratch_tensors(sig)
+    loaded: dict[int, Any] = {}
+
+    def load(index: int, plan: bytes) -> Any:
+        loaded[index] = load_plan(cudnn, handle, plan)
+        return loaded[index]
+
+    compiled = CompiledPlans(names, {i: p for i, p in plans.items() if isinstance(p, bytes)},
+                             {i: p for i, p in plans.items() if isinstance(p, str)}, load)
+    cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
+
+    def time_plan(index: int) -> float:
+        graph = compiled.build_plan_at_index(index)
+        workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
+        return time_execution(lambda: graph.execute(scratch, workspace, handle=handle))
+
+    choice = choose_plan(compiled, sig.key(), limit, time_plan, None)
+    return ConvGraph(sig, cudnn, handle, loaded[choice.index], choice, compiled.plans[choice.index])
+
+
+def plans_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int) -> tuple[list[str], dict[int, bytes | str]]:
+    """`sig`'s plan names, and each of its first `limit` plans built and serialized or the reason it was not (what a
+    worker process returns to `select_compiled`). Raises cuDNN's error where it has no engine for the graph."""
+    graph = define_graph(sig, cudnn, handle)
+    names = [graph.get_plan_name_at_index(i) for i in range(graph.get_execution_plan_count())]
+    plans: dict[int, bytes | str] = {}
+    for index in range(min(len(names), max(1, limit))):
+        try:
+            graph.build_plan_at_index(index)
+        except Exception as exc:  # noqa: BLE001  (a plan that does not build is a refusal of that plan)
+            plans[index] = one_line(exc, 200)
+            continue
+        plans[index] = serialize_selected(graph) or "built, but cuDNN did not serialize it"
+    return names, plans
 
 
 class ConvLayer:
@@ -210,12 +288,34 @@ class Fp8Linear:
         return out.view(*x8.shape[:-1], -1)
 
 
-def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None) -> tuple[ConvGraph, float]:
-    """The graph for `sig` with its plan chosen, and the seconds it took; RuntimeError with cuDNN's reason."""
+def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None,
+                compiled: tuple[list[str], dict[int, bytes | str]] | None = None) -> tuple[ConvGraph, float]:
+    """The graph for `sig` with its plan chosen, and the seconds it took: loaded from the cache's serialized plan
+    where it holds one, else the fastest of the plans a worker compiled (`compiled`, where any of them serialized),
+    else built and timed here; the choice recorded in the cache. RuntimeError with cuDNN's reason."""
     started = time.perf_counter()
     try:
-        graph = ConvGraph(sig, cudnn, handle)
-        graph.select(limit, cache)
+        graph = _cached(sig, cudnn, handle, cache)
+        if graph is None and compiled is not None and any(isinstance(p, bytes) for p in compiled[1].values()):
+            graph = select_compiled(sig, cudnn, handle, limit, *compiled)
+        if graph is None:
+            graph = select_in_process(sig, cudnn, handle, limit, cache)
     except Exception as exc:  # noqa: BLE001  (cudnnGraphNotSupportedError and its kin: no engine for this graph)
         raise RuntimeError(f"cuDNN: {one_line(exc, 300)}") from None
+    if cache is not None:
+        cache.put(sig.key(), graph.choice, graph.plan)
     return graph, time.perf_counter() - started
+
+
+def _cached(sig: ConvSignature, cudnn: Any, handle: Any, cache: TimingCache | None) -> ConvGraph | None:
+    """The graph loaded from the cache's serialized plan for `sig`, or None (none held, or cuDNN refuses it)."""
+    found = cache.plan(sig.key()) if cache is not None else None
+    if found is None:
+        return None
+    plan, entry = found
+    try:
+        graph = load_plan(cudnn, handle, plan)
+    except Exception:  # noqa: BLE001  (a plan this cuDNN no longer loads is chosen again)
+        return None
+    return ConvGraph(sig, cudnn, handle, graph,
+                     Choice(entry["index"], entry["name"], 1, int(entry.get("offered", 0)), None, True, []), plan)

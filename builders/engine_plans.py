@@ -1,12 +1,14 @@
 """Tactic selection for the cuDNN engine, as TensorRT's builder does it: every execution plan cuDNN offers for
 a layer's graph (heuristic modes A, B and the fallback list, up to the opt level's count) is built and
 timed in place, the fastest kept; the choices persist in a JSON timing cache keyed like TensorRT's
-(GPU and compute capability, cuDNN and frontend versions, the layer's signature), so a later run builds
-only the winner.
+(GPU and compute capability, cuDNN and frontend versions, the layer's signature), each with the winner
+serialized beside it (cuDNN's own execution-plan format, compiled kernels included), so a later run loads
+the plan instead of compiling it, as a TensorRT engine file holds its tactics.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Callable
@@ -18,7 +20,7 @@ from sessions.paths import cache_dir
 from sessions.storage import write_atomically
 
 PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> plans built and timed per graph
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: each choice names its serialized plan
 
 
 class PlanGraph(Protocol):
@@ -48,7 +50,11 @@ def timing_cache_path(gpu: str, capability: str, versions: str) -> Path:
 
 
 class TimingCache:
-    """Chosen plans by layer signature, one JSON file per GPU and library versions; never a pickle."""
+    """Chosen plans by layer signature, one JSON file per GPU and library versions, each winner's serialized plan
+    in a folder beside it (`<cache stem>.plans/<sha256 of the plan>.plan`, cuDNN's bytes as cuDNN wrote them);
+    never a pickle. A plan file whose bytes no longer hash to its name is not loaded. Loading a plan loads the
+    native code cuDNN compiled into it: the cache is the user's own folder, as a TensorRT timing cache or engine is.
+    """
 
     def __init__(self, path: Path, header: dict[str, str]) -> None:
         self.path, self.header = path, header
@@ -64,13 +70,48 @@ class TimingCache:
                 self.entries = {k: v for k, v in entries.items()
                                 if isinstance(v, dict) and isinstance(v.get("index"), int) and isinstance(v.get("name"), str)}
 
+    @property
+    def plans_dir(self) -> Path:
+        return self.path.with_suffix(".plans")
+
     def get(self, signature: str) -> tuple[int, str] | None:
         entry = self.entries.get(signature)
         return (entry["index"], entry["name"]) if entry else None
 
-    def put(self, signature: str, choice: Choice) -> None:
-        self.entries[signature] = {"index": choice.index, "name": choice.name, "tried": choice.tried,
-                                   "time_us": choice.time_us}
+    def holds_plan(self, signature: str) -> bool:
+        """Whether a serialized plan is recorded for `signature` (`plan` checks its bytes)."""
+        entry = self.entries.get(signature)
+        return entry is not None and isinstance(entry.get("plan"), str) and \
+            (self.plans_dir / f"{entry['plan']}.plan").is_file()
+
+    def plan(self, signature: str) -> tuple[bytes, dict[str, Any]] | None:
+        """The serialized winner for `signature` and its entry, where the cache holds one whose bytes are intact."""
+        entry = self.entries.get(signature)
+        if entry is None or not isinstance(entry.get("plan"), str):
+            return None
+        try:
+            blob = (self.plans_dir / f"{entry['plan']}.plan").read_bytes()
+        except OSError:
+            return None
+        return (blob, entry) if hashlib.sha256(blob).hexdigest() == entry["plan"] else None
+
+    def put(self, signature: str, choice: Choice, plan: bytes | None) -> None:
+        """Records `choice` for `signature`, with its serialized plan where cuDNN serialized it; a choice the cache
+        made (`choice.cached`) keeps the cache's record and only adds the plan it lacked."""
+        entry = self.entries.get(signature)
+        if choice.cached and entry is not None:
+            if plan is None or "plan" in entry:
+                return
+            entry = dict(entry)
+        else:
+            entry = {"index": choice.index, "name": choice.name, "tried": choice.tried, "offered": choice.offered,
+                     "time_us": choice.time_us}
+        if plan is not None:
+            digest = hashlib.sha256(plan).hexdigest()
+            self.plans_dir.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.plans_dir / f"{digest}.plan", plan, "serialized plan")
+            entry["plan"] = digest
+        self.entries[signature] = entry
         self.dirty = True
 
     def save(self) -> None:
@@ -94,7 +135,8 @@ def _builds(graph: PlanGraph, index: int) -> bool:
 def choose_plan(graph: PlanGraph, signature: str, limit: int, time_plan: Callable[[int], float],
                 cache: TimingCache | None) -> Choice:
     """The fastest of the first `limit` plans (built and timed by `time_plan(index)`, microseconds), or the
-    cached choice where the cache holds one whose plan still has that name at that index.
+    cached choice where the cache holds one whose plan still has that name at that index; the winner is built
+    last, so it is the graph's selected plan. The caller records the choice in the cache (with its serialized plan).
 
     Raises RuntimeError with every plan's reason where none builds and runs.
     """
@@ -118,7 +160,26 @@ def choose_plan(graph: PlanGraph, signature: str, limit: int, time_plan: Callabl
     if best is None:
         raise RuntimeError(f"none of {tried} of {offered} plans built and ran: " + "; ".join(failures))
     graph.build_plan_at_index(best[1])  # selects it for execute()
-    choice = Choice(best[1], graph.get_plan_name_at_index(best[1]), tried, offered, best[0], False, failures)
-    if cache is not None:
-        cache.put(signature, choice)
-    return choice
+    return Choice(best[1], graph.get_plan_name_at_index(best[1]), tried, offered, best[0], False, failures)
+
+
+@dataclass
+class CompiledPlans:
+    """A graph's first plans as a worker process compiled them: cuDNN's name and serialized bytes by index, or why
+    a plan did not build. Stands for the graph in `choose_plan`: `build_plan_at_index` loads the plan (`load`)."""
+
+    names: list[str]  # every plan cuDNN offered
+    plans: dict[int, bytes]  # index -> serialized plan
+    refusals: dict[int, str]  # index -> why the plan did not build or serialize
+    load: Callable[[int, bytes], Any]
+
+    def get_execution_plan_count(self) -> int:
+        return len(self.names)
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return self.names[index]
+
+    def build_plan_at_index(self, index: int) -> Any:
+        if index not in self.plans:
+            raise RuntimeError(self.refusals.get(index, f"plan {index} was not compiled"))
+        return self.load(index, self.plans[index])

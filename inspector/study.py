@@ -188,6 +188,8 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
             variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
         recorder.session.method.per_layer = per_layer_words(backend, tracer, plan.device, profiled)
         recorder.step("build", f"{variant.name} built and traced", variant.name, index + 1, total)
+    for builder in own.values():
+        builder.builds_done()
     return engines
 
 

@@ -3,12 +3,15 @@ engine's H200 sessions: no layer of an FP8 recipe ran in fp16 without a recorded
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, choose_plan
+from builders.engine_plans import PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
+from builders.plan_compiler import PlanCompiler, worker_count
 from sessions.storage import decode, read_regular_file
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "h200"
@@ -66,7 +69,8 @@ def test_the_timing_cache_is_json_keyed_like_tensorrts_and_a_second_run_builds_o
     path = tmp_path / "cache.json"
     cache = TimingCache(path, header)
     graph = StandInGraph(["p0", "p1", "p2"])
-    choose_plan(graph, "conv fp8 in=1x256x56x56", 3, timer(graph, {0: 3.0, 1: 2.0, 2: 9.0}), cache)
+    choice = choose_plan(graph, "conv fp8 in=1x256x56x56", 3, timer(graph, {0: 3.0, 1: 2.0, 2: 9.0}), cache)
+    cache.put("conv fp8 in=1x256x56x56", choice, None)
     cache.save()
     stored = json.loads(path.read_text())
     assert stored["key"] == header and stored["plans"]["conv fp8 in=1x256x56x56"]["name"] == "p1"
@@ -82,6 +86,55 @@ def test_the_timing_cache_is_json_keyed_like_tensorrts_and_a_second_run_builds_o
     choice = choose_plan(renamed, "conv fp8 in=1x256x56x56", 3, timer(renamed, {0: 1.0, 1: 2.0, 2: 3.0}),
                          TimingCache(path, header))
     assert (choice.index, choice.cached) == (0, False)
+
+
+def test_the_cache_keeps_the_winners_serialized_plan_by_its_hash_and_refuses_altered_bytes(tmp_path):
+    path = tmp_path / "cache.json"
+    cache = TimingCache(path, {"gpu": "x"})
+    choice = Choice(2, "eng7", 4, 11, 12.5, False, [])
+    cache.put("sig", choice, b"cuDNN plan bytes")
+    cache.save()
+
+    reloaded = TimingCache(path, {"gpu": "x"})
+    assert reloaded.holds_plan("sig")
+    plan, entry = reloaded.plan("sig")
+    assert plan == b"cuDNN plan bytes" and (entry["index"], entry["name"], entry["offered"]) == (2, "eng7", 11)
+    stored = reloaded.plans_dir / f"{hashlib.sha256(b'cuDNN plan bytes').hexdigest()}.plan"
+    assert stored.read_bytes() == b"cuDNN plan bytes"
+    stored.write_bytes(b"cuDNN plan bytez")  # altered on disk: not loaded, chosen again
+    assert reloaded.plan("sig") is None
+    stored.unlink()
+    assert not reloaded.holds_plan("sig")
+
+
+def test_a_cached_choice_keeps_its_record_and_gains_the_plan_it_lacked(tmp_path):
+    cache = TimingCache(tmp_path / "cache.json", {"gpu": "x"})
+    cache.put("sig", Choice(1, "p1", 3, 4, 2.0, False, []), None)
+    cache.put("sig", Choice(1, "p1", 1, 4, None, True, []), b"plan")
+    entry = cache.entries["sig"]
+    assert (entry["tried"], entry["time_us"], cache.plan("sig")[0]) == (3, 2.0, b"plan")
+    cache.dirty = False
+    cache.put("sig", Choice(1, "p1", 1, 4, None, True, []), b"plan")
+    assert not cache.dirty
+
+
+def test_plans_compiled_elsewhere_are_loaded_timed_and_refusals_keep_their_reason():
+    loaded: list[int] = []
+    compiled = CompiledPlans(["a", "b", "c", "d"], {1: b"one", 2: b"two"}, {0: "no kernel for this shape"},
+                             lambda index, plan: loaded.append(index) or plan)
+    times = {1: 7.0, 2: 5.0}
+    choice = choose_plan(compiled, "sig", 3, lambda i: (compiled.build_plan_at_index(i), times[i])[1], None)
+    assert (choice.index, choice.name, choice.tried, choice.offered) == (2, "c", 3, 4)
+    assert choice.failures == ["[0] no kernel for this shape"] and loaded[-1] == 2
+    with pytest.raises(RuntimeError, match="plan 3 was not compiled"):
+        compiled.build_plan_at_index(3)
+
+
+@pytest.mark.parametrize(("cores", "graphs", "workers"), [(16, 34, 12), (16, 5, 5), (16, 3, 0), (4, 34, 3), (2, 34, 0)])
+def test_plan_compilation_is_spread_only_where_it_pays(monkeypatch, cores, graphs, workers):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert worker_count(graphs) == workers
+    assert PlanCompiler(0).compile([], 4) == {}  # nothing to compile: no pool started
 
 
 def test_a_damaged_cache_file_is_ignored(tmp_path):

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-import tests.fake_backend  # noqa: F401  (registers the fake backend and tracer)
+import tests.fake_backend  # registers the fake backend and tracer
 from inspector.study import run_study
 from sessions import storage
 from sessions.errors import MissingEnvironment
@@ -36,6 +36,21 @@ def test_a_fake_backend_runs_the_whole_study(tmp_path):
     assert loaded.variant("fp16").quality.top1_agreement == 1.0 and fp8.quality.top1_agreement < 1.0
     assert loaded.study.plan == fake_plan(tmp_path)  # the stored plan is the plan, exactly
     assert "fake: eager" in fp8.notes and loaded.method.kernels == "fake tracer, 2 call(s)"
+
+
+def test_the_backend_lets_go_of_its_build_resources_once_after_the_last_build_and_before_timing(tmp_path, monkeypatch):
+    events: list[str] = []
+    fake = tests.fake_backend.FakeBackend
+    build = fake.build
+    monkeypatch.setattr(fake, "builds_done", lambda self: events.append("builds done"), raising=False)
+    monkeypatch.setattr(fake, "build", lambda self, variant, calibration: (events.append("build"),
+                                                                          build(self, variant, calibration))[1])
+    from inspector import study
+
+    time_variants = study.time_variants
+    monkeypatch.setattr(study, "time_variants", lambda *args: (events.append("timing"), time_variants(*args))[1])
+    run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    assert events == ["build"] * 3 + ["builds done", "timing"]
 
 
 def test_a_tracer_the_backend_cannot_serve_fails_before_any_work(tmp_path):
