@@ -45,7 +45,7 @@ def largest_set() -> tuple[str, ImportFiles]:
     def size(engine: Engine) -> int:
         return sum(p.stat().st_size for p in (engine.layers, engine.profile, engine.times) if p is not None)
     engine = max((e for folder in set_folders() for e in engines(folder)), key=size)
-    files = ImportFiles(engine.layers, engine.profile, engine.times, find_metadata=False)
+    files = ImportFiles.of(layers=engine.layers, profile=engine.profile, times=engine.times, find_metadata=False)
     return f"{engine.label} ({size(engine) / 1024:.0f} KiB)", files
 
 
@@ -60,7 +60,7 @@ def synthetic(folder: Path, count: int) -> ImportFiles:
         out_records.append(record)
     (folder / "big.graph.json").write_text(json.dumps({"Layers": out_layers, "Bindings": []}))
     (folder / "big.profile.json").write_text(json.dumps(out_records))
-    return ImportFiles(folder / "big.graph.json", folder / "big.profile.json", find_metadata=False)
+    return ImportFiles.of(layers=folder / "big.graph.json", profile=folder / "big.profile.json", find_metadata=False)
 
 
 def main() -> None:

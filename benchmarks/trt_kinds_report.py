@@ -121,7 +121,7 @@ def table(title: str, rows: list[tuple[str, Figures, Figures]]) -> list[str]:
 
 
 def imported(layers: Path | None, profile: Path | None) -> Imported:
-    return import_variant(ImportFiles(layers, profile, find_metadata=False))
+    return import_variant(ImportFiles.of(layers=layers, profile=profile, find_metadata=False))
 
 
 def main() -> None:
@@ -165,7 +165,7 @@ def main() -> None:
     for name in ("trt8.4-resnet-a100-fp32", "trt8.4-resnet-a100-int8-qat-residual"):
         folder = SHARED / "trt" / name
         graph = next(folder.glob("*.graph.json"))
-        with_metadata = import_variant(ImportFiles(graph, next(folder.glob("*.engine.profile.json"))))
+        with_metadata = import_variant(ImportFiles.of(layers=graph, profile=next(folder.glob("*.engine.profile.json"))))
         lines.append(f"| trt/{name} | {metadata_session(with_metadata)} | {metadata_file(folder)} |")
     print("\n".join([*lines, ""]))
 

@@ -46,7 +46,7 @@ PAIRS = [  # the fixtures README's pairs: (A, B), each a folder under ../shared/
 
 
 def files_of(engine: Engine) -> ImportFiles:
-    return ImportFiles(engine.layers, engine.profile, engine.times, metadata=list(engine.logs))
+    return ImportFiles.of(layers=engine.layers, profile=engine.profile, times=engine.times, metadata=list(engine.logs))
 
 
 def engine_at(label: str) -> Engine:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from inspector import process
 from inspector.commands import (
@@ -40,7 +40,41 @@ __all__ = ["COMMANDS", "build_parser", "main", "run", "study_request"]
 
 
 class _Parser(argparse.ArgumentParser):
-    """Argument errors are one line on stderr, like every other error; `--help` still prints the usage."""
+    """Argument errors are one line on stderr, like every other error; `--help` still prints the usage.
+
+    A command whose arguments come from a registry that imports heavy modules (`import`: its file roles) passes
+    `arguments`, a function that adds them; they are added when the command's line is parsed or its help
+    printed, and arguments added through `then` follow them, so building the parser imports nothing heavy.
+    """
+
+    def __init__(self, *args: Any, arguments: Callable[[argparse.ArgumentParser], object] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending = [arguments] if arguments else []
+
+    def then(self, add: Callable[[argparse.ArgumentParser], object]) -> None:
+        """`add` arguments now, or after the deferred ones where those are not added yet."""
+        if self._pending:
+            self._pending.append(add)
+        else:
+            add(self)
+
+    def _complete(self) -> None:
+        pending, self._pending = self._pending, []
+        for add in pending:
+            add(self)
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        self._complete()
+        return super().parse_known_args(*args, **kwargs)
+
+    def format_usage(self) -> str:
+        self._complete()
+        return super().format_usage()
+
+    def format_help(self) -> str:
+        self._complete()
+        return super().format_help()
 
     def error(self, message: str) -> NoReturn:
         self.exit(ExitCode.USAGE, f"{self.prog}: error: {message}\n")
@@ -56,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMAND_MODULES:
         module.add_parser(sub)
     for each in sub.choices.values():
-        each.add_argument("-v", "--verbose", action="store_true", help="also show the libraries' warnings (each once)")
+        each.then(lambda p: p.add_argument("-v", "--verbose", action="store_true",
+                                           help="also show the libraries' warnings (each once)"))
     return parser
 
 

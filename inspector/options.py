@@ -1,8 +1,8 @@
 """The study options' spec (`sessions.options`) put to work: command-line arguments, the registries'
 choices, and the complete check of a request's values and of a plan.
 
-Nothing here declares an option: a new study option is one entry in `sessions.options.OPTIONS` (and
-its field in the request and plan).
+Nothing here declares an option: a new study option is one entry in `sessions.options.OPTIONS` (and, for
+one the study takes as given, its field in `sessions.options.GivenOptions`, which the request and plan are made of).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field
 
 from sessions.errors import InputError
-from sessions.options import OPTIONS, RUN, TIMING, default, machine_default
+from sessions.options import OPTIONS, RUN, TIMING, GivenOptions, default, machine_default
 from sessions.plan import TimingPlan, parse_variants
 
 NAME_LIMIT = 200  # UTF-8 bytes; a name becomes part of a file name (255 bytes at most on most file systems)
@@ -19,8 +19,8 @@ CPU_TIMING = TimingPlan(*(machine_default(name, "cpu") for name in TIMING))
 
 
 @dataclass(frozen=True)
-class StudyRequest:
-    """The study options as given (`sessions.options` declares them); None where the machine decides."""
+class AskedOptions:
+    """The options a request holds as asked and resolving decides or converts (`inspector.resolve`)."""
 
     model: str
     backend: str = default("backend")
@@ -29,22 +29,18 @@ class StudyRequest:
     batch: int = default("batch")
     fp8_recipes: tuple[str, ...] = default("fp8_recipes")
     fp8_exclude: tuple[str, ...] = default("fp8_exclude")
-    images: str | None = default("images")
-    calib_count: int = default("calib_count")
-    eval_count: int | None = default("eval_count")  # None: every image, calibration images included
     rounds: int | None = default("rounds")
     iters: int | None = default("iters")
     warmup_s: float | None = default("warmup_s")
     switch_warmup: int | None = default("switch_warmup")  # replays discarded after each switch of variant in a round
-    threads: int | None = default("threads")  # torch CPU threads
-    stress_count: int | None = default("stress_count")  # stress inputs; None: all (fewer in a CPU main job)
     tracer: str = default("tracer")
-    trace_calls: int = default("trace_calls")
-    checkpoint: str | None = default("checkpoint")
-    out: str | None = default("out")
-    raw_trace: str | None = default("raw_trace")
-    opt_level: int = default("opt_level")
-    seed: int = default("seed")
+
+
+@dataclass(frozen=True)
+class StudyRequest(GivenOptions, AskedOptions):
+    """The study options as given (`sessions.options` declares them); None where the machine decides. The options
+    a plan takes as given are its fields from `sessions.options.GivenOptions`."""
+
     command: tuple[str, ...] = field(default=(), compare=False)
 
     def validate(self) -> None:

@@ -5,6 +5,11 @@ Every place that takes a study option reads it from here: the command line of `r
 the probe's options and the `run` command line a sweep job records. A range or a default written
 anywhere else is a second owner (tests/test_architecture.py looks for one).
 
+An option the study reads as given also has its field in `GivenOptions`, below its entry: the request
+(`inspector.request.StudyRequest`) and the plan (`sessions.plan.StudyPlan`, the session's record, what
+`rerun` replays) are made of those fields, so adding such an option is its entry and field here and the
+code that reads `plan.<field>` (tests/test_option_reach.py fails on an option one of them misses).
+
 Choices that plug-ins extend (backends, tracers) name their registry (`registry`); the registries live
 in `builders` and `profilers`, and the front end looks them up (`inspector.options`).
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sessions.errors import InputError
@@ -22,7 +28,7 @@ RUN, PROBE, ONNX = "run", "probe", "onnx"
 Value = int | float | str | tuple[str, ...] | None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class Option:
     """One study option. `field` is its name in `StudyRequest` / `StudyPlan` / `ProbeOptions`.
 
@@ -200,6 +206,28 @@ def default(name: str, command: str = RUN) -> Any:
 def machine_default(name: str, device: str) -> Any:
     """The default of a machine-dependent option (the timing) on `device` (cuda | cpu)."""
     return BY_FIELD[name].machine_defaults[device]
+
+
+@dataclass(frozen=True)
+class GivenOptions:
+    """The options a study takes as given: a request holds them as asked and its plan as the request holds them.
+
+    One field per option, its default from the option's entry; the order is the order a session records them
+    in its plan. The options a plan does not take as given are fields of the request and the plan themselves
+    (model, backend, device, batch, tracer), or make the plan's variants or its `TimingPlan` (TIMING).
+    """
+
+    trace_calls: int = default("trace_calls")
+    images: str | None = default("images")
+    calib_count: int = default("calib_count")
+    eval_count: int | None = default("eval_count")  # None: quality on every image (calibration images included)
+    checkpoint: str | None = default("checkpoint")
+    opt_level: int = default("opt_level")  # TensorRT builder_optimization_level
+    seed: int = default("seed")  # random weights and random inputs
+    out: str | None = default("out")  # session file; None: the user-data folder
+    raw_trace: str | None = default("raw_trace")  # folder for each variant's raw tracer records
+    threads: int | None = default("threads")  # torch CPU threads; None: torch's default
+    stress_count: int | None = default("stress_count")  # stress inputs (profilers.images); None: all
 
 
 def check_values(values: Mapping[str, Any]) -> None:

@@ -2,7 +2,8 @@
 
 A plan is frozen and concrete (no "auto": the backend, device and tracer are chosen), stored in
 the session, and replayed as it is by `rerun`. A sweep is a list of plans. Its options are declared in
-`sessions.options`; `inspector.options.validate_plan` checks a plan against them before any work.
+`sessions.options` (those it takes as given are its fields from `GivenOptions`);
+`inspector.options.validate_plan` checks a plan against them before any work.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from sessions.errors import InputError
-from sessions.options import default
+from sessions.options import GivenOptions
 from sessions.vocab import Device, Precision
 
 BASE_PRECISIONS = ("fp32", "fp16", "bf16")
@@ -43,7 +44,10 @@ class TimingPlan:
 
 
 @dataclass(frozen=True)
-class StudyPlan:
+class ResolvedOptions:
+    """The plan's first fields: what resolving a request decides (backend, device, tracer) or converts (variants,
+    timing), with the model and batch, as a session has always recorded them first."""
+
     model: str
     backend: str  # a registered backend name (builders.registry)
     device: Device
@@ -51,17 +55,12 @@ class StudyPlan:
     batch: int
     timing: TimingPlan
     tracer: str  # a registered tracer name (profilers.tracers)
-    trace_calls: int = default("trace_calls")
-    images: str | None = default("images")
-    calib_count: int = default("calib_count")
-    eval_count: int | None = default("eval_count")  # None: quality on every image (calibration images included); else disjoint
-    checkpoint: str | None = default("checkpoint")
-    opt_level: int = default("opt_level")  # TensorRT builder_optimization_level
-    seed: int = default("seed")  # random weights and random inputs
-    out: str | None = default("out")  # session file; None: the user-data folder
-    raw_trace: str | None = default("raw_trace")  # folder for each variant's raw tracer records
-    threads: int | None = default("threads")  # torch CPU threads; None: torch's default
-    stress_count: int | None = None  # stress inputs, spread over the kinds (profilers.images); None: all
+
+
+@dataclass(frozen=True)
+class StudyPlan(GivenOptions, ResolvedOptions):
+    """A study, concrete: the resolved options, then every option the request gave as it gave them
+    (`sessions.options.GivenOptions`), in that order in the session."""
 
 
 def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[VariantPlan, ...]:

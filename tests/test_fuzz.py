@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profilers.trt_import.layer_info import parse_layer_info
-from profilers.trt_import.profile import pair_profile, parse_profile, parse_times
+from profilers.trt_import.profile import pair_profile, parse_profile
+from profilers.trt_import.times import parse_times
 from sessions import storage
 from sessions.errors import InputError
 from tests.conftest import DATA, H200, ROOT

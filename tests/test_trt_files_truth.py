@@ -243,4 +243,4 @@ def test_pairing_notes_are_kept_and_shown(tmp_path):
 
 def test_import_names_refuse_bad_batches():
     with pytest.raises(InputError, match="give --layers, --profile or both"):
-        import_variant(ImportFiles())
+        import_variant(ImportFiles.of())

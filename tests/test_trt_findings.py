@@ -41,8 +41,8 @@ def session(files: ImportFiles, name: str, model: str = "model") -> Session:
 
 def engine_files(name: str, stem: str, times: bool = False) -> ImportFiles:
     base = folder(name)
-    return ImportFiles(base / f"{stem}.graph.json", base / f"{stem}.profile.json",
-                       base / f"{stem}.timing.json" if times else None)
+    return ImportFiles.of(layers=base / f"{stem}.graph.json", profile=base / f"{stem}.profile.json",
+                          times=base / f"{stem}.timing.json" if times else None)
 
 
 def test_diff_flags_the_slower_dla_build_by_its_summed_layer_time(tmp_path):
@@ -53,7 +53,7 @@ def test_diff_flags_the_slower_dla_build_by_its_summed_layer_time(tmp_path):
     paths = []
     for path, name in ((gpu, "gpu"), (dla, "dla")):
         out = tmp_path / f"{name}.json"
-        storage.save(session(ImportFiles(profile=path), name, "googlenet"), out)
+        storage.save(session(ImportFiles.of(profile=path), name, "googlenet"), out)
         paths.append(str(out))
     result = run_cli("diff", *paths, "--threshold", "1%", "--format", "json")
     document = json.loads(result.stdout)
@@ -84,7 +84,8 @@ def test_detr_reformats_are_its_copy_nodes_and_its_gemms_are_its_matmuls():
     matmuls = sum(1 for name in names if not name.startswith("Reformatting CopyNode")
                   and any(re.search(r"(^|/)(MatMul|Gemm)(_\d+)?$", p) and not inserted.match(p) for p in name.split(" + "))
                   and not any(re.search(r"(^|/)Conv(_\d+)?$", p) for p in name.split(" + ")))
-    variant = import_variant(ImportFiles(base / "detr-layer-info.json", base / "detr-profile.json")).variant
+    variant = import_variant(ImportFiles.of(layers=base / "detr-layer-info.json",
+                                            profile=base / "detr-profile.json")).variant
     roles = [role_of(layer, RULES) for layer in variant.layers]
     assert (copies, matmuls) == (247, 107)
     assert roles.count("reformat") == copies and roles.count("GEMM / linear") == matmuls
@@ -94,7 +95,8 @@ def test_yolo_constants_are_constants_and_its_stem_is_where_the_network_starts()
     base = folder("trt8.5-yolo-int8-qat-orin-namesonly")
     names = json.loads((base / "layer_info.json").read_text())["Layers"]
     constants = [n for n in names if re.search(r"\.running_(var|mean) \+ ", n)]
-    variant = import_variant(ImportFiles(base / "layer_info.json", base / "profile.json")).variant  # names only
+    names_only = ImportFiles.of(layers=base / "layer_info.json", profile=base / "profile.json")
+    variant = import_variant(names_only).variant
     roles = {layer.name: role_of(layer, RULES) for layer in variant.layers}
     assert len(constants) == 6 and {roles[n] for n in constants} == {"synchronisation / no-op"}
     first_stage = next(i for i, n in enumerate(names) if "/layer1/" in n)
@@ -108,7 +110,7 @@ def test_googlenet_pool_projections_are_convolutions():
     base = folder("trt7.1-googlenet-xavier-dla-gpu-profiles")
     path = base / "googlenet_gpu_transition_at_-1.profile"
     projections = [r["name"] for r in json.loads(path.read_text()) if re.search(r"/pool_proj \+ .*/relu_pool_proj$", r.get("name", ""))]
-    variant = import_variant(ImportFiles(profile=path)).variant
+    variant = import_variant(ImportFiles.of(profile=path)).variant
     roles = {layer.name: role_of(layer, RULES) for layer in variant.layers}
     assert len(projections) == 9 and all(roles[n].endswith("convolution") for n in projections)
 
@@ -141,7 +143,8 @@ def test_tf_fp16_against_qat_pairs_the_renamed_stem_and_no_copy_by_signature():
 def test_the_method_states_the_inferences_the_times_file_holds(name, stem):
     base = folder(name)
     samples = json.loads((base / f"{stem}.timing.json").read_text())
-    imported = import_variant(ImportFiles(base / f"{stem}.graph.json", base / f"{stem}.profile.json", base / f"{stem}.timing.json"))
+    imported = import_variant(ImportFiles.of(layers=base / f"{stem}.graph.json", profile=base / f"{stem}.profile.json",
+                                             times=base / f"{stem}.timing.json"))
     result = new_session(imported, [])
     result.variants.append(imported.variant)
     text = export_markdown(result, RULES, ["method", "environment"])
@@ -156,10 +159,11 @@ def test_the_method_says_what_the_run_did_with_transfers_and_what_was_imported()
     base = folder("trt8.5-yolo-int8-qat-orin-namesonly")
     log = (base / "trt.out").read_text()
     assert "Data transfers: Enabled" in log
-    yolo = session(ImportFiles(base / "layer_info.json", base / "profile.json", metadata=[base / "trt.out"]), "yolo")
+    yolo = session(ImportFiles.of(layers=base / "layer_info.json", profile=base / "profile.json",
+                                  metadata=[base / "trt.out"]), "yolo")
     assert "data transfers enabled" in yolo.method.timed_region
     inspector = folder("trt10-mobilenetv2-tf32-onnxapi-rtx3060")
-    engine = session(ImportFiles(inspector / "trt_engine_info.json"), "tf32")
+    engine = session(ImportFiles.of(layers=inspector / "trt_engine_info.json"), "tf32")
     assert "--exportProfile" not in engine.method.per_layer and engine.study.backend != "trtexec"
 
 
@@ -168,7 +172,8 @@ def test_a_verbose_log_gives_names_only_layers_their_types_and_the_input_shape()
     log = (base / "trt.out").read_text()
     typed = {name: kind for kind, name in re.findall(r"Layer\((\w+)\): (.*?), Tactic: ", log)}
     shape = re.search(r"input \((\w+)\[([\d,]+)\]\)", log).group(2).split(",")
-    imported = import_variant(ImportFiles(base / "layer_info.json", base / "profile.json", metadata=[base / "trt.out"]))
+    imported = import_variant(ImportFiles.of(layers=base / "layer_info.json", profile=base / "profile.json",
+                                             metadata=[base / "trt.out"]))
     layers = imported.variant.layers
     assert len(typed) == len(layers) == 86 and all(layer.kind == typed[layer.name] for layer in layers)
     assert [imported.batch, *imported.input_shape] == [int(d) for d in shape]
@@ -179,7 +184,8 @@ def test_a_verbose_log_gives_names_only_layers_their_types_and_the_input_shape()
 def test_iprofiler_samples_give_each_layer_its_median_and_spread():
     base = folder("trt10-mobilenetv2-fp16-torchtrt-api")
     samples = json.loads((base / "trt_layer_latency.json").read_text())
-    imported = import_variant(ImportFiles(base / "trt_engine_info.json", base / "trt_layer_latency.json"))
+    imported = import_variant(ImportFiles.of(layers=base / "trt_engine_info.json",
+                                             profile=base / "trt_layer_latency.json"))
     layers = imported.variant.layers
     assert [layer.name for layer in layers] == list(samples)  # paired by position, every layer timed
     for layer in layers:
@@ -198,4 +204,4 @@ def test_an_fp16_input_reformat_does_not_make_a_tf32_engine_fp16(name):
     assert convolutions and all(re.search(r"FP32|Float", str(t)) and not re.search(r"FP16|Half", str(t))
                                 for c in convolutions for t in c["Inputs"])
     assert any(re.search(r"FP16|Half", str(layer["Inputs"])) for layer in raw if layer["LayerType"] == "Reformat")
-    assert import_variant(ImportFiles(base / "trt_engine_info.json")).variant.precision == "fp32"
+    assert import_variant(ImportFiles.of(layers=base / "trt_engine_info.json")).variant.precision == "fp32"

@@ -8,7 +8,8 @@ import pytest
 
 from profilers.trt_import.importer import ImportFiles, import_variant
 from profilers.trt_import.layer_info import normalize_name, parse_layer_info
-from profilers.trt_import.profile import pair_profile, parse_profile, parse_times
+from profilers.trt_import.profile import pair_profile, parse_profile
+from profilers.trt_import.times import parse_times
 from sessions import storage
 from sessions.errors import InputError
 from sessions.groups import load_rules, role_of
@@ -28,7 +29,8 @@ CASES = {
 def test_every_fixture_imports(folder):
     layers_file, profile_file, count, precision = CASES[folder]
     base = fixture_dir(folder)
-    imported = import_variant(ImportFiles(base / layers_file, base / profile_file if profile_file else None), folder)
+    files = ImportFiles.of(layers=base / layers_file, profile=base / profile_file if profile_file else None)
+    imported = import_variant(files, folder)
     variant, dims = imported.variant, [imported.batch, *imported.input_shape]
     assert len(variant.layers) == count
     assert variant.precision == precision
@@ -67,7 +69,8 @@ def test_times_give_latency_statistics():
     base = fixture_dir("trt10-mobilenetv2-fp16-trtexec")
     compute, latency = parse_times(json.loads((base / "mobilenet_v2_fp16.timing.json").read_text()), "t")
     assert len(compute) == len(latency) > 1000
-    variant = import_variant(ImportFiles(base / "mobilenet_v2_fp16.graph.json", None, base / "mobilenet_v2_fp16.timing.json"), "mnv2").variant
+    files = ImportFiles.of(layers=base / "mobilenet_v2_fp16.graph.json", times=base / "mobilenet_v2_fp16.timing.json")
+    variant = import_variant(files, "mnv2").variant
     assert 0.2 < variant.latency.median_ms < 0.3
 
 
@@ -156,5 +159,5 @@ def test_doctored_fixture_with_a_missing_profile_record_warns(tmp_path):
     del doctored[3]
     path = tmp_path / "p.json"
     path.write_bytes(orjson.dumps(doctored))
-    variant = import_variant(ImportFiles(base / "resnet.onnx.engine.graph.json", path), "x").variant
+    variant = import_variant(ImportFiles.of(layers=base / "resnet.onnx.engine.graph.json", profile=path), "x").variant
     assert any("partial pairing: 1 layers without a record" in note for note in variant.notes)

@@ -21,8 +21,9 @@ MANY = [folder for folder in set_folders() if len(engines(folder)) > 1]
 def test_a_folder_of_one_engine_gives_its_layer_profile_and_times_files(folder):
     engine = engines(folder)[0]
     found = files_of_folder(folder)
-    assert (found.files.layers, found.files.profile, found.files.times) == (engine.layers, engine.profile, engine.times)
-    assert set(engine.logs) <= set(found.files.metadata)
+    assert [found.files.one(role) for role in ("layers", "profile", "times")] == [engine.layers, engine.profile,
+                                                                                engine.times]
+    assert set(engine.logs) <= set(found.files.every("metadata"))
     assert {p.name for p in found.left} >= {"SOURCE.md", "SHA256SUMS"} & {p.name for p in folder.iterdir()}
 
 

@@ -137,7 +137,7 @@ def test_nesting_deeper_than_the_writer_allows_is_refused_at_import(tmp_path):
 def test_the_same_values_in_process_raise_input_error(tmp_path):
     path = rewritten(tmp_path, "mobilenet_v2_fp16.profile.json", negative_count)
     with pytest.raises(InputError, match="not a count"):
-        import_variant(ImportFiles(profile=tmp_path / os.path.basename(path), find_metadata=False))
+        import_variant(ImportFiles.of(profile=tmp_path / os.path.basename(path), find_metadata=False))
 
 
 def test_layers_that_share_node_names_match_in_far_less_than_quadratic_time():

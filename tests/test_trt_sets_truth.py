@@ -20,7 +20,8 @@ ENGINES = [engine for folder in set_folders() for engine in engines(folder)]
 
 def imported(engine: Engine):
     try:
-        return import_variant(ImportFiles(engine.layers, engine.profile, engine.times, metadata=list(engine.logs)))
+        return import_variant(ImportFiles.of(layers=engine.layers, profile=engine.profile, times=engine.times,
+                                             metadata=list(engine.logs)))
     except InputError as exc:
         raise AssertionError(f"{engine.label} does not import: {exc}") from None
 

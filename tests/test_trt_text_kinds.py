@@ -74,7 +74,8 @@ def test_the_8x_table_agrees_with_the_total_row_and_with_export_profile() -> Non
 
 
 def test_a_layer_the_table_leaves_out_is_zero_and_listed_never_a_refusal() -> None:
-    imported = import_variant(ImportFiles(_shared(YOLO / "layer_info.json"), YOLO / "trt.out", find_metadata=False))
+    imported = import_variant(ImportFiles.of(layers=_shared(YOLO / "layer_info.json"), profile=YOLO / "trt.out",
+                                             find_metadata=False))
     variant = imported.variant
     logged = re.findall(r"^Layer\(Constant\): (.*?), Tactic", (YOLO / "trt.out").read_text(), re.MULTILINE)
     assert len(logged) == 9
@@ -85,7 +86,7 @@ def test_a_layer_the_table_leaves_out_is_zero_and_listed_never_a_refusal() -> No
 
 
 def test_the_10x_layout_and_its_summary_read_as_written_by_hand() -> None:
-    imported = import_variant(ImportFiles(TRT10, TRT10))
+    imported = import_variant(ImportFiles.of(layers=TRT10, profile=TRT10))
     session = new_session(imported, ["import"])
     layers = imported.variant.layers
     assert [(layer.op, layer.precision, layer.time_ms, layer.attrs["median_ms"]) for layer in layers] == [
@@ -119,7 +120,7 @@ def _engine(tmp_path: Path, layers: list[str], records: list[str]) -> ImportFile
     (tmp_path / "e.graph.json").write_text(json.dumps({"Layers": layers}))
     profile = [{"count": 10}, *({"name": n, "timeMs": 10.0, "averageMs": 1.0} for n in records)]
     (tmp_path / "e.profile.json").write_text(json.dumps(profile))
-    return ImportFiles(tmp_path / "e.graph.json", tmp_path / "e.profile.json", find_metadata=False)
+    return ImportFiles.of(layers=tmp_path / "e.graph.json", profile=tmp_path / "e.profile.json", find_metadata=False)
 
 
 def test_myelin_regions_split_at_run_time_are_listed_not_joined(tmp_path: Path) -> None:
@@ -143,11 +144,11 @@ def test_a_folder_of_one_log_imports_its_layers_and_table(tmp_path: Path) -> Non
     shutil.copy(TRT10, tmp_path / "tiny.log")
     (tmp_path / "notes.txt").write_text("not a TensorRT file\n")
     found = files_of_folder(tmp_path)
-    assert found.files.layers == found.files.profile == tmp_path / "tiny.log"
+    assert found.files.one("layers") == found.files.one("profile") == tmp_path / "tiny.log"
     assert found.taken == [tmp_path / "tiny.log"] and found.left == [tmp_path / "notes.txt"]
 
 
 def test_a_log_beside_json_files_gives_only_its_facts() -> None:
     found = files_of_folder(_shared(YOLO))
-    assert (found.files.layers, found.files.profile, found.files.metadata) == (
+    assert (found.files.one("layers"), found.files.one("profile"), found.files.every("metadata")) == (
         YOLO / "layer_info.json", YOLO / "profile.json", [YOLO / "trt.out"])

@@ -14,14 +14,20 @@ NAME = "import"
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="make a session from trtexec / engine-inspector JSON files")
+    sub.add_parser(NAME, help="make a session from trtexec / engine-inspector JSON files", arguments=_add_arguments)
+
+
+def _add_arguments(p: argparse.ArgumentParser) -> None:
+    """The command's arguments, a flag for each file role the importers register (`profilers.trt_import.kinds`):
+    added when the command's line is parsed (`cli._Parser`), since reading the registry imports the importers."""
+    from profilers.trt_import.kinds import roles
+
     p.add_argument("folder", nargs="?", help="a folder holding the files of one engine (found by name and content)")
-    p.add_argument("--layers", help="layer information (--exportLayerInfo or IEngineInspector JSON)")
-    p.add_argument("--profile", help="per-layer profile (--exportProfile); alone, it names the layers too")
-    p.add_argument("--times", help="per-inference times (--exportTimes)")
-    p.add_argument("--metadata", action="append", default=[], metavar="FILE",
-                   help="trtexec metadata (*.profile.metadata.json, *.build.metadata.json, trex *.metadata.json) or a "
-                   "trtexec log (repeatable; those beside the layer file are read anyway)")
+    for role in roles():
+        if role.repeatable:
+            p.add_argument(role.flag, action="append", default=[], metavar=role.metavar, help=role.help)
+        else:
+            p.add_argument(role.flag, help=role.help)
     p.add_argument("--no-metadata-search", action="store_true", help="do not read metadata files found beside the layer file")
     p.add_argument("--name", type=_name, help="variant name (default: from the file name)")
     p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
@@ -49,22 +55,22 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from profilers.trt_import.folder import files_of_folder
-    from profilers.trt_import.importer import ImportFiles, check_joinable, import_variant, new_session
+    from profilers.trt_import.importer import check_joinable, import_variant, new_session
+    from profilers.trt_import.kinds import ImportFiles, roles
     from sessions.paths import session_file
     from sessions.storage import LOCK_WAIT_S, load, resolve, session_writer
 
-    if args.folder and (args.layers or args.profile or args.times):
-        raise InputError("give a folder or --layers / --profile / --times, not both")
+    single = [role for role in roles() if not role.repeatable]
+    if args.folder and any(getattr(args, role.name) for role in single):
+        raise InputError(f"give a folder or {' / '.join(role.flag for role in single)}, not both")
     if not args.folder and not args.layers and not args.profile:
         raise InputError("import needs a folder, --layers, --profile or both")
     found = files_of_folder(Path(args.folder)) if args.folder else None
-    files = found.files if found else ImportFiles(
-        layers=Path(args.layers) if args.layers else None,
-        profile=Path(args.profile) if args.profile else None,
-        times=Path(args.times) if args.times else None,
-        find_metadata=not args.no_metadata_search,
-    )
-    files.metadata += [Path(m) for m in args.metadata]
+    files = found.files if found else ImportFiles({role.name: [Path(getattr(args, role.name))] for role in single
+                                                   if getattr(args, role.name)}, not args.no_metadata_search)
+    for role in roles():
+        if role.repeatable:
+            files.add(role.name, [Path(each) for each in getattr(args, role.name)])
     imported = import_variant(files, args.name, args.model, args.batch)
     variant = imported.variant
     if found:

@@ -28,9 +28,8 @@ def study_request(args: argparse.Namespace, command: Sequence[str]) -> Any:
     from inspector.request import StudyRequest
 
     fields = StudyRequest.__dataclass_fields__
-    values = {k: v for k, v in vars(args).items() if k in fields and k != "command"}
-    values["fp8_recipes"] = tuple(values.get("fp8_recipes") or ())
-    values["fp8_exclude"] = tuple(values.get("fp8_exclude") or ())
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v  # a repeatable option's list
+                              for k, v in vars(args).items() if k in fields and k != "command"}
     return StudyRequest(**values, command=tuple(command))
 
 

@@ -9,15 +9,15 @@ no kernel table.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from profilers.stats import latency_stats
 from profilers.trt_import import documents
 from profilers.trt_import.documents import read_json
+from profilers.trt_import.kinds import LAYERS, METADATA, PROFILE, ImportFiles, roles
 from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
 from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
-from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile, parse_times
+from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile
 from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
@@ -29,8 +29,6 @@ from sessions.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
 MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")
-TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
-TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
 
 
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
@@ -49,12 +47,16 @@ def dominant_precision(variant_layers: list[Layer], build_precision: str | None 
 
 
 @dataclass
-class ImportFiles:
-    layers: Path | None = None
-    profile: Path | None = None
-    times: Path | None = None
-    metadata: list[Path] = field(default_factory=list)  # trtexec / trex metadata JSON or a trtexec log
-    find_metadata: bool = True  # also read the metadata files beside the layer or profile file
+class Reading:
+    """What an import has read when a role's `apply` runs: the variant (layers, precision, name), the run's facts
+    from trtexec's metadata, the files, the file that names the engine (the layer file, else the profile), and the
+    variant's notes so far (an `apply` adds its own)."""
+
+    variant: Variant
+    facts: RunFacts
+    files: ImportFiles
+    named: Path | None
+    notes: list[str]
 
 
 @dataclass
@@ -101,25 +103,26 @@ def _apply_log(logs: list[Path], info: LayerInfo, notes: list[str]) -> None:
 
 def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | None]:
     """The engine's layers (from the layer file, else from the profile) and the profile, paired with them."""
-    profile = _profile(files.profile, notes) if files.profile else None
+    layers_path, profile_path = files.one(LAYERS), files.one(PROFILE)
+    profile = _profile(profile_path, notes) if profile_path else None
     if profile is not None and profile.count is not None:
         notes.append(f"profile over {profile.count} {'runs' if profile.records[0].samples else 'inferences'}")
-    if files.layers is None:
+    if layers_path is None:
         if profile is None:
             raise InputError("give --layers, --profile or both")
         notes.append("layers named by the profile alone: no types, tactics or formats (add --layers for those)")
         return LayerInfo(layers_from_profile(profile), [], detailed=False), profile
-    if is_text(files.layers):
-        info = read_text_layers(files.layers)
+    if is_text(layers_path):
+        info = read_text_layers(layers_path)
     else:
-        info = parse_layer_info(read_json(files.layers, "layer information file"), str(files.layers))
+        info = parse_layer_info(read_json(layers_path, "layer information file"), str(layers_path))
     if profile is not None:
-        if files.profile is not None and is_text(files.profile):
+        if profile_path is not None and is_text(profile_path):
             profile, unrun = with_unrun_layers(profile, [layer.name for layer in info.layers])
             if unrun:
                 notes.append(f"{len(unrun)} layers have no row in the --dumpProfile table (trtexec prints none for a layer "
                              f"that did not run): 0 ms, as --exportProfile writes them ({_listed(unrun)})")
-        pairing = pair_profile(info.layers, profile, str(files.profile))
+        pairing = pair_profile(info.layers, profile, str(profile_path))
         notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
         if pairing.unmatched_layers or pairing.unmatched_records:
             notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
@@ -151,19 +154,6 @@ def _profile(path: Path, notes: list[str]) -> Profile:
     return found.profile
 
 
-def _check_times_engine(files: ImportFiles, facts: RunFacts, median_ms: float) -> None:
-    """Refuse a times file of another engine: by trtexec's file names, and against trtexec's own summary."""
-    named = files.layers or files.profile
-    if (named is not None and files.times is not None and TRTEXEC_NAMES.search(named.name)
-            and TRTEXEC_NAMES.search(files.times.name) and engine_stem(named) != engine_stem(files.times)):
-        raise InputError(f"{files.times} was written for engine {engine_stem(files.times)!r}, the layers for "
-                         f"{engine_stem(named)!r}: pass the times of the same engine")
-    expected = facts.gpu_compute_median_ms
-    if expected and abs(median_ms - expected) > TIMES_AGREEMENT * expected:
-        raise InputError(f"{files.times}: median {median_ms:.4g} ms, but trtexec's summary of this engine's run says "
-                         f"{expected:.4g} ms ({', '.join(facts.sources)}); were both written for the same engine?")
-
-
 def _input_shape(info: LayerInfo) -> list[int] | None:
     """The shape of the engine's first input: a binding that a layer reads, else the first layer's input."""
     bindings = set(info.io_tensors)
@@ -181,7 +171,7 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
     if facts.model:
         notes.append(f"model name from trtexec's options: {facts.model}")
         return model_name(facts.model)
-    source = files.layers or files.profile
+    source = files.one(LAYERS) or files.one(PROFILE)
     assert source is not None
     stem = model_name(re.sub(r"\.engine$", "", engine_stem(source)))
     notes.append(f"model name from the file name {source.name!r} (no trtexec metadata names the model; --model sets it)")
@@ -191,15 +181,16 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
 @gc_paused()
 def import_variant(files: ImportFiles, name: str | None = None, model: str | None = None, batch: int | None = None) -> Imported:
     notes: list[str] = []
-    source = files.layers or files.profile
+    source = files.one(LAYERS) or files.one(PROFILE)
+    metadata = files.every(METADATA)
     found = companions(source) if files.find_metadata and source is not None else []
-    logs = list(dict.fromkeys(p for p in (files.layers, files.profile) if p is not None and p not in files.metadata
+    logs = list(dict.fromkeys(p for p in (files.one(LAYERS), files.one(PROFILE)) if p is not None and p not in metadata
                               and is_trtexec_log(p)))
-    facts = facts_from([*files.metadata, *logs, *(p for p in found if p not in files.metadata)])
+    facts = facts_from([*metadata, *logs, *(p for p in found if p not in metadata)])
     if facts.sources:
         notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
     info, profile = _layers(files, notes)
-    _apply_log([*files.metadata, *logs], info, notes)
+    _apply_log([*metadata, *logs], info, notes)
     notes.extend(info.notes)
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
     if dla:
@@ -207,24 +198,25 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     precision = dominant_precision(info.layers, facts.precision)
     if precision == "unknown":
         notes.append("precision unknown: names-only files hold no types (trtexec metadata or a log with --metadata gives it)")
+    by_trtexec = any(files.every(role.name) for role in roles() if role.by_trtexec)
     variant = Variant(
-        name=name or (files.layers or files.profile or Path("variant")).name.split(".")[0],
-        backend="trtexec" if facts.sources or files.times or (profile and not profile.records[0].samples) else "tensorrt",
+        name=name or (source or Path("variant")).name.split(".")[0],
+        backend="trtexec" if facts.sources or by_trtexec or (profile and not profile.records[0].samples) else "tensorrt",
         precision=precision,  # type: ignore[arg-type]  # a PRECISION_ORDER word or "unknown"
         device="cuda",
         layers=info.layers,
     )
-    if files.times is not None:
-        compute, _latency = parse_times(read_json(files.times, "times file"), str(files.times))
-        variant.latency = latency_stats(compute)
-        _check_times_engine(files, facts, variant.latency.median_ms)
+    for role in roles():  # the roles the core above does not read: each puts its files into the variant
+        if role.apply is not None and files.every(role.name):
+            role.apply(files.every(role.name), Reading(variant, facts, files, source, notes))
     shape = _input_shape(info) or facts.input_shape
     found_batch = batch or (shape[0] if shape and shape[0] > 0 else None)
     if found_batch is None:
         notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
     variant.notes = notes
+    profile_path = files.one(PROFILE)
     return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts,
-                    per_layer_words(profile, files.profile is not None and is_text(files.profile)))
+                    per_layer_words(profile, profile_path is not None and is_text(profile_path)))
 
 
 def environment_of(facts: RunFacts) -> Environment:

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from profilers.trt_import.kinds import LAYERS, FileKind, Role, kind_of, register_kind, register_role, wrong_kind
 from sessions.errors import InputError
 from sessions.groups import builtin_rules, name_parts, op_from_name
 from sessions.layer_ops import trt_op
@@ -107,41 +108,18 @@ def named_layer(name: str) -> Layer:
     return Layer(name=name, kind="unknown", op=op, attrs={"device": "dla"} if op == "dla" else {})
 
 
-SAMPLES_KIND = "IProfiler per-layer samples (layer name -> its times over many runs): pass it as --profile"
-
-
-def file_kind(doc: Any) -> str | None:
-    """Which TensorRT tool file a document is, in the words of the option that writes it."""
-    if isinstance(doc, dict):
-        if any(isinstance(doc.get(k), list) for k in ("Layers", "layers", "LayerInfo")):
-            return "layer information (--exportLayerInfo or the engine inspector)"
-        if "performance_summary" in doc or "inference_options" in doc:
-            return "trtexec profile metadata (*.profile.metadata.json): pass it with --metadata"
-        if "model_options" in doc or "build_options" in doc:
-            return "trtexec build metadata (*.build.metadata.json): pass it with --metadata"
-        if doc and all(isinstance(v, list) and v and all(type(x) in (int, float) for x in v) for v in doc.values()):
-            return SAMPLES_KIND
-        return None
-    if isinstance(doc, list) and doc and all(isinstance(item, dict) for item in doc[:3]):
-        first = doc[1] if len(doc) > 1 and "count" in doc[0] and "name" not in doc[0] else doc[0]
-        if "name" in first and ("timeMs" in first or "averageMs" in first):
-            return "a trtexec --exportProfile file: pass it as --profile"
-        if "computeMs" in first or "startEnqMs" in first:
-            return "a trtexec --exportTimes file: pass it as --times"
-        if "ComputeCapability" in first:
-            return "trex device metadata (*.metadata.json): pass it with --metadata"
-    return None
-
-
-def wrong_kind(doc: Any, origin: str, expected: str) -> InputError:
-    kind = file_kind(doc)
-    found = f"this is {kind}" if kind else "its content is not a TensorRT file this tool knows"
-    return InputError(f"{origin}: expected {expected}; {found}")
+LAYER_INFO_WORDS = "layer information (--exportLayerInfo or the engine inspector)"
+register_role(Role(LAYERS, "layer information (--exportLayerInfo or IEngineInspector JSON)", order=1))
+register_kind(FileKind(
+    LAYER_INFO_WORDS, LAYERS, rank=10, suffixes=(".graph.json", ".layers.json"),
+    recognise=lambda doc: isinstance(doc, dict) and any(
+        isinstance(doc.get(k), list) for k in ("Layers", "layers", "LayerInfo"))))
 
 
 def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
-    if file_kind(doc) is not None and not str(file_kind(doc)).startswith("layer information"):
-        raise wrong_kind(doc, origin, "layer information (--exportLayerInfo or the engine inspector)")
+    kind = kind_of(doc)
+    if kind is not None and kind.role != LAYERS:
+        raise wrong_kind(doc, origin, LAYER_INFO_WORDS)
     raw = _layer_list(doc, origin)
     layers: list[Layer] = []
     other_profiles = 0

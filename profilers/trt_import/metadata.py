@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from profilers.trt_import import documents
+from profilers.trt_import.kinds import METADATA, FileKind, Role, first_record, register_kind, register_role, suffixes
+from profilers.trt_import.text_layers import LOG_HEAD, LOG_MARKS
 from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
 from sessions.errors import InputError
 
@@ -24,8 +26,24 @@ SHAPE = re.compile(r"=(\d+(?:x\d+)+)")
 BUILD_FLAGS = ("Precision", "LayerPrecisions", "Sparsity", "Refit", "Version Compatible", "Strongly Typed",
                "Profiling verbosity", "Tactic sources", "BuilderOptimizationLevel", "MaxAuxStreams", "Calibration",
                "Memory Pools", "avgTiming", "minTiming", "timingCacheMode", "Safe mode")
-SUFFIXES = (".graph.json", ".profile.metadata.json", ".build.metadata.json", ".metadata.json", ".profile.json",
-            ".timing.json", ".times.json", ".layers.json", ".json", ".profile", ".log")
+
+register_role(Role(METADATA, "trtexec metadata (*.profile.metadata.json, *.build.metadata.json, trex *.metadata.json) "
+                   "or a trtexec log (repeatable; those beside the layer file are read anyway)", order=4,
+                   repeatable=True, metavar="FILE"))
+register_kind(FileKind(
+    "trtexec profile metadata (*.profile.metadata.json): pass it with --metadata", METADATA, rank=20,
+    suffixes=(".profile.metadata.json",),
+    recognise=lambda doc: isinstance(doc, dict) and ("performance_summary" in doc or "inference_options" in doc)))
+register_kind(FileKind(
+    "trtexec build metadata (*.build.metadata.json): pass it with --metadata", METADATA, rank=30,
+    suffixes=(".build.metadata.json",),
+    recognise=lambda doc: isinstance(doc, dict) and ("model_options" in doc or "build_options" in doc)))
+register_kind(FileKind(
+    "trex device metadata (*.metadata.json): pass it with --metadata", METADATA, rank=70, suffixes=(".metadata.json",),
+    recognise=lambda doc: (first := first_record(doc)) is not None and "ComputeCapability" in first))
+register_kind(FileKind(
+    "a trtexec log: its options and device", METADATA, text=True,
+    recognise=lambda text: any(mark in text[:LOG_HEAD] for mark in LOG_MARKS)))
 
 
 @dataclass
@@ -54,7 +72,7 @@ class RunFacts:
 def engine_stem(path: Path) -> str:
     """`resnet.onnx.engine.graph.json` -> `resnet.onnx.engine`: the name trtexec and trex give every file of one engine."""
     name = path.name
-    for suffix in SUFFIXES:
+    for suffix in suffixes():
         if name.endswith(suffix) and len(name) > len(suffix):
             return name[: -len(suffix)]
     return path.stem

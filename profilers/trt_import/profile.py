@@ -1,4 +1,4 @@
-"""Per-layer profiles (`--exportProfile`, TensorRT 7 `.profile`, IProfiler samples) and per-inference times (`--exportTimes`).
+"""Per-layer profiles (`--exportProfile`, TensorRT 7 `.profile`, IProfiler samples): the `profile` role.
 
 Profiles come with or without the `{"count": N}` header and `medianMs`; an IProfiler written by the
 API over many runs (`{layer name: [ms, ...]}`) gives each layer its median and spread (p10 to p90)
@@ -15,14 +15,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from profilers.trt_import import documents
-from profilers.trt_import.layer_info import (
-    SAMPLES_KIND,
-    file_kind,
-    named_layer,
-    normalize_name,
-    profile_index,
+from profilers.trt_import.kinds import (
+    PROFILE,
+    FileKind,
+    Role,
+    first_record,
+    kind_of,
+    register_kind,
+    register_role,
     wrong_kind,
 )
+from profilers.trt_import.layer_info import named_layer, normalize_name, profile_index
 from sessions.errors import InputError
 from sessions.model import Layer
 
@@ -47,7 +50,7 @@ class Profile:
 Check = Callable[[Any, str], float]
 
 
-def _required(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float:
+def required_field(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float:
     """`record[key]` through `check` (a `documents` bound); InputError where it is absent."""
     value = record.get(key)
     if value is None:
@@ -55,9 +58,20 @@ def _required(record: dict[str, Any], key: str, origin: str, position: int, chec
     return check(value, f"{origin}: record {position} {key}")
 
 
-def _optional(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float | None:
+def optional_field(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float | None:
     value = record.get(key)
     return None if value is None else check(value, f"{origin}: record {position} {key}")
+
+
+register_role(Role(PROFILE, "per-layer profile (--exportProfile); alone, it names the layers too", order=2))
+SAMPLES = register_kind(FileKind(
+    "IProfiler per-layer samples (layer name -> its times over many runs): pass it as --profile", PROFILE, rank=40,
+    recognise=lambda doc: isinstance(doc, dict) and bool(doc) and all(
+        isinstance(v, list) and v and all(type(x) in (int, float) for x in v) for v in doc.values())))
+EXPORTED = register_kind(FileKind(
+    "a trtexec --exportProfile file: pass it as --profile", PROFILE, rank=50, suffixes=(".profile.json", ".profile"),
+    recognise=lambda doc: (first := first_record(doc)) is not None and "name" in first and (
+        "timeMs" in first or "averageMs" in first)))
 
 
 def parse_samples(doc: dict[str, Any], origin: str) -> Profile:
@@ -77,10 +91,10 @@ def parse_samples(doc: dict[str, Any], origin: str) -> Profile:
 
 def parse_profile(doc: Any, origin: str) -> Profile:
     """A per-layer profile: trtexec's `--exportProfile` list, or an IProfiler's samples per layer."""
-    kind = file_kind(doc)
-    if kind == SAMPLES_KIND:
+    kind = kind_of(doc)
+    if kind is SAMPLES:
         return parse_samples(doc, origin)
-    if not isinstance(doc, list) or (kind is not None and "--exportProfile" not in kind):
+    if not isinstance(doc, list) or (kind is not None and kind is not EXPORTED):
         raise wrong_kind(doc, origin, "a trtexec --exportProfile file (a JSON list of per-layer records)")
     count = None
     records: list[ProfileRecord] = []
@@ -94,15 +108,15 @@ def parse_profile(doc: Any, origin: str) -> Profile:
             raise InputError(f"{origin}: record {position} has no layer name")
         if profile_index(item["name"]):
             continue
-        total = _required(item, "timeMs", origin, position, documents.time_ms)
-        average = _optional(item, "averageMs", origin, position, documents.time_ms)
+        total = required_field(item, "timeMs", origin, position, documents.time_ms)
+        average = optional_field(item, "averageMs", origin, position, documents.time_ms)
         records.append(
             ProfileRecord(
                 name=normalize_name(item["name"]),
                 total_ms=total,
                 average_ms=average if average is not None else total / max(count or 1, 1),
-                median_ms=_optional(item, "medianMs", origin, position, documents.time_ms),
-                percentage=_optional(item, "percentage", origin, position, documents.percent),
+                median_ms=optional_field(item, "medianMs", origin, position, documents.time_ms),
+                percentage=optional_field(item, "percentage", origin, position, documents.percent),
             )
         )
     if not records:
@@ -177,22 +191,3 @@ def _apply(layer: Layer, record: ProfileRecord) -> None:
     if record.spread_ms is not None:
         layer.attrs["p10_ms"], layer.attrs["p90_ms"] = record.spread_ms
         layer.attrs["samples"] = record.samples
-
-
-def _positive_time(value: Any, where: str) -> float:
-    return documents.time_ms(value, where, positive=True)  # a statistic of inferences divides by it
-
-
-def parse_times(doc: Any, origin: str) -> tuple[list[float], list[float]]:
-    """(GPU compute ms, end-to-end latency ms) per inference from `--exportTimes`."""
-    kind = file_kind(doc)
-    if not isinstance(doc, list) or not doc or (kind is not None and "--exportTimes" not in kind):
-        raise wrong_kind(doc, origin, "a trtexec --exportTimes file (a JSON list of per-inference records)")
-    compute, latency = [], []
-    for position, item in enumerate(doc):
-        if not isinstance(item, dict):
-            raise InputError(f"{origin}: record {position} is not an object")
-        computed = _required(item, "computeMs", origin, position, _positive_time)
-        latency.append(_optional(item, "latencyMs", origin, position, _positive_time) or computed)
-        compute.append(computed)
-    return compute, latency

@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from profilers.trt_import import documents
+from profilers.trt_import.kinds import LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers_of
 from sessions.errors import InputError
@@ -153,3 +154,7 @@ def parse_text_layers(text: str, origin: str) -> LayerInfo:
 
 def read_text_layers(path: Path) -> LayerInfo:
     return parse_text_layers(documents.read_text(path, "trtexec log"), str(path))
+
+
+register_kind(FileKind("the layer block of a trtexec log (--dumpLayerInfo, or a verbose build's)", LAYERS, text=True,
+                       recognise=lambda text: bool(text_layer_kind(text))))

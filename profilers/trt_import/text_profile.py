@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from profilers.trt_import import documents
+from profilers.trt_import.kinds import PROFILE, FileKind, register_kind
 from profilers.trt_import.layer_info import normalize_name, profile_index
 from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
 from profilers.trt_import.text_layers import LOG_PREFIX
@@ -27,6 +28,8 @@ PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
 THROUGHPUT = re.compile(rf"^Throughput: ({NUMBER}) qps", re.IGNORECASE)
 STATISTIC = re.compile(rf"(min|max|mean|median|percentile\(\d+(?:\.\d+)?%\)|percentile)\s*[=:]\s*({NUMBER})\s*ms")
 TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
+register_kind(FileKind("the --dumpProfile table of a trtexec log", PROFILE, text=True,
+                       recognise=lambda text: bool(PROFILE_HEADING.search(text))))
 
 
 @dataclass
