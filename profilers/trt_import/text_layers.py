@@ -6,6 +6,7 @@ Two blocks carry it:
   `Layers:`: one line a layer, `Name: <name>, LayerType: <type>, Inputs: [ { Name: x, Dimensions: [1,3],
   Format/Datatype: Float }], ..., TacticName: <kernel>, TacticValue: 0x...` for a DETAILED engine (the
   same keys as `--exportLayerInfo`'s JSON), the bare layer name for a names-only one; then `Bindings:`.
+  8.6 relays TensorRT's `[TRT]` warning that the engine is names-only between the two headings.
 - A verbose build (`--verbose`, 8.x) prints `Engine Layer Information:` with one
   `Layer(<Type>): <name>, Tactic: <id>, <inputs> -> <outputs>` line a layer (`trtexec_log`).
 
@@ -27,6 +28,7 @@ from profilers.trt_import.trtexec_log import apply_logged, logged_layers_of
 from sessions.errors import InputError
 
 LOG_PREFIX = re.compile(r"^\[[^\]]*\] \[[A-Z]\] ?")  # `[07/07/2026-02:11:38] [I] `
+TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays after its own prefix
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 OPENERS, CLOSERS = "[{(", "]})"
@@ -109,12 +111,17 @@ def _record(text: str) -> dict[str, Any]:
 def _dump_block(lines: list[str]) -> tuple[list[Any], list[str]] | None:
     """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none."""
     start = next((i for i, line in enumerate(lines) if LOG_PREFIX.sub("", line).strip() == "Layer Information:"), None)
-    if start is None or start + 1 >= len(lines) or LOG_PREFIX.sub("", lines[start + 1]).strip() != "Layers:":
+    if start is None:
+        return None
+    heading = start + 1  # 8.6 relays TensorRT's names-only warning between the two headings
+    while heading < len(lines) and TRT_MESSAGE.match(LOG_PREFIX.sub("", lines[heading])):
+        heading += 1
+    if heading >= len(lines) or LOG_PREFIX.sub("", lines[heading]).strip() != "Layers:":
         return None
     layers: list[Any] = []
     bindings: list[str] = []
     section = layers
-    for line in lines[start + 2:]:
+    for line in lines[heading + 1:]:
         if LOG_PREFIX.match(line):
             break
         text = line.strip()

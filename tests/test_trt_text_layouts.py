@@ -1,0 +1,66 @@
+"""Layouts of real trtexec logs the importer reads: 8.6's names-only `--dumpLayerInfo` block (TensorRT's
+warning between its headings), and 10.x tables whose Myelin layers are one row a kernel beside a verbose
+build's layer list that names each Myelin layer once.
+
+The fixtures are hand-written in the layouts of public logs (tests/data/trt_text/README.md names them);
+expected figures come from plain regular expressions over the fixtures, never from the importer's code.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from profilers.trt_import.importer import ImportFiles, import_variant
+from sessions.errors import InputError
+
+TEXT = Path(__file__).parent / "data" / "trt_text"
+NAMES_ONLY = TEXT / "trt8-namesonly-dumplayerinfo.log"
+MYELIN = TEXT / "trt10-verbose-myelin-dumpprofile.log"
+ROW = re.compile(r"^\[[^\]]*\] \[I\] +[\d.]+ +([\d.]+) +[\d.]+ +[\d.]+ +(.+)$", re.MULTILINE)  # Avg.(ms), Layer
+
+
+def test_a_names_only_dump_with_tensorrts_warning_between_its_headings_gives_its_names() -> None:
+    text = NAMES_ONLY.read_text()
+    block = re.search(r"\] Layers:\n(.*?)\n\nBindings:\n", text, re.DOTALL)
+    summary = re.search(r"GPU Compute Time: .*?median = ([\d.]+) ms", text)
+    assert block is not None and summary is not None
+    imported = import_variant(ImportFiles(NAMES_ONLY, None, find_metadata=False))
+    assert [layer.name for layer in imported.variant.layers] == block.group(1).split("\n") and len(imported.variant.layers) == 4
+    assert imported.facts.gpu_compute_median_ms == float(summary.group(1))
+    assert imported.facts.tensorrt == "8.6.0" and imported.batch == 4
+
+
+def _expected_times(text: str) -> list[tuple[str, float]]:
+    """Each layer of the `Layer(...)` lines with its Avg.(ms): its own row, else (a Myelin layer at index i) the
+    rows `..._myl<i>_<k>`, else 0 (a layer that did not run has no row)."""
+    layers = re.findall(r"^Layer\((\w+)\): (.*?), Tactic: ", text, re.MULTILINE)
+    rows = {name: float(avg) for avg, name in ROW.findall(text) if name != "Total"}
+    expected = []
+    for index, (kind, name) in enumerate(layers):
+        kernels = [avg for row, avg in rows.items() if re.search(rf"_myl{index}_\d+$", row)] if kind == "Myelin" else []
+        expected.append((name, rows.get(name, sum(kernels))))
+    return expected
+
+
+def test_myelin_kernel_rows_sum_into_the_myelin_layer_their_index_names() -> None:
+    text = MYELIN.read_text()
+    expected = _expected_times(text)
+    total = re.search(r"\[I\] +[\d.]+ +([\d.]+) +[\d.]+ +[\d.]+ +Total$", text, re.MULTILINE)
+    assert total is not None and len(expected) == 7
+    variant = import_variant(ImportFiles(MYELIN, MYELIN, find_metadata=False)).variant
+    assert [layer.name for layer in variant.layers] == [name for name, _ in expected]
+    assert [layer.time_ms for layer in variant.layers] == pytest.approx([ms for _, ms in expected])
+    assert sum(layer.time_ms or 0 for layer in variant.layers) == pytest.approx(float(total.group(1)))
+    myelin = [layer for layer in variant.layers if layer.kind == "Myelin"]
+    assert len(myelin) == 2 and all("median_ms" not in layer.attrs for layer in myelin)  # a sum of medians is no median
+    assert any(note.startswith("6 kernel records of 2 Myelin layers summed") for note in variant.notes)
+
+
+def test_kernel_rows_whose_index_names_no_myelin_layer_are_summed_into_nothing(tmp_path: Path) -> None:
+    moved = tmp_path / "moved.log"
+    moved.write_text(re.sub(r"_myl[46]_", "_myl3_", MYELIN.read_text()))  # layer 3 is the NoOp /flatten/Flatten
+    with pytest.raises(InputError, match="does not pair"):
+        import_variant(ImportFiles(moved, moved, find_metadata=False))
