@@ -19,6 +19,7 @@ from sessions.errors import InputError
 TEXT = Path(__file__).parent / "data" / "trt_text"
 NAMES_ONLY = TEXT / "trt8-namesonly-dumplayerinfo.log"
 MYELIN = TEXT / "trt10-verbose-myelin-dumpprofile.log"
+PASTED = TEXT / "trt7-pasted-dumpprofile.log"
 ROW = re.compile(r"^\[[^\]]*\] \[I\] +[\d.]+ +([\d.]+) +[\d.]+ +[\d.]+ +(.+)$", re.MULTILINE)  # Avg.(ms), Layer
 
 
@@ -64,3 +65,19 @@ def test_kernel_rows_whose_index_names_no_myelin_layer_are_summed_into_nothing(t
     moved.write_text(re.sub(r"_myl[46]_", "_myl3_", MYELIN.read_text()))  # layer 3 is the NoOp /flatten/Flatten
     with pytest.raises(InputError, match="does not pair"):
         import_variant(ImportFiles(moved, moved, find_metadata=False))
+
+
+def test_a_7x_log_pasted_without_time_stamps_reads_its_rows_at_their_finer_rounding(tmp_path: Path) -> None:
+    paste = tmp_path / "paste.log"
+    paste.write_text("".join(line for line in PASTED.read_text().splitlines(True) if not line.startswith("#")))
+    text = paste.read_text()
+    iterations = re.search(r"=== Profile \((\d+) iterations", text)
+    median = re.search(r"^\[I\] median: ([\d.]+) ms$", text, re.MULTILINE)
+    rows = re.findall(r"^\[I\] +(.+?) +([\d.]+) +[\d.]+ +[\d.]+$", text, re.MULTILINE)
+    assert iterations is not None and median is not None and rows[-1][0] == "Total" and len(rows) == 7
+    imported = import_variant(ImportFiles(None, paste, find_metadata=False))
+    layers = imported.variant.layers
+    assert [layer.name for layer in layers] == [name for name, _ in rows[:-1]]
+    # Time (2 decimals) over 1500 iterations is finer than Avg.'s 2 decimals: `fc1 finish` prints 0.00, runs 0.003 ms
+    assert [layer.time_ms for layer in layers] == pytest.approx([float(ms) / int(iterations.group(1)) for _, ms in rows[:-1]])
+    assert imported.facts.gpu_compute_median_ms == float(median.group(1))

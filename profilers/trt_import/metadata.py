@@ -9,11 +9,13 @@ device properties. All of them are read into one `RunFacts`; a fact no file give
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profilers.trt_import import documents
+from profilers.trt_import.text_layers import has_log_marks, opens_as_json
 from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
 from sessions.errors import InputError
 
@@ -107,8 +109,8 @@ def _options_from_json(doc: Any) -> dict[str, Any]:
 
 def read_options(path: Path) -> dict[str, Any]:
     text = documents.read_text(path, "metadata file")
-    if text.lstrip()[:1] not in ("[", "{"):
-        if "=== Model Options ===" not in text and "&&&& RUNNING" not in text:
+    if not opens_as_json(text[:4096]):
+        if not has_log_marks(text):
             raise InputError(f"{path}: neither trtexec metadata JSON nor a trtexec log")
         return _options_from_log(text)
     doc = documents.parse_json(text, str(path), "trtexec metadata")
@@ -134,7 +136,7 @@ def _shape(text: Any) -> list[int] | None:
     return [int(d) for d in match.group(1).split("x")] if match else None
 
 
-def _bounded(value: float | None, check, where: str) -> Any:
+def _bounded(value: float | None, check: Callable[..., Any], where: str) -> Any:
     return check(value, where) if value is not None else None
 
 

@@ -27,13 +27,23 @@ from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers_of
 from sessions.errors import InputError
 
-LOG_PREFIX = re.compile(r"^\[[^\]]*\] \[[A-Z]\] ?")  # `[07/07/2026-02:11:38] [I] `
+# `[07/07/2026-02:11:38] [I] `; logs pasted without the time keep only `[I] ` (a TensorRT 7.1 log in a README)
+LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\] )?\[[A-Z]\] ?")
+LOG_LINE = re.compile(r"^\[(?:[A-Z]|\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] ")  # how a log line opens; no JSON list does
 TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays after its own prefix
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 OPENERS, CLOSERS = "[{(", "]})"
 LOG_MARKS = ("&&&& RUNNING", "=== Model Options ===")  # a trtexec log: its options are run facts (`metadata`)
+# a log pasted from its summary or table on (a TensorRT 7.1 log in a README) has only these headings, as log lines
+LOG_HEADING = re.compile(r"^(?:\[[^\]]*\] )?\[I\] === (?:Performance summary ===|Profile \()", re.MULTILINE)
 LOG_HEAD = 20000  # the marks come within the first lines
+
+
+def opens_as_json(head: str) -> bool:
+    """True where a document's first characters open a JSON object or list, not a log line such as `[I] ...`."""
+    head = head.lstrip()
+    return head[:1] == "{" or (head[:1] == "[" and LOG_LINE.match(head) is None)
 
 
 def is_text(path: Path) -> bool:
@@ -42,8 +52,8 @@ def is_text(path: Path) -> bool:
     if not path.is_file():
         return False
     with path.open("rb") as handle:
-        head = handle.read(4096).lstrip()
-    return head[:1] not in (b"{", b"[")
+        head = handle.read(4096).decode("utf-8", "replace")
+    return not opens_as_json(head)
 
 
 def is_trtexec_log(path: Path) -> bool:
@@ -52,7 +62,13 @@ def is_trtexec_log(path: Path) -> bool:
         return False
     with Path(path).open("rb") as handle:
         head = handle.read(LOG_HEAD).decode("utf-8", "replace")
-    return any(mark in head for mark in LOG_MARKS)
+    return has_log_marks(head)
+
+
+def has_log_marks(head: str) -> bool:
+    """True where the head of a text has trtexec's marks (`LOG_MARKS`), or the headings of a log pasted from its
+    summary or table on."""
+    return any(mark in head for mark in LOG_MARKS) or LOG_HEADING.search(head) is not None
 
 
 def _split_top(text: str) -> list[str]:
