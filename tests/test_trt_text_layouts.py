@@ -20,6 +20,7 @@ TEXT = Path(__file__).parent / "data" / "trt_text"
 NAMES_ONLY = TEXT / "trt8-namesonly-dumplayerinfo.log"
 MYELIN = TEXT / "trt10-verbose-myelin-dumpprofile.log"
 PASTED = TEXT / "trt7-pasted-dumpprofile.log"
+BRACKETED = TEXT / "trt8-verbose-bracketed-tensors.log"
 ROW = re.compile(r"^\[[^\]]*\] \[I\] +[\d.]+ +([\d.]+) +[\d.]+ +[\d.]+ +(.+)$", re.MULTILINE)  # Avg.(ms), Layer
 
 
@@ -81,3 +82,30 @@ def test_a_7x_log_pasted_without_time_stamps_reads_its_rows_at_their_finer_round
     # Time (2 decimals) over 1500 iterations is finer than Avg.'s 2 decimals: `fc1 finish` prints 0.00, runs 0.003 ms
     assert [layer.time_ms for layer in layers] == pytest.approx([float(ms) / int(iterations.group(1)) for _, ms in rows[:-1]])
     assert imported.facts.gpu_compute_median_ms == float(median.group(1))
+
+
+def test_verbose_lines_of_8_0_to_8_4_give_each_layer_its_tensors() -> None:
+    text = BRACKETED.read_text()
+    lines = re.findall(r"^Layer\((\w+)\): (.*?), Tactic: (-?\d+), (.*?) -> (.*)$", text, re.MULTILINE)
+    words = {"Float": "fp32", "Half": "fp16"}  # the two data types the fixture writes
+
+    def tensors(side: str) -> list[tuple[str, str, list[int]]]:
+        return [(name, words[dtype], [int(d) for d in dims.split(",")])
+                for name, dtype, dims in re.findall(r"(.+?)\[(\w+)\(([-\d,]+)\)\](?:, |$)", side)]
+
+    layers = import_variant(ImportFiles(BRACKETED, None, find_metadata=False)).variant.layers
+    assert len(layers) == len(lines) == 5
+    for layer, (kind, name, tactic, inputs, outputs) in zip(layers, lines):
+        assert (layer.kind, layer.name, layer.tactic) == (kind, name, tactic)
+        assert [(t.name, t.dtype, t.shape) for t in layer.inputs] == tensors(inputs)
+        assert [(t.name, t.dtype, t.shape) for t in layer.outputs] == tensors(outputs)
+    assert [layer.precision for layer in layers if layer.kind != "Reformat"] == ["fp16"] * 3
+
+
+def test_a_run_of_a_loaded_engine_states_no_build_option() -> None:
+    text = NAMES_ONLY.read_text()
+    assert re.search(r"^&&&& RUNNING .*--loadEngine=", text, re.MULTILINE) and "] Precision: FP32\n" in text
+    imported = import_variant(ImportFiles(NAMES_ONLY, None, find_metadata=False))
+    # trtexec prints its default `Precision: FP32` for any loaded engine: the names-only layers leave it unknown
+    assert imported.facts.precision is None and imported.facts.build_flags == {}
+    assert imported.variant.precision == "unknown"

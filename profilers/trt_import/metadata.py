@@ -21,6 +21,9 @@ from sessions.errors import InputError
 
 LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
 LOG_VERSION = re.compile(r"\[TensorRT v(\d+)\]")
+# a run of an engine built before: its `=== Build Options ===` are trtexec's defaults, not the engine's (an 8.6
+# `--loadEngine` log prints `Precision: FP32` for an engine its build log built with --fp16 and whose layers run Half)
+LOADED_ENGINE = re.compile(r"^&&&& RUNNING .*# \S*trtexec\S* .*--loadEngine=", re.MULTILINE)
 SHAPE = re.compile(r"=(\d+(?:x\d+)+)")
 # trtexec's build options (log and *.build.metadata.json spell them alike, 8.x-10.x) that change what the engine is
 BUILD_FLAGS = ("Precision", "LayerPrecisions", "Sparsity", "Refit", "Version Compatible", "Strongly Typed",
@@ -81,6 +84,8 @@ def _options_from_log(text: str) -> dict[str, Any]:
         match = LOG_OPTION.match(line.strip())
         if match:
             options.setdefault(match.group(1).strip(), match.group(2).strip())
+    if LOADED_ENGINE.search(text[:2000]):
+        options = {key: value for key, value in options.items() if key not in BUILD_FLAGS}
     median = gpu_compute_median_ms(performance_summary(text))
     if median is not None:
         options["GPU Compute median"] = median
