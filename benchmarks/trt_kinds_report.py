@@ -53,7 +53,7 @@ def _fmt(value: float | str) -> str:
 def session_figures(imported: Imported) -> Figures:
     variant = imported.variant
     times = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
-    tactics = {layer.tactic for layer in variant.layers if layer.tactic and not re.fullmatch(r"0x0+", layer.tactic)}
+    tactics = {layer.tactic for layer in variant.layers if layer.tactic and not re.fullmatch(r"(0x)?0+", layer.tactic)}
     return Figures(len(variant.layers), sum(times) if times else "no times", variant.precision, len(tactics))
 
 
@@ -71,8 +71,8 @@ def dumplayerinfo_file(path: Path) -> Figures:
 
 def verbose_file(path: Path) -> Figures:
     text = path.read_text()
-    lines = re.findall(r"^Layer\(\w+\): .*?, Tactic: (0x[0-9a-f]+)", text, re.MULTILINE)
-    return Figures(len(lines), "see the table row", option(text, "Precision"), len({t for t in lines if int(t, 16)}))
+    lines = re.findall(r"^Layer\(\w+\): .*?, Tactic: (0x[0-9a-fA-F]+|-?\d+)", text, re.MULTILINE)  # decimal in 8.0-8.2
+    return Figures(len(lines), "see the table row", option(text, "Precision"), len({t for t in lines if int(t, 0)}))
 
 
 def table_file(path: Path) -> Figures:
@@ -253,7 +253,8 @@ def engine_file(engine: Engine) -> list[str]:
         kernels = sum(1 for row in rows if re.search(r"_myl\d+_\d+$", row) and row not in names)
         unrun = sum(1 for kind, name in logged if name not in rows and kind != "Myelin")
         summed = table_file(engine.profile).summed_ms
-    precision = next((option(texts[p], "Precision") for p in files if option(texts[p], "Precision") != "not stated"),
+    builds = [p for p in files if re.search(r"^Layer\(\w+\): ", texts[p], re.MULTILINE)]  # the build's option first
+    precision = next((option(texts[p], "Precision") for p in [*builds, *files] if option(texts[p], "Precision") != "not stated"),
                      "not stated")
     median = next((m for p in files if (m := summary_file(p)) != "none"), "none")
     return [str(layers.layers) if layers else "no layer file", str(len(logged)) if logged else "no Layer(...) lines",
@@ -284,7 +285,11 @@ def external_section(externals: list[External], engines: list[Engine], command: 
         names = "; ".join([*roles, *(f"metadata {label[p]}" for p in engine.metadata)])
         pairs = zip(engine_session(import_engine(engine)), engine_file(engine))
         out.append(f"| {names} | " + " | ".join(f"{ours} / {theirs}" for ours, theirs in pairs) + " |")
-    return [*out, "", "Each cell: session / file. The file's figures are plain regular expressions over the raw files.", ""]
+    return [*out, "", "Each cell: session / file. The file's figures are plain regular expressions over the raw files.", "",
+            ("Where precision differs, by rule: the session's precision is what the layers' tensors run in, the build "
+             "option only where the layers say nothing (an engine built with --fp16 whose layers all run Float is fp32); "
+             "and a `--loadEngine` run prints trtexec's default `Precision: FP32` whatever the engine was built with, so "
+             "the session takes no build option from it (names-only layers then leave the precision unknown)."), ""]
 
 
 def rerun_command(externals: list[External], engine_words: list[list[str]]) -> str:
@@ -357,7 +362,7 @@ def main() -> None:
         lines.append(f"| trt/{name} | {metadata_session(with_metadata)} | {metadata_file(folder)} |")
     if args.external:
         try:
-            lines += external_section(args.external, engines, rerun_command(args.external, args.engine))
+            lines += ["", *external_section(args.external, engines, rerun_command(args.external, args.engine))]
         except InputError as exc:
             sys.exit(f"trt_kinds_report: {exc}")
     print("\n".join([*lines, ""]))
