@@ -109,3 +109,13 @@ def test_a_run_of_a_loaded_engine_states_no_build_option() -> None:
     # trtexec prints its default `Precision: FP32` for any loaded engine: the names-only layers leave it unknown
     assert imported.facts.precision is None and imported.facts.build_flags == {}
     assert imported.variant.precision == "unknown"
+
+
+@pytest.mark.parametrize("fixture", [MYELIN, BRACKETED, PASTED], ids=lambda p: p.stem)
+def test_a_file_of_several_runs_is_refused_never_joined(tmp_path: Path, fixture: Path) -> None:
+    joined = tmp_path / "joined.log"
+    joined.write_text(fixture.read_text() * 2)  # a script's log of two trtexec runs
+    text = joined.read_text()
+    layers, profile = (joined if "Layer(" in text else None), (joined if "=== Profile (" in text else None)
+    with pytest.raises(InputError, match="a file of several runs"):
+        import_variant(ImportFiles(layers, profile, find_metadata=False))

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from profilers.trt_import import documents
-from profilers.trt_import.text_layers import has_log_marks, opens_as_json
+from profilers.trt_import.text_layers import has_log_marks, one_run, opens_as_json
 from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
 from sessions.errors import InputError
 
@@ -117,6 +117,7 @@ def read_options(path: Path) -> dict[str, Any]:
     if not opens_as_json(text[:4096]):
         if not has_log_marks(text):
             raise InputError(f"{path}: neither trtexec metadata JSON nor a trtexec log")
+        one_run(text, str(path))
         return _options_from_log(text)
     doc = documents.parse_json(text, str(path), "trtexec metadata")
     try:

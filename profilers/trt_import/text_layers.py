@@ -40,6 +40,20 @@ LOG_HEADING = re.compile(r"^(?:\[[^\]]*\] )?\[I\] === (?:Performance summary ===
 LOG_HEAD = 20000  # the marks come within the first lines
 
 
+# what one trtexec run prints once at most; a file with two is several logs joined (a script's builds and runs)
+ONCE_A_RUN = ("&&&& RUNNING", "Engine Layer Information:", "] Layer Information:", "=== Profile (", "=== Performance summary ===")
+
+
+def one_run(text: str, origin: str) -> None:
+    """InputError (one line) where a log holds what one trtexec run prints once, twice or more: its engines'
+    layers, tables or summaries would be joined into one variant."""
+    for mark in ONCE_A_RUN:
+        count = text.count(mark)
+        if count > 1:
+            raise InputError(f"{origin}: {count} `{mark.strip('] ')}` lines, one a trtexec run: a file of several runs; "
+                             "cut out the part of the run to import")
+
+
 def opens_as_json(head: str) -> bool:
     """True where a document's first characters open a JSON object or list, not a log line such as `[I] ...`."""
     head = head.lstrip()
@@ -157,6 +171,7 @@ def text_layer_kind(text: str) -> str | None:
 
 def parse_text_layers(text: str, origin: str) -> LayerInfo:
     """The engine's layers a log prints: the `--dumpLayerInfo` block, else the verbose `Layer(...)` lines."""
+    one_run(text, origin)
     block = _dump_block(text.split("\n"))
     if block is not None and block[0]:
         layers, bindings = block

@@ -19,7 +19,7 @@ from decimal import Decimal
 from profilers.trt_import import documents
 from profilers.trt_import.layer_info import normalize_name, profile_index
 from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
-from profilers.trt_import.text_layers import LOG_PREFIX
+from profilers.trt_import.text_layers import LOG_PREFIX, one_run
 from sessions.errors import InputError
 from sessions.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE, SUMMARY_STARTS
 
@@ -81,7 +81,8 @@ def _finer_average(total: str, average: str | None, count: int) -> float:
 
 
 def parse_text_profile(text: str, origin: str) -> TextProfile:
-    """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none."""
+    """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none, or several."""
+    one_run(text, origin)
     lines = [LOG_PREFIX.sub("", line).rstrip() for line in text.split("\n")]
     heading = next((i for i, line in enumerate(lines) if PROFILE_HEADING.search(line)), None)
     if heading is None:
