@@ -94,10 +94,18 @@ PROFILE_COLUMNS: dict[str, tuple[str, ...]] = {
     "name": ("Layer",),
 }
 
+# A Myelin layer's kernels as TensorRT's profiler names them, one record each: `<kernel>_myl<i>_<k>`, the k-th
+# kernel of the Myelin layer at index i (from 0) of the engine's layers in engine order, a Myelin layer counted
+# once (files: the public 10.14.1 / 10.16.0 / 10.16.1 trtexec logs tests/data/trt_text/README.md names, where the
+# verbose build's `Layer(Myelin)` lines sit at exactly those indices; and in ../shared every `_myl` run of the 8.x DETR,
+# 10.x MobileNetV2 and MNIST layer and profile files starts where its Myelin layer would stand).
+MYELIN_KERNEL = r"_myl(\d+)_(\d+)$"
+
 # trtexec's performance summary: `GPU Compute Time: min = ..., median = ...` (8.x-10.x, source and file) or
 # 7.x's `GPU Compute` heading followed by `min: ...`, `median: ...` lines (a 7.x issue log).
 SUMMARY_GPU_COMPUTE = ("GPU Compute Time", "GPU Compute")
-SUMMARY_STARTS = ("=== Performance summary ===", "Host Latency")  # 8.x-10.x open with a heading; 7.x with its latency
+# 8.x-10.x open with a heading; 7.x with its latency, or its `GPU Compute` heading in a log pasted from there
+SUMMARY_STARTS = ("=== Performance summary ===", "Host Latency", "GPU Compute")
 
 _DTYPE_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in DTYPES)
 _TACTIC_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in TACTIC_PRECISIONS)

@@ -17,6 +17,7 @@ from profilers.trt_import.documents import read_json
 from profilers.trt_import.kinds import LAYERS, METADATA, PROFILE, ImportFiles, roles
 from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
 from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
+from profilers.trt_import.myelin_kernels import fold_myelin_kernels
 from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile
 from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
@@ -39,7 +40,7 @@ def dominant_precision(variant_layers: list[Layer], build_precision: str | None 
     """
     seen = {layer.precision for layer in variant_layers if layer.op not in MOVES_DATA} or {
         layer.precision for layer in variant_layers}
-    found = next((p for p in PRECISION_ORDER if p in seen), None)
+    found: str | None = next((p for p in PRECISION_ORDER if p in seen), None)
     if found is None and build_precision:
         words = build_precision.lower()
         found = next((p for p in PRECISION_ORDER if p in words), None)
@@ -117,6 +118,12 @@ def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | 
     else:
         info = parse_layer_info(read_json(layers_path, "layer information file"), str(layers_path))
     if profile is not None:
+        folded = fold_myelin_kernels(profile, info.layers)
+        profile = folded.profile
+        if folded.kernels:
+            notes.append(f"{sum(map(len, folded.kernels.values()))} kernel records of {len(folded.kernels)} Myelin layers "
+                         "summed into their layer (a record `..._myl<i>_<k>` is kernel k of engine layer i): "
+                         + "; ".join(f"{name[:80]!r} <- {_listed(rows)}" for name, rows in folded.kernels.items()))
         if profile_path is not None and is_text(profile_path):
             profile, unrun = with_unrun_layers(profile, [layer.name for layer in info.layers])
             if unrun:

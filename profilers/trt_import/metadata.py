@@ -9,18 +9,22 @@ device properties. All of them are read into one `RunFacts`; a fact no file give
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profilers.trt_import import documents
 from profilers.trt_import.kinds import METADATA, FileKind, Role, first_record, register_kind, register_role, suffixes
-from profilers.trt_import.text_layers import LOG_HEAD, LOG_MARKS
+from profilers.trt_import.text_layers import LOG_HEAD, has_log_marks, one_run, opens_as_json
 from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
 from sessions.errors import InputError
 
 LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
 LOG_VERSION = re.compile(r"\[TensorRT v(\d+)\]")
+# a run of an engine built before: its `=== Build Options ===` are trtexec's defaults, not the engine's (an 8.6
+# `--loadEngine` log prints `Precision: FP32` for an engine its build log built with --fp16 and whose layers run Half)
+LOADED_ENGINE = re.compile(r"^&&&& RUNNING .*# \S*trtexec\S* .*--loadEngine=", re.MULTILINE)
 SHAPE = re.compile(r"=(\d+(?:x\d+)+)")
 # trtexec's build options (log and *.build.metadata.json spell them alike, 8.x-10.x) that change what the engine is
 BUILD_FLAGS = ("Precision", "LayerPrecisions", "Sparsity", "Refit", "Version Compatible", "Strongly Typed",
@@ -43,7 +47,7 @@ register_kind(FileKind(
     recognise=lambda doc: (first := first_record(doc)) is not None and "ComputeCapability" in first))
 register_kind(FileKind(
     "a trtexec log: its options and device", METADATA, text=True,
-    recognise=lambda text: any(mark in text[:LOG_HEAD] for mark in LOG_MARKS)))
+    recognise=lambda text: has_log_marks(text[:LOG_HEAD])))
 
 
 @dataclass
@@ -97,6 +101,8 @@ def _options_from_log(text: str) -> dict[str, Any]:
         match = LOG_OPTION.match(line.strip())
         if match:
             options.setdefault(match.group(1).strip(), match.group(2).strip())
+    if LOADED_ENGINE.search(text[:2000]):
+        options = {key: value for key, value in options.items() if key not in BUILD_FLAGS}
     median = gpu_compute_median_ms(performance_summary(text))
     if median is not None:
         options["GPU Compute median"] = median
@@ -125,9 +131,10 @@ def _options_from_json(doc: Any) -> dict[str, Any]:
 
 def read_options(path: Path) -> dict[str, Any]:
     text = documents.read_text(path, "metadata file")
-    if text.lstrip()[:1] not in ("[", "{"):
-        if "=== Model Options ===" not in text and "&&&& RUNNING" not in text:
+    if not opens_as_json(text[:4096]):
+        if not has_log_marks(text):
             raise InputError(f"{path}: neither trtexec metadata JSON nor a trtexec log")
+        one_run(text, str(path))
         return _options_from_log(text)
     doc = documents.parse_json(text, str(path), "trtexec metadata")
     try:
@@ -152,7 +159,7 @@ def _shape(text: Any) -> list[int] | None:
     return [int(d) for d in match.group(1).split("x")] if match else None
 
 
-def _bounded(value: float | None, check, where: str) -> Any:
+def _bounded(value: float | None, check: Callable[..., Any], where: str) -> Any:
     return check(value, where) if value is not None else None
 
 

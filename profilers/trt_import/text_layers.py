@@ -6,6 +6,7 @@ Two blocks carry it:
   `Layers:`: one line a layer, `Name: <name>, LayerType: <type>, Inputs: [ { Name: x, Dimensions: [1,3],
   Format/Datatype: Float }], ..., TacticName: <kernel>, TacticValue: 0x...` for a DETAILED engine (the
   same keys as `--exportLayerInfo`'s JSON), the bare layer name for a names-only one; then `Bindings:`.
+  8.6 relays TensorRT's `[TRT]` warning that the engine is names-only between the two headings.
 - A verbose build (`--verbose`, 8.x) prints `Engine Layer Information:` with one
   `Layer(<Type>): <name>, Tactic: <id>, <inputs> -> <outputs>` line a layer (`trtexec_log`).
 
@@ -27,12 +28,37 @@ from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers_of
 from sessions.errors import InputError
 
-LOG_PREFIX = re.compile(r"^\[[^\]]*\] \[[A-Z]\] ?")  # `[07/07/2026-02:11:38] [I] `
+# `[07/07/2026-02:11:38] [I] `; logs pasted without the time keep only `[I] ` (a TensorRT 7.1 log in a README)
+LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\] )?\[[A-Z]\] ?")
+LOG_LINE = re.compile(r"^\[(?:[A-Z]|\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] ")  # how a log line opens; no JSON list does
+TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays after its own prefix
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 OPENERS, CLOSERS = "[{(", "]})"
 LOG_MARKS = ("&&&& RUNNING", "=== Model Options ===")  # a trtexec log: its options are run facts (`metadata`)
+# a log pasted from its summary or table on (a TensorRT 7.1 log in a README) has only these headings, as log lines
+LOG_HEADING = re.compile(r"^(?:\[[^\]]*\] )?\[I\] === (?:Performance summary ===|Profile \()", re.MULTILINE)
 LOG_HEAD = 20000  # the marks come within the first lines
+
+
+# what one trtexec run prints once at most; a file with two is several logs joined (a script's builds and runs)
+ONCE_A_RUN = ("&&&& RUNNING", "Engine Layer Information:", "] Layer Information:", "=== Profile (", "=== Performance summary ===")
+
+
+def one_run(text: str, origin: str) -> None:
+    """InputError (one line) where a log holds what one trtexec run prints once, twice or more: its engines'
+    layers, tables or summaries would be joined into one variant."""
+    for mark in ONCE_A_RUN:
+        count = text.count(mark)
+        if count > 1:
+            raise InputError(f"{origin}: {count} `{mark.strip('] ')}` lines, one a trtexec run: a file of several runs; "
+                             "cut out the part of the run to import")
+
+
+def opens_as_json(head: str) -> bool:
+    """True where a document's first characters open a JSON object or list, not a log line such as `[I] ...`."""
+    head = head.lstrip()
+    return head[:1] == "{" or (head[:1] == "[" and LOG_LINE.match(head) is None)
 
 
 def is_text(path: Path) -> bool:
@@ -41,8 +67,8 @@ def is_text(path: Path) -> bool:
     if not path.is_file():
         return False
     with path.open("rb") as handle:
-        head = handle.read(4096).lstrip()
-    return head[:1] not in (b"{", b"[")
+        head = handle.read(4096).decode("utf-8", "replace")
+    return not opens_as_json(head)
 
 
 def is_trtexec_log(path: Path) -> bool:
@@ -51,7 +77,13 @@ def is_trtexec_log(path: Path) -> bool:
         return False
     with Path(path).open("rb") as handle:
         head = handle.read(LOG_HEAD).decode("utf-8", "replace")
-    return any(mark in head for mark in LOG_MARKS)
+    return has_log_marks(head)
+
+
+def has_log_marks(head: str) -> bool:
+    """True where the head of a text has trtexec's marks (`LOG_MARKS`), or the headings of a log pasted from its
+    summary or table on."""
+    return any(mark in head for mark in LOG_MARKS) or LOG_HEADING.search(head) is not None
 
 
 def _split_top(text: str) -> list[str]:
@@ -110,12 +142,17 @@ def _record(text: str) -> dict[str, Any]:
 def _dump_block(lines: list[str]) -> tuple[list[Any], list[str]] | None:
     """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none."""
     start = next((i for i, line in enumerate(lines) if LOG_PREFIX.sub("", line).strip() == "Layer Information:"), None)
-    if start is None or start + 1 >= len(lines) or LOG_PREFIX.sub("", lines[start + 1]).strip() != "Layers:":
+    if start is None:
+        return None
+    heading = start + 1  # 8.6 relays TensorRT's names-only warning between the two headings
+    while heading < len(lines) and TRT_MESSAGE.match(LOG_PREFIX.sub("", lines[heading])):
+        heading += 1
+    if heading >= len(lines) or LOG_PREFIX.sub("", lines[heading]).strip() != "Layers:":
         return None
     layers: list[Any] = []
     bindings: list[str] = []
     section = layers
-    for line in lines[start + 2:]:
+    for line in lines[heading + 1:]:
         if LOG_PREFIX.match(line):
             break
         text = line.strip()
@@ -135,6 +172,7 @@ def text_layer_kind(text: str) -> str | None:
 
 def parse_text_layers(text: str, origin: str) -> LayerInfo:
     """The engine's layers a log prints: the `--dumpLayerInfo` block, else the verbose `Layer(...)` lines."""
+    one_run(text, origin)
     block = _dump_block(text.split("\n"))
     if block is not None and block[0]:
         layers, bindings = block

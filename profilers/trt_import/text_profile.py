@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 from profilers.trt_import import documents
 from profilers.trt_import.kinds import PROFILE, FileKind, register_kind
 from profilers.trt_import.layer_info import normalize_name, profile_index
 from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
-from profilers.trt_import.text_layers import LOG_PREFIX
+from profilers.trt_import.text_layers import LOG_PREFIX, one_run
 from sessions.errors import InputError
 from sessions.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE, SUMMARY_STARTS
 
@@ -66,8 +67,25 @@ def _row(columns: list[str], line: str) -> dict[str, str] | None:
     return dict(zip(order, values))
 
 
+def _unit(cell: str) -> float:
+    """The rounding step of a printed number: 0.01 for `137.84`, 0.0001 for `0.0069`."""
+    exponent = Decimal(cell).as_tuple().exponent
+    return 10.0 ** exponent if isinstance(exponent, int) else 1.0
+
+
+def _finer_average(total: str, average: str | None, count: int) -> float:
+    """A row's time per iteration from whichever cell is rounded finer: the Avg. column (4 decimals, 2 in 7.x),
+    or Time over the iterations (Time has 2 decimals, so over 20,079 iterations it is finer than 4-decimal Avg.;
+    over 11 it is not). Both state one figure: in every real table read (7.1.3, 8.5.2, 10.14.1, 10.16.0, 10.16.1)
+    Avg. is Time over the iterations to within its rounding."""
+    if average is None or _unit(total) / count < _unit(average):
+        return float(total) / count
+    return float(average)
+
+
 def parse_text_profile(text: str, origin: str) -> TextProfile:
-    """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none."""
+    """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none, or several."""
+    one_run(text, origin)
     lines = [LOG_PREFIX.sub("", line).rstrip() for line in text.split("\n")]
     heading = next((i for i, line in enumerate(lines) if PROFILE_HEADING.search(line)), None)
     if heading is None:
@@ -98,7 +116,7 @@ def parse_text_profile(text: str, origin: str) -> TextProfile:
         if profile_index(name):
             continue
         total_ms = documents.time_ms(float(row["total_ms"]), f"{where} Time")
-        average = documents.time_ms(float(row["average_ms"]), f"{where} Avg.") if "average_ms" in row else total_ms / count
+        average = documents.time_ms(_finer_average(row["total_ms"], row.get("average_ms"), count), f"{where} Avg.")
         median = documents.time_ms(float(row["median_ms"]), f"{where} Median") if "median_ms" in row else None
         share = documents.percent(float(row["percentage"]), f"{where} Time %") if "percentage" in row else None
         records.append(ProfileRecord(normalize_name(name), total_ms, average, median, share))

@@ -1,7 +1,8 @@
 """The layers a verbose trtexec log states: `Layer(<Type>): <name>, Tactic: <id>, <inputs> -> <outputs>`.
 
 trtexec (8.x, `--verbose`) prints this block under `Engine Layer Information` for every layer of the
-engine, with each tensor as `name (Datatype[dims])`, a vectorized dimension written `64:32`. A
+engine, with each tensor as `name (Datatype[dims])` (8.5-10.x) or `name[Datatype(dims)]` (8.0-8.4), a
+vectorized dimension written `64:32`; 8.0-8.2 write the tactic as a decimal number. A
 names-only layer file of the same engine gains from it the type TensorRT states, the tactic and the
 tensors' types and shapes: the same facts a detailed layer file gives.
 """
@@ -19,7 +20,10 @@ from sessions.model import Layer, Tensor
 from sessions.vocab import dtype_of
 
 LAYER_LINE = re.compile(r"Layer\(([A-Za-z0-9_]+)\): (.*), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*?) -> ?(.*)$")
-TENSOR = re.compile(r"(.+?) \(([A-Za-z0-9]+)\[([-0-9,:]*)\]\)(?:, |$)")
+TENSORS = (
+    re.compile(r"(.+?) \(([A-Za-z0-9]+)\[([-0-9,:]*)\]\)(?:, |$)"),  # 8.5-10.x: `relu (Half[-1,32:8,28,28])`
+    re.compile(r"(.+?)\[([A-Za-z0-9]+)\(([-0-9,:]*)\)\](?:, |$)"),  # 8.0-8.4: `Relu:0[Float(-2,32,28,28)]`
+)
 
 
 @dataclass
@@ -32,7 +36,9 @@ class LoggedLayer:
 
 def _tensors(text: str) -> list[Tensor]:
     tensors = []
-    for match in TENSOR.finditer(text.strip()):
+    text = text.strip()
+    pattern = next((p for p in TENSORS if p.match(text)), TENSORS[0])
+    for match in pattern.finditer(text):
         dims = [part.split(":")[0] for part in match.group(3).split(",") if part]
         shape = [int(d) for d in dims] if all(d.lstrip("-").isdigit() for d in dims) else None
         tensors.append(Tensor(name=normalize_name(match.group(1)), dtype=dtype_of(match.group(2)), shape=shape,
