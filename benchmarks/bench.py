@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sessions import storage
-from sessions.diff import diff_sessions
-from sessions.groups import load_rules
-from sessions.model import KernelTable
+from sessions.analyses.diff import diff_sessions
+from sessions.analyses.groups import load_rules
+from sessions.documents import storage
+from sessions.documents.model import KernelTable
 
 REAL = ROOT / "tests" / "data" / "h200" / "senet154-h200.json"
 TARGETS = {"cli_import_s": 0.3, "load_150k_s": 0.3, "diff_150k_s": 0.5, "tui_first_paint_s": 1.0, "tui_drill_s": 0.1}

@@ -26,7 +26,7 @@ def main(model_name: str) -> None:
     from builders.models import load_model
     from builders.variant_modules import bake_fp8_weights, folded_reference, variant_module
     from inspector.cpu_defaults import bf16_ratio
-    from sessions.plan import VariantPlan
+    from sessions.documents.plan import VariantPlan
 
     print(f"cores {len(os.sched_getaffinity(0))}, load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}")
     torch.manual_seed(0)

@@ -27,7 +27,7 @@ python - "$log" "$results/senet154.json" <<'PY' | tee -a "$log"
 import re
 import sys
 
-from sessions.storage import load
+from sessions.documents.storage import load
 
 text = open(sys.argv[1]).read()
 estimate_at, minutes, seconds = re.search(r"\[wall +([\d.]+) s\].*CPU plan:.*estimated (?:(\d+) min )?(\d+) s from here", text).groups()

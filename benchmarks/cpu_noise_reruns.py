@@ -41,7 +41,7 @@ def relative(path: Path) -> str:
 def tracing_cost(path: Path) -> str:
     """What the traced calls beyond the first cost in this session: (calls - 1) x the mean traced call, per variant."""
     sys.path.insert(0, str(ROOT))
-    from sessions import storage
+    from sessions.documents import storage
 
     session = storage.load(path)
     parts = [f"{v.name} {v.trace.calls} calls of {v.trace.traced_call_ms / 1e3:.1f} s"

@@ -11,10 +11,10 @@ import collections
 import sys
 from pathlib import Path
 
-from sessions.lowering import kernel_arch
-from sessions.model import Session, Variant
-from sessions.storage import decode, read_regular_file
-from sessions.trt_names import tactic_precision
+from sessions.analyses.lowering import kernel_arch
+from sessions.documents.model import Session, Variant
+from sessions.documents.storage import decode, read_regular_file
+from sessions.documents.trt_names import tactic_precision
 
 
 def kernels_by_layer(variant: Variant) -> dict[str, list[str]]:

@@ -18,7 +18,7 @@ import torch
 
 from builders.engine_device import CudaDevice
 from profilers.timing import EventClock
-from sessions.errors import InspectError
+from sessions.documents.errors import InspectError
 
 N = 4096
 RESULTS: list[bool] = []

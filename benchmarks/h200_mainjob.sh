@@ -12,7 +12,7 @@ t senet154 --out "$OUT/senet154-warm.json" 2>&1 | tee "$OUT/mainjob-warm.log"
 t senet154 --out "$OUT/senet154-warm2.json" 2>&1 | tee "$OUT/mainjob-warm2.log"
 python3 - "$OUT"/senet154-{cold,warm,warm2}.json <<'PY' | tee "$OUT/mainjob-stats.txt"
 import sys
-from sessions.storage import load
+from sessions.documents.storage import load
 for path in sys.argv[1:]:
     session = load(path)
     print(path, session.study.plan.timing, "CUDA graphs:", session.method.cuda_graph)

@@ -8,7 +8,7 @@ t senet154 --out "$OUT/senet154-cold.json" 2> >(grep -v "^trt-inspect: \[" >&2)
 t senet154 --out "$OUT/senet154-warm.json" 2> >(grep -v "^trt-inspect: \[" >&2)
 python3 - "$OUT/senet154-warm.json" <<'PY'
 import sys
-from sessions.storage import load
+from sessions.documents.storage import load
 s = load(sys.argv[1])
 for v in s.variants:
     l = v.latency

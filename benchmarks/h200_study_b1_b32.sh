@@ -13,7 +13,7 @@ t senet154 --out "$OUT/mainjob-cold.json"
 t senet154 --out "$OUT/mainjob-warm.json"
 python3 - "$OUT/mainjob-cold.json" "$OUT/mainjob-warm.json" <<'PY'
 import sys
-from sessions.storage import load
+from sessions.documents.storage import load
 for path in sys.argv[1:]:
     s = load(path)
     print(path.split("/")[-1], "timing:", s.study.plan.timing)
@@ -29,7 +29,7 @@ t run senet154 --batch 32 --variants fp32,fp16,fp8 $RECIPES --out "$OUT/study-b3
 run export "$OUT/study-b1.json" "$OUT/study-b32.json" --format study -o "$OUT/study.md"
 python3 - "$OUT/study-b1.json" <<'PY'
 import sys
-from sessions.storage import load
+from sessions.documents.storage import load
 print("weights      variant                 top-1 vs fp32 %  mean KL    max abs err  top-1 vs fp16 %  images")
 for path in sys.argv[1:]:
     for v in load(path).variants:

@@ -21,8 +21,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench import paint_clock  # this script's folder is first on sys.path
 
-from sessions import storage
-from sessions.model import KernelTable, Session
+from sessions.documents import storage
+from sessions.documents.model import KernelTable, Session
 
 REAL = ROOT / "tests" / "data" / "h200" / "senet154-h200.json"
 TARGETS = {"open_s": 2.0, "drill_s": 0.2}

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ["tests/test_mutations.py", "tests/test_stats.py", "tests/test_attribution.py", "tests/test_study_fake.py",
-         "tests/test_reviewer_fields.py"]
+TESTS = ["tests/profilers/test_mutations.py", "tests/profilers/test_stats.py", "tests/profilers/test_attribution.py", "tests/inspector/test_study_fake.py",
+         "tests/profilers/test_reviewer_fields.py"]
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ import collections
 import sys
 from pathlib import Path
 
-from sessions.groups import builtin_rules, role_of
-from sessions.model import Session, Variant
-from sessions.storage import decode, read_regular_file
+from sessions.analyses.groups import builtin_rules, role_of
+from sessions.documents.model import Session, Variant
+from sessions.documents.storage import decode, read_regular_file
 
 FLAG = 0.15
 

@@ -7,7 +7,7 @@ squeeze-excitation and attention-output roles; each recipe's quantized/total lay
 ("refused" where `trt-inspect run` refuses it beside `all`: no such role, nothing selected, or the layers
 of `all`). "checked" says whether an independent reading of the same model (tests/structure_reference.py:
 the autograd graph, not the tool's code) finds the same layers in every stem, stage, head and role; "CI"
-marks the families tests/test_recipe_zoo.py checks on every run.
+marks the families tests/builders/test_recipe_zoo.py checks on every run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from builders.fp8_recipes import check_selections, recipe_names, select
 from builders.model_structure import ModelStructure, model_structure
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 # family -> (model, checked in CI)
 ZOO: dict[str, tuple[str, bool]] = {

@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profilers.trt_import.importer import ImportFiles, import_variant, new_session
-from sessions.diff import diff_sessions
-from sessions.groups import load_rules
+from sessions.analyses.diff import diff_sessions
+from sessions.analyses.groups import load_rules
 from tests.trt_sets import Engine, engines, set_folders
 
 SOURCE = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "trt" / "trt10-resnet18-fp16-trtexec-rtx3060"

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from profilers.trt_import.importer import Imported, ImportFiles, import_variant, new_session
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 from tests.trt_sets import SHARED
 
 TEXT = ROOT / "tests" / "data" / "trt_text"

@@ -4,7 +4,7 @@
 
 One row per engine: layers; the summed per-layer time against trtexec's end-to-end median (GPU compute
 time from `--exportTimes`) where both exist; layers whose precision the files state (exact) and those
-they do not (unknown); the role checks of `tests/test_trt_sets_truth.py` that agree (reformat, Q/DQ,
+they do not (unknown); the role checks of `tests/profilers/test_trt_sets_truth.py` that agree (reformat, Q/DQ,
 shuffle, depthwise, Myelin); the verdict. Then the pairs of the fixtures' README, diffed: how the
 layers paired, what fused, what could not be matched, and the regressions found.
 """
@@ -18,10 +18,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profilers.trt_import.importer import ImportFiles, import_variant, new_session
-from sessions.diff import diff_sessions
-from sessions.errors import InputError
-from sessions.groups import load_rules, role_of
-from sessions.layer_match import align_layers
+from sessions.analyses.diff import diff_sessions
+from sessions.analyses.groups import load_rules, role_of
+from sessions.analyses.layer_match import align_layers
+from sessions.documents.errors import InputError
 from tests.trt_sets import SHARED, Engine, engines, set_folders, summed_profile_ms, truth
 
 RULES = load_rules()

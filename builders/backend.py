@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from builders.study_inputs import StudyInputs
-from sessions.errors import InputError, MissingEnvironment
-from sessions.model import Layer, Variant
-from sessions.plan import StudyPlan, VariantPlan
-from sessions.vocab import Device
+from sessions.documents.errors import InputError, MissingEnvironment
+from sessions.documents.model import Layer, Variant
+from sessions.documents.plan import StudyPlan, VariantPlan
+from sessions.documents.vocab import Device
 
 
 @dataclass(frozen=True)

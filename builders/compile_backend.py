@@ -21,9 +21,9 @@ from builders.torch_backend import TorchBackend, TorchEngine
 from builders.variant_modules import precision_name, state_bytes, variant_module
 from profilers.attribution import ROOT
 from profilers.module_ranges import named_range
-from sessions.errors import InputError
-from sessions.model import Layer, Variant
-from sessions.plan import VariantPlan
+from sessions.documents.errors import InputError
+from sessions.documents.model import Layer, Variant
+from sessions.documents.plan import VariantPlan
 
 GRAPH_KIND = "torch.compile graph (Inductor)"
 

@@ -19,10 +19,10 @@ from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache
 from builders.fp8_kernels import Quantizer, make_quantizer
 from builders.plan_compiler import PlanCompiler
 from builders.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
-from sessions.errors import InputError, MissingEnvironment, first_line
-from sessions.lowering import FP8_TENSOR_CORES
-from sessions.model import Recipe, Variant
-from sessions.plan import VariantPlan
+from sessions.analyses.lowering import FP8_TENSOR_CORES
+from sessions.documents.errors import InputError, MissingEnvironment, first_line
+from sessions.documents.model import Recipe, Variant
+from sessions.documents.plan import VariantPlan
 
 ENGINE_LABEL = "cuDNN / cuBLASLt engine (not TensorRT)"
 

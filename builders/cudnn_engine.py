@@ -14,7 +14,7 @@ from builders.backend import Engine, TimingStep
 from builders.engine_lowering import Program, Step
 from builders.graph_capture import capture_graph
 from profilers.module_ranges import named_range
-from sessions.model import Layer
+from sessions.documents.model import Layer
 
 SIMULATED_CHUNK = 16  # samples per call of the simulated twin
 

@@ -17,7 +17,7 @@ from builders.engine_lowering import Program, Step, lower
 from builders.engine_plans import TimingCache
 from builders.fp8_kernels import E4M3_MAX, Quantizer
 from builders.plan_compiler import PlanCompiler
-from sessions.model import Layer
+from sessions.documents.model import Layer
 
 if TYPE_CHECKING:
     from builders.variant_modules import VariantModule

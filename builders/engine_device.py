@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from sessions.errors import InspectError, first_line
-from sessions.vocab import Device
+from sessions.documents.errors import InspectError, first_line
+from sessions.documents.vocab import Device
 
 Enqueue = Callable[[], None]
 

@@ -13,7 +13,7 @@ import torch.fx
 
 from builders.engine_lowering import OpNode
 from builders.shaped_tracer import ShapedTracer, bound_arguments, specs_of
-from sessions.errors import first_line
+from sessions.documents.errors import first_line
 
 ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "swish", torch.nn.Sigmoid: "sigmoid",
                       torch.nn.ReLU6: "relu6", torch.nn.Hardswish: "hardswish", torch.nn.Hardsigmoid: "hardsigmoid",

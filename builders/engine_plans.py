@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from sessions.paths import cache_dir
-from sessions.storage import write_atomically
+from sessions.documents.paths import cache_dir
+from sessions.documents.storage import write_atomically
 
 PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> plans built and timed per graph
 CACHE_VERSION = 2  # 2: each choice names its serialized plan

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import torch
 
 from builders.layer_spec import LayerSpec
-from sessions.errors import MissingEnvironment
+from sessions.documents.errors import MissingEnvironment
 
 E4M3_MAX = 448.0
 FP8 = torch.float8_e4m3fn

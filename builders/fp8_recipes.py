@@ -18,8 +18,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from sessions.errors import InputError
-from sessions.plan import VariantPlan
+from sessions.documents.errors import InputError
+from sessions.documents.plan import VariantPlan
 
 if TYPE_CHECKING:
     from builders.model_structure import ModelStructure

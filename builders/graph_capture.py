@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from builders.backend import TimingStep
-from sessions.errors import first_line
+from sessions.documents.errors import first_line
 
 
 @dataclass

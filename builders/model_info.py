@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sessions.vocab import Source
+from sessions.documents.vocab import Source
 
 
 @dataclass

@@ -26,7 +26,7 @@ from torch.overrides import TorchFunctionMode
 
 from builders.model_trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
 from builders.module_ops import own_op
-from sessions.vocab import Op
+from sessions.documents.vocab import Op
 
 PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatten", "dropout", "clone", "to",
                 "float", "half", "type", "unflatten", "squeeze", "unsqueeze"}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from builders.model_info import ModelInfo
-from sessions.errors import InputError, first_line
+from sessions.documents.errors import InputError, first_line
 
 # SegFormer (MiT-B0..B5) architectures as published by NVIDIA, so that `hf:segformer-b5` or a
 # `nvidia/segformer-bN-finetuned-ade-S-S` id absent from the local cache builds without the hub

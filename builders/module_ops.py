@@ -1,4 +1,4 @@
-"""The op a PyTorch module runs itself, in the session's vocabulary (sessions.vocab.Op), from the names of
+"""The op a PyTorch module runs itself, in the session's vocabulary (sessions.documents.vocab.Op), from the names of
 the torch functions its own forward calls (not those its children call).
 
 A container whose own work is a split and a concatenation (MixNet's mixed-kernel convolution) is a
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sessions.vocab import Op
+from sessions.documents.vocab import Op
 
 FUNCTION_OPS: dict[Op, tuple[str, ...]] = {
     "conv": ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution"),

@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from sessions.errors import InspectError, first_line
+from sessions.documents.errors import InspectError, first_line
 
 # ModelOpt 0.47's export opset; TensorRT 10.0 parses opsets 9-20 (onnx-tensorrt docs/operators.md),
 # and it is the newest opset the TorchScript exporter writes.

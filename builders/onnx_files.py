@@ -7,7 +7,7 @@ from pathlib import Path
 
 from builders.onnx_export import QdqCounts, qdq_counts
 from builders.onnx_source import variant_onnx
-from sessions.plan import VariantPlan
+from sessions.documents.plan import VariantPlan
 
 
 @dataclass

@@ -13,9 +13,9 @@ import torch
 
 from builders.onnx_export import export
 from builders.variant_modules import variant_module
-from sessions.errors import InputError
-from sessions.model import Recipe
-from sessions.plan import VariantPlan
+from sessions.documents.errors import InputError
+from sessions.documents.model import Recipe
+from sessions.documents.plan import VariantPlan
 
 
 @dataclass

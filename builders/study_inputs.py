@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from builders.model_info import ModelInfo
-from sessions.errors import InputError
-from sessions.plan import StudyPlan
+from sessions.documents.errors import InputError
+from sessions.documents.plan import StudyPlan
 
 
 @dataclass

@@ -27,12 +27,12 @@ from builders.engine_device import EngineDevice, engine_device
 from builders.onnx_export import file_hash
 from builders.onnx_source import variant_onnx
 from profilers.trt_import.layer_info import normalize_name, parse_layer_info
-from sessions.captions import STAND_IN, STAND_IN_LAYER_TIMES
-from sessions.errors import InputError, InspectError, MissingEnvironment
-from sessions.model import Layer, Variant
-from sessions.paths import cache_dir
-from sessions.plan import VariantPlan
-from sessions.storage import write_atomically
+from sessions.analyses.captions import STAND_IN, STAND_IN_LAYER_TIMES
+from sessions.documents.errors import InputError, InspectError, MissingEnvironment
+from sessions.documents.model import Layer, Variant
+from sessions.documents.paths import cache_dir
+from sessions.documents.plan import VariantPlan
+from sessions.documents.storage import write_atomically
 
 # by the enum member's name: trt.nptype has no numpy type for BF16 or FP8 and raises TypeError
 TORCH_DTYPES = {

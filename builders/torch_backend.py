@@ -26,11 +26,11 @@ from builders.variant_modules import (
     variant_module,
 )
 from profilers.module_ranges import module_name, module_ranges
-from sessions.captions import SIMULATES
-from sessions.errors import InputError
-from sessions.model import Layer, Variant
-from sessions.plan import VariantPlan
-from sessions.vocab import Device
+from sessions.analyses.captions import SIMULATES
+from sessions.documents.errors import InputError
+from sessions.documents.model import Layer, Variant
+from sessions.documents.plan import VariantPlan
+from sessions.documents.vocab import Device
 
 
 def module_layer(path: str, module: torch.nn.Module, structure: ModelStructure | None = None) -> Layer:

@@ -1,7 +1,7 @@
 """Every call into TensorRT's Python API that differs between versions or needs care, in one place.
 
 Written against the real 10.x and 11.x bindings (../shared/docs/tensorrt-facts.md, sections 2 to 5;
-names checked by tests/test_trt_api_contract.py). Enum values are stored by name: their integers
+names checked by tests/builders/test_trt_api_contract.py). Enum values are stored by name: their integers
 changed in 11.x. Tests run this code against a stand-in (tests/fake_tensorrt) that executes on the
 CPU; its version ends in STAND_IN_SUFFIX, and what it produces is never presented as TensorRT's.
 """
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sessions.errors import InputError, InspectError, MissingEnvironment
-from sessions.storage import write_atomically
+from sessions.documents.errors import InputError, InspectError, MissingEnvironment
+from sessions.documents.storage import write_atomically
 
 STAND_IN_SUFFIX = "-fake"
 

@@ -23,10 +23,10 @@ import torch
 from builders.fp8_recipes import OPS, check_selections, select
 from builders.model_structure import model_structure
 from builders.onnx_export import FP8_MAX, MIN_SCALE
-from sessions.captions import SIMULATED_FP8
-from sessions.errors import MissingEnvironment
-from sessions.model import Recipe
-from sessions.plan import VariantPlan
+from sessions.analyses.captions import SIMULATED_FP8
+from sessions.documents.errors import MissingEnvironment
+from sessions.documents.model import Recipe
+from sessions.documents.plan import VariantPlan
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # A zero amax becomes 448 x 2**-14: scale 2**-14, the smallest normal fp16 value, the floor the ONNX

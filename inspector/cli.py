@@ -29,7 +29,7 @@ from inspector.commands import (
 from inspector.commands import run as run_command
 from inspector.commands.output import err, interactive
 from inspector.commands.run import study_request
-from sessions.errors import ExitCode, InspectError
+from sessions.documents.errors import ExitCode, InspectError
 
 # In the order `--help` lists them.
 COMMAND_MODULES = (run_command, open_session, show, groups, list_sessions, import_files, diff, export, rerun, onnx, probe,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from inspector.request import StudyRequest
-from sessions.errors import first_line
-from sessions.plan import StudyPlan, TimingPlan
+from sessions.documents.errors import first_line
+from sessions.documents.plan import StudyPlan, TimingPlan
 
 BUDGET_S = 200.0  # the study after start-up: the main job within 5 minutes on 2 cores that others also use
 BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more than this times fp32's

@@ -1,8 +1,8 @@
-"""The study options' spec (`sessions.options`) put to work: command-line arguments, the registries'
+"""The study options' spec (`sessions.documents.options`) put to work: command-line arguments, the registries'
 choices, and the complete check of a request's values and of a plan.
 
-Nothing here declares an option: a new study option is one entry in `sessions.options.OPTIONS` (and, for
-one the study takes as given, its field in `sessions.options.GivenOptions`, which the request and plan are made of).
+Nothing here declares an option: a new study option is one entry in `sessions.documents.options.OPTIONS` (and, for
+one the study takes as given, its field in `sessions.documents.options.GivenOptions`, which the request and plan are made of).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from sessions.errors import InputError
-from sessions.options import OPTIONS, TIMING, Option, option
-from sessions.plan import BASE_PRECISIONS, StudyPlan, VariantPlan
+from sessions.documents.errors import InputError
+from sessions.documents.options import OPTIONS, TIMING, Option, option
+from sessions.documents.plan import BASE_PRECISIONS, StudyPlan, VariantPlan
 
 DEVICE_WORDS = {"cuda": "CUDA", "cpu": "the CPU"}
 

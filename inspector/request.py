@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from sessions.errors import InputError
-from sessions.options import OPTIONS, RUN, TIMING, GivenOptions, default, machine_default
-from sessions.plan import TimingPlan, parse_variants
+from sessions.documents.errors import InputError
+from sessions.documents.options import OPTIONS, RUN, TIMING, GivenOptions, default, machine_default
+from sessions.documents.plan import TimingPlan, parse_variants
 
 NAME_LIMIT = 200  # UTF-8 bytes; a name becomes part of a file name (255 bytes at most on most file systems)
 CUDA_TIMING = TimingPlan(*(machine_default(name, "cuda") for name in TIMING))
@@ -38,8 +38,8 @@ class AskedOptions:
 
 @dataclass(frozen=True)
 class StudyRequest(GivenOptions, AskedOptions):
-    """The study options as given (`sessions.options` declares them); None where the machine decides. The options
-    a plan takes as given are its fields from `sessions.options.GivenOptions`."""
+    """The study options as given (`sessions.documents.options` declares them); None where the machine decides. The options
+    a plan takes as given are its fields from `sessions.documents.options.GivenOptions`."""
 
     command: tuple[str, ...] = field(default=(), compare=False)
 

@@ -13,9 +13,9 @@ from builders.backend import auto_backends, backend_class
 from builders.fp8_recipes import preflight
 from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
 from profilers.tracers import get_tracer, tracer_names
-from sessions.errors import MissingEnvironment
-from sessions.plan import StudyPlan, TimingPlan, parse_variants
-from sessions.vocab import Device
+from sessions.documents.errors import MissingEnvironment
+from sessions.documents.plan import StudyPlan, TimingPlan, parse_variants
+from sessions.documents.vocab import Device
 
 
 def cuda_visible() -> bool:

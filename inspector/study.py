@@ -23,15 +23,15 @@ from inspector.request import StudyRequest
 from inspector.resolve import cuda_visible, resolve
 from profilers.memory import device_memory
 from profilers.tracers import Tracer, get_tracer
-from sessions import document
-from sessions.captions import NO_REFERENCE
-from sessions.comparison import BASELINE_PRECISION
-from sessions.errors import InspectError, MissingEnvironment, first_line
-from sessions.model import Session, TimingMethod, Variant
-from sessions.paths import session_file
-from sessions.plan import StudyPlan, VariantPlan
-from sessions.storage import SessionWriter, session_writer
-from sessions.summary import VariantSummary, summarize_session
+from sessions.analyses.captions import NO_REFERENCE
+from sessions.analyses.comparison import BASELINE_PRECISION
+from sessions.analyses.summary import VariantSummary, summarize_session
+from sessions.documents import document
+from sessions.documents.errors import InspectError, MissingEnvironment, first_line
+from sessions.documents.model import Session, TimingMethod, Variant
+from sessions.documents.paths import session_file
+from sessions.documents.plan import StudyPlan, VariantPlan
+from sessions.documents.storage import SessionWriter, session_writer
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
 
 def run_study(plan: StudyPlan, command: list[str], report: Report, force: bool = False) -> tuple[Session, Path]:
     """Run `plan` and save its session after every step; an existing session at its path is replaced only with
-    `force`, and only when the study is done (see `sessions.storage.session_writer`)."""
+    `force`, and only when the study is done (see `sessions.documents.storage.session_writer`)."""
     validate_plan(plan)
     created = dt.datetime.now(dt.UTC)
     with session_writer(session_file(plan.out, plan.model, created), force) as writer:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from sessions.model import KernelTable, Layer, TraceSummary
+from sessions.documents.model import KernelTable, Layer, TraceSummary
 
 CALL_RANGE_PREFIX = "trt-inspect/call/"
 ROOT = "(model)"  # the layer that owns what the model's own code launches outside every module
@@ -167,7 +167,7 @@ def kernel_table(kernels: list[KernelRecord], attribution: Attribution, layers: 
 
 def assign_layer_times(table: KernelTable, layers: list[Layer], calls: int) -> None:
     """Per-layer time = the layer's own kernels' (or ops') duration per call; with two calls or more, also
-    the layer's time in each call (`Layer.call_times_ms`, the spread `sessions.noise` judges by)."""
+    the layer's time in each call (`Layer.call_times_ms`, the spread `sessions.analyses.noise` judges by)."""
     total_ns = [0] * len(layers)
     per_call = calls >= 2
     call_ns = [[0] * calls for _ in layers] if per_call else []

@@ -13,7 +13,7 @@ from importlib import metadata
 from types import TracebackType
 from typing import Self
 
-from sessions.model import Environment, GpuInfo, GpuSample, TimingConditions, TorchSettings
+from sessions.documents.model import Environment, GpuInfo, GpuSample, TimingConditions, TorchSettings
 
 PACKAGES = (
     "trt-inspect",

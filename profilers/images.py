@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 SKIMAGE_PHOTOS = (
     "astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field", "immunohistochemistry", "retina",

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
-from sessions.errors import MissingEnvironment
+from sessions.documents.errors import MissingEnvironment
 
 RANGE_KIND = "nvtx"
 INJECTION_ENV = "NVTX_INJECTION64_PATH"

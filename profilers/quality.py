@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from sessions.model import Quality
+from sessions.documents.model import Quality
 
 
 def class_logits(output: Any) -> np.ndarray:

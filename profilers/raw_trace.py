@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 FORMAT = "trt-inspect-raw-trace/1"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from sessions.model import LatencyStats
+from sessions.documents.model import LatencyStats
 
 
 def percentile(ordered: Sequence[float], q: float) -> float:

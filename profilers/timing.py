@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from sessions.plan import TimingPlan
+from sessions.documents.plan import TimingPlan
 
 Step = Callable[[], None]
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from profilers.attribution import TraceRecords
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 Step = Callable[[], None]
 

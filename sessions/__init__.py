@@ -1,1 +1,1 @@
-"""The session document: model, storage, diff, groups and export. No Textual here."""
+"""Session documents (`documents`), what they mean (`analyses`), how they read (`reports`). No Textual here."""

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).parent / "data"
+TESTS = Path(__file__).resolve().parent  # the tests root: data, helpers and stand-ins are found from it
+DATA = TESTS / "data"
 H200 = DATA / "h200"
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "trtexec"
 

@@ -11,7 +11,7 @@ from builders.model_info import ModelInfo
 from builders.study_inputs import StudyInputs
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from profilers.tracers import Tracer, register_tracer
-from sessions.model import Layer, Variant
+from sessions.documents.model import Layer, Variant
 
 LAYERS = ("conv1", "conv2", "fc")
 SEEN: list[tuple[str, int]] = []  # (layer, kernels) as the fake engine runs inside its ranges

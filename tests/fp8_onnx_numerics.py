@@ -54,7 +54,7 @@ class Row:
 def fp8_module(model, calibration: torch.Tensor, recipe: str) -> tuple[torch.nn.Module, torch.nn.Module, str]:
     """The fp32 reference and the FP8 fp16 module, as `trt-inspect onnx` builds them."""
     from builders.variant_modules import variant_module
-    from sessions.plan import VariantPlan
+    from sessions.documents.plan import VariantPlan
 
     reference = model.module.float().eval()
     for attention in reference.modules():  # the graph has no fused attention: run the same explicit ops here
@@ -87,7 +87,7 @@ def check(name: str, folder: Path, layers: bool = False, optimized: bool = False
 
     from builders.onnx_export import export
     from builders.study_inputs import load_study_inputs
-    from sessions.plan import StudyPlan, TimingPlan, VariantPlan
+    from sessions.documents.plan import StudyPlan, TimingPlan, VariantPlan
 
     start = time.perf_counter()
     plan = StudyPlan(model=name, backend="torch", device="cpu", variants=(VariantPlan("fp8", recipe),), batch=1,

@@ -109,8 +109,8 @@ def test_no_import_cycle_between_the_packages():
 
 
 def test_the_package_checks_find_a_forbidden_arrow_and_a_package_cycle():
-    graph = {"profilers.timing": {"builders.models"}, "builders.models": {"sessions.model"},
-             "sessions.model": {"profilers.stats"}, "profilers.stats": set()}
+    graph = {"profilers.timing": {"builders.models"}, "builders.models": {"sessions.documents.model"},
+             "sessions.documents.model": {"profilers.stats"}, "profilers.stats": set()}
     arrows = package_arrows(graph)
     assert arrows[("profilers", "builders")] == ["profilers.timing imports builders.models"]
     assert find_cycle(package_graph(arrows)) == ["builders", "sessions", "profilers", "builders"]
@@ -139,8 +139,8 @@ def test_no_long_functions_in_the_core():
     assert long == []
 
 
-POLICY_OWNERS = {"sessions/comparison.py", "sessions/noise.py",  # the baseline rule, the noise rule
-                 "sessions/plan.py"}  # which precisions a variant name may ask of an engine: no comparison
+POLICY_OWNERS = {"sessions/analyses/comparison.py", "sessions/analyses/noise.py",  # the baseline rule, the noise rule
+                 "sessions/documents/plan.py"}  # which precisions a variant name may ask of an engine: no comparison
 NOISE_LITERALS = {0.05, 1.05, 0.95, 0.1, 1.1}  # bands hand-written before the noise rule had one owner
 BAND_NAME = re.compile(r"NOISE|PAYS|BAND|TOLERANCE")  # what a module constant holding one was called
 
@@ -178,12 +178,12 @@ def test_the_policy_check_finds_a_hand_written_baseline_and_band(tmp_path):
     assert len(policy_literals(tmp_path / "x.py", tmp_path)) == 3
 
 
-# The study options: ranges and defaults are written in the spec (sessions/options.py) and nowhere else.
+# The study options: ranges and defaults are written in the spec (sessions/documents/options.py) and nowhere else.
 
-SPEC_MODULES = ("sessions/options.py", "inspector/options.py")
+SPEC_MODULES = ("sessions/documents/options.py", "inspector/options.py")
 # A literal that is not the option's default: what documents written before the option existed mean.
-EARLIER_MEANINGS = {("sessions/plan.py", "switch_warmup"): "plans recorded before the option discarded none",
-                    ("sessions/migrations.py", "*"): "schema-1 documents, read with the defaults of their time"}
+EARLIER_MEANINGS = {("sessions/documents/plan.py", "switch_warmup"): "plans recorded before the option discarded none",
+                    ("sessions/documents/migrations.py", "*"): "schema-1 documents, read with the defaults of their time"}
 
 
 def spec_numbers(spec) -> set[float]:
@@ -208,7 +208,7 @@ def option_offenders(source: str, where: str) -> list[str]:
     """Places in `source` that write an option's range or default themselves: a comparison of an option's field
     with one of its bounds or defaults, `field or <default>`, a dataclass field with a literal default, or an
     argparse argument for an option's flag that does not take its type from the spec."""
-    from sessions.options import OPTIONS
+    from sessions.documents.options import OPTIONS
 
     fields = {s.field: s for s in OPTIONS if spec_numbers(s)}
     flags = {flag for s in OPTIONS if spec_numbers(s) or s.default or s.command_defaults for flag in s.flags}
@@ -289,6 +289,6 @@ def test_renderers_never_test_a_backend_name():
         paths = [ROOT / target] if target.endswith(".py") else sorted((ROOT / target).rglob("*.py"))
         for path in paths:
             where = str(path.relative_to(ROOT))
-            if where != "sessions/engines.py":  # the one reader of sessions written before engines named themselves
+            if where != "sessions/documents/engines.py":  # the one reader of sessions written before engines named themselves
                 found += backend_tests(path.read_text(), where)
     assert found == []

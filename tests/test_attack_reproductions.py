@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from sessions import storage
-from sessions.tables import markdown_table_problems
+from sessions.documents import storage
+from sessions.reports.tables import markdown_table_problems
 from tests.conftest import H200, run_cli
 
 # A name that tries every way out of a Markdown cell or line: row and line breaks, a pipe, a heading,
@@ -125,7 +125,7 @@ def test_crafted_names_cannot_change_the_study_and_matrix_exports(tmp_path):
 
 
 def test_the_markdown_escapes_keep_text_readable():
-    from sessions.tables import md_cell, md_code, md_fence, md_text
+    from sessions.reports.tables import md_cell, md_code, md_fence, md_text
 
     assert md_cell("a|b <i> & c\nd") == "a\\|b &lt;i&gt; &amp; c d"
     assert md_text("# heading") == "\\# heading" and md_text("1. item") == "1\\. item" and md_text("layer1.0") == "layer1.0"
@@ -136,7 +136,7 @@ def test_the_markdown_escapes_keep_text_readable():
 def test_a_command_with_a_newline_stays_one_line_that_bash_reads_back():
     import subprocess
 
-    from sessions.export import shell_line
+    from sessions.reports.export import shell_line
 
     line = shell_line(["printf", "%s|", "a\nb", "it's", "caf\xe9"])
     assert line == "printf '%s|' $'a\\x0ab' 'it'\"'\"'s' 'caf\xe9'"
@@ -286,7 +286,7 @@ def test_a_decompression_bomb_image_is_one_line(side, tmp_path, capsys):
 def test_an_error_with_an_empty_message_still_says_what_it_is(monkeypatch, capsys):
     from inspector import cli
     from inspector.study import one_line
-    from sessions.errors import InputError, first_line
+    from sessions.documents.errors import InputError, first_line
 
     assert first_line(EOFError()) == "EOFError" and first_line(ValueError("\n  \nsecond")) == "second"
     assert one_line(RuntimeError("")) == "RuntimeError" and one_line(RuntimeError("\nboom")) == "RuntimeError: boom"
@@ -420,9 +420,9 @@ def test_export_to_a_full_disk_keeps_the_old_file(tmp_path, monkeypatch, capsys)
 def test_diff_is_linear_in_the_variants():
     import time
 
-    from sessions.diff import diff_sessions
-    from sessions.diff_report import diff_text
-    from sessions.groups import load_rules
+    from sessions.analyses.diff import diff_sessions
+    from sessions.analyses.groups import load_rules
+    from sessions.reports.diff_report import diff_text
 
     session = storage.load(H200 / "senet154-h200.json")  # defect 12: 20,000 variants took 194 s
     template = copy.copy(session.variants[0])
@@ -495,7 +495,7 @@ def test_a_rules_file_of_a_bad_shape_is_one_line(tmp_path, capsys, text, message
 
 
 def test_text_tables_print_no_control_character_from_a_name():
-    from sessions.tables import render_text
+    from sessions.reports.tables import render_text
 
     text = render_text(["layer", "ms"], [["conv\x1b[2J\rhidden\nrow", 1.5]])
     assert "\x1b" not in text and "\r" not in text and len(text.splitlines()) == 3

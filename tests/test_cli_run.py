@@ -5,7 +5,7 @@ import re
 import orjson
 import pytest
 
-from sessions import storage
+from sessions.documents import storage
 from tests.conftest import run_cli
 
 FAST = ["--device", "cpu", "--rounds", "2", "--iters", "2", "--warmup", "0", "--calib-count", "2"]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from profilers.trt_import.layer_info import parse_layer_info
 from profilers.trt_import.profile import pair_profile, parse_profile
 from profilers.trt_import.times import parse_times
-from sessions import storage
-from sessions.errors import InputError
+from sessions.documents import storage
+from sessions.documents.errors import InputError
 from tests.conftest import DATA, H200, ROOT
 
 EXAMPLES = int(os.environ.get("TRT_INSPECT_FUZZ_EXAMPLES", "150"))
@@ -169,12 +169,12 @@ SESSION_SEEDS["schema 2"]["environment"]["torch"] = {"cudnn_benchmark": False, "
 
 def every_view(session) -> None:
     """What `show`, `groups`, `export` and `diff` do with a loaded session."""
-    from sessions import export
-    from sessions.diff import diff_sessions
-    from sessions.diff_report import diff_document, diff_text
-    from sessions.group_report import group_document, group_text
-    from sessions.groups import load_rules
-    from sessions.summary import summary_document
+    from sessions.analyses.diff import diff_sessions
+    from sessions.analyses.groups import load_rules
+    from sessions.analyses.summary import summary_document
+    from sessions.reports import export
+    from sessions.reports.diff_report import diff_document, diff_text
+    from sessions.reports.group_report import group_document, group_text
 
     rules = load_rules()
     summary_document(session, "s.json")
@@ -258,7 +258,7 @@ def toml_text(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-BUILTIN_RULES = tomllib.loads((ROOT / "sessions" / "group_rules.toml").read_text())
+BUILTIN_RULES = tomllib.loads((ROOT / "sessions" / "analyses" / "group_rules.toml").read_text())
 USER_RULES = {"roles": BUILTIN_RULES["roles"][:4], "kernel_classes": BUILTIN_RULES["kernel_classes"][:3],
               "stages": BUILTIN_RULES.get("stages", {"pattern": "^(layer\\d+)"})}
 
@@ -267,8 +267,8 @@ USER_RULES = {"roles": BUILTIN_RULES["roles"][:4], "kernel_classes": BUILTIN_RUL
 @given(st.data())
 def test_groups_rules_file_with_one_wrong_typed_element(tmp_path_factory, data):
     """--groups RULES.toml: one InputError line, or rules that group a real session by role, stage and kernel."""
-    from sessions.group_report import group_document
-    from sessions.groups import load_rules
+    from sessions.analyses.groups import load_rules
+    from sessions.reports.group_report import group_document
 
     path = tmp_path_factory.mktemp("rules") / "rules.toml"
     path.write_text(toml_text(corrupted(USER_RULES, data, null=False)))

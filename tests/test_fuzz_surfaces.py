@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from inspector.sweep.matrix import check_imports, combinations, parse_matrix
 from inspector.tui.plain import plain
-from sessions.errors import InputError
-from sessions.input_files import check_bounds
-from sessions.options import BY_KEY
-from sessions.tables import render_text, terminal_text
+from sessions.documents.errors import InputError
+from sessions.documents.input_files import check_bounds
+from sessions.documents.options import BY_KEY
+from sessions.reports.tables import render_text, terminal_text
 from tests.test_fuzz import FUZZ, json_values
 
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")

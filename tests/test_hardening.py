@@ -76,7 +76,7 @@ def test_a_recipe_that_selects_nothing_is_refused_before_any_work(tmp_path):
 
 def test_a_failed_variant_is_kept_beside_the_ones_that_worked(tmp_path):
     from inspector.study import run_study
-    from sessions.plan import StudyPlan, TimingPlan, parse_variants
+    from sessions.documents.plan import StudyPlan, TimingPlan, parse_variants
 
     plan = StudyPlan(model="test_resnet", backend="torch", device="cpu", batch=1, timing=TimingPlan(0, 1, 1),
                      variants=parse_variants("fp32,fp8", ["all"], ["*"]), tracer="none", calib_count=2,

@@ -190,7 +190,7 @@ def test_capture_an_imported_qat_pair_with_verdict_tactics_and_formats(terminal_
         done = run_cli("import", "--layers", str(folder / f"{stem}.onnx.engine.graph.json"), "--profile",
                        str(folder / f"{stem}.onnx.engine.profile.json"), "--name", name, "--model", "resnet", *where)
         assert done.returncode == 0, done.stderr
-    from sessions import storage
+    from sessions.documents import storage
 
     session = storage.load(path)
     session.study.created = "2026-12-01T12:00:00+00:00"  # the import's own clock, fixed for a stable capture

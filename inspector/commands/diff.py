@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from inspector.commands.output import print_json, rules
-from sessions.errors import ExitCode, InputError
-from sessions.tables import terminal_text
+from sessions.documents.errors import ExitCode, InputError
+from sessions.reports.tables import terminal_text
 
 NAME = "diff"
 
@@ -51,7 +51,7 @@ def _pairs(texts: list[str]) -> list[tuple[str, str]]:
 
 def print_diff(diff: Any, fmt: str) -> int:
     """The diff as text, Markdown or JSON; the exit code says whether it holds a regression."""
-    from sessions.diff_report import diff_document, diff_text
+    from sessions.reports.diff_report import diff_document, diff_text
 
     if fmt == "json":
         print_json(diff_document(diff))
@@ -61,8 +61,8 @@ def print_diff(diff: Any, fmt: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.diff import diff_sessions
-    from sessions.storage import load, resolve
+    from sessions.analyses.diff import diff_sessions
+    from sessions.documents.storage import load, resolve
 
     change = threshold(args.threshold)
     path_a, path_b = resolve(args.a), resolve(args.b)

@@ -1,4 +1,4 @@
-"""`trt-inspect export SESSION...`: a session in one of the export formats (`sessions.exporters`): README-ready
+"""`trt-inspect export SESSION...`: a session in one of the export formats (`sessions.reports.exporters`): README-ready
 Markdown, CSV or JSON; the study section or the matrix tables of several."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from inspector.commands.output import err, rules
-from sessions.errors import ExitCode, InputError, InspectError
-from sessions.tables import terminal_text
+from sessions.documents.errors import ExitCode, InputError, InspectError
+from sessions.reports.tables import terminal_text
 
 NAME = "export"
 
 
 def add_parser(sub: Any) -> None:
-    from sessions.exporters import exporters
+    from sessions.reports.exporters import exporters
 
     formats = list(exporters())
     p = sub.add_parser(NAME, help="a session as README-ready Markdown, or CSV / JSON; the study section of several")
@@ -31,8 +31,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.exporters import ExportRequest, exporter
-    from sessions.storage import load, resolve
+    from sessions.documents.storage import load, resolve
+    from sessions.reports.exporters import ExportRequest, exporter
 
     chosen = exporter(args.format)
     paths = [resolve(name) for name in args.session]
@@ -44,13 +44,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_export(text: str, output: str | None, force: bool) -> int:
-    from sessions.tables import markdown_table_problems
+    from sessions.reports.tables import markdown_table_problems
 
     problems = markdown_table_problems(text)
     if problems:
         raise InspectError(f"export made a malformed table ({problems[0]}); nothing written")
     if output:
-        from sessions.export import write_export
+        from sessions.reports.export import write_export
 
         write_export(Path(output), text, force)
         err(f"wrote {output}")

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from inspector.commands.output import print_json, rules
-from sessions.errors import ExitCode
-from sessions.tables import terminal_text
+from sessions.documents.errors import ExitCode
+from sessions.reports.tables import terminal_text
 
 NAME = "groups"
 
@@ -22,8 +22,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.group_report import group_document, group_text
-    from sessions.storage import load, resolve
+    from sessions.documents.storage import load, resolve
+    from sessions.reports.group_report import group_document, group_text
 
     session = load(resolve(args.session))
     for name in args.variants or []:

@@ -7,8 +7,8 @@ from typing import Any
 
 from inspector.commands.output import err, print_session
 from inspector.options import argument_type
-from sessions.errors import ExitCode, InputError
-from sessions.options import option
+from sessions.documents.errors import ExitCode, InputError
+from sessions.documents.options import option
 
 NAME = "import"
 
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from profilers.trt_import.folder import files_of_folder
     from profilers.trt_import.importer import check_joinable, import_variant, new_session
     from profilers.trt_import.kinds import ImportFiles, roles
-    from sessions.paths import session_file
-    from sessions.storage import LOCK_WAIT_S, load, resolve, session_writer
+    from sessions.documents.paths import session_file
+    from sessions.documents.storage import LOCK_WAIT_S, load, resolve, session_writer
 
     single = [role for role in roles() if not role.repeatable]
     if args.folder and any(getattr(args, role.name) for role in single):

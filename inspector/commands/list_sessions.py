@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from inspector.commands.output import err, print_json
-from sessions.errors import ExitCode
+from sessions.documents.errors import ExitCode
 
 NAME = "sessions"
 
@@ -17,9 +17,9 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.paths import sessions_dir
-    from sessions.storage import list_sessions
-    from sessions.tables import render_text
+    from sessions.documents.paths import sessions_dir
+    from sessions.documents.storage import list_sessions
+    from sessions.reports.tables import render_text
 
     entries, problems = list_sessions()
     for problem in problems:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from inspector.commands.output import err, print_session
-from sessions.errors import ExitCode
+from sessions.documents.errors import ExitCode
 
 NAME = "merge"
 
@@ -21,8 +21,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.merge import collect, merge_sessions
-    from sessions.storage import LOCK_WAIT_S, session_writer
+    from sessions.analyses.merge import collect, merge_sessions
+    from sessions.documents.storage import LOCK_WAIT_S, session_writer
 
     target = Path(args.out)
     sources, skipped = collect(args.sources, target)

@@ -8,8 +8,8 @@ from typing import Any
 
 from inspector.commands.output import print_json
 from inspector.options import add_arguments
-from sessions.errors import ExitCode
-from sessions.options import ONNX
+from sessions.documents.errors import ExitCode
+from sessions.documents.options import ONNX
 
 NAME = "onnx"
 
@@ -25,8 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from builders.onnx_files import write_onnx_files
     from builders.study_inputs import InputChoice, load_inputs
     from inspector.options import check_variant, validate_request_values
-    from sessions.plan import parse_variants
-    from sessions.tables import render_text
+    from sessions.documents.plan import parse_variants
+    from sessions.reports.tables import render_text
 
     variants = parse_variants(args.variants, args.fp8_recipes, args.fp8_exclude)
     choice = InputChoice(args.model, args.batch, args.calib_count, args.images, args.checkpoint, args.seed)

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from inspector.commands.output import interactive
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 NAME = "open"
 
@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
     from inspector.tui import open_tui
 
     if not interactive():
-        from sessions.storage import load, resolve
+        from sessions.documents.storage import load, resolve
 
         if args.session:
             load(resolve(args.session))  # a bad file is still named as such

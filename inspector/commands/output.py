@@ -8,12 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessions.errors import ExitCode, InspectError
-from sessions.json_text import json_text
-from sessions.tables import terminal_text
+from sessions.documents.errors import ExitCode, InspectError
+from sessions.documents.json_text import json_text
+from sessions.reports.tables import terminal_text
 
 if TYPE_CHECKING:
-    from sessions.groups import Rules
+    from sessions.analyses.groups import Rules
 
 
 def err(message: str) -> None:
@@ -26,17 +26,17 @@ def print_json(document: Any) -> None:
 
 
 def _print_summary(session: Any, path: Path | str | None) -> None:
-    from sessions import views
-    from sessions.groups import load_rules
-    from sessions.summary import simulation_lines
-    from sessions.tables import table_text
-    from sessions.verdict import verdict_lines
+    from sessions.analyses.groups import load_rules
+    from sessions.analyses.summary import simulation_lines
+    from sessions.analyses.verdict import verdict_lines
+    from sessions.reports import views
+    from sessions.reports.tables import table_text
 
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
     batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
     print(terminal_text(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})"))
     print(table_text(views.session_variant_table(session)))
-    from sessions.layer_verdict import layer_time_lines
+    from sessions.analyses.layer_verdict import layer_time_lines
 
     rules = load_rules()
     for line in (verdict_lines(session, rules) or layer_time_lines(session, rules)) + simulation_lines(session):
@@ -51,7 +51,7 @@ def _print_summary(session: Any, path: Path | str | None) -> None:
 def print_session(session: Any, path: Path | str | None, as_json: bool) -> None:
     """A session's summary: its variant table, verdict and notes, or with `as_json` the summary document."""
     if as_json:
-        from sessions.summary import summary_document
+        from sessions.analyses.summary import summary_document
 
         print_json(summary_document(session, str(path)))
     else:
@@ -88,7 +88,7 @@ def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]], as_js
 
 def rules(path: str | None) -> Rules:
     """The grouping rules: the built-in ones, after those of the TOML file at `path` where one is given."""
-    from sessions.groups import load_rules
+    from sessions.analyses.groups import load_rules
 
     return load_rules(Path(path) if path else None)
 

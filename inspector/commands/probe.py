@@ -7,9 +7,9 @@ from typing import Any
 
 from inspector.commands.output import err, print_json
 from inspector.options import add_arguments
-from sessions.errors import ExitCode
-from sessions.options import PROBE
-from sessions.tables import terminal_text
+from sessions.documents.errors import ExitCode
+from sessions.documents.options import PROBE
+from sessions.reports.tables import terminal_text
 
 NAME = "probe"
 
@@ -22,8 +22,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from inspector.probe.fp8_probe import ProbeOptions, run_probe
-    from sessions.groups import load_rules
-    from sessions.probe_summary import probe_document, probe_text
+    from sessions.analyses.groups import load_rules
+    from sessions.reports.probe_summary import probe_document, probe_text
 
     fields = ProbeOptions.__dataclass_fields__
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items() if k in fields}

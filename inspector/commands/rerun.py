@@ -7,7 +7,7 @@ from typing import Any
 
 from inspector.commands.diff import print_diff, threshold
 from inspector.commands.output import rules, run_headless
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 NAME = "rerun"
 
@@ -24,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
     import dataclasses
 
     from inspector.study import run_study
-    from sessions.diff import diff_sessions
-    from sessions.storage import load, resolve
+    from sessions.analyses.diff import diff_sessions
+    from sessions.documents.storage import load, resolve
 
     change = threshold(args.threshold)
     path = resolve(args.session)

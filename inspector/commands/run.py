@@ -8,7 +8,7 @@ from typing import Any
 
 from inspector.commands.output import run_headless
 from inspector.options import add_arguments
-from sessions.options import RUN
+from sessions.documents.options import RUN
 
 NAME = "run"
 

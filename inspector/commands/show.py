@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from inspector.commands.output import print_json, print_session
-from sessions.errors import ExitCode
+from sessions.documents.errors import ExitCode
 
 NAME = "show"
 
@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessions.storage import load, resolve
+    from sessions.documents.storage import load, resolve
 
     path = resolve(args.session)
     session = load(path)
@@ -33,8 +33,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_layers(session: Any, path: Any, names: list[str] | None, as_json: bool) -> None:
-    from sessions.layer_detail import layer_detail_table, layers_document
-    from sessions.tables import table_text
+    from sessions.reports.layer_detail import layer_detail_table, layers_document
+    from sessions.reports.tables import table_text
 
     if as_json:
         print_json(layers_document(session, str(path), names))

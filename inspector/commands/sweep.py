@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from inspector.commands.output import err, print_json
-from sessions.errors import ExitCode, InputError
+from sessions.documents.errors import ExitCode, InputError
 
 NAME = "sweep"
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_plans(folder: Any, jobs: list[Any], as_json: bool) -> int:
-    from sessions.tables import render_text
+    from sessions.reports.tables import render_text
 
     finished = [job for job in jobs if folder.finished(job.key)]
     if as_json:
@@ -86,7 +86,7 @@ def _plan_columns(job: Any) -> list[str]:
 
 
 def _print_outcomes(folder: Any, jobs: list[Any], outcomes: dict[str, Any], merged: Any, as_json: bool) -> None:
-    from sessions.tables import render_text
+    from sessions.reports.tables import render_text
 
     if as_json:
         print_json({"folder": str(folder.root), "merged": str(merged) if merged else None,

@@ -29,15 +29,15 @@ from inspector.probe.probe_session import (
 )
 from profilers.attribution import TraceRecords
 from profilers.tracers import Tracer
-from sessions.document import new_session
-from sessions.errors import InputError, MissingEnvironment
-from sessions.lowering import FP8_TENSOR_CORES
-from sessions.model import Session, TimingMethod
-from sessions.options import PROBE, check_values, default
-from sessions.paths import session_file
-from sessions.plan import TimingPlan
-from sessions.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
-from sessions.storage import save
+from sessions.analyses.lowering import FP8_TENSOR_CORES
+from sessions.documents.document import new_session
+from sessions.documents.errors import InputError, MissingEnvironment
+from sessions.documents.model import Session, TimingMethod
+from sessions.documents.options import PROBE, check_values, default
+from sessions.documents.paths import session_file
+from sessions.documents.plan import TimingPlan
+from sessions.documents.storage import save
+from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
 
 REPLAY_TARGET_MS = 0.2  # one timed replay holds about this much work ...
 MAX_CALLS_PER_REPLAY = 128  # ... in at most this many back-to-back calls
@@ -46,7 +46,7 @@ Report = Callable[[str], None]
 
 @dataclass
 class ProbeOptions:
-    """The probe's options (`sessions.options` declares them, with the probe's defaults and ranges)."""
+    """The probe's options (`sessions.documents.options` declares them, with the probe's defaults and ranges)."""
 
     model: str
     batch: int = default("batch", PROBE)
@@ -412,7 +412,7 @@ def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tupl
     cudnn = require_fp8_environment()
     import torch
 
-    from sessions.groups import load_rules
+    from sessions.analyses.groups import load_rules
 
     inputs = probe_inputs(options)
     model, static, captured = _collected(inputs, options)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from builders.layer_spec import LayerSpec
 from profilers.attribution import LayerIndex, TraceRecords, summarize
 from profilers.stats import latency_stats
-from sessions.model import Layer, Tensor, Variant
-from sessions.vocab import DType, Precision
+from sessions.documents.model import Layer, Tensor, Variant
+from sessions.documents.vocab import DType, Precision
 
 QUANTIZER_SUFFIX = ".input_quantizer"  # the groups' "quantize / dequantize" role matches `_quantizer$`
 QUANTIZE_KIND = "Quantize"

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, run_job
-from sessions.errors import MissingEnvironment, first_line
+from sessions.documents.errors import MissingEnvironment, first_line
 
 OnOutcome = Callable[[Job, Outcome], None]
 EXTRA = "pip install 'trt-inspect[sweep]'"

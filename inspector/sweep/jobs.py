@@ -23,10 +23,10 @@ from typing import Literal
 import orjson
 
 from inspector.request import StudyRequest
-from sessions.codec import ShapeError, build
-from sessions.errors import InputError
-from sessions.input_files import MAX_TEXT_FILE_BYTES, read_regular_file
-from sessions.plan import StudyPlan
+from sessions.documents.codec import ShapeError, build
+from sessions.documents.errors import InputError
+from sessions.documents.input_files import MAX_TEXT_FILE_BYTES, read_regular_file
+from sessions.documents.plan import StudyPlan
 
 State = Literal["done", "failed", "cancelled", "skipped"]
 
@@ -88,7 +88,7 @@ class SweepFolder:
 
     def lock(self) -> AbstractContextManager[None]:
         """Held while a sweep runs jobs in this folder and merges them: a second sweep into it is refused."""
-        from sessions.storage import file_lock
+        from sessions.documents.storage import file_lock
 
         self.root.mkdir(parents=True, exist_ok=True)
         return file_lock(self.root / ".sweep.lock", f"{self.root} is in use by another trt-inspect sweep; wait for it "

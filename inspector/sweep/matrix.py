@@ -25,9 +25,9 @@ from typing import Any
 
 from inspector.options import check_choice
 from inspector.request import StudyRequest, check_name
-from sessions.errors import InputError
-from sessions.input_files import read_toml_file
-from sessions.options import BY_KEY, Option
+from sessions.documents.errors import InputError
+from sessions.documents.input_files import read_toml_file
+from sessions.documents.options import BY_KEY, Option
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Literal
 from inspector.sweep.executors import EXECUTORS, ExecutorOptions
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, plan_key
 from inspector.sweep.matrix import Combination, Matrix, combinations
-from sessions.paths import data_home
+from sessions.documents.paths import data_home
 
 Report = Callable[[str], None]
 Resolve = Literal["here", "job"]
@@ -103,8 +103,8 @@ def run_jobs(folder: SweepFolder, jobs: Sequence[Job], executor: str, options: E
 
 def merge_finished(folder: SweepFolder, jobs: Sequence[Job], command: list[str]) -> Path | None:
     """Every finished job's session joined into `merged.json`; None when no job has finished."""
-    from sessions.merge import merge_sessions
-    from sessions.storage import load, save
+    from sessions.analyses.merge import merge_sessions
+    from sessions.documents.storage import load, save
 
     finished = [(str(folder.session(job.key)), load(folder.session(job.key))) for job in jobs if folder.finished(job.key)]
     if not finished:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inspector.sweep.jobs import Job, Outcome, SweepFolder
-from sessions.errors import ExitCode, InspectError
-from sessions.plan import StudyPlan
+from sessions.documents.errors import ExitCode, InspectError
+from sessions.documents.plan import StudyPlan
 
 if TYPE_CHECKING:
     from inspector.study import Progress

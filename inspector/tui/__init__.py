@@ -7,14 +7,14 @@ import sys
 import threading
 
 from inspector.request import StudyRequest
-from sessions.errors import ExitCode
+from sessions.documents.errors import ExitCode
 
 
 def open_tui(session: str | None = None, request: StudyRequest | None = None, force: bool = False) -> int:
     """Open a saved session, run a study from a request (`force`: it may replace the session at its --out), or
     show the session browser."""
     from inspector.tui.app import InspectorApp
-    from sessions.storage import load, resolve
+    from sessions.documents.storage import load, resolve
 
     if request is not None:
         app = InspectorApp(study=request, force=force)

@@ -16,8 +16,8 @@ from inspector.tui.screens.browser import BrowserScreen
 from inspector.tui.screens.modals import HelpScreen, help_markdown
 from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.screens.study import StudyScreen
-from sessions.groups import Rules, load_rules
-from sessions.model import Session
+from sessions.analyses.groups import Rules, load_rules
+from sessions.documents.model import Session
 
 
 class InspectorApp(App):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from sessions.tables import terminal_text
+from sessions.reports.tables import terminal_text
 
 
 def plain(*lines: object, style: str = "") -> Text:
     """`lines` as Rich Text, one under the other: never parsed as markup (`[/]`, `[@click=app.quit]` are shown as
-    written) and every control character escaped (`sessions.tables.terminal_text`)."""
+    written) and every control character escaped (`sessions.reports.tables.terminal_text`)."""
     return Text("\n".join(terminal_text(line) for line in lines), style=style)

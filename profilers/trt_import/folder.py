@@ -17,7 +17,7 @@ from profilers.trt_import import documents
 from profilers.trt_import.kinds import LAYERS, PROFILE, ImportFiles, kind_of, roles, text_kinds
 from profilers.trt_import.metadata import engine_stem
 from profilers.trt_import.text_layers import is_text
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 MAX_FILES = 1000  # a folder of TensorRT files, not a home directory
 

@@ -22,11 +22,11 @@ from profilers.trt_import.profile import Profile, layers_from_profile, pair_prof
 from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
-from sessions import document
-from sessions.errors import InputError
-from sessions.gc_pause import gc_paused
-from sessions.model import Environment, GpuInfo, Layer, Session, TimingMethod, Variant
-from sessions.options import default
+from sessions.documents import document
+from sessions.documents.errors import InputError
+from sessions.documents.gc_pause import gc_paused
+from sessions.documents.model import Environment, GpuInfo, Layer, Session, TimingMethod, Variant
+from sessions.documents.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
 MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")

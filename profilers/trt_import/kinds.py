@@ -7,7 +7,7 @@ how its files go into the imported variant (`apply`). A file kind is one file a 
 by content (a JSON document, or the text of a log) and the name endings its writers give it
 (`metadata.engine_stem`). The importer (`importer`), the folder reader (`folder`) and the `import`
 command's arguments read this registry; adding a kind is one module that registers it (every module of
-this package is imported before the registry is read, as `sessions.exporters` finds its formats).
+this package is imported before the registry is read, as `sessions.reports.exporters` finds its formats).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 LAYERS, PROFILE, METADATA = "layers", "profile", "metadata"  # the roles the importer's core reads (see Role)
 

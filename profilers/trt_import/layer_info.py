@@ -4,8 +4,8 @@ The same code reads trtexec's `--exportLayerInfo`, `IEngineInspector.get_engine_
 and the live backend's, TensorRT 7.x to 11.x: names-only (strings) or DETAILED (objects) layers;
 `Bindings` (<= 10.x) or `I/O Tensors` (11.x); `Format/Datatype` or split `Format` / `Datatype` keys;
 U+001E / U+001F separators (8.6+); `[profile N]` suffixes. A layer's op comes from the type TensorRT
-states (`sessions.layer_ops`), refined by the ONNX nodes it was built from; a names-only layer's from
-its nodes' names (`sessions.groups.op_from_name`).
+states (`sessions.documents.layer_ops`), refined by the ONNX nodes it was built from; a names-only layer's from
+its nodes' names (`sessions.analyses.groups.op_from_name`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profilers.trt_import.kinds import LAYERS, FileKind, Role, kind_of, register_kind, register_role, wrong_kind
-from sessions.errors import InputError
-from sessions.groups import builtin_rules, name_parts, op_from_name
-from sessions.layer_ops import trt_op
-from sessions.model import Layer, Tensor
-from sessions.trt_names import tactic_precision
-from sessions.vocab import dtype_of as vocab_dtype_of
+from sessions.analyses.groups import builtin_rules, name_parts, op_from_name
+from sessions.documents.errors import InputError
+from sessions.documents.layer_ops import trt_op
+from sessions.documents.model import Layer, Tensor
+from sessions.documents.trt_names import tactic_precision
+from sessions.documents.vocab import dtype_of as vocab_dtype_of
 
 dtype_of = functools.lru_cache(maxsize=4096)(vocab_dtype_of)  # format strings repeat across a file's tensors
 

@@ -18,7 +18,7 @@ from profilers.trt_import import documents
 from profilers.trt_import.kinds import METADATA, FileKind, Role, first_record, register_kind, register_role, suffixes
 from profilers.trt_import.text_layers import LOG_HEAD, has_log_marks, one_run, opens_as_json
 from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
 LOG_VERSION = re.compile(r"\[TensorRT v(\d+)\]")

@@ -1,7 +1,7 @@
 """A profile's Myelin kernel records summed into the Myelin layer they ran for.
 
 TensorRT's profiler (10.x `--dumpProfile` tables and `--exportProfile`) writes one record for each kernel
-a Myelin layer runs, named `<kernel>_myl<i>_<k>` (`sessions.trt_names.MYELIN_KERNEL`): i is the Myelin
+a Myelin layer runs, named `<kernel>_myl<i>_<k>` (`sessions.documents.trt_names.MYELIN_KERNEL`): i is the Myelin
 layer's index in the engine's layer list. Layer information that lists the Myelin layer once (a verbose
 build's `Layer(Myelin): {ForeignNode[...]}` line, names-only files) has no layer of those names; a record
 is summed into layer i only where layer i is a Myelin layer no record names, so nothing is joined by a
@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 
 from profilers.trt_import.profile import Profile, ProfileRecord
-from sessions.model import Layer
-from sessions.trt_names import MYELIN_KERNEL
+from sessions.documents.model import Layer
+from sessions.documents.trt_names import MYELIN_KERNEL
 
 KERNEL = re.compile(MYELIN_KERNEL)
 

@@ -26,8 +26,8 @@ from profilers.trt_import.kinds import (
     wrong_kind,
 )
 from profilers.trt_import.layer_info import named_layer, normalize_name, profile_index
-from sessions.errors import InputError
-from sessions.model import Layer
+from sessions.documents.errors import InputError
+from sessions.documents.model import Layer
 
 
 @dataclass

@@ -26,7 +26,7 @@ from profilers.trt_import import documents
 from profilers.trt_import.kinds import LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers_of
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 # `[07/07/2026-02:11:38] [I] `; logs pasted without the time keep only `[I] ` (a TensorRT 7.1 log in a README)
 LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\] )?\[[A-Z]\] ?")

@@ -1,7 +1,7 @@
 """trtexec's `--dumpProfile` table and performance summary, read from the text of its log.
 
 The table follows `=== Profile (N iterations ) ===`: a header, one row a layer, a `Total` row. Its
-columns are found by the header's words (`sessions.trt_names.PROFILE_COLUMNS`), so every layout reads:
+columns are found by the header's words (`sessions.documents.trt_names.PROFILE_COLUMNS`), so every layout reads:
 7.x (`Layer`, `Time (ms)`, `Avg. Time (ms)`, `Time %`), 8.x (adds `Median Time (ms)`) and 8.6+ / 10.x
 (`Time(ms)  Avg.(ms)  Median(ms)  Time(%)  Layer`, the name last). Each row gives the same record an
 `--exportProfile` JSON gives; the `Total` row is kept to check the rows against.
@@ -21,8 +21,8 @@ from profilers.trt_import.kinds import PROFILE, FileKind, register_kind
 from profilers.trt_import.layer_info import normalize_name, profile_index
 from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
 from profilers.trt_import.text_layers import LOG_PREFIX, one_run
-from sessions.errors import InputError
-from sessions.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE, SUMMARY_STARTS
+from sessions.documents.errors import InputError
+from sessions.documents.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE, SUMMARY_STARTS
 
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")

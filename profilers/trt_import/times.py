@@ -26,7 +26,7 @@ from profilers.trt_import.kinds import (
 )
 from profilers.trt_import.metadata import engine_stem
 from profilers.trt_import.profile import optional_field, required_field
-from sessions.errors import InputError
+from sessions.documents.errors import InputError
 
 TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
 TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from profilers.trt_import import documents
 from profilers.trt_import.layer_info import compute_precision, normalize_name
-from sessions.layer_ops import trt_op
-from sessions.model import Layer, Tensor
-from sessions.vocab import dtype_of
+from sessions.documents.layer_ops import trt_op
+from sessions.documents.model import Layer, Tensor
+from sessions.documents.vocab import dtype_of
 
 LAYER_LINE = re.compile(r"Layer\(([A-Za-z0-9_]+)\): (.*), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*?) -> ?(.*)$")
 TENSORS = (

@@ -16,13 +16,13 @@ from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.screens.tables import DiffScreen
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions.diff import diff_sessions
-from sessions.errors import InputError
-from sessions.groups import Rules
-from sessions.state import SessionState, session_state
-from sessions.storage import SessionEntry, list_sessions, load
-from sessions.tables import terminal_text
-from sessions.views import Column, Table, Tone
+from sessions.analyses.diff import diff_sessions
+from sessions.analyses.groups import Rules
+from sessions.documents.errors import InputError
+from sessions.documents.state import SessionState, session_state
+from sessions.documents.storage import SessionEntry, list_sessions, load
+from sessions.reports.tables import terminal_text
+from sessions.reports.views import Column, Table, Tone
 
 COLUMNS = (Column(""), Column("model"), Column("created"), Column("state"), Column("GPU / CPU"), Column("backend"),
            Column("variants"), Column("file"))

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, Markdown, Static
 
 from inspector.tui.plain import plain
-from sessions.tables import terminal_text
+from sessions.reports.tables import terminal_text
 
 
 def help_markdown(screen: Screen) -> str:

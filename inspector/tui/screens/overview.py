@@ -19,15 +19,15 @@ from inspector.tui.widgets.answer_panel import AnswerPanel, answer_text
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions import views
-from sessions.answer import Answer, answers
-from sessions.comparison import batch_words
-from sessions.errors import InspectError
-from sessions.export import environment_section, method_section, write_new_markdown
-from sessions.exporters import ExportRequest, exporter
-from sessions.groups import Rules
-from sessions.model import Session
-from sessions.verdict import verdict_lines
+from sessions.analyses.answer import Answer, answers
+from sessions.analyses.comparison import batch_words
+from sessions.analyses.groups import Rules
+from sessions.analyses.verdict import verdict_lines
+from sessions.documents.errors import InspectError
+from sessions.documents.model import Session
+from sessions.reports import views
+from sessions.reports.export import environment_section, method_section, write_new_markdown
+from sessions.reports.exporters import ExportRequest, exporter
 
 
 def drill_default(session: Session) -> str | None:

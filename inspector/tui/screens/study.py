@@ -27,12 +27,13 @@ from inspector.tui.plain import plain
 from inspector.tui.screens.modals import ConfirmScreen, ErrorScreen
 from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.widgets.table_panel import TablePanel
-from sessions import captions, views
-from sessions.errors import ExitCode, InspectError
-from sessions.groups import Rules
-from sessions.storage import load
-from sessions.summary import VariantSummary
-from sessions.tables import terminal_text
+from sessions.analyses import captions
+from sessions.analyses.groups import Rules
+from sessions.analyses.summary import VariantSummary
+from sessions.documents.errors import ExitCode, InspectError
+from sessions.documents.storage import load
+from sessions.reports import views
+from sessions.reports.tables import terminal_text
 
 PHASES = ("build", "timing")
 

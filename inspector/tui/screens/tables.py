@@ -14,13 +14,13 @@ from inspector.tui.plain import plain
 from inspector.tui.screens.modals import FilterScreen
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions import views
-from sessions.diff import SessionDiff
-from sessions.errors import InspectError
-from sessions.export import write_new_markdown
-from sessions.groups import Rules
-from sessions.layer_detail import layer_facts, layer_facts_table
-from sessions.model import Session, Variant
+from sessions.analyses.diff import SessionDiff
+from sessions.analyses.groups import Rules
+from sessions.documents.errors import InspectError
+from sessions.documents.model import Session, Variant
+from sessions.reports import views
+from sessions.reports.export import write_new_markdown
+from sessions.reports.layer_detail import layer_facts, layer_facts_table
 
 
 def ok_variants(session: Session) -> list[str]:
@@ -287,7 +287,7 @@ class SideBySideScreen(Screen):
 
 
 class DiffScreen(TableScreen):
-    """A saved-session diff, built from `sessions.diff.SessionDiff` (the same result `diff` prints); A, B and notes above."""
+    """A saved-session diff, built from `sessions.analyses.diff.SessionDiff` (the same result `diff` prints); A, B and notes above."""
 
     def __init__(self, diff: SessionDiff, crumbs: list[str]) -> None:
         self.diff = diff

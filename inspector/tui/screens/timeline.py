@@ -13,10 +13,10 @@ from textual.widgets import Footer, Static
 from inspector.tui.plain import plain
 from inspector.tui.screens.tables import VariantTableScreen
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions import views
-from sessions.groups import Rules
-from sessions.model import Session
-from sessions.timeline import Timeline, lanes, timeline_of, timeline_table
+from sessions.analyses.groups import Rules
+from sessions.documents.model import Session
+from sessions.reports import views
+from sessions.reports.timeline import Timeline, lanes, timeline_of, timeline_table
 
 LABEL = 11  # characters before a lane: "stream 123 "
 MAX_ZOOM = 4096.0

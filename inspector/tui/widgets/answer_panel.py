@@ -10,8 +10,8 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from inspector.tui.widgets.virtual_table import TONE_STYLES
-from sessions.answer import Answer
-from sessions.tables import terminal_text
+from sessions.analyses.answer import Answer
+from sessions.reports.tables import terminal_text
 
 
 def answer_text(answers: Sequence[Answer], fallback: Sequence[str]) -> Text:

@@ -8,9 +8,9 @@ from rich.text import Text
 from textual.widget import Widget
 
 from inspector.tui.widgets.virtual_table import TONE_STYLES
-from sessions import views
-from sessions.model import Session
-from sessions.tables import terminal_text
+from sessions.documents.model import Session
+from sessions.reports import views
+from sessions.reports.tables import terminal_text
 
 SPARK = 24  # characters of sparkline per variant
 

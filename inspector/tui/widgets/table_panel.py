@@ -1,4 +1,4 @@
-"""A VirtualTable over one `sessions.views.Table`: a filter, a count line with the matching rows' time, a detail pane."""
+"""A VirtualTable over one `sessions.reports.views.Table`: a filter, a count line with the matching rows' time, a detail pane."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from textual.widgets import Static
 
 from inspector.tui.plain import plain
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions.tables import render_markdown, terminal_text
-from sessions.views import Table, filter_rows, row_detail
+from sessions.reports.tables import render_markdown, terminal_text
+from sessions.reports.views import Table, filter_rows, row_detail
 
 
 class TablePanel(Vertical):
@@ -58,7 +58,7 @@ class TablePanel(Vertical):
 
     def markdown(self) -> str:
         """The rows shown, in the order shown, as a Markdown table."""
-        from sessions.tables import format_value
+        from sessions.reports.tables import format_value
 
         table = self.table
         cells = [[format_value(value, column.kind) for value, column in zip(row, table.columns)] for row in table.rows]

@@ -21,8 +21,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from sessions.tables import format_value, terminal_text
-from sessions.views import Column
+from sessions.reports.tables import format_value, terminal_text
+from sessions.reports.views import Column
 
 MAX_COLUMN = 72
 GAP = 2

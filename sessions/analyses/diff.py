@@ -1,0 +1,433 @@
+"""Compare two sessions: latency, kernels, and per group and per layer time and kernels, precisions.
+
+Variants pair by name, by `--pair A=B`, or as the single variants of two one-variant sessions.
+When the batches differ, every figure is divided by the batch: the comparison is per image.
+A latency, group or layer time counts as a regression only where `sessions.analyses.noise.judge` calls B slower
+than A (the two sessions' bands do not overlap) and the change passes `threshold`; per-layer and
+per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. Layer and group
+times are judged with the variant's common factor (`sessions.analyses.noise.common_factor`: what a change of
+machine load did to every layer) removed from B; the latency is judged as measured unless
+`sessions.analyses.noise.machine_latency` finds the machine's load moved it with every layer (then it is stated, and
+not judged). A time without a
+stored spread on either side is not judged against bands, only against the threshold, and counted in the notes.
+Without a spread on both sides, or where the batches differ, no factor is removed.
+A per-group split counts where a paired layer splits in B and not in A; with no layer paired, nothing
+per layer is compared, and the notes say so.
+The result is plain data (`SessionDiff`); `diff_report` renders it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from sessions.analyses.captions import layer_precision
+from sessions.analyses.comparison import batch_of
+from sessions.analyses.groups import Rules, group_rows, kernels_per_layer, role_of
+from sessions.analyses.layer_match import Alignment, align_layers
+from sessions.analyses.lowering import diagnose
+from sessions.analyses.noise import (
+    SLOWER,
+    Band,
+    CommonFactor,
+    HostLoad,
+    common_factor,
+    group_band,
+    judge,
+    latency_band,
+    layer_band,
+    machine_latency,
+    without_factor,
+)
+from sessions.documents.errors import InputError
+from sessions.documents.gc_pause import gc_paused
+from sessions.documents.model import Layer, Session, Variant
+
+TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is too small to matter
+
+
+@dataclass
+class Change:
+    variant: str  # the pair's label: the name, or "a=b" where the names differ
+    what: str  # latency | summed layer time | kernels | group time | group kernels | layer time | layer kernels |
+    #            precision | new layer | removed layer | fused layer | split layer | split
+    item: str  # the variant, group or layer concerned
+    a: float | str | None
+    b: float | str | None
+    regression: bool
+    note: str = ""
+    verdict: str | None = None  # sessions.analyses.noise.judge of B against A, for latency, group and layer times; None: not judged
+
+    @property
+    def relative(self) -> float | None:
+        if isinstance(self.a, (int, float)) and isinstance(self.b, (int, float)) and self.a:
+            return (self.b - self.a) / self.a
+        return None
+
+
+@dataclass
+class VariantPair:
+    a: str
+    b: str
+    how: str  # name | --pair | single variants
+
+    @property
+    def label(self) -> str:
+        return self.a if self.a == self.b else f"{self.a}={self.b}"
+
+
+@dataclass
+class SessionDiff:
+    a: str
+    b: str
+    threshold: float
+    matched_variants: list[str]  # pair labels
+    only_a: list[str]
+    only_b: list[str]
+    changes: list[Change] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the sessions differ in what makes figures comparable
+    pairs: list[VariantPair] = field(default_factory=list)
+    per_image: bool = False  # batches differ: every figure divided by the batch
+    batch_a: int | None = 1  # None: per job (a merged session of several batches)
+    batch_b: int | None = 1
+
+    @property
+    def regressions(self) -> list[Change]:
+        return [c for c in self.changes if c.regression]
+
+
+def pair_variants(a: Session, b: Session, explicit: list[tuple[str, str]] | None = None) -> list[VariantPair]:
+    """The variants to compare; InputError when nothing is comparable."""
+    names_a = [v.name for v in a.variants if v.status == "ok"]
+    names_b = [v.name for v in b.variants if v.status == "ok"]
+    if explicit:
+        for left, right in explicit:
+            a.variant(left)
+            b.variant(right)  # unknown names fail here, with the known ones listed
+        return [VariantPair(left, right, "--pair") for left, right in explicit]
+    in_b = set(names_b)
+    pairs = [VariantPair(n, n, "name") for n in names_a if n in in_b]
+    if not pairs and len(names_a) == 1 and len(names_b) == 1:
+        pairs = [VariantPair(names_a[0], names_b[0], "single variants")]
+    if not pairs:
+        raise InputError(
+            f"nothing to compare: no variant name in both sessions (A: {', '.join(names_a) or 'none'}; "
+            f"B: {', '.join(names_b) or 'none'}); pass --pair A=B"
+        )
+    return pairs
+
+
+def _gpu(session: Session) -> str | None:
+    return session.environment.gpu.name if session.environment.gpu else None
+
+
+def _tracers(session: Session) -> set[str]:
+    return {v.trace.tracer for v in session.variants if v.trace is not None}
+
+
+def comparability_warnings(a: Session, b: Session) -> list[str]:
+    """What differs between the sessions beyond the variants: each makes a figure mean something else."""
+    warnings = []
+    for what, left, right in (
+        ("model", a.study.model, b.study.model),
+        ("GPU", _gpu(a) or "unknown", _gpu(b) or "unknown"),
+        ("backend", a.study.backend, b.study.backend),
+        ("tracer", ", ".join(sorted(_tracers(a))) or "none", ", ".join(sorted(_tracers(b))) or "none"),
+    ):
+        if left != right:
+            warnings.append(f"different {what}: {left} against {right}")
+    return warnings
+
+
+def _folding_warnings(pairs: list[VariantPair], a: dict[str, Variant], b: dict[str, Variant]) -> list[str]:
+    """Pairs whose graphs differ by construction: BatchNorm folded into the convolutions on one side only."""
+    found = []
+    for pair in pairs:
+        fold_a, fold_b = a[pair.a].batchnorm_folded, b[pair.b].batchnorm_folded
+        if fold_a != fold_b:
+            words = {None: "unknown", 0: "none"}
+            found.append(f"{pair.label}: BatchNorm layers folded into convolutions {words.get(fold_a, fold_a)} in A, "
+                         f"{words.get(fold_b, fold_b)} in B: convolution kernels and layer counts differ by construction")
+    return found
+
+
+def _by_name(session: Session) -> dict[str, Variant]:
+    """Each name's first variant, as Session.variant finds it."""
+    found: dict[str, Variant] = {}
+    for variant in session.variants:
+        found.setdefault(variant.name, variant)
+    return found
+
+
+@gc_paused()
+def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05, a_name: str = "A", b_name: str = "B",
+                  pairs: list[tuple[str, str]] | None = None) -> SessionDiff:
+    chosen = pair_variants(a, b, pairs)
+    names_a = [v.name for v in a.variants if v.status == "ok"]
+    names_b = [v.name for v in b.variants if v.status == "ok"]
+    paired_a, paired_b = {p.a for p in chosen}, {p.b for p in chosen}
+    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants: 20,000 took minutes with lookups
+    batches = [(batch_of(a, by_name_a[p.a]) or 1, batch_of(b, by_name_b[p.b]) or 1) for p in chosen]
+    result = SessionDiff(
+        a_name, b_name, threshold, [p.label for p in chosen],
+        [n for n in names_a if n not in paired_a], [n for n in names_b if n not in paired_b],
+        warnings=comparability_warnings(a, b), pairs=chosen, per_image=any(x != y for x, y in batches),
+        batch_a=a.study.batch, batch_b=b.study.batch,
+    )
+    for x, y in dict.fromkeys(pair for pair in batches if pair[0] != pair[1]):
+        result.notes.append(f"batch {x} against {y}: compared per image (latency, layer and "
+                            "group times and kernels divided by the batch)")
+    result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
+    result.warnings.extend(_folding_warnings(chosen, by_name_a, by_name_b))
+    result.notes.extend(_load_notes(a, b))
+    loads = HostLoad.of(a.environment), HostLoad.of(b.environment)
+    for pair, (batch_a, batch_b) in zip(chosen, batches):
+        scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
+        compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold,
+                                     loads)
+        result.changes.extend(compared.changes())
+        result.notes.extend(compared.notes)
+    return result
+
+
+def _load_notes(a: Session, b: Session) -> list[str]:
+    """The load average and threads each study recorded when it started: what moves every layer's time at once."""
+    def conditions(session: Session) -> str:
+        env = session.environment
+        load = f"load average {env.load_average[0]:.2f}" if env.load_average else "load average not recorded"
+        return f"{load}, {env.torch_threads} threads" if env.torch_threads is not None else load
+    left, right = conditions(a), conditions(b)
+    if not (a.environment.load_average or b.environment.load_average):
+        return []
+    return [f"when each study started: A {left}; B {right}"]
+
+
+@dataclass
+class VariantComparison:
+    """One pair of variants; `scale_*` divide every figure (the batch, when comparing per image)."""
+
+    label: str
+    va: Variant
+    vb: Variant
+    scale_a: int
+    scale_b: int
+    rules: Rules
+    threshold: float
+    loads: tuple[HostLoad | None, HostLoad | None] = (None, None)  # A's and B's host load; None: not recorded
+    notes: list[str] = field(default_factory=list)
+    judged: dict[str, int] = field(default_factory=dict)  # per kind of time change: pairs judged against their bands
+    unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
+
+    def __post_init__(self) -> None:
+        # each variant's latency band: judged itself, and the drift that widens its layers' and groups' bands
+        self._drift_a = latency_band(self.va.latency) if self.va.latency else None
+        self._drift_b = latency_band(self.vb.latency) if self.vb.latency else None
+        self._alignment: Alignment = align_layers(self.va.layers, self.vb.layers)
+        self._factor = self._common_factor()
+
+    def _common_factor(self) -> CommonFactor | None:
+        """The variant-wide factor B / A over the paired layers judged against bands (a per-call spread on both sides).
+
+        None where the batches differ: a batch changes each layer's cost per image by its own factor, by design.
+        """
+        judged = [(self.va.layers[i], self.vb.layers[j]) for i, j in self._alignment.pairs
+                  if len(self.va.layers[i].call_times_ms) >= 2 and len(self.vb.layers[j].call_times_ms) >= 2]
+        times = [(la.time_ms, lb.time_ms) for la, lb in judged if la.time_ms is not None and lb.time_ms is not None]
+        if times and self.scale_a != self.scale_b:
+            self.notes.append(f"{self.label}: no common factor removed: the batches differ, and a batch changes each "
+                              "layer's time per image by its own factor")
+            return None
+        factor = common_factor(times)
+        if factor is not None:
+            self.notes.append(f"{self.label}: layer and group times judged with B divided by the {factor.statistic}; "
+                              "latency judged as measured unless a change of load explains it")
+        elif times:
+            self.notes.append(f"{self.label}: no common factor removed: {len(times)} paired layers with a time, "
+                              "too few to tell a change of the whole variant from one layer's")
+        return factor
+
+    def changes(self) -> list[Change]:
+        found = [self._latency(), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
+        found += self._groups()
+        found += self._layers()
+        found += self._splits()
+        if not self._alignment.pairs and self.va.layers and self.vb.layers:
+            self.notes.append(f"{self.label}: no layer paired: layer times, kernels, precisions and per-group splits "
+                              "not compared")
+        self.notes.extend(self._judged_notes())
+        return [c for c in found if c is not None]
+
+    def _judged_notes(self) -> list[str]:
+        notes = []
+        for what in ("group time", "layer time"):
+            judged, unjudged = self.judged.get(what, 0), self.unjudged.get(what, 0)
+            if judged + unjudged:
+                notes.append(f"{self.label}: {what}s outside both sessions' bands flagged; {judged} judged, "
+                             f"{unjudged} not judged (no per-call spread stored)")
+        return notes
+
+    def _band_a(self, band: Band | None) -> Band | None:
+        return band.scaled(self.scale_a) if band is not None else None
+
+    def _band_b(self, band: Band | None) -> Band | None:
+        return band.scaled(self.scale_b) if band is not None else None
+
+    def _per_call(self) -> tuple[float | None, float | None]:
+        a = self.va.trace.per_call / self.scale_a if self.va.trace else None
+        b = self.vb.trace.per_call / self.scale_b if self.vb.trace else None
+        return a, b
+
+    def _latency(self) -> Change | None:
+        if not (self.va.latency and self.vb.latency):
+            return None
+        a, b = self.va.latency.median_ms / self.scale_a, self.vb.latency.median_ms / self.scale_b
+        band_a, band_b = self._drift_a, self._drift_b
+        per = " per image" if self.scale_a != self.scale_b else ""
+        if band_a is None or band_b is None:
+            return Change(self.label, "latency", self.label, a, b, False, f"not judged: no spread stored{per}")
+        band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
+        bands = f"bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
+        machine = machine_latency(band_a, band_b, self._factor, *self.loads)
+        if machine is not None:
+            return Change(self.label, "latency", self.label, a, b, False, f"{machine}; {bands}")
+        verdict = judge(band_a, band_b)
+        rel = (b - a) / a if a else 0.0
+        note = f"{verdict}; {bands}"
+        return Change(self.label, "latency", self.label, a, b, verdict == SLOWER and rel > self.threshold, note, verdict)
+
+    def _layer_total(self) -> Change | None:
+        """Without a latency on both sides, the summed layer time is the only whole-engine figure: compared as one."""
+        if (self.va.latency and self.vb.latency) or not (_timed(self.va) and _timed(self.vb)):
+            return None
+        a = self._total_a()
+        b = sum(layer.time_ms or 0.0 for layer in self.vb.layers) / self.scale_b
+        rel = (b - a) / a if a else 0.0
+        return Change(self.label, "summed layer time", self.label, a, b, rel > self.threshold,
+                      "no per-inference times in one of the sessions: the sum of per-layer times stands in for latency")
+
+    def _count(self, what: str, item: str, a: float | None, b: float | None) -> Change | None:
+        if a is None or b is None or abs(b - a) < 0.5 / max(self.scale_a, self.scale_b):
+            return None
+        regression = b > a * (1 + self.threshold) and b - a >= 1 / max(self.scale_a, self.scale_b)
+        return Change(self.label, what, item, a, b, regression)
+
+    def _time(self, what: str, item: str, a: float | None, b: float | None, total: float,
+              bands: tuple[Band | None, Band | None]) -> Change | None:
+        """A group or layer time per call; `bands` are A's and B's (None: not judged), already per image."""
+        if a is None or b is None:
+            return None
+        band_a, band_b = bands
+        # no spread stored: nothing says what the machine did between the sessions; the threshold decides on raw times
+        factor = self._factor if band_a is not None and band_b is not None else None
+        b_level = b / factor.ratio if factor is not None else b  # B at A's common level
+        band_b = without_factor(band_b, factor) if band_b is not None else None
+        verdict = judge(band_a, band_b) if band_a is not None and band_b is not None else None
+        self.judged[what] = self.judged.get(what, 0) + (verdict is not None)
+        self.unjudged[what] = self.unjudged.get(what, 0) + (verdict is None)
+        if a == b:
+            return None
+        # no spread stored (an imported profile's averages, an older session): the threshold alone decides, and says so
+        slower = verdict == SLOWER if verdict is not None else True
+        regression = slower and b_level > a * (1 + self.threshold) and b_level - a >= TIME_FLOOR * total  # a new group's time counts
+        if not regression and abs(b_level - a) < TIME_FLOOR * total:
+            return None  # small and not a regression: not worth a row
+        note = (f"bands {_span(band_a)} and {_span(band_b)} ms" if verdict is not None
+                else "threshold only: no per-call spread stored")
+        if factor is not None:
+            relative = f"{(b_level - a) / a * 100:+.1f}%" if a else "new"
+            note = f"B / x{factor.ratio:.4g} = {b_level:.4g} ms ({relative}); {note}"
+        return Change(self.label, what, item, a, b, regression, note, verdict)
+
+    def _total_a(self) -> float:
+        return sum(layer.time_ms or 0.0 for layer in self.va.layers) / self.scale_a
+
+    def _groups(self) -> list[Change | None]:
+        rows_a = {r.group: r for r in group_rows(self.va, lambda layer: role_of(layer, self.rules))}
+        rows_b = {r.group: r for r in group_rows(self.vb, lambda layer: role_of(layer, self.rules))}
+        members_a, members_b = self._members(self.va), self._members(self.vb)
+        changes: list[Change | None] = []
+        total = self._total_a()
+        for group in dict.fromkeys([*rows_a, *rows_b]):
+            ra, rb = rows_a.get(group), rows_b.get(group)
+            ka = ra.kernels_per_call / self.scale_a if ra and ra.kernels_per_call is not None else (0.0 if self.va.kernels is not None else None)
+            kb = rb.kernels_per_call / self.scale_b if rb and rb.kernels_per_call is not None else (0.0 if self.vb.kernels is not None else None)
+            changes.append(self._count("group kernels", group, ka, kb))
+            if _timed(self.va) and _timed(self.vb):
+                ta = (ra.time_ms or 0.0) / self.scale_a if ra else 0.0
+                tb = (rb.time_ms or 0.0) / self.scale_b if rb else 0.0
+                bands = (self._band_a(group_band(members_a.get(group, []), self._drift_a)),
+                         self._band_b(group_band(members_b.get(group, []), self._drift_b)))
+                changes.append(self._time("group time", group, ta, tb, total, bands))
+        return changes
+
+    def _members(self, variant: Variant) -> dict[str, list[Layer]]:
+        members: dict[str, list[Layer]] = {}
+        for layer in variant.layers:
+            members.setdefault(role_of(layer, self.rules), []).append(layer)
+        return members
+
+    def _layers(self) -> list[Change | None]:
+        va, vb = self.va, self.vb
+        alignment = self._alignment
+        ka, kb = kernels_per_layer(va), kernels_per_layer(vb)
+        changes: list[Change | None] = []
+        total = self._total_a()
+        for i, j in alignment.pairs:
+            la, lb = va.layers[i], vb.layers[j]
+            item = lb.name if la.name == lb.name else f"{la.name} -> {lb.name}"
+            pa, pb = layer_precision(la), layer_precision(lb)
+            if pa != pb and pa and pb:
+                changes.append(Change(self.label, "precision", item, pa, pb, False))
+            if ka is not None and kb is not None:
+                changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
+            if la.time_ms is not None and lb.time_ms is not None:
+                bands = self._band_a(layer_band(la, self._drift_a)), self._band_b(layer_band(lb, self._drift_b))
+                changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b,
+                                          total, bands))
+        for i, j in alignment.fused_a.items():
+            layer = va.layers[i]
+            changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
+                                  f"fused into {vb.layers[j].name}"))
+        for j, i in alignment.fused_b.items():
+            layer = vb.layers[j]
+            changes.append(Change(self.label, "split layer", layer.name, None, _ms(layer.time_ms, self.scale_b), False,
+                                  f"fused in A into {va.layers[i].name}"))
+        for i in alignment.only_a:
+            layer = va.layers[i]
+            changes.append(Change(self.label, "removed layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False, role_of(layer, self.rules)))
+        for j in alignment.only_b:
+            layer = vb.layers[j]
+            changes.append(Change(self.label, "new layer", layer.name, None, _ms(layer.time_ms, self.scale_b), False, role_of(layer, self.rules)))
+        methods = Counter(alignment.how.values())
+        self.notes.append(
+            f"{self.label}: {len(alignment.pairs)} layers paired ({', '.join(f'{n} by {m}' for m, n in methods.items()) or 'none'}), "
+            f"{len(alignment.fused_a)} of A fused into B's layers, {len(alignment.fused_b)} of B fused in A; "
+            f"could not match {len(alignment.only_a)} only in A, {len(alignment.only_b)} only in B"
+        )
+        return changes
+
+    def _splits(self) -> list[Change]:
+        """Paired layers that split per group in B and not in A; a layer without a partner in A is not compared."""
+        split_a = {flag.layer for flag in diagnose(self.va) if flag.reason == "per-group split"}
+        partners: dict[str, set[str]] = {}  # a layer of B -> the layers of A paired with it
+        for i, j in self._alignment.pairs:
+            partners.setdefault(self.vb.layers[j].name, set()).add(self.va.layers[i].name)
+        return [
+            Change(self.label, "split", flag.layer, None, flag.kernels_per_call, True, f"kernels per call reached {flag.groups} groups")
+            for flag in diagnose(self.vb)
+            if flag.reason == "per-group split" and any(name not in split_a for name in partners.get(flag.layer, ()))
+        ]
+
+
+def _timed(variant: Variant) -> bool:
+    return any(layer.time_ms is not None for layer in variant.layers)
+
+
+def _ms(value: float | None, scale: int) -> float | None:
+    return value / scale if value is not None else None
+
+
+def _span(band: Band | None) -> str:
+    return f"{band.low_ms:.4g}-{band.high_ms:.4g}" if band is not None else "none"
+

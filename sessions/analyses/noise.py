@@ -1,0 +1,281 @@
+"""The one noise rule: where a repeat of a measurement would land, and whether two measurements differ.
+
+Every verdict ("faster", "slower", "within noise") in `show`, `groups`, `diff`, export and the TUI is
+`judge` on two `Band`s; no other module holds a noise figure.
+
+A band is a range of milliseconds around the statistic compared (the median), built from what the
+session stores, never from a fixed percentage:
+
+- **Latency** (`latency_band`): the wider, at each end, of (a) the range of the round medians, the
+  run-to-run drift of the interleaved rounds (clocks, load), and (b) the distribution-free 95 %
+  interval of the median of all samples (order statistics: the ranks k and n + 1 - k whose binomial
+  tail is at most 2.5 %; below 6 samples the whole range). (a) holds what moves slowly, (b) what a
+  skewed, heavy-tailed sample does to a median. The per-sample CoV is not used as a band: a CoV of
+  136 % on the CPU says the samples are skewed, and mean ± CoV would reach below zero.
+- **A layer or a group** (`calls_band`, `layer_band`, `group_band`): the same interval of the median
+  over its per-call times (`Layer.call_times_ms`, one value per traced or profiled call; a group's call
+  time is the sum of its layers' in that call), widened by the relative drift of its variant's latency
+  band, because calls traced back to back cannot see the drift that the timed rounds saw.
+
+Between two sessions (`diff`), a layer's or group's time is judged against the rest of its variant: a
+lowering regression moves one layer, a change of machine load, clocks or threads moves them all.
+`common_factor` estimates that variant-wide factor B / A as the median of the paired layers' time
+ratios (its distribution-free 95 % interval is stated, not added: the median of n ratios moves about
+1/sqrt(n) as much as one layer's time, which its own band already holds); `without_factor` divides B's
+band by it. It needs the ratios of at least `FACTOR_MIN_LAYERS` layers, the fewest whose interval
+leaves out the most extreme ratio at each end, so that no one layer can carry the factor.
+
+The end-to-end latency is judged as measured, except where the machine explains its change
+(`machine_latency`): `judge` calls it faster or slower, both studies recorded their host's load
+(`HostLoad`), the load per core differs by at least `LOAD_CHANGE_PER_CORE`, the busier study is the slower
+one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too), and B's
+latency band divided by some factor inside that interval meets A's band (the whole variant moved as its
+layers did). Then the change is stated with the factor and both loads, and not judged. A layer slowed alone
+leaves the factor (a median) where it was, so the latency moves past the factor's interval and is
+judged as measured. Nothing here depends on the device: on a GPU, where the host's load moves launch
+gaps more than kernels, a latency that moved without its layers is still judged.
+
+`judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
+0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
+called; on a loaded CPU the bands widen with the noise and the same rule says "within noise".
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from sessions.documents.model import Environment, LatencyStats, Layer
+
+Judgement = Literal["faster", "slower", "within noise"]
+FASTER: Judgement = "faster"
+SLOWER: Judgement = "slower"
+WITHIN: Judgement = "within noise"
+COVERAGE = 0.95  # of each band: two 95 % intervals that do not overlap differ at far below 5 %
+EXACT_RANKS_UP_TO = 1000  # samples; above, the ranks come from the normal approximation of the binomial
+LOAD_CHANGE_PER_CORE = 0.5  # runnable tasks per core between two studies: what `HostLoad.differs_from` calls material
+
+
+@dataclass(frozen=True)
+class Band:
+    """Where a repeat of this measurement would land, in ms."""
+
+    center_ms: float  # the statistic compared (the median)
+    low_ms: float
+    high_ms: float
+    statistic: str  # in words, e.g. "median of 5 rounds x 20; band: ..."
+
+    def scaled(self, divisor: float) -> Band:
+        """The same band per image (or per any unit): every figure divided by `divisor`."""
+        return Band(self.center_ms / divisor, self.low_ms / divisor, self.high_ms / divisor, self.statistic)
+
+
+def judge(baseline: Band, variant: Band) -> Judgement:
+    """The variant against the baseline: "faster" or "slower" only where the two bands do not overlap."""
+    if variant.high_ms < baseline.low_ms:
+        return FASTER
+    if variant.low_ms > baseline.high_ms:
+        return SLOWER
+    return WITHIN
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+@functools.cache  # one rank per sample count: a diff of many variants asks for the same few
+def median_rank(n: int) -> int:
+    """The 1-based rank k such that [x_(k), x_(n+1-k)] holds the median with at least `COVERAGE`.
+
+    The largest k with P(Binomial(n, 1/2) <= k - 1) <= (1 - COVERAGE) / 2; 1 (the whole range) where no
+    rank is that safe (n below 6).
+    """
+    tail = (1 - COVERAGE) / 2
+    if n > EXACT_RANKS_UP_TO:
+        z = 1.959963984540054  # the normal quantile of 1 - tail
+        return max(1, math.floor(n / 2 - z * math.sqrt(n) / 2))
+    k, term = 1, 0.5**n  # P(X = 0); 2^-1000 is still a normal double
+    cumulative = term
+    for j in range(n):
+        if cumulative > tail:
+            break
+        k = j + 1  # P(X <= k - 1) <= tail: rank k is still safe
+        term *= (n - j) / (j + 1)  # P(X = j + 1)
+        cumulative += term
+    return k
+
+
+def median_interval(values: Sequence[float]) -> tuple[float, float]:
+    """The distribution-free `COVERAGE` interval of the median of `values` (at least two)."""
+    ordered = sorted(values)
+    k = median_rank(len(ordered))
+    return ordered[k - 1], ordered[len(ordered) - k]
+
+
+def latency_band(latency: LatencyStats) -> Band | None:
+    """The band of a variant's median latency; None where fewer than two samples are stored."""
+    samples = latency.samples_ms
+    rounds = latency.round_medians_ms
+    if len(samples) < 2 and len(rounds) < 2:
+        return None
+    low, high = median_interval(samples) if len(samples) >= 2 else (latency.median_ms, latency.median_ms)
+    parts = [f"the 95 % interval of the median of {len(samples)} samples"] if len(samples) >= 2 else []
+    if len(rounds) >= 2:
+        low, high = min(low, *rounds), max(high, *rounds)
+        parts.insert(0, f"the {len(rounds)} round medians' range")
+    center = min(max(latency.median_ms, low), high)
+    per_round = f"{len(rounds)} rounds x {len(samples) // len(rounds)}" if rounds else f"{len(samples)} samples"
+    band = f"the wider, at each end, of {' and '.join(parts)}" if len(parts) == 2 else parts[0]
+    return Band(center, low, high, f"median of {per_round}; band: {band}")
+
+
+def calls_band(call_times_ms: Sequence[float], drift: Band | None = None, what: str = "calls") -> Band | None:
+    """The band of the median of per-call times, widened by `drift`'s relative width; None below two calls."""
+    if len(call_times_ms) < 2:
+        return None
+    center = median(call_times_ms)
+    low, high = median_interval(call_times_ms)
+    statistic = f"median of {len(call_times_ms)} {what}; band: the 95 % interval of that median"
+    if drift is not None and drift.center_ms > 0:
+        low *= max(0.0, drift.low_ms / drift.center_ms)
+        high *= max(1.0, drift.high_ms / drift.center_ms)
+        statistic += ", widened by the relative width of the variant's latency band"
+    return Band(center, low, high, statistic)
+
+
+@dataclass(frozen=True)
+class CommonFactor:
+    """What every layer's time of a variant was multiplied by between session A and session B."""
+
+    ratio: float  # the median of the paired layers' time ratios B / A
+    low: float  # the distribution-free 95 % interval of that median
+    high: float
+    layers: int  # the ratios it was estimated from
+
+    @property
+    def statistic(self) -> str:
+        return (f"common factor B/A x{self.ratio:.4g} (median of {self.layers} paired layers' time ratios; "
+                f"95 % interval x{self.low:.4g}-x{self.high:.4g})")
+
+
+def factor_min_layers() -> int:
+    """The fewest ratios whose median interval leaves out the smallest and the largest ratio."""
+    n = 2
+    while median_rank(n) < 2:
+        n += 1
+    return n
+
+
+FACTOR_MIN_LAYERS = factor_min_layers()  # 9
+
+
+def common_factor(times: Sequence[tuple[float, float]]) -> CommonFactor | None:
+    """The variant-wide factor between paired times (A's, B's) of the same layers; None below `FACTOR_MIN_LAYERS`.
+
+    Pairs where either time is not positive carry no ratio and are left out.
+    """
+    ratios = [b / a for a, b in times if a > 0 and b > 0]
+    if len(ratios) < FACTOR_MIN_LAYERS:
+        return None
+    low, high = median_interval(ratios)
+    return CommonFactor(median(ratios), low, high, len(ratios))
+
+
+def without_factor(band: Band, factor: CommonFactor | None) -> Band:
+    """B's band at A's common level: every figure divided by the factor's median ratio."""
+    if factor is None:
+        return band
+    return Band(band.center_ms / factor.ratio, band.low_ms / factor.ratio, band.high_ms / factor.ratio,
+                f"{band.statistic}; divided by the {factor.statistic}")
+
+
+def layer_band(layer: Layer, drift: Band | None = None) -> Band | None:
+    """The band of one layer's time per call; None (not judged) where no per-call times are stored."""
+    return calls_band(layer.call_times_ms, drift, "traced calls")
+
+
+def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | None:
+    """The band of a group's time per call (the sum of its layers' in each call).
+
+    None (not judged) where a timed layer of the group has no per-call times, or the layers' calls differ.
+    Untimed layers add nothing.
+    """
+    timed = [layer for layer in layers if layer.time_ms is not None]
+    counts = {len(layer.call_times_ms) for layer in timed}
+    if not timed or len(counts) != 1:
+        return None
+    sums = [sum(values) for values in zip(*(layer.call_times_ms for layer in timed))]
+    return calls_band(sums, drift, "traced calls, summed over the group's layers")
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """The host's 1-minute load average when a study started, and the cores it was counted on."""
+
+    load_1min: float
+    cores: int
+
+    @classmethod
+    def of(cls, environment: Environment) -> HostLoad | None:
+        """What the session recorded; None where it recorded no load or no core count (older or imported sessions)."""
+        if not environment.load_average or environment.cpu_count < 1:
+            return None
+        return cls(environment.load_average[0], environment.cpu_count)
+
+    @property
+    def per_core(self) -> float:
+        """Runnable (and uninterruptible) tasks per core: at 1 or above, every core is taken and tasks queue."""
+        return self.load_1min / self.cores
+
+    def differs_from(self, other: HostLoad) -> bool:
+        """Whether the two loads differ materially: by at least `LOAD_CHANGE_PER_CORE` tasks per core.
+
+        Half a task per core is half of the cores gaining (or losing) one runnable task each: on 2 cores, one
+        busy process, the smallest change that can take a whole core from a study's thread. The 1-minute
+        average of a task that ran for part of the minute moves by a fraction of one, so smaller changes are
+        of the order of the average's own swing. Per core, so that hosts of different sizes compare; a gate,
+        not a verdict: `machine_latency` also needs every layer to have moved as the latency did.
+        """
+        return abs(self.per_core - other.per_core) >= LOAD_CHANGE_PER_CORE
+
+
+def latency_moved_with_layers(band_a: Band, band_b: Band, factor: CommonFactor) -> bool:
+    """Whether B's latency band, divided by some factor inside the common factor's 95 % interval, meets A's band.
+
+    That is, the ratio's range [B low / A high, B high / A low] (the factor's interval widened by the two
+    latency bands) meets [factor low, factor high].
+    """
+    if band_a.low_ms <= 0:
+        return False
+    return band_b.low_ms / band_a.high_ms <= factor.high and band_b.high_ms / band_a.low_ms >= factor.low
+
+
+def machine_latency(band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: HostLoad | None,
+                    load_b: HostLoad | None) -> str | None:
+    """Why B's latency change is the machine's, in words; None where it is not, and the latency is judged.
+
+    The machine's only where all hold: `judge` calls the latency faster or slower (within noise, there is
+    nothing to attribute); both loads are recorded and differ materially (`HostLoad.differs_from`); the
+    busier study is the slower one; the layers moved the same way (the common factor's 95 % interval lies
+    wholly on the latency's side of 1); and the latency moved with them (`latency_moved_with_layers`).
+    """
+    verdict = judge(band_a, band_b)
+    if verdict == WITHIN or factor is None or load_a is None or load_b is None or band_a.center_ms <= 0:
+        return None
+    slower = verdict == SLOWER
+    busier = load_b.per_core > load_a.per_core
+    layers_moved = factor.low > 1 if slower else factor.high < 1
+    if not load_b.differs_from(load_a) or busier != slower or not layers_moved:
+        return None
+    if not latency_moved_with_layers(band_a, band_b, factor):
+        return None
+    cores = f"{load_a.cores}" if load_a.cores == load_b.cores else f"{load_a.cores} -> {load_b.cores}"
+    return (f"{verdict} by x{band_b.center_ms / band_a.center_ms:.3g}, the factor every layer moved by "
+            f"(x{factor.ratio:.4g}, 95 % interval x{factor.low:.4g}-x{factor.high:.4g}), with the machine "
+            f"{'busier' if busier else 'less busy'}: load average per core {load_a.per_core:.2f} -> "
+            f"{load_b.per_core:.2f} ({cores} cores): not judged")

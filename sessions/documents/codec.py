@@ -1,0 +1,239 @@
+"""Turn session JSON back into the dataclasses of `sessions.documents.model`, checking shapes on the way.
+
+orjson writes dataclasses natively; reading needs the reverse, with a clear path to the first
+field that does not fit (``variants[2].latency.median_ms: expected a number``).
+
+Each type gets one converter, made once from its annotations: a study saves its session after every
+step and checks that the file loads back, so reading is on the study's path, not only the viewers'.
+A converter knows nothing of where its value sits; the path is put together only when a check fails,
+as the error passes up through the containers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Convert = Callable[[Any], Any]
+
+
+class ShapeError(ValueError):
+    """A document does not have the shape of the dataclass it should fill."""
+
+    def __init__(self, problem: str, where: str = "") -> None:
+        super().__init__(problem)
+        self.problem, self.where = problem, where
+
+    def within(self, segment: str) -> ShapeError:
+        self.where = segment + self.where
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.problem}"
+
+
+def build(cls: type[T], data: Any, path: str = "") -> T:
+    """Build dataclass `cls` from decoded JSON; unknown keys are ignored, missing required ones fail."""
+    try:
+        built: T = _converter(typing.cast(Any, cls))(data)  # cache keys must be hashable; mypy cannot see a class is
+    except ShapeError as exc:
+        raise exc.within(path or cls.__name__) from None
+    return built
+
+
+@functools.cache  # made on first use; no session type contains itself, which would recurse here
+def _converter(tp: Any) -> Convert:
+    if tp is Any:
+        return _same
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return _optional(tp)
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _dataclass(tp)
+    if origin is typing.Literal:
+        return _literal(tp)
+    if origin is list or origin is tuple:
+        return _list(typing.get_args(tp)[0], origin is tuple)
+    if origin is dict:
+        return _dict(typing.get_args(tp)[1])
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    raise TypeError(f"unsupported type {tp!r}")
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _optional(tp: Any) -> Convert:
+    args = typing.get_args(tp)
+    nullable = type(None) in args
+    (inner,) = [a for a in args if a is not type(None)]
+    convert = _converter(inner)
+
+    def optional(value: Any) -> Any:
+        if value is None:
+            if nullable:
+                return None
+            raise ShapeError("must not be null")
+        return convert(value)
+
+    return optional
+
+
+def _dataclass(tp: type) -> Convert:
+    hints = typing.get_type_hints(tp)
+    missing = dataclasses.MISSING
+    fields = [
+        (f.name, _converter(hints[f.name]), f.default is missing and f.default_factory is missing)
+        for f in dataclasses.fields(tp)
+    ]
+
+    def dataclass(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ShapeError("expected an object")
+        kwargs = {}
+        for name, convert, required in fields:
+            if name in value:
+                try:
+                    kwargs[name] = convert(value[name])
+                except ShapeError as exc:
+                    raise exc.within(f".{name}") from None
+            elif required:
+                raise ShapeError(f"missing field {name!r}")
+        return tp(**kwargs)
+
+    return dataclass
+
+
+def _literal(tp: Any) -> Convert:
+    allowed = typing.get_args(tp)
+    words = ", ".join(map(str, allowed))
+
+    def literal(value: Any) -> Any:
+        if value not in allowed or isinstance(value, bool):
+            raise ShapeError(f"{str(value)[:40]!r} is not one of {words}")
+        return value
+
+    return literal
+
+
+def _list(item: Any, as_tuple: bool) -> Convert:
+    column = _column_check(item)
+    if column is not None:  # large columns: one fast pass, no per-item conversion
+        words = _ITEM_WORDS[item if item in _ITEM_WORDS else list]
+
+        def plain_list(value: Any) -> Any:
+            if not isinstance(value, list):
+                raise ShapeError("expected a list")
+            bad = column(value)
+            if bad is not None:
+                raise ShapeError(words, f"[{bad}]")
+            return tuple(value) if as_tuple else value
+
+        return plain_list
+    convert = _converter(item)
+
+    def converted_list(value: Any) -> Any:
+        if not isinstance(value, list):
+            raise ShapeError("expected a list")
+        items = []
+        for i, v in enumerate(value):
+            try:
+                items.append(convert(v))
+            except ShapeError as exc:
+                raise exc.within(f"[{i}]") from None
+        return tuple(items) if as_tuple else items
+
+    return converted_list
+
+
+def _dict(item: Any) -> Convert:
+    convert = _converter(item)
+
+    def mapping(value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise ShapeError("expected an object")
+        out = {}
+        for k, v in value.items():
+            try:
+                out[k] = convert(v)
+            except ShapeError as exc:
+                raise exc.within(f".{k}") from None
+        return out
+
+    return mapping
+
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ShapeError("expected a number")
+    return float(value)
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ShapeError("expected an integer")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ShapeError("expected true or false")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ShapeError("expected a string")
+    return value
+
+
+_SCALARS: dict[Any, Convert] = {float: _float, int: _int, bool: _bool, str: _str}
+_ITEM_WORDS = {int: "expected an integer", float: "expected a number", str: "expected a string",
+               list: "expected a list of integers"}
+
+
+def _first_bad(values: list[Any], ok: Callable[[Any], bool]) -> int | None:
+    for i, v in enumerate(values):
+        if not ok(v):
+            return i
+    return None
+
+
+def _is_int_list(v: Any) -> bool:
+    return type(v) is list and all(type(x) is int for x in v)
+
+
+_COLUMN_TYPES: dict[Any, frozenset[type]] = {
+    int: frozenset({int}), float: frozenset({int, float}), str: frozenset({str}),
+}
+
+
+def _column_check(item: Any) -> Callable[[list[Any]], int | None] | None:
+    """A checker returning the first bad index, for columns of plain values; None for other items.
+
+    The types of a column are collected in C (`set(map(type, ...))`); only a column that fails is walked in
+    Python, to name its first bad element. `type(...) is`, not isinstance: true and false are not numbers.
+    """
+    if item == list[int]:
+        def int_lists(values: list[Any]) -> int | None:
+            if set(map(type, values)) <= {list} and set(map(type, itertools.chain.from_iterable(values))) <= {int}:
+                return None
+            return _first_bad(values, _is_int_list)
+
+        return int_lists
+    allowed = _COLUMN_TYPES.get(item)
+    if allowed is None:
+        return None
+
+    def plain(values: list[Any]) -> int | None:
+        return None if set(map(type, values)) <= allowed else _first_bad(values, lambda v: type(v) in allowed)
+
+    return plain

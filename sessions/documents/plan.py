@@ -1,0 +1,84 @@
+"""The study plan: what a study will do, resolved from the command line before any work starts.
+
+A plan is frozen and concrete (no "auto": the backend, device and tracer are chosen), stored in
+the session, and replayed as it is by `rerun`. A sweep is a list of plans. Its options are declared in
+`sessions.documents.options` (those it takes as given are its fields from `GivenOptions`);
+`inspector.options.validate_plan` checks a plan against them before any work.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sessions.documents.errors import InputError
+from sessions.documents.options import GivenOptions
+from sessions.documents.vocab import Device, Precision
+
+BASE_PRECISIONS = ("fp32", "fp16", "bf16")
+DEFAULT_FP8_RECIPES = ("all", "no-se")
+ENGINE_BACKENDS = ("cudnn",)  # backends a variant may name as a prefix (`cudnn-fp16`, `cudnn-fp8-all`)
+
+
+@dataclass(frozen=True)
+class VariantPlan:
+    """One variant: a base precision, or FP8 with a recipe and exclusion patterns."""
+
+    precision: Precision  # fp32 | fp16 | bf16 | fp8
+    recipe: str | None = None  # FP8 recipe name (builders.fp8_recipes)
+    exclude: tuple[str, ...] = ()
+    backend: str | None = None  # the backend that builds this variant; None: the plan's
+
+    @property
+    def name(self) -> str:
+        base = f"fp8-{self.recipe}" if self.precision == "fp8" else self.precision
+        return f"{self.backend}-{base}" if self.backend else base
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    warmup_s: float  # per variant, before the first round
+    rounds: int  # interleaved over the variants
+    iters: int  # samples per variant per round
+    switch_warmup: int = 0  # replays discarded after each switch of variant inside a round, before sampling
+
+
+@dataclass(frozen=True)
+class ResolvedOptions:
+    """The plan's first fields: what resolving a request decides (backend, device, tracer) or converts (variants,
+    timing), with the model and batch, as a session has always recorded them first."""
+
+    model: str
+    backend: str  # a registered backend name (builders.registry)
+    device: Device
+    variants: tuple[VariantPlan, ...]
+    batch: int
+    timing: TimingPlan
+    tracer: str  # a registered tracer name (profilers.tracers)
+
+
+@dataclass(frozen=True)
+class StudyPlan(GivenOptions, ResolvedOptions):
+    """A study, concrete: the resolved options, then every option the request gave as it gave them
+    (`sessions.documents.options.GivenOptions`), in that order in the session."""
+
+
+def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[VariantPlan, ...]:
+    """`fp16,fp8` with recipes [all, no-se] -> fp16, fp8-all, fp8-no-se; `fp8-no-se` names one directly."""
+    plans: list[VariantPlan] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        engine = next((name for name in ENGINE_BACKENDS if item.startswith(f"{name}-")), None)
+        word = item.removeprefix(f"{engine}-") if engine else item
+        match = re.fullmatch(r"fp8(?:-(.+))?", word)
+        if match:
+            for recipe in [match.group(1)] if match.group(1) else recipes or list(DEFAULT_FP8_RECIPES):
+                plans.append(VariantPlan("fp8", recipe, tuple(exclude), engine))
+        elif word in BASE_PRECISIONS and not (engine and word != "fp16"):
+            plans.append(VariantPlan(word, backend=engine))  # type: ignore[arg-type]  # checked against BASE_PRECISIONS
+        else:
+            raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>, or "
+                             f"cudnn-fp16, cudnn-fp8, cudnn-fp8-<recipe> (the cuDNN / cuBLASLt engine)")
+    unique = tuple(dict.fromkeys(plans))
+    if not unique:
+        raise InputError("no variants given")
+    return unique

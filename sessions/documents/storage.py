@@ -1,0 +1,356 @@
+"""Reading and writing session files: atomic saves, strict loads, the default folder."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+from sessions.documents.codec import ShapeError, build
+from sessions.documents.errors import InputError, InspectError
+from sessions.documents.gc_pause import gc_paused
+from sessions.documents.input_files import read_regular_file
+from sessions.documents.migrations import migrate
+from sessions.documents.model import SCHEMA_VERSION, TOOL, Session
+from sessions.documents.paths import sessions_dir
+
+
+def encode(session: Session) -> bytes:
+    return orjson.dumps(session, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+
+
+def save(session: Session, path: Path) -> Path:
+    """Write `session` to `path` atomically: a crash or a full disk never leaves a partial file."""
+    path = Path(path)
+    data = encode(session)
+    try:
+        decode(data, "the session")  # what is written must load: NaN, Inf or a wrong type fail here, old file intact
+    except InputError as exc:
+        raise InspectError(f"cannot save {path}: {exc.message}") from None
+    return write_atomically(path, data, "session")
+
+
+def write_atomically(path: Path, data: bytes, what: str = "file") -> Path:
+    """Write `data` to `path` through a temporary file, fsync and rename: never a partial file.
+
+    The new file gets the mode of the regular file it replaces, else what the umask leaves of 0666. Whatever is
+    at `path` and is not a regular file (a symbolic link, a device, a FIFO, a folder) is never renamed over.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = _replaceable_mode(path, what)
+        _remove_stale_temporaries(path)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise InspectError(f"cannot save {what} {path}: {exc.strerror or exc}") from exc
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        _replaceable_mode(path, what)  # again, just before the rename: something may have been put there meanwhile
+        os.replace(tmp_name, path)
+    except OSError as exc:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise InspectError(f"cannot save {what} {path}: {exc.strerror or exc}") from exc
+    except BaseException:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def _replaceable_mode(path: Path, what: str) -> int:
+    """The mode a new file at `path` gets; an InputError where `path` is anything but a regular file or nothing."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+    if stat.S_ISLNK(info.st_mode):
+        raise InputError(f"{path} is a symbolic link; trt-inspect never writes through one: name the {what} file itself")
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"{path} is a folder; give a {what} file name")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(f"{path} is a device, a pipe or a socket, not a {what} file trt-inspect may replace")
+    return stat.S_IMODE(info.st_mode)
+
+
+STALE_TEMPORARY_S = 60.0  # a save takes well under a second; older temporaries are orphans
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Temporary files of saves that were killed (SIGKILL, power loss); one writer holds the lock."""
+    cutoff = time.time() - STALE_TEMPORARY_S
+    for stale in path.parent.glob(f".{path.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            if stale.stat().st_mtime < cutoff:
+                stale.unlink()
+
+
+def check_writable(path: Path) -> None:
+    """Fail now, with one line, if a session cannot be written at `path` (before hours of work)."""
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give a session file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise InputError(f"cannot write a session at {path}: {exc.strerror or exc}") from None
+
+
+LOCK_WAIT_S = 60.0  # how long a short writer (import --into, merge) waits for another one to finish
+_LOCK_POLL_S = 0.05
+
+
+@contextlib.contextmanager
+def file_lock(lock_path: Path, busy: str, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold an exclusive lock on `lock_path` (created, removed on release) for the `with` block.
+
+    The lock file is opened with O_NOFOLLOW: a symbolic link planted there is refused, never followed, and
+    anything but a regular file is refused. Where another process holds it, wait up to `wait_s` seconds, then
+    raise InputError(`busy`). A lock file removed by its last holder while this one waited is opened again.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        fd = _open_lock_file(lock_path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise InputError(busy) from None
+            time.sleep(_LOCK_POLL_S)
+            continue
+        if _is_same_file(fd, lock_path):
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        lock_path.unlink(missing_ok=True)  # before the release: a waiter then sees the file is gone and opens anew
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _open_lock_file(lock_path: Path) -> int:
+    try:
+        fd = os.open(lock_path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InputError(f"{lock_path} is a symbolic link; trt-inspect never follows one: remove it") from None
+        raise InputError(f"cannot lock {lock_path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{lock_path} is not a regular file; remove it")
+    return fd
+
+
+def _is_same_file(fd: int, path: Path) -> bool:
+    try:
+        named = path.lstat()
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def lock_path_of(path: Path) -> Path:
+    """The lock file of the session file `path`: `.NAME.lock` beside it."""
+    return path.parent / f".{path.name}.lock"
+
+
+@contextlib.contextmanager
+def session_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
+    """Held while a command writes the session file `path`: a second writer waits up to `wait_s`, then is refused."""
+    with file_lock(lock_path_of(path), f"{path} is being written by another trt-inspect command; use another --out "
+                   "or try again when it is done", wait_s):
+        yield
+
+
+def partial_path(path: Path) -> Path:
+    """Where a study that replaces the finished session `path` keeps its steps until it is done: NAME.partial.json."""
+    return path.with_name(f"{path.stem}.partial{path.suffix}")
+
+
+class SessionWriter:
+    """Writes one session file for a command that holds its lock (see `session_writer`).
+
+    A writer that replaces a session found at its path saves its steps to `partial_path(path)` and replaces the
+    path only in `finish`: a killed rerun never leaves a partial study where a finished one was.
+    """
+
+    def __init__(self, path: Path, replacing: bool) -> None:
+        self.path, self.replacing, self.done = path, replacing, False
+
+    @property
+    def current(self) -> Path:
+        """The file the last step went to: the partial file until a replacing writer finishes."""
+        return partial_path(self.path) if self.replacing and not self.done else self.path
+
+    def save_step(self, session: Session) -> Path:
+        """Save a step of work; the finished session at `path`, if any, stays until `finish`."""
+        return save(session, self.current)
+
+    def finish(self, session: Session) -> Path:
+        """Save the finished session at `path`; the partial file, if any, is removed."""
+        saved = save(session, self.path)
+        if self.replacing and not self.done:
+            partial_path(self.path).unlink(missing_ok=True)
+        self.done = True
+        return saved
+
+
+@contextlib.contextmanager
+def session_writer(path: Path, force: bool, wait_s: float = 0.0) -> Iterator[SessionWriter]:
+    """The one way a command writes a session file: run, rerun, import (--out and --into), merge, sweep jobs.
+
+    Before any work: the folder must be writable; the session lock is taken (a second writer waits up to `wait_s`,
+    then is refused with one line) and held until the block ends; a symbolic link, a device, a FIFO or a folder
+    at `path` is refused, and an existing session too unless `force` (import --into passes it: it adds to the file).
+    """
+    check_writable(path)
+    with session_lock(path, wait_s):
+        exists = check_replaceable(path, "session", force)
+        yield SessionWriter(path, exists)
+
+
+def check_replaceable(path: Path, what: str, force: bool) -> bool:
+    """The rule for every file trt-inspect writes, checked before the work: a symbolic link, a device, a FIFO or a
+    folder at `path` is refused (never followed, never renamed over); an existing file only with `force`.
+
+    Returns whether a file is there (then it will be replaced).
+    """
+    _replaceable_mode(path, what)
+    exists = path.exists()
+    if exists and not force:
+        raise InputError(f"{path} exists; pass --force to replace it")
+    return exists
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@gc_paused()
+def decode(data: bytes, origin: str) -> Session:
+    """Parse session bytes; every way they can be wrong becomes one InputError line."""
+    if not data.strip():
+        raise InputError(f"{origin} is empty, not a trt-inspect session")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise InputError(f"{origin} is not valid JSON (corrupt or truncated): {exc}") from None
+    if not isinstance(doc, dict) or doc.get("tool") != TOOL:
+        raise InputError(f"{origin} is not a trt-inspect session")
+    version = doc.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise InputError(f"{origin} has no valid schema_version")
+    if version > SCHEMA_VERSION:
+        raise InputError(
+            f"{origin} uses session schema {version}, newer than this trt-inspect reads ({SCHEMA_VERSION}); upgrade trt-inspect"
+        )
+    if version < 1:
+        raise InputError(f"{origin} has an unknown schema_version {version}")
+    if version < SCHEMA_VERSION:
+        try:
+            doc = migrate(doc, version)
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise InputError(f"{origin}: cannot bring schema {version} up to {SCHEMA_VERSION}: {exc}") from None
+    try:
+        session = build(Session, doc)
+        for variant in session.variants:
+            if variant.kernels is not None:
+                variant.kernels.validate()
+        _check_jobs(session)
+    except (ShapeError, ValueError) as exc:
+        raise InputError(f"{origin} is not a valid session: {exc}") from None
+    return session
+
+
+def _check_jobs(session: Session) -> None:
+    """A merged session's variants each name a job of `merge.jobs`; a plain session's name none."""
+    jobs = len(session.merge.jobs) if session.merge is not None else 0
+    for variant in session.variants:
+        if variant.job is not None and not 0 <= variant.job < jobs:
+            raise ValueError(f"variant {variant.name!r} names job {variant.job}, but the session merges {jobs} jobs")
+
+
+def load(path: Path | str) -> Session:
+    path = Path(path)
+    return decode(read_regular_file(path, "session file"), str(path))
+
+
+@dataclass
+class SessionEntry:
+    path: Path
+    model: str
+    created: str
+    gpu: str
+    backend: str
+    device: str
+    variants: list[str]
+
+
+def list_sessions(folder: Path | None = None) -> tuple[list[SessionEntry], list[str]]:
+    """Saved sessions, newest first, and one line for each file that could not be read."""
+    folder = folder or sessions_dir()
+    entries: list[SessionEntry] = []
+    problems: list[str] = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            session = load(path)
+        except InputError as exc:
+            problems.append(exc.message)
+            continue
+        gpu = session.environment.gpu.name if session.environment.gpu else session.environment.cpu
+        entries.append(
+            SessionEntry(
+                path=path,
+                model=session.study.model,
+                created=session.study.created,
+                gpu=gpu,
+                backend=session.study.backend,
+                device=session.study.device,
+                variants=[v.name for v in session.variants],
+            )
+        )
+    entries.sort(key=lambda e: e.created, reverse=True)
+    return entries, problems
+
+
+def resolve(name_or_path: str) -> Path:
+    """A session named by path, or by file name / stem inside the default folder."""
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    for candidate in (sessions_dir() / name_or_path, sessions_dir() / f"{name_or_path}.json"):
+        if candidate.is_file():
+            return candidate
+    raise InputError(f"no such session: {name_or_path} (see `trt-inspect sessions`)")

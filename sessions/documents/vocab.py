@@ -1,0 +1,34 @@
+"""The session's vocabularies: every word a field may hold, in one place.
+
+Sources (PyTorch, TensorRT, imported files) translate their own words into these; views read only
+these. `codec` checks `Literal` fields on load, so a word outside the list is a load error.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from sessions.documents.trt_names import dtype_word
+
+Device = Literal["cuda", "cpu"]
+Source = Literal["timm", "hf", "onnx", "trtexec", "probe"]
+Status = Literal["ok", "failed"]
+# what a variant computes in: the number format of its quantized layers, else its base precision
+Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", "mixed", "unknown"]  # unknown: names-only files
+# tensor element types, as sessions spell them
+DType = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", "int32", "int64", "uint8", "bool"]
+# what a layer computes, in one dialect for every source
+Op = Literal[
+    "conv", "linear", "matmul", "pooling", "elementwise", "activation", "normalization", "softmax", "attention",
+    "concat", "reformat", "shuffle", "quantize", "dequantize", "myelin", "noop", "dla", "other",
+]
+TraceUnit = Literal["kernel", "op"]
+Timer = Literal["cuda-events", "perf_counter", "trtexec", "unknown"]
+
+PRECISIONS: tuple[str, ...] = get_args(Precision)
+OPS: tuple[str, ...] = get_args(Op)
+
+
+def dtype_of(text: str | None) -> str | None:
+    """The session's dtype word inside a TensorRT format string (`Row major linear FP16 format`): `sessions.documents.trt_names`."""
+    return dtype_word(text)

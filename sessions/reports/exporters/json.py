@@ -1,0 +1,20 @@
+"""`json`: one session's summary with its verdicts; with `--sections layers`, every layer."""
+
+from __future__ import annotations
+
+from sessions.documents.json_text import json_text
+from sessions.reports.exporters import Exporter, ExportRequest
+
+
+def render(request: ExportRequest) -> str:
+    path, session = request.one()
+    if request.sections == "layers":
+        from sessions.reports.layer_detail import layers_document
+
+        return json_text(layers_document(session, path or None))
+    from sessions.reports.export import export_json
+
+    return json_text(export_json(session, path or None, request.rules()))
+
+
+EXPORTER = Exporter("json", render)

@@ -1,0 +1,111 @@
+"""One layer in full, as TensorRT's engine inspector (TREx) shows it: tactic, tensors with their formats
+and dtypes, the reformat layers it causes, and its precision as run against the variant's as asked.
+
+The detail pane, the layer page of imported engines, `show --layers` and the CSV / JSON exports read these.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sessions.documents.model import Layer, Session, Tensor, Variant
+from sessions.reports.tables import format_value, table_csv, table_records
+from sessions.reports.views import Column, Table, Tone
+
+_FLOATS = ("fp32", "fp16", "bf16")  # precisions a quantized variant may fall back to
+
+
+def is_reformat(layer: Layer) -> bool:
+    """A layer that only changes a tensor's format or dtype (TensorRT's Reformat, a copy node)."""
+    return layer.op == "reformat" or layer.kind == "Reformat"
+
+
+def reformats_of(variant: Variant, layer: Layer) -> list[Layer]:
+    """Reformat layers that feed `layer` or read its outputs: the data movement this layer's formats cause."""
+    if is_reformat(layer):
+        return []
+    inputs = {t.name for t in layer.inputs if t.name}
+    outputs = {t.name for t in layer.outputs if t.name}
+    return [other for other in variant.layers if other is not layer and is_reformat(other)
+            and ({t.name for t in other.outputs} & inputs or {t.name for t in other.inputs} & outputs)]
+
+
+def tensor_text(tensor: Tensor) -> str:
+    shape = "x".join(str(d) for d in tensor.shape) if tensor.shape else "?"
+    parts = [tensor.name or "(unnamed)", tensor.dtype or "?", shape]
+    if tensor.format:
+        parts.append(tensor.format)
+    return " ".join(parts[:3]) + (f" [{parts[3]}]" if len(parts) > 3 else "")
+
+
+def precision_note(variant: Variant, layer: Layer) -> str:
+    """The layer's precision as run beside the variant's as asked, and what a difference means."""
+    run, asked = layer.precision or "unknown", variant.precision
+    if run == asked or asked in _FLOATS and run in _FLOATS:
+        return f"{run} (as asked: {asked})"
+    if is_reformat(layer) or layer.origin:
+        return f"{run} (as asked: {asked}; a {layer.origin or 'reformat'} layer converts between formats)"
+    return f"{run}, not {asked} as asked: the engine ran this layer in {run}"
+
+
+def layer_facts(variant: Variant, layer: Layer) -> list[tuple[str, str]]:
+    """(label, value) pairs for a detail pane, in reading order; fields a source did not give are left out."""
+    facts = [("layer", layer.name), ("kind", layer.kind + (f" ({layer.op})" if layer.op else "")),
+             ("ms / call", format_value(layer.time_ms, "ms")), ("precision", precision_note(variant, layer))]
+    if layer.tactic:
+        facts.append(("tactic", layer.tactic))
+    facts += [(f"input {i}", tensor_text(t)) for i, t in enumerate(layer.inputs)]
+    facts += [(f"output {i}", tensor_text(t)) for i, t in enumerate(layer.outputs)]
+    reformats = reformats_of(variant, layer)
+    if reformats:
+        total = sum(r.time_ms or 0.0 for r in reformats)
+        facts.append(("reformats", f"{len(reformats)} costing {format_value(total, 'ms')} ms / call: "
+                      + "; ".join(f"{r.name} ({r.origin or 'reformat'}, {format_value(r.time_ms, 'ms')} ms)" for r in reformats)))
+    if layer.origin:
+        facts.append(("origin", layer.origin))
+    if layer.onnx_nodes:
+        facts.append(("onnx nodes", ", ".join(layer.onnx_nodes)))
+    facts += [(str(key), str(value)) for key, value in layer.attrs.items()]
+    return facts
+
+
+DETAIL_COLUMNS = (Column("layer"), Column("kind"), Column("ms", "ms"), Column("precision"), Column("asked"),
+                  Column("tactic"), Column("inputs"), Column("outputs"), Column("reformats", "count"),
+                  Column("reformat ms", "ms"))
+
+
+def layer_detail_table(variant: Variant) -> Table:
+    """Every layer of `variant` with tactic, formats and reformats: `show --layers`, CSV and JSON."""
+    rows: list[tuple[Any, ...]] = []
+    for layer in variant.layers:
+        reformats = reformats_of(variant, layer)
+        rows.append((layer.name, layer.kind, layer.time_ms, layer.precision, variant.precision, layer.tactic,
+                     "; ".join(tensor_text(t) for t in layer.inputs), "; ".join(tensor_text(t) for t in layer.outputs),
+                     len(reformats), sum(r.time_ms or 0.0 for r in reformats) if reformats else None))
+    tones: list[Tone] = ["warn" if r[3] not in (None, r[4]) and r[4] not in _FLOATS and not is_reformat(layer) else ""
+             for r, layer in zip(rows, variant.layers)]
+    return Table(DETAIL_COLUMNS, rows, [layer.name for layer in variant.layers], tones,
+                 title=f"layers of {variant.name}", time_column=2)
+
+
+def layer_facts_table(variant: Variant, layer: Layer) -> Table:
+    """`layer_facts` as a two-column table: the page a layer opens to where no kernels were recorded."""
+    facts = layer_facts(variant, layer)
+    return Table((Column("field"), Column("value")), facts, [label for label, _ in facts], [""] * len(facts),
+                 title=f"{layer.name} in {variant.name}")
+
+
+def layers_document(session: Session, path: str | None, names: list[str] | None = None) -> dict[str, Any]:
+    """Every layer of the chosen variants (default all) as JSON records: `show --layers --json`, `export --format json`."""
+    chosen = [session.variant(name) for name in names] if names else session.variants
+    return {"session": path, "variants": {v.name: table_records(layer_detail_table(v)) for v in chosen}}
+
+
+def layers_csv(session: Session) -> str:
+    """Every layer of every variant, one CSV with a leading variant column (raw values)."""
+    rows, keys = [], []
+    for variant in session.variants:
+        table = layer_detail_table(variant)
+        rows += [(variant.name, *row) for row in table.rows]
+        keys += [(variant.name, key) for key in table.keys]
+    return table_csv(Table((Column("variant"), *DETAIL_COLUMNS), rows, keys, [""] * len(rows)))

@@ -1,0 +1,425 @@
+"""The FP8 study section of a README, from one or more sessions (`export SESSION... --format study`).
+
+The shape is the one the hand-written studies used: summary and decision, recipe, method, results,
+quality, kernels per call by group, layers of the FP8 engine that did not run in FP8, what was not
+measured, and the commands that reproduce it. Every figure comes from the sessions; the decision is
+computed from them, and simulated FP8 (PyTorch) never decides a speed question.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from sessions.analyses import captions
+from sessions.analyses.captions import SIMULATES
+from sessions.analyses.comparison import BASELINE_PRECISION, compare, reference
+from sessions.analyses.groups import Rules
+from sessions.analyses.lowering import diagnose
+from sessions.analyses.merge import AXES, axis_values, split_merged
+from sessions.analyses.noise import FASTER
+from sessions.analyses.verdict import verdicts
+from sessions.documents.engines import engine_label, engine_options, ran_tensorrt
+from sessions.documents.errors import InspectError
+from sessions.documents.model import Quality, Session, Variant
+from sessions.reports import views
+from sessions.reports.export import known, shell_line, stress_cell
+from sessions.reports.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
+
+COMPUTE_OPS = ("conv", "linear", "matmul")
+SIMULATED = ("simulated FP8 (PyTorch with ModelOpt fake quantization): the numerics of the recipe, "
+             "not the speed of FP8 kernels")
+
+
+@dataclass(frozen=True)
+class Job:
+    path: str
+    session: Session
+    axes: dict[str, str]  # every axis value of the job (sessions.analyses.merge.AXES)
+
+    def gpu(self) -> str:
+        env = self.session.environment
+        return env.gpu.name.removeprefix("NVIDIA ") if env.gpu else f"CPU ({env.cpu})"
+
+    def engine(self) -> str:
+        return engine_label(self.session.study, self.session.environment)
+
+    def level(self) -> str:
+        return engine_options(self.session.study).get("opt_level", "-")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One FP8 variant against its own baseline (sessions.analyses.comparison: its backend's fp16 in its job)."""
+
+    job: Job
+    fp16: Variant
+    fp8: Variant
+    x: float  # baseline time / FP8 time per image: above 1 is faster
+    judgement: str | None  # faster, slower, within noise (sessions.analyses.noise); None: not judged
+
+    @property
+    def axes(self) -> dict[str, str]:
+        return {**self.job.axes, "variant": self.fp8.name}
+
+
+def jobs_of(sources: list[tuple[str, Session]]) -> list[Job]:
+    sessions = [job for path, session in sources for job in split_merged(session, path)]
+    return [Job(path, session, axis_values(session)) for path, session in sessions]
+
+
+def varying(jobs: list[Job]) -> list[str]:
+    return [axis for axis in AXES if len({job.axes[axis] for job in jobs}) > 1]
+
+
+def comparison_rows(jobs: list[Job]) -> list[Row]:
+    rows = []
+    for job in jobs:
+        for variant in job.session.variants:
+            if variant.precision != "fp8":
+                continue
+            c = compare(job.session, variant)  # the study answers FP8 against fp16: other baselines are no answer
+            if c.baseline is not None and c.baseline.precision == BASELINE_PRECISION and c.speedup is not None:
+                rows.append(Row(job, c.baseline, variant, c.speedup, c.judgement))
+    return rows
+
+
+def span(values: list[float], unit: str = "x", digits: int = 2) -> str:
+    low, high = (f"{v:.{digits}f}" for v in (min(values), max(values)))
+    return f"{low}{unit}" if low == high else f"{low}{unit} to {high}{unit}"
+
+
+PHRASES = {"batch": "at batch {}", "opt_level": "at level {}", "gpu": "on {}", "variant": "with {}",
+           "model": "for {}", "tensorrt": "on TensorRT {}", "backend": "on {}"}
+
+
+def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
+    """The one axis value that holds exactly the paying rows (`at batch 32`), if there is one."""
+    for axis in [*axes, "variant"]:
+        for value in dict.fromkeys(r.axes[axis] for r in paying):
+            if {id(r) for r in rows if r.axes[axis] == value} == {id(r) for r in paying}:
+                return PHRASES.get(axis, axis + " {}").format(md_cell(value))
+    return None
+
+
+def fp8_variants(jobs: list[Job]) -> list[Variant]:
+    """Every FP8 variant that finished, timed or not, in job order: what the recipe and revisit parts speak of."""
+    return [v for job in jobs for v in job.session.variants if v.precision == "fp8" and v.status == "ok"]
+
+
+def decision(rows: list[Row], axes: list[str], jobs: list[Job] | None = None) -> str:
+    real = [r for r in rows if not r.fp8.simulated]
+    simulated = [r for r in rows if r.fp8.simulated]
+    if not rows:
+        untimed = fp8_variants(jobs or [])
+        if not untimed:
+            return "No decision: no FP8 variant was timed against an fp16 variant of the same job."
+        names = ", ".join(v.name + (" (simulated)" if v.simulated else "") for v in untimed)
+        cpu = any(job.session.study.device == "cpu" for job in jobs or [])
+        why = ("; on the CPU the baseline is fp32 or bf16 (fp16 convolutions are slow there) and FP8 is simulated, "
+               "so a CPU run answers the recipe's quality, never FP8 speed") if cpu else ""
+        return f"No speed decision: FP8 ran ({names}), but no fp16 variant was timed in the same job{why}."
+    if not real:
+        return (f"No speed decision: every FP8 variant here is {SIMULATED}. Simulated FP8 ran at "
+                f"{span([r.x for r in simulated])} of fp16; measure with `--backend tensorrt` to decide.")
+    paying = [r for r in real if r.judgement == FASTER]
+    if not paying:
+        return f"FP8 does not pay: {span([r.x for r in real])} of fp16."
+    if len(paying) == len(real):
+        return f"FP8 pays: {span([r.x for r in real])} of fp16."
+    rest = [r for r in real if r not in paying]
+    place = where(paying, real, axes) or f"in {len(paying)} of {len(real)} configurations"
+    return f"FP8 pays {place} ({span([r.x for r in paying])} of fp16), not elsewhere ({span([r.x for r in rest])})."
+
+
+def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
+    lines = ["### Summary and decision", "", (f"**{decision(rows, axes, jobs)}** (FP8 pays where its latency band lies "
+             "below its baseline's, by the noise rule of every verdict; x = fp16 median / FP8 median of the same job "
+             "and backend, above 1 is faster.)"), ""]
+    models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
+    gpus = ", ".join(dict.fromkeys(f"{job.gpu()} ({job.engine()})" for job in jobs))
+    lines.append(f"- {len(jobs)} job(s): {md_cell(models)} on {md_cell(gpus)}.")
+    kernels = [(r.fp16.trace.per_call, r.fp8.trace.per_call) for r in rows if r.fp16.trace and r.fp8.trace]
+    if kernels:
+        lines.append(f"- Kernels per call: fp16 {span([k[0] for k in kernels], '', 0)}, "
+                     f"FP8 {span([k[1] for k in kernels], '', 0)}.")
+    quality = [r.fp8.quality for r in rows if r.fp8.quality is not None]
+    if quality:
+        lines.append(f"- FP8 top-1 agreement with fp32: {span([q.top1_agreement * 100 for q in quality], ' %')}; "
+                     f"mean KL {min(q.mean_kl for q in quality):.2g} to {max(q.mean_kl for q in quality):.2g}; "
+                     f"{sum(q.nonfinite for q in quality)} NaN / Inf outputs; "
+                     f"stress inputs with NaN / Inf: {stress_span(quality)}.")
+    if any(r.fp8.simulated for r in rows):
+        lines.append(f"- *simulated*: {SIMULATED}.")
+    return "\n".join(lines)
+
+
+def recipe_section(jobs: list[Job]) -> str:
+    """The recipe of every FP8 variant that finished (timed against fp16 or not), each once."""
+    lines = ["### Recipe"]
+    seen: set[tuple[str, str, str, int, int]] = set()
+    for fp8 in fp8_variants(jobs):
+        recipe = fp8.recipe
+        if recipe is None:
+            continue
+        key = (fp8.name, recipe.method, recipe.scales, len(recipe.quantized), recipe.calibration_count)
+        if key in seen:
+            continue
+        seen.add(key)
+        total = len(recipe.quantized) + len(recipe.excluded)
+        excluded = f"; kept out by pattern: {', '.join(recipe.exclude_patterns)}" if recipe.exclude_patterns else ""
+        lines.append(f"- **{md_cell(fp8.name)}**{' (simulated)' if fp8.simulated else ''}: "
+                     + md_cell(f"{recipe.number_format} for {len(recipe.quantized)} of {total} layers (layout "
+                               f"{recipe.layout or '-'}{excluded}). Scales: {recipe.scales}. Calibration: "
+                               f"{recipe.calibration_count} images from {recipe.calibration_source}. Method: {recipe.method}."))
+    return "\n".join(lines) if len(lines) > 1 else "### Recipe\n\nNo FP8 variant records a recipe."
+
+
+def method_section(jobs: list[Job]) -> str:
+    batches: dict[str, list[str]] = {}  # the method's words -> the batches timed that way
+    for job in jobs:
+        m = job.session.method
+        graph = known(m.cuda_graph, {True: "one CUDA-graph replay", False: "one eager inference"})
+        rounds, iters = known(m.rounds), known(m.iters)
+        order = f"{rounds} rounds interleaved across the variants" if m.interleaved else f"{rounds} rounds"
+        words = md_cell(f"{graph} per sample ({m.timer}); median of all {rounds} x {iters} runs: {order}, {iters} "
+                        f"runs each, after {known(m.warmup_s, lambda s: f'{s:g} s')} of warm-up per variant; all "
+                        f"variants of a job built and timed together in one process. Timed region: {m.timed_region}.")
+        batches.setdefault(words, [])
+        if str(job.session.study.batch) not in batches[words]:
+            batches[words].append(str(job.session.study.batch))
+    lines = ["### Method", *(f"- Batch {', '.join(b)}: {words}" for words, b in batches.items())]
+    first = jobs[0].session.method
+    lines += [f"- Kernels: {md_cell(first.kernels)}.", f"- Per-layer time: {md_cell(first.per_layer)}."]
+    return "\n".join(lines)
+
+
+def results_section(rows: list[Row], axes: list[str]) -> str:
+    if not rows:
+        return "### Results\n\nNo FP8 variant was timed against an fp16 variant of the same job."
+    shown = [a for a in axes if a not in ("gpu", "tensorrt", "torch", "backend", "opt_level", "batch")]
+    headers = ["GPU", "engine", "level", "batch", *shown, "FP8 variant", "fp16 ms", "FP8 ms", "x",
+               "MiB fp16 / FP8", "build s fp16 / FP8"]
+    body = []
+    for r in rows:
+        body.append([r.job.gpu(), r.job.engine(), r.job.level(), r.job.session.study.batch,
+                     *(r.job.axes[a] for a in shown), r.fp8.name + (" (simulated)" if r.fp8.simulated else ""),
+                     r.fp16.latency.median_ms, r.fp8.latency.median_ms, f"{r.x:.2f}",
+                     _pair(_mib(r.fp16), _mib(r.fp8)), _pair(r.fp16.build_s, r.fp8.build_s)])
+    parts = ["### Results", render_markdown(headers, body)]
+    for axis in [*axes, "variant"]:
+        if len({r.axes[axis] for r in rows}) > 1:
+            parts += [f"x by {axis}:", axis_table(rows, axis)]
+    unstable = [f"{r.job.gpu()} b{r.job.session.study.batch} {v.name}" for r in rows for v in (r.fp16, r.fp8)
+                if v.latency is not None and v.latency.cov > 0.025]
+    if unstable:
+        parts.append(md_text(f"CoV above 2.5 % for {', '.join(dict.fromkeys(unstable))}: differences that small are noise."))
+    return "\n\n".join(parts)
+
+
+def axis_table(rows: list[Row], axis: str) -> str:
+    variants = list(dict.fromkeys(r.fp8.name for r in rows)) if axis != "variant" else ["x"]
+    body = []
+    for value in dict.fromkeys(r.axes[axis] for r in rows):
+        cells = []
+        for name in variants:
+            xs = [r.x for r in rows if r.axes[axis] == value and (axis == "variant" or r.fp8.name == name)]
+            cells.append(span(xs) if xs else None)
+        body.append([value, *cells])
+    return render_markdown([axis, *variants], body)
+
+
+def _count(value: float | None) -> float | int | None:
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def _mib(variant: Variant) -> str | None:
+    return f"{variant.artifact_bytes / (1 << 20):.1f}" if variant.artifact_bytes is not None else None
+
+
+def _pair(a: object, b: object) -> str:
+    def text(v: object) -> str:
+        return "-" if v is None else f"{v:.1f}" if isinstance(v, float) else str(v)
+
+    return f"{text(a)} / {text(b)}"
+
+
+def stress_span(quality: list[Quality]) -> str:
+    ran = [q for q in quality if q.stress_inputs]
+    if not ran:
+        return "not run"
+    return f"{min(q.stress_nonfinite for q in ran)} to {max(q.stress_nonfinite for q in ran)} of {ran[0].stress_inputs}"
+
+
+def quality_section(jobs: list[Job]) -> str:
+    headers = ["job", "variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs error", "NaN / Inf",
+               "stress inputs with NaN / Inf"]
+    body = [[label(job), v.name + (" (simulated)" if v.simulated else ""), v.quality.reference, v.quality.images,
+             v.quality.top1_agreement * 100, v.quality.mean_kl, v.quality.max_abs_logit_error, v.quality.nonfinite,
+             stress_cell(v.quality)]
+            for job in jobs for v in job.session.variants if v.quality is not None]
+    if not body:
+        return "### Quality\n\nNot measured."
+    sources = ", ".join(dict.fromkeys(f"{job.session.study.weights}" for job in jobs))
+    parts = ["### Quality", render_markdown(headers, body), md_text(f"Weights: {sources}.")]
+    if any(job.session.study.weights.startswith("random") for job in jobs):
+        parts.append("With random weights these figures compare numerics only, not accuracy.")
+    return "\n\n".join(parts)
+
+
+def label(job: Job) -> str:
+    level = f" L{job.level()}" if job.level() != "-" else ""
+    return f"{job.session.study.model} {job.gpu()} {job.engine()}{level} b{job.session.study.batch}"
+
+
+def kernels_section(jobs: list[Job], rules: Rules) -> str:
+    parts = ["### Kernels per call by group"]
+    for job in jobs:
+        session = job.session
+        if all(v.kernels is None for v in session.variants):
+            parts.append(md_text(f"{label(job)}: no kernel trace."))
+            continue
+        table = views.group_table(session, rules, "role")
+        headers, rows = table.labels, table.rows
+        keep = [0] + [i for i, h in enumerate(headers) if h.endswith(" k/call")]
+        counts = [[row[0], *(_count(row[i]) for i in keep[1:])] for row in rows]
+        parts += [f"**{md_cell(label(job))}**", render_markdown([headers[i] for i in keep], counts)]
+        parts.append(explaining_layers(session))
+    return "\n\n".join(parts)
+
+
+def explaining_layers(session: Session, top: int = 5) -> str:
+    """The flagged layers (per-group splits, kernel jumps against fp16, FP8 layers on kernels without FP8 tensor
+    cores), most kernels first."""
+    found = [flag for flag, _ in views.flags_of(session)]
+    baseline = reference(session)
+    base = baseline.name if baseline is not None else "the baseline"
+    if not found:
+        return (f"No layer is flagged (no per-group split, no kernel jump against {md_cell(base)}, no FP8 layer on "
+                "kernels without FP8 tensor cores).")
+    lines = []
+    for variant in dict.fromkeys(f.variant for f in found):
+        mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
+        reasons = md_cell(", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items()))
+        examples = "; ".join(
+            f"{md_code(f.layer)} {f.kernels_per_call:.0f} kernels" + (f" ({f.groups} groups)" if f.groups else "")
+            + (f", {md_cell(base)} {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
+            for f in mine[:top])
+        lines.append(f"- {md_cell(variant)}: {len(mine)} layers flagged ({reasons}); {examples}")
+    return "Layers that explain the count:\n" + "\n".join(lines)
+
+
+def fp16_layers_section(rows: list[Row]) -> str:
+    headers = ["job", "FP8 variant", "compute layers", "in FP8", "not in FP8", "of those quantized by the recipe", "examples"]
+    body = []
+    for r in rows:
+        compute = [layer for layer in r.fp8.layers if layer.op in COMPUTE_OPS]
+        if not compute:
+            continue
+        other = [layer for layer in compute if "fp8" not in (layer.precision, layer.attrs.get(SIMULATES))]
+        quantized = set(r.fp8.recipe.quantized) if r.fp8.recipe else set()
+        expected = [layer for layer in other if layer.quantized or in_recipe(layer.name, layer.onnx_nodes, quantized)]
+        names = ", ".join(layer.name for layer in (expected or other)[:4]) + (" ..." if len(expected or other) > 4 else "")
+        body.append([label(r.job), r.fp8.name + (" (simulated)" if r.fp8.simulated else ""), len(compute),
+                     len(compute) - len(other), len(other), len(expected), names or "-"])
+    if not body:
+        return "### Layers of the FP8 engine that did not run in FP8\n\nNo layer precisions recorded."
+    parts = ["### Layers of the FP8 engine that did not run in FP8", render_markdown(headers, body)]
+    if any(r.fp8.simulated for r in rows):
+        parts.append("For simulated variants the precision is the recipe's choice (fake quantization), not a kernel's.")
+    return "\n\n".join(parts)
+
+
+def in_recipe(name: str, onnx_nodes: list[str], quantized: set[str]) -> bool:
+    """Whether a layer stands for a module the recipe quantized (`layer1.0.conv1`, or its ONNX node)."""
+    texts = ["." + t.replace("/", ".") + "." for t in [name, *onnx_nodes]]
+    return name in quantized or any(f".{path}." in text for path in quantized for text in texts)
+
+
+def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
+    items = []
+    sessions = [job.session for job in jobs]
+    if not any(ran_tensorrt(s.study) for s in sessions):
+        items.append("TensorRT engines: no job ran the TensorRT backend" + (
+            f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
+    for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
+                        ("tensorrt", "TensorRT versions other than {}"), ("opt_level", "builder optimisation levels other than {}")):
+        values = {job.axes[axis] for job in jobs if axis not in ("tensorrt", "opt_level") or ran_tensorrt(job.session.study)}
+        if len(values) == 1 and values != {"-"}:
+            items.append(words.format(values.pop()))
+    layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}
+    if layouts:
+        items.append(f"FP8 layouts other than {', '.join(sorted(layouts))}")
+    if any(s.study.weights.startswith("random") for s in sessions):
+        items.append("accuracy with trained weights (random weights: quality compares numerics only)")
+    images = {v.quality.images for s in sessions for v in s.variants if v.quality is not None}
+    if images:
+        items.append(f"quality on a larger held-out set (at most {max(images)} images here)")
+    if any(v.artifact_bytes is None for s in sessions for v in s.variants if v.status == "ok"):
+        items.append("plan size for some variants")
+    if any(v.kernels is None for s in sessions for v in s.variants if v.status == "ok"):
+        items.append("kernels per call for some variants (not traced)")
+    items += [f"{label(job)} {v.name}: failed ({v.error})" for job in jobs for v in job.session.variants if v.status != "ok"]
+    items += [f"{label(job)}: no fp16 variant to compare FP8 with" for job in jobs
+              if any(v.precision == "fp8" and compare(job.session, v).speedup is None for v in job.session.variants)]
+    return "### Not measured\n\n" + "\n".join(f"- {md_cell(item)}." for item in items) if items else "### Not measured\n\nNothing the sessions can tell."
+
+
+def revisit_section(jobs: list[Job], rows: list[Row], rules: Rules) -> str:
+    """When to revisit: the conditions under which these sessions' answer could change, each read from them."""
+    fp8 = fp8_variants(jobs)
+    if not fp8:
+        return "### When to revisit\n\nNo FP8 variant finished: run the study first."
+    items = []
+    if all(v.simulated for v in fp8):
+        items.append("with real FP8 kernels (`--backend tensorrt` on an FP8 GPU, or `trt-inspect probe`): every FP8 "
+                     "variant here is simulated, so none of its times is FP8 kernel speed")
+    split = sorted({f.layer for v in fp8 for f in diagnose(v) if f.reason == "per-group split"})
+    if split:
+        items.append(f"when TensorRT (or cuDNN) runs a grouped convolution as one kernel instead of one per group "
+                     f"({len(split)} layers split here, e.g. {md_code(split[0])}); measure the baseline again first: it "
+                     "gets faster too")
+    costs = [v for job in jobs for v in verdicts(job.session, rules) if v.speedup < 1 and v.group and v.group_delta_ms
+             and v.variant in {captions.variant_label(f.name, f.simulated) for f in fp8}]
+    if costs:
+        worst = max(costs, key=lambda v: v.group_delta_ms or 0.0)
+        items.append(f"when {md_cell(worst.group)} gets cheaper: it adds {worst.group_delta_ms:.2f} ms per call to "
+                     f"{md_cell(worst.variant)} against {md_cell(worst.baseline)} here")
+    batches = {job.axes["batch"] for job in jobs}
+    if len(batches) == 1:
+        items.append(f"at larger batches or inputs, where convolutions and matmuls become compute bound (only batch "
+                     f"{md_cell(batches.pop())} measured)")
+    paying = any(r.judgement == FASTER for r in rows if not r.fp8.simulated)
+    smaller = [(r, r.fp8.artifact_bytes / r.fp16.artifact_bytes) for r in rows if not r.fp8.simulated
+               and r.fp8.artifact_bytes and r.fp16.artifact_bytes]
+    if not paying and any(ratio < 0.9 for _, ratio in smaller):
+        best = min(ratio for _, ratio in smaller)
+        items.append(f"when plan size matters more than latency: the FP8 plan is up to {(1 - best) * 100:.0f} % smaller")
+    return "### When to revisit\n\n" + "\n".join(f"- {item}." for item in items)
+
+
+def reproduce_section(sources: list[tuple[str, Session]], jobs: list[Job]) -> str:
+    commands = [shell_line(s.study.command) for _, s in sources if s.merge is not None and s.study.command]
+    commands += [shell_line(job.session.study.command) for job in jobs if job.session.study.command]
+    commands += [shell_line(["trt-inspect", "rerun", job.path]) for job in jobs if job.session.study.plan is not None]
+    return "\n".join(["### Reproduce", md_fence(list(dict.fromkeys(commands)), "bash")])
+
+
+def study_markdown(sources: list[tuple[str, Session]], rules: Rules) -> str:
+    jobs = jobs_of(sources)
+    if not jobs:
+        raise InspectError("no sessions to export")
+    rows = comparison_rows(jobs)
+    axes = varying(jobs)
+    models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
+    sections = [
+        f"## FP8 quantization study: {md_cell(models)}", summary_section(jobs, rows, axes), recipe_section(jobs),
+        method_section(jobs), results_section(rows, axes), quality_section(jobs), kernels_section(jobs, rules),
+        fp16_layers_section(rows), not_measured_section(jobs, rows), revisit_section(jobs, rows, rules),
+        reproduce_section(sources, jobs),
+    ]
+    text = "\n\n".join(sections) + "\n"
+    problems = markdown_table_problems(text)
+    if problems:
+        raise InspectError(f"the study section has a malformed table ({problems[0]})")
+    return text

@@ -1,0 +1,170 @@
+"""Tactic selection of the cuDNN engine with a stand-in for cuDNN's plan list, the JSON timing cache, and the
+engine's H200 sessions: no layer of an FP8 recipe ran in fp16 without a recorded reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import pytest
+
+from builders.engine_plans import PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
+from builders.plan_compiler import PlanCompiler, worker_count
+from sessions.documents.storage import decode, read_regular_file
+from tests.conftest import ROOT
+
+RESULTS = ROOT / "benchmarks" / "results" / "h200"
+
+
+class StandInGraph:
+    """A plan list as cuDNN's frontend presents it: names by index; some plans refuse to build."""
+
+    def __init__(self, names: list[str], refuse: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        self.names, self.refuse = names, refuse
+        self.built: list[int] = []
+
+    def get_execution_plan_count(self) -> int:
+        return len(self.names)
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return self.names[index]
+
+    def build_plan_at_index(self, index: int) -> None:
+        if index in self.refuse:
+            raise RuntimeError(f"plan {index} is not supported")
+        self.built.append(index)
+
+
+def timer(graph: StandInGraph, times: dict[int, float]):
+    def time_plan(index: int) -> float:
+        graph.build_plan_at_index(index)
+        return times[index]
+
+    return time_plan
+
+
+def test_the_fastest_of_the_plans_tried_wins_not_the_first():
+    graph = StandInGraph(["eng4_k24=36", "eng4_k24=29", "eng2", "eng7"])
+    choice = choose_plan(graph, "sig", 3, timer(graph, {0: 48.9, 1: 29.9, 2: 35.0, 3: 1.0}), None)
+    assert (choice.index, choice.name, choice.tried, choice.offered, choice.time_us) == (1, "eng4_k24=29", 3, 4, 29.9)
+    assert graph.built[-1] == 1  # the winner is built last, so execute() runs it
+
+
+def test_plans_that_do_not_build_are_reasons_and_none_building_is_an_error():
+    graph = StandInGraph(["a", "b", "c"], refuse={0})
+    choice = choose_plan(graph, "sig", 8, timer(graph, {1: 5.0, 2: 4.0}), None)
+    assert choice.index == 2 and choice.tried == 3 and choice.failures == ["[0] plan 0 is not supported"]
+    with pytest.raises(RuntimeError, match="none of 2 of 2 plans built"):
+        choose_plan(StandInGraph(["a", "b"], refuse={0, 1}), "sig", 8, lambda i: 1.0 / 0, None)
+
+
+def test_opt_levels_try_more_plans():
+    counts = [PLANS_PER_OPT_LEVEL[level] for level in range(6)]
+    assert counts == sorted(counts) and counts[0] == 1 and counts[-1] >= 40
+
+
+def test_the_timing_cache_is_json_keyed_like_tensorrts_and_a_second_run_builds_only_the_winner(tmp_path):
+    header = {"gpu": "NVIDIA H200", "compute_capability": "90", "versions": "cudnn91900-fe1.32.0"}
+    path = tmp_path / "cache.json"
+    cache = TimingCache(path, header)
+    graph = StandInGraph(["p0", "p1", "p2"])
+    choice = choose_plan(graph, "conv fp8 in=1x256x56x56", 3, timer(graph, {0: 3.0, 1: 2.0, 2: 9.0}), cache)
+    cache.put("conv fp8 in=1x256x56x56", choice, None)
+    cache.save()
+    stored = json.loads(path.read_text())
+    assert stored["key"] == header and stored["plans"]["conv fp8 in=1x256x56x56"]["name"] == "p1"
+
+    again = StandInGraph(["p0", "p1", "p2"])
+    choice = choose_plan(again, "conv fp8 in=1x256x56x56", 3, lambda i: pytest.fail("timed again"),
+                         TimingCache(path, header))
+    assert (choice.index, choice.cached, choice.tried, again.built) == (1, True, 1, [1])
+
+    other_gpu = TimingCache(path, {**header, "gpu": "NVIDIA H100"})
+    assert other_gpu.get("conv fp8 in=1x256x56x56") is None
+    renamed = StandInGraph(["p0", "q1", "p2"])  # cuDNN lists other plans now: time them again
+    choice = choose_plan(renamed, "conv fp8 in=1x256x56x56", 3, timer(renamed, {0: 1.0, 1: 2.0, 2: 3.0}),
+                         TimingCache(path, header))
+    assert (choice.index, choice.cached) == (0, False)
+
+
+def test_the_cache_keeps_the_winners_serialized_plan_by_its_hash_and_refuses_altered_bytes(tmp_path):
+    path = tmp_path / "cache.json"
+    cache = TimingCache(path, {"gpu": "x"})
+    choice = Choice(2, "eng7", 4, 11, 12.5, False, [])
+    cache.put("sig", choice, b"cuDNN plan bytes")
+    cache.save()
+
+    reloaded = TimingCache(path, {"gpu": "x"})
+    assert reloaded.holds_plan("sig")
+    plan, entry = reloaded.plan("sig")
+    assert plan == b"cuDNN plan bytes" and (entry["index"], entry["name"], entry["offered"]) == (2, "eng7", 11)
+    stored = reloaded.plans_dir / f"{hashlib.sha256(b'cuDNN plan bytes').hexdigest()}.plan"
+    assert stored.read_bytes() == b"cuDNN plan bytes"
+    stored.write_bytes(b"cuDNN plan bytez")  # altered on disk: not loaded, chosen again
+    assert reloaded.plan("sig") is None
+    stored.unlink()
+    assert not reloaded.holds_plan("sig")
+
+
+def test_a_cached_choice_keeps_its_record_and_gains_the_plan_it_lacked(tmp_path):
+    cache = TimingCache(tmp_path / "cache.json", {"gpu": "x"})
+    cache.put("sig", Choice(1, "p1", 3, 4, 2.0, False, []), None)
+    cache.put("sig", Choice(1, "p1", 1, 4, None, True, []), b"plan")
+    entry = cache.entries["sig"]
+    assert (entry["tried"], entry["time_us"], cache.plan("sig")[0]) == (3, 2.0, b"plan")
+    cache.dirty = False
+    cache.put("sig", Choice(1, "p1", 1, 4, None, True, []), b"plan")
+    assert not cache.dirty
+
+
+def test_plans_compiled_elsewhere_are_loaded_timed_and_refusals_keep_their_reason():
+    loaded: list[int] = []
+    compiled = CompiledPlans(["a", "b", "c", "d"], {1: b"one", 2: b"two"}, {0: "no kernel for this shape"},
+                             lambda index, plan: loaded.append(index) or plan)
+    times = {1: 7.0, 2: 5.0}
+    choice = choose_plan(compiled, "sig", 3, lambda i: (compiled.build_plan_at_index(i), times[i])[1], None)
+    assert (choice.index, choice.name, choice.tried, choice.offered) == (2, "c", 3, 4)
+    assert choice.failures == ["[0] no kernel for this shape"] and loaded[-1] == 2
+    with pytest.raises(RuntimeError, match="plan 3 was not compiled"):
+        compiled.build_plan_at_index(3)
+
+
+@pytest.mark.parametrize(("cores", "graphs", "workers"), [(16, 34, 12), (16, 5, 5), (16, 3, 0), (4, 34, 3), (2, 34, 0)])
+def test_plan_compilation_is_spread_only_where_it_pays(monkeypatch, cores, graphs, workers):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert worker_count(graphs) == workers
+    assert PlanCompiler(0).compile([], 4) == {}  # nothing to compile: no pool started
+
+
+def test_a_damaged_cache_file_is_ignored(tmp_path):
+    path = tmp_path / "cache.json"
+    path.write_text("{not json")
+    assert TimingCache(path, {"gpu": "x"}).entries == {}
+
+
+ENGINE_SESSIONS = sorted(RESULTS.glob("*-engine*.json"))
+
+
+@pytest.mark.parametrize("path", ENGINE_SESSIONS, ids=[p.stem for p in ENGINE_SESSIONS])
+def test_no_recipe_layer_of_the_h200_engine_ran_fp16_without_a_reason(path):
+    session = decode(read_regular_file(path, "session"), str(path))
+    checked = 0
+    for variant in session.variants:
+        if variant.backend != "cudnn" or variant.precision != "fp8" or variant.status != "ok":
+            continue
+        assert variant.recipe is not None and not variant.simulated
+        layers = {layer.name: layer for layer in variant.layers}
+        hidden = [n for n in variant.notes if "were not lowered" in n]
+        for name in variant.recipe.quantized:
+            if name not in layers:
+                assert hidden, f"{variant.name}: {name} is neither a layer nor named as not lowered"
+                continue
+            layer = layers[name]
+            assert layer.precision == "fp8" or layer.attrs.get("fallback"), f"{variant.name}: {name} silently fp16"
+            assert layer.attrs.get("asked") == "fp8"
+            checked += 1
+        for layer in variant.layers:
+            if layer.precision == "fp8" and layer.op == "conv":
+                assert layer.tactic and 1 <= layer.attrs["plans_tried"] <= PLANS_PER_OPT_LEVEL[session.study.plan.opt_level]
+    assert checked or "segformer" in path.name or "vit" in path.name

@@ -1,0 +1,39 @@
+"""Variants of the cuDNN / cuBLASLt engine beside PyTorch's in one plan, and where the engine cannot run."""
+
+from __future__ import annotations
+
+import pytest
+
+from builders.backend import backend_names
+from inspector import resolve
+from sessions.documents.errors import InputError
+from sessions.documents.plan import VariantPlan, parse_variants
+from tests.conftest import run_cli
+
+
+def test_engine_variants_name_their_backend_and_expand_recipes():
+    plans = parse_variants("fp32,fp16,cudnn-fp16,cudnn-fp8", ["all", "pointwise"], [])
+    assert [p.name for p in plans] == ["fp32", "fp16", "cudnn-fp16", "cudnn-fp8-all", "cudnn-fp8-pointwise"]
+    assert [p.backend for p in plans] == [None, None, "cudnn", "cudnn", "cudnn"]
+    assert parse_variants("cudnn-fp8-no-se", [], [])[0] == VariantPlan("fp8", "no-se", (), "cudnn")
+    with pytest.raises(InputError, match="cudnn-fp16, cudnn-fp8"):
+        parse_variants("cudnn-fp32", [], [])
+    assert "cudnn" in backend_names()
+
+
+def test_defaults_keep_simulated_fp8_off_fp8_gpus(monkeypatch):
+    assert resolve.default_variants("cpu") == "fp32,bf16,fp8"
+    monkeypatch.setattr(resolve, "fp8_engine_here", lambda: False)
+    assert resolve.default_variants("cuda") == "fp32,fp16,fp8"
+    monkeypatch.setattr(resolve, "fp8_engine_here", lambda: True)
+    assert resolve.default_variants("cuda") == "fp32,fp16,cudnn-fp16,cudnn-fp8"
+    assert resolve.default_variants("cuda", "tensorrt") == "fp32,fp16,fp8"
+
+
+@pytest.mark.slow
+def test_asking_for_the_engine_where_it_cannot_run_is_one_line_and_exit_3(tmp_path):
+    result = run_cli("run", "resnet18", "--device", "cpu", "--variants", "fp32,cudnn-fp8-all",
+                     env={"TRT_INSPECT_HOME": str(tmp_path)})
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert result.returncode == 3 and errors == ["trt-inspect: error: the cuDNN / cuBLASLt engine runs on CUDA GPUs only"]
+    assert "Traceback" not in result.stderr

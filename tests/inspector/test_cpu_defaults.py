@@ -1,0 +1,134 @@
+"""The CPU policy: threads from cores and load, bf16 from a measurement, counts and variants from the model's cost."""
+
+from dataclasses import replace
+
+import pytest
+
+from inspector import cpu_defaults
+from inspector.cpu_defaults import BUDGET_S, LADDER, Machine, choose_threads, estimate_s, fit_cpu_plan
+from inspector.request import CPU_TIMING, StudyRequest
+from profilers.images import STRESS_CASES, stress_inputs
+from sessions.analyses.captions import session_caveats
+from sessions.documents.model import Environment, LatencyStats, Session, Study, Variant
+from sessions.documents.plan import StudyPlan, parse_variants
+
+
+def machine(forward_s: float, bf16_ratio: float = 1.0, threads: int = 1) -> Machine:
+    return Machine(cores=2, load=(1.5, 1.0, 0.5), threads=threads, forward_s=forward_s, single_s=forward_s,
+                   bf16_ratio=bf16_ratio)
+
+
+def cpu_plan(variants: str = "fp32,bf16,fp8", recipes: tuple[str, ...] = (), **changes) -> StudyPlan:
+    plan = StudyPlan(model="senet154", backend="torch", device="cpu", batch=1, timing=CPU_TIMING, tracer="torch",
+                     variants=parse_variants(variants, list(recipes), []))
+    return replace(plan, **changes)
+
+
+@pytest.fixture
+def measured(monkeypatch):
+    """fit_cpu_plan with the machine measurement replaced: set `.value` to the Machine it should see."""
+    holder = type("Holder", (), {"value": machine(1.0)})()
+    monkeypatch.setattr(cpu_defaults, "measure_machine", lambda plan: holder.value)
+    monkeypatch.setattr(cpu_defaults, "_available_images", lambda plan: 18)
+    return holder
+
+
+@pytest.mark.parametrize(("cores", "load", "threads"), [(2, 0.0, 2), (2, 0.4, 2), (2, 1.2, 1), (2, 14.0, 1), (16, 3.6, 12)])
+def test_threads_are_the_cores_the_load_leaves_free(cores, load, threads):
+    assert choose_threads(cores, load) == threads
+
+
+def test_a_cheap_model_keeps_the_full_defaults_and_bf16_where_it_is_fast(measured):
+    measured.value = machine(0.01, bf16_ratio=1.1)
+    plan, notes = fit_cpu_plan(cpu_plan(), StudyRequest("resnet18"))
+    assert [v.name for v in plan.variants] == ["fp32", "bf16", "fp8-all", "fp8-no-se"]
+    assert (plan.eval_count, plan.calib_count, plan.stress_count) == (None, 16, None)
+    assert (plan.timing.rounds, plan.timing.iters) == (LADDER[0].rounds, LADDER[0].iters)
+    assert plan.threads == 1 and any(note.startswith("CPU: 2 cores, load average 1.5 / 1.0 / 0.5") for note in notes)
+
+
+def test_a_costly_model_gets_fewer_counts_within_the_budget_and_no_slow_bf16(measured):
+    measured.value = machine(0.9, bf16_ratio=33.0)
+    plan, notes = fit_cpu_plan(cpu_plan(), StudyRequest("senet154"))
+    assert "bf16" not in [v.name for v in plan.variants]
+    assert any(note.startswith("bf16 left out: a convolution ran 33x slower") for note in notes)
+    assert plan.eval_count is not None and plan.eval_count < 18 and plan.stress_count < STRESS_CASES
+    estimate = estimate_s(plan, measured.value, 18, plan.stress_count)
+    assert estimate <= BUDGET_S
+    line = next(note for note in notes if note.startswith("CPU plan:"))
+    assert f"estimated {cpu_defaults._duration(estimate)} from here" in line and "over the" not in line
+
+
+def test_what_the_user_set_is_kept(measured):
+    measured.value = machine(0.9, bf16_ratio=33.0)
+    request = StudyRequest("senet154", variants="fp32,bf16,fp8", rounds=7, iters=9, calib_count=12, eval_count=5,
+                           threads=2)
+    plan, _ = fit_cpu_plan(cpu_plan(threads=2, calib_count=12, eval_count=5), request)
+    assert [v.name for v in plan.variants][:2] == ["fp32", "bf16"]
+    assert (plan.timing.rounds, plan.timing.iters, plan.calib_count, plan.eval_count) == (7, 9, 12, 5)
+
+
+def test_when_no_count_fits_the_default_second_recipe_goes_but_a_named_one_stays(measured):
+    measured.value = machine(4.0, bf16_ratio=33.0)
+    plan, notes = fit_cpu_plan(cpu_plan(), StudyRequest("senet154"))
+    assert [v.name for v in plan.variants] == ["fp32", "fp8-all"]
+    assert any("left out to fit the time: fp8-no-se" in note for note in notes)
+    named, notes = fit_cpu_plan(cpu_plan(recipes=("all", "no-se")), StudyRequest("senet154", fp8_recipes=("all", "no-se")))
+    assert [v.name for v in named.variants] == ["fp32", "fp8-all", "fp8-no-se"]
+    assert any("over the" in note for note in notes)
+
+
+def test_the_estimate_follows_the_measured_cost_and_the_plans_steps():
+    plan = cpu_plan("fp32,fp8", ("all",))
+    slow, fast = estimate_s(plan, machine(2.0), 18, 5), estimate_s(plan, machine(1.0), 18, 5)
+    assert slow == pytest.approx(2 * fast)
+    more_rounds = replace(plan, timing=replace(plan.timing, rounds=plan.timing.rounds * 2))
+    assert estimate_s(more_rounds, machine(1.0), 18, 5) > fast
+    assert estimate_s(plan, machine(1.0), 18, 15) > fast
+    assert estimate_s(cpu_plan("fp32"), machine(1.0), 18, 5) < fast
+
+
+def test_stress_inputs_thinned_evenly_keep_the_extremes_apart():
+    names = [name for name, _ in stress_inputs((3, 4, 4), 5)]
+    assert names == ["zeros", "constant 255", "checkerboard saturated", "extreme +-65504", "noise sigma 1"]
+    assert len(stress_inputs((3, 4, 4))) == STRESS_CASES
+    assert len({name for name, _ in stress_inputs((3, 4, 4), 14)}) == 14
+
+
+def _noisy_session(device: str) -> Session:
+    study = Study(model="m", source="timm", input_shape=[3, 8, 8], batch=1, command=[], created="", backend="torch",
+                  device=device, tool_version="0")
+    env = Environment(host="h", os="linux", cpu="cpu", cpu_count=2, python="3.11", versions={}, torch_threads=1,
+                      load_average=[3.2, 2.0, 1.0])
+    noisy = LatencyStats(samples_ms=[1.0, 1.2], min_ms=1.0, median_ms=1.1, mean_ms=1.1, p90_ms=1.2, p99_ms=1.2,
+                         max_ms=1.2, std_ms=0.1, cov=0.09, round_medians_ms=[1.0, 1.2], round_cov=0.1)
+    variant = Variant(name="fp32", backend="torch", precision="fp32", device=device, latency=noisy)
+    return Session(study=study, environment=env, method=None, variants=[variant])  # type: ignore[arg-type]
+
+
+def test_noise_advice_on_the_cpu_names_threads_and_load_and_no_clocks():
+    cpu = " ".join(session_caveats(_noisy_session("cpu")))
+    assert "lock clocks" not in cpu and "1 PyTorch thread and load average 3.2 / 2.0 / 1.0" in cpu
+    assert "lock clocks" in " ".join(session_caveats(_noisy_session("cuda")))
+
+
+def test_resolve_hands_a_cpu_study_to_the_policy(measured):
+    from inspector.resolve import resolve
+
+    measured.value = machine(0.9, bf16_ratio=33.0)
+    plan, notes = resolve(StudyRequest("test_resnet", device="cpu"))
+    assert plan.threads == 1 and "bf16" not in [v.name for v in plan.variants]
+    assert any(note.startswith("CPU plan:") for note in notes)
+
+
+def test_a_model_whose_forward_fails_keeps_the_defaults_with_a_note(monkeypatch):
+    def failing(plan):
+        raise RuntimeError("Given groups=1, weight of size [8, 3, 3, 3], expected input to have 3 channels\nmore")
+
+    monkeypatch.setattr(cpu_defaults, "measure_machine", failing)
+    plan = cpu_plan()
+    fitted, notes = fit_cpu_plan(plan, StudyRequest("senet154"))
+    assert fitted == plan
+    expected = ("CPU plan: the defaults as they are; timing the model's fp32 forward failed: Given groups=1, "
+                "weight of size [8, 3, 3, 3], expected input to have 3 channels")
+    assert notes == [expected]

@@ -1,0 +1,394 @@
+"""The FP8 probe without a GPU: layer collection and dedupe, scales and the quantize, the GEMM path on
+the CPU, the probe's glue with fakes for what needs a GPU, the session it builds, the estimate's
+wording, and the exit-3 refusals."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+from torch import nn
+
+from builders import fp8_kernels
+from builders.fp8_kernels import E4M3_MAX, Quantizer, ScaledMmGemm, Unsupported, quantize, scale_from_amax
+from builders.layer_spec import LayerSpec, group_by_spec
+from inspector.cli import main
+from inspector.probe import fp8_probe
+from inspector.probe.probe_session import (
+    ProbedLayer,
+    ShapeTimes,
+    fp8_layers,
+    fp16_layers,
+    probe_variant,
+    quantizer_name,
+)
+from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
+from sessions.analyses.groups import load_rules, role_of
+from sessions.documents.model import Environment, Session, Study, TimingMethod
+from sessions.documents.storage import load, save
+from sessions.reports.probe_summary import (
+    ESTIMATE_LABEL,
+    FP8_VARIANT,
+    FP16_VARIANT,
+    QUANTIZE_ROLE,
+    estimate_line,
+    no_kernel_shapes,
+    probe_text,
+    role_rows,
+)
+from tests.conftest import run_cli
+
+
+class SE(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Conv2d(channels, 32, 1)
+        self.fc2 = nn.Conv2d(32, channels, 1)
+
+    def forward(self, x):
+        gate = torch.sigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3), keepdim=True)))))
+        return x * gate
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(16, 32, 1, bias=False)
+        self.conv2 = nn.Conv2d(32, 32, 3, padding=1, groups=4, bias=False)
+        self.conv3 = nn.Conv2d(32, 16, 1, bias=False)
+        self.se = SE(16)
+        nn.init.zeros_(self.conv3.weight)  # like timm's zero-initialised last BatchNorm: the SE sees zeros
+
+    def forward(self, x):
+        return x + self.se(self.conv3(torch.relu(self.conv2(self.conv1(x)))))
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.blocks = nn.Sequential(Block(), Block())
+        self.head = nn.Linear(16, 1000)  # 1000 outputs: no FP8 GEMM (not divisible by 16)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)).mean((2, 3)))
+
+
+@pytest.fixture(autouse=True)
+def no_nvtx_injection(monkeypatch):
+    """run_probe points NVTX at CUPTI through the environment; keep that out of other tests."""
+    monkeypatch.setenv("NVTX_INJECTION64_PATH", "unused-in-tests")
+
+
+@pytest.fixture
+def tiny():
+    torch.manual_seed(0)
+    return Tiny().eval(), torch.randn(2, 3, 8, 8), torch.randn(4, 3, 8, 8)
+
+
+def test_collect_keeps_call_order_inputs_and_calibration_amax(tiny):
+    model, x, calib = tiny
+    layers = fp8_probe.collect(model, x, calib, [])
+    names = [layer.name for layer in layers]
+    assert names[:6] == ["stem", "blocks.0.conv1", "blocks.0.conv2", "blocks.0.conv3", "blocks.0.se.fc1", "blocks.0.se.fc2"]
+    assert names[-1] == "head" and len(names) == 12
+    stem = layers[0]
+    assert stem.spec.input_shape == (2, 3, 8, 8) and torch.equal(stem.x16, x)
+    assert stem.amax == pytest.approx(float(calib.abs().max()))  # from the calibration images, not the probe batch
+    fc1 = layers[4]
+    assert fc1.spec.input_shape == (2, 16, 1, 1) and not fc1.x16.any() and fc1.amax == 0.0
+    only_blocks = fp8_probe.collect(model, x, calib, ["blocks.1.*"])
+    assert only_blocks[0].name == "blocks.1.conv1" and len(only_blocks) == 5
+
+
+def test_equal_specs_are_grouped_once_with_their_count(tiny):
+    model, x, calib = tiny
+    groups = group_by_spec((layer.name, layer.spec) for layer in fp8_probe.collect(model, x, calib, []))
+    assert len(groups) == 7  # stem, conv1, conv2, conv3, fc1, fc2, head
+    counts = {spec.label(): names for spec, names in groups.items()}
+    assert counts["conv 3x3 g4 32->32 @ 2x32x8x8"] == ["blocks.0.conv2", "blocks.1.conv2"]
+    assert counts["linear 16->1000 @ 2x16"] == ["head"]
+    spec = next(s for s in groups if s.groups == 4)
+    assert spec.output_shape() == (2, 32, 8, 8) and spec.gemm_size() == (128, 8, 72) and not spec.pointwise
+
+
+def test_scale_and_quantize_saturate_instead_of_nan():
+    assert scale_from_amax(E4M3_MAX) == 1.0
+    assert scale_from_amax(896.0) == 2.0
+    for degenerate in (0.0, float("inf"), float("nan")):
+        assert scale_from_amax(degenerate) == 1.0
+    x = torch.tensor([[[[1000.0, -1000.0], [0.5, 0.0]]]])
+    q = quantize(x, torch.tensor(1.0), channels_last=True)
+    assert q.dtype == torch.float8_e4m3fn
+    assert q.float().flatten().tolist() == [E4M3_MAX, -E4M3_MAX, 0.5, 0.0]
+    wide = quantize(torch.randn(2, 8, 3, 3), torch.tensor(4.0), channels_last=True)
+    assert wide.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_gemm_refuses_with_a_reason():
+    with pytest.raises(Unsupported, match="divisible by 16"):
+        ScaledMmGemm(LayerSpec("linear", (1, 2048), 1000))
+    with pytest.raises(Unsupported, match="1x1"):
+        ScaledMmGemm(LayerSpec("conv", (1, 32, 8, 8), 32, (3, 3), (1, 1), (1, 1), (1, 1), 1))
+
+
+@pytest.mark.parametrize("op", ["linear", "conv"])
+def test_gemm_path_computes_the_layer(op):
+    """torch._scaled_mm runs on the CPU too: the layouts (NHWC rows, column-major weight) are right."""
+    torch.manual_seed(1)
+    if op == "linear":
+        module, x = nn.Linear(64, 32), torch.randn(2, 5, 64)
+        spec = LayerSpec("linear", tuple(x.shape), 32, bias=True)
+    else:
+        module, x = nn.Conv2d(64, 48, 1), torch.randn(2, 64, 7, 5)
+        spec = LayerSpec("conv", tuple(x.shape), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, True)
+    gemm = ScaledMmGemm(spec)
+    scale = scale_from_amax(float(x.abs().max()))
+    with torch.no_grad():
+        y = gemm(quantize(x, torch.tensor(1 / scale), gemm.channels_last), gemm.prepare(module.weight, module.bias, scale))
+        reference = module(x)
+    assert y.shape == reference.shape and y.dtype == torch.float16
+    assert 0 < fp8_probe.relative_error(y, reference) < 0.08  # e4m3 has 3 mantissa bits
+
+
+def test_relative_error():
+    ref = torch.tensor([3.0, 4.0])
+    assert fp8_probe.relative_error(ref, ref) == 0.0
+    assert fp8_probe.relative_error(torch.tensor([3.0, 5.0]), ref) == pytest.approx(0.2)
+    assert fp8_probe.relative_error(ref, torch.zeros(2)) is None
+
+
+STEP_MS = {"fp16": 0.010, "fp8": 0.006, "quantize": 0.002, "amax": 0.003}
+
+
+def _fake_measure(fns, plan, measured_as):
+    for fn in fns.values():
+        fn()  # every timed step must run
+    samples = {name: [STEP_MS[name]] * 3 for name in fns}
+    return ShapeTimes(measured_as, samples, {name: 4 for name in fns}, graphed=True)
+
+
+def test_probe_layers_glue_with_fakes(tiny, monkeypatch):
+    """What the GPU run does between collection and the session, with the CPU standing in."""
+    monkeypatch.setattr(fp8_probe, "measure_shape", _fake_measure)
+    monkeypatch.setattr(fp8_kernels, "make_quantizer", lambda: Quantizer(quantize, "eager (test)"))
+    no_cudnn = types.SimpleNamespace(create_handle=lambda: None)  # every cuDNN candidate refuses
+    model, x, calib = tiny
+    lines: list[str] = []
+    with torch.no_grad():
+        probed, times, runs, implementation = fp8_probe.probe_layers(fp8_probe.collect(model, x, calib, []), None, no_cudnn, lines.append)
+    assert implementation == "eager (test)" and len(lines) == 7 and lines[0].startswith("1/7 conv 3x3 3->16")
+    by_name = {p.name: p for p in probed}
+    assert by_name["blocks.0.conv1"].fp8_path.startswith("torch._scaled_mm (1x1 conv")
+    assert 0 < by_name["blocks.0.conv1"].rel_error < 0.1
+    assert by_name["blocks.0.conv2"].fp8_path is None and by_name["blocks.0.conv2"].refusals[0].startswith("cudnn:")
+    assert "divisible by 16" in by_name["head"].refusals[0]
+    assert by_name["blocks.0.se.fc1"].zero_input and by_name["blocks.0.se.fc1"].rel_error is None
+    assert "random data" in times[by_name["blocks.0.se.fc1"].spec].note
+    run = runs[1]  # blocks.0.conv1: quantize, then the FP8 GEMM on what it wrote
+    assert [name for name, _ in run.fp8] == [quantizer_name("blocks.0.conv1"), "blocks.0.conv1"]
+    with torch.no_grad():
+        for _, fn in run.fp8 + run.fp16:
+            fn()
+
+
+def _probed() -> tuple[list[ProbedLayer], dict]:
+    conv = LayerSpec("conv", (1, 64, 8, 8), 64, (1, 1), (1, 1), (0, 0), (1, 1), 1)
+    grouped = LayerSpec("conv", (1, 64, 8, 8), 64, (3, 3), (1, 1), (1, 1), (1, 1), 32)
+    se = LayerSpec("conv", (1, 64, 1, 1), 16, (1, 1), (1, 1), (0, 0), (1, 1), 1, True)
+    probed = [
+        ProbedLayer("layer1.0.conv1", "Conv2d", conv, "torch._scaled_mm", rel_error=0.03),
+        ProbedLayer("layer1.0.conv2", "Conv2d", grouped, None, ["cuDNN conv_fprop: no engine"]),
+        ProbedLayer("layer1.0.se_module.fc1", "Conv2d", se, "torch._scaled_mm", rel_error=None, zero_input=True),
+        ProbedLayer("layer1.1.conv1", "Conv2d", conv, "torch._scaled_mm", rel_error=0.04),
+    ]
+    times = {
+        conv: ShapeTimes("layer1.0.conv1", {"fp16": [0.010] * 3, "fp8": [0.006] * 3, "quantize": [0.003] * 3, "amax": [0.004] * 3}, {}, True),
+        grouped: ShapeTimes("layer1.0.conv2", {"fp16": [0.050] * 3}, {}, True),
+        se: ShapeTimes("layer1.0.se_module.fc1", {"fp16": [0.005] * 3, "fp8": [0.005] * 3, "quantize": [0.002] * 3}, {}, True),
+    }
+    return probed, times
+
+
+def _records(names: list[tuple[str, int]]) -> TraceRecords:
+    """One traced call: `count` kernels of 1 us inside each named range, all on thread 1."""
+    ranges, kernels, launches = [Range("trt-inspect/call/0", 1, 0, 10_000_000)], [], []
+    t = 10
+    for name, count in names:
+        ranges.append(Range(name, 1, t, t + 1000))
+        for i in range(count):
+            correlation = len(kernels) + 1
+            launches.append(Launch(correlation, 1, t + 1 + i))
+            kernels.append(KernelRecord(f"kernel_{name}", t + 100 + i * 10, t + 101 + i * 10, correlation))
+        t += 2000
+    return TraceRecords("cupti", "kernel", 1, kernels, launches, ranges)
+
+
+def _session(tmp_path) -> Session:
+    probed, times = _probed()
+    fp16_trace = _records([(p.name, 64 if p.spec.groups == 32 else 1) for p in probed])
+    fp8_trace = _records([(quantizer_name("layer1.0.conv1"), 1), ("layer1.0.conv1", 1), ("layer1.0.conv2", 64),
+                          (quantizer_name("layer1.0.se_module.fc1"), 1), ("layer1.0.se_module.fc1", 1),
+                          (quantizer_name("layer1.1.conv1"), 1), ("layer1.1.conv1", 2)])
+    session = Session(
+        study=Study("senet-like", "timm", [3, 224, 224], 1, ["trt-inspect", "probe", "senet-like"], "2026-01-01T00:00:00+00:00",
+                    "probe", "cuda", "0.1.0"),
+        environment=Environment("host", "linux", "cpu", 2, "3.12", {}),
+        method=TimingMethod("cuda-events", "isolated layers", True, 0.05, 5, 20, True, False, True, "isolated", "cupti"),
+    )
+    session.variants = [
+        probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), fp16_trace, []),
+        probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), fp8_trace, []),
+    ]
+    path = tmp_path / "probe.json"
+    save(session, path)
+    return load(path)
+
+
+def test_session_from_measured_records(tmp_path):
+    session = _session(tmp_path)
+    fp16, fp8 = session.variant(FP16_VARIANT), session.variant(FP8_VARIANT)
+    assert [layer.name for layer in fp16.layers] == ["layer1.0.conv1", "layer1.0.conv2", "layer1.0.se_module.fc1", "layer1.1.conv1"]
+    # times are the isolated timings of the shape, shared by equal shapes, not the traced kernel sums
+    assert [layer.time_ms for layer in fp16.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
+    assert fp16.layers[3].attrs["same_shape_layers"] == 2 and fp16.layers[3].attrs["measured_as"] == "layer1.0.conv1"
+    grouped16 = fp16.layers[1]
+    assert (grouped16.op, grouped16.groups, grouped16.kernel_shape, grouped16.in_channels, grouped16.out_channels) == ("conv", 32, [3, 3], 64, 64)
+    assert grouped16.inputs[0].shape == [1, 64, 8, 8] and grouped16.inputs[0].dtype == "fp16" and not grouped16.quantized
+    names8 = [layer.name for layer in fp8.layers]
+    assert names8[:3] == [quantizer_name("layer1.0.conv1"), "layer1.0.conv1", "layer1.0.conv2"]
+    conv2 = fp8.layers[2]
+    assert conv2.precision == "fp16" and conv2.time_ms == pytest.approx(0.050) and "no engine" in conv2.attrs["no_fp8_kernel"]
+    quantizer, conv1 = fp8.layers[0], fp8.layers[1]
+    assert conv1.precision == "fp8" and conv1.quantized and conv1.inputs[0].dtype == "fp8" and conv1.inputs[0].format == "NHWC"
+    assert quantizer.op == "quantize" and quantizer.outputs[0].dtype == "fp8"
+    assert quantizer.kind == "Quantize" and quantizer.time_ms == pytest.approx(0.003) and quantizer.attrs["dynamic_amax_ms"] == pytest.approx(0.004)
+    rules = load_rules()
+    assert role_of(quantizer, rules) == QUANTIZE_ROLE
+    assert fp8.trace.records == 71 and fp8.trace.unattributed == 0
+
+
+def test_role_rows_and_estimate_wording(tmp_path):
+    session = _session(tmp_path)
+    rules = load_rules()
+    rows = {r.role: r for r in role_rows(session, rules)}
+    pointwise = rows["pointwise (1x1) convolution"]
+    assert pointwise.layers == 2 and pointwise.fp16_ms == pytest.approx(0.020) and pointwise.fp8_ms == pytest.approx(0.012)
+    assert pointwise.quantize_ms == pytest.approx(0.006) and pointwise.fp8_kernels == 3 and pointwise.quantize_kernels == 2
+    grouped = rows["grouped convolution"]
+    assert grouped.no_fp8 == 1 and grouped.fp16_kernels == 64 and grouped.fp8_ms == pytest.approx(0.050)
+    assert rows["squeeze-excitation"].quantize_ms == pytest.approx(0.002)
+    line = estimate_line(session, rules)
+    assert ESTIMATE_LABEL in line and ESTIMATE_LABEL == "estimate from isolated layers, not an engine time"
+    assert "fp16 0.075 ms" in line and "FP8 0.075 ms = 0.067 ms layers + 0.008 ms quantize" in line
+    assert "(1 layers kept fp16: no FP8 kernel)" in line and "x1.00" in line
+    assert no_kernel_shapes(session) == [("conv 3x3 g32 64->64 @ 1x64x8x8", 1, "cuDNN conv_fprop: no engine")]
+    assert "no FP8 kernel:" in probe_text(session, rules)
+
+
+def test_views_read_a_probe_session(tmp_path):
+    _session(tmp_path)
+    path = str(tmp_path / "probe.json")
+    for command in (["show", path], ["groups", path], ["groups", path, "--by", "kernel"], ["export", path]):
+        result = run_cli(*command)
+        assert result.returncode == 0, (command, result.stderr)
+    assert "quantize / dequantize" in run_cli("groups", path).stdout
+
+
+def test_no_gpu_is_exit_3(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["probe", "resnet18"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs a CUDA GPU" in err[0]
+
+
+def test_old_gpu_is_exit_3(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA A100")
+    assert main(["probe", "resnet18"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "8.9" in err[0] and "NVIDIA A100 has 8.0" in err[0]
+
+
+def test_missing_cudnn_frontend_is_exit_3(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setitem(sys.modules, "cudnn", None)  # import cudnn raises ImportError
+    monkeypatch.setenv("LD_LIBRARY_PATH", "")
+    assert main(["probe", "resnet18"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pip install nvidia-cudnn-frontend" in err[0]
+
+
+def test_environment_problem_wording():
+    assert fp8_probe.fp8_environment_problem(True, (9, 0), "NVIDIA H200") is None
+    assert fp8_probe.fp8_environment_problem(True, (8, 9), "NVIDIA L4") is None
+    assert "8.9" in fp8_probe.fp8_environment_problem(True, (8, 6), "NVIDIA A10")
+
+
+def test_quantizer_without_a_gpu_is_the_eager_one():
+    quantizer = fp8_kernels.make_quantizer()
+    assert quantizer.run is quantize and quantizer.implementation.startswith(fp8_kernels.EAGER_QUANTIZE)
+
+
+def test_probe_json_document(tmp_path):
+    from sessions.reports.probe_summary import probe_document
+
+    document = probe_document(_session(tmp_path), load_rules(), "probe.json")
+    roles = {r["role"]: r for r in document["roles"]}
+    assert document["label"] == ESTIMATE_LABEL and roles["grouped convolution"]["no_fp8"] == 1
+    assert roles["pointwise (1x1) convolution"]["speedup"] == pytest.approx(0.020 / 0.018)
+
+
+def test_calls_per_replay_fill_about_the_target():
+    assert fp8_probe._calls_per_replay(0.001) == fp8_probe.MAX_CALLS_PER_REPLAY
+    assert fp8_probe._calls_per_replay(0.05) == 4
+    assert fp8_probe._calls_per_replay(1.0) == 1
+
+
+def test_long_library_messages_keep_their_reason():
+    message = "no engine proposed a plan\n" + "x" * 1000 + "\nReason: FORT_NATIVE kernels need 16 channels per group"
+    text = fp8_kernels.one_line(RuntimeError(message))
+    assert len(text) <= 400 and text.startswith("no engine proposed a plan") and text.endswith("16 channels per group")
+    assert "\n" not in text and fp8_kernels.one_line(RuntimeError("")) == "RuntimeError"
+
+
+@pytest.mark.parametrize("name", ["senet154-probe-b1", "senet154-probe-b32", "segformer-b0-probe-b1", "segformer-b0-probe-b32"])
+def test_h200_probe_sessions_read_back(name):
+    """The sessions `benchmarks/h200_probe.sh` wrote on the H200 (schema 1, migrated on load)."""
+    from tests.conftest import H200
+
+    session = load(H200 / f"{name}.json")
+    rules = load_rules()
+    rows = {r.role: r for r in role_rows(session, rules)}
+    fp8 = session.variant(FP8_VARIANT)
+    assert fp8.trace.unattributed == 0 and fp8.trace.dropped == 0
+    assert ESTIMATE_LABEL in estimate_line(session, rules) and ESTIMATE_LABEL in fp8.notes[-1]
+    if name.startswith("senet154"):
+        assert rows["grouped convolution"].no_fp8 == 3  # layer1's 2 channels per group: no cuDNN FP8 engine
+        assert rows["pointwise (1x1) convolution"].fp8_kernels == rows["pointwise (1x1) convolution"].layers
+    else:
+        assert rows["depthwise convolution"].no_fp8 == rows["depthwise convolution"].layers == 8
+
+
+async def test_tui_drills_into_a_probe_session():
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.screens.overview import OverviewScreen
+    from inspector.tui.screens.tables import GroupsScreen, KernelsScreen, LayersScreen
+    from tests.conftest import H200
+
+    path = H200 / "senet154-probe-b1.json"
+    app = InspectorApp(session=load(path), path=path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        assert isinstance(app.screen, OverviewScreen)
+        await pilot.press("g")
+        assert isinstance(app.screen, GroupsScreen)
+        await pilot.press("enter")
+        assert isinstance(app.screen, LayersScreen) and app.screen.panel.table.row_count > 0
+        await pilot.press("enter")
+        assert isinstance(app.screen, KernelsScreen)

@@ -1,0 +1,94 @@
+"""run_study end to end through a registered fake backend and tracer: no torch, no GPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import tests.fake_backend  # registers the fake backend and tracer
+from inspector.study import run_study
+from sessions.documents import storage
+from sessions.documents.errors import MissingEnvironment
+from sessions.documents.plan import StudyPlan, TimingPlan, parse_variants
+
+
+def fake_plan(tmp_path, **changes) -> StudyPlan:
+    values = {"model": "fake-model", "backend": "fake", "device": "cpu",
+              "variants": parse_variants("fp32,fp16,fp8", ["all"], []), "batch": 2, "timing": TimingPlan(0.0, 2, 3),
+              "tracer": "fake", "trace_calls": 2, "out": str(tmp_path / "s.json")}
+    values.update(changes)
+    return StudyPlan(**values)
+
+
+def test_a_fake_backend_runs_the_whole_study(tmp_path):
+    _, path = run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    loaded = storage.load(path)
+    assert [v.name for v in loaded.variants] == ["fp32", "fp16", "fp8-all"]
+    fp8 = loaded.variant("fp8-all")
+    assert fp8.trace.records == 2 * 3 * 2 and fp8.trace.per_call == 6 and fp8.trace.unattributed == 0
+    assert loaded.variant("fp32").trace.per_call == 3
+    assert [layer.name for layer in fp8.layers] == ["conv1", "conv2", "fc"]
+    assert all(len(layer.call_times_ms) == 2 and sum(layer.call_times_ms) / 2 == pytest.approx(layer.time_ms)
+               for layer in fp8.layers)  # each traced call's time stored, and their mean is the layer's time
+    assert all(len(v.latency.samples_ms) == 2 * 3 for v in loaded.variants)
+    assert loaded.variant("fp16").quality.top1_agreement == 1.0 and fp8.quality.top1_agreement < 1.0
+    assert loaded.study.plan == fake_plan(tmp_path)  # the stored plan is the plan, exactly
+    assert "fake: eager" in fp8.notes and loaded.method.kernels == "fake tracer, 2 call(s)"
+
+
+def test_the_backend_lets_go_of_its_build_resources_once_after_the_last_build_and_before_timing(tmp_path, monkeypatch):
+    events: list[str] = []
+    fake = tests.fake_backend.FakeBackend
+    build = fake.build
+    monkeypatch.setattr(fake, "builds_done", lambda self: events.append("builds done"), raising=False)
+    monkeypatch.setattr(fake, "build", lambda self, variant, calibration: (events.append("build"),
+                                                                          build(self, variant, calibration))[1])
+    from inspector import study
+
+    time_variants = study.time_variants
+    monkeypatch.setattr(study, "time_variants", lambda *args: (events.append("timing"), time_variants(*args))[1])
+    run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    assert events == ["build"] * 3 + ["builds done", "timing"]
+
+
+def test_a_tracer_the_backend_cannot_serve_fails_before_any_work(tmp_path):
+    with pytest.raises(MissingEnvironment, match="marks layers with annotation, which --tracer cupti cannot see"):
+        run_study(fake_plan(tmp_path, tracer="cupti", device="cuda"), [], lambda p: None)
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_the_fake_path_imports_no_torch():
+    code = (
+        "import sys, tests.fake_backend; from inspector.study import run_study; "
+        "from tests.inspector.test_study_fake import fake_plan; import pathlib, tempfile; "
+        "run_study(fake_plan(pathlib.Path(tempfile.mkdtemp())), [], lambda p: None); "
+        "print('torch' in sys.modules)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("interval, saved_rounds", [(0.0, [1, 2, 3, 4]), (3600.0, [4])])
+def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_last(tmp_path, monkeypatch, interval,
+                                                                                  saved_rounds):
+    import sessions.documents.storage
+    from inspector import study
+
+    monkeypatch.setattr(study, "ROUND_SAVE_INTERVAL_S", interval)
+    saved: list[int] = []
+    real_save = sessions.documents.storage.save
+
+    def save(session, path):
+        latency = session.variants[0].latency if session.variants else None
+        samples = latency.samples_ms if latency else []
+        saved.append(len(samples) // 3)  # rounds measured when this save ran
+        return real_save(session, path)
+
+    monkeypatch.setattr(sessions.documents.storage, "save", save)
+    _, path = run_study(fake_plan(tmp_path, timing=TimingPlan(0.0, 4, 3)), [], lambda p: None)
+    timing_saves = sorted({n for n in saved if n > 0})
+    assert timing_saves == saved_rounds
+    assert len(storage.load(path).variants[0].latency.samples_ms) == 4 * 3

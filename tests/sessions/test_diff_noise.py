@@ -1,0 +1,243 @@
+"""`diff` flags a layer or group only outside both sessions' bands, and counts what it could not judge.
+
+The sessions are the H200 session's layers with per-call times drawn here: two draws of the same noise
+stand for a rerun (nothing may be flagged), one layer drawn 60 % slower for a lowering regression (it
+must be flagged). Which layer is slower is known by construction, not computed by the code under test.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+from scipy.stats import binom
+
+from inspector.cli import main
+from sessions.analyses.diff import Change, SessionDiff, diff_sessions
+from sessions.analyses.groups import load_rules, role_of
+from sessions.documents import storage
+from sessions.documents.model import Session
+from sessions.reports.diff_report import diff_text
+from tests.conftest import H200
+
+MAINJOB = H200 / "senet154-mainjob-warm.json"  # schema 2, one traced call: no per-call times stored
+
+
+@pytest.fixture(scope="module")
+def session() -> Session:
+    """fp16's 20 slowest layers (each some % of the total, as a small CNN's are), without the kernel table."""
+    loaded = storage.load(MAINJOB)
+    fp16 = loaded.variant("fp16")
+    fp16.layers = sorted(fp16.layers, key=lambda layer: -(layer.time_ms or 0.0))[:20]
+    fp16.kernels = fp16.trace = None
+    loaded.variants = [fp16]
+    return loaded
+
+
+def drawn(session: Session, seed: int, slowed: dict[str, float] | None = None, calls: int = 7, spread: float = 0.3,
+          load: float = 1.0) -> Session:
+    """A copy whose layers have `calls` per-call times: the stored time x lognormal noise (30 %, as on a loaded CPU).
+
+    `load` multiplies every layer's time (a busier machine), `slowed` one layer's more.
+    """
+    rng = random.Random(seed)
+    copied = copy.deepcopy(session)
+    for layer in copied.variants[0].layers:
+        if layer.time_ms is None:
+            continue
+        factor = load * (slowed or {}).get(layer.name, 1.0)
+        layer.call_times_ms = [layer.time_ms * factor * rng.lognormvariate(0, spread) for _ in range(calls)]
+        layer.time_ms = sum(layer.call_times_ms) / calls
+    return copied
+
+
+def time_regressions(diff: SessionDiff) -> set[tuple[str, str]]:
+    return {(c.what, c.item) for c in diff.regressions if c.what in ("layer time", "group time")}
+
+
+def test_reruns_of_noisy_layers_flag_nothing(session: Session) -> None:
+    for seed in range(3):
+        a, b = drawn(session, 2 * seed), drawn(session, 2 * seed + 1)
+        diff = diff_sessions(a, b, load_rules())
+        assert time_regressions(diff) == set()
+        changed = [c for c in diff.changes if c.what == "layer time" and abs(c.relative or 0) > diff.threshold]
+        assert changed  # the noise alone moves layers past the threshold: the bands, not the threshold, hold them
+
+
+def test_a_slowed_layer_and_its_group_are_flagged(session: Session) -> None:
+    rules = load_rules()
+    layers = session.variants[0].layers
+    slowed = max(layers, key=lambda layer: layer.time_ms or 0.0)  # tripled, it passes the 1 % floor of the total
+    assert 2 * (slowed.time_ms or 0.0) > 0.01 * sum(layer.time_ms or 0.0 for layer in layers)
+    diff = diff_sessions(drawn(session, 10), drawn(session, 11, {slowed.name: 3.0}), rules)
+    assert {item for what, item in time_regressions(diff) if what == "layer time"} == {slowed.name}
+    assert ("group time", role_of(slowed, rules)) in time_regressions(diff)
+
+
+def test_layers_without_a_spread_are_counted_not_judged_and_left_to_the_threshold(session: Session) -> None:
+    diff = diff_sessions(session, copy.deepcopy(session), load_rules())  # a stored session of one traced call
+    timed = sum(1 for layer in session.variants[0].layers if layer.time_ms is not None)
+    assert f"fp16: layer times outside both sessions' bands flagged; 0 judged, {timed} not judged" in " ".join(diff.notes)
+    half = drawn(session, 1)
+    diff = diff_sessions(session, half, load_rules())  # one side with a spread is not enough
+    assert f"0 judged, {timed} not judged" in " ".join(diff.notes)
+    assert all(c.verdict is None for c in diff.changes if c.what == "layer time")
+    shown = [line for line in diff_text(diff).splitlines() if " layer time " in line]
+    assert shown and all("threshold only: no per-call spread stored" in line for line in shown)
+    for change in (c for c in diff.changes if c.what == "layer time"):  # unjudged: the threshold alone decides
+        assert isinstance(change.a, float) and isinstance(change.b, float)
+        assert change.regression == (change.b > change.a * (1 + diff.threshold) and change.b - change.a >= 0.01 * sum(
+            layer.time_ms or 0.0 for layer in session.variants[0].layers))
+    judged = diff_text(diff_sessions(drawn(session, 2), drawn(session, 3), load_rules())).splitlines()
+    assert any(" layer time " in line and "within noise" in line for line in judged)
+
+
+def median_ratio(a: Session, b: Session) -> float:
+    """The median of the paired layers' time ratios B / A, by name (both copies hold the same layers)."""
+    return statistics.median(ratios(a, b))
+
+
+def test_a_uniformly_slowed_variant_flags_no_layer_and_states_its_factor(session: Session) -> None:
+    for seed in range(3):
+        a, b = drawn(session, 20 + 2 * seed), drawn(session, 21 + 2 * seed, load=2.4)  # the load moved between sessions
+        raw_slower = [ratio for ratio in ratios(a, b) if ratio > 1.6]
+        assert len(raw_slower) > 10  # raw, most layers are 60 % slower or more: the factor, not the bands, holds them
+        diff = diff_sessions(a, b, load_rules())
+        assert time_regressions(diff) == set()
+        stated = re.search(r"common factor B/A x([\d.]+) \(median of (\d+) paired layers' time ratios", " ".join(diff.notes))
+        assert stated and int(stated.group(2)) == 20
+        assert float(stated.group(1)) == pytest.approx(median_ratio(a, b), rel=1e-3)
+
+
+def test_a_layer_slowed_inside_a_uniformly_slowed_variant_is_flagged(session: Session) -> None:
+    rules = load_rules()
+    slowed = max(session.variants[0].layers, key=lambda layer: layer.time_ms or 0.0)
+    flagged = 0
+    for seed in range(8):
+        a = drawn(session, 30 + 2 * seed)
+        steady = diff_sessions(a, drawn(session, 31 + 2 * seed, {slowed.name: 3.0}), rules)
+        loaded = diff_sessions(a, drawn(session, 31 + 2 * seed, {slowed.name: 3.0}, load=2.4), rules)
+        layers = {item for what, item in time_regressions(loaded) if what == "layer time"}
+        assert layers <= {slowed.name}
+        assert time_regressions(loaded) == time_regressions(steady)  # the load shift changes no verdict
+        flagged += layers == {slowed.name}
+    assert flagged >= 6  # 3x within 30 % noise and 7 calls: caught in 7 of these 8 draws
+
+
+def with_latency(session: Session, factor: float = 1.0, added_ms: float = 0.0, load: float | None = None) -> Session:
+    """`session` with its latency samples x `factor` + `added_ms` (medians recomputed here) and `load` recorded."""
+    latency = session.variants[0].latency
+    assert latency is not None
+    latency.samples_ms = [s * factor + added_ms for s in latency.samples_ms]
+    per_round = len(latency.samples_ms) // len(latency.round_medians_ms)
+    latency.round_medians_ms = [statistics.median(latency.samples_ms[i:i + per_round])
+                                for i in range(0, len(latency.samples_ms), per_round)]
+    latency.median_ms = statistics.median(latency.samples_ms)
+    session.environment.load_average = [load, load, load] if load is not None else None
+    return session
+
+
+def diff_exit(a: Session, b: Session, tmp_path: Path) -> int:
+    """`diff`'s exit code on the two sessions, through the CLI."""
+    paths = [storage.save(x, tmp_path / f"{name}.json") for name, x in (("a", a), ("b", b))]
+    return main(["diff", *map(str, paths), "--format", "json"])
+
+
+def interval_of_median(values: list[float]) -> tuple[float, float]:
+    """The 95 % interval of the median: the ranks k, n + 1 - k with P(Binomial(n, 1/2) <= k - 1) <= 2.5 %."""
+    ordered = sorted(values)
+    k = max(j for j in range(1, len(ordered) + 1) if j == 1 or binom.cdf(j - 1, len(ordered), 0.5) <= 0.025)
+    return ordered[k - 1], ordered[len(ordered) - k]
+
+
+def ratios(a: Session, b: Session) -> list[float]:
+    """The paired layers' time ratios B / A, by name (both copies hold the same layers)."""
+    times_a = {layer.name: layer.time_ms or 0.0 for layer in a.variants[0].layers}
+    return [(layer.time_ms or 0.0) / times_a[layer.name] for layer in b.variants[0].layers]
+
+
+def samples(session: Session) -> list[float]:
+    latency = session.variants[0].latency
+    assert latency is not None
+    return latency.samples_ms
+
+
+def latency_row(diff: SessionDiff) -> Change:
+    return next(c for c in diff.changes if c.what == "latency")
+
+
+def test_a_variant_slowed_as_a_whole_on_a_busier_machine_is_stated_not_judged(session: Session, tmp_path: Path,
+                                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    cores = session.environment.cpu_count
+    a = with_latency(drawn(session, 40), load=0.1 * cores)
+    b = with_latency(drawn(session, 41, load=2.4), factor=2.4, load=2.0 * cores)
+    low, high = interval_of_median(ratios(a, b))
+    assert low <= 2.4 <= high  # the premise: the layers moved as the latency did
+    diff = diff_sessions(a, b, load_rules())
+    assert diff.regressions == []
+    latency = statistics.median(samples(b)) / statistics.median(samples(a))
+    assert latency_row(diff).note.startswith(
+        f"slower by x{latency:.3g}, the factor every layer moved by (x{statistics.median(ratios(a, b)):.4g}, "
+        f"95 % interval x{low:.4g}-x{high:.4g}), with the machine busier: load average per core 0.10 -> 2.00 "
+        f"({cores} cores): not judged")
+    assert diff_exit(a, b, tmp_path) == 0
+
+
+@pytest.mark.parametrize("load_a, load_b", [(1.0, 1.2), (2.0, 0.1)])  # 0.2 per core: no material change; A busier
+def test_a_variant_slowed_as_a_whole_without_a_busier_machine_is_a_regression(
+        session: Session, tmp_path: Path, capsys: pytest.CaptureFixture[str], load_a: float, load_b: float) -> None:
+    cores = session.environment.cpu_count
+    a = with_latency(drawn(session, 40), load=load_a * cores)
+    b = with_latency(drawn(session, 41, load=2.4), factor=2.4, load=load_b * cores)
+    diff = diff_sessions(a, b, load_rules())
+    assert {(c.what, c.item) for c in diff.regressions} == {("latency", "fp16")}
+    assert latency_row(diff).verdict == "slower"
+    assert diff_exit(a, b, tmp_path) == 1
+
+
+def test_a_layer_slowed_tenfold_on_a_busier_machine_is_still_a_regression(session: Session, tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    cores = session.environment.cpu_count
+    slowed = max(session.variants[0].layers, key=lambda layer: layer.time_ms or 0.0)
+    a = with_latency(drawn(session, 50), load=0.1 * cores)
+    b = with_latency(drawn(session, 51, {slowed.name: 10.0}), added_ms=9 * (slowed.time_ms or 0.0), load=2.0 * cores)
+    high = interval_of_median(ratios(a, b))[1]
+    assert min(samples(b)) / max(samples(a)) > high  # the premise: the latency moved past every layer's factor
+    diff = diff_sessions(a, b, load_rules())
+    assert {(c.what, c.item) for c in diff.regressions if c.what in ("latency", "layer time")} == {
+        ("latency", "fp16"), ("layer time", slowed.name)}
+    assert diff_exit(a, b, tmp_path) == 1
+
+
+def test_sessions_without_a_load_record_judge_the_latency_as_measured(session: Session) -> None:
+    a = with_latency(drawn(session, 40))
+    b = with_latency(drawn(session, 41, load=2.4), factor=2.4, load=3.0 * session.environment.cpu_count)
+    diff = diff_sessions(a, b, load_rules())
+    assert {(c.what, c.item) for c in diff.regressions} == {("latency", "fp16")}
+
+
+def test_a_latency_that_moved_while_the_layers_did_not_is_judged(session: Session) -> None:
+    cores = session.environment.cpu_count
+    a = with_latency(drawn(session, 62), load=0.1 * cores)
+    b = with_latency(drawn(session, 63), factor=1.06, load=2.0 * cores)
+    low, high = interval_of_median(ratios(a, b))
+    assert low <= 1 and 1.06 <= high  # the premise: the layers' interval holds both no move and the latency's
+    diff = diff_sessions(a, b, load_rules())
+    assert {(c.what, c.item) for c in diff.regressions} == {("latency", "fp16")}
+
+
+def test_a_latency_within_noise_stays_within_noise_whatever_the_load(session: Session) -> None:
+    cores = session.environment.cpu_count
+    a, b = drawn(session, 70), drawn(session, 71, load=0.6)
+    for copied in (a, b):
+        samples(copied)[:] = [2.0, 3.0, 4.0, 5.0, 6.0] * 3  # wide: 5 rounds of 3, medians 3 to 5 ms
+    a, b = with_latency(a, load=2.0 * cores), with_latency(b, factor=0.9, load=0.1 * cores)
+    low, high = interval_of_median(ratios(a, b))
+    # the premise: all else would attribute it (B less busy, the layers faster, the latency's ratio range meets theirs)
+    assert high < 1 and min(samples(b)) / max(samples(a)) <= high and max(samples(b)) / min(samples(a)) >= low
+    diff = diff_sessions(a, b, load_rules())
+    assert latency_row(diff).verdict == "within noise" and latency_row(diff).note.startswith("within noise")

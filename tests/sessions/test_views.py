@@ -1,0 +1,91 @@
+"""The one view model (sessions/reports/views.py, verdict.py) and what `show`, `groups` and `export` print from it."""
+
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from sessions.analyses.groups import load_rules
+from sessions.analyses.verdict import verdict_lines
+from sessions.documents import storage
+from sessions.reports import views
+from sessions.reports.tables import format_value
+from tests.conftest import H200, run_cli
+
+SESSION = H200 / "senet154-h200.json"
+
+
+@pytest.fixture(scope="module")
+def session():
+    return storage.load(SESSION)
+
+
+def test_the_verdict_names_the_slowdown_its_cause_and_the_splits(session):
+    assert verdict_lines(session, load_rules())[0] == (
+        "fp8-all (simulated) is 2.35x slower than fp16; quantize / dequantize adds 4.98 of the 6.58 ms; "
+        "layer1.*.conv2 split into 64 kernels in every variant"
+    )
+
+
+def test_numbers_integers_one_unit_no_negative_zero():
+    assert format_value(1636.0, "count") == "1636"
+    assert format_value(-0.00001, "pct") == "0.0" and format_value(-0.0001, "delta_ms") == "0.000"
+    assert format_value(4.72e-05, "seconds") == "0.00" and format_value(0.27, "seconds") == "0.27"
+    assert format_value(0.4256, "speedup") == "0.43x" and format_value(4572.0, "delta_count") == "+4572"
+
+
+def test_one_speedup_definition_everywhere(session):
+    """Bug 8: above 1 is faster in the variant table, the group table and the groups JSON."""
+    variants = views.session_variant_table(session)
+    column = variants.labels.index("speed-up vs fp16 (>1 faster)")
+    speedup = dict(zip(variants.keys, (row[column] for row in variants.rows)))
+    assert speedup["fp8-all"] == pytest.approx(4.879 / 11.464, rel=1e-3)
+    groups = views.group_table(session, load_rules())
+    row = groups.rows[groups.keys.index("squeeze-excitation")]
+    label = groups.labels.index("fp8-all speed-up (>1 faster)")
+    ms = groups.labels.index("fp8-all ms"), groups.labels.index("fp16 ms")
+    assert row[label] == pytest.approx(row[ms[1]] / row[ms[0]])
+    document = orjson.loads(run_cli("groups", str(SESSION), "--json").stdout)
+    se = next(g for g in document["groups"] if g["group"] == "squeeze-excitation")
+    assert se["speedup"]["fp8-all"] == pytest.approx(row[label]) and "time_ratio" not in se
+
+
+def test_flags_say_whether_the_baseline_has_them(session):
+    table = views.flag_table(session)
+    since = dict(zip(table.keys, (row[3] for row in table.rows)))
+    assert since[("fp8-all", "layer1.0.conv2")] == "also in fp16" and since[("fp16", "layer1.0.conv2")] == "baseline"
+
+
+def test_show_and_export_print_the_same_table_and_verdict(session, tmp_path):
+    shown = run_cli("show", str(SESSION))
+    exported = run_cli("export", str(SESSION), "--sections", "comparison")
+    verdict = verdict_lines(session, load_rules())[0]
+    assert verdict in shown.stdout and verdict in exported.stdout
+    assert "1636" in shown.stdout and "1636.000" not in shown.stdout
+    csv = run_cli("export", str(SESSION), "--format", "csv").stdout.splitlines()
+    assert csv[0].startswith("variant,median ms") and len(csv) == 4
+
+
+@pytest.mark.parametrize("args", [["export", str(SESSION), "-o", "/nonexistent/x.md"],
+                                  ["export", str(SESSION), "-o", "/tmp", "--force"]])
+def test_unwritable_export_targets_are_one_line(args):
+    """Bug 5 (CLI): one line on stderr, exit 2, no traceback."""
+    result = run_cli(*args)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_a_rules_file_of_the_wrong_shape_is_one_line(tmp_path):
+    rules = tmp_path / "r.toml"
+    rules.write_text("roles = 3\n")
+    result = run_cli("groups", str(SESSION), "--groups", str(rules))
+    assert result.returncode == 2 and "roles must be an array of tables" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_kineto_lines_stay_off_stderr():
+    """Bug 9: torch.profiler (kineto) writes `USDT: ... profiler_start` to fd 2; the tracer drops those lines."""
+    code = ("import torch; from profilers.torch_trace import trace; "
+            "trace(lambda: torch.ones(4) + 1, 1, 'cpu'); import sys; print('kept', file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "USDT" not in result.stderr and "profiler_start" not in result.stderr and "kept" in result.stderr
