@@ -116,6 +116,44 @@ def test_the_package_checks_find_a_forbidden_arrow_and_a_package_cycle():
     assert find_cycle(package_graph(arrows)) == ["builders", "sessions", "profilers", "builders"]
 
 
+# sessions/ in three rooms: the document, what is derived from it, how both read. A room imports only the rooms
+# before it in this order, and every module of sessions/ lies in one.
+SESSION_ROOMS = ("documents", "analyses", "reports")
+
+
+def room_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "sessions" and len(parts) > 2 and parts[1] in SESSION_ROOMS else None
+
+
+def imports_against_the_room_order(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a room of sessions/ into a room after it (documents -> analyses, analyses -> reports, ...)."""
+    found = []
+    for name, imported in sorted(graph.items()):
+        if (room := room_of(name)) is not None:
+            later = SESSION_ROOMS[SESSION_ROOMS.index(room) + 1:]
+            found += [f"{name} imports {other}" for other in sorted(imported) if room_of(other) in later]
+    return found
+
+
+def test_the_rooms_of_sessions_import_only_the_rooms_before_them():
+    assert imports_against_the_room_order(import_graph()) == []
+
+
+def test_the_room_check_finds_an_import_against_the_order():
+    graph = {"sessions.documents.model": {"sessions.reports.views", "sessions.documents.vocab"},
+             "sessions.reports.views": {"sessions.analyses.noise", "sessions.documents.model"},
+             "sessions.analyses.noise": {"sessions.reports.tables"}}
+    assert imports_against_the_room_order(graph) == ["sessions.analyses.noise imports sessions.reports.tables",
+                                                     "sessions.documents.model imports sessions.reports.views"]
+
+
+def test_every_module_of_sessions_lies_in_a_room():
+    outside = [name for name in project_modules() if name.startswith("sessions.") and room_of(name) is None
+               and name.split(".")[1] not in SESSION_ROOMS]
+    assert outside == []
+
+
 def test_the_core_never_imports_textual_or_the_front_ends():
     offenders = []
     modules = project_modules()
