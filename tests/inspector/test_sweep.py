@@ -132,6 +132,7 @@ def test_local_jobs_run_in_processes_a_killed_one_is_reported_and_a_rerun_skips_
     assert baseline_for(merged, merged.variant("fake-c fake-killed-once b1/fp8-all")) is fp16
 
 
+@pytest.mark.integration
 def test_submitit_local_executor_runs_every_job(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
     monkeypatch.chdir(ROOT)
@@ -143,6 +144,7 @@ def test_submitit_local_executor_runs_every_job(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.integration
 def test_a_real_local_ray_cluster_runs_every_job(tmp_path, monkeypatch):
     pytest.importorskip("ray")
     monkeypatch.chdir(ROOT)
@@ -195,7 +197,8 @@ batch = [1, 2]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("executor", ["local", "ray", "slurm"])
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=pytest.mark.integration),
+                                      pytest.param("slurm", marks=pytest.mark.integration)])
 def test_a_2x2_matrix_of_tiny_timm_models_runs_and_merges(tmp_path, executor):
     """local: the example matrix (fp32 and FP8), then its rerun; Ray and submitit: the same models, fp32 only."""
     if executor != "local":
