@@ -1,7 +1,11 @@
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -20,11 +24,42 @@ def isolated_home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
-def run_cli(*args: str, timeout: int = 600, env: dict | None = None):
-    """Run the installed CLI as a user would, in a fresh process."""
-    import os
-    import subprocess
+@dataclass(frozen=True)
+class CliResult:
+    """What one command left: its exit code and its output, as `subprocess.CompletedProcess` names them."""
 
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(*args: str) -> CliResult:
+    """Run a command in this process (`inspector.cli.main`), its stdout and stderr captured, as the console script
+    would run it bar the process: no fresh interpreter, so no environment read at start-up, no signals, no exit.
+    A test about the process itself (signals, start-up, imports, a hang it guards with a timeout) uses
+    `run_cli_process`."""
+    from inspector.cli import main
+
+    (out, stdout), (err, stderr) = _pipe(), _pipe()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # argparse: --help, usage errors
+            code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+    stdout.flush()
+    stderr.flush()
+    return CliResult(code, out.getvalue().decode(), err.getvalue().decode())
+
+
+def _pipe() -> tuple[io.BytesIO, io.TextIOWrapper]:
+    """Bytes and a strict UTF-8 text stream over them, like a pipe's: text that cannot be encoded (a lone surrogate
+    from a non-UTF-8 file name) fails here as it would on a real stdout, where a StringIO would take it."""
+    raw = io.BytesIO()
+    return raw, io.TextIOWrapper(raw, encoding="utf-8", newline="", write_through=True)
+
+
+def run_cli_process(*args: str, timeout: int = 600, env: dict | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the installed CLI as a user would, in a fresh process."""
     full_env = {**os.environ, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "inspector", *args], capture_output=True, text=True, timeout=timeout, env=full_env,

@@ -13,7 +13,7 @@ import pytest
 
 from sessions.documents import storage
 from sessions.reports.tables import markdown_table_problems
-from tests.conftest import H200, run_cli
+from tests.conftest import H200, run_cli, run_cli_process
 
 # A name that tries every way out of a Markdown cell or line: row and line breaks, a pipe, a heading,
 # a list item, a link label, a code fence and raw HTML.
@@ -373,10 +373,10 @@ def test_a_hugging_face_load_report_is_shown_only_with_verbose(tmp_path):
     tiny_segformer(folder, extra_key=True)  # transformers reports the unexpected key as a warning
     common = ["run", str(folder), "--device", "cpu", "--variants", "fp32", "--tracer", "none", "--rounds", "1",
               "--iters", "1", "--warmup", "0", "--calib-count", "1"]
-    quiet = run_cli(*common, "--out", str(tmp_path / "a.json"))
+    quiet = run_cli_process(*common, "--out", str(tmp_path / "a.json"))
     assert quiet.returncode == 0, quiet.stderr
     assert [line for line in quiet.stderr.splitlines() if not line.startswith("trt-inspect: ")] == []
-    verbose = run_cli(*common, "--out", str(tmp_path / "b.json"), "-v")
+    verbose = run_cli_process(*common, "--out", str(tmp_path / "b.json"), "-v")
     assert verbose.returncode == 0 and "LOAD REPORT" in verbose.stderr
 
 

@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from sessions.documents import storage
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 
 FAST = ["--device", "cpu", "--rounds", "2", "--iters", "2", "--warmup", "0", "--calib-count", "2"]
 
@@ -14,7 +14,7 @@ FAST = ["--device", "cpu", "--rounds", "2", "--iters", "2", "--warmup", "0", "--
 @pytest.fixture(scope="module")
 def resnet_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "resnet.json"
-    result = run_cli("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--json", "--out", str(out))
+    result = run_cli_process("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--json", "--out", str(out))
     return result, out
 
 
@@ -56,7 +56,7 @@ def test_session_holds_every_measurement(resnet_run):
 @pytest.mark.slow
 def test_text_output_and_show(resnet_run):
     _, out = resnet_run
-    result = run_cli("show", str(out))
+    result = run_cli_process("show", str(out))
     assert result.returncode == 0
     assert "fp8-all (simulated)" in result.stdout and "median ms" in result.stdout
 
@@ -76,7 +76,7 @@ def test_text_output_and_show(resnet_run):
     ],
 )
 def test_bad_input_gets_one_line_and_an_exit_code(args, code, message):
-    result = run_cli(*args)
+    result = run_cli_process(*args)
     assert result.returncode == code, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("trt-inspect: error")]
     assert len(errors) == 1 and message in errors[0]
@@ -84,7 +84,7 @@ def test_bad_input_gets_one_line_and_an_exit_code(args, code, message):
 
 
 def test_no_arguments_without_a_terminal_prints_help():
-    result = run_cli()
+    result = run_cli_process()
     assert result.returncode == 2 and "usage:" in result.stderr
 
 
@@ -93,8 +93,8 @@ def test_tracing_several_calls_keeps_the_per_call_count(resnet_run, tmp_path):
     _, single = resnet_run
     out = tmp_path / "three.json"
     # the same variants as the single-call run, so the same graph: BatchNorm folded in every variant, as FP8 folds it
-    result = run_cli("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--trace-calls", "3",
-                     "--out", str(out))
+    result = run_cli_process("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--trace-calls", "3",
+                             "--out", str(out))
     assert result.returncode == 0, result.stderr
     three = storage.load(out).variant("fp32")
     one = storage.load(single).variant("fp32")
@@ -109,7 +109,7 @@ def test_rerun_replays_the_stored_plan_exactly(resnet_run, tmp_path):
 
     _, out = resnet_run
     again = tmp_path / "again.json"
-    result = run_cli("rerun", str(out), "--out", str(again))
+    result = run_cli_process("rerun", str(out), "--out", str(again))
     assert result.returncode in (0, 1), result.stderr  # 1: the CPU's noise can read as a regression
     assert "variants compared: fp32, bf16, fp8-all" in result.stdout, result.stdout
     old, new = storage.load(out).study.plan, storage.load(again).study.plan

@@ -8,7 +8,7 @@ from builders.backend import backend_names
 from inspector import resolve
 from sessions.documents.errors import InputError
 from sessions.documents.plan import VariantPlan, parse_variants
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 
 
 def test_engine_variants_name_their_backend_and_expand_recipes():
@@ -32,8 +32,8 @@ def test_defaults_keep_simulated_fp8_off_fp8_gpus(monkeypatch):
 
 @pytest.mark.slow
 def test_asking_for_the_engine_where_it_cannot_run_is_one_line_and_exit_3(tmp_path):
-    result = run_cli("run", "resnet18", "--device", "cpu", "--variants", "fp32,cudnn-fp8-all",
-                     env={"TRT_INSPECT_HOME": str(tmp_path)})
+    result = run_cli_process("run", "resnet18", "--device", "cpu", "--variants", "fp32,cudnn-fp8-all",
+                             env={"TRT_INSPECT_HOME": str(tmp_path)})
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert result.returncode == 3 and errors == ["trt-inspect: error: the cuDNN / cuBLASLt engine runs on CUDA GPUs only"]
     assert "Traceback" not in result.stderr

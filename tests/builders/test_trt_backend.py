@@ -468,12 +468,12 @@ def test_without_a_reference_quality_is_skipped_with_a_note():
 @pytest.mark.slow
 def test_run_resnet18_on_the_tensorrt_backend_end_to_end(tmp_path):
     from sessions.documents import storage
-    from tests.conftest import ROOT, run_cli
+    from tests.conftest import ROOT, run_cli_process
 
     out = tmp_path / "resnet18.json"
-    result = run_cli("run", "resnet18", "--backend", "tensorrt", "--device", "cpu", "--variants", "fp32,bf16,fp8",
-                     "--fp8-layout", "all", "--rounds", "2", "--iters", "2", "--warmup", "0", "--calib-count", "2",
-                     "--json", "--out", str(out), env={"PYTHONPATH": f"{STAND_IN_PATH}:{ROOT}"})
+    result = run_cli_process("run", "resnet18", "--backend", "tensorrt", "--device", "cpu", "--variants", "fp32,bf16,fp8",
+                             "--fp8-layout", "all", "--rounds", "2", "--iters", "2", "--warmup", "0", "--calib-count", "2",
+                             "--json", "--out", str(out), env={"PYTHONPATH": f"{STAND_IN_PATH}:{ROOT}"})
     assert result.returncode == 0, result.stderr
     assert "backend: the TensorRT stand-in for tests, as asked; tracer: trt-stand-in" in result.stderr
     session = storage.load(out)

@@ -20,7 +20,7 @@ from sessions.documents import storage
 from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.options import BY_KEY
 from sessions.documents.plan import StudyPlan, TimingPlan, parse_variants
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, run_cli, run_cli_process
 
 MATRIX = {
     "base": {"device": "cpu", "variants": "fp32,fp8", "fp8-recipe": "all", "rounds": 2, "warmup": 0},
@@ -209,14 +209,14 @@ def test_a_2x2_matrix_of_tiny_timm_models_runs_and_merges(tmp_path, executor):
         matrix.write_text(LIGHT)
     out = tmp_path / "sweep"
     extra = ["--submitit-cluster", "local"] if executor == "slurm" else []
-    result = run_cli("sweep", str(matrix), "--executor", executor, "--out", str(out), *extra)
+    result = run_cli_process("sweep", str(matrix), "--executor", executor, "--out", str(out), *extra)
     assert result.returncode == 0, result.stderr[-2000:]
     merged = storage.load(out / "merged.json")
     assert merged.merge.axes == ["model", "batch", "variant"] and len(merged.merge.jobs) == 4
     assert {v.axes["variant"] for v in merged.variants} == ({"fp32", "fp8-all"} if executor == "local" else {"fp32"})
     assert all(v.latency is not None and v.trace.per_call > 0 for v in merged.variants)
     if executor == "local":
-        again = run_cli("sweep", str(matrix), "--executor", executor, "--out", str(out))
+        again = run_cli_process("sweep", str(matrix), "--executor", executor, "--out", str(out))
         assert "4 jobs: 4 finished earlier (skipped), 0 to run" in again.stderr
     if executor == "slurm":  # resolved where each job ran: the job files hold requests, the sessions the plans
         jobs = [orjson.loads(path.read_bytes()) for path in (out / "jobs").glob("*.json")]

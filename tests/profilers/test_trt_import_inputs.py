@@ -18,7 +18,7 @@ from sessions.analyses.groups import kernel_class, load_rules
 from sessions.analyses.layer_match import align_layers
 from sessions.documents.errors import InputError
 from sessions.documents.model import Layer
-from tests.conftest import run_cli
+from tests.conftest import run_cli_process
 from tests.trt_sets import SHARED
 
 RULES = load_rules()
@@ -40,7 +40,7 @@ def rewritten(tmp_path, name: str, change) -> str:
 
 
 def refused(*args: str, expected: str):
-    result = run_cli("import", *args, "--no-metadata-search", timeout=60)
+    result = run_cli_process("import", *args, "--no-metadata-search", timeout=60)
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

@@ -18,7 +18,7 @@ from inspector.cli import main
 from inspector.study import run_study
 from sessions.documents import storage
 from sessions.documents.errors import InputError
-from tests.conftest import DATA, H200, ROOT, run_cli
+from tests.conftest import DATA, H200, ROOT, run_cli, run_cli_process
 from tests.inspector.test_study_fake import fake_plan
 
 LAYERS = DATA / "fuzz" / "trt10.layers.json"
@@ -41,7 +41,7 @@ def test_concurrent_imports_into_one_session_keep_every_variant(tmp_path):
     path = imported(tmp_path)
     names = [f"v{i}" for i in range(6)]
     with ThreadPoolExecutor(len(names)) as pool:
-        results = list(pool.map(lambda n: run_cli("import", "--layers", str(LAYERS), "--name", n, "--into", str(path)),
+        results = list(pool.map(lambda n: run_cli_process("import", "--layers", str(LAYERS), "--name", n, "--into", str(path)),
                                 names))
     assert [r.returncode for r in results] == [0] * len(names), [r.stderr for r in results]
     assert sorted(v.name for v in storage.load(path).variants) == ["base", *names]
