@@ -515,7 +515,7 @@ def _rounds_of_one_and_a_half(tmp_path) -> list[str]:
     (lambda tmp: ["show", "/dev/zero"], "is not a regular file"),  # defect 12: read until memory ran out
     (lambda tmp: ["run", "test_resnet", "--device", "cpu", "--warmup", "1e308"], "--warmup must be between"),  # hung
 ])
-def test_reproductions_of_defects_3_and_12_are_one_line(argv, message, tmp_path, capsys):
+def test_a_fractional_stored_round_an_endless_file_and_an_endless_warmup_are_one_line(argv, message, tmp_path, capsys):
     from inspector.cli import main
 
     assert main(argv(tmp_path)) == 2

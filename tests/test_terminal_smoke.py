@@ -94,7 +94,7 @@ def test_bare_model_on_a_terminal_runs_the_study_in_the_tui(terminal_env, tmp_pa
 
 @pytest.mark.slow
 def test_the_built_wheel_opens_a_session_and_drills_to_the_qdq_kernels(tmp_path, terminal_env):
-    """Bug 11: the wheel (not the checkout) carries app.tcss; opened in tmux from a fresh venv.
+    """The wheel (not the checkout) carries app.tcss; opened in tmux from a fresh venv.
 
     The venv gets the wheel alone; its dependencies come from this interpreter's site-packages
     through a .pth line placed after the venv's own, so the imported `inspector` is the wheel's.

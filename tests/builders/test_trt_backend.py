@@ -75,7 +75,7 @@ def build(backend, precision: str = "fp32"):
     return backend.build(variant, torch.randn(4, *SHAPE))
 
 
-# -- NVTX: kernel attribution under a DETAILED build (bug 1)
+# -- NVTX: kernel attribution under a DETAILED build
 
 
 def test_a_detailed_nvtx_record_names_its_layer():
@@ -114,7 +114,7 @@ def test_the_traced_context_marks_layers_by_name(trt):
     assert [engine.range_to_layer(message) for message in detailed] == names
 
 
-# -- execute_async_v3's result (bug 2)
+# -- execute_async_v3's result
 
 
 def test_a_failed_enqueue_is_an_error_not_a_fast_inference(trt):
@@ -169,7 +169,7 @@ def test_a_failed_enqueue_during_graph_capture_keeps_no_graph(stub_cuda):
     assert why is None and run.__self__.__class__ is StubGraph
 
 
-# -- bf16 engines (bug 7)
+# -- bf16 engines
 
 
 def test_a_bf16_engine_runs_without_nptype(trt):
@@ -184,7 +184,7 @@ def test_a_bf16_engine_runs_without_nptype(trt):
     assert torch.allclose(outputs, reference, atol=0.05)
 
 
-# -- the plan cache (bug 8)
+# -- the plan cache
 
 
 def test_a_truncated_plan_is_rebuilt(trt):
@@ -211,7 +211,7 @@ def test_a_plan_that_cannot_be_written_leaves_no_file(trt, monkeypatch):
     assert not any(p.suffix in (".plan", ".tmp") for p in cache_dir().iterdir())
 
 
-# -- the timing cache (bug 6)
+# -- the timing cache
 
 
 def test_the_timing_cache_is_per_gpu_and_version(trt, monkeypatch):
@@ -259,7 +259,7 @@ def test_profiler_times_name_the_inspector_layers(trt):
     assert reports[0] == (phase, 0, len(layers)) and reports[-1] == (phase, len(layers), len(layers))
 
 
-# -- .onnx models (bug 9)
+# -- .onnx models
 
 
 def onnx_model(tmp_path: Path, dynamic: bool) -> LoadedModel:
@@ -376,7 +376,7 @@ def test_auto_without_cupti_runs_tensorrt_untraced():
     assert fit_tracer("torch", "", "torch", "cpu", None) == ("torch", "")
 
 
-# -- the study around the backend (bug 8): a failing tracer or profiler costs a note, not the study
+# -- the study around the backend: a failing tracer or profiler costs a note, not the study
 
 
 class StubEngine:

@@ -65,7 +65,7 @@ async def test_filter_sort_and_flags(session):
         await pilot.press("s", "s", "s")  # ... k/call, largest first
         table = layers.panel.table
         assert (table.sort_column, table.sort_reverse) == (3, True) and "k/call ▼" in table.header_text()
-        await pilot.press("slash", "escape")  # bug 7: a cancelled filter dialog keeps the filter
+        await pilot.press("slash", "escape")  # a cancelled filter dialog keeps the filter
         assert layers.panel.pattern == "layer1\\." and table.row_count == 3
         await pilot.press("escape", "escape")
         await pilot.press("f")
@@ -86,7 +86,7 @@ async def test_help_and_environment_and_export(session, tmp_path, isolated_home)
         exports = isolated_home / "exports"
         first = exports / "senet154-session-2026-11-30T04-05-08.md"
         assert first.read_text().startswith("# senet154") and not (tmp_path / "s.md").exists()
-        await pilot.press("x")  # bug 5: a second export never overwrites the first
+        await pilot.press("x")  # a second export never overwrites the first
         assert first.with_name(first.stem + "-2.md").is_file()
         await pilot.press("e")
         assert "Timed region" in app.screen.markdown
@@ -106,7 +106,7 @@ async def test_browser_compares_two_marked_sessions(tmp_path):
         assert isinstance(app.screen, DiffScreen)
         # batch 1 against batch 8: compared per image, where batch 8 is faster
         assert app.screen.diff.per_image and not app.screen.diff.regressions and "no regression" in app.screen.crumbs[-1]
-        notes = app.screen.panel.data.notes  # bug 6: A and B named
+        notes = app.screen.panel.data.notes  # A and B named
         assert notes[:2] == ("A: senet154-h200.json", "B: senet154-h200-b8.json")
         await pilot.press("escape", "enter")
         assert isinstance(app.screen, OverviewScreen)
@@ -147,7 +147,7 @@ async def test_live_study_shows_progress_and_lands_on_the_overview(tmp_path, mon
 
     def recording_show(self, data):
         show(self, data)
-        if self.id == "landed":  # bug 3: what the widget holds, not only what it was given
+        if self.id == "landed":  # what the widget holds, not only what it was given
             landed.append([row[0] for row in self.table.rows])
 
     monkeypatch.setattr(TablePanel, "show", recording_show)
@@ -215,7 +215,7 @@ def test_snapshot_diff(snap_compare, tmp_path):
 
 # -- bugs found by the TUI review ----------------------------------------------------------------
 async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session, isolated_home):
-    """Bug 1: after `]` the title and the rows (and `x`) name the same variant and layer."""
+    """After `]` the title and the rows (and `x`) name the same variant and layer."""
     from sessions.reports.views import kernel_table
 
     app = InspectorApp(session=session, path=SESSION)
@@ -232,7 +232,7 @@ async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session
 
 
 async def test_header_scrolls_with_the_body_and_the_first_column_stays(session):
-    """Bug 2: the header is the table's first line; sideways scrolling moves it with the rows."""
+    """The header is the table's first line; sideways scrolling moves it with the rows."""
     app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("g")
@@ -247,7 +247,7 @@ async def test_header_scrolls_with_the_body_and_the_first_column_stays(session):
 
 
 async def test_regrouping_renames_the_first_column(session):
-    """Bug 3: the columns follow the data."""
+    """The columns follow the data."""
     app = InspectorApp(session=session, path=SESSION)
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.press("g", "2")
@@ -276,7 +276,7 @@ def _endless_study(monkeypatch, tmp_path):
 
 
 async def test_ctrl_c_during_a_study_asks_then_exits_130_keeping_the_session(tmp_path, monkeypatch):
-    """Bug 4: like the headless Ctrl-C; and ctrl+q asks too."""
+    """Like the headless Ctrl-C; and ctrl+q asks too."""
     from inspector.request import StudyRequest
     from inspector.tui.screens.modals import ConfirmScreen
 
@@ -296,7 +296,7 @@ async def test_ctrl_c_during_a_study_asks_then_exits_130_keeping_the_session(tmp
 
 
 async def test_a_cancelled_study_is_not_an_error(tmp_path, monkeypatch):
-    """Bug 9: ctrl+x stops the study; no red Error dialog; the saved part opens."""
+    """Ctrl+x stops the study; no red Error dialog; the saved part opens."""
     from inspector.request import StudyRequest
     from inspector.tui.screens.modals import ErrorScreen
 
@@ -311,7 +311,7 @@ async def test_a_cancelled_study_is_not_an_error(tmp_path, monkeypatch):
 
 
 async def test_export_to_an_unwritable_place_is_one_notice(session, isolated_home):
-    """Bug 5: no traceback, the app goes on."""
+    """No traceback, the app goes on."""
     isolated_home.mkdir(parents=True, exist_ok=True)
     (isolated_home / "exports").write_text("a file where the exports folder would be")
     app = InspectorApp(session=session, path=SESSION)
@@ -324,7 +324,7 @@ async def test_export_to_an_unwritable_place_is_one_notice(session, isolated_hom
 
 
 async def test_help_fits_80x24_and_the_browser_never_stacks(tmp_path):
-    """Bug 7: help scrolls and lists this screen's keys; `b` twice is one browser; esc leaves it."""
+    """Help scrolls and lists this screen's keys; `b` twice is one browser; esc leaves it."""
     from textual.containers import VerticalScroll
 
     folder = tmp_path / "sessions"
@@ -344,7 +344,7 @@ async def test_help_fits_80x24_and_the_browser_never_stacks(tmp_path):
 
 
 async def test_enter_on_a_names_only_import_opens_its_groups(session):
-    """Bug 10: a session without kernel tables still has a way in from the overview."""
+    """A session without kernel tables still has a way in from the overview."""
     import copy
 
     names_only = copy.deepcopy(session)

@@ -36,7 +36,7 @@ def test_numbers_integers_one_unit_no_negative_zero():
 
 
 def test_one_speedup_definition_everywhere(session):
-    """Bug 8: above 1 is faster in the variant table, the group table and the groups JSON."""
+    """Above 1 is faster in the variant table, the group table and the groups JSON."""
     variants = views.session_variant_table(session)
     column = variants.labels.index("speed-up vs fp16 (>1 faster)")
     speedup = dict(zip(variants.keys, (row[column] for row in variants.rows)))
@@ -70,7 +70,7 @@ def test_show_and_export_print_the_same_table_and_verdict(session, tmp_path):
 @pytest.mark.parametrize("args", [["export", str(SESSION), "-o", "/nonexistent/x.md"],
                                   ["export", str(SESSION), "-o", "/tmp", "--force"]])
 def test_unwritable_export_targets_are_one_line(args):
-    """Bug 5 (CLI): one line on stderr, exit 2, no traceback."""
+    """On the command line: one line on stderr, exit 2, no traceback."""
     result = run_cli(*args)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
@@ -83,7 +83,7 @@ def test_a_rules_file_of_the_wrong_shape_is_one_line(tmp_path):
 
 
 def test_kineto_lines_stay_off_stderr():
-    """Bug 9: torch.profiler (kineto) writes `USDT: ... profiler_start` to fd 2; the tracer drops those lines."""
+    """torch.profiler (kineto) writes `USDT: ... profiler_start` to fd 2; the tracer drops those lines."""
     code = ("import torch; from profilers.torch_trace import trace; "
             "trace(lambda: torch.ones(4) + 1, 1, 'cpu'); import sys; print('kept', file=sys.stderr)")
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
