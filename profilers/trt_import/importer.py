@@ -8,7 +8,6 @@ no kernel table.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from profilers.trt_import import documents
 from profilers.trt_import.documents import read_json
 from profilers.trt_import.kinds import LAYERS, METADATA, PROFILE, ImportFiles, roles
 from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
-from profilers.trt_import.metadata import RunFacts, companions, engine_stem, facts_from, model_name
+from profilers.trt_import.metadata import RunFacts, companions, engine_name, facts_from, model_name
 from profilers.trt_import.myelin_kernels import fold_myelin_kernels
 from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile
 from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
@@ -180,7 +179,7 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
         return model_name(facts.model)
     source = files.one(LAYERS) or files.one(PROFILE)
     assert source is not None
-    stem = model_name(re.sub(r"\.engine$", "", engine_stem(source)))
+    stem = engine_name(source)
     notes.append(f"model name from the file name {source.name!r} (no trtexec metadata names the model; --model sets it)")
     return stem
 
@@ -207,7 +206,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         notes.append("precision unknown: names-only files hold no types (trtexec metadata or a log with --metadata gives it)")
     by_trtexec = any(files.every(role.name) for role in roles() if role.by_trtexec)
     variant = Variant(
-        name=name or (source or Path("variant")).name.split(".")[0],
+        name=name or (engine_name(source) if source else "variant"),
         backend="trtexec" if facts.sources or by_trtexec or (profile and not profile.records[0].samples) else "tensorrt",
         precision=precision,  # type: ignore[arg-type]  # a PRECISION_ORDER word or "unknown"
         device="cuda",

@@ -161,3 +161,18 @@ def test_doctored_fixture_with_a_missing_profile_record_warns(tmp_path):
     path.write_bytes(orjson.dumps(doctored))
     variant = import_variant(ImportFiles.of(layers=base / "resnet.onnx.engine.graph.json", profile=path), "x").variant
     assert any("partial pairing: 1 layers without a record" in note for note in variant.notes)
+
+
+@pytest.mark.parametrize(("file_name", "expected"), [
+    ("trt10.16.0-mnist.log", "trt10.16.0-mnist"),  # a dot inside the name stays
+    ("resnet.onnx.engine.graph.json", "resnet"),
+    ("mobilenet_v2_fp16.profile.json", "mobilenet_v2_fp16"),
+    ("yolo.v5.plan.profile.json", "yolo.v5"),
+    ("result-05.log", "result-05"),
+])
+def test_an_imported_file_names_its_variant_and_model_by_its_whole_engine_name(tmp_path, file_name, expected):
+    source = fixture_dir("trt8-resnet-a100-fp16") / "resnet.onnx.engine.profile.json"
+    path = tmp_path / file_name
+    path.write_bytes(source.read_bytes())
+    imported = import_variant(ImportFiles.of(profile=path, find_metadata=False))
+    assert (imported.variant.name, imported.model) == (expected, expected)
