@@ -266,8 +266,10 @@ def test_a_hugging_face_folder_with_a_bin_loads_as_its_architecture(tmp_path):
     tiny_segformer(folder)
     torch.save(load_file(folder / "model.safetensors"), folder / "pytorch_model.bin")
     (folder / "model.safetensors").unlink()
-    result = run_cli("run", str(folder), "--device", "cpu", "--variants", "fp32", "--tracer", "none", "--rounds", "1",
-                     "--iters", "1", "--warmup", "0", "--calib-count", "1", "--out", str(tmp_path / "s.json"))
+    # a fresh process: the libraries' progress bars are quieted as the process starts, as a user's run is
+    result = run_cli_process("run", str(folder), "--device", "cpu", "--variants", "fp32", "--tracer", "none",
+                             "--rounds", "1", "--iters", "1", "--warmup", "0", "--calib-count", "1",
+                             "--out", str(tmp_path / "s.json"))
     assert result.returncode == 0, result.stderr
     assert all(line.startswith("trt-inspect: ") for line in result.stderr.splitlines()), result.stderr
     assert storage.load(tmp_path / "s.json").variants[0].quality.task == "segmentation"  # not a classifier, random head
