@@ -8,6 +8,7 @@ epilogue.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import torch
@@ -15,8 +16,11 @@ import torch
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, register_backend
 from builders.engine_build import BuildContext, build_engine
 from builders.engine_graph import trace
+from builders.engine_kernels import graph_definition
 from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
 from builders.fp8_kernels import Quantizer, make_quantizer
+from builders.fp8_recipes import get_recipe
+from builders.fp8_twin import Twin, TwinCache, model_digest, tensors_digest, twin_key
 from builders.plan_compiler import PlanCompiler
 from builders.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from sessions.analyses.lowering import FP8_TENSOR_CORES
@@ -71,12 +75,15 @@ class CudnnBackend(Backend):
         capability = "{}{}".format(*torch.cuda.get_device_capability())
         versions = f"cudnn{cudnn.backend_version()}-fe{getattr(cudnn, '__version__', 'unknown')}"
         cache = TimingCache(timing_cache_path(name, capability, versions),
-                            {"gpu": name, "compute_capability": capability, "versions": versions})
+                            {"gpu": name, "compute_capability": capability, "versions": versions,
+                             "graph_definition": graph_definition()})
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
                                     PLANS_PER_OPT_LEVEL[self.plan.opt_level], cache,
                                     PlanCompiler(torch.cuda.current_device()), self._make_quantizer)
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
+        self._twins = TwinCache()
+        self._model_digest: str | None = None
 
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
@@ -97,13 +104,10 @@ class CudnnBackend(Backend):
         if variant.precision not in ("fp16", "fp8"):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
         start = time.perf_counter()
-        simulated: VariantModule | None = None
-        if variant.precision == "fp8":
-            simulated = variant_module(self._reference, VariantPlan("fp8", variant.recipe, variant.exclude), calibration,
-                                       torch.float16, self._calibrations)
-        plain = self._plain(simulated)
+        twin = self._twin(variant, calibration) if variant.precision == "fp8" else None
+        plain = self._plain(twin)
         try:
-            engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, simulated)
+            engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, twin)
             engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
             torch.cuda.synchronize()
         except (InputError, MissingEnvironment):
@@ -112,25 +116,46 @@ class CudnnBackend(Backend):
             raise RuntimeError(f"the cuDNN engine could not build {variant.name}: {type(exc).__name__}: "
                                f"{first_line(exc)}") from None
         self.context.cache.save()
-        if simulated is not None:
-            simulated.module.to("cpu")  # the simulated twin waits in host memory (CudnnEngine.simulated_infer)
+        if twin is not None:
+            twin.park()
+            if twin.cached:
+                notes.append("scales and the simulated variant's outputs from the FP8 calibration cache "
+                             "(same model weights, recipe and calibration images)")
         torch.cuda.synchronize()
         versions = self.describe()
-        label = (f"{ENGINE_LABEL}: real {'FP8' if simulated else 'fp16'} kernels; cuDNN {versions['cudnn-backend']}, "
+        label = (f"{ENGINE_LABEL}: real {'FP8' if twin else 'fp16'} kernels; cuDNN {versions['cudnn-backend']}, "
                  f"frontend {versions['cudnn-frontend']}")
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device="cuda", simulated=False,
-            recipe=_real_recipe(simulated), build_s=time.perf_counter() - start,
+            recipe=_real_recipe(twin), build_s=time.perf_counter() - start,
             artifact_bytes=sum(t.numel() * t.element_size() for t in plain.state_dict().values()),
             notes=[label, *notes], layers=layers,
         )
         return BuildResult(engine, result)
 
-    def _plain(self, simulated: VariantModule | None) -> torch.nn.Module:
+    def _twin(self, variant: VariantPlan, calibration: torch.Tensor) -> Twin:
+        """The simulated variant of `variant`'s recipe as the engine uses it: from the FP8 calibration cache where it
+        holds this model, recipe and calibration, else calibrated by ModelOpt now (and kept there)."""
+        if self._model_digest is None:
+            self._model_digest = model_digest(self._reference)
+        key = twin_key(self._model_digest, dataclasses.asdict(get_recipe(variant.recipe or "all")), variant.exclude,
+                       tensors_digest([calibration]), torch.float16)
+
+        def make() -> VariantModule:
+            return variant_module(self._reference, VariantPlan("fp8", variant.recipe, variant.exclude), calibration,
+                                  torch.float16, self._calibrations)
+
+        twin = self._twins.load(key, make, "cuda")
+        if twin is None:
+            twin = Twin.of(key, make())
+            self._twins.save(twin)
+        twin.saved = self._twins.save
+        return twin
+
+    def _plain(self, twin: Twin | None) -> torch.nn.Module:
         """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8)."""
         module = copy.deepcopy(self._reference)
-        recipe = simulated.recipe if simulated is not None else None
-        if recipe is None or recipe.batchnorm_folded:
+        if twin is None or twin.recipe.batchnorm_folded:
             fold_batchnorm(module, self.structure.conv_bn)
         return module.to(dtype=torch.float16).eval()
 
@@ -140,10 +165,10 @@ class CudnnBackend(Backend):
         return self._quantizer
 
 
-def _real_recipe(simulated: VariantModule | None) -> Recipe | None:
-    if simulated is None or simulated.recipe is None:
+def _real_recipe(twin: Twin | None) -> Recipe | None:
+    if twin is None:
         return None
-    recipe = copy.deepcopy(simulated.recipe)
+    recipe = copy.deepcopy(twin.recipe)
     recipe.number_format = "fp8 e4m3 (real kernels: cuDNN, cuBLASLt)"
     recipe.method = "scales from " + recipe.method
     return recipe

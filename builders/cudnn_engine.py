@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -16,7 +16,8 @@ from builders.graph_capture import capture_graph
 from profilers.module_ranges import named_range
 from sessions.documents.model import Layer
 
-SIMULATED_CHUNK = 16  # samples per call of the simulated twin
+if TYPE_CHECKING:
+    from builders.fp8_twin import Twin
 
 
 class CudnnEngine(Engine):
@@ -24,7 +25,7 @@ class CudnnEngine(Engine):
 
     def __init__(self, runners: list[tuple[Step, Callable[[dict[str, Any]], Any]]], program: Program,
                  consts: dict[str, Any], frees: list[list[str]], static_input: torch.Tensor, layers: list[Layer],
-                 simulated: torch.nn.Module | None, device: str = "cuda", dtype: torch.dtype = torch.float16) -> None:
+                 simulated: Twin | None, device: str = "cuda", dtype: torch.dtype = torch.float16) -> None:
         self.runners, self.program, self.consts, self.frees = runners, program, consts, frees
         self.device, self.dtype = device, dtype  # the CPU and fp32 only where tests run a lowering with stand-ins
         self.static_input = static_input.to(device=device, dtype=dtype).contiguous(memory_format=torch.channels_last)
@@ -95,23 +96,9 @@ class CudnnEngine(Engine):
     def layers(self) -> list[Layer]:
         return [copy.deepcopy(layer) for layer in self._layers]
 
-    @torch.no_grad()
     def simulated_infer(self, batches: list[torch.Tensor]) -> torch.Tensor | None:
-        """The simulated (ModelOpt) variant of the same recipe on `batches`, for the agreement check, in chunks of
-        SIMULATED_CHUNK samples: its scales are static, so a sample's output does not depend on its neighbours (up
-        to the fp16 rounding of the convolution algorithm cuDNN picks for the chunk's size), and one eager call of
-        ModelOpt's fake quantization costs about what sixteen do on the GPU (9 s of a 50 s main job, one sample
-        a call: benchmarks/results/h200/mainjob-profile/second.top.txt)."""
-        if self.simulated is None:
-            return None
-        device = self.static_input.device
-        self.simulated.to(device)  # it waits in host memory between uses: it is the engine's yardstick, not its part
-        try:
-            outputs = [self.simulated(chunk.to(device=device, dtype=torch.float16)).float().cpu()
-                       for chunk in torch.cat(batches).split(SIMULATED_CHUNK)]
-        finally:
-            self.simulated.to("cpu")
-        return torch.cat(outputs)
+        """The simulated (ModelOpt) variant of the same recipe on `batches`, for the agreement check (Twin.infer)."""
+        return self.simulated.infer(batches, self.static_input.device) if self.simulated is not None else None
 
     def release(self) -> None:
         self._step = self._graph = self._graph_output = None

@@ -15,12 +15,12 @@ from builders.engine_graph import TracedModel
 from builders.engine_kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph
 from builders.engine_lowering import Program, Step, lower
 from builders.engine_plans import TimingCache
-from builders.fp8_kernels import E4M3_MAX, Quantizer
+from builders.fp8_kernels import Quantizer
 from builders.plan_compiler import PlanCompiler
 from sessions.documents.model import Layer
 
 if TYPE_CHECKING:
-    from builders.variant_modules import VariantModule
+    from builders.fp8_twin import Twin
 
 Runner = Callable[[dict[str, Any]], Any]
 LOWERING_ROUNDS = 6  # re-lowerings after refusals: FP8 -> fp16 -> PyTorch op, FP8 output -> quantize layer
@@ -41,17 +41,6 @@ class BuildContext:
     quantizer: Callable[[], Quantizer]
     graphs: dict[ConvSignature, ConvGraph | str] = field(default_factory=dict)
     workspace: list[torch.Tensor] = field(default_factory=list)
-
-
-def scales_of(simulated: VariantModule) -> dict[str, tuple[float, torch.Tensor]]:
-    """(input scale, weight scales) of every FP8 layer, from the simulated module's calibrated quantizers."""
-    table = {}
-    for path in simulated.quantized:
-        module = simulated.module.get_submodule(path)
-        x_amax = float(module.input_quantizer.amax.float().reshape(-1).max())
-        w_amax = module.weight_quantizer.amax.detach().float().reshape(-1)
-        table[path] = (x_amax / E4M3_MAX, w_amax / E4M3_MAX)
-    return table
 
 
 def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
@@ -75,9 +64,11 @@ def unexplained_fp16(program: Program, fp8: set[str]) -> list[str]:
 
 
 def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module,
-                 simulated: VariantModule | None) -> tuple[CudnnEngine, list[Layer], list[str]]:
-    fp8 = set(simulated.quantized) if simulated is not None else set()
-    scales = scales_of(simulated) if simulated is not None else {}
+                 twin: Twin | None) -> tuple[CudnnEngine, list[Layer], list[str]]:
+    """The engine of `plain` (fp16, BatchNorm folded as the recipe folds it), FP8 where `twin` (the simulated
+    variant of its recipe) quantizes, with its scales; its layer table and notes."""
+    fp8 = set(twin.quantized) if twin is not None else set()
+    scales = twin.scales if twin is not None else {}
     keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
     refused = static_refusals(plain, fp8)
     output_refused: dict[str, str] = {}
@@ -101,7 +92,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
-                         simulated.module if simulated is not None else None)
+                         twin)
     return engine, layers, notes
 
 

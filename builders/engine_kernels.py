@@ -5,6 +5,8 @@ and their plan is chosen by timing (builders.engine_plans).
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +25,8 @@ PLAN_WARMUP, PLAN_REPEATS = 3, 10  # executions per plan: discarded, then timed 
 HOLD_CYCLES_PER_REPEAT = 120_000
 # Every tensor of a conv graph by a fixed uid, so a plan deserialized from the timing cache binds the same names.
 TENSOR_UIDS = {"x": 1, "w": 2, "descale": 3, "bias": 4, "residual": 5, "qscale": 6, "y": 7}
+NOT_SERIALIZED = "built, but cuDNN did not serialize it"
+Compiled = tuple[list[str], dict[int, bytes | str]]  # a graph's plan names; by index, its plan serialized or why not
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,13 @@ def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])
     g.check_support()
     return g
+
+
+def graph_definition() -> str:
+    """A digest of how graphs are defined here (`define_graph` and the tensors' uids), for the timing cache's key: a
+    serialized plan holds its whole graph, so a plan kept under another definition is not loaded."""
+    source = inspect.getsource(define_graph) + repr(sorted(TENSOR_UIDS.items()))
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
 def tensor_names(sig: ConvSignature) -> list[str]:
@@ -206,7 +217,7 @@ def select_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, nam
     return ConvGraph(sig, cudnn, handle, loaded[choice.index], choice, compiled.plans[choice.index])
 
 
-def plans_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int) -> tuple[list[str], dict[int, bytes | str]]:
+def plans_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int) -> Compiled:
     """`sig`'s plan names, and each of its first `limit` plans built and serialized or the reason it was not (what a
     worker process returns to `select_compiled`). Raises cuDNN's error where it has no engine for the graph."""
     graph = define_graph(sig, cudnn, handle)
@@ -218,7 +229,7 @@ def plans_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int) -> t
         except Exception as exc:  # noqa: BLE001  (a plan that does not build is a refusal of that plan)
             plans[index] = one_line(exc, 200)
             continue
-        plans[index] = serialize_selected(graph) or "built, but cuDNN did not serialize it"
+        plans[index] = serialize_selected(graph) or NOT_SERIALIZED
     return names, plans
 
 
@@ -289,15 +300,18 @@ class Fp8Linear:
 
 
 def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None,
-                compiled: tuple[list[str], dict[int, bytes | str]] | None = None) -> tuple[ConvGraph, float]:
+                compiled: Compiled | None = None) -> tuple[ConvGraph, float]:
     """The graph for `sig` with its plan chosen, and the seconds it took: loaded from the cache's serialized plan
     where it holds one, else the fastest of the plans a worker compiled (`compiled`, where any of them serialized),
     else built and timed here; the choice recorded in the cache. RuntimeError with cuDNN's reason."""
     started = time.perf_counter()
     try:
         graph = _cached(sig, cudnn, handle, cache)
-        if graph is None and compiled is not None and any(isinstance(p, bytes) for p in compiled[1].values()):
-            graph = select_compiled(sig, cudnn, handle, limit, *compiled)
+        if graph is None and compiled is not None and answer_covers(compiled, limit):
+            try:
+                graph = select_compiled(sig, cudnn, handle, limit, *compiled)
+            except Exception:  # noqa: BLE001  (the plans compiled elsewhere did not load or run here: built here)
+                graph = None
         if graph is None:
             graph = select_in_process(sig, cudnn, handle, limit, cache)
     except Exception as exc:  # noqa: BLE001  (cudnnGraphNotSupportedError and its kin: no engine for this graph)
@@ -305,6 +319,15 @@ def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: 
     if cache is not None:
         cache.put(sig.key(), graph.choice, graph.plan)
     return graph, time.perf_counter() - started
+
+
+def answer_covers(compiled: Compiled, limit: int) -> bool:
+    """Whether a worker's answer covers every plan to be tried the way this process would: each serialized, or
+    refused by cuDNN (a plan that built but did not serialize, or ran out of memory in the worker, is not)."""
+    names, plans = compiled
+    tried = [plans.get(index) for index in range(min(len(names), max(1, limit)))]
+    return any(isinstance(p, bytes) for p in tried) and not any(
+        p is None or (isinstance(p, str) and (p == NOT_SERIALIZED or "out of memory" in p.lower())) for p in tried)
 
 
 def _cached(sig: ConvSignature, cudnn: Any, handle: Any, cache: TimingCache | None) -> ConvGraph | None:

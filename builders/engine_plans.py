@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from sessions.documents.errors import InspectError
 from sessions.documents.paths import cache_dir
 from sessions.documents.storage import write_atomically
 
@@ -79,10 +80,8 @@ class TimingCache:
         return (entry["index"], entry["name"]) if entry else None
 
     def holds_plan(self, signature: str) -> bool:
-        """Whether a serialized plan is recorded for `signature` (`plan` checks its bytes)."""
-        entry = self.entries.get(signature)
-        return entry is not None and isinstance(entry.get("plan"), str) and \
-            (self.plans_dir / f"{entry['plan']}.plan").is_file()
+        """Whether an intact serialized plan is held for `signature`."""
+        return self.plan(signature) is not None
 
     def plan(self, signature: str) -> tuple[bytes, dict[str, Any]] | None:
         """The serialized winner for `signature` and its entry, where the cache holds one whose bytes are intact."""
@@ -100,17 +99,20 @@ class TimingCache:
         made (`choice.cached`) keeps the cache's record and only adds the plan it lacked."""
         entry = self.entries.get(signature)
         if choice.cached and entry is not None:
-            if plan is None or "plan" in entry:
+            if plan is None or self.plan(signature) is not None:
                 return
-            entry = dict(entry)
+            entry = dict(entry)  # its plan file is missing or altered: replaced
         else:
             entry = {"index": choice.index, "name": choice.name, "tried": choice.tried, "offered": choice.offered,
                      "time_us": choice.time_us}
         if plan is not None:
             digest = hashlib.sha256(plan).hexdigest()
-            self.plans_dir.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.plans_dir / f"{digest}.plan", plan, "serialized plan")
-            entry["plan"] = digest
+            try:
+                self.plans_dir.mkdir(parents=True, exist_ok=True)
+                write_atomically(self.plans_dir / f"{digest}.plan", plan, "serialized plan")
+                entry["plan"] = digest
+            except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
+                entry.pop("plan", None)
         self.entries[signature] = entry
         self.dirty = True
 

@@ -14,33 +14,56 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import multiprocessing.connection
 import os
+import signal
+import threading
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from builders.engine_kernels import ConvSignature, plans_compiled
+from builders.engine_kernels import Compiled, ConvSignature, plans_compiled
 from builders.fp8_kernels import one_line
 
 MAX_WORKERS = 12  # each holds a CUDA context (about 0.5 GiB of GPU memory)
 MIN_GRAPHS = 4  # fewer graphs than this compile in the engine's process: a worker takes seconds to start
 
-Compiled = tuple[list[str], dict[int, bytes | str]]  # plans_compiled's answer
 _WORKER: dict[str, Any] = {}
+
+
+def _worker_init() -> None:
+    """In a worker, first: Ctrl-C is the engine's process's to handle (the terminal sends it to every process of
+    its group), and the worker ends when that process does, however it ends (an exit that skips Python's exit
+    hooks leaves no worker holding a CUDA context)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        sentinel = parent.sentinel
+        threading.Thread(target=lambda: (multiprocessing.connection.wait([sentinel]), os._exit(0)), daemon=True).start()
+
+
+def _new_pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                                  initializer=_worker_init)
+
+
+def _worker_cudnn(device: int) -> tuple[Any, Any]:
+    """In a worker: cuDNN and a handle on `device`, made at the worker's first job."""
+    if "handle" not in _WORKER:
+        import torch
+
+        from builders.fp8_kernels import import_cudnn
+
+        torch.cuda.set_device(device)
+        cudnn = import_cudnn()
+        _WORKER.update(cudnn=cudnn, handle=cudnn.create_handle())
+    return _WORKER["cudnn"], _WORKER["handle"]
 
 
 def _compile(device: int, sig: ConvSignature, limit: int) -> Compiled | str:
     """In a worker: `sig`'s plans compiled and serialized (plans_compiled), or why not (cuDNN has no engine for the
     graph, or the worker has no cuDNN): the engine's process then builds that graph itself and says why."""
     try:
-        if "handle" not in _WORKER:
-            import torch
-
-            from builders.fp8_kernels import import_cudnn
-
-            torch.cuda.set_device(device)
-            cudnn = import_cudnn()
-            _WORKER.update(cudnn=cudnn, handle=cudnn.create_handle())
-        return plans_compiled(sig, _WORKER["cudnn"], _WORKER["handle"], limit)
+        return plans_compiled(sig, *_worker_cudnn(device), limit)
     except Exception as exc:  # noqa: BLE001  (any reason: the work falls back to the engine's process)
         return one_line(exc, 300)
 
@@ -66,12 +89,11 @@ class PlanCompiler:
         """The plans of `sigs` compiled by the workers, for the graphs cuDNN could build; empty where the work is
         too small to spread or the pool cannot run (the caller then compiles in its process)."""
         workers = worker_count(len(sigs))
-        if self._broken or (workers == 0 and self._pool is None):
+        if self._broken or not sigs or (workers == 0 and self._pool is None):
             return {}
         try:
             if self._pool is None:
-                self._pool = concurrent.futures.ProcessPoolExecutor(
-                    workers, mp_context=multiprocessing.get_context("spawn"))
+                self._pool = _new_pool(workers)
             jobs = {sig: self._pool.submit(_compile, self.device, sig, limit) for sig in sigs}
             answers = {sig: job.result() for sig, job in jobs.items()}
         except (BrokenProcessPool, OSError, RuntimeError):

@@ -161,35 +161,37 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
     baselines: dict[str, Any] = {}
     total = len(plan.variants)
     own: dict[str, Backend] = {plan.backend: backend}  # variants that name another backend share one instance of it
-    for index, variant_plan in enumerate(plan.variants):
-        recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
-        try:
-            builder = _variant_backend(variant_plan, own, plan, inputs)
-            memory = device_memory(plan.device, builder.capabilities.torch_memory)
-            if memory is not None:
-                memory.mark()
-            result = builder.build(variant_plan, inputs.calibration)
-            if memory is not None:
-                result.variant.peak_memory_bytes = memory.peak_bytes(result.engine.run_once)
-        except (InspectError, RuntimeError, ValueError) as exc:
-            recorder.session.variants.append(failed_variant(variant_plan, plan, exc))
-            recorder.step("build", f"{variant_plan.name} failed: {one_line(exc)}", variant_plan.name, index + 1, total)
-            continue
-        variant = result.variant
-        if variant.recipe is not None:
-            variant.recipe.calibration_source = inputs.image_source
-        recorder.session.variants.append(variant)
-        engines[variant.name] = result.engine
-        measure_quality(variant, result.engine, reference, inputs, recorder, baselines)
-        try:
-            profiled = trace_variant(variant, result.engine, plan, tracer, builder, recorder) or profiled
-        except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
-            variant.layers = result.engine.layers()
-            variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
-        recorder.session.method.per_layer = per_layer_words(backend, tracer, plan.device, profiled)
-        recorder.step("build", f"{variant.name} built and traced", variant.name, index + 1, total)
-    for builder in own.values():
-        builder.builds_done()
+    try:
+        for index, variant_plan in enumerate(plan.variants):
+            recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
+            try:
+                builder = _variant_backend(variant_plan, own, plan, inputs)
+                memory = device_memory(plan.device, builder.capabilities.torch_memory)
+                if memory is not None:
+                    memory.mark()
+                result = builder.build(variant_plan, inputs.calibration)
+                if memory is not None:
+                    result.variant.peak_memory_bytes = memory.peak_bytes(result.engine.run_once)
+            except (InspectError, RuntimeError, ValueError) as exc:
+                recorder.session.variants.append(failed_variant(variant_plan, plan, exc))
+                recorder.step("build", f"{variant_plan.name} failed: {one_line(exc)}", variant_plan.name, index + 1, total)
+                continue
+            variant = result.variant
+            if variant.recipe is not None:
+                variant.recipe.calibration_source = inputs.image_source
+            recorder.session.variants.append(variant)
+            engines[variant.name] = result.engine
+            measure_quality(variant, result.engine, reference, inputs, recorder, baselines)
+            try:
+                profiled = trace_variant(variant, result.engine, plan, tracer, builder, recorder) or profiled
+            except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
+                variant.layers = result.engine.layers()
+                variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
+            recorder.session.method.per_layer = per_layer_words(backend, tracer, plan.device, profiled)
+            recorder.step("build", f"{variant.name} built and traced", variant.name, index + 1, total)
+    finally:  # on any way out: what a backend holds for building (worker processes) is let go
+        for builder in own.values():
+            builder.builds_done()
     return engines
 
 

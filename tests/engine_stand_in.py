@@ -41,7 +41,7 @@ class StandInConvGraph:
 
 def stand_in_engine(program: Program, traced: TracedModel, static_input: torch.Tensor,
                     scales: dict[str, tuple[float, torch.Tensor]] | None = None) -> CudnnEngine:
-    """The engine for `program` on the CPU in fp32, each step run by its stand-in; with `scales` (engine_build's
+    """The engine for `program` on the CPU in fp32, each step run by its stand-in; with `scales` (builders.fp8_twin's
     scales_of) in fp16, FP8 GEMMs and quantize layers real."""
     nodes = {node.name: node for node in traced.module.graph.nodes}
     alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}

@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
+from builders.engine_kernels import NOT_SERIALIZED, answer_covers
 from builders.engine_plans import PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
 from builders.plan_compiler import PlanCompiler, worker_count
 from sessions.documents.storage import decode, read_regular_file
@@ -168,3 +170,69 @@ def test_no_recipe_layer_of_the_h200_engine_ran_fp16_without_a_reason(path):
             if layer.precision == "fp8" and layer.op == "conv":
                 assert layer.tactic and 1 <= layer.attrs["plans_tried"] <= PLANS_PER_OPT_LEVEL[session.study.plan.opt_level]
     assert checked or "segformer" in path.name or "vit" in path.name
+
+
+def test_an_altered_plan_file_is_replaced_by_the_plan_built_again(tmp_path):
+    cache = TimingCache(tmp_path / "cache.json", {"gpu": "x"})
+    cache.put("sig", Choice(1, "p1", 3, 4, 2.0, False, []), b"first bytes")
+    (cache.plans_dir / f"{cache.entries['sig']['plan']}.plan").write_bytes(b"first bytez")
+    assert not cache.holds_plan("sig")
+    cache.put("sig", Choice(1, "p1", 1, 4, None, True, []), b"built again")
+    assert cache.plan("sig")[0] == b"built again" and cache.entries["sig"]["tried"] == 3 and cache.dirty
+
+
+def test_a_cache_that_cannot_be_written_keeps_the_choice_without_its_plan(tmp_path):
+    path = tmp_path / "cache.json"
+    path.with_suffix(".plans").write_text("a file where the plans' folder would be")
+    cache = TimingCache(path, {"gpu": "x"})
+    cache.put("sig", Choice(0, "p0", 2, 2, 1.0, False, []), b"plan")
+    assert cache.get("sig") == (0, "p0") and not cache.holds_plan("sig")
+
+
+@pytest.mark.parametrize(("plans", "complete"), [
+    ({0: b"a", 1: "CUDNN_STATUS_NOT_SUPPORTED"}, True),  # cuDNN's own refusal: the same in any process
+    ({0: b"a", 1: NOT_SERIALIZED}, False),  # built but not kept: this process builds it again
+    ({0: b"a", 1: "CUDA out of memory. Tried to allocate"}, False),  # the worker's memory, not the plan
+    ({0: b"a"}, False),  # a plan to try that the worker did not answer for
+    ({0: "CUDNN_STATUS_NOT_SUPPORTED", 1: "CUDNN_STATUS_NOT_SUPPORTED"}, False),  # nothing to time
+])
+def test_a_workers_answer_is_used_only_where_it_covers_every_plan_to_try(plans, complete):
+    assert answer_covers((["p0", "p1", "p2"], plans), 2) is complete
+
+
+WORKER_LIFE = """
+import os, signal, sys, time
+from builders.plan_compiler import _new_pool
+
+pool = _new_pool(1)
+pid = pool.submit(os.getpid).result()
+os.kill(pid, signal.SIGINT)  # as the terminal's Ctrl-C reaches every process of the group
+time.sleep(1.0)
+print(pid, pool.submit(os.getpid).result() == pid, flush=True)
+os._exit(0)  # as the CLI leaves after an interrupt: no exit hooks, the pool not shut down
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in state
+
+
+@pytest.mark.slow
+def test_compile_workers_ignore_ctrl_c_and_end_with_the_engines_process():
+    import subprocess
+    import sys
+    import time
+
+    result = subprocess.run([sys.executable, "-c", WORKER_LIFE], capture_output=True, text=True, timeout=120,
+                            cwd=ROOT, check=False)
+    pid, survived = result.stdout.split()
+    assert survived == "True", result.stderr
+    assert "Traceback" not in result.stderr and "KeyboardInterrupt" not in result.stderr
+    deadline = time.monotonic() + 20
+    while _running(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _running(int(pid)), "the worker outlived the process that started it"

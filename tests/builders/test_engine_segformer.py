@@ -109,7 +109,7 @@ def test_real_fp8_gemms_follow_the_simulated_variant_closer_than_fp16_does() -> 
     pytest.importorskip("modelopt")
     import copy
 
-    from builders.engine_build import scales_of
+    from builders.fp8_twin import scales_of
     from builders.models import load_model
     from builders.variant_modules import variant_module
     from sessions.documents.plan import VariantPlan

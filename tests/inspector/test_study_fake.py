@@ -42,7 +42,7 @@ def test_the_backend_lets_go_of_its_build_resources_once_after_the_last_build_an
     events: list[str] = []
     fake = tests.fake_backend.FakeBackend
     build = fake.build
-    monkeypatch.setattr(fake, "builds_done", lambda self: events.append("builds done"), raising=False)
+    monkeypatch.setattr(fake, "builds_done", lambda self: events.append("builds done"))
     monkeypatch.setattr(fake, "build", lambda self, variant, calibration: (events.append("build"),
                                                                           build(self, variant, calibration))[1])
     from inspector import study
@@ -51,6 +51,23 @@ def test_the_backend_lets_go_of_its_build_resources_once_after_the_last_build_an
     monkeypatch.setattr(study, "time_variants", lambda *args: (events.append("timing"), time_variants(*args))[1])
     run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
     assert events == ["build"] * 3 + ["builds done", "timing"]
+
+
+def test_an_interrupted_build_still_lets_go_of_the_backends_build_resources(tmp_path, monkeypatch):
+    events: list[str] = []
+    fake = tests.fake_backend.FakeBackend
+    build = fake.build
+
+    def interrupted(self, variant, calibration):
+        if variant.precision == "fp16":
+            raise KeyboardInterrupt
+        return build(self, variant, calibration)
+
+    monkeypatch.setattr(fake, "builds_done", lambda self: events.append("builds done"))
+    monkeypatch.setattr(fake, "build", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    assert events == ["builds done"]
 
 
 def test_a_tracer_the_backend_cannot_serve_fails_before_any_work(tmp_path):

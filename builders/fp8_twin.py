@@ -1,0 +1,176 @@
+"""What the cuDNN / cuBLASLt engine takes from the simulated (ModelOpt) variant of its FP8 recipe, its "twin", and
+that twin kept on disk, as TensorRT keeps an INT8 calibration cache.
+
+The engine needs the layers the recipe quantizes, each one's input scale and weight scales (calibrated by ModelOpt
+on the study's calibration images), the recipe's record, and the twin's outputs on the quality images (the
+agreement between the real FP8 kernels and the simulation). A later study of the same model, recipe and images
+reads them from the cache instead of importing ModelOpt, calibrating and running fake quantization; it builds the
+simulated module only where it is asked about images the cache has no outputs for.
+
+The cache key is the SHA-256 of everything these depend on: the reference model's structure (its `repr`) and every
+parameter and buffer (name, dtype, shape, bytes), the calibration images' bytes, the recipe's definition and
+excludes, the base dtype, and the versions of torch, ModelOpt and this file's format. Arrays are stored as
+little-endian bytes in base64 inside JSON: exact, and never a pickle.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import importlib.metadata
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from builders.fp8_kernels import E4M3_MAX
+from builders.variant_modules import VariantModule
+from sessions.documents.codec import build
+from sessions.documents.model import Recipe
+from sessions.documents.paths import cache_dir
+from sessions.documents.storage import write_atomically
+
+FORMAT = 1
+SIMULATED_CHUNK = 16  # samples per call of the simulated module: one eager call of fake quantization costs about
+# what sixteen do on the GPU (9 s of a 50 s main job one sample a call: benchmarks/results/h200/mainjob-profile/)
+
+Scales = dict[str, tuple[float, torch.Tensor]]  # layer path -> (input scale, weight scales)
+
+
+def twin_dir() -> Path:
+    return cache_dir() / "fp8-twins"
+
+
+def model_digest(module: torch.nn.Module) -> str:
+    """SHA-256 of a model's structure and of every parameter and buffer (name, dtype, shape, bytes)."""
+    digest = hashlib.sha256(repr(module).encode())
+    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def tensors_digest(tensors: Iterable[torch.Tensor]) -> str:
+    digest = hashlib.sha256()
+    for tensor in tensors:
+        digest.update(f"{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def twin_key(model: str, recipe: dict[str, Any], exclude: Iterable[str], calibration: str, dtype: torch.dtype) -> str:
+    """The cache key from a model digest, the recipe's definition, its excludes and the calibration images' digest."""
+    try:
+        modelopt = importlib.metadata.version("nvidia-modelopt")
+    except importlib.metadata.PackageNotFoundError:
+        modelopt = "absent"
+    fields = {"format": FORMAT, "model": model, "recipe": recipe, "exclude": sorted(exclude),
+              "calibration": calibration, "dtype": str(dtype), "torch": torch.__version__, "modelopt": modelopt}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _array(data: np.ndarray) -> dict[str, Any]:
+    data = np.ascontiguousarray(data, dtype=data.dtype.newbyteorder("<"))
+    return {"dtype": data.dtype.str, "shape": list(data.shape), "data": base64.b64encode(data.tobytes()).decode()}
+
+
+def _from_array(stored: dict[str, Any]) -> np.ndarray:
+    raw = base64.b64decode(stored["data"], validate=True)
+    return np.frombuffer(raw, dtype=np.dtype(stored["dtype"])).reshape(stored["shape"]).copy()
+
+
+class Twin:
+    """The simulated variant as the engine uses it: `quantized`, `scales`, `recipe`, and `infer`."""
+
+    def __init__(self, key: str, quantized: set[str], scales: Scales, recipe: Recipe,
+                 make: Callable[[], VariantModule], module: VariantModule | None = None,
+                 outputs: dict[str, np.ndarray] | None = None, cached: bool = False) -> None:
+        self.key, self.quantized, self.scales, self.recipe = key, quantized, scales, recipe
+        self._make, self._module = make, module
+        self.outputs = outputs if outputs is not None else {}
+        self.cached = cached  # read from the cache (no ModelOpt in this process for it so far)
+        self.saved: Callable[[Twin], None] = lambda twin: None  # called when new outputs were computed
+
+    @classmethod
+    def of(cls, key: str, module: VariantModule) -> Twin:
+        """The twin of a calibrated simulated module (ModelOpt's quantizers hold its scales)."""
+        assert module.recipe is not None
+        return cls(key, set(module.quantized), scales_of(module), module.recipe, lambda: module, module)
+
+    @torch.no_grad()
+    def infer(self, batches: list[torch.Tensor], device: torch.device | str) -> torch.Tensor:
+        """The simulated variant's outputs on `batches` (float32, on the CPU): from the cache where it holds them for
+        exactly these images, else run in chunks of SIMULATED_CHUNK on `device` (its scales are static, so a
+        sample's output does not depend on its neighbours, up to the fp16 rounding of the algorithm cuDNN picks
+        for the chunk's size) and kept; the module waits in host memory between uses."""
+        images = torch.cat(batches)
+        digest = tensors_digest([images])
+        if digest not in self.outputs:
+            if self._module is None:
+                self._module = self._make()
+            module = self._module.module.to(device)
+            try:
+                outputs = [module(chunk.to(device=device, dtype=torch.float16)).float().cpu()
+                           for chunk in images.split(SIMULATED_CHUNK)]
+            finally:
+                module.to("cpu")
+            self.outputs[digest] = torch.cat(outputs).numpy()
+            self.saved(self)
+        return torch.from_numpy(self.outputs[digest].copy())
+
+    def park(self) -> None:
+        """The simulated module (where one was made) to host memory: the engine's yardstick, not its part."""
+        if self._module is not None:
+            self._module.module.to("cpu")
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT, "key": self.key, "quantized": sorted(self.quantized),
+            "scales": {path: {"input": x_scale, "weight": _array(w_scale.detach().float().cpu().numpy())}
+                       for path, (x_scale, w_scale) in sorted(self.scales.items())},
+            "recipe": dataclasses.asdict(self.recipe),
+            "outputs": {digest: _array(values) for digest, values in sorted(self.outputs.items())},
+        }
+
+
+def scales_of(simulated: VariantModule) -> Scales:
+    """(input scale, weight scales) of every FP8 layer, from the simulated module's calibrated quantizers."""
+    table = {}
+    for path in simulated.quantized:
+        module = simulated.module.get_submodule(path)
+        x_amax = float(module.input_quantizer.amax.float().reshape(-1).max())
+        w_amax = module.weight_quantizer.amax.detach().float().reshape(-1)
+        table[path] = (x_amax / E4M3_MAX, w_amax / E4M3_MAX)
+    return table
+
+
+class TwinCache:
+    """Twins on disk, one JSON file per key under `folder`; a file that does not read back whole is a miss."""
+
+    def __init__(self, folder: Path | None = None) -> None:
+        self.folder = folder or twin_dir()
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key}.json"
+
+    def load(self, key: str, make: Callable[[], VariantModule], device: torch.device | str = "cpu") -> Twin | None:
+        """The twin kept under `key`, its weight scales on `device` (where the engine's weights are), or None."""
+        try:
+            doc = json.loads(self._path(key).read_text())
+            if doc.get("format") != FORMAT or doc.get("key") != key:
+                return None
+            scales = {path: (float(entry["input"]), torch.from_numpy(_from_array(entry["weight"])).to(device))
+                      for path, entry in doc["scales"].items()}
+            outputs = {digest: _from_array(stored) for digest, stored in doc["outputs"].items()}
+            return Twin(key, set(doc["quantized"]), scales, build(Recipe, doc["recipe"], "recipe"), make,
+                        outputs=outputs, cached=True)
+        except (OSError, ValueError, KeyError, TypeError):  # absent, damaged or of another shape: made again
+            return None
+
+    def save(self, twin: Twin) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_atomically(self._path(twin.key), json.dumps(twin.document()).encode(), "FP8 twin cache")

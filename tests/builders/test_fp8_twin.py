@@ -1,0 +1,95 @@
+"""The FP8 calibration cache of the cuDNN engine: a twin made by ModelOpt on the CPU, kept, and read back exactly."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from builders.fp8_recipes import get_recipe
+from builders.fp8_twin import Twin, TwinCache, model_digest, tensors_digest, twin_key
+from builders.variant_modules import variant_module
+from sessions.documents.plan import VariantPlan
+
+pytestmark = pytest.mark.slow  # ModelOpt calibrates a small model on the CPU (seconds)
+
+
+def small_model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+        torch.nn.Linear(32, 16),
+    ).eval()
+
+
+@pytest.fixture(scope="module")
+def made():
+    model = small_model()
+    calibration = torch.randn(4, 3, 16, 16)
+    key = twin_key(model_digest(model), {"name": "all"}, (), tensors_digest([calibration]), torch.float16)
+    module = variant_module(model, VariantPlan("fp8", "all", ()), calibration, torch.float16)
+    return model, calibration, key, Twin.of(key, module)
+
+
+def test_a_kept_twin_reads_back_exactly_without_modelopt(made, tmp_path):
+    _, _, key, twin = made
+    batches = [torch.randn(3, 3, 16, 16), torch.randn(2, 3, 16, 16)]
+    expected = twin.infer(batches, "cpu")
+    cache = TwinCache(tmp_path)
+    cache.save(twin)
+
+    loaded = cache.load(key, lambda: pytest.fail("ModelOpt asked for a cached twin"))
+    assert loaded is not None and loaded.cached
+    assert loaded.quantized == twin.quantized and loaded.recipe == twin.recipe
+    assert loaded.scales.keys() == twin.scales.keys()
+    for path, (x_scale, w_scale) in twin.scales.items():
+        assert loaded.scales[path][0] == x_scale and torch.equal(loaded.scales[path][1], w_scale.float())
+    assert torch.equal(loaded.infer(batches, "cpu"), expected)
+
+
+def test_images_the_cache_has_no_outputs_for_are_run_and_kept(made, tmp_path):
+    _, _, key, twin = made
+    cache = TwinCache(tmp_path)
+    cache.save(twin)
+    made_again: list[int] = []
+
+    def make():
+        made_again.append(1)
+        return twin._module
+
+    loaded = cache.load(key, make)
+    loaded.saved = cache.save
+    fresh = [torch.randn(2, 3, 16, 16)]
+    outputs = loaded.infer(fresh, "cpu")
+    assert made_again == [1] and torch.equal(outputs, twin.infer(fresh, "cpu"))
+    assert tensors_digest([torch.cat(fresh)]) in json.loads((tmp_path / f"{key}.json").read_text())["outputs"]
+
+
+def test_the_key_follows_the_weights_the_images_and_the_recipe(made):
+    model, calibration, key, _ = made
+    recipe = {"name": "all"}
+    assert twin_key(model_digest(small_model()), recipe, (), tensors_digest([calibration]), torch.float16) == key
+    nudged = small_model()
+    with torch.no_grad():
+        weight = nudged[0].weight
+        weight[0, 0, 0, 0] = torch.nextafter(weight[0, 0, 0, 0], torch.tensor(1.0))
+    assert twin_key(model_digest(nudged), recipe, (), tensors_digest([calibration]), torch.float16) != key
+    assert twin_key(model_digest(model), recipe, (), tensors_digest([calibration + 1e-6]), torch.float16) != key
+    assert twin_key(model_digest(model), recipe, ("*.3",), tensors_digest([calibration]), torch.float16) != key
+    other = json.loads(json.dumps(get_recipe("no-se").__dict__, default=str))
+    assert twin_key(model_digest(model), other, (), tensors_digest([calibration]), torch.float16) != key
+
+
+def test_a_damaged_or_foreign_cache_file_is_a_miss(made, tmp_path):
+    _, _, key, twin = made
+    cache = TwinCache(tmp_path)
+    cache.save(twin)
+    path = tmp_path / f"{key}.json"
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "key": "another"}))
+    assert cache.load(key, lambda: pytest.fail("made")) is None
+    path.write_text(path.read_text()[:-40])
+    assert cache.load(key, lambda: pytest.fail("made")) is None
+    assert cache.load("absent", lambda: pytest.fail("made")) is None
