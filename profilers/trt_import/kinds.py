@@ -36,11 +36,15 @@ class ImportFiles:
     @classmethod
     def of(cls, *, find_metadata: bool = True, **given: Path | list[Path] | None) -> ImportFiles:
         """`ImportFiles.of(layers=a, profile=b, metadata=[c])`: a path (or a list of them, or None) by role name."""
-        unknown = set(given) - {role.name for role in roles()}
+        known = {role.name: role for role in roles()}
+        unknown = set(given) - set(known)
         if unknown:
             raise TypeError(f"unknown import roles: {', '.join(sorted(unknown))}")
         paths = {name: [Path(p) for p in (value if isinstance(value, list) else [value])]
                  for name, value in given.items() if value}
+        for name, found in paths.items():
+            if len(found) > 1 and not known[name].repeatable:
+                raise InputError(f"--{name} takes one file; got {len(found)}: {', '.join(p.name for p in found)}")
         return cls(paths, find_metadata)
 
     def one(self, role: str) -> Path | None:

@@ -81,3 +81,12 @@ def test_a_kind_registered_alone_is_taken_from_its_flag(memory_kind: kinds.FileK
                  "--out", str(out)]) == 0
     assert "peak memory 999 MiB" in storage.load(out).variants[0].notes
     assert main(["import", str(folder), "--memory", str(folder / "other.memory.json")]) == 2  # a folder, or the files
+
+
+def test_two_files_for_a_one_file_role_are_one_line_not_a_traceback(tmp_path):
+    from profilers.trt_import.kinds import ImportFiles
+    from sessions.documents.errors import InputError
+
+    with pytest.raises(InputError, match="--times takes one file; got 2: a.json, b.json"):
+        ImportFiles.of(times=[tmp_path / "a.json", tmp_path / "b.json"])
+    assert ImportFiles.of(metadata=[tmp_path / "a.json", tmp_path / "b.json"]).every("metadata")  # a repeatable role
