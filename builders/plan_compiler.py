@@ -26,6 +26,7 @@ from builders.fp8_kernels import one_line
 
 MAX_WORKERS = 12  # each holds a CUDA context (about 0.5 GiB of GPU memory)
 MIN_GRAPHS = 4  # fewer graphs than this compile in the engine's process: a worker takes seconds to start
+ANSWER_TIMEOUT_S = 600  # a graph's plans not back by then: the pool is taken as broken, the engine compiles itself
 
 _WORKER: dict[str, Any] = {}
 
@@ -95,8 +96,8 @@ class PlanCompiler:
             if self._pool is None:
                 self._pool = _new_pool(workers)
             jobs = {sig: self._pool.submit(_compile, self.device, sig, limit) for sig in sigs}
-            answers = {sig: job.result() for sig, job in jobs.items()}
-        except (BrokenProcessPool, OSError, RuntimeError):
+            answers = {sig: job.result(timeout=ANSWER_TIMEOUT_S) for sig, job in jobs.items()}
+        except (BrokenProcessPool, OSError, RuntimeError):  # OSError includes TimeoutError
             self._broken = True
             if self._pool is not None:
                 self._pool.shutdown(wait=False, cancel_futures=True)

@@ -218,18 +218,20 @@ def facts_from(paths: list[Path]) -> RunFacts:
 MODEL_SUFFIX = re.compile(r"\.(onnx|uff|caffemodel|prototxt|engine|plan|trt)$")
 
 
+def _without_model_suffixes(name: str) -> str:
+    """`resnet.onnx.engine` -> `resnet`: every model and engine suffix off the end, never the whole name."""
+    while MODEL_SUFFIX.search(name) and MODEL_SUFFIX.sub("", name):
+        name = MODEL_SUFFIX.sub("", name)
+    return name
+
+
 def model_name(model_path: str) -> str:
     """`./examples/resnet/generated/resnet-qat.onnx` -> `resnet-qat`."""
-    name = Path(model_path.replace("\\", "/")).name
-    return MODEL_SUFFIX.sub("", name) or name
+    return _without_model_suffixes(Path(model_path.replace("\\", "/")).name)
 
 
 def engine_name(path: Path) -> str:
     """The engine's name from a file's name (a variant's and, without metadata, the model's): its engine's stem
-    without model and engine suffixes
-    (`resnet.onnx.engine.graph.json` -> `resnet`, `mobilenet_v2_fp16.profile.json` -> `mobilenet_v2_fp16`); a dot
-    inside the name stays (`trt10.16.0-run.log` -> `trt10.16.0-run`)."""
-    name = engine_stem(path)
-    while MODEL_SUFFIX.search(name) and MODEL_SUFFIX.sub("", name):
-        name = MODEL_SUFFIX.sub("", name)
-    return name
+    without model and engine suffixes (`resnet.onnx.engine.graph.json` -> `resnet`, `mobilenet_v2_fp16.profile.json`
+    -> `mobilenet_v2_fp16`); a dot inside the name stays (`trt10.16.0-run.log` -> `trt10.16.0-run`)."""
+    return _without_model_suffixes(engine_stem(path))
