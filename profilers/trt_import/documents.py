@@ -60,6 +60,12 @@ def _finite(value: Any, where: str) -> float:
     return number
 
 
+def plain_time_ms(value: Any) -> float | None:
+    """`value` where `time_ms` would return it as it is (a float from 0 to MAX_TIME_MS), else None: the common case
+    of a file's times, checked without building the message a refusal would need."""
+    return value if type(value) is float and 0.0 <= value <= MAX_TIME_MS else None
+
+
 def time_ms(value: Any, where: str, *, positive: bool = False) -> float:
     """A time in ms: finite, non-negative (positive where a zero would be divided by), at most MAX_TIME_MS."""
     number = _finite(value, where)

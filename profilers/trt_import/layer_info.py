@@ -62,10 +62,17 @@ def _tensor_dtype(tensor: dict[str, Any]) -> str | None:
 def _tensor(tensor: Any) -> Tensor:
     if not isinstance(tensor, dict):
         return Tensor(name=str(tensor))
-    fmt = tensor.get("Format/Datatype") or " / ".join(str(tensor[k]) for k in ("Format", "Datatype") if k in tensor)
+    fmt = tensor.get("Format/Datatype")
+    # most tensors: a "Format/Datatype" string that names the dtype (the first key _tensor_dtype reads)
+    dtype = dtype_of(fmt) if type(fmt) is str else None
+    if dtype is None:
+        dtype = _tensor_dtype(tensor)
+    if not fmt:
+        fmt = " / ".join(str(tensor[k]) for k in ("Format", "Datatype") if k in tensor)
     dims = tensor.get("Dimensions")
-    shape = dims if isinstance(dims, list) and set(map(type, dims)) <= INT else None  # whole numbers only
-    return Tensor(normalize_name(str(tensor.get("Name", ""))), _tensor_dtype(tensor), shape, str(fmt) if fmt else None)
+    shape = dims if type(dims) is list and all(type(d) is int for d in dims) else None  # whole numbers only
+    name = tensor.get("Name", "")
+    return Tensor(normalize_name(name if type(name) is str else str(name)), dtype, shape, str(fmt) if fmt else None)
 
 
 @dataclass
@@ -208,7 +215,11 @@ def _detailed_layer(item: dict) -> Layer:
     if isinstance(weights, dict) and weights.get("Type"):
         attrs["weights"] = dtype_of(str(weights["Type"])) or str(weights["Type"])
     metadata = item.get("Metadata")
-    nodes = ONNX_LAYER.findall(SEPARATORS.sub(" ", metadata)) if isinstance(metadata, str) else []
+    if isinstance(metadata, str):
+        nodes = ONNX_LAYER.findall(SEPARATORS.sub(" ", metadata) if "\x1e" in metadata or "\x1f" in metadata
+                                   else metadata)
+    else:
+        nodes = []
     tactic = item.get("TacticName") or item.get("TacticValue")
     kind = str(item.get("LayerType") or item.get("ParameterType") or "unknown")
     parameter_type = item.get("ParameterType")

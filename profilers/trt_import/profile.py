@@ -52,15 +52,19 @@ Check = Callable[[Any, str], float]
 
 def required_field(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float:
     """`record[key]` through `check` (a `documents` bound); InputError where it is absent."""
-    value = record.get(key)
+    value = optional_field(record, key, origin, position, check)
     if value is None:
         raise InputError(f"{origin}: record {position} has no {key!r}")
-    return check(value, f"{origin}: record {position} {key}")
+    return value
 
 
 def optional_field(record: dict[str, Any], key: str, origin: str, position: int, check: Check) -> float | None:
     value = record.get(key)
-    return None if value is None else check(value, f"{origin}: record {position} {key}")
+    if value is None:
+        return None
+    if check is documents.time_ms and (plain := documents.plain_time_ms(value)) is not None:
+        return plain
+    return check(value, f"{origin}: record {position} {key}")
 
 
 register_role(Role(PROFILE, "per-layer profile (--exportProfile); alone, it names the layers too", order=2))

@@ -165,3 +165,19 @@ def test_layers_that_share_node_names_match_in_far_less_than_quadratic_time():
 ])
 def test_a_quantize_is_a_quantize_however_spelled(name, expected):
     assert kernel_class(name, RULES) == expected
+
+
+@pytest.mark.parametrize("value", [0.0, 0.25, 1e9, 1e9 + 1, -0.0, -1e-9, float("nan"), float("inf"), 3, True, "1.0", None])
+def test_the_quick_time_check_passes_only_what_the_full_one_returns_unchanged(value):
+    from profilers.trt_import import documents
+    from sessions.documents.errors import InputError
+
+    quick = documents.plain_time_ms(value)
+    try:
+        full = documents.time_ms(value, "a record's timeMs")
+    except InputError:
+        full = None
+    if quick is not None:
+        assert full == quick and type(full) is float
+    expected_quick = type(value) is float and value == value and 0.0 <= value <= 1e9  # written out: floats in range
+    assert (quick is not None) is expected_quick
