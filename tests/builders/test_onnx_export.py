@@ -210,7 +210,7 @@ def test_a_quantizer_that_saw_only_zeros_gets_the_graphs_floor_scale(small_fp8):
 
 
 def test_every_fp8_scale_is_positive_and_fp16_normal(small_fp8):
-    """A quantizer that saw only zeros used to export a scale of 0 in fp16 (TensorRT rejects it)."""
+    """A quantizer that saw only zeros exports the fp16 floor, never a scale of 0 (TensorRT rejects it)."""
     built, _, path = small_fp8
     scales = _qdq_scales(onnx.load(str(path)))
     assert len(scales) == 3 * len(built.quantized)  # input Q and DQ, weight DQ
