@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Final H200 check of the code as submitted: CUPTI over several traced calls, the torch.profiler
+# On the H200: CUPTI over several traced calls, the torch.profiler
 # fallback, and groups / export on the result. Run through the device tool with carry [".whl"].
 source "$(dirname "$0")/h200_setup.sh"
 run run resnet18 --device cuda --variants fp16,fp8 --fp8-layout all --trace-calls 3 --out "$OUT/resnet18-3calls.json" 2>/dev/null
