@@ -31,8 +31,9 @@ from sessions.documents.errors import InputError
 TIMES_AGREEMENT = 0.25  # --exportTimes median against trtexec's own summary of the same run
 TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
 
+ROLE = "times"  # import --times
 TIMES = register_kind(FileKind(
-    "a trtexec --exportTimes file: pass it as --times", "times", rank=60, suffixes=(".timing.json", ".times.json"),
+    "a trtexec --exportTimes file: pass it as --times", ROLE, rank=60, suffixes=(".timing.json", ".times.json"),
     recognise=lambda doc: (first := first_record(doc)) is not None and ("computeMs" in first or "startEnqMs" in first)))
 
 
@@ -76,4 +77,4 @@ def _check_times_engine(path: Path, reading: Reading, median_ms: float) -> None:
                          f"{expected:.4g} ms ({', '.join(reading.facts.sources)}); were both written for the same engine?")
 
 
-register_role(Role("times", "per-inference times (--exportTimes)", order=3, by_trtexec=True, apply=apply_times))
+register_role(Role(ROLE, "per-inference times (--exportTimes)", order=3, by_trtexec=True, apply=apply_times))
