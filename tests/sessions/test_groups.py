@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from sessions.analyses.groups import compare_groups, load_rules, role_of, stage_of
+from sessions.analyses.groups import builtin_rules, compare_groups, load_rules, op_from_name, role_of, stage_of
 from sessions.analyses.lowering import diagnose
 from sessions.documents import storage
 from sessions.documents.errors import InputError
@@ -159,3 +159,20 @@ def test_only_fp8_layers_whose_every_kernel_names_an_architecture_below_8_9_are_
                       trace=TraceSummary(tracer="cupti", unit="kernels", calls=1, records=len(owned), unattributed=0,
                                          dropped=0))
     assert {(f.layer, f.reason) for f in diagnose(variant)} == {("a", "fp8 on sm80 kernels")}
+
+
+@pytest.mark.parametrize(("name", "op"), [
+    ("node_conv2d_1 + node_relu_1", "conv"),  # TensorRT 10.16's name for a fused conv + relu of torch.onnx's graph
+    ("node_max_pool2d_1", "pooling"),
+    ("node_linear_1", "linear"),
+    ("node_addmm_2", "linear"),
+    ("node_bmm", "matmul"),
+    ("node_layer_norm_3", "normalization"),
+    ("node_cat_1", "concat"),
+    ("node_gelu_4", "activation"),
+    ("node_add_12", "elementwise"),
+    ("node_permute_2", "shuffle"),
+    ("node_after_classifier", None),  # a name the exporter gave no op word: no guess
+])
+def test_names_of_torch_onnx_nodes_give_their_op(name, op):
+    assert op_from_name(name, builtin_rules()) == op
