@@ -302,8 +302,8 @@ class Fp8Linear:
 def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None,
                 compiled: Compiled | None = None) -> tuple[ConvGraph, float]:
     """The graph for `sig` with its plan chosen, and the seconds it took: loaded from the cache's serialized plan
-    where it holds one, else the fastest of the plans a worker compiled (`compiled`, where any of them serialized),
-    else built and timed here; the choice recorded in the cache. RuntimeError with cuDNN's reason."""
+    where it holds one, else the fastest of the plans a worker compiled (`compiled`, where its answer covers every
+    plan to try: `answer_covers`), else built and timed here; the choice recorded in the cache. RuntimeError with cuDNN's reason."""
     started = time.perf_counter()
     try:
         graph = _cached(sig, cudnn, handle, cache)

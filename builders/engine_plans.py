@@ -120,8 +120,11 @@ class TimingCache:
         if not self.dirty:
             return
         body = {"version": CACHE_VERSION, "key": self.header, "plans": self.entries}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(self.path, json.dumps(body, indent=1, sort_keys=True).encode(), "timing cache")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(self.path, json.dumps(body, indent=1, sort_keys=True).encode(), "timing cache")
+        except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
+            return
         self.dirty = False
 
 

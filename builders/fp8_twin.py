@@ -30,6 +30,7 @@ import torch
 from builders.fp8_kernels import E4M3_MAX
 from builders.variant_modules import VariantModule
 from sessions.documents.codec import build
+from sessions.documents.errors import InspectError
 from sessions.documents.model import Recipe
 from sessions.documents.paths import cache_dir
 from sessions.documents.storage import write_atomically
@@ -45,20 +46,24 @@ def twin_dir() -> Path:
     return cache_dir() / "fp8-twins"
 
 
+def _add_tensor(digest: Any, label: str, tensor: torch.Tensor) -> None:
+    digest.update(f"{label}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+    digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+
+
 def model_digest(module: torch.nn.Module) -> str:
     """SHA-256 of a model's structure and of every parameter and buffer (name, dtype, shape, bytes)."""
     digest = hashlib.sha256(repr(module).encode())
     for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
-        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+        _add_tensor(digest, name, tensor)
     return digest.hexdigest()
 
 
 def tensors_digest(tensors: Iterable[torch.Tensor]) -> str:
+    """SHA-256 of tensors (dtype, shape, bytes), in order."""
     digest = hashlib.sha256()
     for tensor in tensors:
-        digest.update(f"{tensor.dtype}:{tuple(tensor.shape)}".encode())
-        digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+        _add_tensor(digest, "", tensor)
     return digest.hexdigest()
 
 
@@ -172,5 +177,9 @@ class TwinCache:
             return None
 
     def save(self, twin: Twin) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomically(self._path(twin.key), json.dumps(twin.document()).encode(), "FP8 twin cache")
+        """Keeps `twin`; a folder that cannot be written costs the next study its time, not this one its variant."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_atomically(self._path(twin.key), json.dumps(twin.document()).encode(), "FP8 twin cache")
+        except (OSError, InspectError):
+            return

@@ -236,3 +236,12 @@ def test_compile_workers_ignore_ctrl_c_and_end_with_the_engines_process():
     while _running(int(pid)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _running(int(pid)), "the worker outlived the process that started it"
+
+
+def test_a_timing_cache_that_cannot_be_written_is_kept_for_a_later_save(tmp_path):
+    blocked = tmp_path / "a file where the folder would be"
+    blocked.write_text("")
+    cache = TimingCache(blocked / "cache.json", {"gpu": "x"})
+    cache.put("sig", Choice(0, "p0", 2, 2, 1.0, False, []), None)
+    cache.save()  # no error: the build goes on
+    assert cache.dirty and cache.get("sig") == (0, "p0")

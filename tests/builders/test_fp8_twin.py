@@ -93,3 +93,12 @@ def test_a_damaged_or_foreign_cache_file_is_a_miss(made, tmp_path):
     path.write_text(path.read_text()[:-40])
     assert cache.load(key, lambda: pytest.fail("made")) is None
     assert cache.load("absent", lambda: pytest.fail("made")) is None
+
+
+def test_a_cache_folder_that_cannot_be_written_costs_the_cache_only(made, tmp_path):
+    _, _, key, twin = made
+    blocked = tmp_path / "a file where the folder would be"
+    blocked.write_text("")
+    cache = TwinCache(blocked)
+    cache.save(twin)  # no error: the study goes on without the cache
+    assert cache.load(key, lambda: pytest.fail("made")) is None
