@@ -142,17 +142,17 @@ def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...]) -> Con
 
 def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
                   refused: dict[str, str], output_refused: dict[str, str]) -> bool:
-    """Every conv step's graph, built once per signature (the plans the cache does not hold compiled by the workers
-    first); False where nothing was refused (the program stands)."""
+    """Every conv step's graph, built once per signature (the plans the cache does not hold sent to the workers and
+    taken back in order: `CompileJobs.take`); False where nothing was refused (the program stands)."""
     sigs = {step.name: _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
             for step in program.steps if step.kind == "conv"}
     new = [sig for sig in dict.fromkeys(sigs.values()) if sig not in backend.graphs]
-    compiled = backend.compiler.compile([sig for sig in new if not backend.cache.holds_plan(sig.key())],
-                                        backend.plan_limit)
+    jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
+                                   backend.plan_limit)
     for sig in new:
         try:
             backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache,
-                                                 compiled.get(sig))
+                                                 jobs.take(sig))
         except RuntimeError as exc:
             backend.graphs[sig] = str(exc)
     changed = False
@@ -194,7 +194,7 @@ def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: t
             layer.in_channels, layer.out_channels = linear.in_features, linear.out_features
         elif step.kind == "quantize":
             runner = _quantize_runner(backend, step, scales, program)
-            layer.kind = "quantize"
+            layer.kind, layer.tactic = "quantize", backend.quantizer().implementation
         else:
             runner = _torch_runner(traced.module, nodes.get(step.node), step, alias)
             layer.kind = f"PyTorch {step.op} (fp16)"

@@ -46,35 +46,41 @@ class Quantizer:
 
 
 EAGER_QUANTIZE = "eager PyTorch: scale, saturate, cast (one kernel each)"
-FUSED_QUANTIZE = "torch.compile: scale, saturate and cast fused into one kernel"
+FUSED_QUANTIZE = "Triton: scale, saturate and cast in one kernel, the eager kernels' values"
 
 
 def make_quantizer() -> Quantizer:
-    """One fused kernel through torch.compile where it compiles, else PyTorch's eager kernels."""
+    """One Triton kernel (`builders.fp8_quantize`) where it compiles and gives the eager kernels' values (`same_values`) on
+    a sample with a layout change, saturation, NaN and Inf; else PyTorch's eager kernels, saying why."""
     try:
-        import torch._dynamo
+        from builders.fp8_quantize import quantize_triton
 
-        for limit in ("recompile_limit", "cache_size_limit"):  # one compile per rank / size-1 pattern
-            if hasattr(torch._dynamo.config, limit):
-                setattr(torch._dynamo.config, limit, 64)
-        compiled = torch.compile(quantize, dynamic=True, fullgraph=True)
-        sample = torch.randn(2, 16, 4, 4, device="cuda", dtype=torch.float16)
-        inverse = torch.tensor(2.0, device="cuda")
-        fused, reference = compiled(sample, inverse, True), quantize(sample, inverse, True)
-        # fp32 arithmetic in the fused kernel may round a value to the next e4m3 step (1/8 relative)
-        if fused.stride() != reference.stride() or not torch.allclose(fused.float(), reference.float(), rtol=0.13, atol=0):
-            return Quantizer(quantize, EAGER_QUANTIZE + " (the compiled quantize disagreed)")
-    except Exception as exc:  # noqa: BLE001  (any compile failure means: use the eager kernels)
-        return Quantizer(quantize, f"{EAGER_QUANTIZE} (torch.compile failed: {type(exc).__name__})")
-    return Quantizer(_falling_back(compiled), FUSED_QUANTIZE)
+        sample = torch.randn(2, 24, 5, 3, device="cuda", dtype=torch.float16) * 300
+        sample[0, 0, 0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+        inverse = torch.tensor(1.7, device="cuda")
+        for channels_last in (True, False):
+            for x in (sample, sample.contiguous(memory_format=torch.channels_last), sample[:, :, 1:, :2]):
+                fused, reference = quantize_triton(x, inverse, channels_last), quantize(x, inverse, channels_last)
+                if fused.stride() != reference.stride() or not same_values(fused, reference):
+                    return Quantizer(quantize, EAGER_QUANTIZE + " (the Triton quantize disagreed)")
+    except Exception as exc:  # noqa: BLE001  (no Triton, no GPU, no FP8 conversion: use the eager kernels)
+        return Quantizer(quantize, f"{EAGER_QUANTIZE} (Triton quantize unavailable: {type(exc).__name__})")
+    return Quantizer(_falling_back(quantize_triton), FUSED_QUANTIZE)
 
 
-def _falling_back(compiled: Callable) -> Callable:
-    """The compiled quantize, or the eager one for inputs it fails to compile for (kernel names show which ran)."""
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors hold the same values, NaN where the other has NaN (a NaN's sign and payload, and the sign
+    of a zero, aside: no later kernel reads them)."""
+    a, b = a.float(), b.float()
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+
+
+def _falling_back(fused: Callable) -> Callable:
+    """The fused quantize, or the eager one for inputs it cannot take (kernel names show which ran)."""
 
     def run(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:
         try:
-            return compiled(x, inverse_scale, channels_last)
+            return fused(x, inverse_scale, channels_last)
         except Exception:  # noqa: BLE001
             return quantize(x, inverse_scale, channels_last)
 

@@ -6,7 +6,9 @@ first senet154 study spent most of its time there. Workers, spawned processes wi
 each, build the plans the engine would time and return them serialized; the engine loads and times them in its own
 process, on the GPU it measures on, so the choice is made as before and only the compilation moved.
 
-A pool that cannot start or breaks leaves the work to the caller's process (`compile` answers nothing); what is
+The engine's process takes the answers back one graph at a time (`CompileJobs.take`), loading and timing each while
+the workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs
+itself. A pool that cannot start or breaks leaves the work to the caller's process (`take` answers None); what is
 chosen does not depend on where a plan was compiled.
 """
 
@@ -77,6 +79,36 @@ def worker_count(graphs: int) -> int:
     return workers if graphs >= MIN_GRAPHS and workers >= 2 else 0
 
 
+class CompileJobs:
+    """The graphs sent to the workers, taken back one at a time in the engine's process (`take`), so that it loads
+    and times each answer while the workers compile the next ones, and builds a graph itself while the workers are
+    still starting (a cold pool: no answer back yet), instead of waiting seconds for them."""
+
+    def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future], compiler: PlanCompiler) -> None:
+        self._jobs = jobs
+        self._compiler = compiler
+        self._answered = threading.Event()
+        for job in jobs.values():
+            job.add_done_callback(lambda done: done.cancelled() or self._answered.set())
+
+    def take(self, sig: ConvSignature) -> Compiled | None:
+        """`sig`'s plans as a worker compiled them; None where this process is to build the graph: the workers have
+        not answered anything yet (the job is withdrawn where it has not started), `sig` was not sent, the worker
+        could not build it (cuDNN's reason is found again here), or the pool broke or did not answer in time."""
+        job = self._jobs.pop(sig, None)
+        if job is None or self._compiler.broken:
+            return None
+        if not job.done() and not self._answered.is_set():
+            job.cancel()  # a cold pool: built here; a job already running is left to finish, its answer unused
+            return None
+        try:
+            answer = job.result(timeout=ANSWER_TIMEOUT_S)
+        except (BrokenProcessPool, OSError, RuntimeError):  # OSError includes TimeoutError
+            self._compiler.break_pool()
+            return None
+        return None if isinstance(answer, str) else answer
+
+
 class PlanCompiler:
     """Worker processes for one engine backend, started at its first large compile and kept until `close` (which the
     backend calls when the study's builds are done: never from a finalizer, where stopping a pool can deadlock)."""
@@ -84,29 +116,32 @@ class PlanCompiler:
     def __init__(self, device: int) -> None:
         self.device = device
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self._broken = False
+        self.broken = False
 
-    def compile(self, sigs: list[ConvSignature], limit: int) -> dict[ConvSignature, Compiled]:
-        """The plans of `sigs` compiled by the workers, for the graphs cuDNN could build; empty where the work is
-        too small to spread or the pool cannot run (the caller then compiles in its process)."""
+    def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
+        """`sigs` sent to the workers to compile (`CompileJobs.take` gets each back); none sent where the work is too
+        small to spread or the pool cannot run (the caller then compiles in its process)."""
         workers = worker_count(len(sigs))
-        if self._broken or not sigs or (workers == 0 and self._pool is None):
-            return {}
+        if self.broken or not sigs or (workers == 0 and self._pool is None):
+            return CompileJobs({}, self)
         try:
             if self._pool is None:
                 self._pool = _new_pool(workers)
-            jobs = {sig: self._pool.submit(_compile, self.device, sig, limit) for sig in sigs}
-            answers = {sig: job.result(timeout=ANSWER_TIMEOUT_S) for sig, job in jobs.items()}
-        except (BrokenProcessPool, OSError, RuntimeError):  # OSError includes TimeoutError
-            self._broken = True
-            if self._pool is not None:
-                self._pool.shutdown(wait=False, cancel_futures=True)
-                self._pool = None
-            return {}
-        return {sig: answer for sig, answer in answers.items() if not isinstance(answer, str)}
+            return CompileJobs({sig: self._pool.submit(_compile, self.device, sig, limit) for sig in sigs}, self)
+        except (BrokenProcessPool, OSError, RuntimeError):
+            self.break_pool()
+            return CompileJobs({}, self)
+
+    def break_pool(self) -> None:
+        """The pool is taken as broken: its jobs are dropped and later compiles run in the caller's process."""
+        self.broken = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def close(self) -> None:
-        """Stops the workers (idle once `compile` returned) and waits for them; a later `compile` starts new ones."""
+        """Stops the workers, dropping the jobs not started and waiting for those running; a later `submit` starts
+        new ones."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None

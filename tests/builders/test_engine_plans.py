@@ -3,20 +3,25 @@ engine's H200 sessions: no layer of an FP8 recipe ran in fp16 without a recorded
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
+import threading
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import pytest
 
+from builders import plan_compiler
 from builders.engine_kernels import NOT_SERIALIZED, answer_covers
 from builders.engine_plans import PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
-from builders.plan_compiler import PlanCompiler, worker_count
+from builders.plan_compiler import CompileJobs, PlanCompiler, worker_count
 from sessions.documents.storage import decode, read_regular_file
 from tests.conftest import ROOT
 
 RESULTS = ROOT / "benchmarks" / "results" / "h200"
+SIG = "a graph signature"  # what the compiler keys its jobs by, opaque to it
 
 
 class StandInGraph:
@@ -136,7 +141,9 @@ def test_plans_compiled_elsewhere_are_loaded_timed_and_refusals_keep_their_reaso
 def test_plan_compilation_is_spread_only_where_it_pays(monkeypatch, cores, graphs, workers):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert worker_count(graphs) == workers
-    assert PlanCompiler(0).compile([], 4) == {}  # nothing to compile: no pool started
+    compiler = PlanCompiler(0)
+    jobs = compiler.submit([], 4)
+    assert jobs.take(SIG) is None and compiler._pool is None  # type: ignore[arg-type]  # nothing to compile: no pool
 
 
 def test_a_damaged_cache_file_is_ignored(tmp_path):
@@ -245,3 +252,44 @@ def test_a_timing_cache_that_cannot_be_written_is_kept_for_a_later_save(tmp_path
     cache.put("sig", Choice(0, "p0", 2, 2, 1.0, False, []), None)
     cache.save()  # no error: the build goes on
     assert cache.dirty and cache.get("sig") == (0, "p0")
+
+
+def _jobs(*states: str) -> tuple[CompileJobs, list[concurrent.futures.Future], PlanCompiler]:
+    """CompileJobs over hand-driven futures, one per state: pending (not started), running, or answered."""
+    futures: list[concurrent.futures.Future] = [concurrent.futures.Future() for _ in states]
+    compiler = PlanCompiler(0)
+    jobs = CompileJobs({f"sig{i}": f for i, f in enumerate(futures)}, compiler)  # type: ignore[misc]
+    for future, state in zip(futures, states, strict=True):
+        if state != "pending":
+            future.set_running_or_notify_cancel()
+        if state == "answered":
+            future.set_result((["p0"], {0: b"plan"}))
+    return jobs, futures, compiler
+
+
+def test_before_any_worker_answers_this_process_builds_and_withdraws_the_job(monkeypatch):
+    monkeypatch.setattr(plan_compiler, "ANSWER_TIMEOUT_S", 5)  # a wait that should not happen fails the test soon
+    jobs, futures, _ = _jobs("pending", "running", "pending")
+    assert jobs.take("sig0") is None and futures[0].cancelled()  # withdrawn: no worker compiles it now
+    assert jobs.take("sig1") is None and not futures[1].cancelled()  # started: left to finish, unused
+    futures[1].set_result((["p0"], {0: b"late"}))  # the first answer: the pool is warm
+    threading.Timer(0.2, lambda: (futures[2].set_running_or_notify_cancel(),
+                                  futures[2].set_result((["p0"], {0: b"two"})))).start()
+    assert jobs.take("sig2") == (["p0"], {0: b"two"})  # waited for, not built here
+    assert jobs.take("sig2") is None and jobs.take("unsent") is None
+
+
+def test_an_answer_already_back_is_used_and_a_workers_refusal_is_built_here():
+    jobs, futures, _ = _jobs("answered", "running")
+    futures[1].set_result("CUDNN_STATUS_NOT_SUPPORTED")
+    assert jobs.take("sig0") == (["p0"], {0: b"plan"})
+    assert jobs.take("sig1") is None
+
+
+def test_a_broken_pool_leaves_every_graph_to_this_process():
+    jobs, futures, compiler = _jobs("answered", "running", "answered")
+    futures[1].set_exception(BrokenProcessPool("a worker died"))
+    assert jobs.take("sig1") is None and compiler.broken
+    assert jobs.take("sig2") is None  # an answer from a pool taken as broken is not used
+    later = compiler.submit([SIG] * 4, 4)  # type: ignore[list-item]
+    assert later.take(SIG) is None and compiler._pool is None  # type: ignore[arg-type]
