@@ -35,11 +35,11 @@ CBID_BOUNDS = frozenset({"INVALID", "SIZE", "FORCE_INT"})  # members of CUPTI's 
 def launches_kernels(api: str) -> bool:
     """Whether the CUDA runtime or driver API named `api` (a member of cupti's cbid enums) can launch a kernel.
 
-    The rule: the name contains "Launch". In CUPTI 13.4's enums that is, at runtime, cudaLaunch,
+    The rule: the name contains "Launch". In cupti-python 13.4's enums that is, in the runtime API, cudaLaunch,
     cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel(MultiDevice), cudaGraphLaunch, CUDA 13's
-    __cudaLaunchKernel (what a triple-chevron launch calls) and cudaLaunchHostFunc, each with its _ptsz twin;
-    in the driver cuLaunch, cuLaunchGrid(Async), cuLaunchKernel(Ex), cuLaunchCooperativeKernel(MultiDevice),
-    cuGraphLaunch and cuLaunchHostFunc. The other APIs that name kernels or graphs configure, query or edit
+    __cudaLaunchKernel (what a triple-chevron launch calls) and cudaLaunchHostFunc(_v2), with their _ptsz twins;
+    in the driver API cuLaunch, cuLaunchGrid(Async), cuLaunchKernel(Ex), cuLaunchCooperativeKernel(MultiDevice),
+    cuGraphLaunch and cuLaunchHostFunc(_v2), likewise. The other APIs that name kernels or graphs configure, query or edit
     them (cuFuncSet*, cuParamSet*, cudaGraphAddKernelNode, cudaGraphExecKernelNodeSetParams, cuKernelGet*,
     ...) and start nothing; memset and memcpy work is recorded as memset and memcpy activity, not as kernels.
     The host-function launches match and start no kernel: keeping their few records costs nothing.
@@ -196,7 +196,7 @@ class CuptiTracer:
             for cbid in sorted(cbids):
                 try:
                     switch(cbid, 0)
-                except (cupti.cuptiError, RuntimeError) as exc:  # the bindings raise RuntimeError for a missing symbol
+                except (cupti.cuptiError, RuntimeError) as exc:  # RuntimeError: a function this libcupti lacks
                     refusal = refusal or f"{switch_name}: {exc}"
                     refused += 1
                 else:
