@@ -4,13 +4,23 @@ Set-up follows the CUPTI Python documentation: `NVTX_INJECTION64_PATH` must name
 that cupti-python loads, before the first NVTX call of the process (`prepare_nvtx_injection`, called
 by the CLI before torch or TensorRT is imported). Kernels replayed from a CUDA graph carry no NVTX
 ranges, so traced calls run eagerly; timing uses graphs separately.
+
+Runtime and driver API records serve only as launches (`Launch`: the kernel's launching thread and
+time, joined to the kernel by correlation id). Most API calls launch nothing (PyTorch calls
+cudaGetLastError, cudaStreamIsCapturing, cudaGetDevice and event functions around every kernel), so
+the tracer switches the records of every API that `launches_kernels` rejects off in CUPTI for the
+trace, and skips any such record that arrives all the same. The trace's note says how it went.
 """
 
 from __future__ import annotations
 
 import ctypes
+import enum
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from sessions.documents.errors import MissingEnvironment
@@ -18,6 +28,55 @@ from sessions.documents.errors import MissingEnvironment
 RANGE_KIND = "nvtx"
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
 BUFFER_BYTES = 8 << 20
+LAUNCH_WORD = "Launch"
+CBID_BOUNDS = frozenset({"INVALID", "SIZE", "FORCE_INT"})  # members of CUPTI's cbid enums that name no API
+
+
+def launches_kernels(api: str) -> bool:
+    """Whether the CUDA runtime or driver API named `api` (a member of cupti's cbid enums) can launch a kernel.
+
+    The rule: the name contains "Launch". In cupti-python 13.4's enums that is, in the runtime API, cudaLaunch,
+    cudaLaunchKernel, cudaLaunchKernelExC, cudaLaunchCooperativeKernel(MultiDevice), cudaGraphLaunch, CUDA 13's
+    __cudaLaunchKernel (what a triple-chevron launch calls) and cudaLaunchHostFunc(_v2), with their _ptsz twins;
+    in the driver API cuLaunch, cuLaunchGrid(Async), cuLaunchKernel(Ex), cuLaunchCooperativeKernel(MultiDevice),
+    cuGraphLaunch and cuLaunchHostFunc(_v2), likewise. The other APIs that name kernels or graphs configure, query or edit
+    them (cuFuncSet*, cuParamSet*, cudaGraphAddKernelNode, cudaGraphExecKernelNodeSetParams, cuKernelGet*,
+    ...) and start nothing; memset and memcpy work is recorded as memset and memcpy activity, not as kernels.
+    The host-function launches match and start no kernel: keeping their few records costs nothing.
+    """
+    return LAUNCH_WORD in api
+
+
+@functools.cache
+def non_launch_cbids(cbids: type[enum.IntEnum]) -> frozenset[int]:
+    """The callback ids in `cbids` none of whose names (aliases included) `launches_kernels`.
+
+    An id the enum does not name is not in it, so its records stay on and are kept, as in CUPTI's default.
+    """
+    launch: set[int] = set()
+    other: set[int] = set()
+    for name, member in cbids.__members__.items():
+        if name not in CBID_BOUNDS:
+            (launch if launches_kernels(name) else other).add(int(member))
+    return frozenset(other - launch)
+
+
+@dataclass(frozen=True)
+class NonLaunchApis:
+    """The runtime and driver callback ids whose activity records the tracer switches off and skips."""
+
+    runtime: frozenset[int]
+    driver: frozenset[int]
+
+    @classmethod
+    def of(cls, cupti: Any) -> NonLaunchApis:
+        """From cupti-python's RuntimeApiTraceCbid and DriverApiTraceCbid; empty where it lacks one."""
+        runtime = getattr(cupti, "RuntimeApiTraceCbid", None)
+        driver = getattr(cupti, "DriverApiTraceCbid", None)
+        return cls(
+            non_launch_cbids(runtime) if runtime is not None else frozenset(),
+            non_launch_cbids(driver) if driver is not None else frozenset(),
+        )
 
 
 def prepare_nvtx_injection() -> str | None:
@@ -37,31 +96,40 @@ def prepare_nvtx_injection() -> str | None:
 
 
 class CuptiTracer:
-    """Collects kernel, marker and launch activities between start() and stop()."""
+    """Collects kernel, marker and launch activities between start() and stop().
+
+    `api_note` says, once started, whether CUPTI recorded launch APIs only or every API.
+    """
 
     def __init__(self) -> None:
         try:
             from cupti import cupti
         except ImportError as exc:
             raise MissingEnvironment(f"CUPTI tracing needs cupti-python: {exc}") from None
-        self._cupti = cupti
+        self._cupti: Any = cupti
         self.kernels: list[KernelRecord] = []
         self.launches: list[Launch] = []
         self.open_markers: dict[int, tuple[str, int, int]] = {}
         self.ranges: list[Range] = []
+        self.api_note = ""
         k = cupti.ActivityKind
         self._kinds = [k.CONCURRENT_KERNEL, k.MARKER, k.RUNTIME, k.DRIVER]
         self._start_flag = int(cupti.ActivityFlag.MARKER_START)
         self._instant_flag = int(cupti.ActivityFlag.MARKER_INSTANTANEOUS)
+        self._skipped = NonLaunchApis.of(cupti)
+        self._switched_off: list[tuple[Callable[[int, int], object], int]] = []
 
-    def _requested(self):
+    def _requested(self) -> tuple[int, int]:
         return BUFFER_BYTES, 0
 
-    def _completed(self, activities) -> None:
+    def _completed(self, activities: Iterable[Any]) -> None:
         k = self._cupti.ActivityKind
+        kernel_kinds = (k.CONCURRENT_KERNEL, k.KERNEL)
+        runtime, driver, marker = k.RUNTIME, k.DRIVER, k.MARKER
+        skipped_runtime, skipped_driver = self._skipped.runtime, self._skipped.driver
         for a in activities:
             kind = a.kind
-            if kind in (k.CONCURRENT_KERNEL, k.KERNEL):
+            if kind in kernel_kinds:
                 self.kernels.append(
                     KernelRecord(
                         name=a.name,
@@ -73,12 +141,16 @@ class CuptiTracer:
                         block=(a.block_x, a.block_y, a.block_z),
                     )
                 )
-            elif kind in (k.RUNTIME, k.DRIVER):
-                self.launches.append(Launch(a.correlation_id, a.thread_id, a.start))
-            elif kind == k.MARKER:
+            elif kind == runtime:
+                if a.cbid not in skipped_runtime:
+                    self.launches.append(Launch(a.correlation_id, a.thread_id, a.start))
+            elif kind == driver:
+                if a.cbid not in skipped_driver:
+                    self.launches.append(Launch(a.correlation_id, a.thread_id, a.start))
+            elif kind == marker:
                 self._marker(a)
 
-    def _marker(self, a) -> None:
+    def _marker(self, a: Any) -> None:
         flags = int(a.flags_)
         if flags & self._instant_flag:
             return
@@ -100,6 +172,49 @@ class CuptiTracer:
             raise MissingEnvironment(
                 f"CUPTI refused to trace ({exc}); another profiler may hold it: use --tracer torch"
             ) from None
+        self.api_note = self._switch_off_non_launch_apis()
+
+    def _switch_off_non_launch_apis(self) -> str:
+        """After the API kinds are on (CUPTI's contract: the kind switches every API on, later per-API calls
+        switch single APIs off), switch off each API that launches no kernel; returns the note for the trace.
+
+        A switch that cupti-python lacks, or a call CUPTI refuses (an older CUPTI), leaves that API recorded:
+        its records are skipped on arrival instead.
+        """
+        cupti = self._cupti
+        refusal = "" if self._skipped.runtime or self._skipped.driver else "cupti-python names no API callback ids"
+        refused = 0
+        for switch_name, cbids in (
+            ("activity_enable_runtime_api", self._skipped.runtime),
+            ("activity_enable_driver_api", self._skipped.driver),
+        ):
+            switch = getattr(cupti, switch_name, None)
+            if switch is None:
+                refusal = refusal or f"cupti-python has no {switch_name}"
+                refused += len(cbids)
+                continue
+            for cbid in sorted(cbids):
+                try:
+                    switch(cbid, 0)
+                except (cupti.cuptiError, RuntimeError) as exc:  # RuntimeError: a function this libcupti lacks
+                    refusal = refusal or f"{switch_name}: {exc}"
+                    refused += 1
+                else:
+                    self._switched_off.append((switch, cbid))
+        if not self._switched_off:
+            return f"API records: all, those of no launch skipped on arrival (CUPTI switched none off: {refusal})"
+        off = f"API records: kernel launches only (CUPTI switched {len(self._switched_off)} other APIs off"
+        return f"{off}; {refused} it would not are skipped on arrival: {refusal})" if refused else f"{off})"
+
+    def _switch_apis_back_on(self) -> None:
+        """Undo `_switch_off_non_launch_apis`, while the API kinds are still on, so that a later trace in this
+        process starts from CUPTI's default. A refusal here is harmless: enabling a kind resets its APIs."""
+        for switch, cbid in self._switched_off:
+            try:
+                switch(cbid, 1)
+            except (self._cupti.cuptiError, RuntimeError):
+                pass
+        self._switched_off.clear()
 
     def stop(self) -> int:
         """Flush and disable; returns the number of records CUPTI dropped."""
@@ -110,6 +225,7 @@ class CuptiTracer:
             cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(dropped))
         except cupti.cuptiError:
             pass
+        self._switch_apis_back_on()
         for kind in self._kinds:
             cupti.activity_disable(kind)
         cupti.activity_flush_all(1)
@@ -134,6 +250,9 @@ def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], No
         synchronize()
     finally:
         dropped = tracer.stop()
+    notes = [tracer.api_note]
+    if tracer.open_markers:
+        notes.append(f"{len(tracer.open_markers)} NVTX ranges left open")
     return TraceRecords(
         tracer="cupti",
         unit="kernel",
@@ -142,5 +261,5 @@ def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], No
         launches=tracer.launches,
         ranges=tracer.ranges,
         dropped=dropped,
-        note=f"{len(tracer.open_markers)} NVTX ranges left open" if tracer.open_markers else "",
+        note="; ".join(notes),
     )

@@ -1,0 +1,103 @@
+"""CUPTI records API calls only where they launch kernels: switched off in CUPTI for the trace, switched back on
+after it, and skipped on arrival where CUPTI cannot switch them off."""
+
+from __future__ import annotations
+
+import enum
+from typing import Literal
+
+import pytest
+
+from profilers import kernel_trace
+from profilers.attribution import LayerIndex, TraceRecords, summarize
+from tests.fake_cupti import ActivityKind, DriverApiTraceCbid, FakeCupti, RuntimeApiTraceCbid
+
+BOUNDS = {"INVALID", "SIZE", "FORCE_INT"}
+RUNTIME_LAUNCHES = {"cudaLaunch_v3020", "cudaLaunchKernel_v7000", "cudaGraphLaunch_v10000", "cudaLaunchKernelExC_v11060"}
+DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
+RUNTIME_OTHERS = {m.name for m in RuntimeApiTraceCbid} - BOUNDS - RUNTIME_LAUNCHES
+DRIVER_OTHERS = {m.name for m in DriverApiTraceCbid} - BOUNDS - DRIVER_LAUNCHES
+API_KINDS = (ActivityKind.RUNTIME, ActivityKind.DRIVER)
+
+
+def traced(fake: FakeCupti, monkeypatch: pytest.MonkeyPatch, calls: int = 2) -> TraceRecords:
+    fake.install(monkeypatch)
+    return kernel_trace.trace(fake.run_once, calls, lambda: None)
+
+
+def test_while_tracing_every_api_but_the_launches_is_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti()
+    seen: list[tuple[set[str], set[str]]] = []
+
+    def run_once() -> None:
+        seen.append((fake.switched_off(ActivityKind.RUNTIME), fake.switched_off(ActivityKind.DRIVER)))
+        fake.run_once()
+
+    fake.install(monkeypatch)
+    records = kernel_trace.trace(run_once, 1, lambda: None)
+    assert seen == [(RUNTIME_OTHERS, DRIVER_OTHERS)]
+    arrived = {a.cbid for a in fake.delivered if a.kind in API_KINDS}
+    assert arrived == {RuntimeApiTraceCbid.cudaLaunchKernel_v7000, DriverApiTraceCbid.cuLaunchKernelEx}
+    assert records.note == f"API records: kernel launches only (CUPTI switched {len(RUNTIME_OTHERS | DRIVER_OTHERS)} " \
+                           "other APIs off)"
+
+
+def test_the_apis_are_switched_back_on_before_their_kinds_go_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti()
+    traced(fake, monkeypatch)
+    off = {(kind, cbid) for kind, cbid, on in fake.switch_log if not on}
+    back_on = {(kind, cbid) for kind, cbid, on in fake.switch_log if on}
+    assert len(off) == len(RUNTIME_OTHERS | DRIVER_OTHERS) and back_on == off
+    fake.run_once()  # CUPTI's kinds are off again: an API switched on after that would still be recorded
+    assert [a for a in fake.buffered if a.kind in API_KINDS] == []
+
+
+@pytest.mark.parametrize("filter_calls", ["missing", "refused"])
+def test_without_the_switches_every_api_is_recorded_and_tracing_works_as_before(
+    monkeypatch: pytest.MonkeyPatch, filter_calls: Literal["missing", "refused"]
+) -> None:
+    fake = FakeCupti(filter_calls=filter_calls)
+    records = traced(fake, monkeypatch)
+    assert fake.api_switches == {} and fake.switch_log == []
+    arrived = {a.cbid for a in fake.delivered if a.kind == ActivityKind.RUNTIME}
+    assert RuntimeApiTraceCbid.cudaGetLastError_v3020 in arrived
+    assert [k.name for k in records.kernels] == ["conv1_kernel", "fc_kernel"] * 2
+    _, summary = summarize(records, LayerIndex())
+    assert (summary.records, summary.unattributed) == (4, 0)
+    assert summary.note.startswith("API records: all, those of no launch skipped on arrival (CUPTI switched none off: ")
+
+
+@pytest.mark.parametrize("filter_calls, refused_apis", [
+    ("work", frozenset()), ("missing", frozenset()), ("refused", frozenset()),
+    ("work", frozenset({"cudaGetLastError_v3020", "cuCtxGetCurrent"})),
+])
+def test_api_records_of_no_launch_never_become_launches(
+    monkeypatch: pytest.MonkeyPatch, filter_calls: Literal["work", "missing", "refused"], refused_apis: frozenset[str]
+) -> None:
+    fake = FakeCupti(filter_calls=filter_calls, refused_apis=refused_apis)
+    records = traced(fake, monkeypatch)
+    assert sorted(launch.correlation for launch in records.launches) == sorted(fake.launch_correlations)
+    assert len(fake.launch_correlations) == 4
+
+
+def test_apis_cupti_will_not_switch_off_are_counted_in_the_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti(refused_apis=frozenset({"cudaGetLastError_v3020", "cuCtxGetCurrent"}))
+    records = traced(fake, monkeypatch)
+    assert fake.switched_off(ActivityKind.RUNTIME) == set()  # switched back on after the trace
+    assert {RuntimeApiTraceCbid(c).name for k, c, on in fake.switch_log if k == ActivityKind.RUNTIME and not on} == \
+        RUNTIME_OTHERS - {"cudaGetLastError_v3020"}
+    switched = len(RUNTIME_OTHERS | DRIVER_OTHERS) - 2
+    assert records.note.startswith(f"API records: kernel launches only (CUPTI switched {switched} other APIs off; "
+                                   "2 it would not are skipped on arrival: ")
+
+
+def test_an_id_is_a_launch_when_any_of_its_names_is() -> None:
+    class Cbids(enum.IntEnum):
+        INVALID = 0
+        cuLaunch = 1
+        cuGridOld = 1  # an alias of the launch's id under a name of no launch
+        cuStreamQuery = 2
+        cuMemcpy = 3
+        SIZE = 4
+
+    assert kernel_trace.non_launch_cbids(Cbids) == {2, 3}
