@@ -48,7 +48,7 @@ def twin_dir() -> Path:
 
 def _add_tensor(digest: Any, label: str, tensor: torch.Tensor) -> None:
     digest.update(f"{label}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-    digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy())  # the bytes, not a copy
 
 
 def model_digest(module: torch.nn.Module) -> str:
