@@ -3,7 +3,7 @@
 # `trt-inspect senet154` three times (the first run times cuDNN's plans, later runs take them from the timing
 # cache), each output line stamped with the seconds since its run started; then `diff` of each pair of runs (the
 # same study against itself must flag nothing) and of the committed main-job session of the previous code against
-# the second run (every variant pairs by name).
+# the second run (every variant pairs by name; COMMITTED, where a sourcing script sets it, names another session).
 # Run through the device tool with carry [".whl"]; logs and the sessions' tarball land in $OUT.
 rm -rf /tmp/pycache /tmp/site /tmp/tih  # a machine kept warm between calls keeps /tmp
 source "$(dirname "$0")/h200_setup.sh"
@@ -27,8 +27,8 @@ for pair in "1 2" "1 3" "2 3"; do
     trt-inspect diff "$S/senet154-run$1.json" "$S/senet154-run$2.json" </dev/null > "$OUT/diff-$1-$2.txt" 2>&1
     echo "diff run $1 against run $2: rc=$? regressions=$(grep -c REGRESSION "$OUT/diff-$1-$2.txt")"
 done
-trt-inspect diff benchmarks/results/h200/mainjob-engine/senet154-run2.json "$S/senet154-run2.json" </dev/null \
-    > "$OUT/diff-committed.txt" 2>&1
+COMMITTED=${COMMITTED:-benchmarks/results/h200/mainjob-engine/senet154-run2.json}  # a sourcing script may name another
+trt-inspect diff "$COMMITTED" "$S/senet154-run2.json" </dev/null > "$OUT/diff-committed.txt" 2>&1
 echo "diff committed main job against run 2: rc=$? regressions=$(grep -c REGRESSION "$OUT/diff-committed.txt")"
 cat "$OUT"/diff-*.txt > "$OUT/diffs.txt" && rm "$OUT"/diff-*.txt
 trt-inspect show "$S/senet154-run2.json" </dev/null > "$OUT/show-run2.txt" 2>&1

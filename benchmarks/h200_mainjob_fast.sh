@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The main job with the quantize layer as a Triton kernel, worker-compiled plans taken back graph by graph, and CUPTI
+# recording launch APIs only: benchmarks/h200_mainjob_engine.sh, sourced (a fresh install, three runs, the diffs of
+# each pair and against the last committed main job), then per run and variant what came from the caches, how the
+# quantize layers ran and what the tracer recorded (checks.txt); then a fourth run with every cache warm and a fifth
+# with the engine's and Triton's caches cold (Python's bytecode warm), each under benchmarks/stack_sampler.py
+# (sampled.txt). Run through the device tool with carry [".whl"].
+COMMITTED=benchmarks/results/h200/mainjob-caches/senet154-run2.json
+source "$(dirname "$0")/h200_mainjob_engine.sh"
+tar -C "$OUT" -xzf "$OUT/sessions.tar.gz" sessions/senet154-run1.json sessions/senet154-run2.json
+for run in 1 2; do python3 -c "
+import collections, json, sys
+for v in json.load(open(sys.argv[1]))['variants']:
+    layers = v.get('layers', [])
+    convs = [l['attrs'] for l in layers if 'plan_cached' in l.get('attrs', {})]
+    quantize = collections.Counter(l.get('tactic') for l in layers if l.get('kind') == 'quantize')
+    twin = any('FP8 calibration cache' in n for n in v.get('notes', []))
+    trace = v.get('trace') or {}
+    print(f'run $run {v[\"name\"]}: {len(convs)} cuDNN layers, {sum(a[\"plan_cached\"] for a in convs)} plans from the '
+          f'timing cache; calibration cache: {twin}; quantize layers: {dict(quantize)}; trace: '
+          f'{trace.get(\"records\")} kernels, {trace.get(\"unattributed\")} unattributed, note: {trace.get(\"note\")!r}')
+" "$OUT/sessions/senet154-run$run.json"; done > "$OUT/checks.txt"
+cat "$OUT/diffs.txt" >> "$OUT/checks.txt" && rm "$OUT/diffs.txt"
+mv "$OUT/sessions/senet154-run2.json" "$OUT/" && rm -rf "$OUT/sessions" "$OUT/sessions.tar.gz"
+sampled() {  # sampled LABEL ENV...: trt-inspect senet154 under the stack sampler, with ENV set
+    local label=$1 start=${EPOCHREALTIME/./}
+    shift
+    env "$@" timeout 150 python3 benchmarks/stack_sampler.py "/tmp/$label.top.txt" senet154 --out "/tmp/$label.json" \
+        </dev/null > "/tmp/$label.log" 2>&1
+    echo "== $label ($*): rc=$? wall=$(( (${EPOCHREALTIME/./} - start) / 1000 )) ms" >> "$OUT/sampled.txt"
+    cat "/tmp/$label.top.txt" >> "$OUT/sampled.txt"
+}
+sampled second-warm
+sampled first-cold TRT_INSPECT_HOME=/tmp/tih-cold TRITON_CACHE_DIR=/tmp/triton-cold
+head -12 "$OUT/checks.txt"
+grep "^==" "$OUT/sampled.txt"
