@@ -2,9 +2,9 @@
 # The main job with the quantize layer as a Triton kernel, worker-compiled plans taken back graph by graph, and CUPTI
 # recording launch APIs only: benchmarks/h200_mainjob_engine.sh, sourced (a fresh install, three runs, the diffs of
 # each pair and against the last committed main job), then per run and variant what came from the caches, how the
-# quantize layers ran and what the tracer recorded (checks.txt); then a fourth run with every cache warm and a fifth
-# with the engine's and Triton's caches cold (Python's bytecode warm), each under benchmarks/stack_sampler.py
-# (sampled.txt). Run through the device tool with carry [".whl"].
+# quantize layers ran and what the tracer recorded (checks.txt); then a fourth run with every cache warm under
+# benchmarks/stack_sampler.py (sampled.txt), and a fifth with the engine's and Triton's caches cold (run-cold.log: a
+# first run again, on a machine that has run the tool before). Run through the device tool with carry [".whl"].
 COMMITTED=benchmarks/results/h200/mainjob-caches/senet154-run2.json
 source "$(dirname "$0")/h200_mainjob_engine.sh"
 tar -C "$OUT" -xzf "$OUT/sessions.tar.gz" sessions/senet154-run1.json sessions/senet154-run2.json
@@ -20,17 +20,17 @@ for v in json.load(open(sys.argv[1]))['variants']:
           f'timing cache; calibration cache: {twin}; quantize layers: {dict(quantize)}; trace: '
           f'{trace.get(\"records\")} kernels, {trace.get(\"unattributed\")} unattributed, note: {trace.get(\"note\")!r}')
 " "$OUT/sessions/senet154-run$run.json"; done > "$OUT/checks.txt"
-cat "$OUT/diffs.txt" >> "$OUT/checks.txt" && rm "$OUT/diffs.txt"
+cat "$OUT/install.txt" "$OUT/checks.txt" "$OUT/diffs.txt" > "$OUT/all-checks.txt" && rm "$OUT/install.txt" "$OUT/diffs.txt"
+mv "$OUT/all-checks.txt" "$OUT/checks.txt"
 mv "$OUT/sessions/senet154-run2.json" "$OUT/" && rm -rf "$OUT/sessions" "$OUT/sessions.tar.gz"
-sampled() {  # sampled LABEL ENV...: trt-inspect senet154 under the stack sampler, with ENV set
+sampled() {  # sampled LABEL: trt-inspect senet154 under the stack sampler
     local label=$1 start=${EPOCHREALTIME/./}
-    shift
-    env "$@" timeout 150 python3 benchmarks/stack_sampler.py "/tmp/$label.top.txt" senet154 --out "/tmp/$label.json" \
+    timeout 150 python3 benchmarks/stack_sampler.py "/tmp/$label.top.txt" senet154 --out "/tmp/$label.json" \
         </dev/null > "/tmp/$label.log" 2>&1
-    echo "== $label ($*): rc=$? wall=$(( (${EPOCHREALTIME/./} - start) / 1000 )) ms" >> "$OUT/sampled.txt"
+    echo "== $label: rc=$? wall=$(( (${EPOCHREALTIME/./} - start) / 1000 )) ms" >> "$OUT/sampled.txt"
     cat "/tmp/$label.top.txt" >> "$OUT/sampled.txt"
 }
 sampled second-warm
-sampled first-cold TRT_INSPECT_HOME=/tmp/tih-cold TRITON_CACHE_DIR=/tmp/triton-cold
+(export TRT_INSPECT_HOME=/tmp/tih-cold TRITON_CACHE_DIR=/tmp/triton-cold; stamped 150 "$OUT/run-cold.log" senet154 --out /tmp/cold.json)
 head -12 "$OUT/checks.txt"
 grep "^==" "$OUT/sampled.txt"

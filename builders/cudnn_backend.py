@@ -7,6 +7,7 @@ epilogue.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import time
@@ -83,7 +84,8 @@ class CudnnBackend(Backend):
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
         self._twins = TwinCache()
-        self._model_digest: str | None = None
+        planned_fp8 = any(variant.precision == "fp8" for variant in self.plan.variants)
+        self._model_digest = _digest_in_background(self._reference) if planned_fp8 else None
 
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor:
@@ -137,8 +139,8 @@ class CudnnBackend(Backend):
         """The simulated variant of `variant`'s recipe as the engine uses it: from the FP8 calibration cache where it
         holds this model, recipe and calibration, else calibrated by ModelOpt now (and kept there)."""
         if self._model_digest is None:
-            self._model_digest = model_digest(self._reference)
-        key = twin_key(self._model_digest, dataclasses.asdict(get_recipe(variant.recipe or "all")), variant.exclude,
+            self._model_digest = _digest_in_background(self._reference)
+        key = twin_key(self._model_digest.result(), dataclasses.asdict(get_recipe(variant.recipe or "all")), variant.exclude,
                        tensors_digest([calibration]), torch.float16)
 
         def make() -> VariantModule:
@@ -163,6 +165,16 @@ class CudnnBackend(Backend):
         if self._quantizer is None:
             self._quantizer = make_quantizer()
         return self._quantizer
+
+
+def _digest_in_background(module: torch.nn.Module) -> concurrent.futures.Future[str]:
+    """`model_digest(module)` computed on a thread of its own (copying to the host and hashing let go of the
+    interpreter lock), so the engine's first builds go on meanwhile; `module` must not change until it is done."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model-digest")
+    try:
+        return pool.submit(model_digest, module)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _real_recipe(twin: Twin | None) -> Recipe | None:

@@ -32,9 +32,11 @@ def scale_from_amax(amax: float) -> float:
 
 
 def quantize(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """Scale, saturate to the e4m3 range and cast (PyTorch's cast alone turns overflow into NaN)."""
+    """TensorRT's Q: scale in fp32 (one rounding, to e4m3, as TensorRT and ModelOpt's simulation quantize), saturate to
+    the e4m3 range and cast (PyTorch's cast alone turns overflow into NaN): three kernels."""
     layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
-    return (x * inverse_scale).clamp(-E4M3_MAX, E4M3_MAX).to(FP8, memory_format=layout)
+    scaled = x * inverse_scale.reshape(1)  # a 1-element tensor, not a 0-dim one, takes part in type promotion: fp32
+    return scaled.clamp_(-E4M3_MAX, E4M3_MAX).to(FP8, memory_format=layout)
 
 
 @dataclass

@@ -87,9 +87,8 @@ class CompileJobs:
     def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future], compiler: PlanCompiler) -> None:
         self._jobs = jobs
         self._compiler = compiler
-        self._answered = threading.Event()
         for job in jobs.values():
-            job.add_done_callback(lambda done: done.cancelled() or self._answered.set())
+            job.add_done_callback(lambda done: done.cancelled() or compiler.answered.set())
 
     def take(self, sig: ConvSignature) -> Compiled | None:
         """`sig`'s plans as a worker compiled them; None where this process is to build the graph: the workers have
@@ -98,7 +97,7 @@ class CompileJobs:
         job = self._jobs.pop(sig, None)
         if job is None or self._compiler.broken:
             return None
-        if not job.done() and not self._answered.is_set():
+        if not job.done() and not self._compiler.answered.is_set():
             job.cancel()  # a cold pool: built here; a job already running is left to finish, its answer unused
             return None
         try:
@@ -117,6 +116,7 @@ class PlanCompiler:
         self.device = device
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.broken = False
+        self.answered = threading.Event()  # a worker has answered: the pool is warm (for every later submit too)
 
     def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
         """`sigs` sent to the workers to compile (`CompileJobs.take` gets each back); none sent where the work is too
@@ -140,8 +140,10 @@ class PlanCompiler:
             self._pool = None
 
     def close(self) -> None:
-        """Stops the workers, dropping the jobs not started and waiting for those running; a later `submit` starts
-        new ones."""
+        """Stops the workers, dropping the jobs not started: a job still running (one this process built itself)
+        finishes in its worker, which then ends, while the study goes on (the interpreter waits for them at exit);
+        a later `submit` starts new ones."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+            self.answered.clear()

@@ -293,3 +293,11 @@ def test_a_broken_pool_leaves_every_graph_to_this_process():
     assert jobs.take("sig2") is None  # an answer from a pool taken as broken is not used
     later = compiler.submit([SIG] * 4, 4)  # type: ignore[list-item]
     assert later.take(SIG) is None and compiler._pool is None  # type: ignore[arg-type]
+
+
+def test_once_a_worker_has_answered_later_builds_wait_for_the_workers():
+    jobs, _, compiler = _jobs("answered")
+    assert jobs.take("sig0") is not None
+    later = CompileJobs({"sig9": (job := concurrent.futures.Future())}, compiler)  # type: ignore[dict-item]
+    threading.Timer(0.2, lambda: (job.set_running_or_notify_cancel(), job.set_result((["p0"], {0: b"nine"})))).start()
+    assert later.take("sig9") == (["p0"], {0: b"nine"})  # type: ignore[arg-type]

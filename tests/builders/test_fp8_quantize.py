@@ -40,11 +40,12 @@ def _exact_inputs(shape: tuple[int, ...]) -> torch.Tensor:
 def _inputs() -> list[torch.Tensor]:
     base = _exact_inputs((3, 20, 5, 7))
     return [base, base.contiguous(memory_format=torch.channels_last), base[:, 3:17, 1:, ::2], base.transpose(2, 3),
-            base[:1, :, :1, :1], _exact_inputs((6, 40)), _exact_inputs((2, 9, 16)).transpose(0, 1), _exact_inputs((11,))]
+            base[:1, :, :1, :1], _exact_inputs((1, 24, 1, 1)), _exact_inputs((6, 40)),
+            _exact_inputs((2, 9, 16)).transpose(0, 1), _exact_inputs((11,))]
 
 
 @pytest.mark.parametrize("channels_last", [True, False])
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(9))
 def test_each_element_lands_where_the_eager_kernels_put_it(interpreted, channels_last, index):
     x = _inputs()[index]
     inverse = torch.tensor(0.5)
@@ -57,3 +58,28 @@ def test_each_element_lands_where_the_eager_kernels_put_it(interpreted, channels
 def test_an_empty_tensor_launches_nothing(interpreted):
     x = torch.empty(0, 16, 4, 4, dtype=torch.float16)
     assert interpreted.quantize_triton(x, torch.tensor(1.0), True).shape == x.shape
+
+
+@pytest.mark.parametrize(("shape", "channels_last_input", "same"), [
+    ((1, 24, 1, 1), False, True),  # pooled features: strides of size-1 dimensions differ, the layout does not
+    ((2, 24, 5, 3), True, True),
+    ((2, 24, 5, 3), False, False),  # NCHW into channels-last: read through strides
+])
+def test_the_single_pass_read_is_taken_wherever_the_layouts_agree(interpreted, monkeypatch, shape, channels_last_input,
+                                                                  same):
+    launched: list[bool] = []
+    kernel = interpreted.quantize_e4m3_kernel
+
+    class Recording:
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                launched.append(kwargs["SAME_LAYOUT"])
+                return kernel[grid](*args, **kwargs)
+            return launch
+
+    monkeypatch.setattr(interpreted, "quantize_e4m3_kernel", Recording())
+    x = _exact_inputs(shape)
+    x = x.contiguous(memory_format=torch.channels_last) if channels_last_input else x
+    assert torch.equal(interpreted.quantize_triton(x, torch.tensor(0.5), True).float(),
+                       quantize(x, torch.tensor(0.5), True).float())
+    assert launched == [same]
