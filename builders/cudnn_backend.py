@@ -21,7 +21,7 @@ from builders.engine_kernels import graph_definition
 from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
 from builders.fp8_kernels import Quantizer, make_quantizer
 from builders.fp8_recipes import get_recipe
-from builders.fp8_twin import Twin, TwinCache, model_digest, tensors_digest, twin_key
+from builders.fp8_twin import Twin, TwinCache, host_digest, host_tensors, tensors_digest, twin_key
 from builders.plan_compiler import PlanCompiler
 from builders.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from sessions.analyses.lowering import FP8_TENSOR_CORES
@@ -168,11 +168,13 @@ class CudnnBackend(Backend):
 
 
 def _digest_in_background(module: torch.nn.Module) -> concurrent.futures.Future[str]:
-    """`model_digest(module)` computed on a thread of its own (copying to the host and hashing let go of the
-    interpreter lock), so the engine's first builds go on meanwhile; `module` must not change until it is done."""
+    """`model_digest(module)`: its tensors copied to the host here, hashed on a thread of its own (hashing lets go of
+    the interpreter lock) while the engine's first builds go on. The thread makes no CUDA call: one made while this
+    thread captures a CUDA graph breaks the capture."""
+    structure, tensors = repr(module), host_tensors(module)
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="model-digest")
     try:
-        return pool.submit(model_digest, module)
+        return pool.submit(host_digest, structure, tensors)
     finally:
         pool.shutdown(wait=False)
 

@@ -47,14 +47,25 @@ def twin_dir() -> Path:
 
 
 def _add_tensor(digest: Any, label: str, tensor: torch.Tensor) -> None:
+    """Adds a host tensor's label, dtype, shape and bytes to `digest`."""
     digest.update(f"{label}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
-    digest.update(tensor.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy())  # the bytes, not a copy
+    digest.update(tensor.detach().reshape(-1).contiguous().view(torch.uint8).numpy())  # the bytes, not a copy
 
 
 def model_digest(module: torch.nn.Module) -> str:
     """SHA-256 of a model's structure and of every parameter and buffer (name, dtype, shape, bytes)."""
-    digest = hashlib.sha256(repr(module).encode())
-    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
+    return host_digest(repr(module), host_tensors(module))
+
+
+def host_tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """Every parameter and buffer of `module` by name, copied to the host (the CUDA calls are the caller's thread's)."""
+    return [(name, tensor.detach().cpu()) for name, tensor in [*module.named_parameters(), *module.named_buffers()]]
+
+
+def host_digest(structure: str, tensors: list[tuple[str, torch.Tensor]]) -> str:
+    """`model_digest` from a model's repr and its `host_tensors`: no CUDA call, so any thread may compute it."""
+    digest = hashlib.sha256(structure.encode())
+    for name, tensor in tensors:
         _add_tensor(digest, name, tensor)
     return digest.hexdigest()
 
@@ -63,7 +74,7 @@ def tensors_digest(tensors: Iterable[torch.Tensor]) -> str:
     """SHA-256 of tensors (dtype, shape, bytes), in order."""
     digest = hashlib.sha256()
     for tensor in tensors:
-        _add_tensor(digest, "", tensor)
+        _add_tensor(digest, "", tensor.detach().cpu())
     return digest.hexdigest()
 
 

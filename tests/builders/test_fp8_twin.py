@@ -102,3 +102,29 @@ def test_a_cache_folder_that_cannot_be_written_costs_the_cache_only(made, tmp_pa
     cache = TwinCache(blocked)
     cache.save(twin)  # no error: the study goes on without the cache
     assert cache.load(key, lambda: pytest.fail("made")) is None
+
+
+def test_the_background_digest_copies_tensors_on_the_callers_thread_only(monkeypatch):
+    """A CUDA call from another thread while the engine captures a CUDA graph breaks the capture: the digest's
+    thread must only hash. Its answer is the model's digest."""
+    import hashlib
+    import threading
+
+    from builders.cudnn_backend import _digest_in_background
+
+    model = small_model()
+    copied_on: set[str] = set()
+    copy = torch.Tensor.cpu
+
+    def recording_cpu(self, *args, **kwargs):
+        copied_on.add(threading.current_thread().name)
+        return copy(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "cpu", recording_cpu)
+    answer = _digest_in_background(model).result(timeout=60)
+    assert copied_on == {threading.current_thread().name}
+    expected = hashlib.sha256(repr(model).encode())  # the digest's rule, restated: name, dtype, shape, bytes
+    for name, tensor in [*model.named_parameters(), *model.named_buffers()]:
+        expected.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        expected.update(tensor.detach().contiguous().numpy().tobytes())
+    assert answer == expected.hexdigest()
