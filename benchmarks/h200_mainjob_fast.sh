@@ -4,7 +4,8 @@
 # each pair and against the last committed main job), then per run and variant what came from the caches, how the
 # quantize layers ran and what the tracer recorded (checks.txt); then a fourth run with every cache warm under
 # benchmarks/stack_sampler.py (sampled.txt), and a fifth with the engine's and Triton's caches cold (run-cold.log: a
-# first run again, on a machine that has run the tool before). Run through the device tool with carry [".whl"].
+# first run again, on a machine that has run the tool before; COLD_DRIVER_CACHE=1 also keeps the CUDA driver's
+# compiled-kernel cache out, as on a machine's first run). Run through the device tool with carry [".whl"].
 COMMITTED=benchmarks/results/h200/mainjob-caches/senet154-run2.json
 source "$(dirname "$0")/h200_mainjob_engine.sh"
 tar -C "$OUT" -xzf "$OUT/sessions.tar.gz" sessions/senet154-run1.json sessions/senet154-run2.json
@@ -31,6 +32,9 @@ sampled() {  # sampled LABEL: trt-inspect senet154 under the stack sampler
     cat "/tmp/$label.top.txt" >> "$OUT/sampled.txt"
 }
 sampled second-warm
-(export TRT_INSPECT_HOME=/tmp/tih-cold TRITON_CACHE_DIR=/tmp/triton-cold; stamped 150 "$OUT/run-cold.log" senet154 --out /tmp/cold.json)
+du -sh ~/.nv/ComputeCache ~/.triton "$TRT_INSPECT_HOME" 2>&1 | sed 's/^/caches after four runs: /' >> "$OUT/checks.txt"
+(export TRT_INSPECT_HOME=/tmp/tih-cold TRITON_CACHE_DIR=/tmp/triton-cold CUDA_CACHE_DISABLE=${COLD_DRIVER_CACHE:-0}
+ stamped 150 "$OUT/run-cold.log" senet154 --out /tmp/cold.json)
+echo "run-cold.log: the engine's and Triton's caches cold, CUDA_CACHE_DISABLE=${COLD_DRIVER_CACHE:-0}" >> "$OUT/checks.txt"
 head -12 "$OUT/checks.txt"
 grep "^==" "$OUT/sampled.txt"
