@@ -35,7 +35,7 @@ def quantize(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) 
     """TensorRT's Q: scale in fp32 (one rounding, to e4m3, as TensorRT and ModelOpt's simulation quantize), saturate to
     the e4m3 range and cast (PyTorch's cast alone turns overflow into NaN): three kernels."""
     layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
-    scaled = x * inverse_scale.reshape(1)  # a 1-element tensor, not a 0-dim one, takes part in type promotion: fp32
+    scaled = (x * inverse_scale.reshape(1)).reshape(x.shape)  # a 1-element tensor takes part in type promotion
     return scaled.clamp_(-E4M3_MAX, E4M3_MAX).to(FP8, memory_format=layout)
 
 
@@ -52,22 +52,34 @@ FUSED_QUANTIZE = "Triton: scale, saturate and cast in one kernel, the eager kern
 
 
 def make_quantizer() -> Quantizer:
-    """One Triton kernel (`builders.fp8_quantize`) where it compiles and gives the eager kernels' values (`same_values`) on
-    a sample with a layout change, saturation, NaN and Inf; else PyTorch's eager kernels, saying why."""
+    """One Triton kernel (`builders.fp8_quantize`) where it compiles and `agrees_with_eager` on the GPU; else PyTorch's
+    eager kernels, saying why."""
     try:
         from builders.fp8_quantize import quantize_triton
 
-        sample = torch.randn(2, 24, 5, 3, device="cuda", dtype=torch.float16) * 300
-        sample[0, 0, 0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
-        inverse = torch.tensor(1.7, device="cuda")
-        for channels_last in (True, False):
-            for x in (sample, sample.contiguous(memory_format=torch.channels_last), sample[:, :, 1:, :2]):
-                fused, reference = quantize_triton(x, inverse, channels_last), quantize(x, inverse, channels_last)
-                if fused.stride() != reference.stride() or not same_values(fused, reference):
-                    return Quantizer(quantize, EAGER_QUANTIZE + " (the Triton quantize disagreed)")
+        if not agrees_with_eager(quantize_triton, "cuda"):
+            return Quantizer(quantize, EAGER_QUANTIZE + " (the Triton quantize disagreed)")
     except Exception as exc:  # noqa: BLE001  (no Triton, no GPU, no FP8 conversion: use the eager kernels)
         return Quantizer(quantize, f"{EAGER_QUANTIZE} (Triton quantize unavailable: {type(exc).__name__})")
     return Quantizer(_falling_back(quantize_triton), FUSED_QUANTIZE)
+
+
+def agrees_with_eager(fused: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor], device: str) -> bool:
+    """Whether `fused` gives `quantize`'s values (`same_values`) and strides, on `device`, for samples with a layout
+    change, a strided view, saturation, NaN, Inf, e4m3 subnormals and exact ties between two e4m3 values."""
+    wide = torch.randn(2, 24, 5, 3, device=device, dtype=torch.float16) * 300
+    wide[0, 0, 0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    small = torch.linspace(-0.02, 0.02, 2 * 8 * 4 * 4, device=device, dtype=torch.float16).reshape(2, 8, 4, 4)
+    ties = torch.tensor([2.125, -2.375, 17.0, 9.25], device=device, dtype=torch.float16).reshape(1, 4, 1, 1)
+    samples = [(wide, 1.7), (small, 1.0), (ties, 0.5)]  # ties: x * 0.5 halfway between neighbours (1.0625: 1 or 1.125)
+    for x, inverse_value in samples:
+        inverse = torch.tensor(inverse_value, device=device)
+        for channels_last in (True, False):
+            for view in (x, x.contiguous(memory_format=torch.channels_last), x[:, :, :, :2]):
+                fused_out, reference = fused(view, inverse, channels_last), quantize(view, inverse, channels_last)
+                if fused_out.stride() != reference.stride() or not same_values(fused_out, reference):
+                    return False
+    return True
 
 
 def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -47,15 +47,15 @@ def quantize_triton(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last:
     """`builders.fp8_kernels.quantize` in one kernel: x (fp16, bf16 or fp32, on the GPU) scaled by the 0-dimensional
     fp32 `inverse_scale`, saturated and cast to e4m3, written channels-last where asked (4-D x) else contiguous.
     ValueError for more than four dimensions or offsets past 32 bits (the caller then runs the eager kernels)."""
-    layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
-    y = torch.empty_like(x, dtype=FP8, memory_format=layout)
     numel = x.numel()
-    if numel == 0:
-        return y
     span = max(numel, 1 + sum((n - 1) * abs(s) for n, s in zip(x.shape, x.stride(), strict=True)))
     if x.dim() > RANK or span >= 2**31:
         raise ValueError(f"the Triton quantize takes up to {RANK} dimensions and 32-bit offsets")
-    order = sorted(range(x.dim()), key=lambda d: -y.stride(d))  # y's dimensions from outermost to innermost
+    layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
+    y = torch.empty_like(x, dtype=FP8, memory_format=layout)
+    if numel == 0:
+        return y
+    order = sorted(range(x.dim()), key=lambda d: -int(y.stride(d)))  # y's dimensions, outermost first
     sizes = [1] * (RANK - x.dim()) + [x.shape[d] for d in order]
     strides = [0] * (RANK - x.dim()) + [x.stride(d) for d in order]
     same = all(x.stride(d) == y.stride(d) for d in range(x.dim()) if x.shape[d] > 1)  # size-1 strides are free

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from builders.fp8_kernels import E4M3_MAX, quantize
+from builders.fp8_kernels import E4M3_MAX, agrees_with_eager, quantize, same_values
 
 pytest.importorskip("triton")
 
@@ -55,9 +55,57 @@ def test_each_element_lands_where_the_eager_kernels_put_it(interpreted, channels
     assert fused.float().abs().max() == E4M3_MAX  # the saturating values were saturated, not turned to NaN
 
 
-def test_an_empty_tensor_launches_nothing(interpreted):
+def test_an_empty_tensor_launches_nothing(interpreted, monkeypatch):
+    monkeypatch.setattr(interpreted, "quantize_e4m3_kernel", None)  # a launch would fail: None is not subscriptable
     x = torch.empty(0, 16, 4, 4, dtype=torch.float16)
-    assert interpreted.quantize_triton(x, torch.tensor(1.0), True).shape == x.shape
+    y = interpreted.quantize_triton(x, torch.tensor(1.0), True)
+    assert y.shape == x.shape and y.dtype == torch.float8_e4m3fn
+
+
+@pytest.mark.parametrize("x", [
+    torch.empty(2, 3, 4, 5, 6, dtype=torch.float16, device="meta"),  # five dimensions
+    torch.empty(2**16, 2**15 + 1, dtype=torch.float16, device="meta"),  # offsets past 32 bits
+])
+def test_what_the_kernel_cannot_index_is_refused_before_anything_is_allocated(interpreted, monkeypatch, x):
+    monkeypatch.setattr(torch, "empty_like", None)  # an allocation would fail with TypeError, not ValueError
+    with pytest.raises(ValueError, match="32-bit offsets"):
+        interpreted.quantize_triton(x, torch.tensor(1.0), True)
+
+
+def _fp16_product(x: torch.Tensor, inverse: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """The quantize rounded twice, to fp16 and then to e4m3 (PyTorch's eager arithmetic on a 0-dim scale)."""
+    layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
+    return (x * inverse).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn, memory_format=layout)
+
+
+def test_the_eager_quantize_rounds_once_from_fp32_as_tensorrts_q():
+    x = torch.randn(100_000, generator=torch.Generator().manual_seed(3)).to(torch.float16) * 3
+    inverse = torch.tensor(1.7)
+    once = (x.float() * 1.7).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)  # fp32 product, one rounding
+    assert torch.equal(quantize(x, inverse, False).float(), once.float())
+    assert not torch.equal(_fp16_product(x, inverse, False).float(), once.float())  # the two can be told apart
+    assert quantize(torch.tensor(2.0, dtype=torch.float16), inverse, False).shape == ()
+
+
+def _contiguous_always(x: torch.Tensor, inverse: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    return quantize(x, inverse, False)
+
+
+def _nan_dropped(x: torch.Tensor, inverse: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    return quantize(x.nan_to_num(0.0), inverse, channels_last)
+
+
+@pytest.mark.parametrize(("fused", "agrees"), [(quantize, True), (_fp16_product, False), (_contiguous_always, False),
+                                               (_nan_dropped, False)])
+def test_a_fused_quantize_is_used_only_where_it_gives_the_eager_values_and_layout(fused, agrees):
+    assert agrees_with_eager(fused, "cpu") is agrees
+
+
+def test_same_values_puts_nan_against_nan_and_reads_no_sign_of_zero():
+    a = torch.tensor([1.0, float("nan"), 0.0])
+    assert same_values(a, torch.tensor([1.0, float("nan"), -0.0]))
+    assert not same_values(a, torch.tensor([1.0, 0.0, 0.0]))
+    assert not same_values(a, torch.tensor([1.0, float("nan"), 0.5]))
 
 
 @pytest.mark.parametrize(("shape", "channels_last_input", "same"), [
