@@ -84,25 +84,35 @@ class CompileJobs:
     and times each answer while the workers compile the next ones, and builds a graph itself while the workers are
     still starting (a cold pool: no answer back yet), instead of waiting seconds for them."""
 
-    def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future], compiler: PlanCompiler) -> None:
-        self._jobs = jobs
-        self._compiler = compiler
+    def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future[Compiled | str]], compiler: PlanCompiler,
+                 warm: threading.Event) -> None:
+        """`warm`: set once a worker of the pool that runs `jobs` has answered (one event per pool)."""
+        self._jobs, self._compiler, self._warm = jobs, compiler, warm
+
+        def answered(job: concurrent.futures.Future[Compiled | str]) -> None:
+            if not job.cancelled():
+                warm.set()
+
         for job in jobs.values():
-            job.add_done_callback(lambda done: done.cancelled() or compiler.answered.set())
+            job.add_done_callback(answered)
 
     def take(self, sig: ConvSignature) -> Compiled | None:
-        """`sig`'s plans as a worker compiled them; None where this process is to build the graph: the workers have
-        not answered anything yet (the job is withdrawn where it has not started), `sig` was not sent, the worker
-        could not build it (cuDNN's reason is found again here), or the pool broke or did not answer in time."""
+        """`sig`'s plans as a worker compiled them; None where this process is to build the graph: no worker of the
+        pool has answered yet (the job is withdrawn where no worker has taken it: a pool hands out up to one job per
+        worker and one more at once, and a taken job finishes in its worker, its answer unused), `sig` was not sent,
+        the worker could not build it (cuDNN's reason is found again here), the job was withdrawn by `close`, or the
+        pool broke, did not answer in time or sent back what does not read."""
         job = self._jobs.pop(sig, None)
         if job is None or self._compiler.broken:
             return None
-        if not job.done() and not self._compiler.answered.is_set():
-            job.cancel()  # a cold pool: built here; a job already running is left to finish, its answer unused
+        if not job.done() and not self._warm.is_set():
+            job.cancel()
             return None
         try:
             answer = job.result(timeout=ANSWER_TIMEOUT_S)
-        except (BrokenProcessPool, OSError, RuntimeError):  # OSError includes TimeoutError
+        except concurrent.futures.CancelledError:
+            return None
+        except Exception:  # noqa: BLE001  (BrokenProcessPool, TimeoutError, an answer that does not unpickle)
             self._compiler.break_pool()
             return None
         return None if isinstance(answer, str) else answer
@@ -116,21 +126,22 @@ class PlanCompiler:
         self.device = device
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
         self.broken = False
-        self.answered = threading.Event()  # a worker has answered: the pool is warm (for every later submit too)
+        self._warm = threading.Event()  # the current pool's: a worker has answered (for every later submit too)
 
     def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
         """`sigs` sent to the workers to compile (`CompileJobs.take` gets each back); none sent where the work is too
         small to spread or the pool cannot run (the caller then compiles in its process)."""
         workers = worker_count(len(sigs))
         if self.broken or not sigs or (workers == 0 and self._pool is None):
-            return CompileJobs({}, self)
+            return CompileJobs({}, self, self._warm)
         try:
             if self._pool is None:
-                self._pool = _new_pool(workers)
-            return CompileJobs({sig: self._pool.submit(_compile, self.device, sig, limit) for sig in sigs}, self)
+                self._pool, self._warm = _new_pool(workers), threading.Event()
+            jobs = {sig: self._pool.submit(_compile, self.device, sig, limit) for sig in sigs}
+            return CompileJobs(jobs, self, self._warm)
         except (BrokenProcessPool, OSError, RuntimeError):
             self.break_pool()
-            return CompileJobs({}, self)
+            return CompileJobs({}, self, self._warm)
 
     def break_pool(self) -> None:
         """The pool is taken as broken: its jobs are dropped and later compiles run in the caller's process."""
@@ -146,4 +157,3 @@ class PlanCompiler:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
-            self.answered.clear()

@@ -254,17 +254,19 @@ def test_a_timing_cache_that_cannot_be_written_is_kept_for_a_later_save(tmp_path
     assert cache.dirty and cache.get("sig") == (0, "p0")
 
 
-def _jobs(*states: str) -> tuple[CompileJobs, list[concurrent.futures.Future], PlanCompiler]:
-    """CompileJobs over hand-driven futures, one per state: pending (not started), running, or answered."""
+def _jobs(*states: str, compiler: PlanCompiler | None = None,
+          warm: threading.Event | None = None) -> tuple[CompileJobs, list[concurrent.futures.Future], threading.Event]:
+    """CompileJobs over hand-driven futures, one per state: pending (not started), running, or answered; and the
+    pool's warmth (a new pool's unless `warm` is given)."""
     futures: list[concurrent.futures.Future] = [concurrent.futures.Future() for _ in states]
-    compiler = PlanCompiler(0)
-    jobs = CompileJobs({f"sig{i}": f for i, f in enumerate(futures)}, compiler)  # type: ignore[misc]
+    warm = warm or threading.Event()
+    jobs = CompileJobs({f"sig{i}": f for i, f in enumerate(futures)}, compiler or PlanCompiler(0), warm)  # type: ignore[misc]
     for future, state in zip(futures, states, strict=True):
         if state != "pending":
             future.set_running_or_notify_cancel()
         if state == "answered":
             future.set_result((["p0"], {0: b"plan"}))
-    return jobs, futures, compiler
+    return jobs, futures, warm
 
 
 def test_before_any_worker_answers_this_process_builds_and_withdraws_the_job(monkeypatch):
@@ -287,7 +289,8 @@ def test_an_answer_already_back_is_used_and_a_workers_refusal_is_built_here():
 
 
 def test_a_broken_pool_leaves_every_graph_to_this_process():
-    jobs, futures, compiler = _jobs("answered", "running", "answered")
+    compiler = PlanCompiler(0)
+    jobs, futures, _ = _jobs("answered", "running", "answered", "running", compiler=compiler)
     futures[1].set_exception(BrokenProcessPool("a worker died"))
     assert jobs.take("sig1") is None and compiler.broken
     assert jobs.take("sig2") is None  # an answer from a pool taken as broken is not used
@@ -295,9 +298,51 @@ def test_a_broken_pool_leaves_every_graph_to_this_process():
     assert later.take(SIG) is None and compiler._pool is None  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("failure", [concurrent.futures.CancelledError(), ValueError("an answer that did not unpickle"),
+                                     TimeoutError()])
+def test_any_failure_of_a_job_leaves_the_graph_to_this_process(failure):
+    compiler = PlanCompiler(0)
+    jobs, futures, _ = _jobs("answered", "running", compiler=compiler)
+    futures[1].set_exception(failure)
+    assert jobs.take("sig1") is None
+    assert compiler.broken is not isinstance(failure, concurrent.futures.CancelledError)  # a withdrawal breaks nothing
+
+
 def test_once_a_worker_has_answered_later_builds_wait_for_the_workers():
-    jobs, _, compiler = _jobs("answered")
+    jobs, _, warm = _jobs("answered")
     assert jobs.take("sig0") is not None
-    later = CompileJobs({"sig9": (job := concurrent.futures.Future())}, compiler)  # type: ignore[dict-item]
-    threading.Timer(0.2, lambda: (job.set_running_or_notify_cancel(), job.set_result((["p0"], {0: b"nine"})))).start()
-    assert later.take("sig9") == (["p0"], {0: b"nine"})  # type: ignore[arg-type]
+    later, futures, _ = _jobs("pending", warm=warm)
+    threading.Timer(0.2, lambda: (futures[0].set_running_or_notify_cancel(),
+                                  futures[0].set_result((["p0"], {0: b"nine"})))).start()
+    assert later.take("sig0") == (["p0"], {0: b"nine"})
+
+
+class HandDrivenPool:
+    """A stand-in for the process pool: jobs are futures the test completes."""
+
+    def __init__(self, workers: int) -> None:
+        self.jobs: list[concurrent.futures.Future] = []
+
+    def submit(self, fn, *args) -> concurrent.futures.Future:
+        self.jobs.append(concurrent.futures.Future())
+        return self.jobs[-1]
+
+    def shutdown(self, wait: bool, cancel_futures: bool) -> None:
+        for job in self.jobs:
+            job.cancel()
+
+
+def test_an_answer_from_a_closed_pool_does_not_make_the_next_pool_warm(monkeypatch):
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    first = compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    pools[0].jobs[0].set_running_or_notify_cancel()
+    pools[0].jobs[1].set_running_or_notify_cancel()
+    pools[0].jobs[0].set_result((["p0"], {0: b"a"}))
+    assert first.take("a") is not None  # type: ignore[arg-type]
+    compiler.close()
+    second = compiler.submit(["e", "f", "g", "h"], 4)  # type: ignore[list-item]
+    pools[0].jobs[1].set_result((["p0"], {0: b"late"}))  # the closed pool's running job ends after the new pool began
+    assert second.take("e") is None and pools[1].jobs[0].cancelled()  # type: ignore[arg-type]  # cold: built here
