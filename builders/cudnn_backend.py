@@ -108,6 +108,7 @@ class CudnnBackend(Backend):
         start = time.perf_counter()
         twin = self._twin(variant, calibration) if variant.precision == "fp8" else None
         plain = self._plain(twin)
+        refused_before = len(self._quantizer.refused) if self._quantizer else 0
         try:
             engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, twin)
             engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
@@ -118,6 +119,10 @@ class CudnnBackend(Backend):
             raise RuntimeError(f"the cuDNN engine could not build {variant.name}: {type(exc).__name__}: "
                                f"{first_line(exc)}") from None
         self.context.cache.save()
+        refused = self._quantizer.refused[refused_before:] if self._quantizer else []
+        if refused:  # shapes are static: a call refused once is refused on every run
+            notes.append(f"{len(refused)} quantize call(s) of a run ran PyTorch's eager kernels instead of the Triton "
+                         f"kernel their layers' tactic names: {refused[0]}")
         if twin is not None:
             twin.park()
             if twin.cached:

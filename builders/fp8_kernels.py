@@ -45,6 +45,7 @@ class Quantizer:
 
     run: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor]
     implementation: str
+    refused: list[str] = field(default_factory=list)  # why the fused kernel refused a call (the eager ones ran)
 
 
 EAGER_QUANTIZE = "eager PyTorch: scale, saturate, cast (one kernel each)"
@@ -61,7 +62,8 @@ def make_quantizer() -> Quantizer:
             return Quantizer(quantize, EAGER_QUANTIZE + " (the Triton quantize disagreed)")
     except Exception as exc:  # noqa: BLE001  (no Triton, no GPU, no FP8 conversion: use the eager kernels)
         return Quantizer(quantize, f"{EAGER_QUANTIZE} (Triton quantize unavailable: {type(exc).__name__})")
-    return Quantizer(_falling_back(quantize_triton), FUSED_QUANTIZE)
+    refused: list[str] = []
+    return Quantizer(_falling_back(quantize_triton, refused), FUSED_QUANTIZE, refused)
 
 
 def agrees_with_eager(fused: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor], device: str) -> bool:
@@ -89,13 +91,15 @@ def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
 
 
-def _falling_back(fused: Callable) -> Callable:
-    """The fused quantize, or the eager one for inputs it cannot take (kernel names show which ran)."""
+def _falling_back(fused: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor],
+                  refused: list[str]) -> Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor]:
+    """The fused quantize, or the eager one for a call it cannot take, whose reason is appended to `refused`."""
 
     def run(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:
         try:
             return fused(x, inverse_scale, channels_last)
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001  (any refusal: the eager kernels compute the same values)
+            refused.append(f"{tuple(x.shape)}: {type(exc).__name__}: {one_line(exc, 200)}")
             return quantize(x, inverse_scale, channels_last)
 
     return run

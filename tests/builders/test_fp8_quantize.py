@@ -131,3 +131,16 @@ def test_the_single_pass_read_is_taken_wherever_the_layouts_agree(interpreted, m
     assert torch.equal(interpreted.quantize_triton(x, torch.tensor(0.5), True).float(),
                        quantize(x, torch.tensor(0.5), True).float())
     assert launched == [same]
+
+
+def test_a_call_the_fused_kernel_refuses_runs_the_eager_kernels_and_says_why():
+    from builders.fp8_kernels import _falling_back
+
+    def refusing(x: torch.Tensor, inverse: torch.Tensor, channels_last: bool) -> torch.Tensor:
+        raise ValueError("the Triton quantize takes up to 4 dimensions and 32-bit offsets")
+
+    refused: list[str] = []
+    x = _exact_inputs((2, 3, 4))
+    out = _falling_back(refusing, refused)(x, torch.tensor(0.5), False)
+    assert torch.equal(out.float(), quantize(x, torch.tensor(0.5), False).float())
+    assert refused == ["(2, 3, 4): ValueError: the Triton quantize takes up to 4 dimensions and 32-bit offsets"]
