@@ -145,7 +145,8 @@ class CudnnBackend(Backend):
         holds this model, recipe and calibration, else calibrated by ModelOpt now (and kept there)."""
         if self._model_digest is None:
             self._model_digest = _digest_in_background(self._reference)
-        key = twin_key(self._model_digest.result(), dataclasses.asdict(get_recipe(variant.recipe or "all")), variant.exclude,
+        recipe = dataclasses.asdict(get_recipe(variant.recipe or "all"))
+        key = twin_key(self._model_digest.result(), recipe, variant.exclude,
                        tensors_digest([calibration]), torch.float16)
 
         def make() -> VariantModule:

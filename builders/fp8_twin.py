@@ -63,9 +63,12 @@ def host_tensors(module: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
 
 
 def host_digest(structure: str, tensors: list[tuple[str, torch.Tensor]]) -> str:
-    """`model_digest` from a model's repr and its `host_tensors`: no CUDA call, so any thread may compute it."""
+    """`model_digest` from a model's repr and its `host_tensors`: no CUDA call, so any thread may compute it; ValueError
+    for a tensor not on the host (copying it here would be a CUDA call)."""
     digest = hashlib.sha256(structure.encode())
     for name, tensor in tensors:
+        if tensor.device.type != "cpu":
+            raise ValueError(f"host_digest: {name} is on {tensor.device}, not on the host")
         _add_tensor(digest, name, tensor)
     return digest.hexdigest()
 

@@ -8,7 +8,8 @@ tracer's callback; the dropped-record count is whatever the test sets.
 API records follow CUPTI's documented switches: a kind switch (activity_enable/disable) turns every API of its kind on
 or off and forgets the per-API switches made before it; a per-API switch (activity_enable_runtime_api/_driver_api)
 then turns one API on or off. `filter_calls` says whether the per-API switches work, are missing from the module, or
-are refused by CUPTI; `refused_apis` names single APIs CUPTI refuses to switch.
+are refused by CUPTI, or fail as a changed binding would (broken); `refused_apis` names single APIs CUPTI refuses to
+switch.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class FakeCupti:
     layers: tuple[str, ...] = ("conv1", "fc")
     dropped: int = 0
     thread: int = 11
-    filter_calls: Literal["work", "missing", "refused"] = "work"
+    filter_calls: Literal["work", "missing", "refused", "broken"] = "work"
     refused_apis: frozenset[str] = frozenset()
     buffered: list[Activity] = field(default_factory=list)
     enabled: set[ActivityKind] = field(default_factory=set)
@@ -143,6 +144,8 @@ class FakeCupti:
         self.api_switches = {key: on for key, on in self.api_switches.items() if key[0] != kind}
 
     def _switch(self, kind: ActivityKind, cbid: int, on: int) -> None:
+        if self.filter_calls == "broken":
+            raise TypeError("a changed binding: activity_enable_runtime_api() takes 1 argument")
         if self.filter_calls == "refused" or API_KINDS[kind](cbid).name in self.refused_apis:
             raise CuptiError("CUPTI_ERROR_NOT_SUPPORTED")
         self.api_switches[(kind, cbid)] = bool(on)

@@ -260,7 +260,8 @@ def _jobs(*states: str, compiler: PlanCompiler | None = None,
     pool's warmth (a new pool's unless `warm` is given)."""
     futures: list[concurrent.futures.Future] = [concurrent.futures.Future() for _ in states]
     warm = warm or threading.Event()
-    jobs = CompileJobs({f"sig{i}": f for i, f in enumerate(futures)}, compiler or PlanCompiler(0), warm)  # type: ignore[misc]
+    by_sig = {f"sig{i}": f for i, f in enumerate(futures)}
+    jobs = CompileJobs(by_sig, compiler or PlanCompiler(0), warm)  # type: ignore[arg-type]
     for future, state in zip(futures, states, strict=True):
         if state != "pending":
             future.set_running_or_notify_cancel()

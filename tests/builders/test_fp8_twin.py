@@ -128,3 +128,10 @@ def test_the_background_digest_copies_tensors_on_the_callers_thread_only(monkeyp
         expected.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         expected.update(tensor.detach().contiguous().numpy().tobytes())
     assert answer == expected.hexdigest()
+
+
+def test_the_digest_thread_refuses_a_tensor_it_would_have_to_copy():
+    from builders.fp8_twin import host_digest
+
+    with pytest.raises(ValueError, match="not on the host"):
+        host_digest("a model", [("weight", torch.empty(3, device="meta"))])

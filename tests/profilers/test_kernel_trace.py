@@ -52,9 +52,9 @@ def test_the_apis_are_switched_back_on_before_their_kinds_go_off(monkeypatch: py
     assert [a for a in fake.buffered if a.kind in API_KINDS] == []
 
 
-@pytest.mark.parametrize("filter_calls", ["missing", "refused"])
+@pytest.mark.parametrize("filter_calls", ["missing", "refused", "broken"])
 def test_without_the_switches_every_api_is_recorded_and_tracing_works_as_before(
-    monkeypatch: pytest.MonkeyPatch, filter_calls: Literal["missing", "refused"]
+    monkeypatch: pytest.MonkeyPatch, filter_calls: Literal["missing", "refused", "broken"]
 ) -> None:
     fake = FakeCupti(filter_calls=filter_calls)
     records = traced(fake, monkeypatch)
