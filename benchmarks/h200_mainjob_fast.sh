@@ -5,7 +5,8 @@
 # quantize layers ran and what the tracer recorded (checks.txt); then a fourth run with every cache warm under
 # benchmarks/stack_sampler.py (sampled.txt), and a fifth with the engine's and Triton's caches cold (run-cold.log: a
 # first run again, on a machine that has run the tool before; COLD_DRIVER_CACHE=1 also keeps the CUDA driver's
-# compiled-kernel cache out, as on a machine's first run). Run through the device tool with carry [".whl"].
+# compiled-kernel cache out, as on a machine's first run; BOTH_COLD=1 adds that run after the first, on one machine;
+# SAMPLE=0 leaves the sampled run out). Run through the device tool with carry [".whl"].
 COMMITTED=benchmarks/results/h200/mainjob-caches/senet154-run2.json
 source "$(dirname "$0")/h200_mainjob_engine.sh"
 tar -C "$OUT" -xzf "$OUT/sessions.tar.gz" sessions/senet154-run1.json sessions/senet154-run2.json
@@ -31,10 +32,14 @@ sampled() {  # sampled LABEL: trt-inspect senet154 under the stack sampler
     echo "== $label: rc=$? wall=$(( (${EPOCHREALTIME/./} - start) / 1000 )) ms" >> "$OUT/sampled.txt"
     cat "/tmp/$label.top.txt" >> "$OUT/sampled.txt"
 }
-sampled second-warm
-du -sh ~/.nv/ComputeCache ~/.triton "$TRT_INSPECT_HOME" 2>&1 | sed 's/^/caches after four runs: /' >> "$OUT/checks.txt"
-(export TRT_INSPECT_HOME=/tmp/tih-cold TRITON_CACHE_DIR=/tmp/triton-cold CUDA_CACHE_DISABLE=${COLD_DRIVER_CACHE:-0}
- stamped 150 "$OUT/run-cold.log" senet154 --out /tmp/cold.json)
-echo "run-cold.log: the engine's and Triton's caches cold, CUDA_CACHE_DISABLE=${COLD_DRIVER_CACHE:-0}" >> "$OUT/checks.txt"
+[ "${SAMPLE:-1}" = 1 ] && sampled second-warm
+du -sh ~/.nv/ComputeCache ~/.triton "$TRT_INSPECT_HOME" 2>&1 | sed 's/^/caches after the runs: /' >> "$OUT/checks.txt"
+cold_run() {  # cold_run LOG DRIVER_CACHE_DISABLED: a run with the engine's and Triton's caches cold
+    (export TRT_INSPECT_HOME=/tmp/tih-cold-$2 TRITON_CACHE_DIR=/tmp/triton-cold-$2 CUDA_CACHE_DISABLE=$2
+     stamped 150 "$OUT/$1" senet154 --out "/tmp/cold-$2.json")
+    echo "$1: the engine's and Triton's caches cold, CUDA_CACHE_DISABLE=$2" >> "$OUT/checks.txt"
+}
+cold_run run-cold.log "${COLD_DRIVER_CACHE:-0}"
+[ "${BOTH_COLD:-0}" = 1 ] && cold_run run-cold-nodriver.log 1
 head -12 "$OUT/checks.txt"
 grep "^==" "$OUT/sampled.txt"
