@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from builders.engine_plans import Choice, CompiledPlans, TimingCache, choose_plan
-from builders.fp8_kernels import E4M3_MAX, FP8, one_line
+from builders.fp8_format import E4M3_MAX, FP8
+from builders.fp8_kernels import one_line
 
 CUDNN_ACTIVATIONS = {"relu": "relu", "swish": "swish", "sigmoid": "sigmoid", "gelu": "gelu"}
 PLAN_WARMUP, PLAN_REPEATS = 3, 10  # executions per plan: discarded, then timed between two events

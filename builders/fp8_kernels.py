@@ -16,11 +16,10 @@ from typing import Any, Protocol
 
 import torch
 
+from builders.fp8_format import E4M3_MAX, FP8
 from builders.layer_spec import LayerSpec
 from sessions.documents.errors import MissingEnvironment
 
-E4M3_MAX = 448.0
-FP8 = torch.float8_e4m3fn
 CUDNN_PACKAGE = "nvidia-cudnn-frontend"
 
 

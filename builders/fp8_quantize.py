@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from builders.fp8_kernels import E4M3_MAX, FP8
+from builders.fp8_format import E4M3_MAX, FP8
 
 BLOCK = 1024
 RANK = 4  # dimensions the kernel indexes: tensors of fewer are padded with leading dimensions of 1

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from builders.fp8_kernels import E4M3_MAX
+from builders.fp8_format import E4M3_MAX
 from builders.variant_modules import VariantModule
 from sessions.documents.codec import build
 from sessions.documents.errors import InspectError

@@ -13,7 +13,8 @@ import sys
 import pytest
 import torch
 
-from builders.fp8_kernels import E4M3_MAX, agrees_with_eager, quantize, same_values
+from builders.fp8_format import E4M3_MAX
+from builders.fp8_kernels import agrees_with_eager, quantize, same_values
 
 pytest.importorskip("triton")
 
