@@ -43,3 +43,5 @@ cold_run run-cold.log "${COLD_DRIVER_CACHE:-0}"
 [ "${BOTH_COLD:-0}" = 1 ] && cold_run run-cold-nodriver.log 1
 head -12 "$OUT/checks.txt"
 grep "^==" "$OUT/sampled.txt"
+# what comes back names no machine's paths: the output folder as $OUT, scratch files as $TMP, the home folder as ~
+sed -i -e "s#$OUT#\$OUT#g" -e "s#/tmp/#\$TMP/#g" -e "s#$HOME/#~/#g" "$OUT"/*.txt "$OUT"/*.log "$OUT"/*.json

@@ -10,6 +10,7 @@ made them.
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import time
@@ -18,8 +19,20 @@ INTERVAL_S = 0.005
 TOP = 60
 
 
+def _import_roots() -> list[str]:
+    """The folders modules are imported from (this project, site folders, the standard library), longest first."""
+    roots = {os.path.abspath(p or os.curdir) for p in sys.path} | {os.path.dirname(os.__file__)}
+    return sorted((root + os.sep for root in roots), key=len, reverse=True)
+
+
+_ROOTS = _import_roots()
+
+
 def _key(code) -> str:
-    return f"{code.co_name}  {code.co_filename.rsplit('site-packages/', 1)[-1]}:{code.co_firstlineno}"
+    """A function by name and file, the file relative to the folder it was imported from (no machine's paths)."""
+    name = code.co_filename
+    relative = next((name[len(root):] for root in _ROOTS if name.startswith(root)), name)
+    return f"{code.co_name}  {relative}:{code.co_firstlineno}"
 
 
 def _sample(stop: threading.Event, inclusive: collections.Counter, own: collections.Counter) -> None:
