@@ -31,8 +31,9 @@ def scale_from_amax(amax: float) -> float:
 
 
 def quantize(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """TensorRT's Q: scale in fp32 (one rounding, to e4m3, as TensorRT and ModelOpt's simulation quantize), saturate to
-    the e4m3 range and cast (PyTorch's cast alone turns overflow into NaN): three kernels."""
+    """ONNX's QuantizeLinear to e4m3, which TensorRT's explicit Q/DQ takes: scale with the product in fp32 (as ModelOpt's
+    simulation, `_fp8_eager`), saturate to the e4m3 range and round once in the cast (PyTorch's cast alone turns
+    overflow into NaN): three kernels."""
     layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
     scaled = (x * inverse_scale.reshape(1)).reshape(x.shape)  # a 1-element tensor takes part in type promotion
     return scaled.clamp_(-E4M3_MAX, E4M3_MAX).to(FP8, memory_format=layout)

@@ -1,8 +1,8 @@
 """The activation quantize as one Triton kernel: scale, saturate to the e4m3 range, cast to FP8, in a single pass
 that also writes the layout the FP8 kernel reads (channels-last or contiguous) from an input of any strides.
 
-Its arithmetic is `builders.fp8_kernels.quantize`'s (TensorRT's Q: the product in fp32, saturated, cast to e4m3
-rounding to nearest even, NaN kept), so its output holds the eager kernels' values (which `make_quantizer` checks on
+Its arithmetic is `builders.fp8_kernels.quantize`'s (ONNX's QuantizeLinear with the product in fp32, saturated, cast
+to e4m3 rounding to nearest even, NaN kept), so its output holds the eager kernels' values (which `make_quantizer` checks on
 the GPU before using it). Triton keeps compiled kernels in its own cache folder (`TRITON_CACHE_DIR`, by default under
 the home folder), so a later process loads them instead of compiling: the reason for a hand-written kernel where
 `torch.compile` would trace and guard the same function again in every process.

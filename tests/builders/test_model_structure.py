@@ -13,7 +13,7 @@ import timm
 import torch
 
 from builders.fp8_recipes import select
-from builders.model_structure import model_structure
+from builders.model_structure import ModelStructure, model_structure
 from builders.torch_backend import module_layer
 from sessions.analyses.groups import builtin_rules, role_of
 
@@ -43,10 +43,15 @@ def _child_outputs(model: torch.nn.Module, side: int) -> dict[str, tuple[int, ..
     return shapes
 
 
+def _meta_with_structure(name: str) -> tuple[torch.nn.Module, ModelStructure]:
+    """A timm model on the meta device and its structure at 224 x 224."""
+    model = _meta(name)
+    return model, model_structure(model, torch.zeros(1, 3, 224, 224))
+
+
 @pytest.fixture(scope="module")
 def dpn68():
-    model = _meta("dpn68")
-    return model, model_structure(model, torch.zeros(1, 3, 224, 224))
+    return _meta_with_structure("dpn68")
 
 
 def test_dpn68_first_stage_is_the_blocks_before_the_first_downsampling_one(dpn68):
@@ -98,8 +103,7 @@ def test_dla34_stages_follow_the_tree_levels_and_the_head_follows_pooling():
 
 @pytest.fixture(scope="module")
 def mixnet():
-    model = _meta("mixnet_s")
-    return model, model_structure(model, torch.zeros(1, 3, 224, 224))
+    return _meta_with_structure("mixnet_s")
 
 
 def test_mixnet_containers_are_not_convolutions(mixnet):
