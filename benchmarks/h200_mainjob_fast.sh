@@ -6,7 +6,7 @@
 # benchmarks/stack_sampler.py (sampled.txt), and a fifth with the engine's and Triton's caches cold (run-cold.log: a
 # first run again, on a machine that has run the tool before; COLD_DRIVER_CACHE=1 also keeps the CUDA driver's
 # compiled-kernel cache out, as on a machine's first run; BOTH_COLD=1 adds that run after the first, on one machine;
-# SAMPLE=0 leaves the sampled run out). Run through the device tool with carry [".whl"].
+# SAMPLE=0 leaves the sampled run out, COLD=0 the cold run). Run through the device tool with carry [".whl"].
 COMMITTED=benchmarks/results/h200/mainjob-caches/senet154-run2.json
 source "$(dirname "$0")/h200_mainjob_engine.sh"
 tar -C "$OUT" -xzf "$OUT/sessions.tar.gz" sessions/senet154-run1.json sessions/senet154-run2.json
@@ -39,7 +39,7 @@ cold_run() {  # cold_run LOG DRIVER_CACHE_DISABLED: a run with the engine's and 
      stamped 150 "$OUT/$1" senet154 --out "/tmp/cold-$2.json")
     echo "$1: the engine's and Triton's caches cold, CUDA_CACHE_DISABLE=$2" >> "$OUT/checks.txt"
 }
-cold_run run-cold.log "${COLD_DRIVER_CACHE:-0}"
+[ "${COLD:-1}" = 1 ] && cold_run run-cold.log "${COLD_DRIVER_CACHE:-0}"
 [ "${BOTH_COLD:-0}" = 1 ] && cold_run run-cold-nodriver.log 1
 head -12 "$OUT/checks.txt"
 grep "^==" "$OUT/sampled.txt"

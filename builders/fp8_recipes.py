@@ -132,20 +132,26 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
 
 @lru_cache(maxsize=16)
 def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
-    """The model's structure without its weights: built on the meta device (instant, no memory; the study
-    loads the model for real), or, where a model cannot be built there, loaded as the study will load it.
+    """The model's structure without its weights: built on the meta device (instant, no memory; that build is offered
+    to the study, which gives it its weights: builders.seeded_weights), or, where a model cannot be built there, loaded
+    as the study will load it.
 
     Built once per model and checkpoint in a process (a sweep plans many combinations of one model); callers
     must not change what it returns."""
     import torch
 
+    from builders.meta_build import meta_device
     from builders.model_structure import model_structure
     from builders.models import load_model
+    from builders.seeded_weights import offer_meta_model
 
     try:
-        with torch.device("meta"):
-            model = load_model(model_name)
-            return model_structure(model.module, torch.zeros(1, *model.input_size))
+        model = load_model(model_name, construct=meta_device)
+        with meta_device():
+            structure = model_structure(model.module, torch.zeros(1, *model.input_size))
+        if checkpoint is None:  # the study gives this very module its seeded weights: its structure is found once
+            offer_meta_model(model_name, model)
+        return structure
     except InputError:
         raise
     except Exception:  # noqa: BLE001  (an op without a meta kernel, a model that reads its weights while building)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,24 +41,48 @@ class LoadedModel(ModelInfo):
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def load_model(name: str, checkpoint: Path | None = None) -> LoadedModel:
+# Sources whose model `load_model` builds from the name alone (architecture from code, random weights): the same
+# name, seed and package versions always give the same weights (builders.seeded_weights keeps them)
+NAME_ONLY_SOURCES = frozenset({"timm", "segformer-table", "hf-model-type"})
+
+
+def model_source(name: str) -> str:
+    """Which builder `load_model` takes for `name`: onnx-file, hf-folder, segformer-table, hf-model-type, hf-cache
+    (a hub id's config from the local cache) or timm."""
     path = Path(name)
     if name.endswith(".onnx"):
+        return "onnx-file"
+    if _is(path, Path.is_dir):
+        return "hf-folder"
+    if SEGFORMER_NAME.match(name) and (name.startswith("hf:") or not _hf_cached(name)):
+        return "segformer-table"
+    if name.startswith("hf:"):
+        return "hf-model-type"
+    return "hf-cache" if "/" in name else "timm"
+
+
+def load_model(name: str, checkpoint: Path | None = None,
+               construct: Callable[[], AbstractContextManager[Any]] = nullcontext) -> LoadedModel:
+    """The model `name` names, in eval mode, with `checkpoint`'s weights where given. Its module is constructed
+    inside `construct()` (builders.meta_build.meta_device: shapes without values), its transform outside it."""
+    path = Path(name)
+    source = model_source(name)
+    if source == "onnx-file":
         if not _is(path, Path.is_file):
             raise InputError(f"no such ONNX file: {name}")
         return _onnx_model(path)
-    if _is(path, Path.is_dir):
+    if source == "hf-folder":
         if not (path / "config.json").is_file():
             raise InputError(f"{name} is a folder without config.json, not a Hugging Face model")
-        model = _hf_model(str(path), local=True)
-    elif SEGFORMER_NAME.match(name) and (name.startswith("hf:") or not _hf_cached(name)):
-        model = _segformer_model(name)
-    elif name.startswith("hf:"):
-        model = _hf_model(name[3:], model_type=True)
-    elif "/" in name:
-        model = _hf_model(name)
+        model = _hf_model(str(path), construct, local=True)
+    elif source == "segformer-table":
+        model = _segformer_model(name, construct)
+    elif source == "hf-model-type":
+        model = _hf_model(name[3:], construct, model_type=True)
+    elif source == "hf-cache":
+        model = _hf_model(name, construct)
     else:
-        model = _timm_model(name)
+        model = _timm_model(name, construct)
     if checkpoint is not None:
         load_checkpoint(model.module, checkpoint)
         model.details["checkpoint"] = str(checkpoint)
@@ -71,7 +96,7 @@ def _is(path: Path, test: Callable[[Path], bool]) -> bool:
         return False
 
 
-def _timm_model(name: str) -> LoadedModel:
+def _timm_model(name: str, construct: Callable[[], AbstractContextManager[Any]]) -> LoadedModel:
     import timm
     from timm.data import create_transform, resolve_data_config
 
@@ -80,7 +105,8 @@ def _timm_model(name: str) -> LoadedModel:
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; see timm.list_models()"
         raise InputError(f"unknown model {name!r}: not a timm model, ONNX file or Hugging Face id{hint}")
-    module = timm.create_model(name, pretrained=False).eval()
+    with construct():
+        module = timm.create_model(name, pretrained=False).eval()
     config = resolve_data_config({}, model=module)
     return LoadedModel(
         name=name,
@@ -121,7 +147,7 @@ def _hf_cached(name: str) -> bool:
     return True
 
 
-def _segformer_model(name: str) -> LoadedModel:
+def _segformer_model(name: str, construct: Callable[[], AbstractContextManager[Any]]) -> LoadedModel:
     """SegFormer-bN from the published architecture table: `hf:segformer-b5[-640]` or an nvidia ADE id."""
     import transformers
 
@@ -132,7 +158,8 @@ def _segformer_model(name: str) -> LoadedModel:
     depths, hidden, decoder = SEGFORMER_SIZES[size]
     config = transformers.SegformerConfig(depths=list(depths), hidden_sizes=list(hidden), decoder_hidden_size=decoder,
                                           num_labels=150)
-    model = transformers.SegformerForSemanticSegmentation(config)
+    with construct():
+        model = transformers.SegformerForSemanticSegmentation(config)
     return LoadedModel(
         name=name,
         source="hf",
@@ -144,7 +171,8 @@ def _segformer_model(name: str) -> LoadedModel:
     )
 
 
-def _hf_model(name: str, local: bool = False, model_type: bool = False) -> LoadedModel:
+def _hf_model(name: str, construct: Callable[[], AbstractContextManager[Any]], local: bool = False,
+              model_type: bool = False) -> LoadedModel:
     import transformers
 
     if local:
@@ -165,7 +193,8 @@ def _hf_model(name: str, local: bool = False, model_type: bool = False) -> Loade
         ) from None
     except Exception as exc:  # noqa: BLE001  (transformers raises TypeError, KeyError, ... on configs it cannot read)
         raise InputError(f"cannot read the Hugging Face config of {name}: {first_line(exc)}") from None
-    model = _hf_module(name, config, local)
+    with construct():
+        model = _hf_module(name, config, local)
     size = getattr(config, "image_size", 224)
     size = size if isinstance(size, int) else int(size[0])
     channels = getattr(config, "num_channels", 3)

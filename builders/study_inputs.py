@@ -57,10 +57,24 @@ def _model_key(choice: StudyPlan | InputChoice) -> tuple[str, str | None, int]:
 
 
 def keep_model(plan: StudyPlan, model: Any) -> None:
-    """Hand `model` (builders.models.load_model of `plan`'s model and checkpoint, built right after
-    torch.manual_seed(plan.seed), weights unchanged) to the next `load_study_inputs` of a plan with those three."""
+    """Hand `model` (`build_model` of `plan`'s model, checkpoint and seed, weights unchanged) to the next
+    `load_study_inputs` of a plan with those three."""
     _KEPT.clear()
     _KEPT[_model_key(plan)] = model
+
+
+def build_model(model: str, checkpoint: str | None, seed: int) -> Any:
+    """builders.models.load_model right after torch.manual_seed(seed): the checkpoint's weights, else seeded random
+    weights (kept between studies by builders.seeded_weights); torch's CPU generator is left as that leaves it."""
+    import torch
+
+    from builders.models import load_model
+    from builders.seeded_weights import SeededWeights
+
+    if checkpoint is None:
+        return SeededWeights().load(model, seed)
+    torch.manual_seed(seed)
+    return load_model(model, Path(checkpoint))
 
 
 def load_study_inputs(plan: StudyPlan) -> StudyInputs:
@@ -68,16 +82,14 @@ def load_study_inputs(plan: StudyPlan) -> StudyInputs:
 
 
 def load_inputs(choice: InputChoice) -> StudyInputs:
-    """The model (a kept one, else built after torch.manual_seed(choice.seed)) and the images through its transform."""
+    """The model (a kept one, else `build_model`) and the images through its transform."""
     import torch
 
-    from builders.models import load_model
     from profilers.images import image_paths, load_images, split, stress_inputs
 
-    torch.manual_seed(choice.seed)
     if choice.threads is not None:
         torch.set_num_threads(choice.threads)
-    model = _KEPT.pop(_model_key(choice), None) or load_model(choice.model, Path(choice.checkpoint) if choice.checkpoint else None)
+    model = _KEPT.pop(_model_key(choice), None) or build_model(choice.model, choice.checkpoint, choice.seed)
     if model.transform is None:
         raise InputError(f"{model.name}: no input transform known; real images cannot be fed to it")
     stress = [(name, torch.from_numpy(array)[None])

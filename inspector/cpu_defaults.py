@@ -83,15 +83,13 @@ def measure_machine(plan: StudyPlan) -> Machine:
     against fp32, and ModelOpt imported where the plan has FP8 (the study would import it)."""
     import torch
 
-    from builders.models import load_model
-    from builders.study_inputs import keep_model
+    from builders.study_inputs import build_model, keep_model
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     threads = plan.threads or choose_threads(cores, load[0])
     torch.set_num_threads(threads)
-    torch.manual_seed(plan.seed)
-    model = load_model(plan.model, Path(plan.checkpoint) if plan.checkpoint else None)
+    model = build_model(plan.model, plan.checkpoint, plan.seed)
     keep_model(plan, model)
     module = model.module.float().eval()
     with torch.no_grad():  # the first call, set-up included: one forward more would cost seconds for a few percent

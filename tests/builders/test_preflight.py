@@ -1,5 +1,7 @@
 """The recipe preflight reads the model's structure without building its weights (the study loads them)."""
 
+from contextlib import nullcontext
+
 import torch
 
 from builders import fp8_recipes, models
@@ -11,8 +13,8 @@ def _recording_loads(monkeypatch) -> list[str]:
     devices: list[str] = []
     real = models.load_model
 
-    def load(name, checkpoint=None):
-        model = real(name, checkpoint)
+    def load(name, checkpoint=None, construct=nullcontext):
+        model = real(name, checkpoint, construct)
         devices.append(next(model.module.parameters()).device.type)
         return model
 
