@@ -7,11 +7,15 @@ the name alone, `builders.models.NAME_ONLY_SOURCES`), so it is kept: a later stu
 makes the model on the meta device (no memory, no initialisation), gives it the kept tensors, and sets torch's CPU
 generator to the state the initialisation left, so that whatever draws from it next draws what it would have.
 
-Kept under a SHA-256 of the model name, the seed, the default dtype and the versions of torch, timm and
-transformers, in safetensors (never a pickle), with the generator's state beside the tensors. A kept file is used
-only where it holds exactly the meta model's parameters and buffers (names, shapes, dtypes) and leaves none of the
-model's tensors on the meta device; otherwise, and for models whose tensors share storage (tied weights, which
-safetensors does not keep), the model is built as before. Writing happens on a thread.
+Kept under a SHA-256 of everything the weights depend on: the model name, the seed, the default dtype, the versions of
+torch (and its build), timm and transformers, the CPU's architecture and the vector instructions PyTorch's CPU kernels
+use (random fills differ between them), and this project's model-building code (`builders/models.py`); in
+safetensors (never a pickle), with the generator's state beside the tensors. A kept file is used only where it holds
+exactly the meta model's parameters and buffers (names, shapes, dtypes) and a generator state of the right size, and
+leaves none of the model's tensors on the meta device; otherwise, and for models whose tensors share storage (tied
+weights, which safetensors does not keep), the model is built as before. The file is not checked against a digest:
+hashing it would cost about what it saves. Writing happens on a thread, one per file in a process, through a
+temporary file that a later write removes if its process died.
 
 A caller that has built the model on the meta device already (the recipe preflight, for its structure) offers that
 build (`offer_meta_model`); the next load of that model gives it its weights, kept or freshly built, so the study's
@@ -26,6 +30,8 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import platform
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
@@ -42,13 +48,14 @@ from sessions.documents.paths import cache_dir
 
 GENERATOR_STATE = "__torch_cpu_generator_state__"  # the entry beside the tensors; no module path has this name
 BUILDERS = ("torch", "timm", "transformers")  # the packages whose code decides the weights
+_OFFERED: dict[str, LoadedModel] = {}  # one meta-device build, by model name
+_WRITERS: dict[Path, threading.Thread] = {}  # the writes under way in this process, by file
+
+Builder = Callable[[str, Callable[[], AbstractContextManager[Any]], Path | None], LoadedModel]
 
 
-Builder = Callable[[str, Callable[[], AbstractContextManager[Any]]], LoadedModel]
-
-
-def _load_model(name: str, construct: Callable[[], AbstractContextManager[Any]]) -> LoadedModel:
-    return models.load_model(name, construct=construct)  # looked up when called: tests replace it
+def _load_model(name: str, construct: Callable[[], AbstractContextManager[Any]], checkpoint: Path | None) -> LoadedModel:
+    return models.load_model(name, checkpoint, construct)  # looked up when called: tests replace it
 
 
 def weights_dir() -> Path:
@@ -62,8 +69,18 @@ def weights_key(name: str, seed: int) -> str:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    spec = {"model": name, "seed": seed, "default_dtype": str(torch.get_default_dtype()), "versions": versions}
+    spec = {"model": name, "seed": seed, "default_dtype": str(torch.get_default_dtype()), "versions": versions,
+            "torch_build": torch.version.git_version, "machine": platform.machine(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "model_code": hashlib.sha256(Path(models.__file__).read_bytes()).hexdigest()}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+def offer_meta_model(name: str, model: LoadedModel) -> None:
+    """Hands `model`, `name` built on the meta device (builders.meta_build) and not changed since, to the next
+    `SeededWeights.load` of `name`, which fills it where the weights come from the name alone. One at a time."""
+    _OFFERED.clear()
+    _OFFERED[name] = model
 
 
 def _slots(module: torch.nn.Module) -> Iterator[tuple[str, dict, str, torch.Tensor]]:
@@ -75,40 +92,48 @@ def _slots(module: torch.nn.Module) -> Iterator[tuple[str, dict, str, torch.Tens
                     yield (f"{prefix}.{attr}" if prefix else attr), store, attr, tensor
 
 
-_OFFERED: dict[str, LoadedModel] = {}  # one meta-device build, by model name
-
-
-def offer_meta_model(name: str, model: LoadedModel) -> None:
-    """Hands `model`, `name` built on the meta device (builders.meta_build) and not changed since, to the next
-    `SeededWeights.load` of `name`. One at a time."""
-    _OFFERED.clear()
-    _OFFERED[name] = model
-
-
-def _meta_left(module: torch.nn.Module) -> bool:
-    """Whether any tensor the modules hold (parameters, buffers, plain attributes) is still on the meta device."""
-    for owner in module.modules():
-        held = [*owner._parameters.values(), *owner._buffers.values(), *vars(owner).values()]
-        if any(isinstance(t, torch.Tensor) and t.is_meta for t in held):
-            return True
+def _holds_meta(value: Any, depth: int = 0) -> bool:
+    if isinstance(value, torch.Tensor):
+        return value.is_meta
+    if depth < 4 and isinstance(value, (list, tuple)):
+        return any(_holds_meta(item, depth + 1) for item in value)
+    if depth < 4 and isinstance(value, dict):
+        return any(_holds_meta(item, depth + 1) for item in value.values())
     return False
 
 
+def _meta_left(module: torch.nn.Module) -> bool:
+    """Whether any tensor the modules hold (parameters, buffers, attributes, in lists, tuples and dicts too) is still
+    on the meta device."""
+    return any(_holds_meta(value) for owner in module.modules() for value in vars(owner).values())
+
+
+def _same_layout(tensors: dict[str, torch.Tensor], reference: dict[str, torch.Tensor]) -> bool:
+    """Whether `tensors` has exactly `reference`'s names, with their shapes and dtypes."""
+    return tensors.keys() == reference.keys() and all(
+        tensors[p].shape == t.shape and tensors[p].dtype == t.dtype for p, t in reference.items())
+
+
 def _fill(module: torch.nn.Module, tensors: dict[str, torch.Tensor], copy: bool) -> bool:
-    """Gives the meta-device `module` the values in `tensors` (copies of them where `copy`), each parameter staying a
-    parameter with its `requires_grad`; False, `module` untouched, where `tensors` does not hold exactly its parameters
-    and buffers with their shapes and dtypes; False also where a tensor of `module` is left on the meta device."""
+    """Gives the meta-device `module` the values in `tensors` (copies of them, in the strides the module's tensors
+    have, where `copy`), each parameter staying a parameter with its `requires_grad`; False, `module` untouched, where
+    `tensors` does not hold exactly its parameters and buffers with their shapes and dtypes; False also where a tensor
+    of `module` is left on the meta device."""
     slots = list(_slots(module))
-    if sorted(p for p, *_ in slots) != sorted(tensors):
-        return False
-    if any(tensors[p].shape != t.shape or tensors[p].dtype != t.dtype for p, _, _, t in slots):
+    if not _same_layout(tensors, {p: t for p, _, _, t in slots}):
         return False
     for path, store, attr, tensor in slots:
         value = tensors[path].detach()
         if copy:  # a storage of its own, aligned as a fresh build's (CPU kernels choose their path by alignment: a
-            value = value.clone()  # weight that views one file buffer gives the same sums in another order)
+            # weight that views one file buffer gives the same sums in another order), in the constructor's strides
+            value = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu").copy_(value)
         store[attr] = torch.nn.Parameter(value, tensor.requires_grad) if isinstance(tensor, torch.nn.Parameter) else value
     return not _meta_left(module)
+
+
+def _generator_state(state: torch.Tensor | None) -> bool:
+    """Whether `state` can be torch's CPU generator state (a damaged one would make set_rng_state raise)."""
+    return state is not None and state.dtype == torch.uint8 and state.shape == torch.get_rng_state().shape
 
 
 class SeededWeights:
@@ -116,79 +141,113 @@ class SeededWeights:
 
     def __init__(self, folder: Path | None = None) -> None:
         self.folder = folder or weights_dir()
-        self.writer: threading.Thread | None = None  # the last write, for callers that must wait for it
+        self.writer: threading.Thread | None = None  # this load's write, if it started one (tests wait for it)
 
     def path(self, name: str, seed: int) -> Path:
         return self.folder / f"{weights_key(name, seed)}.safetensors"
 
-    def load(self, name: str, seed: int, build: Builder | None = None) -> LoadedModel:
-        """`build(name, construct)` (builders.models.load_model by default) right after `torch.manual_seed(seed)`,
-        torch's CPU generator left as that build leaves it: from the kept weights where they fit, else built (and
-        kept); in the meta-device build offered for `name` where there is one and the weights fit it. `construct` is
-        the context the model's module is constructed in (its transform outside it)."""
+    def load(self, name: str, seed: int, checkpoint: Path | None = None, build: Builder | None = None) -> LoadedModel:
+        """`build(name, construct, checkpoint)` (builders.models.load_model by default) right after
+        `torch.manual_seed(seed)`, torch's CPU generator left as that build leaves it. Without a checkpoint, for a
+        model whose weights come from its name alone: from the kept weights where they fit, else built (and kept);
+        in the meta-device build offered for `name` where there is one and the weights fit it. `construct` is the
+        context the model's module is constructed in (its transform outside it)."""
         build = build or _load_model
         offered = _OFFERED.pop(name, None)
         torch.manual_seed(seed)
-        if model_source(name) not in NAME_ONLY_SOURCES:  # weights or a config read from files: not the name's alone
-            return build(name, nullcontext)
+        if checkpoint is not None or model_source(name) not in NAME_ONLY_SOURCES:
+            return build(name, nullcontext, checkpoint)
         path = self.path(name, seed)
+        pending = _WRITERS.get(path)
+        if pending is not None:  # this process is writing the file: wait for it rather than build again
+            pending.join()
         kept = _read(path)
+        state = kept.pop(GENERATOR_STATE, None) if kept is not None else None
         if kept is not None:
-            state = kept.pop(GENERATOR_STATE, None)
-            model = offered
-            if model is None:
-                try:
-                    model = build(name, meta_device)
-                except InputError:
-                    raise
-                except Exception:  # noqa: BLE001  (a model the meta device cannot build: built for real below)
-                    model = None
-            if model is not None and state is not None and _fill(model.module, kept, copy=True):
+            model = offered or _meta_build(name, build)
+            if model is not None and _generator_state(state) and _fill(model.module, kept, copy=True):
                 torch.set_rng_state(state)
                 return model
             offered = None  # maybe filled in part
             torch.manual_seed(seed)
-        built = build(name, nullcontext)
+        built = build(name, nullcontext, None)
         tensors = {p: t for p, _, _, t in _slots(built.module)}
-        self._keep(tensors, torch.get_rng_state(), path)
+        if kept is None or not _generator_state(state) or not _same_layout(kept, tensors):  # a file that fits is kept
+            self._keep(tensors, torch.get_rng_state(), path)  # (a model the meta device cannot build or fill)
         if offered is not None and _fill(offered.module, tensors, copy=False):
             return offered
         return built
 
     def _keep(self, tensors: dict[str, torch.Tensor], state: torch.Tensor, path: Path) -> None:
-        """Writes `tensors` and `state` to `path` on a thread, straight from the tensors' memory (safetensors writes
-        without copies: the study never changes its model's weights in place, its variants are copies); tensors that
-        share storage are not kept. A write that fails leaves no file: the next study builds the model again."""
-        storages = {t.untyped_storage().data_ptr() for t in tensors.values()}
-        if len(storages) != len(tensors) or GENERATOR_STATE in tensors or any(t.device.type != "cpu" for t in tensors.values()):
+        """Writes `tensors` and `state` to `path` on a thread, from the tensors themselves (the study never changes
+        its model's weights in place: its variants are copies); tensors that share storage are not kept, nor a file
+        this process is writing already. A write that fails leaves no file: the next study builds the model again."""
+        sized = [t for t in tensors.values() if t.numel()]  # every empty tensor's storage is at address 0
+        if (len({t.untyped_storage().data_ptr() for t in sized}) != len(sized) or GENERATOR_STATE in tensors
+                or any(t.device.type != "cpu" for t in tensors.values())):
+            return
+        running = _WRITERS.get(path)
+        if running is not None and running.is_alive():
             return
         kept = {p: t.detach().contiguous() for p, t in tensors.items()} | {GENERATOR_STATE: state}
-
-        def write() -> None:
-            from safetensors.torch import save_file
-
-            partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                save_file(kept, partial)
-                with open(partial, "rb") as written:
-                    os.fsync(written.fileno())
-                os.replace(partial, path)
-            except (OSError, ValueError):  # an unwritable cache costs the next study its time only
-                with contextlib.suppress(OSError):  # no folder to remove it from
-                    partial.unlink(missing_ok=True)
-
-        self.writer = threading.Thread(target=write, name="seeded-weights-writer")
+        self.writer = _WRITERS[path] = threading.Thread(target=_write, args=(kept, path), name="seeded-weights-writer")
         self.writer.start()
 
 
+def _write(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """`tensors` to `path` in safetensors, through a temporary file (fsync, rename); partial files of processes that
+    died while writing are removed first; nothing is raised."""
+    from safetensors.torch import save_file
+
+    partial: Path | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_partials_of_dead_processes(path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        partial = Path(name)
+        save_file(tensors, partial)
+        with open(partial, "rb") as written:
+            os.fsync(written.fileno())
+        os.replace(partial, path)
+    except (OSError, ValueError):  # an unwritable cache costs the next study its time only
+        if partial is not None:
+            with contextlib.suppress(OSError):
+                partial.unlink(missing_ok=True)
+
+
+def _remove_partials_of_dead_processes(folder: Path) -> None:
+    """Removes `.KEY.safetensors.PID.*.tmp` files whose process is gone (one ended by os._exit mid-write)."""
+    for partial in folder.glob(".*.safetensors.*.tmp"):
+        pid = partial.name.split(".safetensors.")[-1].split(".")[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                partial.unlink()
+        except OSError:  # alive, another user's
+            continue
+
+
+def _meta_build(name: str, build: Builder) -> LoadedModel | None:
+    """`name` built on the meta device, or None where it cannot be built there."""
+    try:
+        return build(name, meta_device, None)
+    except InputError:
+        raise
+    except Exception:  # noqa: BLE001  (an op without a meta kernel, a constructor that reads values: built for real)
+        return None
+
+
 def _read(path: Path) -> dict[str, torch.Tensor] | None:
-    """The tensors kept at `path`, or None where there is no file or it does not read."""
+    """The tensors kept at `path`, or None where there is no file, or it cannot be read."""
     from safetensors.torch import load_file
 
-    if not path.is_file():
-        return None
     try:
+        if not path.is_file():
+            return None
         return load_file(path)
-    except Exception:  # noqa: BLE001  (safetensors raises its own errors for a damaged file: built again)
+    except Exception:  # noqa: BLE001  (an unreadable folder; safetensors' own errors for a damaged file: built again)
         return None

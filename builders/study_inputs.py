@@ -66,15 +66,9 @@ def keep_model(plan: StudyPlan, model: Any) -> None:
 def build_model(model: str, checkpoint: str | None, seed: int) -> Any:
     """builders.models.load_model right after torch.manual_seed(seed): the checkpoint's weights, else seeded random
     weights (kept between studies by builders.seeded_weights); torch's CPU generator is left as that leaves it."""
-    import torch
-
-    from builders.models import load_model
     from builders.seeded_weights import SeededWeights
 
-    if checkpoint is None:
-        return SeededWeights().load(model, seed)
-    torch.manual_seed(seed)
-    return load_model(model, Path(checkpoint))
+    return SeededWeights().load(model, seed, Path(checkpoint) if checkpoint else None)
 
 
 def load_study_inputs(plan: StudyPlan) -> StudyInputs:

@@ -24,6 +24,15 @@ def isolated_home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
+@pytest.fixture(autouse=True)
+def no_offered_model():
+    """A meta-device model one test's recipe preflight offers (builders.seeded_weights) is never another test's."""
+    yield
+    seeded = sys.modules.get("builders.seeded_weights")
+    if seeded is not None:
+        seeded._OFFERED.clear()
+
+
 @dataclass(frozen=True)
 class CliResult:
     """What one command left: its exit code and its output, as `subprocess.CompletedProcess` names them."""

@@ -18,7 +18,8 @@ def canonical(structure: ModelStructure) -> tuple:
     return layers, structure.conv_bn, structure.stages, structure.ops, structure.never_ran
 
 
-@pytest.mark.parametrize("name", ["test_resnet", "test_vit", "test_efficientnet", "test_convnext", "test_byobnet"])
+@pytest.mark.parametrize("name", ["test_resnet", "test_vit", "test_efficientnet", "test_convnext", "test_byobnet",
+                                  "test_nfnet", "hf:segformer-b0", "hf:resnet"])
 def test_the_structure_on_the_meta_device_is_the_real_models(name):
     meta = load_model(name, construct=meta_device)
     assert all(p.is_meta for p in meta.module.parameters())

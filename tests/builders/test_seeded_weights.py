@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from builders import seeded_weights
+from builders.meta_build import meta_device
 from builders.models import LoadedModel
 from builders.seeded_weights import SeededWeights
 
@@ -37,11 +39,12 @@ def assert_same(expected: torch.nn.Module, got: torch.nn.Module) -> None:
         # path by alignment (senet154 on the CPU: outputs 3e-8 apart with the weights views of one file buffer)
         assert storage.nbytes() == tensor.untyped_storage().nbytes(), name
         assert storage.data_ptr() % 64 == tensor.untyped_storage().data_ptr() % 64, name
+        assert have[name].stride() == tensor.stride(), name
 
 
 def kept_once(folder, name: str, seed: int, build=None) -> SeededWeights:
     cache = SeededWeights(folder)
-    cache.load(name, seed, build)
+    cache.load(name, seed, build=build)
     assert cache.writer is not None
     cache.writer.join()
     return cache
@@ -102,20 +105,25 @@ def test_a_file_that_does_not_fit_is_built_again_and_replaced(tmp_path, damage):
 class _Custom(torch.nn.Module):
     """A non-persistent buffer, a frozen parameter, and optionally a tied weight or a plain tensor attribute."""
 
-    def __init__(self, tied: bool = False, attribute: bool = False) -> None:
+    def __init__(self, tied: bool = False, attribute: bool = False, listed: bool = False) -> None:
         super().__init__()
         self.first = torch.nn.Linear(4, 4)
         self.second = torch.nn.Linear(4, 4)
         self.second.bias.requires_grad_(False)
         self.register_buffer("table", torch.randn(3), persistent=False)
+        self.transposed = torch.nn.Parameter(torch.randn(3, 5).t())  # strides (1, 5): kept as the constructor made them
+        self.register_buffer("none_yet", torch.empty(0))  # empty tensors all sit at storage address 0
+        self.register_buffer("nor_here", torch.empty(0, 3))
         if tied:
             self.second.weight = self.first.weight
         if attribute:
             self.scale = torch.randn(2)
+        if listed:
+            self.scales = [torch.randn(2)]
 
 
 def _builder(**options):
-    def build(name, construct):
+    def build(name, construct, checkpoint):
         with construct():
             module = _Custom(**options)
         return LoadedModel(name=name, source="timm", module=module, input_size=(4,))
@@ -127,15 +135,16 @@ def _fresh_custom(seed: int, **options) -> torch.nn.Module:
     return _Custom(**options)
 
 
-def test_non_persistent_buffers_and_frozen_parameters_are_kept_as_built(tmp_path):
+def test_non_persistent_buffers_frozen_parameters_strides_and_empty_tensors_are_kept_as_built(tmp_path):
     kept_once(tmp_path, "custom", 11, _builder())
-    model = SeededWeights(tmp_path).load("custom", 11, _builder())
+    assert list(tmp_path.glob("*.safetensors"))
+    model = SeededWeights(tmp_path).load("custom", 11, build=_builder())
     assert_same(_fresh_custom(11), model.module)
 
 
 def test_a_plain_tensor_attribute_left_on_the_meta_device_makes_the_model_built_for_real(tmp_path):
     kept_once(tmp_path, "custom", 2, _builder(attribute=True))
-    model = SeededWeights(tmp_path).load("custom", 2, _builder(attribute=True))
+    model = SeededWeights(tmp_path).load("custom", 2, build=_builder(attribute=True))
     expected = _fresh_custom(2, attribute=True)
     assert not model.module.scale.is_meta
     assert torch.equal(model.module.scale, expected.scale)
@@ -144,7 +153,7 @@ def test_a_plain_tensor_attribute_left_on_the_meta_device_makes_the_model_built_
 
 def test_tied_weights_are_not_kept(tmp_path):
     cache = SeededWeights(tmp_path)
-    model = cache.load("custom", 4, _builder(tied=True))
+    model = cache.load("custom", 4, build=_builder(tied=True))
     assert cache.writer is None and not list(tmp_path.iterdir())
     assert model.module.second.weight is model.module.first.weight
 
@@ -154,15 +163,16 @@ def test_models_read_from_files_are_never_kept(tmp_path):
     folder.mkdir()
     calls = []
 
-    def build(name, construct):
+    def build(name, construct, checkpoint):
         calls.append(construct)
-        return _builder()(name, construct)
+        return _builder()(name, construct, checkpoint)
 
     cache = SeededWeights(tmp_path / "cache")
-    cache.load(str(folder), 1, build)
-    cache.load(str(folder), 1, build)
+    cache.load(str(folder), 1, build=build)
+    cache.load("custom", 1, tmp_path / "weights.safetensors", build)  # a checkpoint: its weights are the file's
+    cache.load(str(folder), 1, build=build)
     assert cache.writer is None and not (tmp_path / "cache").exists()
-    assert [c.__name__ for c in calls] == ["nullcontext", "nullcontext"]
+    assert [c.__name__ for c in calls] == ["nullcontext"] * 3
 
 
 def test_the_key_follows_the_seed_the_model_and_the_versions_that_build_it(monkeypatch):
@@ -224,3 +234,98 @@ def test_a_failed_write_removes_its_partial_file(tmp_path, monkeypatch):
     cache.load("test_resnet", 6)
     cache.writer.join()
     assert not list(tmp_path.iterdir())
+
+
+def test_a_tensor_in_a_list_attribute_left_on_the_meta_device_makes_the_model_built_for_real(tmp_path):
+    kept_once(tmp_path, "custom", 2, _builder(listed=True))
+    model = SeededWeights(tmp_path).load("custom", 2, build=_builder(listed=True))
+    assert torch.equal(model.module.scales[0], _fresh_custom(2, listed=True).scales[0])
+
+
+def test_a_file_that_fits_a_model_the_meta_device_cannot_build_is_not_written_again(tmp_path):
+    def refuses_meta(name, construct, checkpoint):
+        if construct is meta_device:
+            raise NotImplementedError("no meta kernel")
+        return _builder()(name, construct, checkpoint)
+
+    kept_once(tmp_path, "custom", 8, refuses_meta)
+    again = SeededWeights(tmp_path)
+    model = again.load("custom", 8, build=refuses_meta)
+    assert again.writer is None
+    assert_same(_fresh_custom(8), model.module)
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_damaged_generator_state_or_an_unreadable_folder_costs_a_build_not_the_study(tmp_path, monkeypatch):
+    cache = kept_once(tmp_path, "test_resnet", 12)
+    path = cache.path("test_resnet", 12)
+    stored = load_file(path)
+    stored[seeded_weights.GENERATOR_STATE] = torch.zeros(10, dtype=torch.uint8)
+    save_file(stored, path)
+    model = SeededWeights(tmp_path).load("test_resnet", 12)
+    module, state = fresh("test_resnet", 12)
+    assert_same(module, model.module)
+    real_is_file = Path.is_file
+
+    def unreadable(self):
+        if self.parent == tmp_path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_is_file(self)
+
+    monkeypatch.setattr(Path, "is_file", unreadable)
+    model = SeededWeights(tmp_path).load("test_resnet", 12)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert_same(module, model.module)
+
+
+def test_a_second_load_while_the_file_is_written_waits_for_it_and_writes_nothing(tmp_path, monkeypatch):
+    import threading
+
+    import safetensors.torch
+
+    release = threading.Event()
+    real = safetensors.torch.save_file
+
+    def slow(tensors, filename):
+        release.wait(10)
+        real(tensors, filename)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", slow)
+    first = SeededWeights(tmp_path)
+    first.load("test_resnet", 13)
+    threading.Timer(0.3, release.set).start()
+    second = SeededWeights(tmp_path)
+    model = second.load("test_resnet", 13)
+    assert release.is_set() and second.writer is None
+    assert_same(fresh("test_resnet", 13)[0], model.module)
+
+
+def test_a_partial_file_of_a_process_that_died_is_removed_by_the_next_write(tmp_path):
+    import subprocess
+    import sys
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True,
+                           text=True)
+    dead = tmp_path / f".{'0' * 64}.safetensors.{ended.stdout.strip()}.abc.tmp"
+    alive = tmp_path / f".{'1' * 64}.safetensors.{os.getpid()}.abc.tmp"
+    dead.write_bytes(b"partial")
+    alive.write_bytes(b"partial")
+    kept_once(tmp_path, "test_resnet", 14)
+    assert not dead.exists() and alive.exists()
+
+
+def test_the_key_follows_the_cpu_the_torch_build_and_the_model_code(monkeypatch):
+    key = seeded_weights.weights_key("test_resnet", 1)
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+        assert seeded_weights.weights_key("test_resnet", 1) != key
+    with monkeypatch.context() as patch:
+        patch.setattr(seeded_weights.platform, "machine", lambda: "aarch64")
+        assert seeded_weights.weights_key("test_resnet", 1) != key
+    with monkeypatch.context() as patch:
+        patch.setattr(torch.version, "git_version", "0" * 40)
+        assert seeded_weights.weights_key("test_resnet", 1) != key
+    with monkeypatch.context() as patch:
+        patch.setattr(torch, "get_default_dtype", lambda: torch.float64)
+        assert seeded_weights.weights_key("test_resnet", 1) != key
+    assert seeded_weights.weights_key("test_resnet", 1) == key
