@@ -134,6 +134,16 @@ def tone(judgement: str | None) -> Tone:
     return "good" if judgement == FASTER else ("bad" if judgement == SLOWER else "")
 
 
+def speed_factor(speedup: float) -> str:
+    """'1.23x faster', '1.08x slower' (speedup: baseline time / variant time): as many decimals as it takes, from two,
+    for the factor not to read 1.00 where the two differ (a judged 0.13 % is '1.001x slower', not '1.00x slower')."""
+    factor, direction = (speedup, "faster") if speedup >= 1 else (1 / speedup, "slower")
+    decimals = 2
+    while decimals < 6 and factor != 1 and f"{factor:.{decimals}f}" == f"{1:.{decimals}f}":
+        decimals += 1
+    return f"{factor:.{decimals}f}x {direction}"
+
+
 def speedup_words(comparison: Comparison) -> str | None:
     """'is 1.23x faster than fp16', 'is within noise of fp16 (0.99x)'; None where nothing was compared."""
     c = comparison
@@ -144,9 +154,7 @@ def speedup_words(comparison: Comparison) -> str | None:
         return f"is within noise of {name} ({c.speedup:.2f}x)"
     if c.judgement is None:
         return f"runs at {c.speedup:.2f}x of {name} (not judged: no timing spread stored)"
-    if c.speedup >= 1:
-        return f"is {c.speedup:.2f}x faster than {name}"
-    return f"is {1 / c.speedup:.2f}x slower than {name}"
+    return f"is {speed_factor(c.speedup)} than {name}"
 
 
 def batch_words(session: Session) -> str:

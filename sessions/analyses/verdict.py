@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from sessions.analyses import captions
-from sessions.analyses.comparison import Comparison, comparisons
+from sessions.analyses.comparison import Comparison, comparisons, speed_factor
 from sessions.analyses.groups import Rules, compare_groups
 from sessions.analyses.lowering import diagnose
 from sessions.analyses.noise import WITHIN
@@ -38,9 +38,7 @@ class Verdict:
         if self.judgement == WITHIN:
             return f"{self.variant} is within noise of {self.baseline} ({self.speedup:.2f}x; {self.statistic})"
         unjudged = "" if self.judgement is not None else " (not judged: no timing spread stored)"
-        if self.speedup >= 1:
-            return f"{self.variant} is {self.speedup:.2f}x faster than {self.baseline}{unjudged}"
-        return f"{self.variant} is {1 / self.speedup:.2f}x slower than {self.baseline}{unjudged}"
+        return f"{self.variant} is {speed_factor(self.speedup)} than {self.baseline}{unjudged}"
 
     def _group(self) -> str | None:
         if self.group is None or self.group_delta_ms is None or self.judgement == WITHIN:

@@ -153,3 +153,16 @@ def test_diff_warns_when_one_side_folded_batchnorm_into_its_convolutions(tmp_pat
         main(["diff", str(MAINJOB), str(path), "--format", "json"])
     warnings = json.loads(out.getvalue())["warnings"]
     assert any(w.startswith("fp16: BatchNorm") and "157 in B" in w for w in warnings)
+
+
+@pytest.mark.parametrize("speedup", [1.23, 0.81, 1 / 1.0013, 1.0004, 0.99996, 1.0])
+def test_a_speed_factor_never_reads_one_where_the_times_differ(speedup):
+    from sessions.analyses.comparison import speed_factor
+
+    words = speed_factor(speedup)
+    number, direction = re.fullmatch(r"(\d+\.\d+)x (faster|slower)", words).groups()
+    factor = speedup if speedup >= 1 else 1 / speedup
+    assert direction == ("faster" if speedup >= 1 else "slower")
+    assert abs(float(number) - factor) <= 0.5 * 10 ** -len(number.split(".")[1]) + 1e-12  # the factor, rounded
+    assert (float(number) == 1) == (speedup == 1)
+    assert len(number.split(".")[1]) == 2 or abs(factor - 1) < 0.005  # two decimals wherever two tell them apart
