@@ -1,7 +1,8 @@
 """A model's seeded random weights, kept in the cache folder after the first build.
 
 A study without a checkpoint builds its model right after `torch.manual_seed(seed)`: the random initialisation
-runs on the CPU, one generator, seconds for a large model (1.3 s of a 19 s senet154 study on the H200's host). For
+runs on the CPU, one generator, seconds for a large model (1.3 s of an 18 s senet154 study on the H200's host:
+`benchmarks/results/h200/mainjob-fast/machine-2/sampled.txt`). For
 the sources that build from the name alone (`builders.models.NAME_ONLY_SOURCES`) the result is a pure function of the
 model's name, the seed, the code that builds it and the CPU it runs on, so it is kept: a later study makes the model
 on the meta device (no memory, no initialisation), gives it the kept tensors, and sets torch's CPU generator to the
