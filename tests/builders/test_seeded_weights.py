@@ -36,7 +36,7 @@ def assert_same(expected: torch.nn.Module, got: torch.nn.Module) -> None:
         assert have[name].dtype == tensor.dtype and have[name].requires_grad == tensor.requires_grad, name
         assert torch.equal(have[name], tensor), name
         storage = have[name].untyped_storage()  # a storage of its own, aligned as a build's: CPU kernels choose their
-        # path by alignment (senet154 on the CPU: outputs 3e-8 apart with the weights views of one file buffer)
+        # path by alignment: weights that view one file buffer gave senet154 outputs a few ulp apart on the CPU)
         assert storage.nbytes() == tensor.untyped_storage().nbytes(), name
         assert storage.data_ptr() % 64 == tensor.untyped_storage().data_ptr() % 64, name
         assert have[name].stride() == tensor.stride(), name
