@@ -34,8 +34,9 @@ class Answer:
 
     @property
     def tone(self) -> str:
-        """good / bad / "" as every speed-up is coloured (within noise or not judged: no colour)."""
-        return tone(self.verdict.judgement)
+        """good / bad / "" as every speed-up is coloured (within noise, not judged, or no speed verdict: a simulated
+        variant timed on a CPU, no colour)."""
+        return "" if self.verdict.measured is not None else tone(self.verdict.judgement)
 
 
 def quantized_variants(session: Session) -> list[Variant]:

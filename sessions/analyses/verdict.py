@@ -3,6 +3,10 @@
 e.g. "fp8-all (simulated) is 2.35x slower than fp16; quantize / dequantize adds 4.98 of the 6.58 ms;
 layer1.*.conv2 split into 64 kernels in every variant". `show`, `export` and the TUI overview print it.
 Baselines, speed-ups and the noise judgement come from `sessions.analyses.comparison`.
+
+A simulated variant timed on a CPU gets no speed words: its time is fake quantization's on a CPU, which says
+nothing of FP8 kernels. Its line says so first (`CPU_NO_SPEED`) and then what the run did measure: the recipe,
+the numerics and the structure. Its `Verdict` still carries the speed-up and judgement for a caller that asks.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from sessions.analyses import captions
+from sessions.analyses.captions import SIMULATES
 from sessions.analyses.comparison import Comparison, comparisons, speed_factor
 from sessions.analyses.groups import Rules, compare_groups
 from sessions.analyses.lowering import diagnose
@@ -29,9 +34,12 @@ class Verdict:
     group_delta_ms: float | None
     latency_delta_ms: float
     splits: str | None
+    measured: str | None = None  # set for a simulated variant timed on a CPU: what the run measured, in place of speed
 
     @property
     def text(self) -> str:
+        if self.measured is not None:
+            return self.measured
         return "; ".join(part for part in (self._speed(), self._group(), self.splits) if part)
 
     def _speed(self) -> str:
@@ -61,7 +69,10 @@ def verdicts(session: Session, rules: Rules) -> list[Verdict]:
 
 
 def verdict_lines(session: Session, rules: Rules) -> list[str]:
-    return [v.text for v in verdicts(session, rules)]
+    """The verdicts' lines; those of simulated variants timed on a CPU first, so the first line says what a CPU
+    run can answer."""
+    found = verdicts(session, rules)
+    return [v.text for v in found if v.measured is not None] + [v.text for v in found if v.measured is None]
 
 
 def _verdict(session: Session, c: Comparison, rules: Rules) -> Verdict:
@@ -79,7 +90,40 @@ def _verdict(session: Session, c: Comparison, rules: Rules) -> Verdict:
         group_delta_ms=moved,
         latency_delta_ms=delta,
         splits=_splits(session, variant, baseline),
+        measured=cpu_measured(variant, baseline) if variant.simulated and variant.device == "cpu" else None,
     )
+
+
+CPU_NO_SPEED = "FP8 speed needs an FP8 GPU (compute capability 8.9 or later) or TensorRT files"
+
+
+def cpu_measured(variant: Variant, baseline: Variant) -> str:
+    """What a simulated variant timed on a CPU measured: `CPU_NO_SPEED`, then its recipe (layers quantized), its
+    numerics (agreement, KL, NaN/Inf on stress inputs) and its structure (layers simulating the format, records per
+    traced call against the baseline's); a part the session lacks is left out. No speed words."""
+    label = captions.variant_label(variant.name, variant.simulated)
+    parts = []
+    if variant.recipe is not None:
+        r = variant.recipe
+        parts.append(f"the recipe ({r.number_format} on {len(r.quantized)} of {len(r.quantized) + len(r.excluded)} "
+                     "layers)")
+    q = variant.quality
+    if q is not None:
+        stress = f", NaN/Inf on {q.stress_nonfinite} of {q.stress_inputs} stress inputs" if q.stress_inputs else ""
+        parts.append(f"the numerics (top-1 agreement {q.top1_agreement * 100:.1f} % with {q.reference} on {q.images} "
+                     f"images, mean KL {q.mean_kl:.2g}{stress})")
+    structure = []
+    simulating = sum(1 for layer in variant.layers if layer.attrs.get(SIMULATES))
+    if simulating:
+        structure.append(f"{simulating} layers simulate {variant.precision}")
+    if variant.trace is not None and baseline.trace is not None:
+        unit = variant.trace.unit
+        structure.append(f"{variant.trace.per_call:.0f} {unit}s per call, {baseline.name} {baseline.trace.per_call:.0f}")
+    if structure:
+        parts.append(f"the structure ({'; '.join(structure)})")
+    measured = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
+    tail = f"; this CPU run measured {measured}" if measured else "; this CPU run measured no FP8 figure"
+    return f"{label} ran on a CPU: {CPU_NO_SPEED}{tail}"
 
 
 def _moving_group(session: Session, variant: Variant, baseline: Variant, rules: Rules,

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from sessions.analyses.comparison import batch_words
 from sessions.analyses.groups import Rules
 from sessions.analyses.summary import summary_document
 from sessions.analyses.verdict import verdict_lines
 from sessions.documents.engines import engine_label, engine_options
-from sessions.documents.errors import InputError, InspectError
 from sessions.documents.model import Quality, Session
-from sessions.documents.paths import exports_dir
-from sessions.documents.storage import check_replaceable, write_atomically
+from sessions.documents.paths import ChosenPath, exports_dir
+from sessions.documents.storage import file_writer
 from sessions.reports import views
 from sessions.reports.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 
@@ -63,7 +62,11 @@ def stress_cell(quality: Quality) -> str:
 
 
 def groups_section(session: Session, rules: Rules) -> str:
-    return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role"))])
+    """The kernels per call by role group, then the layers that explain the counts and why (as `--format study`)."""
+    from sessions.reports.study_export import explaining_layers
+
+    return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role")),
+                         explaining_layers(session)])
 
 
 def known(value, words=None) -> str:
@@ -76,20 +79,58 @@ def known(value, words=None) -> str:
 
 
 def method_section(session: Session) -> str:
+    """The method as it ran on the session's device: the samples behind the variant table's medians, the CUDA
+    graph only where a GPU ran, and the source's own words for the timed region, layers and kernels made true
+    to the method (`method_words`)."""
     m = session.method
+    gpu = session.study.device != "cpu"
+    graph = f"CUDA graph {known(m.cuda_graph, {True: 'on', False: 'off'})}; " if gpu else ""
+    rounds = known(m.rounds, lambda n: counted(n, "round"))
+    iters = known(m.iters, lambda n: counted(n, "iteration"))
+    calls = traced_calls(session)
     lines = [
         "## Method",
-        f"- **Timed region:** {md_cell(m.timed_region)}.",
-        (f"- **Numbers:** timer {md_cell(m.timer)}; CUDA graph {known(m.cuda_graph, {True: 'on', False: 'off'})}; "
-         f"warm-up {known(m.warmup_s, lambda s: f'{s:g} s')}; {known(m.rounds)} rounds x {known(m.iters)} iterations"
+        f"- **Timed region:** {md_cell(method_words(m.timed_region, m.cuda_graph))}.",
+        (f"- **Numbers:** timer {md_cell(m.timer)}; {graph}"
+         f"warm-up {known(m.warmup_s, lambda s: f'{s:g} s')}; {rounds} x {iters}"
          f"{' interleaved across variants' if m.interleaved else ''}; "
          f"transfers {'included' if m.transfers_included else 'excluded'}; "
-         f"{'static' if m.static_inputs else 'changing'} inputs."),
-        f"- **Per-layer time:** {md_cell(m.per_layer)}.",
-        f"- **Kernels:** {md_cell(m.kernels)}.",
+         f"{'static' if m.static_inputs else 'changing'} inputs; the variant table's times are the median of every "
+         "sample of a variant (ms per call)."),
+        f"- **Per-layer time:** {md_cell(method_words(m.per_layer, m.cuda_graph, calls))}.",
+        f"- **Kernels:** {md_cell(method_words(m.kernels, m.cuda_graph, calls))}.",
         f"- **Batch / input:** {md_cell(batch_words(session))}, each input {md_cell(session.study.input_shape)}.",
     ]
     return "\n".join(lines)
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 round`, `5 rounds`: a count with its noun in the number it takes (an English plural by `s`)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+_COUNT_S = re.compile(r"\b(\d+) ((?:[a-z-]+ )?)([a-z]+)\(s\)")  # "7 eager call(s)"
+_ONE_PLURAL = re.compile(r"\b1 ((?:discarded |eager |traced )?)(inference|round|iteration|call|run|sample)s\b")
+_GRAPH_RUNS = re.compile(r"\(graph\) (runs|replays)")
+
+
+def method_words(text: str, cuda_graph: bool | None, traced_calls: int | None = None) -> str:
+    """A source's method words (`TimingMethod`'s text fields, written when the study ran) as they hold for this
+    method: counts in the number they take ("7 eager call(s)" -> "7 eager calls", "1 discarded inferences" ->
+    "1 discarded inference"; an uncounted "call(s)" by `traced_calls`, the calls each variant's trace holds), and
+    "the timed (graph) runs" as "the timed CUDA-graph replays" where a CUDA graph ran, "the timed runs" where none
+    did (the tracers write "(graph)" whichever ran)."""
+    text = _COUNT_S.sub(lambda m: f"{m.group(1)} {m.group(2)}{m.group(3)}{'' if m.group(1) == '1' else 's'}", text)
+    text = _ONE_PLURAL.sub(lambda m: f"1 {m.group(1)}{m.group(2)}", text)
+    if traced_calls is not None:
+        text = text.replace("call(s)", "call" if traced_calls == 1 else "calls")
+    return _GRAPH_RUNS.sub("CUDA-graph replays" if cuda_graph else "runs", text)
+
+
+def traced_calls(session: Session) -> int | None:
+    """How many calls every traced variant's trace holds, where they agree; None where none was traced or they differ."""
+    calls = {v.trace.calls for v in session.variants if v.trace is not None and v.trace.calls}
+    return calls.pop() if len(calls) == 1 else None
 
 
 def environment_section(session: Session) -> str:
@@ -127,13 +168,36 @@ def recipe_section(session: Session) -> str:
 
 
 def rerun_section(session: Session, path: str | None) -> str:
+    """The commands that repeat the study, with no machine's folders in them (`portable_argv`): the study's
+    command writing to the session's file name, then `rerun` of that file."""
     if session.study.plan is None:  # imported files: the import commands, from the folder they ran in
-        commands = [shell_line(v.command) for v in session.variants if v.command] or [shell_line(session.study.command)]
-        return "\n".join(["## Rerun", "Imported from files; the import commands:", md_fence(commands, "bash")])
-    lines = [shell_line(session.study.command)]
-    if path:
-        lines.append(f"{shell_line(['trt-inspect', 'rerun', path])}  # the same plan, then the diff against this session")
+        commands = [shell_line(portable_argv(v.command)) for v in session.variants if v.command] or [
+            shell_line(portable_argv(session.study.command))]
+        where = "Imported from files; the import commands, run in the folder that holds the files:"
+        return "\n".join(["## Rerun", where, md_fence(commands, "bash")])
+    name = PurePath(path).name if path else None
+    lines = [shell_line(portable_argv(session.study.command, name))]
+    if name:
+        lines.append(f"{shell_line(['trt-inspect', 'rerun', name])}  # the same plan, then the diff against this session")
     return "\n".join(["## Rerun", md_fence(lines, "bash")])
+
+
+_MACHINE_PATH = re.compile(r"^(/|~|\$\{?\w+\}?/)")  # an absolute path, the home folder, a folder by variable ($OUT/)
+_OUT_OPTIONS = ("--out", "-o", "--output")
+
+
+def portable_argv(argv: list[str], out_name: str | None = None) -> list[str]:
+    """`argv` as anyone can paste it: an argument that names a machine's folder (absolute, `~`, `$VAR/`; also after
+    `--option=`) keeps its file name only, and the value of `--out` becomes `out_name` where one is given."""
+    found: list[str] = []
+    for i, arg in enumerate(argv):
+        option, eq, value = arg.partition("=") if arg.startswith("--") and "=" in arg else ("", "", arg)
+        if out_name is not None and ((eq and option in _OUT_OPTIONS) or (i and argv[i - 1] in _OUT_OPTIONS)):
+            value = out_name
+        elif _MACHINE_PATH.match(value):
+            value = PurePath(value).name or value
+        found.append(f"{option}={value}" if eq else value)
+    return found
 
 
 def shell_line(argv: list[str]) -> str:
@@ -177,18 +241,6 @@ def export_json(session: Session, path: str | None, rules: Rules) -> dict:
     return {**summary_document(session, path), "verdicts": verdict_lines(session, rules)}
 
 
-def write_export(target: Path, text: str, force: bool) -> None:
-    """Write atomically (temporary file, then rename) under the rules of `sessions.documents.storage.check_replaceable`: never
-    over a folder, a link, a device or a FIFO; over a file only with `force`, keeping its mode."""
-    check_replaceable(target, "export", force)
-    if not target.parent.is_dir():
-        raise InputError(f"cannot write {target}: no folder {target.parent}")
-    try:
-        write_atomically(target, text.encode(), "export")
-    except InspectError as exc:  # a full disk, a read-only folder: the target given is unusable (exit 2)
-        raise InputError(exc.message) from None
-
-
 def export_file_name(*parts: str) -> str:
     """A Markdown file name from a screen's words, e.g. `senet154-groups-fp8-all-against-fp16-by-role.md`:
     ASCII letters, digits, `.`, `_` and `-` only, at most 100 characters before `.md`."""
@@ -197,22 +249,7 @@ def export_file_name(*parts: str) -> str:
 
 
 def write_new_markdown(text: str, *parts: str) -> Path:
-    """`text` in a new file under `exports_dir()` named from `parts`; `-2`, `-3` ... where one exists, never over it."""
-    folder = exports_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        target = free_name(folder / export_file_name(*parts))
-        with target.open("x") as out:  # "x": never over a file that appeared since
-            out.write(text)
-    except OSError as exc:
-        raise InspectError(f"cannot write {folder}: {exc.strerror or exc}") from None
-    return target
-
-
-def free_name(target: Path) -> Path:
-    """`target`, or `name-2.md`, `name-3.md`, ... : the first that does not exist (the TUI never overwrites)."""
-    candidate, n = target, 1
-    while candidate.exists():
-        n += 1
-        candidate = target.with_name(f"{target.stem}-{n}{target.suffix}")
-    return candidate
+    """`text` in a new file under `exports_dir()` named from `parts`; `-2`, `-3` ... where one exists, never over it
+    (`sessions.documents.storage.file_writer` with a name trt-inspect chose)."""
+    with file_writer(ChosenPath(exports_dir() / export_file_name(*parts)), "export", force=False) as writer:
+        return writer.write(text.encode())

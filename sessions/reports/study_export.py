@@ -23,7 +23,7 @@ from sessions.documents.engines import engine_label, engine_options, ran_tensorr
 from sessions.documents.errors import InspectError
 from sessions.documents.model import Quality, Session, Variant
 from sessions.reports import views
-from sessions.reports.export import known, shell_line, stress_cell
+from sessions.reports.export import counted, known, shell_line, stress_cell
 from sessions.reports.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 COMPUTE_OPS = ("conv", "linear", "matmul")
@@ -211,7 +211,7 @@ def results_section(rows: list[Row], axes: list[str]) -> str:
         if len({r.axes[axis] for r in rows}) > 1:
             parts += [f"x by {axis}:", axis_table(rows, axis)]
     unstable = [f"{r.job.gpu()} b{r.job.session.study.batch} {v.name}" for r in rows for v in (r.fp16, r.fp8)
-                if v.latency is not None and v.latency.cov > 0.025]
+                if v.latency is not None and (v.latency.cov or 0.0) > 0.025]
     if unstable:
         parts.append(md_text(f"CoV above 2.5 % for {', '.join(dict.fromkeys(unstable))}: differences that small are noise."))
     return "\n\n".join(parts)
@@ -302,10 +302,11 @@ def explaining_layers(session: Session, top: int = 5) -> str:
         mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
         reasons = md_cell(", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items()))
         examples = "; ".join(
-            f"{md_code(f.layer)} {f.kernels_per_call:.0f} kernels" + (f" ({f.groups} groups)" if f.groups else "")
+            f"{md_code(f.layer)} {counted(round(f.kernels_per_call), 'kernel')}"
+            + (f" ({counted(f.groups, 'group')})" if f.groups else "")
             + (f", {md_cell(base)} {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
             for f in mine[:top])
-        lines.append(f"- {md_cell(variant)}: {len(mine)} layers flagged ({reasons}); {examples}")
+        lines.append(f"- {md_cell(variant)}: {counted(len(mine), 'layer')} flagged ({reasons}); {examples}")
     return "Layers that explain the count:\n" + "\n".join(lines)
 
 
@@ -380,7 +381,7 @@ def revisit_section(jobs: list[Job], rows: list[Row], rules: Rules) -> str:
                      f"({len(split)} layers split here, e.g. {md_code(split[0])}); measure the baseline again first: it "
                      "gets faster too")
     costs = [v for job in jobs for v in verdicts(job.session, rules) if v.speedup < 1 and v.group and v.group_delta_ms
-             and v.variant in {captions.variant_label(f.name, f.simulated) for f in fp8}]
+             and v.measured is None and v.variant in {captions.variant_label(f.name, f.simulated) for f in fp8}]
     if costs:
         worst = max(costs, key=lambda v: v.group_delta_ms or 0.0)
         items.append(f"when {md_cell(worst.group)} gets cheaper: it adds {worst.group_delta_ms:.2f} ms per call to "

@@ -148,7 +148,7 @@ def test_the_method_states_the_inferences_the_times_file_holds(name, stem):
     result = new_session(imported, [])
     result.variants.append(imported.variant)
     text = export_markdown(result, RULES, ["method", "environment"])
-    assert f"1 rounds x {len(samples)} iterations" in text
+    assert f"1 round x {len(samples)} iterations" in text  # the count in the number it takes
     assert imported.variant.latency.median_ms == pytest.approx(statistics.median(r["computeMs"] for r in samples))
     clock = json.loads((base / f"{stem}.profile.metadata.json").read_text())["device_information"]["Application Compute Clock Rate"]
     assert f"SM {round(float(clock.split()[0]) * 1000)} MHz" in text
