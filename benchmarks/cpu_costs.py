@@ -23,8 +23,8 @@ def best(step, repeats: int) -> float:
 
 
 def main(model_name: str) -> None:
-    from builders.models import load_model
-    from builders.variant_modules import bake_fp8_weights, folded_reference, variant_module
+    from builders.models.catalog import load_model
+    from builders.pytorch.variant_modules import bake_fp8_weights, folded_reference, variant_module
     from inspector.cpu_defaults import bf16_ratio
     from sessions.documents.plan import VariantPlan
 
@@ -51,7 +51,7 @@ def main(model_name: str) -> None:
     print(f"fp32 forward {fp32:.3f} s; BatchNorm folded ({folded}) {folded_fp32:.3f} s; "
           f"structure and fold {structure:.2f} s = {structure / fp32:.2f} forwards")
     started = time.perf_counter()
-    from builders.variant_modules import _modelopt
+    from builders.pytorch.variant_modules import _modelopt
 
     _modelopt()
     print(f"ModelOpt import {time.perf_counter() - started:.2f} s")

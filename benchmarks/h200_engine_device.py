@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from builders.engine_device import CudaDevice
+from builders.tensorrt.device import CudaDevice
 from profilers.timing import EventClock
 from sessions.documents.errors import InspectError
 

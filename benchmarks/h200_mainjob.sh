@@ -23,5 +23,5 @@ for path in sys.argv[1:]:
               f"p99/median {l.p99_ms/l.median_ms:.3f}, max/median {l.max_ms/l.median_ms:.3f}; round medians {rounds}")
 PY
 # which libraries ModelOpt's import brought in, and what it cost, in a process like the CLI's
-python3 -X importtime -c "import torch, timm; from builders.variant_modules import _modelopt; _modelopt(); import sys; print('after ModelOpt:', sorted(n for n in ('transformers', 'peft', 'diffusers', 'torch_geometric', 'triton') if n in sys.modules))" 2> "$OUT/modelopt-importtime.txt" | tee -a "$OUT/mainjob-stats.txt"
+python3 -X importtime -c "import torch, timm; from builders.pytorch.variant_modules import _modelopt; _modelopt(); import sys; print('after ModelOpt:', sorted(n for n in ('transformers', 'peft', 'diffusers', 'torch_geometric', 'triton') if n in sys.modules))" 2> "$OUT/modelopt-importtime.txt" | tee -a "$OUT/mainjob-stats.txt"
 sort -t'|' -k2 -n -r "$OUT/modelopt-importtime.txt" | head -12 | tee -a "$OUT/mainjob-stats.txt"

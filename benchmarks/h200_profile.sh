@@ -18,4 +18,4 @@ echo "bytecode after two runs: $(find /tmp/pycache -name "*.pyc" | wc -l)" | tee
 /tmp/spy/bin/py-spy record --idle --threads --rate 100 --format raw -o /tmp/warm-spy.txt -- \
   python3 -m inspector senet154 --out "$OUT/spy.json" >>"$OUT/profile-log.txt" 2>&1 || echo "py-spy failed: rc=$?" | tee -a "$OUT/profile-log.txt"
 gzip -c /tmp/warm-spy.txt > "$OUT/warm-spy.txt.gz"
-python3 -X importtime -c "import inspector.cli, builders.torch_backend, profilers.kernel_trace, timm; import modelopt.torch.quantization" 2> "$OUT/importtime.txt"
+python3 -X importtime -c "import inspector.cli, builders.pytorch.torch_backend, profilers.kernel_trace, timm; import modelopt.torch.quantization" 2> "$OUT/importtime.txt"

@@ -11,8 +11,8 @@ import importlib
 import sys
 from pathlib import Path
 
-MAIN_JOB_MODULES = ("inspector.study", "inspector.commands.run", "builders.cudnn_backend", "builders.torch_backend",
-                    "builders.fp8_quantize", "builders.plan_compiler", "profilers.kernel_trace", "profilers.timing",
+MAIN_JOB_MODULES = ("inspector.study", "inspector.commands.run", "builders.engine.cudnn_backend", "builders.pytorch.torch_backend",
+                    "builders.fp8.quantize", "builders.engine.compiler", "profilers.kernel_trace", "profilers.timing",
                     "timm", "modelopt.torch.quantization", "nvidia")
 
 

@@ -1,6 +1,6 @@
 """What building a model on the meta device costs, with PyTorch's meta device alone and with
-`builders.meta_build.meta_device` (in-place value ops skipped, batch norm shaped like its input), and the structure
-pass on each: the figures `builders/meta_build.py` states. Best of three, in seconds, on this machine's CPU.
+`builders.models.meta_build.meta_device` (in-place value ops skipped, batch norm shaped like its input), and the structure
+pass on each: the figures `builders/models/meta_build.py` states. Best of three, in seconds, on this machine's CPU.
 
     python benchmarks/meta_build_cost.py [MODEL]    (senet154 by default)
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import torch
 
-from builders import model_structure as structures
-from builders.meta_build import meta_device
-from builders.models import load_model
+from builders.models import structure as structures
+from builders.models.catalog import load_model
+from builders.models.meta_build import meta_device
 
 
 def best_of_three(work: Callable[[], object]) -> float:

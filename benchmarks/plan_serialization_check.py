@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from builders.engine_kernels import (
+from builders.engine.kernels import (
     TENSOR_UIDS,
     ConvSignature,
     define_graph,
@@ -28,7 +28,7 @@ from builders.engine_kernels import (
     scratch_tensors,
     time_execution,
 )
-from builders.fp8_kernels import import_cudnn
+from builders.engine.probe_kernels import import_cudnn
 
 SIGNATURES = [
     ConvSignature("fp8", (1, 256, 56, 56), 256, (3, 3), (1, 1), (1, 1), (1, 1), 64, ("relu",), True),

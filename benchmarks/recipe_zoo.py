@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from builders.fp8_recipes import check_selections, recipe_names, select
-from builders.model_structure import ModelStructure, model_structure
+from builders.models.structure import ModelStructure, model_structure
+from builders.recipes.fp8 import check_selections, recipe_names, select
 from sessions.documents.errors import InputError
 
 # family -> (model, checked in CI)
@@ -81,7 +81,7 @@ def load_meta(model_name: str):
     """The model on the meta device, as the study loads it, and its input size."""
     import torch
 
-    from builders.models import load_model
+    from builders.models.catalog import load_model
 
     with torch.device("meta"):
         model = load_model(model_name)

@@ -3,7 +3,8 @@
 A backend turns a plan's model and one variant into an `Engine` that can run, be timed, be traced,
 report per-layer times where it has them, and describe itself. Optional abilities are declared in
 `Capabilities`, never probed: the study reads the flags, and an engine without an ability raises
-`NotImplementedError` if asked anyway. A new backend is one module, `builders/<name>_backend.py`, with one registered class of that name.
+`NotImplementedError` if asked anyway. A new backend is one module, `builders/<room>/<name>_backend.py`, with one
+registered class of that name.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class BackendContext:
     """What every backend is built from: the plan, the loaded model and the study's inputs."""
 
     plan: StudyPlan
-    model: Any  # builders.models.LoadedModel
+    model: Any  # builders.models.catalog.LoadedModel
     static_input: Any  # the timed and traced batch
     report: Callable[[str, int, int], None] = field(default=lambda phase, step, steps: None)
 
@@ -154,15 +155,16 @@ class Backend(ABC):
         return self.label
 
 
-BACKEND_MODULE_SUFFIX = "_backend"  # builders/<name>_backend.py holds the backend called <name>
+BACKEND_MODULE_SUFFIX = "_backend"  # builders/<room>/<name>_backend.py holds the backend called <name>
 
 
 def builtin_backends() -> dict[str, str]:
-    """{name: module} of the backends shipped in this package, found by file name, not imported:
+    """{name: module} of the backends shipped in this package, found by file name in its rooms, not imported:
     importing torch or TensorRT is slow, so a backend module is loaded when it is first asked for."""
     here = Path(__file__).parent
-    return {path.stem.removesuffix(BACKEND_MODULE_SUFFIX): f"{__package__}.{path.stem}"
-            for path in sorted(here.glob(f"*{BACKEND_MODULE_SUFFIX}.py"))}
+    return {path.stem.removesuffix(BACKEND_MODULE_SUFFIX):
+            ".".join((__package__ or "builders", *path.relative_to(here).with_suffix("").parts))
+            for path in sorted(here.glob(f"*/*{BACKEND_MODULE_SUFFIX}.py"))}
 
 
 _registered: dict[str, type[Backend]] = {}

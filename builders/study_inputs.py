@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builders.model_info import ModelInfo
+from builders.models.info import ModelInfo
 from sessions.documents.errors import InputError
 from sessions.documents.plan import StudyPlan
 
@@ -64,9 +64,9 @@ def keep_model(plan: StudyPlan, model: Any) -> None:
 
 
 def build_model(model: str, checkpoint: str | None, seed: int) -> Any:
-    """builders.models.load_model right after torch.manual_seed(seed): the checkpoint's weights, else seeded random
-    weights (kept between studies by builders.seeded_weights); torch's CPU generator is left as that leaves it."""
-    from builders.seeded_weights import SeededWeights
+    """builders.models.catalog.load_model right after torch.manual_seed(seed): the checkpoint's weights, else seeded random
+    weights (kept between studies by builders.models.seeded_weights); torch's CPU generator is left as that leaves it."""
+    from builders.models.seeded_weights import SeededWeights
 
     return SeededWeights().load(model, seed, Path(checkpoint) if checkpoint else None)
 

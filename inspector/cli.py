@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from inspector import process
+from inspector import process, torch_stack
 from inspector.commands import (
     diff,
     export,
@@ -35,6 +35,7 @@ from sessions.documents.errors import ExitCode, InspectError
 COMMAND_MODULES = (run_command, open_session, show, groups, list_sessions, import_files, diff, export, rerun, onnx, probe,
                    sweep, merge)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {module.NAME: module.run for module in COMMAND_MODULES}
+MODEL_COMMANDS = frozenset(module.NAME for module in COMMAND_MODULES if getattr(module, "BUILDS_MODELS", False))
 
 __all__ = ["COMMANDS", "build_parser", "main", "run", "study_request"]
 
@@ -114,6 +115,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
             args = parser.parse_args(["run", *argv])
             process.show_library_warnings(args.verbose)
+            torch_stack.check()
             return open_tui(request=study_request(args, ["trt-inspect", *argv]), force=args.force)
         except InspectError as exc:
             err(f"error: {exc.message}")
@@ -131,6 +133,8 @@ def _main(argv: Sequence[str] | None) -> int:
     args.argv = ["trt-inspect", *argv]
     process.show_library_warnings(args.verbose)
     try:
+        if args.command in MODEL_COMMANDS:
+            torch_stack.check()
         return COMMANDS[args.command](args)
     except InspectError as exc:
         err(f"error: {exc.message or type(exc).__name__}")

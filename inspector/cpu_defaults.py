@@ -98,7 +98,7 @@ def measure_machine(plan: StudyPlan) -> Machine:
         batch = torch.randn(plan.batch, *model.input_size)
         forward_s = single_s if plan.batch == len(single) else _best(lambda: module(batch), 1)
     if any(v.precision == "fp8" for v in plan.variants):
-        from builders.variant_modules import prepare_fp8
+        from builders.pytorch.variant_modules import prepare_fp8
 
         prepare_fp8()
     return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, bf16_ratio())

@@ -114,7 +114,7 @@ def validate_plan(plan: StudyPlan) -> None:
 
 def check_variant(variant: VariantPlan) -> None:
     """A base precision without a recipe, or FP8 with a known recipe."""
-    from builders.fp8_recipes import get_recipe
+    from builders.recipes.fp8 import get_recipe
 
     if variant.backend is not None:
         check_choice(option("backend"), variant.backend)

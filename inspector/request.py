@@ -46,7 +46,7 @@ class StudyRequest(GivenOptions, AskedOptions):
     def validate(self) -> None:
         """Every option against the spec (types, ranges, registered backend and tracer), the variants and
         recipes named, and a raw-trace folder that is not a file; InputError (one line) otherwise."""
-        from builders.fp8_recipes import get_recipe
+        from builders.recipes.fp8 import get_recipe
         from inspector.options import validate_request_values
 
         validate_request_values({name: getattr(self, name) for name in self.__dataclass_fields__ if name != "command"})

@@ -10,7 +10,7 @@ import importlib.util
 from typing import Any
 
 from builders.backend import auto_backends, backend_class
-from builders.fp8_recipes import preflight
+from builders.recipes.fp8 import preflight
 from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
 from profilers.tracers import get_tracer, tracer_names
 from sessions.documents.errors import MissingEnvironment

@@ -10,12 +10,12 @@ from typing import Any, cast
 
 import torch
 
-from builders.cudnn_engine import CudnnEngine
-from builders.engine_build import _frees, _torch_runner, constants
-from builders.engine_graph import TracedModel
-from builders.engine_kernels import Fp8Linear
-from builders.engine_lowering import Program
-from builders.fp8_kernels import quantize
+from builders.engine.build import _frees, _torch_runner, constants
+from builders.engine.graph import TracedModel
+from builders.engine.kernels import Fp8Linear
+from builders.engine.lowering import Program
+from builders.engine.probe_kernels import quantize
+from builders.engine.runtime import CudnnEngine
 
 STAND_IN_ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "swish": torch.nn.functional.silu,
                         "gelu": torch.nn.functional.gelu}
@@ -41,7 +41,7 @@ class StandInConvGraph:
 
 def stand_in_engine(program: Program, traced: TracedModel, static_input: torch.Tensor,
                     scales: dict[str, tuple[float, torch.Tensor]] | None = None) -> CudnnEngine:
-    """The engine for `program` on the CPU in fp32, each step run by its stand-in; with `scales` (builders.fp8_twin's
+    """The engine for `program` on the CPU in fp32, each step run by its stand-in; with `scales` (builders.engine.twin's
     scales_of) in fp16, FP8 GEMMs and quantize layers real."""
     nodes = {node.name: node for node in traced.module.graph.nodes}
     alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}

@@ -7,7 +7,7 @@ import contextlib
 import numpy as np
 
 from builders.backend import Backend, BuildResult, Capabilities, Engine, TimingStep, register_backend
-from builders.model_info import ModelInfo
+from builders.models.info import ModelInfo
 from builders.study_inputs import StudyInputs
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from profilers.tracers import Tracer, register_tracer

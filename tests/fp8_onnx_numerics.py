@@ -53,7 +53,7 @@ class Row:
 
 def fp8_module(model, calibration: torch.Tensor, recipe: str) -> tuple[torch.nn.Module, torch.nn.Module, str]:
     """The fp32 reference and the FP8 fp16 module, as `trt-inspect onnx` builds them."""
-    from builders.variant_modules import variant_module
+    from builders.pytorch.variant_modules import variant_module
     from sessions.documents.plan import VariantPlan
 
     reference = model.module.float().eval()
@@ -85,8 +85,8 @@ def check(name: str, folder: Path, layers: bool = False, optimized: bool = False
           noise_floor: bool = False) -> Row:
     import onnx
 
-    from builders.onnx_export import export
     from builders.study_inputs import load_study_inputs
+    from builders.tensorrt.onnx_export import export
     from sessions.documents.plan import StudyPlan, TimingPlan, VariantPlan
 
     start = time.perf_counter()

@@ -1,6 +1,6 @@
 """An independent reading of a model's stem, stages, head and layer roles, for the zoo test.
 
-It implements the contract that builders/model_trunk.py and builders/model_structure.py document, with
+It implements the contract that builders/models/trunk.py and builders/models/structure.py document, with
 other evidence and none of their code: the autograd graph of one forward pass (meta tensors that require
 grad) instead of a torch-function mode, module outputs instead of function outputs for global pooling,
 and autograd sequence numbers to tell which graph nodes a module made.

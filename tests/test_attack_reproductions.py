@@ -341,9 +341,9 @@ def test_a_sweep_name_that_is_a_path_is_refused(tmp_path, capsys):
 # Defect 16: messages that say what is wrong, and stderr that holds only our lines.
 
 def test_an_unknown_recipe_in_variants_is_refused_before_the_model_is_built(monkeypatch, capsys):
-    import builders.models
+    import builders.models.catalog
 
-    monkeypatch.setattr(builders.models, "load_model", lambda *a, **k: pytest.fail("the model was built"))
+    monkeypatch.setattr(builders.models.catalog, "load_model", lambda *a, **k: pytest.fail("the model was built"))
     assert run_small("resnet18", "--variants", "fp32,fp8-bogus") == 2
     line = one_error_line(capsys)
     assert "unknown FP8 recipe 'bogus'; known: all, no-se" in line
@@ -527,7 +527,7 @@ def test_a_fractional_stored_round_an_endless_file_and_an_endless_warmup_are_one
 def test_a_hugging_face_folder_builds_on_the_meta_device_for_the_recipe_preflight(tmp_path):
     import torch
 
-    from builders.models import load_model
+    from builders.models.catalog import load_model
 
     tiny_segformer(tmp_path / "model")  # transformers refuses from_pretrained there: the structure needs no weights
     with torch.device("meta"):

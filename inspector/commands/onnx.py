@@ -12,6 +12,7 @@ from sessions.documents.errors import ExitCode
 from sessions.documents.options import ONNX
 
 NAME = "onnx"
+BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
 
 
 def add_parser(sub: Any) -> None:
@@ -22,8 +23,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from builders.onnx_files import write_onnx_files
     from builders.study_inputs import InputChoice, load_inputs
+    from builders.tensorrt.onnx_files import write_onnx_files
     from inspector.options import check_variant, validate_request_values
     from sessions.documents.plan import parse_variants
     from sessions.reports.tables import render_text

@@ -12,6 +12,7 @@ from sessions.documents.options import PROBE
 from sessions.reports.tables import terminal_text
 
 NAME = "probe"
+BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
 
 
 def add_parser(sub: Any) -> None:

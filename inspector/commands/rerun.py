@@ -10,6 +10,7 @@ from inspector.commands.output import rules, run_headless
 from sessions.documents.errors import InputError
 
 NAME = "rerun"
+BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
 
 
 def add_parser(sub: Any) -> None:

@@ -11,6 +11,7 @@ from inspector.options import add_arguments
 from sessions.documents.options import RUN
 
 NAME = "run"
+BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
 
 
 def add_parser(sub: Any) -> None:

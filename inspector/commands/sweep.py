@@ -10,6 +10,7 @@ from inspector.commands.output import err, print_json
 from sessions.documents.errors import ExitCode, InputError
 
 NAME = "sweep"
+BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
 
 
 def add_parser(sub: Any) -> None:

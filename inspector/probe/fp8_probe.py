@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from builders.layer_spec import LayerSpec, group_by_spec, spec_of
+from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.probe.probe_session import (
     STEPS,
     ProbedLayer,
@@ -87,7 +87,7 @@ def require_fp8_environment():
     problem = fp8_environment_problem(available, capability, torch.cuda.get_device_name() if available else "")
     if problem:
         raise MissingEnvironment(problem)
-    from builders.fp8_kernels import import_cudnn
+    from builders.engine.probe_kernels import import_cudnn
 
     return import_cudnn()
 
@@ -264,7 +264,7 @@ def _fp8_run(name: str, x16, inverse, op, prepared, quantizer) -> list[tuple[str
 
 def probe_layers(captured: list[CapturedLayer], plan, cudnn, report: Report) -> tuple[list[ProbedLayer], dict, list[LayerRun], str]:
     """FP8 kernel choice, numerics and timing per spec; what the trace runs per layer."""
-    from builders.fp8_kernels import make_quantizer
+    from builders.engine.probe_kernels import make_quantizer
 
     quantizer = make_quantizer()
     handle = cudnn.create_handle()
@@ -286,7 +286,7 @@ def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, quantizer,
     no FP8 kernel ran."""
     import torch
 
-    from builders.fp8_kernels import choose, scale_from_amax
+    from builders.engine.probe_kernels import choose, scale_from_amax
 
     rep = next((m for m in members if bool(m.x16.any())), members[0])
     x_timed = rep.x16 if bool(rep.x16.any()) else torch.randn_like(rep.x16)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from builders.layer_spec import LayerSpec
+from builders.models.layer_spec import LayerSpec
 from profilers.attribution import LayerIndex, TraceRecords, summarize
 from profilers.stats import latency_stats
 from sessions.documents.model import Layer, Tensor, Variant

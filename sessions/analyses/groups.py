@@ -332,7 +332,7 @@ def role_of(layer: Layer, rules: Rules) -> str:
 
 
 def stage_of(layer: Layer, rules: Rules) -> str:
-    """The stage the model's structure gave the layer (stem, stage N, head: `builders.model_trunk`, stored in
+    """The stage the model's structure gave the layer (stem, stage N, head: `builders.models.trunk`, stored in
     `attrs["stage"]`), else the stage its node path names (`layer2`, `conv3`, `features.4`), else `other`."""
     stage = layer.attrs.get("stage")
     if isinstance(stage, str) and stage:

@@ -25,7 +25,7 @@ class VariantPlan:
     """One variant: a base precision, or FP8 with a recipe and exclusion patterns."""
 
     precision: Precision  # fp32 | fp16 | bf16 | fp8
-    recipe: str | None = None  # FP8 recipe name (builders.fp8_recipes)
+    recipe: str | None = None  # FP8 recipe name (builders.recipes.fp8)
     exclude: tuple[str, ...] = ()
     backend: str | None = None  # the backend that builds this variant; None: the plan's
 

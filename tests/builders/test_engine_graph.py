@@ -1,12 +1,12 @@
-"""The engine's graph capture (builders.engine_graph, builders.shaped_tracer) on small models: shapes read while
+"""The engine's graph capture (builders.engine.graph, builders.engine.shaped_tracer) on small models: shapes read while
 tracing are values, and a module whose forward branches on tensor data runs as one PyTorch call, with the reason."""
 
 from __future__ import annotations
 
 import torch
 
-from builders.engine_graph import trace
-from builders.engine_lowering import lower
+from builders.engine.graph import trace
+from builders.engine.lowering import lower
 from tests.engine_stand_in import stand_in_engine
 
 

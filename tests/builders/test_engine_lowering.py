@@ -10,12 +10,12 @@ import copy
 import pytest
 import torch
 
-from builders.engine_build import _layer, static_refusals, unexplained_fp16
-from builders.engine_graph import trace
-from builders.engine_lowering import QUANTIZE_SUFFIX, Program, Step, lower
-from builders.fp8_recipes import select
-from builders.model_structure import model_structure
-from builders.variant_modules import fold_batchnorm
+from builders.engine.build import _layer, static_refusals, unexplained_fp16
+from builders.engine.graph import trace
+from builders.engine.lowering import QUANTIZE_SUFFIX, Program, Step, lower
+from builders.models.structure import model_structure
+from builders.pytorch.variant_modules import fold_batchnorm
+from builders.recipes.fp8 import select
 from tests.engine_stand_in import stand_in_engine
 
 timm = pytest.importorskip("timm")

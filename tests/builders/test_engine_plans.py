@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from builders import plan_compiler
-from builders.engine_kernels import NOT_SERIALIZED, answer_covers
-from builders.engine_plans import PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
-from builders.plan_compiler import CompileJobs, PlanCompiler, worker_count
+from builders.engine import compiler as plan_compiler
+from builders.engine.compiler import CompileJobs, PlanCompiler, worker_count
+from builders.engine.kernels import NOT_SERIALIZED, answer_covers
+from builders.engine.plans import PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
 from sessions.documents.storage import decode, read_regular_file
 from tests.conftest import ROOT
 
@@ -209,7 +209,7 @@ def test_a_workers_answer_is_used_only_where_it_covers_every_plan_to_try(plans, 
 
 WORKER_LIFE = """
 import os, signal, sys, time
-from builders.plan_compiler import _new_pool
+from builders.engine.compiler import _new_pool
 
 pool = _new_pool(1)
 pid = pool.submit(os.getpid).result()

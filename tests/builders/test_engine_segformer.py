@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-from builders.engine_build import static_refusals, unexplained_fp16
-from builders.engine_graph import TracedModel, trace
-from builders.engine_lowering import QUANTIZE_SUFFIX, Program, lower
-from builders.fp8_recipes import select
-from builders.model_structure import model_structure
+from builders.engine.build import static_refusals, unexplained_fp16
+from builders.engine.graph import TracedModel, trace
+from builders.engine.lowering import QUANTIZE_SUFFIX, Program, lower
+from builders.models.structure import model_structure
+from builders.recipes.fp8 import select
 from tests.engine_stand_in import stand_in_engine
 
 pytest.importorskip("transformers")
@@ -46,7 +46,7 @@ Lowered = tuple[torch.nn.Module, torch.Tensor, set[str], TracedModel, Program]
 
 @pytest.fixture(scope="module")
 def segformer() -> Lowered:
-    from builders.models import load_model
+    from builders.models.catalog import load_model
 
     torch.manual_seed(0)
     model = load_model(f"hf:segformer-b0-{INPUT[-1]}").module
@@ -109,9 +109,9 @@ def test_real_fp8_gemms_follow_the_simulated_variant_closer_than_fp16_does() -> 
     pytest.importorskip("modelopt")
     import copy
 
-    from builders.fp8_twin import scales_of
-    from builders.models import load_model
-    from builders.variant_modules import variant_module
+    from builders.engine.twin import scales_of
+    from builders.models.catalog import load_model
+    from builders.pytorch.variant_modules import variant_module
     from sessions.documents.plan import VariantPlan
 
     torch.manual_seed(0)

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from builders.backend import BackendContext
-from builders.torch_backend import TorchBackend
-from builders.variant_modules import study_folds_batchnorm, variant_module
+from builders.pytorch.torch_backend import TorchBackend
+from builders.pytorch.variant_modules import study_folds_batchnorm, variant_module
 from sessions.analyses import captions
 from sessions.analyses.summary import summarize_session
 from sessions.documents.model import Layer, Recipe, Session, Study, Variant

@@ -13,20 +13,20 @@ import sys
 import pytest
 import torch
 
-from builders.fp8_format import E4M3_MAX
-from builders.fp8_kernels import agrees_with_eager, quantize, same_values
+from builders.engine.probe_kernels import agrees_with_eager, quantize, same_values
+from builders.fp8.format import E4M3_MAX
 
 pytest.importorskip("triton")
 
 
 @pytest.fixture
 def interpreted(monkeypatch):
-    """builders.fp8_quantize with its kernel run by Triton's interpreter; the compiled module is restored after."""
+    """builders.fp8.quantize with its kernel run by Triton's interpreter; the compiled module is restored after."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    sys.modules.pop("builders.fp8_quantize", None)
-    module = importlib.import_module("builders.fp8_quantize")
+    sys.modules.pop("builders.fp8.quantize", None)
+    module = importlib.import_module("builders.fp8.quantize")
     yield module
-    sys.modules.pop("builders.fp8_quantize", None)
+    sys.modules.pop("builders.fp8.quantize", None)
 
 
 def _exact_inputs(shape: tuple[int, ...]) -> torch.Tensor:
@@ -135,7 +135,7 @@ def test_the_single_pass_read_is_taken_wherever_the_layouts_agree(interpreted, m
 
 
 def test_a_call_the_fused_kernel_refuses_runs_the_eager_kernels_and_says_why():
-    from builders.fp8_kernels import _falling_back
+    from builders.engine.probe_kernels import _falling_back
 
     def refusing(x: torch.Tensor, inverse: torch.Tensor, channels_last: bool) -> torch.Tensor:
         raise ValueError("the Triton quantize takes up to 4 dimensions and 32-bit offsets")

@@ -4,8 +4,8 @@ import pytest
 import timm
 import torch
 
-from builders.fp8_recipes import check_selections, get_recipe, recipe_names, select
-from builders.model_structure import model_structure
+from builders.models.structure import model_structure
+from builders.recipes.fp8 import check_selections, get_recipe, recipe_names, select
 from sessions.documents.errors import InputError
 from sessions.documents.plan import VariantPlan, parse_variants
 

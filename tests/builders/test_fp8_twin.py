@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from builders.fp8_recipes import get_recipe
-from builders.fp8_twin import Twin, TwinCache, model_digest, tensors_digest, twin_key
-from builders.variant_modules import variant_module
+from builders.engine.twin import Twin, TwinCache, model_digest, tensors_digest, twin_key
+from builders.pytorch.variant_modules import variant_module
+from builders.recipes.fp8 import get_recipe
 from sessions.documents.plan import VariantPlan
 
 pytestmark = pytest.mark.slow  # ModelOpt calibrates a small model on the CPU (seconds)
@@ -110,7 +110,7 @@ def test_the_background_digest_copies_tensors_on_the_callers_thread_only(monkeyp
     import hashlib
     import threading
 
-    from builders.cudnn_backend import _digest_in_background
+    from builders.engine.cudnn_backend import _digest_in_background
 
     model = small_model()
     copied_on: set[str] = set()
@@ -131,7 +131,7 @@ def test_the_background_digest_copies_tensors_on_the_callers_thread_only(monkeyp
 
 
 def test_the_digest_thread_refuses_a_tensor_it_would_have_to_copy():
-    from builders.fp8_twin import host_digest
+    from builders.engine.twin import host_digest
 
     with pytest.raises(ValueError, match="not on the host"):
         host_digest("a model", [("weight", torch.empty(3, device="meta"))])

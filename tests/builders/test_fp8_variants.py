@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from builders.variant_modules import share_input_scales, variant_module
+from builders.pytorch.variant_modules import share_input_scales, variant_module
 from sessions.documents.plan import VariantPlan
 from tests.models import resnet_with_random_batchnorm
 
@@ -78,7 +78,7 @@ def test_shared_input_scale_for_layers_reading_one_tensor():
 def test_only_the_selected_layers_quantize_and_inputs_calibrate_over_every_chunk(reference):
     from modelopt.torch.quantization.nn import TensorQuantizer
 
-    from builders.variant_modules import CALIBRATION_CHUNK
+    from builders.pytorch.variant_modules import CALIBRATION_CHUNK
 
     calib = torch.randn(CALIBRATION_CHUNK + 3, 3, 64, 64, generator=torch.Generator().manual_seed(4))
     calib[-1] *= 50  # the largest input is in the last chunk
@@ -104,7 +104,7 @@ def test_modelopt_imports_without_the_plugins_of_libraries_not_in_use():
 
     script = (
         "import sys, torch\n"
-        "from builders.variant_modules import UNUSED_MODELOPT_PLUGINS, _modelopt\n"
+        "from builders.pytorch.variant_modules import UNUSED_MODELOPT_PLUGINS, _modelopt\n"
         "_modelopt()\n"
         "print(sorted(name for name in UNUSED_MODELOPT_PLUGINS if name in sys.modules))\n"
         "import transformers\n"  # hidden only while ModelOpt imported
@@ -120,7 +120,7 @@ def test_absent_hides_only_libraries_not_imported_yet_and_always_restores():
 
     import transformers
 
-    from builders.variant_modules import _absent
+    from builders.pytorch.variant_modules import _absent
 
     with _absent(("transformers", "a_library_not_imported_yet")):
         assert sys.modules["transformers"] is transformers  # imported before: its ModelOpt plugin stays
@@ -149,7 +149,7 @@ def _input_amax_by_hooks(model: torch.nn.Module, paths: set[str], batch: torch.T
 def test_recipes_of_a_study_share_one_calibration_and_keep_only_their_own_quantizers(reference, monkeypatch):
     import modelopt.torch.quantization as mtq
 
-    from builders.variant_modules import Calibrations
+    from builders.pytorch.variant_modules import Calibrations
 
     calls = []
     calibrate = mtq.calibrate

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from builders.meta_build import meta_device
-from builders.model_structure import ModelStructure, model_structure
-from builders.models import load_model
+from builders.models.catalog import load_model
+from builders.models.meta_build import meta_device
+from builders.models.structure import ModelStructure, model_structure
 
 
 def canonical(structure: ModelStructure) -> tuple:

@@ -3,7 +3,7 @@ stage), dla34 (tree levels; a head of pooling, dropout and a 1 x 1 convolution) 
 that split, convolve and concatenate, or add a residual).
 
 Expectations come from the module tree and module attributes (strides, groups, child counts) or shapes
-seen by hooks on the top-level children, never from builders.model_structure.
+seen by hooks on the top-level children, never from builders.models.structure.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 import timm
 import torch
 
-from builders.fp8_recipes import select
-from builders.model_structure import ModelStructure, model_structure
-from builders.torch_backend import module_layer
+from builders.models.structure import ModelStructure, model_structure
+from builders.pytorch.torch_backend import module_layer
+from builders.recipes.fp8 import select
 from sessions.analyses.groups import builtin_rules, role_of
 
 

@@ -7,12 +7,12 @@ import torch
 from modelopt.torch.quantization.nn import TensorQuantizer
 from onnx import helper, numpy_helper
 
-from builders.fp8_recipes import select
-from builders.model_structure import model_structure
-from builders.models import load_model
-from builders.onnx_export import OPSET, export, fp8_weight_initializers, match_graph_scales, standard_fp8_qdq
-from builders.onnx_files import write_onnx_files
-from builders.variant_modules import variant_module
+from builders.models.catalog import load_model
+from builders.models.structure import model_structure
+from builders.pytorch.variant_modules import variant_module
+from builders.recipes.fp8 import select
+from builders.tensorrt.onnx_export import OPSET, export, fp8_weight_initializers, match_graph_scales, standard_fp8_qdq
+from builders.tensorrt.onnx_files import write_onnx_files
 from sessions.documents.errors import InspectError
 from sessions.documents.plan import VariantPlan, parse_variants
 

@@ -4,7 +4,8 @@ from contextlib import nullcontext
 
 import torch
 
-from builders import fp8_recipes, models
+from builders.models import catalog as models
+from builders.recipes import fp8 as fp8_recipes
 from sessions.documents.plan import parse_variants
 
 
@@ -31,7 +32,7 @@ def test_the_preflight_builds_the_model_on_the_meta_device(monkeypatch):
 
 def test_a_model_that_cannot_run_on_meta_is_loaded_for_real(monkeypatch):
     devices = _recording_loads(monkeypatch)
-    from builders import model_structure
+    from builders.models import structure as model_structure
 
     real = model_structure.model_structure
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from benchmarks.recipe_zoo import COLUMNS, ZOO, describe, load_meta, tool_row
-from builders.fp8_recipes import select
-from builders.model_structure import model_structure
+from builders.models.structure import model_structure
+from builders.recipes.fp8 import select
 from tests.conftest import TESTS
 from tests.structure_reference import Reading, hf_head_roots, read_any_size
 

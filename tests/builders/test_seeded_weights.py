@@ -11,10 +11,10 @@ import timm
 import torch
 from safetensors.torch import load_file, save_file
 
-from builders import seeded_weights
-from builders.meta_build import meta_device
-from builders.models import LoadedModel
-from builders.seeded_weights import SeededWeights
+from builders.models import seeded_weights
+from builders.models.catalog import LoadedModel
+from builders.models.meta_build import meta_device
+from builders.models.seeded_weights import SeededWeights
 
 
 def fresh(name: str, seed: int) -> tuple[torch.nn.Module, torch.Tensor]:
@@ -187,7 +187,8 @@ def test_the_key_follows_the_seed_the_model_and_the_versions_that_build_it(monke
 
 @pytest.mark.parametrize("weights", ["built", "kept"])
 def test_the_study_fills_the_module_the_preflight_built_and_finds_its_structure_once(tmp_path, monkeypatch, weights):
-    from builders import fp8_recipes, model_structure
+    from builders.models import structure as model_structure
+    from builders.recipes import fp8 as fp8_recipes
     from sessions.documents.plan import parse_variants
 
     if weights == "kept":

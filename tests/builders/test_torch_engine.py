@@ -7,7 +7,7 @@ captured output buffer), and the engine is told it runs on CUDA.
 import torch
 
 from builders.backend import TimingStep
-from builders.torch_backend import TorchEngine
+from builders.pytorch.torch_backend import TorchEngine
 
 
 def _graphed_engine() -> tuple[TorchEngine, torch.nn.Module, list[int]]:

@@ -38,7 +38,7 @@ from tests.conftest import ROOT, TESTS
 
 DATA = TESTS / "data" / "trt_api"
 PACKAGES = ("builders", "profilers", "sessions", "inspector")
-MUST_BE_CHECKED = {"builders/tensorrt_backend.py", "builders/trt_compat.py"}
+MUST_BE_CHECKED = {"builders/tensorrt/tensorrt_backend.py", "builders/tensorrt/compat.py"}
 
 # Non-TensorRT names reached through receivers the rules above cannot tell from TensorRT objects.
 # Extend it when the contract test fails on a name that is not TensorRT's; say where it comes from.
@@ -529,7 +529,7 @@ def test_the_allow_list_holds_no_tensorrt_name():
 PROBE = """
 from pathlib import Path
 import torch
-from builders import trt_compat
+from builders.tensorrt import compat as trt_compat
 
 def build(trt, onnx: Path, engine, config):
     logger = trt.Logger(trt.Logger.WARNING)

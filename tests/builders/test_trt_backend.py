@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from builders.backend import BackendContext
-from builders.models import LoadedModel
-from builders.trt_compat import range_to_layer
+from builders.models.catalog import LoadedModel
+from builders.tensorrt.compat import range_to_layer
 from sessions.analyses.captions import STAND_IN, STAND_IN_LAYER_TIMES
 from sessions.documents.errors import InputError, InspectError, MissingEnvironment
 from sessions.documents.paths import cache_dir
@@ -61,7 +61,7 @@ def tiny_model(seed: int = 0) -> LoadedModel:
 
 
 def make_backend(model: LoadedModel | None = None, batch: int = 2, device: str = "cpu", reports: list | None = None):
-    from builders.tensorrt_backend import TensorRTBackend
+    from builders.tensorrt.tensorrt_backend import TensorRTBackend
 
     plan = StudyPlan(model="tiny", backend="tensorrt", device=device, variants=parse_variants("fp32", [], []),
                      batch=batch, timing=TimingPlan(0, 1, 1), tracer="trt-stand-in")
@@ -142,7 +142,7 @@ class StubGraph:
 def stub_cuda(monkeypatch):
     import contextlib
 
-    from builders import engine_device
+    from builders.tensorrt import device as engine_device
 
     cuda = engine_device.torch.cuda
     monkeypatch.setattr(cuda, "Stream", StubStream)
@@ -215,7 +215,7 @@ def test_a_plan_that_cannot_be_written_leaves_no_file(trt, monkeypatch):
 
 
 def test_the_timing_cache_is_per_gpu_and_version(trt, monkeypatch):
-    from builders.engine_device import HostDevice
+    from builders.tensorrt.device import HostDevice
 
     backend = make_backend()
     build(backend)
@@ -263,7 +263,7 @@ def test_profiler_times_name_the_inspector_layers(trt):
 
 
 def onnx_model(tmp_path: Path, dynamic: bool) -> LoadedModel:
-    from builders.models import load_model
+    from builders.models.catalog import load_model
 
     path = tmp_path / ("tiny-dynamic.onnx" if dynamic else "tiny.onnx")
     axes = {"input": {0: "batch"}, "logits": {0: "batch"}} if dynamic else None
@@ -338,7 +338,7 @@ def test_fp8_with_an_all_zero_se_input_passes_the_parser(trt):
 
 
 def test_the_stand_in_runs_on_the_host_only_and_says_so(trt):
-    from builders.tensorrt_backend import TensorRTBackend
+    from builders.tensorrt.tensorrt_backend import TensorRTBackend
 
     assert TensorRTBackend.unavailable("cpu") is None
     with pytest.raises(MissingEnvironment, match="stand-in for tests runs on the host only"):
@@ -351,7 +351,7 @@ def test_the_stand_in_runs_on_the_host_only_and_says_so(trt):
 
 
 def test_without_tensorrt_the_backend_needs_it_on_the_host():
-    from builders.tensorrt_backend import TensorRTBackend
+    from builders.tensorrt.tensorrt_backend import TensorRTBackend
 
     assert "tensorrt" not in sys.modules
     assert "TensorRT is not installed" in TensorRTBackend.unavailable("cpu")
@@ -447,7 +447,7 @@ def test_per_layer_words_claim_the_profiler_only_where_it_measured():
 
 
 def test_without_a_reference_quality_is_skipped_with_a_note():
-    from builders.model_info import ModelInfo
+    from builders.models.info import ModelInfo
     from builders.study_inputs import StudyInputs
     from inspector.study import measure_quality, reference_outputs
     from sessions.analyses.captions import NO_REFERENCE

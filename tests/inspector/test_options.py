@@ -72,9 +72,9 @@ def test_every_check_refuses_a_value_out_of_the_spec_range_with_the_same_line(sp
 
 @pytest.mark.parametrize("spec", RANGED, ids=lambda s: s.field)
 def test_every_check_takes_the_ends_of_the_spec_range(spec, monkeypatch):
-    import builders.fp8_recipes
+    import builders.recipes.fp8
 
-    monkeypatch.setattr(builders.fp8_recipes, "preflight", lambda model, checkpoint, variants, explicit: (variants, []))
+    monkeypatch.setattr(builders.recipes.fp8, "preflight", lambda model, checkpoint, variants, explicit: (variants, []))
     for check in checkers(spec).values():
         for value in (spec.low, spec.high):
             check(value)

@@ -11,10 +11,10 @@ import pytest
 import torch
 from torch import nn
 
-from builders import fp8_kernels
-from builders.fp8_format import E4M3_MAX
-from builders.fp8_kernels import Quantizer, ScaledMmGemm, Unsupported, quantize, scale_from_amax
-from builders.layer_spec import LayerSpec, group_by_spec
+from builders.engine import probe_kernels as fp8_kernels
+from builders.engine.probe_kernels import Quantizer, ScaledMmGemm, Unsupported, quantize, scale_from_amax
+from builders.fp8.format import E4M3_MAX
+from builders.models.layer_spec import LayerSpec, group_by_spec
 from inspector.cli import main
 from inspector.probe import fp8_probe
 from inspector.probe.probe_session import (

@@ -34,7 +34,7 @@ def test_interrupt_after_the_first_variant_keeps_it(tmp_path):
 
 @pytest.mark.slow
 def test_a_failing_build_is_recorded_and_the_rest_goes_on(tmp_path, monkeypatch):
-    from builders import torch_backend
+    from builders.pytorch import torch_backend
 
     real_build = torch_backend.TorchBackend.build
 

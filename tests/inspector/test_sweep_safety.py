@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from builders import fp8_recipes, model_structure
+from builders.models import structure as model_structure
+from builders.recipes import fp8 as fp8_recipes
 from inspector.cli import main
 from inspector.sweep import runner
 from inspector.sweep.jobs import SweepFolder

@@ -67,8 +67,8 @@ def test_the_peak_counts_from_before_the_build_and_holds_the_inferences_activati
 def test_only_cuda_engines_that_allocate_through_pytorch_are_measured():
     assert device_memory("cpu", through_torch=True) is None
     assert device_memory("cuda", through_torch=False) is None  # TensorRT allocates its memory itself
-    from builders.tensorrt_backend import TensorRTBackend
-    from builders.torch_backend import TorchBackend
+    from builders.pytorch.torch_backend import TorchBackend
+    from builders.tensorrt.tensorrt_backend import TensorRTBackend
 
     assert not TensorRTBackend.capabilities.torch_memory and TorchBackend.capabilities.torch_memory
 

@@ -1,7 +1,7 @@
 """A stand-in for TensorRT's Python API, for tests only: engines run with onnxruntime on the CPU.
 
 Put on sys.path only by the tests that use it (tests/fake_tensorrt). It implements what
-builders/tensorrt_backend.py and builders/trt_compat.py call, with TensorRT's behaviour where it
+builders/tensorrt/tensorrt_backend.py and builders/tensorrt/compat.py call, with TensorRT's behaviour where it
 matters: NVTX marker text per verbosity (a DETAILED layer record as JSON, or the name),
 `execute_async_v3` returning a bool, `deserialize_cuda_engine` returning None on a damaged plan, a
 timing cache refused on another device, IProfiler and IProgressMonitor callbacks, engine-inspector

@@ -3,14 +3,14 @@
 A study without a checkpoint builds its model right after `torch.manual_seed(seed)`: the random initialisation
 runs on the CPU, one generator, seconds for a large model (1.3 s of an 18 s senet154 study on the H200's host:
 `benchmarks/results/h200/mainjob-fast/machine-2/sampled.txt`). For
-the sources that build from the name alone (`builders.models.NAME_ONLY_SOURCES`) the result is a pure function of the
+the sources that build from the name alone (`builders.models.catalog.NAME_ONLY_SOURCES`) the result is a pure function of the
 model's name, the seed, the code that builds it and the CPU it runs on, so it is kept: a later study makes the model
 on the meta device (no memory, no initialisation), gives it the kept tensors, and sets torch's CPU generator to the
 state the initialisation left, so that whatever draws from it next draws what it would have.
 
 Kept under a SHA-256 of everything the weights depend on: the model name, the seed, the default dtype, the versions of
 torch (and its build), timm and transformers, the CPU's architecture and the vector instructions PyTorch's CPU kernels
-use (random fills differ between them), and this project's model-building code (`builders/models.py`); in
+use (random fills differ between them), and this project's model-building code (`builders/models/catalog.py`); in
 safetensors (never a pickle), with the generator's state beside the tensors. A kept file is used only where it holds
 exactly the meta model's parameters and buffers (names, shapes, dtypes) and a generator state of the right size, and
 leaves none of the model's tensors on the meta device; otherwise, and for models whose tensors share storage (tied
@@ -20,7 +20,7 @@ temporary file that a later write removes if its process died.
 
 A caller that has built the model on the meta device already (the recipe preflight, for its structure) offers that
 build (`offer_meta_model`); the next load of that model gives it its weights, kept or freshly built, so the study's
-model is that very module and its structure (cached per module object by builders.model_structure) is not found
+model is that very module and its structure (cached per module object by builders.models.structure) is not found
 twice.
 """
 
@@ -41,9 +41,9 @@ from typing import Any
 
 import torch
 
-from builders import models
-from builders.meta_build import meta_device
-from builders.models import NAME_ONLY_SOURCES, LoadedModel, model_source
+from builders.models import catalog as models
+from builders.models.catalog import NAME_ONLY_SOURCES, LoadedModel, model_source
+from builders.models.meta_build import meta_device
 from sessions.documents.errors import InputError
 from sessions.documents.paths import cache_dir
 
@@ -78,7 +78,7 @@ def weights_key(name: str, seed: int) -> str:
 
 
 def offer_meta_model(name: str, model: LoadedModel) -> None:
-    """Hands `model`, `name` built on the meta device (builders.meta_build) and not changed since, to the next
+    """Hands `model`, `name` built on the meta device (builders.models.meta_build) and not changed since, to the next
     `SeededWeights.load` of `name`, which fills it where the weights come from the name alone. One at a time."""
     _OFFERED.clear()
     _OFFERED[name] = model
@@ -148,7 +148,7 @@ class SeededWeights:
         return self.folder / f"{weights_key(name, seed)}.safetensors"
 
     def load(self, name: str, seed: int, checkpoint: Path | None = None, build: Builder | None = None) -> LoadedModel:
-        """`build(name, construct, checkpoint)` (builders.models.load_model by default) right after
+        """`build(name, construct, checkpoint)` (builders.models.catalog.load_model by default) right after
         `torch.manual_seed(seed)`, torch's CPU generator left as that build leaves it. Without a checkpoint, for a
         model whose weights come from its name alone: from the kept weights where they fit, else built (and kept);
         in the meta-device build offered for `name` where there is one and the weights fit it. `construct` is the

@@ -1,5 +1,5 @@
 """The cuDNN / cuBLASLt engine: a model lowered into fused cuDNN convolution graphs, cuBLASLt FP8 GEMMs,
-quantize layers and fp16 PyTorch ops (builders.engine_lowering), in fp16 or FP8 per recipe, run eagerly or
+quantize layers and fp16 PyTorch ops (builders.engine.lowering), in fp16 or FP8 per recipe, run eagerly or
 as one CUDA graph. Real FP8 kernels end to end, built from the same calibration as the simulated variant;
 never TensorRT: tactics are the plans cuDNN and cuBLASLt offer, and nothing fuses beyond a convolution's
 epilogue.
@@ -15,15 +15,15 @@ import time
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, register_backend
-from builders.engine_build import BuildContext, build_engine
-from builders.engine_graph import trace
-from builders.engine_kernels import graph_definition
-from builders.engine_plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
-from builders.fp8_kernels import Quantizer, make_quantizer
-from builders.fp8_recipes import get_recipe
-from builders.fp8_twin import Twin, TwinCache, host_digest, host_tensors, tensors_digest, twin_key
-from builders.plan_compiler import PlanCompiler
-from builders.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
+from builders.engine.build import BuildContext, build_engine
+from builders.engine.compiler import PlanCompiler
+from builders.engine.graph import trace
+from builders.engine.kernels import graph_definition
+from builders.engine.plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
+from builders.engine.probe_kernels import Quantizer, make_quantizer
+from builders.engine.twin import Twin, TwinCache, host_digest, host_tensors, tensors_digest, twin_key
+from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
+from builders.recipes.fp8 import get_recipe
 from sessions.analyses.lowering import FP8_TENSOR_CORES
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
 from sessions.documents.model import Recipe, Variant
@@ -40,7 +40,7 @@ def engine_problem() -> str | None:
     if tuple(capability) < FP8_TENSOR_CORES:
         return (f"the cuDNN / cuBLASLt engine needs FP8 tensor cores (compute capability 8.9 or newer); "
                 f"{torch.cuda.get_device_name()} has {capability[0]}.{capability[1]}")
-    from builders.fp8_kernels import import_cudnn
+    from builders.engine.probe_kernels import import_cudnn
 
     try:
         import_cudnn()
@@ -62,8 +62,8 @@ class CudnnBackend(Backend):
         return engine_problem()
 
     def __init__(self, context: BackendContext) -> None:
-        from builders.fp8_kernels import import_cudnn
-        from builders.model_structure import model_structure
+        from builders.engine.probe_kernels import import_cudnn
+        from builders.models.structure import model_structure
 
         model = context.model
         if model.module is None:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from builders.fp8_recipes import OPS, check_selections, select
-from builders.model_structure import model_structure
-from builders.onnx_export import FP8_MAX, MIN_SCALE
+from builders.models.structure import model_structure
+from builders.recipes.fp8 import OPS, check_selections, select
+from builders.tensorrt.onnx_export import FP8_MAX, MIN_SCALE
 from sessions.analyses.captions import SIMULATED_FP8
 from sessions.documents.errors import MissingEnvironment
 from sessions.documents.model import Recipe
@@ -214,7 +214,7 @@ def study_folds_batchnorm(variants: Sequence[VariantPlan]) -> bool:
     Folding changes the graph (fewer layers, fewer kernels); done in some variants only, the difference
     would show up as their speed-up.
     """
-    from builders.fp8_recipes import get_recipe
+    from builders.recipes.fp8 import get_recipe
 
     return any(get_recipe(v.recipe or "all").fold_batchnorm for v in variants if v.precision == "fp8")
 

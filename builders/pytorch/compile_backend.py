@@ -17,8 +17,8 @@ import time
 import torch
 
 from builders.backend import BuildResult, register_backend
-from builders.torch_backend import TorchBackend, TorchEngine
-from builders.variant_modules import precision_name, state_bytes, variant_module
+from builders.pytorch.torch_backend import TorchBackend, TorchEngine
+from builders.pytorch.variant_modules import precision_name, state_bytes, variant_module
 from profilers.attribution import ROOT
 from profilers.module_ranges import named_range
 from sessions.documents.errors import InputError

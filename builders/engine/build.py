@@ -10,17 +10,17 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.fx
 
-from builders.cudnn_engine import CudnnEngine
-from builders.engine_graph import TracedModel
-from builders.engine_kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph
-from builders.engine_lowering import Program, Step, lower
-from builders.engine_plans import TimingCache
-from builders.fp8_kernels import Quantizer
-from builders.plan_compiler import PlanCompiler
+from builders.engine.compiler import PlanCompiler
+from builders.engine.graph import TracedModel
+from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph
+from builders.engine.lowering import Program, Step, lower
+from builders.engine.plans import TimingCache
+from builders.engine.probe_kernels import Quantizer
+from builders.engine.runtime import CudnnEngine
 from sessions.documents.model import Layer
 
 if TYPE_CHECKING:
-    from builders.fp8_twin import Twin
+    from builders.engine.twin import Twin
 
 Runner = Callable[[dict[str, Any]], Any]
 LOWERING_ROUNDS = 6  # re-lowerings after refusals: FP8 -> fp16 -> PyTorch op, FP8 output -> quantize layer

@@ -1,6 +1,6 @@
 """The source step of the TensorRT backend: one ONNX file per variant, never a PyTorch engine.
 
-A PyTorch model becomes its variant module (builders.variant_modules) exported to ONNX; an `.onnx`
+A PyTorch model becomes its variant module (builders.pytorch.variant_modules) exported to ONNX; an `.onnx`
 model is used as it is.
 """
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from builders.onnx_export import export
-from builders.variant_modules import variant_module
+from builders.pytorch.variant_modules import variant_module
+from builders.tensorrt.onnx_export import export
 from sessions.documents.errors import InputError
 from sessions.documents.model import Recipe
 from sessions.documents.plan import VariantPlan

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from builders.fp8_format import E4M3_MAX
-from builders.variant_modules import VariantModule
+from builders.fp8.format import E4M3_MAX
+from builders.pytorch.variant_modules import VariantModule
 from sessions.documents.codec import build
 from sessions.documents.errors import InspectError
 from sessions.documents.model import Recipe

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from builders.backend import Engine, TimingStep
-from builders.engine_lowering import Program, Step
-from builders.graph_capture import capture_graph
+from builders.engine.lowering import Program, Step
+from builders.pytorch.graph_capture import capture_graph
 from profilers.module_ranges import named_range
 from sessions.documents.model import Layer
 
 if TYPE_CHECKING:
-    from builders.fp8_twin import Twin
+    from builders.engine.twin import Twin
 
 
 class CudnnEngine(Engine):

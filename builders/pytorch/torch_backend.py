@@ -1,4 +1,4 @@
-"""The PyTorch backend: each variant's module (builders.variant_modules) run eagerly or as a CUDA graph.
+"""The PyTorch backend: each variant's module (builders.pytorch.variant_modules) run eagerly or as a CUDA graph.
 
 Every variant of a study is made from one source module: BatchNorm folded in all of them or in none
 (`study_folds_batchnorm`), and FP8 weights quantized once at build, not on every call. Each variant records
@@ -14,9 +14,9 @@ import time
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
-from builders.graph_capture import capture_graph
-from builders.model_structure import ModelStructure, model_structure
-from builders.variant_modules import (
+from builders.models.structure import ModelStructure, model_structure
+from builders.pytorch.graph_capture import capture_graph
+from builders.pytorch.variant_modules import (
     Calibrations,
     bake_fp8_weights,
     folded_reference,

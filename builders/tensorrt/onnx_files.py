@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.onnx_export import QdqCounts, qdq_counts
-from builders.onnx_source import variant_onnx
+from builders.tensorrt.onnx_export import QdqCounts, qdq_counts
+from builders.tensorrt.onnx_source import variant_onnx
 from sessions.documents.plan import VariantPlan
 
 

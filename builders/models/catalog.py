@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builders.model_info import ModelInfo
+from builders.models.info import ModelInfo
 from sessions.documents.errors import InputError, first_line
 
 # SegFormer (MiT-B0..B5) architectures as published by NVIDIA, so that `hf:segformer-b5` or a
@@ -42,7 +42,7 @@ class LoadedModel(ModelInfo):
 
 
 # Sources whose model `load_model` builds from the name alone (architecture from code, random weights): the same
-# name, seed and package versions always give the same weights (builders.seeded_weights keeps them)
+# name, seed and package versions always give the same weights (builders.models.seeded_weights keeps them)
 NAME_ONLY_SOURCES = frozenset({"timm", "segformer-table", "hf-model-type"})
 
 
@@ -64,7 +64,7 @@ def model_source(name: str) -> str:
 def load_model(name: str, checkpoint: Path | None = None,
                construct: Callable[[], AbstractContextManager[Any]] = nullcontext) -> LoadedModel:
     """The model `name` names, in eval mode, with `checkpoint`'s weights where given. Its module is constructed
-    inside `construct()` (builders.meta_build.meta_device: shapes without values), its transform outside it."""
+    inside `construct()` (builders.models.meta_build.meta_device: shapes without values), its transform outside it."""
     path = Path(name)
     source = model_source(name)
     if source == "onnx-file":

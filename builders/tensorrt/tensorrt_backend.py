@@ -1,8 +1,8 @@
 """The TensorRT backend: one ONNX file per variant, strongly typed engines, cached by content.
 
 Written against the real 10.x / 11.x Python API, with every version difference and careful call in
-`builders.trt_compat`; its layer information goes through the same reader as imported trtexec files
-(`profilers.trt_import.layer_info`). Engines run on a dedicated CUDA stream (`builders.engine_device`). Tests run
+`builders.tensorrt.compat`; its layer information goes through the same reader as imported trtexec files
+(`profilers.trt_import.layer_info`). Engines run on a dedicated CUDA stream (`builders.tensorrt.device`). Tests run
 this module against a stand-in that executes on the CPU (tests/fake_tensorrt); sessions made with
 it say so in every variant and in the environment.
 """
@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
-from builders import trt_compat
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
-from builders.engine_device import EngineDevice, engine_device
-from builders.onnx_export import file_hash
-from builders.onnx_source import variant_onnx
+from builders.tensorrt import compat as trt_compat
+from builders.tensorrt.device import EngineDevice, engine_device
+from builders.tensorrt.onnx_export import file_hash
+from builders.tensorrt.onnx_source import variant_onnx
 from profilers.trt_import.layer_info import normalize_name, parse_layer_info
 from sessions.analyses.captions import STAND_IN, STAND_IN_LAYER_TIMES
 from sessions.documents.errors import InputError, InspectError, MissingEnvironment

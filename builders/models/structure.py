@@ -4,13 +4,13 @@ found by running it once, never from names.
 One forward pass on an example input records every module call, every convolution and linear (input
 shape, input tensor, output resolution), the functions each module calls itself, and which function
 produced each tensor from which. From that:
-- stem, stages, head: builders.model_trunk (the stem before the first block, stages at each drop of the
+- stem, stages, head: builders.models.trunk (the stem before the first block, stages at each drop of the
   trunk's resolution, the head after global pooling);
 - first stage: the layers of stage 1;
 - squeeze-excitation: a convolution fed a 1 x 1 map, or a linear fed flat (N, C) features, outside the head;
 - attention output projection: a linear fed (through reshapes) the product of two activations
   (softmax(QK) @ V, or scaled_dot_product_attention);
-- a module's own op: builders.module_ops, from the functions it called itself.
+- a module's own op: builders.models.module_ops, from the functions it called itself.
 Layers that read the very same tensor (key and value) are recorded as sharing an input.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from builders.model_trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
-from builders.module_ops import own_op
+from builders.models.module_ops import own_op
+from builders.models.trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
 from sessions.documents.vocab import Op
 
 PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatten", "dropout", "clone", "to",

@@ -1,6 +1,6 @@
 """How the cuDNN / cuBLASLt engine lowers a model's graph into layers, as TensorRT lowers explicit Q/DQ.
 
-Pure analysis over a plain description of the graph (`OpNode`s, from builders.engine_graph): no torch,
+Pure analysis over a plain description of the graph (`OpNode`s, from builders.engine.graph): no torch,
 no cuDNN, so every decision is testable on the CPU with stand-ins. The decisions:
 
 - each convolution becomes one cuDNN graph that fuses what follows it while the value has one user:

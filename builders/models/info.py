@@ -9,7 +9,7 @@ from sessions.documents.vocab import Source
 
 @dataclass
 class ModelInfo:
-    """builders.models.LoadedModel adds the PyTorch module and the input transform."""
+    """builders.models.catalog.LoadedModel adds the PyTorch module and the input transform."""
 
     name: str
     source: Source

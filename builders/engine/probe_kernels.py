@@ -16,8 +16,8 @@ from typing import Any, Protocol
 
 import torch
 
-from builders.fp8_format import E4M3_MAX, FP8
-from builders.layer_spec import LayerSpec
+from builders.fp8.format import E4M3_MAX, FP8
+from builders.models.layer_spec import LayerSpec
 from sessions.documents.errors import MissingEnvironment
 
 CUDNN_PACKAGE = "nvidia-cudnn-frontend"
@@ -53,10 +53,10 @@ FUSED_QUANTIZE = "Triton: scale, saturate and cast in one kernel, the eager kern
 
 
 def make_quantizer() -> Quantizer:
-    """One Triton kernel (`builders.fp8_quantize`) where it compiles and `agrees_with_eager` on the GPU; else PyTorch's
+    """One Triton kernel (`builders.fp8.quantize`) where it compiles and `agrees_with_eager` on the GPU; else PyTorch's
     eager kernels, saying why."""
     try:
-        from builders.fp8_quantize import quantize_triton
+        from builders.fp8.quantize import quantize_triton
 
         if not agrees_with_eager(quantize_triton, "cuda"):
             return Quantizer(quantize, EAGER_QUANTIZE + " (the Triton quantize disagreed)")

@@ -23,8 +23,8 @@ import threading
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
-from builders.engine_kernels import Compiled, ConvSignature, plans_compiled
-from builders.fp8_kernels import one_line
+from builders.engine.kernels import Compiled, ConvSignature, plans_compiled
+from builders.engine.probe_kernels import one_line
 
 MAX_WORKERS = 12  # each holds a CUDA context (about 0.5 GiB of GPU memory)
 MIN_GRAPHS = 4  # fewer graphs than this compile in the engine's process: a worker takes seconds to start
@@ -54,7 +54,7 @@ def _worker_cudnn(device: int) -> tuple[Any, Any]:
     if "handle" not in _WORKER:
         import torch
 
-        from builders.fp8_kernels import import_cudnn
+        from builders.engine.probe_kernels import import_cudnn
 
         torch.cuda.set_device(device)
         cudnn = import_cudnn()

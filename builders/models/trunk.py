@@ -1,4 +1,4 @@
-"""Stem, stages and head of a model's trunk, from a record of one forward pass (builders.model_structure).
+"""Stem, stages and head of a model's trunk, from a record of one forward pass (builders.models.structure).
 
 Contract, in terms of what ran (never of names):
 - units: the root's children in call order, where a child that holds both trunk and head, or whose own children run as a chain (each reads

@@ -4,7 +4,7 @@
 can run both side by side (`--fp8-recipe all --fp8-recipe all-per-tensor`).
 
 `select` applies a recipe and the user's `--fp8-exclude` patterns to a model's structure
-(builders.model_structure); `check_selections` refuses recipes that select nothing or what another
+(builders.models.structure); `check_selections` refuses recipes that select nothing or what another
 one selects, before any work starts.
 """
 
@@ -22,10 +22,10 @@ from sessions.documents.errors import InputError
 from sessions.documents.plan import VariantPlan
 
 if TYPE_CHECKING:
-    from builders.model_structure import ModelStructure
+    from builders.models.structure import ModelStructure
 
-RECIPES_FILE = Path(__file__).with_name("fp8_recipes.toml")
-ROLES = ("stem", "first-stage", "squeeze-excitation", "attention-output", "head")  # builders.model_structure finds them
+RECIPES_FILE = Path(__file__).with_name("fp8.toml")
+ROLES = ("stem", "first-stage", "squeeze-excitation", "attention-output", "head")  # builders.models.structure finds them
 WeightScales = Literal["per-channel", "per-tensor"]
 WEIGHT_SCALES: tuple[WeightScales, ...] = ("per-channel", "per-tensor")
 OPS = ("conv", "linear")
@@ -133,17 +133,17 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
 @lru_cache(maxsize=16)
 def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
     """The model's structure without its weights: built on the meta device (instant, no memory; that build is offered
-    to the study, which gives it its weights: builders.seeded_weights), or, where a model cannot be built there, loaded
+    to the study, which gives it its weights: builders.models.seeded_weights), or, where a model cannot be built there, loaded
     as the study will load it.
 
     Built once per model and checkpoint in a process (a sweep plans many combinations of one model); callers
     must not change what it returns."""
     import torch
 
-    from builders.meta_build import meta_device
-    from builders.model_structure import model_structure
-    from builders.models import load_model
-    from builders.seeded_weights import offer_meta_model
+    from builders.models.catalog import load_model
+    from builders.models.meta_build import meta_device
+    from builders.models.seeded_weights import offer_meta_model
+    from builders.models.structure import model_structure
 
     try:
         model = load_model(model_name, construct=meta_device)

@@ -1,4 +1,4 @@
-"""A model's graph for the engine: torch.fx symbolic trace (shaped, builders.shaped_tracer, where torch.fx alone
+"""A model's graph for the engine: torch.fx symbolic trace (shaped, builders.engine.shaped_tracer, where torch.fx alone
 fails), with modules that cannot be traced kept as one PyTorch call each (and the reason), described as
 `engine_lowering.OpNode`s."""
 
@@ -11,8 +11,8 @@ from typing import Any
 import torch
 import torch.fx
 
-from builders.engine_lowering import OpNode
-from builders.shaped_tracer import ShapedTracer, bound_arguments, specs_of
+from builders.engine.lowering import OpNode
+from builders.engine.shaped_tracer import ShapedTracer, bound_arguments, specs_of
 from sessions.documents.errors import first_line
 
 ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "swish", torch.nn.Sigmoid: "sigmoid",
@@ -41,7 +41,7 @@ class TracedModel:
 
 def trace(model: torch.nn.Module, example: torch.Tensor) -> TracedModel:
     """`model` as a GraphModule: torch.fx's own trace where it works (the graph holds no shapes); else the shaped
-    trace at `example`'s shape (builders.shaped_tracer: shapes are constants, the graph computes the model at that
+    trace at `example`'s shape (builders.engine.shaped_tracer: shapes are constants, the graph computes the model at that
     shape only); else that trace with leaf modules where tracing into them failed, each with the reason. A model
     that does not trace at all becomes one leaf (the engine then runs it as one PyTorch call)."""
     example = example.to(device=_device_of(model), dtype=_float_dtype_of(model))

@@ -1,6 +1,6 @@
 """The engine's kernels for one layer: a cuDNN graph per convolution with its fused epilogue (FP8 or fp16),
 and an FP8 linear through `torch._scaled_mm` (cuBLASLt). Graphs are shared by layers of one signature,
-and their plan is chosen by timing (builders.engine_plans).
+and their plan is chosen by timing (builders.engine.plans).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from builders.engine_plans import Choice, CompiledPlans, TimingCache, choose_plan
-from builders.fp8_format import E4M3_MAX, FP8
-from builders.fp8_kernels import one_line
+from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan
+from builders.engine.probe_kernels import one_line
+from builders.fp8.format import E4M3_MAX, FP8
 
 CUDNN_ACTIVATIONS = {"relu": "relu", "swish": "swish", "sigmoid": "sigmoid", "gelu": "gelu"}
 PLAN_WARMUP, PLAN_REPEATS = 3, 10  # executions per plan: discarded, then timed between two events

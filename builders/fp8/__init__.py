@@ -1,0 +1,1 @@
+"""FP8 as data: the format, its scale rule and the quantize kernels, shared by every backend and the probe."""

@@ -1,0 +1,1 @@
+"""Models: building them by name, their weights, their structure (layers, roles, stages)."""

@@ -1,0 +1,1 @@
+"""Which layers a study quantizes: FP8 recipes as data."""
