@@ -18,6 +18,7 @@ from profilers.trt_import.layer_info import LayerInfo, parse_layer_info
 from profilers.trt_import.metadata import RunFacts, companions, engine_name, facts_from, model_name
 from profilers.trt_import.myelin_kernels import fold_myelin_kernels
 from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile
+from profilers.trt_import.summary import latency_of
 from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
@@ -69,17 +70,19 @@ class Imported:
     per_layer: str  # what each layer's time is, in words
 
 
+SYNCHRONISED = ("measured under per-layer synchronisation: includes profiling overhead, and their sum is not the "
+                "latency")
+
+
 def per_layer_words(profile: Profile | None, dumped: bool = False) -> str:
     """What each layer's time is, in words; `dumped` for a profile read from a `--dumpProfile` table."""
     if profile is not None and dumped:
-        return ("IProfiler layer times from trtexec --dumpProfile's table in the log (average per iteration; includes "
-                "profiling overhead and does not add up to the latency)")
+        return f"IProfiler layer times from trtexec --dumpProfile's table in the log (average per iteration), {SYNCHRONISED}"
     if profile is not None and profile.records[0].samples is not None:
         return (f"IProfiler layer times over up to {profile.count} runs, written by the TensorRT API: each layer's median, "
-                "with p10 and p90 (includes profiling overhead and does not add up to the latency)")
+                f"with p10 and p90, {SYNCHRONISED}")
     if profile is not None:
-        return ("IProfiler layer times from trtexec --exportProfile (averageMs per inference; includes profiling "
-                "overhead and does not add up to the latency)")
+        return f"IProfiler layer times from trtexec --exportProfile (averageMs per inference), {SYNCHRONISED}"
     return "no per-layer times imported (--profile)"
 
 
@@ -175,7 +178,7 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
     if model:
         return model
     if facts.model:
-        notes.append(f"model name from trtexec's options: {facts.model}")
+        notes.append(f"model name from trtexec's {facts.model_from} option: {facts.model}")
         return model_name(facts.model)
     source = files.one(LAYERS) or files.one(PROFILE)
     assert source is not None
@@ -215,14 +218,53 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     for role in roles():  # the roles the core above does not read: each puts its files into the variant
         if role.apply is not None and files.every(role.name):
             role.apply(files.every(role.name), Reading(variant, facts, files, source, notes))
-    shape = _input_shape(info) or facts.input_shape
-    found_batch = batch or (shape[0] if shape and shape[0] > 0 else None)
-    if found_batch is None:
-        notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
+    _apply_summary(variant, facts, notes)
+    found_batch, shape = _batch(info, facts, batch, notes)
     variant.notes = notes
     profile_path = files.one(PROFILE)
     return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts,
                     per_layer_words(profile, profile_path is not None and is_text(profile_path)))
+
+
+def _batch(info: LayerInfo, facts: RunFacts, batch: int | None,
+           notes: list[str]) -> tuple[int | None, list[int] | None]:
+    """The batch (given, else the first input's leading dimension, else trtexec's shape options) and the input shape."""
+    layered = _input_shape(info)
+    dynamic = layered is not None and layered[0] <= 0  # a dynamic dimension: the run's shape says what ran
+    from_options = facts.input_shape is not None and (layered is None or dynamic)
+    shape = facts.input_shape if from_options else layered
+    found = batch or (shape[0] if shape and shape[0] > 0 else None)
+    if batch is None and found is not None and from_options:
+        notes.append(f"batch {found} from trtexec's {facts.shape_from} option")
+    if found is None:
+        notes.append("batch unknown: the files give no input shape (pass --batch N); stored as 1")
+    return found, shape
+
+
+def _apply_summary(variant: Variant, facts: RunFacts, notes: list[str]) -> None:
+    """The latency from trtexec's performance summary where no per-inference times gave one; the summary kept beside
+    it with the summed layer times, which are measured under per-layer synchronisation and never the latency."""
+    summary = facts.summary
+    timed = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
+    if summary is None:
+        return
+    summary.layer_sum_ms = sum(timed) if timed else None
+    variant.performance = summary
+    gpu = summary.gpu_compute
+    queries = f" over {summary.queries} queries" if summary.queries else ""
+    if variant.latency is None:
+        variant.latency = latency_of(summary)
+        notes.append(f"latency: the GPU Compute Time of trtexec's performance summary in {summary.source}{queries} "
+                     f"(median {gpu.median_ms:.4g} ms, mean {gpu.mean_ms:.4g} ms)")
+    else:
+        notes.append(f"latency from the per-inference times; trtexec's summary in {summary.source} states a GPU "
+                     f"compute median of {gpu.median_ms:.4g} ms{queries}")
+    if summary.layer_sum_ms is not None:
+        times = f": {summary.layer_sum_ms / gpu.median_ms:.2f}x the GPU compute median" if gpu.median_ms > 0 else ""
+        notes.append(f"summed layer times {summary.layer_sum_ms:.4g} ms ({SYNCHRONISED}){times}")
+    for other in facts.summaries[1:]:
+        notes.append(f"the performance summary in {other.source} (GPU compute median {other.gpu_compute.median_ms:.4g} "
+                     f"ms) is another run of this engine: not the latency, the first file's is")
 
 
 def environment_of(facts: RunFacts) -> Environment:
@@ -244,21 +286,22 @@ TRANSFER_WORDS = {True: "trtexec ran with data transfers enabled; GPU compute ti
 def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
     """The method the files state: what was timed, how often, and what each per-layer figure is."""
     latency = imported.variant.latency
+    stated = latency is not None and not latency.samples_ms
+    where = f"trtexec's performance summary in {facts.summary.source}" if stated and facts.summary else "--exportTimes"
     if latency is not None:
         region = (f"trtexec GPU compute time per inference (CUDA events around {GRAPH_WORDS[facts.cuda_graph]}), "
-                  f"from --exportTimes, warm-up already discarded by trtexec; {TRANSFER_WORDS[facts.transfers]}")
+                  f"from {where}, warm-up already discarded by trtexec; {TRANSFER_WORDS[facts.transfers]}")
     else:
-        region = ("no per-inference times imported (--times); latency columns show the sum of per-layer times; "
-                  f"{TRANSFER_WORDS[facts.transfers]}")
-        if facts.gpu_compute_median_ms is not None:
-            region += f"; trtexec's own performance summary states a GPU compute median of {facts.gpu_compute_median_ms:.4g} ms"
+        region = ("no per-inference times or performance summary imported; latency columns show the sum of per-layer "
+                  f"times ({SYNCHRONISED}); {TRANSFER_WORDS[facts.transfers]}")
     return TimingMethod(
         timer="trtexec" if latency is not None else "unknown",
         timed_region=region,
         cuda_graph=facts.cuda_graph,
         warmup_s=facts.warmup_s,
         rounds=1 if latency is not None else None,
-        iters=len(latency.samples_ms) if latency is not None else None,  # the inferences the times file holds
+        # the inferences the times file holds, or the summary's queries
+        iters=(facts.summary.queries if stated and facts.summary else len(latency.samples_ms)) if latency else None,
         interleaved=False,
         transfers_included=False,  # GPU compute time and IProfiler layer times never hold the copies
         static_inputs=True,

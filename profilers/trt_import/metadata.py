@@ -16,9 +16,10 @@ from typing import Any
 
 from profilers.trt_import import documents
 from profilers.trt_import.kinds import METADATA, FileKind, Role, first_record, register_kind, register_role, suffixes
+from profilers.trt_import.summary import summary_of_json, summary_of_log
 from profilers.trt_import.text_layers import LOG_HEAD, has_log_marks, one_run, opens_as_json
-from profilers.trt_import.text_profile import gpu_compute_median_ms, performance_summary
 from sessions.documents.errors import InputError
+from sessions.documents.model import PerformanceSummary
 
 LOG_OPTION = re.compile(r"^\[[^\]]*\] \[I\] ([A-Za-z][^:\[\]]{0,60}): (.*)$")
 LOG_VERSION = re.compile(r"\[TensorRT v(\d+)\]")
@@ -26,6 +27,12 @@ LOG_VERSION = re.compile(r"\[TensorRT v(\d+)\]")
 # `--loadEngine` log prints `Precision: FP32` for an engine its build log built with --fp16 and whose layers run Half)
 LOADED_ENGINE = re.compile(r"^&&&& RUNNING .*# \S*trtexec\S* .*--loadEngine=", re.MULTILINE)
 SHAPE = re.compile(r"=(\d+(?:x\d+)+)")
+COMMAND = re.compile(r"^&&&& RUNNING [^\n#]*# (.*)$", re.MULTILINE)  # the trtexec command line a log opens with
+COMMAND_SHAPE = re.compile(r":(\d+(?:x\d+)+)")  # `x:4x1x28x28`, 8.0's `x:0:4x1x28x28`: the first input's shape
+# trtexec's options that name the model, then those that give the batch, each in the order of trust
+NAMING = ("--onnx", "Model", "--loadEngine", "--saveEngine")
+SHAPING = ("--shapes", "Input inference shape", "Input inference shapes", "--optShapes", "--batch")
+SUMMARY = "performance summary"  # the options' key for a file's PerformanceSummary
 # trtexec's build options (log and *.build.metadata.json spell them alike, 8.x-10.x) that change what the engine is
 BUILD_FLAGS = ("Precision", "LayerPrecisions", "Sparsity", "Refit", "Version Compatible", "Strongly Typed",
                "Profiling verbosity", "Tactic sources", "BuilderOptimizationLevel", "MaxAuxStreams", "Calibration",
@@ -63,8 +70,12 @@ class RunFacts:
     iterations: int | None = None
     duration_s: float | None = None
     warmup_s: float | None = None
-    input_shape: list[int] | None = None  # the first input's shape, batch first
+    input_shape: list[int] | None = None  # the first input's shape, batch first (--batch: the batch alone)
     gpu_compute_median_ms: float | None = None
+    model_from: str | None = None  # the option that named the model (NAMING)
+    shape_from: str | None = None  # the option that gave the input shape (SHAPING)
+    summary: PerformanceSummary | None = None  # the first file's performance summary
+    summaries: list[PerformanceSummary] = field(default_factory=list)  # every file's, in the files' order
     transfers: bool | None = None  # trtexec's "Data transfers" option: host-device copies ran beside the inferences
     sm_clock_mhz: int | None = None  # trtexec's (application) compute clock rate
     mem_clock_mhz: int | None = None
@@ -89,7 +100,7 @@ def companions(path: Path) -> list[Path]:
     return [path.parent / n for n in names if (path.parent / n).is_file()]
 
 
-def _options_from_log(text: str) -> dict[str, Any]:
+def _options_from_log(text: str, source: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
     version = LOG_VERSION.search(text[:2000])
     if version:
@@ -103,13 +114,28 @@ def _options_from_log(text: str) -> dict[str, Any]:
             options.setdefault(match.group(1).strip(), match.group(2).strip())
     if LOADED_ENGINE.search(text[:2000]):
         options = {key: value for key, value in options.items() if key not in BUILD_FLAGS}
-    median = gpu_compute_median_ms(performance_summary(text))
-    if median is not None:
-        options["GPU Compute median"] = median
+    options.update(command_options(text[:LOG_HEAD]))
+    summary = summary_of_log(text, source)
+    if summary is not None:
+        options[SUMMARY] = summary
     return options
 
 
-def _options_from_json(doc: Any) -> dict[str, Any]:
+def command_options(head: str) -> dict[str, str]:
+    """trtexec's own options from the command line a log opens with (`&&&& RUNNING ... # trtexec --onnx=...`): each
+    `--key=value` of NAMING and SHAPING, the model and engine paths as written."""
+    match = COMMAND.search(head)
+    if match is None:
+        return {}
+    found: dict[str, str] = {}
+    for word in match.group(1).split():
+        key, equals, value = word.partition("=")
+        if equals and key in (*NAMING, *SHAPING) and value:
+            found.setdefault(key, value.strip("'\""))
+    return found
+
+
+def _options_from_json(doc: Any, source: str) -> dict[str, Any]:
     if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ComputeCapability" in doc[0]:
         device = doc[0]
         cc = device.get("ComputeCapability")
@@ -123,9 +149,9 @@ def _options_from_json(doc: Any) -> dict[str, Any]:
     for section in ("model_options", "build_options", "inference_options", "device_information"):
         if isinstance(doc.get(section), dict):
             options.update(doc[section])
-    summary = doc.get("performance_summary")
-    if isinstance(summary, dict) and isinstance(summary.get("GPU Compute Time"), list) and len(summary["GPU Compute Time"]) >= 4:
-        options["GPU Compute median"] = summary["GPU Compute Time"][3]  # trtexec's order: min, max, mean, median, ...
+    summary = summary_of_json(doc, source)
+    if summary is not None:
+        options[SUMMARY] = summary
     return options
 
 
@@ -135,10 +161,10 @@ def read_options(path: Path) -> dict[str, Any]:
         if not has_log_marks(text):
             raise InputError(f"{path}: neither trtexec metadata JSON nor a trtexec log")
         one_run(text, str(path))
-        return _options_from_log(text)
+        return _options_from_log(text, path.name)
     doc = documents.parse_json(text, str(path), "trtexec metadata")
     try:
-        return _options_from_json(doc)
+        return _options_from_json(doc, path.name)
     except InputError as exc:
         raise InputError(f"{path}: {exc}") from None
 
@@ -155,8 +181,17 @@ def _flag(text: Any) -> bool | None:
 
 
 def _shape(text: Any) -> list[int] | None:
-    match = SHAPE.search(str(text)) if text else None
+    """The first input's shape of an option's value: `x=4x1x28x28` (trtexec's option lines) or `x:4x1x28x28`
+    (its command line)."""
+    match = (SHAPE.search(str(text)) or COMMAND_SHAPE.search(str(text))) if text else None
     return [int(d) for d in match.group(1).split("x")] if match else None
+
+
+def _input_shape(options: dict[str, Any], key: str | None) -> list[int] | None:
+    """The input shape the option `key` gives; `--batch=N` (an implicit-batch engine) gives the batch alone."""
+    if key == "--batch":
+        return [documents.count(_number(options[key]), "--batch", positive=True)]
+    return _shape(options.get(key)) if key else None
 
 
 def _bounded(value: float | None, check: Callable[..., Any], where: str) -> Any:
@@ -175,8 +210,11 @@ def _mhz(text: Any) -> int | None:
 def facts_from(paths: list[Path]) -> RunFacts:
     """What the files say about the run; every number checked (`documents`), a fact no file gives None."""
     options: dict[str, Any] = {}
+    summaries: list[PerformanceSummary] = []
     for path in paths:
         for key, value in read_options(path).items():
+            if key == SUMMARY:
+                summaries.append(value)
             if value not in (None, ""):
                 options.setdefault(key, value)
     duration = str(options.get("Duration", ""))
@@ -187,12 +225,15 @@ def facts_from(paths: list[Path]) -> RunFacts:
         memory_mib /= 1 << 20  # bytes (trex's device list)
     sms = _bounded(_number(options.get("SMs")), documents.count, "SMs")
     iterations = _bounded(_number(options.get("Iterations")), documents.count, "Iterations")
-    median = _bounded(_number(options.get("GPU Compute median")), documents.time_ms, "GPU Compute median")
+    summary = summaries[0] if summaries else None
+    model_from = next((key for key in NAMING if options.get(key)), None)
+    shape_from = next((key for key in SHAPING if _shape(options.get(key)) or key == "--batch" and options.get(key)), None)
     duration_s = _bounded(_number(duration.split("(")[0]) if duration else None, documents.time_ms, "Duration")
     warmup_ms = _bounded(float(warmup.group(1)) if warmup else None, documents.time_ms, "warm-up")
     cc = options.get("Compute Capability")
     return RunFacts(
-        model=str(options["Model"]) if options.get("Model") else None,
+        model=str(options[model_from]) if model_from else None,
+        model_from=model_from,
         tensorrt=str(options["TensorRT version"]) if options.get("TensorRT version") else None,
         gpu=str(options["Selected Device"]) if options.get("Selected Device") else None,
         compute_capability=str(cc) if cc not in (None, "") else None,
@@ -203,8 +244,11 @@ def facts_from(paths: list[Path]) -> RunFacts:
         iterations=iterations,
         duration_s=duration_s,
         warmup_s=warmup_ms / 1000 if warmup_ms is not None else None,
-        input_shape=_shape(options.get("Input inference shape") or options.get("Input inference shapes")),
-        gpu_compute_median_ms=median,
+        input_shape=_input_shape(options, shape_from),
+        shape_from=shape_from,
+        gpu_compute_median_ms=summary.gpu_compute.median_ms if summary else None,
+        summary=summary,
+        summaries=summaries,
         transfers=_flag(options.get("Data transfers")),
         sm_clock_mhz=_mhz(options.get("Application Compute Clock Rate") or options.get("Compute Clock Rate")
                           or options.get("Clock Rate")),

@@ -25,7 +25,7 @@ import orjson
 from profilers.trt_import import documents
 from profilers.trt_import.kinds import LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_info
-from profilers.trt_import.trtexec_log import apply_logged, logged_layers_of
+from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layers_of
 from sessions.documents.errors import InputError
 
 # `[07/07/2026-02:11:38] [I] `; logs pasted without the time keep only `[I] ` (a TensorRT 7.1 log in a README)
@@ -35,6 +35,9 @@ TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays 
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 OPENERS, CLOSERS = "[{(", "]})"
+DELIMITER, BRACE = re.compile(r"[\[\]{}()]|, "), re.compile(r"[{}]")
+DUMP_HEADING = re.compile(r"^(?:\[[^\]]*\] )?\[I\] Layer Information:[ \t\r]*$", re.MULTILINE)
+DUMP_LOOKAHEAD = 20  # lines between `Layer Information:` and `Layers:` (8.6 relays a warning there)
 LOG_MARKS = ("&&&& RUNNING", "=== Model Options ===")  # a trtexec log: its options are run facts (`metadata`)
 # a log pasted from its summary or table on (a TensorRT 7.1 log in a README) has only these headings, as log lines
 LOG_HEADING = re.compile(r"^(?:\[[^\]]*\] )?\[I\] === (?:Performance summary ===|Profile \()", re.MULTILINE)
@@ -87,16 +90,17 @@ def has_log_marks(head: str) -> bool:
 
 
 def _split_top(text: str) -> list[str]:
-    """`text` split at each `, ` outside brackets that a `Key: ` follows."""
+    """`text` split at each `, ` outside brackets that a `Key: ` follows (the loop visits brackets and commas only)."""
     parts, depth, start = [], 0, 0
-    for index, char in enumerate(text):
+    for match in DELIMITER.finditer(text):
+        char = match.group()
         if char in OPENERS:
             depth += 1
         elif char in CLOSERS:
             depth = max(depth - 1, 0)
-        elif char == "," and depth == 0 and text.startswith(" ", index + 1) and KEY_AHEAD.match(text, index + 2):
-            parts.append(text[start:index])
-            start = index + 2
+        elif depth == 0 and KEY_AHEAD.match(text, match.end()):
+            parts.append(text[start:match.start()])
+            start = match.end()
     parts.append(text[start:])
     return parts
 
@@ -104,15 +108,15 @@ def _split_top(text: str) -> list[str]:
 def _groups(text: str) -> list[str]:
     """The `{ ... }` groups of a list of records, their braces removed."""
     groups, depth, start = [], 0, 0
-    for index, char in enumerate(text):
-        if char == "{":
+    for match in BRACE.finditer(text):
+        if match.group() == "{":
             depth += 1
             if depth == 1:
-                start = index + 1
-        elif char == "}":
+                start = match.end()
+        else:
             depth -= 1
             if depth == 0:
-                groups.append(text[start:index].strip())
+                groups.append(text[start:match.start()].strip())
     return groups
 
 
@@ -139,12 +143,15 @@ def _record(text: str) -> dict[str, Any]:
     return record
 
 
-def _dump_block(lines: list[str]) -> tuple[list[Any], list[str]] | None:
-    """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none."""
-    start = next((i for i, line in enumerate(lines) if LOG_PREFIX.sub("", line).strip() == "Layer Information:"), None)
-    if start is None:
+def _dump_block(text: str, lookahead: int | None = None) -> tuple[list[Any], list[str]] | None:
+    """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none. Only the
+    lines from the heading on are split; with `lookahead`, only that many (enough to tell the block is there)."""
+    found = DUMP_HEADING.search(text)
+    if found is None:
         return None
-    heading = start + 1  # 8.6 relays TensorRT's names-only warning between the two headings
+    block = text[found.start():]
+    lines = block.split("\n", lookahead)[:lookahead] if lookahead else block.split("\n")
+    heading = 1  # 8.6 relays TensorRT's names-only warning between the two headings
     while heading < len(lines) and TRT_MESSAGE.match(LOG_PREFIX.sub("", lines[heading])):
         heading += 1
     if heading >= len(lines) or LOG_PREFIX.sub("", lines[heading]).strip() != "Layers:":
@@ -155,25 +162,26 @@ def _dump_block(lines: list[str]) -> tuple[list[Any], list[str]] | None:
     for line in lines[heading + 1:]:
         if LOG_PREFIX.match(line):
             break
-        text = line.strip()
-        if text == "Bindings:":
+        entry = line.strip()
+        if entry == "Bindings:":
             section = bindings
-        elif text:
-            section.append(_record(text) if section is layers and text.startswith("Name: ") else text)
+        elif entry:
+            section.append(_record(entry) if section is layers and entry.startswith("Name: ") else entry)
     return layers, bindings
 
 
 def text_layer_kind(text: str) -> str | None:
-    """Which layer block a log holds: `--dumpLayerInfo` or `verbose`; None where it holds none."""
-    if _dump_block(text.split("\n")) is not None:
+    """Which layer block a log holds: `--dumpLayerInfo` or `verbose`; None where it holds none. Found by the block's
+    headings and first line, not by reading every layer (`parse_text_layers` does that, once)."""
+    if _dump_block(text, DUMP_LOOKAHEAD) is not None:
         return "--dumpLayerInfo"
-    return "verbose" if "Engine Layer Information" in text and logged_layers_of(text) else None
+    return "verbose" if "Engine Layer Information" in text and has_layer_lines(text) else None
 
 
 def parse_text_layers(text: str, origin: str) -> LayerInfo:
     """The engine's layers a log prints: the `--dumpLayerInfo` block, else the verbose `Layer(...)` lines."""
     one_run(text, origin)
-    block = _dump_block(text.split("\n"))
+    block = _dump_block(text)
     if block is not None and block[0]:
         layers, bindings = block
         info = parse_layer_info({"Layers": layers, "Bindings": bindings}, origin)

@@ -1,4 +1,4 @@
-"""trtexec's `--dumpProfile` table and performance summary, read from the text of its log.
+"""trtexec's `--dumpProfile` table, read from the text of its log.
 
 The table follows `=== Profile (N iterations ) ===`: a header, one row a layer, a `Total` row. Its
 columns are found by the header's words (`sessions.documents.trt_names.PROFILE_COLUMNS`), so every layout reads:
@@ -6,8 +6,9 @@ columns are found by the header's words (`sessions.documents.trt_names.PROFILE_C
 (`Time(ms)  Avg.(ms)  Median(ms)  Time(%)  Layer`, the name last). Each row gives the same record an
 `--exportProfile` JSON gives; the `Total` row is kept to check the rows against.
 
-The summary follows `=== Performance summary ===`: `GPU Compute Time: min = 0.8 ms, ..., median = ...`
-(8.x-10.x), or 7.x's `GPU Compute` heading with `min: ...` lines under it.
+Every row up to `Total` is read, and every cell checked (`documents`): a row that does not read (a `nan` or
+`inf` cell), a cell out of range, or a table that ends before its `Total` row is refused with one line, never
+read as the end of the table. A warning or error line another thread printed inside the table is passed over.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from profilers.trt_import.layer_info import normalize_name, profile_index
 from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
 from profilers.trt_import.text_layers import LOG_PREFIX, one_run
 from sessions.documents.errors import InputError
-from sessions.documents.trt_names import PROFILE_COLUMNS, SUMMARY_GPU_COMPUTE, SUMMARY_STARTS
+from sessions.documents.trt_names import PROFILE_COLUMNS
 
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
-THROUGHPUT = re.compile(rf"^Throughput: ({NUMBER}) qps", re.IGNORECASE)
-STATISTIC = re.compile(rf"(min|max|mean|median|percentile\(\d+(?:\.\d+)?%\)|percentile)\s*[=:]\s*({NUMBER})\s*ms")
+OTHER_MESSAGE = re.compile(r"^(?:\[[^\]]*\] )?\[[VWEF]\] ")  # a verbose, warning or error line another thread printed
 TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
 register_kind(FileKind("the --dumpProfile table of a trtexec log", PROFILE, text=True,
                        recognise=lambda text: bool(PROFILE_HEADING.search(text))))
@@ -86,83 +86,53 @@ def _finer_average(total: str, average: str | None, count: int) -> float:
 def parse_text_profile(text: str, origin: str) -> TextProfile:
     """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none, or several."""
     one_run(text, origin)
-    lines = [LOG_PREFIX.sub("", line).rstrip() for line in text.split("\n")]
+    raw_lines = text.split("\n")
+    lines = [LOG_PREFIX.sub("", line).rstrip() for line in raw_lines]
     heading = next((i for i, line in enumerate(lines) if PROFILE_HEADING.search(line)), None)
     if heading is None:
         raise InputError(f"{origin}: no `=== Profile (N iterations ) ===` table in this log (trtexec prints it with --dumpProfile)")
     match = PROFILE_HEADING.search(lines[heading])
     assert match is not None
     count = documents.count(int(match.group(1)), f"{origin}: the profile's iterations", positive=True)
-    rest = iter(lines[heading + 1:])
-    header = next((line for line in rest if line.strip()), "")
+    rest = iter(list(zip(raw_lines, lines))[heading + 1:])
+    header = next((line for _, line in rest if line.strip()), "")
     columns = _columns(header)
     if "name" not in columns or "total_ms" not in columns or columns.count("name") != 1:
         raise InputError(f"{origin}: the profile table's header {header.strip()[:80]!r} is not one trtexec writes")
     records: list[ProfileRecord] = []
     total = None
-    for position, line in enumerate(rest):
-        if not line.strip():
-            if records:
-                break
+    for position, (raw, line) in enumerate(rest):
+        if OTHER_MESSAGE.match(raw) or not line.strip() and not records:
             continue
-        row = _row(columns, line)
-        if row is None:
-            break
-        name = row["name"].strip()
         where = f"{origin}: profile row {position}"
-        if name == "Total":
-            total = documents.time_ms(float(row["total_ms"]), f"{where} Time")
-            break
-        if profile_index(name):
-            continue
+        row = _row(columns, line) if line.strip() else None
+        if row is None:
+            shown = line.strip()[:80] or "an empty line"
+            raise InputError(f"{where} ({shown!r}) is not a row of the table, and no Total row came before it: "
+                             "a cell that is not a number, or a table cut short")
+        name = row["name"].strip()
         total_ms = documents.time_ms(float(row["total_ms"]), f"{where} Time")
-        average = documents.time_ms(_finer_average(row["total_ms"], row.get("average_ms"), count), f"{where} Avg.")
+        if name == "Total":
+            total = total_ms
+            break
+        average_cell = row.get("average_ms")
+        if average_cell is not None:
+            documents.time_ms(float(average_cell), f"{where} Avg.")
         median = documents.time_ms(float(row["median_ms"]), f"{where} Median") if "median_ms" in row else None
         share = documents.percent(float(row["percentage"]), f"{where} Time %") if "percentage" in row else None
+        if profile_index(name):
+            continue
+        average = documents.time_ms(_finer_average(row["total_ms"], average_cell, count), f"{where} Avg.")
         records.append(ProfileRecord(normalize_name(name), total_ms, average, median, share))
+    if total is None:
+        raise InputError(f"{origin}: the profile table ends before its Total row: a log cut short")
     if not records:
         raise InputError(f"{origin}: the profile table holds no layer rows")
     summed = sum(r.total_ms for r in records)
-    if total is not None and abs(summed - total) > TOTAL_AGREEMENT * total + 0.01 * len(records):
+    if abs(summed - total) > TOTAL_AGREEMENT * total + 0.01 * len(records):
         raise InputError(f"{origin}: the profile rows add up to {summed:.2f} ms, its Total row says {total:.2f} ms: "
                          "a table cut short or two runs' tables mixed")
     return TextProfile(Profile(count, records), total, " | ".join(columns))
-
-
-def performance_summary(text: str) -> dict[str, dict[str, float]]:
-    """trtexec's summary: each measure (`GPU Compute Time`, `Latency`, ...) -> its statistics in ms, and
-    `Throughput` -> {"qps": ...}; empty where the log has no summary."""
-    lines = [LOG_PREFIX.sub("", line).strip() for line in text.split("\n")]
-    start = next((i for i, line in enumerate(lines) if line in SUMMARY_STARTS), None)
-    if start is None:
-        return {}
-    summary: dict[str, dict[str, float]] = {}
-    heading = None if lines[start].startswith("===") else lines[start]
-    for line in lines[start + 1:start + 60]:
-        if line.startswith(("=== ", "&&&&")):
-            break
-        name = line.partition(":")[0]
-        throughput = THROUGHPUT.match(line)
-        if throughput:
-            summary["Throughput"] = {"qps": float(throughput.group(1))}
-            continue
-        stats = {key: float(value) for key, value in STATISTIC.findall(line)}
-        if stats and STATISTIC.match(line) and heading:  # 7.x: `min: 0.8 ms` under a heading
-            summary.setdefault(heading, {}).update(stats)
-        elif stats:
-            summary[name.strip()] = stats
-        elif line and ":" not in line:
-            heading = line
-    return summary
-
-
-def gpu_compute_median_ms(summary: dict[str, dict[str, float]]) -> float | None:
-    """The median GPU compute time the summary states, under any version's spelling; None where it states none."""
-    for spelling in SUMMARY_GPU_COMPUTE:
-        median = summary.get(spelling, {}).get("median")
-        if median is not None:
-            return documents.time_ms(median, f"performance summary {spelling} median")
-    return None
 
 
 def with_unrun_layers(profile: Profile, layer_names: list[str]) -> tuple[Profile, list[str]]:

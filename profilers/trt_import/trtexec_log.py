@@ -19,7 +19,8 @@ from sessions.documents.layer_ops import trt_op
 from sessions.documents.model import Layer, Tensor
 from sessions.documents.vocab import dtype_of
 
-LAYER_LINE = re.compile(r"Layer\(([A-Za-z0-9_]+)\): (.*), Tactic: (0x[0-9a-fA-F]+|-?\d+), (.*?) -> ?(.*)$")
+LAYER_LINE = re.compile(r"Layer\(([A-Za-z0-9_]+)\): ([^\n]*), Tactic: (0x[0-9a-fA-F]+|-?\d+), ([^\n]*?) -> ?([^\n]*)$",
+                        re.MULTILINE)
 TENSORS = (
     re.compile(r"(.+?) \(([A-Za-z0-9]+)\[([-0-9,:]*)\]\)(?:, |$)"),  # 8.5-10.x: `relu (Half[-1,32:8,28,28])`
     re.compile(r"(.+?)\[([A-Za-z0-9]+)\(([-0-9,:]*)\)\](?:, |$)"),  # 8.0-8.4: `Relu:0[Float(-2,32,28,28)]`
@@ -54,13 +55,15 @@ def logged_layers(path: Path) -> dict[str, LoggedLayer]:
 def logged_layers_of(text: str) -> dict[str, LoggedLayer]:
     """Layer name -> what a log's text states about it, in the log's order; empty where it has no layer block."""
     found: dict[str, LoggedLayer] = {}
-    for line in text.split("\n"):  # not splitlines: U+001E inside names (8.6+) is a line break to it
-        start = line.find("Layer(")
-        match = LAYER_LINE.match(line[start:]) if start >= 0 else None
-        if match:
-            kind, name, tactic, inputs, outputs = match.groups()
-            found.setdefault(normalize_name(name), LoggedLayer(kind, tactic, _tensors(inputs), _tensors(outputs)))
+    for match in LAYER_LINE.finditer(text):  # lines end at `\n` only: U+001E inside names (8.6+) is a name's
+        kind, name, tactic, inputs, outputs = match.groups()
+        found.setdefault(normalize_name(name), LoggedLayer(kind, tactic, _tensors(inputs), _tensors(outputs)))
     return found
+
+
+def has_layer_lines(text: str) -> bool:
+    """True where a log's text holds a `Layer(<Type>): ...` line, found without reading the others."""
+    return LAYER_LINE.search(text) is not None
 
 
 def apply_logged(layers: list[Layer], logged: dict[str, LoggedLayer]) -> int:

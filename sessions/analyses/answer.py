@@ -81,18 +81,15 @@ def _noise(variant: Variant, baseline: Variant | None) -> list[str]:
     parts = []
     for v in (variant, baseline):
         stats = v.latency if v is not None else None
-        if v is None or stats is None:
+        cov = captions.latency_cov(stats)
+        if v is None or stats is None or cov is None:
             continue
-        cov = stats.round_cov if stats.round_cov is not None else stats.cov
         what = "round medians" if stats.round_cov is not None else "samples"
         parts.append(f"{v.name} {cov * 100:.2f} % ({what})")
     if not parts:
         return []
-    noisy = any(
-        v is not None and v.latency is not None
-        and (v.latency.round_cov if v.latency.round_cov is not None else v.latency.cov) > captions.COV_WARN
-        for v in (variant, baseline)
-    )
+    noisy = any((cov := captions.latency_cov(v.latency if v is not None else None)) is not None
+                and cov > captions.COV_WARN for v in (variant, baseline))
     verdict = f"above {captions.COV_WARN * 100:g} %: rerun before trusting it" if noisy else (
         "differences inside both latency bands are not called")
     return [f"noise: CoV {', '.join(parts)}; {verdict}"]

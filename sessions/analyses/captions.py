@@ -7,7 +7,7 @@ which apply to a session.
 from __future__ import annotations
 
 from sessions.analyses.comparison import comparisons
-from sessions.documents.model import Layer, Session
+from sessions.documents.model import LatencyStats, Layer, Session
 from sessions.documents.state import unfinished_step
 
 SIMULATED_FP8 = (
@@ -49,10 +49,18 @@ COV_WARN = 0.025  # trtexec warns above 2.5 %: clocks or other load make the fig
 def unstable_variants(session: Session) -> list[str]:
     noisy = []
     for variant in session.variants:
-        stats = variant.latency
-        if stats is not None and (stats.round_cov if stats.round_cov is not None else stats.cov) > COV_WARN:
+        cov = latency_cov(variant.latency)
+        if cov is not None and cov > COV_WARN:
             noisy.append(variant.name)
     return noisy
+
+
+def latency_cov(stats: LatencyStats | None) -> float | None:
+    """The CoV of the round medians, else of every sample; None where no latency or no sample is stored (a latency
+    stated by trtexec's performance summary)."""
+    if stats is None:
+        return None
+    return stats.round_cov if stats.round_cov is not None else stats.cov
 
 
 def session_caveats(session: Session) -> list[str]:

@@ -124,13 +124,42 @@ class LatencyStats:
     min_ms: float
     median_ms: float
     mean_ms: float
-    p90_ms: float
-    p99_ms: float
+    p90_ms: float | None  # None where no sample is stored and the source states none (trtexec's summary before 8.5)
+    p99_ms: float | None
     max_ms: float
-    std_ms: float
-    cov: float  # std / mean, over every sample
+    std_ms: float | None  # None where no sample is stored (a latency from trtexec's performance summary)
+    cov: float | None  # std / mean, over every sample; None as std_ms
     round_medians_ms: list[float] = field(default_factory=list)  # the median of each interleaved round
     round_cov: float | None = None  # CoV of the round medians (two rounds or more): run-to-run noise
+
+
+@dataclass
+class StatedTime:
+    """One line of trtexec's performance summary, in ms, as trtexec printed it (no samples behind it are stored)."""
+
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    median_ms: float
+    percentiles_ms: dict[str, float] = field(default_factory=dict)  # "99" -> ms: trtexec's percentile(99%)
+
+
+@dataclass
+class PerformanceSummary:
+    """What trtexec's performance summary states about an imported engine's run (`import`): the source of the
+    variant's latency (its GPU compute time) where no per-inference times were exported, and the figures around it."""
+
+    source: str  # the file's name
+    gpu_compute: StatedTime  # GPU Compute Time: the latency
+    queries: int | None  # inferences timed ("Timing trace has N queries"); None where the file does not state it
+    host_latency: StatedTime | None = None  # trtexec's "Latency": H2D + GPU compute + D2H of one query
+    h2d: StatedTime | None = None
+    d2h: StatedTime | None = None
+    end_to_end: StatedTime | None = None  # "End-to-End Host Latency" (8.0-8.4), waiting for the previous query included
+    enqueue: StatedTime | None = None
+    throughput_qps: float | None = None
+    # the imported per-layer times summed: measured under per-layer synchronisation (IProfiler), never the latency
+    layer_sum_ms: float | None = None
 
 
 @dataclass
@@ -271,6 +300,7 @@ class Variant:
     peak_memory_bytes: int | None = None
     batchnorm_folded: int | None = None  # BatchNorm layers folded into convolutions in this variant's graph; None: unknown
     latency: LatencyStats | None = None
+    performance: PerformanceSummary | None = None  # imported variants: trtexec's performance summary, where a file has one
     layers: list[Layer] = field(default_factory=list)
     kernels: KernelTable | None = None
     trace: TraceSummary | None = None

@@ -19,7 +19,8 @@ import pytest
 from profilers.trt_import.folder import files_of_folder
 from profilers.trt_import.importer import ImportFiles, import_variant, new_session
 from profilers.trt_import.text_layers import read_text_layers
-from profilers.trt_import.text_profile import parse_text_profile, performance_summary
+from profilers.trt_import.summary import summary_of_log
+from profilers.trt_import.text_profile import parse_text_profile
 from sessions.documents.errors import InputError
 from tests.conftest import TESTS
 from tests.trt_sets import SHARED
@@ -97,7 +98,9 @@ def test_the_10x_layout_and_its_summary_read_as_written_by_hand() -> None:
     gpu = session.environment.gpu
     assert session.environment.versions == {"tensorrt": "10.16.0"} and gpu is not None and gpu.sm_clock_mhz == 1980
     assert session.study.engine_options == {"Precision": "FP32+FP16"} and "--dumpProfile" in session.method.per_layer
-    assert "0.041 ms" in session.method.timed_region
+    latency = imported.variant.latency
+    assert latency is not None and latency.median_ms == 0.041 and latency.samples_ms == []
+    assert "performance summary" in session.method.timed_region
 
 
 def test_the_7x_layout_and_its_summary_read_as_written_by_hand() -> None:
@@ -105,9 +108,10 @@ def test_the_7x_layout_and_its_summary_read_as_written_by_hand() -> None:
     found = parse_text_profile(text, str(TRT7))
     assert [(r.name, r.total_ms, r.average_ms, r.median_ms, r.percentage) for r in found.profile.records] == [
         ("conv1 + relu1", 300.0, 0.6, None, 60.0), ("pool1", 100.0, 0.2, None, 20.0), ("fc1", 100.0, 0.2, None, 20.0)]
-    summary = performance_summary(text)
-    assert summary["GPU Compute"]["median"] == 1.09 and summary["Host Latency"]["min"] == 1.2
-    assert summary["Throughput"] == {"qps": 740.0}
+    summary = summary_of_log(text, TRT7.name)
+    assert summary is not None and summary.host_latency is not None
+    assert summary.gpu_compute.median_ms == 1.09 and summary.gpu_compute.percentiles_ms == {"99": 1.7}
+    assert summary.host_latency.min_ms == 1.2 and summary.throughput_qps == 740.0
 
 
 def test_a_table_whose_rows_miss_its_total_is_refused(tmp_path: Path) -> None:
