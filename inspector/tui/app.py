@@ -13,7 +13,7 @@ from textual.screen import Screen
 
 from inspector.request import StudyRequest
 from inspector.tui.screens.browser import BrowserScreen
-from inspector.tui.screens.modals import HelpScreen, help_markdown
+from inspector.tui.screens.modals import HelpScreen, help_keys
 from inspector.tui.screens.overview import OverviewScreen
 from inspector.tui.screens.study import StudyScreen
 from sessions.analyses.groups import Rules, load_rules
@@ -24,9 +24,9 @@ class InspectorApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "trt-inspect"
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+q,ctrl+c", "quit", "Quit", id="app.quit", priority=True),
+        Binding("ctrl+q,ctrl+c", "quit", "Quit", show=False, id="app.quit", priority=True),
         Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("b", "browser", "Sessions", id="app.browser"),
+        Binding("b", "browser", "Sessions", show=False, id="app.browser"),
     ]
 
     def __init__(
@@ -65,7 +65,7 @@ class InspectorApp(App):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen(help_markdown(self.screen)))
+            self.push_screen(HelpScreen(help_keys(self.screen)))
 
     def action_browser(self) -> None:
         """The session browser: one at most (b on it does nothing); not while a study runs on its screen."""

@@ -11,3 +11,12 @@ def plain(*lines: object, style: str = "") -> Text:
     """`lines` as Rich Text, one under the other: never parsed as markup (`[/]`, `[@click=app.quit]` are shown as
     written) and every control character escaped (`sessions.reports.tables.terminal_text`)."""
     return Text("\n".join(terminal_text(line) for line in lines), style=style)
+
+
+def facts_text(pairs: list[tuple[str, str]]) -> Text:
+    """(label, value) pairs one a line, the label bold; both escaped as `plain` escapes."""
+    text = Text()
+    for i, (label, value) in enumerate(pairs):
+        text.append(("\n" if i else "") + f"{terminal_text(label)}: ", style="bold")
+        text.append(terminal_text(value))
+    return text

@@ -6,8 +6,10 @@ which apply to a session.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sessions.analyses.comparison import comparisons
-from sessions.documents.model import LatencyStats, Layer, Session
+from sessions.documents.model import LatencyStats, Layer, Session, Variant
 from sessions.documents.state import unfinished_step
 
 SIMULATED_FP8 = (
@@ -21,12 +23,14 @@ UNEQUAL_GRAPHS = (
     "their time differences include the folding"
 )
 SPEEDUP = "speed-up = baseline median / variant median: above 1 is faster, below 1 slower"
+SAMPLE_COV = "sample CoV %"  # the variant table's column: std / mean over every timed sample
+ROUND_COV = "CoV of round medians"  # what the noise rule judges: run-to-run spread, round against round
 UNSTABLE = (
-    "CoV of round medians (one round: of samples) above 2.5 % for {names}: "
+    ROUND_COV + " (one round: of samples) above 2.5 % for {names}: "
     "lock clocks or time longer before trusting small differences"
 )
 UNSTABLE_CPU = (
-    "CoV of round medians (one round: of samples) above 2.5 % for {names}, on the CPU with {threads} and load average "
+    ROUND_COV + " (one round: of samples) above 2.5 % for {names}, on the CPU with {threads} and load average "
     "{load} at the start: other work on these cores moves the times; run on an idle machine or time longer before "
     "trusting small differences"
 )
@@ -99,12 +103,80 @@ def unstable_line(session: Session, names: list[str]) -> str:
     return UNSTABLE_CPU.format(names=", ".join(names), threads=threads, load=load)
 
 
-def layer_precision(layer: Layer) -> str | None:
-    """A layer's precision as views print it: what its kernels compute in, and the format it simulates, if any."""
+FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")  # a variant asking one of these quantizes nothing
+QUANTIZER_OPS = ("quantize", "dequantize")
+QUANTIZER_KIND = "TensorQuantizer"  # ModelOpt's quantizer module, a layer of its own in simulated variants
+NONFINITE_VALUES = "NaN/Inf values"  # the variant table's column: non-finite logits on the quality images (values,
+# not images; stress inputs are counted apart, as inputs whose output held any)
+
+
+def layer_precision(layer: Layer, variant: Variant | None = None) -> str | None:
+    """What a layer ran in, as views print it: its kernels' precision, and the format it simulates, if any.
+
+    With its `variant`, a quantized layer of a simulated variant is said to be simulated even where an older session
+    recorded the simulated format as the layer's precision (no such kernel ran).
+    """
     simulated = layer.attrs.get(SIMULATES)
     if simulated and layer.precision:
         return f"{layer.precision}, {SIMULATED_TAG} {simulated}"
+    fmt = quantized_format(variant) if variant is not None else None
+    if variant is not None and variant.simulated and layer.quantized and fmt is not None:
+        return f"{fmt} {SIMULATED_TAG}" if layer.precision in (None, fmt) else f"{layer.precision}, {SIMULATED_TAG} {fmt}"
     return layer.precision
+
+
+def quantized_format(variant: Variant) -> str | None:
+    """The number format a quantized variant asks for (fp8, int8); None for a float variant."""
+    return None if variant.precision in FLOAT_PRECISIONS else variant.precision
+
+
+@dataclass(frozen=True)
+class LayerPrecision:
+    """A layer's precision as it ran, what its variant asked of it, and whether the two agree."""
+
+    ran: str  # "fp8", "fp32, simulated fp8", "fp16"
+    asked: str  # "fp8 (recipe)", "kept out (recipe)", "not quantized (recipe)", "fp16"
+    honoured: bool  # False: asked for a format it did not run in (an engine's fallback)
+    why: str  # one clause: quantized by the recipe or not, simulated or real
+
+    @property
+    def words(self) -> str:
+        """`ran (why)`: the detail pane's and the layer page's line."""
+        return f"{self.ran} ({self.why})"
+
+
+def precision_of(variant: Variant, layer: Layer) -> LayerPrecision:
+    """What `layer` ran in and whether `variant` asked for it: the TUI's detail pane and `show --layers` say this."""
+    ran = layer_precision(layer, variant) or "unknown"
+    fmt = quantized_format(variant)
+    if fmt is None:
+        asked = variant.precision
+        if layer.precision in (None, asked):
+            return LayerPrecision(ran, asked, True, f"as asked: {asked}")
+        return LayerPrecision(ran, asked, True, f"{asked} asked; this layer kept {layer.precision}")
+    simulated = variant.simulated or SIMULATES in layer.attrs
+    compute = layer.precision if layer.precision not in (None, fmt) else "float"  # older sessions: fmt, never run
+    kind = f"simulated: {compute} kernels round to {fmt}, no {fmt} kernel ran" if simulated else f"real {fmt} kernels"
+    recipe = variant.recipe
+    if layer.op in QUANTIZER_OPS or layer.kind == QUANTIZER_KIND:
+        writes = kind if simulated else f"real {fmt} output" if layer.precision == fmt else f"ran in {ran}"
+        return LayerPrecision(ran, "added (recipe)", True, f"a quantizer the recipe added; {writes}")
+    if layer.origin or layer.op == "reformat":
+        return LayerPrecision(ran, "-", True, f"a {layer.origin or 'reformat'} layer converts between formats")
+    if layer.quantized or layer.attrs.get("asked") == fmt or (recipe is not None and layer.name in recipe.quantized):
+        if simulated or layer.precision == fmt:
+            return LayerPrecision(ran, f"{fmt} (recipe)", True, f"quantized by the recipe; {kind}")
+        fallback = layer.attrs.get("fallback")
+        reason = f": {str(fallback)[:120]}" if fallback else ""
+        return LayerPrecision(ran, f"{fmt} (recipe)", False,
+                              f"quantized by the recipe, not run in {fmt}: the engine fell back to {ran}{reason}")
+    if recipe is not None and layer.name in recipe.excluded:
+        return LayerPrecision(ran, "kept out (recipe)", True, f"kept out of {fmt} by the recipe")
+    if recipe is not None:
+        return LayerPrecision(ran, "not quantized (recipe)", True, f"not quantized: the recipe leaves this layer out of {fmt}")
+    if layer.precision == fmt:  # no recipe (engines from files): the engine chose, the build allowed
+        return LayerPrecision(ran, f"{fmt} allowed", True, f"the engine chose {fmt}, which the build allowed; real kernels")
+    return LayerPrecision(ran, f"{fmt} allowed", True, f"the engine chose {ran}; the build allowed {fmt}")
 
 
 def speedup_label(baseline: str | None) -> str:

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions.analyses.captions import precision_of
 from sessions.documents.model import Layer, Session, Tensor, Variant
 from sessions.reports.tables import format_value, table_csv, table_records
 from sessions.reports.views import Column, Table, Tone
-
-_FLOATS = ("fp32", "fp16", "bf16")  # precisions a quantized variant may fall back to
 
 
 def is_reformat(layer: Layer) -> bool:
@@ -39,13 +38,8 @@ def tensor_text(tensor: Tensor) -> str:
 
 
 def precision_note(variant: Variant, layer: Layer) -> str:
-    """The layer's precision as run beside the variant's as asked, and what a difference means."""
-    run, asked = layer.precision or "unknown", variant.precision
-    if run == asked or asked in _FLOATS and run in _FLOATS:
-        return f"{run} (as asked: {asked})"
-    if is_reformat(layer) or layer.origin:
-        return f"{run} (as asked: {asked}; a {layer.origin or 'reformat'} layer converts between formats)"
-    return f"{run}, not {asked} as asked: the engine ran this layer in {run}"
+    """What the layer ran in and whether its variant asked for it (`sessions.analyses.captions.precision_of`)."""
+    return precision_of(variant, layer).words
 
 
 def layer_facts(variant: Variant, layer: Layer) -> list[tuple[str, str]]:
@@ -77,13 +71,14 @@ DETAIL_COLUMNS = (Column("layer"), Column("kind"), Column("ms", "ms"), Column("p
 def layer_detail_table(variant: Variant) -> Table:
     """Every layer of `variant` with tactic, formats and reformats: `show --layers`, CSV and JSON."""
     rows: list[tuple[Any, ...]] = []
+    tones: list[Tone] = []
     for layer in variant.layers:
         reformats = reformats_of(variant, layer)
-        rows.append((layer.name, layer.kind, layer.time_ms, layer.precision, variant.precision, layer.tactic,
+        precision = precision_of(variant, layer)
+        rows.append((layer.name, layer.kind, layer.time_ms, precision.ran, precision.asked, layer.tactic,
                      "; ".join(tensor_text(t) for t in layer.inputs), "; ".join(tensor_text(t) for t in layer.outputs),
                      len(reformats), sum(r.time_ms or 0.0 for r in reformats) if reformats else None))
-    tones: list[Tone] = ["warn" if r[3] not in (None, r[4]) and r[4] not in _FLOATS and not is_reformat(layer) else ""
-             for r, layer in zip(rows, variant.layers)]
+        tones.append("" if precision.honoured else "warn")
     return Table(DETAIL_COLUMNS, rows, [layer.name for layer in variant.layers], tones,
                  title=f"layers of {variant.name}", time_column=2)
 

@@ -68,11 +68,11 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
     baselines = {s.baseline for s in summaries if s.baseline is not None}
     shared = next(iter(baselines)) if len(baselines) == 1 else None
     columns = [
-        Column("variant"), Column("median ms", "ms"), Column("p99 ms", "ms"), Column("CoV %", "pct"),
+        Column("variant"), Column("median ms", "ms"), Column("p99 ms", "ms"), Column(captions.SAMPLE_COV, "pct"),
         Column(captions.speedup_label(shared), "speedup"), *([Column("vs")] if len(baselines) > 1 else []),
         Column(per_call, "count"),
         Column("outside layers", "count"), Column("top-1 %", "pct"), Column("mean KL", "sci"),
-        Column("max abs err", "sci"), Column("NaN/Inf", "count"), Column("images/s", "count"), Column("MiB", "mib"),
+        Column("max abs err", "sci"), Column(captions.NONFINITE_VALUES, "count"), Column("images/s", "count"), Column("MiB", "mib"),
         Column("peak memory MiB", "mib"),
         Column("FP8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
     ]
@@ -276,7 +276,7 @@ def layer_table(session: Session, variant: Variant, rules: Rules, group: str | N
         flag, already = flags.get(layer.name, (None, False))
         words = f"{flag.reason}, {_flag_words(session, flag, already)}" if flag else ""
         rows.append((layer.name, layer.kind, layer.groups, per_layer[i] if per_layer else None, layer.time_ms,
-                     captions.layer_precision(layer), words))
+                     captions.layer_precision(layer, variant), words))
         keys.append(layer.name)
         tones.append(("warn" if already else "bad") if flag else "")
     columns = [Column("layer"), Column("kind"), Column("groups", "count"), Column("k/call", "count"), Column("ms", "ms"),

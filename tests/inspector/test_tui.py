@@ -81,7 +81,7 @@ async def test_help_and_environment_and_export(session, tmp_path, isolated_home)
     app = InspectorApp(session=session, path=copy)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("question_mark")
-        assert isinstance(app.screen, HelpScreen) and "| c | Compare |" in app.screen.markdown
+        assert isinstance(app.screen, HelpScreen) and "c: Compare" in app.screen.text
         await pilot.press("escape", "x")
         exports = isolated_home / "exports"
         first = exports / "senet154-session-2026-11-30T04-05-08.md"
@@ -338,7 +338,7 @@ async def test_help_fits_80x24_and_the_browser_never_stacks(tmp_path):
         await pilot.pause()
         assert app.screen.panel.table.row_count == 1
         await pilot.press("question_mark")
-        assert app.screen.query_one(VerticalScroll) and "Mark" in app.screen.markdown
+        assert app.screen.query_one(VerticalScroll) and "Mark" in app.screen.text
         await pilot.press("escape", "escape")
         assert isinstance(app.screen, OverviewScreen)
 
@@ -519,7 +519,7 @@ async def test_palette_entries_come_from_the_screens_bindings():
         await pilot.pause()
         assert screen.zoom == 2
         await pilot.press("question_mark")
-        assert "Zoom in" in app.screen.markdown and "Timeline" not in app.screen.markdown  # this screen's keys
+        assert "Zoom in" in app.screen.text and "Timeline" not in app.screen.text  # this screen's keys
 
 
 async def test_a_layer_of_an_imported_engine_opens_its_page_not_an_empty_kernel_table(tmp_path):
@@ -542,4 +542,4 @@ async def test_a_layer_of_an_imported_engine_opens_its_page_not_an_empty_kernel_
         page = app.screen
         assert isinstance(page, LayerPageScreen)
         facts = dict(page.panel.table.rows)
-        assert facts["precision"] == "int8 (as asked: int8)" and facts["reformats"].startswith("1 costing 0.061 ms")
+        assert facts["precision"] == "int8 (the engine chose int8, which the build allowed; real kernels)" and facts["reformats"].startswith("1 costing 0.061 ms")

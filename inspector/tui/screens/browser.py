@@ -55,7 +55,7 @@ class BrowserScreen(Screen):
     def compose(self) -> ComposeResult:
         yield Static("sessions (reading ...) Enter opens, space marks, c compares the two marked", id="breadcrumb")
         yield self.panel
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.panel.table.focus()

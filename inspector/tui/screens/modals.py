@@ -1,22 +1,25 @@
-"""Small dialogs: help, regex filter, error, and a text page (environment and method)."""
+"""Small dialogs: help, regex filter, error, a row in full, and a text page (environment and method)."""
 
 from __future__ import annotations
 
 import re
 from typing import ClassVar
 
+from rich.columns import Columns
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Input, Label, Markdown, Static
 
-from inspector.tui.plain import plain
+from inspector.tui.plain import facts_text, plain
 from sessions.reports.tables import terminal_text
 
 
-def help_markdown(screen: Screen) -> str:
-    """The keys of `screen` as they are bound now (focused widget, screen and app), generated, never written by hand."""
+def help_keys(screen: Screen) -> list[tuple[str, str]]:
+    """(keys, what) for each key of `screen` as bound now (focused widget, screen and app): generated, never written
+    by hand; keys that do the same thing share an entry."""
     rows: dict[str, list[str]] = {}
     for active in screen.active_bindings.values():
         binding = active.binding
@@ -24,22 +27,53 @@ def help_markdown(screen: Screen) -> str:
             continue
         display = screen.app.get_key_display(binding)
         rows.setdefault(binding.description, []).append(display)
-    lines = ["## Keys on this screen", "| key | what |", "|---|---|"]
-    lines += ["| " + " ".join(keys).replace("|", "\\|") + f" | {what} |" for what, keys in rows.items()]
-    lines += ["", "Click a column header to sort by it. Ctrl+P: every command."]
-    return "\n".join(lines)
+    return [(" ".join(keys), what) for what, keys in rows.items()]
+
+
+def key_columns(keys: list[tuple[str, str]]) -> Columns:
+    """The keys as `key  what` cells in as many columns as the width allows, read down each column."""
+    width = max((len(k) for k, _ in keys), default=1)
+    cells = [Text.assemble((terminal_text(k).rjust(width), "bold"), "  ", terminal_text(what)) for k, what in keys]
+    return Columns(cells, padding=(0, 3), column_first=True)
+
+
+HELP_FOOT = "Click a column header to sort by it. Ctrl+P: every command. Esc closes."
 
 
 class HelpScreen(ModalScreen[None]):
+    """The keys of the screen below, in columns (all of them on one page at 80x24)."""
+
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,question_mark", "dismiss", "Close")]
 
-    def __init__(self, markdown: str) -> None:
+    def __init__(self, keys: list[tuple[str, str]]) -> None:
         super().__init__()
-        self.markdown = markdown
+        self.keys = keys
+
+    @property
+    def text(self) -> str:
+        """Every entry as `keys: what`, one a line (what the columns show)."""
+        return "\n".join(f"{k}: {what}" for k, what in self.keys)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="help"):
-            yield Markdown(terminal_text(self.markdown, keep_lines=True))
+            yield Static("Keys on this screen", classes="help-title")
+            yield Static(key_columns(self.keys), id="help-keys")
+            yield Static(HELP_FOOT, classes="help-foot")
+
+
+class FactsScreen(ModalScreen[None]):
+    """One row in full, label by label (Enter on a row that has nothing further to open)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q,enter", "dismiss", "Close")]
+
+    def __init__(self, title: str, facts: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.title_text, self.facts = title, facts
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(classes="dialog wide"):
+            yield Static(plain(self.title_text), classes="help-title")
+            yield Static(facts_text(self.facts), id="facts")
 
 
 class ConfirmScreen(ModalScreen[bool]):

@@ -8,6 +8,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
@@ -45,6 +46,7 @@ def drill_default(session: Session) -> str | None:
 NOTHING_FINISHED = "no variant finished in this session: nothing to open"
 
 
+OVERVIEW_ROWS = 10  # variant rows the overview's table shows before it scrolls
 LARGE_SESSION_LAYERS = 20_000  # above this the overview paints first and its verdict line follows
 
 
@@ -54,10 +56,10 @@ class OverviewScreen(Screen):
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
         Binding("c", "compare", "Compare", id="overview.compare"),
         Binding("f", "flags", "Flagged", id="overview.flags"),
-        Binding("k", "all_kernels", "All kernels", id="overview.kernels", priority=True),
+        Binding("k", "all_kernels", "Kernels", id="overview.kernels", priority=True),
         Binding("t", "timeline", "Timeline", id="overview.timeline"),
-        Binding("e", "environment", "Env/method", id="overview.environment"),
-        Binding("x", "export", "Export md", id="overview.export"),
+        Binding("e", "environment", "Env", id="overview.environment"),
+        Binding("x", "export", "Export", id="overview.export"),
         Binding("escape", "back", "Back", show=False),
     ]
 
@@ -77,11 +79,14 @@ class OverviewScreen(Screen):
             yield AnswerPanel(*self._answers(), id="verdict")
         table = views.session_variant_table(s)
         panel = TablePanel(table, id="overview-table")
-        panel.styles.height = len(table.rows) + 3  # header, rows, scrollbar, count: the bars follow at once
+        # every variant's row, up to a page (header and scrollbar besides), never fewer than the panel keeps: the
+        # bars and notes below scroll in what is left
+        panel.table.styles.height = max(min(len(table.rows), OVERVIEW_ROWS), TablePanel.MIN_ROWS) + 2
         yield panel
-        yield LatencyBars(bars_of(s), id="bars")
-        yield Static(plain(*table.notes), id="notes")
-        yield Footer()
+        with VerticalScroll(id="overview-more", can_focus=False):
+            yield LatencyBars(bars_of(s), id="bars")
+            yield Static(plain(*table.notes), id="notes")
+        yield Footer(compact=True, show_command_palette=False)
 
     @property
     def large(self) -> bool:

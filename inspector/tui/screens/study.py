@@ -77,7 +77,7 @@ class StudyScreen(Screen):
         yield Static("variants: finished (saved in the session file), then the one running", classes="phase-label")
         yield TablePanel(views.variant_table([]), id="landed")
         yield Log(id="study-log")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.run_worker_study()

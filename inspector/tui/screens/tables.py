@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from inspector.tui.plain import plain
-from inspector.tui.screens.modals import FilterScreen
+from inspector.tui.screens.modals import FactsScreen, FilterScreen
 from inspector.tui.widgets.table_panel import TablePanel
 from inspector.tui.widgets.virtual_table import VirtualTable
 from sessions.analyses.diff import SessionDiff
@@ -22,9 +22,20 @@ from sessions.reports import views
 from sessions.reports.export import write_new_markdown
 from sessions.reports.layer_detail import layer_facts, layer_facts_table
 
+VARIANT_KEYS = Binding.Group("Variant")  # [ and ] under one footer entry
+GROUP_KEYS = Binding.Group("Group by")  # 1 2 3 under one footer entry
+
 
 def ok_variants(session: Session) -> list[str]:
     return [v.name for v in session.variants if v.status == "ok"]
+
+
+def open_layer(app: App, session: Session, rules: Rules, variant: str, layer: str, crumbs: list[str]) -> None:
+    """A layer's kernels; where its variant recorded none (imported engines), the layer's page."""
+    if session.variant(variant).kernels is None:
+        app.push_screen(LayerPageScreen(session, rules, variant, layer, crumbs))
+    else:
+        app.push_screen(KernelsScreen(session, rules, variant, layer, crumbs))
 
 
 class TableScreen(Screen):
@@ -33,7 +44,7 @@ class TableScreen(Screen):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back", id="screen.back"),
         Binding("slash", "filter", "Filter", id="screen.filter"),
-        Binding("x", "export_table", "Table to md", id="screen.export_table"),
+        Binding("x", "export_table", "Export", id="screen.export_table"),
     ]
     DETAIL = False
 
@@ -51,7 +62,7 @@ class TableScreen(Screen):
         yield Static(plain(" > ".join(self.crumbs)), id="breadcrumb")
         yield self.panel
         yield Static(plain(*self.panel.data.notes), id="notes")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         self.panel.table.focus()
@@ -80,13 +91,20 @@ class TableScreen(Screen):
     def action_filter(self) -> None:
         self.app.push_screen(FilterScreen(self.panel.pattern), self.panel.filter)
 
+    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+        self.open_row(event.key)
+
+    def open_row(self, key: Any) -> None:
+        """What Enter opens: by default the row in full (a kernel, a field, a diff row); drill screens go deeper."""
+        self.app.push_screen(FactsScreen(" > ".join(self.crumbs), self.row_facts(key)))
+
 
 class VariantTableScreen(TableScreen):
     """A table of one variant's data; [ and ] switch the variant, and the title with it."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
-        Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
+        Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant", group=VARIANT_KEYS),
+        Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant", group=VARIANT_KEYS),
     ]
 
     def __init__(self, session: Session, rules: Rules, variant: str, crumbs: list[str]) -> None:
@@ -113,11 +131,11 @@ class GroupsScreen(TableScreen):
     """Groups of one variant beside its baseline, sorted by that variant's delta; [ ] lead with another variant."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "group_by('role')", "Roles", id="groups.role"),
-        Binding("2", "group_by('stage')", "Stages", id="groups.stage"),
-        Binding("3", "group_by('kernel')", "Kernel classes", id="groups.kernel"),
-        Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
-        Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
+        Binding("1", "group_by('role')", "Roles", id="groups.role", group=GROUP_KEYS),
+        Binding("2", "group_by('stage')", "Stages", id="groups.stage", group=GROUP_KEYS),
+        Binding("3", "group_by('kernel')", "Kernel classes", id="groups.kernel", group=GROUP_KEYS),
+        Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant", group=VARIANT_KEYS),
+        Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant", group=VARIANT_KEYS),
     ]
 
     def __init__(self, session: Session, rules: Rules, crumbs: list[str], drill_variant: str) -> None:
@@ -154,11 +172,12 @@ class GroupsScreen(TableScreen):
             self.drill_variant = names[(names.index(self.drill_variant) + step) % len(names)]
         self._rebuild()
 
-    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+    def open_row(self, key: Any) -> None:
+        """A role or stage: its layers; a kernel class (it spans layers): the row in full."""
         if self.by == "kernel":
-            self.notify("kernel classes span layers: open a role or stage group to drill into layers")
+            super().open_row(key)
             return
-        self.app.push_screen(LayersScreen(self.session, self.rules, self.drill_variant, event.key, self.by, self.crumbs))
+        self.app.push_screen(LayersScreen(self.session, self.rules, self.drill_variant, key, self.by, self.crumbs))
 
 
 class LayersScreen(VariantTableScreen):
@@ -177,12 +196,9 @@ class LayersScreen(VariantTableScreen):
         index = views.layer_index(self.variant, key)
         return layer_facts(self.variant, self.variant.layers[index]) if index is not None else []
 
-    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+    def open_row(self, key: Any) -> None:
         """A layer's kernels; where none were recorded (imported engines), the layer's page."""
-        if self.variant.kernels is None:
-            self.app.push_screen(LayerPageScreen(self.session, self.rules, self.variant_name, event.key, self.crumbs))
-            return
-        self.app.push_screen(KernelsScreen(self.session, self.rules, self.variant_name, event.key, self.crumbs))
+        open_layer(self.app, self.session, self.rules, self.variant_name, key, self.crumbs)
 
 
 class LayerPageScreen(VariantTableScreen):
@@ -225,17 +241,18 @@ class FlagsScreen(TableScreen):
         self.session, self.rules = session, rules
         super().__init__([*crumbs, "flagged layers"], views.flag_table(session))
 
-    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
-        variant_name, layer_name = event.key
-        self.app.push_screen(KernelsScreen(self.session, self.rules, variant_name, layer_name, self.crumbs))
+    def open_row(self, key: Any) -> None:
+        """The flagged layer's kernels, or its page where none were recorded."""
+        variant_name, layer_name = key
+        open_layer(self.app, self.session, self.rules, variant_name, layer_name, self.crumbs)
 
 
 class CompareScreen(TableScreen):
     """Two variants layer by layer (delta ms, delta kernels, costliest first); Enter: both kernel lists."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant"),
-        Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant"),
+        Binding("left_square_bracket", "variant(-1)", "Prev variant", id="screen.prev_variant", group=VARIANT_KEYS),
+        Binding("right_square_bracket", "variant(1)", "Next variant", id="screen.next_variant", group=VARIANT_KEYS),
     ]
 
     def __init__(self, session: Session, rules: Rules, a: str, b: str, crumbs: list[str]) -> None:
@@ -251,8 +268,8 @@ class CompareScreen(TableScreen):
         data = views.comparison_table(self.session, self.a, self.b, self.rules)
         self.show(data, [*self.base_crumbs, data.title])
 
-    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
-        pair: views.LayerPair = event.key
+    def open_row(self, key: Any) -> None:
+        pair: views.LayerPair = key
         self.app.push_screen(SideBySideScreen(self.session, self.a, self.b, pair, self.crumbs))
 
 
@@ -277,13 +294,21 @@ class SideBySideScreen(Screen):
                     yield Static(plain(f"{data.title}: " + ("; ".join(data.notes) or f"{len(data.rows)} kernel names")),
                                  classes="side-title")
                     yield TablePanel(data, detail=True)
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        self.query(TablePanel).first().table.focus()
+        """The first side with kernels takes the keys (a layer absent from A leaves the left side empty)."""
+        panels = list(self.query(TablePanel))
+        next((p for p in panels if p.data.rows), panels[0]).table.focus()
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+        """Enter on a kernel of either side: its row in full."""
+        panel = next(p for p in self.query(TablePanel) if p.table is event.table)
+        row = next(r for r, k in zip(panel.data.rows, panel.data.keys) if k == event.key)
+        self.app.push_screen(FactsScreen(" > ".join([*self.crumbs, panel.data.title]), views.row_detail(panel.data, row)))
 
 
 class DiffScreen(TableScreen):

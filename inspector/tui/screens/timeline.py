@@ -20,12 +20,13 @@ from sessions.reports.timeline import Timeline, lanes, timeline_of, timeline_tab
 
 LABEL = 11  # characters before a lane: "stream 123 "
 MAX_ZOOM = 4096.0
+ZOOM_KEYS = Binding.Group("Zoom")  # + and - under one footer entry
 
 
 class TimelineScreen(VariantTableScreen):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("plus,equals_sign", "zoom(2)", "Zoom in", id="timeline.zoom_in"),
-        Binding("minus", "zoom(0.5)", "Zoom out", id="timeline.zoom_out"),
+        Binding("plus,equals_sign", "zoom(2)", "Zoom in", id="timeline.zoom_in", group=ZOOM_KEYS),
+        Binding("minus", "zoom(0.5)", "Zoom out", id="timeline.zoom_out", group=ZOOM_KEYS),
     ]
 
     def __init__(self, session: Session, rules: Rules, variant: str, crumbs: list[str]) -> None:
@@ -42,7 +43,7 @@ class TimelineScreen(VariantTableScreen):
         yield Static("", id="lanes")
         yield self.panel
         yield Static(plain(*self.panel.data.notes), id="notes")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -93,6 +94,6 @@ class TimelineScreen(VariantTableScreen):
     def on_resize(self) -> None:
         self.draw_lanes()
 
-    def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
+    def open_row(self, key: object) -> None:
         """Enter on a launch zooms onto it."""
         self.action_zoom(8)

@@ -32,7 +32,7 @@ class AnswerPanel(VerticalScroll, can_focus=False):
     """`answer_text` sized to its lines up to 40 % of the screen, scrolling beyond (the table stays in view)."""
 
     DEFAULT_CSS = """
-    AnswerPanel { height: auto; max-height: 40%; padding: 0 1; border: round $panel; }
+    AnswerPanel { height: auto; max-height: 30%; padding: 0 1; border: round $panel; }
     AnswerPanel > Static { height: auto; }
     """
 

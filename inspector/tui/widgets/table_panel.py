@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from inspector.tui.plain import plain
+from inspector.tui.plain import facts_text, plain
 from inspector.tui.widgets.virtual_table import VirtualTable
-from sessions.reports.tables import render_markdown, terminal_text
+from sessions.reports.tables import render_markdown
 from sessions.reports.views import Table, filter_rows, row_detail
+
+NO_DETAIL = "no row to detail (no rows, or none match the filter)"
 
 
 class TablePanel(Vertical):
@@ -26,9 +27,11 @@ class TablePanel(Vertical):
     DEFAULT_CSS = """
     TablePanel { height: 1fr; }
     TablePanel > .table-count { color: $text-muted; height: 1; }
-    TablePanel > .table-detail { color: $text; background: $panel; height: auto; max-height: 14; display: none; }
-    TablePanel.with-detail > .table-detail { display: block; }
+    TablePanel > .detail-box { background: $panel; height: auto; max-height: 40%; display: none; }
+    TablePanel > .detail-box > .table-detail { color: $text; height: auto; }
+    TablePanel.with-detail > .detail-box { display: block; }
     """
+    MIN_ROWS = 5  # rows the table keeps on screen (80x24 included) whatever the detail pane and the notes hold
 
     def __init__(self, data: Table, *, id: str | None = None, detail: bool = False,
                  facts: Callable[[Any], list[tuple[str, str]]] | None = None) -> None:
@@ -38,11 +41,13 @@ class TablePanel(Vertical):
         self.facts = facts
         self.pattern: str | None = None
         self.table = VirtualTable(data.columns)
+        self.table.styles.min_height = self.MIN_ROWS + 2  # the header line and a horizontal scrollbar besides
 
     def compose(self) -> ComposeResult:
         yield self.table
         yield Static("", classes="table-count")
-        yield Static("", classes="table-detail")
+        with VerticalScroll(classes="detail-box", can_focus=False):
+            yield Static("", classes="table-detail")
 
     def on_mount(self) -> None:
         self.show(self.data)
@@ -101,8 +106,5 @@ class TablePanel(Vertical):
             return
         row, key = self.table.cursor_row, self.table.cursor_key
         pairs = [] if row is None else (self.facts(key) if self.facts is not None else row_detail(self.data, row))
-        text = Text()
-        for i, (label, value) in enumerate(pairs):
-            text.append(("\n" if i else "") + f"{terminal_text(label)}: ", style="bold")
-            text.append(terminal_text(value))
-        self.query_one(".table-detail", Static).update(text)
+        # never an empty pane: `d` always shows something, so one press is seen to work
+        self.query_one(".table-detail", Static).update(facts_text(pairs) if pairs else plain(NO_DETAIL))
