@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from inspector.commands.output import err, print_session
+from inspector.commands.output import check_out, err, print_session
 from sessions.documents.errors import ExitCode
 
 NAME = "merge"
@@ -25,7 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from sessions.documents.storage import LOCK_WAIT_S, session_writer
 
     target = Path(args.out)
-    sources, skipped = collect(args.sources, target)
+    sources, skipped = collect(args.sources, target)  # first: a source named as --out is refused as such
+    check_out(args.out, "session", args.force, LOCK_WAIT_S)
     for line in skipped:
         err(f"skipped: {line}")
     merged = merge_sessions(sources, args.argv)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sessions.documents.errors import ExitCode, InspectError
+from sessions.documents.errors import ExitCode, InputError, InspectError
 from sessions.documents.json_text import json_text
 from sessions.reports.tables import terminal_text
 
@@ -91,6 +92,22 @@ def rules(path: str | None) -> Rules:
     from sessions.analyses.groups import load_rules
 
     return load_rules(Path(path) if path else None)
+
+
+def check_out(out: str | None, what: str, force: bool, wait_s: float = 0.0) -> None:
+    """The file a command will write, checked as soon as its arguments are read, before any work (a model loading,
+    a GPU step): `sessions.documents.storage.check_target`'s rules for a named file (another writer waited for
+    up to `wait_s`); for a default name (`out` None) the sessions folder writable. An empty `out` is refused,
+    never taken for one not given."""
+    from sessions.documents.paths import session_file
+    from sessions.documents.storage import check_target, check_writable
+
+    if out is None:
+        check_writable(session_file(None, "check", datetime.datetime.now()), what)
+        return
+    if not out:
+        raise InputError(f"the {what} file name is empty; give one")
+    check_target(Path(out), what, force, wait_s)
 
 
 def interactive() -> bool:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from inspector.commands.diff import print_diff, threshold
-from inspector.commands.output import rules, run_headless
+from inspector.commands.output import check_out, rules, run_headless
 from sessions.documents.errors import InputError
 
 NAME = "rerun"
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     from sessions.documents.storage import load, resolve
 
     change = threshold(args.threshold)
+    check_out(args.out, "session", args.force)
     path = resolve(args.session)
     old = load(path)
     if old.study.plan is None:

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from inspector.commands.output import run_headless
+from inspector.commands.output import check_out, run_headless
 from inspector.options import add_arguments
 from sessions.documents.options import RUN
 
@@ -35,6 +35,7 @@ def study_request(args: argparse.Namespace, command: Sequence[str]) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_out(args.out, "session", args.force)  # before the set-up: a model may take a minute to load
     request = study_request(args, args.argv)
     from inspector.study import run_requested_study
 

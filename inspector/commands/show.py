@@ -7,6 +7,7 @@ from typing import Any
 
 from inspector.commands.output import print_json, print_session
 from sessions.documents.errors import ExitCode
+from sessions.reports.tables import terminal_text
 
 NAME = "show"
 
@@ -41,5 +42,5 @@ def _print_layers(session: Any, path: Any, names: list[str] | None, as_json: boo
         return
     for variant in [session.variant(name) for name in names] if names else session.variants:
         table = layer_detail_table(variant)
-        print(table.title)
+        print(terminal_text(table.title))
         print(table_text(table))

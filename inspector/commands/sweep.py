@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from inspector.commands.output import err, print_json
 from sessions.documents.errors import ExitCode, InputError
+from sessions.reports.tables import terminal_text
 
 NAME = "sweep"
 BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
@@ -18,7 +19,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("matrix", help="TOML file: [base] options, [axes] lists, [[exclude]] combinations")
     p.add_argument("--executor", default="local", choices=["local", "ray", "slurm"])
     p.add_argument("--gpus", type=int, help="local: GPUs used (default: every visible one); ray: GPUs of a local cluster")
-    p.add_argument("--out", help="the sweep's folder (default: <user data>/sweeps/<name>)")
+    p.add_argument("--out", type=_folder_name, help="the sweep's folder (default: <user data>/sweeps/<name>)")
     p.add_argument("--dry-run", action="store_true", help="print the plans and the job count; run nothing")
     p.add_argument("--allow-imports", action="store_true",
                    help="let the matrix's [sweep] imports run in every job (plug-in backends and tracers: code)")
@@ -31,6 +32,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--submitit-cluster", choices=["slurm", "local", "debug"],
                    help="submitit's executor (default: Slurm where found; local runs the jobs here)")
     p.add_argument("--json", action="store_true")
+
+
+def _folder_name(text: str) -> str:
+    """--out as given; an empty one is refused, never taken for the default folder."""
+    if not text:
+        raise argparse.ArgumentTypeError("the sweep's folder name is empty; give one, or leave --out out")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,7 +80,7 @@ def _print_plans(folder: Any, jobs: list[Any], as_json: bool) -> int:
     rows = [[job.key, *job.axes.values(), *_plan_columns(job), "finished" if job in finished else "to run"]
             for job in jobs]
     print(render_text(["key", *axes, "backend", "device", "tracer", "variants", "state"], rows))
-    print(f"{len(jobs)} jobs, {len(finished)} finished earlier; folder {folder.root}")
+    print(terminal_text(f"{len(jobs)} jobs, {len(finished)} finished earlier; folder {folder.root}"))
     return ExitCode.OK
 
 
@@ -98,4 +106,4 @@ def _print_outcomes(folder: Any, jobs: list[Any], outcomes: dict[str, Any], merg
     rows = [[job.key, *job.axes.values(), outcomes[job.key].state, outcomes[job.key].job_id,
              outcomes[job.key].error or str(folder.session(job.key))] for job in jobs if job.key in outcomes]
     print(render_text(["key", *axes, "state", "job id", "error or session"], rows))
-    print(f"merged: {merged}" if merged else "merged: nothing (no job finished)")
+    print(terminal_text(f"merged: {merged}" if merged else "merged: nothing (no job finished)"))

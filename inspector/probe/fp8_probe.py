@@ -36,7 +36,7 @@ from sessions.documents.model import Session, TimingMethod
 from sessions.documents.options import PROBE, check_values, default
 from sessions.documents.paths import session_file
 from sessions.documents.plan import TimingPlan
-from sessions.documents.storage import save
+from sessions.documents.storage import session_writer
 from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
 
 REPLAY_TARGET_MS = 0.2  # one timed replay holds about this much work ...
@@ -404,10 +404,21 @@ def _collected(inputs, options: ProbeOptions):
     return model, static, captured
 
 
-def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tuple[Session, Path]:
+def run_probe(options: ProbeOptions, command: list[str], report: Report, force: bool = False) -> tuple[Session, Path]:
+    """Probe the model and save its session, as `run` saves a study's: the options and the session file are
+    checked before any work (`session_writer`: the lock held to the end, an existing file replaced only with
+    `force`, a default name never shared with another probe). Returns the session and where it was saved."""
+    options.validate()
+    created = dt.datetime.now(dt.UTC)
+    with session_writer(session_file(options.out, options.model, created, "probe", f"b{options.batch}"), force) as writer:
+        session = _probe_session(options, command, report, created)
+        return session, writer.finish(session)
+
+
+def _probe_session(options: ProbeOptions, command: list[str], report: Report, created: dt.datetime) -> Session:
+    """The probe's measurements as a session (started at `created`); nothing is saved here."""
     from profilers.tracers import get_tracer
 
-    options.validate()
     cupti_problem = get_tracer("cupti").prepare()  # before torch loads: NVTX binds its injection once
     cudnn = require_fp8_environment()
     import torch
@@ -423,7 +434,6 @@ def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tupl
     with torch.no_grad():
         probed, times, runs, quantize_impl = probe_layers(captured, plan, cudnn, report)
     traces = trace_runs(runs, cupti_problem)
-    created = dt.datetime.now(dt.UTC)
     graphed = all(t.graphed for t in times.values())
     session = new_probe_session(options, command, inputs.model, created, probe_method(plan, graphed, quantize_impl, traces))
     session.environment.versions["cudnn-frontend-backend"] = str(cudnn.backend_version())
@@ -434,9 +444,7 @@ def run_probe(options: ProbeOptions, command: list[str], report: Report) -> tupl
         probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8, [scales, f"quantize: {quantize_impl}"]),
     ]
     session.variant(FP8_VARIANT).notes.append(estimate_line(session, load_rules()))
-    path = session_file(options.out, options.model, created, "probe", f"b{options.batch}")
-    save(session, path)
-    return session, path
+    return session
 
 
 def new_probe_session(options: ProbeOptions, command: list[str], model, created: dt.datetime, method: TimingMethod) -> Session:

@@ -7,6 +7,9 @@ Each type gets one converter, made once from its annotations: a study saves its 
 step and checks that the file loads back, so reading is on the study's path, not only the viewers'.
 A converter knows nothing of where its value sits; the path is put together only when a check fails,
 as the error passes up through the containers.
+
+Values are checked for meaning too, not only for type: every field named `*_ms` is a duration in
+milliseconds (`_duration`), so a view that divides by one (images per second) never overflows.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -87,11 +91,17 @@ def _optional(tp: Any) -> Convert:
     return optional
 
 
+DURATION_SUFFIX = "_ms"  # a field so named holds milliseconds, or a list of them
+SPREADS = frozenset({"std_ms"})  # durations that are spreads: any small amount is right (near-equal samples)
+MIN_TIME_MS = 1e-6  # a nanosecond: the finest tick of any clock trt-inspect reads (CUPTI, perf_counter_ns)
+MAX_TIME_MS = 1e12  # about 30 years: no measured call lasts longer
+
+
 def _dataclass(tp: type) -> Convert:
     hints = typing.get_type_hints(tp)
     missing = dataclasses.MISSING
     fields = [
-        (f.name, _converter(hints[f.name]), f.default is missing and f.default_factory is missing)
+        (f.name, _checked(f.name, _converter(hints[f.name])), f.default is missing and f.default_factory is missing)
         for f in dataclasses.fields(tp)
     ]
 
@@ -110,6 +120,31 @@ def _dataclass(tp: type) -> Convert:
         return tp(**kwargs)
 
     return dataclass
+
+
+def _checked(name: str, convert: Convert) -> Convert:
+    """`convert`, then the meaning check of a field named `name`: `_duration` for a `*_ms` field."""
+    if not name.endswith(DURATION_SUFFIX):
+        return convert
+    spread = name in SPREADS
+
+    def duration_field(value: Any) -> Any:
+        converted = convert(value)
+        for each in converted if isinstance(converted, (list, tuple)) else [converted]:
+            if isinstance(each, (int, float)) and not isinstance(each, bool):
+                _duration(float(each), spread)
+        return converted
+
+    return duration_field
+
+
+def _duration(ms: float, spread: bool) -> None:
+    """A duration a session may hold: finite, between 0 and MAX_TIME_MS, and a time (not a spread) either 0 or at
+    least MIN_TIME_MS, so that dividing by it stays finite (5e-324 ms would make the images per second infinite)."""
+    if not math.isfinite(ms) or not 0 <= ms <= MAX_TIME_MS:
+        raise ShapeError(f"{ms!r} ms is not a duration between 0 and {MAX_TIME_MS:g} ms")
+    if not spread and 0 < ms < MIN_TIME_MS:
+        raise ShapeError(f"{ms!r} ms is below a nanosecond, finer than any clock trt-inspect reads")
 
 
 def _literal(tp: Any) -> Convert:

@@ -21,7 +21,7 @@ from sessions.documents.gc_pause import gc_paused
 from sessions.documents.input_files import read_regular_file
 from sessions.documents.migrations import migrate
 from sessions.documents.model import SCHEMA_VERSION, TOOL, Session
-from sessions.documents.paths import sessions_dir
+from sessions.documents.paths import ChosenPath, sessions_dir
 
 
 def encode(session: Session) -> bytes:
@@ -97,21 +97,25 @@ def _remove_stale_temporaries(path: Path) -> None:
                 stale.unlink()
 
 
-def check_writable(path: Path) -> None:
-    """Fail now, with one line, if a session cannot be written at `path` (before hours of work)."""
+def check_writable(path: Path, what: str = "session") -> None:
+    """Fail now, with one line, if a `what` file cannot be written at `path` (before hours of work)."""
     if path.is_dir():
-        raise InputError(f"{path} is a folder; give a session file name")
+        raise InputError(f"{path} is a folder; give a {what} file name")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
         os.close(fd)
         os.unlink(probe)
     except OSError as exc:
-        raise InputError(f"cannot write a session at {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot write a {what} at {path}: {exc.strerror or exc}") from None
 
 
 LOCK_WAIT_S = 60.0  # how long a short writer (import --into, merge) waits for another one to finish
 _LOCK_POLL_S = 0.05
+
+
+class LockBusy(InputError):
+    """Another process holds the lock (`file_lock`): the one refusal a writer choosing its own name steps past."""
 
 
 @contextlib.contextmanager
@@ -120,7 +124,7 @@ def file_lock(lock_path: Path, busy: str, wait_s: float = 0.0) -> Iterator[None]
 
     The lock file is opened with O_NOFOLLOW: a symbolic link planted there is refused, never followed, and
     anything but a regular file is refused. Where another process holds it, wait up to `wait_s` seconds, then
-    raise InputError(`busy`). A lock file removed by its last holder while this one waited is opened again.
+    raise LockBusy(`busy`). A lock file removed by its last holder while this one waited is opened again.
     """
     deadline = time.monotonic() + wait_s
     while True:
@@ -130,7 +134,7 @@ def file_lock(lock_path: Path, busy: str, wait_s: float = 0.0) -> Iterator[None]
         except BlockingIOError:
             os.close(fd)
             if time.monotonic() >= deadline:
-                raise InputError(busy) from None
+                raise LockBusy(busy) from None
             time.sleep(_LOCK_POLL_S)
             continue
         if _is_same_file(fd, lock_path):
@@ -174,9 +178,13 @@ def lock_path_of(path: Path) -> Path:
 @contextlib.contextmanager
 def session_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
     """Held while a command writes the session file `path`: a second writer waits up to `wait_s`, then is refused."""
-    with file_lock(lock_path_of(path), f"{path} is being written by another trt-inspect command; use another --out "
-                   "or try again when it is done", wait_s):
+    with file_lock(lock_path_of(path), _busy_line(path, "session"), wait_s):
         yield
+
+
+def _busy_line(path: Path, what: str) -> str:
+    where = "use another --out or try again when it is done" if what == "session" else "try again when it is done"
+    return f"{path} is being written by another trt-inspect command; {where}"
 
 
 def partial_path(path: Path) -> Path:
@@ -184,7 +192,18 @@ def partial_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.partial{path.suffix}")
 
 
-class SessionWriter:
+class FileWriter:
+    """Writes one file for a command that holds its lock (see `file_writer`): every write atomic."""
+
+    def __init__(self, path: Path, what: str, replacing: bool) -> None:
+        self.path, self.what, self.replacing = path, what, replacing
+
+    def write(self, data: bytes) -> Path:
+        """`data` at `path`, atomically (`write_atomically`); the file it replaces stays whole until the rename."""
+        return write_atomically(self.path, data, self.what)
+
+
+class SessionWriter(FileWriter):
     """Writes one session file for a command that holds its lock (see `session_writer`).
 
     A writer that replaces a session found at its path saves its steps to `partial_path(path)` and replaces the
@@ -192,7 +211,8 @@ class SessionWriter:
     """
 
     def __init__(self, path: Path, replacing: bool) -> None:
-        self.path, self.replacing, self.done = path, replacing, False
+        super().__init__(path, "session", replacing)
+        self.done = False
 
     @property
     def current(self) -> Path:
@@ -212,18 +232,66 @@ class SessionWriter:
         return saved
 
 
+MAX_NUMBERED_NAMES = 1000  # `name-2` ... `name-1000`: far more commands than start within one second
+
+
+@contextlib.contextmanager
+def file_writer(path: Path, what: str, force: bool, wait_s: float = 0.0) -> Iterator[FileWriter]:
+    """The one way a command writes a file (sessions through `session_writer`; exports; the TUI's Markdown).
+
+    Before any work: the folder must be writable; the file's lock (`.NAME.lock` beside it) is taken (a second
+    writer waits up to `wait_s`, then is refused with one line) and held until the block ends; a symbolic link,
+    a device, a FIFO or a folder at `path` is refused, and an existing file too unless `force`.
+
+    A `paths.ChosenPath` (trt-inspect chose the name; the user named none) never replaces a file and `force` is
+    not read: the first of `path`, `NAME-2.EXT`, `NAME-3.EXT`, ... that neither exists nor is being written is
+    taken, so two commands started in one second get two files. The writer's `path` is the one taken.
+    """
+    with _locked_target(path, what, force, wait_s) as (target, exists):
+        yield FileWriter(target, what, exists)
+
+
 @contextlib.contextmanager
 def session_writer(path: Path, force: bool, wait_s: float = 0.0) -> Iterator[SessionWriter]:
-    """The one way a command writes a session file: run, rerun, import (--out and --into), merge, sweep jobs.
+    """The one way a command writes a session file: run, rerun, probe, import (--out and --into), merge, sweep jobs.
 
-    Before any work: the folder must be writable; the session lock is taken (a second writer waits up to `wait_s`,
-    then is refused with one line) and held until the block ends; a symbolic link, a device, a FIFO or a folder
-    at `path` is refused, and an existing session too unless `force` (import --into passes it: it adds to the file).
+    The rules of `file_writer` (lock, no replacing without `force`, never over a link, a device, a FIFO or a
+    folder, a free numbered name for a `paths.ChosenPath`), checked before any work; import --into passes `force`:
+    it adds to the file. Every save is atomic, and a replaced session stays until `SessionWriter.finish`.
     """
-    check_writable(path)
-    with session_lock(path, wait_s):
-        exists = check_replaceable(path, "session", force)
-        yield SessionWriter(path, exists)
+    with _locked_target(path, "session", force, wait_s) as (target, exists):
+        yield SessionWriter(target, exists)
+
+
+@contextlib.contextmanager
+def _locked_target(path: Path, what: str, force: bool, wait_s: float) -> Iterator[tuple[Path, bool]]:
+    """The path to write, locked until the block ends, and whether a file there will be replaced."""
+    chosen, path = isinstance(path, ChosenPath), Path(path)
+    check_writable(path, what)
+    if not chosen:
+        with file_lock(lock_path_of(path), _busy_line(path, what), wait_s):
+            yield path, check_replaceable(path, what, force)
+        return
+    for n in range(1, MAX_NUMBERED_NAMES + 1):
+        candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(file_lock(lock_path_of(candidate), _busy_line(candidate, what)))
+            except LockBusy:
+                continue  # another command is writing this name now: the next one
+            if os.path.lexists(candidate):
+                continue
+            yield candidate, False
+            return
+    raise InputError(f"{path} and {MAX_NUMBERED_NAMES - 1} numbered names beside it are taken; give a file name")
+
+
+def check_target(path: Path, what: str, force: bool, wait_s: float = 0.0) -> None:
+    """What the writer checks, checked already when the arguments are read (before a model loads): the folder
+    writable, the file not being written now, nothing but a replaceable file there, and an existing one only
+    with `force`. The writer checks again when it opens the file."""
+    with _locked_target(Path(path), what, force, wait_s):
+        pass
 
 
 def check_replaceable(path: Path, what: str, force: bool) -> bool:
@@ -319,11 +387,15 @@ class SessionEntry:
 
 
 def list_sessions(folder: Path | None = None) -> tuple[list[SessionEntry], list[str]]:
-    """Saved sessions, newest first, and one line for each file that could not be read."""
+    """Saved sessions, newest first, and one line for each file that could not be read.
+
+    A folder that is not there holds no sessions; one that cannot be listed (no read or search permission),
+    or a file where the folder should be, is an InputError: never "no sessions" for sessions that may be there.
+    """
     folder = folder or sessions_dir()
     entries: list[SessionEntry] = []
     problems: list[str] = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+    for path in _session_files(folder):
         try:
             session = load(path)
         except InputError as exc:
@@ -343,6 +415,20 @@ def list_sessions(folder: Path | None = None) -> tuple[list[SessionEntry], list[
         )
     entries.sort(key=lambda e: e.created, reverse=True)
     return entries, problems
+
+
+def _session_files(folder: Path) -> list[Path]:
+    """The `*.json` files in `folder`, sorted; [] where there is no folder."""
+    try:
+        with os.scandir(folder) as listing:
+            names = [entry.name for entry in listing if entry.name.endswith(".json")]
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        raise InputError(f"the sessions folder {folder} is not a folder") from None
+    except OSError as exc:
+        raise InputError(f"cannot read the sessions folder {folder}: {exc.strerror or exc}") from None
+    return sorted(folder / name for name in names)
 
 
 def resolve(name_or_path: str) -> Path:

@@ -38,9 +38,10 @@ class Table(Protocol):
 Cell = str | int | float | None
 
 
-# Control characters (C0, DEL, C1), Unicode line and paragraph separators and bidirectional controls.
-_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_TERMINAL_UNSAFE_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_ZERO_WIDTH = "\u200b-\u200f\u2060-\u2064\ufeff"  # zero-width spaces, joiners and marks: unseen text in a name
+# Control characters (C0, DEL, C1), Unicode line and paragraph separators, bidirectional controls, zero-width ones.
+_TERMINAL_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069{_ZERO_WIDTH}]")
+_TERMINAL_UNSAFE_IN_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069{_ZERO_WIDTH}]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -49,8 +50,8 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def terminal_text(text: object, keep_lines: bool = False) -> str:
-    """Text from a session or a file, safe on a terminal: every control character, Unicode line break and bidi
-    control becomes a visible backslash escape (ESC as `\\x1b`, U+202E as `\\u202e`), so none can move the
+    """Text from a session or a file, safe on a terminal: every control character, Unicode line break, bidi
+    control and zero-width character becomes a visible backslash escape (ESC as `\\x1b`, U+202E as `\\u202e`), so none can move the
     cursor, clear the screen, set the window title or reorder the line. The one owner of that rule: the CLI's
     output, the text tables, CSV and the TUI call it where they render.
 

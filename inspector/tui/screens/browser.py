@@ -63,7 +63,10 @@ class BrowserScreen(Screen):
 
     @work(thread=True, exclusive=True, group="browser")
     def read_sessions(self) -> tuple[list[SessionEntry], list[str], dict[Path, SessionState]]:
-        entries, problems = list_sessions(self.folder)
+        try:
+            entries, problems = list_sessions(self.folder)
+        except InputError as exc:  # the folder cannot be listed: the browser says so, as it says a bad file
+            return [], [exc.message], {}
         states = {}
         for entry in entries:
             try:
