@@ -1,14 +1,22 @@
-"""`trt-inspect import`: a session (or one more variant of one) from trtexec / engine-inspector JSON files."""
+"""`trt-inspect import`: a session (or more variants of one) from trtexec / engine-inspector files.
+
+A folder of one engine's files is one variant; a folder of several engines is a variant per engine (`--engine
+PATTERN` keeps those whose name or a file's name matches), one session to compare them.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inspector.commands.output import err, print_session
 from inspector.options import argument_type
 from sessions.documents.errors import ExitCode, InputError
 from sessions.documents.options import option
+
+if TYPE_CHECKING:
+    from profilers.trt_import.importer import Imported
+    from sessions.documents.model import Session
 
 NAME = "import"
 
@@ -22,7 +30,10 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
     added when the command's line is parsed (`cli._Parser`), since reading the registry imports the importers."""
     from profilers.trt_import.kinds import roles
 
-    p.add_argument("folder", nargs="?", help="a folder holding the files of one engine (found by name and content)")
+    p.add_argument("folder", nargs="?", help="a folder of TensorRT files: one engine's, or several engines' (a variant "
+                   "each); files found by content, paired by name and trtexec's --saveEngine / --loadEngine")
+    p.add_argument("--engine", metavar="PATTERN", help="with a folder: only the engines whose variant name or a file's "
+                   "name matches this shell pattern (e.g. 'gpu_*')")
     for role in roles():
         if role.repeatable:
             p.add_argument(role.flag, action="append", default=[], metavar=role.metavar, help=role.help)
@@ -54,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
     import datetime as dt
     from pathlib import Path
 
-    from profilers.trt_import.folder import files_of_folder
-    from profilers.trt_import.importer import check_joinable, import_variant, new_session
+    from profilers.trt_import.folder import Engine, files_of_folder
+    from profilers.trt_import.importer import import_variant, new_session
     from profilers.trt_import.kinds import ImportFiles, roles
     from sessions.documents.paths import session_file
     from sessions.documents.storage import LOCK_WAIT_S, load, resolve, session_writer
@@ -65,36 +76,56 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"give a folder or {' / '.join(role.flag for role in single)}, not both")
     if not args.folder and not args.layers and not args.profile:
         raise InputError("import needs a folder, --layers, --profile or both")
-    found = files_of_folder(Path(args.folder)) if args.folder else None
-    files = found.files if found else ImportFiles({role.name: [Path(getattr(args, role.name))] for role in single
-                                                   if getattr(args, role.name)}, not args.no_metadata_search)
-    for role in roles():
-        if role.repeatable:
-            files.add(role.name, [Path(each) for each in getattr(args, role.name)])
-    imported = import_variant(files, args.name, args.model, args.batch)
-    variant = imported.variant
-    if found:
-        variant.notes.insert(0, f"from {args.folder}: took {', '.join(p.name for p in found.taken)}; "
-                                f"left {', '.join(p.name for p in found.left) or 'nothing'}")
-    variant.command = list(args.argv)
+    if args.engine is not None and not args.folder:
+        raise InputError("--engine picks engines of a folder: give the folder")
+    found = files_of_folder(Path(args.folder), args.engine) if args.folder else None
+    if found is not None and len(found.engines) > 1 and args.name:
+        raise InputError(f"--name names one variant; {args.folder} holds {len(found.engines)} engines (--engine keeps one)")
+    engines = found.engines if found else [Engine(args.name, ImportFiles(
+        {role.name: [Path(getattr(args, role.name))] for role in single if getattr(args, role.name)},
+        not args.no_metadata_search))]
+    imports = []
+    for engine in engines:
+        for role in roles():
+            if role.repeatable:
+                engine.files.add(role.name, [Path(each) for each in getattr(args, role.name)])
+        imported = import_variant(engine.files, args.name or engine.name, args.model, args.batch,
+                                  folder_model=found.model if found else None)
+        if found:
+            imported.variant.notes.insert(0, f"from {args.folder}: took {', '.join(engine.taken)}; "
+                                             f"left {', '.join(found.left) or 'nothing'}")
+        imported.variant.command = list(args.argv)
+        imports.append(imported)
+    variants = [imported.variant for imported in imports]
     if args.into:
         path = resolve(args.into)
         with session_writer(path, force=True, wait_s=LOCK_WAIT_S) as writer:  # read, add, write: one writer at a time
             session = load(path)
-            if any(v.name == variant.name for v in session.variants):
-                raise InputError(f"{path} already has a variant {variant.name!r}; pass --name")
-            check_joinable(session, imported, args.force)
-            session.variants.append(variant)
+            _add(session, imports, args.force)
             writer.finish(session)
     else:
-        session = new_session(imported, variant.command)
+        session = new_session(imports[0], variants[0].command)
         created = dt.datetime.fromisoformat(session.study.created)
-        path = session_file(args.out, session.study.model, created, "import", variant.name)
-        session.variants.append(variant)
+        named = variants[0].name if len(variants) == 1 else f"{len(variants)}-engines"
+        path = session_file(args.out, session.study.model, created, "import", named)
+        _add(session, imports, args.force)
         with session_writer(path, args.force, LOCK_WAIT_S) as writer:
             writer.finish(session)
     if args.json:  # the text summary prints the notes
-        for note in variant.notes:
+        for note in (note for variant in variants for note in variant.notes):
             err(note)
     print_session(session, path, args.json)
     return ExitCode.OK
+
+
+def _add(session: Session, imports: list[Imported], force: bool) -> None:
+    """The imported variants added to `session`, each of its model, batch and GPU (or `force`), each name new."""
+    from profilers.trt_import.importer import check_joinable
+
+    for imported in imports:
+        variant = imported.variant
+        if any(v.name == variant.name for v in session.variants):
+            raise InputError(f"the session already has a variant {variant.name!r}; pass --name")
+        if session.variants:
+            check_joinable(session, imported, force)
+        session.variants.append(variant)

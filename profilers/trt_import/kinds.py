@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,7 +90,9 @@ class Role:
 class FileKind:
     """One file a tool writes. `description` is what `file_kind` says it is; `recognise` takes the JSON document
     (or, for a log's `text` kind, the log's text); `rank` orders the tests of JSON kinds, lowest first (the first
-    that recognises a document names it). A log's kind fills a single-file role only where no JSON file does."""
+    that recognises a document names it). A log's kind fills a single-file role only where no JSON file does.
+    `head`: a pattern the first HEAD_BYTES of a JSON file of this kind match, which classifies a file in a folder
+    without reading it whole (the import reads it, once, and `recognise` checks it then)."""
 
     description: str
     role: str
@@ -97,6 +100,7 @@ class FileKind:
     rank: int = 0
     text: bool = False
     suffixes: tuple[str, ...] = ()
+    head: str | None = None
 
 
 _ROLES: dict[str, Role] = {}
@@ -146,6 +150,14 @@ def suffixes() -> tuple[str, ...]:
     """Every name ending the kinds' writers give their files, the longest first (the most specific)."""
     _load()
     return tuple(sorted({s for kind in _KINDS for s in kind.suffixes}, key=len, reverse=True))
+
+
+HEAD_BYTES = 4096
+
+
+def kind_of_head(head: str) -> FileKind | None:
+    """The registered JSON kind whose `head` pattern the opening of a file matches, in rank order; None for none."""
+    return next((kind for kind in json_kinds() if kind.head and re.search(kind.head, head)), None)
 
 
 def kind_of(doc: Any) -> FileKind | None:

@@ -119,6 +119,7 @@ LAYER_INFO_WORDS = "layer information (--exportLayerInfo or the engine inspector
 register_role(Role(LAYERS, "layer information (--exportLayerInfo or IEngineInspector JSON)", order=1))
 register_kind(FileKind(
     LAYER_INFO_WORDS, LAYERS, rank=10, suffixes=(".graph.json", ".layers.json"),
+    head=r'^\s*\{\s*"(?:Layers|layers|LayerInfo)"\s*:\s*\[',
     recognise=lambda doc: isinstance(doc, dict) and any(
         isinstance(doc.get(k), list) for k in ("Layers", "layers", "LayerInfo"))))
 

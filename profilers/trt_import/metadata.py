@@ -43,14 +43,15 @@ register_role(Role(METADATA, "trtexec metadata (*.profile.metadata.json, *.build
                    repeatable=True, metavar="FILE"))
 register_kind(FileKind(
     "trtexec profile metadata (*.profile.metadata.json): pass it with --metadata", METADATA, rank=20,
-    suffixes=(".profile.metadata.json",),
+    suffixes=(".profile.metadata.json",), head=r'^\s*\{[\s\S]*?"(?:performance_summary|inference_options)"\s*:',
     recognise=lambda doc: isinstance(doc, dict) and ("performance_summary" in doc or "inference_options" in doc)))
 register_kind(FileKind(
     "trtexec build metadata (*.build.metadata.json): pass it with --metadata", METADATA, rank=30,
-    suffixes=(".build.metadata.json",),
+    suffixes=(".build.metadata.json",), head=r'^\s*\{[\s\S]*?"(?:model_options|build_options)"\s*:',
     recognise=lambda doc: isinstance(doc, dict) and ("model_options" in doc or "build_options" in doc)))
 register_kind(FileKind(
     "trex device metadata (*.metadata.json): pass it with --metadata", METADATA, rank=70, suffixes=(".metadata.json",),
+    head=r'^\s*\[\s*\{[\s\S]*?"ComputeCapability"\s*:',
     recognise=lambda doc: (first := first_record(doc)) is not None and "ComputeCapability" in first))
 register_kind(FileKind(
     "a trtexec log: its options and device", METADATA, text=True,

@@ -70,10 +70,12 @@ def optional_field(record: dict[str, Any], key: str, origin: str, position: int,
 register_role(Role(PROFILE, "per-layer profile (--exportProfile); alone, it names the layers too", order=2))
 SAMPLES = register_kind(FileKind(
     "IProfiler per-layer samples (layer name -> its times over many runs): pass it as --profile", PROFILE, rank=40,
+    head=r'^\s*\{\s*"(?:[^"\\]|\\.)*"\s*:\s*\[\s*[-+.0-9]',
     recognise=lambda doc: isinstance(doc, dict) and bool(doc) and all(
         isinstance(v, list) and v and all(type(x) in (int, float) for x in v) for v in doc.values())))
 EXPORTED = register_kind(FileKind(
     "a trtexec --exportProfile file: pass it as --profile", PROFILE, rank=50, suffixes=(".profile.json", ".profile"),
+    head=r'^\s*\[\s*\{[\s\S]*?"(?:timeMs|averageMs)"\s*:',
     recognise=lambda doc: (first := first_record(doc)) is not None and "name" in first and (
         "timeMs" in first or "averageMs" in first)))
 

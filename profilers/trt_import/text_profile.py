@@ -27,10 +27,11 @@ from sessions.documents.trt_names import PROFILE_COLUMNS
 
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
+TABLE_LINE = re.compile(r"^(?:\[[^\]\n]*\] )?\[I\] " + PROFILE_HEADING.pattern, re.MULTILINE)  # as a log line, not prose
 OTHER_MESSAGE = re.compile(r"^(?:\[[^\]]*\] )?\[[VWEF]\] ")  # a verbose, warning or error line another thread printed
 TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
 register_kind(FileKind("the --dumpProfile table of a trtexec log", PROFILE, text=True,
-                       recognise=lambda text: bool(PROFILE_HEADING.search(text))))
+                       recognise=lambda text: bool(TABLE_LINE.search(text))))
 
 
 @dataclass

@@ -34,6 +34,7 @@ TRTEXEC_NAMES = re.compile(r"\.(graph|timing|times|profile)\.json$")
 ROLE = "times"  # import --times
 TIMES = register_kind(FileKind(
     "a trtexec --exportTimes file: pass it as --times", ROLE, rank=60, suffixes=(".timing.json", ".times.json"),
+    head=r'^\s*\[\s*\{[\s\S]*?"(?:computeMs|startEnqMs)"\s*:',
     recognise=lambda doc: (first := first_record(doc)) is not None and ("computeMs" in first or "startEnqMs" in first)))
 
 

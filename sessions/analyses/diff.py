@@ -285,7 +285,10 @@ class VariantComparison:
         band_a, band_b = self._drift_a, self._drift_b
         per = " per image" if self.scale_a != self.scale_b else ""
         if band_a is None or band_b is None:
-            return Change(self.label, "latency", self.label, a, b, False, f"not judged: no spread stored{per}")
+            # no spread stored (trtexec's performance summary of an import): the threshold alone decides, and says so
+            rel = (b - a) / a if a else 0.0
+            return Change(self.label, "latency", self.label, a, b, rel > self.threshold,
+                          f"threshold only: no spread stored{per}")
         band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
         bands = f"bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
         machine = machine_latency(band_a, band_b, self._factor, *self.loads)

@@ -69,9 +69,10 @@ def test_a_kind_registered_alone_is_found_in_a_folder_and_put_into_the_variant(m
     folder = _engine_folder(tmp_path)
     assert kinds.file_kind(read_json(folder / f"{STEM}.memory.json", "m")) == memory_kind.description
     found = files_of_folder(folder)
-    assert found.files.every("memory") == [folder / f"{STEM}.memory.json"]  # the file of the same engine name
-    assert folder / "other.memory.json" in found.left
-    assert "peak memory 321 MiB" in import_variant(found.files).variant.notes
+    (engine,) = found.engines
+    assert engine.files.every("memory") == [folder / f"{STEM}.memory.json"]  # the file of the same engine name
+    assert any(entry.startswith("other.memory.json (of engine other") for entry in found.left)
+    assert "peak memory 321 MiB" in import_variant(engine.files).variant.notes
 
 
 def test_a_kind_registered_alone_is_taken_from_its_flag(memory_kind: kinds.FileKind, tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ import pytest
 
 from profilers.trt_import.folder import files_of_folder
 from profilers.trt_import.importer import ImportFiles, import_variant, new_session
-from profilers.trt_import.text_layers import read_text_layers
 from profilers.trt_import.summary import summary_of_log
+from profilers.trt_import.text_layers import read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile
 from sessions.documents.errors import InputError
 from tests.conftest import TESTS
@@ -149,11 +149,13 @@ def test_a_folder_of_one_log_imports_its_layers_and_table(tmp_path: Path) -> Non
     shutil.copy(TRT10, tmp_path / "tiny.log")
     (tmp_path / "notes.txt").write_text("not a TensorRT file\n")
     found = files_of_folder(tmp_path)
-    assert found.files.one("layers") == found.files.one("profile") == tmp_path / "tiny.log"
-    assert found.taken == [tmp_path / "tiny.log"] and found.left == [tmp_path / "notes.txt"]
+    (engine,) = found.engines
+    assert engine.files.one("layers") == engine.files.one("profile") == tmp_path / "tiny.log"
+    assert engine.taken == ["tiny.log (layers; profile; run facts and performance summary)"]
+    assert found.left == ["notes.txt (not a TensorRT file this tool reads)"]
 
 
 def test_a_log_beside_json_files_gives_only_its_facts() -> None:
-    found = files_of_folder(_shared(YOLO))
-    assert (found.files.one("layers"), found.files.one("profile"), found.files.every("metadata")) == (
+    (engine,) = files_of_folder(_shared(YOLO)).engines
+    assert (engine.files.one("layers"), engine.files.one("profile"), engine.files.every("metadata")) == (
         YOLO / "layer_info.json", YOLO / "profile.json", [YOLO / "trt.out"])
