@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from builders.backend import Backend, BackendContext, Engine, backend_class
+from builders.backend import Backend, BackendContext, Engine, TimingStep, backend_class
 from builders.study_inputs import StudyInputs
 from inspector.options import validate_plan
 from inspector.request import StudyRequest
@@ -119,6 +119,7 @@ def run_study(plan: StudyPlan, command: list[str], report: Report, force: bool =
 def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt.datetime,
                 writer: SessionWriter) -> tuple[Session, Path]:
     backend_cls, tracer = check_plan(plan)
+    report(Progress("setup", f"loading {plan.model}: the model, its weights and the study's images"))
     inputs = backend_cls.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))
     backend = backend_cls(
@@ -128,18 +129,24 @@ def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt
     session = new_session(plan, command, inputs, backend, tracer, created)
     recorder = Recorder(session, writer, report)
     recorder.step("setup", f"session: {recorder.path}")
-    reference = reference_outputs(backend, inputs)
-    engines = build_variants(plan, backend, tracer, inputs, reference, recorder)
-    if not engines:
+    try:
+        reference, no_reference = reference_outputs(backend, inputs), NO_REFERENCE
+    except Exception as exc:  # noqa: BLE001  (the variants are still built and timed, without quality figures)
+        reference, no_reference = None, f"quality not measured: the fp32 reference failed: {one_line(exc)}"
+        report(Progress("setup", no_reference))
+    engines = build_variants(plan, backend, tracer, inputs, (reference, no_reference), recorder)
+    if engines:
+        time_variants(session, engines, plan, recorder)
+    for name, engine in engines.items():
+        release(engine, session.variant(name))
+    if not any(v.status == "ok" for v in session.variants):
         raise InspectError(f"every variant failed; see {recorder.path}")
-    time_variants(session, engines, plan, recorder)
-    for engine in engines.values():
-        engine.release()
     return session, recorder.finish()
 
 
 def run_requested_study(request: StudyRequest, report: Report, force: bool = False) -> tuple[Session, Path]:
     """Resolve `request` for this machine and run the study: the CLI's and the TUI's one path."""
+    report(Progress("setup", f"resolving {request.model} for this machine: backend, device, variants"))
     plan, notes = resolve(request)
     for note in notes:
         report(Progress("setup", note))
@@ -154,8 +161,14 @@ def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:
     return np.concatenate([np.asarray(output) for output in outputs])
 
 
-def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: StudyInputs, reference: Any,
+def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: StudyInputs, reference: tuple[Any, str],
                    recorder: Recorder) -> dict[str, Engine]:
+    """Each variant built, its quality measured and its kernels traced; the engines of those that built.
+
+    `reference`: the fp32 outputs on the quality images (None where there are none) and the note that says why
+    not. A variant whose build fails for any reason (an assertion in a library, out of memory) is kept as failed
+    with one line of reason, and the study goes on; one whose quality or trace fails keeps a note.
+    """
     engines: dict[str, Engine] = {}
     profiled = False  # whether any variant got the backend's own per-layer times
     baselines: dict[str, Any] = {}
@@ -172,7 +185,7 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
                 result = builder.build(variant_plan, inputs.calibration)
                 if memory is not None:
                     result.variant.peak_memory_bytes = memory.peak_bytes(result.engine.run_once)
-            except (InspectError, RuntimeError, ValueError) as exc:
+            except Exception as exc:  # noqa: BLE001  (any failure costs this variant only)
                 recorder.session.variants.append(failed_variant(variant_plan, plan, exc))
                 recorder.step("build", f"{variant_plan.name} failed: {one_line(exc)}", variant_plan.name, index + 1, total)
                 continue
@@ -181,10 +194,13 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
                 variant.recipe.calibration_source = inputs.image_source
             recorder.session.variants.append(variant)
             engines[variant.name] = result.engine
-            measure_quality(variant, result.engine, reference, inputs, recorder, baselines)
+            try:
+                measure_quality(variant, result.engine, reference[0], inputs, recorder, baselines, reference[1])
+            except Exception as exc:  # noqa: BLE001  (the built variant is kept, traced and timed)
+                variant.notes.append(f"quality not measured in full: {one_line(exc)}")
             try:
                 profiled = trace_variant(variant, result.engine, plan, tracer, builder, recorder) or profiled
-            except (InspectError, OSError, RuntimeError) as exc:  # the built and measured variant is kept
+            except Exception as exc:  # noqa: BLE001  (the built and measured variant is kept)
                 variant.layers = result.engine.layers()
                 variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
             recorder.session.method.per_layer = per_layer_words(backend, tracer, plan.device, profiled)
@@ -204,6 +220,7 @@ def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], plan: S
 
 
 def failed_variant(variant_plan: VariantPlan, plan: StudyPlan, exc: BaseException) -> Variant:
+    """The record of a variant that did not build: status failed, and `exc` in one line as its error."""
     return Variant(name=variant_plan.name, backend=variant_plan.backend or plan.backend, precision=variant_plan.precision,
                    device=plan.device, status="failed", error=one_line(exc))
 
@@ -253,12 +270,13 @@ def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: boo
 
 
 def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: StudyInputs, recorder: Recorder,
-                    baselines: dict[str, Any]) -> None:
-    """Quality against fp32, agreement with the first fp16 variant (kept in `baselines` once measured), stress inputs."""
+                    baselines: dict[str, Any], no_reference: str = NO_REFERENCE) -> None:
+    """Quality against fp32, agreement with the first fp16 variant (kept in `baselines` once measured), stress inputs;
+    where `reference` is None, the note `no_reference` instead."""
     from profilers.quality import compare, predicted_classes, stress_check
 
     if reference is None:
-        variant.notes.append(NO_REFERENCE)
+        variant.notes.append(no_reference)
         return
     count = inputs.image_count
     recorder.step("quality", f"{variant.name}: quality on {count} images", variant.name, saved=False)
@@ -336,15 +354,24 @@ def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
 
 
 def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan, recorder: Recorder) -> None:
+    """The variants of `engines` timed in interleaved rounds.
+
+    A variant whose timing step cannot be made, or whose inference fails while it is timed, is marked failed with
+    one line of reason and its engine let go (taken out of `engines`); the rounds then start again without it, so
+    that the variants left are timed in the same rounds.
+    """
     from profilers import environment
     from profilers.stats import latency_stats
     from profilers.timing import clock_for, describe, measure
 
     session.environment.torch = environment.torch_settings()  # as in effect while timing
     sampler = environment.timing_sampler(plan.device)
-    steps = {name: engine.timing_step() for name, engine in engines.items()}
-    session.method.cuda_graph = plan.device == "cuda" and all(step.graphed for step in steps.values())
-    session.method.timed_region = describe(plan.device, session.method.cuda_graph, plan.timing)
+    steps: dict[str, TimingStep] = {}
+    for name, engine in list(engines.items()):
+        try:
+            steps[name] = engine.timing_step()
+        except Exception as exc:  # noqa: BLE001  (a CUDA graph capture out of memory, a library's error)
+            fail_timing(session, engines, name, exc, recorder)
     for name, step in steps.items():
         if step.note:
             session.variant(name).notes.append(step.note)
@@ -361,11 +388,58 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
         if due:
             last_save = time.monotonic()
 
-    recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",
-                  None, 0, plan.timing.rounds, saved=False)
     with sampler:
-        measure({name: step.run for name, step in steps.items()}, plan.timing, clock_for(plan.device), on_round)
+        while steps:
+            session.method.cuda_graph = plan.device == "cuda" and all(step.graphed for step in steps.values())
+            session.method.timed_region = describe(plan.device, session.method.cuda_graph, plan.timing)
+            recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",
+                          None, 0, plan.timing.rounds, saved=False)
+            try:
+                measure({name: _guarded(name, step.run) for name, step in steps.items()}, plan.timing,
+                        clock_for(plan.device), on_round)
+                break
+            except StepFailed as failed:
+                del steps[failed.name]
+                for name in steps:  # timed again from the start, in rounds of their own
+                    session.variant(name).latency = None
+                fail_timing(session, engines, failed.name, failed.cause, recorder)
     session.environment.during_timing = sampler.conditions()
+
+
+class StepFailed(Exception):
+    """A timed inference of variant `name` raised `cause`."""
+
+    def __init__(self, name: str, cause: Exception) -> None:
+        super().__init__(f"{name}: {one_line(cause)}")
+        self.name, self.cause = name, cause
+
+
+def _guarded(name: str, run: Callable[[], None]) -> Callable[[], None]:
+    """`run`, its exceptions raised as StepFailed naming `name` (an interrupt passes as it is)."""
+
+    def step() -> None:
+        try:
+            run()
+        except Exception as exc:
+            raise StepFailed(name, exc) from exc
+
+    return step
+
+
+def fail_timing(session: Session, engines: dict[str, Engine], name: str, exc: Exception, recorder: Recorder) -> None:
+    """Variant `name` marked failed in timing (`exc` in one line), its engine let go and taken out of `engines`."""
+    variant = session.variant(name)
+    variant.status, variant.error, variant.latency = "failed", f"timing failed: {one_line(exc)}", None
+    release(engines.pop(name), variant)
+    recorder.step("timing", f"{name} {variant.error}; timing the others", name)
+
+
+def release(engine: Engine, variant: Variant) -> None:
+    """`engine`'s device memory let go; where that fails, a note on `variant`, never the end of the study."""
+    try:
+        engine.release()
+    except Exception as exc:  # noqa: BLE001  (the measurements are taken; only the memory is at stake)
+        variant.notes.append(f"its engine could not be released: {one_line(exc)}")
 
 
 def _wall_ms(step: Callable[[], None], synchronize: Callable[[], None], repeats: int) -> float:

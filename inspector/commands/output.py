@@ -83,8 +83,8 @@ def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]], as_js
             exc.message += f" (measured so far: {saved[-1]})"
         raise
     print_session(session, path, as_json)
-    failed = any(v.status != "ok" for v in session.variants)
-    return (ExitCode.FAILURE if failed else ExitCode.OK), session, path
+    # a study returns once a variant measured (its failed ones marked in the table); where every one failed it raises
+    return ExitCode.OK, session, path
 
 
 def rules(path: str | None) -> Rules:
