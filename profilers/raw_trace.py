@@ -8,6 +8,7 @@ import orjson
 
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from sessions.documents.errors import InputError
+from sessions.documents.input_files import read_regular_file
 
 FORMAT = "trt-inspect-raw-trace/1"
 
@@ -24,13 +25,15 @@ def dump(records: TraceRecords, path: Path) -> None:
         "launches": [[x.correlation, x.thread, x.time] for x in records.launches],
         "ranges": [[r.name, r.thread, r.start, r.end] for r in records.ranges],
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(orjson.dumps(doc))
+    from sessions.documents.storage import file_writer
+
+    with file_writer(path, "raw trace", True) as writer:  # --raw-trace DIR: a rerun replaces its records
+        writer.write(orjson.dumps(doc))
 
 
 def load(path: Path) -> TraceRecords:
     try:
-        doc = orjson.loads(Path(path).read_bytes())
+        doc = orjson.loads(read_regular_file(Path(path), "raw trace"))
         if doc.get("format") != FORMAT:
             raise ValueError(f"format is {doc.get('format')!r}, expected {FORMAT}")
         return TraceRecords(
@@ -43,5 +46,5 @@ def load(path: Path) -> TraceRecords:
             dropped=doc.get("dropped", 0),
             note=doc.get("note", ""),
         )
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise InputError(f"{path} is not a raw trace: {exc}") from None

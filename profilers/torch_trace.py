@@ -73,14 +73,12 @@ def trace(run_once: Callable[[], None], calls: int, device: str) -> TraceRecords
     finally:
         with kineto_lines_dropped():
             prof.stop()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path, "rb") as f:
-            events = orjson.loads(f.read()).get("traceEvents", [])
-    finally:
-        os.unlink(path)
+    from sessions.documents.input_files import read_regular_file
+    from sessions.documents.storage import scratch_path
+
+    with scratch_path(".json") as path:  # torch.profiler writes its trace only to a file
+        prof.export_chrome_trace(str(path))
+        events = orjson.loads(read_regular_file(path, "profiler trace")).get("traceEvents", [])
     return parse_chrome_trace(events, device)
 
 

@@ -330,3 +330,97 @@ def test_renderers_never_test_a_backend_name():
             if where != "sessions/documents/engines.py":  # the one reader of sessions written before engines named themselves
                 found += backend_tests(path.read_text(), where)
     assert found == []
+
+
+# One writer (issue 41): every file a command writes goes through `sessions.documents.storage` (file_writer,
+# session_writer, log_file, scratch_path). The caches under builders/ are another owner's and write through
+# `write_atomically`; they are the modules named here.
+ONE_WRITER = "sessions/documents/storage.py"
+CACHE_WRITERS = {
+    "builders/engine/plans.py",  # timing cache and plan files
+    "builders/engine/twin.py",  # FP8 twin cache
+    "builders/models/seeded_weights.py",  # kept seeded weights
+    "builders/tensorrt/tensorrt_backend.py",  # built engines
+    "builders/tensorrt/compat.py",  # TensorRT's timing cache
+    "builders/tensorrt/onnx_export.py",  # exported ONNX files (the cache's; `onnx --out`'s too, not yet one writer)
+}
+WRITE_METHODS = {"write_text", "write_bytes", "touch", "symlink_to", "hardlink_to", "rename", "export_chrome_trace"}
+SCRATCH = "scratch_path"  # `with scratch_path(...) as p`: a library may write p, a private temporary file
+WRITE_FUNCTIONS = {
+    ("os", "replace"), ("os", "rename"), ("os", "link"), ("os", "symlink"), ("os", "mkfifo"), ("os", "mknod"),
+    ("os", "truncate"), ("shutil", "copy"), ("shutil", "copy2"), ("shutil", "copyfile"), ("shutil", "copytree"),
+    ("shutil", "move"), ("tempfile", "mkstemp"), ("tempfile", "NamedTemporaryFile"), ("tempfile", "mktemp"),
+    ("torch", "save"), ("np", "save"), ("numpy", "save"), ("onnx", "save"), ("onnx", "export"),
+}
+WRITE_NAMES = {"save_file", "write_atomically", "mkstemp", "NamedTemporaryFile"}
+WRITE_FLAGS = {"O_CREAT", "O_WRONLY", "O_RDWR", "O_APPEND", "O_TRUNC"}
+
+
+def _call_name(func: ast.expr) -> tuple[str | None, str | None]:
+    """(owner, name) of a call: `os.replace` -> ("os", "replace"), `path.open` -> ("path", "open"), `open` -> (None, "open")."""
+    if isinstance(func, ast.Name):
+        return None, func.id
+    if isinstance(func, ast.Attribute):
+        value = func.value
+        return (value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else "?"), func.attr
+    return None, None
+
+
+def _opens_for_writing(node: ast.Call, name: str | None) -> bool:
+    """`open(p, "w")`, `path.open("ab")`, `os.fdopen(fd, "wb")`, `os.open(p, os.O_CREAT | ...)`."""
+    if name == "os.open":
+        return any(isinstance(n, ast.Attribute) and n.attr in WRITE_FLAGS for arg in node.args[1:2] for n in ast.walk(arg))
+    if name not in ("open", "fdopen", "os.fdopen") and not (name or "").endswith(".open"):
+        return False
+    if name == "open" and any(k.arg == "closefd" for k in node.keywords):
+        return False  # closefd=False takes a descriptor (a terminal, a pipe), never a file name
+    position = 0 if name.endswith(".open") and name != "os.open" and not name.startswith("io.") else 1
+    modes = [k.value for k in node.keywords if k.arg == "mode"] + node.args[position:position + 1]
+    return any(isinstance(m, ast.Constant) and isinstance(m.value, str) and set(m.value) & set("wax+") for m in modes)
+
+
+def file_writes(source: str, where: str) -> list[str]:
+    """Every place in `source` that creates, writes, renames or replaces a file by itself."""
+    tree = ast.parse(source)
+    scratch = {item.optional_vars.id for node in ast.walk(tree) if isinstance(node, ast.With) for item in node.items
+               if isinstance(item.context_expr, ast.Call) and _call_name(item.context_expr.func)[1] == SCRATCH
+               and isinstance(item.optional_vars, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _into_scratch(node, scratch):
+            continue
+        owner, attr = _call_name(node.func)
+        name = f"{owner}.{attr}" if owner else attr
+        if (owner, attr) in WRITE_FUNCTIONS or attr in WRITE_NAMES or (owner and attr in WRITE_METHODS) \
+                or (owner, attr) == ("onnx", "export") or _opens_for_writing(node, name):
+            found.append(f"{where}:{node.lineno}: {name}")
+    return found
+
+
+def _into_scratch(node: ast.Call, scratch: set[str]) -> bool:
+    """A call whose first argument is (or wraps) a scratch path's name: the library writes a private temporary file."""
+    return bool(node.args) and any(isinstance(n, ast.Name) and n.id in scratch for n in ast.walk(node.args[0]))
+
+
+def test_the_writer_check_finds_every_way_to_write_a_file():
+    source = "\n".join([  # noqa: FLY002  (one case a line)
+        "path.write_bytes(b'x')", "p.write_text('x')", "open(p, 'w')", "open(p, mode='ab')", "path.open('x')",
+        "os.fdopen(fd, 'wb')", "os.open(p, os.O_CREAT | os.O_WRONLY)", "os.replace(a, b)", "shutil.copy2(a, b)",
+        "tempfile.mkstemp()", "torch.save(m, p)", "save_file(t, p)", "prof.export_chrome_trace(p)",
+        "write_atomically(p, b'x')", "torch.onnx.export(m, x, p)",
+        # reads and folders are not writes
+        "open(p)", "open(p, 'rb')", "path.open('rb')", "os.open(p, os.O_RDONLY)", "p.mkdir()", "p.read_bytes()",
+        "open(fd, 'w', closefd=False)", "with scratch_path('.json') as kept:\n    prof.export_chrome_trace(str(kept))",
+    ])
+    assert [int(line.split(":")[1]) for line in file_writes(source, "x")] == list(range(1, 16))
+
+
+def test_every_file_is_written_through_the_one_writer():
+    """No module but `sessions.documents.storage` (and the caches of builders/) writes a file by itself."""
+    found = []
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if where != ONE_WRITER and where not in CACHE_WRITERS:
+            found += file_writes(path.read_text(), where)
+    assert found == []
+    assert all((ROOT / module).is_file() for module in CACHE_WRITERS)  # a moved cache module is named again

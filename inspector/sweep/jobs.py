@@ -95,9 +95,11 @@ class SweepFolder:
                          "to end or give another --out")
 
     def write_job(self, job: Job) -> None:
-        path = self.job_file(job.key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(orjson.dumps(job, option=orjson.OPT_INDENT_2))
+        """The job's plan, for its worker: through the one writer, replacing the plan of an earlier sweep."""
+        from sessions.documents.storage import LOCK_WAIT_S, file_writer
+
+        with file_writer(self.job_file(job.key), "job file", True, LOCK_WAIT_S) as writer:
+            writer.write(orjson.dumps(job, option=orjson.OPT_INDENT_2))
 
     def read_job(self, key: str) -> Job:
         try:
@@ -106,11 +108,11 @@ class SweepFolder:
             raise InputError(f"cannot read job {self.job_file(key)}: {exc}") from None
 
     def write_status(self, outcome: Outcome) -> None:
-        path = self.status(outcome.key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(orjson.dumps(outcome))
-        os.replace(tmp, path)
+        """The job's outcome, written by its worker through the one writer (atomic: the sweep reads it any time)."""
+        from sessions.documents.storage import LOCK_WAIT_S, file_writer
+
+        with file_writer(self.status(outcome.key), "status file", True, LOCK_WAIT_S) as writer:
+            writer.write(orjson.dumps(outcome))
 
     def read_status(self, key: str) -> Outcome | None:
         try:
@@ -144,9 +146,10 @@ def run_job(root: str, key: str, cwd: str | None = None, gpu: str | None = None)
     command, env = worker_command(root, key)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
+    from sessions.documents.storage import log_file
+
     log = folder.log(key)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("wb") as out:
+    with log_file(log, "job log") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         try:
             code = process.wait()

@@ -2,16 +2,20 @@
 metadata, sweep matrices, `--groups` rules files.
 
 A reader calls `read_regular_file` (a regular file no larger than its limit: never a FIFO, a device or a folder,
-so nothing hangs or fills memory) and, for documents parsed from it, `check_bounds` (nesting and integers in the
-range a session can hold); `read_toml_file` does both for TOML.
+so nothing hangs or fills memory) or `read_file_head` (the start of one, to tell what it is) and, for documents
+parsed from it, `check_bounds` (nesting and integers in the range a session can hold); `read_toml_file` does both
+for TOML.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import stat
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sessions.documents.errors import InputError
 
@@ -24,29 +28,50 @@ INTEGER_RANGE = (-(1 << 63), (1 << 64) - 1)  # what the session writer (orjson) 
 def read_regular_file(path: Path, what: str, limit: int = MAX_SESSION_BYTES) -> bytes:
     """The bytes of a regular file no larger than `limit`; FIFOs, devices and folders refused with one line.
 
-    `what` names the file in the message ("session file", "matrix file"). The file is never opened unless it is
-    a regular file (opening a FIFO blocks; `/dev/zero` never ends).
+    `what` names the file in the message ("session file", "matrix file"). The file is opened without blocking and
+    checked on the descriptor before a byte is read: a FIFO never blocks, `/dev/zero` is never read, and nothing
+    put at `path` between a check and the read gets past it.
     """
+    with _opened_regular(path, what) as (file, size):
+        if size > limit:
+            raise InputError(f"{path} is {size / (1 << 20):.0f} MiB, over the {limit >> 20} MiB a {what} may have")
+        data = _read(file, path, limit + 1)  # a file that grew since the check is still cut at the limit
+    if len(data) > limit:
+        raise InputError(f"{path} grew over the {limit >> 20} MiB a {what} may have while it was read")
+    return data
+
+
+def read_file_head(path: Path, what: str, size: int) -> bytes:
+    """The first `size` bytes of a regular file of any length (all of a shorter one), under the checks of
+    `read_regular_file`: for telling what a file is by how it starts, without reading the rest."""
+    with _opened_regular(path, what) as (file, _):
+        return _read(file, path, size)
+
+
+@contextlib.contextmanager
+def _opened_regular(path: Path, what: str) -> Iterator[tuple[BinaryIO, int]]:
+    """`path` open for reading, with its size, where it is a regular file; one InputError line otherwise."""
     try:
-        info = path.stat()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # O_NONBLOCK: opening a FIFO returns at once
     except FileNotFoundError:
         raise InputError(f"no such {what}: {path}") from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise InputError(f"{path} is a folder, not a {what}")
+    info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path} is a folder, not a {what}")
         raise InputError(f"{path} is not a regular file (a pipe or a device), not a {what}")
-    if info.st_size > limit:
-        raise InputError(f"{path} is {info.st_size / (1 << 20):.0f} MiB, over the {limit >> 20} MiB a {what} may have")
+    with os.fdopen(fd, "rb") as file:
+        yield file, info.st_size
+
+
+def _read(file: BinaryIO, path: Path, size: int) -> bytes:
     try:
-        with path.open("rb") as file:
-            data = file.read(limit + 1)  # a file that grew since the check is still cut at the limit
+        return file.read(size)
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > limit:
-        raise InputError(f"{path} grew over the {limit >> 20} MiB a {what} may have while it was read")
-    return data
 
 
 def check_bounds(document: Any, origin: str) -> Any:

@@ -1,4 +1,6 @@
-"""Reading and writing session files: atomic saves, strict loads, the default folder."""
+"""Reading and writing session files: atomic saves, strict loads, the default folder; and the one writer of every
+file a command writes (`file_writer`, `session_writer`, `log_file`, `scratch_path`): no other module opens a file
+for writing (tests/test_architecture.py checks it; the caches under builders/ write through `write_atomically`)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 
@@ -284,6 +287,28 @@ def _locked_target(path: Path, what: str, force: bool, wait_s: float) -> Iterato
             yield candidate, False
             return
     raise InputError(f"{path} and {MAX_NUMBERED_NAMES - 1} numbered names beside it are taken; give a file name")
+
+
+@contextlib.contextmanager
+def log_file(path: Path, what: str) -> Iterator[BinaryIO]:
+    """A log a child process writes as it runs (a sweep job's output), replaced and held under its lock: the one
+    file not written atomically, since it grows while it is read. Never opened through a symbolic link, nor over
+    anything but a regular file."""
+    with file_writer(path, what, force=True) as writer:
+        try:
+            fd = os.open(writer.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except OSError as exc:
+            raise InputError(f"cannot write {what} {writer.path}: {exc.strerror or exc}") from None
+        with os.fdopen(fd, "wb") as out:
+            yield out
+
+
+@contextlib.contextmanager
+def scratch_path(suffix: str) -> Iterator[Path]:
+    """A path in a private temporary folder (mode 0700) for a library that can only write a file (torch.profiler's
+    Chrome trace); the folder and whatever was written there are removed when the block ends."""
+    with tempfile.TemporaryDirectory(prefix="trt-inspect-") as folder:
+        yield Path(folder) / f"scratch{suffix}"
 
 
 def check_target(path: Path, what: str, force: bool, wait_s: float = 0.0) -> None:
