@@ -303,3 +303,40 @@ def test_the_shortest_latency_a_clock_measures_still_shows(tmp_path):
     for command in (["show"], ["export"], ["export", "--format", "csv"]):
         result = run_cli(command[0], str(path), *command[1:])
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+
+
+def test_two_runs_in_one_second_get_two_default_names(monkeypatch, isolated_home, tmp_path):
+    """M8: `run` without --out, twice in one second: the second takes `-2`, never refused or told to --force."""
+    import inspector.study
+    from tests.inspector.test_study_fake import fake_plan
+
+    monkeypatch.setattr(inspector.study, "dt", frozen_clock())
+    paths = [inspector.study.run_study(fake_plan(tmp_path, out=None), [], lambda p: None)[1] for _ in range(2)]
+    assert [p.name for p in paths] == ["fake-model-20260102-030405.json", "fake-model-20260102-030405-2.json"]
+    assert all(storage.load(p).variants for p in paths)
+
+
+def test_export_refuses_a_target_another_command_is_writing(tmp_path):
+    """One writer: `export -o X` while another command writes X is refused, X untouched."""
+    target = tmp_path / "x.md"
+    target.write_text("old")
+    with storage.file_lock(storage.lock_path_of(target), "busy"):
+        line = one_error_line(run_cli("export", str(STUDY), "-o", str(target), "--force"))
+    assert "being written by another trt-inspect command" in line and target.read_text() == "old"
+
+
+def test_sweep_state_files_are_never_written_through_a_link(tmp_path):
+    """One writer: a link planted where a sweep writes a job's plan or status is refused, its target untouched."""
+    from inspector.sweep.jobs import Job, Outcome, SweepFolder
+
+    folder = SweepFolder(tmp_path / "sweep")
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("mine")
+    for path in (folder.job_file("k"), folder.status("k")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(elsewhere)
+    with pytest.raises(InputError, match="symbolic link"):
+        folder.write_job(Job("k", {}, None, ("trt-inspect",)))
+    with pytest.raises(InputError, match="symbolic link"):
+        folder.write_status(Outcome("k", "done"))
+    assert elsewhere.read_text() == "mine"
