@@ -27,7 +27,7 @@ from inspector.commands import (
     sweep,
 )
 from inspector.commands import run as run_command
-from inspector.commands.output import err, interactive
+from inspector.commands.output import check_out, err, interactive
 from inspector.commands.run import study_request
 from sessions.documents.errors import ExitCode, InspectError
 
@@ -115,6 +115,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
             args = parser.parse_args(["run", *argv])
             process.show_library_warnings(args.verbose)
+            check_out(args.out, "session", args.force)  # before the screen opens and the set-up starts, as `run`
             torch_stack.check()
             return open_tui(request=study_request(args, ["trt-inspect", *argv]), force=args.force)
         except InspectError as exc:

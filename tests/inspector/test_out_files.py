@@ -340,3 +340,13 @@ def test_sweep_state_files_are_never_written_through_a_link(tmp_path):
     with pytest.raises(InputError, match="symbolic link"):
         folder.write_status(Outcome("k", "done"))
     assert elsewhere.read_text() == "mine"
+
+
+def test_the_tui_study_checks_out_before_its_screen_opens(tmp_path, monkeypatch):
+    """L6: `trt-inspect MODEL --out FOLDER` on a terminal is refused with one line before the TUI and the set-up."""
+    import inspector.cli
+    import inspector.tui
+
+    monkeypatch.setattr(inspector.cli, "interactive", lambda: True)
+    monkeypatch.setattr(inspector.tui, "open_tui", lambda **_kwargs: pytest.fail("the TUI opened"))
+    assert "is a folder" in one_error_line(run_cli("resnet18", "--device", "cpu", "--out", str(tmp_path)))
