@@ -13,6 +13,7 @@ import torch.fx
 
 from builders.engine.lowering import OpNode
 from builders.engine.shaped_tracer import ShapedTracer, bound_arguments, specs_of
+from builders.models.module_ops import function_op
 from sessions.documents.errors import first_line
 
 ACTIVATION_MODULES = {torch.nn.ReLU: "relu", torch.nn.SiLU: "swish", torch.nn.Sigmoid: "sigmoid",
@@ -29,6 +30,11 @@ ADD_FUNCTIONS = (operator.add, torch.add, operator.iadd)
 CONCAT_FUNCTIONS = (torch.cat, torch.concat)
 POOL_FUNCTIONS = (torch.nn.functional.adaptive_avg_pool2d, torch.nn.functional.max_pool2d,
                   torch.nn.functional.avg_pool2d, torch.mean)
+SHUFFLE_NAMES = {"view", "reshape", "flatten", "permute", "transpose", "contiguous", "squeeze", "unsqueeze", "expand",
+                 "getitem", "narrow", "unflatten", "roll", "repeat", "flip", "pad"}
+# session op -> node kind; a functional convolution, linear or matmul stays a PyTorch op (its weights are no module's)
+OP_KINDS = {"normalization": "norm", "pooling": "pool", "concat": "concat", "softmax": "softmax", "attention": "softmax",
+            "elementwise": "elementwise", "shuffle": "shuffle", "conv": "conv_fn", "linear": "matmul", "matmul": "matmul"}
 SOFTMAX_FUNCTIONS = (torch.softmax, torch.nn.functional.softmax, torch.nn.functional.scaled_dot_product_attention)
 
 
@@ -163,7 +169,7 @@ def _kind(node: torch.fx.Node, modules: dict[str, torch.nn.Module]) -> tuple[str
             return "pool", None
         if node.target in SOFTMAX_FUNCTIONS:
             return "softmax", None
-        return "other", None
+        return _named_kind(getattr(node.target, "__name__", ""))
     if node.op == "call_method":
         if node.target in ("add", "add_") and len(tensors) == 2:
             return "add", None
@@ -173,7 +179,20 @@ def _kind(node: torch.fx.Node, modules: dict[str, torch.nn.Module]) -> tuple[str
             return "pool", None
         if node.target == "softmax":
             return "softmax", None
+        return _named_kind(str(node.target))
     return "other", None
+
+
+def _named_kind(function: str) -> tuple[str, str | None]:
+    """The kind of any other torch function or tensor method, from the op builders.models.module_ops gives its name
+    (`batch_norm` is a norm, `max_pool2d` a pool, `mul` elementwise); a view or copy of the data (`reshape`,
+    `getitem`) is a shuffle; "other" where neither says (shape arithmetic, asserts: no kernel)."""
+    if function in SHUFFLE_NAMES:
+        return "shuffle", None
+    op = function_op(function)
+    if op == "activation":
+        return "act", None  # never fused: the functions the conv graph fuses are recognised above, arguments and all
+    return OP_KINDS.get(op, "other") if op else "other", None
 
 
 def _module_kind(module: torch.nn.Module) -> tuple[str, str | None]:

@@ -26,7 +26,8 @@ QUANTIZE_SUFFIX = ".input_quantizer"  # the quantize layer's name: its first con
 class OpNode:
     """One node of the traced graph.
 
-    kind: input | output | const | conv | linear | act | add | noop | concat | pool | norm | softmax | other.
+    kind: input | output | const | conv | linear | act | add | noop | concat | pool | norm | softmax | elementwise |
+    shuffle | conv_fn | matmul (a functional convolution, linear or matmul: a PyTorch op) | other.
     `args` names the nodes it reads, in order (`args[0]` is a conv's or linear's input); `path` is the
     module path of a module call, else the innermost module the op ran in ("" at the root).
     """
@@ -205,7 +206,8 @@ def _torch_name(node: OpNode) -> str:
 
 
 OP_WORDS = {"act": "activation", "add": "elementwise", "concat": "concat", "pool": "pooling", "norm": "normalization",
-            "softmax": "softmax", "conv": "conv", "linear": "linear"}
+            "softmax": "softmax", "conv": "conv", "linear": "linear", "elementwise": "elementwise", "shuffle": "shuffle",
+            "conv_fn": "conv", "matmul": "matmul"}
 
 
 def _insert_quantizers(steps: list[Step], scale_keys: Mapping[str, object]) -> list[Step]:

@@ -1,14 +1,21 @@
-"""The op a PyTorch module runs itself, in the session's vocabulary (sessions.documents.vocab.Op), from the names of
-the torch functions its own forward calls (not those its children call).
+"""The op a PyTorch module runs itself, in the session's vocabulary (sessions.documents.vocab.Op), from the torch
+functions its own forward calls (not those its children call) and what each of them costs.
 
-A container whose own work is a split and a concatenation (MixNet's mixed-kernel convolution) is a
-concatenation; one whose own op is a residual add is elementwise: neither is a convolution, whatever
-its class is called. Where a module calls several kinds, the first in `DOMINANCE` names it.
+A module's own time is one layer's time, so it gets one op: the op of the work that takes that time.
+- Where its own forward calls a convolution, linear, attention or matmul, that op names it (`COMPUTE`, in this
+  order): such a call outweighs the memory-bound ops around it.
+- Otherwise the op whose calls move the most elements (`call_cost`) names it: an Inception block that pools its
+  input (a 3 x 3 window read for every output) and concatenates its branches is pooling, not a concatenation; a
+  MixNet convolution that only splits and concatenates is a concatenation; a residual add is elementwise. Ties go
+  to the first op of `FUNCTION_OPS`.
+Functions of no known op are "other" where nothing else was called; None where it called none (a module that only
+calls its children).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping, Sequence
 
 from sessions.documents.vocab import Op
 
@@ -28,16 +35,51 @@ FUNCTION_OPS: dict[Op, tuple[str, ...]] = {
                     "interpolate", "pad"),
     "activation": ("relu", "relu_", "relu6", "gelu", "silu", "silu_", "sigmoid", "sigmoid_", "hardswish",
                    "hardsigmoid", "tanh", "leaky_relu", "elu", "mish", "softplus", "hardtanh", "clamp", "clamp_"),
+    "shuffle": ("contiguous", "roll", "repeat", "flip", "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "view",
+                "reshape", "flatten", "unflatten", "permute", "transpose", "squeeze", "unsqueeze", "expand", "narrow",
+                "__getitem__"),
 }
-DOMINANCE = tuple(FUNCTION_OPS)
+# data seen another way, not moved (a reshape that must copy is rare): no cost, a shuffle only where nothing else ran
+VIEWS = {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "squeeze", "unsqueeze", "expand", "narrow",
+         "__getitem__"}
+COMPUTE: tuple[Op, ...] = ("conv", "linear", "attention", "matmul")
+WINDOWED = {"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d"}
 _OP_OF = {name: op for op, names in FUNCTION_OPS.items() for name in names}
 
 
-def own_op(functions: Iterable[str]) -> Op | None:
-    """The op of a module whose own forward called `functions`; "other" where none is known, None where it
-    called none (a module that only calls its children)."""
-    names = set(functions)
-    if not names:
+def function_op(name: str) -> Op | None:
+    """The op of the torch function `name` (`torch.nn.functional.batch_norm` -> normalization), None if unknown."""
+    return _OP_OF.get(name)
+
+
+def call_cost(name: str, inputs: Sequence[int], outputs: Sequence[int], kernel: Sequence[int] = ()) -> float:
+    """Elements one call moves: those it reads and writes, none for a view (`VIEWS`); a pooling call reads its window for every output
+    (`kernel`, its kernel size, for a windowed pooling; else the input elements per output: global pooling, a mean).
+
+    `inputs` and `outputs` are the element counts of the call's tensors.
+    """
+    if name in VIEWS:
+        return 0.0
+    read, written = float(sum(inputs)), float(sum(outputs))
+    if function_op(name) != "pooling" or written <= 0:
+        return read + written
+    window = math.prod(kernel) if name in WINDOWED and kernel else max(inputs, default=0) / written
+    return read + written * max(window, 1.0)
+
+
+def own_op(functions: Mapping[str, float] | Iterable[str]) -> Op | None:
+    """The op of a module whose own forward called `functions` (name -> total `call_cost` of its calls; names alone
+    weigh one each): see the module's docstring. "other" where none is known, None where it called none."""
+    costs = dict(functions) if isinstance(functions, Mapping) else dict.fromkeys(functions, 1.0)
+    if not costs:
         return None
-    found = {_OP_OF[n] for n in names if n in _OP_OF}
-    return next((op for op in DOMINANCE if op in found), "other")
+    per_op: dict[Op, float] = {}
+    for name, cost in costs.items():
+        op = function_op(name)
+        if op is not None:
+            per_op[op] = per_op.get(op, 0.0) + cost
+    compute = next((op for op in COMPUTE if op in per_op), None)
+    if compute is not None:
+        return compute
+    order = list(FUNCTION_OPS)
+    return max(per_op, key=lambda op: (per_op[op], -order.index(op)), default="other")

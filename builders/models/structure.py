@@ -10,7 +10,8 @@ produced each tensor from which. From that:
 - squeeze-excitation: a convolution fed a 1 x 1 map, or a linear fed flat (N, C) features, outside the head;
 - attention output projection: a linear fed (through reshapes) the product of two activations
   (softmax(QK) @ V, or scaled_dot_product_attention);
-- a module's own op: builders.models.module_ops, from the functions it called itself.
+- a module's own op: builders.models.module_ops, from the functions it called itself and the elements each call
+  moved (its tensors' sizes, a pooling call's window).
 Layers that read the very same tensor (key and value) are recorded as sharing an input.
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from builders.models.module_ops import own_op
+from builders.models.module_ops import call_cost, own_op
 from builders.models.trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
 from sessions.documents.vocab import Op
 
@@ -107,7 +108,7 @@ class _Recorder(TorchFunctionMode):
         self.seq = 0
         self.stack: list[str] = []
         self.calls: dict[str, ModuleCall] = {}
-        self.functions: dict[str, set[str]] = {}  # module path -> names of the functions it called itself
+        self.functions: dict[str, dict[str, float]] = {}  # module path -> function it called itself -> cost
         self.nodes: list[LayerNode] = []
         self.layer_seq: dict[str, int] = {}
         self.positions: dict[int, int] = {}
@@ -137,7 +138,9 @@ class _Recorder(TorchFunctionMode):
             return result
         seq, name = self.tick(), getattr(func, "__name__", "")
         if self.stack:
-            self.functions.setdefault(self.stack[-1], set()).add(name)
+            own = self.functions.setdefault(self.stack[-1], {})
+            own[name] = own.get(name, 0.0) + call_cost(name, [t.numel() for t in inputs], [t.numel() for t in outputs],
+                                                       _kernel_size(args, kwargs))
         if len(computed) > 1 and name not in PASS_THROUGH:
             for path in self.stack:
                 self.calls[path].merges += 1
@@ -213,6 +216,16 @@ class _Recorder(TorchFunctionMode):
             self.attention.add(path)
 
 
+def _kernel_size(args: tuple[Any, ...], kwargs: Any) -> tuple[int, ...]:
+    """A pooling call's kernel size (its second argument or `kernel_size`), as a tuple; () where it has none."""
+    size = (kwargs or {}).get("kernel_size", args[1] if len(args) > 1 else None)
+    if isinstance(size, int):
+        return (size,)
+    if isinstance(size, (tuple, list)) and all(isinstance(k, int) for k in size):
+        return tuple(size)
+    return ()
+
+
 def _pooled_shape(shape: torch.Size) -> bool:
     """At most one dimension past the batch above 1: pooled features, flat or as 1 x 1 maps."""
     return sum(d > 1 for d in shape[1:]) <= 1
@@ -244,7 +257,7 @@ def _analyse(model: torch.nn.Module, example: torch.Tensor) -> ModelStructure:
     _assign_roles(recorder, stages)
     conv_bn = [(recorder.conv_outputs[key], bn) for bn, key in recorder.bn_inputs if key in recorder.conv_outputs]
     never = [p for p, m in modules.items() if _op(m) and p not in recorder.layer_seq]
-    ops = {path: own_op(names) for path, names in recorder.functions.items()}
+    ops = {path: own_op(costs) for path, costs in recorder.functions.items()}
     return ModelStructure(recorder.nodes, conv_bn, stages, {p: op for p, op in ops.items() if op}, never)
 
 

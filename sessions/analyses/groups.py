@@ -354,13 +354,34 @@ def stages_of(layers: list[Layer], rules: Rules) -> list[str]:
 
     A stem is where the network starts, not a word in a name: a neck's `conv1` is not the stem.
     Constants and synchronisation layers (which TensorRT hoists to the start) neither start a stage nor join the stem.
+    A layer the model's structure gave no stage, inside a module that has one (a quantizer ModelOpt put into a
+    convolution: `layer1.0.conv1.input_quantizer`), is in that module's stage (`structural_stages`), never in a
+    stage read from its name beside the structure's.
     """
-    stages = [stage_of(layer, rules) for layer in layers]
+    inherited = structural_stages(layers)
+    stages = [inherited[i] if i in inherited else stage_of(layer, rules) for i, layer in enumerate(layers)]
     first = next((i for i, stage in enumerate(stages) if stage not in (OTHER, STEM) and not _is_sync(layers[i])), None)
     if first is None:
         return stages
     return [STEM if i < first and stage == OTHER and not _is_sync(layer) else stage
             for i, (layer, stage) in enumerate(zip(layers, stages))]
+
+
+def structural_stages(layers: list[Layer]) -> dict[int, str]:
+    """Index -> stage of each layer whose stage the model's structure gave (`attrs["stage"]`), or, where it gave
+    none, of the nearest enclosing module path (`a.b.c` is inside `a.b`) among the layers it gave one."""
+    given = {layer.name: layer.attrs["stage"] for layer in layers
+             if isinstance(layer.attrs.get("stage"), str) and layer.attrs["stage"]}
+    found: dict[int, str] = {}
+    if not given:
+        return found
+    for i, layer in enumerate(layers):
+        path = layer.name
+        while path and path not in given:
+            path = path.rpartition(".")[0]
+        if path:
+            found[i] = given[path]
+    return found
 
 
 def _is_sync(layer: Layer) -> bool:
