@@ -21,7 +21,7 @@ from builders.engine.graph import trace
 from builders.engine.kernels import graph_definition
 from builders.engine.plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
 from builders.engine.probe_kernels import Quantizer, make_quantizer
-from builders.engine.twin import Twin, TwinCache, host_digest, host_tensors, tensors_digest, twin_key
+from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
 from sessions.analyses.lowering import FP8_TENSOR_CORES
@@ -153,7 +153,8 @@ class CudnnBackend(Backend):
             return variant_module(self._reference, VariantPlan("fp8", variant.recipe, variant.exclude), calibration,
                                   torch.float16, self._calibrations)
 
-        twin = self._twins.load(key, make, "cuda")
+        sample = tuple(self.reference(self.context.static_input[:1]).shape[1:])  # one image's output, as the twin's
+        twin = self._twins.load(key, make, TwinFit.of(self._reference, sample), "cuda")
         if twin is None:
             twin = Twin.of(key, make())
             self._twins.save(twin)

@@ -8,20 +8,33 @@ the plan instead of compiling it, as a TensorRT engine file holds its tactics.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from builders.cache_files import (
+    MAX_PLAN_BYTES,
+    PLAN_NAME,
+    cache_folder,
+    read_cache_bytes,
+    read_cache_json,
+    timing_entry,
+)
 from sessions.documents.errors import InspectError
 from sessions.documents.paths import cache_dir
-from sessions.documents.storage import write_atomically
+from sessions.documents.storage import file_lock, lock_path_of, write_atomically
 
 PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> plans built and timed per graph
 CACHE_VERSION = 2  # 2: each choice names its serialized plan
+SAVE_LOCK_WAIT_S = 30.0  # a save waits this long for another study's save of the same cache, then is left for later
+PRUNE_AFTER_S = 24 * 3600.0  # a plan file no entry names is removed once older than this: a study writes its plans
+# as it chooses them and names them at its next save (minutes later), so a younger one may be another study's
 
 
 class PlanGraph(Protocol):
@@ -55,27 +68,32 @@ class TimingCache:
     in a folder beside it (`<cache stem>.plans/<sha256 of the plan>.plan`, cuDNN's bytes as cuDNN wrote them);
     never a pickle. A plan file whose bytes no longer hash to its name is not loaded. Loading a plan loads the
     native code cuDNN compiled into it: the cache is the user's own folder, as a TensorRT timing cache or engine is.
+
+    Read through `builders.cache_files`: an entry that does not read (`timing_entry`) is a miss, built again and
+    replaced at the next save. Studies sharing the cache merge on save, under its lock (`save`).
     """
 
     def __init__(self, path: Path, header: dict[str, str]) -> None:
         self.path, self.header = path, header
-        self.entries: dict[str, dict[str, Any]] = {}
+        self.entries: dict[str, dict[str, Any]] = self._stored()
+        self.changed: set[str] = set()  # signatures this process recorded since its last save
         self.dirty = False
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return
-        if isinstance(data, dict) and data.get("version") == CACHE_VERSION and data.get("key") == header:
-            entries = data.get("plans")
-            if isinstance(entries, dict):
-                self.entries = {k: v for k, v in entries.items()
-                                if isinstance(v, dict) and isinstance(v.get("index"), int) and isinstance(v.get("name"), str)}
+
+    def _stored(self) -> dict[str, dict[str, Any]]:
+        """The entries of the file at `path` that read (`timing_entry`), for this header; {} for any other file."""
+        data = read_cache_json(self.path, "timing cache")
+        if not (isinstance(data, dict) and data.get("version") == CACHE_VERSION and data.get("key") == self.header
+                and isinstance(data.get("plans"), dict)):
+            return {}
+        entries = {signature: timing_entry(raw) for signature, raw in data["plans"].items()}
+        return {signature: entry for signature, entry in entries.items() if entry is not None}
 
     @property
     def plans_dir(self) -> Path:
         return self.path.with_suffix(".plans")
 
     def get(self, signature: str) -> tuple[int, str] | None:
+        """The cached (plan index, plan name) for `signature`, from an entry that read (`timing_entry`), or None."""
         entry = self.entries.get(signature)
         return (entry["index"], entry["name"]) if entry else None
 
@@ -86,13 +104,11 @@ class TimingCache:
     def plan(self, signature: str) -> tuple[bytes, dict[str, Any]] | None:
         """The serialized winner for `signature` and its entry, where the cache holds one whose bytes are intact."""
         entry = self.entries.get(signature)
-        if entry is None or not isinstance(entry.get("plan"), str):
+        name = entry.get("plan") if entry is not None else None
+        if not (isinstance(name, str) and PLAN_NAME.fullmatch(name)):  # a digest, never a path
             return None
-        try:
-            blob = (self.plans_dir / f"{entry['plan']}.plan").read_bytes()
-        except OSError:
-            return None
-        return (blob, entry) if hashlib.sha256(blob).hexdigest() == entry["plan"] else None
+        blob = read_cache_bytes(self.plans_dir / f"{name}.plan", "serialized plan", MAX_PLAN_BYTES)
+        return (blob, entry) if blob is not None and hashlib.sha256(blob).hexdigest() == name else None
 
     def put(self, signature: str, choice: Choice, plan: bytes | None) -> None:
         """Records `choice` for `signature`, with its serialized plan where cuDNN serialized it; a choice the cache
@@ -108,24 +124,45 @@ class TimingCache:
         if plan is not None:
             digest = hashlib.sha256(plan).hexdigest()
             try:
-                self.plans_dir.mkdir(parents=True, exist_ok=True)
+                if not cache_folder(self.plans_dir):  # a link: never written through
+                    raise InspectError(f"{self.plans_dir} is not a folder of its own")
                 write_atomically(self.plans_dir / f"{digest}.plan", plan, "serialized plan")
                 entry["plan"] = digest
             except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
                 entry.pop("plan", None)
         self.entries[signature] = entry
+        self.changed.add(signature)
         self.dirty = True
 
     def save(self) -> None:
+        """Writes the cache where it changed, merged under its lock with what other studies saved meanwhile: their
+        entries are kept, this process's recorded ones win for their signatures; then plan files that no entry
+        names and older than PRUNE_AFTER_S are removed. A cache that cannot be written or locked now stays dirty
+        for a later save; nothing is raised."""
         if not self.dirty:
             return
-        body = {"version": CACHE_VERSION, "key": self.header, "plans": self.entries}
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(self.path, json.dumps(body, indent=1, sort_keys=True).encode(), "timing cache")
+            if not cache_folder(self.path.parent):
+                return
+            with file_lock(lock_path_of(self.path), f"{self.path} is being saved", SAVE_LOCK_WAIT_S):
+                merged = {**self.entries, **self._stored(), **{s: self.entries[s] for s in self.changed}}
+                body = {"version": CACHE_VERSION, "key": self.header, "plans": merged}
+                write_atomically(self.path, json.dumps(body, indent=1, sort_keys=True).encode(), "timing cache")
+                self._prune({entry["plan"] for entry in merged.values() if "plan" in entry})
         except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
             return
-        self.dirty = False
+        self.entries, self.changed, self.dirty = merged, set(), False
+
+    def _prune(self, named: set[str]) -> None:
+        """Removes the plan files of `plans_dir` that no entry names, once older than PRUNE_AFTER_S (a younger one
+        may be a plan another study chose and has not saved yet); a folder that is a link is left alone."""
+        if not self.plans_dir.is_dir() or self.plans_dir.is_symlink():
+            return
+        cutoff = time.time() - PRUNE_AFTER_S
+        for plan in self.plans_dir.glob("*.plan"):
+            with contextlib.suppress(OSError):  # removed meanwhile by another study's save
+                if plan.stem not in named and plan.lstat().st_mtime < cutoff:
+                    plan.unlink()
 
 
 def _builds(graph: PlanGraph, index: int) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from builders.cache_files import cache_folder, miss_on_failure, read_cache_json, scale_ok, stored_array
 from builders.fp8.format import E4M3_MAX
 from builders.pytorch.variant_modules import VariantModule
 from sessions.documents.codec import build
@@ -97,9 +98,21 @@ def _array(data: np.ndarray) -> dict[str, Any]:
     return {"dtype": data.dtype.str, "shape": list(data.shape), "data": base64.b64encode(data.tobytes()).decode()}
 
 
-def _from_array(stored: dict[str, Any]) -> np.ndarray:
-    raw = base64.b64decode(stored["data"], validate=True)
-    return np.frombuffer(raw, dtype=np.dtype(stored["dtype"])).reshape(stored["shape"]).copy()
+@dataclasses.dataclass(frozen=True)
+class TwinFit:
+    """What a kept twin must fit to be used, from the model it is the twin of: each convolution's and linear's
+    output channels by module path (one weight scale per channel, or one), and one image's output shape."""
+
+    channels: dict[str, int]
+    sample: tuple[int, ...]
+
+    @classmethod
+    def of(cls, module: torch.nn.Module, sample: tuple[int, ...]) -> TwinFit:
+        """The fit of `module`, whose output for one image has the shape `sample`."""
+        channels = {path: int(m.out_channels if isinstance(m, torch.nn.modules.conv._ConvNd) else m.out_features)
+                    for path, m in module.named_modules() if isinstance(m, (torch.nn.modules.conv._ConvNd,
+                                                                           torch.nn.Linear))}
+        return cls(channels, tuple(sample))
 
 
 class Twin:
@@ -128,7 +141,7 @@ class Twin:
         for the chunk's size) and kept; the module waits in host memory between uses."""
         images = torch.cat(batches)
         digest = tensors_digest([images])
-        if digest not in self.outputs:
+        if digest not in self.outputs or len(self.outputs[digest]) != len(images):  # one row an image, or made again
             if self._module is None:
                 self._module = self._make()
             module = self._module.module.to(device)
@@ -176,24 +189,55 @@ class TwinCache:
     def _path(self, key: str) -> Path:
         return self.folder / f"{key}.json"
 
-    def load(self, key: str, make: Callable[[], VariantModule], device: torch.device | str = "cpu") -> Twin | None:
-        """The twin kept under `key`, its weight scales on `device` (where the engine's weights are), or None."""
-        try:
-            doc = json.loads(self._path(key).read_text())
-            if doc.get("format") != FORMAT or doc.get("key") != key:
-                return None
-            scales = {path: (float(entry["input"]), torch.from_numpy(_from_array(entry["weight"])).to(device))
-                      for path, entry in doc["scales"].items()}
-            outputs = {digest: _from_array(stored) for digest, stored in doc["outputs"].items()}
-            return Twin(key, set(doc["quantized"]), scales, build(Recipe, doc["recipe"], "recipe"), make,
-                        outputs=outputs, cached=True)
-        except (OSError, ValueError, KeyError, TypeError):  # absent, damaged or of another shape: made again
+    def load(self, key: str, make: Callable[[], VariantModule], fit: TwinFit,
+             device: torch.device | str = "cpu") -> Twin | None:
+        """The twin kept under `key` of the model `fit` describes, its weight scales on `device` (where the engine's
+        weights are), or None (a miss: the caller calibrates again and replaces the file) unless the file reads
+        (`builders.cache_files`) and every value means what it should for that model (`_kept`)."""
+        doc = read_cache_json(self._path(key), "FP8 calibration cache")
+        kept = miss_on_failure(lambda: _kept(doc, key, fit))
+        if kept is None:
             return None
+        quantized, scales, recipe, outputs = kept
+        return Twin(key, quantized, {path: (x, torch.from_numpy(w).to(device)) for path, (x, w) in scales.items()},
+                    recipe, make, outputs=outputs, cached=True)
 
     def save(self, twin: Twin) -> None:
-        """Keeps `twin`; a folder that cannot be written costs the next study its time, not this one its variant."""
+        """Keeps `twin`; a folder that cannot be written (or is a symbolic link: never written through) costs the
+        next study its time, not this one its variant."""
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            if not cache_folder(self.folder):
+                return
             write_atomically(self._path(twin.key), json.dumps(twin.document()).encode(), "FP8 twin cache")
         except (OSError, InspectError):
             return
+
+
+def _kept(doc: Any, key: str, fit: TwinFit
+          ) -> tuple[set[str], dict[str, tuple[float, np.ndarray]], Recipe, dict[str, np.ndarray]] | None:
+    """What a calibration-cache document holds, where every value means what it should, else None: this format
+    and key; the quantized layers (the recipe's, each a convolution or linear of `fit`) each with scales and no
+    others; an input scale and weight scales (one per output channel, or one) each finite and within
+    [2^-14, 2^60] (`builders.cache_files.scale_ok`); outputs finite, each one image's output shape (`fit.sample`)
+    a row."""
+    if not (isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("key") == key):
+        return None
+    quantized, table, stored = doc.get("quantized"), doc.get("scales"), doc.get("outputs")
+    if not (isinstance(quantized, list) and all(isinstance(p, str) for p in quantized) and isinstance(table, dict)
+            and isinstance(stored, dict) and set(quantized) == set(table) and len(set(quantized)) == len(quantized)):
+        return None
+    recipe = build(Recipe, doc.get("recipe"), "recipe")
+    if set(recipe.quantized) != set(quantized) or not set(quantized) <= set(fit.channels):
+        return None
+    scales = {}
+    for path, entry in table.items():
+        weights = stored_array(entry.get("weight")) if isinstance(entry, dict) else None
+        if weights is None or weights.ndim != 1 or not scale_ok(entry.get("input")):
+            return None
+        if len(weights) not in (1, fit.channels[path]) or not all(scale_ok(float(w)) for w in weights):
+            return None
+        scales[path] = (float(entry["input"]), weights)
+    outputs = {digest: stored_array(values) for digest, values in stored.items()}
+    if any(values is None or values.shape[1:] != fit.sample for values in outputs.values()):
+        return None
+    return set(quantized), scales, recipe, outputs  # type: ignore[return-value]  # None excluded above

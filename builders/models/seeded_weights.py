@@ -12,10 +12,12 @@ Kept under a SHA-256 of everything the weights depend on: the model name, the se
 torch (and its build), timm and transformers, the CPU's architecture and the vector instructions PyTorch's CPU kernels
 use (random fills differ between them), and this project's model-building code (`builders/models/catalog.py`); in
 safetensors (never a pickle), with the generator's state beside the tensors. A kept file is used only where it holds
-exactly the meta model's parameters and buffers (names, shapes, dtypes) and a generator state of the right size, and
+exactly the meta model's parameters and buffers (names, shapes, dtypes) and a generator state torch accepts, and
 leaves none of the model's tensors on the meta device; otherwise, and for models whose tensors share storage (tied
-weights, which safetensors does not keep), the model is built as before. The file is not checked against a digest:
-hashing it would cost about what it saves. Writing happens on a thread, one per file in a process, through a
+weights, which safetensors does not keep), the model is built as before. The file's safetensors metadata holds the
+key, the model, the seed and a SHA-256 of its tensors (`weights_digest`), written with it and checked where it is
+read (`builders.cache_files` reads it: a regular file, not a link, size-capped): a file altered since, or another
+seed's or model's, costs a build, and is replaced. Writing happens on a thread, one per file in a process, through a
 temporary file that a later write removes if its process died.
 
 A caller that has built the model on the meta device already (the recipe preflight, for its structure) offers that
@@ -41,6 +43,7 @@ from typing import Any
 
 import torch
 
+from builders.cache_files import MAX_WEIGHTS_BYTES, cache_folder, miss_on_failure, read_cache_bytes
 from builders.models import catalog as models
 from builders.models.catalog import NAME_ONLY_SOURCES, LoadedModel, model_source
 from builders.models.meta_build import meta_device
@@ -48,6 +51,7 @@ from sessions.documents.errors import InputError
 from sessions.documents.paths import cache_dir
 
 GENERATOR_STATE = "__torch_cpu_generator_state__"  # the entry beside the tensors; no module path has this name
+FORMAT = "1"  # of the metadata: format, key, model, seed, digest
 BUILDERS = ("torch", "timm", "transformers")  # the packages whose code decides the weights
 _OFFERED: dict[str, LoadedModel] = {}  # one meta-device build, by model name
 _WRITERS: dict[Path, threading.Thread] = {}  # the writes under way in this process, by file
@@ -133,8 +137,27 @@ def _fill(module: torch.nn.Module, tensors: dict[str, torch.Tensor], copy: bool)
 
 
 def _generator_state(state: torch.Tensor | None) -> bool:
-    """Whether `state` can be torch's CPU generator state (a damaged one would make set_rng_state raise)."""
-    return state is not None and state.dtype == torch.uint8 and state.shape == torch.get_rng_state().shape
+    """Whether `state` is a CPU generator state torch accepts (one of the right size but invalid, all zeros say,
+    makes set_rng_state raise): tried on a generator of its own, torch's global one untouched."""
+    if state is None or state.dtype != torch.uint8 or state.shape != torch.get_rng_state().shape:
+        return False
+    return miss_on_failure(lambda: torch.Generator().set_state(state)) is not None
+
+
+def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of `tensors` in name order: for each, `NAME\nDTYPE\nSHAPE\n` (as torch prints the dtype, the
+    shape as a list) and then its bytes in row-major order."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach()
+        digest.update(f"{name}\n{tensor.dtype}\n{list(tensor.shape)}\n".encode())
+        digest.update(tensor.contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
+
+
+def weights_metadata(name: str, seed: int) -> dict[str, str]:
+    """The metadata a kept file of `name` and `seed` holds, but for its digest."""
+    return {"format": FORMAT, "key": weights_key(name, seed), "model": name, "seed": str(seed)}
 
 
 class SeededWeights:
@@ -162,27 +185,30 @@ class SeededWeights:
         pending = _WRITERS.get(path)
         if pending is not None:  # this process is writing the file: wait for it rather than build again
             pending.join()
-        kept = _read(path)
+        metadata = weights_metadata(name, seed)
+        kept = _read(path, metadata)
         state = kept.pop(GENERATOR_STATE, None) if kept is not None else None
-        if kept is not None:
+        usable = kept is not None and _generator_state(state)
+        if usable:
             model = offered or _meta_build(name, build)
-            if model is not None and _generator_state(state) and _fill(model.module, kept, copy=True):
+            if model is not None and _fill(model.module, kept, copy=True):
                 torch.set_rng_state(state)
                 return model
             offered = None  # maybe filled in part
             torch.manual_seed(seed)
         built = build(name, nullcontext, None)
         tensors = {p: t for p, _, _, t in _slots(built.module)}
-        if kept is None or not _generator_state(state) or not _same_layout(kept, tensors):  # a file that fits is kept
-            self._keep(tensors, torch.get_rng_state(), path)  # (a model the meta device cannot build or fill)
+        if not usable or not _same_layout(kept, tensors):  # a file that fits is kept (a model the meta device
+            self._keep(tensors, torch.get_rng_state(), path, metadata)  # cannot build or fill)
         if offered is not None and _fill(offered.module, tensors, copy=False):
             return offered
         return built
 
-    def _keep(self, tensors: dict[str, torch.Tensor], state: torch.Tensor, path: Path) -> None:
-        """Writes `tensors` and `state` to `path` on a thread, from the tensors themselves (the study never changes
-        its model's weights in place: its variants are copies); tensors that share storage are not kept, nor a file
-        this process is writing already. A write that fails leaves no file: the next study builds the model again."""
+    def _keep(self, tensors: dict[str, torch.Tensor], state: torch.Tensor, path: Path, metadata: dict[str, str]) -> None:
+        """Writes `tensors` and `state` to `path` on a thread, with `metadata` and their digest, from the tensors
+        themselves (the study never changes its model's weights in place: its variants are copies); tensors that
+        share storage are not kept, nor a file this process is writing already. A write that fails leaves no file:
+        the next study builds the model again."""
         sized = [t for t in tensors.values() if t.numel()]  # every empty tensor's storage is at address 0
         if (len({t.untyped_storage().data_ptr() for t in sized}) != len(sized) or GENERATOR_STATE in tensors
                 or any(t.device.type != "cpu" for t in tensors.values())):
@@ -191,23 +217,26 @@ class SeededWeights:
         if running is not None and running.is_alive():
             return
         kept = {p: t.detach().contiguous() for p, t in tensors.items()} | {GENERATOR_STATE: state}
-        self.writer = _WRITERS[path] = threading.Thread(target=_write, args=(kept, path), name="seeded-weights-writer")
+        self.writer = _WRITERS[path] = threading.Thread(target=_write, args=(kept, path, metadata),
+                                                        name="seeded-weights-writer")
         self.writer.start()
 
 
-def _write(tensors: dict[str, torch.Tensor], path: Path) -> None:
-    """`tensors` to `path` in safetensors, through a temporary file (fsync, rename); partial files of processes that
-    died while writing are removed first; nothing is raised."""
+def _write(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str]) -> None:
+    """`tensors` to `path` in safetensors, `metadata` and their digest (`weights_digest`) in its metadata, through a
+    temporary file (fsync, rename); partial files of processes that died while writing are removed first; nothing
+    is raised, and nothing written into a folder that is a symbolic link."""
     from safetensors.torch import save_file
 
     partial: Path | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not cache_folder(path.parent):
+            return
         _remove_partials_of_dead_processes(path.parent)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
         partial = Path(name)
-        save_file(tensors, partial)
+        save_file(tensors, partial, metadata={**metadata, "digest": weights_digest(tensors)})
         with open(partial, "rb") as written:
             os.fsync(written.fileno())
         os.replace(partial, path)
@@ -242,13 +271,22 @@ def _meta_build(name: str, build: Builder) -> LoadedModel | None:
         return None
 
 
-def _read(path: Path) -> dict[str, torch.Tensor] | None:
-    """The tensors kept at `path`, or None where there is no file, or it cannot be read."""
-    from safetensors.torch import load_file
+def _read(path: Path, metadata: dict[str, str]) -> dict[str, torch.Tensor] | None:
+    """The tensors kept at `path`, or None (a miss: built again) where there is no file, it does not read
+    (`builders.cache_files.read_cache_bytes`; safetensors' own errors), its metadata is not `metadata` and a digest,
+    or its tensors do not hash to that digest."""
+    data = read_cache_bytes(path, "seeded weights", MAX_WEIGHTS_BYTES)
+    return miss_on_failure(lambda: _checked(data, metadata)) if data is not None else None
 
-    try:
-        if not path.is_file():
-            return None
-        return load_file(path)
-    except Exception:  # noqa: BLE001  (an unreadable folder; safetensors' own errors for a damaged file: built again)
+
+def _checked(data: bytes, metadata: dict[str, str]) -> dict[str, torch.Tensor] | None:
+    """The tensors of the safetensors `data` where its metadata is `metadata` with the digest of those tensors."""
+    from safetensors.torch import load
+
+    header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
+    stored = header.get("__metadata__")
+    if not isinstance(stored, dict) or stored.keys() != {*metadata, "digest"} or any(
+            stored[k] != v for k, v in metadata.items()):
         return None
+    tensors = load(data)
+    return tensors if weights_digest(tensors) == stored["digest"] else None

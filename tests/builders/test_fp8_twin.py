@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from builders.engine.twin import Twin, TwinCache, model_digest, tensors_digest, twin_key
+from builders.engine.twin import Twin, TwinCache, TwinFit, model_digest, tensors_digest, twin_key
 from builders.pytorch.variant_modules import variant_module
 from builders.recipes.fp8 import get_recipe
 from sessions.documents.plan import VariantPlan
@@ -33,6 +33,11 @@ def made():
     return model, calibration, key, Twin.of(key, module)
 
 
+def fit_of(made) -> TwinFit:
+    """The fit of the reference model: its layers' channels and one image's output (16 classes)."""
+    return TwinFit.of(made[0], (16,))
+
+
 def test_a_kept_twin_reads_back_exactly_without_modelopt(made, tmp_path):
     _, _, key, twin = made
     batches = [torch.randn(3, 3, 16, 16), torch.randn(2, 3, 16, 16)]
@@ -40,7 +45,7 @@ def test_a_kept_twin_reads_back_exactly_without_modelopt(made, tmp_path):
     cache = TwinCache(tmp_path)
     cache.save(twin)
 
-    loaded = cache.load(key, lambda: pytest.fail("ModelOpt asked for a cached twin"))
+    loaded = cache.load(key, lambda: pytest.fail("ModelOpt asked for a cached twin"), fit_of(made))
     assert loaded is not None and loaded.cached
     assert loaded.quantized == twin.quantized and loaded.recipe == twin.recipe
     assert loaded.scales.keys() == twin.scales.keys()
@@ -59,7 +64,7 @@ def test_images_the_cache_has_no_outputs_for_are_run_and_kept(made, tmp_path):
         made_again.append(1)
         return twin._module
 
-    loaded = cache.load(key, make)
+    loaded = cache.load(key, make, fit_of(made))
     loaded.saved = cache.save
     fresh = [torch.randn(2, 3, 16, 16)]
     outputs = loaded.infer(fresh, "cpu")
@@ -89,10 +94,10 @@ def test_a_damaged_or_foreign_cache_file_is_a_miss(made, tmp_path):
     path = tmp_path / f"{key}.json"
     doc = json.loads(path.read_text())
     path.write_text(json.dumps({**doc, "key": "another"}))
-    assert cache.load(key, lambda: pytest.fail("made")) is None
+    assert cache.load(key, lambda: pytest.fail("made"), fit_of(made)) is None
     path.write_text(path.read_text()[:-40])
-    assert cache.load(key, lambda: pytest.fail("made")) is None
-    assert cache.load("absent", lambda: pytest.fail("made")) is None
+    assert cache.load(key, lambda: pytest.fail("made"), fit_of(made)) is None
+    assert cache.load("absent", lambda: pytest.fail("made"), fit_of(made)) is None
 
 
 def test_a_cache_folder_that_cannot_be_written_costs_the_cache_only(made, tmp_path):
@@ -101,7 +106,7 @@ def test_a_cache_folder_that_cannot_be_written_costs_the_cache_only(made, tmp_pa
     blocked.write_text("")
     cache = TwinCache(blocked)
     cache.save(twin)  # no error: the study goes on without the cache
-    assert cache.load(key, lambda: pytest.fail("made")) is None
+    assert cache.load(key, lambda: pytest.fail("made"), fit_of(made)) is None
 
 
 def test_the_background_digest_copies_tensors_on_the_callers_thread_only(monkeypatch):

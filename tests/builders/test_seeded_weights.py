@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import timm
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from builders.models import seeded_weights
@@ -64,15 +67,101 @@ def test_a_later_study_gets_the_weights_outputs_and_generator_state_a_build_give
         assert torch.equal(module(example), model.module(example))
 
 
+def digest_of(tensors: dict[str, torch.Tensor]) -> str:
+    """The documented digest of kept weights, computed here with numpy: per tensor in name order, `NAME\nDTYPE\n
+    SHAPE\n` and its bytes."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        tensor = tensors[name]
+        digest.update(f"{name}\n{tensor.dtype}\n{list(tensor.shape)}\n".encode())
+        digest.update(np.ascontiguousarray(tensor.numpy()).tobytes())
+    return digest.hexdigest()
+
+
+def metadata_of(path: Path) -> dict[str, str]:
+    with safe_open(path, "pt") as kept:
+        return kept.metadata()
+
+
+def resave(path: Path, tensors: dict[str, torch.Tensor], digest: str | None = None) -> None:
+    """`tensors` saved at `path` with its metadata (where it has any), the digest replaced where given."""
+    metadata = metadata_of(path) or {}
+    save_file(tensors, path, {**metadata, "digest": digest} if digest else metadata or None)
+
+
 def test_the_kept_file_is_what_a_later_study_reads(tmp_path):
     cache = kept_once(tmp_path, "test_resnet", 3)
     path = cache.path("test_resnet", 3)
     stored = load_file(path)
+    assert metadata_of(path) == {"format": "1", "key": path.stem, "model": "test_resnet", "seed": "3",
+                                 "digest": digest_of(stored)}
     stored["fc.bias"] = stored["fc.bias"] + 1
-    save_file(stored, path)
+    resave(path, stored, digest_of(stored))  # altered, and its digest with it: the file is what is read
     model = SeededWeights(tmp_path).load("test_resnet", 3)
     module, _ = fresh("test_resnet", 3)
     assert torch.equal(model.module.fc.bias, module.fc.bias + 1)
+
+
+@pytest.mark.parametrize("damage", ["a flipped byte", "a NaN weight", "another seed's file", "a link to another seed's"])
+def test_kept_weights_that_are_not_what_was_written_for_this_model_and_seed_cost_a_build(tmp_path, damage):
+    """Issue 41 H6: a file altered since it was written, or another seed's, is built again and replaced."""
+    cache = kept_once(tmp_path, "test_resnet", 5)
+    path = cache.path("test_resnet", 5)
+    other = kept_once(tmp_path, "test_resnet", 4).path("test_resnet", 4)
+    if damage == "a flipped byte":
+        data = bytearray(path.read_bytes())
+        data[-3] ^= 0x10
+        path.write_bytes(bytes(data))
+    elif damage == "a NaN weight":
+        stored = load_file(path)
+        stored["fc.bias"][0] = float("nan")
+        resave(path, stored)
+    elif damage == "another seed's file":
+        path.write_bytes(other.read_bytes())
+    else:
+        path.unlink()
+        path.symlink_to(other)
+    again = SeededWeights(tmp_path)
+    model = again.load("test_resnet", 5)
+    after = torch.get_rng_state()
+    module, state = fresh("test_resnet", 5)
+    assert_same(module, model.module)
+    assert torch.equal(after, state)
+    assert again.writer is not None
+    again.writer.join()
+    assert not path.is_symlink() and metadata_of(path)["digest"] == digest_of(load_file(path)) and metadata_of(path)[
+        "seed"] == "5"
+
+
+def test_a_kept_generator_state_torch_refuses_costs_a_build_and_is_replaced(tmp_path):
+    """Issue 41 M2: a state of the right size and dtype that torch refuses (all zeros) is a miss, not a traceback."""
+    cache = kept_once(tmp_path, "test_resnet", 9)
+    path = cache.path("test_resnet", 9)
+    stored = load_file(path)
+    stored[seeded_weights.GENERATOR_STATE] = torch.zeros_like(stored[seeded_weights.GENERATOR_STATE])
+    resave(path, stored, digest_of(stored))
+    again = SeededWeights(tmp_path)
+    model = again.load("test_resnet", 9)
+    after = torch.get_rng_state()
+    module, state = fresh("test_resnet", 9)
+    assert_same(module, model.module)
+    assert torch.equal(after, state)
+    assert again.writer is not None
+    again.writer.join()
+    assert torch.equal(load_file(path)[seeded_weights.GENERATOR_STATE], state)
+
+
+def test_a_seeded_weights_folder_that_is_a_link_is_not_written_through(tmp_path):
+    """Issue 41 L8: the cache's own folder made a symbolic link elsewhere: nothing is written into its target."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (tmp_path / "weights").symlink_to(target)
+    cache = SeededWeights(tmp_path / "weights")
+    model = cache.load("test_resnet", 6)
+    if cache.writer is not None:
+        cache.writer.join()
+    assert list(target.iterdir()) == []
+    assert_same(fresh("test_resnet", 6)[0], model.module)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "another model", "no generator state", "another shape"])
@@ -226,7 +315,7 @@ def test_a_cache_that_cannot_be_written_leaves_no_file_and_the_model_as_built(tm
 def test_a_failed_write_removes_its_partial_file(tmp_path, monkeypatch):
     import safetensors.torch
 
-    def partial_then_fail(tensors, filename):
+    def partial_then_fail(tensors, filename, metadata=None):
         Path(filename).write_bytes(b"partial")
         raise OSError("disk full")
 
@@ -287,9 +376,9 @@ def test_a_second_load_while_the_file_is_written_waits_for_it_and_writes_nothing
     release = threading.Event()
     real = safetensors.torch.save_file
 
-    def slow(tensors, filename):
+    def slow(tensors, filename, metadata=None):
         release.wait(10)
-        real(tensors, filename)
+        real(tensors, filename, metadata)
 
     monkeypatch.setattr(safetensors.torch, "save_file", slow)
     first = SeededWeights(tmp_path)
