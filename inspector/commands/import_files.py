@@ -97,20 +97,25 @@ def run(args: argparse.Namespace) -> int:
         imported.variant.command = list(args.argv)
         imports.append(imported)
     variants = [imported.variant for imported in imports]
-    if args.into:
-        path = resolve(args.into)
-        with session_writer(path, force=True, wait_s=LOCK_WAIT_S) as writer:  # read, add, write: one writer at a time
-            session = load(path)
+    target = args.into or args.out or "the sessions folder"
+    try:
+        if args.into:
+            path = resolve(args.into)
+            with session_writer(path, force=True, wait_s=LOCK_WAIT_S) as writer:  # read, add, write: one at a time
+                session = load(path)
+                _add(session, imports, args.force)
+                writer.finish(session)
+        else:
+            session = new_session(imports[0], variants[0].command)
+            created = dt.datetime.fromisoformat(session.study.created)
+            named = variants[0].name if len(variants) == 1 else f"{len(variants)}-engines"
+            path = session_file(args.out, session.study.model, created, "import", named)
             _add(session, imports, args.force)
-            writer.finish(session)
-    else:
-        session = new_session(imports[0], variants[0].command)
-        created = dt.datetime.fromisoformat(session.study.created)
-        named = variants[0].name if len(variants) == 1 else f"{len(variants)}-engines"
-        path = session_file(args.out, session.study.model, created, "import", named)
-        _add(session, imports, args.force)
-        with session_writer(path, args.force, LOCK_WAIT_S) as writer:
-            writer.finish(session)
+            with session_writer(path, args.force, LOCK_WAIT_S) as writer:
+                writer.finish(session)
+    except OSError as exc:  # a folder without search or write permission, a path too long: the user's to fix
+        where = exc.filename or target
+        raise InputError(f"{where}: the session cannot be written there ({exc.strerror or exc})") from None
     if args.json:  # the text summary prints the notes
         for note in (note for variant in variants for note in variant.notes):
             err(note)

@@ -44,8 +44,24 @@ def parse_json(data: bytes | str, origin: str, what: str) -> Any:
 
 
 def read_text(path: Path, what: str) -> str:
-    """The text of a log file (undecodable bytes replaced), under the same regular-file and size check."""
-    return read_regular_file(Path(path), what, limit=MAX_LOG_BYTES).decode("utf-8", "replace")
+    """The text of a log file (undecodable bytes replaced), under the same regular-file and size check. The last
+    log read is kept while its file is unchanged (same size, time and inode): an import reads a log for its roles,
+    its options and summary, its layers and its table, and a 100 MB log is read from the disk once."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    except OSError:
+        key = None
+    if key is not None and _LAST_TEXT[0] == key:
+        return _LAST_TEXT[1]
+    text = read_regular_file(path, what, limit=MAX_LOG_BYTES).decode("utf-8", "replace")
+    if key is not None:
+        _LAST_TEXT[:] = [key, text]
+    return text
+
+
+_LAST_TEXT: list[Any] = [None, ""]  # [(path, size, mtime, inode), text] of the last log read
 
 
 def _finite(value: Any, where: str) -> float:

@@ -33,6 +33,7 @@ COMMAND_SHAPE = re.compile(r":(\d+(?:x\d+)+)")  # `x:4x1x28x28`, 8.0's `x:0:4x1x
 NAMING = ("--onnx", "Model", "--loadEngine", "--saveEngine")
 SHAPING = ("--shapes", "Input inference shape", "Input inference shapes", "--optShapes", "--batch")
 SUMMARY = "performance summary"  # the options' key for a file's PerformanceSummary
+OPTION_LINES = 400  # trtexec prints its options within a log's first lines
 # trtexec's build options (log and *.build.metadata.json spell them alike, 8.x-10.x) that change what the engine is
 BUILD_FLAGS = ("Precision", "LayerPrecisions", "Sparsity", "Refit", "Version Compatible", "Strongly Typed",
                "Profiling verbosity", "Tactic sources", "BuilderOptimizationLevel", "MaxAuxStreams", "Calibration",
@@ -109,7 +110,7 @@ def _options_from_log(text: str, source: str) -> dict[str, Any]:
         value = int(digits)  # 8502 = 8.5.2 (major * 1000 + minor * 100 + patch); 101401 = 10.14.1 (x 10000, x 100)
         parts = divmod(value, 1000) if value < 10000 else divmod(value, 10000)
         options["TensorRT version"] = f"{parts[0]}.{parts[1] // 100}.{parts[1] % 100}"
-    for line in text.splitlines()[:400]:
+    for line in text.split("\n", OPTION_LINES)[:OPTION_LINES]:
         match = LOG_OPTION.match(line.strip())
         if match:
             options.setdefault(match.group(1).strip(), match.group(2).strip())

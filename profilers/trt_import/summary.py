@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from profilers.trt_import import documents
-from profilers.trt_import.text_layers import LOG_PREFIX
+from profilers.trt_import.text_layers import LOG_PREFIX, log_line
 from sessions.documents.errors import InputError
 from sessions.documents.model import LatencyStats, PerformanceSummary, StatedTime
 
@@ -33,6 +33,8 @@ THROUGHPUT = re.compile(r"^Throughput:\s*(\S+)\s*qps", re.IGNORECASE)
 QUERIES = re.compile(r"Timing trace has (\d+) queries")
 JSON_PERCENTILES = {3: ("90", "95", "99"), 1: ("99",)}  # list entries after the median -> their percentiles
 SUMMARY_SPAN = 60  # lines a summary takes at most
+# where a summary starts, as a log line (8.x-10.x's heading, 7.x's first measure), found without splitting the log
+START = re.compile(r"\[I\] (?:=== Performance summary ===|Host Latency|GPU Compute)[ \t\r]*$", re.MULTILINE)
 
 
 def _ms(cell: str, where: str) -> float:
@@ -56,13 +58,13 @@ def _level(text: str) -> str:
 
 def summary_of_log(text: str, source: str) -> PerformanceSummary | None:
     """The performance summary of a log's text; None where it has none; InputError (one line) for a bad figure."""
-    lines = [LOG_PREFIX.sub("", line).strip() for line in text.split("\n")]
-    start = next((i for i, line in enumerate(lines) if line == HEADING or line in ("Host Latency", "GPU Compute")), None)
-    if start is None:
+    found_start = log_line(text, START)
+    if found_start is None:
         return None
+    lines = [LOG_PREFIX.sub("", line).strip() for line in text[found_start.start():].split("\n", SUMMARY_SPAN)]
     found: dict[str, StatedTime] = {}
     throughput = None
-    heading: str | None = lines[start] if lines[start] != HEADING else None
+    heading: str | None = lines[0] if lines[0] != HEADING else None  # 7.x opens with its first measure's heading
     stats: dict[str, float] = {}
     percentiles: dict[str, float] = {}
 
@@ -70,7 +72,7 @@ def summary_of_log(text: str, source: str) -> PerformanceSummary | None:
         if heading in MEASURES and (stats or percentiles):
             found.setdefault(MEASURES[heading], _stated(stats, percentiles, f"{source}: the summary's {heading}"))
 
-    for line in lines[start + 1 if heading is None else start:start + SUMMARY_SPAN]:
+    for line in lines[1 if heading is None else 0:SUMMARY_SPAN]:
         if line.startswith(("=== ", "&&&&")):
             break
         name, _, rest = line.partition(":")

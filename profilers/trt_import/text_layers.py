@@ -27,6 +27,8 @@ from profilers.trt_import.kinds import LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layers_of
 from sessions.documents.errors import InputError
+from sessions.documents.layer_ops import trt_op
+from sessions.documents.model import Layer
 
 # `[07/07/2026-02:11:38] [I] `; logs pasted without the time keep only `[I] ` (a TensorRT 7.1 log in a README)
 LOG_PREFIX = re.compile(r"^(?:\[[^\]]*\] )?\[[A-Z]\] ?")
@@ -35,8 +37,19 @@ TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays 
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 OPENERS, CLOSERS = "[{(", "]})"
-DELIMITER, BRACE = re.compile(r"[\[\]{}()]|, "), re.compile(r"[{}]")
-DUMP_HEADING = re.compile(r"^(?:\[[^\]]*\] )?\[I\] Layer Information:[ \t\r]*$", re.MULTILINE)
+DELIMITER, BRACE = re.compile(r"[\[\]{}()]|, "), re.compile(r"[{}]")  # what `_split_top` and `_groups` visit
+DUMP_HEADING = re.compile(r"\[I\] Layer Information:[ \t\r]*$", re.MULTILINE)
+TIME_STAMP = re.compile(r"(?:\[[^\]\n]*\] )?")  # what may open a log line before its `[I] `
+
+
+def log_line(text: str, pattern: re.Pattern[str]) -> re.Match[str] | None:
+    """The first match of `pattern` (which opens with `[I] `: a literal, so the search runs at C speed over a
+    100 MB log) that is a log line's own text: only a time stamp before it on its line, not prose that quotes it."""
+    for match in pattern.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if TIME_STAMP.fullmatch(text, line_start, match.start()):
+            return match
+    return None
 DUMP_LOOKAHEAD = 20  # lines between `Layer Information:` and `Layers:` (8.6 relays a warning there)
 LOG_MARKS = ("&&&& RUNNING", "=== Model Options ===")  # a trtexec log: its options are run facts (`metadata`)
 # a log pasted from its summary or table on (a TensorRT 7.1 log in a README) has only these headings, as log lines
@@ -146,7 +159,7 @@ def _record(text: str) -> dict[str, Any]:
 def _dump_block(text: str, lookahead: int | None = None) -> tuple[list[Any], list[str]] | None:
     """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none. Only the
     lines from the heading on are split; with `lookahead`, only that many (enough to tell the block is there)."""
-    found = DUMP_HEADING.search(text)
+    found = log_line(text, DUMP_HEADING)
     if found is None:
         return None
     block = text[found.start():]
@@ -191,7 +204,9 @@ def parse_text_layers(text: str, origin: str) -> LayerInfo:
     if not logged:
         raise InputError(f"{origin}: no layer information in this log (trtexec prints it with --dumpLayerInfo, or "
                          "`Engine Layer Information` with --verbose)")
-    found = [named_layer(name) for name in logged]
+    # a layer's op from its name only where the type the log states gives none (names are long; types are not)
+    found = [Layer(name=name, kind="unknown", op=None) if trt_op(entry.kind, None) else named_layer(name)
+             for name, entry in logged.items()]
     apply_logged(found, logged)
     produced = {t.name for layer in found for t in layer.outputs}
     inputs = list(dict.fromkeys(t.name for layer in found for t in layer.inputs if t.name not in produced))

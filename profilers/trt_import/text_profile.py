@@ -21,17 +21,17 @@ from profilers.trt_import import documents
 from profilers.trt_import.kinds import PROFILE, FileKind, register_kind
 from profilers.trt_import.layer_info import normalize_name, profile_index
 from profilers.trt_import.profile import PAIRING_MIN, Profile, ProfileRecord
-from profilers.trt_import.text_layers import LOG_PREFIX, one_run
+from profilers.trt_import.text_layers import LOG_PREFIX, log_line, one_run
 from sessions.documents.errors import InputError
 from sessions.documents.trt_names import PROFILE_COLUMNS
 
 NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
-TABLE_LINE = re.compile(r"^(?:\[[^\]\n]*\] )?\[I\] " + PROFILE_HEADING.pattern, re.MULTILINE)  # as a log line, not prose
+TABLE_LINE = re.compile(r"\[I\] " + PROFILE_HEADING.pattern)  # as a log line (`log_line`), not prose
 OTHER_MESSAGE = re.compile(r"^(?:\[[^\]]*\] )?\[[VWEF]\] ")  # a verbose, warning or error line another thread printed
 TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
 register_kind(FileKind("the --dumpProfile table of a trtexec log", PROFILE, text=True,
-                       recognise=lambda text: bool(TABLE_LINE.search(text))))
+                       recognise=lambda text: log_line(text, TABLE_LINE) is not None))
 
 
 @dataclass
@@ -53,13 +53,14 @@ def _columns(header: str) -> list[str]:
     return [field for _, _, field in sorted(spans)]
 
 
-def _row(columns: list[str], line: str) -> dict[str, str] | None:
-    numbers = sum(1 for c in columns if c != "name")
-    cells = r"\s+".join([f"({NUMBER})"] * numbers)
-    if columns[0] == "name":
-        match = re.match(rf"^(.*?)\s+{cells}\s*$", line)
-    else:
-        match = re.match(rf"^\s*{cells}\s+(.*?)\s*$", line)
+def _row_pattern(columns: list[str]) -> re.Pattern[str]:
+    """A row of a table with these columns: the name first (7.x, 8.x) or last (8.6+), a number in every other."""
+    cells = r"\s+".join([f"({NUMBER})"] * sum(1 for c in columns if c != "name"))
+    return re.compile(rf"^(.*?)\s+{cells}\s*$" if columns[0] == "name" else rf"^\s*{cells}\s+(.*?)\s*$")
+
+
+def _row(pattern: re.Pattern[str], columns: list[str], line: str) -> dict[str, str] | None:
+    match = pattern.match(line)
     if not match:
         return None
     values = list(match.groups())
@@ -87,26 +88,24 @@ def _finer_average(total: str, average: str | None, count: int) -> float:
 def parse_text_profile(text: str, origin: str) -> TextProfile:
     """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none, or several."""
     one_run(text, origin)
-    raw_lines = text.split("\n")
-    lines = [LOG_PREFIX.sub("", line).rstrip() for line in raw_lines]
-    heading = next((i for i, line in enumerate(lines) if PROFILE_HEADING.search(line)), None)
-    if heading is None:
+    match = PROFILE_HEADING.search(text)
+    if match is None:
         raise InputError(f"{origin}: no `=== Profile (N iterations ) ===` table in this log (trtexec prints it with --dumpProfile)")
-    match = PROFILE_HEADING.search(lines[heading])
-    assert match is not None
     count = documents.count(int(match.group(1)), f"{origin}: the profile's iterations", positive=True)
-    rest = iter(list(zip(raw_lines, lines))[heading + 1:])
+    raw_lines = text[match.end():].split("\n")[1:]  # the lines after the heading's
+    rest = ((raw, LOG_PREFIX.sub("", raw).rstrip()) for raw in raw_lines)
     header = next((line for _, line in rest if line.strip()), "")
     columns = _columns(header)
     if "name" not in columns or "total_ms" not in columns or columns.count("name") != 1:
         raise InputError(f"{origin}: the profile table's header {header.strip()[:80]!r} is not one trtexec writes")
+    row_pattern = _row_pattern(columns)
     records: list[ProfileRecord] = []
     total = None
     for position, (raw, line) in enumerate(rest):
         if OTHER_MESSAGE.match(raw) or not line.strip() and not records:
             continue
         where = f"{origin}: profile row {position}"
-        row = _row(columns, line) if line.strip() else None
+        row = _row(row_pattern, columns, line) if line.strip() else None
         if row is None:
             shown = line.strip()[:80] or "an empty line"
             raise InputError(f"{where} ({shown!r}) is not a row of the table, and no Total row came before it: "

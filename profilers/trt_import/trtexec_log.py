@@ -21,9 +21,10 @@ from sessions.documents.vocab import dtype_of
 
 LAYER_LINE = re.compile(r"Layer\(([A-Za-z0-9_]+)\): ([^\n]*), Tactic: (0x[0-9a-fA-F]+|-?\d+), ([^\n]*?) -> ?([^\n]*)$",
                         re.MULTILINE)
+# what follows a tensor's name, the name being everything since the previous one's end
 TENSORS = (
-    re.compile(r"(.+?) \(([A-Za-z0-9]+)\[([-0-9,:]*)\]\)(?:, |$)"),  # 8.5-10.x: `relu (Half[-1,32:8,28,28])`
-    re.compile(r"(.+?)\[([A-Za-z0-9]+)\(([-0-9,:]*)\)\](?:, |$)"),  # 8.0-8.4: `Relu:0[Float(-2,32,28,28)]`
+    re.compile(r" \(([A-Za-z0-9]+)\[([-0-9,:]*)\]\)(?:, |$)"),  # 8.5-10.x: `relu (Half[-1,32:8,28,28])`
+    re.compile(r"\[([A-Za-z0-9]+)\(([-0-9,:]*)\)\](?:, |$)"),  # 8.0-8.4: `Relu:0[Float(-2,32,28,28)]`
 )
 
 
@@ -36,14 +37,20 @@ class LoggedLayer:
 
 
 def _tensors(text: str) -> list[Tensor]:
+    """The tensors of a `Layer(...)` line's input or output list, each `name (Type[dims])` or `name[Type(dims)]`:
+    each type-and-dims suffix is found by itself, so a long name is scanned once, not once per character."""
     tensors = []
     text = text.strip()
-    pattern = next((p for p in TENSORS if p.match(text)), TENSORS[0])
+    pattern = next((p for p in TENSORS if p.search(text)), TENSORS[0])
+    start = 0
     for match in pattern.finditer(text):
-        dims = [part.split(":")[0] for part in match.group(3).split(",") if part]
+        if match.start() == start:  # a suffix with no name before it belongs to the next name
+            continue
+        dims = [part.split(":")[0] for part in match.group(2).split(",") if part]
         shape = [int(d) for d in dims] if all(d.lstrip("-").isdigit() for d in dims) else None
-        tensors.append(Tensor(name=normalize_name(match.group(1)), dtype=dtype_of(match.group(2)), shape=shape,
-                              format=match.group(2)))
+        tensors.append(Tensor(name=normalize_name(text[start:match.start()]), dtype=dtype_of(match.group(1)),
+                              shape=shape, format=match.group(1)))
+        start = match.end()
     return tensors
 
 
