@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from builders.models.structure import model_structure
 from builders.recipes.fp8 import OPS, check_selections, select
 from builders.tensorrt.onnx_export import FP8_MAX, MIN_SCALE
 from sessions.analyses.captions import SIMULATED_FP8
-from sessions.documents.errors import MissingEnvironment
+from sessions.documents.errors import InspectError, MissingEnvironment, first_line
 from sessions.documents.model import Recipe
 from sessions.documents.plan import VariantPlan
 
@@ -61,6 +62,16 @@ def variant_module(reference: torch.nn.Module, variant: VariantPlan, calibration
     return _fp8_module(reference, variant, calibration, fp8_base, calibrations or Calibrations())
 
 
+@dataclass
+class Calibrated:
+    """A max-calibrated module and what its calibration did."""
+
+    module: torch.nn.Module
+    folded: int  # BatchNorm layers folded into their convolutions
+    dtype: torch.dtype  # the precision it calibrated in, and the one its variant runs in
+    overflow: str | None = None  # why the asked-for precision was given up for fp32 (ModelOpt's line); None: it held
+
+
 class Calibrations:
     """Calibrated FP8 modules of one reference model, one per (BatchNorm folding, weight scale granularity, base
     dtype, calibration images), each with FP8 quantizers on every convolution and linear that any recipe can select.
@@ -72,24 +83,46 @@ class Calibrations:
     """
 
     def __init__(self) -> None:
-        self._modules: dict[tuple[object, ...], tuple[torch.nn.Module, int, torch.device]] = {}
+        self._modules: dict[tuple[object, ...], tuple[Calibrated, torch.device]] = {}
 
-    def calibrated(self, key: tuple[object, ...], make: Callable[[], tuple[torch.nn.Module, int]]
-                   ) -> tuple[torch.nn.Module, int]:
-        """A copy of the module `make` returns for `key` (made once), on the device `make` put it on, and the
-        BatchNorm layers it folded. The kept module waits in host memory, so no variant's device memory holds it."""
+    def calibrated(self, key: tuple[object, ...], make: Callable[[], Calibrated]) -> Calibrated:
+        """A copy of what `make` returns for `key` (made once), its module on the device `make` put it on. The kept
+        module waits in host memory, so no variant's device memory holds it."""
         if key not in self._modules:
-            module, folded = make()
-            device = next(module.parameters()).device
-            self._modules[key] = (module.to("cpu"), folded, device)
-        module, folded, device = self._modules[key]
-        return copy.deepcopy(module).to(device), folded
+            made = make()
+            device = next(made.module.parameters()).device
+            self._modules[key] = (dataclasses.replace(made, module=made.module.to("cpu")), device)
+        kept, device = self._modules[key]
+        return dataclasses.replace(kept, module=copy.deepcopy(kept.module).to(device))
 
 
 def _calibrated_module(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths: list[str], weights: str,
-                       calibration: torch.Tensor, dtype: torch.dtype) -> tuple[torch.nn.Module, int]:
-    """A copy of `reference` in `dtype` with the `conv_bn` pairs folded and FP8 quantizers on the layers at `paths`,
-    max-calibrated on `calibration`; and how many BatchNorm layers it folded."""
+                       calibration: torch.Tensor, dtype: torch.dtype) -> Calibrated:
+    """A copy of `reference` with the `conv_bn` pairs folded and FP8 quantizers on the layers at `paths`,
+    max-calibrated on `calibration` in `dtype`, or in fp32 where the calibration fails in a narrower `dtype`.
+
+    ModelOpt's max calibrator asserts when a tensor it reads holds inf or NaN ("detected inf values in amax"): an
+    fp16 model whose activations pass 65504 (large random weights, deep branchy networks). The same model and images
+    in fp32 then calibrate, and the variant runs in fp32 (`Calibrated.overflow` says why); fp32 failing too raises
+    one line.
+    """
+    try:
+        return Calibrated(*_calibrate(reference, conv_bn, paths, weights, calibration, dtype), dtype)
+    except AssertionError as exc:  # ModelOpt's calibrators check their tensors with assertions
+        reason = f"ModelOpt: {first_line(exc)}"
+        if dtype == torch.float32:
+            raise InspectError(f"max calibration failed in fp32 ({reason})") from None
+    try:
+        module, folded = _calibrate(reference, conv_bn, paths, weights, calibration, torch.float32)
+    except AssertionError as exc:
+        raise InspectError(f"max calibration failed in {precision_name(dtype)} ({reason}) and in fp32 "
+                           f"(ModelOpt: {first_line(exc)})") from None
+    return Calibrated(module, folded, torch.float32, reason)
+
+
+def _calibrate(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths: list[str], weights: str,
+               calibration: torch.Tensor, dtype: torch.dtype) -> tuple[torch.nn.Module, int]:
+    """`_calibrated_module` in `dtype` only: the module and how many BatchNorm layers it folded."""
     mtq = _modelopt()
     module = copy.deepcopy(reference)
     folded = fold_batchnorm(module, conv_bn)
@@ -117,19 +150,20 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     recipe_def = selection.recipe
     candidates = [node.path for node in structure.layers if node.op in OPS]
 
-    def calibrate() -> tuple[torch.nn.Module, int]:
+    def calibrate() -> Calibrated:
         return _calibrated_module(reference, structure.conv_bn if recipe_def.fold_batchnorm else [], candidates,
                                   recipe_def.weights, calibration, dtype)
 
     key = (recipe_def.fold_batchnorm, recipe_def.weights, dtype, calibration.data_ptr(), tuple(calibration.shape))
-    module, folded = calibrations.calibrated(key, calibrate)
+    calibrated = calibrations.calibrated(key, calibrate)
+    module, folded = calibrated.module, calibrated.folded
     keep = set(selection.quantized)
     disable_fp8_quantizers(module, set(candidates) - keep)
     shared = share_input_scales(module, structure.shared_inputs(keep)) if recipe_def.share_input_scale else 0
     zero_amax, small_amax = _floor_amax(module, keep)
     recipe = Recipe(
-        method=f"ModelOpt {mtq.__name__}.quantize and calibrate, max calibration, "
-               "quantizers on the recipe's layers only",
+        method=f"ModelOpt {mtq.__name__}.quantize and calibrate, max calibration in "
+               f"{precision_name(calibrated.dtype)}, quantizers on the recipe's layers only",
         number_format="fp8 e4m3 (simulated)",
         layout=recipe_def.name,
         exclude_patterns=list(variant.exclude),
@@ -144,8 +178,11 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         excluded_by_role={role: len(paths) for role, paths in selection.by_role.items()},
         weight_bytes_base=weight_bytes(module, set()),
         weight_bytes_fp8=weight_bytes(module, keep),
+        calibration_precision=precision_name(calibrated.dtype),
     )
-    notes = [SIMULATED_FP8, f"base precision {precision_name(dtype)}"]
+    notes = [SIMULATED_FP8, f"base precision {precision_name(calibrated.dtype)}"]
+    if calibrated.overflow:
+        notes.append(calibration_fallback_note(dtype, calibrated.overflow))
     if folded:
         notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
     if shared:
@@ -154,7 +191,13 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         notes.append(f"{zero_amax + small_amax} quantizers had an amax below 448 x 2^-14 = {MIN_AMAX:g} ({zero_amax} saw "
                      "only zeros in calibration or hold all-zero weight channels): raised to it, so their scale is "
                      "2^-14, the smallest normal fp16 value, the ONNX graph's floor")
-    return VariantModule(module, dtype, keep, recipe, notes)
+    return VariantModule(module, calibrated.dtype, keep, recipe, notes)
+
+
+def calibration_fallback_note(asked: torch.dtype, reason: str) -> str:
+    """The variant's note where calibration in `asked` failed (`reason`, ModelOpt's line) and fp32 took over."""
+    return (f"max calibration overflowed {precision_name(asked)} ({reason}): this variant calibrated and runs in "
+            f"fp32 instead, so its time is not on the {precision_name(asked)} base of the others")
 
 
 def prepare_fp8() -> None:

@@ -180,6 +180,9 @@ class Recipe:
     excluded_by_role: dict[str, int] = field(default_factory=dict)  # structural role -> layers kept out
     weight_bytes_base: int | None = None  # parameters in the base precision
     weight_bytes_fp8: int | None = None  # the same, quantized weights at one byte per element
+    # the precision max calibration ran in: the base's, or fp32 where the base overflowed (the variant's notes say
+    # why, and it then runs in fp32); None: not recorded (older sessions, engines from files)
+    calibration_precision: str | None = None
 
 
 @dataclass
