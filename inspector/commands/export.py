@@ -24,8 +24,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("session", nargs="+", help="one session; several for --format study")
     p.add_argument("--format", default=formats[0], choices=formats,
                    help="; ".join(f"{e.name}: {e.help}" for e in exporters().values() if e.help))
-    p.add_argument("--sections", help="comma list of comparison,quality,groups,method,environment,recipe,rerun; "
-                   "with --format csv or json, `layers`: every layer with tactic, formats, reformats and precision")
+    p.add_argument("--sections", help="comma list of comparison,quality,groups,roofline,method,environment,recipe,"
+                   "rerun; with --format csv or json, `layers`: every layer with tactic, formats, reformats and "
+                   "precision; `roofline`: every layer's FLOPs, bytes, achieved TFLOP/s and GB/s and bound")
     p.add_argument("--groups", dest="rules", help="TOML file of extra grouping rules")
     p.add_argument("-o", "--output", help="write here instead of stdout (refuses to overwrite without --force)")
     p.add_argument("--force", action="store_true")

@@ -4,6 +4,10 @@ e.g. "fp8-all (simulated) is 2.35x slower than fp16; quantize / dequantize adds 
 layer1.*.conv2 split into 64 kernels in every variant". `show`, `export` and the TUI overview print it.
 Baselines, speed-ups and the noise judgement come from `sessions.analyses.comparison`.
 
+A real FP8 variant on a GPU whose peaks are known also says how much of its layer time FP8 cannot speed up
+(`sessions.analyses.roofline.fp8_floor`): launch-bound products and layers that compute no product, and apart from
+them the products far below every roof (latency bound).
+
 A simulated variant timed on a CPU gets no speed words: its time is fake quantization's on a CPU, which says
 nothing of FP8 kernels. Its line says so first (`CPU_NO_SPEED`) and then what the run did measure: the recipe,
 the numerics and the structure. Its `Verdict` still carries the speed-up and judgement for a caller that asks.
@@ -20,6 +24,7 @@ from sessions.analyses.comparison import Comparison, comparisons, speed_factor
 from sessions.analyses.groups import Rules, compare_groups
 from sessions.analyses.lowering import diagnose
 from sessions.analyses.noise import WITHIN
+from sessions.analyses.roofline import LATENCY_FACTOR, fp8_floor
 from sessions.documents.model import Session, Variant
 
 
@@ -35,12 +40,13 @@ class Verdict:
     latency_delta_ms: float
     splits: str | None
     measured: str | None = None  # set for a simulated variant timed on a CPU: what the run measured, in place of speed
+    floor: str | None = None  # a real FP8 variant's time FP8 cannot speed up (roofline.fp8_floor), in words
 
     @property
     def text(self) -> str:
         if self.measured is not None:
             return self.measured
-        return "; ".join(part for part in (self._speed(), self._group(), self.splits) if part)
+        return "; ".join(part for part in (self._speed(), self._group(), self.splits, self.floor) if part)
 
     def _speed(self) -> str:
         if self.judgement == WITHIN:
@@ -91,7 +97,26 @@ def _verdict(session: Session, c: Comparison, rules: Rules) -> Verdict:
         latency_delta_ms=delta,
         splits=_splits(session, variant, baseline),
         measured=cpu_measured(variant, baseline) if variant.simulated and variant.device == "cpu" else None,
+        floor=floor_words(session, variant),
     )
+
+
+def floor_words(session: Session, variant: Variant) -> str | None:
+    """How much of a real FP8 variant's layer time FP8 cannot speed up, and how much runs far below every roof; None
+    where `roofline.fp8_floor` has no answer (not real FP8, no GPU peaks)."""
+    floor = fp8_floor(session, variant)
+    if floor is None:
+        return None
+    share = floor.cannot_ms / floor.total_ms * 100
+    parts = [(f"{floor.cannot_ms:.2f} of its {floor.total_ms:.2f} ms of layer time ({share:.0f} %) is in layers FP8 "
+              f"cannot speed up ({floor.launch_ms:.2f} ms launch-bound products, {floor.no_product_ms:.2f} ms in "
+              "layers without a convolution or matrix product)")]
+    if floor.latency_ms:
+        parts.append(f"{floor.latency_ms:.2f} ms in products running at under 1/{LATENCY_FACTOR:g} of their nearest "
+                     "roof (latency bound: their kernels limit them, not FP8)")
+    if floor.unknown_ms:
+        parts.append(f"{floor.unknown_ms:.2f} ms in products without recorded shapes")
+    return "; ".join(parts)
 
 
 CPU_NO_SPEED = "FP8 speed needs an FP8 GPU (compute capability 8.9 or later) or TensorRT files"

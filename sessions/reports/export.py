@@ -19,9 +19,10 @@ from sessions.documents.model import Quality, Session
 from sessions.documents.paths import ChosenPath, exports_dir
 from sessions.documents.storage import file_writer
 from sessions.reports import views
+from sessions.reports.roofline_report import roofline_section
 from sessions.reports.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
 
-SECTIONS = ("comparison", "quality", "groups", "method", "environment", "recipe", "rerun")
+SECTIONS = ("comparison", "quality", "groups", "roofline", "method", "environment", "recipe", "rerun")
 
 
 def comparison_section(session: Session, rules: Rules) -> str:
@@ -224,6 +225,7 @@ def export_markdown(session: Session, rules: Rules, sections: list[str] | None =
         "comparison": lambda: comparison_section(session, rules),
         "quality": lambda: quality_section(session),
         "groups": lambda: groups_section(session, rules),
+        "roofline": lambda: roofline_section(session, rules),
         "method": lambda: method_section(session),
         "environment": lambda: environment_section(session),
         "recipe": lambda: recipe_section(session),

@@ -33,13 +33,13 @@ def toy_format(tmp_path, monkeypatch):
 
 
 def test_the_built_in_formats_in_their_order():
-    assert list(package.exporters()) == ["md", "csv", "json", "study", "matrix"]
+    assert list(package.exporters()) == ["md", "csv", "json", "study", "matrix", "perfetto"]
 
 
 def test_a_new_format_is_its_module_alone(toy_format, capsys):
     from inspector.cli import main
 
-    assert list(package.exporters()) == ["md", "csv", "json", "study", "matrix", "toy"]
+    assert list(package.exporters()) == ["md", "csv", "json", "study", "matrix", "perfetto", "toy"]
     assert main(["export", str(H200 / "segformer-b0-probe-b1.json"), "--format", "toy"]) == 0
     assert capsys.readouterr().out == "toy: segformer\n"
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the command line reads the registry to build its parser: no
     from sessions.analyses.groups import Rules
     from sessions.documents.model import Session
 
-BUILT_IN = ("md", "csv", "json", "study", "matrix")  # listed first, in this order; the first is the default
+BUILT_IN = ("md", "csv", "json", "study", "matrix", "perfetto")  # listed first, in this order; the first is the default
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`json`: one session's summary with its verdicts; with `--sections layers`, every layer."""
+"""`json`: one session's summary with its verdicts; with `--sections layers`, every layer; with `--sections
+roofline`, every layer's work, achieved rates and bound (`sessions.analyses.roofline`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ def render(request: ExportRequest) -> str:
         from sessions.reports.layer_detail import layers_document
 
         return json_text(layers_document(session, path or None))
+    if request.sections == "roofline":
+        from sessions.reports.roofline_report import roofline_records
+
+        return json_text({"session": path or None, "layers": roofline_records(session)})
     from sessions.reports.export import export_json
 
     return json_text(export_json(session, path or None, request.rules()))
