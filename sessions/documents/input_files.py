@@ -63,7 +63,7 @@ def _opened_regular(path: Path, what: str) -> Iterator[tuple[BinaryIO, int]]:
         if stat.S_ISDIR(info.st_mode):
             raise InputError(f"{path} is a folder, not a {what}")
         raise InputError(f"{path} is not a regular file (a pipe or a device), not a {what}")
-    with os.fdopen(fd, "rb") as file:
+    with open(fd, "rb") as file:  # a descriptor: builtins.open takes one
         yield file, info.st_size
 
 
