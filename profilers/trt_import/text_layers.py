@@ -156,9 +156,9 @@ def _record(text: str) -> dict[str, Any]:
     return record
 
 
-def _dump_block(text: str, lookahead: int | None = None) -> tuple[list[Any], list[str]] | None:
-    """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none. Only the
-    lines from the heading on are split; with `lookahead`, only that many (enough to tell the block is there)."""
+def _dump_lines(text: str, lookahead: int | None = None) -> tuple[list[str], int] | None:
+    """The lines of the `Layer Information:` block from its heading on (with `lookahead`, only that many), and the
+    index of its `Layers:` line; None where the log has no such block."""
     found = log_line(text, DUMP_HEADING)
     if found is None:
         return None
@@ -169,6 +169,16 @@ def _dump_block(text: str, lookahead: int | None = None) -> tuple[list[Any], lis
         heading += 1
     if heading >= len(lines) or LOG_PREFIX.sub("", lines[heading]).strip() != "Layers:":
         return None
+    return lines, heading
+
+
+def _dump_block(text: str) -> tuple[list[Any], list[str]] | None:
+    """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none. Only the
+    lines from the heading on are split."""
+    found = _dump_lines(text)
+    if found is None:
+        return None
+    lines, heading = found
     layers: list[Any] = []
     bindings: list[str] = []
     section = layers
@@ -186,7 +196,7 @@ def _dump_block(text: str, lookahead: int | None = None) -> tuple[list[Any], lis
 def text_layer_kind(text: str) -> str | None:
     """Which layer block a log holds: `--dumpLayerInfo` or `verbose`; None where it holds none. Found by the block's
     headings and first line, not by reading every layer (`parse_text_layers` does that, once)."""
-    if _dump_block(text, DUMP_LOOKAHEAD) is not None:
+    if _dump_lines(text, DUMP_LOOKAHEAD) is not None:
         return "--dumpLayerInfo"
     return "verbose" if "Engine Layer Information" in text and has_layer_lines(text) else None
 

@@ -105,11 +105,12 @@ def parse_text_profile(text: str, origin: str) -> TextProfile:
         if OTHER_MESSAGE.match(raw) or not line.strip() and not records:
             continue
         where = f"{origin}: profile row {position}"
-        row = _row(row_pattern, columns, line) if line.strip() else None
+        if not line.strip():
+            break  # the table ends: at its Total row, or cut short (below)
+        row = _row(row_pattern, columns, line)
         if row is None:
-            shown = line.strip()[:80] or "an empty line"
-            raise InputError(f"{where} ({shown!r}) is not a row of the table, and no Total row came before it: "
-                             "a cell that is not a number, or a table cut short")
+            raise InputError(f"{where} ({line.strip()[:80]!r}) is not a row of the table, and no Total row came "
+                             "before it: a cell that is not a number, or two tables mixed")
         name = row["name"].strip()
         total_ms = documents.time_ms(float(row["total_ms"]), f"{where} Time")
         if name == "Total":

@@ -106,3 +106,80 @@ def test_the_command_imports_a_folder_and_says_what_it_took_and_left(tmp_path):
     assert "resnet.onnx.engine.graph.json (layers)" in note and "left SHA256SUMS (" in note
     refused = run_cli("import", str(folder), "--layers", str(folder / "resnet.onnx.engine.graph.json"), "--out", str(out))
     assert refused.returncode == 2 and "not both" in refused.stderr
+
+
+# Hand-written folders in the real layouts (the 10.16 cookbook set: a verbose build, a run with its summary, a
+# --dumpProfile run, each a log of its own named result-NN.log)
+def _run_log(command: str, body: str) -> str:
+    stamp = "[07/07/2026-02:11:26] [I] "
+    return (f"&&&& RUNNING TensorRT.trtexec [TensorRT v101601] [b11] # trtexec {command}\n{stamp}=== Model Options ===\n"
+            f"{body}&&&& PASSED TensorRT.trtexec [TensorRT v101601] [b11] # trtexec {command}\n")
+
+
+BUILD = ("[07/07/2026-02:11:14] [V] [TRT] Engine Layer Information:\n"
+         "[07/07/2026-02:11:14] [V] [TRT] Layer(CaskConvolution): conv1 + relu1, Tactic: 0x00000000000003e8, "
+         "x (Float[4,1,28,28]) -> relu (Float[4,32,28,28])\n"
+         "[07/07/2026-02:11:14] [V] [TRT] Layer(CaskPooling): pool1, Tactic: 0x5faf4fc7bc0b1bc5, "
+         "relu (Float[4,32,28,28]) -> pool (Float[4,32,14,14])\n")
+SUMMARY = ("[07/07/2026-02:11:29] [I] Timing trace has 74692 queries over 3.00005 s\n"
+           "[07/07/2026-02:11:29] [I] === Performance summary ===\n"
+           "[07/07/2026-02:11:29] [I] GPU Compute Time: min = 0.0383301 ms, max = 0.0651855 ms, mean = 0.0387646 ms, "
+           "median = 0.0388184 ms, percentile(90%) = 0.0388489 ms, percentile(95%) = 0.0389404 ms, "
+           "percentile(99%) = 0.0390625 ms\n")
+TABLE = ("[07/07/2026-02:11:43] [I] === Profile (100 iterations ) ===\n"
+         "[07/07/2026-02:11:43] [I]    Time(ms)     Avg.(ms)   Median(ms)   Time(%)   Layer\n"
+         "[07/07/2026-02:11:43] [I]        3.00       0.0300       0.0300      75.0   conv1 + relu1\n"
+         "[07/07/2026-02:11:43] [I]        1.00       0.0100       0.0100      25.0   pool1\n"
+         "[07/07/2026-02:11:43] [I]        4.00       0.0400       0.0400     100.0   Total\n")
+
+
+def _cookbook(folder: Path, engine: str = "model-trained.trt") -> None:
+    (folder / "result-02.log").write_text(_run_log(f"--onnx=/w/model-trained.onnx --saveEngine={engine} --verbose", BUILD))
+    (folder / "result-03.log").write_text(_run_log(f"--loadEngine={engine} --shapes=x:4x1x28x28", SUMMARY))
+    (folder / "result-05.log").write_text(_run_log(f"--loadEngine=./{engine} --dumpProfile", TABLE))
+
+
+def test_a_build_a_run_and_a_profile_log_of_one_engine_are_one_variant(tmp_path: Path) -> None:
+    _cookbook(tmp_path)
+    out = tmp_path / "s.json"
+    result = run_cli("import", str(tmp_path), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    variant = storage.load(out).variants[0]
+    assert variant.name == "model-trained" and storage.load(out).study.model == "model-trained"
+    assert _taken(variant.notes[0]) == ["result-02.log", "result-03.log", "result-05.log"]
+    assert "result-03.log (run facts and performance summary)" in variant.notes[0]
+    rows = dict(re.findall(r"\]\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+(?!Total)(\S.*)", TABLE))
+    assert {layer.name: layer.time_ms for layer in variant.layers} == {name: float(ms) for ms, name in rows.items()}
+    median = float(re.search(r"median = ([\d.]+) ms", SUMMARY)[1])
+    assert variant.latency is not None and variant.latency.median_ms == median
+    assert storage.load(out).study.batch == 4
+
+
+def test_a_names_only_layer_file_beside_a_log_with_a_table_gets_the_tables_times(tmp_path: Path) -> None:
+    """The JSON file names the layers; the log's --dumpProfile table times them (no JSON profile is there)."""
+    (tmp_path / "layers.json").write_text(json.dumps({"Layers": ["conv1 + relu1", "pool1"], "Bindings": ["x", "pool"]}))
+    (tmp_path / "run.log").write_text(_run_log("--loadEngine=e.plan --dumpProfile --exportLayerInfo=layers.json", TABLE))
+    (engine,) = files_of_folder(tmp_path).engines
+    assert engine.files.one("layers") == tmp_path / "layers.json" and engine.files.one("profile") == tmp_path / "run.log"
+    from profilers.trt_import.importer import import_variant
+
+    layers = import_variant(engine.files).variant.layers
+    assert [layer.time_ms for layer in layers] == [0.03, 0.01]
+
+
+def test_two_logs_that_give_one_engines_layers_equally_are_refused_naming_them(tmp_path: Path) -> None:
+    _cookbook(tmp_path)
+    (tmp_path / "result-12.log").write_text(_run_log("--onnx=m.onnx --saveEngine=model-trained.trt --verbose", BUILD))
+    with pytest.raises(InputError, match=r"2 files of engine model-trained.trt give its layers equally: "
+                                         r"result-02.log, result-12.log"):
+        files_of_folder(tmp_path)
+
+
+def test_logs_of_two_engine_files_are_two_variants_named_by_what_differs(tmp_path: Path) -> None:
+    _cookbook(tmp_path, "net-fp16.plan")
+    (tmp_path / "other-02.log").write_text(_run_log("--onnx=m.onnx --saveEngine=net-int8.plan --verbose", BUILD))
+    found = files_of_folder(tmp_path)
+    assert [e.name for e in found.engines] == ["int8", "fp16"] and found.model == "net"  # in the files' order
+    assert [e.files.one("layers").name for e in found.engines] == ["other-02.log", "result-02.log"]
+    assert [e.name for e in files_of_folder(tmp_path, "*int8*").engines] == ["int8"]
+    assert [e.name for e in files_of_folder(tmp_path, "result-05.log").engines] == ["fp16"]  # by a file's name
