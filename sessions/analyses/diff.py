@@ -7,8 +7,8 @@ than A (the two sessions' bands do not overlap) and the change passes `threshold
 per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. Layer and group
 times are judged with the variant's common factor (`sessions.analyses.noise.common_factor`: what a change of
 machine load did to every layer) removed from B; the latency is judged as measured unless
-`sessions.analyses.noise.machine_latency` finds the machine's load moved it with every layer (then it is stated, and
-not judged). A time without a
+`sessions.analyses.noise.machine_latency` finds the machine's load moved it with every layer, or, on the CPU with no
+layer or group a regression, finds it within what the host's load can do (then it is stated, and not judged). A time without a
 stored spread on either side is not judged against bands, only against the threshold, and counted in the notes.
 Without a spread on both sides, or where the batches differ, no factor is removed.
 A per-group split counts where a paired layer splits in B and not in A; with no layer paired, nothing
@@ -248,9 +248,13 @@ class VariantComparison:
         return factor
 
     def changes(self) -> list[Change]:
-        found = [self._latency(), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
-        found += self._groups()
-        found += self._layers()
+        groups, layers = self._groups(), self._layers()
+        # the load explains a latency with the layers steady only where the study's threads shared the CPU with it
+        steady = self.va.device == self.vb.device == "cpu" and self._factor is not None and not any(
+            c is not None and c.what in ("group time", "layer time") and c.regression for c in groups + layers)
+        found = [self._latency(steady), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
+        found += groups
+        found += layers
         found += self._splits()
         if not self._alignment.pairs and self.va.layers and self.vb.layers:
             self.notes.append(f"{self.label}: no layer paired: layer times, kernels, precisions and per-group splits "
@@ -278,7 +282,9 @@ class VariantComparison:
         b = self.vb.trace.per_call / self.scale_b if self.vb.trace else None
         return a, b
 
-    def _latency(self) -> Change | None:
+    def _latency(self, layers_steady: bool) -> Change | None:
+        """The latency change; `layers_steady`: no layer or group time is a regression with the common factor removed
+        (`sessions.analyses.noise.machine_latency` may then find the loaded host's hand in it)."""
         if not (self.va.latency and self.vb.latency):
             return None
         a, b = self.va.latency.median_ms / self.scale_a, self.vb.latency.median_ms / self.scale_b
@@ -291,7 +297,7 @@ class VariantComparison:
                           f"threshold only: no spread stored{per}")
         band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
         bands = f"bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
-        machine = machine_latency(band_a, band_b, self._factor, *self.loads)
+        machine = machine_latency(band_a, band_b, self._factor, *self.loads, layers_steady=layers_steady)
         if machine is not None:
             return Change(self.label, "latency", self.label, a, b, False, f"{machine}; {bands}")
         verdict = judge(band_a, band_b)

@@ -27,13 +27,17 @@ leaves out the most extreme ratio at each end, so that no one layer can carry th
 
 The end-to-end latency is judged as measured, except where the machine explains its change
 (`machine_latency`): `judge` calls it faster or slower, both studies recorded their host's load
-(`HostLoad`), the load per core differs by at least `LOAD_CHANGE_PER_CORE`, the busier study is the slower
-one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too), and B's
+(`HostLoad`), and either (a) the load per core differs by at least `LOAD_CHANGE_PER_CORE`, the busier study is the
+slower one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too), and B's
 latency band divided by some factor inside that interval meets A's band (the whole variant moved as its
-layers did). Then the change is stated with the factor and both loads, and not judged. A layer slowed alone
-leaves the factor (a median) where it was, so the latency moves past the factor's interval and is
-judged as measured. Nothing here depends on the device: on a GPU, where the host's load moves launch
-gaps more than kernels, a latency that moved without its layers is still judged.
+layers did); or (b), for times taken on the CPU (where the study's threads share the cores with the load), no
+layer or group moved against the rest (the model is unchanged), the threads are the same,
+a busier study is the slower one, and the change is within what the load can do to a thread's share of the cores
+(`contention_bound`: nothing on a host whose load leaves the study its cores): layers are traced at another moment than
+the timed rounds, so on a loaded host their factor need not follow the latency. Then the change is stated with
+the factor and the loads, and not judged. A layer slowed alone is judged a regression itself (the factor, a
+median, stays where it was), so neither (a) nor (b) holds and the latency is judged as measured. On a GPU, where the host's load moves launch gaps more than kernels, (b) does not hold: a
+latency that moved without its layers is still judged.
 
 `judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
 0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
@@ -215,17 +219,21 @@ def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | Non
 
 @dataclass(frozen=True)
 class HostLoad:
-    """The host's 1-minute load average when a study started, and the cores it was counted on."""
+    """The host's 1-minute load average when a study started, the cores it was counted on, the highest of the
+    1, 5 and 15-minute averages (`peak`: what the host carried around the study), and the study's threads."""
 
     load_1min: float
     cores: int
+    peak: float = 0.0
+    threads: int | None = None
 
     @classmethod
     def of(cls, environment: Environment) -> HostLoad | None:
         """What the session recorded; None where it recorded no load or no core count (older or imported sessions)."""
         if not environment.load_average or environment.cpu_count < 1:
             return None
-        return cls(environment.load_average[0], environment.cpu_count)
+        return cls(environment.load_average[0], environment.cpu_count, max(environment.load_average),
+                   environment.torch_threads)
 
     @property
     def per_core(self) -> float:
@@ -255,17 +263,65 @@ def latency_moved_with_layers(band_a: Band, band_b: Band, factor: CommonFactor) 
     return band_b.low_ms / band_a.high_ms <= factor.high and band_b.high_ms / band_a.low_ms >= factor.low
 
 
+def contention_bound(load_a: HostLoad, load_b: HostLoad) -> float:
+    """The most the load can stretch a study's time between A and B: with `peak` other runnable tasks on `cores`
+    (the busier study's), each of the study's threads may get as little as cores / (peak + threads) of a core, so a
+    time may grow by up to (peak + threads) / cores over an idle host's; 1 (nothing) where that is under one core's
+    worth. One thread where the threads are not recorded."""
+    threads = max(load_a.threads or 1, load_b.threads or 1)
+    worst = max(load_a.peak / load_a.cores + threads / load_a.cores, load_b.peak / load_b.cores + threads / load_b.cores)
+    return max(1.0, worst)
+
+
+def _load_explains(verdict: Judgement, ratio: float, factor: CommonFactor | None, load_a: HostLoad,
+                   load_b: HostLoad) -> str | None:
+    """Why a latency change, with every layer steady against the rest (no layer or group judged a regression with
+    the common factor removed), is the loaded host's; None where it is not.
+
+    Layers are traced at another moment than the timed rounds, so on a loaded host their common factor need not move
+    with the latency (the issue's reruns: +21.9 % latency, layers x0.85). The change is the host's where: the threads
+    and cores are the same; where the loads differ materially, the busier study is the slower one; and the change is
+    within `contention_bound` (on a host without load enough to take a core from the study, nothing is).
+    """
+    if (load_a.threads, load_a.cores) != (load_b.threads, load_b.cores):
+        return None
+    busier_slower = (load_b.per_core > load_a.per_core) == (verdict == SLOWER)
+    if load_b.differs_from(load_a) and not busier_slower:
+        return None
+    bound = contention_bound(load_a, load_b)
+    if max(ratio, 1 / ratio) > bound:
+        return None
+    layers = f"common factor x{factor.ratio:.4g}" if factor is not None else "no common factor"
+    return (f"{verdict} by x{ratio:.3g} with no layer or group moved against the rest ({layers}), on a loaded host: "
+            f"load average up to {max(load_a.peak, load_b.peak):.2f} on {load_a.cores} cores, "
+            f"{load_a.threads or 1} thread(s), which can stretch a time up to x{bound:.3g}: the load's, not judged")
+
+
 def machine_latency(band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: HostLoad | None,
-                    load_b: HostLoad | None) -> str | None:
+                    load_b: HostLoad | None, layers_steady: bool = False) -> str | None:
     """Why B's latency change is the machine's, in words; None where it is not, and the latency is judged.
 
-    The machine's only where all hold: `judge` calls the latency faster or slower (within noise, there is
-    nothing to attribute); both loads are recorded and differ materially (`HostLoad.differs_from`); the
-    busier study is the slower one; the layers moved the same way (the common factor's 95 % interval lies
-    wholly on the latency's side of 1); and the latency moved with them (`latency_moved_with_layers`).
+    `judge` must call the latency faster or slower (within noise, there is nothing to attribute), and both loads
+    must be recorded. Then it is the machine's where the whole variant moved: the loads differ materially
+    (`HostLoad.differs_from`); the busier study is the slower one; the layers moved the same way (the common
+    factor's 95 % interval lies wholly on the latency's side of 1); and the latency moved with them
+    (`latency_moved_with_layers`). Or where the load explains it with the model unchanged: `layers_steady` (the
+    caller timed both on the CPU, found the common factor and no layer or group a regression once it is removed)
+    and `_load_explains`.
     """
     verdict = judge(band_a, band_b)
-    if verdict == WITHIN or factor is None or load_a is None or load_b is None or band_a.center_ms <= 0:
+    if verdict == WITHIN or load_a is None or load_b is None or band_a.center_ms <= 0:
+        return None
+    moved = _moved_with_layers(verdict, band_a, band_b, factor, load_a, load_b)
+    if moved is not None or not layers_steady:
+        return moved
+    return _load_explains(verdict, band_b.center_ms / band_a.center_ms, factor, load_a, load_b)
+
+
+def _moved_with_layers(verdict: Judgement, band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: HostLoad,
+                       load_b: HostLoad) -> str | None:
+    """Why the latency moved with every layer on a busier (or less busy) host, in words; None where it did not."""
+    if factor is None:
         return None
     slower = verdict == SLOWER
     busier = load_b.per_core > load_a.per_core
