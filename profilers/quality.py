@@ -1,8 +1,10 @@
 """Quality of a variant against the fp32 reference on the same real images (numpy: any backend's outputs).
 
-Classification: top-1 agreement, KL, largest logit error. Segmentation (outputs N x C x H x W): the
-same per pixel, so `top1_agreement` is the fraction of pixels whose class equals fp32's;
-`agreement_baseline` the fraction equal to the baseline variant (fp16); mIoU against label maps.
+Classification: top-1 agreement, KL, largest logit error, and that error over the reference's scale (its largest
+|logit|). Segmentation (outputs N x C x H x W): the same per pixel, so `top1_agreement` is the fraction of pixels
+whose class equals fp32's; `agreement_baseline` the fraction equal to the baseline variant (fp16); mIoU against label
+maps. A reference whose logits are degenerate (huge, the same for every class, the same for every image, not finite)
+is named in `Quality.reference_warnings`: agreement and KL then say little about the variant.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from typing import Any
 import numpy as np
 
 from sessions.documents.model import Quality
+
+FP16_MAX = 65504.0  # fp16's largest finite value: logits past it are not class scores an fp16 variant can hold
+SAME = 1e-5  # logits within this fraction of the reference's scale are taken as equal (fp32 rounds at about 1e-7)
 
 
 def class_logits(output: Any) -> np.ndarray:
@@ -41,7 +46,11 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
     Image by image, so that segmentation outputs (150 classes x 160 x 160 per image) stay small in float64.
     """
     totals = np.zeros(4)  # rows, agreeing rows, KL sum, nonfinite values
-    max_error = 0.0
+    max_error = scale = 0.0  # scale: the reference's largest finite |logit|
+    reference_nonfinite = 0
+    spans: list[np.ndarray] = []  # per row (image or pixel): the reference's largest minus smallest finite logit
+    differences: list[float] = []  # per image: the largest |logit - the first image's logit| of the reference
+    first: np.ndarray | None = None
     for ref_image, cand_image in zip(np.asarray(reference), np.asarray(candidate)):
         ref, cand = class_logits(ref_image[None]), class_logits(cand_image[None])
         cand_clean = np.nan_to_num(cand, nan=0.0, posinf=0.0, neginf=0.0)
@@ -49,6 +58,14 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
         totals += (len(ref), (ref.argmax(axis=1) == cand_clean.argmax(axis=1)).sum(),
                    (np.exp(log_p) * (log_p - log_q)).sum(), (~np.isfinite(cand)).sum())
         max_error = max(max_error, float(np.abs(ref - cand_clean).max()))
+        finite = np.isfinite(ref)
+        ref_clean = np.where(finite, ref, 0.0)
+        reference_nonfinite += int((~finite).sum())
+        scale = max(scale, float(np.abs(ref_clean).max()))
+        spans.append(ref_clean.max(axis=1) - ref_clean.min(axis=1))
+        first = ref_clean if first is None else first
+        differences.append(float(np.abs(ref_clean - first).max()))
+    task = "segmentation" if np.ndim(candidate) == 4 else "classification"
     quality = Quality(
         reference=reference_name,
         image_source=image_source,
@@ -57,7 +74,11 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
         mean_kl=max(0.0, float(totals[2] / totals[0])),  # >= 0; rounding can dip below
         max_abs_logit_error=max_error,
         nonfinite=int(totals[3]),
-        task="segmentation" if np.ndim(candidate) == 4 else "classification",
+        task=task,
+        reference_scale=scale,
+        relative_error=max_error / scale if scale > 0 else None,
+        reference_warnings=degenerate_reference(reference_name, scale, reference_nonfinite, np.concatenate(spans),
+                                                np.asarray(differences), "pixels" if task == "segmentation" else "images"),
     )
     classes = predicted_classes(candidate)
     if baseline is not None:
@@ -65,6 +86,31 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
     if len(masks) and quality.task == "segmentation":
         quality.miou, quality.labelled_images = mean_iou(classes, masks, np.shape(candidate)[1]), len(masks)
     return quality
+
+
+def degenerate_reference(name: str, scale: float, nonfinite: int, spans: np.ndarray, differences: np.ndarray,
+                         rows: str) -> list[str]:
+    """One line per way the reference `name`'s logits are degenerate, none where they look like class scores.
+
+    `scale`: the largest finite |logit|; `nonfinite`: NaN/Inf logits; `spans`: per row (`rows`: images or pixels) the
+    largest minus the smallest logit; `differences`: per image the largest difference from the first image's logits.
+    Logits within SAME x `scale` of each other count as equal. Huge: past fp16's range (a trained classifier's logits
+    are tens). The same for every class: argmax is a tie and KL compares uniform distributions. The same for every
+    image (two or more): the output does not depend on the input.
+    """
+    lines = []
+    if nonfinite:
+        lines.append(f"{name} holds {nonfinite} NaN/Inf logits")
+    if scale > FP16_MAX:
+        lines.append(f"{name} logits reach {scale:.3g}, past fp16's largest value {FP16_MAX:g}")
+    tolerance = SAME * scale
+    constant = int((spans <= tolerance).sum())
+    if constant:
+        lines.append(f"{name} logits are the same for every class on {constant} of {len(spans)} {rows}")
+    if len(differences) > 1 and bool((differences <= tolerance).all()):
+        lines.append(f"{name} logits are the same for all {len(differences)} images: the output does not depend "
+                     "on the input")
+    return lines
 
 
 def mean_iou(predicted: np.ndarray, masks: Sequence[np.ndarray], num_classes: int, ignore: int = 255) -> float:

@@ -201,6 +201,12 @@ class Quality:
     labelled_images: int = 0
     stress_inputs: int = 0  # built-in stress inputs run (profilers.images.stress_inputs)
     stress_nonfinite: int = 0  # of those, the ones whose output held NaN or Inf
+    # the reference's scale: its largest finite |logit| over the images; None in older sessions
+    reference_scale: float | None = None
+    relative_error: float | None = None  # max_abs_logit_error / reference_scale; None where that scale is 0 or unknown
+    # one line each where the reference's logits are degenerate (huge, constant over the classes, the same for every
+    # image, not finite): then agreement, KL and errors say little (profilers.quality.degenerate_reference)
+    reference_warnings: list[str] = field(default_factory=list)
 
 
 @dataclass
