@@ -194,3 +194,31 @@ def test_the_roofline_exports(dpn68, tmp_path):
     document = run_cli("export", str(DPN68), "--format", "json", "--sections", "roofline")
     records = json.loads(document.stdout)["layers"]
     assert len(records) == len(rows) - 1 and {r["bound"] for r in records} >= {"launch", "latency"}
+
+
+def test_work_from_recorded_tensors_as_tensorrt_files_give_them(dpn68):
+    """TensorRT's layer information records each tensor's shape and type: a convolution and a matrix product."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from sessions.documents.model import Layer, Tensor
+
+    conv = torch.nn.Conv2d(64, 128, 3, stride=2, padding=1, bias=False, device="meta")
+    linear = torch.nn.Linear(192, 576, bias=False, device="meta")
+    x_conv, x_linear = torch.empty(8, 64, 56, 56, device="meta"), torch.empty(8, 197, 192, device="meta")
+    with FlopCounterMode(display=False) as conv_count:
+        y_conv = conv(x_conv)
+    with FlopCounterMode(display=False) as linear_count:
+        y_linear = linear(x_linear)
+    layers = [
+        Layer("c", "Convolution", op="conv", precision="fp16", groups=1, kernel_shape=[3, 3],
+              inputs=[Tensor("x", "fp16", list(x_conv.shape))], outputs=[Tensor("y", "fp16", list(y_conv.shape))]),
+        Layer("m", "MatrixMultiply", op="linear", precision="fp8",
+              inputs=[Tensor("x", "fp8", list(x_linear.shape))], outputs=[Tensor("y", "fp16", list(y_linear.shape))]),
+    ]
+    variant = dpn68.variant("cudnn-fp8-all")
+    c, m = (work_of(dpn68, variant, layer) for layer in layers)
+    assert c.flops == conv_count.get_total_flops() and c.how == "tensors" and c.precision == "fp16"
+    assert c.bytes == 2 * (x_conv.numel() + conv.weight.numel() + y_conv.numel())
+    assert m.flops == linear_count.get_total_flops() and m.precision == "fp8"
+    assert m.bytes == x_linear.numel() + linear.weight.numel() + 2 * y_linear.numel()
