@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from sessions.analyses import captions
 from sessions.analyses.captions import SIMULATES
@@ -23,7 +24,7 @@ from sessions.documents.engines import engine_label, engine_options, ran_tensorr
 from sessions.documents.errors import InspectError
 from sessions.documents.model import Quality, Session, Variant
 from sessions.reports import views
-from sessions.reports.export import counted, known, shell_line, stress_cell
+from sessions.reports.export import counted, known, portable_argv, shell_line, stress_cell
 from sessions.reports.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 COMPUTE_OPS = ("conv", "linear", "matmul")
@@ -400,9 +401,12 @@ def revisit_section(jobs: list[Job], rows: list[Row], rules: Rules) -> str:
 
 
 def reproduce_section(sources: list[tuple[str, Session]], jobs: list[Job]) -> str:
-    commands = [shell_line(s.study.command) for _, s in sources if s.merge is not None and s.study.command]
-    commands += [shell_line(job.session.study.command) for job in jobs if job.session.study.command]
-    commands += [shell_line(["trt-inspect", "rerun", job.path]) for job in jobs if job.session.study.plan is not None]
+    """The commands that repeat the sessions, with no machine's folders in them (`portable_argv`): sessions are
+    named by their file names, as `export --format md` names them."""
+    commands = [shell_line(portable_argv(s.study.command)) for _, s in sources if s.merge is not None and s.study.command]
+    commands += [shell_line(portable_argv(job.session.study.command)) for job in jobs if job.session.study.command]
+    commands += [shell_line(["trt-inspect", "rerun", PurePath(job.path).name]) for job in jobs
+                 if job.session.study.plan is not None]
     return "\n".join(["### Reproduce", md_fence(list(dict.fromkeys(commands)), "bash")])
 
 
