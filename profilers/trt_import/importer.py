@@ -174,12 +174,15 @@ def _input_shape(info: LayerInfo) -> list[int] | None:
     return list(first[0].shape) if first and first[0].shape else None
 
 
-def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[str]) -> str:
+def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[str], folder_model: str | None) -> str:
     if model:
         return model
     if facts.model:
         notes.append(f"model name from trtexec's {facts.model_from} option: {facts.model}")
         return model_name(facts.model)
+    if folder_model:
+        notes.append(f"model name {folder_model!r}: the part every engine's file name in the folder shares")
+        return folder_model
     source = files.one(LAYERS) or files.one(PROFILE)
     assert source is not None
     stem = engine_name(source)
@@ -188,7 +191,10 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
 
 
 @gc_paused()
-def import_variant(files: ImportFiles, name: str | None = None, model: str | None = None, batch: int | None = None) -> Imported:
+def import_variant(files: ImportFiles, name: str | None = None, model: str | None = None, batch: int | None = None,
+                   folder_model: str | None = None) -> Imported:
+    """One variant from `files`; `name`, `model` and `batch` where given override what the files say;
+    `folder_model` names the model where no trtexec option does (a folder's engines' shared name)."""
     notes: list[str] = []
     source = files.one(LAYERS) or files.one(PROFILE)
     metadata = files.every(METADATA)
@@ -222,7 +228,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     found_batch, shape = _batch(info, facts, batch, notes)
     variant.notes = notes
     profile_path = files.one(PROFILE)
-    return Imported(variant, _model(files, facts, model, notes), found_batch, list(shape[1:]) if shape else [], facts,
+    return Imported(variant, _model(files, facts, model, notes, folder_model), found_batch, list(shape[1:]) if shape else [], facts,
                     per_layer_words(profile, profile_path is not None and is_text(profile_path)))
 
 
