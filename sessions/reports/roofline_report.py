@@ -71,6 +71,10 @@ def roofline_section(session: Session, rules: Rules) -> str:
             layer_rows.append([variant.name, r.layer, r.time_ms, r.kernels, _rate(r.tflops),
                                f"{r.compute_share * 100:.2g} % of {r.work.precision}" if r.compute_share else "-",
                                _rate(r.gbps), f"{r.memory_share * 100:.2g} %" if r.memory_share else "-", r.bound or "-"])
+    if not layer_rows:
+        parts.append("No layer of this session records the shapes its work is computed from (the tensors of "
+                     "TensorRT's files, a cuDNN graph's signature): nothing to place on the roofline.")
+        return "\n\n".join(parts)
     parts += ["Per group (rates over the layers with shapes; bound: ms of the group's time):",
               render_markdown(["variant", "group", "ms", "ms with shapes", "TFLOP/s", "GB/s", "bound (ms)"],
                               group_rows),

@@ -185,6 +185,11 @@ def test_the_roofline_exports(dpn68, tmp_path):
     assert "## Roofline" in text and "TFLOP/s" in text and "latency" in text
     cpu = export_markdown(storage.load(CPU_RUN), load_rules(), ["roofline"])
     assert "No GPU peaks: the session ran on a CPU." in cpu
+    unshaped = copy.deepcopy(dpn68)  # no signatures: no work anywhere, one line instead of empty tables
+    for variant in unshaped.variants:
+        for layer in variant.layers:
+            layer.attrs.pop("signature", None)
+    assert "nothing to place on the roofline" in export_markdown(unshaped, load_rules(), ["roofline"])
     result = run_cli("export", str(DPN68), "--format", "csv", "--sections", "roofline")
     assert result.returncode == 0, result.stderr
     rows = [line.split(",") for line in result.stdout.splitlines()]
