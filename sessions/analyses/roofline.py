@@ -241,11 +241,15 @@ class GroupRoof:
     tflops: float | None
     gbps: float | None
     bounds: dict[str, float]  # bound -> ms of the group's time
+    precision: str | None  # the peak its layers with work are held to, where they share one
+    compute_share: float | None  # of that peak
+    memory_share: float | None  # of the bandwidth
 
 
-def group_roofs(roofs: list[LayerRoof], layers: list[Layer], rules: Rules) -> list[GroupRoof]:
+def group_roofs(roofs: list[LayerRoof], layers: list[Layer], rules: Rules, peaks: Peaks | None = None) -> list[GroupRoof]:
     """Per role group (`sessions.analyses.groups.role_of`): summed FLOPs and bytes over the summed time of the layers
-    with work, and the group's time by bound; most time first."""
+    with work, their shares of `peaks` (the compute share only where those layers share one precision), and the
+    group's time by bound; most time first."""
     groups: dict[str, list[LayerRoof]] = {}
     for roof, layer in zip(roofs, layers):
         groups.setdefault(role_of(layer, rules), []).append(roof)
@@ -257,10 +261,14 @@ def group_roofs(roofs: list[LayerRoof], layers: list[Layer], rules: Rules) -> li
         for r in members:
             if r.bound and r.time_ms:
                 bounds[r.bound] = bounds.get(r.bound, 0.0) + r.time_ms
-        found.append(GroupRoof(group, sum(r.time_ms or 0.0 for r in members), measured,
-                               sum(r.work.flops for r in with_work if r.work) / measured / 1e9 if measured else None,
-                               sum(r.work.bytes for r in with_work if r.work) / measured / 1e6 if measured else None,
-                               bounds))
+        tflops = sum(r.work.flops for r in with_work if r.work) / measured / 1e9 if measured else None
+        gbps = sum(r.work.bytes for r in with_work if r.work) / measured / 1e6 if measured else None
+        precisions = {r.work.precision for r in with_work if r.work}
+        precision = precisions.pop() if len(precisions) == 1 else None
+        peak = peaks.flops.get(precision) if peaks and precision else None
+        found.append(GroupRoof(group, sum(r.time_ms or 0.0 for r in members), measured, tflops, gbps, bounds, precision,
+                               tflops * 1e12 / peak if tflops is not None and peak else None,
+                               gbps * 1e9 / peaks.bandwidth if gbps is not None and peaks and peaks.bandwidth else None))
     return sorted(found, key=lambda g: -g.time_ms)
 
 

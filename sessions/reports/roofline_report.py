@@ -22,6 +22,13 @@ def _rate(value: float | None) -> str | None:
     return None if value is None else f"{value:.3g}"
 
 
+def _share(share: float | None, of: str | None = None) -> str:
+    """A share of a peak as a percentage to two significant figures, naming the peak where given ("0.5 % of fp16")."""
+    if share is None:
+        return "-"
+    return f"{share * 100:.2g} %" + (f" of {of}" if of else "")
+
+
 def roofline_table(session: Session) -> Table:
     """Every layer of every variant on a GPU with its work, achieved rates, shares of the peaks and bound."""
     rows: list[tuple[Any, ...]] = []
@@ -62,22 +69,23 @@ def roofline_section(session: Session, rules: Rules) -> str:
     group_rows, layer_rows = [], []
     for variant in session.variants:
         roofs = layer_roofs(session, variant)
-        for g in group_roofs(roofs, variant.layers, rules):
+        for g in group_roofs(roofs, variant.layers, rules, peaks):
             bounds = ", ".join(f"{b} {ms:.3f}" for b, ms in sorted(g.bounds.items(), key=lambda kv: -kv[1])) or "-"
-            group_rows.append([variant.name, g.group, g.time_ms, g.measured_ms, _rate(g.tflops), _rate(g.gbps), bounds])
+            group_rows.append([variant.name, g.group, g.time_ms, g.measured_ms, _rate(g.tflops),
+                               _share(g.compute_share, g.precision), _rate(g.gbps), _share(g.memory_share), bounds])
         slowest = sorted((r for r in roofs if r.work is not None and r.time_ms), key=lambda r: -(r.time_ms or 0.0))
         for r in slowest[:TOP]:
             assert r.work is not None
             layer_rows.append([variant.name, r.layer, r.time_ms, r.kernels, _rate(r.tflops),
-                               f"{r.compute_share * 100:.2g} % of {r.work.precision}" if r.compute_share else "-",
-                               _rate(r.gbps), f"{r.memory_share * 100:.2g} %" if r.memory_share else "-", r.bound or "-"])
+                               _share(r.compute_share, r.work.precision), _rate(r.gbps), _share(r.memory_share),
+                               r.bound or "-"])
     if not layer_rows:
         parts.append("No layer of this session records the shapes its work is computed from (the tensors of "
                      "TensorRT's files, a cuDNN graph's signature): nothing to place on the roofline.")
         return "\n\n".join(parts)
     parts += ["Per group (rates over the layers with shapes; bound: ms of the group's time):",
-              render_markdown(["variant", "group", "ms", "ms with shapes", "TFLOP/s", "GB/s", "bound (ms)"],
-                              group_rows),
+              render_markdown(["variant", "group", "ms", "ms with shapes", "TFLOP/s", "of peak", "GB/s",
+                               "of bandwidth", "bound (ms)"], group_rows),
               f"The {TOP} slowest layers with shapes of each variant:",
               render_markdown(["variant", "layer", "ms", "kernels / call", "TFLOP/s", "of peak", "GB/s",
                                "of bandwidth", "bound"], layer_rows)]

@@ -149,8 +149,9 @@ def test_group_rates_are_their_layers_sums_over_their_time(senet):
     variant = senet.variant("cudnn-fp8-all")
     roofs = layer_roofs(senet, variant)
     rules = load_rules()
-    groups = group_roofs(roofs, variant.layers, rules)
-    assert any(g.tflops for g in groups)
+    peaks = peaks_of(senet)
+    groups = group_roofs(roofs, variant.layers, rules, peaks)
+    assert any(g.tflops for g in groups) and any(g.compute_share for g in groups)
     for group in groups:
         members = [(r, layer) for r, layer in zip(roofs, variant.layers) if role_of(layer, rules) == group.group]
         shaped = [(r, layer) for r, layer in members if r.work is not None and layer.time_ms]
@@ -159,6 +160,13 @@ def test_group_rates_are_their_layers_sums_over_their_time(senet):
         if shaped:
             assert group.tflops == pytest.approx(sum(r.work.flops for r, _ in shaped) / seconds / 1e12)
             assert group.gbps == pytest.approx(sum(r.work.bytes for r, _ in shaped) / seconds / 1e9)
+            assert group.memory_share == pytest.approx(group.gbps * 1e9 / DATASHEET_BW)
+            precisions = {r.work.precision for r, _ in shaped}
+            if len(precisions) == 1 and group.compute_share is not None:
+                held = {"fp16": DATASHEET_FP16, "fp8": DATASHEET_FP8}[precisions.pop()] * 1980 / DATASHEET_CLOCK_MHZ
+                assert group.compute_share == pytest.approx(group.tflops * 1e12 / held, rel=1e-3)
+            elif len(precisions) > 1:
+                assert group.compute_share is None  # mixed precisions: no one peak to hold them to
         else:
             assert group.tflops is None and group.bounds == {}
 
