@@ -14,16 +14,25 @@ def open_tui(session: str | None = None, request: StudyRequest | None = None, fo
     """Open a saved session, run a study from a request (`force`: it may replace the session at its --out), or
     show the session browser."""
     from inspector.tui.app import InspectorApp
+    from inspector.tui.output import LibraryOutput
     from sessions.documents.storage import load, resolve
 
+    output = None
     if request is not None:
-        app = InspectorApp(study=request, force=force)
+        if sys.platform != "win32" and sys.__stderr__ is not None and sys.__stderr__.isatty():
+            output = LibraryOutput()  # what C libraries print goes to the study's log, not over the screen
+            output.start()
+        app = InspectorApp(study=request, force=force, output=output)
     elif session is not None:
         path = resolve(session)
         app = InspectorApp(session=load(path), path=path)
     else:
         app = InspectorApp()
-    app.run()
+    try:
+        app.run()
+    finally:
+        if output is not None:
+            output.stop()
     code = app.return_code or 0
     if app.exit_note:
         print(f"trt-inspect: {app.exit_note}", file=sys.stderr, flush=True)

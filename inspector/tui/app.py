@@ -12,6 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from inspector.request import StudyRequest
+from inspector.tui.output import LibraryOutput, terminal_driver
 from inspector.tui.screens.browser import BrowserScreen
 from inspector.tui.screens.modals import HelpScreen, help_keys
 from inspector.tui.screens.overview import OverviewScreen
@@ -37,9 +38,14 @@ class InspectorApp(App):
         rules: Rules | None = None,
         sessions_folder: Path | None = None,
         force: bool = False,
+        output: LibraryOutput | None = None,
     ) -> None:
-        super().__init__()
+        """`output`: libraries' stdout and stderr, redirected while a live study runs; the app then draws on the
+        terminal copy it keeps."""
+        terminal_fd = output.terminal_fd if output is not None else None
+        super().__init__(driver_class=terminal_driver(terminal_fd) if terminal_fd is not None else None)
         self.session, self.path, self.study, self.force = session, path, study, force
+        self.output = output
         self.rules = rules or load_rules()
         self.sessions_folder = sessions_folder
         self.exit_note: str | None = None  # one line for stderr once the terminal is back (an interrupted study)

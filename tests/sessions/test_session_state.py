@@ -73,13 +73,17 @@ def test_the_estimate_comes_from_the_steps_done():
     eta = Estimate(clock=lambda: now[0])
     assert "an estimate once it is built" in eta.update(Progress("build", "building fp32", "fp32", 0, 4))
     now[0] = 30.0
-    assert eta.update(Progress("build", "fp32 built and traced", "fp32", 1, 4)).endswith(
-        "about 1 min 30 s left to build the rest, then the timing rounds")
-    assert eta.update(Progress("build", "engine", None, 3, 9)) == ""  # a backend's own sub-steps are not variants
+    line = eta.update(Progress("build", "fp32 built and traced", "fp32", 1, 4))
+    assert line.endswith("variants done; about 1 min 30 s left for the rest, then the timing rounds")
+    assert eta.update(Progress("build", "engine", None, 3, 9)) == line  # a backend's own sub-steps are not variants
+    now[0] = 40.0  # between steps the figure counts down
+    assert eta.line().endswith("variants done; about 1 min 20 s left for the rest, then the timing rounds")
     now[0] = 100.0
     assert "an estimate after the first round" in eta.update(Progress("timing", "warm-up", None, 0, 5))
     now[0] = 110.0
     assert eta.update(Progress("timing", "round 2/5", None, 2, 5)) == "timing: round 2 of 5; about 15 s left"
+    now[0] = 126.0  # a round slower than the ones before: said so, never a figure below zero
+    assert eta.line() == "timing: round 2 of 5; about 0 s left (this step runs longer)"
     assert duration_words(59.6) == "1 min 00 s"
 
 

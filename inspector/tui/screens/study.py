@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Log, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
-from inspector.eta import Estimate
+from inspector.eta import VARIANT_PHASES, Estimate
 from inspector.request import StudyRequest
 from inspector.study import Progress, run_requested_study
 from inspector.tui.plain import plain
@@ -36,6 +38,17 @@ from sessions.reports import views
 from sessions.reports.tables import terminal_text
 
 PHASES = ("build", "timing")
+# the figures a variant gets first, shown first (a live table is read at 80 columns): then the rest as saved
+LIVE_LEAD = ("variant", "status", "build s", "median ms", "kernels / call", "ops / call", "top-1 %")
+
+
+def lead_columns(table: views.Table, labels: tuple[str, ...]) -> views.Table:
+    """`table` with the columns named in `labels` first, in that order, the others after as they were."""
+    order = [i for label in labels for i, c in enumerate(table.columns) if c.label == label]
+    order += [i for i in range(len(table.columns)) if i not in order]
+    return replace(table, columns=tuple(table.columns[i] for i in order),
+                   rows=[tuple(row[i] for i in order) for row in table.rows],
+                   time_column=order.index(table.time_column) if table.time_column is not None else None)
 
 
 class StudyCancelled(KeyboardInterrupt):
@@ -57,6 +70,13 @@ class StudyScreen(Screen):
             super().__init__()
             self.progress = progress
 
+    class Output(Message):
+        """A line a library wrote to stdout or stderr (`inspector.tui.output.LibraryOutput`)."""
+
+        def __init__(self, line: str) -> None:
+            super().__init__()
+            self.line = line
+
     def __init__(self, request: StudyRequest, rules: Rules, force: bool = False) -> None:
         super().__init__()
         self.request, self.rules, self.force = request, rules, force
@@ -67,20 +87,38 @@ class StudyScreen(Screen):
         self.lock = threading.Lock()
         self.estimate = Estimate()
         self.finished: tuple[VariantSummary, ...] = ()  # as the session file holds them
+        self.latest: dict[str, VariantSummary] = {}  # each variant's figures as the last step measured them
 
     def compose(self) -> ComposeResult:
         yield Static(plain(f"study of {self.request.model}"), id="breadcrumb")
         for phase in PHASES:
-            yield Static(phase, classes="phase-label")
-            yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
+            with Horizontal(classes="phase"):
+                yield Static(phase, classes="phase-label")
+                yield ProgressBar(total=None, id=f"bar-{phase}", show_eta=False)
         yield Static("", id="eta")
         yield Static("variants: finished (saved in the session file), then the one running", classes="phase-label")
         yield TablePanel(views.variant_table([]), id="landed")
-        yield Log(id="study-log")
+        yield Log(id="study-log", max_lines=None, auto_scroll=True)  # every line kept; it follows the newest
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.app.begin_capture_print(self)  # Python's print and warnings from the study's thread: the log
+        output = getattr(self.app, "output", None)
+        if output is not None:  # C libraries' writes to descriptors 1 and 2: the log too, never the screen
+            output.connect(lambda line: self.post_message(self.Output(line)))
+        self.set_interval(1.0, self._tick)
         self.run_worker_study()
+
+    def _tick(self) -> None:
+        """The estimate counts down between steps."""
+        self.query_one("#eta", Static).update(plain(self.estimate.line()))
+
+    def on_print(self, event: events.Print) -> None:
+        self.query_one(Log).write(terminal_text(event.text, keep_lines=True))
+
+    @on(Output)
+    def library_line(self, event: Output) -> None:
+        self.query_one(Log).write_line(terminal_text(event.line))
 
     @property
     def running(self) -> bool:
@@ -113,15 +151,27 @@ class StudyScreen(Screen):
         if p.session_path is not None:
             self.session_path = p.session_path
         self.query_one(Log).write_line(terminal_text(f"[{p.phase}] {p.message}"))
-        if p.phase in PHASES and p.total:
+        if p.phase in PHASES and p.total and (p.phase == "timing" or p.variant is not None):  # not a build's sub-steps
             self.query_one(f"#bar-{p.phase}", ProgressBar).update(total=p.total, progress=p.done)
-        eta = self.estimate.update(p)
-        if eta:
-            self.query_one("#eta", Static).update(plain(eta))
+        self.query_one("#eta", Static).update(plain(self.estimate.update(p)))
+        if p.variants:
+            self.latest = {summary.name: summary for summary in p.variants}
         if p.saved:  # finished means saved: a stop now keeps exactly these
             self.finished = p.variants
-        running = (p.variant, f"{p.phase}: {p.message}") if p.variant and p.phase in ("build", "quality", "trace") else None
-        self.query_one("#landed", TablePanel).show(views.live_variant_table(self.finished, running))
+        self.query_one("#landed", TablePanel).show(self.live_table(p))
+
+    def live_table(self, p: Progress) -> views.Table:
+        """The finished variants with their newest figures (a timing round's latency before it is saved), then the
+        one under way with what it has so far (build time once built, quality, kernels), the figures leading."""
+        shown = [self.latest.get(s.name, s) for s in self.finished]
+        running = None
+        if p.variant and p.phase in VARIANT_PHASES and p.variant not in {s.name for s in self.finished}:
+            step = f"running: {p.phase}: {p.message}"
+            if p.variant in self.latest:
+                shown.append(replace(self.latest[p.variant], status=step))
+            else:
+                running = (p.variant, step[len("running: "):])
+        return lead_columns(views.live_variant_table(shown, running), LIVE_LEAD)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state not in (WorkerState.SUCCESS, WorkerState.ERROR, WorkerState.CANCELLED):

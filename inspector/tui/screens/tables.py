@@ -24,6 +24,7 @@ from sessions.reports.layer_detail import layer_facts, layer_facts_table
 
 VARIANT_KEYS = Binding.Group("Variant")  # [ and ] under one footer entry
 GROUP_KEYS = Binding.Group("Group by")  # 1 2 3 under one footer entry
+ONE_VARIANT = "no other variant to switch to: this session has one that finished here"
 
 
 def ok_variants(session: Session) -> list[str]:
@@ -122,6 +123,9 @@ class VariantTableScreen(TableScreen):
 
     def action_variant(self, step: int) -> None:
         names = ok_variants(self.session)
+        if len(names) < 2:
+            self.notify(ONE_VARIANT)
+            return
         self.variant_name = names[(names.index(self.variant_name) + step) % len(names)]
         data = self.build()
         self.show(data, [*self.base_crumbs, data.title])
@@ -161,11 +165,18 @@ class GroupsScreen(TableScreen):
         self.show(data, [*self.base_crumbs, self._crumb(data)])
 
     def action_group_by(self, by: str) -> None:
+        if by == self.by:  # the key is never silent
+            self.notify(f"already grouped by {by}")
+            return
         self.by = by
         self._rebuild()
 
     def action_variant(self, step: int) -> None:
         names = ok_variants(self.session)
+        leaders = len(names) - (views.pair_of(self.session, self.drill_variant) is not None)  # the baseline leads none
+        if leaders < 2:
+            self.notify(ONE_VARIANT)
+            return
         self.drill_variant = names[(names.index(self.drill_variant) + step) % len(names)]
         pair = views.pair_of(self.session, self.drill_variant)
         if pair is not None and pair[1] != self.drill_variant:  # the baseline leads nothing: step past it
@@ -262,7 +273,8 @@ class CompareScreen(TableScreen):
 
     def action_variant(self, step: int) -> None:
         names = [n for n in ok_variants(self.session) if n != self.a]
-        if not names:
+        if len(names) < 2 and self.b in names:
+            self.notify(ONE_VARIANT)
             return
         self.b = names[(names.index(self.b) + step) % len(names)] if self.b in names else names[0]
         data = views.comparison_table(self.session, self.a, self.b, self.rules)
@@ -277,7 +289,7 @@ class SideBySideScreen(Screen):
     """The kernels of one layer in A (left) and B (right)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "back", "Back", id="screen.back"),
-                Binding("tab", "focus_next", "Other side", id="sides.switch")]
+                Binding("tab", "other_side", "Other side", id="sides.switch")]
 
     def __init__(self, session: Session, a: str, b: str, pair: views.LayerPair, crumbs: list[str]) -> None:
         super().__init__()
@@ -303,6 +315,14 @@ class SideBySideScreen(Screen):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+    def action_other_side(self) -> None:
+        """The keys move to the other side's table, empty or not (an empty one says why)."""
+        panels = list(self.query(TablePanel))
+        other = panels[1] if self.focused is panels[0].table else panels[0]
+        other.table.focus()
+        if not other.data.rows:
+            self.notify(f"{other.data.title}: " + ("; ".join(other.data.notes) or "no kernels"), markup=False)
 
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
         """Enter on a kernel of either side: its row in full."""

@@ -85,7 +85,11 @@ class TimelineScreen(VariantTableScreen):
         widget.update(text)
 
     def action_zoom(self, factor: float) -> None:
-        self.zoom = min(max(self.zoom * factor, 1.0), MAX_ZOOM)
+        zoom = min(max(self.zoom * factor, 1.0), MAX_ZOOM)
+        if zoom == self.zoom:  # the key is never silent: at either end it says why nothing moved
+            self.notify("the whole call is shown" if factor < 1 else f"zoomed in as far as it goes (x{MAX_ZOOM:g})")
+            return
+        self.zoom = zoom
         self.draw_lanes()
 
     def on_virtual_table_moved(self, event: VirtualTable.Moved) -> None:
