@@ -130,6 +130,8 @@ def _signature_work(signature: str, precision: str | None) -> Work | None:
     if m is None:
         return None
     typ, (n, c, h, w, k, r, s, sh, sw, ph, pw, dh, dw, g), out = m.group(1), map(int, m.groups()[1:15]), m.group(16)
+    if min(n, c, h, w, k, r, s, sh, sw, dh, dw, g) <= 0 or c % g:  # not a convolution any library runs
+        return None
     ho, wo = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1, (w + 2 * pw - dw * (s - 1) - 1) // sw + 1
     flops = 2.0 * n * k * ho * wo * (c // g) * r * s
     operand = BYTES.get(precision or typ, 2)
@@ -147,7 +149,8 @@ def _tensor_work(layer: Layer) -> Work | None:
     x, y = ins[0], outs[0]
     precision = layer.precision or x.dtype or "fp16"
     width = BYTES.get(x.dtype or precision, 2)
-    if layer.op == "conv" and len(x.shape) == 4 and len(y.shape) == 4 and layer.kernel_shape:
+    if layer.op == "conv" and len(x.shape) == 4 and len(y.shape) == 4 and layer.kernel_shape and min(
+            layer.kernel_shape) > 0 and (layer.groups or 1) > 0 and x.shape[1] % (layer.groups or 1) == 0:
         c, k, groups = x.shape[1], y.shape[1], layer.groups or 1
         weights = k * (c // groups) * prod(layer.kernel_shape)
         flops = 2.0 * prod(y.shape) * (c // groups) * prod(layer.kernel_shape)

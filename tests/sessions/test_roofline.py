@@ -235,3 +235,17 @@ def test_work_from_recorded_tensors_as_tensorrt_files_give_them(dpn68):
     assert c.bytes == 2 * (x_conv.numel() + conv.weight.numel() + y_conv.numel())
     assert m.flops == linear_count.get_total_flops() and m.precision == "fp8"
     assert m.bytes == x_linear.numel() + linear.weight.numel() + 2 * y_linear.numel()
+
+
+def test_shapes_no_library_would_run_give_no_work_not_an_error(dpn68):
+    from sessions.documents.model import Layer, Tensor
+
+    variant = dpn68.variant("cudnn-fp8-all")
+    zero_groups = Layer("z", "conv", op="conv", precision="fp16",
+                        attrs={"signature": "conv fp16 in=1x8x4x4 k=8 r=(1, 1) s=(1, 1) p=(0, 0) d=(1, 1) g=0 epi=- "
+                                            "out=fp16"})
+    uneven = Layer("u", "Convolution", op="conv", precision="fp16", groups=3, kernel_shape=[3, 3],
+                   inputs=[Tensor("x", "fp16", [1, 8, 4, 4])], outputs=[Tensor("y", "fp16", [1, 8, 4, 4])])
+    dynamic = Layer("d", "MatrixMultiply", op="matmul", precision="fp16",
+                    inputs=[Tensor("x", "fp16", [-1, 8])], outputs=[Tensor("y", "fp16", [-1, 8])])
+    assert [work_of(dpn68, variant, layer) for layer in (zero_groups, uneven, dynamic)] == [None, None, None]
