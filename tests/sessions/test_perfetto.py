@@ -141,3 +141,15 @@ def test_the_committed_h200_trace_is_the_export_of_its_session_and_keeps_the_rul
     committed = json.loads(COMMITTED_TRACE.read_text())
     check_trace_rules(committed)
     assert committed == export_trace(H200_SESSION)
+
+
+def test_a_session_without_any_kernel_trace_is_one_line(tmp_path):
+    raw = json.loads(CPU_SESSION.read_text())
+    for variant in raw["variants"]:
+        variant["kernels"] = None
+    path = tmp_path / "untraced.json"
+    path.write_text(json.dumps(raw))
+    result = run_cli("export", str(path), "--format", "perfetto")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().endswith("no variant of this session has a kernel trace (start times and streams): "
+                                          "nothing to draw") and len(result.stderr.strip().splitlines()) == 1
