@@ -15,6 +15,8 @@ file, or a cache's own folder (`*.plans/`, `fp8-twins/`, `seeded-weights/`), tha
 from __future__ import annotations
 
 import base64
+import hashlib
+import json
 import math
 import re
 import stat
@@ -82,6 +84,13 @@ def read_cache_json(path: Path, what: str, limit: int = MAX_JSON_BYTES) -> Any:
     if data is None:
         return None
     return miss_on_failure(lambda: check_bounds(orjson.loads(data), str(path)))
+
+
+def document_digest(value: Any) -> str:
+    """SHA-256 of `value` (JSON) as canonical JSON text: keys sorted, no spaces, non-ASCII escaped. A cache file
+    holds it beside what it covers and is read back only where it matches: a flipped bit is a miss, never a wrong
+    value that still means something (a scale, an output, a time)."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def cache_folder(folder: Path) -> bool:

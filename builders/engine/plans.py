@@ -22,6 +22,7 @@ from builders.cache_files import (
     MAX_PLAN_BYTES,
     PLAN_NAME,
     cache_folder,
+    document_digest,
     read_cache_bytes,
     read_cache_json,
     timing_entry,
@@ -31,7 +32,7 @@ from sessions.documents.paths import cache_dir
 from sessions.documents.storage import file_lock, lock_path_of, write_atomically
 
 PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> plans built and timed per graph
-CACHE_VERSION = 2  # 2: each choice names its serialized plan
+CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry carries its digest
 SAVE_LOCK_WAIT_S = 30.0  # a save waits this long for another study's save of the same cache, then is left for later
 PRUNE_AFTER_S = 24 * 3600.0  # a plan file no entry names is removed once older than this: a study writes its plans
 # as it chooses them and names them at its next save (minutes later), so a younger one may be another study's
@@ -85,7 +86,7 @@ class TimingCache:
         if not (isinstance(data, dict) and data.get("version") == CACHE_VERSION and data.get("key") == self.header
                 and isinstance(data.get("plans"), dict)):
             return {}
-        entries = {signature: timing_entry(raw) for signature, raw in data["plans"].items()}
+        entries = {signature: _checked(signature, raw) for signature, raw in data["plans"].items()}
         return {signature: entry for signature, entry in entries.items() if entry is not None}
 
     @property
@@ -146,7 +147,8 @@ class TimingCache:
                 return
             with file_lock(lock_path_of(self.path), f"{self.path} is being saved", SAVE_LOCK_WAIT_S):
                 merged = {**self.entries, **self._stored(), **{s: self.entries[s] for s in self.changed}}
-                body = {"version": CACHE_VERSION, "key": self.header, "plans": merged}
+                body = {"version": CACHE_VERSION, "key": self.header,
+                        "plans": {s: {**e, "digest": document_digest([s, e])} for s, e in merged.items()}}
                 write_atomically(self.path, json.dumps(body, indent=1, sort_keys=True).encode(), "timing cache")
                 self._prune({entry["plan"] for entry in merged.values() if "plan" in entry})
         except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
@@ -163,6 +165,15 @@ class TimingCache:
             with contextlib.suppress(OSError):  # removed meanwhile by another study's save
                 if plan.stem not in named and plan.lstat().st_mtime < cutoff:
                     plan.unlink()
+
+
+def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
+    """The stored entry `raw` of `signature` without its digest, where the digest is that of the signature and the
+    rest of the entry (`document_digest`: a flipped bit is a miss) and the entry reads (`timing_entry`); else None."""
+    if not isinstance(raw, dict):
+        return None
+    entry = {k: v for k, v in raw.items() if k != "digest"}
+    return timing_entry(entry) if raw.get("digest") == document_digest([signature, entry]) else None
 
 
 def _builds(graph: PlanGraph, index: int) -> bool:

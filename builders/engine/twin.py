@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from builders.cache_files import cache_folder, miss_on_failure, read_cache_json, scale_ok, stored_array
+from builders.cache_files import cache_folder, document_digest, miss_on_failure, read_cache_json, scale_ok, stored_array
 from builders.fp8.format import E4M3_MAX
 from builders.pytorch.variant_modules import VariantModule
 from sessions.documents.codec import build
@@ -36,7 +36,7 @@ from sessions.documents.model import Recipe
 from sessions.documents.paths import cache_dir
 from sessions.documents.storage import write_atomically
 
-FORMAT = 1
+FORMAT = 2  # 2: the document carries its digest (builders.cache_files.document_digest)
 SIMULATED_CHUNK = 16  # samples per call of the simulated module: one eager call of fake quantization costs about
 # what sixteen do on the GPU (9 s of a 50 s main job one sample a call: benchmarks/results/h200/mainjob-profile/)
 
@@ -208,7 +208,9 @@ class TwinCache:
         try:
             if not cache_folder(self.folder):
                 return
-            write_atomically(self._path(twin.key), json.dumps(twin.document()).encode(), "FP8 twin cache")
+            body = twin.document()
+            body["digest"] = document_digest(body)
+            write_atomically(self._path(twin.key), json.dumps(body).encode(), "FP8 twin cache")
         except (OSError, InspectError):
             return
 
@@ -216,11 +218,13 @@ class TwinCache:
 def _kept(doc: Any, key: str, fit: TwinFit
           ) -> tuple[set[str], dict[str, tuple[float, np.ndarray]], Recipe, dict[str, np.ndarray]] | None:
     """What a calibration-cache document holds, where every value means what it should, else None: this format
-    and key; the quantized layers (the recipe's, each a convolution or linear of `fit`) each with scales and no
+    and key, and the digest of the rest (`document_digest`: a flipped bit is a miss); the quantized layers (the recipe's, each a convolution or linear of `fit`) each with scales and no
     others; an input scale and weight scales (one per output channel, or one) each finite and within
     [2^-14, 2^60] (`builders.cache_files.scale_ok`); outputs finite, each one image's output shape (`fit.sample`)
     a row."""
     if not (isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("key") == key):
+        return None
+    if doc.get("digest") != document_digest({k: v for k, v in doc.items() if k != "digest"}):
         return None
     quantized, table, stored = doc.get("quantized"), doc.get("scales"), doc.get("outputs")
     if not (isinstance(quantized, list) and all(isinstance(p, str) for p in quantized) and isinstance(table, dict)

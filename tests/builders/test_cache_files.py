@@ -43,8 +43,18 @@ def finishes(call: Callable[[], Any], unblock: Path | None = None, within_s: flo
     return done[0]
 
 
+def sealed(signature: str, entry: Any) -> Any:
+    """`entry` with the digest a saved entry carries: SHA-256 of `[signature, entry]` as canonical JSON."""
+    if not isinstance(entry, dict):
+        return entry
+    text = json.dumps([signature, entry], sort_keys=True, separators=(",", ":"))
+    return {**entry, "digest": hashlib.sha256(text.encode()).hexdigest()}
+
+
 def write_cache(path: Path, plans: dict[str, Any], header: dict[str, str] = HEADER) -> None:
-    path.write_text(json.dumps({"version": 2, "key": header, "plans": plans}))
+    """A timing cache as a study saves it, each entry sealed with its digest (so that only its fields are wrong)."""
+    path.write_text(json.dumps({"version": 3, "key": header,
+                                "plans": {signature: sealed(signature, e) for signature, e in plans.items()}}))
 
 
 def stored_plan(cache_path: Path, blob: bytes) -> str:
@@ -251,6 +261,9 @@ def keep(folder: Path, change: Callable[[dict[str, Any]], Any] | None = None) ->
     doc = kept_twin().document()
     if change is not None:
         change(doc)
+    doc.pop("digest", None)
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))  # the digest a saved document carries
+    doc["digest"] = hashlib.sha256(text.encode()).hexdigest()  # (written here: only the values are wrong)
     (folder / f"{KEY}.json").write_text(json.dumps(doc))  # json writes NaN and Infinity as a poisoned file has them
     return cache
 
