@@ -142,24 +142,25 @@ def _signature_work(signature: str, precision: str | None) -> Work | None:
 
 def _tensor_work(layer: Layer) -> Work | None:
     """Work from the layer's recorded tensors (TensorRT's layer information): convolutions and matrix products."""
-    ins = [t for t in layer.inputs if t.shape and all(d > 0 for d in t.shape)]
-    outs = [t for t in layer.outputs if t.shape and all(d > 0 for d in t.shape)]
+    ins = [(t.shape, t.dtype) for t in layer.inputs if t.shape and all(d > 0 for d in t.shape)]
+    outs = [(t.shape, t.dtype) for t in layer.outputs if t.shape and all(d > 0 for d in t.shape)]
     if not ins or not outs or layer.op not in TENSOR_OPS:
         return None
-    x, y = ins[0], outs[0]
-    precision = layer.precision or x.dtype or "fp16"
-    width = BYTES.get(x.dtype or precision, 2)
-    if layer.op == "conv" and len(x.shape) == 4 and len(y.shape) == 4 and layer.kernel_shape and min(
-            layer.kernel_shape) > 0 and (layer.groups or 1) > 0 and x.shape[1] % (layer.groups or 1) == 0:
-        c, k, groups = x.shape[1], y.shape[1], layer.groups or 1
-        weights = k * (c // groups) * prod(layer.kernel_shape)
-        flops = 2.0 * prod(y.shape) * (c // groups) * prod(layer.kernel_shape)
+    (x, x_type), (y, y_type) = ins[0], outs[0]
+    assert x is not None and y is not None  # kept above: recorded, every dimension known
+    precision = layer.precision or x_type or "fp16"
+    width = BYTES.get(x_type or precision, 2)
+    groups, kernel = layer.groups or 1, layer.kernel_shape or []
+    if layer.op == "conv" and len(x) == 4 and len(y) == 4 and kernel and min(kernel) > 0 and groups > 0 \
+            and x[1] % groups == 0:
+        weights = y[1] * (x[1] // groups) * prod(kernel)
+        flops = 2.0 * prod(y) * (x[1] // groups) * prod(kernel)
     elif layer.op in ("linear", "matmul"):
-        weights = x.shape[-1] * y.shape[-1] if len(ins) == 1 else prod(ins[1].shape)
-        flops = 2.0 * prod(y.shape) * x.shape[-1]
+        weights = x[-1] * y[-1] if len(ins) == 1 else prod(ins[1][0] or [])
+        flops = 2.0 * prod(y) * x[-1]
     else:
         return None
-    moved = prod(x.shape) * width + weights * width + prod(y.shape) * BYTES.get(y.dtype or precision, 2)
+    moved = prod(x) * width + weights * width + prod(y) * BYTES.get(y_type or precision, 2)
     return Work(flops, float(moved), PEAK_OF.get(precision, "fp16"), "tensors")
 
 

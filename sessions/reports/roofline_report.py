@@ -8,7 +8,7 @@ from typing import Any
 from sessions.analyses.groups import Rules
 from sessions.analyses.roofline import LATENCY_FACTOR, group_roofs, layer_roofs, peaks_of
 from sessions.documents.model import Session
-from sessions.reports.tables import md_text, render_markdown, table_csv, table_records
+from sessions.reports.tables import Cell, md_text, render_markdown, table_csv, table_records
 from sessions.reports.views import Column, Table
 
 LAYER_COLUMNS = (Column("variant"), Column("layer"), Column("op"), Column("ms", "ms"), Column("kernels / call", "count"),
@@ -66,7 +66,8 @@ def roofline_section(session: Session, rules: Rules) -> str:
                      "Work from recorded shapes; bytes are the compulsory traffic (a lower bound); bound: the highest "
                      "of the compute, memory and launch floors, or latency where the time is over "
                      f"{LATENCY_FACTOR:g} times it (sessions/analyses/roofline.py).")]
-    group_rows, layer_rows = [], []
+    group_rows: list[list[Cell]] = []
+    layer_rows: list[list[Cell]] = []
     for variant in session.variants:
         roofs = layer_roofs(session, variant)
         for g in group_roofs(roofs, variant.layers, rules, peaks):
