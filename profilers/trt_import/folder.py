@@ -106,7 +106,7 @@ def _classify(path: Path) -> Found | str:
             head = handle.read(HEAD_BYTES).decode("utf-8", "replace")
     except OSError as exc:
         return f"cannot be read: {exc.strerror or exc}"
-    if opens_as_json(head):
+    if opens_as_json(head) or head.lstrip().startswith('"'):  # a JSON document, or one double-encoded as a string
         kind = kind_of_head(head) or _kind_of_whole(path)
         return Found(path, {kind.role: RANKS["json"]}, _json_engine(path)) if kind else "not a TensorRT file this tool reads"
     try:

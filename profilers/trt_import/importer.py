@@ -51,13 +51,15 @@ def dominant_precision(variant_layers: list[Layer], build_precision: str | None 
 class Reading:
     """What an import has read when a role's `apply` runs: the variant (layers, precision, name), the run's facts
     from trtexec's metadata, the files, the file that names the engine (the layer file, else the profile), and the
-    variant's notes so far (an `apply` adds its own)."""
+    variant's notes so far (an `apply` adds its own). An `apply` that gives the variant its latency says in
+    `timed_by` what timed it (the method's timed region), None where trtexec's GPU compute time did."""
 
     variant: Variant
     facts: RunFacts
     files: ImportFiles
     named: Path | None
     notes: list[str]
+    timed_by: str | None = None
 
 
 @dataclass
@@ -68,6 +70,7 @@ class Imported:
     input_shape: list[int]  # one sample, without the batch dimension
     facts: RunFacts
     per_layer: str  # what each layer's time is, in words
+    timed_by: str | None = None  # what timed the latency where not trtexec's GPU compute time (Reading.timed_by)
 
 
 SYNCHRONISED = ("measured under per-layer synchronisation: includes profiling overhead, and their sum is not the "
@@ -221,15 +224,16 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         device="cuda",
         layers=info.layers,
     )
+    reading = Reading(variant, facts, files, source, notes)
     for role in roles():  # the roles the core above does not read: each puts its files into the variant
         if role.apply is not None and files.every(role.name):
-            role.apply(files.every(role.name), Reading(variant, facts, files, source, notes))
+            role.apply(files.every(role.name), reading)
     _apply_summary(variant, facts, notes)
     found_batch, shape = _batch(info, facts, batch, notes)
     variant.notes = notes
     profile_path = files.one(PROFILE)
     return Imported(variant, _model(files, facts, model, notes, folder_model), found_batch, list(shape[1:]) if shape else [], facts,
-                    per_layer_words(profile, profile_path is not None and is_text(profile_path)))
+                    per_layer_words(profile, profile_path is not None and is_text(profile_path)), reading.timed_by)
 
 
 def _batch(info: LayerInfo, facts: RunFacts, batch: int | None,
@@ -294,14 +298,16 @@ def method_of(facts: RunFacts, imported: Imported) -> TimingMethod:
     latency = imported.variant.latency
     stated = latency is not None and not latency.samples_ms
     where = f"trtexec's performance summary in {facts.summary.source}" if stated and facts.summary else "--exportTimes"
-    if latency is not None:
+    if latency is not None and imported.timed_by:
+        region = imported.timed_by
+    elif latency is not None:
         region = (f"trtexec GPU compute time per inference (CUDA events around {GRAPH_WORDS[facts.cuda_graph]}), "
                   f"from {where}, warm-up already discarded by trtexec; {TRANSFER_WORDS[facts.transfers]}")
     else:
         region = ("no per-inference times or performance summary imported; latency columns show the sum of per-layer "
                   f"times ({SYNCHRONISED}); {TRANSFER_WORDS[facts.transfers]}")
     return TimingMethod(
-        timer="trtexec" if latency is not None else "unknown",
+        timer="trtexec" if latency is not None and not imported.timed_by else "unknown",
         timed_region=region,
         cuda_graph=facts.cuda_graph,
         warmup_s=facts.warmup_s,

@@ -181,3 +181,36 @@ def test_a_summary_figure_that_is_not_a_number_is_one_line(tmp_path: Path) -> No
     result = run_cli("import", "--layers", str(log), "--out", str(tmp_path / "s.json"))
     assert result.returncode == 2 and "GPU Compute Time median is nan" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def _benchmark(folder: Path, runs_s: list[float], double: bool) -> Path:
+    """A benchmark script's result in the layout of the shared torch-tensorrt sets (config and seconds per run)."""
+    doc = json.dumps({"config": {"model": "m", "runs": len(runs_s), "warmup": 5}, "latencies": runs_s})
+    path = folder / "m_tensorrt_20241025-082821.json"
+    path.write_text(json.dumps(doc) if double else doc)
+    return path
+
+
+@pytest.mark.parametrize("double", [True, False], ids=["double-encoded", "plain"])
+def test_a_benchmark_result_beside_the_layers_is_the_latency_where_trtexec_states_none(tmp_path: Path,
+                                                                                     double: bool) -> None:
+    runs = [0.0012, 0.0014, 0.0011, 0.0013, 0.0019]
+    _benchmark(tmp_path, runs, double)
+    (tmp_path / "trt_engine_info.json").write_text(json.dumps({"Layers": ["conv1", "pool1"], "Bindings": ["x", "y"]}))
+    out = tmp_path / "s.json"
+    result = run_cli("import", str(tmp_path), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    session = storage.load(out)
+    latency = session.variants[0].latency
+    assert latency is not None and latency.median_ms == pytest.approx(sorted(runs)[2] * 1e3)
+    assert len(latency.samples_ms) == len(runs) and session.method.timer == "unknown"
+    assert "the script's own clock" in session.method.timed_region
+
+
+def test_trtexecs_summary_comes_before_a_benchmark_result(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text(_log_80("--loadEngine=m.plan", _summary_80((0.151367, 0.373779, 0.15368, 0.153564, 0.156677))))
+    bench = _benchmark(tmp_path, [0.002, 0.003, 0.004], double=True)
+    imported = import_variant(ImportFiles.of(layers=log, benchmark=bench, find_metadata=False))
+    assert imported.variant.latency is not None and imported.variant.latency.median_ms == _stated(log.read_text())["median"]
+    assert any("kept out of the latency" in note for note in imported.variant.notes)
