@@ -35,6 +35,12 @@ UNSTABLE_CPU = (
     "trusting small differences"
 )
 NO_KERNEL_TABLE = "no kernel table: these files hold layers and times, not kernel launches"
+RANDOM_WEIGHTS = (
+    "random weights {how}: quality compares each variant's numerics with fp32, not accuracy; "
+    "--checkpoint FILE (.safetensors or a torch file) gives figures of trained weights"
+)
+DEGENERATE_REFERENCE = "quality figures say little: {warning}"  # a Quality.reference_warnings line
+RELATIVE_ERROR = "max rel err"  # the variant table's column: max abs err over the reference's largest |logit|
 STAND_IN = (
     "made by the TensorRT stand-in for tests (tests/fake_tensorrt: onnxruntime on the CPU), not by TensorRT: "
     "its layers, tactics, kernels and per-layer times are synthetic"
@@ -85,12 +91,33 @@ def session_caveats(session: Session) -> list[str]:
         lines.append(unstable_line(session, unstable))
     if session.variants and all(v.kernels is None for v in session.variants):
         lines.append(NO_KERNEL_TABLE)
+    lines += quality_caveats(session)
     folded = {v.name: v.batchnorm_folded for v in session.variants if v.status == "ok" and v.batchnorm_folded is not None}
     if len(set(folded.values())) > 1:
         lines.append(UNEQUAL_GRAPHS.format(counts=", ".join(f"{name} {count}" for name, count in folded.items())))
     elif len(folded) > 1 and next(iter(folded.values())):
         lines.append(EQUAL_GRAPHS.format(count=next(iter(folded.values()))))
     return lines
+
+
+def weights_caveat(weights: str) -> str | None:
+    """The line every view of quality figures shows for a study's `weights` (Study.weights: "random (pretrained=False,
+    seed N)", a checkpoint's path, ...) where they are random, naming --checkpoint; None for other weights."""
+    if not weights.startswith("random"):
+        return None
+    return RANDOM_WEIGHTS.format(how=weights.removeprefix("random").strip()).replace("weights :", "weights:")
+
+
+def quality_caveats(session: Session) -> list[str]:
+    """Where `session` holds quality figures: the random-weights line (any of its jobs' weights random), then each
+    degenerate-reference warning once."""
+    measured = [q for v in session.variants for q in (v.quality, v.simulation) if q is not None]
+    if not measured:
+        return []
+    studies = [session.study, *(job.study for job in session.merge.jobs)] if session.merge else [session.study]
+    random = [line for line in dict.fromkeys(weights_caveat(study.weights) for study in studies) if line]
+    warnings = dict.fromkeys(warning for quality in measured for warning in quality.reference_warnings)
+    return [*random[:1], *(DEGENERATE_REFERENCE.format(warning=warning) for warning in warnings)]
 
 
 def unstable_line(session: Session, names: list[str]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from sessions.analyses.captions import quality_caveats
 from sessions.analyses.comparison import Comparison, batch_of, comparisons, reference
 from sessions.documents.model import SCHEMA_VERSION, Session, Variant
 
@@ -37,6 +38,7 @@ class VariantSummary:
     peak_memory_mib: float | None = None  # Variant.peak_memory_bytes (profilers.memory); None where not measured
     simulation_top1_agreement: float | None = None  # a real-FP8 engine against the simulated variant of its recipe
     simulation_max_logit_difference: float | None = None
+    relative_error: float | None = None  # max abs logit error over the reference's largest |logit| (Quality)
 
 
 def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSummary:
@@ -71,6 +73,7 @@ def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSumma
         peak_memory_mib=_mib(variant.peak_memory_bytes),
         simulation_top1_agreement=variant.simulation.top1_agreement if variant.simulation else None,
         simulation_max_logit_difference=variant.simulation.max_abs_logit_error if variant.simulation else None,
+        relative_error=q.relative_error if q else None,
     )
 
 
@@ -122,5 +125,7 @@ def summary_document(session: Session, path: str | None = None) -> dict[str, obj
         "device": session.study.device,
         "gpu": session.environment.gpu.name if session.environment.gpu else None,
         "baseline": baseline.name if baseline else None,  # the reference; each variant names its own baseline
+        "weights": session.study.weights,  # "random (pretrained=False, seed N)": quality compares numerics only
+        "quality_caveats": quality_caveats(session),
         "variants": [asdict(s) for s in summarize_session(session)],
     }

@@ -98,7 +98,7 @@ def format_value(value: Cell, kind: str) -> str:
         text = f"{number:+.3f}"
         return "0.000" if text in ("+0.000", "-0.000") else text
     if kind == "sci":
-        return f"{number:.2e}" if number != 0 and abs(number) < 1e-3 else f"{number:.4f}"
+        return f"{number:.2e}" if number != 0 and not 1e-3 <= abs(number) < 1e5 else f"{number:.4f}"
     text = f"{number:.{FORMATS.get(kind, 3)}f}"
     return _unsigned_zero(text) + ("x" if kind == "speedup" else "")
 

@@ -72,7 +72,8 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
         Column(captions.speedup_label(shared), "speedup"), *([Column("vs")] if len(baselines) > 1 else []),
         Column(per_call, "count"),
         Column("outside layers", "count"), Column("top-1 %", "pct"), Column("mean KL", "sci"),
-        Column("max abs err", "sci"), Column(captions.NONFINITE_VALUES, "count"), Column("images/s", "count"), Column("MiB", "mib"),
+        Column("max abs err", "sci"), Column(captions.RELATIVE_ERROR, "sci"), Column(captions.NONFINITE_VALUES, "count"),
+        Column("images/s", "count"), Column("MiB", "mib"),
         Column("peak memory MiB", "mib"),
         Column("FP8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
     ]
@@ -82,7 +83,7 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
         rows.append((
             s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, *([s.baseline] if len(baselines) > 1 else []),
             s.per_call, s.unattributed,
-            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.nonfinite, s.images_per_s, s.artifact_mib,
+            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.relative_error, s.nonfinite, s.images_per_s, s.artifact_mib,
             s.peak_memory_mib,
             s.fp8_weight_mib, s.build_s,
             f"{s.backend}, {captions.SIMULATED_TAG}" if s.simulated else s.backend,
