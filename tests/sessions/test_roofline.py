@@ -216,7 +216,7 @@ def test_work_from_recorded_tensors_as_tensorrt_files_give_them(dpn68):
 
     from sessions.documents.model import Layer, Tensor
 
-    conv = torch.nn.Conv2d(64, 128, 3, stride=2, padding=1, bias=False, device="meta")
+    conv = torch.nn.Conv2d(64, 128, 3, stride=2, padding=1, groups=4, bias=False, device="meta")
     linear = torch.nn.Linear(192, 576, bias=False, device="meta")
     x_conv, x_linear = torch.empty(8, 64, 56, 56, device="meta"), torch.empty(8, 197, 192, device="meta")
     with FlopCounterMode(display=False) as conv_count:
@@ -224,7 +224,7 @@ def test_work_from_recorded_tensors_as_tensorrt_files_give_them(dpn68):
     with FlopCounterMode(display=False) as linear_count:
         y_linear = linear(x_linear)
     layers = [
-        Layer("c", "Convolution", op="conv", precision="fp16", groups=1, kernel_shape=[3, 3],
+        Layer("c", "Convolution", op="conv", precision="fp16", groups=4, kernel_shape=[3, 3],
               inputs=[Tensor("x", "fp16", list(x_conv.shape))], outputs=[Tensor("y", "fp16", list(y_conv.shape))]),
         Layer("m", "MatrixMultiply", op="linear", precision="fp8",
               inputs=[Tensor("x", "fp8", list(x_linear.shape))], outputs=[Tensor("y", "fp16", list(y_linear.shape))]),
