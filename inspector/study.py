@@ -23,7 +23,7 @@ from inspector.request import StudyRequest
 from inspector.resolve import cuda_visible, resolve
 from profilers.memory import device_memory
 from profilers.tracers import Tracer, get_tracer
-from sessions.analyses.captions import NO_REFERENCE
+from sessions.analyses.captions import NO_REFERENCE, quality_caveats
 from sessions.analyses.comparison import BASELINE_PRECISION
 from sessions.analyses.summary import VariantSummary, summarize_session
 from sessions.documents import document
@@ -46,6 +46,8 @@ class Progress:
     session_path: Path | None = None
     variants: tuple[VariantSummary, ...] = ()
     saved: bool = False  # the session file holds `variants` as they stand: what a front end may call finished
+    # what the quality figures of `variants` mean (random weights, a degenerate reference): shown beneath a live table
+    caveats: tuple[str, ...] = ()
 
 
 Report = Callable[[Progress], None]
@@ -70,7 +72,8 @@ class Recorder:
         if saved:
             self.writer.save_step(self.session)
         summaries = tuple(summarize_session(self.session))
-        self.report(Progress(phase, message, variant, done, total, self.path, summaries, saved))
+        self.report(Progress(phase, message, variant, done, total, self.path, summaries, saved,
+                             tuple(quality_caveats(self.session))))
 
     def finish(self) -> Path:
         """The finished session saved at its path; reported as done."""

@@ -93,3 +93,15 @@ def test_large_and_tiny_errors_read_in_scientific_notation():
     assert format_value(5.8e10, "sci") == "5.80e+10"
     assert format_value(2.5e-5, "sci") == "2.50e-05" and format_value(0.058, "sci") == "0.0580"
     assert format_value(float(np.float32(99999.0)), "sci") == "99999.0000"
+
+
+def test_a_live_study_reports_the_caveats_once_quality_is_measured(tmp_path, monkeypatch):
+    seen = []
+    reference = tests.fake_backend.FakeBackend.reference
+    monkeypatch.setattr(tests.fake_backend.FakeBackend, "reference", lambda self, batch: reference(self, batch) * 1e12)
+    _, path = run_study(fake_plan(tmp_path), [], seen.append)
+    weights = orjson.loads(path.read_bytes())["study"]["weights"]
+    assert seen[0].caveats == ()  # nothing measured yet: nothing to qualify
+    last = seen[-1].caveats
+    assert last[0] == captions.weights_caveat(weights)
+    assert len(last) == 2 and last[1].startswith("quality figures say little: ") and "65504" in last[1]
