@@ -122,6 +122,16 @@ def taken(variant: Variant) -> tuple[list[str], list[str]]:
     return names, [] if left == "nothing" else re.split(r"(?<=\)), ", left)
 
 
+def latency_source(variant: Variant) -> str:
+    """What the session says gave the latency: trtexec's summary (no samples), a benchmark result, --exportTimes."""
+    if variant.latency is None:
+        return "-"
+    if not variant.latency.samples_ms:
+        return "summary"
+    return "benchmark result" if any(n.startswith("latency: the") and "benchmark result" in n
+                                     for n in variant.notes) else "--exportTimes"
+
+
 def _ms(value: float | None) -> str:
     return f"{value:.4f}" if value is not None else "-"
 
@@ -144,7 +154,7 @@ def rows(folder: Path, work: Path) -> list[str]:
         ours_sum = sum(layer.time_ms for layer in variant.layers if layer.time_ms is not None) if any(
             layer.time_ms is not None for layer in variant.layers) else None
         ours_latency = variant.latency.median_ms if variant.latency else None
-        source = ("summary" if variant.latency and not variant.latency.samples_ms else "--exportTimes") if variant.latency else "-"
+        source = latency_source(variant)
         right = (layers == len(variant.layers) and _agree(ours_sum, summed)
                  and _agree(ours_latency, latency[0] if latency else None) and not left_holding)
         name = f"{label}" + (f" `{variant.name}`" if len(session.variants) > 1 else "")

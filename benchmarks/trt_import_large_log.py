@@ -1,0 +1,74 @@
+"""`import DIR` of a folder holding one trtexec log of 100,000 layers (issue 41, L2): wall and CPU seconds and peak
+memory of the command, in a child process of the checkout given.
+
+    python benchmarks/trt_import_large_log.py [--checkout PATH] [--layers N]
+
+The log repeats a real TensorRT 10.16 `--dumpLayerInfo` record (`trt10.16-mnist-cnn-fp32-h100/result-04.log`, 1 KB a
+layer) with numbered names, then a `--dumpProfile` table of the same layers and its Total: the format is
+trtexec's, the engine is not one. `--checkout` runs another checkout's code on the same file (an earlier commit's
+worktree), so two figures compare on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT.parent / "shared" / "fixtures" / "trt" / "trt10.16-mnist-cnn-fp32-h100" / "result-04.log"
+
+
+def write_log(path: Path, layers: int) -> None:
+    lines = SOURCE.read_text().split("\n")
+    record = next(line for line in lines if line.startswith("Name: node_conv2d + node_relu,"))
+    head = lines[:lines.index(next(line for line in lines if line.endswith("] Layer Information:")))]
+    stamp = "[07/07/2026-02:11:38] [I] "
+    with path.open("w") as out:
+        out.write("\n".join(head) + f"\n{stamp}Layer Information:\n{stamp}Layers:\n")
+        previous = "x"
+        for i in range(layers):
+            out.write(record.replace("node_conv2d + node_relu", f"node_conv2d_{i} + node_relu_{i}")
+                      .replace("Name: x,", f"Name: {previous},").replace("Name: relu,", f"Name: relu_{i},") + "\n")
+            previous = f"relu_{i}"
+        out.write(f"Bindings:\nx\nrelu_{layers - 1}\n{stamp}=== Profile (100 iterations ) ===\n"
+                  f"{stamp}   Time(ms)     Avg.(ms)   Median(ms)   Time(%)   Layer\n")
+        for i in range(layers):
+            out.write(f"{stamp}       1.00       0.0100       0.0100       0.0   node_conv2d_{i} + node_relu_{i}\n")
+        out.write(f"{stamp}  {layers:.2f}       {layers / 100:.4f}       {layers / 100:.4f}     100.0   Total\n{stamp}\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--checkout", type=Path, default=ROOT)
+    parser.add_argument("--layers", type=int, default=100_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work) / "engine"
+        folder.mkdir()
+        write_log(folder / "big.log", args.layers)
+        size = (folder / "big.log").stat().st_size
+        commit = subprocess.run(["git", "-C", str(args.checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, check=False).stdout.strip()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "inspector", "import", str(folder), "--out", f"{work}/s.json"],
+                              cwd=args.checkout, capture_output=True, text=True, check=False,
+                              env={**os.environ, "PYTHONPATH": str(args.checkout)})
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(f"# {args.checkout.name} at {commit or 'unknown'}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"import_dir_{args.layers}_layer_log\twall {wall:.1f} s\tCPU {cpu:.1f} s\tpeak RSS {after.ru_maxrss / 1024:.0f} MiB"
+          f"\t{size / 2**20:.0f} MiB log\texit {done.returncode}")
+    if done.returncode:
+        print(f"# {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}")
+
+
+if __name__ == "__main__":
+    main()
