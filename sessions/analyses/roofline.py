@@ -11,7 +11,7 @@ memory bandwidth), so the work of a layer takes at least max(FLOPs / peak, bytes
   out=`), else those of the layer of the same name in another variant of the same job (the same model and input,
   so the same shapes; the operand widths are this layer's own precision). A layer with none has no work: its
   figures stay empty. The PyTorch and cuDNN backends record no token count for linear layers.
-- **Peaks** (`peaks_of`): dense tensor-core FLOP/s for fp16 and FP8 (and fp32 without tensor cores) are the
+- **Peaks** (`peaks_of`): dense tensor-core FLOP/s for fp16, FP8 and TF32 (and fp32 without tensor cores) are the
   session's SM count x its recorded maximum SM clock x FLOP per SM per clock from `PER_SM_CLOCK`, a table keyed by
   compute capability (and SM count where parts of one capability differ), from NVIDIA's architecture documents.
   Memory bandwidth is NVIDIA's datasheet figure from `BANDWIDTH`, matched by compute capability, SM count and
@@ -23,7 +23,9 @@ memory bandwidth), so the work of a layer takes at least max(FLOPs / peak, bytes
   times that roof is "latency" bound instead: far below every roof, its kernels (stalls, a poor algorithm, a
   fallback) limit it, not the GPU's peaks (Nsight Compute's "latency issues" when no throughput nears its peak).
   The peak is that of the precision the layer computes in; an FP8 layer whose kernels all name an architecture
-  without FP8 tensor cores (`sessions.analyses.lowering.kernel_arch`) is held to the fp16 peak.
+  without FP8 tensor cores (`sessions.analyses.lowering.kernel_arch`) is held to the fp16 peak; an fp32 product
+  to the TF32 peak where the session's PyTorch settings let it run on TF32 tensor cores (`tf32_cudnn` for
+  convolutions, `tf32_matmul` for matrix products).
 - **What FP8 cannot speed up** (`fp8_floor`): FP8 shortens a layer through FP8 tensor-core math or FP8 operands
   in memory, and only where the layer computes a convolution or a matrix product (`TENSOR_OPS`); a launch-bound
   layer's time is its kernels' fixed cost. So the time of launch-bound products and of layers that compute no
@@ -47,15 +49,15 @@ LATENCY_FACTOR = 10.0  # measured time over this many times the layer's highest 
 TENSOR_OPS = ("conv", "linear", "matmul")  # layers FP8 can speed up: a product on tensor cores
 BYTES = {"fp8": 1, "int8": 1, "fp16": 2, "bf16": 2, "fp32": 4}  # stored width of an element
 PEAK_OF = {"fp8": "fp8", "int8": "fp8", "fp16": "fp16", "bf16": "fp16", "fp32": "fp32"}  # precision -> peak used
-# Dense FLOP per SM per clock (fp16 and fp8: tensor cores, fp32 accumulate; fp32: the FMA units), by compute
+# Dense FLOP per SM per clock (fp16, fp8 and tf32: tensor cores, fp32 accumulate; fp32: the FMA units), by compute
 # capability and, where parts of one capability differ, SM count. From NVIDIA's architecture whitepapers: A100
 # (GA100), Ada (AD102 / AD104: the professional parts' fp32-accumulate rate; GeForce's is half), Hopper (GH100).
 PER_SM_CLOCK: dict[tuple[str, int | None], dict[str, int]] = {
-    ("8.0", None): {"fp16": 2048, "fp32": 128},
-    ("8.9", 142): {"fp16": 1024, "fp8": 2048, "fp32": 256},  # L40S, RTX 6000 Ada
-    ("8.9", 58): {"fp16": 1024, "fp8": 2048, "fp32": 256},  # L4
-    ("8.9", 128): {"fp16": 512, "fp8": 1024, "fp32": 256},  # GeForce RTX 4090
-    ("9.0", None): {"fp16": 4096, "fp8": 8192, "fp32": 256},  # H100, H200
+    ("8.0", None): {"fp16": 2048, "tf32": 1024, "fp32": 128},
+    ("8.9", 142): {"fp16": 1024, "fp8": 2048, "tf32": 512, "fp32": 256},  # L40S, RTX 6000 Ada
+    ("8.9", 58): {"fp16": 1024, "fp8": 2048, "tf32": 512, "fp32": 256},  # L4
+    ("8.9", 128): {"fp16": 512, "fp8": 1024, "tf32": 256, "fp32": 256},  # GeForce RTX 4090
+    ("9.0", None): {"fp16": 4096, "fp8": 8192, "tf32": 2048, "fp32": 256},  # H100, H200
 }
 # NVIDIA datasheet memory bandwidth (GB/s) by compute capability, SM count and memory (MiB as the driver reports it).
 BANDWIDTH: list[tuple[str, int, int, float, str]] = [
@@ -193,6 +195,14 @@ def _below_fp8(variant: Variant) -> set[int]:
     return {i for i, found in archs.items() if None not in found and max(a for a in found if a) < FP8_TENSOR_CORES}
 
 
+def _tf32(session: Session, layer: Layer) -> bool:
+    """Whether the session's PyTorch settings let this fp32 product run on TF32 tensor cores."""
+    torch = session.environment.torch
+    if torch is None:
+        return False
+    return bool(torch.tf32_cudnn if layer.op == "conv" else torch.tf32_matmul)
+
+
 def shortest_kernel_ms(variant: Variant) -> float | None:
     """The shortest kernel of the variant's traced calls: what a kernel that does almost nothing costs here."""
     table = variant.kernels
@@ -223,6 +233,8 @@ def layer_roofs(session: Session, variant: Variant) -> list[LayerRoof]:
         work = work_of(session, variant, layer)
         if work is not None and work.precision == "fp8" and i in below:
             work = Work(work.flops, work.bytes, "fp16", work.how + ", on kernels without FP8 tensor cores")
+        elif work is not None and work.precision == "fp32" and _tf32(session, layer):
+            work = Work(work.flops, work.bytes, "tf32", work.how + ", TF32 allowed")
         kernels = per_layer[i] if per_layer is not None else None
         seconds = layer.time_ms / 1e3 if layer.time_ms else None
         tflops = work.flops / seconds / 1e12 if work and seconds else None

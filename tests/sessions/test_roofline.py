@@ -249,3 +249,16 @@ def test_shapes_no_library_would_run_give_no_work_not_an_error(dpn68):
     dynamic = Layer("d", "MatrixMultiply", op="matmul", precision="fp16",
                     inputs=[Tensor("x", "fp16", [-1, 8])], outputs=[Tensor("y", "fp16", [-1, 8])])
     assert [work_of(dpn68, variant, layer) for layer in (zero_groups, uneven, dynamic)] == [None, None, None]
+
+
+def test_fp32_products_are_held_to_the_tf32_peak_where_pytorch_allows_tf32():
+    """segformer-b0 on the H200: PyTorch's tf32_cudnn was on, so its fp32 convolutions ran on TF32 tensor cores."""
+    session = storage.load(ROOT / "benchmarks/results/h200/segformer-b0-engine.json")
+    assert session.environment.torch.tf32_cudnn
+    datasheet_tf32 = 494.7e12 * session.environment.gpu.max_sm_clock_mhz / DATASHEET_CLOCK_MHZ  # H100 / H200 SXM
+    convs = [r for r in layer_roofs(session, session.variant("fp32")) if r.op == "conv" and r.work is not None]
+    assert convs and all(r.work.precision == "tf32" for r in convs)
+    assert convs[0].compute_share == pytest.approx(convs[0].tflops * 1e12 / datasheet_tf32, rel=1e-3)
+    session.environment.torch.tf32_cudnn = False
+    fp32 = next(r for r in layer_roofs(session, session.variant("fp32")) if r.layer == convs[0].layer)
+    assert fp32.work.precision == "fp32"
