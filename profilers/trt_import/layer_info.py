@@ -204,6 +204,13 @@ def layer_op(kind: str, parameter_type: str | None, name: str, nodes: list[str])
     return "linear" if types & LINEAR_NODES and not types & CONV_NODES else op
 
 
+# every key `_detailed_layer` reads of a layer record (with `_field`'s `Conv` spellings): a reader that converts
+# only these (the text of `--dumpLayerInfo`) gives the layer a JSON record gives
+READ_KEYS = frozenset({"Name", "Inputs", "Outputs", "StreamId", "Activation", "Weights", "ConvWeights", "Metadata",
+                       "TacticName", "TacticValue", "LayerType", "ParameterType", "Groups", "ConvGroups", "Kernel",
+                       "ConvKernel", "OutMaps", "ConvOutMaps", "Stride", "ConvStride", "Origin"})
+
+
 def _detailed_layer(item: dict) -> Layer:
     outputs = item.get("Outputs")
     inputs = item.get("Inputs")

@@ -24,7 +24,7 @@ import orjson
 
 from profilers.trt_import import documents
 from profilers.trt_import.kinds import LAYERS, FileKind, register_kind
-from profilers.trt_import.layer_info import LayerInfo, named_layer, parse_layer_info
+from profilers.trt_import.layer_info import READ_KEYS, LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layers_of
 from sessions.documents.errors import InputError
 from sessions.documents.layer_ops import trt_op
@@ -37,7 +37,8 @@ TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays 
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 OPENERS, CLOSERS = "[{(", "]})"
-DELIMITER, BRACE = re.compile(r"[\[\]{}()]|, "), re.compile(r"[{}]")  # what `_split_top` and `_groups` visit
+KEY_SPLIT = re.compile(r", (?=" + KEY_AHEAD.pattern + ")")  # where `_split_top` may split: a `, ` a key follows
+BRACKET, BRACE = re.compile(r"[\[\]{}()]"), re.compile(r"[{}]")
 DUMP_HEADING = re.compile(r"\[I\] Layer Information:[ \t\r]*$", re.MULTILINE)
 TIME_STAMP = re.compile(r"(?:\[[^\]\n]*\] )?")  # what may open a log line before its `[I] `
 
@@ -103,18 +104,24 @@ def has_log_marks(head: str) -> bool:
 
 
 def _split_top(text: str) -> list[str]:
-    """`text` split at each `, ` outside brackets that a `Key: ` follows (the loop visits brackets and commas only)."""
-    parts, depth, start = [], 0, 0
-    for match in DELIMITER.finditer(text):
-        char = match.group()
-        if char in OPENERS:
-            depth += 1
-        elif char in CLOSERS:
-            depth = max(depth - 1, 0)
-        elif depth == 0 and KEY_AHEAD.match(text, match.end()):
-            parts.append(text[start:match.start()])
-            start = match.end()
-    parts.append(text[start:])
+    """`text` split at each `, ` outside brackets that a `Key: ` follows: split at every such `, ` (in C), then the
+    pieces inside a bracket joined again, the depth counted only in pieces that hold a bracket."""
+    parts: list[str] = []
+    depth, pending = 0, None
+    for piece in KEY_SPLIT.split(text):
+        if pending is not None:
+            pending += ", " + piece
+        if BRACKET.search(piece):
+            depth = max(depth + sum(piece.count(c) for c in OPENERS) - sum(piece.count(c) for c in CLOSERS), 0)
+        if pending is None and depth:
+            pending = piece
+        elif pending is None:
+            parts.append(piece)
+        elif not depth:
+            parts.append(pending)
+            pending = None
+    if pending is not None:
+        parts.append(pending)
     return parts
 
 
@@ -148,11 +155,14 @@ def _value(text: str) -> Any:
     return int(text) if INTEGER.match(text) else text
 
 
-def _record(text: str) -> dict[str, Any]:
+def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
+    """A one-line record as the JSON record of the same keys; with `read`, only those keys' values are converted
+    (the others keep their text: a 100,000-layer block converts what the layer reader reads, not 30 keys a layer)."""
     record: dict[str, Any] = {}
     for part in _split_top(text):
         key, _, value = part.partition(":")
-        record[key.strip()] = _value(value) if key.strip() != "Name" else value.strip()
+        key = key.strip()
+        record[key] = value.strip() if key == "Name" or (read is not None and key not in read) else _value(value)
     return record
 
 
@@ -189,7 +199,7 @@ def _dump_block(text: str) -> tuple[list[Any], list[str]] | None:
         if entry == "Bindings:":
             section = bindings
         elif entry:
-            section.append(_record(entry) if section is layers and entry.startswith("Name: ") else entry)
+            section.append(_record(entry, READ_KEYS) if section is layers and entry.startswith("Name: ") else entry)
     return layers, bindings
 
 
