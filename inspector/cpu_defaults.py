@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -23,6 +25,8 @@ from sessions.documents.plan import StudyPlan, TimingPlan
 
 BUDGET_S = 200.0  # the study after start-up: the main job within 5 minutes on 2 cores that others also use
 BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more than this times fp32's
+STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_steady`) ...
+STEADY_CALLS = 7  # ... and at most this many of them
 
 # Steps of a study, in fp32 forwards of the model at the study's batch: senet154, 1 thread, the shared 2-core
 # machine (benchmarks/results/cpu/costs.txt; mainjob.log lists each variant's median, build and traced call).
@@ -64,8 +68,8 @@ class Machine:
     cores: int
     load: tuple[float, float, float]
     threads: int
-    forward_s: float  # one fp32 forward at the study's batch and `threads`
-    single_s: float  # one fp32 forward of one sample (stress inputs)
+    forward_s: float  # one fp32 forward at the study's batch and `threads`, after the first (set-up) call: `_steady`
+    single_s: float  # one fp32 forward of one sample (stress inputs), as `forward_s`
     bf16_ratio: float  # a convolution's time in bf16 / in fp32
 
 
@@ -79,8 +83,9 @@ def choose_threads(cores: int, load_1min: float) -> int:
 
 
 def measure_machine(plan: StudyPlan) -> Machine:
-    """Cores, load and threads; then the model built (and handed to the study), its first fp32 forward timed, bf16
-    against fp32, and ModelOpt imported where the plan has FP8 (the study would import it)."""
+    """Cores, load and threads; then the model built (and handed to the study), its fp32 forward timed as the study's
+    later calls run (`_steady`), bf16 against fp32, and ModelOpt imported where the plan has FP8 (the study would
+    import it)."""
     import torch
 
     from builders.study_inputs import build_model, keep_model
@@ -92,11 +97,11 @@ def measure_machine(plan: StudyPlan) -> Machine:
     model = build_model(plan.model, plan.checkpoint, plan.seed)
     keep_model(plan, model)
     module = model.module.float().eval()
-    with torch.no_grad():  # the first call, set-up included: one forward more would cost seconds for a few percent
+    with torch.no_grad():
         single = torch.randn(1, *model.input_size)
-        single_s = _best(lambda: module(single), 1)
+        single_s = _steady(lambda: module(single))
         batch = torch.randn(plan.batch, *model.input_size)
-        forward_s = single_s if plan.batch == len(single) else _best(lambda: module(batch), 1)
+        forward_s = single_s if plan.batch == len(single) else _steady(lambda: module(batch))
     if any(v.precision == "fp8" for v in plan.variants):
         from builders.pytorch.variant_modules import prepare_fp8
 
@@ -118,6 +123,23 @@ def bf16_ratio() -> float:
         conv_bf16(sample_bf16)
         bf16 = _best(lambda: conv_bf16(sample_bf16), 1)
     return bf16 / fp32
+
+
+def _steady(step: Callable[[], object]) -> float:
+    """Seconds of one call of `step` as the study's calls run: the median of the calls after the first, as many as
+    `STEADY_S` allows (at least one, at most `STEADY_CALLS`).
+
+    The first call sets up (allocations, oneDNN's primitives for each shape): resnet18's took 0.42 s against 0.14 s
+    per forward over its study on the loaded 2-core CPU, and counting it for every forward put the estimate 1.5-2.5x
+    over the time taken (issue 37). Under a load that changes all the time one call is off by up to 2x; the median
+    of a few is steadier.
+    """
+    step()
+    times: list[float] = []
+    started = time.perf_counter()
+    while not times or (len(times) < STEADY_CALLS and time.perf_counter() - started < STEADY_S):
+        times.append(_best(step, 1))
+    return statistics.median(times)
 
 
 def _best(step, repeats: int) -> float:

@@ -60,17 +60,23 @@ def print_session(session: Any, path: Path | str | None, as_json: bool) -> None:
 
 
 def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]], as_json: bool) -> tuple[int, Any, Path | None]:
-    """Run a study, printing progress on stderr; Ctrl-C keeps what is saved and exits 130.
+    """Run a study, printing progress on stderr, with the time left (`inspector.eta.Estimate`) after each variant built
+    and each timing round; Ctrl-C keeps what is saved and exits 130.
 
     Returns the exit code, the session and its path (None, None after an interrupt).
     """
+    from inspector.eta import Estimate
+
     saved: list[Path] = []
     started = time.monotonic()
+    estimate = Estimate()  # what is left, updated as each variant and each timing round finishes
 
     def report(progress: Any) -> None:
         if progress.session_path is not None:
             saved[:] = [progress.session_path]
-        err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}")
+        counted = progress.total > 0 and (progress.phase == "timing" or (progress.phase == "build" and progress.variant))
+        left = estimate.update(progress) if counted else ""
+        err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}" + (f" ({left})" if left else ""))
 
     try:
         session, path = run(report)
