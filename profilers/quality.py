@@ -48,8 +48,8 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
     totals = np.zeros(4)  # rows, agreeing rows, KL sum, nonfinite values
     max_error = scale = 0.0  # scale: the reference's largest finite |logit|
     reference_nonfinite = 0
-    spans: list[np.ndarray] = []  # per row (image or pixel): the reference's largest minus smallest finite logit
-    differences: list[float] = []  # per image: the largest |logit - the first image's logit| of the reference
+    spans: list[np.ndarray] = []  # per row (image or pixel): the reference's largest minus smallest logit
+    differences: list[float] = []  # per image: the largest |logit - the first finite image's logit| of the reference
     first: np.ndarray | None = None
     for ref_image, cand_image in zip(np.asarray(reference), np.asarray(candidate)):
         ref, cand = class_logits(ref_image[None]), class_logits(cand_image[None])
@@ -62,9 +62,11 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
         ref_clean = np.where(finite, ref, 0.0)
         reference_nonfinite += int((~finite).sum())
         scale = max(scale, float(np.abs(ref_clean).max()))
-        spans.append(ref_clean.max(axis=1) - ref_clean.min(axis=1))
-        first = ref_clean if first is None else first
-        differences.append(float(np.abs(ref_clean - first).max()))
+        # a row or image holding NaN/Inf is never "the same": its own line names it
+        spans.append(np.where(finite.all(axis=1), ref_clean.max(axis=1) - ref_clean.min(axis=1), np.inf))
+        if finite.all():
+            first = ref_clean if first is None else first
+        differences.append(float(np.abs(ref_clean - first).max()) if finite.all() and first is not None else np.inf)
     task = "segmentation" if np.ndim(candidate) == 4 else "classification"
     quality = Quality(
         reference=reference_name,

@@ -66,6 +66,18 @@ def test_a_reference_with_nonfinite_logits_is_named_and_its_scale_is_of_the_fini
     assert quality.reference_warnings == ["fp32 holds 2 NaN/Inf logits"]
 
 
+def test_a_reference_of_nan_only_is_named_as_such_not_as_the_same_for_every_class_or_image():
+    """fp32 itself overflowed (weights past its range): NaN everywhere, which is not logits that tie."""
+    ref = np.full((5, 4), np.nan, np.float32)
+    ref[2] = np.inf
+    quality = compare(ref, logits(5, 4), "fp32", "test", 5)
+    assert quality.reference_warnings == ["fp32 holds 20 NaN/Inf logits"]
+    partly = np.tile(logits(1, 4), (3, 1))
+    partly[:, 0] = 0.0
+    partly[1, 0] = np.nan  # two finite images alike, one not finite (zero where finite): not "the same for all"
+    assert compare(partly, partly.copy(), "fp32", "test", 3).reference_warnings == ["fp32 holds 1 NaN/Inf logits"]
+
+
 def test_an_all_zero_reference_has_no_relative_error_and_is_named_twice():
     ref = np.zeros((4, 5), np.float32)
     quality = compare(ref, logits(4, 5), "fp32", "test", 4)
