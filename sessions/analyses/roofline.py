@@ -59,7 +59,9 @@ PER_SM_CLOCK: dict[tuple[str, int | None], dict[str, int]] = {
     ("8.9", 128): {"fp16": 512, "fp8": 1024, "tf32": 256, "fp32": 256},  # GeForce RTX 4090
     ("9.0", None): {"fp16": 4096, "fp8": 8192, "tf32": 2048, "fp32": 256},  # H100, H200
 }
-# NVIDIA datasheet memory bandwidth (GB/s) by compute capability, SM count and memory (MiB as the driver reports it).
+# NVIDIA datasheet memory bandwidth (GB/s) by compute capability, SM count and memory (MiB as the driver reports it;
+# a recorded size within MEMORY_MATCH of it matches: drivers report a few percent less than the part carries)
+MEMORY_MATCH = 0.05
 BANDWIDTH: list[tuple[str, int, int, float, str]] = [
     ("8.0", 108, 40_960, 1555.0, "A100 40GB SXM"),
     ("8.0", 108, 81_920, 2039.0, "A100 80GB SXM"),
@@ -118,7 +120,7 @@ def peaks_of(session: Session) -> Peaks | None:
                   f"({', '.join(f'{p} {r}' for p, r in rates.items())})") if flops and rates else (
         f"no FLOP rate known for compute capability {gpu.compute_capability} with {gpu.multiprocessors} SMs")
     match = next((row for row in BANDWIDTH if row[0] == gpu.compute_capability and row[1] == gpu.multiprocessors
-                  and gpu.memory_mib and abs(gpu.memory_mib - row[2]) <= 0.05 * row[2]), None)
+                  and gpu.memory_mib and abs(gpu.memory_mib - row[2]) <= MEMORY_MATCH * row[2]), None)
     bandwidth = match[3] * 1e9 if match else None
     bw_words = (f"bandwidth {match[3]:g} GB/s: NVIDIA's datasheet for the {match[4]} (compute capability {match[0]}, "
                 f"{match[1]} SMs, {match[2]} MiB)") if match else "no memory bandwidth known for this GPU"

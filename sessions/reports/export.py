@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections import Counter
 from pathlib import Path, PurePath
 
-from sessions.analyses.comparison import batch_words
+from sessions.analyses.comparison import batch_words, reference
 from sessions.analyses.groups import Rules
 from sessions.analyses.summary import summary_document
 from sessions.analyses.verdict import verdict_lines
@@ -20,7 +21,7 @@ from sessions.documents.paths import ChosenPath, exports_dir
 from sessions.documents.storage import file_writer
 from sessions.reports import views
 from sessions.reports.roofline_report import roofline_section
-from sessions.reports.tables import md_cell, md_fence, md_text, render_markdown, table_csv, table_markdown
+from sessions.reports.tables import md_cell, md_code, md_fence, md_text, render_markdown, table_csv, table_markdown
 
 SECTIONS = ("comparison", "quality", "groups", "roofline", "method", "environment", "recipe", "rerun")
 
@@ -64,10 +65,30 @@ def stress_cell(quality: Quality) -> str:
 
 def groups_section(session: Session, rules: Rules) -> str:
     """The kernels per call by role group, then the layers that explain the counts and why (as `--format study`)."""
-    from sessions.reports.study_export import explaining_layers
-
     return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role")),
                          explaining_layers(session)])
+
+
+def explaining_layers(session: Session, top: int = 5) -> str:
+    """The flagged layers (per-group splits, kernel jumps against fp16, FP8 layers on kernels without FP8 tensor
+    cores), most kernels first."""
+    found = [flag for flag, _ in views.flags_of(session)]
+    baseline = reference(session)
+    base = baseline.name if baseline is not None else "the baseline"
+    if not found:
+        return (f"No layer is flagged (no per-group split, no kernel jump against {md_cell(base)}, no FP8 layer on "
+                "kernels without FP8 tensor cores).")
+    lines = []
+    for variant in dict.fromkeys(f.variant for f in found):
+        mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
+        reasons = md_cell(", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items()))
+        examples = "; ".join(
+            f"{md_code(f.layer)} {counted(round(f.kernels_per_call), 'kernel')}"
+            + (f" ({counted(f.groups, 'group')})" if f.groups else "")
+            + (f", {md_cell(base)} {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
+            for f in mine[:top])
+        lines.append(f"- {md_cell(variant)}: {counted(len(mine), 'layer')} flagged ({reasons}); {examples}")
+    return "Layers that explain the count:\n" + "\n".join(lines)
 
 
 def known(value, words=None) -> str:

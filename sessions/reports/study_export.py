@@ -8,13 +8,12 @@ computed from them, and simulated FP8 (PyTorch) never decides a speed question.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import PurePath
 
 from sessions.analyses import captions
 from sessions.analyses.captions import SIMULATES
-from sessions.analyses.comparison import BASELINE_PRECISION, compare, reference
+from sessions.analyses.comparison import BASELINE_PRECISION, compare
 from sessions.analyses.groups import Rules
 from sessions.analyses.lowering import diagnose
 from sessions.analyses.merge import AXES, axis_values, split_merged
@@ -24,7 +23,7 @@ from sessions.documents.engines import engine_label, engine_options, ran_tensorr
 from sessions.documents.errors import InspectError
 from sessions.documents.model import Quality, Session, Variant
 from sessions.reports import views
-from sessions.reports.export import counted, known, portable_argv, shell_line, stress_cell
+from sessions.reports.export import explaining_layers, known, portable_argv, shell_line, stress_cell
 from sessions.reports.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 COMPUTE_OPS = ("conv", "linear", "matmul")
@@ -287,28 +286,6 @@ def kernels_section(jobs: list[Job], rules: Rules) -> str:
         parts += [f"**{md_cell(label(job))}**", render_markdown([headers[i] for i in keep], counts)]
         parts.append(explaining_layers(session))
     return "\n\n".join(parts)
-
-
-def explaining_layers(session: Session, top: int = 5) -> str:
-    """The flagged layers (per-group splits, kernel jumps against fp16, FP8 layers on kernels without FP8 tensor
-    cores), most kernels first."""
-    found = [flag for flag, _ in views.flags_of(session)]
-    baseline = reference(session)
-    base = baseline.name if baseline is not None else "the baseline"
-    if not found:
-        return (f"No layer is flagged (no per-group split, no kernel jump against {md_cell(base)}, no FP8 layer on "
-                "kernels without FP8 tensor cores).")
-    lines = []
-    for variant in dict.fromkeys(f.variant for f in found):
-        mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
-        reasons = md_cell(", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items()))
-        examples = "; ".join(
-            f"{md_code(f.layer)} {counted(round(f.kernels_per_call), 'kernel')}"
-            + (f" ({counted(f.groups, 'group')})" if f.groups else "")
-            + (f", {md_cell(base)} {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
-            for f in mine[:top])
-        lines.append(f"- {md_cell(variant)}: {counted(len(mine), 'layer')} flagged ({reasons}); {examples}")
-    return "Layers that explain the count:\n" + "\n".join(lines)
 
 
 def fp16_layers_section(rows: list[Row]) -> str:
