@@ -28,7 +28,7 @@ def _is_result(doc: Any) -> bool:
     return isinstance(doc, dict) and isinstance(doc.get("config"), dict) and isinstance(doc.get("latencies"), list)
 
 
-RESULT = register_kind(FileKind(
+register_kind(FileKind(
     "a benchmark script's result (its config and per-run latencies in seconds): pass it as --benchmark", ROLE,
     rank=65, head=r'^\s*(?:\{[\s\S]*?"config"\s*:\s*\{|"\{[\s\S]*?\\"config\\"\s*:\s*\{)',
     recognise=lambda doc: _is_result(doc) or (isinstance(doc, str) and doc.lstrip().startswith("{")

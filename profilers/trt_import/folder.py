@@ -46,8 +46,9 @@ from sessions.documents.errors import InputError
 MAX_FILES = 1000  # a folder of TensorRT files, not a home directory
 SEPARATORS = "_-."  # where a shared part of engine names may end
 SHOWN = 6  # files a refusal names before it counts the rest
-# how well a file fills a role, best first: a JSON file, a --dumpLayerInfo block, a verbose build's lines
-RANKS = {"json": 0, "--dumpLayerInfo": 1, "verbose": 2, "table": 1, "log": 1}
+# how well a file fills a role, best first: a JSON file; a log's --dumpLayerInfo block (or its table, or any other
+# block a log holds); a verbose build's layer lines
+RANKS = {"json": 0, "--dumpLayerInfo": 1, "log": 1, "verbose": 2}
 
 
 @dataclass

@@ -46,6 +46,7 @@ def profile_index(name: str) -> int:
 
 
 DTYPE_KEYS = ("Format/Datatype", "Datatype", "DataType", "Format")  # where a tensor's dtype is written, first first
+TENSOR_KEYS = frozenset({"Name", "Dimensions", *DTYPE_KEYS})  # every key `_tensor` reads of a tensor record
 INT = {int}
 
 

@@ -24,7 +24,7 @@ import orjson
 
 from profilers.trt_import import documents
 from profilers.trt_import.kinds import LAYERS, FileKind, register_kind
-from profilers.trt_import.layer_info import READ_KEYS, LayerInfo, named_layer, parse_layer_info
+from profilers.trt_import.layer_info import READ_KEYS, TENSOR_KEYS, LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layers_of
 from sessions.documents.errors import InputError
 from sessions.documents.layer_ops import trt_op
@@ -36,7 +36,6 @@ LOG_LINE = re.compile(r"^\[(?:[A-Z]|\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] ")  # how 
 TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays after its own prefix
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
-OPENERS, CLOSERS = "[{(", "]})"
 KEY_SPLIT = re.compile(r", (?=" + KEY_AHEAD.pattern + ")")  # where `_split_top` may split: a `, ` a key follows
 BRACKET, BRACE = re.compile(r"[\[\]{}()]"), re.compile(r"[{}]")
 DUMP_HEADING = re.compile(r"\[I\] Layer Information:[ \t\r]*$", re.MULTILINE)
@@ -112,7 +111,8 @@ def _split_top(text: str) -> list[str]:
         if pending is not None:
             pending += ", " + piece
         if BRACKET.search(piece):
-            depth = max(depth + sum(piece.count(c) for c in OPENERS) - sum(piece.count(c) for c in CLOSERS), 0)
+            opened = piece.count("[") + piece.count("{") + piece.count("(")
+            depth = max(depth + opened - piece.count("]") - piece.count("}") - piece.count(")"), 0)
         if pending is None and depth:
             pending = piece
         elif pending is None:
@@ -143,7 +143,7 @@ def _groups(text: str) -> list[str]:
 def _value(text: str) -> Any:
     text = text.strip()
     if text.startswith("[") and text.lstrip("[ ").startswith("{"):
-        return [_record(group) for group in _groups(text[1:-1])]
+        return [_record(group, TENSOR_KEYS) for group in _groups(text[1:-1])]
     if text.startswith("{"):
         try:
             return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
