@@ -86,6 +86,13 @@ def test_an_unwritable_target_is_one_line(tmp_path: Path) -> None:
     _one_line(result, str(tmp_path / "file" / "s.json"))
 
 
+@pytest.mark.parametrize("target", ["--out", "--into"])
+def test_a_target_the_system_refuses_is_one_line(tmp_path: Path, target: str) -> None:
+    """A session file name past NAME_MAX (255 bytes): the OS refuses it; exit 1 with a bare OS message before."""
+    shutil.copy(TRT10, tmp_path / "run.log")
+    _one_line(run_cli("import", str(tmp_path), target, str(tmp_path / ("s" * 300 + ".json"))), "File name too long")
+
+
 def test_a_large_log_is_classified_without_parsing_its_layers_and_parsed_once(tmp_path: Path, monkeypatch) -> None:
     """L2: classifying a folder reads no layer record; the import parses each record once (twice before)."""
     text = TRT10.read_text()
