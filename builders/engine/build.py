@@ -3,7 +3,8 @@ quantize kernels and the fp16 PyTorch ops, re-lowering where cuDNN refuses; and 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -12,25 +13,29 @@ import torch.fx
 
 from builders.engine.compiler import PlanCompiler
 from builders.engine.graph import TracedModel
-from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph
+from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
 from builders.engine.lowering import Program, Step, lower
 from builders.engine.plans import TimingCache
 from builders.engine.probe_kernels import Quantizer
 from builders.engine.runtime import CudnnEngine
+from builders.engine.tactics import Tactic, chose_fp16, output_reason, precision_reason
 from sessions.documents.model import Layer
+from sessions.documents.options import FP8_LAYERS_TIMED
 
 if TYPE_CHECKING:
     from builders.engine.twin import Twin
 
 Runner = Callable[[dict[str, Any]], Any]
-LOWERING_ROUNDS = 6  # re-lowerings after refusals: FP8 -> fp16 -> PyTorch op, FP8 output -> quantize layer
+# re-lowerings after refusals (FP8 -> fp16 -> PyTorch op, FP8 output -> quantize layer) and choices by timing
+LOWERING_ROUNDS = 10
+Timed = dict[str, dict[tuple[str, str, str], dict[str, Any]]]  # layer -> (library, precision, output) -> tactic
 
 
 @dataclass
 class BuildContext:
     """What binding needs from the backend: cuDNN, the graphs built so far (shared by the variants), the plans'
     cache and count, the workers that compile plans, one workspace for every graph (layers run one at a time), the
-    quantize kernel."""
+    quantize kernel, and how layers a recipe quantizes get their precision (`--fp8-layers`: timed or kept)."""
 
     cudnn: Any
     handle: Any
@@ -39,8 +44,10 @@ class BuildContext:
     cache: TimingCache
     compiler: PlanCompiler
     quantizer: Callable[[], Quantizer]
+    fp8_layers: str = FP8_LAYERS_TIMED
     graphs: dict[ConvSignature, ConvGraph | str] = field(default_factory=dict)
     workspace: list[torch.Tensor] = field(default_factory=list)
+    quantize_us: dict[tuple[int, ...], float] = field(default_factory=dict)  # the quantize layer's time by shape
 
 
 def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
@@ -63,21 +70,31 @@ def unexplained_fp16(program: Program, fp8: set[str]) -> list[str]:
     return sorted(path for path in fp8 if path in steps and steps[path].precision != "fp8" and not steps[path].fallback)
 
 
+def _fp16_by_choice(program: Program) -> list[Step]:
+    """The layers asked for in FP8 that run fp16 because their fp16 tactic timed faster."""
+    return [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and chose_fp16(s.fallback)]
+
+
 def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module,
                  twin: Twin | None) -> tuple[CudnnEngine, list[Layer], list[str]]:
     """The engine of `plain` (fp16, BatchNorm folded as the recipe folds it), FP8 where `twin` (the simulated
-    variant of its recipe) quantizes, with its scales; its layer table and notes."""
+    variant of its recipe) quantizes, with its scales; its layer table and notes.
+
+    With `backend.fp8_layers` timed (the default), a quantized convolution whose fp16 tactic is faster than its best
+    FP8 tactic runs fp16, and a convolution writes FP8 for its readers only where that is faster than writing fp16
+    and quantizing apart (`builders.engine.tactics`); every tactic timed for a choice is in its layer's `tactics`."""
     fp8 = set(twin.quantized) if twin is not None else set()
     scales = twin.scales if twin is not None else {}
     keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
     refused = static_refusals(plain, fp8)
-    output_refused: dict[str, str] = {}
     shapes = _input_shapes(traced, backend.static_input)
-    for _ in range(LOWERING_ROUNDS):
-        program = lower(traced.nodes, fp8, keys, refused, output_refused)
-        if not _build_graphs(backend, program, plain, shapes, refused, output_refused):
-            break
+    program, timed, output_refused = lower_and_choose(backend, traced, plain, fp8, keys, refused, shapes)
     runners, layers = _bind(backend, program, traced, plain, scales, shapes)
+    for layer in layers:
+        if layer.name in timed:
+            layer.attrs["tactics"] = list(timed[layer.name].values())
+        if layer.name in output_refused:
+            layer.attrs["output_choice"] = output_refused[layer.name]
     consts = constants(traced, program)
     notes = [f"{path}: run as one PyTorch call, not traced into ({reason})" for path, reason in traced.leaves.items()]
     silent = unexplained_fp16(program, fp8)
@@ -88,12 +105,34 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     if hidden:
         notes.append(f"{len(hidden)} of {len(fp8)} layers the recipe quantizes were not lowered (inside modules run as "
                      f"one PyTorch call, in fp16): {', '.join(hidden[:8])}{' ...' if len(hidden) > 8 else ''}")
-    fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8"]
+    chosen = _fp16_by_choice(program)
+    if chosen:
+        notes.append(f"{len(chosen)} of {len(fp8)} layers the recipe quantizes run fp16: their fp16 tactic timed faster "
+                     f"than their best FP8 one (--fp8-layers kept runs them in FP8)")
+    fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and s not in chosen]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
     return engine, layers, notes
+
+
+def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, fp8: set[str],
+                     keys: dict[str, object], refused: dict[str, str],
+                     shapes: dict[str, tuple[int, ...]]) -> tuple[Program, Timed, dict[str, str]]:
+    """The program the engine runs: lowered, its graphs built (a layer cuDNN refuses is lowered again without it),
+    then, with `backend.fp8_layers` timed, lowered again after each round of choices by timing until none changes.
+    Returns it with the tactics timed for each layer and why each conv that could write FP8 writes fp16."""
+    output_refused: dict[str, str] = {}
+    timed: Timed = {}
+    for _ in range(LOWERING_ROUNDS):
+        program = lower(traced.nodes, fp8, keys, refused, output_refused)
+        if _build_graphs(backend, program, plain, shapes, refused, output_refused):
+            continue
+        if backend.fp8_layers != FP8_LAYERS_TIMED or not _choose_by_timing(backend, program, plain, shapes, refused,
+                                                                             output_refused, timed):
+            break
+    return program, timed, output_refused
 
 
 def constants(traced: TracedModel, program: Program) -> dict[str, Any]:
@@ -144,17 +183,8 @@ def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Modul
                   refused: dict[str, str], output_refused: dict[str, str]) -> bool:
     """Every conv step's graph, built once per signature (the plans the cache does not hold sent to the workers and
     taken back in order: `CompileJobs.take`); False where nothing was refused (the program stands)."""
-    sigs = {step.name: _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
-            for step in program.steps if step.kind == "conv"}
-    new = [sig for sig in dict.fromkeys(sigs.values()) if sig not in backend.graphs]
-    jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
-                                   backend.plan_limit)
-    for sig in new:
-        try:
-            backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache,
-                                                 jobs.take(sig))
-        except RuntimeError as exc:
-            backend.graphs[sig] = str(exc)
+    sigs = _conv_signatures(program, plain, shapes)
+    _make_graphs(backend, sigs.values())
     changed = False
     for step in program.steps:
         if step.kind != "conv":
@@ -169,6 +199,90 @@ def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Modul
             else:
                 refused[f"{step.name}@fp16"] = found
     return changed
+
+
+def _conv_signatures(program: Program, plain: torch.nn.Module,
+                     shapes: dict[str, tuple[int, ...]]) -> dict[str, ConvSignature]:
+    return {step.name: _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
+            for step in program.steps if step.kind == "conv"}
+
+
+def _make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
+    """The graph of every signature not built yet, in `backend.graphs` (or cuDNN's reason it has none): the plans the
+    cache does not hold sent to the workers and taken back in order (`CompileJobs.take`)."""
+    new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
+    if not new:
+        return
+    jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
+                                   backend.plan_limit)
+    for sig in new:
+        try:
+            backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache,
+                                                 jobs.take(sig))
+        except RuntimeError as exc:
+            backend.graphs[sig] = str(exc)
+
+
+def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.Module,
+                      shapes: dict[str, tuple[int, ...]], refused: dict[str, str], output_refused: dict[str, str],
+                      timed: Timed) -> bool:
+    """One round of choices by timing. First each FP8 convolution against the same convolution in fp16 (the layer
+    then reads the dequantized tensor); where no precision changes, each convolution that writes FP8 against writing
+    fp16 plus a quantize layer. The tactics timed go to `timed`; True where a choice changed the program."""
+    sigs = _conv_signatures(program, plain, shapes)
+    steps = {step.name: step for step in program.steps if step.name in sigs}
+    fp8 = {name: sig for name, sig in sigs.items() if steps[name].precision == "fp8"}
+    fp16 = {name: dataclasses.replace(sig, precision="fp16") for name, sig in fp8.items()}
+    _make_graphs(backend, fp16.values())
+    changed = False
+    for name, sig in fp8.items():
+        tactics = _tactics(backend, sig, fp16[name])
+        if tactics is None:
+            continue
+        _record(timed, name, *tactics)
+        reason = precision_reason(*tactics)
+        if reason is not None:
+            refused[name], changed = reason, True
+    if changed:
+        return True
+    writers = {name: sig for name, sig in sigs.items() if sig.output_fp8 and name not in output_refused}
+    unfused = {name: dataclasses.replace(sig, output_fp8=False) for name, sig in writers.items()}
+    _make_graphs(backend, unfused.values())
+    for name, sig in writers.items():
+        tactics = _tactics(backend, sig, unfused[name])
+        if tactics is None:
+            continue
+        quantize = Tactic("quantize layer", "fp16", "fp8", _quantize_us(backend, sig.output_shape()),
+                          backend.quantizer().implementation)
+        _record(timed, name, *tactics, quantize)
+        reason = output_reason(*tactics, quantize.time_us)
+        if reason is not None:
+            output_refused[name], changed = reason, True
+    return changed
+
+
+def _tactics(backend: BuildContext, *sigs: ConvSignature) -> tuple[Tactic, ...] | None:
+    """Each signature's graph as a timed tactic, or None where one of them has no graph (cuDNN refused it)."""
+    graphs = [backend.graphs.get(sig) for sig in sigs]
+    if not all(isinstance(graph, ConvGraph) for graph in graphs):
+        return None
+    return tuple(Tactic("cuDNN", graph.sig.precision, "fp8" if graph.sig.output_fp8 else "fp16", graph.time_us(),
+                        graph.choice.name) for graph in cast(list[ConvGraph], graphs))
+
+
+def _record(timed: Timed, layer: str, *tactics: Tactic) -> None:
+    for tactic in tactics:
+        timed.setdefault(layer, {})[(tactic.library, tactic.precision, tactic.output)] = tactic.record()
+
+
+def _quantize_us(backend: BuildContext, shape: tuple[int, ...]) -> float:
+    """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW), timed once per shape."""
+    if shape not in backend.quantize_us:
+        x = torch.randn(shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+        inverse = torch.ones((), device="cuda")
+        quantizer = backend.quantizer()
+        backend.quantize_us[shape] = time_execution(lambda: quantizer.run(x, inverse, True))
+    return backend.quantize_us[shape]
 
 
 def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: torch.nn.Module,

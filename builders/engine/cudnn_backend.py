@@ -54,6 +54,7 @@ class CudnnBackend(Backend):
     name = "cudnn"
     label = "cuDNN / cuBLASLt engine"
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}), devices=frozenset({"cuda"}))
+    plan_options = ("fp8_layers",)
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:
@@ -80,7 +81,8 @@ class CudnnBackend(Backend):
                              "graph_definition": graph_definition()})
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
                                     PLANS_PER_OPT_LEVEL[self.plan.opt_level], cache,
-                                    PlanCompiler(torch.cuda.current_device()), self._make_quantizer)
+                                    PlanCompiler(torch.cuda.current_device()), self._make_quantizer,
+                                    self.plan.fp8_layers)
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
         self._twins = TwinCache()
@@ -132,6 +134,8 @@ class CudnnBackend(Backend):
         versions = self.describe()
         label = (f"{ENGINE_LABEL}: real {'FP8' if twin else 'fp16'} kernels; cuDNN {versions['cudnn-backend']}, "
                  f"frontend {versions['cudnn-frontend']}")
+        if twin is not None:
+            notes.insert(0, f"layers the recipe quantizes: --fp8-layers {self.plan.fp8_layers}")
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device="cuda", simulated=False,
             recipe=_real_recipe(twin), build_s=time.perf_counter() - start,

@@ -179,6 +179,16 @@ class ConvGraph:
         self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
         self.graph.execute({TENSOR_UIDS[name]: value for name, value in values.items()}, workspace, handle=self.handle)
 
+    def time_us(self) -> float:
+        """Microseconds per execution of the chosen plan: as timed when it was chosen (here or in the run that
+        cached it), else timed now on scratch tensors as plans are (`time_execution`)."""
+        if self.choice.time_us is None:
+            scratch = scratch_tensors(self.sig)
+            workspace = torch.empty(max(self.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+            self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
+            self.choice.time_us = time_execution(lambda: self.graph.execute(scratch, workspace, handle=self.handle))
+        return self.choice.time_us
+
 
 def select_in_process(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None) -> ConvGraph:
     """Builds and times up to `limit` of `sig`'s plans here, keeps the fastest (or the choice the cache names)."""
@@ -341,5 +351,7 @@ def _cached(sig: ConvSignature, cudnn: Any, handle: Any, cache: TimingCache | No
         graph = load_plan(cudnn, handle, plan)
     except Exception:  # noqa: BLE001  (a plan this cuDNN no longer loads is chosen again)
         return None
+    timed = entry.get("time_us")
+    time_us = float(timed) if isinstance(timed, (int, float)) and not isinstance(timed, bool) and timed > 0 else None
     return ConvGraph(sig, cudnn, handle, graph,
-                     Choice(entry["index"], entry["name"], 1, int(entry.get("offered", 0)), None, True, []), plan)
+                     Choice(entry["index"], entry["name"], 1, int(entry.get("offered", 0)), time_us, True, []), plan)

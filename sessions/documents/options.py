@@ -25,6 +25,7 @@ from typing import Any
 from sessions.documents.errors import InputError
 
 RUN, PROBE, ONNX = "run", "probe", "onnx"
+FP8_LAYERS_TIMED, FP8_LAYERS_KEPT = "timed", "kept"  # `--fp8-layers`: the cuDNN engine's precision choice
 Value = int | float | str | tuple[str, ...] | None
 
 
@@ -182,6 +183,10 @@ OPTIONS: tuple[Option, ...] = (
            commands=(RUN, PROBE, ONNX)),
     Option("opt_level", ("--opt-level",), int, "TensorRT builder_optimization_level (default %(default)s)", default=3,
            low=0, high=5),
+    Option("fp8_layers", ("--fp8-layers",), str, "layers a recipe quantizes, in the cuDNN engine: timed runs each "
+           "in FP8 only where its best FP8 tactic beats its fp16 one (as TensorRT's builder chooses); kept runs every "
+           "one in FP8 wherever an FP8 kernel exists, to study the FP8 kernels (default %(default)s)",
+           default=FP8_LAYERS_TIMED, choices=(FP8_LAYERS_TIMED, FP8_LAYERS_KEPT)),
     Option("seed", ("--seed",), int, "seed of random weights and inputs (default %(default)s)",
            commands=(RUN, PROBE, ONNX), default=0, low=0, high=2**32 - 1),
     Option("out", ("--out",), str, "session file to write (default: the user-data folder)", commands=(RUN, PROBE),
@@ -223,6 +228,7 @@ class GivenOptions:
     eval_count: int | None = default("eval_count")  # None: quality on every image (calibration images included)
     checkpoint: str | None = default("checkpoint")
     opt_level: int = default("opt_level")  # TensorRT builder_optimization_level
+    fp8_layers: str = default("fp8_layers")  # the cuDNN engine: a quantized layer's precision timed, or FP8 kept
     seed: int = default("seed")  # random weights and random inputs
     out: str | None = default("out")  # session file; None: the user-data folder
     raw_trace: str | None = default("raw_trace")  # folder for each variant's raw tracer records

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import ROOT, run_cli
 
 H200_SESSION = ROOT / "benchmarks/results/h200/seresnext26d_32x4d-engine.json"
-COMMITTED_TRACE = ROOT / "benchmarks/results/h200/seresnext26d_32x4d-engine.perfetto.json"
+COMMITTED_TRACE = ROOT / "benchmarks/results/h200/perfetto/seresnext26d_32x4d-engine.json"
 CPU_SESSION = ROOT / "benchmarks/results/cpu/run-1.json"
 METADATA = {"process_name": "name", "thread_name": "name", "process_sort_index": "sort_index",
             "thread_sort_index": "sort_index"}

@@ -1,0 +1,55 @@
+"""Choices the engine makes by timing, as TensorRT's builder makes them: whether a layer the recipe quantizes runs
+in FP8 or fp16, and whether a convolution writes FP8 for its readers (the quantize fused in its epilogue) or fp16
+(a quantize layer before them).
+
+Pure decisions over measured times (no torch, no cuDNN), so every rule is testable on the CPU; `builders.engine.build`
+times the candidates and applies the answers by re-lowering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"  # how a layer says it runs fp16 by choice, not by refusal
+CHOSEN_FP16_OUTPUT = "fp16 output chosen by timing"  # how a conv says it writes fp16 for FP8 readers by choice
+
+
+@dataclass(frozen=True)
+class Tactic:
+    """One implementation of a layer that was timed: its library, the precision of its inputs and weights, the
+    format it writes, its time in microseconds (on the GPU, back to back) and the plan's name where it has one."""
+
+    library: str
+    precision: str
+    output: str
+    time_us: float
+    plan: str = ""
+
+    def record(self) -> dict[str, Any]:
+        """The tactic as a layer's `tactics` attribute stores it (JSON)."""
+        return {key: value for key, value in asdict(self).items() if value != ""}
+
+
+def precision_reason(fp8: Tactic, fp16: Tactic) -> str | None:
+    """Why the layer runs fp16 although the recipe quantizes it (its fp16 tactic is faster than its best FP8 one), or
+    None where FP8 is at least as fast and stays. Ties keep FP8, as asked."""
+    if not fp16.time_us < fp8.time_us:
+        return None
+    return (f"{CHOSEN_FP16}: best FP8 plan {fp8.time_us / fp16.time_us:.1f}x slower "
+            f"({fp8.time_us:.1f} us against {fp16.time_us:.1f} us)")
+
+
+def output_reason(fused: Tactic, unfused: Tactic, quantize_us: float) -> str | None:
+    """Why a conv writes fp16 and leaves the quantize to a layer of its own: its plan writing fp16 plus that quantize
+    takes less time than its plan writing FP8 (`fused`); None where writing FP8 is at least as fast."""
+    apart = unfused.time_us + quantize_us
+    if not apart < fused.time_us:
+        return None
+    return (f"{CHOSEN_FP16_OUTPUT}: the plan writing FP8 takes {fused.time_us:.1f} us, the plan writing fp16 "
+            f"{unfused.time_us:.1f} us and the quantize {quantize_us:.1f} us")
+
+
+def chose_fp16(fallback: str | None) -> bool:
+    """Whether a layer's fallback reason says it runs fp16 by timing (not because FP8 was refused)."""
+    return bool(fallback) and str(fallback).startswith(CHOSEN_FP16)
