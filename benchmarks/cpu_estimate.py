@@ -6,7 +6,8 @@ Each model runs as `trt-inspect run MODEL --device cpu` (the CPU defaults: `insp
 threads, variants and counts and states "estimated ... from here"), from this checkout, in a fresh process. From its
 progress lines on stderr (each stamped with the seconds since the start): the estimate and when it was made, the time
 taken from then to the end of the study ("saved ..." of the done step), their ratio; and the headless estimate after
-the first timing round ("about N s left") against the time the rounds after it took. The load average before and
+the second timing round ("about N s left"; the first holds every variant's warm-up) against the time the rounds
+after it took. The load average before and
 after each run is printed beside it: the host is shared.
 """
 
@@ -24,7 +25,7 @@ DEFAULT = ["resnet18", "mobilenetv3_small_050", "regnety_002", "efficientnet_b0"
 STAMP = re.compile(r"^trt-inspect: \[(\w+) ([\d.]+) s\] (.*)$")
 ESTIMATE = re.compile(r"estimated (?:(\d+) min )?(\d+) s from here")
 FORWARD = re.compile(r"one fp32 forward ([\d.]+) s")
-LEFT = re.compile(r"round 1 of \d+; about (?:(\d+) min )?(\d+) s left")
+LEFT = re.compile(r"round 2 of \d+; about (?:(\d+) min )?(\d+) s left")  # round 1 holds every warm-up
 
 
 def seconds(match: re.Match[str]) -> float:
@@ -32,7 +33,7 @@ def seconds(match: re.Match[str]) -> float:
 
 
 def run(model: str, out: Path) -> tuple[float | None, ...]:
-    """(the measured fp32 forward, estimate, taken, headless estimate after round 1, taken after round 1) in seconds;
+    """(the measured fp32 forward, estimate, taken, headless estimate after round 2, taken after round 2) in seconds;
     None where not found."""
     done = subprocess.run([sys.executable, "-m", "inspector", "run", model, "--device", "cpu", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, check=False)
@@ -57,7 +58,7 @@ def run(model: str, out: Path) -> tuple[float | None, ...]:
 
 def main(models: list[str]) -> None:
     print(f"# {os.cpu_count()} cores; trt-inspect run MODEL --device cpu (the CPU defaults)")
-    print("| model | load before | fp32 forward s | estimate s | taken s | taken / estimate | after round 1: estimate s "
+    print("| model | load before | fp32 forward s | estimate s | taken s | taken / estimate | after round 2: estimate s "
           "| taken s | load after |")
     print("|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as folder:

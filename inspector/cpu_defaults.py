@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -25,8 +24,7 @@ from sessions.documents.plan import StudyPlan, TimingPlan
 
 BUDGET_S = 200.0  # the study after start-up: the main job within 5 minutes on 2 cores that others also use
 BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more than this times fp32's
-STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_steady`) ...
-STEADY_CALLS = 7  # ... and at most this many of them
+STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_steady`)
 
 # Steps of a study, in fp32 forwards of the model at the study's batch: senet154, 1 thread, the shared 2-core
 # machine (benchmarks/results/cpu/costs.txt; mainjob.log lists each variant's median, build and traced call).
@@ -37,6 +35,11 @@ FP8_CALIBRATION = 1.6  # a calibration forward (max amax on every quantizer); no
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it
 STRUCTURE_FORWARD = 2.0  # finding the model's structure (a forward with module hooks), then copying and folding
 FP8_BUILD = 6.0  # ModelOpt's quantize, the amax floor and the baked weights, per FP8 variant
+# Seconds per variant whatever the model's size: the model copied and folded, the session saved (and read back), the
+# trace attributed; an FP8 variant's quantizers placed and calibrated on top: what a model of a few milliseconds per
+# forward (mobilenetv3_small_050) spends beyond its forwards (benchmarks/results/cpu/estimate.txt).
+VARIANT_S = 1.0
+FP8_VARIANT_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -126,20 +129,21 @@ def bf16_ratio() -> float:
 
 
 def _steady(step: Callable[[], object]) -> float:
-    """Seconds of one call of `step` as the study's calls run: the median of the calls after the first, as many as
-    `STEADY_S` allows (at least one, at most `STEADY_CALLS`).
+    """Seconds of one call of `step` as the study's calls run: after the first call, calls for `STEADY_S` (at least
+    one), their mean: the throughput the load leaves, which is what a study's many calls get.
 
     The first call sets up (allocations, oneDNN's primitives for each shape): resnet18's took 0.42 s against 0.14 s
     per forward over its study on the loaded 2-core CPU, and counting it for every forward put the estimate 1.5-2.5x
-    over the time taken (issue 37). Under a load that changes all the time one call is off by up to 2x; the median
-    of a few is steadier.
+    over the time taken (issue 37). A call of a few milliseconds can run between two of the other work's turns on
+    the cores; a second of them cannot, so their mean holds the load's share.
     """
     step()
-    times: list[float] = []
+    calls = 0
     started = time.perf_counter()
-    while not times or (len(times) < STEADY_CALLS and time.perf_counter() - started < STEADY_S):
-        times.append(_best(step, 1))
-    return statistics.median(times)
+    while calls == 0 or time.perf_counter() - started < STEADY_S:
+        step()
+        calls += 1
+    return (time.perf_counter() - started) / calls
 
 
 def _best(step, repeats: int) -> float:
@@ -154,7 +158,7 @@ def _best(step, repeats: int) -> float:
 def estimate_s(plan: StudyPlan, machine: Machine, images: int, stress: int) -> float:
     """Seconds the study takes after this point (the model is built, ModelOpt imported): the fp32 reference, the
     BatchNorm folded, then per variant its build, quality and stress inputs, trace and timing, each step in
-    forwards of the measured cost."""
+    forwards of the measured cost, and the seconds a variant takes whatever the model (`VARIANT_S`, `FP8_VARIANT_S`)."""
     f = machine.forward_s
     quality = plan.eval_count or images
     batches = math.ceil(quality / plan.batch)
@@ -169,7 +173,8 @@ def estimate_s(plan: StudyPlan, machine: Machine, images: int, stress: int) -> f
         checks = batches * f + stress * machine.single_s
         trace = (2 + plan.trace_calls * TRACE_FORWARD) * f
         timed = max(timing.warmup_s, f * ratio) + timing.rounds * (timing.switch_warmup + timing.iters) * f * ratio
-        total += build + (checks + trace) * ratio + timed
+        fixed = VARIANT_S + (FP8_VARIANT_S if variant.precision == "fp8" else 0.0)
+        total += fixed + build + (checks + trace) * ratio + timed
     return total
 
 

@@ -29,6 +29,7 @@ class Estimate:
         self.last: Progress | None = None  # the last step that says where the study stands
         self.step_started = self.started  # when the last finished variant (or round) finished
         self.timing_started: float | None = None
+        self.first_round_done: float | None = None  # the first round holds every variant's warm-up; the rest do not
 
     def update(self, p: Progress) -> str:
         """Take in `p` (steps inside a build, which name no variant, leave the estimate as it stands); the line."""
@@ -38,6 +39,8 @@ class Estimate:
                 self.timing_started = self.step_started = now
             if self.last is None or p.done != self.last.done or self.last.phase != "timing":
                 self.step_started = now
+            if p.done == 1 and self.first_round_done is None:
+                self.first_round_done = now
             self.last = p
         elif p.phase in VARIANT_PHASES and p.variant is not None and p.total > 0:
             if self.last is None:  # the variants' time starts with the first of them, not with the set-up before
@@ -58,7 +61,10 @@ class Estimate:
             if p.done <= 0 or p.total <= 0:
                 return (f"timing: {p.total} rounds after the warm-up, {duration_words(now - self.timing_started)} "
                         "in; an estimate after the first round")
-            per_round = (self.step_started - self.timing_started) / p.done
+            if p.done >= 2 and self.first_round_done is not None:  # rounds without the warm-up
+                per_round = (self.step_started - self.first_round_done) / (p.done - 1)
+            else:
+                per_round = (self.step_started - self.timing_started) / p.done
             return f"timing: round {p.done} of {p.total}; {self._left(per_round * (p.total - p.done) - running)}"
         if p.done <= 0:
             return (f"variant 1 of {p.total}: {duration_words(now - self.started)} so far; an estimate once it is "

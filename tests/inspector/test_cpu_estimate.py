@@ -55,3 +55,13 @@ def test_a_headless_run_says_what_is_left_as_variants_and_rounds_finish(capsys: 
     assert "(timing: round 1 of 3; about" in by_message["round 1/3"]
     assert "(timing: round 2 of 3; about" in by_message["round 2/3"]
     assert "(" not in by_message["CPU plan: fp32, fp8-all; estimated 30 s from here"]
+
+
+def test_rounds_after_the_first_are_timed_without_the_warm_up_the_first_one_holds():
+    now = [0.0]
+    eta = Estimate(clock=lambda: now[0])
+    eta.update(Progress("timing", "warm-up", None, 0, 5))
+    now[0] = 10.0  # 8 s of warm-up, then a round of 2 s
+    eta.update(Progress("timing", "round 1/5", None, 1, 5))
+    now[0] = 12.0
+    assert eta.update(Progress("timing", "round 2/5", None, 2, 5)) == "timing: round 2 of 5; about 6 s left"
