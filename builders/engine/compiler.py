@@ -151,9 +151,13 @@ class PlanCompiler:
             self._pool = None
 
     def close(self) -> None:
-        """Stops the workers, dropping the jobs not started: a job still running (one this process built itself)
-        finishes in its worker, which then ends, while the study goes on (the interpreter waits for them at exit);
-        a later `submit` starts new ones."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Stops the workers and returns once they are gone: jobs not started are dropped, a job still running (one
+        this process built itself, its answer unused) is ended with its worker, so nothing compiles, holds a CUDA
+        context or a core while the study times its variants; a later `submit` starts new workers."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
+        for process in list((getattr(pool, "_processes", None) or {}).values()):
+            process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)

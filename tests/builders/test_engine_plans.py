@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -347,3 +348,18 @@ def test_an_answer_from_a_closed_pool_does_not_make_the_next_pool_warm(monkeypat
     second = compiler.submit(["e", "f", "g", "h"], 4)  # type: ignore[list-item]
     pools[0].jobs[1].set_result((["p0"], {0: b"late"}))  # the closed pool's running job ends after the new pool began
     assert second.take("e") is None and pools[1].jobs[0].cancelled()  # type: ignore[arg-type]  # cold: built here
+
+
+def test_close_returns_once_no_worker_is_left_running_a_job():
+    """A worker still compiling when the builds are done would take a core and the GPU while the variants are timed:
+    `close` ends it, and returns only when every worker has exited."""
+    compiler = PlanCompiler(0)
+    compiler._pool = plan_compiler._new_pool(2)
+    running = [compiler._pool.submit(time.sleep, 60) for _ in range(2)]
+    while not all(job.running() for job in running):
+        time.sleep(0.05)
+    processes = list(compiler._pool._processes.values())
+    started = time.monotonic()
+    compiler.close()
+    assert not any(process.is_alive() for process in processes)
+    assert time.monotonic() - started < 30
