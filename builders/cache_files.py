@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 import orjson
 
+from builders.fp8.format import MIN_SCALE
 from sessions.documents.errors import InputError
 from sessions.documents.input_files import check_bounds, read_regular_file
 
@@ -34,7 +35,6 @@ MAX_JSON_BYTES = 256 << 20  # a timing cache of thousands of graphs, a calibrati
 MAX_PLAN_BYTES = 64 << 20  # a serialized cuDNN plan with its compiled kernels: tens to hundreds of kB
 MAX_WEIGHTS_BYTES = 64 << 30  # seeded weights: the largest catalog models' fp32 parameters and buffers
 PLAN_NAME = re.compile(r"[0-9a-f]{64}")  # a plan file's name: the SHA-256 of its bytes, nothing that names a path
-MIN_SCALE = 2.0**-14  # the floor of every FP8 scale (smallest normal fp16; builders.tensorrt.onnx_export's)
 MAX_SCALE = 2.0**60  # far past any amax / 448, and the product of two (the engine's descale) stays finite in fp32
 MAX_NAME_CHARS = 512  # a cuDNN plan name ("eng4_k24=36 ...") is tens of characters
 

@@ -95,10 +95,10 @@ def default_variants(device: str, backend: str = "torch") -> str:
 
 
 def fp8_engine_here() -> bool:
-    """A GPU with FP8 tensor cores (compute capability 8.9 or newer) and the cuDNN frontend installed."""
-    import torch
+    """A GPU with FP8 tensor cores (builders.fp8.format) and the cuDNN frontend installed."""
+    from builders.fp8.format import gpu_problem
 
-    return tuple(torch.cuda.get_device_capability()) >= (8, 9) and importlib.util.find_spec("cudnn") is not None
+    return gpu_problem() is None and importlib.util.find_spec("cudnn") is not None
 
 
 def default_timing(request: StudyRequest, device: str) -> TimingPlan:

@@ -424,3 +424,36 @@ def test_every_file_is_written_through_the_one_writer():
             found += file_writes(path.read_text(), where)
     assert found == []
     assert all((ROOT / module).is_file() for module in CACHE_WRITERS)  # a moved cache module is named again
+
+
+FP8_MODULE = "builders/fp8/format.py"
+
+
+def fp8_offenders(source: str, where: str) -> list[str]:
+    """FP8 facts written outside their owner: the e4m3 maximum (448), the e4m3 dtype, the FP8 compute capability."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 448:
+            found.append(f"{where}:{node.lineno}: 448")
+        elif isinstance(node, ast.Attribute) and node.attr == "float8_e4m3fn":
+            found.append(f"{where}:{node.lineno}: float8_e4m3fn")
+        elif isinstance(node, ast.Tuple) and [getattr(e, "value", None) for e in node.elts] == [8, 9]:
+            found.append(f"{where}:{node.lineno}: (8, 9)")
+    return found
+
+
+def test_the_fp8_check_finds_each_fact():
+    source = "import torch\nx = y.clamp(-448.0, 448)\nz = torch.float8_e4m3fn\nok = cap >= (8, 9)\nfine = (8, 6)\n"
+    assert sorted(f.split(": ", 1)[1] for f in fp8_offenders(source, "x.py")) == ["(8, 9)", "448", "448", "float8_e4m3fn"]
+
+
+def test_fp8_facts_are_written_only_in_the_fp8_module():
+    """The format, its maximum and the capability that runs it: builders.fp8.format owns them (the capability is
+    sessions.analyses.lowering's FP8_TENSOR_CORES, which reads kernels' architectures and sits below builders)."""
+    found = []
+    for path in project_modules().values():
+        where = str(path.relative_to(ROOT))
+        if where != FP8_MODULE:
+            found += [f for f in fp8_offenders(path.read_text(), where)
+                      if not (where == "sessions/analyses/lowering.py" and f.endswith("(8, 9)"))]
+    assert found == []

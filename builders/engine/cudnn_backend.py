@@ -22,9 +22,9 @@ from builders.engine.kernels import graph_definition
 from builders.engine.plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
 from builders.engine.probe_kernels import Quantizer, make_quantizer
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
+from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
-from sessions.analyses.lowering import FP8_TENSOR_CORES
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
 from sessions.documents.model import Recipe, Variant
 from sessions.documents.plan import VariantPlan
@@ -34,12 +34,9 @@ ENGINE_LABEL = "cuDNN / cuBLASLt engine (not TensorRT)"
 
 def engine_problem() -> str | None:
     """Why the engine cannot run here, or None."""
-    if not torch.cuda.is_available():
-        return "the cuDNN / cuBLASLt engine needs a CUDA GPU; none is visible to PyTorch here"
-    capability = torch.cuda.get_device_capability()
-    if tuple(capability) < FP8_TENSOR_CORES:
-        return (f"the cuDNN / cuBLASLt engine needs FP8 tensor cores (compute capability 8.9 or newer); "
-                f"{torch.cuda.get_device_name()} has {capability[0]}.{capability[1]}")
+    problem = fp8_gpu_problem()
+    if problem is not None:
+        return f"the cuDNN / cuBLASLt engine: {problem}"
     from builders.engine.probe_kernels import import_cudnn
 
     try:

@@ -16,7 +16,7 @@ import torch
 
 from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan
 from builders.engine.probe_kernels import one_line
-from builders.fp8.format import E4M3_MAX, FP8
+from builders.fp8.format import FP8, quantize_weight
 
 CUDNN_ACTIVATIONS = {"relu": "relu", "swish": "swish", "sigmoid": "sigmoid", "gelu": "gelu"}
 PLAN_WARMUP, PLAN_REPEATS = 3, 10  # executions per plan: discarded, then timed between two events
@@ -257,7 +257,7 @@ class ConvLayer:
         if sig.precision == "fp8":
             assert x_scale is not None and w_scale is not None
             w_scale = w_scale.float().reshape(-1, 1, 1, 1)
-            values["w"] = (weight.float() / w_scale).clamp(-E4M3_MAX, E4M3_MAX).to(FP8, memory_format=torch.channels_last)
+            values["w"] = quantize_weight(weight, w_scale).contiguous(memory_format=torch.channels_last)
             values["descale"] = (w_scale * x_scale).reshape(1, k, 1, 1).contiguous()
         else:
             values["w"] = weight.detach().half().contiguous(memory_format=torch.channels_last)
@@ -289,7 +289,7 @@ class Fp8Linear:
             raise ValueError(f"torch._scaled_mm needs in and out features divisible by 16 (got {in_features} -> {out_features})")
         per_channel = w_scale.numel() > 1
         scale = w_scale.float().reshape(-1, 1)
-        self.weight = (weight.float() / scale).clamp(-E4M3_MAX, E4M3_MAX).to(FP8).t()
+        self.weight = quantize_weight(weight, scale).t()
         self.scale_b = scale.reshape(1, -1).contiguous() if per_channel else scale.reshape(()).contiguous()
         self.x_scale, self.per_channel = x_scale, per_channel
         self.bias = bias.detach().half() if bias is not None else None

@@ -8,7 +8,6 @@ refusal is a finding (no FP8 kernel for that shape), never an error.
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,18 +15,11 @@ from typing import Any, Protocol
 
 import torch
 
-from builders.fp8.format import E4M3_MAX, FP8
+from builders.fp8.format import E4M3_MAX, FP8, scale_from_amax
 from builders.models.layer_spec import LayerSpec
 from sessions.documents.errors import MissingEnvironment
 
 CUDNN_PACKAGE = "nvidia-cudnn-frontend"
-
-
-def scale_from_amax(amax: float) -> float:
-    """Per-tensor scale (real value = fp8 value x scale); 1 where the tensor is all zeros or not finite."""
-    if not math.isfinite(amax) or amax <= 0:
-        return 1.0
-    return amax / E4M3_MAX
 
 
 def quantize(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:

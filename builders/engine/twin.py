@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from builders.cache_files import cache_folder, document_digest, miss_on_failure, read_cache_json, scale_ok, stored_array
-from builders.fp8.format import E4M3_MAX
+from builders.fp8.format import amax_scale
 from builders.pytorch.variant_modules import VariantModule
 from sessions.documents.codec import build
 from sessions.documents.errors import InspectError
@@ -176,7 +176,7 @@ def scales_of(simulated: VariantModule) -> Scales:
         module = simulated.module.get_submodule(path)
         x_amax = float(module.input_quantizer.amax.float().reshape(-1).max())
         w_amax = module.weight_quantizer.amax.detach().float().reshape(-1)
-        table[path] = (x_amax / E4M3_MAX, w_amax / E4M3_MAX)
+        table[path] = (amax_scale(x_amax), amax_scale(w_amax))
     return table
 
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from builders.fp8.format import E4M3_MAX, MIN_SCALE
 from builders.models.structure import model_structure
 from builders.recipes.fp8 import OPS, check_selections, select
-from builders.tensorrt.onnx_export import FP8_MAX, MIN_SCALE
 from sessions.analyses.captions import SIMULATED_FP8
 from sessions.documents.errors import InspectError, MissingEnvironment, first_line
 from sessions.documents.model import Recipe
@@ -32,7 +32,7 @@ from sessions.documents.plan import VariantPlan
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # A zero amax becomes 448 x 2**-14: scale 2**-14, the smallest normal fp16 value, the floor the ONNX
 # export writes for it, so the simulated module and the graph agree.
-MIN_AMAX = FP8_MAX * MIN_SCALE
+MIN_AMAX = E4M3_MAX * MIN_SCALE
 # Images per calibration forward, whatever the study's batch: max calibration takes the largest |x| over
 # all images, which chunking does not change, and one call in Python costs what sixteen do on the GPU.
 CALIBRATION_CHUNK = 16

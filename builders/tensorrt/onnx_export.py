@@ -29,13 +29,12 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from builders.fp8.format import E4M3_MAX, FP8, MIN_SCALE
 from sessions.documents.errors import InspectError, first_line
 
 # ModelOpt 0.47's export opset; TensorRT 10.0 parses opsets 9-20 (onnx-tensorrt docs/operators.md),
 # and it is the newest opset the TorchScript exporter writes.
 OPSET = 20
-FP8_MAX = 448.0  # largest float8e4m3fn value
-MIN_SCALE = 2.0**-14  # smallest normal fp16 value
 QUANTIZE_OPS = {"TRT_FP8QuantizeLinear", "QuantizeLinear"}
 DEQUANTIZE_OPS = {"TRT_FP8DequantizeLinear", "DequantizeLinear"}
 TRT_TO_STANDARD = {"TRT_FP8QuantizeLinear": "QuantizeLinear", "TRT_FP8DequantizeLinear": "DequantizeLinear"}
@@ -105,7 +104,7 @@ def fp8_weight_codes(weight, amax):
     """`weight` in float8e4m3fn at scale amax / 448 (amax broadcast over output channels): ModelOpt's own arithmetic."""
     import torch
 
-    return (torch.tensor(weight, dtype=torch.float32) * (FP8_MAX / amax.float())).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return (torch.tensor(weight, dtype=torch.float32) * (E4M3_MAX / amax.float())).clamp(-E4M3_MAX, E4M3_MAX).to(FP8)
 
 
 def fp8_weight_initializers(model, weight_amax: dict):
@@ -140,7 +139,7 @@ def fp8_weight_initializers(model, weight_amax: dict):
         amax = pending.pop(weight)
         codes = fp8_weight_codes(numpy_helper.to_array(constants[weight]), amax)
         scale_dtype = numpy_helper.to_array(initializers[dq[0].input[1]]).dtype
-        scale = (amax / FP8_MAX).numpy().astype(scale_dtype)
+        scale = (amax / E4M3_MAX).numpy().astype(scale_dtype)
         scale = scale.reshape(-1) if amax.numel() > 1 else scale.reshape(())
         graph.initializer.extend([
             helper.make_tensor(f"{weight}_fp8", onnx.TensorProto.FLOAT8E4M3FN, list(codes.shape),
@@ -185,10 +184,10 @@ def match_graph_scales(module) -> int:
         amax = quantizer.amax
         if not bool(torch.isfinite(amax).all()):
             raise InspectError("ONNX export: an FP8 quantizer's amax is not finite")
-        scale = (amax.detach().float() / FP8_MAX).to(torch.float16).float()
+        scale = (amax.detach().float() / E4M3_MAX).to(torch.float16).float()
         floored += int((scale < MIN_SCALE).any())
         # fp32: an fp16 amax buffer cannot hold 448 x an fp16 scale exactly
-        amax.data = scale.clamp(min=MIN_SCALE) * FP8_MAX
+        amax.data = scale.clamp(min=MIN_SCALE) * E4M3_MAX
     return floored
 
 

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.fp8.format import FP8
 from builders.tensorrt import compat as trt_compat
 from builders.tensorrt.device import EngineDevice, engine_device
 from builders.tensorrt.onnx_export import file_hash
@@ -36,7 +37,7 @@ from sessions.documents.storage import write_atomically
 
 # by the enum member's name: trt.nptype has no numpy type for BF16 or FP8 and raises TypeError
 TORCH_DTYPES = {
-    "FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "FP8": torch.float8_e4m3fn,
+    "FLOAT": torch.float32, "HALF": torch.float16, "BF16": torch.bfloat16, "FP8": FP8,
     "INT8": torch.int8, "UINT8": torch.uint8, "INT32": torch.int32, "INT64": torch.int64, "BOOL": torch.bool,
 }
 NEEDS_GPU = "--backend tensorrt needs a CUDA GPU"

@@ -29,7 +29,6 @@ from inspector.probe.probe_session import (
 )
 from profilers.attribution import TraceRecords
 from profilers.tracers import Tracer
-from sessions.analyses.lowering import FP8_TENSOR_CORES
 from sessions.documents.document import new_session
 from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.model import Session, TimingMethod
@@ -68,25 +67,13 @@ class ProbeOptions:
         return TimingPlan(self.warmup_s, self.rounds, self.iters)
 
 
-def fp8_environment_problem(cuda_available: bool, capability: tuple[int, int] | None, gpu: str) -> str | None:
-    """Why this machine cannot run FP8 kernels, or None."""
-    if not cuda_available:
-        return "probe needs a CUDA GPU with FP8 (compute capability 8.9 or newer); none is visible to PyTorch here"
-    if capability is None or tuple(capability) < FP8_TENSOR_CORES:
-        found = ".".join(str(c) for c in capability) if capability else "unknown"
-        return f"probe needs FP8 tensor cores (compute capability 8.9 or newer); {gpu} has {found}"
-    return None
-
-
 def require_fp8_environment():
     """The cuDNN frontend module, once the GPU is known to run FP8; MissingEnvironment otherwise."""
-    import torch
+    from builders.fp8.format import gpu_problem
 
-    available = torch.cuda.is_available()
-    capability = torch.cuda.get_device_capability() if available else None
-    problem = fp8_environment_problem(available, capability, torch.cuda.get_device_name() if available else "")
+    problem = gpu_problem()
     if problem:
-        raise MissingEnvironment(problem)
+        raise MissingEnvironment(f"probe: {problem}")
     from builders.engine.probe_kernels import import_cudnn
 
     return import_cudnn()

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from builders.engine import probe_kernels as fp8_kernels
-from builders.engine.probe_kernels import Quantizer, ScaledMmGemm, Unsupported, quantize, scale_from_amax
-from builders.fp8.format import E4M3_MAX
+from builders.engine.probe_kernels import Quantizer, ScaledMmGemm, Unsupported, quantize
+from builders.fp8.format import E4M3_MAX, capability_problem, scale_from_amax
 from builders.models.layer_spec import LayerSpec, group_by_spec
 from inspector.cli import main
 from inspector.probe import fp8_probe
@@ -327,9 +327,10 @@ def test_missing_cudnn_frontend_is_exit_3(capsys, monkeypatch):
 
 
 def test_environment_problem_wording():
-    assert fp8_probe.fp8_environment_problem(True, (9, 0), "NVIDIA H200") is None
-    assert fp8_probe.fp8_environment_problem(True, (8, 9), "NVIDIA L4") is None
-    assert "8.9" in fp8_probe.fp8_environment_problem(True, (8, 6), "NVIDIA A10")
+    assert capability_problem((9, 0), "NVIDIA H200") is None
+    assert capability_problem((8, 9), "NVIDIA L4") is None
+    assert "8.9" in capability_problem((8, 6), "NVIDIA A10") and "NVIDIA A10 has 8.6" in capability_problem((8, 6), "NVIDIA A10")
+    assert "unknown" in capability_problem(None, "NVIDIA A10")
 
 
 def test_quantizer_without_a_gpu_is_the_eager_one():
