@@ -18,6 +18,7 @@ import ctypes
 import enum
 import functools
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,30 @@ def non_launch_cbids(cbids: type[enum.IntEnum]) -> frozenset[int]:
     return frozenset(other - launch)
 
 
+CBID_HEADERS = {"runtime": ("cupti_runtime_cbid.h", "CUPTI_RUNTIME_TRACE_CBID_"),
+                "driver": ("cupti_driver_cbid.h", "CUPTI_DRIVER_TRACE_CBID_")}
+
+
+@functools.cache
+def header_cbids(api: str, library: str | None) -> type[enum.IntEnum] | None:
+    """CUPTI's callback-id enum of the `api` (runtime | driver) as its own C header declares it, read from the
+    `include/` folder beside `library` (the libcupti NVTX loads: nvidia-cuda-cupti ships both), for a cupti-python
+    that names no ids (13.0 does not; 13.4 does); member names as cupti-python gives them (the header's prefix off).
+    None where no header is found or it declares nothing."""
+    if not library:
+        return None
+    name, prefix = CBID_HEADERS[api]
+    header = os.path.join(os.path.dirname(os.path.dirname(library)), "include", name)
+    try:
+        with open(header, encoding="utf-8", errors="replace") as file:
+            text = file.read(4 << 20)
+    except OSError:
+        return None
+    members = {m.group(1): int(m.group(2), 0)
+               for m in re.finditer(rf"\b{prefix}(\w+)\s*=\s*(0x[0-9a-fA-F]+|\d+)", text)}
+    return enum.IntEnum(f"{api.capitalize()}ApiTraceCbid", members) if members else None  # type: ignore[return-value]
+
+
 @dataclass(frozen=True)
 class NonLaunchApis:
     """The runtime and driver callback ids whose activity records the tracer switches off and skips."""
@@ -69,10 +94,11 @@ class NonLaunchApis:
     driver: frozenset[int]
 
     @classmethod
-    def of(cls, cupti: Any) -> NonLaunchApis:
-        """From cupti-python's RuntimeApiTraceCbid and DriverApiTraceCbid; empty where it lacks one."""
-        runtime = getattr(cupti, "RuntimeApiTraceCbid", None)
-        driver = getattr(cupti, "DriverApiTraceCbid", None)
+    def of(cls, cupti: Any, library: str | None = None) -> NonLaunchApis:
+        """From cupti-python's RuntimeApiTraceCbid and DriverApiTraceCbid, else from CUPTI's headers beside `library`
+        (`header_cbids`); empty where neither names the ids."""
+        runtime = getattr(cupti, "RuntimeApiTraceCbid", None) or header_cbids("runtime", library)
+        driver = getattr(cupti, "DriverApiTraceCbid", None) or header_cbids("driver", library)
         return cls(
             non_launch_cbids(runtime) if runtime is not None else frozenset(),
             non_launch_cbids(driver) if driver is not None else frozenset(),
@@ -116,7 +142,7 @@ class CuptiTracer:
         self._kinds = [k.CONCURRENT_KERNEL, k.MARKER, k.RUNTIME, k.DRIVER]
         self._start_flag = int(cupti.ActivityFlag.MARKER_START)
         self._instant_flag = int(cupti.ActivityFlag.MARKER_INSTANTANEOUS)
-        self._skipped = NonLaunchApis.of(cupti)
+        self._skipped = NonLaunchApis.of(cupti, os.environ.get(INJECTION_ENV))
         self._switched_off: list[tuple[Callable[[int, int], object], int]] = []
 
     def _requested(self) -> tuple[int, int]:
@@ -182,7 +208,8 @@ class CuptiTracer:
         its records are skipped on arrival instead.
         """
         cupti = self._cupti
-        refusal = "" if self._skipped.runtime or self._skipped.driver else "cupti-python names no API callback ids"
+        refusal = "" if self._skipped.runtime or self._skipped.driver else ("neither cupti-python nor CUPTI's headers "
+                                                                             "name the API callback ids")
         refused = 0
         for switch_name, cbids in (
             ("activity_enable_runtime_api", self._skipped.runtime),

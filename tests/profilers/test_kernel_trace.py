@@ -4,6 +4,7 @@ after it, and skipped on arrival where CUPTI cannot switch them off."""
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 from typing import Literal
 
 import pytest
@@ -101,3 +102,44 @@ def test_an_id_is_a_launch_when_any_of_its_names_is() -> None:
         SIZE = 4
 
     assert kernel_trace.non_launch_cbids(Cbids) == {2, 3}
+
+
+RUNTIME_HEADER = """typedef enum CUpti_runtime_api_trace_cbid_enum {
+    CUPTI_RUNTIME_TRACE_CBID_INVALID                       = 0,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDriverGetVersion_v3020    = 1,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000        = 211,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020              = 20,
+    CUPTI_RUNTIME_TRACE_CBID_SIZE                          = 523,
+    CUPTI_RUNTIME_TRACE_CBID_FORCE_INT                     = 0x7fffffff
+} CUpti_runtime_api_trace_cbid;
+"""
+
+
+def test_without_cupti_pythons_ids_the_headers_beside_libcupti_name_them(tmp_path) -> None:
+    """cupti-python 13.0 names no callback ids: they are read from CUPTI's header next to the library NVTX loads."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "cupti_runtime_cbid.h").write_text(RUNTIME_HEADER)
+    library = str(tmp_path / "lib" / "libcupti.so.13")
+    apis = kernel_trace.NonLaunchApis.of(object(), library)
+    assert apis.runtime == {1, 20} and apis.driver == frozenset()
+    assert kernel_trace.NonLaunchApis.of(object(), str(tmp_path / "a" / "lib" / "libcupti.so")).runtime == frozenset()
+
+
+def test_the_installed_cupti_headers_agree_with_the_launch_rule() -> None:
+    """On the CUDA build of torch the tests install, nvidia-cuda-cupti's own headers give the ids (read here with a
+    plain text search, not the parser): the launch APIs stay on, the rest go off."""
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+    try:
+        library = pathfinder.load_nvidia_dynamic_lib("cupti").abs_path
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"no libcupti here: {exc}")
+    apis = kernel_trace.NonLaunchApis.of(object(), library)
+    header = (Path(library).parent.parent / "include" / "cupti_runtime_cbid.h").read_text()
+
+    def cbid(name: str) -> int:
+        line = header[header.index(f"CUPTI_RUNTIME_TRACE_CBID_{name} "):].split("\n", 1)[0]
+        return int(line.split("=")[1].strip().rstrip(","))
+
+    assert cbid("cudaLaunchKernel_v7000") not in apis.runtime and cbid("cudaMalloc_v3020") in apis.runtime
+    assert len(apis.driver) > 100
