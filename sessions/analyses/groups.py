@@ -369,18 +369,29 @@ def stages_of(layers: list[Layer], rules: Rules) -> list[str]:
 
 def structural_stages(layers: list[Layer]) -> dict[int, str]:
     """Index -> stage of each layer whose stage the model's structure gave (`attrs["stage"]`), or, where it gave
-    none, of the nearest enclosing module path (`a.b.c` is inside `a.b`) among the layers it gave one."""
+    none, of the nearest enclosing module path (`a.b` encloses `a.b.c`) whose layers with a stage all have one:
+    a module's stage is its unit's (`builders.models.trunk`), so what runs inside it, a quantizer or an activation
+    a variant added (`blocks.0.0.bn1.1` where the folded BatchNorm was), is in that stage. A path enclosing layers
+    of several stages (the root) gives none."""
     given = {layer.name: layer.attrs["stage"] for layer in layers
              if isinstance(layer.attrs.get("stage"), str) and layer.attrs["stage"]}
     found: dict[int, str] = {}
     if not given:
         return found
+    inside: dict[str, set[str]] = {}  # module path -> the stages of the given layers at or under it
+    for name, stage in given.items():
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):
+            inside.setdefault(".".join(parts[:end]), set()).add(stage)
     for i, layer in enumerate(layers):
+        if layer.name in given:
+            found[i] = given[layer.name]
+            continue
         path = layer.name
-        while path and path not in given:
+        while path and path not in inside:
             path = path.rpartition(".")[0]
-        if path:
-            found[i] = given[path]
+        if path and len(inside[path]) == 1:
+            found[i] = next(iter(inside[path]))
     return found
 
 

@@ -23,6 +23,17 @@ def test_quantizers_take_the_stage_of_the_module_they_sit_in():
     assert stages_of(layers, builtin_rules()) == expected
 
 
+def test_a_layer_a_variant_added_takes_the_stage_its_neighbours_in_the_module_share():
+    """`blocks.0.0.bn1.1`: the activation left where BatchNorm was folded; its parent `blocks.0.0.bn1` ran no kernel of
+    its own (no layer), its sibling convolutions in `blocks.0.0` are in stage 1. `(model)`'s own time spans stages."""
+    layers = [_layer("conv_stem", "stem"), _layer("blocks.0.0.conv_dw", "stage 1"), _layer("blocks.0.0.bn1.1"),
+              _layer("blocks.0.0.conv_pw", "stage 1"), _layer("blocks.1.0.conv_pw", "stage 2"),
+              _layer("blocks.1.0.conv_pw.input_quantizer"), _layer("blocks"), _layer("conv_head", "head")]
+    stages = stages_of(layers, builtin_rules())
+    assert stages[:6] == ["stem", "stage 1", "stage 1", "stage 1", "stage 2", "stage 2"]
+    assert stages[6] not in ("stage 1", "stage 2") and stages[7] == "head"
+
+
 def test_without_any_structural_stage_the_names_still_say_it():
     layers = [_layer("conv1"), _layer("layer1.0.conv1"), _layer("layer1.0.conv1.input_quantizer")]
     assert stages_of(layers, builtin_rules()) == ["stem", "layer1", "layer1"]
