@@ -76,4 +76,4 @@ class Estimate:
     @staticmethod
     def _left(seconds: float) -> str:
         """`about N s left`; past the estimate, none left and that this step takes longer than the ones before."""
-        return f"about {duration_words(seconds)} left" if seconds >= 1 else "about 0 s left (this step runs longer)"
+        return f"about {duration_words(seconds)} left" + ("" if seconds >= 0 else " (this step runs longer)")

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
 from textual.widgets import Log, Static
+from textual.worker import WorkerFailed
 
 from inspector.request import StudyRequest
 from inspector.study import Progress
@@ -35,6 +37,16 @@ def endless_study(monkeypatch, tmp_path, lines: int = 0) -> None:
             time.sleep(0.01)
 
     monkeypatch.setattr("inspector.tui.screens.study.run_requested_study", endless)
+
+
+async def stopped(app: InspectorApp, pilot) -> None:
+    """Stop the endless study (as ctrl+x does) and wait for its thread: a failed assertion never leaves it running."""
+    screen = next(s for s in app.screen_stack if isinstance(s, StudyScreen))
+    if screen.running:
+        screen.stop()
+    with contextlib.suppress(WorkerFailed):  # the stopped study's worker ends in StudyStopped, as ctrl+x leaves it
+        await app.workers.wait_for_complete()
+    await pilot.pause()
 
 
 async def test_each_row_shows_its_figures_as_soon_as_it_has_them(tmp_path, monkeypatch):
@@ -68,12 +80,13 @@ async def test_library_output_reaches_the_log_and_never_the_terminal(tmp_path, m
     try:
         app = InspectorApp(study=StudyRequest(model="m"), output=output)
         async with app.run_test(size=(80, 24)) as pilot:
-            await pilot.pause(0.5)
-            log = app.screen.query_one(Log)
-            assert [line for line in log.lines if "profiler_stop" in line] == [
-                f"USDT: line {i} profiler_stop" for i in range(3)]
-            await pilot.press("ctrl+x")
-            await app.workers.wait_for_complete()
+            try:
+                await pilot.pause(0.5)
+                log = app.screen.query_one(Log)
+                assert [line for line in log.lines if "profiler_stop" in line] == [
+                    f"USDT: line {i} profiler_stop" for i in range(3)]
+            finally:
+                await stopped(app, pilot)
     finally:
         output.stop()
     assert "profiler_stop" not in capfd.readouterr().err  # where the terminal would have shown it
@@ -102,28 +115,30 @@ async def test_the_log_keeps_every_line_and_follows_the_newest(tmp_path, monkeyp
     endless_study(monkeypatch, tmp_path)
     app = InspectorApp(study=StudyRequest(model="m"))
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
-        for i in range(300):
-            screen.post_message(StudyScreen.Output(f"line {i}"))
-        await pilot.pause(0.3)
-        log = screen.query_one(Log)
-        assert [line for line in log.lines if line.startswith("line ")] == [f"line {i}" for i in range(300)]
-        assert log.max_scroll_y > 0 and log.scroll_offset.y == log.max_scroll_y  # scrolled to the newest
-        await pilot.press("ctrl+x")
-        await app.workers.wait_for_complete()
+        try:
+            await pilot.pause(0.2)
+            screen = app.screen
+            for i in range(300):
+                screen.post_message(StudyScreen.Output(f"line {i}"))
+            await pilot.pause(0.3)
+            log = screen.query_one(Log)
+            assert [line for line in log.lines if line.startswith("line ")] == [f"line {i}" for i in range(300)]
+            assert log.max_scroll_y > 0 and log.scroll_offset.y == log.max_scroll_y  # scrolled to the newest
+        finally:
+            await stopped(app, pilot)
 
 
 async def test_the_estimate_moves_between_steps(tmp_path, monkeypatch):
     endless_study(monkeypatch, tmp_path)
     app = InspectorApp(study=StudyRequest(model="m"))
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.3)
-        eta = app.screen.query_one("#eta", Static)
-        first = eta.render().plain
-        assert first.startswith("variant 1 of 2: ")
-        await pilot.pause(2.2)  # no step in between: the line counts on by itself
-        assert eta.render().plain != first
-        await pilot.press("ctrl+x")
-        await app.workers.wait_for_complete()
+        try:
+            await pilot.pause(0.3)
+            eta = app.screen.query_one("#eta", Static)
+            first = eta.render().plain
+            assert first.startswith("variant 1 of 2: ")
+            await pilot.pause(2.2)  # no step in between: the line counts on by itself
+            assert eta.render().plain != first
+        finally:
+            await stopped(app, pilot)
 

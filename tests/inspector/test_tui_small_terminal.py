@@ -104,8 +104,11 @@ async def test_at_80x24_the_table_keeps_five_rows_and_every_footer_key_does_some
             assert_rows_kept(app, f"{name} after {key}")
 
 
-@pytest.mark.parametrize(("name", "keys"), [s for s in SCREENS if s[0] != "timeline"] + [("layer page", ["g", "enter", "enter"])],
-                         ids=[s[0] for s in SCREENS if s[0] != "timeline"] + ["layer page"])
+DETAIL_SCREENS = [s for s in SCREENS if s[0] != "timeline"] + [
+    ("layer page", ["g", "enter", "enter"]), ("no row matches", ["g", "slash", *"^no such group$", "enter"])]
+
+
+@pytest.mark.parametrize(("name", "keys"), DETAIL_SCREENS, ids=[name for name, _ in DETAIL_SCREENS])
 async def test_d_shows_or_hides_the_detail_pane_with_one_press_and_it_is_never_empty(session, names_only, name, keys):
     data = names_only if name == "layer page" else session
     app = InspectorApp(session=data, path=SESSION)
