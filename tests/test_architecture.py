@@ -221,7 +221,9 @@ def test_the_policy_check_finds_a_hand_written_baseline_and_band(tmp_path):
 SPEC_MODULES = ("sessions/documents/options.py", "inspector/options.py")
 # A literal that is not the option's default: what documents written before the option existed mean.
 EARLIER_MEANINGS = {("sessions/documents/plan.py", "switch_warmup"): "plans recorded before the option discarded none",
-                    ("sessions/documents/migrations.py", "*"): "schema-1 documents, read with the defaults of their time"}
+                    ("sessions/documents/migrations.py", "*"): "schema-1 documents, read with the defaults of their time",
+                    ("sessions/analyses/noise.py", "threads"): "one thread where a session recorded none (a load bound, "
+                                                               "not the option's default)"}
 
 
 def spec_numbers(spec) -> set[float]:
@@ -342,7 +344,7 @@ CACHE_WRITERS = {
     "builders/models/seeded_weights.py",  # kept seeded weights
     "builders/tensorrt/tensorrt_backend.py",  # built engines
     "builders/tensorrt/compat.py",  # TensorRT's timing cache
-    "builders/tensorrt/onnx_export.py",  # exported ONNX files (the cache's; `onnx --out`'s too, not yet one writer)
+    "builders/tensorrt/onnx_export.py",  # exported ONNX files, atomically (`onnx --out` refuses no existing file)
 }
 WRITE_METHODS = {"write_text", "write_bytes", "touch", "symlink_to", "hardlink_to", "rename", "export_chrome_trace"}
 SCRATCH = "scratch_path"  # `with scratch_path(...) as p`: a library may write p, a private temporary file

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from builders.fp8.format import E4M3_MAX, FP8, MIN_SCALE
 from sessions.documents.errors import InspectError, first_line
+from sessions.documents.storage import write_atomically
 
 # ModelOpt 0.47's export opset; TensorRT 10.0 parses opsets 9-20 (onnx-tensorrt docs/operators.md),
 # and it is the newest opset the TorchScript exporter writes.
@@ -62,8 +63,7 @@ def export(module, example, path: Path) -> Path:
         except Exception as exc:  # noqa: BLE001  (the exporter raises many types; the user needs the first line)
             raise InspectError(f"ONNX export failed: {first_line(exc)}") from None
     model = fp8_weight_initializers(standard_fp8_qdq(onnx.load_from_string(buffer.getvalue())), weight_amax)
-    path.write_bytes(model.SerializeToString())
-    return path
+    return write_atomically(path, model.SerializeToString(), "ONNX file")
 
 
 def _fp8_quantizers(module):
