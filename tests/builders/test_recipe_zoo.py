@@ -1,6 +1,6 @@
 """Stem, stages, head, roles and recipe counts on the zoo's CI families (meta device, no weights), against an
 independent reading of each model (tests/structure_reference.py: the autograd graph and module outputs,
-none of the tool's code), and the committed table (tests/data/recipe_zoo.txt, which the README quotes)
+none of the tool's code), and the committed table (tests/data/recipe_zoo.txt, which docs/recipes.md quotes)
 against what the tool finds now.
 """
 
