@@ -194,7 +194,10 @@ def check_twin(folder: Path) -> str:
     stored = kept_twin().outputs[next(iter(TWIN_SEED["outputs"]))]
     with torch.no_grad():
         expected = torch.from_numpy(stored) if not made else Simulated.module(IMAGES.half()).float()
-    assert torch.equal(outputs, expected)
+    if made:  # computed again: the same module in fp16 on the CPU, whose sums may take another order under load
+        assert torch.allclose(outputs, expected, rtol=1e-3, atol=1e-3)
+    else:  # loaded: the stored outputs exactly
+        assert torch.equal(outputs, expected)
     original = {p: (x, w.tolist()) for p, (x, w) in kept_twin().scales.items()}
     loaded = {p: (x, w.tolist()) for p, (x, w) in twin.scales.items()}
     return "load" if loaded == original and not made else "changed"

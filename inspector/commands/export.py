@@ -38,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     chosen = exporter(args.format)
     if args.output is not None:
+        if args.output and not Path(args.output).parent.is_dir():  # an export goes into a folder that exists
+            raise InputError(f"cannot write {args.output}: no folder {Path(args.output).parent}")
         check_out(args.output, "export", args.force)
     paths = [resolve(name) for name in args.session]
     if not chosen.many and len(paths) > 1:

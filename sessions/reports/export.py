@@ -107,8 +107,8 @@ def method_section(session: Session) -> str:
     m = session.method
     gpu = session.study.device != "cpu"
     graph = f"CUDA graph {known(m.cuda_graph, {True: 'on', False: 'off'})}; " if gpu else ""
-    rounds = known(m.rounds, lambda n: counted(n, "round"))
-    iters = known(m.iters, lambda n: counted(n, "iteration"))
+    rounds = counted(m.rounds, "round") if m.rounds is not None else "unknown rounds"
+    iters = counted(m.iters, "iteration") if m.iters is not None else "unknown iterations"
     calls = traced_calls(session)
     lines = [
         "## Method",
