@@ -12,7 +12,7 @@ import torch
 
 from builders.backend import Engine, TimingStep
 from builders.engine.lowering import Program, Step
-from builders.pytorch.graph_capture import capture_graph
+from builders.pytorch.graph_capture import GraphTimed
 from profilers.module_ranges import named_range
 from sessions.documents.model import Layer
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from builders.engine.twin import Twin
 
 
-class CudnnEngine(Engine):
+class CudnnEngine(GraphTimed, Engine):
     """A lowered program bound to the study's static input; other batch sizes are padded to it."""
 
     def __init__(self, runners: list[tuple[Step, Callable[[dict[str, Any]], Any]]], program: Program,
@@ -71,16 +71,8 @@ class CudnnEngine(Engine):
     def run_once(self) -> None:
         self._forward(self.static_input)
 
-    def timing_step(self) -> TimingStep:
-        if self._step is None:
-            self._step = self._capture() if self.device == "cuda" else TimingStep(self.run_once, False)
-        return self._step
-
-    @torch.no_grad()
-    def _capture(self) -> TimingStep:
-        captured = capture_graph(lambda: self._forward(self.static_input), self.run_once)
-        self._graph, self._graph_output = captured.graph, captured.output
-        return captured.step
+    def _graph_forward(self) -> Callable[[], Any]:
+        return lambda: self._forward(self.static_input)
 
     @contextlib.contextmanager
     def _ranges(self, kind: str) -> Iterator[None]:

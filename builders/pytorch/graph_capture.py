@@ -35,3 +35,32 @@ def capture_graph(forward: Callable[[], Any], eager: Callable[[], None]) -> Capt
         torch.cuda.synchronize()
         return Captured(TimingStep(eager, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}"), None, None)
     return Captured(TimingStep(graph.replay, True), graph, output)
+
+
+class GraphTimed:
+    """An engine's `timing_step`: its forward (`_graph_forward`) captured as one CUDA graph on CUDA, made at the first
+    ask and kept (`_graph`, and `_graph_output`, what the replays write into), its eager `run_once` elsewhere.
+    The engine sets `device`, and `_step`, `_graph`, `_graph_output` to None before the first ask."""
+
+    device: str
+    _step: TimingStep | None
+    _graph: torch.cuda.CUDAGraph | None
+    _graph_output: Any
+
+    def run_once(self) -> None:
+        raise NotImplementedError
+
+    def _graph_forward(self) -> Callable[[], Any]:
+        """One inference on the engine's static input, as the graph captures it."""
+        raise NotImplementedError
+
+    def timing_step(self) -> TimingStep:
+        if self._step is None:
+            self._step = self._capture() if self.device == "cuda" else TimingStep(self.run_once, False)
+        return self._step
+
+    @torch.no_grad()
+    def _capture(self) -> TimingStep:
+        captured = capture_graph(self._graph_forward(), self.run_once)
+        self._graph, self._graph_output = captured.graph, captured.output
+        return captured.step

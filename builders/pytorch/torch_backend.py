@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
 from builders.models.structure import ModelStructure, model_structure
-from builders.pytorch.graph_capture import capture_graph
+from builders.pytorch.graph_capture import GraphTimed
 from builders.pytorch.variant_modules import (
     Calibrations,
     bake_fp8_weights,
@@ -54,7 +56,7 @@ def module_layer(path: str, module: torch.nn.Module, structure: ModelStructure |
     return layer
 
 
-class TorchEngine(Engine):
+class TorchEngine(GraphTimed, Engine):
     def __init__(self, module: torch.nn.Module, device: str, dtype: torch.dtype, static_input: torch.Tensor,
                  quantized: set[str] | None = None, structure: ModelStructure | None = None):
         self.module: torch.nn.Module | None = module
@@ -91,17 +93,9 @@ class TorchEngine(Engine):
             raise RuntimeError("engine used after release()")
         return self.module
 
-    def timing_step(self) -> TimingStep:
-        if self._step is None:
-            self._step = self._capture() if self.device == "cuda" else TimingStep(self.run_once, False)
-        return self._step
-
-    @torch.no_grad()
-    def _capture(self) -> TimingStep:
+    def _graph_forward(self) -> Callable[[], Any]:
         module = self._module()
-        captured = capture_graph(lambda: module(self.static_input), self.run_once)
-        self._graph, self._graph_output = captured.graph, captured.output
-        return captured.step
+        return lambda: module(self.static_input)
 
     def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager[None]:
         return module_ranges(self._module(), kind)
