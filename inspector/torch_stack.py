@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib
 from importlib import metadata
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
+from typing import TYPE_CHECKING
 
 from sessions.documents.errors import MissingEnvironment
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 FIX = "reinstall them as one pair: python -m pip install --force-reinstall torch torchvision"
 
@@ -24,6 +25,8 @@ def _build(version: Version) -> str:
 
 
 def _installed(name: str) -> Version:
+    from packaging.version import InvalidVersion, Version
+
     try:
         return Version(metadata.version(name))
     except metadata.PackageNotFoundError:
@@ -34,6 +37,8 @@ def _installed(name: str) -> Version:
 
 def _declared_torch(torchvision: Version) -> str | None:
     """torchvision's own requirement on torch (`==2.13.0`, `>=2.14.0`), or None where it declares none."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     for line in metadata.requires("torchvision") or []:
         try:
             requirement = Requirement(line)
@@ -50,6 +55,8 @@ def check() -> None:
     One build: the same local label (`+cpu` with `+cpu`, none with none), torch inside torchvision's declared
     requirement, and `import torchvision` succeeding; nothing is imported when the labels already disagree.
     """
+    from packaging.requirements import Requirement
+
     torch, torchvision = _installed("torch"), _installed("torchvision")
     pair = f"torch {torch} ({_build(torch)}) with torchvision {torchvision} ({_build(torchvision)})"
     if torch.local != torchvision.local:

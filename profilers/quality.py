@@ -57,8 +57,9 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
         log_p, log_q = _log_softmax(ref), _log_softmax(cand_clean)
         totals += (len(ref), (ref.argmax(axis=1) == cand_clean.argmax(axis=1)).sum(),
                    (np.exp(log_p) * (log_p - log_q)).sum(), (~np.isfinite(cand)).sum())
-        max_error = max(max_error, float(np.abs(ref - cand_clean).max()))
         finite = np.isfinite(ref)
+        if finite.any():  # the error where the reference is a number; its NaN/Inf are counted apart
+            max_error = max(max_error, float(np.abs(ref - cand_clean)[finite].max()))
         ref_clean = np.where(finite, ref, 0.0)
         reference_nonfinite += int((~finite).sum())
         scale = max(scale, float(np.abs(ref_clean).max()))

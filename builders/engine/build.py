@@ -109,7 +109,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     if chosen:
         notes.append(f"{len(chosen)} of {len(fp8)} layers the recipe quantizes run fp16: their fp16 tactic timed faster "
                      f"than their best FP8 one (--fp8-layers kept runs them in FP8)")
-    fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and s not in chosen]
+    fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and not chose_fp16(s.fallback)]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,

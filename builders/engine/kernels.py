@@ -351,7 +351,6 @@ def _cached(sig: ConvSignature, cudnn: Any, handle: Any, cache: TimingCache | No
         graph = load_plan(cudnn, handle, plan)
     except Exception:  # noqa: BLE001  (a plan this cuDNN no longer loads is chosen again)
         return None
-    timed = entry.get("time_us")
-    time_us = float(timed) if isinstance(timed, (int, float)) and not isinstance(timed, bool) and timed > 0 else None
+    time_us = entry.get("time_us") or None  # checked for meaning when the cache was read (cache_files.timing_entry)
     return ConvGraph(sig, cudnn, handle, graph,
                      Choice(entry["index"], entry["name"], 1, int(entry.get("offered", 0)), time_us, True, []), plan)

@@ -1,7 +1,7 @@
 """FP8 as the engine, the probe, the simulated variants and the ONNX files compute it, owned here once: the format
 (e4m3, PyTorch's float8_e4m3fn, as TensorRT's FP8 and cuDNN's FP8 tensors), its largest finite value (quantizing
-saturates to it), the scale rule (scale = amax / 448, floored at the smallest normal fp16), the weight quantize, and
-whether a GPU has FP8 tensor cores."""
+saturates to it), the scale rule (scale = amax / 448) and its floor (the smallest normal fp16, which the simulated
+variants and the ONNX files apply), the weight quantize, and whether a GPU has FP8 tensor cores."""
 
 from __future__ import annotations
 

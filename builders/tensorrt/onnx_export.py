@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from builders.fp8.format import E4M3_MAX, FP8, MIN_SCALE
+from builders.fp8.format import E4M3_MAX, FP8, MIN_SCALE, amax_scale
 from sessions.documents.errors import InspectError, first_line
 from sessions.documents.storage import write_atomically
 
@@ -139,7 +139,7 @@ def fp8_weight_initializers(model, weight_amax: dict):
         amax = pending.pop(weight)
         codes = fp8_weight_codes(numpy_helper.to_array(constants[weight]), amax)
         scale_dtype = numpy_helper.to_array(initializers[dq[0].input[1]]).dtype
-        scale = (amax / E4M3_MAX).numpy().astype(scale_dtype)
+        scale = amax_scale(amax).numpy().astype(scale_dtype)
         scale = scale.reshape(-1) if amax.numel() > 1 else scale.reshape(())
         graph.initializer.extend([
             helper.make_tensor(f"{weight}_fp8", onnx.TensorProto.FLOAT8E4M3FN, list(codes.shape),
@@ -184,7 +184,7 @@ def match_graph_scales(module) -> int:
         amax = quantizer.amax
         if not bool(torch.isfinite(amax).all()):
             raise InspectError("ONNX export: an FP8 quantizer's amax is not finite")
-        scale = (amax.detach().float() / E4M3_MAX).to(torch.float16).float()
+        scale = amax_scale(amax.detach().float()).to(torch.float16).float()
         floored += int((scale < MIN_SCALE).any())
         # fp32: an fp16 amax buffer cannot hold 448 x an fp16 scale exactly
         amax.data = scale.clamp(min=MIN_SCALE) * E4M3_MAX

@@ -21,8 +21,9 @@ def open_tui(session: str | None = None, request: StudyRequest | None = None, fo
     if request is not None:
         if sys.platform != "win32" and sys.__stderr__ is not None and sys.__stderr__.isatty():
             output = LibraryOutput()  # what C libraries print goes to the study's log, not over the screen
-            output.start()
         app = InspectorApp(study=request, force=force, output=output)
+        if output is not None:  # redirected once the app is made: an error making it still reaches the terminal
+            output.start()
     elif session is not None:
         path = resolve(session)
         app = InspectorApp(session=load(path), path=path)

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from sessions.documents.codec import MIN_TIME_MS
 from sessions.documents.errors import InputError
 from sessions.documents.storage import read_regular_file
 
@@ -79,14 +80,15 @@ def _finite(value: Any, where: str) -> float:
 def plain_time_ms(value: Any) -> float | None:
     """`value` where `time_ms` would return it as it is (a float from 0 to MAX_TIME_MS), else None: the common case
     of a file's times, checked without building the message a refusal would need."""
-    return value if type(value) is float and 0.0 <= value <= MAX_TIME_MS else None
+    return value if type(value) is float and (value == 0.0 or MIN_TIME_MS <= value <= MAX_TIME_MS) else None
 
 
 def time_ms(value: Any, where: str, *, positive: bool = False) -> float:
-    """A time in ms: finite, non-negative (positive where a zero would be divided by), at most MAX_TIME_MS."""
+    """A time in ms: finite, 0 or at least a nanosecond (what a session holds; positive where a zero would be divided
+    by), at most MAX_TIME_MS."""
     number = _finite(value, where)
-    if number < 0 or number > MAX_TIME_MS or (positive and number == 0):
-        bound = "above 0" if positive else "at least 0"
+    if number < 0 or number > MAX_TIME_MS or (positive and number == 0) or 0 < number < MIN_TIME_MS:
+        bound = "above 0" if positive else "0 or at least a nanosecond"
         raise InputError(f"{where} = {number:g} ms, not a time a run measures ({bound} and at most {MAX_TIME_MS:g} ms)")
     return number
 

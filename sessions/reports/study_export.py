@@ -211,7 +211,7 @@ def results_section(rows: list[Row], axes: list[str]) -> str:
         if len({r.axes[axis] for r in rows}) > 1:
             parts += [f"x by {axis}:", axis_table(rows, axis)]
     unstable = [f"{r.job.gpu()} b{r.job.session.study.batch} {v.name}" for r in rows for v in (r.fp16, r.fp8)
-                if v.latency is not None and (v.latency.cov or 0.0) > 0.025]
+                if (cov := captions.latency_cov(v.latency)) is not None and cov > captions.COV_WARN]
     if unstable:
         parts.append(md_text(f"CoV above 2.5 % for {', '.join(dict.fromkeys(unstable))}: differences that small are noise."))
     return "\n\n".join(parts)

@@ -94,3 +94,16 @@ def test_segmentation_counts_constant_pixels():
     quality = compare(ref, ref.copy(), "fp32", "test", 2)
     assert quality.task == "segmentation"
     assert quality.reference_warnings == ["fp32 logits are the same for every class on 2 of 32 pixels"]
+
+
+def test_an_inf_in_the_reference_leaves_every_figure_a_number_the_session_can_hold(tmp_path):
+    """The error is taken where the reference is a number (its NaN/Inf are counted apart): a session with an Inf
+    logit in its reference is written and read back."""
+    rng = np.random.default_rng(5)
+    ref = rng.normal(size=(3, 10)).astype(np.float32)
+    cand = ref + np.float32(0.25)
+    ref[1, 4] = np.inf
+    quality = compare(ref, cand, "fp32", "test", len(ref))
+    finite = np.isfinite(ref)
+    assert quality.max_abs_logit_error == pytest.approx(float(np.abs(ref - cand)[finite].max()))
+    assert np.isfinite(quality.max_abs_logit_error)

@@ -128,3 +128,15 @@ def test_a_huge_json_file_is_classified_by_its_opening(tmp_path: Path, monkeypat
     (engine,) = found.engines
     assert engine.files.one("layers") == huge  # a JSON layer file ranks above a log's block: the import reads it
     os.unlink(huge)
+
+
+@pytest.mark.parametrize("value", [1e-9, 5e-324])
+def test_a_time_under_a_nanosecond_is_refused_as_it_is_read_not_when_the_session_is_saved(value):
+    """A session holds 0 or at least a nanosecond (sessions.documents.codec); an imported time in between is the
+    file's fault, named with its place, exit 2."""
+    from profilers.trt_import.documents import plain_time_ms, time_ms
+    from sessions.documents.errors import InputError
+
+    with pytest.raises(InputError, match="profile.json: layer 0"):
+        time_ms(value, "profile.json: layer 0")
+    assert plain_time_ms(value) is None and time_ms(0.0, "x") == 0.0 and time_ms(1e-6, "x") == 1e-6
