@@ -42,8 +42,7 @@ class InspectorApp(App):
     ) -> None:
         """`output`: libraries' stdout and stderr, redirected while a live study runs; the app then draws on the
         terminal copy it keeps."""
-        terminal_fd = output.terminal_fd if output is not None else None
-        super().__init__(driver_class=terminal_driver(terminal_fd) if terminal_fd is not None else None)
+        super().__init__(driver_class=terminal_driver(output) if output is not None else None)
         self.session, self.path, self.study, self.force = session, path, study, force
         self.output = output
         self.rules = rules or load_rules()

@@ -78,9 +78,10 @@ class LibraryOutput:
                     sink(line)
 
 
-def terminal_driver(fd: int) -> type[Driver]:
-    """Textual's POSIX driver drawing on `fd` (the terminal copy), its size read there too (POSIX only: on Windows
-    `open_tui` redirects nothing and the app keeps Textual's own driver)."""
+def terminal_driver(output: LibraryOutput) -> type[Driver]:
+    """Textual's POSIX driver drawing on `output`'s terminal copy, its size read there too (POSIX only: on Windows
+    `open_tui` redirects nothing and the app keeps Textual's own driver). The copy is read when the app starts its
+    driver, so `output.start()` may come after the app is made but must come before `app.run()`."""
     from textual.drivers.linux_driver import LinuxDriver
 
     class TerminalCopyDriver(LinuxDriver):
@@ -88,11 +89,15 @@ def terminal_driver(fd: int) -> type[Driver]:
 
         def __init__(self, app, *, debug: bool = False, mouse: bool = True, size: tuple[int, int] | None = None) -> None:
             super().__init__(app, debug=debug, mouse=mouse, size=size)
-            self._file: TextIO = open(fd, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            if output.terminal_fd is None:
+                raise RuntimeError("the library output must be redirected (start) before the app runs")
+            self._terminal_fd = output.terminal_fd
+            self._file: TextIO = open(self._terminal_fd, "w", encoding="utf-8", errors="replace",  # noqa: SIM115
+                                      closefd=False)
 
         def _get_terminal_size(self) -> tuple[int, int]:
             try:
-                return tuple(os.get_terminal_size(fd))  # type: ignore[return-value]
+                return tuple(os.get_terminal_size(self._terminal_fd))  # type: ignore[return-value]
             except OSError:
                 return super()._get_terminal_size()
 
