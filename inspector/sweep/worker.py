@@ -39,6 +39,9 @@ def _run_job(argv: list[str]) -> int:
         print(f"[{progress.phase}] {progress.message}", file=sys.stderr, flush=True)
 
     try:
+        from inspector import torch_stack
+
+        torch_stack.check()  # as the CLI's model commands: a mismatched pair is the job's one-line reason
         for module in job.imports:
             importlib.import_module(module)
         session, path = run_study(job_plan(job, report), list(job.command), report)
