@@ -142,3 +142,33 @@ async def test_the_estimate_moves_between_steps(tmp_path, monkeypatch):
         finally:
             await stopped(app, pilot)
 
+
+
+
+async def test_the_live_table_says_what_its_quality_figures_mean(tmp_path, monkeypatch):
+    """The caveats a step reports (random weights, a degenerate reference) stand beneath the live table until a later
+    step reports others."""
+    path = tmp_path / "running.json"
+    path.write_bytes((H200 / "senet154-h200.json").read_bytes())
+    caveat = "random weights (a stand-in): quality compares numerics; --checkpoint FILE gives trained figures"
+    reported = []
+
+    def study(request, report, force=False):
+        report(Progress("setup", "session", session_path=path))
+        reported.append(True)
+        report(Progress("quality", "quality of fp32", "fp32", caveats=(caveat,)))
+        reported.append(True)
+        while True:
+            time.sleep(0.01)
+
+    monkeypatch.setattr("inspector.tui.screens.study.run_requested_study", study)
+    app = InspectorApp(study=tiny_request(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        try:
+            while len(reported) < 2:
+                await pilot.pause(0.05)
+            await pilot.pause(0.2)
+            shown = str(app.screen.query_one("#caveats", Static).render())
+        finally:
+            await stopped(app, pilot)
+    assert caveat in shown.replace("\n", " ")

@@ -98,6 +98,7 @@ class StudyScreen(Screen):
         yield Static("", id="eta")
         yield Static("variants: finished (saved in the session file), then the one running", classes="phase-label")
         yield TablePanel(views.variant_table([]), id="landed")
+        yield Static("", id="caveats")  # what the quality figures above mean (random weights, a degenerate reference)
         yield Log(id="study-log", max_lines=None, auto_scroll=True)  # every line kept; it follows the newest
         yield Footer(compact=True, show_command_palette=False)
 
@@ -159,6 +160,7 @@ class StudyScreen(Screen):
         if p.saved:  # finished means saved: a stop now keeps exactly these
             self.finished = p.variants
         self.query_one("#landed", TablePanel).show(self.live_table(p))
+        self.query_one("#caveats", Static).update(plain("\n".join(p.caveats)))
 
     def live_table(self, p: Progress) -> views.Table:
         """The finished variants with their newest figures (a timing round's latency before it is saved), then the
