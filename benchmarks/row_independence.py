@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
+
 from sessions.analyses.noise import WITHIN, Band, judge, latency_band
 from sessions.documents.storage import load
 

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
+
 from sessions.documents.storage import load
 
 MODELS = ("resnest14d", "convnext_atto", "densenet121", "resnet50", "efficientnet_b0", "vit_tiny_patch16_224", "dpn68")
