@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from sessions.analyses.noise import FASTER, SLOWER, WITHIN, Band, judge, latency_band
+from sessions.analyses.noise import FASTER, SLOWER, Band, judge, latency_band
 from sessions.documents.errors import InputError
 from sessions.documents.model import Session, Variant
 
@@ -142,19 +142,6 @@ def speed_factor(speedup: float) -> str:
     while decimals < 6 and factor != 1 and f"{factor:.{decimals}f}" == f"{1:.{decimals}f}":
         decimals += 1
     return f"{factor:.{decimals}f}x {direction}"
-
-
-def speedup_words(comparison: Comparison) -> str | None:
-    """'is 1.23x faster than fp16', 'is within noise of fp16 (0.99x)'; None where nothing was compared."""
-    c = comparison
-    if c.baseline is None or c.is_baseline or c.speedup is None:
-        return None
-    name = c.baseline.name
-    if c.judgement == WITHIN:
-        return f"is within noise of {name} ({c.speedup:.2f}x)"
-    if c.judgement is None:
-        return f"runs at {c.speedup:.2f}x of {name} (not judged: no timing spread stored)"
-    return f"is {speed_factor(c.speedup)} than {name}"
 
 
 def batch_words(session: Session) -> str:

@@ -25,7 +25,6 @@ Op = Literal[
 TraceUnit = Literal["kernel", "op"]
 Timer = Literal["cuda-events", "perf_counter", "trtexec", "unknown"]
 
-PRECISIONS: tuple[str, ...] = get_args(Precision)
 OPS: tuple[str, ...] = get_args(Op)
 
 
