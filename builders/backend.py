@@ -53,7 +53,13 @@ class Engine(ABC):
         """One eager inference on the static input (what the tracers record)."""
 
     @abstractmethod
-    def timing_step(self) -> TimingStep: ...
+    def timing_step(self) -> TimingStep:
+        """What the timer repeats: one inference on the static input.
+
+        Returns:
+            The step, `graphed` where it replays a captured CUDA graph, else with a `note` saying why not.
+            Asked once per variant, after `run_once` has run; the same step may be called many thousand times.
+        """
 
     @abstractmethod
     def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager[None]:
@@ -102,6 +108,10 @@ DEVICE_WORDS = {"cuda": "CUDA", "cpu": "the CPU"}
 
 
 class Backend(ABC):
+    """A way to build and run a model's variants. A subclass sets `name`, `label` and `capabilities`, implements
+    `__init__`, `build` and `reference`, and registers itself with `register_backend` in
+    `builders/<room>/<name>_backend.py`."""
+
     name: ClassVar[str]
     label: ClassVar[str]  # how sessions and notes name the engine: "PyTorch", "TensorRT"
     capabilities: Capabilities  # set on the class; an instance may restate it (the TensorRT stand-in's wording)
@@ -132,10 +142,29 @@ class Backend(ABC):
         return load_study_inputs(plan)
 
     @abstractmethod
-    def __init__(self, context: BackendContext) -> None: ...
+    def __init__(self, context: BackendContext) -> None:
+        """Hold what every variant is built from; load nothing slow here (the first `build` may).
+
+        Args:
+            context: the plan, the loaded model, the static input and the progress callback.
+        """
 
     @abstractmethod
-    def build(self, variant: VariantPlan, calibration: Any) -> BuildResult: ...
+    def build(self, variant: VariantPlan, calibration: Any) -> BuildResult:
+        """Build one variant of the plan's model.
+
+        Args:
+            variant: the precision, recipe and options of the variant (its backend is this one).
+            calibration: the calibration batches (images as the model's transform gives them), for FP8 scales.
+
+        Returns:
+            The engine bound to the static input, and the variant record with its name, precision, recipe,
+            build seconds and artifact size filled in.
+
+        Raises:
+            Exception: any; it fails this variant only (the study records its first line as the reason and goes
+                on), so an `InspectError` whose message says what to do is the kind to raise on purpose.
+        """
 
     @abstractmethod
     def reference(self, batch: Any) -> Any:

@@ -18,6 +18,9 @@ Step = Callable[[], None]
 
 
 class Tracer(ABC):
+    """A way to record kernels. A subclass sets `name`, `range_kind` and `devices`, implements `trace` and `describe`,
+    and is made available with `register_tracer`."""
+
     name: ClassVar[str]
     range_kind: ClassVar[str | None]  # the layer ranges it sees (nvtx | annotation); None: traces nothing
     devices: ClassVar[frozenset[str]] = frozenset({"cuda", "cpu"})
@@ -27,7 +30,21 @@ class Tracer(ABC):
         return None
 
     @abstractmethod
-    def trace(self, run_once: Step, calls: int, device: str, synchronize: Step) -> TraceRecords: ...
+    def trace(self, run_once: Step, calls: int, device: str, synchronize: Step) -> TraceRecords:
+        """Record what `calls` eager inferences launch.
+
+        Args:
+            run_once: one eager inference; the engine opens its layer ranges of `range_kind` around each layer.
+            calls: how many times to call `run_once` while recording (at least 1).
+            device: the study's device (one of `devices`).
+            synchronize: waits until the device has finished what was launched.
+
+        Returns:
+            The kernels (or ops), ranges and launches recorded, for `profilers.attribution`.
+
+        Raises:
+            MissingEnvironment: the tracer's library cannot record here (one line, with the fix).
+        """
 
     @abstractmethod
     def describe(self, calls: int) -> str:
