@@ -214,9 +214,8 @@ def _modelopt():
     """ModelOpt's quantization, on its pure-PyTorch FP8 path: its CUDA extension takes a minute to compile."""
     try:
         with _absent(UNUSED_MODELOPT_PLUGINS):
-            # Max calibration imports ModelOpt's export package (for the names of fusible sibling layers): 4.4 s of a
-            # second main job on the H200, plugins' libraries and all (benchmarks/results/h200/mainjob-profile/
-            # second.top.txt); imported here, with those libraries absent, it took 0.8 s on the 2-core machine.
+            # max calibration imports ModelOpt's export package: imported here, with the plug-ins' libraries hidden
+            # (its cost with and without them: docs/performance.md)
             import modelopt.torch.export.layer_utils  # noqa: F401
             import modelopt.torch.quantization as mtq
             from modelopt.torch.quantization import extensions

@@ -128,13 +128,8 @@ RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | enc
                "also as RECIPE-per-tensor or RECIPE-per-channel (weight scales); recipes in builders/fp8_recipes.toml")
 TIMING = ("warmup_s", "rounds", "iters", "switch_warmup")  # the options that make a TimingPlan, in its order
 
-# Timing defaults. On the H200 a CUDA-graph sample varies by 0.06-0.17 % (benchmarks/results/h200/mainjob-stats.txt):
-# 5 rounds of 20 put the median within about 0.02 %, and the rounds show drift; more samples only cost time.
-# The warm-up per variant is trtexec's default (200 ms): the GPU is busy from the quality checks on. The
-# inferences discarded at every switch only have to queue ahead of the round's first event (no sample starts
-# on an idle GPU) and bring the new graph's data into the caches: the first round's median lies within 0.1 %
-# of the later rounds' for every variant (same file). Measured with the PyTorch backend's CUDA graphs; TensorRT
-# engines and eager fallbacks use the same defaults unmeasured (their sessions' round medians show it).
+# Timing defaults: 5 rounds of 20 on CUDA after 200 ms of warm-up, inferences discarded at each switch of variant;
+# what they rest on is in docs/evidence.md ("Why the timing defaults are what they are").
 # The probe times one layer per step: 50 ms of warm-up per step, 5 rounds of 20.
 OPTIONS: tuple[Option, ...] = (
     Option("model", (), str, "timm name (senet154), Hugging Face id or folder, hf:<model_type>, or an .onnx file",
