@@ -1,5 +1,6 @@
-"""Binding a lowered program to kernels: cuDNN graphs (shared by signature, plans chosen by timing), FP8 GEMMs,
-quantize kernels and the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer table."""
+"""Binding a lowered program to kernels: cuDNN graphs (shared by signature, plans chosen by timing) or, where timed
+faster, a convolution's tactic of another library (a cuBLASLt GEMM, PyTorch's depthwise kernel), FP8 GEMMs, quantize
+kernels and the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer table."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import torch
 import torch.fx
 
 from builders.engine.compiler import PlanCompiler
+from builders.engine.conv_tactics import KINDS, library_conv, offered, time_library
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
 from builders.engine.lowering import Program, Step, lower
 from builders.engine.plans import TimingCache
-from builders.engine.probe_kernels import Quantizer
+from builders.engine.probe_kernels import Quantizer, one_line
 from builders.engine.runtime import CudnnEngine
-from builders.engine.tactics import Tactic, chose_fp16, output_reason, precision_reason
+from builders.engine.tactics import CUDNN, Tactic, chose_fp16, fastest, output_reason, precision_reason
 from sessions.documents.model import Layer
 from sessions.documents.options import FP8_LAYERS_TIMED
 
@@ -35,7 +37,8 @@ Timed = dict[str, dict[tuple[str, str, str], dict[str, Any]]]  # layer -> (libra
 class BuildContext:
     """What binding needs from the backend: cuDNN, the graphs built so far (shared by the variants), the plans'
     cache and count, the workers that compile plans, one workspace for every graph (layers run one at a time), the
-    quantize kernel, and how layers a recipe quantizes get their precision (`--fp8-layers`: timed or kept)."""
+    quantize kernel, how layers a recipe quantizes get their precision (`--fp8-layers`: timed or kept), and the
+    tactics of other libraries timed so far by signature and library (microseconds, or why it did not run)."""
 
     cudnn: Any
     handle: Any
@@ -48,6 +51,7 @@ class BuildContext:
     graphs: dict[ConvSignature, ConvGraph | str] = field(default_factory=dict)
     workspace: list[torch.Tensor] = field(default_factory=list)
     quantize_us: dict[tuple[int, ...], float] = field(default_factory=dict)  # the quantize layer's time by shape
+    library_us: dict[tuple[ConvSignature, str], float | str] = field(default_factory=dict)
 
 
 def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
@@ -112,9 +116,25 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and not chose_fp16(s.fallback)]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
+    notes += library_notes(backend, layers)
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
     return engine, layers, notes
+
+
+def library_notes(backend: BuildContext, layers: list[Layer]) -> list[str]:
+    """The variant's notes on convolutions' libraries: how many run each library's tactic where another library's
+    was timed too, and the tactics that did not run (the first reason)."""
+    chosen = [str(layer.attrs["library"]) for layer in layers if len(layer.attrs.get("tactics", [])) > 1
+              and "library" in layer.attrs]
+    notes = []
+    if any(library != CUDNN for library in chosen):
+        counts = ", ".join(f"{library} {chosen.count(library)}" for library in sorted(set(chosen)))
+        notes.append(f"convolutions by the library whose tactic timed fastest: {counts}")
+    failed = sorted({reason for reason in backend.library_us.values() if isinstance(reason, str)})
+    if failed:
+        notes.append(f"{len(failed)} tactics of other libraries than cuDNN did not run: {failed[0]}")
+    return notes
 
 
 def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, fp8: set[str],
@@ -122,7 +142,8 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
                      shapes: dict[str, tuple[int, ...]]) -> tuple[Program, Timed, dict[str, str]]:
     """The program the engine runs: lowered, its graphs built (a layer cuDNN refuses is lowered again without it),
     then, with `backend.fp8_layers` timed, lowered again after each round of choices by timing until none changes.
-    Returns it with the tactics timed for each layer and why each conv that could write FP8 writes fp16."""
+    Returns it with the tactics timed for each layer (its library's choice included, where other libraries than
+    cuDNN offer one) and why each conv that could write FP8 writes fp16."""
     output_refused: dict[str, str] = {}
     timed: Timed = {}
     for _ in range(LOWERING_ROUNDS):
@@ -132,6 +153,10 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
         if backend.fp8_layers != FP8_LAYERS_TIMED or not _choose_by_timing(backend, program, plain, shapes, refused,
                                                                              output_refused, timed):
             break
+    for name, sig in _conv_signatures(program, plain, shapes).items():
+        tactics = _tactics(backend, sig)
+        if len(tactics) > 1:
+            _record(timed, name, *tactics)
     return program, timed, output_refused
 
 
@@ -236,11 +261,11 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
     _make_graphs(backend, fp16.values())
     changed = False
     for name, sig in fp8.items():
-        tactics = _tactics(backend, sig, fp16[name])
-        if tactics is None:
+        fp8_tactics, fp16_tactics = _tactics(backend, sig), _tactics(backend, fp16[name])
+        if not (fp8_tactics and fp16_tactics):
             continue
-        _record(timed, name, *tactics)
-        reason = precision_reason(*tactics)
+        _record(timed, name, *fp8_tactics, *fp16_tactics)
+        reason = precision_reason(fastest(fp8_tactics), fastest(fp16_tactics))
         if reason is not None:
             refused[name], changed = reason, True
     if changed:
@@ -249,25 +274,54 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
     unfused = {name: dataclasses.replace(sig, output_fp8=False) for name, sig in writers.items()}
     _make_graphs(backend, unfused.values())
     for name, sig in writers.items():
-        tactics = _tactics(backend, sig, unfused[name])
-        if tactics is None:
+        fused, apart = _tactics(backend, sig), _tactics(backend, unfused[name])
+        if not (fused and apart):
             continue
         quantize = Tactic("quantize layer", "fp16", "fp8", _quantize_us(backend, sig.output_shape()),
                           backend.quantizer().implementation)
-        _record(timed, name, *tactics, quantize)
-        reason = output_reason(*tactics, quantize.time_us)
+        _record(timed, name, *fused, *apart, quantize)
+        reason = output_reason(fastest(fused), fastest(apart), quantize.time_us)
         if reason is not None:
             output_refused[name], changed = reason, True
     return changed
 
 
-def _tactics(backend: BuildContext, *sigs: ConvSignature) -> tuple[Tactic, ...] | None:
-    """Each signature's graph as a timed tactic, or None where one of them has no graph (cuDNN refused it)."""
-    graphs = [backend.graphs.get(sig) for sig in sigs]
-    if not all(isinstance(graph, ConvGraph) for graph in graphs):
-        return None
-    return tuple(Tactic("cuDNN", graph.sig.precision, "fp8" if graph.sig.output_fp8 else "fp16", graph.time_us(),
-                        graph.choice.name) for graph in cast(list[ConvGraph], graphs))
+def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
+    """`sig`'s tactics: its graph's chosen cuDNN plan first, then each other library's tactic offered (`offered`:
+    bounded by `--opt-level` as plans are) that ran, each timed once per signature and kept in the timing cache with
+    the winner; [] where cuDNN has no graph for `sig` (it refused it)."""
+    graph = backend.graphs.get(sig)
+    if not isinstance(graph, ConvGraph):
+        return []
+    output = "fp8" if sig.output_fp8 else "fp16"
+    tactics = [Tactic(CUDNN, sig.precision, output, graph.time_us(), graph.choice.name)]
+    libraries = offered(sig, backend.plan_limit)
+    if not libraries:
+        return tactics
+    held = backend.cache.library_times(sig.key()) if backend.cache is not None else {}
+    for library in libraries:
+        if (sig, library) not in backend.library_us:
+            backend.library_us[sig, library] = held[library] if library in held else _time_library(backend, sig,
+                                                                                                  library)
+        time_us = backend.library_us[sig, library]
+        if not isinstance(time_us, str):
+            tactics.append(Tactic(library, sig.precision, output, time_us))
+    if backend.cache is not None:
+        backend.cache.put_libraries(sig.key(), {t.library: t.time_us for t in tactics[1:]}, fastest(tactics).library)
+    return tactics
+
+
+def conv_library(backend: BuildContext, sig: ConvSignature) -> str:
+    """The library whose tactic runs `sig`'s convolution (cuDNN has its graph): the fastest of its tactics."""
+    return fastest(_tactics(backend, sig)).library
+
+
+def _time_library(backend: BuildContext, sig: ConvSignature, library: str) -> float | str:
+    """Microseconds of `library`'s tactic for `sig` on the GPU (`time_library`), or why it did not run."""
+    try:
+        return time_library(library, sig, backend.quantizer)
+    except Exception as exc:  # noqa: BLE001  (a tactic that does not run is not offered; the variant says why)
+        return f"{library} for {sig.key()}: {one_line(exc, 200)}"
 
 
 def _record(timed: Timed, layer: str, *tactics: Tactic) -> None:
@@ -296,10 +350,15 @@ def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: t
         layer = _layer(step)
         if step.kind == "conv":
             conv = cast(torch.nn.Conv2d, plain.get_submodule(step.name))
-            graph = backend.graphs[_signature(step, conv, shapes[step.name])]
+            sig = _signature(step, conv, shapes[step.name])
+            graph = backend.graphs[sig]
             assert isinstance(graph, ConvGraph)
-            runner = _conv_runner(backend, step, conv, graph, scales)
+            library = conv_library(backend, sig)
             _describe_conv(layer, conv, graph)
+            if library == CUDNN:
+                runner = _conv_runner(backend, step, conv, graph, scales)
+            else:
+                runner = _library_runner(backend, step, conv, sig, library, scales, layer)
         elif step.kind == "linear" and step.precision == "fp8":
             linear = cast(torch.nn.Linear, plain.get_submodule(step.name))
             gemm = Fp8Linear(linear.weight, linear.bias, *scales[step.name])
@@ -329,7 +388,9 @@ def _layer(step: Step) -> Layer:
 
 
 def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph) -> None:
-    layer.kind = f"cuDNN conv graph ({graph.sig.precision})"
+    """The layer as its cuDNN graph runs it (the plan chosen, the signature); `_library_runner` renames the kind,
+    tactic and library where another library's tactic runs instead."""
+    layer.kind, layer.attrs["library"] = f"cuDNN conv graph ({graph.sig.precision})", CUDNN
     layer.groups, layer.kernel_shape = conv.groups, list(conv.kernel_size)
     layer.in_channels, layer.out_channels, layer.stride = conv.in_channels, conv.out_channels, list(conv.stride)
     choice = graph.choice
@@ -339,16 +400,35 @@ def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph) -> Non
                            plan_index=choice.index, plan_time_us=choice.time_us, signature=graph.sig.key())
 
 
+def _conv_scales(step: Step, conv: torch.nn.Conv2d, scales: dict[str, tuple[float, torch.Tensor]]
+                 ) -> tuple[float | None, torch.Tensor | None, float | None]:
+    """A conv step's input scale and per-output-channel weight scales (FP8 only, else None) and its output scale
+    (where it writes FP8 for its readers)."""
+    x_scale, w_scale = scales.get(step.name, (None, None)) if step.precision == "fp8" else (None, None)
+    if w_scale is not None and w_scale.numel() == 1:
+        w_scale = w_scale.expand(conv.out_channels)
+    return x_scale, w_scale, scales[step.output_scale_of][0] if step.output_scale_of else None
+
+
+def _library_runner(backend: BuildContext, step: Step, conv: torch.nn.Conv2d, sig: ConvSignature, library: str,
+                    scales: dict[str, tuple[float, torch.Tensor]], layer: Layer) -> Runner:
+    """The runner of a conv step whose tactic of `library` (not cuDNN) timed fastest; names it in `layer`."""
+    run = library_conv(library, sig, conv.weight, conv.bias, *_conv_scales(step, conv, scales), backend.quantizer)
+    layer.kind, layer.tactic = f"{KINDS[library]} ({sig.precision})", run.path
+    layer.attrs["library"] = library
+    return _conv_call(run, step)
+
+
 def _conv_runner(backend: BuildContext, step: Step, conv: torch.nn.Conv2d, graph: ConvGraph,
                  scales: dict[str, tuple[float, torch.Tensor]]) -> Runner:
-    x_scale, w_scale = scales.get(step.name, (None, None))
-    if step.precision == "fp8" and w_scale is not None and w_scale.numel() == 1:
-        w_scale = w_scale.expand(conv.out_channels)
-    out_scale = scales[step.output_scale_of][0] if step.output_scale_of else None
     if not backend.workspace or graph.workspace_bytes > backend.workspace[0].numel():
         backend.workspace[:1] = [torch.empty(max(graph.workspace_bytes, 1), dtype=torch.uint8, device="cuda")]
-    layer = ConvLayer(graph, conv.weight, conv.bias, x_scale if step.precision == "fp8" else None,
-                      w_scale if step.precision == "fp8" else None, out_scale, backend.workspace)
+    layer = ConvLayer(graph, conv.weight, conv.bias, *_conv_scales(step, conv, scales), backend.workspace)
+    return _conv_call(layer, step)
+
+
+def _conv_call(layer: Callable[..., Any], step: Step) -> Runner:
+    """A conv step's runner: `layer` on its input, and its residual where its epilogue adds one."""
     source = step.inputs[0]
     if len(step.inputs) > 1:
         residual = step.inputs[1]

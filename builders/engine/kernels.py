@@ -26,6 +26,7 @@ PLAN_WARMUP, PLAN_REPEATS = 3, 10  # executions per plan: discarded, then timed 
 HOLD_CYCLES_PER_REPEAT = 120_000
 # Every tensor of a conv graph by a fixed uid, so a plan deserialized from the timing cache binds the same names.
 TENSOR_UIDS = {"x": 1, "w": 2, "descale": 3, "bias": 4, "residual": 5, "qscale": 6, "y": 7}
+SCALED_MM_ALIGNMENT = 16  # torch._scaled_mm takes FP8 operands whose inner and outer dimensions are multiples of it
 NOT_SERIALIZED = "built, but cuDNN did not serialize it"
 Compiled = tuple[list[str], dict[int, bytes | str]]  # a graph's plan names; by index, its plan serialized or why not
 
@@ -112,7 +113,7 @@ def tensor_names(sig: ConvSignature) -> list[str]:
     return names + (["residual"] if "add" in sig.epilogue else []) + (["qscale"] if sig.output_fp8 else []) + ["y"]
 
 
-def time_execution(run: Callable[[], None]) -> float:
+def time_execution(run: Callable[[], object]) -> float:
     """Microseconds per call of `run` (one plan's execution), warmed up, then timed back to back on the GPU."""
     for _ in range(PLAN_WARMUP):
         run()
@@ -285,8 +286,9 @@ class Fp8Linear:
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float, w_scale: torch.Tensor) -> None:
         out_features, in_features = weight.shape
-        if in_features % 16 or out_features % 16:
-            raise ValueError(f"torch._scaled_mm needs in and out features divisible by 16 (got {in_features} -> {out_features})")
+        if in_features % SCALED_MM_ALIGNMENT or out_features % SCALED_MM_ALIGNMENT:
+            raise ValueError(f"torch._scaled_mm needs in and out features divisible by {SCALED_MM_ALIGNMENT} "
+                             f"(got {in_features} -> {out_features})")
         per_channel = w_scale.numel() > 1
         scale = w_scale.float().reshape(-1, 1)
         self.weight = quantize_weight(weight, scale).t()

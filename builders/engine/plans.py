@@ -23,16 +23,19 @@ from builders.cache_files import (
     PLAN_NAME,
     cache_folder,
     document_digest,
+    is_number,
     read_cache_bytes,
     read_cache_json,
     timing_entry,
 )
+from builders.engine.tactics import CUDNN, LIBRARIES
 from sessions.documents.errors import InspectError
 from sessions.documents.paths import cache_dir
 from sessions.documents.storage import file_lock, lock_path_of, write_atomically
 
 PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> plans built and timed per graph
-CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry carries its digest
+CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry carries its digest (and, optional in 3,
+# the times of other libraries' tactics and the winning library: `libraries_read`)
 SAVE_LOCK_WAIT_S = 30.0  # a save waits this long for another study's save of the same cache, then is left for later
 PRUNE_AFTER_S = 24 * 3600.0  # a plan file no entry names is removed once older than this: a study writes its plans
 # as it chooses them and names them at its next save (minutes later), so a younger one may be another study's
@@ -70,7 +73,7 @@ class TimingCache:
     never a pickle. A plan file whose bytes no longer hash to its name is not loaded. Loading a plan loads the
     native code cuDNN compiled into it: the cache is the user's own folder, as a TensorRT timing cache or engine is.
 
-    Read through `builders.cache_files`: an entry that does not read (`timing_entry`) is a miss, built again and
+    Read through `builders.cache_files`: an entry that does not read (`timing_entry`, `libraries_read`) is a miss, built again and
     replaced at the next save. Studies sharing the cache merge on save, under its lock (`save`).
     """
 
@@ -110,6 +113,22 @@ class TimingCache:
             return None
         blob = read_cache_bytes(self.plans_dir / f"{name}.plan", "serialized plan", MAX_PLAN_BYTES)
         return (blob, entry) if blob is not None and hashlib.sha256(blob).hexdigest() == name else None
+
+    def library_times(self, signature: str) -> dict[str, float]:
+        """The microseconds of other libraries' tactics held for `signature` (`put_libraries`), by library; {} where
+        none are held (an entry written before the engine timed other libraries, or none)."""
+        entry = self.entries.get(signature)
+        return dict(entry.get("tactics", {})) if entry is not None else {}
+
+    def put_libraries(self, signature: str, times: dict[str, float], library: str) -> None:
+        """Adds to `signature`'s entry the times of other libraries' tactics and the library that won; nothing where
+        the entry is missing (no cuDNN choice recorded) or already holds them."""
+        entry = self.entries.get(signature)
+        if entry is None or (entry.get("tactics") == times and entry.get("library", CUDNN) == library):
+            return
+        self.entries[signature] = {**entry, "tactics": dict(times), "library": library}
+        self.changed.add(signature)
+        self.dirty = True
 
     def put(self, signature: str, choice: Choice, plan: bytes | None) -> None:
         """Records `choice` for `signature`, with its serialized plan where cuDNN serialized it; a choice the cache
@@ -173,7 +192,21 @@ def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
     if not isinstance(raw, dict):
         return None
     entry = {k: v for k, v in raw.items() if k != "digest"}
-    return timing_entry(entry) if raw.get("digest") == document_digest([signature, entry]) else None
+    if raw.get("digest") != document_digest([signature, entry]):
+        return None
+    read = timing_entry(entry)
+    return read if read is not None and libraries_read(read) else None
+
+
+def libraries_read(entry: dict[str, Any]) -> bool:
+    """Whether an entry's library fields mean what they should (both optional: an entry written before the engine
+    timed other libraries has neither): `tactics` a mapping of other libraries (cuBLASLt, PyTorch) to finite times
+    >= 0; `library`, the winner, cuDNN or one of them."""
+    times = entry.get("tactics", {})
+    if not (isinstance(times, dict) and all(name in LIBRARIES and name != CUDNN and is_number(time_us) and time_us >= 0
+                                            for name, time_us in times.items())):
+        return False
+    return entry.get("library", CUDNN) in (CUDNN, *times)
 
 
 def _builds(graph: PlanGraph, index: int) -> bool:

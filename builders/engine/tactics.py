@@ -1,5 +1,6 @@
-"""Choices the engine makes by timing, as TensorRT's builder makes them: whether a layer the recipe quantizes runs
-in FP8 or fp16, and whether a convolution writes FP8 for its readers (the quantize fused in its epilogue) or fp16
+"""Choices the engine makes by timing, as TensorRT's builder makes them: which library's tactic runs a convolution
+(cuDNN's best plan, a cuBLASLt GEMM, PyTorch's own kernel), whether a layer the recipe quantizes runs
+in FP8 or fp16 (its best tactic of any library in each), and whether a convolution writes FP8 for its readers (the quantize fused in its epilogue) or fp16
 (a quantize layer before them).
 
 Pure decisions over measured times (no torch, no cuDNN), so every rule is testable on the CPU; `builders.engine.build`
@@ -8,8 +9,12 @@ times the candidates and applies the answers by re-lowering.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+CUDNN, CUBLASLT, PYTORCH = "cuDNN", "cuBLASLt", "PyTorch"  # the libraries whose tactics run a convolution
+LIBRARIES = (CUDNN, CUBLASLT, PYTORCH)
 
 CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"  # how a layer says it runs fp16 by choice, not by refusal
 CHOSEN_FP16_OUTPUT = "fp16 output chosen by timing"  # how a conv says it writes fp16 for FP8 readers by choice
@@ -31,23 +36,33 @@ class Tactic:
         return {key: value for key, value in asdict(self).items() if value != ""}
 
 
+def fastest(tactics: Sequence[Tactic]) -> Tactic:
+    """The tactic that runs: the fastest; of equal times the first (cuDNN's plan comes first, so a tie keeps it).
+    ValueError where there is none."""
+    if not tactics:
+        raise ValueError("no tactic to choose from")
+    return min(tactics, key=lambda tactic: tactic.time_us)
+
+
 def precision_reason(fp8: Tactic, fp16: Tactic) -> str | None:
-    """Why the layer runs fp16 although the recipe quantizes it (its fp16 tactic is faster than its best FP8 one), or
-    None where FP8 is at least as fast and stays. Ties keep FP8, as asked."""
+    """Why the layer runs fp16 although the recipe quantizes it (`fp16`, its best fp16 tactic of any library, is
+    faster than `fp8`, its best FP8 one of any library), or None where FP8 is at least as fast and stays. Ties keep
+    FP8, as asked."""
     if not fp16.time_us < fp8.time_us:
         return None
-    return (f"{CHOSEN_FP16}: best FP8 plan {fp8.time_us / fp16.time_us:.1f}x slower "
-            f"({fp8.time_us:.1f} us against {fp16.time_us:.1f} us)")
+    return (f"{CHOSEN_FP16}: best FP8 tactic ({fp8.library}) {fp8.time_us / fp16.time_us:.1f}x slower "
+            f"({fp8.time_us:.1f} us against {fp16.time_us:.1f} us, {fp16.library} fp16)")
 
 
 def output_reason(fused: Tactic, unfused: Tactic, quantize_us: float) -> str | None:
-    """Why a conv writes fp16 and leaves the quantize to a layer of its own: its plan writing fp16 plus that quantize
-    takes less time than its plan writing FP8 (`fused`); None where writing FP8 is at least as fast."""
+    """Why a conv writes fp16 and leaves the quantize to a layer of its own: its best tactic writing fp16
+    (`unfused`) plus that quantize takes less time than its best tactic writing FP8 (`fused`); None where writing FP8
+    is at least as fast."""
     apart = unfused.time_us + quantize_us
     if not apart < fused.time_us:
         return None
-    return (f"{CHOSEN_FP16_OUTPUT}: the plan writing FP8 takes {fused.time_us:.1f} us, the plan writing fp16 "
-            f"{unfused.time_us:.1f} us and the quantize {quantize_us:.1f} us")
+    return (f"{CHOSEN_FP16_OUTPUT}: the best tactic writing FP8 ({fused.library}) takes {fused.time_us:.1f} us, the "
+            f"best writing fp16 ({unfused.library}) {unfused.time_us:.1f} us and the quantize {quantize_us:.1f} us")
 
 
 def chose_fp16(fallback: str | None) -> bool:

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from builders.cache_files import document_digest
 from builders.engine import compiler as plan_compiler
 from builders.engine.compiler import CompileJobs, PlanCompiler, worker_count
 from builders.engine.kernels import NOT_SERIALIZED, answer_covers
-from builders.engine.plans import PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
+from builders.engine.plans import CACHE_VERSION, PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
 from sessions.documents.storage import decode, read_regular_file
 from tests.conftest import ROOT
 
@@ -124,6 +125,48 @@ def test_a_cached_choice_keeps_its_record_and_gains_the_plan_it_lacked(tmp_path)
     cache.dirty = False
     cache.put("sig", Choice(1, "p1", 1, 4, None, True, []), b"plan")
     assert not cache.dirty
+
+
+def test_an_entry_keeps_other_libraries_times_and_the_winning_library(tmp_path):
+    path = tmp_path / "cache.json"
+    cache = TimingCache(path, {"gpu": "x"})
+    cache.put("sig", Choice(1, "p1", 3, 4, 9.0, False, []), None)
+    cache.put_libraries("sig", {"cuBLASLt": 3.5, "PyTorch": 4.0}, "cuBLASLt")
+    cache.save()
+    reloaded = TimingCache(path, {"gpu": "x"})
+    assert reloaded.library_times("sig") == {"cuBLASLt": 3.5, "PyTorch": 4.0}
+    assert (reloaded.entries["sig"]["library"], reloaded.get("sig")) == ("cuBLASLt", (1, "p1"))
+    reloaded.put_libraries("sig", {"cuBLASLt": 3.5, "PyTorch": 4.0}, "cuBLASLt")
+    assert not reloaded.dirty  # nothing new: nothing to save
+    reloaded.put_libraries("other", {"cuBLASLt": 1.0}, "cuBLASLt")
+    assert "other" not in reloaded.entries  # no cuDNN choice recorded: nothing to extend
+
+
+OLD_ENTRY = {"index": 1, "name": "p1", "tried": 3, "offered": 4, "time_us": 9.0}  # before other libraries were timed
+
+
+def _write_entry(path: Path, entry: dict) -> None:
+    """A cache file holding `entry` for "sig", with its digest right: only the entry's meaning can refuse it."""
+    body = {"version": CACHE_VERSION, "key": {"gpu": "x"},
+            "plans": {"sig": {**entry, "digest": document_digest(["sig", entry])}}}
+    path.write_text(json.dumps(body))
+
+
+def test_an_entry_written_before_other_libraries_were_timed_still_reads(tmp_path):
+    _write_entry(tmp_path / "cache.json", OLD_ENTRY)
+    cache = TimingCache(tmp_path / "cache.json", {"gpu": "x"})
+    assert cache.get("sig") == (1, "p1") and cache.library_times("sig") == {}
+
+
+@pytest.mark.parametrize("fields", [
+    {"library": "cuBLASLT"}, {"library": 7}, {"library": ["cuDNN"]},
+    {"library": "PyTorch", "tactics": {"cuBLASLt": 2.0}},  # the winner has no time
+    {"tactics": {"cuBLASLt": -1.0}}, {"tactics": {"cuBLASLt": "fast"}}, {"tactics": {"cuBLASLt": True}},
+    {"tactics": {"cuDNN": 2.0}}, {"tactics": {"TensorRT": 2.0}}, {"tactics": [["cuBLASLt", 2.0]]},
+])
+def test_an_entry_whose_library_fields_do_not_read_is_a_miss(tmp_path, fields):
+    _write_entry(tmp_path / "cache.json", {**OLD_ENTRY, **fields})
+    assert TimingCache(tmp_path / "cache.json", {"gpu": "x"}).entries == {}
 
 
 def test_plans_compiled_elsewhere_are_loaded_timed_and_refusals_keep_their_reason():

@@ -1,21 +1,36 @@
-"""Choices by timing, as TensorRT's builder makes them: a quantized convolution runs fp16 where its fp16 tactic is
-faster (and says so), stays FP8 with `--fp8-layers kept`; a convolution writes FP8 for its readers only where that
-beats writing fp16 plus a quantize layer. On the CPU: every graph stands in with the time the test gives it, so the
-expectations come from the test's own table of times, not from the engine's rules."""
+"""Choices by timing, as TensorRT's builder makes them: a convolution runs the fastest library's tactic (cuDNN's
+plan, a cuBLASLt GEMM, PyTorch's depthwise kernel); a quantized convolution runs fp16 where its best fp16 tactic is
+faster than its best FP8 one (and says so), stays FP8 with `--fp8-layers kept`; a convolution writes FP8 for its
+readers only where that beats writing fp16 plus a quantize layer. On the CPU: every graph and every other library's
+tactic stands in with the time the test gives it, so the expectations come from the test's own table of times, not
+from the engine's rules."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 
 import pytest
 import torch
 
-from builders.engine.build import BuildContext, lower_and_choose
+from builders.engine import build
+from builders.engine.build import BuildContext, conv_library, lower_and_choose
+from builders.engine.conv_tactics import offered
 from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
-from builders.engine.plans import Choice
+from builders.engine.plans import Choice, TimingCache
 from builders.engine.probe_kernels import Quantizer
-from builders.engine.tactics import CHOSEN_FP16, CHOSEN_FP16_OUTPUT, Tactic, output_reason, precision_reason
+from builders.engine.tactics import (
+    CHOSEN_FP16,
+    CHOSEN_FP16_OUTPUT,
+    CUBLASLT,
+    CUDNN,
+    PYTORCH,
+    Tactic,
+    fastest,
+    output_reason,
+    precision_reason,
+)
 from sessions.documents.options import FP8_LAYERS_KEPT, FP8_LAYERS_TIMED
 
 
@@ -32,16 +47,32 @@ class TwoConvs(torch.nn.Module):
         return self.pointwise(torch.relu(self.grouped(torch.relu(self.stem(x)))))
 
 
+class DepthwiseConvs(torch.nn.Module):
+    """stem (dense 3x3) -> relu -> depthwise 3x3 -> relu -> dense 1x1, as TwoConvs with a depthwise middle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.grouped = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.pointwise = torch.nn.Conv2d(16, 32, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pointwise(torch.relu(self.grouped(torch.relu(self.stem(x)))))
+
+
 @dataclass
 class Times:
-    """Microseconds by (layer, precision, writes FP8); the quantize layer's time."""
+    """Microseconds of cuDNN's plans by (layer, precision, writes FP8); the quantize layer's time; other libraries'
+    tactics by (layer, library, precision), whatever they write."""
 
     table: dict[tuple[str, str, bool], float]
     quantize_us: float
+    libraries: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
-def context(model: torch.nn.Module, times: Times, fp8_layers: str) -> tuple[BuildContext, dict]:
-    """A BuildContext whose graphs are stand-ins timed from `times`, and the conv input shapes (from hooks)."""
+def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: int = 1) -> tuple[BuildContext, dict]:
+    """A BuildContext whose graphs and other libraries' tactics are stand-ins timed from `times` (a tactic the
+    table does not time did not run), and the conv input shapes (from hooks)."""
     shapes: dict[str, tuple[int, ...]] = {}
     def record(path: str):
         def hook(_module: torch.nn.Module, args: tuple) -> None:  # None: the inputs stay as they are
@@ -53,6 +84,7 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str) -> tuple[Buil
     for hook in hooks:
         hook.remove()
     graphs: dict[ConvSignature, ConvGraph | str] = {}
+    library_us: dict[tuple[ConvSignature, str], float | str] = {}
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Conv2d):
             continue
@@ -65,20 +97,27 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str) -> tuple[Buil
                     time_us = times.table[(name, precision, writes_fp8)]
                     graphs[sig] = ConvGraph(sig, None, None, None, Choice(0, f"plan-{name}", 1, 1, time_us, False, []),
                                             None)
-    backend = BuildContext(None, None, torch.zeros(1), 1, None, None,  # type: ignore[arg-type]
-                           lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"), fp8_layers, graphs)
+                    for library in offered(sig, plan_limit):
+                        library_us[sig, library] = times.libraries.get((name, library, precision), "not timed here")
+    backend = BuildContext(None, None, torch.zeros(1), plan_limit, None, None,  # type: ignore[arg-type]
+                           lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"), fp8_layers, graphs,
+                           library_us=library_us)
     return backend, shapes
 
 
-def choose(times: Times, fp8_layers: str = FP8_LAYERS_TIMED):
-    model = TwoConvs().eval()
-    backend, shapes = context(model, times, fp8_layers)
+def choose(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Module | None = None,
+           plan_limit: int = 1):
+    """The program's steps by name, the tactics timed by layer, the output choices, and each conv's library."""
+    model = (model or TwoConvs()).eval()
+    backend, shapes = context(model, times, fp8_layers, plan_limit)
     backend.quantize_us = {sig.output_shape(): times.quantize_us for sig in backend.graphs}
     fp8 = {"grouped", "pointwise"}
     keys = {"grouped": 0.5, "pointwise": 0.5}  # one input scale: the grouped conv may write FP8 for the pointwise
     program, timed, outputs = lower_and_choose(backend, trace(model, torch.randn(1, 8, 6, 6)), model, fp8, keys, {},
                                                shapes)
-    return {step.name: step for step in program.steps}, timed, outputs
+    signatures = build._conv_signatures(program, model, shapes)
+    libraries = {name: conv_library(backend, sig) for name, sig in signatures.items()}
+    return {step.name: step for step in program.steps}, timed, outputs, libraries
 
 
 def uniform(**slow: float) -> dict[tuple[str, str, bool], float]:
@@ -94,7 +133,7 @@ def uniform(**slow: float) -> dict[tuple[str, str, bool], float]:
 
 
 def test_a_slow_fp8_layer_runs_fp16_and_says_why():
-    steps, timed, _ = choose(Times(uniform(grouped_fp8=160.0), 1.0))
+    steps, timed, _, _ = choose(Times(uniform(grouped_fp8=160.0), 1.0))
     grouped = steps["grouped"]
     assert (grouped.asked, grouped.precision) == ("fp8", "fp16")
     assert grouped.fallback.startswith(CHOSEN_FP16) and "16.0x slower" in grouped.fallback
@@ -104,7 +143,7 @@ def test_a_slow_fp8_layer_runs_fp16_and_says_why():
 
 
 def test_kept_runs_every_quantized_layer_in_fp8():
-    steps, timed, _ = choose(Times(uniform(grouped_fp8=160.0), 1.0), FP8_LAYERS_KEPT)
+    steps, timed, _, _ = choose(Times(uniform(grouped_fp8=160.0), 1.0), FP8_LAYERS_KEPT)
     assert steps["grouped"].precision == "fp8" and not steps["grouped"].fallback
     assert timed == {}
 
@@ -112,12 +151,12 @@ def test_kept_runs_every_quantized_layer_in_fp8():
 def test_fp8_output_only_where_it_beats_fp16_plus_a_quantize():
     # writing FP8 costs 40 us in either precision (the precision choice is a tie), 10 + 2 apart
     slow_fused = Times(uniform(grouped_fp8_fp8out=40.0, grouped_fp16_fp8out=40.0), 2.0)
-    steps, _, outputs = choose(slow_fused)
+    steps, _, outputs, _ = choose(slow_fused)
     assert not steps["grouped"].output_fp8
     assert outputs["grouped"].startswith(CHOSEN_FP16_OUTPUT)
     assert steps["pointwise"].inputs[0] == "pointwise.input_quantizer"
     fast_fused = Times(uniform(grouped_fp8_fp8out=11.0, grouped_fp16_fp8out=11.0), 2.0)  # 11 us < 10 + 2
-    steps, _, outputs = choose(fast_fused)
+    steps, _, outputs, _ = choose(fast_fused)
     assert steps["grouped"].output_fp8 and "grouped" not in outputs
 
 
@@ -132,3 +171,78 @@ def test_output_reason(fused, unfused, quantize, apart):
     reason = output_reason(Tactic("cuDNN", "fp8", "fp8", fused), Tactic("cuDNN", "fp8", "fp16", unfused), quantize)
     assert (reason is not None) == apart
 
+
+
+def test_each_convolution_runs_the_fastest_librarys_tactic():
+    # cuDNN's plans 10 us; the 1x1 GEMM 5 us in FP8, 7 in fp16; PyTorch's depthwise kernel 4 us (fp16 only)
+    times = Times(uniform(), 1.0, {("pointwise", CUBLASLT, "fp8"): 5.0, ("pointwise", CUBLASLT, "fp16"): 7.0,
+                                   ("grouped", PYTORCH, "fp16"): 4.0})
+    steps, timed, _, libraries = choose(times, model=DepthwiseConvs(), plan_limit=4)
+    assert libraries == {"stem": CUDNN, "grouped": PYTORCH, "pointwise": CUBLASLT}
+    assert steps["pointwise"].precision == "fp8"
+    grouped = steps["grouped"]  # its best FP8 tactic (cuDNN, 10 us) loses to PyTorch's fp16 kernel (4 us)
+    assert (grouped.asked, grouped.precision) == ("fp8", "fp16")
+    assert grouped.fallback.startswith(CHOSEN_FP16) and "(cuDNN) 2.5x slower" in grouped.fallback
+    assert "PyTorch fp16" in grouped.fallback
+    recorded = {(t["library"], t["precision"], t["time_us"]) for t in timed["pointwise"].values()}
+    assert {(CUDNN, "fp8", 10.0), (CUBLASLT, "fp8", 5.0), (CUDNN, "fp16", 10.0), (CUBLASLT, "fp16", 7.0)} <= recorded
+    assert "stem" not in timed  # one library offers it a tactic: nothing to choose
+
+
+def test_fp8_that_loses_to_the_fp16_gemm_runs_the_fp16_gemm_unless_kept():
+    times = Times(uniform(), 1.0, {("pointwise", CUBLASLT, "fp8"): 8.0, ("pointwise", CUBLASLT, "fp16"): 4.0})
+    steps, _, _, libraries = choose(times, plan_limit=4)
+    pointwise = steps["pointwise"]
+    assert (pointwise.precision, libraries["pointwise"]) == ("fp16", CUBLASLT)
+    assert pointwise.fallback == f"{CHOSEN_FP16}: best FP8 tactic (cuBLASLt) 2.0x slower (8.0 us against 4.0 us, " \
+                                 f"cuBLASLt fp16)"
+    steps, timed, _, libraries = choose(times, FP8_LAYERS_KEPT, plan_limit=4)
+    assert (steps["pointwise"].precision, libraries["pointwise"]) == ("fp8", CUBLASLT)  # 8 us against cuDNN's 10
+    assert {t["precision"] for t in timed["pointwise"].values()} == {"fp8"}  # kept: the library chosen, not precision
+
+
+def test_opt_level_0_times_cudnns_first_plan_only():
+    times = Times(uniform(), 1.0, {("pointwise", CUBLASLT, "fp8"): 1.0, ("pointwise", CUBLASLT, "fp16"): 1.0})
+    steps, timed, _, libraries = choose(times, plan_limit=1)
+    assert set(libraries.values()) == {CUDNN} and steps["pointwise"].precision == "fp8"
+    assert {t["library"] for tactics in timed.values() for t in tactics.values()} <= {CUDNN, "quantize layer"}
+
+
+def test_a_tactic_that_did_not_run_is_not_chosen():
+    times = Times(uniform(pointwise_fp8=30.0), 1.0)  # the GEMMs are not in the table: they did not run
+    steps, timed, _, libraries = choose(times, plan_limit=4)
+    assert libraries["pointwise"] == CUDNN and steps["pointwise"].precision == "fp16"
+    assert {t["library"] for t in timed["pointwise"].values()} == {CUDNN}
+
+
+def test_the_timing_cache_keeps_each_library_so_a_second_run_times_nothing(tmp_path, monkeypatch):
+    model = TwoConvs().eval()
+    times = Times(uniform(), 1.0, {("pointwise", CUBLASLT, "fp16"): 6.0})
+    path, header = tmp_path / "cache.json", {"gpu": "stand-in"}
+    calls: list[ConvSignature] = []
+
+    def time_library(library: str, sig: ConvSignature, _quantizer) -> float:
+        calls.append(sig)
+        return 6.0 if library == CUBLASLT else pytest.fail(f"{library} offered")
+
+    monkeypatch.setattr(build, "time_library", time_library)
+    for run in range(2):
+        backend, _ = context(model, times, FP8_LAYERS_TIMED, plan_limit=4)
+        backend.library_us.clear()  # timed through the GPU seam, or read from the cache
+        backend.cache = TimingCache(path, header)
+        sig = next(sig for sig in backend.graphs if sig.kernel == (1, 1) and sig.precision == "fp16"
+                   and not sig.epilogue and not sig.output_fp8)
+        choice = backend.graphs[sig].choice  # what build_graph records first: chosen, then read from the cache
+        backend.cache.put(sig.key(), dataclasses.replace(choice, cached=run > 0), None)
+        assert conv_library(backend, sig) == CUBLASLT
+        backend.cache.save()
+        assert len(calls) == 1, f"run {run + 1} timed the GEMM again"
+    entry = TimingCache(path, header).entries[sig.key()]
+    assert (entry["library"], entry["tactics"], entry["name"]) == (CUBLASLT, {CUBLASLT: 6.0}, "plan-pointwise")
+
+
+def test_fastest_keeps_the_first_of_equal_times():
+    tactics = [Tactic(CUDNN, "fp16", "fp16", 5.0), Tactic(CUBLASLT, "fp16", "fp16", 5.0)]
+    assert fastest(tactics).library == CUDNN and fastest(tactics[::-1]).library == CUBLASLT
+    with pytest.raises(ValueError):
+        fastest([])

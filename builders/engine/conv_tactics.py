@@ -1,0 +1,188 @@
+"""A convolution's tactics from other libraries than cuDNN, timed against its cuDNN plans (`builders.engine.build`):
+
+- a 1x1 convolution (stride 1, no padding or dilation, one group) on an NHWC tensor is a GEMM,
+  (N*H*W, Cin) @ (Cin, Cout), run by cuBLASLt through torch: `torch.addmm` on the channels-last view in fp16,
+  `torch._scaled_mm` through `Fp8Linear` in FP8 (its scales: per-tensor input, per-output-channel weights);
+- a depthwise convolution (groups == Cin == Cout) in fp16 runs PyTorch's own kernel (`F.conv2d` on the
+  channels-last tensor); PyTorch has no FP8 convolution.
+
+Each computes what the signature's cuDNN graph computes: bias, then the graph's epilogue (activations, the residual
+add) and its output quantize as PyTorch ops after the GEMM or the convolution, in fp16. Which convolution may take
+which tactic is decided by pure functions (`gemm_eligible`, `depthwise_eligible`, `offered`); the runners run on the
+CPU too (the tests compare them with `F.conv2d`); `time_library` times one on the GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from builders.engine.kernels import (
+    SCALED_MM_ALIGNMENT,
+    TENSOR_UIDS,
+    ConvSignature,
+    Fp8Linear,
+    scratch_tensors,
+    time_execution,
+)
+from builders.engine.probe_kernels import Quantizer
+from builders.engine.tactics import CUBLASLT, PYTORCH
+
+TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
+KINDS = {CUBLASLT: "cuBLASLt GEMM (1x1 conv)", PYTORCH: "PyTorch depthwise conv"}  # a layer's kind, by library
+
+
+def nhwc_strides(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
+    """The strides (in NCHW order) of a dense channels-last tensor of NCHW `shape`."""
+    _, c, h, w = shape
+    return c * h * w, 1, w * c, c
+
+
+def channels_last_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a 4-D tensor of NCHW `shape` and `strides` is dense channels-last (a dimension of size 1 takes any
+    stride)."""
+    return all(size == 1 or stride == dense for size, stride, dense in zip(shape, strides, nhwc_strides(shape),
+                                                                            strict=True))
+
+
+def gemm_eligible(sig: ConvSignature, input_strides: tuple[int, ...] | None = None) -> str | None:
+    """None where `sig`'s convolution is a GEMM over the pixels of its input, else why not: a 1x1 kernel, stride 1,
+    padding 0, dilation 1, one group, the input dense channels-last (`input_strides`, NCHW order; None: the engine's
+    own NHWC layout, which every conv graph reads) and, in FP8, Cin and Cout multiples of 16 (torch._scaled_mm)."""
+    checks = (("kernel", sig.kernel, (1, 1)), ("stride", sig.stride, (1, 1)), ("padding", sig.padding, (0, 0)),
+              ("dilation", sig.dilation, (1, 1)), ("groups", sig.groups, 1))
+    for what, value, needed in checks:
+        if value != needed:
+            return f"a GEMM needs {what} {needed}, not {value}"
+    if input_strides is not None and not channels_last_dense(sig.input_shape, input_strides):
+        return f"a GEMM reads a dense channels-last input without a copy; strides {input_strides} are not"
+    cin, cout = sig.input_shape[1], sig.out_channels
+    if sig.precision == "fp8" and (cin % SCALED_MM_ALIGNMENT or cout % SCALED_MM_ALIGNMENT):
+        return (f"torch._scaled_mm needs in and out channels divisible by {SCALED_MM_ALIGNMENT} "
+                f"(got {cin} -> {cout})")
+    return None
+
+
+def depthwise_eligible(sig: ConvSignature) -> str | None:
+    """None where PyTorch's own kernel may run `sig`'s convolution: depthwise (groups == Cin == Cout) in fp16."""
+    cin = sig.input_shape[1]
+    if not sig.groups == cin == sig.out_channels:
+        return f"not depthwise: {sig.groups} groups, {cin} -> {sig.out_channels} channels"
+    if sig.precision != "fp16":
+        return "PyTorch has no FP8 convolution"
+    return None
+
+
+def offered(sig: ConvSignature, plan_limit: int) -> tuple[str, ...]:
+    """The other libraries whose tactic is timed against `sig`'s cuDNN plans: none where one plan per graph is tried
+    (`--opt-level` 0), else cuBLASLt where `gemm_eligible`, PyTorch where `depthwise_eligible`."""
+    if plan_limit <= 1:
+        return ()
+    eligible = ((CUBLASLT, gemm_eligible(sig)), (PYTORCH, depthwise_eligible(sig)))
+    return tuple(library for library, reason in eligible if reason is None)
+
+
+def gemm_rows(x: torch.Tensor) -> torch.Tensor:
+    """The (N*H*W, C) rows of a dense channels-last 4-D `x`, a view (no copy). ValueError for any other layout."""
+    if not channels_last_dense(tuple(x.shape), tuple(x.stride())):
+        raise ValueError(f"not dense channels-last: shape {tuple(x.shape)}, strides {x.stride()}")
+    return x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])
+
+
+class LibraryConv:
+    """A convolution run outside cuDNN: `core` (the GEMM or the convolution, bias included, an NCHW-shaped
+    channels-last result), then the epilogue words in order and the output quantize where one is given."""
+
+    def __init__(self, core: Callable[[torch.Tensor], torch.Tensor], path: str, epilogue: tuple[str, ...],
+                 quantize: Callable[[torch.Tensor], torch.Tensor] | None) -> None:
+        self.core, self.path, self.epilogue, self.quantize = core, path, epilogue, quantize
+
+    def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
+        y = self.core(x.contiguous(memory_format=torch.channels_last))
+        for word in self.epilogue:
+            if word == "add":
+                if residual is None:
+                    raise ValueError("an add epilogue reads a residual")
+                y = y + residual
+            else:
+                y = TORCH_ACTIVATIONS[word](y)
+        return self.quantize(y) if self.quantize is not None else y
+
+
+def _gemm(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float | None,
+          w_scale: torch.Tensor | None, dtype: torch.dtype) -> tuple[Callable[[torch.Tensor], torch.Tensor], str]:
+    """The GEMM of a 1x1 convolution and its description: FP8 through `Fp8Linear`, else `torch.addmm` in `dtype`."""
+    matrix = weight.detach().reshape(sig.out_channels, -1)
+    if sig.precision == "fp8":
+        if x_scale is None or w_scale is None:
+            raise ValueError("an FP8 GEMM needs the input and weight scales")
+        linear = Fp8Linear(matrix, bias, x_scale, w_scale)
+        multiply: Callable[[torch.Tensor], torch.Tensor] = linear
+        path = linear.path.replace("torch._scaled_mm (cuBLASLt)", "torch._scaled_mm (cuBLASLt, 1x1 conv as a GEMM)")
+    else:
+        matrix_t = matrix.to(dtype).t()
+        shift = (bias.detach() if bias is not None else torch.zeros(sig.out_channels, device=weight.device)).to(dtype)
+        path = f"torch.addmm (cuBLASLt, 1x1 conv as a GEMM on the channels-last view), {str(dtype)[6:]}"
+
+        def multiply(rows: torch.Tensor) -> torch.Tensor:
+            return torch.addmm(shift, rows, matrix_t)
+
+    def core(x: torch.Tensor) -> torch.Tensor:
+        n, _, h, w = x.shape
+        return multiply(gemm_rows(x)).view(n, h, w, -1).permute(0, 3, 1, 2)
+
+    return core, path
+
+
+def _depthwise(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None,
+               dtype: torch.dtype) -> tuple[Callable[[torch.Tensor], torch.Tensor], str]:
+    """PyTorch's own convolution for `sig` in `dtype`, on the channels-last tensor, and its description."""
+    kernel = weight.detach().to(dtype).contiguous(memory_format=torch.channels_last)
+    shift = bias.detach().to(dtype) if bias is not None else None
+
+    def core(x: torch.Tensor) -> torch.Tensor:
+        return F.conv2d(x, kernel, shift, sig.stride, sig.padding, sig.dilation, sig.groups)
+
+    return core, f"torch.nn.functional.conv2d (PyTorch's depthwise kernel, channels-last), {str(dtype)[6:]}"
+
+
+def library_conv(library: str, sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None,
+                 x_scale: float | None, w_scale: torch.Tensor | None, out_scale: float | None,
+                 quantizer: Callable[[], Quantizer], dtype: torch.dtype = torch.float16) -> LibraryConv:
+    """`sig`'s convolution as `library`'s tactic (cuBLASLt or PyTorch), computing what its cuDNN graph computes:
+    in FP8 the input is FP8 and scaled by `x_scale`, the weight quantized with `w_scale` (per output channel, or
+    one); with `sig.output_fp8` the result is quantized with `out_scale` by the engine's quantize (`quantizer`).
+    `dtype` is the precision of an fp16 signature's arithmetic (fp32 where the CPU tests compare values).
+    ValueError where the library cannot run the signature (`gemm_eligible`, `depthwise_eligible`)."""
+    reason = gemm_eligible(sig) if library == CUBLASLT else depthwise_eligible(sig) if library == PYTORCH else \
+        f"no tactic of library {library!r} here"
+    if reason is not None:
+        raise ValueError(reason)
+    core, path = (_gemm(sig, weight, bias, x_scale, w_scale, dtype) if library == CUBLASLT
+                  else _depthwise(sig, weight, bias, dtype))
+    quantize = None
+    if sig.output_fp8:
+        if out_scale is None:
+            raise ValueError("an FP8 output needs its scale")
+        quantize = _quantize(quantizer(), torch.tensor(1.0 / out_scale, dtype=torch.float32, device=weight.device))
+    return LibraryConv(core, path, sig.epilogue, quantize)
+
+
+def _quantize(quantizer: Quantizer, inverse: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The engine's quantize of a conv's output with the inverse of its readers' input scale, channels-last."""
+    return lambda y: quantizer.run(y, inverse, True)
+
+
+def time_library(library: str, sig: ConvSignature, quantizer: Callable[[], Quantizer]) -> float:
+    """Microseconds per call of `library`'s tactic for `sig` on scratch tensors (the cuDNN plans' own: NHWC input,
+    residual), timed as plans are (`time_execution`). On the GPU only."""
+    scratch = scratch_tensors(sig)
+    k, cin = sig.out_channels, sig.input_shape[1]
+    weight = torch.randn(k, cin // sig.groups, *sig.kernel, device="cuda") * 0.05
+    bias = torch.zeros(k, device="cuda")
+    runner = library_conv(library, sig, weight, bias, 1.0, torch.full((k,), 0.01, device="cuda"), 1.0, quantizer)
+    x, residual = scratch[TENSOR_UIDS["x"]], scratch.get(TENSOR_UIDS["residual"])
+    return time_execution(lambda: runner(x, residual))
