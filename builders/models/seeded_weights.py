@@ -36,6 +36,7 @@ import os
 import platform
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -55,6 +56,8 @@ FORMAT = "1"  # of the metadata: format, key, model, seed, digest
 BUILDERS = ("torch", "timm", "transformers")  # the packages whose code decides the weights
 _OFFERED: dict[str, LoadedModel] = {}  # one meta-device build, by model name
 _WRITERS: dict[Path, threading.Thread] = {}  # the writes under way in this process, by file
+_VERIFIED: dict[Path, tuple[int, ...]] = {}  # a kept file -> its `_identity` when its digest matched in this process
+SETTLED_NS = 2_000_000_000  # far past the coarse clock (a few ms) file times are stamped with
 
 Builder = Callable[[str, Callable[[], AbstractContextManager[Any]], Path | None], LoadedModel]
 
@@ -274,13 +277,42 @@ def _meta_build(name: str, build: Builder) -> LoadedModel | None:
 def _read(path: Path, metadata: dict[str, str]) -> dict[str, torch.Tensor] | None:
     """The tensors kept at `path`, or None (a miss: built again) where there is no file, it does not read
     (`builders.cache_files.read_cache_bytes`; safetensors' own errors), its metadata is not `metadata` and a digest,
-    or its tensors do not hash to that digest."""
+    or its tensors do not hash to that digest.
+
+    The digest is computed once per file in a process: a file whose identity (`_identity`: device, inode, size,
+    modification and change times) is the same before and after the read as when its digest matched is not hashed
+    again. Every write changes the change time, which no program can set back, so a file altered since costs its
+    hash (and, altered, a build); a check is remembered only for a file last changed `SETTLED_NS` before it, so a
+    write in the same tick of the clock as the check, which can leave the change time as it was, is never missed."""
+    before = _identity(path)
     data = read_cache_bytes(path, "seeded weights", MAX_WEIGHTS_BYTES)
-    return miss_on_failure(lambda: _checked(data, metadata)) if data is not None else None
+    if data is None:
+        return None
+    after = _identity(path)
+    known = before is not None and before == after and _VERIFIED.get(path) == before
+    tensors = miss_on_failure(lambda: _checked(data, metadata, hashed=not known))
+    if tensors is not None and not known and before == after and before is not None and _settled(before):
+        _VERIFIED[path] = before
+    return tensors
 
 
-def _checked(data: bytes, metadata: dict[str, str]) -> dict[str, torch.Tensor] | None:
-    """The tensors of the safetensors `data` where its metadata is `metadata` with the digest of those tensors."""
+def _identity(path: Path) -> tuple[int, ...] | None:
+    """(device, inode, size, modification time, change time) of the file at `path` (not followed), or None."""
+    try:
+        info = path.lstat()
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+def _settled(identity: tuple[int, ...]) -> bool:
+    """Whether the file of `identity` was last changed at least `SETTLED_NS` ago (its change time is the last)."""
+    return identity[-1] <= time.time_ns() - SETTLED_NS
+
+
+def _checked(data: bytes, metadata: dict[str, str], hashed: bool = True) -> dict[str, torch.Tensor] | None:
+    """The tensors of the safetensors `data` where its metadata is `metadata` with a digest and, where `hashed`, the
+    tensors hash to that digest (`weights_digest`)."""
     from safetensors.torch import load
 
     header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
@@ -289,4 +321,4 @@ def _checked(data: bytes, metadata: dict[str, str]) -> dict[str, torch.Tensor] |
             stored[k] != v for k, v in metadata.items()):
         return None
     tensors = load(data)
-    return tensors if weights_digest(tensors) == stored["digest"] else None
+    return tensors if not hashed or weights_digest(tensors) == stored["digest"] else None

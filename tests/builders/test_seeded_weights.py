@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -419,3 +420,40 @@ def test_the_key_follows_the_cpu_the_torch_build_and_the_model_code(monkeypatch)
         patch.setattr(torch, "get_default_dtype", lambda: torch.float64)
         assert seeded_weights.weights_key("test_resnet", 1) != key
     assert seeded_weights.weights_key("test_resnet", 1) == key
+
+
+def test_the_digest_is_computed_once_per_file_and_again_after_any_write(tmp_path, monkeypatch):
+    """H6 review: a kept file is hashed at its first load in a process, not at every load; a byte flipped since, its
+    modification time set back as it was, is hashed again (its change time moved) and costs a build."""
+    cache = kept_once(tmp_path, "test_resnet", 6)
+    path = cache.path("test_resnet", 6)
+    hashed: list[int] = []
+    real = seeded_weights.weights_digest
+    monkeypatch.setattr(seeded_weights, "weights_digest", lambda t: hashed.append(len(t)) or real(t))
+    monkeypatch.setattr(seeded_weights, "SETTLED_NS", 0)  # the write above is long past
+    module, _ = fresh("test_resnet", 6)
+    for _ in range(3):
+        assert_same(module, SeededWeights(tmp_path).load("test_resnet", 6).module)
+    assert len(hashed) == 1
+    times = path.stat()
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x10
+    time.sleep(0.05)  # past the coarse clock's tick: the write gets a change time of its own
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
+    again = SeededWeights(tmp_path)
+    assert_same(module, again.load("test_resnet", 6).module)
+    assert again.writer is not None
+    again.writer.join()
+    assert len(hashed) == 3  # the flipped file's tensors, refused; then the build's, written again
+
+
+def test_a_check_of_a_file_changed_just_before_is_not_kept(tmp_path, monkeypatch):
+    """A write in the same clock tick as a check may leave the change time as it was: such a check is not kept."""
+    cache = kept_once(tmp_path, "test_resnet", 6)
+    hashed: list[int] = []
+    real = seeded_weights.weights_digest
+    monkeypatch.setattr(seeded_weights, "weights_digest", lambda t: hashed.append(len(t)) or real(t))
+    for _ in range(2):
+        SeededWeights(tmp_path).load("test_resnet", 6)
+    assert len(hashed) == 2 and cache.path("test_resnet", 6) not in seeded_weights._VERIFIED
