@@ -32,7 +32,7 @@ from builders.engine.tactics import CUBLASLT, PYTORCH
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
-KINDS = {CUBLASLT: "cuBLASLt GEMM (1x1 conv)", PYTORCH: "PyTorch depthwise conv"}  # a layer's kind, by library
+KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "PyTorch depthwise conv"}  # a layer's kind, by library
 
 
 def nhwc_strides(shape: tuple[int, ...]) -> tuple[int, int, int, int]:

@@ -18,6 +18,7 @@ from builders.engine.build import BuildContext, conv_library, lower_and_choose
 from builders.engine.conv_tactics import offered
 from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
+from builders.engine.lowering import Step
 from builders.engine.plans import Choice, TimingCache
 from builders.engine.probe_kernels import Quantizer
 from builders.engine.tactics import (
@@ -246,3 +247,18 @@ def test_fastest_keeps_the_first_of_equal_times():
     assert fastest(tactics).library == CUDNN and fastest(tactics[::-1]).library == CUBLASLT
     with pytest.raises(ValueError):
         fastest([])
+
+
+def test_a_layer_run_by_another_library_names_it():
+    conv = torch.nn.Conv2d(16, 32, 1).eval()
+    sig = ConvSignature("fp16", (1, 16, 6, 6), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",), False)
+    step = Step("pointwise", "conv", "relu", ("x",), "fp16", "conv", epilogue=("relu",))
+    layer = build._layer(step)
+    backend, _ = context(TwoConvs().eval(), Times(uniform(), 1.0), FP8_LAYERS_TIMED)
+    runner = build._library_runner(backend, step, conv, sig, CUBLASLT, {}, layer)
+    assert (layer.kind, layer.attrs["library"]) == ("cuBLASLt GEMM, 1x1 conv (fp16)", CUBLASLT)
+    assert layer.tactic.startswith("torch.addmm (cuBLASLt")
+    x = torch.randn(1, 16, 6, 6).half().contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        expected = torch.relu(conv(x.float()))
+    torch.testing.assert_close(runner({"x": x}).float(), expected, atol=2e-2, rtol=2e-2)
