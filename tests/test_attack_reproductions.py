@@ -136,7 +136,7 @@ def test_the_markdown_escapes_keep_text_readable():
 def test_a_command_with_a_newline_stays_one_line_that_bash_reads_back():
     import subprocess
 
-    from sessions.reports.export import shell_line
+    from sessions.reports.sections import shell_line
 
     line = shell_line(["printf", "%s|", "a\nb", "it's", "caf\xe9"])
     assert line == "printf '%s|' $'a\\x0ab' 'it'\"'\"'s' 'caf\xe9'"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from sessions.analyses.comparison import comparisons
 from sessions.documents.model import LatencyStats, Layer, Session, Variant
+from sessions.documents.plan import BASE_PRECISIONS
 from sessions.documents.state import unfinished_step
 
 SIMULATED_FP8 = (
@@ -92,7 +93,8 @@ def session_caveats(session: Session) -> list[str]:
     if session.variants and all(v.kernels is None for v in session.variants):
         lines.append(NO_KERNEL_TABLE)
     lines += quality_caveats(session)
-    folded = {v.name: v.batchnorm_folded for v in session.variants if v.status == "ok" and v.batchnorm_folded is not None}
+    folded = {v.name: v.batchnorm_folded for v in session.variants
+              if v.status == "ok" and v.batchnorm_folded is not None}
     if len(set(folded.values())) > 1:
         lines.append(UNEQUAL_GRAPHS.format(counts=", ".join(f"{name} {count}" for name, count in folded.items())))
     elif len(folded) > 1 and next(iter(folded.values())):
@@ -125,12 +127,12 @@ def unstable_line(session: Session, names: list[str]) -> str:
     if session.study.device != "cpu":
         return UNSTABLE.format(names=", ".join(names))
     env = session.environment
-    threads = f"{env.torch_threads} PyTorch thread{'s' if env.torch_threads != 1 else ''}" if env.torch_threads else "unknown threads"
+    threads = (f"{env.torch_threads} PyTorch thread{'s' if env.torch_threads != 1 else ''}" if env.torch_threads
+               else "unknown threads")
     load = " / ".join(f"{x:.1f}" for x in env.load_average) if env.load_average else "unknown"
     return UNSTABLE_CPU.format(names=", ".join(names), threads=threads, load=load)
 
 
-FLOAT_PRECISIONS = ("fp32", "fp16", "bf16")  # a variant asking one of these quantizes nothing
 QUANTIZER_OPS = ("quantize", "dequantize")
 QUANTIZER_KIND = "TensorQuantizer"  # ModelOpt's quantizer module, a layer of its own in simulated variants
 NONFINITE_VALUES = "NaN/Inf values"  # the variant table's column: non-finite logits on the quality images (values,
@@ -148,13 +150,15 @@ def layer_precision(layer: Layer, variant: Variant | None = None) -> str | None:
         return f"{layer.precision}, {SIMULATED_TAG} {simulated}"
     fmt = quantized_format(variant) if variant is not None else None
     if variant is not None and variant.simulated and layer.quantized and fmt is not None:
-        return f"{fmt} {SIMULATED_TAG}" if layer.precision in (None, fmt) else f"{layer.precision}, {SIMULATED_TAG} {fmt}"
+        if layer.precision in (None, fmt):
+            return f"{fmt} {SIMULATED_TAG}"
+        return f"{layer.precision}, {SIMULATED_TAG} {fmt}"
     return layer.precision
 
 
 def quantized_format(variant: Variant) -> str | None:
     """The number format a quantized variant asks for (fp8, int8); None for a float variant."""
-    return None if variant.precision in FLOAT_PRECISIONS else variant.precision
+    return None if variant.precision in BASE_PRECISIONS else variant.precision
 
 
 @dataclass(frozen=True)
@@ -200,9 +204,11 @@ def precision_of(variant: Variant, layer: Layer) -> LayerPrecision:
     if recipe is not None and layer.name in recipe.excluded:
         return LayerPrecision(ran, "kept out (recipe)", True, f"kept out of {fmt} by the recipe")
     if recipe is not None:
-        return LayerPrecision(ran, "not quantized (recipe)", True, f"not quantized: the recipe leaves this layer out of {fmt}")
+        return LayerPrecision(ran, "not quantized (recipe)", True,
+                              f"not quantized: the recipe leaves this layer out of {fmt}")
     if layer.precision == fmt:  # no recipe (engines from files): the engine chose, the build allowed
-        return LayerPrecision(ran, f"{fmt} allowed", True, f"the engine chose {fmt}, which the build allowed; real kernels")
+        return LayerPrecision(ran, f"{fmt} allowed", True,
+                              f"the engine chose {fmt}, which the build allowed; real kernels")
     return LayerPrecision(ran, f"{fmt} allowed", True, f"the engine chose {ran}; the build allowed {fmt}")
 
 
@@ -212,4 +218,6 @@ def speedup_label(baseline: str | None) -> str:
 
 
 def variant_label(name: str, simulated: bool) -> str:
+    """A variant's name as every view and report labels it: `fp8-all (simulated)` for a simulated variant, the name
+    alone otherwise; the one place the tag is added."""
     return f"{name} ({SIMULATED_TAG})" if simulated else name

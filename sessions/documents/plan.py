@@ -15,7 +15,7 @@ from sessions.documents.errors import InputError
 from sessions.documents.options import GivenOptions
 from sessions.documents.vocab import Device, Precision
 
-BASE_PRECISIONS = ("fp32", "fp16", "bf16")
+BASE_PRECISIONS = ("fp32", "fp16", "bf16")  # the float precisions: a variant asking one of these quantizes nothing
 DEFAULT_FP8_RECIPES = ("all", "no-se")
 ENGINE_BACKENDS = ("cudnn",)  # backends a variant may name as a prefix (`cudnn-fp16`, `cudnn-fp8-all`)
 

@@ -101,12 +101,6 @@ PROFILE_COLUMNS: dict[str, tuple[str, ...]] = {
 # 10.x MobileNetV2 and MNIST layer and profile files starts where its Myelin layer would stand).
 MYELIN_KERNEL = r"_myl(\d+)_(\d+)$"
 
-# trtexec's performance summary: `GPU Compute Time: min = ..., median = ...` (8.x-10.x, source and file) or
-# 7.x's `GPU Compute` heading followed by `min: ...`, `median: ...` lines (a 7.x issue log).
-SUMMARY_GPU_COMPUTE = ("GPU Compute Time", "GPU Compute")
-# 8.x-10.x open with a heading; 7.x with its latency, or its `GPU Compute` heading in a log pasted from there
-SUMMARY_STARTS = ("=== Performance summary ===", "Host Latency", "GPU Compute")
-
 _DTYPE_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in DTYPES)
 _TACTIC_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in TACTIC_PRECISIONS)
 _LAYER_TYPE_PATTERNS = tuple((re.compile(pattern), op) for pattern, op in LAYER_TYPES)

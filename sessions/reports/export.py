@@ -1,258 +1,54 @@
 """Export a session for a README: Markdown sections, or the variant table as CSV / JSON.
 
-The Markdown states the method (what the timed region holds) and the exact command that reruns the
-study, so a reader can check and repeat the numbers.
+The Markdown is the sections `--sections` names (`sessions.reports.sections` writes each); it states the method
+(what the timed region holds) and the exact command that reruns the study, so a reader can check and repeat the
+numbers.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-from collections import Counter
-from pathlib import Path, PurePath
+from collections.abc import Callable
+from pathlib import Path
 
-from sessions.analyses.comparison import batch_words, reference
 from sessions.analyses.groups import Rules
 from sessions.analyses.summary import summary_document
 from sessions.analyses.verdict import verdict_lines
-from sessions.documents.engines import engine_label, engine_options
-from sessions.documents.model import Quality, Session
+from sessions.documents.model import Session
 from sessions.documents.paths import ChosenPath, exports_dir
 from sessions.documents.storage import file_writer
 from sessions.reports import views
 from sessions.reports.roofline_report import roofline_section
-from sessions.reports.tables import md_cell, md_code, md_fence, md_text, render_markdown, table_csv, table_markdown
+from sessions.reports.sections import (
+    comparison_section,
+    environment_section,
+    groups_section,
+    method_section,
+    quality_section,
+    recipe_section,
+    rerun_section,
+)
+from sessions.reports.tables import md_cell, table_csv
 
-SECTIONS = ("comparison", "quality", "groups", "roofline", "method", "environment", "recipe", "rerun")
-
-
-def comparison_section(session: Session, rules: Rules) -> str:
-    """The variant table of `show`, with where it ran above it, the verdict and the caveats below it."""
-    gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "unknown")
-    studies = [(job.study, job.environment) for job in session.merge.jobs] if session.merge else \
-        [(session.study, session.environment)]
-    backends = ", ".join(dict.fromkeys(engine_label(study, env) for study, env in studies))
-    levels = sorted({level for study, _ in studies if (level := engine_options(study).get("opt_level"))})
-    level = f", builder optimization level {' / '.join(levels)}" if levels else ""
-    where = md_text(f"{gpu}; {backends}{level}; {batch_words(session)}.")
-    notes = [md_text(f"{v.name}: {note}") for v in session.variants for note in v.notes]
-    return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
-                         *map(md_text, verdict_lines(session, rules)), *notes])
-
-
-def quality_section(session: Session) -> str:
-    headers = ["variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs logit error", "NaN/Inf",
-               "stress inputs with NaN/Inf"]
-    rows = [
-        [v.name, v.quality.reference, v.quality.images, v.quality.top1_agreement * 100, v.quality.mean_kl,
-         v.quality.max_abs_logit_error, v.quality.nonfinite, stress_cell(v.quality)]
-        for v in session.variants if v.quality
-    ] + [  # a real-FP8 engine against the simulated variant of its recipe: did the simulation predict it
-        [v.name, v.simulation.reference, v.simulation.images, v.simulation.top1_agreement * 100, v.simulation.mean_kl,
-         v.simulation.max_abs_logit_error, v.simulation.nonfinite, "-"]
-        for v in session.variants if v.simulation
-    ]
-    if not rows:
-        return "## Quality\n\nNot measured in this session."
-    weights = md_text(f"Weights: {session.study.weights}; images: {next(v.quality.image_source for v in session.variants if v.quality)}.")
-    return "\n\n".join(["## Quality", render_markdown(headers, rows), weights])
-
-
-def stress_cell(quality: Quality) -> str:
-    """How many of the built-in stress inputs gave NaN or Inf, of how many ran."""
-    return f"{quality.stress_nonfinite} of {quality.stress_inputs}" if quality.stress_inputs else "-"
-
-
-def groups_section(session: Session, rules: Rules) -> str:
-    """The kernels per call by role group, then the layers that explain the counts and why (as `--format study`)."""
-    return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role")),
-                         explaining_layers(session)])
-
-
-def explaining_layers(session: Session, top: int = 5) -> str:
-    """The flagged layers (per-group splits, kernel jumps against fp16, FP8 layers on kernels without FP8 tensor
-    cores), most kernels first."""
-    found = [flag for flag, _ in views.flags_of(session)]
-    baseline = reference(session)
-    base = baseline.name if baseline is not None else "the baseline"
-    if not found:
-        return (f"No layer is flagged (no per-group split, no kernel jump against {md_cell(base)}, no FP8 layer on "
-                "kernels without FP8 tensor cores).")
-    lines = []
-    for variant in dict.fromkeys(f.variant for f in found):
-        mine = sorted((f for f in found if f.variant == variant), key=lambda f: -f.kernels_per_call)
-        reasons = md_cell(", ".join(f"{n} {reason}" for reason, n in Counter(f.reason for f in mine).items()))
-        examples = "; ".join(
-            f"{md_code(f.layer)} {counted(round(f.kernels_per_call), 'kernel')}"
-            + (f" ({counted(f.groups, 'group')})" if f.groups else "")
-            + (f", {md_cell(base)} {f.baseline_kernels_per_call:.0f}" if f.baseline_kernels_per_call is not None else "")
-            for f in mine[:top])
-        lines.append(f"- {md_cell(variant)}: {counted(len(mine), 'layer')} flagged ({reasons}); {examples}")
-    return "Layers that explain the count:\n" + "\n".join(lines)
-
-
-def known(value, words=None) -> str:
-    """A method figure, or "unknown" where the source did not record it (imported files)."""
-    if value is None:
-        return "unknown"
-    if isinstance(words, dict):
-        return words[value]
-    return words(value) if words else str(value)
-
-
-def method_section(session: Session) -> str:
-    """The method as it ran on the session's device: the samples behind the variant table's medians, the CUDA
-    graph only where a GPU ran, and the source's own words for the timed region, layers and kernels made true
-    to the method (`method_words`)."""
-    m = session.method
-    gpu = session.study.device != "cpu"
-    graph = f"CUDA graph {known(m.cuda_graph, {True: 'on', False: 'off'})}; " if gpu else ""
-    rounds = counted(m.rounds, "round") if m.rounds is not None else "unknown rounds"
-    iters = counted(m.iters, "iteration") if m.iters is not None else "unknown iterations"
-    calls = traced_calls(session)
-    lines = [
-        "## Method",
-        f"- **Timed region:** {md_cell(method_words(m.timed_region, m.cuda_graph))}.",
-        (f"- **Numbers:** timer {md_cell(m.timer)}; {graph}"
-         f"warm-up {known(m.warmup_s, lambda s: f'{s:g} s')}; {rounds} x {iters}"
-         f"{' interleaved across variants' if m.interleaved else ''}; "
-         f"transfers {'included' if m.transfers_included else 'excluded'}; "
-         f"{'static' if m.static_inputs else 'changing'} inputs; the variant table's times are the median of every "
-         "sample of a variant (ms per call)."),
-        f"- **Per-layer time:** {md_cell(method_words(m.per_layer, m.cuda_graph, calls))}.",
-        f"- **Kernels:** {md_cell(method_words(m.kernels, m.cuda_graph, calls))}.",
-        f"- **Batch / input:** {md_cell(batch_words(session))}, each input {md_cell(session.study.input_shape)}.",
-    ]
-    return "\n".join(lines)
-
-
-def counted(n: int, noun: str) -> str:
-    """`1 round`, `5 rounds`: a count with its noun in the number it takes (an English plural by `s`)."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-_COUNT_S = re.compile(r"\b(\d+) ((?:[a-z-]+ )?)([a-z]+)\(s\)")  # "7 eager call(s)"
-_ONE_PLURAL = re.compile(r"\b1 ((?:discarded |eager |traced )?)(inference|round|iteration|call|run|sample)s\b")
-_GRAPH_RUNS = re.compile(r"\(graph\) (runs|replays)")
-
-
-def method_words(text: str, cuda_graph: bool | None, traced_calls: int | None = None) -> str:
-    """A source's method words (`TimingMethod`'s text fields, written when the study ran) as they hold for this
-    method: counts in the number they take ("7 eager call(s)" -> "7 eager calls", "1 discarded inferences" ->
-    "1 discarded inference"; an uncounted "call(s)" by `traced_calls`, the calls each variant's trace holds), and
-    "the timed (graph) runs" as "the timed CUDA-graph replays" where a CUDA graph ran, "the timed runs" where none
-    did (the tracers write "(graph)" whichever ran)."""
-    text = _COUNT_S.sub(lambda m: f"{m.group(1)} {m.group(2)}{m.group(3)}{'' if m.group(1) == '1' else 's'}", text)
-    text = _ONE_PLURAL.sub(lambda m: f"1 {m.group(1)}{m.group(2)}", text)
-    if traced_calls is not None:
-        text = text.replace("call(s)", "call" if traced_calls == 1 else "calls")
-    return _GRAPH_RUNS.sub("CUDA-graph replays" if cuda_graph else "runs", text)
-
-
-def traced_calls(session: Session) -> int | None:
-    """How many calls every traced variant's trace holds, where they agree; None where none was traced or they differ."""
-    calls = {v.trace.calls for v in session.variants if v.trace is not None and v.trace.calls}
-    return calls.pop() if len(calls) == 1 else None
-
-
-def environment_section(session: Session) -> str:
-    env = session.environment
-    cpu = f"{env.cpu} ({env.cpu_count} cores)" if env.cpu_count else "unknown"
-    rows = [["host", env.host], ["OS", env.os or "unknown"], ["CPU", cpu], ["Python", env.python or "unknown"]]
-    if env.gpu:
-        g = env.gpu
-        rows += [
-            ["GPU", f"{g.name} (CC {known(g.compute_capability)}, {known(g.multiprocessors)} SMs, {known(g.memory_mib)} MiB)"],
-            ["driver / CUDA", f"{known(g.driver)} / {known(g.cuda_driver)}"],
-            ["clocks at start", (f"SM {known(g.sm_clock_mhz)} MHz (max {known(g.max_sm_clock_mhz)}), memory "
-                                f"{known(g.mem_clock_mhz)} MHz, {known(g.pstate)}")],
-            ["clock-event reasons", ", ".join(g.clock_event_reasons) or "none"],
-        ]
-    rows += [[name, version] for name, version in env.versions.items() if version]
-    return "\n\n".join(["## Environment", render_markdown(["item", "value"], rows)])
-
-
-def recipe_section(session: Session) -> str:
-    recipes = [(v.name, v.recipe) for v in session.variants if v.recipe]
-    if not recipes:
-        quantized = [v.name for v in session.variants if v.precision in ("int8", "fp8", "int4", "fp4")]
-        if quantized:
-            names = md_text(", ".join(quantized))
-            return f"## Recipe\n\n{names}: quantized engines from files; how they were quantized is not in TensorRT's files."
-        return "## Recipe\n\nNo quantized variant in this session."
-    headers = ["variant", "method", "format", "layout", "quantized", "excluded", "exclude patterns", "scales", "calibration"]
-    rows = [
-        [name, r.method, r.number_format, r.layout, len(r.quantized), len(r.excluded), ", ".join(r.exclude_patterns) or "-",
-         r.scales, f"{r.calibration_count} images from {r.calibration_source}"]
-        for name, r in recipes
-    ]
-    return "\n\n".join(["## Recipe", render_markdown(headers, rows)])
-
-
-def rerun_section(session: Session, path: str | None) -> str:
-    """The commands that repeat the study, with no machine's folders in them (`portable_argv`): the study's
-    command writing to the session's file name, then `rerun` of that file."""
-    if session.study.plan is None:  # imported files: the import commands, from the folder they ran in
-        commands = [shell_line(portable_argv(v.command)) for v in session.variants if v.command] or [
-            shell_line(portable_argv(session.study.command))]
-        where = "Imported from files; the import commands, run in the folder that holds the files:"
-        return "\n".join(["## Rerun", where, md_fence(commands, "bash")])
-    name = PurePath(path).name if path else None
-    lines = [shell_line(portable_argv(session.study.command, name))]
-    if name:
-        lines.append(f"{shell_line(['trt-inspect', 'rerun', name])}  # the same plan, then the diff against this session")
-    return "\n".join(["## Rerun", md_fence(lines, "bash")])
-
-
-_MACHINE_PATH = re.compile(r"^(/|~|\$\{?\w+\}?/)")  # an absolute path, the home folder, a folder by variable ($OUT/)
-_OUT_OPTIONS = ("--out", "-o", "--output")
-
-
-def portable_argv(argv: list[str], out_name: str | None = None) -> list[str]:
-    """`argv` as anyone can paste it: an argument that names a machine's folder (absolute, `~`, `$VAR/`; also after
-    `--option=`) keeps its file name only, and the value of `--out` becomes `out_name` where one is given."""
-    found: list[str] = []
-    for i, arg in enumerate(argv):
-        option, eq, value = arg.partition("=") if arg.startswith("--") and "=" in arg else ("", "", arg)
-        if out_name is not None and ((eq and option in _OUT_OPTIONS) or (i and argv[i - 1] in _OUT_OPTIONS)):
-            value = out_name
-        elif _MACHINE_PATH.match(value):
-            value = PurePath(value).name or value
-        found.append(f"{option}={value}" if eq else value)
-    return found
-
-
-def shell_line(argv: list[str]) -> str:
-    """A command as one line bash reads back: arguments with control characters (a newline) in $'...' quoting."""
-    return " ".join(shlex.quote(a) if a.isprintable() else _ansi_c_quote(a) for a in argv)
-
-
-def _ansi_c_quote(text: str) -> str:
-    out = []
-    for c in text:
-        if c in "\\'":
-            out.append("\\" + c)
-        elif c.isprintable():
-            out.append(c)
-        else:
-            out.append(f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}" if ord(c) < 0x10000 else f"\\U{ord(c):08x}")
-    return "$'" + "".join(out) + "'"
+# The `--sections` words, in the order `export --format md` writes them, each with the section it writes.
+SECTIONS: dict[str, Callable[[Session, Rules, str | None], str]] = {
+    "comparison": lambda session, rules, path: comparison_section(session, rules),
+    "quality": lambda session, rules, path: quality_section(session),
+    "groups": lambda session, rules, path: groups_section(session, rules),
+    "roofline": lambda session, rules, path: roofline_section(session, rules),
+    "method": lambda session, rules, path: method_section(session),
+    "environment": lambda session, rules, path: environment_section(session),
+    "recipe": lambda session, rules, path: recipe_section(session),
+    "rerun": lambda session, rules, path: rerun_section(session, path),
+}
 
 
 def export_markdown(session: Session, rules: Rules, sections: list[str] | None = None, path: str | None = None) -> str:
-    sections = sections or list(SECTIONS)
-    title = f"# {md_cell(session.study.model)}: {md_cell(', '.join(v.name for v in session.variants))} ({md_cell(session.study.created)})"
-    builders = {
-        "comparison": lambda: comparison_section(session, rules),
-        "quality": lambda: quality_section(session),
-        "groups": lambda: groups_section(session, rules),
-        "roofline": lambda: roofline_section(session, rules),
-        "method": lambda: method_section(session),
-        "environment": lambda: environment_section(session),
-        "recipe": lambda: recipe_section(session),
-        "rerun": lambda: rerun_section(session, path),
-    }
-    return "\n\n".join([title, *(builders[s]() for s in sections)]) + "\n"
+    """The session's title, then the `sections` named (every one of `SECTIONS` where None), in the order given;
+    `path`, the file the session was read from, names it in the rerun commands."""
+    names = ", ".join(v.name for v in session.variants)
+    title = f"# {md_cell(session.study.model)}: {md_cell(names)} ({md_cell(session.study.created)})"
+    return "\n\n".join([title, *(SECTIONS[name](session, rules, path) for name in sections or SECTIONS)]) + "\n"
 
 
 def export_csv(session: Session) -> str:
@@ -260,7 +56,7 @@ def export_csv(session: Session) -> str:
     return table_csv(views.session_variant_table(session))
 
 
-def export_json(session: Session, path: str | None, rules: Rules) -> dict:
+def export_json(session: Session, path: str | None, rules: Rules) -> dict[str, object]:
     return {**summary_document(session, path), "verdicts": verdict_lines(session, rules)}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from sessions.analyses.captions import variant_label
 from sessions.analyses.comparison import batch_of, job_of
 from sessions.analyses.merge import VARIANT_AXIS, axis_label
 from sessions.analyses.summary import summarize_session
@@ -64,7 +65,7 @@ def span(values: list[float]) -> str | None:
 def full_table(session: Session, rows: list[MatrixRow]) -> str:
     axes = session.merge.axes if session.merge else [VARIANT_AXIS]
     headers = [*axes, "median ms", "ms / image", "x vs own baseline", "kernels / image", "environment"]
-    body = [[*(r.axes.get(a, "-") + (" (simulated)" if a == VARIANT_AXIS and r.simulated else "") for a in axes),
+    body = [[*(variant_label(r.axes.get(a, "-"), a == VARIANT_AXIS and r.simulated) for a in axes),
              r.median_ms, r.per_image_ms, r.speedup, r.kernels_per_image, r.environment] for r in rows]
     return render_markdown(headers, body)
 

@@ -22,8 +22,14 @@ from sessions.analyses.verdict import verdicts
 from sessions.documents.engines import engine_label, engine_options, ran_tensorrt
 from sessions.documents.errors import InspectError
 from sessions.documents.model import Quality, Session, Variant
-from sessions.reports import views
-from sessions.reports.export import explaining_layers, known, portable_argv, shell_line, stress_cell
+from sessions.reports.sections import (
+    jobs_kernels_section,
+    jobs_method_section,
+    jobs_quality_section,
+    jobs_recipe_section,
+    portable_argv,
+    shell_line,
+)
 from sessions.reports.tables import markdown_table_problems, md_cell, md_code, md_fence, md_text, render_markdown
 
 COMPUTE_OPS = ("conv", "linear", "matmul")
@@ -114,7 +120,7 @@ def decision(rows: list[Row], axes: list[str], jobs: list[Job] | None = None) ->
         untimed = fp8_variants(jobs or [])
         if not untimed:
             return "No decision: no FP8 variant was timed against an fp16 variant of the same job."
-        names = ", ".join(v.name + (" (simulated)" if v.simulated else "") for v in untimed)
+        names = ", ".join(captions.variant_label(v.name, v.simulated) for v in untimed)
         cpu = any(job.session.study.device == "cpu" for job in jobs or [])
         why = ("; on the CPU the baseline is fp32 or bf16 (fp16 convolutions are slow there) and FP8 is simulated, "
                "so a CPU run answers the recipe's quality, never FP8 speed") if cpu else ""
@@ -154,46 +160,6 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def recipe_section(jobs: list[Job]) -> str:
-    """The recipe of every FP8 variant that finished (timed against fp16 or not), each once."""
-    lines = ["### Recipe"]
-    seen: set[tuple[str, str, str, int, int]] = set()
-    for fp8 in fp8_variants(jobs):
-        recipe = fp8.recipe
-        if recipe is None:
-            continue
-        key = (fp8.name, recipe.method, recipe.scales, len(recipe.quantized), recipe.calibration_count)
-        if key in seen:
-            continue
-        seen.add(key)
-        total = len(recipe.quantized) + len(recipe.excluded)
-        excluded = f"; kept out by pattern: {', '.join(recipe.exclude_patterns)}" if recipe.exclude_patterns else ""
-        lines.append(f"- **{md_cell(fp8.name)}**{' (simulated)' if fp8.simulated else ''}: "
-                     + md_cell(f"{recipe.number_format} for {len(recipe.quantized)} of {total} layers (layout "
-                               f"{recipe.layout or '-'}{excluded}). Scales: {recipe.scales}. Calibration: "
-                               f"{recipe.calibration_count} images from {recipe.calibration_source}. Method: {recipe.method}."))
-    return "\n".join(lines) if len(lines) > 1 else "### Recipe\n\nNo FP8 variant records a recipe."
-
-
-def method_section(jobs: list[Job]) -> str:
-    batches: dict[str, list[str]] = {}  # the method's words -> the batches timed that way
-    for job in jobs:
-        m = job.session.method
-        graph = known(m.cuda_graph, {True: "one CUDA-graph replay", False: "one eager inference"})
-        rounds, iters = known(m.rounds), known(m.iters)
-        order = f"{rounds} rounds interleaved across the variants" if m.interleaved else f"{rounds} rounds"
-        words = md_cell(f"{graph} per sample ({m.timer}); median of all {rounds} x {iters} runs: {order}, {iters} "
-                        f"runs each, after {known(m.warmup_s, lambda s: f'{s:g} s')} of warm-up per variant; all "
-                        f"variants of a job built and timed together in one process. Timed region: {m.timed_region}.")
-        batches.setdefault(words, [])
-        if str(job.session.study.batch) not in batches[words]:
-            batches[words].append(str(job.session.study.batch))
-    lines = ["### Method", *(f"- Batch {', '.join(b)}: {words}" for words, b in batches.items())]
-    first = jobs[0].session.method
-    lines += [f"- Kernels: {md_cell(first.kernels)}.", f"- Per-layer time: {md_cell(first.per_layer)}."]
-    return "\n".join(lines)
-
-
 def results_section(rows: list[Row], axes: list[str]) -> str:
     if not rows:
         return "### Results\n\nNo FP8 variant was timed against an fp16 variant of the same job."
@@ -203,7 +169,7 @@ def results_section(rows: list[Row], axes: list[str]) -> str:
     body = []
     for r in rows:
         body.append([r.job.gpu(), r.job.engine(), r.job.level(), r.job.session.study.batch,
-                     *(r.job.axes[a] for a in shown), r.fp8.name + (" (simulated)" if r.fp8.simulated else ""),
+                     *(r.job.axes[a] for a in shown), captions.variant_label(r.fp8.name, r.fp8.simulated),
                      r.fp16.latency.median_ms, r.fp8.latency.median_ms, f"{r.x:.2f}",
                      _pair(_mib(r.fp16), _mib(r.fp8)), _pair(r.fp16.build_s, r.fp8.build_s)])
     parts = ["### Results", render_markdown(headers, body)]
@@ -213,7 +179,8 @@ def results_section(rows: list[Row], axes: list[str]) -> str:
     unstable = [f"{r.job.gpu()} b{r.job.session.study.batch} {v.name}" for r in rows for v in (r.fp16, r.fp8)
                 if (cov := captions.latency_cov(v.latency)) is not None and cov > captions.COV_WARN]
     if unstable:
-        parts.append(md_text(f"CoV above 2.5 % for {', '.join(dict.fromkeys(unstable))}: differences that small are noise."))
+        names = ", ".join(dict.fromkeys(unstable))
+        parts.append(md_text(f"CoV above 2.5 % for {names}: differences that small are noise."))
     return "\n\n".join(parts)
 
 
@@ -227,10 +194,6 @@ def axis_table(rows: list[Row], axis: str) -> str:
             cells.append(span(xs) if xs else None)
         body.append([value, *cells])
     return render_markdown([axis, *variants], body)
-
-
-def _count(value: float | None) -> float | int | None:
-    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _mib(variant: Variant) -> str | None:
@@ -251,45 +214,14 @@ def stress_span(quality: list[Quality]) -> str:
     return f"{min(q.stress_nonfinite for q in ran)} to {max(q.stress_nonfinite for q in ran)} of {ran[0].stress_inputs}"
 
 
-def quality_section(jobs: list[Job]) -> str:
-    headers = ["job", "variant", "reference", "images", "top-1 agreement %", "mean KL", "max abs error", "NaN / Inf",
-               "stress inputs with NaN / Inf"]
-    body = [[label(job), v.name + (" (simulated)" if v.simulated else ""), v.quality.reference, v.quality.images,
-             v.quality.top1_agreement * 100, v.quality.mean_kl, v.quality.max_abs_logit_error, v.quality.nonfinite,
-             stress_cell(v.quality)]
-            for job in jobs for v in job.session.variants if v.quality is not None]
-    if not body:
-        return "### Quality\n\nNot measured."
-    sources = ", ".join(dict.fromkeys(f"{job.session.study.weights}" for job in jobs))
-    parts = ["### Quality", render_markdown(headers, body), md_text(f"Weights: {sources}.")]
-    if any(job.session.study.weights.startswith("random") for job in jobs):
-        parts.append("With random weights these figures compare numerics only, not accuracy.")
-    return "\n\n".join(parts)
-
-
 def label(job: Job) -> str:
     level = f" L{job.level()}" if job.level() != "-" else ""
     return f"{job.session.study.model} {job.gpu()} {job.engine()}{level} b{job.session.study.batch}"
 
 
-def kernels_section(jobs: list[Job], rules: Rules) -> str:
-    parts = ["### Kernels per call by group"]
-    for job in jobs:
-        session = job.session
-        if all(v.kernels is None for v in session.variants):
-            parts.append(md_text(f"{label(job)}: no kernel trace."))
-            continue
-        table = views.group_table(session, rules, "role")
-        headers, rows = table.labels, table.rows
-        keep = [0] + [i for i, h in enumerate(headers) if h.endswith(" k/call")]
-        counts = [[row[0], *(_count(row[i]) for i in keep[1:])] for row in rows]
-        parts += [f"**{md_cell(label(job))}**", render_markdown([headers[i] for i in keep], counts)]
-        parts.append(explaining_layers(session))
-    return "\n\n".join(parts)
-
-
 def fp16_layers_section(rows: list[Row]) -> str:
-    headers = ["job", "FP8 variant", "compute layers", "in FP8", "not in FP8", "of those quantized by the recipe", "examples"]
+    headers = ["job", "FP8 variant", "compute layers", "in FP8", "not in FP8", "of those quantized by the recipe",
+               "examples"]
     body = []
     for r in rows:
         compute = [layer for layer in r.fp8.layers if layer.op in COMPUTE_OPS]
@@ -298,8 +230,9 @@ def fp16_layers_section(rows: list[Row]) -> str:
         other = [layer for layer in compute if "fp8" not in (layer.precision, layer.attrs.get(SIMULATES))]
         quantized = set(r.fp8.recipe.quantized) if r.fp8.recipe else set()
         expected = [layer for layer in other if layer.quantized or in_recipe(layer.name, layer.onnx_nodes, quantized)]
-        names = ", ".join(layer.name for layer in (expected or other)[:4]) + (" ..." if len(expected or other) > 4 else "")
-        body.append([label(r.job), r.fp8.name + (" (simulated)" if r.fp8.simulated else ""), len(compute),
+        shown = expected or other
+        names = ", ".join(layer.name for layer in shown[:4]) + (" ..." if len(shown) > 4 else "")
+        body.append([label(r.job), captions.variant_label(r.fp8.name, r.fp8.simulated), len(compute),
                      len(compute) - len(other), len(other), len(expected), names or "-"])
     if not body:
         return "### Layers of the FP8 engine that did not run in FP8\n\nNo layer precisions recorded."
@@ -322,8 +255,10 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
         items.append("TensorRT engines: no job ran the TensorRT backend" + (
             f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
     for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
-                        ("tensorrt", "TensorRT versions other than {}"), ("opt_level", "builder optimisation levels other than {}")):
-        values = {job.axes[axis] for job in jobs if axis not in ("tensorrt", "opt_level") or ran_tensorrt(job.session.study)}
+                        ("tensorrt", "TensorRT versions other than {}"),
+                        ("opt_level", "builder optimisation levels other than {}")):
+        values = {job.axes[axis] for job in jobs
+                  if axis not in ("tensorrt", "opt_level") or ran_tensorrt(job.session.study)}
         if len(values) == 1 and values != {"-"}:
             items.append(words.format(values.pop()))
     layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}
@@ -338,10 +273,13 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
         items.append("plan size for some variants")
     if any(v.kernels is None for s in sessions for v in s.variants if v.status == "ok"):
         items.append("kernels per call for some variants (not traced)")
-    items += [f"{label(job)} {v.name}: failed ({v.error})" for job in jobs for v in job.session.variants if v.status != "ok"]
+    items += [f"{label(job)} {v.name}: failed ({v.error})" for job in jobs for v in job.session.variants
+              if v.status != "ok"]
     items += [f"{label(job)}: no fp16 variant to compare FP8 with" for job in jobs
               if any(v.precision == "fp8" and compare(job.session, v).speedup is None for v in job.session.variants)]
-    return "### Not measured\n\n" + "\n".join(f"- {md_cell(item)}." for item in items) if items else "### Not measured\n\nNothing the sessions can tell."
+    if not items:
+        return "### Not measured\n\nNothing the sessions can tell."
+    return "### Not measured\n\n" + "\n".join(f"- {md_cell(item)}." for item in items)
 
 
 def revisit_section(jobs: list[Job], rows: list[Row], rules: Rules) -> str:
@@ -356,7 +294,8 @@ def revisit_section(jobs: list[Job], rows: list[Row], rules: Rules) -> str:
     split = sorted({f.layer for v in fp8 for f in diagnose(v) if f.reason == "per-group split"})
     if split:
         items.append(f"when TensorRT (or cuDNN) runs a grouped convolution as one kernel instead of one per group "
-                     f"({len(split)} layers split here, e.g. {md_code(split[0])}); measure the baseline again first: it "
+                     f"({len(split)} layers split here, e.g. {md_code(split[0])}); measure the baseline again first: "
+                     "it "
                      "gets faster too")
     costs = [v for job in jobs for v in verdicts(job.session, rules) if v.speedup < 1 and v.group and v.group_delta_ms
              and v.measured is None and v.variant in {captions.variant_label(f.name, f.simulated) for f in fp8}]
@@ -373,14 +312,16 @@ def revisit_section(jobs: list[Job], rows: list[Row], rules: Rules) -> str:
                and r.fp8.artifact_bytes and r.fp16.artifact_bytes]
     if not paying and any(ratio < 0.9 for _, ratio in smaller):
         best = min(ratio for _, ratio in smaller)
-        items.append(f"when plan size matters more than latency: the FP8 plan is up to {(1 - best) * 100:.0f} % smaller")
+        items.append(f"when plan size matters more than latency: the FP8 plan is up to {(1 - best) * 100:.0f} % "
+                     "smaller")
     return "### When to revisit\n\n" + "\n".join(f"- {item}." for item in items)
 
 
 def reproduce_section(sources: list[tuple[str, Session]], jobs: list[Job]) -> str:
     """The commands that repeat the sessions, with no machine's folders in them (`portable_argv`): sessions are
     named by their file names, as `export --format md` names them."""
-    commands = [shell_line(portable_argv(s.study.command)) for _, s in sources if s.merge is not None and s.study.command]
+    commands = [shell_line(portable_argv(s.study.command)) for _, s in sources
+                if s.merge is not None and s.study.command]
     commands += [shell_line(portable_argv(job.session.study.command)) for job in jobs if job.session.study.command]
     commands += [shell_line(["trt-inspect", "rerun", PurePath(job.path).name]) for job in jobs
                  if job.session.study.plan is not None]
@@ -394,9 +335,11 @@ def study_markdown(sources: list[tuple[str, Session]], rules: Rules) -> str:
     rows = comparison_rows(jobs)
     axes = varying(jobs)
     models = ", ".join(dict.fromkeys(job.session.study.model for job in jobs))
+    labelled = [(label(job), job.session) for job in jobs]
     sections = [
-        f"## FP8 quantization study: {md_cell(models)}", summary_section(jobs, rows, axes), recipe_section(jobs),
-        method_section(jobs), results_section(rows, axes), quality_section(jobs), kernels_section(jobs, rules),
+        f"## FP8 quantization study: {md_cell(models)}", summary_section(jobs, rows, axes),
+        jobs_recipe_section(fp8_variants(jobs)), jobs_method_section([job.session for job in jobs]),
+        results_section(rows, axes), jobs_quality_section(labelled), jobs_kernels_section(labelled, rules),
         fp16_layers_section(rows), not_measured_section(jobs, rows), revisit_section(jobs, rows, rules),
         reproduce_section(sources, jobs),
     ]

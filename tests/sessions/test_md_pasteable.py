@@ -10,7 +10,7 @@ import shutil
 import orjson
 import pytest
 
-from sessions.reports.export import portable_argv
+from sessions.reports.sections import portable_argv
 from tests.conftest import ROOT, run_cli
 
 CPU_RUN = ROOT / "benchmarks/results/cpu/run-1.json"  # resnet18 on a CPU, no CUDA graph

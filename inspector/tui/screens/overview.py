@@ -27,8 +27,9 @@ from sessions.analyses.verdict import verdict_lines
 from sessions.documents.errors import InspectError
 from sessions.documents.model import Session
 from sessions.reports import views
-from sessions.reports.export import environment_section, method_section, write_new_markdown
+from sessions.reports.export import write_new_markdown
 from sessions.reports.exporters import ExportRequest, exporter
+from sessions.reports.sections import environment_section, method_section
 
 
 def drill_default(session: Session) -> str | None:
