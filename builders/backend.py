@@ -26,10 +26,12 @@ from sessions.documents.vocab import Device
 
 @dataclass(frozen=True)
 class Capabilities:
-    layer_times: str | None = None  # what the engine's own per-layer profiler measures (TensorRT's IProfiler); None: none
+    # what the engine's own per-layer profiler measures (TensorRT's IProfiler); None: none
+    layer_times: str | None = None
     range_kinds: frozenset[str] = frozenset()  # layer ranges a tracer can see: nvtx, annotation
     devices: frozenset[str] = frozenset({"cuda", "cpu"})
-    torch_memory: bool = True  # device memory allocated through PyTorch's caching allocator (profilers.memory measures it)
+    # device memory allocated through PyTorch's caching allocator (profilers.memory measures it)
+    torch_memory: bool = True
 
 
 @dataclass(frozen=True)

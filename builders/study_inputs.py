@@ -64,8 +64,9 @@ def keep_model(plan: StudyPlan, model: Any) -> None:
 
 
 def build_model(model: str, checkpoint: str | None, seed: int) -> Any:
-    """builders.models.catalog.load_model right after torch.manual_seed(seed): the checkpoint's weights, else seeded random
-    weights (kept between studies by builders.models.seeded_weights); torch's CPU generator is left as that leaves it."""
+    """builders.models.catalog.load_model right after torch.manual_seed(seed): the checkpoint's weights, else seeded
+    random weights (kept between studies by builders.models.seeded_weights); torch's CPU generator is left as that
+    leaves it."""
     from builders.models.seeded_weights import SeededWeights
 
     return SeededWeights().load(model, seed, Path(checkpoint) if checkpoint else None)

@@ -32,8 +32,8 @@ from inspector.commands.run import study_request
 from sessions.documents.errors import ExitCode, InspectError
 
 # In the order `--help` lists them.
-COMMAND_MODULES = (run_command, open_session, show, groups, list_sessions, import_files, diff, export, rerun, onnx, probe,
-                   sweep, merge)
+COMMAND_MODULES = (run_command, open_session, show, groups, list_sessions, import_files, diff, export, rerun, onnx,
+                   probe, sweep, merge)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {module.NAME: module.run for module in COMMAND_MODULES}
 MODEL_COMMANDS = frozenset(module.NAME for module in COMMAND_MODULES if getattr(module, "BUILDS_MODELS", False))
 
@@ -154,7 +154,8 @@ def _main(argv: Sequence[str] | None) -> int:
 def run() -> None:
     """The console script: `main` with SIGTERM as Ctrl-C for the whole process, up to its exit."""
     try:
-        with process.interrupt_on_sigterm():  # `main` restores this one, so a SIGTERM just after it returns is caught too
+        # `main` restores this one, so a SIGTERM just after it returns is caught too
+        with process.interrupt_on_sigterm():
             code = main()
             process.hold_signals()
     except KeyboardInterrupt:  # a SIGTERM or Ctrl-C just as the command returned: the documented exit

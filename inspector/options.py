@@ -2,7 +2,8 @@
 choices, and the complete check of a request's values and of a plan.
 
 Nothing here declares an option: a new study option is one entry in `sessions.documents.options.OPTIONS` (and, for
-one the study takes as given, its field in `sessions.documents.options.GivenOptions`, which the request and plan are made of).
+one the study takes as given, its field in `sessions.documents.options.GivenOptions`, which the request and plan are
+made of).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def _add_argument(parser: argparse.ArgumentParser, spec: Option, command: str) -
         return
     kwargs: dict[str, Any] = {"dest": spec.field, "help": _help(spec, command), "metavar": spec.metavar}
     if spec.repeatable:
-        kwargs.update(action="append", default=list(default if isinstance(default, tuple) else ()))  # a list to append to
+        # a list to append to
+        kwargs.update(action="append", default=list(default if isinstance(default, tuple) else ()))
     else:  # the word is converted here; the range is checked with the request, as for the TUI and a sweep
         kwargs.update(type=spec.kind, default=default)
     choices = choices_of(spec)
@@ -120,10 +122,12 @@ def check_variant(variant: VariantPlan) -> None:
         check_choice(option("backend"), variant.backend)
     if variant.precision in BASE_PRECISIONS:
         if variant.recipe is not None:
-            raise InputError(f"the plan's {variant.precision} variant names a recipe ({variant.recipe!r}); only fp8 takes one")
+            raise InputError(f"the plan's {variant.precision} variant names a recipe ({variant.recipe!r}); "
+                             "only fp8 takes one")
         return
     if variant.precision != "fp8":
-        raise InputError(f"unknown precision {variant.precision!r} in the plan; use {', '.join(BASE_PRECISIONS)} or fp8")
+        raise InputError(f"unknown precision {variant.precision!r} in the plan; "
+                         f"use {', '.join(BASE_PRECISIONS)} or fp8")
     if not isinstance(variant.recipe, str):
         raise InputError(f"an fp8 variant of the plan names no recipe ({variant.recipe!r})")
     get_recipe(variant.recipe)

@@ -38,8 +38,8 @@ class AskedOptions:
 
 @dataclass(frozen=True)
 class StudyRequest(GivenOptions, AskedOptions):
-    """The study options as given (`sessions.documents.options` declares them); None where the machine decides. The options
-    a plan takes as given are its fields from `sessions.documents.options.GivenOptions`."""
+    """The study options as given (`sessions.documents.options` declares them); None where the machine decides. The
+    options a plan takes as given are its fields from `sessions.documents.options.GivenOptions`."""
 
     command: tuple[str, ...] = field(default=(), compare=False)
 

@@ -81,10 +81,12 @@ def fit_tracer(tracer: str, note: str, backend: str, device: str, cupti_problem:
         return tracer, note
     for name in tracer_names():
         candidate = get_tracer(name)
-        if candidate.range_kind in kinds and device in candidate.devices and name != "cupti" and candidate.prepare() is None:
+        if (candidate.range_kind in kinds and device in candidate.devices and name != "cupti"
+                and candidate.prepare() is None):
             return name, note
     why = f"CUPTI unavailable ({cupti_problem})" if device == "cuda" and cupti_problem else "no tracer here"
-    return "none", f"{why}: no kernel trace, since the {backend} backend marks layers with {' or '.join(sorted(kinds))} only"
+    return "none", (f"{why}: no kernel trace, since the {backend} backend marks layers with "
+                    f"{' or '.join(sorted(kinds))} only")
 
 
 def default_variants(device: str, backend: str = "torch") -> str:
@@ -121,11 +123,12 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
     if request.tracer == "auto":
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)
-    variants = parse_variants(request.variants or default_variants(device, backend), list(request.fp8_recipes), list(request.fp8_exclude))
+    variants = parse_variants(request.variants or default_variants(device, backend), list(request.fp8_recipes),
+                              list(request.fp8_exclude))
     explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
     variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
-    chosen: dict[str, Any] = {"backend": backend, "device": device, "variants": variants, "timing": default_timing(request, device),
-              "tracer": tracer}
+    chosen: dict[str, Any] = {"backend": backend, "device": device, "variants": variants,
+                              "timing": default_timing(request, device), "tracer": tracer}
     given = {name: getattr(request, name) for name in StudyPlan.__dataclass_fields__ if name not in chosen}
     plan = StudyPlan(**chosen, **given)  # every other plan field is the request's option of that name
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes

@@ -91,7 +91,8 @@ def _read(path: Path, mode: str):
     from PIL import Image
 
     try:
-        with warnings.catch_warnings():  # past PIL's pixel limit (89 million pixels) it warns, past twice that it raises
+        # past PIL's pixel limit (89 million pixels) it warns, past twice that it raises
+        with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(path) as image:
                 return image.convert(mode)

@@ -81,7 +81,8 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
         reference_scale=scale,
         relative_error=max_error / scale if scale > 0 else None,
         reference_warnings=degenerate_reference(reference_name, scale, reference_nonfinite, np.concatenate(spans),
-                                                np.asarray(differences), "pixels" if task == "segmentation" else "images"),
+                                                np.asarray(differences),
+                                                "pixels" if task == "segmentation" else "images"),
     )
     classes = predicted_classes(candidate)
     if baseline is not None:

@@ -21,7 +21,8 @@ def dump(records: TraceRecords, path: Path) -> None:
         "calls": records.calls,
         "dropped": records.dropped,
         "note": records.note,
-        "kernels": [[k.name, k.start, k.end, k.correlation, k.stream, list(k.grid), list(k.block)] for k in records.kernels],
+        "kernels": [[k.name, k.start, k.end, k.correlation, k.stream, list(k.grid), list(k.block)]
+                    for k in records.kernels],
         "launches": [[x.correlation, x.thread, x.time] for x in records.launches],
         "ranges": [[r.name, r.thread, r.start, r.end] for r in records.ranges],
     }

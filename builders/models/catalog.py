@@ -259,7 +259,9 @@ def _check_config(path: Path) -> None:
     if model_type is not None and not isinstance(model_type, str):
         raise InputError(f"{path} is malformed: model_type is {type(model_type).__name__}, not a name")
     architectures = config.get("architectures")
-    if architectures is not None and not (isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)):
+    if architectures is not None and not (
+        isinstance(architectures, list) and all(isinstance(a, str) for a in architectures)
+    ):
         raise InputError(f"{path} is malformed: architectures is not a list of names")
 
 
@@ -343,7 +345,8 @@ def load_checkpoint(module, path: Path) -> None:
         if not isinstance(key, str):
             raise InputError(f"checkpoint {path} is not a state dict: key {key!r} is not a parameter name")
         if not isinstance(value, torch.Tensor):
-            raise InputError(f"checkpoint {path} is not a state dict: {key!r} is a {type(value).__name__}, not a tensor")
+            raise InputError(f"checkpoint {path} is not a state dict: "
+                             f"{key!r} is a {type(value).__name__}, not a tensor")
     state = {k.removeprefix("module."): v for k, v in state.items()}
     target = module.model if hasattr(module, "model") and not any(k.startswith("model.") for k in state) else module
     expected = target.state_dict()

@@ -40,7 +40,9 @@ class LayerSpec:
             return (*self.input_shape[:-1], self.out_channels)
         spatial = tuple(
             (size + 2 * pad - dil * (k - 1) - 1) // step + 1
-            for size, k, step, pad, dil in zip(self.input_shape[2:], self.kernel, self.stride, self.padding, self.dilation)
+            for size, k, step, pad, dil in zip(
+                self.input_shape[2:], self.kernel, self.stride, self.padding, self.dilation
+            )
         )
         return (self.input_shape[0], self.out_channels, *spatial)
 
@@ -89,7 +91,8 @@ def spec_of(module, x) -> LayerSpec | None:
             padding_mode=_padding_mode(module),
         )
     if isinstance(module, torch.nn.Linear):
-        return LayerSpec(op="linear", input_shape=tuple(x.shape), out_channels=module.out_features, bias=module.bias is not None)
+        return LayerSpec(op="linear", input_shape=tuple(x.shape), out_channels=module.out_features,
+                         bias=module.bias is not None)
     return None
 
 

@@ -53,8 +53,9 @@ def function_op(name: str) -> Op | None:
 
 
 def call_cost(name: str, inputs: Sequence[int], outputs: Sequence[int], kernel: Sequence[int] = ()) -> float:
-    """Elements one call moves: those it reads and writes, none for a view (`VIEWS`); a pooling call reads its window for every output
-    (`kernel`, its kernel size, for a windowed pooling; else the input elements per output: global pooling, a mean).
+    """Elements one call moves: those it reads and writes, none for a view (`VIEWS`); a pooling call reads its window
+    for every output (`kernel`, its kernel size, for a windowed pooling; else the input elements per output: global
+    pooling, a mean).
 
     `inputs` and `outputs` are the element counts of the call's tensors.
     """

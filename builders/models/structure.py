@@ -174,7 +174,8 @@ class _Recorder(TorchFunctionMode):
     def enter(self, path: str, args: tuple[Any, ...]) -> None:
         first = next((t for t in _tensors(args) if isinstance(t, torch.Tensor)), None)
         if path not in self.calls:
-            self.calls[path] = ModuleCall(path, self.tick(), input_ids=self.sources(first) if first is not None else set())
+            self.calls[path] = ModuleCall(path, self.tick(),
+                                          input_ids=self.sources(first) if first is not None else set())
         self.stack.append(path)
 
     def leave(self, path: str, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
@@ -248,7 +249,9 @@ def _analyse(model: torch.nn.Module, example: torch.Tensor) -> ModelStructure:
     modules = dict(model.named_modules())
     record = TrunkRecord(
         calls=recorder.calls,
-        children={path: [f"{path}.{name}" if path else name for name, _ in m.named_children()] for path, m in modules.items()},
+        children={
+            path: [f"{path}.{name}" if path else name for name, _ in m.named_children()] for path, m in modules.items()
+        },
         positions=recorder.positions, pooled_input=recorder.pooled_input, reads_input=recorder.reads_input,
         feeders=recorder.feeders,
         last_unpooled=recorder.last_unpooled, head_roots=_hf_head_roots(model),

@@ -1,9 +1,9 @@
 """Stem, stages and head of a model's trunk, from a record of one forward pass (builders.models.structure).
 
 Contract, in terms of what ran (never of names):
-- units: the root's children in call order, where a child that holds both trunk and head, or whose own children run as a chain (each reads
-  what the one before wrote, reshaped or not) and include two or more that hold a chain of layers (one
-  convolution or linear reading another's output: a sequence of blocks), or a child that only wraps one
+- units: the root's children in call order, where a child that holds both trunk and head, or whose own children run
+  as a chain (each reads what the one before wrote, reshaped or not) and include two or more that hold a chain of
+  layers (one convolution or linear reading another's output: a sequence of blocks), or a child that only wraps one
   module, is replaced, recursively, by its children;
 - a block: a unit that holds a chain of layers and either merges two computed tensors (a residual add, a
   concatenation, a gating multiply, a matmul of two activations) or sits in a sequence of blocks (not

@@ -33,7 +33,8 @@ def capture_graph(forward: Callable[[], Any], eager: Callable[[], None]) -> Capt
             output = forward()
     except RuntimeError as exc:
         torch.cuda.synchronize()
-        return Captured(TimingStep(eager, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}"), None, None)
+        return Captured(TimingStep(eager, False, f"CUDA graph capture failed, timed eagerly: {first_line(exc)}"),
+                        None, None)
     return Captured(TimingStep(graph.replay, True), graph, output)
 
 

@@ -188,7 +188,8 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     if shared:
         notes.append(f"{shared} groups of layers reading one tensor share one input scale")
     if zero_amax or small_amax:
-        notes.append(f"{zero_amax + small_amax} quantizers had an amax below 448 x 2^-14 = {MIN_AMAX:g} ({zero_amax} saw "
+        notes.append(f"{zero_amax + small_amax} quantizers had an amax below 448 x 2^-14 = {MIN_AMAX:g} "
+                     f"({zero_amax} saw "
                      "only zeros in calibration or hold all-zero weight channels): raised to it, so their scale is "
                      "2^-14, the smallest normal fp16 value, the ONNX graph's floor")
     return VariantModule(module, calibrated.dtype, keep, recipe, notes)

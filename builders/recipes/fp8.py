@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from builders.models.structure import ModelStructure
 
 RECIPES_FILE = Path(__file__).with_name("fp8.toml")
-ROLES = ("stem", "first-stage", "squeeze-excitation", "attention-output", "head")  # builders.models.structure finds them
+# builders.models.structure finds them
+ROLES = ("stem", "first-stage", "squeeze-excitation", "attention-output", "head")
 WeightScales = Literal["per-channel", "per-tensor"]
 WEIGHT_SCALES: tuple[WeightScales, ...] = ("per-channel", "per-tensor")
 OPS = ("conv", "linear")
@@ -79,7 +80,8 @@ def recipe_names() -> list[str]:
 
 
 def get_recipe(name: str) -> FP8Recipe:
-    """A recipe by name or alias, or `RECIPE-per-tensor` / `RECIPE-per-channel`: that recipe with those weight scales."""
+    """A recipe by name or alias, or `RECIPE-per-tensor` / `RECIPE-per-channel`: that recipe with those weight
+    scales."""
     table = recipes()
     if name in table:
         return table[name]
@@ -120,12 +122,14 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
             raise InputError(f"{variant}: {model} has no {' or '.join(missing)} layers, so this recipe would "
                              "quantize what a recipe without that exclusion does; leave it out")
         if not selection.quantized:
-            raise InputError(f"{variant} quantizes no layer of {model}: its recipe takes {' and '.join(selection.recipe.ops)} "
-                             f"layers outside {', '.join(selection.recipe.exclude_roles)}, and the exclusions leave none")
+            raise InputError(f"{variant} quantizes no layer of {model}: its recipe takes "
+                             f"{' and '.join(selection.recipe.ops)} layers outside "
+                             f"{', '.join(selection.recipe.exclude_roles)}, and the exclusions leave none")
         recipe = selection.recipe
         key = (tuple(selection.quantized), recipe.weights, recipe.fold_batchnorm, recipe.share_input_scale)
         if key in seen:
-            raise InputError(f"{variant} quantizes the same {len(selection.quantized)} layers of {model} as {seen[key]}, "
+            raise InputError(f"{variant} quantizes the same {len(selection.quantized)} layers of {model} "
+                             f"as {seen[key]}, "
                              "with the same scales; leave one out")
         seen[key] = variant
 
@@ -133,8 +137,8 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
 @lru_cache(maxsize=16)
 def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
     """The model's structure without its weights: built on the meta device (instant, no memory; that build is offered
-    to the study, which gives it its weights: builders.models.seeded_weights), or, where a model cannot be built there, loaded
-    as the study will load it.
+    to the study, which gives it its weights: builders.models.seeded_weights), or, where a model cannot be built
+    there, loaded as the study will load it.
 
     Built once per model and checkpoint in a process (a sweep plans many combinations of one model); callers
     must not change what it returns."""
@@ -172,7 +176,8 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
     structure = _structure_of(model_name, checkpoint)
     kept: list[VariantPlan] = []
     notes: list[str] = []
-    chosen: dict[str | None, dict[str, Selection]] = {}  # per backend: the real engine beside the simulation is no repeat
+    # per backend: the real engine beside the simulation is no repeat
+    chosen: dict[str | None, dict[str, Selection]] = {}
     for variant in variants:
         if variant.precision != "fp8":
             kept.append(variant)

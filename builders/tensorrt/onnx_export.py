@@ -135,7 +135,8 @@ def fp8_weight_initializers(model, weight_amax: dict):
         weight = q.input[0]
         dq = consumers.get(q.output[0], [])
         if weight not in pending or len(dq) != 1 or dq[0].op_type != "DequantizeLinear":
-            raise InspectError(f"ONNX export: the graph quantizes {weight}, which has no FP8 weight quantizer of its own")
+            raise InspectError(f"ONNX export: the graph quantizes {weight}, "
+                               "which has no FP8 weight quantizer of its own")
         amax = pending.pop(weight)
         codes = fp8_weight_codes(numpy_helper.to_array(constants[weight]), amax)
         scale_dtype = numpy_helper.to_array(initializers[dq[0].input[1]]).dtype
@@ -152,7 +153,8 @@ def fp8_weight_initializers(model, weight_amax: dict):
             dq[0].attribute.append(helper.make_attribute("axis", 0))
         removed.append(q)
     if pending:
-        raise InspectError(f"ONNX export: {len(pending)} FP8 weights are not quantized in the graph, e.g. {next(iter(pending))}")
+        raise InspectError(f"ONNX export: {len(pending)} FP8 weights are not quantized in the graph, "
+                           f"e.g. {next(iter(pending))}")
     for q in removed:
         graph.node.remove(q)
     _drop_unused(graph, {q.output[0] for q in removed})
@@ -220,7 +222,9 @@ def standard_fp8_qdq(model, min_scale: float = MIN_SCALE):
             graph.initializer.append(numpy_helper.from_array(floored(value), scale))
             moved.add(scale)
         elif scale in initializers:
-            initializers[scale].CopyFrom(numpy_helper.from_array(floored(numpy_helper.to_array(initializers[scale])), scale))
+            initializers[scale].CopyFrom(
+                numpy_helper.from_array(floored(numpy_helper.to_array(initializers[scale])), scale)
+            )
         else:
             raise InspectError(f"ONNX export: the Q/DQ scale {scale} is computed in the graph, not a constant")
     quantized = set()

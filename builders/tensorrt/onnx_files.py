@@ -24,5 +24,6 @@ def write_onnx_files(model, variants: list[VariantPlan], static_input, calibrati
     files = []
     for variant in variants:
         source = variant_onnx(model, variant, calibration, static_input, folder)
-        files.append(OnnxFile(variant.name, source.path, qdq_counts(onnx.load(str(source.path), load_external_data=False))))
+        files.append(OnnxFile(variant.name, source.path,
+                              qdq_counts(onnx.load(str(source.path), load_external_data=False))))
     return files

@@ -78,15 +78,16 @@ class TensorRTEngine(Engine):
         inputs = [name for name in names if trt_compat.is_input(self.trt, self.engine, name)]
         outputs = [name for name in names if name not in inputs]
         if len(inputs) != 1 or not outputs:
-            raise InputError(f"the engine has {len(inputs)} inputs and {len(outputs)} outputs; trt-inspect feeds one image input")
+            raise InputError(f"the engine has {len(inputs)} inputs and {len(outputs)} outputs; "
+                             "trt-inspect feeds one image input")
         (input_name,) = inputs
         dynamic = any(d < 0 for d in tuple(self.engine.get_tensor_shape(input_name)))
         if dynamic and not self.context.set_input_shape(input_name, shape):
             raise InputError(f"the engine does not accept input {input_name} of shape {list(shape)}")
         bound = tuple(self.context.get_tensor_shape(input_name))
         if bound != shape:
-            raise InputError(f"the engine's input {input_name} is fixed at {list(bound)}; the study feeds {list(shape)} "
-                             f"(use --batch {bound[0]})")
+            raise InputError(f"the engine's input {input_name} is fixed at {list(bound)}; "
+                             f"the study feeds {list(shape)} (use --batch {bound[0]})")
         with self.device.use():
             for name in names:
                 dtype = torch_dtype(self.engine.get_tensor_dtype(name))
@@ -211,7 +212,9 @@ class TensorRTBackend(Backend):
         self.opt_level = plan.opt_level
         self.report = context.report
         module = self.model.module
-        self._reference: torch.nn.Module | None = None if module is None else module.to(plan.device, torch.float32).eval()
+        self._reference: torch.nn.Module | None = (
+            None if module is None else module.to(plan.device, torch.float32).eval()
+        )
 
     @torch.no_grad()
     def reference(self, batch: torch.Tensor) -> torch.Tensor | None:
@@ -299,4 +302,5 @@ def check_file_precision(path: Path, spec: VariantPlan) -> None:
     counts = Counter(names[t.data_type] for t in graph.initializer if t.data_type in names)
     held = counts.most_common(1)[0][0] if counts else None
     if held is not None and held != spec.precision:
-        raise InputError(f"{spec.name}: {path.name} holds {held} weights and is built as it is; ask for --variants {held}")
+        raise InputError(f"{spec.name}: {path.name} holds {held} weights and is built as it is; "
+                         f"ask for --variants {held}")

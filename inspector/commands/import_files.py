@@ -39,10 +39,13 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
             p.add_argument(role.flag, action="append", default=[], metavar=role.metavar, help=role.help)
         else:
             p.add_argument(role.flag, help=role.help)
-    p.add_argument("--no-metadata-search", action="store_true", help="do not read metadata files found beside the layer file")
+    p.add_argument("--no-metadata-search", action="store_true",
+                   help="do not read metadata files found beside the layer file")
     p.add_argument("--name", type=_name, help="variant name (default: from the file name)")
-    p.add_argument("--model", help="model name, where the files do not say it (default: trtexec's model option, else the file name)")
-    p.add_argument("--batch", type=argument_type(option("batch")), help="batch size, where the files do not give the input shape")
+    p.add_argument("--model", help="model name, where the files do not say it "
+                   "(default: trtexec's model option, else the file name)")
+    p.add_argument("--batch", type=argument_type(option("batch")),
+                   help="batch size, where the files do not give the input shape")
     p.add_argument("--force", action="store_true", help="with --into: join files of another model, batch or GPU; "
                    "with --out: replace the session there")
     target = p.add_mutually_exclusive_group()
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--engine picks engines of a folder: give the folder")
     found = files_of_folder(Path(args.folder), args.engine) if args.folder else None
     if found is not None and len(found.engines) > 1 and args.name:
-        raise InputError(f"--name names one variant; {args.folder} holds {len(found.engines)} engines (--engine keeps one)")
+        raise InputError(f"--name names one variant; {args.folder} holds {len(found.engines)} engines "
+                         "(--engine keeps one)")
     engines = found.engines if found else [Engine(args.name, ImportFiles(
         {role.name: [Path(getattr(args, role.name))] for role in single if getattr(args, role.name)},
         not args.no_metadata_search))]

@@ -40,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json([{"variant": f.variant, "path": str(f.path), **f.counts.__dict__} for f in files])
         return ExitCode.OK
-    rows: list[list[str | int]] = [[f.variant, str(f.path), f.counts.convolutions, f.counts.quantized_convolutions, f.counts.quantize, f.counts.dequantize] for f in files]
+    rows: list[list[str | int]] = [[f.variant, str(f.path), f.counts.convolutions, f.counts.quantized_convolutions,
+                                    f.counts.quantize, f.counts.dequantize] for f in files]
     print(render_text(["variant", "file", "convs", "quantized convs", "Q", "DQ"], rows))
     return ExitCode.OK

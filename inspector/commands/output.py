@@ -35,7 +35,8 @@ def _print_summary(session: Any, path: Path | str | None) -> None:
 
     gpu = session.environment.gpu.name if session.environment.gpu else (session.environment.cpu or "GPU unknown")
     batch = session.study.batch or "several"  # 0: a merged session of several batch sizes
-    print(terminal_text(f"{session.study.model}  batch {batch}  {session.study.backend} on {session.study.device} ({gpu})"))
+    print(terminal_text(f"{session.study.model}  batch {batch}  "
+                        f"{session.study.backend} on {session.study.device} ({gpu})"))
     print(table_text(views.session_variant_table(session)))
     from sessions.analyses.layer_verdict import layer_time_lines
 
@@ -59,7 +60,8 @@ def print_session(session: Any, path: Path | str | None, as_json: bool) -> None:
         _print_summary(session, path)
 
 
-def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]], as_json: bool) -> tuple[int, Any, Path | None]:
+def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]],
+                 as_json: bool) -> tuple[int, Any, Path | None]:
     """Run a study, printing progress on stderr, with the time left (`inspector.eta.Estimate`) after each variant built
     and each timing round; Ctrl-C keeps what is saved and exits 130.
 
@@ -74,9 +76,11 @@ def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]], as_js
     def report(progress: Any) -> None:
         if progress.session_path is not None:
             saved[:] = [progress.session_path]
-        counted = progress.total > 0 and (progress.phase == "timing" or (progress.phase == "build" and progress.variant))
+        counted = progress.total > 0 and (progress.phase == "timing"
+                                          or (progress.phase == "build" and progress.variant))
         left = estimate.update(progress) if counted else ""
-        err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}" + (f" ({left})" if left else ""))
+        err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}"
+            + (f" ({left})" if left else ""))
 
     try:
         session, path = run(report)

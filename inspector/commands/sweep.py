@@ -15,10 +15,12 @@ BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it ru
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser(NAME, help="run a matrix of studies, one job per plan (here, on Ray or on Slurm), and merge them")
+    p = sub.add_parser(NAME, help="run a matrix of studies, one job per plan (here, on Ray or on Slurm), "
+                       "and merge them")
     p.add_argument("matrix", help="TOML file: [base] options, [axes] lists, [[exclude]] combinations")
     p.add_argument("--executor", default="local", choices=["local", "ray", "slurm"])
-    p.add_argument("--gpus", type=int, help="local: GPUs used (default: every visible one); ray: GPUs of a local cluster")
+    p.add_argument("--gpus", type=int,
+                   help="local: GPUs used (default: every visible one); ray: GPUs of a local cluster")
     p.add_argument("--out", type=_folder_name, help="the sweep's folder (default: <user data>/sweeps/<name>)")
     p.add_argument("--dry-run", action="store_true", help="print the plans and the job count; run nothing")
     p.add_argument("--allow-imports", action="store_true",
@@ -66,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     _print_outcomes(folder, jobs, outcomes, merged, args.json)
     if interrupted:
         return ExitCode.INTERRUPTED
-    return ExitCode.OK if all(o.state in ("done", "skipped") and not o.error for o in outcomes.values()) else ExitCode.FAILURE
+    return (ExitCode.OK if all(o.state in ("done", "skipped") and not o.error for o in outcomes.values())
+            else ExitCode.FAILURE)
 
 
 def _print_plans(folder: Any, jobs: list[Any], as_json: bool) -> int:
@@ -74,7 +77,8 @@ def _print_plans(folder: Any, jobs: list[Any], as_json: bool) -> int:
 
     finished = [job for job in jobs if folder.finished(job.key)]
     if as_json:
-        print_json({"folder": str(folder.root), "jobs": [{**job.__dict__, "finished": job in finished} for job in jobs]})
+        print_json({"folder": str(folder.root),
+                    "jobs": [{**job.__dict__, "finished": job in finished} for job in jobs]})
         return ExitCode.OK
     axes = list(jobs[0].axes) if jobs else []
     rows = [[job.key, *job.axes.values(), *_plan_columns(job), "finished" if job in finished else "to run"]

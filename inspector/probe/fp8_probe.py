@@ -249,7 +249,8 @@ def _fp8_run(name: str, x16, inverse, op, prepared, quantizer) -> list[tuple[str
     return [(quantizer_name(name), quantize_input), (name, lambda: op(held["x8"], prepared))]
 
 
-def probe_layers(captured: list[CapturedLayer], plan, cudnn, report: Report) -> tuple[list[ProbedLayer], dict, list[LayerRun], str]:
+def probe_layers(captured: list[CapturedLayer], plan, cudnn,
+                 report: Report) -> tuple[list[ProbedLayer], dict, list[LayerRun], str]:
     """FP8 kernel choice, numerics and timing per spec; what the trace runs per layer."""
     from builders.engine.probe_kernels import make_quantizer
 
@@ -267,7 +268,8 @@ def probe_layers(captured: list[CapturedLayer], plan, cudnn, report: Report) -> 
     return [p for p, _ in ordered], times, [r for _, r in ordered], quantizer.implementation
 
 
-def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, quantizer, cudnn, handle, probed: dict) -> tuple[ShapeTimes, list[str]]:
+def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, quantizer, cudnn, handle,
+                 probed: dict) -> tuple[ShapeTimes, list[str]]:
     """Choose the FP8 kernel on the first layer with a non-zero input, check every member's numerics,
     time the shape once; fills `probed` (name -> ProbedLayer, LayerRun). Returns the refusals where
     no FP8 kernel ran."""
@@ -291,7 +293,8 @@ def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, quantizer,
         inverse = torch.tensor(1.0 / scale, device=m.x16.device)
         prepared = op.prepare(m.module.weight, m.module.bias, scale)
         if not layer.zero_input:  # an all-zero input leaves only the bias: nothing FP8 to judge
-            layer.rel_error = relative_error(op(quantizer.run(m.x16, inverse, op.channels_last), prepared), m.module(m.x16))
+            layer.rel_error = relative_error(op(quantizer.run(m.x16, inverse, op.channels_last), prepared),
+                                             m.module(m.x16))
         probed[m.name] = (layer, LayerRun(fp16_run, _fp8_run(m.name, m.x16, inverse, op, prepared, quantizer)))
     fns: dict[str, Callable[[], object]] = {"fp16": partial(rep.module, x_timed)}
     if op is not None:
@@ -302,14 +305,16 @@ def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, quantizer,
         fns["amax"] = partial(torch.linalg.vector_norm, x_timed, float("inf"))  # max |x| in one reduction
     shape_times = measure_shape(fns, plan, rep.name)
     if x_timed is not rep.x16:
-        shape_times.note = "; ".join(filter(None, [shape_times.note, "timed on random data: the real input is all zeros"]))
+        shape_times.note = "; ".join(filter(None, [shape_times.note,
+                                                   "timed on random data: the real input is all zeros"]))
     return shape_times, choice.refusals if op is None else []
 
 
 def _progress_line(index: int, total: int, spec: LayerSpec, count: int, times: ShapeTimes, refusals: list[str]) -> str:
     from profilers.stats import latency_stats
 
-    parts = [f"{step} {latency_stats(times.samples[step]).median_ms * 1e3:.1f} us" for step in STEPS if times.samples.get(step)]
+    parts = [f"{step} {latency_stats(times.samples[step]).median_ms * 1e3:.1f} us"
+             for step in STEPS if times.samples.get(step)]
     tail = f"; no FP8 kernel: {'; '.join(refusals)}" if refusals else ""
     return f"{index}/{total} {spec.label()} x{count}: {', '.join(parts)}{tail}"
 
@@ -397,7 +402,8 @@ def run_probe(options: ProbeOptions, command: list[str], report: Report, force: 
     `force`, a default name never shared with another probe). Returns the session and where it was saved."""
     options.validate()
     created = dt.datetime.now(dt.UTC)
-    with session_writer(session_file(options.out, options.model, created, "probe", f"b{options.batch}"), force) as writer:
+    with session_writer(session_file(options.out, options.model, created, "probe", f"b{options.batch}"),
+                        force) as writer:
         session = _probe_session(options, command, report, created)
         return session, writer.finish(session)
 
@@ -422,19 +428,23 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
         probed, times, runs, quantize_impl = probe_layers(captured, plan, cudnn, report)
     traces = trace_runs(runs, cupti_problem)
     graphed = all(t.graphed for t in times.values())
-    session = new_probe_session(options, command, inputs.model, created, probe_method(plan, graphed, quantize_impl, traces))
+    session = new_probe_session(options, command, inputs.model, created,
+                                probe_method(plan, graphed, quantize_impl, traces))
     session.environment.versions["cudnn-frontend-backend"] = str(cudnn.backend_version())
     scales = (f"FP8 e4m3, per-tensor scales: weights amax / 448 (quantized once, not timed); activations amax / 448 "
               f"over {options.calib_count} calibration images (static, as TensorRT's Q/DQ); fp16 output")
     session.variants = [
-        probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), traces.fp16, ["fp16 as PyTorch runs each layer (cuDNN / cuBLAS)"]),
-        probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8, [scales, f"quantize: {quantize_impl}"]),
+        probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), traces.fp16,
+                      ["fp16 as PyTorch runs each layer (cuDNN / cuBLAS)"]),
+        probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8,
+                      [scales, f"quantize: {quantize_impl}"]),
     ]
     session.variant(FP8_VARIANT).notes.append(estimate_line(session, load_rules()))
     return session
 
 
-def new_probe_session(options: ProbeOptions, command: list[str], model, created: dt.datetime, method: TimingMethod) -> Session:
+def new_probe_session(options: ProbeOptions, command: list[str], model, created: dt.datetime,
+                      method: TimingMethod) -> Session:
     import torch
 
     from profilers import environment
@@ -452,7 +462,8 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
 
 
 def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> TimingMethod:
-    replay = "one CUDA-graph replay" if graphed else "one CUDA-graph replay (eager calls where capture failed: see the layers)"
+    replay = ("one CUDA-graph replay" if graphed
+              else "one CUDA-graph replay (eager calls where capture failed: see the layers)")
     return TimingMethod(
         timer="cuda-events",
         timed_region=(

@@ -87,7 +87,8 @@ def _layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int, step: str, p
         in_channels=spec.in_channels,
         out_channels=spec.out_channels,
         stride=list(spec.stride) if conv else None,
-        inputs=[Tensor(dtype=precision, shape=list(spec.input_shape), format=_fp8_format(spec) if precision == "fp8" else None)],
+        inputs=[Tensor(dtype=precision, shape=list(spec.input_shape),
+                       format=_fp8_format(spec) if precision == "fp8" else None)],
         outputs=[Tensor(dtype="fp16", shape=list(spec.output_shape()))],
         quantized=precision == "fp8",
         attrs=_shape_attrs(spec, times, same_shape),
@@ -151,7 +152,8 @@ def _counts(probed: list[ProbedLayer]) -> dict[LayerSpec, int]:
     return counts
 
 
-def probe_variant(name: str, precision: Precision, layers: list[Layer], records: TraceRecords | None, notes: list[str]) -> Variant:
+def probe_variant(name: str, precision: Precision, layers: list[Layer], records: TraceRecords | None,
+                  notes: list[str]) -> Variant:
     """A variant whose layer times are the isolated timings; kernels, if traced, attributed to them.
 
     Attribution sums kernel time per layer; the timed figures replace those sums afterwards.

@@ -71,7 +71,8 @@ def parse_matrix(doc: dict[str, Any], default_name: str, origin: str) -> Matrix:
     if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
         raise InputError(f"{origin}: sweep.imports must be a list of module names")
     name = _folder_name(sweep.get("name", default_name), origin)
-    base_values = {_option(k, origin).field: _checked(_option(k, origin), v, f"{origin}: base.{k}") for k, v in base.items()}
+    base_values = {_option(k, origin).field: _checked(_option(k, origin), v, f"{origin}: base.{k}")
+                   for k, v in base.items()}
     return Matrix(name, base_values, axes, exclude, tuple(imports))
 
 

@@ -85,7 +85,8 @@ def run_jobs(folder: SweepFolder, jobs: Sequence[Job], executor: str, options: E
             outcomes[job.key] = Outcome(job.key, "skipped", notes=["finished earlier"])
         else:
             pending.append(job)
-    report(f"{len(jobs)} jobs: {len(jobs) - len(pending)} finished earlier (skipped), {len(pending)} to run ({executor})")
+    report(f"{len(jobs)} jobs: {len(jobs) - len(pending)} finished earlier (skipped), "
+           f"{len(pending)} to run ({executor})")
 
     def on_outcome(job: Job, outcome: Outcome) -> None:
         outcomes[job.key] = outcome
@@ -106,7 +107,8 @@ def merge_finished(folder: SweepFolder, jobs: Sequence[Job], command: list[str])
     from sessions.analyses.merge import merge_sessions
     from sessions.documents.storage import load, save
 
-    finished = [(str(folder.session(job.key)), load(folder.session(job.key))) for job in jobs if folder.finished(job.key)]
+    finished = [(str(folder.session(job.key)), load(folder.session(job.key)))
+                for job in jobs if folder.finished(job.key)]
     if not finished:
         return None
     save(merge_sessions(finished, command), folder.merged)

@@ -99,7 +99,8 @@ class InspectorApp(App):
 
 
 def screen_bindings(screen: Screen) -> list[Binding]:
-    """The bindings this tool's screen classes declare (its own and inherited), each action once, described ones only."""
+    """The bindings this tool's screen classes declare (its own and inherited), each action once, described ones
+    only."""
     found: dict[str, Binding] = {}
     for cls in (c for c in type(screen).__mro__ if c.__module__.startswith("inspector.")):
         for binding in cls.__dict__.get("BINDINGS", []):

@@ -87,7 +87,8 @@ def terminal_driver(output: LibraryOutput) -> type[Driver]:
     class TerminalCopyDriver(LinuxDriver):
         """LinuxDriver with its output file on the terminal copy, not on descriptor 2 (the pipe, while a study runs)."""
 
-        def __init__(self, app, *, debug: bool = False, mouse: bool = True, size: tuple[int, int] | None = None) -> None:
+        def __init__(self, app, *, debug: bool = False, mouse: bool = True,
+                     size: tuple[int, int] | None = None) -> None:
             super().__init__(app, debug=debug, mouse=mouse, size=size)
             if output.terminal_fd is None:
                 raise RuntimeError("the library output must be redirected (start) before the app runs")

@@ -54,7 +54,8 @@ def answers(session: Session, rules: Rules) -> list[Answer]:
     for variant in quantized_variants(session):
         verdict = by_label.get(captions.variant_label(variant.name, variant.simulated))
         if verdict is not None:
-            found.append(Answer(verdict, basis, tuple(qualifiers(session, variant, _variant(session, verdict.baseline)))))
+            found.append(Answer(verdict, basis,
+                                tuple(qualifiers(session, variant, _variant(session, verdict.baseline)))))
     return found
 
 
@@ -102,7 +103,8 @@ def _nonfinite(variant: Variant, baseline: Variant | None) -> list[str]:
     notes = []
     if q.stress_inputs:
         base = baseline.quality if baseline is not None else None
-        also = f" ({baseline.name}: {base.stress_nonfinite})" if base is not None and base.stress_inputs and baseline else ""
+        also = (f" ({baseline.name}: {base.stress_nonfinite})"
+                if base is not None and base.stress_inputs and baseline else "")
         notes.append(f"NaN/Inf on {q.stress_nonfinite} of {q.stress_inputs} stress inputs{also}")
     if q.nonfinite:
         notes.append(f"NaN/Inf in {q.nonfinite} outputs on real images")

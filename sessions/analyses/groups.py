@@ -129,7 +129,8 @@ def _name_op(raw, where: str, compile_: Compile) -> NameOp:
     unknown = set(raw) - {"op", "whole", "patterns"}
     if unknown:
         raise InputError(f"{where}: unknown keys {sorted(unknown)}")
-    return NameOp(raw["op"], compile_(raw.get("whole", []), f"{where}.whole"), compile_(raw.get("patterns", []), f"{where}.patterns"))
+    return NameOp(raw["op"], compile_(raw.get("whole", []), f"{where}.whole"),
+                  compile_(raw.get("patterns", []), f"{where}.patterns"))
 
 
 def _tables(doc: dict, key: str, origin: str) -> list:
@@ -141,7 +142,8 @@ def _tables(doc: dict, key: str, origin: str) -> list:
 
 def _parse(doc: dict, origin: str, compile_: Compile) -> Rules:
     roles = [_role(raw, f"{origin}: roles[{i}]", compile_) for i, raw in enumerate(_tables(doc, "roles", origin))]
-    name_ops = [_name_op(raw, f"{origin}: name_ops[{i}]", compile_) for i, raw in enumerate(_tables(doc, "name_ops", origin))]
+    name_ops = [_name_op(raw, f"{origin}: name_ops[{i}]", compile_)
+                for i, raw in enumerate(_tables(doc, "name_ops", origin))]
     classes = []
     for i, raw in enumerate(_tables(doc, "kernel_classes", origin)):
         where = f"{origin}: kernel_classes[{i}]"
@@ -168,7 +170,8 @@ def _parse(doc: dict, origin: str, compile_: Compile) -> Rules:
 
 @functools.cache
 def builtin_rules() -> Rules:
-    return _parse(tomllib.loads(resources.files("sessions.analyses").joinpath("group_rules.toml").read_text()), "built-in rules", _builtin)
+    return _parse(tomllib.loads(resources.files("sessions.analyses").joinpath("group_rules.toml").read_text()),
+                  "built-in rules", _builtin)
 
 
 def load_rules(user_file: Path | None = None) -> Rules:
@@ -280,7 +283,8 @@ def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shap
         with_names = bool(rule.names or rule.onnx or rule.all_parts)
         if not (with_names or rule.ops or rule.origins or rule.kinds):
             return RolePlan(by_name, rule.name)  # a rule of requirements alone: met
-        if (rule.ops and op in rule.ops) or (rule.origins and origin in rule.origins) or (rule.kinds and _hits(rule.kinds, kind)):
+        if ((rule.ops and op in rule.ops) or (rule.origins and origin in rule.origins)
+                or (rule.kinds and _hits(rule.kinds, kind))):
             return RolePlan(by_name, rule.name)
         if with_names:
             by_name.append(rule)
@@ -498,7 +502,8 @@ def compare_groups(session: Session, by: str, rules: Rules, variants: list[str] 
     else:
         raise InputError(f"unknown grouping {by!r}; use role, stage or kernel")
     baseline = reference(session)
-    base_name = baseline.name if baseline is not None and baseline.name in tables else (chosen[0].name if chosen else None)
+    base_name = (baseline.name if baseline is not None and baseline.name in tables
+                 else (chosen[0].name if chosen else None))
     order: list[str] = []
     for rows in tables.values():
         order.extend(r.group for r in rows if r.group not in order)
@@ -510,8 +515,10 @@ def compare_groups(session: Session, by: str, rules: Rules, variants: list[str] 
             GroupComparison(
                 group=group,
                 rows=rows,
-                time_ratio={n: _ratio(r.time_ms if r else None, base.time_ms if base else None) for n, r in rows.items()},
-                kernel_ratio={n: _ratio(r.kernels_per_call if r else None, base.kernels_per_call if base else None) for n, r in rows.items()},
+                time_ratio={n: _ratio(r.time_ms if r else None, base.time_ms if base else None)
+                            for n, r in rows.items()},
+                kernel_ratio={n: _ratio(r.kernels_per_call if r else None, base.kernels_per_call if base else None)
+                              for n, r in rows.items()},
             )
         )
     return comparisons

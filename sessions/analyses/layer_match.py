@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from sessions.analyses.groups import builtin_rules, name_parts, op_from_name
 from sessions.documents.model import Layer
 
-QUANT_NODE = re.compile(r"[Qq]uantize|QuantLinearNode|DequantLinearNode|_quantizer|\.weight$|ReadVariableOp|^\(Unnamed Layer")
+QUANT_NODE = re.compile(r"[Qq]uantize|QuantLinearNode|DequantLinearNode|_quantizer|\.weight$"
+                        r"|ReadVariableOp|^\(Unnamed Layer")
 QUANT_PREFIX = re.compile(r"(^|/)quant_")
 NUMBERED = re.compile(r"^([A-Za-z][A-Za-z0-9]*)_(\d+)$")
 DOMINANT_WEIGHT = 10  # a shared convolution / GEMM node outweighs any number of shared activations
@@ -105,7 +106,8 @@ def _holders(nodes: list[dict[str, int]]) -> dict[str, list[int]]:
     return holders
 
 
-def _by_nodes(nodes_a: list[dict[str, int]], nodes_b: list[dict[str, int]], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
+def _by_nodes(nodes_a: list[dict[str, int]], nodes_b: list[dict[str, int]], free_a: set[int],
+              free_b: set[int]) -> list[tuple[int, int]]:
     holders = _holders(nodes_b)
     size_a, size_b = max(len(nodes_a), 1), max(len(nodes_b), 1)
     scale = len(nodes_b) / size_a
@@ -173,7 +175,8 @@ def _by_key(a: list[Layer], b: list[Layer], free_a: set[int], free_b: set[int], 
     return pairs
 
 
-def _by_copied(a: list[Layer], b: list[Layer], paired: dict[int, int], free_a: set[int], free_b: set[int]) -> list[tuple[int, int]]:
+def _by_copied(a: list[Layer], b: list[Layer], paired: dict[int, int], free_a: set[int],
+               free_b: set[int]) -> list[tuple[int, int]]:
     """Copies into (or out of) the same tensor of two paired layers are a pair: a copy is known by what it feeds."""
     index_a = {layer.name: i for i, layer in enumerate(a)}
     index_b = {layer.name: j for j, layer in enumerate(b)}
@@ -195,7 +198,8 @@ def _by_copied(a: list[Layer], b: list[Layer], paired: dict[int, int], free_a: s
 @dataclass
 class Alignment:
     pairs: list[tuple[int, int]]  # (index in a, index in b), in a's order
-    how: dict[tuple[int, int], str]  # pair -> "nodes" | "name" | "signature" | "shape and order" | "copy of a paired layer"
+    # pair -> "nodes" | "name" | "signature" | "shape and order" | "copy of a paired layer"
+    how: dict[tuple[int, int], str]
     only_a: list[int]  # neither paired nor fused
     only_b: list[int]
     fused_a: dict[int, int] = field(default_factory=dict)  # a layer of A fused into this layer of B
@@ -208,7 +212,8 @@ def align_layers(a: list[Layer], b: list[Layer]) -> Alignment:
         return Alignment([], {}, list(range(len(a))), list(range(len(b))))
     free_a, free_b = set(range(len(a))), set(range(len(b)))
     nodes_a, nodes_b = canonical_nodes(a), canonical_nodes(b)
-    not_copy = {i for i, layer in enumerate(a) if not _is_copy(layer)}, {j for j, layer in enumerate(b) if not _is_copy(layer)}
+    not_copy = ({i for i, layer in enumerate(a) if not _is_copy(layer)},
+                {j for j, layer in enumerate(b) if not _is_copy(layer)})
     how: dict[tuple[int, int], str] = {}
     for method, found in (
         ("nodes", lambda: _by_nodes(nodes_a, nodes_b, free_a, free_b)),

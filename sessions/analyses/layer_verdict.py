@@ -13,7 +13,8 @@ from sessions.analyses.summary import layer_sum_ms
 from sessions.analyses.verdict import Verdict, verdicts
 from sessions.documents.model import LatencyStats, Session, Variant
 
-LAYER_SUM_BASIS = "from summed per-layer times: no end-to-end time recorded, and a sum leaves out launch gaps and overlap"
+LAYER_SUM_BASIS = ("from summed per-layer times: no end-to-end time recorded, "
+                   "and a sum leaves out launch gaps and overlap")
 
 
 def layer_time_session(session: Session) -> Session | None:

@@ -20,8 +20,9 @@ from sessions.documents.model import Variant
 JUMP_FACTOR = 2.0  # kernels per call at least this many times the baseline's ...
 JUMP_MIN = 8.0  # ... and at least this many more
 FP8_TENSOR_CORES = (8, 9)  # compute capability from which GPUs have FP8 (e4m3, e5m2) tensor-core instructions
-# The target architecture NVIDIA's libraries write into kernel names: sm80_xmma_..., cudnn_generated_fort_native_sm90_...,
-# cutlass3x_sm90_..., sm90a_...; a token of its own (not inside a longer word or number).
+# The target architecture NVIDIA's libraries write into kernel names: sm80_xmma_...,
+# cudnn_generated_fort_native_sm90_..., cutlass3x_sm90_..., sm90a_...; a token of its own (not inside a longer word
+# or number).
 _ARCH_TOKEN = re.compile(r"(?:^|[^a-z0-9])sm_?(\d{2,3})[af]?(?=[^a-z0-9]|$)", re.IGNORECASE)
 
 
@@ -51,7 +52,8 @@ _MEMO: dict[tuple, tuple[Variant, Variant | None, list[Flag]]] = {}
 _MEMO_SIZE = 64
 
 
-def diagnose(variant: Variant, baseline: Variant | None = None, factor: float = JUMP_FACTOR, minimum: float = JUMP_MIN) -> list[Flag]:
+def diagnose(variant: Variant, baseline: Variant | None = None, factor: float = JUMP_FACTOR,
+             minimum: float = JUMP_MIN) -> list[Flag]:
     """Flags for `variant`; with a baseline (fp16, or the same variant of an older session) also jumps.
 
     Remembered for the same variant objects while their layers and kernel table stay the same ones (the TUI asks
@@ -89,7 +91,8 @@ def _diagnose(variant: Variant, baseline: Variant | None, factor: float, minimum
         elif i in below_fp8:
             found.append((i, f"fp8 on sm{below_fp8[i][0]}{below_fp8[i][1]} kernels", base))
     evidence = _evidence(variant, {i for i, _, _ in found})
-    return [Flag(variant.name, variant.layers[i].name, reason, per_layer[i], variant.layers[i].groups, base, evidence[i])
+    return [Flag(variant.name, variant.layers[i].name, reason, per_layer[i], variant.layers[i].groups, base,
+                 evidence[i])
             for i, reason, base in found]
 
 

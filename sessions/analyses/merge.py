@@ -109,7 +109,8 @@ def merge_sessions(sources: Sequence[tuple[str, Session]], command: list[str]) -
         merged_jobs.append(MergedJob(path, label, key, session.study, session.environment, session.method))
         for variant in session.variants:
             renamed = copy.deepcopy(variant)
-            renamed.name, renamed.job, renamed.axes = f"{label}/{variant.name}", index, {**key, VARIANT_AXIS: variant.name}
+            renamed.name, renamed.job, renamed.axes = (f"{label}/{variant.name}", index,
+                                                       {**key, VARIANT_AXIS: variant.name})
             variants.append(renamed)
     sessions = [session for _, session in jobs]
     first = sessions[0].study

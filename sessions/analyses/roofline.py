@@ -178,7 +178,8 @@ def work_of(session: Session, variant: Variant, layer: Layer) -> Work | None:
     for other in session.variants:
         if other is variant or other.job != variant.job:
             continue
-        twin = next((t for t in other.layers if t.name == layer.name and isinstance(t.attrs.get("signature"), str)), None)
+        twin = next((t for t in other.layers if t.name == layer.name and isinstance(t.attrs.get("signature"), str)),
+                    None)
         if twin is not None and twin.groups == layer.groups and twin.out_channels == layer.out_channels:
             borrowed = _signature_work(twin.attrs["signature"], layer.precision)
             if borrowed is not None:
@@ -212,7 +213,8 @@ def shortest_kernel_ms(variant: Variant) -> float | None:
         variant.trace.unit == "kernel" else None
 
 
-def bound_of(work: Work, peaks: Peaks, kernels: float | None, floor_ms: float | None, time_ms: float | None) -> str | None:
+def bound_of(work: Work, peaks: Peaks, kernels: float | None, floor_ms: float | None,
+             time_ms: float | None) -> str | None:
     """compute / memory / launch / latency by the module's rule; None where the peak of the work's precision, the
     bandwidth or the measured time is unknown."""
     peak = peaks.flops.get(work.precision)
@@ -264,7 +266,8 @@ class GroupRoof:
     memory_share: float | None  # of the bandwidth
 
 
-def group_roofs(roofs: list[LayerRoof], layers: list[Layer], rules: Rules, peaks: Peaks | None = None) -> list[GroupRoof]:
+def group_roofs(roofs: list[LayerRoof], layers: list[Layer], rules: Rules,
+                peaks: Peaks | None = None) -> list[GroupRoof]:
     """Per role group (`sessions.analyses.groups.role_of`): summed FLOPs and bytes over the summed time of the layers
     with work, their shares of `peaks` (the compute share only where those layers share one precision), and the
     group's time by bound; most time first."""
@@ -286,7 +289,8 @@ def group_roofs(roofs: list[LayerRoof], layers: list[Layer], rules: Rules, peaks
         peak = peaks.flops.get(precision) if peaks and precision else None
         found.append(GroupRoof(group, sum(r.time_ms or 0.0 for r in members), measured, tflops, gbps, bounds, precision,
                                tflops * 1e12 / peak if tflops is not None and peak else None,
-                               gbps * 1e9 / peaks.bandwidth if gbps is not None and peaks and peaks.bandwidth else None))
+                               gbps * 1e9 / peaks.bandwidth
+                               if gbps is not None and peaks and peaks.bandwidth else None))
     return sorted(found, key=lambda g: -g.time_ms)
 
 

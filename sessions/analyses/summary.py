@@ -87,7 +87,8 @@ def simulation_lines(session: Session) -> list[str]:
         if simulation is None:
             continue
         measure = "pixel agreement" if simulation.task == "segmentation" else "top-1 agreement"
-        over = f"pixels of {simulation.images} images" if simulation.task == "segmentation" else f"{simulation.images} images"
+        over = (f"pixels of {simulation.images} images" if simulation.task == "segmentation"
+                else f"{simulation.images} images")
         with_fp32 = f"{v.quality.top1_agreement * 100:.2f} % with {v.quality.reference}, " if v.quality else ""
         lines.append(f"{v.name} (real FP8): {measure} {with_fp32}{simulation.top1_agreement * 100:.2f} % with "
                      f"{simulation.reference}, over {over}; largest logit difference from the simulated "

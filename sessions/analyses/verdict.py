@@ -143,7 +143,8 @@ def cpu_measured(variant: Variant, baseline: Variant) -> str:
         structure.append(f"{simulating} layers simulate {variant.precision}")
     if variant.trace is not None and baseline.trace is not None:
         unit = variant.trace.unit
-        structure.append(f"{variant.trace.per_call:.0f} {unit}s per call, {baseline.name} {baseline.trace.per_call:.0f}")
+        structure.append(f"{variant.trace.per_call:.0f} {unit}s per call, "
+                         f"{baseline.name} {baseline.trace.per_call:.0f}")
     if structure:
         parts.append(f"the structure ({'; '.join(structure)})")
     measured = ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)

@@ -1,1 +1,2 @@
-"""The session document: its model and vocabulary, the one constructor, storage, codec, migrations, paths, the study plan and the options' spec."""
+"""The session document: its model and vocabulary, the one constructor, storage, codec, migrations, paths, the
+study plan and the options' spec."""

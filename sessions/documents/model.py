@@ -33,7 +33,8 @@ class Study:
     weights: str = "unknown"  # "random (pretrained=False, seed N)" or the checkpoint path
     plan: StudyPlan | None = None  # what `rerun` replays; None for imported files
     tool_commit: str | None = None  # git commit of the checkout the tool ran from ("-dirty": local changes)
-    engine: str | None = None  # the engine and its version as its backend names it ("TensorRT 10.3.0"); see sessions.documents.engines
+    # the engine and its version as its backend names it ("TensorRT 10.3.0"); see sessions.documents.engines
+    engine: str | None = None
     engine_options: dict[str, str] = field(default_factory=dict)  # plan options only this engine reads (opt_level)
 
 
@@ -307,9 +308,11 @@ class Variant:
     artifact_bytes: int | None = None
     # peak device bytes of one inference, weights included, as profilers.memory states; None: not measured (CPU)
     peak_memory_bytes: int | None = None
-    batchnorm_folded: int | None = None  # BatchNorm layers folded into convolutions in this variant's graph; None: unknown
+    # BatchNorm layers folded into convolutions in this variant's graph; None: unknown
+    batchnorm_folded: int | None = None
     latency: LatencyStats | None = None
-    performance: PerformanceSummary | None = None  # imported variants: trtexec's performance summary, where a file has one
+    # imported variants: trtexec's performance summary, where a file has one
+    performance: PerformanceSummary | None = None
     layers: list[Layer] = field(default_factory=list)
     kernels: KernelTable | None = None
     trace: TraceSummary | None = None

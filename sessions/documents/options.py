@@ -45,7 +45,8 @@ class Option:
     commands: tuple[str, ...] = (RUN,)
     default: Value = None
     command_defaults: Mapping[str, Value] = dataclasses.field(default_factory=dict)
-    machine_defaults: Mapping[str, Value] = dataclasses.field(default_factory=dict)  # by device, where `default` is None
+    # by device, where `default` is None
+    machine_defaults: Mapping[str, Value] = dataclasses.field(default_factory=dict)
     low: float | None = None
     high: float | None = None
     choices: tuple[str, ...] = ()
@@ -174,7 +175,8 @@ OPTIONS: tuple[Option, ...] = (
     # for a model of a hundred layers (sessions.analyses.noise). Each call costs one eager inference under the tracer.
     Option("trace_calls", ("--trace-calls",), int, "traced eager calls per variant: kernels, and each layer's median "
            "and spread (default %(default)s)", default=7, low=1, high=1000),
-    Option("checkpoint", ("--checkpoint",), str, "weights: .safetensors or a torch file (loaded with weights_only=True)",
+    Option("checkpoint", ("--checkpoint",), str, "weights: .safetensors or a torch file "
+           "(loaded with weights_only=True)",
            commands=(RUN, PROBE, ONNX)),
     Option("opt_level", ("--opt-level",), int, "TensorRT builder_optimization_level (default %(default)s)", default=3,
            low=0, high=5),

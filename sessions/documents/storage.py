@@ -80,7 +80,8 @@ def _replaceable_mode(path: Path, what: str) -> int:
     except FileNotFoundError:
         return 0o666 & ~_umask()
     if stat.S_ISLNK(info.st_mode):
-        raise InputError(f"{path} is a symbolic link; trt-inspect never writes through one: name the {what} file itself")
+        raise InputError(f"{path} is a symbolic link; trt-inspect never writes through one: "
+                         f"name the {what} file itself")
     if stat.S_ISDIR(info.st_mode):
         raise InputError(f"{path} is a folder; give a {what} file name")
     if not stat.S_ISREG(info.st_mode):
@@ -367,7 +368,8 @@ def decode(data: bytes, origin: str) -> Session:
         raise InputError(f"{origin} has no valid schema_version")
     if version > SCHEMA_VERSION:
         raise InputError(
-            f"{origin} uses session schema {version}, newer than this trt-inspect reads ({SCHEMA_VERSION}); upgrade trt-inspect"
+            f"{origin} uses session schema {version}, newer than this trt-inspect reads ({SCHEMA_VERSION}); "
+            "upgrade trt-inspect"
         )
     if version < 1:
         raise InputError(f"{origin} has an unknown schema_version {version}")

@@ -13,8 +13,9 @@ from sessions.documents.trt_names import dtype_word
 Device = Literal["cuda", "cpu"]
 Source = Literal["timm", "hf", "onnx", "trtexec", "probe"]
 Status = Literal["ok", "failed"]
-# what a variant computes in: the number format of its quantized layers, else its base precision
-Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", "mixed", "unknown"]  # unknown: names-only files
+# what a variant computes in: the number format of its quantized layers, else its base precision;
+# unknown: names-only files
+Precision = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", "mixed", "unknown"]
 # tensor element types, as sessions spell them
 DType = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", "int32", "int64", "uint8", "bool"]
 # what a layer computes, in one dialect for every source
@@ -29,5 +30,6 @@ OPS: tuple[str, ...] = get_args(Op)
 
 
 def dtype_of(text: str | None) -> str | None:
-    """The session's dtype word inside a TensorRT format string (`Row major linear FP16 format`): `sessions.documents.trt_names`."""
+    """The session's dtype word inside a TensorRT format string (`Row major linear FP16 format`):
+    `sessions.documents.trt_names`."""
     return dtype_word(text)

@@ -328,11 +328,13 @@ class SideBySideScreen(Screen):
         """Enter on a kernel of either side: its row in full."""
         panel = next(p for p in self.query(TablePanel) if p.table is event.table)
         row = next(r for r, k in zip(panel.data.rows, panel.data.keys) if k == event.key)
-        self.app.push_screen(FactsScreen(" > ".join([*self.crumbs, panel.data.title]), views.row_detail(panel.data, row)))
+        self.app.push_screen(FactsScreen(" > ".join([*self.crumbs, panel.data.title]),
+                                         views.row_detail(panel.data, row)))
 
 
 class DiffScreen(TableScreen):
-    """A saved-session diff, built from `sessions.analyses.diff.SessionDiff` (the same result `diff` prints); A, B and notes above."""
+    """A saved-session diff, built from `sessions.analyses.diff.SessionDiff` (the same result `diff` prints); A, B
+    and notes above."""
 
     def __init__(self, diff: SessionDiff, crumbs: list[str]) -> None:
         self.diff = diff

@@ -1,4 +1,5 @@
-"""A VirtualTable over one `sessions.reports.views.Table`: a filter, a count line with the matching rows' time, a detail pane."""
+"""A VirtualTable over one `sessions.reports.views.Table`: a filter, a count line with the matching rows' time, a
+detail pane."""
 
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ class TablePanel(Vertical):
 
         table = self.table
         cells = [[format_value(value, column.kind) for value, column in zip(row, table.columns)] for row in table.rows]
-        return render_markdown([c.label for c in table.columns], cells, {i for i, c in enumerate(table.columns) if c.numeric})
+        return render_markdown([c.label for c in table.columns], cells,
+                               {i for i, c in enumerate(table.columns) if c.numeric})
 
     def filter(self, pattern: str | None) -> None:
         """A new pattern; None (the dialog cancelled) keeps the current one, "" clears it."""

@@ -192,7 +192,8 @@ class VirtualTable(ScrollView, can_focus=True):
         if tone:
             style += Style.parse(tone)
         if index == self.cursor:
-            style += self.get_component_rich_style("virtual-table--cursor", partial=True) if self.has_focus else Style(reverse=True, dim=True)
+            style += (self.get_component_rich_style("virtual-table--cursor", partial=True) if self.has_focus
+                      else Style(reverse=True, dim=True))
         return self._pinned(self._line([format_cell(v, c) for v, c in zip(row, self.columns)]), scroll_x, width, style)
 
     def _pinned(self, line: str, scroll_x: int, width: int, style: Style) -> Strip:
@@ -200,7 +201,8 @@ class VirtualTable(ScrollView, can_focus=True):
         first = self._widths[0] + GAP if self._widths else 0
         if first >= width:
             return Strip([Segment(line, style)], len(line)).crop_extend(scroll_x, scroll_x + width, style)
-        rest = Strip([Segment(line[first:], style)], max(len(line) - first, 0)).crop_extend(scroll_x, scroll_x + width - first, style)
+        rest = Strip([Segment(line[first:], style)], max(len(line) - first, 0)).crop_extend(
+            scroll_x, scroll_x + width - first, style)
         return Strip.join([Strip([Segment(line[:first], style)], first), rest])
 
     # -- actions ---------------------------------------------------------------------------------
