@@ -1,18 +1,20 @@
 """A study on the CPU sized to finish in minutes: threads from the machine, variants and counts from the model's cost.
 
 `fit_cpu_plan` is the one owner of this policy (`inspector.resolve` calls it for PyTorch on the CPU). It times one
-fp32 forward of the model at the threads it picks, and a convolution in bf16 against fp32, then fills in what
-the user left unset: threads (the cores that other work leaves free), the variants (bf16 left out where it is
-much slower than fp32 here), and the counts (quality, calibration and stress inputs, rounds, inferences): the
-largest step of `LADDER` whose estimated time fits `BUDGET_S` (where none does, the default FP8 recipes after the
-first are left out too). The estimate comes from the measured forward and
-the plan's steps (`estimate_s`); what the user set is kept, and the estimate then covers it too.
+fp32 forward of the model at the threads it picks, ModelOpt's FP8 quantizer over the inputs of the model's
+convolutions and linears (what a simulated FP8 variant adds to each forward), and a convolution in bf16 against
+fp32, then fills in what the user left unset: threads (the cores that other work leaves free), the variants (bf16
+left out where it is much slower than fp32 here), and the counts (quality, calibration and stress inputs, rounds,
+inferences): the largest step of `LADDER` whose estimated time fits `BUDGET_S` (where none does, the default FP8
+recipes after the first are left out too). The estimate comes from the measured costs and the plan's steps
+(`estimate_steps`, stated per step in the plan's line); what the user set is kept, and the estimate then covers it too.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -34,8 +36,11 @@ STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_
 # machine (benchmarks/results/cpu/costs.txt; mainjob.log lists each variant's median, build and traced call).
 # Step by step, under a load between 8 and 17, they vary up to 2x; summed, these values came within 11 % of the
 # main job's time after the estimate (0.89 and 1.01 of it: mainjob-earlier-runs.log, mainjob.log).
-FP8_FORWARD = 1.4  # a simulated FP8 forward (activation quantizers; weights quantized once): 1.14 to 1.60 measured
-FP8_CALIBRATION = 1.6  # a calibration forward (max amax on every quantizer); not measured apart from the build
+# A simulated FP8 forward where its quantizers could not be timed (`quantizers_s`): senet154's, 1.14 to 1.60 measured.
+# Measured, it is the fp32 forward plus one e4m3 input quantizer per convolution and linear, which small models pay
+# most for: the quantizers' time is per activation element and per call, a convolution's per multiply.
+FP8_FORWARD = 1.4
+FP8_CALIBRATION = 1.6 / 1.4  # a calibration forward (max amax on every quantizer) over a simulated FP8 forward
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it
 STRUCTURE_FORWARD = 2.0  # finding the model's structure (a forward with module hooks), then copying and folding
 FP8_BUILD = 6.0  # ModelOpt's quantize, the amax floor and the baked weights, per FP8 variant
@@ -78,7 +83,8 @@ class Machine:
     threads: int
     forward_s: float  # one fp32 forward at the study's batch and `threads`, after the first (set-up) call: `_steady`
     single_s: float  # one fp32 forward of one sample (stress inputs), as `forward_s`
-    bf16_ratio: float  # the model's forward in bf16 / in fp32 where a convolution's is under BF16_SLOW, else the convolution's
+    bf16_ratio: float  # the model's forward in bf16 / fp32 where a convolution's is below BF16_SLOW, else that one
+    fp8_ratio: float = FP8_FORWARD  # a simulated FP8 forward / the fp32 forward (`quantizers_s`) where the plan has FP8
 
 
 def choose_threads(cores: int, load_1min: float) -> int:
@@ -110,14 +116,59 @@ def measure_machine(plan: StudyPlan) -> Machine:
         single_s = _steady(lambda: module(single))
         batch = torch.randn(plan.batch, *model.input_size)
         forward_s = single_s if plan.batch == len(single) else _steady(lambda: module(batch))
+    fp8_ratio = FP8_FORWARD
     if any(v.precision == "fp8" for v in plan.variants):
         from builders.pytorch.variant_modules import prepare_fp8
 
         prepare_fp8()
+        quantizers = quantizers_s(quantized_inputs(module, single))
+        fp8_ratio = (single_s + quantizers) / single_s if quantizers > 0 else FP8_FORWARD
     ratio = bf16_ratio()
     if ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
         ratio = _model_bf16_ratio(module, single, single_s)
-    return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio)
+    return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio, fp8_ratio)
+
+
+def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> list[torch.Size]:
+    """The input shape of every call of a convolution or linear in one forward of `sample`: where a simulated FP8
+    variant puts an input quantizer (weights are quantized once, at build)."""
+    import torch
+
+    shapes: list[torch.Size] = []
+
+    def record(_module: torch.nn.Module, args: tuple[object, ...]) -> None:
+        if args and isinstance(args[0], torch.Tensor):
+            shapes.append(args[0].shape)
+
+    kinds = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
+    hooks = [sub.register_forward_pre_hook(record) for sub in module.modules() if isinstance(sub, kinds)]
+    try:
+        with torch.no_grad():
+            module(sample)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return shapes
+
+
+def quantizers_s(shapes: list[torch.Size]) -> float:
+    """Seconds one pass of ModelOpt's e4m3 fake quantizer (the simulated FP8 variants' own, on its pure-PyTorch
+    path) takes over a tensor of each of `shapes`, after one untimed pass (its set-up); 0 where there are none."""
+    import modelopt.torch.quantization as mtq
+    import torch
+    from modelopt.torch.quantization.nn import TensorQuantizer
+
+    if not shapes:
+        return 0.0
+    quantizer = TensorQuantizer(mtq.QuantizerAttributeConfig(num_bits=(4, 3), axis=None))
+    quantizer.amax = torch.tensor(4.0)
+    tensors = {shape: torch.randn(shape) for shape in shapes}
+    with torch.no_grad():
+        quantizer(tensors[shapes[0]])
+        started = time.perf_counter()
+        for shape in shapes:
+            quantizer(tensors[shape])
+        return time.perf_counter() - started
 
 
 def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float) -> float:
@@ -168,7 +219,7 @@ def _steady(step: Callable[[], object]) -> float:
     return (time.perf_counter() - started) / calls
 
 
-def _best(step, repeats: int) -> float:
+def _best(step: Callable[[], object], repeats: int) -> float:
     best = math.inf
     for _ in range(repeats):
         started = time.perf_counter()
@@ -177,27 +228,70 @@ def _best(step, repeats: int) -> float:
     return best
 
 
-def estimate_s(plan: StudyPlan, machine: Machine, images: int, stress: int) -> float:
-    """Seconds the study takes after this point (the model is built, ModelOpt imported): the fp32 reference, the
-    BatchNorm folded, then per variant its build, quality and stress inputs, trace and timing, each step in
-    forwards of the measured cost, and the seconds a variant takes whatever the model (`VARIANT_S`, `FP8_VARIANT_S`)."""
+@dataclass(frozen=True)
+class StepEstimate:
+    """The plan's estimate split by step: seconds before the first variant (the fp32 reference, the BatchNorm
+    folded), per variant (its build, quality and stress inputs, trace, fixed seconds), and the timing rounds (every
+    variant's warm-up and rounds). The CPU plan's line states it (`words`); `inspector.eta.Estimate` reads it back
+    (`parse`) to time what is left at the pace of the steps done."""
+
+    before: float
+    variants: dict[str, float]
+    timing: float
+
+    @property
+    def total(self) -> float:
+        return self.before + sum(self.variants.values()) + self.timing
+
+    def words(self) -> str:
+        """`per variant: NAME S s, ...; timing rounds S s`, seconds to a tenth."""
+        each = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.variants.items())
+        return f"per variant: {each}; timing rounds {self.timing:.1f} s"
+
+    @classmethod
+    def parse(cls, message: str) -> StepEstimate | None:
+        """The estimate stated in `message` by `words` (`before` not stated: 0); None where it states none."""
+        found = STEP_WORDS.search(message)
+        if found is None:
+            return None
+        variants = {name: float(seconds) for name, seconds in VARIANT_WORDS.findall(found.group(1))}
+        return cls(0.0, variants, float(found.group(2))) if variants else None
+
+
+STEP_WORDS = re.compile(r"per variant: ([^;]*); timing rounds ([\d.]+) s")
+VARIANT_WORDS = re.compile(r"([^\s,]+) ([\d.]+) s")
+
+
+def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) -> StepEstimate:
+    """Seconds the study takes after this point (the model is built, ModelOpt imported), by step: the fp32
+    reference and the BatchNorm folded; per variant its build, quality and stress inputs and trace, each in forwards
+    of the measured cost, and the seconds a variant takes whatever the model (`VARIANT_S`, `FP8_VARIANT_S`); its
+    warm-up and timing rounds."""
     f = machine.forward_s
     quality = plan.eval_count or images
     batches = math.ceil(quality / plan.batch)
     fp8 = [v for v in plan.variants if v.precision == "fp8"]
-    total = batches * f + (STRUCTURE_FORWARD * machine.single_s if fp8 else 0.0)
+    before = batches * f + (STRUCTURE_FORWARD * machine.single_s if fp8 else 0.0)
     timing = plan.timing
+    variants: dict[str, float] = {}
+    timed_s = 0.0
     for variant in plan.variants:
-        ratio = {"fp8": FP8_FORWARD, "bf16": machine.bf16_ratio}.get(variant.precision, 1.0)
+        ratio = {"fp8": machine.fp8_ratio, "bf16": machine.bf16_ratio}.get(variant.precision, 1.0)
         build = 0.0
         if variant.precision == "fp8":
-            build = (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + plan.calib_count / plan.batch * f * FP8_CALIBRATION
+            calibration = plan.calib_count / plan.batch * f * ratio * FP8_CALIBRATION
+            build = (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + calibration
         checks = batches * f + stress * machine.single_s
         trace = (2 + plan.trace_calls * TRACE_FORWARD) * f
-        timed = max(timing.warmup_s, f * ratio) + timing.rounds * (timing.switch_warmup + timing.iters) * f * ratio
+        timed_s += max(timing.warmup_s, f * ratio) + timing.rounds * (timing.switch_warmup + timing.iters) * f * ratio
         fixed = VARIANT_S + (FP8_VARIANT_S if variant.precision == "fp8" else 0.0)
-        total += fixed + build + (checks + trace) * ratio + timed
-    return total
+        variants[variant.name] = fixed + build + (checks + trace) * ratio
+    return StepEstimate(before, variants, timed_s)
+
+
+def estimate_s(plan: StudyPlan, machine: Machine, images: int, stress: int) -> float:
+    """Seconds the study takes after this point: `estimate_steps`, summed."""
+    return estimate_steps(plan, machine, images, stress).total
 
 
 def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, list[str]]:
@@ -214,7 +308,8 @@ def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, lis
         return plan, [f"CPU plan: the defaults as they are; timing the model's fp32 forward failed: {first_line(exc)}"]
     notes: list[str] = []
     plan = replace(plan, threads=machine.threads)
-    if request.variants is None and machine.bf16_ratio > BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
+    slow_bf16 = machine.bf16_ratio > BF16_SLOW and any(v.precision == "bf16" for v in plan.variants)
+    if request.variants is None and slow_bf16:
         plan = replace(plan, variants=tuple(v for v in plan.variants if v.precision != "bf16"))
         notes.append(f"bf16 left out: it ran {machine.bf16_ratio:.0f}x slower than fp32 on this "
                      "CPU just now (--variants fp32,bf16,fp8 runs it)")
@@ -223,13 +318,15 @@ def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, lis
     dropped = [v.name for v in plan.variants if v not in chosen.variants]
     if dropped:
         notes.append(f"left out to fit the time: {', '.join(dropped)} (--fp8-recipe names the recipes to run)")
-    estimate = estimate_s(chosen, machine, images, _stress(chosen))
+    steps = estimate_steps(chosen, machine, images, _stress(chosen))
+    estimate = steps.total
     load = " / ".join(f"{x:.1f}" for x in machine.load)
-    notes.insert(0, f"CPU: {machine.cores} cores, load average {load} (1 / 5 / 15 min): {_plural(machine.threads, 'PyTorch thread')}" + (" (--threads)" if request.threads else "")
+    threads = _plural(machine.threads, "PyTorch thread") + (" (--threads)" if request.threads else "")
+    notes.insert(0, f"CPU: {machine.cores} cores, load average {load} (1 / 5 / 15 min): {threads}"
                     + f"; one fp32 forward {machine.forward_s:.2f} s")
     over = "" if estimate <= BUDGET_S else f", over the {_duration(BUDGET_S)} aim: fewer variants or counts shorten it"
     notes.append(f"CPU plan: {', '.join(v.name for v in chosen.variants)}; {_describe(chosen, images)}; "
-                 f"estimated {_duration(estimate)} from here{over}")
+                 f"estimated {_duration(estimate)} from here{over} ({steps.words()})")
     return chosen, notes
 
 

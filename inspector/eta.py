@@ -1,17 +1,28 @@
 """The time a study has left, estimated from the steps it has done (variants built, timing rounds run).
 
-Front-end free: the live study screen feeds it every `Progress` and asks for its line after each one and once a
-second between them, so the figure counts down while a step runs instead of standing still until the next finishes.
+Front-end free: the live study screen and a headless run feed it every `Progress` and ask for its line after each
+one (the screen also once a second between them, so the figure counts down while a step runs).
+
+Where the study stated its plan's estimate per step (the CPU plan's line, `inspector.cpu_defaults.step_words`), the
+time left is the whole study's: the plan's seconds for the steps to go, times the pace of the steps done (their
+measured time over the plan's seconds for them). A change of load after the plan was made moves that pace, so the
+figure follows the machine as each variant finishes. Once two timing rounds have finished, the rounds to go are
+timed from the recent rounds themselves (`RECENT_ROUNDS`). Without a plan's estimate, the variants to go are timed
+from the variants done, and the timing rounds are counted once they start.
 """
 
 from __future__ import annotations
 
+import itertools
+import statistics
 import time
 from collections.abc import Callable
 
+from inspector.cpu_defaults import StepEstimate
 from inspector.study import Progress
 
 VARIANT_PHASES = ("build", "quality", "trace")
+RECENT_ROUNDS = 3  # the rounds (after the first) whose median times the rounds to go: follows a change of load
 
 
 def duration_words(seconds: float) -> str:
@@ -21,7 +32,7 @@ def duration_words(seconds: float) -> str:
 
 class Estimate:
     """Seconds per finished variant (build, quality, trace) and per timing round, measured as they finish; what is
-    left is that rate times the steps to go, less the time the current step has run so far."""
+    left is the steps to go at that measured pace, less the time the current step has run so far."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -29,24 +40,32 @@ class Estimate:
         self.last: Progress | None = None  # the last step that says where the study stands
         self.step_started = self.started  # when the last finished variant (or round) finished
         self.timing_started: float | None = None
-        self.first_round_done: float | None = None  # the first round holds every variant's warm-up; the rest do not
+        self.rounds: list[float] = []  # when each timing round finished; the first holds every variant's warm-up
+        self.planned: StepEstimate | None = None  # the plan's seconds per step, where the study stated them
+        self.variants_done: list[str] = []  # finished variants, in order
+        self.variants_time = 0.0  # seconds from the first variant's start to the last one's end
 
     def update(self, p: Progress) -> str:
         """Take in `p` (steps inside a build, which name no variant, leave the estimate as it stands); the line."""
         now = self.clock()
-        if p.phase == "timing":
+        if p.phase == "setup" and self.planned is None:
+            self.planned = StepEstimate.parse(p.message)
+        elif p.phase == "timing":
             if self.timing_started is None:
                 self.timing_started = self.step_started = now
             if self.last is None or p.done != self.last.done or self.last.phase != "timing":
                 self.step_started = now
-            if p.done == 1 and self.first_round_done is None:
-                self.first_round_done = now
+                if p.done > len(self.rounds):
+                    self.rounds.append(now)
             self.last = p
         elif p.phase in VARIANT_PHASES and p.variant is not None and p.total > 0:
             if self.last is None:  # the variants' time starts with the first of them, not with the set-up before
                 self.started = now
             if self.last is None or p.done != self.last.done:
                 self.step_started = now
+                if p.done > len(self.variants_done):  # `p` says its variant finished
+                    self.variants_done.append(p.variant)
+                    self.variants_time = now - self.started
             self.last = p
         return self.line()
 
@@ -59,19 +78,52 @@ class Estimate:
         if p.phase == "timing":
             assert self.timing_started is not None
             if p.done <= 0 or p.total <= 0:
+                paced = self._paced_timing(now - self.timing_started)
+                if paced is not None:
+                    return f"timing: {p.total} rounds after the warm-up; {self._left(paced)}"
                 return (f"timing: {p.total} rounds after the warm-up, {duration_words(now - self.timing_started)} "
                         "in; an estimate after the first round")
-            if p.done >= 2 and self.first_round_done is not None:  # rounds without the warm-up
-                per_round = (self.step_started - self.first_round_done) / (p.done - 1)
-            else:
-                per_round = (self.step_started - self.timing_started) / p.done
-            return f"timing: round {p.done} of {p.total}; {self._left(per_round * (p.total - p.done) - running)}"
+            left = self._round_s(p.done) * (p.total - p.done) - running
+            return f"timing: round {p.done} of {p.total}; {self._left(left)}"
         if p.done <= 0:
             return (f"variant 1 of {p.total}: {duration_words(now - self.started)} so far; an estimate once it is "
                     "built, measured and traced")
+        paced = self._paced_study()
+        if paced is not None:
+            return f"{p.done} of {p.total} variants done; {self._left(paced - running)} for the study"
+        if p.done >= p.total:
+            return f"{p.done} of {p.total} variants done; the timing rounds next"
         per_variant = (self.step_started - self.started) / p.done
         left = per_variant * (p.total - p.done) - running
         return f"{p.done} of {p.total} variants done; {self._left(left)} for the rest, then the timing rounds"
+
+    def _pace(self) -> float | None:
+        """The measured time of the finished variants over the plan's seconds for them; None without both."""
+        if self.planned is None or not self.variants_done:
+            return None
+        expected = sum(self.planned.variants.get(name, 0.0) for name in self.variants_done)
+        return self.variants_time / expected if expected > 0 and self.variants_time > 0 else None
+
+    def _paced_study(self) -> float | None:
+        """The plan's seconds for the variants to go and the timing rounds, at the pace of the variants done."""
+        pace = self._pace()
+        if pace is None or self.planned is None:
+            return None
+        to_go = [seconds for name, seconds in self.planned.variants.items() if name not in self.variants_done]
+        return pace * (sum(to_go) + self.planned.timing)
+
+    def _paced_timing(self, elapsed: float) -> float | None:
+        """Before the first round has finished: the plan's timing seconds at the variants' pace, less `elapsed`."""
+        pace = self._pace()
+        return pace * self.planned.timing - elapsed if pace is not None and self.planned is not None else None
+
+    def _round_s(self, done: int) -> float:
+        """Seconds per round to go: the median of the last `RECENT_ROUNDS` rounds after the first (which holds the
+        warm-up); after the first round alone, its time."""
+        assert self.timing_started is not None
+        ends = [self.timing_started, *self.rounds[:done]]
+        durations = [b - a for a, b in itertools.pairwise(ends)]
+        return statistics.median(durations[1:][-RECENT_ROUNDS:] or durations[:1])
 
     @staticmethod
     def _left(seconds: float) -> str:

@@ -78,7 +78,8 @@ def run_headless(run: Callable[[Callable[[Any], None]], tuple[Any, Path]],
             saved[:] = [progress.session_path]
         counted = progress.total > 0 and (progress.phase == "timing"
                                           or (progress.phase == "build" and progress.variant))
-        left = estimate.update(progress) if counted else ""
+        left = estimate.update(progress)  # every step: the plan's line in set-up holds its estimate per step
+        left = left if counted else ""
         err(f"[{progress.phase} {time.monotonic() - started:.1f} s] {progress.message}"
             + (f" ({left})" if left else ""))
 

@@ -133,3 +133,33 @@ def test_a_model_whose_forward_fails_keeps_the_defaults_with_a_note(monkeypatch)
     expected = ("CPU plan: the defaults as they are; timing the model's fp32 forward failed: Given groups=1, "
                 "weight of size [8, 3, 3, 3], expected input to have 3 channels")
     assert notes == [expected]
+
+
+def test_a_simulated_fp8_variant_is_costed_at_the_measured_quantizers_not_a_fixed_ratio():
+    plan = cpu_plan("fp32,fp8", ("all",), eval_count=4, calib_count=4, stress_count=3)
+    cheap, costly = replace(machine(0.05), fp8_ratio=1.2), replace(machine(0.05), fp8_ratio=4.0)
+    steps_cheap = cpu_defaults.estimate_steps(plan, cheap, 18, 3)
+    steps_costly = cpu_defaults.estimate_steps(plan, costly, 18, 3)
+    assert steps_costly.variants["fp32"] == steps_cheap.variants["fp32"]
+    assert steps_costly.variants["fp8-all"] > 2 * steps_cheap.variants["fp8-all"] - steps_cheap.variants["fp32"]
+    assert steps_costly.timing > steps_cheap.timing
+
+
+def test_the_quantized_inputs_are_every_convolution_and_linear_call():
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 1),
+                                torch.nn.Flatten(), torch.nn.Linear(2 * 6 * 6, 5))
+    shapes = cpu_defaults.quantized_inputs(model, torch.zeros(1, 3, 8, 8))
+    assert [tuple(shape) for shape in shapes] == [(1, 3, 8, 8), (1, 4, 6, 6), (1, 72)]
+
+
+def test_the_plan_line_states_the_estimate_per_step_and_they_add_up_to_it(measured):
+    import re
+
+    measured.value = machine(0.05)
+    plan, notes = fit_cpu_plan(cpu_plan("fp32,fp8", ("all",)), StudyRequest("resnet18"))
+    line = next(note for note in notes if note.startswith("CPU plan:"))
+    stated = [float(x) for x in re.findall(r"(?:fp32|fp8-all|timing rounds) (\d+\.\d) s", line)]
+    total = estimate_s(plan, measured.value, 18, cpu_defaults._stress(plan))
+    assert len(stated) == 3 and 0 < total - sum(stated) < total / 2  # the rest: the reference before the variants

@@ -65,3 +65,74 @@ def test_rounds_after_the_first_are_timed_without_the_warm_up_the_first_one_hold
     eta.update(Progress("timing", "round 1/5", None, 1, 5))
     now[0] = 12.0
     assert eta.update(Progress("timing", "round 2/5", None, 2, 5)) == "timing: round 2 of 5; about 6 s left"
+
+
+PLAN_LINE = ("CPU plan: fp32, fp8-all, fp8-no-se; 3 rounds of 5 inferences; estimated 1 min 05 s from here "
+             "(per variant: fp32 10.0 s, fp8-all 20.0 s, fp8-no-se 20.0 s; timing rounds 15.0 s)")
+
+
+def left_s(line: str) -> float:
+    """The seconds in `about [M min ]S s left`, read apart from the code under test."""
+    words = line.split("about ", 1)[1].split(" left", 1)[0].split()
+    return 60 * int(words[0]) + int(words[2]) if "min" in words else int(words[0])
+
+
+def test_the_time_left_follows_a_load_that_doubles_after_the_plan_and_converges_on_the_time_taken():
+    """The plan said 65 s; the load then doubled: the first variant took its planned 10 s, every step after it twice
+    its plan. After each finished step the time left is the whole study's, and it closes in on the truth."""
+    steps = [  # (progress at the step's end, seconds the step took)
+        (Progress("build", "fp32 built and traced", "fp32", 1, 3), 10.0),
+        (Progress("build", "fp8-all built and traced", "fp8-all", 2, 3), 40.0),
+        (Progress("build", "fp8-no-se built and traced", "fp8-no-se", 3, 3), 40.0),
+        (Progress("timing", "round 1/4", None, 1, 4), 12.0),  # every variant's warm-up, then a round
+        (Progress("timing", "round 2/4", None, 2, 4), 6.0),
+        (Progress("timing", "round 3/4", None, 3, 4), 6.0),
+    ]
+    last_round_s = 6.0  # the fourth round, at the same load
+    now = [0.0]
+    eta = Estimate(clock=lambda: now[0])
+    eta.update(Progress("setup", PLAN_LINE))
+    eta.update(Progress("build", "building fp32", "fp32", 0, 3))
+    errors = []
+    for i, (progress, took) in enumerate(steps):
+        if i == 3:
+            eta.update(Progress("timing", "warm-up", None, 0, 4))  # the rounds start where the variants end
+        now[0] += took
+        line = eta.update(progress)
+        truth = sum(seconds for _, seconds in steps[i + 1:]) + last_round_s
+        errors.append(abs(left_s(line) - truth) / truth)
+    assert errors[1] < errors[0] and errors[2] <= errors[1]  # closes in as the variants finish
+    assert errors[2] < 0.3 and errors[-1] < 0.1  # within 30 % once the variants are done; the last rounds exact
+
+
+def test_after_a_variant_the_time_left_is_the_whole_studys_at_the_pace_of_the_steps_done():
+    now = [0.0]
+    eta = Estimate(clock=lambda: now[0])
+    eta.update(Progress("setup", PLAN_LINE))
+    eta.update(Progress("build", "building fp32", "fp32", 0, 3))
+    now[0] = 20.0  # twice the plan's 10 s: the 20 + 20 + 15 s to go take twice theirs too
+    assert eta.update(Progress("build", "fp32 built and traced", "fp32", 1, 3)) == (
+        "1 of 3 variants done; about 1 min 50 s left for the study")
+
+
+def test_the_rounds_to_go_are_timed_at_the_recent_rounds_pace_when_the_load_changes():
+    now = [0.0]
+    eta = Estimate(clock=lambda: now[0])
+    eta.update(Progress("timing", "warm-up", None, 0, 8))
+    for done, took in enumerate([8.0, 2.0, 2.0, 6.0, 6.0], 1):  # the warm-up and a round; then the load triples
+        now[0] += took
+        line = eta.update(Progress("timing", f"round {done}/8", None, done, 8))
+    assert line == "timing: round 5 of 8; about 18 s left"  # 3 rounds to go at the 6 s the last ones took
+
+
+def test_a_headless_run_times_what_is_left_from_the_plan_it_printed(capsys: pytest.CaptureFixture[str]):
+    def study(report) -> tuple[object, object]:
+        report(Progress("setup", PLAN_LINE))
+        report(Progress("build", "building fp32", "fp32", 0, 3))
+        report(Progress("build", "fp32 built and traced", "fp32", 1, 3))
+        raise KeyboardInterrupt
+
+    run_headless(study, False)
+    lines = capsys.readouterr().err.splitlines()
+    built = next(line for line in lines if "fp32 built and traced" in line)
+    assert "variants done; about" in built and built.endswith("left for the study)")
