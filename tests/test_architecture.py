@@ -459,3 +459,91 @@ def test_fp8_facts_are_written_only_in_the_fp8_module():
             found += [f for f in fp8_offenders(path.read_text(), where)
                       if not (where == "sessions/analyses/lowering.py" and f.endswith("(8, 9)"))]
     assert found == []
+
+
+# One reader (issue 41): every file the tool reads back passes `sessions.documents.input_files` (a regular file under a
+# size cap, never a FIFO or a device; `read_regular_file`, `read_file_head`, `read_toml_file`) or, for a cache,
+# `builders.cache_files` (the same, parsed inside `miss_on_failure`). No other module opens or loads a file by itself,
+# but those named here, each for the reason given.
+ONE_READER = "sessions/documents/input_files.py"
+OTHER_READERS = {
+    "sessions/documents/storage.py": "the one writer: lock files, temporary files and folders it opens to write and fsync",
+    "sessions/documents/state.py": "opens a session's lock file to probe its flock; reads no byte",
+    "inspector/tui/output.py": "descriptors of the terminal and of a pipe of its own, never a file by name",
+    "builders/models/seeded_weights.py": "a cache writer: opens the file safetensors' save_file wrote, to fsync it",
+    "builders/engine/probe_kernels.py": "/proc/self/maps, to find the libraries this process loaded",
+    "profilers/environment.py": "/proc/cpuinfo, to name the CPU",
+    "profilers/kernel_trace.py": "a CUDA header of the installed CUPTI package (at most 4 MiB), for callback ids",
+    "profilers/images.py": "images the user names, opened by PIL under its pixel limit",
+    "builders/recipes/fp8.py": "the recipes TOML shipped inside the package",
+    "sessions/analyses/groups.py": "the built-in rules TOML shipped inside the package",
+    "builders/models/catalog.py": "a model's config.json, ONNX file or checkpoint that the user names, read by the "
+                                  "library that parses it (json, onnx, safetensors, torch with weights_only)",
+    "builders/tensorrt/onnx_files.py": "the ONNX files it exported, read back by onnx to count their Q/DQ nodes",
+    "builders/tensorrt/onnx_export.py": "hashes an ONNX file (exported or the user's) for the engine cache's key",
+    "builders/tensorrt/tensorrt_backend.py": "the engine plan it cached and the ONNX file it builds from, read by "
+                                             "itself and by onnx (builders.cache_files does not read the plan yet)",
+    "builders/tensorrt/compat.py": "TensorRT's timing cache, read by itself (builders.cache_files does not read it "
+                                   "yet), and the ONNX file TensorRT's parser reads",
+}
+OPENS = {"open", "fdopen", "safe_open", "load_file", "parse_from_file", "fromfile", "memmap", "loadtxt"}
+READ_METHODS = {"read_text", "read_bytes"}
+LOADERS = {"torch", "np", "numpy", "onnx", "json", "pickle", "tomllib", "yaml"}  # their `load` takes a file
+
+
+def _module_names(tree: ast.Module) -> set[str]:
+    """Names the file binds to a project module (`from profilers.trt_import import documents`): their functions are
+    the project's own, not a path's methods."""
+    modules = project_modules()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {alias.asname or alias.name for alias in node.names if f"{node.module}.{alias.name}" in modules}
+        elif isinstance(node, ast.Import):
+            names |= {alias.asname or alias.name for alias in node.names if alias.name in modules}
+    return names
+
+
+def file_reads(source: str, where: str) -> list[str]:
+    """Every place in `source` that opens or reads a file by itself: `open(...)`, `os.open`, `os.fdopen`,
+    `path.open()`, `path.read_text()`, `path.read_bytes()`, `torch.load` and the other loaders, `load_file`,
+    `safe_open`. A project module's own functions (`documents.read_text`) are not reads."""
+    tree = ast.parse(source)
+    project = _module_names(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        owner, attr = _call_name(node.func)
+        if owner in project:
+            continue
+        if attr in OPENS or (owner and attr in READ_METHODS) or (owner in LOADERS and attr in ("load", "load_model")):
+            found.append(f"{where}:{node.lineno}: {f'{owner}.{attr}' if owner else attr}")
+    return found
+
+
+def test_the_reader_check_finds_every_way_to_read_a_file():
+    source = "\n".join([  # noqa: FLY002  (one case a line)
+        "open(p)", "open(fd, 'rb')", "os.open(p, os.O_RDONLY)", "os.fdopen(fd)", "path.open('rb')", "p.read_text()",
+        "Path(p).read_bytes()", "torch.load(p)", "np.load(p)", "onnx.load(str(p))", "json.load(f)", "load_file(p)",
+        "safe_open(p, 'pt')", "parser.parse_from_file(p)", "Image.open(p)",
+        # the project's readers, parsing bytes, and listing a folder are not
+        "from profilers.trt_import import documents\ndocuments.read_text(p, 'log')", "read_regular_file(p, 'x')",
+        "json.loads(data)", "orjson.loads(data)", "load(data)", "p.iterdir()", "p.stat()", "p.is_file()",
+    ])
+    assert [int(line.split(":")[1]) for line in file_reads(source, "x")] == list(range(1, 16))
+
+
+def test_every_file_is_read_through_the_one_reader():
+    """No module but `sessions.documents.input_files` (and those OTHER_READERS names, each with its reason) opens or
+    loads a file by itself: the importers, the caches (`builders.cache_files`) and the session loader read through
+    it."""
+    found = []
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
+        where = str(path.relative_to(ROOT))
+        if where != ONE_READER and where not in OTHER_READERS:
+            found += file_reads(path.read_text(), where)
+    assert found == []
+    readers = {where for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+               if file_reads(path.read_text(), where := str(path.relative_to(ROOT)))}
+    assert readers == {ONE_READER, *OTHER_READERS}  # every module named reads a file still: none named for nothing

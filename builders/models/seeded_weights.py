@@ -49,6 +49,7 @@ from builders.models import catalog as models
 from builders.models.catalog import NAME_ONLY_SOURCES, LoadedModel, model_source
 from builders.models.meta_build import meta_device
 from sessions.documents.errors import InputError
+from sessions.documents.input_files import read_regular_file
 from sessions.documents.paths import cache_dir
 
 GENERATOR_STATE = "__torch_cpu_generator_state__"  # the entry beside the tensors; no module path has this name
@@ -80,7 +81,7 @@ def weights_key(name: str, seed: int) -> str:
     spec = {"model": name, "seed": seed, "default_dtype": str(torch.get_default_dtype()), "versions": versions,
             "torch_build": torch.version.git_version, "machine": platform.machine(),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "model_code": hashlib.sha256(Path(models.__file__).read_bytes()).hexdigest()}
+            "model_code": hashlib.sha256(read_regular_file(Path(models.__file__), "model code")).hexdigest()}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 

@@ -1,6 +1,6 @@
 """Every file the importers read, and every number they take from one, passes here first.
 
-A file must be a regular file under a size bound (`sessions.documents.storage.read_regular_file`, the same
+A file must be a regular file under a size bound (`sessions.documents.input_files.read_regular_file`, the same
 check `show` applies to sessions: devices, FIFOs and folders are refused before any read). A JSON
 document must be one the session writer can write back (orjson: integers within 64 bits, nesting
 within its depth limit), so a file that would fail at save is refused at import. A number must be
@@ -17,7 +17,7 @@ import orjson
 
 from sessions.documents.codec import MIN_TIME_MS
 from sessions.documents.errors import InputError
-from sessions.documents.storage import read_regular_file
+from sessions.documents.input_files import read_regular_file
 
 MAX_JSON_BYTES = 1 << 30  # a 100,000-layer detailed layer file is about 100 MiB
 MAX_LOG_BYTES = 1 << 28  # trtexec's verbose logs run to a few MiB; DETR's is 4 MiB or more

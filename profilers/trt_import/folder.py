@@ -42,6 +42,7 @@ from profilers.trt_import.metadata import command_options, engine_stem, model_na
 from profilers.trt_import.summary import HEADING as SUMMARY_HEADING
 from profilers.trt_import.text_layers import LOG_HEAD, opens_as_json, text_layer_kind
 from sessions.documents.errors import InputError
+from sessions.documents.input_files import read_file_head
 
 MAX_FILES = 1000  # a folder of TensorRT files, not a home directory
 SEPARATORS = "_-."  # where a shared part of engine names may end
@@ -103,10 +104,9 @@ def _json_engine(path: Path) -> str | None:
 def _classify(path: Path) -> Found | str:
     """What `path` can fill, or why it is left (unreadable, too large, no kind this tool reads)."""
     try:
-        with path.open("rb") as handle:
-            head = handle.read(HEAD_BYTES).decode("utf-8", "replace")
-    except OSError as exc:
-        return f"cannot be read: {exc.strerror or exc}"
+        head = read_file_head(path, "file", HEAD_BYTES).decode("utf-8", "replace")
+    except InputError as exc:
+        return exc.message
     if opens_as_json(head) or head.lstrip().startswith('"'):  # a JSON document, or one double-encoded as a string
         kind = kind_of_head(head) or _kind_of_whole(path)
         return Found(path, {kind.role: RANKS["json"]}, _json_engine(path)) if kind else "not a TensorRT file this tool reads"

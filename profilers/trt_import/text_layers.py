@@ -23,10 +23,11 @@ from typing import Any
 import orjson
 
 from profilers.trt_import import documents
-from profilers.trt_import.kinds import LAYERS, FileKind, register_kind
+from profilers.trt_import.kinds import HEAD_BYTES, LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import READ_KEYS, TENSOR_KEYS, LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layers_of
 from sessions.documents.errors import InputError
+from sessions.documents.input_files import read_file_head
 from sessions.documents.layer_ops import trt_op
 from sessions.documents.model import Layer
 
@@ -37,6 +38,13 @@ TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays 
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 KEY_SPLIT = re.compile(r", (?=" + KEY_AHEAD.pattern + ")")  # where `_split_top` may split: a `, ` a key follows
+# a record's `Key: value` pair as `_split_top` cuts it where its brackets nest properly (at most 4 deep): a key that
+# does not end in a space, then text without a `, Key: ` and bracket groups (possessive: nothing is tried twice)
+_GROUP = r"[\[{(][^\[\]{}()]*+[\]})]"
+for _ in range(3):
+    _GROUP = r"[\[{(](?:[^\[\]{}()]++|" + _GROUP + r")*+[\]})]"
+PAIR = re.compile(r"(?:^|, )([A-Za-z](?:[A-Za-z0-9/ ]{0,39}[A-Za-z0-9/])?):(?= |$)((?:[^\[\]{}(),]++|,(?! "
+                  + KEY_AHEAD.pattern + r")|" + _GROUP + r")*+)")
 BRACKET, BRACE = re.compile(r"[\[\]{}()]"), re.compile(r"[{}]")
 DUMP_HEADING = re.compile(r"\[I\] Layer Information:[ \t\r]*$", re.MULTILINE)
 TIME_STAMP = re.compile(r"(?:\[[^\]\n]*\] )?")  # what may open a log line before its `[I] `
@@ -78,22 +86,19 @@ def opens_as_json(head: str) -> bool:
 
 
 def is_text(path: Path) -> bool:
-    """True for a regular file whose content is not JSON (a log); False for JSON or anything not a regular file."""
+    """True for a regular file whose content is not JSON (a log); False for JSON or anything not a regular file.
+    One InputError line for a regular file that cannot be read."""
     path = Path(path)
     if not path.is_file():
         return False
-    with path.open("rb") as handle:
-        head = handle.read(4096).decode("utf-8", "replace")
-    return not opens_as_json(head)
+    return not opens_as_json(read_file_head(path, "file", HEAD_BYTES).decode("utf-8", "replace"))
 
 
 def is_trtexec_log(path: Path) -> bool:
     """True for a text file whose head has trtexec's marks: its options and device are run facts (`metadata`)."""
     if not is_text(path):
         return False
-    with Path(path).open("rb") as handle:
-        head = handle.read(LOG_HEAD).decode("utf-8", "replace")
-    return has_log_marks(head)
+    return has_log_marks(read_file_head(Path(path), "trtexec log", LOG_HEAD).decode("utf-8", "replace"))
 
 
 def has_log_marks(head: str) -> bool:
@@ -125,6 +130,21 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
+def _pairs(text: str) -> list[tuple[str, str]]:
+    """The `(key, value)` pairs of a one-line record, each value as the text holds it: the parts `_split_top` gives,
+    each cut at its first `:`.
+
+    Most records are found by one C-level scan (`PAIR`): a key, then text and bracket groups, nested properly, up to
+    the next `, Key: ` outside them. Such a split is `_split_top`'s (every bracket closes inside its part, so the
+    depth its count reaches is 0 between parts and above 0 at every `, Key: ` within one), and it is taken only
+    where the pairs give back the whole record; any other record (a stray or deeper bracket, a key `_split_top` would
+    cut differently) is split by `_split_top`."""
+    pairs = PAIR.findall(text)
+    if pairs and ", ".join(map(":".join, pairs)) == text:
+        return pairs
+    return [(key.strip(), value) for key, _, value in (part.partition(":") for part in _split_top(text))]
+
+
 def _groups(text: str) -> list[str]:
     """The `{ ... }` groups of a list of records, their braces removed."""
     groups, depth, start = [], 0, 0
@@ -140,29 +160,46 @@ def _groups(text: str) -> list[str]:
     return groups
 
 
-def _value(text: str) -> Any:
-    text = text.strip()
-    if text.startswith("[") and text.lstrip("[ ").startswith("{"):
-        return [_record(group, TENSOR_KEYS) for group in _groups(text[1:-1])]
-    if text.startswith("{"):
-        try:
-            return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
-        except orjson.JSONDecodeError:
-            return text
+def _value(raw: str) -> Any:
+    """A value's text as the JSON value it stands for: tensor records, a JSON object, a list of integers, an integer,
+    else the text, stripped. The plain values a block repeats (types, formats, dimensions) are converted once."""
+    known = _PLAIN.get(raw)
+    if known is None:
+        text = raw.strip()
+        if text.startswith("[") and text.lstrip("[ ").startswith("{"):
+            return [_record(group, TENSOR_KEYS) for group in _groups(text[1:-1])]
+        if text.startswith("{"):
+            try:
+                return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
+            except orjson.JSONDecodeError:
+                return text
+        known = _plain(text)
+        if len(_PLAIN) >= MAX_PLAIN:
+            _PLAIN.clear()
+        _PLAIN[raw] = known
+    return list(known) if type(known) is tuple else known
+
+
+def _plain(text: str) -> int | str | tuple[int, ...]:
+    """A stripped value that holds no record or object: a list of integers (a tuple, copied into a list by `_value`),
+    an integer, else the text."""
     if text.startswith("[") and text.endswith("]"):
         items = [item.strip() for item in text[1:-1].split(",") if item.strip()]
-        return [int(item) for item in items] if all(INTEGER.match(item) for item in items) else text
+        return tuple(int(item) for item in items) if all(INTEGER.match(item) for item in items) else text
     return int(text) if INTEGER.match(text) else text
 
 
+MAX_PLAIN = 1 << 16  # values kept converted; the table starts again when full (a record's own words fill it)
+_PLAIN: dict[str, int | str | tuple[int, ...]] = {}  # a value's text as the record holds it -> `_plain` of it
+
+
 def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
-    """A one-line record as the JSON record of the same keys; with `read`, only those keys' values are converted
-    (the others keep their text: a 100,000-layer block converts what the layer reader reads, not 30 keys a layer)."""
-    record: dict[str, Any] = {}
-    for part in _split_top(text):
-        key, _, value = part.partition(":")
-        key = key.strip()
-        record[key] = value.strip() if key == "Name" or (read is not None and key not in read) else _value(value)
+    """A one-line record as the JSON record of the same keys (the last of a key repeated); with `read`, only those
+    keys' values are converted, the others kept as the text holds them (a 100,000-layer block converts what the layer
+    reader reads, not 30 keys a layer)."""
+    record = dict(_pairs(text))
+    for key in record.keys() & read if read is not None else list(record):
+        record[key] = record[key].strip() if key == "Name" else _value(record[key])
     return record
 
 

@@ -1,0 +1,70 @@
+"""The one-line records of a `--dumpLayerInfo` block cut into `Key: value` pairs (issue 41, L2): the C-level scan
+(`text_layers.PAIR`) gives what `_split_top` (the depth counted piece by piece) gives, on every record of the real
+logs of ../shared/fixtures and on 20,000 records mutated around brackets, commas and keys."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from profilers.trt_import import text_layers
+from tests.trt_sets import set_folders
+
+PIECES = [*"[]{}(),: aZ0/-\x1e\t", ", Name: ", ", Ab : ", ", K:", ": ", ", x", "[[[[", "]]", ", Key:",
+          "{ Name: q, Dimensions: [1,2] }"]  # what moves a record's split: brackets, commas, keys spelled oddly
+
+
+def records() -> list[str]:
+    """Every one-line layer record of the fixtures' logs."""
+    found = []
+    for folder in set_folders():
+        for path in sorted(folder.iterdir()):
+            lines = path.read_bytes().decode("utf-8", "replace").split("\n")
+            found += [line.strip() for line in lines if line.startswith("Name: ") and ", LayerType: " in line]
+    return found
+
+
+RECORDS = records()
+
+
+def split_top(text: str) -> list[tuple[str, str]]:
+    """The pairs `_split_top` cuts: each part at its first `:`, the key stripped."""
+    return [(key.strip(), value) for key, _, value in (part.partition(":") for part in text_layers._split_top(text))]
+
+
+def mutant(rng: random.Random, text: str) -> str:
+    chars = list(text)
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(chars) + 1)
+        if rng.random() < 0.5:
+            chars.insert(at, rng.choice(PIECES))
+        elif at < len(chars):
+            chars[at] = rng.choice(PIECES) if rng.random() < 0.5 else ""
+    return "".join(chars).strip()
+
+
+def test_every_real_record_is_cut_by_the_scan_as_split_top_cuts_it():
+    if not RECORDS:
+        pytest.skip("shared fixtures are not beside the checkout")
+    for text in RECORDS:
+        scanned = text_layers.PAIR.findall(text)
+        assert ", ".join(map(":".join, scanned)) == text  # the fast path takes it
+        assert scanned == split_top(text)
+
+
+def test_mutated_records_are_cut_as_split_top_cuts_them():
+    if not RECORDS:
+        pytest.skip("shared fixtures are not beside the checkout")
+    rng = random.Random(41)
+    scanned = 0
+    for _ in range(20_000):
+        text = mutant(rng, rng.choice(RECORDS))
+        assert text_layers._pairs(text) == split_top(text), text
+        scanned += ", ".join(map(":".join, text_layers.PAIR.findall(text))) == text
+    assert 5_000 < scanned < 19_000  # both ways are tried: the scan's and the one it falls back to
+
+
+@pytest.mark.parametrize("text", ["", "{ }", "Name:", "Name: a, b", "x, Name: a", "Name : a, B: c", "Name: [a, B: c"])
+def test_edge_records_are_cut_as_split_top_cuts_them(text):
+    assert text_layers._pairs(text) == split_top(text)
