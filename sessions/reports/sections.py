@@ -291,7 +291,7 @@ def jobs_recipe_section(fp8: list[Variant]) -> str:
 
 def jobs_method_section(sessions: list[Session]) -> str:
     """The method of every job, one line per distinct method naming the batches timed that way; then the first
-    job's kernel and per-layer method."""
+    job's kernel and per-layer method; the source's words made true to the method as in `method_section`."""
     batches: dict[str, list[str]] = {}  # the method's words -> the batches timed that way
     for session in sessions:
         m = session.method
@@ -300,13 +300,15 @@ def jobs_method_section(sessions: list[Session]) -> str:
         order = f"{rounds} rounds interleaved across the variants" if m.interleaved else f"{rounds} rounds"
         words = md_cell(f"{graph} per sample ({m.timer}); median of all {rounds} x {iters} runs: {order}, {iters} "
                         f"runs each, after {warmup_words(m.warmup_s)} of warm-up per variant; all "
-                        f"variants of a job built and timed together in one process. Timed region: {m.timed_region}.")
+                        f"variants of a job built and timed together in one process. Timed region: "
+                        f"{method_words(m.timed_region, m.cuda_graph)}.")
         batches.setdefault(words, [])
         if str(session.study.batch) not in batches[words]:
             batches[words].append(str(session.study.batch))
     lines = ["### Method", *(f"- Batch {', '.join(b)}: {words}" for words, b in batches.items())]
-    first = sessions[0].method
-    lines += [f"- Kernels: {md_cell(first.kernels)}.", f"- Per-layer time: {md_cell(first.per_layer)}."]
+    first, calls = sessions[0].method, traced_calls(sessions[0])
+    lines += [f"- Kernels: {md_cell(method_words(first.kernels, first.cuda_graph, calls))}.",
+              f"- Per-layer time: {md_cell(method_words(first.per_layer, first.cuda_graph, calls))}."]
     return "\n".join(lines)
 
 

@@ -48,3 +48,15 @@ def test_no_report_or_view_tags_a_simulated_variant_by_hand():
                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and TAG in node.value
                   and id(node) not in docstrings]
     assert found == []
+
+
+def test_the_study_states_the_method_in_the_words_of_the_one_session_report():
+    """The recorded words hold "7 eager call(s)" and "the timed (graph) runs"; both reports say them one way."""
+    session = storage.load(SESSION)
+    assert "call(s)" in session.method.kernels and "(graph)" in session.method.kernels
+    one = export_markdown(session, load_rules(), ["method"])
+    study = study_markdown([(str(SESSION), session)], load_rules())
+    for heading in ("Kernels", "Per-layer time"):
+        words = next(line for line in one.splitlines() if line.startswith(f"- **{heading}:**"))
+        assert f"- {heading}: {words.removeprefix(f'- **{heading}:** ')}" in study.splitlines()
+    assert "call(s)" not in study and "(graph)" not in study
