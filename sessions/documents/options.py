@@ -178,7 +178,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("checkpoint", ("--checkpoint",), str, "weights: .safetensors or a torch file "
            "(loaded with weights_only=True)",
            commands=(RUN, PROBE, ONNX)),
-    Option("opt_level", ("--opt-level",), int, "TensorRT builder_optimization_level (default %(default)s)", default=3,
+    Option("opt_level", ("--opt-level",), int, "TensorRT builder_optimization_level; in the cuDNN engine, how many "
+           "plans it times per layer (0: cuDNN's first, and no other library's tactic) (default %(default)s)", default=3,
            low=0, high=5),
     Option("fp8_layers", ("--fp8-layers",), str, "layers a recipe quantizes, in the cuDNN engine: timed runs each "
            "in FP8 only where its best FP8 tactic beats its fp16 one (as TensorRT's builder chooses); kept runs every "
