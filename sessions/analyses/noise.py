@@ -25,19 +25,21 @@ ratios (its distribution-free 95 % interval is stated, not added: the median of 
 band by it. It needs the ratios of at least `FACTOR_MIN_LAYERS` layers, the fewest whose interval
 leaves out the most extreme ratio at each end, so that no one layer can carry the factor.
 
-The end-to-end latency is judged as measured, except where the machine explains its change
-(`machine_latency`): `judge` calls it faster or slower, both studies recorded their host's load
-(`HostLoad`), and either (a) the load per core differs by at least `LOAD_CHANGE_PER_CORE`, the busier study is the
-slower one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too), and B's
-latency band divided by some factor inside that interval meets A's band (the whole variant moved as its
-layers did); or (b), for times taken on the CPU (where the study's threads share the cores with the load), no
-layer or group moved against the rest (the model is unchanged), the threads are the same,
-a busier study is the slower one, and the change is within what the load can do to a thread's share of the cores
-(`contention_bound`: nothing on a host whose load leaves the study its cores): layers are traced at another moment than
-the timed rounds, so on a loaded host their factor need not follow the latency. Then the change is stated with
-the factor and the loads, and not judged. A layer slowed alone is judged a regression itself (the factor, a
-median, stays where it was), so neither (a) nor (b) holds and the latency is judged as measured. On a GPU, where the host's load moves launch gaps more than kernels, (b) does not hold: a
-latency that moved without its layers is still judged.
+The end-to-end latency is judged as measured, except where the machine explains its change (`machine_latency`):
+`judge` calls it faster or slower, both studies recorded their host's load (`HostLoad`), and either (a) the loads
+differ materially (`HostLoad.differs_from`: the spans of their 1, 5 and 15-minute averages per core lie
+`LOAD_CHANGE_PER_CORE` apart), the busier study is the slower one, the common factor's 95 % interval lies on the
+latency's side of 1 (the layers moved too), and B's latency band divided by some factor inside that interval meets
+A's band (the whole variant moved as its layers did); or (b), for times taken on the CPU (where the study's threads
+share the cores with the load), no layer or group moved against the rest (the model is unchanged), the threads are
+the same, where the loads differ materially the busier study is the slower one (a load that came within a minute of
+a study's start, or during it, is not in its start record, so where the averages spread which study ran busier is
+not known), and the change is within what the load can do to a thread's share of the cores (`contention_bound`:
+nothing on a host whose load leaves the study its cores): layers are traced at another moment than the timed rounds,
+so on a loaded host their factor need not follow the latency. Then the change is stated with the factor and the
+loads, and not judged. A layer slowed alone is judged a regression itself (the factor, a median, stays where it
+was), so neither (a) nor (b) holds and the latency is judged as measured. On a GPU, where the host's load moves
+launch gaps more than kernels, (b) does not hold: a latency that moved without its layers is still judged.
 
 `judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
 0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
@@ -224,12 +226,14 @@ def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | Non
 @dataclass(frozen=True)
 class HostLoad:
     """The host's 1-minute load average when a study started, the cores it was counted on, the highest of the
-    1, 5 and 15-minute averages (`peak`: what the host carried around the study), and the study's threads."""
+    1, 5 and 15-minute averages (`peak`: what the host carried around the study), the study's threads, and the
+    lowest of the three averages (`low`; None: the 1-minute one)."""
 
     load_1min: float
     cores: int
     peak: float = 0.0
     threads: int | None = None
+    low: float | None = None
 
     @classmethod
     def of(cls, environment: Environment) -> HostLoad | None:
@@ -237,23 +241,36 @@ class HostLoad:
         if not environment.load_average or environment.cpu_count < 1:
             return None
         return cls(environment.load_average[0], environment.cpu_count, max(environment.load_average),
-                   environment.torch_threads)
+                   environment.torch_threads, min(environment.load_average))
 
     @property
     def per_core(self) -> float:
         """Runnable (and uninterruptible) tasks per core: at 1 or above, every core is taken and tasks queue."""
         return self.load_1min / self.cores
 
+    @property
+    def span(self) -> tuple[float, float]:
+        """Where the load per core stood around the study, as far as the record tells: from the lowest to the highest
+        of the 1, 5 and 15-minute averages. The three differ where the load was moving, and a study's start record
+        holds nothing of a load that came within a minute or so before it (the 1-minute average rises by 1 - e^(-t/60)
+        of a new task in t seconds), nor of one that came during it."""
+        low = min(self.load_1min, self.low if self.low is not None else self.load_1min)
+        return low / self.cores, max(self.load_1min, self.peak) / self.cores
+
     def differs_from(self, other: HostLoad) -> bool:
-        """Whether the two loads differ materially: by at least `LOAD_CHANGE_PER_CORE` tasks per core.
+        """Whether the two loads differ materially: their spans (`span`) lie at least `LOAD_CHANGE_PER_CORE` tasks
+        per core apart.
 
         Half a task per core is half of the cores gaining (or losing) one runnable task each: on 2 cores, one
         busy process, the smallest change that can take a whole core from a study's thread. The 1-minute
         average of a task that ran for part of the minute moves by a fraction of one, so smaller changes are
-        of the order of the average's own swing. Per core, so that hosts of different sizes compare; a gate,
-        not a verdict: `machine_latency` also needs every layer to have moved as the latency did.
+        of the order of the average's own swing; and where either host's load was moving (its averages spread),
+        which of the two studies ran busier is known only where their spans stay apart. Per core, so that hosts
+        of different sizes compare; a gate, not a verdict: `machine_latency` also needs every layer to have moved
+        as the latency did.
         """
-        return abs(self.per_core - other.per_core) >= LOAD_CHANGE_PER_CORE
+        (low, high), (other_low, other_high) = self.span, other.span
+        return max(low - other_high, other_low - high) >= LOAD_CHANGE_PER_CORE
 
 
 def latency_moved_with_layers(band_a: Band, band_b: Band, factor: CommonFactor) -> bool:
@@ -274,7 +291,7 @@ def contention_bound(load_a: HostLoad, load_b: HostLoad) -> float:
     `SHARED_MEMORY_MARGIN`; 1 (nothing) where the load leaves the study its cores. One thread where the threads are
     not recorded."""
     threads = max(load_a.threads or 1, load_b.threads or 1)
-    worst = max(load_a.peak / load_a.cores + threads / load_a.cores, load_b.peak / load_b.cores + threads / load_b.cores)
+    worst = max((load.peak + threads) / load.cores for load in (load_a, load_b))
     return 1.0 + max(0.0, worst - 1.0) * SHARED_MEMORY_MARGIN
 
 

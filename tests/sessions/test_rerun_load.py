@@ -141,3 +141,36 @@ def test_on_an_idle_host_a_slower_latency_is_judged(base: Session) -> None:
         variant.latency.round_medians_ms = [s * 1.1 for s in variant.latency.round_medians_ms]
         variant.latency.median_ms *= 1.1
     assert regressions(diff_sessions(a, b, load_rules())) == {("latency", v.name, v.name) for v in base.variants}
+
+
+def slowed_latency(session: Session, factor: float) -> Session:
+    """`session` with every latency sample `factor` times slower and its layers as they were."""
+    for variant in session.variants:
+        assert variant.latency is not None
+        variant.latency.samples_ms = [s * factor for s in variant.latency.samples_ms]
+        variant.latency.round_medians_ms = [s * factor for s in variant.latency.round_medians_ms]
+        variant.latency.median_ms *= factor
+    return session
+
+
+def test_a_load_that_came_just_before_a_rerun_is_the_loads_though_its_start_record_reads_lower(base: Session) -> None:
+    """A started at load 3.6, which left as its rounds began (1.0 during them); B's load came seconds before it, so
+    its 1-minute average at the start (2.4) had not caught up with the 3.0 its rounds ran under. Per core the start
+    records differ by 0.6 and name A the busier, yet B is the slower: the averages' spread says the load was moving
+    (A 1.0-3.6, B 2.4-3.0), so which study ran busier is not known, and the change is the load's."""
+    a = rerun(base, 21, 3.6, [1.0] * ROUNDS, 1.0)
+    b = rerun(base, 22, 2.4, [3.0] * ROUNDS, 3.0)
+    assert (a.environment.load_average[0] - b.environment.load_average[0]) / CORES >= 0.5  # the premise
+    for va, vb in zip(a.variants, b.variants):
+        assert va.latency and vb.latency and vb.latency.median_ms > 1.15 * va.latency.median_ms
+    diff = diff_sessions(a, b, load_rules())
+    assert regressions(diff) == set()
+    assert all("the load's, not judged" in c.note for c in diff.changes if c.what == "latency")
+
+
+def test_a_slower_rerun_on_a_host_steadily_less_busy_is_judged(base: Session) -> None:
+    """A ran at a steady 3.6 (its 1, 5 and 15-minute averages alike), B at a steady 1.0 and 1.6x slower: the less
+    busy study the slower one is not the load's."""
+    a = rerun(base, 23, 3.6, [3.6] * ROUNDS, 3.6)
+    b = slowed_latency(rerun(base, 24, 1.0, [1.0] * ROUNDS, 1.0), 1.6 * (3.6 + 1.0) / CORES)  # past all A can stretch
+    assert regressions(diff_sessions(a, b, load_rules())) == {("latency", v.name, v.name) for v in base.variants}
