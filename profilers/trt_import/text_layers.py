@@ -16,7 +16,9 @@ so a layer read from text is the layer read from JSON.
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,9 +140,10 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     the next `, Key: ` outside them. Such a split is `_split_top`'s (every bracket closes inside its part, so the
     depth its count reaches is 0 between parts and above 0 at every `, Key: ` within one), and it is taken only
     where the pairs give back the whole record; any other record (a stray or deeper bracket, a key `_split_top` would
-    cut differently) is split by `_split_top`."""
+    cut differently) is split by `_split_top`. The pairs give back the whole record where their lengths add up to it:
+    matches that do not overlap, one at its start (`^`) and the others each after a `, `, tile it only so."""
     pairs = PAIR.findall(text)
-    if pairs and ", ".join(map(":".join, pairs)) == text:
+    if pairs and sum(map(len, itertools.chain.from_iterable(pairs))) + 3 * len(pairs) - 2 == len(text):
         return pairs
     return [(key.strip(), value) for key, _, value in (part.partition(":") for part in _split_top(text))]
 
@@ -195,41 +198,48 @@ _PLAIN: dict[str, int | str | tuple[int, ...]] = {}  # a value's text as the rec
 
 def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
     """A one-line record as the JSON record of the same keys (the last of a key repeated); with `read`, only those
-    keys' values are converted, the others kept as the text holds them (a 100,000-layer block converts what the layer
-    reader reads, not 30 keys a layer)."""
+    keys, converted (a 100,000-layer block keeps and converts what the layer reader reads, not 30 keys a layer)."""
     record = dict(_pairs(text))
-    for key in record.keys() & read if read is not None else list(record):
-        record[key] = record[key].strip() if key == "Name" else _value(record[key])
-    return record
+    return {key: value.strip() if key == "Name" else _value(value) for key, value in record.items()
+            if read is None or key in read}
 
 
-def _dump_lines(text: str, lookahead: int | None = None) -> tuple[list[str], int] | None:
-    """The lines of the `Layer Information:` block from its heading on (with `lookahead`, only that many), and the
-    index of its `Layers:` line; None where the log has no such block."""
+def _lines(text: str, start: int) -> Iterator[str]:
+    """The lines of `text` from `start` on, as `split("\n")` gives them, each cut only when it is reached: a block is
+    read without splitting (or copying) the 100 MB log after it."""
+    while (end := text.find("\n", start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
+
+
+def _dump_lines(text: str, lookahead: int | None = None) -> Iterator[str] | None:
+    """The lines of the `Layer Information:` block after its `Layers:` line; None where the log has no such block
+    (with `lookahead`, none whose `Layers:` line comes within that many lines of the heading)."""
     found = log_line(text, DUMP_HEADING)
     if found is None:
         return None
-    block = text[found.start():]
-    lines = block.split("\n", lookahead)[:lookahead] if lookahead else block.split("\n")
-    heading = 1  # 8.6 relays TensorRT's names-only warning between the two headings
-    while heading < len(lines) and TRT_MESSAGE.match(LOG_PREFIX.sub("", lines[heading])):
-        heading += 1
-    if heading >= len(lines) or LOG_PREFIX.sub("", lines[heading]).strip() != "Layers:":
-        return None
-    return lines, heading
+    lines = _lines(text, found.start())
+    next(lines)  # the heading
+    for index, line in enumerate(lines, 1):  # 8.6 relays TensorRT's names-only warning between the two headings
+        if lookahead is not None and index >= lookahead:
+            return None
+        message = LOG_PREFIX.sub("", line)
+        if not TRT_MESSAGE.match(message):
+            return lines if message.strip() == "Layers:" else None
+    return None
 
 
 def _dump_block(text: str) -> tuple[list[Any], list[str]] | None:
     """(layer records or names, bindings) of the `Layer Information:` block; None where the log has none. Only the
-    lines from the heading on are split."""
-    found = _dump_lines(text)
-    if found is None:
+    block's lines are cut from the text, one at a time."""
+    lines = _dump_lines(text)
+    if lines is None:
         return None
-    lines, heading = found
     layers: list[Any] = []
     bindings: list[str] = []
     section = layers
-    for line in lines[heading + 1:]:
+    for line in lines:
         if LOG_PREFIX.match(line):
             break
         entry = line.strip()

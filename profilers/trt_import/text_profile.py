@@ -59,18 +59,25 @@ def _row_pattern(columns: list[str]) -> re.Pattern[str]:
     return re.compile(rf"^(.*?)\s+{cells}\s*$" if columns[0] == "name" else rf"^\s*{cells}\s+(.*?)\s*$")
 
 
-def _row(pattern: re.Pattern[str], columns: list[str], line: str) -> dict[str, str] | None:
+def _row(pattern: re.Pattern[str], order: list[str], line: str) -> dict[str, str] | None:
+    """A row's cells by field (`order`: the fields in the pattern's groups' order), or None where it is no row."""
     match = pattern.match(line)
-    if not match:
-        return None
-    values = list(match.groups())
+    return dict(zip(order, match.groups())) if match else None
+
+
+def _group_order(columns: list[str]) -> list[str]:
+    """The fields in the order `_row_pattern`'s groups hold them: the name first, or last as the header has it."""
     names = [c for c in columns if c == "name"]
-    order = names + [c for c in columns if c != "name"] if columns[0] == "name" else [c for c in columns if c != "name"] + names
-    return dict(zip(order, values))
+    cells = [c for c in columns if c != "name"]
+    return names + cells if columns[0] == "name" else cells + names
 
 
 def _unit(cell: str) -> float:
-    """The rounding step of a printed number: 0.01 for `137.84`, 0.0001 for `0.0069`."""
+    """The rounding step of a printed number: 0.01 for `137.84`, 0.0001 for `0.0069` (counted from a plain decimal's
+    digits, which is what `Decimal` gives it; `Decimal` reads any other spelling, `1e-3`)."""
+    whole, _, decimals = cell.partition(".")
+    if decimals.isdigit() and decimals.isascii() and whole.lstrip("+-").isdigit():
+        return 10.0 ** -len(decimals)
     exponent = Decimal(cell).as_tuple().exponent
     return 10.0 ** exponent if isinstance(exponent, int) else 1.0
 
@@ -98,7 +105,7 @@ def parse_text_profile(text: str, origin: str) -> TextProfile:
     columns = _columns(header)
     if "name" not in columns or "total_ms" not in columns or columns.count("name") != 1:
         raise InputError(f"{origin}: the profile table's header {header.strip()[:80]!r} is not one trtexec writes")
-    row_pattern = _row_pattern(columns)
+    row_pattern, order = _row_pattern(columns), _group_order(columns)
     records: list[ProfileRecord] = []
     total = None
     for position, (raw, line) in enumerate(rest):
@@ -107,7 +114,7 @@ def parse_text_profile(text: str, origin: str) -> TextProfile:
         where = f"{origin}: profile row {position}"
         if not line.strip():
             break  # the table ends: at its Total row, or cut short (below)
-        row = _row(row_pattern, columns, line)
+        row = _row(row_pattern, order, line)
         if row is None:
             raise InputError(f"{where} ({line.strip()[:80]!r}) is not a row of the table, and no Total row came "
                              "before it: a cell that is not a number, or two tables mixed")
