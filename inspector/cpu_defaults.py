@@ -266,7 +266,9 @@ def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) 
     """Seconds the study takes after this point (the model is built, ModelOpt imported), by step: the fp32
     reference and the BatchNorm folded; per variant its build, quality and stress inputs and trace, each in forwards
     of the measured cost, and the seconds a variant takes whatever the model (`VARIANT_S`, `FP8_VARIANT_S`); its
-    warm-up and timing rounds."""
+    warm-up and timing rounds. The calibration forwards count once, with the first FP8 variant: the study's FP8
+    recipes take copies of one calibration (`builders.pytorch.variant_modules.Calibrations`; a recipe that folds or
+    scales weights otherwise calibrates again, which this leaves out)."""
     f = machine.forward_s
     quality = plan.eval_count or images
     batches = math.ceil(quality / plan.batch)
@@ -275,12 +277,14 @@ def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) 
     timing = plan.timing
     variants: dict[str, float] = {}
     timed_s = 0.0
+    calibrated = False  # the study calibrates once; its FP8 variants take copies (`Calibrations`)
     for variant in plan.variants:
         ratio = {"fp8": machine.fp8_ratio, "bf16": machine.bf16_ratio}.get(variant.precision, 1.0)
         build = 0.0
         if variant.precision == "fp8":
-            calibration = plan.calib_count / plan.batch * f * ratio * FP8_CALIBRATION
+            calibration = 0.0 if calibrated else plan.calib_count / plan.batch * f * ratio * FP8_CALIBRATION
             build = (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + calibration
+            calibrated = True
         checks = batches * f + stress * machine.single_s
         trace = (2 + plan.trace_calls * TRACE_FORWARD) * f
         timed_s += max(timing.warmup_s, f * ratio) + timing.rounds * (timing.switch_warmup + timing.iters) * f * ratio

@@ -55,8 +55,9 @@ class Estimate:
                 self.timing_started = self.step_started = now
             if self.last is None or p.done != self.last.done or self.last.phase != "timing":
                 self.step_started = now
-                if p.done > len(self.rounds):
-                    self.rounds.append(now)
+                if p.done > len(self.rounds):  # rounds not reported one by one share the time since the last
+                    last, missing = (self.rounds or [self.timing_started])[-1], p.done - len(self.rounds)
+                    self.rounds += [last + (now - last) * (i + 1) / missing for i in range(missing)]
             self.last = p
         elif p.phase in VARIANT_PHASES and p.variant is not None and p.total > 0:
             if self.last is None:  # the variants' time starts with the first of them, not with the set-up before

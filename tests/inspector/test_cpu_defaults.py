@@ -163,3 +163,14 @@ def test_the_plan_line_states_the_estimate_per_step_and_they_add_up_to_it(measur
     stated = [float(x) for x in re.findall(r"(?:fp32|fp8-all|timing rounds) (\d+\.\d) s", line)]
     total = estimate_s(plan, measured.value, 18, cpu_defaults._stress(plan))
     assert len(stated) == 3 and 0 < total - sum(stated) < total / 2  # the rest: the reference before the variants
+
+
+def test_the_calibration_is_costed_once_for_the_study_not_per_fp8_variant():
+    """The study's FP8 recipes take copies of one calibration: more calibration images cost the first FP8 variant
+    more, and the second nothing."""
+    few = cpu_plan("fp32,fp8", ("all", "no-se"), eval_count=4, calib_count=2, stress_count=3)
+    many = replace(few, calib_count=16)
+    steps_few = cpu_defaults.estimate_steps(few, machine(0.05), 18, 3)
+    steps_many = cpu_defaults.estimate_steps(many, machine(0.05), 18, 3)
+    assert steps_many.variants["fp8-all"] > steps_few.variants["fp8-all"]
+    assert steps_many.variants["fp8-no-se"] == steps_few.variants["fp8-no-se"]
