@@ -149,7 +149,10 @@ def _pairs(text: str) -> list[tuple[str, str]]:
 
 
 def _groups(text: str) -> list[str]:
-    """The `{ ... }` groups of a list of records, their braces removed."""
+    """The `{ ... }` groups of a list of records, their braces removed (a list of one record, most, cut at once)."""
+    opened, closed = text.find("{"), text.rfind("}")
+    if 0 <= opened < closed and text.count("{") == 1 and text.count("}") == 1:
+        return [text[opened + 1:closed].strip()]
     groups, depth, start = [], 0, 0
     for match in BRACE.finditer(text):
         if match.group() == "{":
@@ -200,8 +203,8 @@ def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
     """A one-line record as the JSON record of the same keys (the last of a key repeated); with `read`, only those
     keys, converted (a 100,000-layer block keeps and converts what the layer reader reads, not 30 keys a layer)."""
     record = dict(_pairs(text))
-    return {key: value.strip() if key == "Name" else _value(value) for key, value in record.items()
-            if read is None or key in read}
+    return {key: record[key].strip() if key == "Name" else _value(record[key])
+            for key in (record if read is None else record.keys() & read)}
 
 
 def _lines(text: str, start: int) -> Iterator[str]:
