@@ -33,6 +33,8 @@ from sessions.documents.input_files import check_bounds, read_regular_file
 
 MAX_JSON_BYTES = 256 << 20  # a timing cache of thousands of graphs, a calibration cache with its outputs: a few MiB
 MAX_PLAN_BYTES = 64 << 20  # a serialized cuDNN plan with its compiled kernels: tens to hundreds of kB
+MAX_ENGINE_BYTES = 16 << 30  # a cached TensorRT engine: its weights and kernels, a few GiB at most
+MAX_TRT_TIMING_CACHE_BYTES = 1 << 30  # TensorRT's timing cache: one entry per tactic timed, tens of MiB
 MAX_WEIGHTS_BYTES = 64 << 30  # seeded weights: the largest catalog models' fp32 parameters and buffers
 PLAN_NAME = re.compile(r"[0-9a-f]{64}")  # a plan file's name: the SHA-256 of its bytes, nothing that names a path
 MAX_SCALE = 2.0**60  # far past any amax / 448, and the product of two (the engine's descale) stays finite in fp32

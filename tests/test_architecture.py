@@ -477,14 +477,15 @@ OTHER_READERS = {
     "profilers/images.py": "images the user names, opened by PIL under its pixel limit",
     "builders/recipes/fp8.py": "the recipes TOML shipped inside the package",
     "sessions/analyses/groups.py": "the built-in rules TOML shipped inside the package",
-    "builders/models/catalog.py": "a model's config.json, ONNX file or checkpoint that the user names, read by the "
-                                  "library that parses it (json, onnx, safetensors, torch with weights_only)",
+    "builders/models/catalog.py": "a model's ONNX file or checkpoint that the user names, read by the library that "
+                                  "parses it (onnx, safetensors, torch with weights_only); config.json through "
+                                  "input_files",
     "builders/tensorrt/onnx_files.py": "the ONNX files it exported, read back by onnx to count their Q/DQ nodes",
     "builders/tensorrt/onnx_export.py": "hashes an ONNX file (exported or the user's) for the engine cache's key",
-    "builders/tensorrt/tensorrt_backend.py": "the engine plan it cached and the ONNX file it builds from, read by "
-                                             "itself and by onnx (builders.cache_files does not read the plan yet)",
-    "builders/tensorrt/compat.py": "TensorRT's timing cache, read by itself (builders.cache_files does not read it "
-                                   "yet), and the ONNX file TensorRT's parser reads",
+    "builders/tensorrt/tensorrt_backend.py": "the ONNX file it builds from, read by onnx (its cached engine through "
+                                             "builders.cache_files)",
+    "builders/tensorrt/compat.py": "the ONNX file TensorRT's parser reads (its timing cache through "
+                                   "builders.cache_files)",
 }
 OPENS = {"open", "fdopen", "safe_open", "load_file", "parse_from_file", "fromfile", "memmap", "loadtxt"}
 READ_METHODS = {"read_text", "read_bytes"}

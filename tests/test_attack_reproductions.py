@@ -225,6 +225,16 @@ def test_a_bad_hugging_face_config_is_one_line_that_says_malformed(config, messa
     assert message in line and "not in the local Hugging Face cache" not in line
 
 
+def test_a_config_json_too_large_is_refused_before_it_is_read(tmp_path, capsys):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    with (folder / "config.json").open("wb") as file:
+        file.write(b'{"model_type": "segformer", "pad": "')
+        file.truncate(3 << 20)  # 3 MiB (sparse): what a config.json never is
+    assert run_small(str(folder)) == 2
+    assert "over the 1 MiB a config.json may have" in one_error_line(capsys)
+
+
 def test_a_malformed_config_in_the_hub_cache_is_not_called_missing(tmp_path, monkeypatch, capsys):
     import huggingface_hub.constants
 

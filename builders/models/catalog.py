@@ -16,6 +16,7 @@ from typing import Any
 
 from builders.models.info import ModelInfo
 from sessions.documents.errors import InputError, first_line
+from sessions.documents.input_files import MAX_TEXT_FILE_BYTES, read_regular_file
 
 # SegFormer (MiT-B0..B5) architectures as published by NVIDIA, so that `hf:segformer-b5` or a
 # `nvidia/segformer-bN-finetuned-ade-S-S` id absent from the local cache builds without the hub
@@ -245,10 +246,9 @@ def _check_config(path: Path) -> None:
     """One line for a config.json that transformers would call missing or fail on with a traceback."""
     import json
 
+    data = read_regular_file(path, "config.json", MAX_TEXT_FILE_BYTES)  # one line for a FIFO, a folder, a huge file
     try:
-        config = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        config = json.loads(data)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path} is malformed: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
     except UnicodeDecodeError:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from builders.cache_files import MAX_TRT_TIMING_CACHE_BYTES, read_cache_bytes
 from sessions.documents.errors import InputError, InspectError, MissingEnvironment
 from sessions.documents.storage import write_atomically
 
@@ -94,10 +95,8 @@ def attach_timing_cache(trt, config, path: Path) -> tuple[Any, list[str]]:
     another GPU is refused there. The path is already keyed by GPU and TensorRT version.
     """
     notes: list[str] = []
-    try:
-        data = path.read_bytes() if path.is_file() else b""
-    except OSError:
-        data = b""
+    data = read_cache_bytes(path, "TensorRT timing cache", MAX_TRT_TIMING_CACHE_BYTES) or b""
+    if not data and path.is_file():
         notes.append(f"timing cache {path.name} could not be read: started afresh")
     if data:
         cache = config.create_timing_cache(data)

@@ -22,6 +22,7 @@ from typing import Any
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.cache_files import MAX_ENGINE_BYTES, read_cache_bytes
 from builders.fp8.format import FP8
 from builders.tensorrt import compat as trt_compat
 from builders.tensorrt.device import EngineDevice, engine_device
@@ -273,8 +274,8 @@ class TensorRTBackend(Backend):
         plan_path = cache_dir() / f"{key}.plan"
         runtime = self.trt.Runtime(self.logger)
         notes = []
-        if plan_path.is_file():
-            plan = plan_path.read_bytes()
+        plan = read_cache_bytes(plan_path, "TensorRT engine cache", MAX_ENGINE_BYTES)
+        if plan is not None:
             self.errors.clear()
             engine = runtime.deserialize_cuda_engine(plan)
             if engine is not None:

@@ -162,7 +162,8 @@ def test_a_failed_enqueue_during_graph_capture_keeps_no_graph(stub_cuda):
             raise InspectError("TensorRT could not run the engine (execute_async_v3 failed)")
 
     run, why = stub_cuda.capture(enqueue)
-    assert why == "CUDA graph capture failed, timed eagerly: TensorRT could not run the engine (execute_async_v3 failed)"
+    assert why == ("CUDA graph capture failed, timed eagerly: TensorRT could not run the engine "
+                   "(execute_async_v3 failed)")
     run()
     assert calls == [0, 1, 2]  # the timed step enqueues eagerly, on the dedicated stream
     run, why = stub_cuda.capture(lambda: None)
@@ -197,6 +198,17 @@ def test_a_truncated_plan_is_rebuilt(trt):
                             "truncated") and n.endswith(": rebuilt") for n in again.variant.notes)
     assert trt.Runtime(trt.Logger()).deserialize_cuda_engine(plan_path.read_bytes()) is not None
     assert "engine cache hit" in build(make_backend()).variant.notes[1]
+
+
+def test_a_cached_engine_made_a_link_is_a_miss_not_loaded(trt, tmp_path):
+    build(make_backend())
+    (plan_path,) = cache_dir().glob("*.plan")
+    elsewhere = tmp_path / "elsewhere.plan"
+    elsewhere.write_bytes(plan_path.read_bytes())
+    plan_path.unlink()
+    plan_path.symlink_to(elsewhere)  # a valid engine, but not the cache's own file
+    again = build(make_backend())
+    assert again.variant.status == "ok" and not any("engine cache hit" in n for n in again.variant.notes)
 
 
 def test_a_plan_that_cannot_be_written_leaves_no_file(trt, monkeypatch):
@@ -238,12 +250,26 @@ def test_a_foreign_or_corrupt_timing_cache_is_ignored_with_a_note(trt):
     trt.CONTROLS.device = "stand-in host"
     result = build(make_backend(tiny_model(2)))
     path = backend.timing_cache_path()
-    assert f"timing cache {path.name} was written for another GPU or TensorRT: ignored, started afresh" in result.variant.notes
+    assert (f"timing cache {path.name} was written for another GPU or TensorRT: ignored, started afresh"
+            in result.variant.notes)
     assert b"stand-in host" in path.read_bytes()
     path.write_bytes(b"garbage")
     result = build(make_backend(tiny_model(3)))
     assert f"timing cache {path.name} is corrupt: ignored, started afresh" in result.variant.notes
     assert result.variant.status == "ok" and b"stand-in host" in path.read_bytes()
+
+
+def test_a_timing_cache_made_a_link_is_ignored_with_a_note(trt, tmp_path):
+    backend = make_backend(tiny_model(1))
+    build(backend)
+    path = backend.timing_cache_path()
+    elsewhere = tmp_path / "elsewhere.cache"
+    elsewhere.write_bytes(path.read_bytes())
+    path.unlink()
+    path.symlink_to(elsewhere)
+    result = build(make_backend(tiny_model(2)))
+    assert f"timing cache {path.name} could not be read: started afresh" in result.variant.notes
+    assert result.variant.status == "ok"
 
 
 # -- IProfiler, IProgressMonitor, the inspector
@@ -289,7 +315,8 @@ def test_an_onnx_model_with_a_free_batch_runs_at_the_study_batch(trt, tmp_path):
 
 
 def test_an_onnx_model_with_a_fixed_batch_says_which(trt, tmp_path):
-    with pytest.raises(InputError, match=r"fixed at \[1, 3, 16, 16\]; the study feeds \[2, 3, 16, 16\] \(use --batch 1\)"):
+    with pytest.raises(InputError,
+                       match=r"fixed at \[1, 3, 16, 16\]; the study feeds \[2, 3, 16, 16\] \(use --batch 1\)"):
         build(make_backend(onnx_model(tmp_path, dynamic=False), batch=2))
 
 
@@ -302,11 +329,13 @@ def test_the_parser_refuses_a_zero_scale(trt, tmp_path):
     nodes = [helper.make_node("QuantizeLinear", ["input", "scale", "zero"], ["q"], name="q"),
              helper.make_node("DequantizeLinear", ["q", "scale", "zero"], ["logits"], name="dq")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT16, [2, *SHAPE])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT16, [2, *SHAPE])], [scale, zero])
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT16, [2, *SHAPE])],
+                              [scale, zero])
     path = tmp_path / "zero-scale.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)]), str(path))
     model = LoadedModel(name="zero-scale", source="onnx", onnx_path=path, input_size=SHAPE)
-    with pytest.raises(InspectError, match="could not parse zero-scale.onnx: stand-in parser: q: a Q/DQ scale is not positive"):
+    with pytest.raises(InspectError,
+                       match="could not parse zero-scale.onnx: stand-in parser: q: a Q/DQ scale is not positive"):
         build(make_backend(model), "fp16")
 
 
@@ -376,7 +405,8 @@ def test_auto_without_cupti_runs_tensorrt_untraced():
     tracer, note = fit_tracer("torch", "CUPTI unavailable (x): kernels from torch.profiler", "tensorrt", "cuda",
                               "cupti-python is not installed")
     assert tracer == "none"
-    assert note == "CUPTI unavailable (cupti-python is not installed): no kernel trace, since the tensorrt backend marks layers with nvtx only"
+    assert note == ("CUPTI unavailable (cupti-python is not installed): no kernel trace, since the tensorrt backend "
+                    "marks layers with nvtx only")
     assert fit_tracer("torch", "", "torch", "cpu", None) == ("torch", "")
 
 
@@ -441,7 +471,8 @@ def test_per_layer_words_claim_the_profiler_only_where_it_measured():
     from profilers.tracers import get_tracer
 
     none = get_tracer("none")
-    variant, profiled = run_trace_variant(StubEngine(InspectError("TensorRT could not run the engine")), none, "IProfiler")
+    variant, profiled = run_trace_variant(StubEngine(InspectError("TensorRT could not run the engine")), none,
+                                          "IProfiler")
     assert not profiled and variant.notes == ["per-layer profiler failed: TensorRT could not run the engine"]
     variant, profiled = run_trace_variant(StubEngine({"other": [1.0]}), none, "IProfiler")
     assert not profiled and "none of them by a known name" in variant.notes[0]
@@ -475,8 +506,9 @@ def test_run_resnet18_on_the_tensorrt_backend_end_to_end(tmp_path):
     from tests.conftest import ROOT, run_cli_process
 
     out = tmp_path / "resnet18.json"
-    result = run_cli_process("run", "resnet18", "--backend", "tensorrt", "--device", "cpu", "--variants", "fp32,bf16,fp8",
-                             "--fp8-layout", "all", "--rounds", "2", "--iters", "2", "--warmup", "0", "--calib-count", "2",
+    result = run_cli_process("run", "resnet18", "--backend", "tensorrt", "--device", "cpu",
+                             "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--rounds", "2", "--iters", "2",
+                             "--warmup", "0", "--calib-count", "2",
                              "--json", "--out", str(out), env={"PYTHONPATH": f"{STAND_IN_PATH}:{ROOT}"})
     assert result.returncode == 0, result.stderr
     assert "backend: the TensorRT stand-in for tests, as asked; tracer: trt-stand-in" in result.stderr
