@@ -73,7 +73,8 @@ def cli_startup() -> float:
 
 def cli_import() -> float:
     code = "import time; t = time.perf_counter(); import inspector.cli; print(time.perf_counter() - t)"
-    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout)
+    runs = [float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                 cwd=ROOT).stdout)
             for _ in range(5)]
     return statistics.median(runs)
 

@@ -21,7 +21,8 @@ def conv_graph(cudnn, handle, n, c, h, k, r, groups, fp8_in, epilogue, fp8_out):
     in_type = dt.FP8_E4M3 if fp8_in else dt.HALF
     x = g.tensor(name="x", dim=[n, c, h, h], stride=[c * h * h, 1, h * c, c], data_type=in_type)
     w = g.tensor(name="w", dim=[k, cg, r, r], stride=[cg * r * r, 1, r * cg, cg], data_type=in_type)
-    y = g.conv_fprop(image=x, weight=w, padding=[r // 2] * 2, stride=[1, 1], dilation=[1, 1], compute_data_type=dt.FLOAT)
+    y = g.conv_fprop(image=x, weight=w, padding=[r // 2] * 2, stride=[1, 1], dilation=[1, 1],
+                     compute_data_type=dt.FLOAT)
     t = {"x": x, "w": w}
     if fp8_in:
         t["descale"] = g.tensor(name="descale", dim=[1, k, 1, 1], stride=[k, 1, k, k], data_type=dt.FLOAT)
@@ -133,14 +134,17 @@ def scaled_mm_checks() -> None:
     b = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn).t()
     bias = torch.randn(n, device="cuda", dtype=torch.float16)
     cases = {
-        "per-tensor fp16 bias": {"scale_a": torch.tensor(0.5, device="cuda"), "scale_b": torch.tensor(0.5, device="cuda"),
+        "per-tensor fp16 bias": {"scale_a": torch.tensor(0.5, device="cuda"),
+                                 "scale_b": torch.tensor(0.5, device="cuda"),
                                  "bias": bias, "out_dtype": torch.float16},
         "rowwise fp16 bias": {"scale_a": torch.full((m, 1), 0.5, device="cuda"),
-                              "scale_b": torch.full((1, n), 0.5, device="cuda"), "bias": bias, "out_dtype": torch.float16},
+                              "scale_b": torch.full((1, n), 0.5, device="cuda"), "bias": bias,
+                              "out_dtype": torch.float16},
         "rowwise bf16 bias": {"scale_a": torch.full((m, 1), 0.5, device="cuda"),
                               "scale_b": torch.full((1, n), 0.5, device="cuda"), "bias": bias.bfloat16(),
                               "out_dtype": torch.bfloat16},
-        "rowwise bf16": {"scale_a": torch.full((m, 1), 0.5, device="cuda"), "scale_b": torch.full((1, n), 0.5, device="cuda"),
+        "rowwise bf16": {"scale_a": torch.full((m, 1), 0.5, device="cuda"),
+                         "scale_b": torch.full((1, n), 0.5, device="cuda"),
                          "out_dtype": torch.bfloat16},
         "per-tensor fp8 out": {"scale_a": torch.tensor(0.5, device="cuda"), "scale_b": torch.tensor(0.5, device="cuda"),
                                "scale_result": torch.tensor(2.0, device="cuda"), "out_dtype": torch.float8_e4m3fn},
@@ -162,8 +166,10 @@ def main() -> None:
     base = {"n": 1, "c": 256, "h": 56, "k": 128, "r": 1, "groups": 1}
     check(cudnn, handle, "fp8 1x1 b1 +relu fp16out", **base, fp8_in=True, epilogue=["relu"], fp8_out=False)
     check(cudnn, handle, "fp8 1x1 b1 +add+relu fp8out", **base, fp8_in=True, epilogue=["add", "relu"], fp8_out=True)
-    check(cudnn, handle, "fp8 1x1 b32 +add+relu fp8out", **{**base, "n": 32}, fp8_in=True, epilogue=["add", "relu"], fp8_out=True)
-    check(cudnn, handle, "fp16 1x1 b32 +add+relu", **{**base, "n": 32}, fp8_in=False, epilogue=["add", "relu"], fp8_out=False)
+    check(cudnn, handle, "fp8 1x1 b32 +add+relu fp8out", **{**base, "n": 32}, fp8_in=True, epilogue=["add", "relu"],
+          fp8_out=True)
+    check(cudnn, handle, "fp16 1x1 b32 +add+relu", **{**base, "n": 32}, fp8_in=False, epilogue=["add", "relu"],
+          fp8_out=False)
     check(cudnn, handle, "fp8 3x3 b1 +sigmoid", **{**base, "r": 3}, fp8_in=True, epilogue=["sigmoid"], fp8_out=False)
     check(cudnn, handle, "fp8 3x3 b1 +swish fp8out", **{**base, "r": 3}, fp8_in=True, epilogue=["swish"], fp8_out=True)
     check(cudnn, handle, "fp8 3x3 b1 +gelu", **{**base, "r": 3}, fp8_in=True, epilogue=["gelu"], fp8_out=False)

@@ -1,6 +1,7 @@
 """What the cuDNN / cuBLASLt engine's sessions show, for the H200 evidence log: per variant the median, per-sample
 CoV, kernels and standalone quantize kernels per call, plans tried per cuDNN layer, the FP8 layers whose kernels
-show no FP8 kernel name and their kernels' target architectures, the layers that fell back with their reasons, and real-against-simulated numerics.
+show no FP8 kernel name and their kernels' target architectures, the layers that fell back with their reasons, and
+real-against-simulated numerics.
 
 python benchmarks/engine_report.py SESSION.json...
 """
@@ -44,14 +45,18 @@ def report(session: Session, path: Path) -> None:
         if cudnn:
             tried = collections.Counter(int(layer.attrs["plans_tried"]) for layer in cudnn)
             cached = sum(1 for layer in cudnn if layer.attrs.get("plan_cached"))
-            print(f"    cuDNN layers {len(cudnn)}: plans tried per layer {dict(sorted(tried.items()))}, from cache {cached}; "
-                  f"offered {min(int(x.attrs['plans_offered']) for x in cudnn)}-{max(int(x.attrs['plans_offered']) for x in cudnn)}")
+            print(f"    cuDNN layers {len(cudnn)}: plans tried per layer {dict(sorted(tried.items()))}, "
+                  f"from cache {cached}; "
+                  f"offered {min(int(x.attrs['plans_offered']) for x in cudnn)}-"
+                  f"{max(int(x.attrs['plans_offered']) for x in cudnn)}")
         fp8 = [layer for layer in v.layers if layer.precision == "fp8" and layer.op in ("conv", "linear")]
         if fp8 and v.kernels is not None:
-            without = [layer.name for layer in fp8 if not any(tactic_precision(k) == "fp8" for k in kernels.get(layer.name, []))]
+            without = [layer.name for layer in fp8
+                       if not any(tactic_precision(k) == "fp8" for k in kernels.get(layer.name, []))]
             names = collections.Counter(k[:90] for layer in fp8 for k in kernels.get(layer.name, []))
             print(f"    FP8 layers {len(fp8)}; without an FP8 kernel name: {len(without)} {without[:5]}")
-            archs = collections.Counter(max((kernel_arch(k) or (0, 0) for k in kernels.get(layer.name, [])), default=None)
+            archs = collections.Counter(max((kernel_arch(k) or (0, 0) for k in kernels.get(layer.name, [])),
+                                            default=None)
                                         for layer in fp8)
             print("    FP8 layers by their kernels' target architecture (FP8 tensor cores from sm89): " + ", ".join(
                 f"{f'sm{arch[0]}{arch[1]}' if arch and arch != (0, 0) else 'no smNN token'} {count}"

@@ -36,8 +36,8 @@ def main(paths: list[str]) -> None:
                 continue
             counts: Counter[tuple[str, str]] = Counter()
             for layer in asked:
-                ran = "fp8" if layer.precision == "fp8" else ("fp16 by timing" if chose_fp16(layer.attrs.get("fallback"))
-                                                              else "fp16 refused")
+                ran = "fp8" if layer.precision == "fp8" else (
+                    "fp16 by timing" if chose_fp16(layer.attrs.get("fallback")) else "fp16 refused")
                 counts[(shape_of(layer), ran)] += 1
             for (shape, ran), count in sorted(counts.items()):
                 print(f"      {shape:<13} {ran:<15} {count:>4}")

@@ -51,24 +51,28 @@ class StandInEnqueue:
 
 def main() -> int:
     device = CudaDevice()
-    check("dedicated stream", device.stream_handle != 0 and device.stream_handle != torch.cuda.current_stream().cuda_stream,
+    check("dedicated stream",
+          device.stream_handle != 0 and device.stream_handle != torch.cuda.current_stream().cuda_stream,
           f"handle {device.stream_handle:#x}, not the legacy default stream (0)")
     enqueue = StandInEnqueue(device)
     expected = (enqueue.a.float() @ enqueue.b.float()).half()
     replay, why = device.capture(enqueue)
-    check("capture", why is None and enqueue.calls == 2, f"graph captured after one enqueue outside it (enqueues: {enqueue.calls})")
+    check("capture", why is None and enqueue.calls == 2,
+          f"graph captured after one enqueue outside it (enqueues: {enqueue.calls})")
     enqueue.out.zero_()
     torch.cuda.synchronize()
     replay()
     torch.cuda.synchronize()
     error = (enqueue.out.float() - expected.float()).abs().max().item()
-    check("replay computes", enqueue.calls == 2 and error < 1.0, f"no new enqueue, max error {error:.3g} against the reference")
+    check("replay computes", enqueue.calls == 2 and error < 1.0,
+          f"no new enqueue, max error {error:.3g} against the reference")
 
     clock = EventClock(lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
     graphed = clock.samples(replay, 20)
     eager = clock.samples(device.eager(enqueue), 20)
     graphed_ms, eager_ms = sorted(graphed)[10], sorted(eager)[10]
-    check("graph replays timed on the timer's stream", graphed_ms > 0.5, f"median {graphed_ms:.3f} ms per replay (8 matmuls {N}^2 fp16)")
+    check("graph replays timed on the timer's stream", graphed_ms > 0.5,
+          f"median {graphed_ms:.3f} ms per replay (8 matmuls {N}^2 fp16)")
     check("eager enqueues ordered between the timer's events", abs(eager_ms / graphed_ms - 1) < 0.2,
           f"median {eager_ms:.3f} ms, {eager_ms / graphed_ms:.2f}x the replay (an unordered enqueue times as ~0)")
 

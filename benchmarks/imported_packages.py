@@ -11,8 +11,9 @@ import importlib
 import sys
 from pathlib import Path
 
-MAIN_JOB_MODULES = ("inspector.study", "inspector.commands.run", "builders.engine.cudnn_backend", "builders.pytorch.torch_backend",
-                    "builders.fp8.quantize", "builders.engine.compiler", "profilers.kernel_trace", "profilers.timing",
+MAIN_JOB_MODULES = ("inspector.study", "inspector.commands.run", "builders.engine.cudnn_backend",
+                    "builders.pytorch.torch_backend", "builders.fp8.quantize", "builders.engine.compiler",
+                    "profilers.kernel_trace", "profilers.timing",
                     "timm", "modelopt.torch.quantization", "nvidia")
 
 

@@ -1,4 +1,5 @@
-"""Does cuDNN's kernel cache cut the engine's cold build? `trt-inspect senet154 --variants fp16,cudnn-fp16,cudnn-fp8-all`
+"""Does cuDNN's kernel cache cut the engine's cold build?
+`trt-inspect senet154 --variants fp16,cudnn-fp16,cudnn-fp8-all`
 from a cold timing cache, as the engine builds today (`plain`) or with every cuDNN graph made with dynamic shapes
 and one shared kernel cache (`cache`), so that graphs of one topology and other shapes reuse a compiled kernel.
 Prints the wall time; the study prints each variant's build seconds and median. One mode per process:

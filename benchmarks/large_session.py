@@ -1,7 +1,8 @@
 """The TUI on a session of 50,000 layers: time to open it, to open the groups, to drill into a group and to list
 every kernel. `python benchmarks/large_session.py [LAYERS]` prints one line per figure, wall and CPU seconds (targets:
 open under 2 s, drill under 0.2 s); figures in `benchmarks/large_session.txt`. CPU seconds are the process's (the
-verdict's worker thread included) until the wait for the paint ends: on a shared machine, the figure load cannot inflate.
+verdict's worker thread included) until the wait for the paint ends: on a shared machine, the figure load cannot
+inflate.
 
 The session is the H200 SENet-154 one with every variant's layers (and their kernels) repeated until each variant
 has LAYERS layers, renamed `<name>#<copy>`: real names, kinds and kernel mixes at a size of a large import.

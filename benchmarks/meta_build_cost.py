@@ -1,6 +1,7 @@
 """What building a model on the meta device costs, with PyTorch's meta device alone and with
-`builders.models.meta_build.meta_device` (in-place value ops skipped, batch norm shaped like its input), and the structure
-pass on each: the figures `builders/models/meta_build.py` states. Best of three, in seconds, on this machine's CPU.
+`builders.models.meta_build.meta_device` (in-place value ops skipped, batch norm shaped like its input), and the
+structure pass on each: the figures `builders/models/meta_build.py` states. Best of three, in seconds, on this
+machine's CPU.
 
     python benchmarks/meta_build_cost.py [MODEL]    (senet154 by default)
 """

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ["tests/profilers/test_mutations.py", "tests/profilers/test_stats.py", "tests/profilers/test_attribution.py", "tests/inspector/test_study_fake.py",
-         "tests/profilers/test_reviewer_fields.py"]
+TESTS = ["tests/profilers/test_mutations.py", "tests/profilers/test_stats.py", "tests/profilers/test_attribution.py",
+         "tests/inspector/test_study_fake.py", "tests/profilers/test_reviewer_fields.py"]
 
 
 @dataclass(frozen=True)
@@ -53,14 +53,17 @@ MUTANTS = [
     mutant("no interleaving (all rounds of one variant, then the next)",
            (TIMING, ("    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
                     "            samples[name].extend(sample(step, plan.iters))\n"),
-            ("    for name, step in steps.items():\n        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
-                    "    for round_index in range(plan.rounds):\n")),
-           alternatives=((TIMING, ("    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
+            ("    for name, step in steps.items():\n"
+             "        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
+             "    for round_index in range(plan.rounds):\n")),
+           alternatives=((TIMING, ("    for round_index in range(plan.rounds):\n"
+                                  "        for name, step in steps.items():\n"
                                   "            _discard(step, plan.switch_warmup, synchronize)\n"
                                   "            samples[name].extend(sample(step, plan.iters))\n"),
-                          ("    for name, step in steps.items():\n        _discard(step, plan.switch_warmup, synchronize)\n"
-                          "        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
-                          "    for round_index in range(plan.rounds):\n")),)),
+                          ("    for name, step in steps.items():\n"
+                           "        _discard(step, plan.switch_warmup, synchronize)\n"
+                           "        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
+                           "    for round_index in range(plan.rounds):\n")),)),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, 'plan.device == "cuda" and all(step.graphed for step in steps.values())', 'plan.device == "cuda"')),
     mutant("cuda_graph flag lies (one graphed step is enough)",
@@ -87,7 +90,8 @@ MUTANTS = [
     mutant("non-finite outputs never counted", (QUALITY, "nonfinite=nonfinite,", "nonfinite=0,"),
            alternatives=QUALITY_V2[3:]),
     mutant("GPU sampled once, not during timing",
-           ("profilers/environment.py", "        while not self._stop.wait(self._interval):\n            self._sample()\n",
+           ("profilers/environment.py",
+            "        while not self._stop.wait(self._interval):\n            self._sample()\n",
             "        self._stop.wait()\n")),
     mutant("tool commit never recorded",
            ("profilers/environment.py", 'return f"{head}-dirty" if changes else head or None', "return None")),

@@ -65,7 +65,8 @@ def synthetic(folder: Path, count: int) -> ImportFiles:
 
 def main() -> None:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"# {platform.machine()}, {os.cpu_count()} cores, load average {load}, Python {platform.python_version()}; best of 3")
+    print(f"# {platform.machine()}, {os.cpu_count()} cores, load average {load}, "
+          f"Python {platform.python_version()}; best of 3")
     print("# figure\twall s\tCPU s\twhat")
     label, files = largest_set()
     print(f"import_largest_set_s\t{best_of(3, lambda: import_variant(files))}\t{label}")

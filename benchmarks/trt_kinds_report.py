@@ -124,7 +124,8 @@ def table(title: str, rows: list[tuple[str, Figures, Figures]]) -> list[str]:
            "precision (session / file's option) | tactic names (session / file) |"), "|---|---|---|---|---|"]
     for label, ours, theirs in rows:
         extra = f" ({theirs.extra})" if theirs.extra else ""
-        out.append(f"| {label}{extra} | {ours.layers} / {theirs.layers} | {_fmt(ours.summed_ms)} / {_fmt(theirs.summed_ms)} "
+        out.append(f"| {label}{extra} | {ours.layers} / {theirs.layers} "
+                   f"| {_fmt(ours.summed_ms)} / {_fmt(theirs.summed_ms)} "
                    f"| {ours.precision} / {theirs.precision} | {ours.tactics} / {theirs.tactics} |")
     return [*out, ""]
 
@@ -170,7 +171,8 @@ def engine_arg(words: list[str], known: set[Path]) -> Engine:
     for word in words:
         role, sep, path = word.partition("=")
         if not sep or role not in ROLES or Path(path) not in known:
-            raise ValueError(f"--engine {word!r}: expected ROLE=PATH, ROLE one of {', '.join(ROLES)}, PATH given with --external")
+            raise ValueError(f"--engine {word!r}: expected ROLE=PATH, ROLE one of {', '.join(ROLES)}, "
+                             f"PATH given with --external")
         roles[role].append(Path(path))
     if len(roles["layers"]) > 1 or len(roles["profile"]) > 1 or not (roles["layers"] or roles["profile"]):
         raise ValueError("--engine: one layers=PATH or profile=PATH at least, at most one of each")
@@ -210,7 +212,8 @@ def layer_block_file(path: Path) -> Figures | None:
 
 
 def summary_session(path: Path, engines: list[Engine]) -> str:
-    """The GPU compute median the import states for a file's summary: the file alone, or the engine it is metadata of."""
+    """The GPU compute median the import states for a file's summary: the file alone, or the engine it is metadata
+    of."""
     text = path.read_text()
     holds_table = "=== Profile (" in text
     holds_layers = layer_block_file(path) is not None
@@ -223,16 +226,19 @@ def summary_session(path: Path, engines: list[Engine]) -> str:
 
 
 def import_engine(engine: Engine) -> Imported:
-    return import_variant(ImportFiles.of(layers=engine.layers, profile=engine.profile, metadata=engine.metadata, find_metadata=False))
+    return import_variant(ImportFiles.of(layers=engine.layers, profile=engine.profile, metadata=engine.metadata,
+                                         find_metadata=False))
 
 
 def engine_session(imported_engine: Imported) -> list[str]:
     variant = imported_engine.variant
     times = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
-    folded = next((re.match(r"(\d+) kernel records", n) for n in variant.notes if re.match(r"\d+ kernel records", n)), None)
+    folded = next((re.match(r"(\d+) kernel records", n) for n in variant.notes if re.match(r"\d+ kernel records", n)),
+                  None)
     return [str(len(variant.layers)), str(sum(1 for layer in variant.layers if layer.kind != "unknown")),
             folded.group(1) if folded else "0", str(sum(1 for t in times if t == 0.0)),
-            _fmt(sum(times)) if times else "no times", variant.precision, str(imported_engine.facts.gpu_compute_median_ms)]
+            _fmt(sum(times)) if times else "no times", variant.precision,
+            str(imported_engine.facts.gpu_compute_median_ms)]
 
 
 def engine_file(engine: Engine) -> list[str]:
@@ -254,7 +260,8 @@ def engine_file(engine: Engine) -> list[str]:
         unrun = sum(1 for kind, name in logged if name not in rows and kind != "Myelin")
         summed = table_file(engine.profile).summed_ms
     builds = [p for p in files if re.search(r"^Layer\(\w+\): ", texts[p], re.MULTILINE)]  # the build's option first
-    precision = next((option(texts[p], "Precision") for p in [*builds, *files] if option(texts[p], "Precision") != "not stated"),
+    precision = next((option(texts[p], "Precision") for p in [*builds, *files]
+                      if option(texts[p], "Precision") != "not stated"),
                      "not stated")
     median = next((m for p in files if (m := summary_file(p)) != "none"), "none")
     return [str(layers.layers) if layers else "no layer file", str(len(logged)) if logged else "no Layer(...) lines",
@@ -274,7 +281,8 @@ def external_section(externals: list[External], engines: list[Engine], command: 
     out += table("Layer blocks of real logs (`--dumpLayerInfo` records or names, verbose `Layer(...)` lines), each "
                  "imported alone (`import --layers FILE`)",
                  [(label[p], session_figures(imported(p, None)), figures) for p, figures in blocks])
-    out += ["### Performance summaries of real logs (GPU compute median, ms)", "", "| file | session | file |", "|---|---|---|"]
+    out += ["### Performance summaries of real logs (GPU compute median, ms)", "", "| file | session | file |",
+            "|---|---|---|"]
     out += [f"| {label[e.path]} | {summary_session(e.path, engines)} | {summary_file(e.path)} |"
             for e in externals if summary_file(e.path) != "none"]
     out += ["", "### Engines joined from several real files (`import --layers L --profile P --metadata M`)", "",
@@ -285,11 +293,13 @@ def external_section(externals: list[External], engines: list[Engine], command: 
         names = "; ".join([*roles, *(f"metadata {label[p]}" for p in engine.metadata)])
         pairs = zip(engine_session(import_engine(engine)), engine_file(engine))
         out.append(f"| {names} | " + " | ".join(f"{ours} / {theirs}" for ours, theirs in pairs) + " |")
-    return [*out, "", "Each cell: session / file. The file's figures are plain regular expressions over the raw files.", "",
+    return [*out, "", "Each cell: session / file. The file's figures are plain regular expressions over the raw files.",
+            "",
             ("Where precision differs, by rule: the session's precision is what the layers' tensors run in, the build "
-             "option only where the layers say nothing (an engine built with --fp16 whose layers all run Float is fp32); "
-             "and a `--loadEngine` run prints trtexec's default `Precision: FP32` whatever the engine was built with, so "
-             "the session takes no build option from it (names-only layers then leave the precision unknown)."), ""]
+             "option only where the layers say nothing (an engine built with --fp16 whose layers all run Float is "
+             "fp32); and a `--loadEngine` run prints trtexec's default `Precision: FP32` whatever the engine was built "
+             "with, so the session takes no build option from it (names-only layers then leave the precision "
+             "unknown)."), ""]
 
 
 def rerun_command(externals: list[External], engine_words: list[list[str]]) -> str:
@@ -319,11 +329,12 @@ def main() -> None:
     if not SHARED.is_dir():
         sys.exit(f"{SHARED} is missing: the report reads the real files of ../shared/fixtures")
     lines = ["# TensorRT file kinds read from text, and metadata, beside the files' own figures", "",
-             ("Generated by `python benchmarks/trt_kinds_report.py` (the last section with `--external` and `--engine`: "
-              "its first lines give the command). The file's figures are plain regular expressions "
+             ("Generated by `python benchmarks/trt_kinds_report.py` (the last section with `--external` and "
+              "`--engine`: its first lines give the command). The file's figures are plain regular expressions "
              "and `json` over the raw file (no importer code). Files under `tests/data/trt_text` are hand-written "
              "in trtexec's layouts (their public sources are in that folder's README)."), ""]
-    logs = [SHARED / "trt" / name / "result-04.log" for name in ("trt10.16-mnist-cnn-fp32-h100", "trt10.14-mnist-cnn-fp32-rtx6000ada")]
+    logs = [SHARED / "trt" / name / "result-04.log"
+            for name in ("trt10.16-mnist-cnn-fp32-h100", "trt10.14-mnist-cnn-fp32-rtx6000ada")]
     lines += table("--dumpLayerInfo text (`Layer Information:` block), TensorRT 10.14 and 10.16",
                    [(f"trt/{log.parent.name}/{log.name}", session_figures(imported(log, None)), dumplayerinfo_file(log))
                     for log in logs])
@@ -338,12 +349,14 @@ def main() -> None:
         ("tests/data/trt_text/trt10-dumplayerinfo-dumpprofile.log (HAND-WRITTEN), 8.6+/10.x layout",
          imported(TEXT / "trt10-dumplayerinfo-dumpprofile.log", TEXT / "trt10-dumplayerinfo-dumpprofile.log"),
          TEXT / "trt10-dumplayerinfo-dumpprofile.log"),
-        ("tests/data/trt_text/trt7-dumpprofile.log (HAND-WRITTEN), 7.x layout", imported(None, TEXT / "trt7-dumpprofile.log"),
+        ("tests/data/trt_text/trt7-dumpprofile.log (HAND-WRITTEN), 7.x layout",
+         imported(None, TEXT / "trt7-dumpprofile.log"),
          TEXT / "trt7-dumpprofile.log"),
     ]
     lines += table("--dumpProfile text table (`=== Profile (N iterations ) ===`); the file's layers are its rows",
                    [(label, session_figures(ours), table_file(path)) for label, ours, path in tables])
-    lines += ["### Performance summary (GPU compute median, ms)", "", "| file | session (method) | file |", "|---|---|---|"]
+    lines += ["### Performance summary (GPU compute median, ms)", "", "| file | session (method) | file |",
+              "|---|---|---|"]
     for name in ("trt10-dumplayerinfo-dumpprofile.log", "trt7-dumpprofile.log"):
         median = imported(None, TEXT / name).facts.gpu_compute_median_ms
         lines.append(f"| tests/data/trt_text/{name} (HAND-WRITTEN) | {median} | {summary_file(TEXT / name)} |")
@@ -351,10 +364,14 @@ def main() -> None:
               "--skipInference, the YOLO log with the profiler on, which suppresses the summary); real ones from "
               "public sources are in the last section."), ""]
     samples = [SHARED / "trt" / n / "trt_layer_latency.json" for n in (
-        "trt10-mobilenetv2-tf32-onnxapi-rtx3060", "trt10-resnet18-tf32-onnxapi-rtx3060", "trt10-mobilenetv2-fp16-torchtrt-api")]
-    lines += table("IProfiler per-layer samples written by the API over many runs (read before this work; summed medians)",
-                   [(f"trt/{p.parent.name}/{p.name}", session_figures(imported(None, p)), samples_file(p)) for p in samples])
-    lines += ["### trex device-properties, build and profile metadata JSON", "", "| set | session | files |", "|---|---|---|"]
+        "trt10-mobilenetv2-tf32-onnxapi-rtx3060", "trt10-resnet18-tf32-onnxapi-rtx3060",
+        "trt10-mobilenetv2-fp16-torchtrt-api")]
+    lines += table("IProfiler per-layer samples written by the API over many runs (read before this work; "
+                   "summed medians)",
+                   [(f"trt/{p.parent.name}/{p.name}", session_figures(imported(None, p)), samples_file(p))
+                    for p in samples])
+    lines += ["### trex device-properties, build and profile metadata JSON", "", "| set | session | files |",
+              "|---|---|---|"]
     for name in ("trt8.4-resnet-a100-fp32", "trt8.4-resnet-a100-int8-qat-residual"):
         folder = SHARED / "trt" / name
         graph = next(folder.glob("*.graph.json"))

@@ -1,4 +1,5 @@
-"""Every engine of ../shared/fixtures/trt and ../shared/fixtures/trtexec as the tool imports it, beside the raw files' truth.
+"""Every engine of ../shared/fixtures/trt and ../shared/fixtures/trtexec as the tool imports it, beside the raw
+files' truth.
 
     python benchmarks/trt_sets_report.py > benchmarks/trt_sets_report.md
 
@@ -64,8 +65,10 @@ def row(engine: Engine) -> str:
     except InputError as exc:
         return f"| {engine.label} | {expected.layers} | - | - | - | not imported: {exc} |"
     roles = Counter(role_of(layer, RULES) for layer in variant.layers)
-    checks = [roles["reformat"] + roles["DLA"] == expected.reformat + expected.dla, roles["quantize / dequantize"] == expected.qdq,
-              roles["shuffle / slice / padding"] == expected.shuffle, roles["depthwise convolution"] == expected.depthwise,
+    checks = [roles["reformat"] + roles["DLA"] == expected.reformat + expected.dla,
+              roles["quantize / dequantize"] == expected.qdq,
+              roles["shuffle / slice / padding"] == expected.shuffle,
+              roles["depthwise convolution"] == expected.depthwise,
               roles["Myelin region"] == expected.myelin]
     summed = summed_profile_ms(engine)
     end_to_end = variant.latency.median_ms if variant.latency else None
@@ -73,7 +76,8 @@ def row(engine: Engine) -> str:
         f" vs {end_to_end:.3f} ms ({summed / end_to_end:.2f}x)" if end_to_end else " (no --exportTimes)")
     exact = sum(layer.precision is not None for layer in variant.layers)
     ok = len(variant.layers) == expected.layers and all(checks)
-    return (f"| {engine.label} | {len(variant.layers)} | {times} | {exact} / {len(variant.layers) - exact} ({variant.precision}) | "
+    return (f"| {engine.label} | {len(variant.layers)} | {times} | "
+            f"{exact} / {len(variant.layers) - exact} ({variant.precision}) | "
             f"{sum(checks)} of {len(checks)} | {'right' if ok else 'WRONG'} |")
 
 
@@ -89,12 +93,14 @@ def pair_row(left: str, right: str) -> str:
     diff = diff_sessions(a, b, RULES, 0.05)
     methods = ", ".join(f"{n} {m}" for m, n in Counter(alignment.how.values()).items())
     precision = sum(1 for c in diff.changes if c.what == "precision")
-    return (f"| {left} | {right} | {len(alignment.pairs)} ({methods}) | {len(alignment.fused_a)} / {len(alignment.fused_b)} | "
+    return (f"| {left} | {right} | {len(alignment.pairs)} ({methods}) | "
+            f"{len(alignment.fused_a)} / {len(alignment.fused_b)} | "
             f"{len(alignment.only_a)} / {len(alignment.only_b)} | {precision} | {len(diff.regressions)} |")
 
 
 def main() -> None:
-    print("| set (engine) | layers | summed layer time vs end-to-end median | precision exact / unknown (variant) | roles matched | verdict |")
+    print("| set (engine) | layers | summed layer time vs end-to-end median | precision exact / unknown (variant) "
+          "| roles matched | verdict |")
     print("|---|---:|---|---|---|---|")
     for folder in set_folders():
         for engine in engines(folder):

@@ -101,7 +101,8 @@ def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
         raise MissingEnvironment(f"--tracer {plan.tracer} needs a CUDA GPU")
     if tracer.range_kind is not None and tracer.range_kind not in backend.capabilities.range_kinds:
         kinds = " or ".join(sorted(backend.capabilities.range_kinds)) or "no ranges"
-        raise MissingEnvironment(f"the {plan.backend} backend marks layers with {kinds}, which --tracer {plan.tracer} cannot see")
+        raise MissingEnvironment(f"the {plan.backend} backend marks layers with {kinds}, "
+                                 f"which --tracer {plan.tracer} cannot see")
     problem = tracer.prepare()
     if problem:
         raise MissingEnvironment(problem)
@@ -190,7 +191,8 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
                     result.variant.peak_memory_bytes = memory.peak_bytes(result.engine.run_once)
             except Exception as exc:  # noqa: BLE001  (any failure costs this variant only)
                 recorder.session.variants.append(failed_variant(variant_plan, plan, exc))
-                recorder.step("build", f"{variant_plan.name} failed: {one_line(exc)}", variant_plan.name, index + 1, total)
+                recorder.step("build", f"{variant_plan.name} failed: {one_line(exc)}", variant_plan.name,
+                              index + 1, total)
                 continue
             variant = result.variant
             if variant.recipe is not None:
@@ -214,7 +216,8 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
     return engines
 
 
-def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], plan: StudyPlan, inputs: StudyInputs) -> Backend:
+def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], plan: StudyPlan,
+                     inputs: StudyInputs) -> Backend:
     """The backend that builds `variant_plan`: its own where it names one (made once), else the plan's."""
     name = variant_plan.backend or plan.backend
     if name not in own:
@@ -224,8 +227,8 @@ def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], plan: S
 
 def failed_variant(variant_plan: VariantPlan, plan: StudyPlan, exc: BaseException) -> Variant:
     """The record of a variant that did not build: status failed, and `exc` in one line as its error."""
-    return Variant(name=variant_plan.name, backend=variant_plan.backend or plan.backend, precision=variant_plan.precision,
-                   device=plan.device, status="failed", error=one_line(exc))
+    return Variant(name=variant_plan.name, backend=variant_plan.backend or plan.backend,
+                   precision=variant_plan.precision, device=plan.device, status="failed", error=one_line(exc))
 
 
 def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backend: Backend, tracer: Tracer,
@@ -387,7 +390,8 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
             session.variant(name).latency = latency_stats(values, plan.timing.iters)
         session.environment.during_timing = sampler.conditions()
         due = index + 1 == plan.timing.rounds or time.monotonic() - last_save >= ROUND_SAVE_INTERVAL_S
-        recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds, saved=due)
+        recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds,
+                      saved=due)
         if due:
             last_save = time.monotonic()
 

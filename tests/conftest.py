@@ -26,7 +26,8 @@ def isolated_home(tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def no_offered_model():
-    """A meta-device model one test's recipe preflight offers (builders.models.seeded_weights) is never another test's."""
+    """A meta-device model one test's recipe preflight offers (builders.models.seeded_weights) is never another
+    test's."""
     yield
     seeded = sys.modules.get("builders.models.seeded_weights")
     if seeded is not None:

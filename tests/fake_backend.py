@@ -45,7 +45,8 @@ class FakeBackend(Backend):
     @classmethod
     def load_inputs(cls, plan):
         images = np.linspace(-1, 1, 4 * 10).reshape(4, 10)
-        return StudyInputs(ModelInfo(plan.model, "timm", (10,)), "fake rows", [images[i:i + plan.batch] for i in range(0, 4, plan.batch)],
+        return StudyInputs(ModelInfo(plan.model, "timm", (10,)), "fake rows",
+                           [images[i:i + plan.batch] for i in range(0, 4, plan.batch)],
                            images[: plan.batch], images[:2])
 
     def __init__(self, context): self.context = context
@@ -53,7 +54,8 @@ class FakeBackend(Backend):
 
     def build(self, variant, calibration):
         scale = {"fp32": 1.0, "fp16": 1.001}.get(variant.precision, -1.0)
-        return BuildResult(FakeEngine(scale), Variant(variant.name, self.name, variant.precision, self.context.plan.device))
+        return BuildResult(FakeEngine(scale),
+                           Variant(variant.name, self.name, variant.precision, self.context.plan.device))
 
 
 @register_tracer

@@ -101,7 +101,8 @@ def check(name: str, folder: Path, layers: bool = False, optimized: bool = False
     session = ort_session(graph, optimized)
     names = [o.name for o in session.get_outputs()]
     captured: dict[str, np.ndarray] = {}
-    hooks = [sub.register_forward_hook(_capture(captured, p)) for p, sub in module.named_modules() if p] if layers else []
+    hooks = ([sub.register_forward_hook(_capture(captured, p)) for p, sub in module.named_modules() if p]
+             if layers else [])
     worst: dict[str, tuple[float, float, float, int]] = {}
     ort_logits, fp8_logits = [], []
     with torch.no_grad():
@@ -122,7 +123,8 @@ def check(name: str, folder: Path, layers: bool = False, optimized: bool = False
         from profilers.quality import compare
 
         quality = compare(torch.from_numpy(fp32_logits), torch.from_numpy(ort_out), "fp32", "", len(ort_out))
-        print(f"{name}: {quality.nonfinite} of {ort_out.size} onnxruntime logits are NaN/Inf; profilers.quality.compare, "
+        print(f"{name}: {quality.nonfinite} of {ort_out.size} onnxruntime logits are NaN/Inf; "
+              f"profilers.quality.compare, "
               f"which zeroes them, reports max abs logit error {quality.max_abs_logit_error:.4g} against fp32 "
               f"(max |fp32 logit| = {np.abs(fp32_logits).max():.4g})")
     floor, misses = _noise_floor(module, pixels, fp8_out, ort_out) if noise_floor else (None, None)
@@ -210,7 +212,8 @@ def print_table(rows: list[Row]) -> None:
     print(f"{'model':<22} {'recipe':<16} {'quantized':<12} {'images':>6} {'top-1 ORT=PT':>12} {'max|ORT-PT FP8|':>16} "
           f"{'max|PT FP8-fp32|':>17} {'NaN/Inf':>7} {'pass':>5} {'PT noise floor':>14} {'misses past it':>14} {'s':>6}")
     for r in rows:
-        print(f"{r.model:<22} {r.recipe:<16} {r.quantized:<12} {r.images:>6} {r.top1_agreement:>12.1%} {r.ort_vs_fp8:>16.6f} "
+        print(f"{r.model:<22} {r.recipe:<16} {r.quantized:<12} {r.images:>6} {r.top1_agreement:>12.1%} "
+              f"{r.ort_vs_fp8:>16.6f} "
               f"{r.fp8_vs_fp32:>17.6f} {r.nonfinite:>7} {'yes' if r.passed else 'NO':>5} "
               f"{'-' if r.noise_floor is None else f'{r.noise_floor:.6f}':>14} "
               f"{'-' if r.misses_beyond_floor is None else r.misses_beyond_floor:>14} {r.seconds:>6.0f}")
@@ -221,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=list(MODELS))
-    parser.add_argument("--recipe", default="all", help="FP8 recipe (default all: per-channel weights, BatchNorm folded)")
-    parser.add_argument("--noise-floor", action="store_true", help="PyTorch FP8 against itself on inputs one fp16 step away")
+    parser.add_argument("--recipe", default="all",
+                        help="FP8 recipe (default all: per-channel weights, BatchNorm folded)")
+    parser.add_argument("--noise-floor", action="store_true",
+                        help="PyTorch FP8 against itself on inputs one fp16 step away")
     parser.add_argument("--layers", action="store_true", help="compare every module's output with its ONNX node")
     parser.add_argument("--ort-optimized", action="store_true", help="onnxruntime graph optimizations on")
     args = parser.parse_args(argv)

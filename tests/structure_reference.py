@@ -177,7 +177,8 @@ class _Trunk:
         def walk(path: str, in_sequence: bool) -> None:
             for kid in self.children(path):
                 grand = self.children(kid.path)
-                wraps = len(grand) == 1 and len(grand[0].layers) == len(kid.layers) and self.merges(grand[0]) == self.merges(kid)
+                wraps = (len(grand) == 1 and len(grand[0].layers) == len(kid.layers)
+                         and self.merges(grand[0]) == self.merges(kid))
                 split = any(self.head(g) for g in grand) and not all(self.head(g) for g in grand)
                 if self.sequence(kid):
                     walk(kid.path, True)

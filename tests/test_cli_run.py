@@ -14,7 +14,8 @@ FAST = ["--device", "cpu", "--rounds", "2", "--iters", "2", "--warmup", "0", "--
 @pytest.fixture(scope="module")
 def resnet_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "resnet.json"
-    result = run_cli_process("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--json", "--out", str(out))
+    result = run_cli_process("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all",
+                             "--json", "--out", str(out))
     return result, out
 
 
@@ -93,8 +94,8 @@ def test_tracing_several_calls_keeps_the_per_call_count(resnet_run, tmp_path):
     _, single = resnet_run
     out = tmp_path / "three.json"
     # the same variants as the single-call run, so the same graph: BatchNorm folded in every variant, as FP8 folds it
-    result = run_cli_process("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all", "--trace-calls", "3",
-                             "--out", str(out))
+    result = run_cli_process("run", "test_resnet", *FAST, "--variants", "fp32,bf16,fp8", "--fp8-layout", "all",
+                             "--trace-calls", "3", "--out", str(out))
     assert result.returncode == 0, result.stderr
     three = storage.load(out).variant("fp32")
     one = storage.load(single).variant("fp32")

@@ -19,7 +19,8 @@ from sessions.documents.errors import InputError
 from tests.conftest import DATA, H200, ROOT
 
 EXAMPLES = int(os.environ.get("TRT_INSPECT_FUZZ_EXAMPLES", "150"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(max_examples=EXAMPLES, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -74,8 +75,9 @@ def test_session_loader_on_random_json(doc):
 
 @FUZZ
 @given(st.sampled_from([
-    ["study"], ["study", "batch"], ["environment", "gpu"], ["method", "rounds"], ["variants"], ["variants", 0, "latency"],
-    ["variants", 0, "kernels", "name"], ["variants", 1, "layers", 3], ["variants", 2, "trace", "calls"], ["schema_version"],
+    ["study"], ["study", "batch"], ["environment", "gpu"], ["method", "rounds"], ["variants"],
+    ["variants", 0, "latency"], ["variants", 0, "kernels", "name"], ["variants", 1, "layers", 3],
+    ["variants", 2, "trace", "calls"], ["schema_version"],
 ]), json_values)
 def test_session_loader_on_a_real_session_with_one_field_replaced(path, value):
     doc = mutate(orjson.loads(orjson.dumps(SESSION_SEEDS["schema 1"])), path, value)  # a real session, cut small

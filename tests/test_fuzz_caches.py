@@ -4,8 +4,9 @@ by a value of another type, an edge number, NaN or Infinity, or removed; a byte 
 miss or a load whose every value means what it should, checked here by code of its own; never a wrong value used.
 
 Element mutants are written as found, or sealed again with a digest that matches (as a consistent poisoner would
-write them), so that the checks of meaning are met and not only the digests. A seeded generator, so every CI run draws the same MUTANTS of each; `TRT_INSPECT_CACHE_MUTANTS=20000 python -m pytest
-tests/test_fuzz_caches.py` is the long run. The counts are printed (`-s`).
+write them), so that the checks of meaning are met and not only the digests. A seeded generator, so every CI run
+draws the same MUTANTS of each; `TRT_INSPECT_CACHE_MUTANTS=20000 python -m pytest tests/test_fuzz_caches.py` is the
+long run. The counts are printed (`-s`).
 """
 
 from __future__ import annotations
@@ -268,7 +269,8 @@ def test_seeded_weights_mutants_are_misses_or_exact_loads(folder, monkeypatch):
             mutated, _ = mutate_document(header, rng)
             metadata = mutated.get("__metadata__")  # safetensors holds strings there: a drawn value as its text
             if isinstance(metadata, dict):
-                mutated["__metadata__"] = {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in metadata.items()}
+                mutated["__metadata__"] = {str(k): v if isinstance(v, str) else json.dumps(v)
+                                           for k, v in metadata.items()}
             path.write_bytes(join_safetensors(mutated, body))
             kind = "element "
         again = SeededWeights(folder)

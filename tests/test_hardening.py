@@ -51,7 +51,8 @@ def test_diff_with_one_bad_side(tmp_path):
     "args, code, message",
     [
         (["run", "test_resnet", "--device", "cpu", "--tracer", "cupti"], 3, "--tracer cupti needs a CUDA GPU"),
-        (["run", "test_resnet", "--device", "cpu", "--fp8-layout", "odd", "--variants", "fp8"], 2, "unknown FP8 recipe"),
+        (["run", "test_resnet", "--device", "cpu", "--fp8-layout", "odd", "--variants", "fp8"], 2,
+         "unknown FP8 recipe"),
         (["import", "--layers", "/nonexistent.json"], 2, "no such layer information file"),
         (["groups", str(H200 / "senet154-h200.json"), "--groups", "/nonexistent.toml"], 2, "no such rules file"),
         (["groups", str(H200 / "senet154-h200.json"), "--groups", str(ROOT)], 2, "is a folder, not a rules file"),

@@ -1,4 +1,5 @@
-"""Under CI=true a test that would skip (a missing shared fixture, tool or package) fails; elsewhere it skips, saying why."""
+"""Under CI=true a test that would skip (a missing shared fixture, tool or package) fails; elsewhere it skips, saying
+why."""
 
 from __future__ import annotations
 

@@ -25,7 +25,8 @@ class Terminal:
                        check=True, env=env, cwd=ROOT)
 
     def screen(self) -> str:
-        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True, check=False)
+        out = subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True,
+                             check=False)
         return out.stdout
 
     def wait_for(self, text: str, timeout: float = 120) -> str:
@@ -45,7 +46,8 @@ class Terminal:
         subprocess.run(["tmux", "send-keys", "-t", self.name, "-l", text], check=True)
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True, check=False).returncode == 0
+        return subprocess.run(["tmux", "has-session", "-t", self.name], capture_output=True,
+                              check=False).returncode == 0
 
     def quit(self, timeout: float = 10) -> bool:
         """Ctrl+Q, then whether the app (and its tmux session) ended within `timeout`."""
@@ -108,7 +110,8 @@ def test_the_built_wheel_opens_a_session_and_drills_to_the_qdq_kernels(tmp_path,
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(source)],
                    check=True, capture_output=True)
     (wheel,) = tmp_path.glob("trt_inspect-*.whl")
     assert "inspector/tui/app.tcss" in zipfile.ZipFile(wheel).namelist()
@@ -117,14 +120,16 @@ def test_the_built_wheel_opens_a_session_and_drills_to_the_qdq_kernels(tmp_path,
     python = venv / "bin" / "python"
     purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True).stdout.strip()
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", purelib, str(wheel)], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", purelib, str(wheel)],
+                   check=True)
     deps = [p for p in [*site.getsitepackages(), sysconfig.get_paths()["purelib"]] if "site-packages" in p]
     (Path(purelib) / "zz_deps.pth").write_text("\n".join(dict.fromkeys(deps)) + "\n")
-    where = subprocess.run([python, "-c", "import inspector; print(inspector.__file__)"], capture_output=True, text=True,
-                           check=True, cwd=tmp_path).stdout
+    where = subprocess.run([python, "-c", "import inspector; print(inspector.__file__)"], capture_output=True,
+                           text=True, check=True, cwd=tmp_path).stdout
     assert where.startswith(purelib), where
     env = {k: v for k, v in terminal_env.items() if k != "PYTHONPATH"}
-    term = Terminal(["env", "-C", str(tmp_path), str(python), "-m", "inspector", "open", str(H200 / "senet154-h200.json")], env)
+    term = Terminal(["env", "-C", str(tmp_path), str(python), "-m", "inspector", "open",
+                     str(H200 / "senet154-h200.json")], env)
     try:
         term.wait_for("slower than fp16")  # the verdict: the stylesheet loaded and the overview drew
         term.keys("g")
@@ -169,7 +174,8 @@ def test_capture_the_overview_answers_fp8(terminal_env):
     term = Terminal([sys.executable, "-m", "inspector", "open", str(H200 / "senet154-mainjob-warm.json")], terminal_env)
     try:
         screen = settled(term, "median ms")
-        assert "fp8-all (simulated) is 3.81x slower than fp16; quantize / dequantize adds 11.87 of the 13.73 ms" in screen
+        assert ("fp8-all (simulated) is 3.81x slower than fp16; quantize / dequantize adds 11.87 of the 13.73 ms"
+                in screen)
         assert "143 quantizer scales raised to the 2^-14 floor" in screen
         matches_capture("overview-senet154-mainjob-warm", screen)
         term.keys("t")
@@ -199,7 +205,8 @@ def test_capture_an_imported_qat_pair_with_verdict_tactics_and_formats(terminal_
     term = Terminal([sys.executable, "-m", "inspector", "open", str(path)], terminal_env)
     try:
         screen = settled(term, "int8-qat is 1.08x slower than fp16")
-        assert "summed per-layer times: no end-to-end time recorded" in screen and "real int8 kernels (trtexec)" in screen
+        assert ("summed per-layer times: no end-to-end time recorded" in screen
+                and "real int8 kernels (trtexec)" in screen)
         matches_capture("overview-imported-qat-pair", screen)
         term.keys("g")
         settled(term, "int8-qat against fp16")
@@ -222,7 +229,8 @@ def test_capture_a_live_study_with_finished_and_running_rows(terminal_env, tmp_p
     """Its figures change from run to run: the structure is asserted, and TRT_INSPECT_UPDATE_CAPTURES=1 keeps the
     screen as `live-study-running.txt` for the record."""
     command = [sys.executable, "-m", "inspector", "test_resnet", "--device", "cpu", "--variants", "fp32,bf16,fp8",
-               "--rounds", "2", "--iters", "1", "--warmup", "0", "--calib-count", "2", "--out", str(tmp_path / "l.json")]
+               "--rounds", "2", "--iters", "1", "--warmup", "0", "--calib-count", "2",
+               "--out", str(tmp_path / "l.json")]
     term = Terminal(command, terminal_env)
     try:
         screen = term.wait_for("running: ", timeout=240)

@@ -20,13 +20,16 @@ INT8_TACTIC = re.compile(r"(?:^|_)i8|int8|imma", re.IGNORECASE)
 REFORMATTER = re.compile(r" (input|output) reformatter \d+$")  # TensorRT 7's name for a reformat
 # a part that only moves data: an ONNX Reshape-like node, or a shuffle TensorRT inserted and named after a node
 SHUFFLE_PART = re.compile(r"(^|/)(Reshape|Transpose|Squeeze|Unsqueeze|Flatten|Gather|Slice|Expand|Shape|Pad)(_\d+)?$"
-                          r"|^(reshape|squeeze|unsqueeze|copied_squeeze|transpose)_(before|after)_|^\(Unnamed Layer\* \d+\) \[Shuffle\]$")
-DLA_RECORD = re.compile(r"^\{(?!ForeignNode)[^}]*\}|^data to nvm$|from nvm$| finish$")  # TensorRT 7's DLA subgraphs and copies
+                          r"|^(reshape|squeeze|unsqueeze|copied_squeeze|transpose)_(before|after)_"
+                          r"|^\(Unnamed Layer\* \d+\) \[Shuffle\]$")
+# TensorRT 7's DLA subgraphs and copies
+DLA_RECORD = re.compile(r"^\{(?!ForeignNode)[^}]*\}|^data to nvm$|from nvm$| finish$")
 
 
 def set_folders() -> list[Path]:
     """Every set folder of both fixture folders (empty where ../shared is not beside the checkout)."""
-    return sorted(p for folder in FOLDERS if (SHARED / folder).is_dir() for p in (SHARED / folder).iterdir() if p.is_dir())
+    return sorted(p for folder in FOLDERS if (SHARED / folder).is_dir()
+                  for p in (SHARED / folder).iterdir() if p.is_dir())
 
 
 def _load(path: Path):
@@ -49,7 +52,8 @@ def raw_kind(path: Path) -> str | None:
         first = doc[1] if len(doc) > 1 and "count" in doc[0] else doc[0]
         if "name" in first and "timeMs" in first:
             return "profile"
-    if isinstance(doc, dict) and doc and all(isinstance(v, list) and all(isinstance(x, float) for x in v) for v in doc.values()):
+    if isinstance(doc, dict) and doc and all(isinstance(v, list) and all(isinstance(x, float) for x in v)
+                                             for v in doc.values()):
         return "samples"
     return None
 
@@ -65,7 +69,8 @@ class Engine:
     @property
     def label(self) -> str:
         main = self.layers or self.profile
-        return f"{self.folder.parent.name}/{self.folder.name}" + (f"/{main.name}" if main and self.profile and not self.layers else "")
+        return f"{self.folder.parent.name}/{self.folder.name}" + (
+            f"/{main.name}" if main and self.profile and not self.layers else "")
 
 
 def engines(folder: Path) -> list[Engine]:
@@ -175,11 +180,14 @@ def truth(engine: Engine) -> Truth:
 
     def qdq_name(name: str) -> bool:
         parts = name.split(" + ")
-        return not name.startswith("Reformatting CopyNode") and all(re.search(r"(Quantize|Dequantize)Linear|QuantLinearNode|DequantLinearNode|\.weight$", p) for p in parts) \
-            and any(re.search(r"(Quantize|Dequantize)Linear|QuantLinearNode|DequantLinearNode", p) for p in parts)
+        return (not name.startswith("Reformatting CopyNode")
+                and all(re.search(r"(Quantize|Dequantize)Linear|QuantLinearNode|DequantLinearNode|\.weight$", p)
+                        for p in parts)
+                and any(re.search(r"(Quantize|Dequantize)Linear|QuantLinearNode|DequantLinearNode", p) for p in parts))
 
     if detailed:
-        reformat = sum(1 for e in detailed if e["LayerType"] == "Reformat" and e.get("Origin") != "QDQ" and not qdq_name(e["Name"]))
+        reformat = sum(1 for e in detailed
+                       if e["LayerType"] == "Reformat" and e.get("Origin") != "QDQ" and not qdq_name(e["Name"]))
         qdq = sum(1 for e in detailed if e.get("Origin") == "QDQ" or e["LayerType"] in ("Quantize", "Dequantize")
                   or qdq_name(e["Name"]))
         shuffle = sum(1 for e in detailed if e["LayerType"] in ("Shuffle", "Slice", "Padding", "Gather"))
@@ -194,6 +202,9 @@ def truth(engine: Engine) -> Truth:
                       and all(SHUFFLE_PART.search(part) for part in n.split(" + ")))
         depthwise = 0
         myelin = sum(1 for n in names if n.startswith(("{ForeignNode[", "__myl_")))
-    stated = [i for i, t in enumerate(types) if any(re.search(r"Int8|FP16|Half|Float|FP32|FP8|BFloat16|Int32|Int64|Bool", x) for x in t)]
-    dla = sum(1 for n in names if DLA_RECORD.search(n) and not REFORMATTER.search(n))  # a DLA block's reformatter is counted once
-    return Truth(len(entries), len(stated), len(int8), len(fp16), reformat, qdq, shuffle, depthwise, myelin, dla, int8, fp16, stated)
+    stated = [i for i, t in enumerate(types)
+              if any(re.search(r"Int8|FP16|Half|Float|FP32|FP8|BFloat16|Int32|Int64|Bool", x) for x in t)]
+    # a DLA block's reformatter is counted once
+    dla = sum(1 for n in names if DLA_RECORD.search(n) and not REFORMATTER.search(n))
+    return Truth(len(entries), len(stated), len(int8), len(fp16), reformat, qdq, shuffle, depthwise, myelin, dla, int8,
+                 fp16, stated)

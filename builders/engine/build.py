@@ -62,7 +62,8 @@ def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
             if module.padding_mode != "zeros" or isinstance(module.padding, str):
                 reason = f"padding {module.padding_mode} / {module.padding!r} is not a cuDNN convolution padding"
                 refused[path] = refused[f"{path}@fp16"] = reason
-        elif isinstance(module, torch.nn.Linear) and path in fp8 and (module.in_features % 16 or module.out_features % 16):
+        elif (isinstance(module, torch.nn.Linear) and path in fp8
+              and (module.in_features % 16 or module.out_features % 16)):
             refused[path] = (f"torch._scaled_mm needs in and out features divisible by 16 "
                                  f"(got {module.in_features} -> {module.out_features})")
     return refused
@@ -111,8 +112,8 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
                      f"one PyTorch call, in fp16): {', '.join(hidden[:8])}{' ...' if len(hidden) > 8 else ''}")
     chosen = _fp16_by_choice(program)
     if chosen:
-        notes.append(f"{len(chosen)} of {len(fp8)} layers the recipe quantizes run fp16: their fp16 tactic timed faster "
-                     f"than their best FP8 one (--fp8-layers kept runs them in FP8)")
+        notes.append(f"{len(chosen)} of {len(fp8)} layers the recipe quantizes run fp16: their fp16 tactic timed "
+                     f"faster than their best FP8 one (--fp8-layers kept runs them in FP8)")
     fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and not chose_fp16(s.fallback)]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
@@ -200,8 +201,8 @@ def _input_shapes(traced: TracedModel, static_input: torch.Tensor) -> dict[str, 
 def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...]) -> ConvSignature:
     pair = cast(Callable[[Any], tuple[int, int]], tuple)
     return ConvSignature(step.precision, cast(tuple[int, int, int, int], tuple(shape)), conv.out_channels,
-                         pair(conv.kernel_size), pair(conv.stride), pair(conv.padding), pair(conv.dilation), conv.groups,
-                         step.epilogue, step.output_fp8)
+                         pair(conv.kernel_size), pair(conv.stride), pair(conv.padding), pair(conv.dilation),
+                         conv.groups, step.epilogue, step.output_fp8)
 
 
 def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
@@ -450,7 +451,8 @@ def _quantize_runner(backend: BuildContext, step: Step, scales: dict[str, tuple[
     return lambda env: quantizer.run(env[source], inverse, channels_last)
 
 
-def _torch_runner(module: torch.fx.GraphModule, node: torch.fx.Node | None, step: Step, alias: dict[str, str]) -> Runner:
+def _torch_runner(module: torch.fx.GraphModule, node: torch.fx.Node | None, step: Step,
+                  alias: dict[str, str]) -> Runner:
     """An fp16 PyTorch op: the traced node, called with its arguments from the environment."""
     if node is None:  # a conv without a cuDNN graph: its module, on its one input
         return _unary(module.get_submodule(step.name), step.inputs[0])

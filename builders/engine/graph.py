@@ -33,8 +33,9 @@ POOL_FUNCTIONS = (torch.nn.functional.adaptive_avg_pool2d, torch.nn.functional.m
 SHUFFLE_NAMES = {"view", "reshape", "flatten", "permute", "transpose", "contiguous", "squeeze", "unsqueeze", "expand",
                  "getitem", "narrow", "unflatten", "roll", "repeat", "flip", "pad"}
 # session op -> node kind; a functional convolution, linear or matmul stays a PyTorch op (its weights are no module's)
-OP_KINDS = {"normalization": "norm", "pooling": "pool", "concat": "concat", "softmax": "softmax", "attention": "softmax",
-            "elementwise": "elementwise", "shuffle": "shuffle", "conv": "conv_fn", "linear": "matmul", "matmul": "matmul"}
+OP_KINDS = {"normalization": "norm", "pooling": "pool", "concat": "concat", "softmax": "softmax",
+            "attention": "softmax", "elementwise": "elementwise", "shuffle": "shuffle", "conv": "conv_fn",
+            "linear": "matmul", "matmul": "matmul"}
 SOFTMAX_FUNCTIONS = (torch.softmax, torch.nn.functional.softmax, torch.nn.functional.scaled_dot_product_attention)
 
 
@@ -47,8 +48,8 @@ class TracedModel:
 
 def trace(model: torch.nn.Module, example: torch.Tensor) -> TracedModel:
     """`model` as a GraphModule: torch.fx's own trace where it works (the graph holds no shapes); else the shaped
-    trace at `example`'s shape (builders.engine.shaped_tracer: shapes are constants, the graph computes the model at that
-    shape only); else that trace with leaf modules where tracing into them failed, each with the reason. A model
+    trace at `example`'s shape (builders.engine.shaped_tracer: shapes are constants, the graph computes the model at
+    that shape only); else that trace with leaf modules where tracing into them failed, each with the reason. A model
     that does not trace at all becomes one leaf (the engine then runs it as one PyTorch call)."""
     example = example.to(device=_device_of(model), dtype=_float_dtype_of(model))
     arguments = bound_arguments(model, (example,), {})
@@ -102,7 +103,8 @@ def _module_inputs(model: torch.nn.Module, example: torch.Tensor) -> dict[str, d
 
         return record
 
-    handles = [m.register_forward_pre_hook(hook(path, m), with_kwargs=True) for path, m in model.named_modules() if path]
+    handles = [m.register_forward_pre_hook(hook(path, m), with_kwargs=True)
+               for path, m in model.named_modules() if path]
     try:
         with torch.no_grad():
             model(example)

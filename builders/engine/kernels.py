@@ -134,10 +134,12 @@ def scratch_tensors(sig: ConvSignature) -> dict[int, torch.Tensor]:
     k = sig.out_channels
     data = {
         "x": torch.randn(n, c, h, w, device="cuda").to(dtype, memory_format=torch.channels_last),
-        "w": (torch.randn(k, c // sig.groups, *sig.kernel, device="cuda") * 0.05).to(dtype, memory_format=torch.channels_last),
+        "w": (torch.randn(k, c // sig.groups, *sig.kernel, device="cuda") * 0.05).to(
+            dtype, memory_format=torch.channels_last),
         "bias": torch.zeros(1, k, 1, 1, device="cuda", dtype=torch.float16),
         "descale": torch.full((1, k, 1, 1), 0.01, device="cuda"),
-        "residual": torch.zeros(sig.output_shape(), device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last),
+        "residual": torch.zeros(sig.output_shape(), device="cuda", dtype=torch.float16).to(
+            memory_format=torch.channels_last),
         "qscale": torch.ones(1, 1, 1, 1, device="cuda"),
         "y": torch.empty(sig.output_shape(), device="cuda", dtype=FP8 if sig.output_fp8 else torch.float16)
         .to(memory_format=torch.channels_last),
@@ -262,8 +264,9 @@ class ConvLayer:
             values["descale"] = (w_scale * x_scale).reshape(1, k, 1, 1).contiguous()
         else:
             values["w"] = weight.detach().half().contiguous(memory_format=torch.channels_last)
-        values["bias"] = (bias.detach().half() if bias is not None else torch.zeros(k, device=weight.device,
-                                                                                   dtype=torch.float16)).reshape(1, k, 1, 1).contiguous()
+        values["bias"] = (bias.detach().half() if bias is not None
+                          else torch.zeros(k, device=weight.device, dtype=torch.float16)
+                          ).reshape(1, k, 1, 1).contiguous()
         if sig.output_fp8:
             assert out_scale is not None
             values["qscale"] = torch.full((1, 1, 1, 1), 1.0 / out_scale, device=weight.device)
@@ -296,8 +299,9 @@ class Fp8Linear:
         self.x_scale, self.per_channel = x_scale, per_channel
         self.bias = bias.detach().half() if bias is not None else None
         self._scale_a: dict[int, torch.Tensor] = {}
-        self.path = ("torch._scaled_mm (cuBLASLt), FP8 e4m3 in, rowwise scales (per-tensor input, per-channel weights), "
-                     "bias fused, fp16 out") if per_channel else "torch._scaled_mm (cuBLASLt), FP8 e4m3 in, per-tensor scales, bias fused, fp16 out"
+        self.path = ("torch._scaled_mm (cuBLASLt), FP8 e4m3 in, rowwise scales (per-tensor input, "
+                     "per-channel weights), bias fused, fp16 out") if per_channel else (
+                         "torch._scaled_mm (cuBLASLt), FP8 e4m3 in, per-tensor scales, bias fused, fp16 out")
 
     def _scale(self, rows: int, device: torch.device) -> torch.Tensor:
         if rows not in self._scale_a:  # made on the eager call before capture, reused by the graph
@@ -316,7 +320,8 @@ def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: 
                 compiled: Compiled | None = None) -> tuple[ConvGraph, float]:
     """The graph for `sig` with its plan chosen, and the seconds it took: loaded from the cache's serialized plan
     where it holds one, else the fastest of the plans a worker compiled (`compiled`, where its answer covers every
-    plan to try: `answer_covers`), else built and timed here; the choice recorded in the cache. RuntimeError with cuDNN's reason."""
+    plan to try: `answer_covers`), else built and timed here; the choice recorded in the cache. RuntimeError with
+    cuDNN's reason."""
     started = time.perf_counter()
     try:
         graph = _cached(sig, cudnn, handle, cache)

@@ -193,8 +193,8 @@ def _ordered_steps(nodes: list[OpNode], main: dict[str, Step], absorbed: set[str
         elif node.name in absorbed or node.name in main or node.kind in ("input", "output", "const"):
             continue
         else:
-            steps.append(Step(_torch_name(node), "torch", node.name, node.args, "fp16", OP_WORDS.get(node.kind, "other"),
-                              fallback=node.leaf_reason))
+            steps.append(Step(_torch_name(node), "torch", node.name, node.args, "fp16",
+                              OP_WORDS.get(node.kind, "other"), fallback=node.leaf_reason))
     return steps
 
 
@@ -205,9 +205,9 @@ def _torch_name(node: OpNode) -> str:
     return f"{node.path}.{node.name}" if node.path else node.name
 
 
-OP_WORDS = {"act": "activation", "add": "elementwise", "concat": "concat", "pool": "pooling", "norm": "normalization",
-            "softmax": "softmax", "conv": "conv", "linear": "linear", "elementwise": "elementwise", "shuffle": "shuffle",
-            "conv_fn": "conv", "matmul": "matmul"}
+OP_WORDS = {"act": "activation", "add": "elementwise", "concat": "concat", "pool": "pooling",
+            "norm": "normalization", "softmax": "softmax", "conv": "conv", "linear": "linear",
+            "elementwise": "elementwise", "shuffle": "shuffle", "conv_fn": "conv", "matmul": "matmul"}
 
 
 def _insert_quantizers(steps: list[Step], scale_keys: Mapping[str, object]) -> list[Step]:
@@ -225,7 +225,8 @@ def _insert_quantizers(steps: list[Step], scale_keys: Mapping[str, object]) -> l
                 quantizer = made.get((source, scale))
                 if quantizer is None:
                     name = step.name + QUANTIZE_SUFFIX
-                    quantizer = Step(name, "quantize", name, (source,), "fp8", "quantize", scale_of=step.name, asked="fp8")
+                    quantizer = Step(name, "quantize", name, (source,), "fp8", "quantize", scale_of=step.name,
+                                     asked="fp8")
                     made[(source, scale)] = quantizer
                     result.append(quantizer)
                 step.inputs = (quantizer.node, *step.inputs[1:])

@@ -73,8 +73,8 @@ class TimingCache:
     never a pickle. A plan file whose bytes no longer hash to its name is not loaded. Loading a plan loads the
     native code cuDNN compiled into it: the cache is the user's own folder, as a TensorRT timing cache or engine is.
 
-    Read through `builders.cache_files`: an entry that does not read (`timing_entry`, `libraries_read`) is a miss, built again and
-    replaced at the next save. Studies sharing the cache merge on save, under its lock (`save`).
+    Read through `builders.cache_files`: an entry that does not read (`timing_entry`, `libraries_read`) is a miss,
+    built again and replaced at the next save. Studies sharing the cache merge on save, under its lock (`save`).
     """
 
     def __init__(self, path: Path, header: dict[str, str]) -> None:

@@ -23,9 +23,9 @@ CUDNN_PACKAGE = "nvidia-cudnn-frontend"
 
 
 def quantize(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """ONNX's QuantizeLinear to e4m3, which TensorRT's explicit Q/DQ takes: scale with the product in fp32 (as ModelOpt's
-    simulation, `_fp8_eager`), saturate to the e4m3 range and round once in the cast (PyTorch's cast alone turns
-    overflow into NaN): three kernels."""
+    """ONNX's QuantizeLinear to e4m3, which TensorRT's explicit Q/DQ takes: scale with the product in fp32 (as
+    ModelOpt's simulation, `_fp8_eager`), saturate to the e4m3 range and round once in the cast (PyTorch's cast
+    alone turns overflow into NaN): three kernels."""
     layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
     scaled = (x * inverse_scale.reshape(1)).reshape(x.shape)  # a 1-element tensor takes part in type promotion
     return scaled.clamp_(-E4M3_MAX, E4M3_MAX).to(FP8, memory_format=layout)
@@ -162,7 +162,8 @@ class ScaledMmGemm:
         else:
             rows = x8.reshape(-1, x8.shape[-1])
         out = torch._scaled_mm(
-            rows, prepared.weight, scale_a=t["scale_a"], scale_b=t["scale_b"], bias=t.get("bias"), out_dtype=torch.float16
+            rows, prepared.weight, scale_a=t["scale_a"], scale_b=t["scale_b"], bias=t.get("bias"),
+            out_dtype=torch.float16
         )
         if self.spec.op == "conv":
             return out.view(n, h, w, -1).permute(0, 3, 1, 2)
@@ -175,7 +176,8 @@ def import_cudnn():
     library_dir = _loaded_library_dir("libcudnn.so")
     if library_dir and library_dir not in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
         # the frontend looks for libcudnn in LD_LIBRARY_PATH first, then in its own wheel's layout
-        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (library_dir, os.environ.get("LD_LIBRARY_PATH")) if p)
+        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (library_dir, os.environ.get("LD_LIBRARY_PATH")) if p)
     try:
         import cudnn
     except Exception as exc:  # noqa: BLE001  (ImportError, or OSError from its library loader)
@@ -216,7 +218,8 @@ class CudnnConv:
         self.out_shape = spec.output_shape()
         _, _, ho, wo = self.out_shape
         try:
-            g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT, handle=handle)
+            g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT,
+                              handle=handle)
             self.x = g.tensor(name="x", dim=[n, c, h, w], stride=[c * h * w, 1, w * c, c], data_type=dt.FP8_E4M3)
             self.w = g.tensor(name="w", dim=[k, cg, r, s], stride=[cg * r * s, 1, s * cg, cg], data_type=dt.FP8_E4M3)
             y = g.conv_fprop(

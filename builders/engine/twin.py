@@ -218,10 +218,10 @@ class TwinCache:
 def _kept(doc: Any, key: str, fit: TwinFit
           ) -> tuple[set[str], dict[str, tuple[float, np.ndarray]], Recipe, dict[str, np.ndarray]] | None:
     """What a calibration-cache document holds, where every value means what it should, else None: this format
-    and key, and the digest of the rest (`document_digest`: a flipped bit is a miss); the quantized layers (the recipe's, each a convolution or linear of `fit`) each with scales and no
-    others; an input scale and weight scales (one per output channel, or one) each finite and within
-    [2^-14, 2^60] (`builders.cache_files.scale_ok`); outputs finite, each one image's output shape (`fit.sample`)
-    a row."""
+    and key, and the digest of the rest (`document_digest`: a flipped bit is a miss); the quantized layers (the
+    recipe's, each a convolution or linear of `fit`) each with scales and no others; an input scale and weight scales
+    (one per output channel, or one) each finite and within [2^-14, 2^60] (`builders.cache_files.scale_ok`);
+    outputs finite, each one image's output shape (`fit.sample`) a row."""
     if not (isinstance(doc, dict) and doc.get("format") == FORMAT and doc.get("key") == key):
         return None
     if doc.get("digest") != document_digest({k: v for k, v in doc.items() if k != "digest"}):

@@ -17,8 +17,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("session")
     p.add_argument("--json", action="store_true")
     p.add_argument("--layers", action="store_true",
-                   help="every layer: tactic, input / output formats and dtypes, reformats, precision as run and as asked")
-    p.add_argument("--variant", action="append", dest="variants", help="with --layers: only these variants (repeatable)")
+                   help="every layer: tactic, input / output formats and dtypes, reformats, precision as run and "
+                        "as asked")
+    p.add_argument("--variant", action="append", dest="variants",
+                   help="with --layers: only these variants (repeatable)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -32,11 +32,13 @@ class Spelling:
 DTYPES: tuple[Spelling, ...] = (
     Spelling("fp8", (r"\bFP8\b", r"\bFloat8", r"E4M3", r"\bkFP8\b"), "10.x file formats, api DataType.FP8"),
     Spelling("bf16", (r"BFloat16", r"\bBF16\b", r"\bkBF16\b"), "10.x file formats, api DataType.BF16"),
-    Spelling("fp16", (r"\bFP16\b", r"\bHalf\b", r"\bkHALF\b"), "7.x-10.x files (`Half`, `FP16 format`), api DataType.HALF"),
+    Spelling("fp16", (r"\bFP16\b", r"\bHalf\b", r"\bkHALF\b"),
+             "7.x-10.x files (`Half`, `FP16 format`), api DataType.HALF"),
     Spelling("int8", (r"\bInt8\b", r"\bkINT8\b"), "8.x-10.x files (`Int8[...]`, `Int8 NC/32HW32`), api DataType.INT8"),
     Spelling("int4", (r"\bInt4\b", r"\bkINT4\b"), "api DataType.INT4 (10.x, 11.x)"),
     Spelling("fp4", (r"\bFP4\b", r"\bkFP4\b"), "api DataType.FP4 (10.x, 11.x)"),
-    Spelling("fp32", (r"\bFP32\b", r"\bFloat\b", r"\bkFLOAT\b"), "7.x-10.x files (`Float`, `FP32 format`, `fp32:CHW`), api DataType.FLOAT"),
+    Spelling("fp32", (r"\bFP32\b", r"\bFloat\b", r"\bkFLOAT\b"),
+             "7.x-10.x files (`Float`, `FP32 format`, `fp32:CHW`), api DataType.FLOAT"),
     Spelling("int32", (r"\bInt32\b", r"\bkINT32\b"), "10.x files, api DataType.INT32"),
     Spelling("int64", (r"\bInt64\b", r"\bkINT64\b"), "10.x files, api DataType.INT64"),
     Spelling("uint8", (r"\bUInt8\b", r"\bkUINT8\b"), "api DataType.UINT8"),
@@ -102,7 +104,8 @@ PROFILE_COLUMNS: dict[str, tuple[str, ...]] = {
 MYELIN_KERNEL = r"_myl(\d+)_(\d+)$"
 
 _DTYPE_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in DTYPES)
-_TACTIC_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE)) for row in TACTIC_PRECISIONS)
+_TACTIC_PATTERNS = tuple((row.canonical, re.compile("|".join(row.spellings), re.IGNORECASE))
+                         for row in TACTIC_PRECISIONS)
 _LAYER_TYPE_PATTERNS = tuple((re.compile(pattern), op) for pattern, op in LAYER_TYPES)
 
 

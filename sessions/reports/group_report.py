@@ -11,7 +11,8 @@ from sessions.reports import views
 from sessions.reports.tables import table_markdown, table_text
 
 
-def group_text(session: Session, by: str, rules: Rules, variants: list[str] | None = None, markdown: bool = False) -> str:
+def group_text(session: Session, by: str, rules: Rules, variants: list[str] | None = None,
+               markdown: bool = False) -> str:
     render = table_markdown if markdown else table_text
     flagged = views.flag_table(session, variants)
     parts = [render(views.group_table(session, rules, by, variants)), f"flagged layers: {len(flagged.rows)}"]

@@ -54,7 +54,8 @@ def layer_facts(variant: Variant, layer: Layer) -> list[tuple[str, str]]:
     if reformats:
         total = sum(r.time_ms or 0.0 for r in reformats)
         facts.append(("reformats", f"{len(reformats)} costing {format_value(total, 'ms')} ms / call: "
-                      + "; ".join(f"{r.name} ({r.origin or 'reformat'}, {format_value(r.time_ms, 'ms')} ms)" for r in reformats)))
+                      + "; ".join(f"{r.name} ({r.origin or 'reformat'}, {format_value(r.time_ms, 'ms')} ms)"
+                                  for r in reformats)))
     if layer.origin:
         facts.append(("origin", layer.origin))
     if layer.onnx_nodes:
@@ -91,7 +92,8 @@ def layer_facts_table(variant: Variant, layer: Layer) -> Table:
 
 
 def layers_document(session: Session, path: str | None, names: list[str] | None = None) -> dict[str, Any]:
-    """Every layer of the chosen variants (default all) as JSON records: `show --layers --json`, `export --format json`."""
+    """Every layer of the chosen variants (default all) as JSON records: `show --layers --json`,
+    `export --format json`."""
     chosen = [session.variant(name) for name in names] if names else session.variants
     return {"session": path, "variants": {v.name: table_records(layer_detail_table(v)) for v in chosen}}
 

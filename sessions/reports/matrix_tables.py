@@ -90,7 +90,8 @@ def matrix_markdown(session: Session) -> str:
              ("x = the job's baseline median (fp16 where measured) / the variant's median (above 1 is faster); "
               "ms and kernels per image are per batch divided by the batch size.")]
     if any(r.simulated for r in rows):
-        parts.append("*simulated*: PyTorch with ModelOpt fake quantization; numerics of the FP8 recipe, not FP8 kernel speed.")
+        parts.append("*simulated*: PyTorch with ModelOpt fake quantization; numerics of the FP8 recipe, "
+                     "not FP8 kernel speed.")
     for row_axis, column_axis in itertools.combinations(axes, 2):
         parts += [f"### x by {md_cell(row_axis)} and {md_cell(column_axis)}", pair_table(rows, row_axis, column_axis)]
     return "\n\n".join(parts) + "\n"

@@ -62,7 +62,8 @@ def call_records(table: KernelTable, call: int) -> list[Record]:
         later = next_start.get(stream)
         drawn[i] = max(0, min(end, later) - table.start_ns[i]) if later is not None else table.duration_ns[i]
         next_start[stream] = table.start_ns[i]
-    return [Record(i, (table.start_ns[i] - origin) / 1e3, drawn[i] / 1e3, table.stream[i], table.layer[i]) for i in rows]
+    return [Record(i, (table.start_ns[i] - origin) / 1e3, drawn[i] / 1e3, table.stream[i], table.layer[i])
+            for i in rows]
 
 
 def _us(value: float) -> float:

@@ -140,7 +140,8 @@ def probe_text(session: Session, rules: Rules) -> str:
     from sessions.reports.tables import render_text
 
     lines = [render_text(ROLE_HEADERS, role_table_rows(session, rules)),
-             "ms per call summed over layers; x = fp16 / (FP8 + quantize), above 1 is faster; k/call = kernels per call"]
+             ("ms per call summed over layers; x = fp16 / (FP8 + quantize), above 1 is faster; "
+              "k/call = kernels per call")]
     missing = no_kernel_shapes(session)
     if missing:
         lines.append("no FP8 kernel:")
@@ -155,7 +156,8 @@ def probe_document(session: Session, rules: Rules, path: str | None = None) -> d
         "model": session.study.model,
         "batch": session.study.batch,
         "label": ESTIMATE_LABEL,
-        "roles": [{**asdict(r), "fp8_total_ms": r.fp8_total_ms, "speedup": r.speedup} for r in role_rows(session, rules)],
+        "roles": [{**asdict(r), "fp8_total_ms": r.fp8_total_ms, "speedup": r.speedup}
+                  for r in role_rows(session, rules)],
         "no_fp8_kernel": [{"shape": s, "layers": n, "why": why} for s, n, why in no_kernel_shapes(session)],
         "estimate": estimate_line(session, rules),
     }

@@ -11,9 +11,10 @@ from sessions.documents.model import Session
 from sessions.reports.tables import Cell, md_text, render_markdown, table_csv, table_records
 from sessions.reports.views import Column, Table
 
-LAYER_COLUMNS = (Column("variant"), Column("layer"), Column("op"), Column("ms", "ms"), Column("kernels / call", "count"),
-                 Column("GFLOP"), Column("MB"), Column("TFLOP/s"), Column("% of peak", "pct"), Column("GB/s"),
-                 Column("% of bandwidth", "pct"), Column("bound"), Column("peak"), Column("shapes from"))
+LAYER_COLUMNS = (Column("variant"), Column("layer"), Column("op"), Column("ms", "ms"),
+                 Column("kernels / call", "count"), Column("GFLOP"), Column("MB"), Column("TFLOP/s"),
+                 Column("% of peak", "pct"), Column("GB/s"), Column("% of bandwidth", "pct"), Column("bound"),
+                 Column("peak"), Column("shapes from"))
 TOP = 5  # layers shown per variant in the Markdown
 
 

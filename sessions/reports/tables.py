@@ -21,7 +21,8 @@ class TypedColumn(Protocol):
 
 
 class Table(Protocol):
-    """What sessions.reports.views.Table offers the renderers (a protocol: views imports this module, not the reverse)."""
+    """What sessions.reports.views.Table offers the renderers (a protocol: views imports this module, not the
+    reverse)."""
 
     @property
     def columns(self) -> Sequence[TypedColumn]: ...
@@ -41,7 +42,8 @@ Cell = str | int | float | None
 _ZERO_WIDTH = "\u200b-\u200f\u2060-\u2064\ufeff"  # zero-width spaces, joiners and marks: unseen text in a name
 # Control characters (C0, DEL, C1), Unicode line and paragraph separators, bidirectional controls, zero-width ones.
 _TERMINAL_UNSAFE = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069{_ZERO_WIDTH}]")
-_TERMINAL_UNSAFE_IN_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069{_ZERO_WIDTH}]")
+_TERMINAL_UNSAFE_IN_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f"
+                                       f"\u2028\u2029\u202a-\u202e\u2066-\u2069{_ZERO_WIDTH}]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -51,9 +53,9 @@ def _escape(match: re.Match[str]) -> str:
 
 def terminal_text(text: object, keep_lines: bool = False) -> str:
     """Text from a session or a file, safe on a terminal: every control character, Unicode line break, bidi
-    control and zero-width character becomes a visible backslash escape (ESC as `\\x1b`, U+202E as `\\u202e`), so none can move the
-    cursor, clear the screen, set the window title or reorder the line. The one owner of that rule: the CLI's
-    output, the text tables, CSV and the TUI call it where they render.
+    control and zero-width character becomes a visible backslash escape (ESC as `\\x1b`, U+202E as `\\u202e`), so
+    none can move the cursor, clear the screen, set the window title or reorder the line. The one owner of that rule:
+    the CLI's output, the text tables, CSV and the TUI call it where they render.
 
     `keep_lines` keeps newlines and tabs, for text whose lines this tool's renderers made (a table, a report).
     """
@@ -111,18 +113,21 @@ def render_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: s
     headers = [terminal_text(h) for h in headers]  # variant names head the columns of some tables
     texts = [[cell_text(c) for c in row] for row in rows]
     if right is None:
-        right = {i for i in range(len(headers)) if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
+        right = {i for i in range(len(headers))
+                 if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
     widths = [max([len(h)] + [len(r[i]) for r in texts]) for i, h in enumerate(headers)]
 
     def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in texts])
 
 
 # Every control character and every Unicode line break becomes a space: a name cannot end a row or a line.
 _BREAKS = {c: " " for c in [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x2028, 0x2029]}
-_MARKDOWN_CHARS = str.maketrans({**_BREAKS, "\\": "\\\\", "|": "\\|", "`": "\\`", "&": "&amp;", "<": "&lt;", ">": "&gt;"})
+_MARKDOWN_CHARS = str.maketrans({**_BREAKS, "\\": "\\\\", "|": "\\|", "`": "\\`", "&": "&amp;", "<": "&lt;",
+                                 ">": "&gt;"})
 _BLOCK_START = re.compile(r"^([#>+*=~`_\[-]|\d+(?=[.)]))")  # heading, quote, list, rule, fence, link label
 
 
@@ -160,7 +165,8 @@ def render_markdown(headers: Sequence[str], rows: Sequence[Sequence[Cell]], righ
         if len(row) != len(headers):
             raise ValueError(f"row has {len(row)} cells, table has {len(headers)} columns")
     if right is None:
-        right = {i for i in range(len(headers)) if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
+        right = {i for i in range(len(headers))
+                 if rows and all(isinstance(r[i], (int, float)) or r[i] is None for r in rows)}
     out = ["| " + " | ".join(md_cell(h) for h in headers) + " |"]
     out.append("|" + "|".join("---:" if i in right else "---" for i in range(len(headers))) + "|")
     for row in rows:
@@ -195,7 +201,8 @@ def markdown_table_problems(text: str) -> list[str]:
     lines = text.splitlines()
     i = 0
     while i < len(lines):
-        if lines[i].lstrip().startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|:- ") and "-" in lines[i + 1]:
+        if (lines[i].lstrip().startswith("|") and i + 1 < len(lines) and set(lines[i + 1].strip()) <= set("|:- ")
+                and "-" in lines[i + 1]):
             columns = len(_split_row(lines[i]))
             if len(_split_row(lines[i + 1])) != columns:
                 problems.append(f"line {i + 2}: separator has {len(_split_row(lines[i + 1]))} cells, header {columns}")

@@ -84,12 +84,13 @@ def summary_lines(timeline: Timeline) -> list[str]:
     length, busy, gaps = timeline.length_us, timeline.busy_us, timeline.gaps
     share = busy / length * 100 if length else 0.0
     first = (f"call {timeline.call + 1} of {timeline.calls} of {timeline.variant}: {len(timeline.spans)} launches on "
-             f"{len(timeline.streams)} stream(s) over {length / 1e3:.3f} ms; GPU busy {busy / 1e3:.3f} ms ({share:.1f} %)")
+             f"{len(timeline.streams)} stream(s) over {length / 1e3:.3f} ms; "
+             f"GPU busy {busy / 1e3:.3f} ms ({share:.1f} %)")
     lines = [first]
     if gaps:
         worst = max(gaps, key=lambda s: s.gap_us)
-        lines.append(f"{len(gaps)} idle gaps over {GAP_US:g} us, {sum(s.gap_us for s in gaps) / 1e3:.3f} ms in all; the "
-                     f"largest {worst.gap_us:.1f} us before {worst.layer} at {worst.start_us / 1e3:.3f} ms")
+        lines.append(f"{len(gaps)} idle gaps over {GAP_US:g} us, {sum(s.gap_us for s in gaps) / 1e3:.3f} ms in all; "
+                     f"the largest {worst.gap_us:.1f} us before {worst.layer} at {worst.start_us / 1e3:.3f} ms")
     else:
         lines.append(f"no idle gap over {GAP_US:g} us between launches")
     copies = [s for s in timeline.spans if s.copy]
@@ -119,11 +120,13 @@ def lanes(timeline: Timeline, width: int, start_us: float = 0.0, end_us: float |
         for s in timeline.spans:
             if s.stream != stream or s.end_us <= start_us or s.start_us >= end:
                 continue
-            first, last = int((max(s.start_us, start_us) - start_us) / step), int((min(s.end_us, end) - start_us) / step)
+            first, last = (int((max(s.start_us, start_us) - start_us) / step),
+                           int((min(s.end_us, end) - start_us) / step))
             for cell in range(first, min(last, width - 1) + 1):
                 lo, hi = start_us + cell * step, start_us + (cell + 1) * step
                 busy[cell] += max(0.0, min(hi, s.end_us) - max(lo, s.start_us))
-        out.append((f"stream {stream}", "".join(BLOCKS[min(8, max(1 if b > 0 else 0, round(b / step * 8)))] for b in busy)))
+        out.append((f"stream {stream}",
+                    "".join(BLOCKS[min(8, max(1 if b > 0 else 0, round(b / step * 8)))] for b in busy)))
     return out
 
 

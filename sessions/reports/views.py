@@ -72,7 +72,8 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
         Column(captions.speedup_label(shared), "speedup"), *([Column("vs")] if len(baselines) > 1 else []),
         Column(per_call, "count"),
         Column("outside layers", "count"), Column("top-1 %", "pct"), Column("mean KL", "sci"),
-        Column("max abs err", "sci"), Column(captions.RELATIVE_ERROR, "sci"), Column(captions.NONFINITE_VALUES, "count"),
+        Column("max abs err", "sci"), Column(captions.RELATIVE_ERROR, "sci"),
+        Column(captions.NONFINITE_VALUES, "count"),
         Column("images/s", "count"), Column("MiB", "mib"),
         Column("peak memory MiB", "mib"),
         Column("FP8 weights MiB", "mib"), Column("build s", "seconds"), Column("backend"), Column("status"),
@@ -83,7 +84,8 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
         rows.append((
             s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, *([s.baseline] if len(baselines) > 1 else []),
             s.per_call, s.unattributed,
-            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.relative_error, s.nonfinite, s.images_per_s, s.artifact_mib,
+            _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.relative_error, s.nonfinite,
+            s.images_per_s, s.artifact_mib,
             s.peak_memory_mib,
             s.fp8_weight_mib, s.build_s,
             f"{s.backend}, {captions.SIMULATED_TAG}" if s.simulated else s.backend,
@@ -155,7 +157,8 @@ def group_table(session: Session, rules: Rules, by: str = "role", variants: list
             if by != "kernel":
                 row.append(r.layers if r else None)
             speedup = ratio(base_row.time_ms if base_row else None, r.time_ms if r else None)
-            row += [r.kernels_per_call if r else None, r.time_ms if r else None, _percent(r.share if r else None), speedup]
+            row += [r.kernels_per_call if r else None, r.time_ms if r else None, _percent(r.share if r else None),
+                    speedup]
         rows.append(tuple(row))
     bases = sorted(set(base_of.values()))
     notes = [captions.GROUP_SPEEDUP.replace("baseline", bases[0] if len(bases) == 1 else "each variant's baseline")]
@@ -188,8 +191,9 @@ def pair_of(session: Session, variant: str) -> tuple[str, str] | None:
 def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, variant: str) -> Table:
     """Per group: `variant` beside `baseline`, largest added time first (the groups that explain the verdict on top)."""
     comparisons = compare_groups(session, by, rules, [baseline, variant])
-    columns = [Column(by), Column(f"{variant} ms", "ms"), Column(f"{baseline} ms", "ms"), Column("delta ms", "delta_ms"),
-               Column(captions.speedup_label(baseline), "speedup"), Column(f"{variant} k/call", "count"),
+    columns = [Column(by), Column(f"{variant} ms", "ms"), Column(f"{baseline} ms", "ms"),
+               Column("delta ms", "delta_ms"), Column(captions.speedup_label(baseline), "speedup"),
+               Column(f"{variant} k/call", "count"),
                Column(f"{baseline} k/call", "count"), Column(f"{variant} %", "pct")]
     rows: list[tuple[Any, ...]] = []
     for c in comparisons:
@@ -280,8 +284,8 @@ def layer_table(session: Session, variant: Variant, rules: Rules, group: str | N
                      captions.layer_precision(layer, variant), words))
         keys.append(layer.name)
         tones.append(("warn" if already else "bad") if flag else "")
-    columns = [Column("layer"), Column("kind"), Column("groups", "count"), Column("k/call", "count"), Column("ms", "ms"),
-               Column("precision"), Column("flag")]
+    columns = [Column("layer"), Column("kind"), Column("groups", "count"), Column("k/call", "count"),
+               Column("ms", "ms"), Column("precision"), Column("flag")]
     return _table(columns, rows, keys, tones, time_column=4, title=f"{group or 'all layers'} in {variant.name}")
 
 
@@ -312,7 +316,8 @@ def kernel_table(variant: Variant, layer: str | None) -> Table:
         count[name] += 1
         total[name] += duration
         shape.setdefault(name, (table.grid[i], table.block[i]))
-    rows = [(table.names[n], c / calls, total[n] / 1e3 / calls, total[n] / 1e3 / c, _dim3(shape[n][0]), _dim3(shape[n][1]))
+    rows = [(table.names[n], c / calls, total[n] / 1e3 / calls, total[n] / 1e3 / c, _dim3(shape[n][0]),
+             _dim3(shape[n][1]))
             for n, c in count.most_common()]
     return _table(KERNEL_COLUMNS, rows, [r[0] for r in rows], title=title, time_column=2)
 
@@ -334,8 +339,9 @@ def all_kernels_table(variant: Variant) -> Table:
         return _table(columns, [], [], notes=(captions.NO_KERNEL_TABLE,), title=f"all kernels of {variant.name}")
     names = [layer.name for layer in variant.layers]
     rows = [
-        (i, table.call[i], names[table.layer[i]] if table.layer[i] >= 0 else "(outside layers)", table.names[table.name[i]],
-         table.duration_ns[i] / 1e3, table.stream[i], _dim3(table.grid[i]), _dim3(table.block[i]))
+        (i, table.call[i], names[table.layer[i]] if table.layer[i] >= 0 else "(outside layers)",
+         table.names[table.name[i]], table.duration_ns[i] / 1e3, table.stream[i], _dim3(table.grid[i]),
+         _dim3(table.block[i]))
         for i in range(len(table))
     ]
     return _table(columns, rows, list(range(len(rows))), title=f"all kernels of {variant.name}", time_column=4)
@@ -398,7 +404,8 @@ def comparison_table(session: Session, a: str, b: str, rules: Rules) -> Table:
                Column("delta ms", "delta_ms"), Column(f"{a} k/call", "count"), Column(f"{b} k/call", "count"),
                Column("delta kernels", "delta_count"))
     total_a, total_b = sum(r[2] or 0.0 for r in rows), sum(r[3] or 0.0 for r in rows)
-    notes = (f"per-layer kernel time per call: {a} {total_a:.3f} ms, {b} {total_b:.3f} ms (delta {total_b - total_a:+.3f} ms)",)
+    notes = ((f"per-layer kernel time per call: {a} {total_a:.3f} ms, {b} {total_b:.3f} ms "
+              f"(delta {total_b - total_a:+.3f} ms)"),)
     layer_a, layer_b = {layer.name: layer for layer in va.layers}, {layer.name: layer for layer in vb.layers}
     drift_a, drift_b = _drift(va), _drift(vb)
     tones: list[Tone] = []
@@ -458,7 +465,8 @@ def diff_table(diff: SessionDiff) -> Table:
     tones: list[Tone] = []
     for c in ordered:
         rel = c.relative
-        rows.append((c.variant, c.what, c.item, _plain(c.a), _plain(c.b), _percent(rel), "REGRESSION" if c.regression else c.note))
+        rows.append((c.variant, c.what, c.item, _plain(c.a), _plain(c.b), _percent(rel),
+                     "REGRESSION" if c.regression else c.note))
         if c.regression:
             tones.append("bad")
         elif rel is not None and rel < -diff.threshold:

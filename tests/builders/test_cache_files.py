@@ -170,7 +170,8 @@ def test_a_fifo_as_the_timing_cache_or_named_as_a_plan_is_never_opened(tmp_path)
     path.unlink()
     fifo = tmp_path / "elsewhere.plan"
     os.mkfifo(fifo)
-    write_cache(path, {"up": {"index": 0, "name": "p0", "tried": 1, "offered": 1, "time_us": 1.0, "plan": "../elsewhere"},
+    write_cache(path, {"up": {"index": 0, "name": "p0", "tried": 1, "offered": 1, "time_us": 1.0,
+                              "plan": "../elsewhere"},
                        "abs": {"index": 0, "name": "p0", "tried": 1, "offered": 1, "time_us": 1.0,
                                "plan": str(tmp_path / "elsewhere")}})
     (tmp_path / "cache.plans").mkdir()
@@ -307,7 +308,8 @@ POISONED = {
     "outputs of another class count": _set(("outputs", OUTPUTS), array(np.ones((3, 9)))),
     "a quantized layer without scales": lambda doc: doc["scales"].pop("2"),
     "scales for a layer not quantized": lambda doc: doc["quantized"].remove("2"),
-    "a quantized layer the model lacks": lambda doc: (doc["quantized"].append("9"), doc["recipe"]["quantized"].append("9"),
+    "a quantized layer the model lacks": lambda doc: (doc["quantized"].append("9"),
+                                                     doc["recipe"]["quantized"].append("9"),
                                                      doc["scales"].update({"9": doc["scales"]["2"]})),
 }
 

@@ -99,14 +99,16 @@ def test_layers_reading_one_tensor_share_one_quantize_layer(seresnext):
 
 
 def test_a_layer_cudnn_refuses_runs_fp16_with_the_reason_and_its_neighbours_adapt():
-    _, _, program, _ = _lowered("seresnext26d_32x4d", "all", refused={"layer1.0.conv2": "no engine for 4 channels per group"})
+    _, _, program, _ = _lowered("seresnext26d_32x4d", "all",
+                                refused={"layer1.0.conv2": "no engine for 4 channels per group"})
     steps = _steps(program)
     conv2 = steps["layer1.0.conv2"]
     assert (conv2.precision, conv2.asked, conv2.fallback) == ("fp16", "fp8", "no engine for 4 channels per group")
     assert not steps["layer1.0.conv1"].output_fp8  # its reader no longer takes FP8
     assert conv2.output_fp8  # an fp16 graph still writes FP8 for the FP8 conv3
     layer = _layer(conv2)
-    assert (layer.precision, layer.quantized, layer.attrs["fallback"]) == ("fp16", False, "no engine for 4 channels per group")
+    assert (layer.precision, layer.quantized, layer.attrs["fallback"]) == (
+        "fp16", False, "no engine for 4 channels per group")
 
 
 def test_no_cudnn_graph_at_all_makes_a_pytorch_op_and_a_refused_output_a_quantize_layer():

@@ -219,7 +219,8 @@ def test_no_recipe_layer_of_the_h200_engine_ran_fp16_without_a_reason(path):
             checked += 1
         for layer in variant.layers:
             if layer.precision == "fp8" and layer.op == "conv":
-                assert layer.tactic and 1 <= layer.attrs["plans_tried"] <= PLANS_PER_OPT_LEVEL[session.study.plan.opt_level]
+                assert (layer.tactic
+                        and 1 <= layer.attrs["plans_tried"] <= PLANS_PER_OPT_LEVEL[session.study.plan.opt_level])
     assert checked or "segformer" in path.name or "vit" in path.name
 
 

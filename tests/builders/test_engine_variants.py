@@ -35,5 +35,6 @@ def test_asking_for_the_engine_where_it_cannot_run_is_one_line_and_exit_3(tmp_pa
     result = run_cli_process("run", "resnet18", "--device", "cpu", "--variants", "fp32,cudnn-fp8-all",
                              env={"TRT_INSPECT_HOME": str(tmp_path)})
     errors = [line for line in result.stderr.splitlines() if "error" in line]
-    assert result.returncode == 3 and errors == ["trt-inspect: error: the cuDNN / cuBLASLt engine runs on CUDA GPUs only"]
+    assert result.returncode == 3 and errors == [
+        "trt-inspect: error: the cuDNN / cuBLASLt engine runs on CUDA GPUs only"]
     assert "Traceback" not in result.stderr

@@ -57,7 +57,8 @@ def test_fp8_forward_runs_no_weight_quantizer_and_stores_quantized_weights(study
     fp8 = next(r for r in results if r.variant.name == "fp8-all")
     module = fp8.engine.module
     calls: list[str] = []
-    hooks = [quantizer.register_forward_hook(lambda m, args, out, name=name: calls.append(name) if m.is_enabled else None)
+    hooks = [quantizer.register_forward_hook(
+                 lambda m, args, out, name=name: calls.append(name) if m.is_enabled else None)
              for name, quantizer in module.named_modules() if name.endswith("weight_quantizer")]
     assert hooks
     fp8.engine.run_once()

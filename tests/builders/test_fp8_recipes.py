@@ -120,7 +120,8 @@ def test_variant_names_expand_recipes():
     specs = parse_variants("fp16,fp8", ["all", "no-se"], ["*.se.*"])
     assert [s.name for s in specs] == ["fp16", "fp8-all", "fp8-no-se"]
     assert specs[1].exclude == ("*.se.*",)
-    assert parse_variants("fp8-no-se-no-layer1,fp16,fp16", [], []) == (VariantPlan("fp8", "no-se-no-layer1"), VariantPlan("fp16"))
+    assert parse_variants("fp8-no-se-no-layer1,fp16,fp16", [], []) == (VariantPlan("fp8", "no-se-no-layer1"),
+                                                                        VariantPlan("fp16"))
     with pytest.raises(InputError, match="unknown variant 'int3'"):
         parse_variants("fp16,int3", ["all"], [])
 

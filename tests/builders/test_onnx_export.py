@@ -44,7 +44,8 @@ def test_qdq_counts_follow_the_layouts(files):
         counts = written[f"fp8-{layout}"].counts
         assert counts.quantized_convolutions == expected
         assert counts.quantize == expected and counts.dequantize == 2 * expected  # activation Q/DQ, weight DQ
-    assert [written[f"fp8-{n}"].counts.quantized_convolutions for n in ("all", "no-se", "no-se-no-layer1")] == [44, 28, 21]
+    assert [written[f"fp8-{n}"].counts.quantized_convolutions
+            for n in ("all", "no-se", "no-se-no-layer1")] == [44, 28, 21]
 
 
 @pytest.mark.slow
@@ -129,7 +130,8 @@ def _weight_dqs(model) -> dict[str, tuple[onnx.NodeProto, np.ndarray, np.ndarray
             weight = initializers[node.input[0]]
             assert weight.data_type == onnx.TensorProto.FLOAT8E4M3FN and node.input[0].endswith(".weight_fp8")
             found[node.input[0].removesuffix(".weight_fp8")] = (
-                node, numpy_helper.to_array(weight).astype(np.float32), numpy_helper.to_array(initializers[node.input[1]]))
+                node, numpy_helper.to_array(weight).astype(np.float32),
+                numpy_helper.to_array(initializers[node.input[1]]))
     return found
 
 
@@ -194,7 +196,8 @@ def test_per_tensor_weights_stay_selectable(tmp_path):
 
 
 def test_a_quantizer_that_saw_only_zeros_gets_the_graphs_floor_scale(small_fp8):
-    """The module's amax for an all-zero input is 448 x 2^-14, so its scale is the graph's 2^-14 and the note says so."""
+    """The module's amax for an all-zero input is 448 x 2^-14, so its scale is the graph's 2^-14 and the note says
+    so."""
     _, x, path = small_fp8
     fresh = variant_module(_small_reference(), VariantPlan("fp8", "all"), x, torch.float16)  # not exported
     note = next(n for n in fresh.notes if "saw only zeros" in n)
@@ -243,12 +246,14 @@ def test_match_graph_scales_rounds_amax_to_the_fp16_scale_and_floors_it(small_fp
     assert len(amaxes) == 2 * len(built.quantized) and any(a.numel() > 1 for a in amaxes)
     for amax in amaxes:  # export already matched them; doing it again changes nothing
         scale = amax.float() / 448
-        assert amax.dtype == torch.float32 and torch.equal(scale.half().float(), scale) and bool((scale >= 2.0**-14).all())
+        assert (amax.dtype == torch.float32 and torch.equal(scale.half().float(), scale)
+                and bool((scale >= 2.0**-14).all()))
     assert match_graph_scales(built.module) == 0
 
 
 def _trt_qdq_graph(scale_source: str):
-    """x -> trt::TRT_FP8QuantizeLinear -> trt::TRT_FP8DequantizeLinear, the scale a Constant, an initializer or computed."""
+    """x -> trt::TRT_FP8QuantizeLinear -> trt::TRT_FP8DequantizeLinear, the scale a Constant, an initializer or
+    computed."""
     scale = helper.make_tensor("scale", onnx.TensorProto.FLOAT, [], [1e-9])
     nodes = [helper.make_node("TRT_FP8QuantizeLinear", ["x", "scale"], ["q"], domain="trt"),
              helper.make_node("TRT_FP8DequantizeLinear", ["q", "scale"], ["y"], domain="trt")]
@@ -309,7 +314,8 @@ def test_grouped_model_weights_are_per_channel_scales_of_the_folded_kernels(file
 
 
 def _weight_qdq_graph():
-    """Two [4, 3] weights, the second a copy the exporter deduplicated (an Identity of the first), each Q -> DQ -> MatMul."""
+    """Two [4, 3] weights, the second a copy the exporter deduplicated (an Identity of the first), each
+    Q -> DQ -> MatMul."""
     weight = numpy_helper.from_array(np.arange(12, dtype=np.float16).reshape(4, 3) - 6, "a.weight")
     scale = numpy_helper.from_array(np.array(0.5, dtype=np.float16), "scale")
     zero = helper.make_tensor("zp", onnx.TensorProto.FLOAT8E4M3FN, [], [0.0])
@@ -331,7 +337,8 @@ def test_weight_rewrite_follows_deduplicated_weights_and_refuses_what_it_cannot_
     onnx.checker.check_model(model, full_check=True)
     ops = [n.op_type for n in model.graph.node]
     assert "QuantizeLinear" not in ops and "Identity" not in ops and ops.count("DequantizeLinear") == 2
-    assert {t.name for t in model.graph.initializer} == {"a.weight_fp8", "a.weight_scale", "b.weight_fp8", "b.weight_scale"}
+    assert {t.name for t in model.graph.initializer} == {"a.weight_fp8", "a.weight_scale",
+                                                          "b.weight_fp8", "b.weight_scale"}
     got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": np.eye(2, 4, dtype=np.float16)})
     weight = (np.arange(12).reshape(4, 3) - 6).astype(np.float32)

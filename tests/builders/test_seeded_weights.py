@@ -103,7 +103,8 @@ def test_the_kept_file_is_what_a_later_study_reads(tmp_path):
     assert torch.equal(model.module.fc.bias, module.fc.bias + 1)
 
 
-@pytest.mark.parametrize("damage", ["a flipped byte", "a NaN weight", "another seed's file", "a link to another seed's"])
+@pytest.mark.parametrize("damage", ["a flipped byte", "a NaN weight", "another seed's file",
+                                    "a link to another seed's"])
 def test_kept_weights_that_are_not_what_was_written_for_this_model_and_seed_cost_a_build(tmp_path, damage):
     """Issue 41 H6: a file altered since it was written, or another seed's, is built again and replaced."""
     cache = kept_once(tmp_path, "test_resnet", 5)
@@ -174,7 +175,8 @@ def test_a_file_that_does_not_fit_is_built_again_and_replaced(tmp_path, damage):
         path.write_bytes(path.read_bytes()[:1000])
     elif damage == "another model":
         torch.manual_seed(0)
-        save_file({**tensors(timm.create_model("test_vit")), seeded_weights.GENERATOR_STATE: torch.get_rng_state()}, path)
+        save_file({**tensors(timm.create_model("test_vit")), seeded_weights.GENERATOR_STATE: torch.get_rng_state()},
+                  path)
     elif damage == "no generator state":
         del stored[seeded_weights.GENERATOR_STATE]
         save_file(stored, path)
@@ -286,7 +288,8 @@ def test_the_study_fills_the_module_the_preflight_built_and_finds_its_structure_
     fp8_recipes._structure_of.cache_clear()
     analysed = []
     real = model_structure._analyse
-    monkeypatch.setattr(model_structure, "_analyse", lambda module, example: analysed.append(module) or real(module, example))
+    monkeypatch.setattr(model_structure, "_analyse",
+                        lambda module, example: analysed.append(module) or real(module, example))
     fp8_recipes.preflight("test_resnet", None, parse_variants("fp8", ["all"], []), True)
     [meta_module] = analysed
     model = SeededWeights(tmp_path).load("test_resnet", 9)

@@ -1,4 +1,5 @@
-"""Session paths that are not UTF-8 (POSIX file names are bytes) and out-of-range arguments: one line, never a traceback."""
+"""Session paths that are not UTF-8 (POSIX file names are bytes) and out-of-range arguments: one line, never a
+traceback."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def test_out_of_range_study_options_stop_before_the_model_loads(option, capsys, 
     one_error_line(capsys)
 
 
-@pytest.mark.parametrize("argv", [["run", "resnet18", "--batch", "1e8"], ["diff", "a"], ["show"], ["bogus-option", "--x"]])
+@pytest.mark.parametrize("argv", [["run", "resnet18", "--batch", "1e8"], ["diff", "a"], ["show"],
+                                  ["bogus-option", "--x"]])
 def test_argument_errors_are_one_line(argv, capsys):
     with pytest.raises(SystemExit) as stopped:
         main(argv)

@@ -40,7 +40,8 @@ def hostile(tmp_path_factory):
 
 
 @pytest.mark.parametrize("command", [
-    ["show", "{s}"], ["groups", "{s}"], ["groups", "{s}", "--by", "kernel"], ["diff", str(H200 / "senet154-h200.json"), "{s}"],
+    ["show", "{s}"], ["groups", "{s}"], ["groups", "{s}", "--by", "kernel"],
+    ["diff", str(H200 / "senet154-h200.json"), "{s}"],
     ["diff", "{s}", "{s}", "--format", "md"], ["export", "{s}", "--format", "csv"], ["export", "{s}"],
     ["export", "{s}", "--format", "study"], ["groups", "{s}", "--variant", HOSTILE], ["show", HOSTILE],
 ])

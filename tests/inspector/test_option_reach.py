@@ -25,7 +25,8 @@ from sessions.documents.plan import StudyPlan
 RUN_OPTIONS = [spec for spec in OPTIONS if RUN in spec.commands]
 PICKED_BY_RESOLVE = ("backend", "device", "tracer")  # the base request asks for these; the plan names what it asked
 VALID_WORDS = {"variants": "fp16", "fp8_recipes": ("no-se",)}  # words the request's check takes: a precision, a recipe
-BASE: dict[str, Any] = {"model": "fake-model", "backend": "fake", "device": "cpu", "tracer": "fake", "variants": "fp32,fp8"}
+BASE: dict[str, Any] = {"model": "fake-model", "backend": "fake", "device": "cpu", "tracer": "fake",
+                        "variants": "fp32,fp8"}
 
 
 def sample(spec: Option) -> Any:
@@ -69,7 +70,8 @@ def test_the_run_command_line_a_job_records_asks_for_the_same_request(spec: Opti
 
 
 @pytest.mark.parametrize("spec", [s for s in RUN_OPTIONS if s.field not in PICKED_BY_RESOLVE], ids=ids)
-def test_each_run_option_changes_the_plan_and_the_session_records_it(spec: Option, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_run_option_changes_the_plan_and_the_session_records_it(spec: Option,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from inspector import resolve
 
     monkeypatch.setattr(resolve, "preflight", lambda model, checkpoint, variants, explicit: (variants, []))

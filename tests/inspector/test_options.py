@@ -83,7 +83,8 @@ def test_every_check_takes_the_ends_of_the_spec_range(spec, monkeypatch):
 def test_the_command_line_defaults_are_the_request_defaults():
     assert study_request(build_parser().parse_args(["run", "m"]), []) == StudyRequest(model="m")
     probe = build_parser().parse_args(["probe", "m"])
-    assert all(getattr(probe, f) == getattr(ProbeOptions(model="m"), f) for f in ("rounds", "iters", "warmup_s", "batch"))
+    assert all(getattr(probe, f) == getattr(ProbeOptions(model="m"), f)
+               for f in ("rounds", "iters", "warmup_s", "batch"))
 
 
 def one_error_line(capsys) -> str:
@@ -219,6 +220,7 @@ def test_an_imported_session_names_its_engine_as_trtexec_files_with_their_versio
     assert main(["import", "--layers", layers, "--out", str(tmp_path / "p.json"), "--no-metadata-search"]) == 0
     assert storage.load(tmp_path / "p.json").study.engine == "trtexec files"
     log = tmp_path / "run.log"  # a trtexec log's version line, as in ../shared/fixtures/trt/*/result-04.log
-    log.write_text("&&&& RUNNING TensorRT.trtexec [TensorRT v101601]\n[07/07/2026-02:11:29] [I] TensorRT version: 10.16.1\n")
+    log.write_text("&&&& RUNNING TensorRT.trtexec [TensorRT v101601]\n"
+                   "[07/07/2026-02:11:29] [I] TensorRT version: 10.16.1\n")
     assert main(["import", "--layers", layers, "--metadata", str(log), "--out", str(tmp_path / "v.json")]) == 0
     assert storage.load(tmp_path / "v.json").study.engine == "trtexec files (TensorRT 10.16.1)"

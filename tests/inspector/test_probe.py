@@ -93,7 +93,8 @@ def test_collect_keeps_call_order_inputs_and_calibration_amax(tiny):
     model, x, calib = tiny
     layers = fp8_probe.collect(model, x, calib, [])
     names = [layer.name for layer in layers]
-    assert names[:6] == ["stem", "blocks.0.conv1", "blocks.0.conv2", "blocks.0.conv3", "blocks.0.se.fc1", "blocks.0.se.fc2"]
+    assert names[:6] == ["stem", "blocks.0.conv1", "blocks.0.conv2", "blocks.0.conv3", "blocks.0.se.fc1",
+                         "blocks.0.se.fc2"]
     assert names[-1] == "head" and len(names) == 12
     stem = layers[0]
     assert stem.spec.input_shape == (2, 3, 8, 8) and torch.equal(stem.x16, x)
@@ -148,7 +149,8 @@ def test_gemm_path_computes_the_layer(op):
     gemm = ScaledMmGemm(spec)
     scale = scale_from_amax(float(x.abs().max()))
     with torch.no_grad():
-        y = gemm(quantize(x, torch.tensor(1 / scale), gemm.channels_last), gemm.prepare(module.weight, module.bias, scale))
+        y = gemm(quantize(x, torch.tensor(1 / scale), gemm.channels_last),
+                 gemm.prepare(module.weight, module.bias, scale))
         reference = module(x)
     assert y.shape == reference.shape and y.dtype == torch.float16
     assert 0 < fp8_probe.relative_error(y, reference) < 0.08  # e4m3 has 3 mantissa bits
@@ -179,7 +181,8 @@ def test_probe_layers_glue_with_fakes(tiny, monkeypatch):
     model, x, calib = tiny
     lines: list[str] = []
     with torch.no_grad():
-        probed, times, runs, implementation = fp8_probe.probe_layers(fp8_probe.collect(model, x, calib, []), None, no_cudnn, lines.append)
+        probed, times, runs, implementation = fp8_probe.probe_layers(fp8_probe.collect(model, x, calib, []), None,
+                                                                     no_cudnn, lines.append)
     assert implementation == "eager (test)" and len(lines) == 7 and lines[0].startswith("1/7 conv 3x3 3->16")
     by_name = {p.name: p for p in probed}
     assert by_name["blocks.0.conv1"].fp8_path.startswith("torch._scaled_mm (1x1 conv")
@@ -206,9 +209,12 @@ def _probed() -> tuple[list[ProbedLayer], dict]:
         ProbedLayer("layer1.1.conv1", "Conv2d", conv, "torch._scaled_mm", rel_error=0.04),
     ]
     times = {
-        conv: ShapeTimes("layer1.0.conv1", {"fp16": [0.010] * 3, "fp8": [0.006] * 3, "quantize": [0.003] * 3, "amax": [0.004] * 3}, {}, True),
+        conv: ShapeTimes("layer1.0.conv1",
+                         {"fp16": [0.010] * 3, "fp8": [0.006] * 3, "quantize": [0.003] * 3, "amax": [0.004] * 3},
+                         {}, True),
         grouped: ShapeTimes("layer1.0.conv2", {"fp16": [0.050] * 3}, {}, True),
-        se: ShapeTimes("layer1.0.se_module.fc1", {"fp16": [0.005] * 3, "fp8": [0.005] * 3, "quantize": [0.002] * 3}, {}, True),
+        se: ShapeTimes("layer1.0.se_module.fc1", {"fp16": [0.005] * 3, "fp8": [0.005] * 3, "quantize": [0.002] * 3},
+                       {}, True),
     }
     return probed, times
 
@@ -234,10 +240,11 @@ def _session(tmp_path) -> Session:
                           (quantizer_name("layer1.0.se_module.fc1"), 1), ("layer1.0.se_module.fc1", 1),
                           (quantizer_name("layer1.1.conv1"), 1), ("layer1.1.conv1", 2)])
     session = Session(
-        study=Study("senet-like", "timm", [3, 224, 224], 1, ["trt-inspect", "probe", "senet-like"], "2026-01-01T00:00:00+00:00",
-                    "probe", "cuda", "0.1.0"),
+        study=Study("senet-like", "timm", [3, 224, 224], 1, ["trt-inspect", "probe", "senet-like"],
+                    "2026-01-01T00:00:00+00:00", "probe", "cuda", "0.1.0"),
         environment=Environment("host", "linux", "cpu", 2, "3.12", {}),
-        method=TimingMethod("cuda-events", "isolated layers", True, 0.05, 5, 20, True, False, True, "isolated", "cupti"),
+        method=TimingMethod("cuda-events", "isolated layers", True, 0.05, 5, 20, True, False, True, "isolated",
+                            "cupti"),
     )
     session.variants = [
         probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), fp16_trace, []),
@@ -251,21 +258,27 @@ def _session(tmp_path) -> Session:
 def test_session_from_measured_records(tmp_path):
     session = _session(tmp_path)
     fp16, fp8 = session.variant(FP16_VARIANT), session.variant(FP8_VARIANT)
-    assert [layer.name for layer in fp16.layers] == ["layer1.0.conv1", "layer1.0.conv2", "layer1.0.se_module.fc1", "layer1.1.conv1"]
+    assert [layer.name for layer in fp16.layers] == ["layer1.0.conv1", "layer1.0.conv2", "layer1.0.se_module.fc1",
+                                                     "layer1.1.conv1"]
     # times are the isolated timings of the shape, shared by equal shapes, not the traced kernel sums
     assert [layer.time_ms for layer in fp16.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
     assert fp16.layers[3].attrs["same_shape_layers"] == 2 and fp16.layers[3].attrs["measured_as"] == "layer1.0.conv1"
     grouped16 = fp16.layers[1]
-    assert (grouped16.op, grouped16.groups, grouped16.kernel_shape, grouped16.in_channels, grouped16.out_channels) == ("conv", 32, [3, 3], 64, 64)
-    assert grouped16.inputs[0].shape == [1, 64, 8, 8] and grouped16.inputs[0].dtype == "fp16" and not grouped16.quantized
+    assert (grouped16.op, grouped16.groups, grouped16.kernel_shape, grouped16.in_channels,
+            grouped16.out_channels) == ("conv", 32, [3, 3], 64, 64)
+    assert (grouped16.inputs[0].shape == [1, 64, 8, 8] and grouped16.inputs[0].dtype == "fp16"
+            and not grouped16.quantized)
     names8 = [layer.name for layer in fp8.layers]
     assert names8[:3] == [quantizer_name("layer1.0.conv1"), "layer1.0.conv1", "layer1.0.conv2"]
     conv2 = fp8.layers[2]
-    assert conv2.precision == "fp16" and conv2.time_ms == pytest.approx(0.050) and "no engine" in conv2.attrs["no_fp8_kernel"]
+    assert (conv2.precision == "fp16" and conv2.time_ms == pytest.approx(0.050)
+            and "no engine" in conv2.attrs["no_fp8_kernel"])
     quantizer, conv1 = fp8.layers[0], fp8.layers[1]
-    assert conv1.precision == "fp8" and conv1.quantized and conv1.inputs[0].dtype == "fp8" and conv1.inputs[0].format == "NHWC"
+    assert (conv1.precision == "fp8" and conv1.quantized and conv1.inputs[0].dtype == "fp8"
+            and conv1.inputs[0].format == "NHWC")
     assert quantizer.op == "quantize" and quantizer.outputs[0].dtype == "fp8"
-    assert quantizer.kind == "Quantize" and quantizer.time_ms == pytest.approx(0.003) and quantizer.attrs["dynamic_amax_ms"] == pytest.approx(0.004)
+    assert (quantizer.kind == "Quantize" and quantizer.time_ms == pytest.approx(0.003)
+            and quantizer.attrs["dynamic_amax_ms"] == pytest.approx(0.004))
     rules = load_rules()
     assert role_of(quantizer, rules) == QUANTIZE_ROLE
     assert fp8.trace.records == 71 and fp8.trace.unattributed == 0
@@ -276,8 +289,10 @@ def test_role_rows_and_estimate_wording(tmp_path):
     rules = load_rules()
     rows = {r.role: r for r in role_rows(session, rules)}
     pointwise = rows["pointwise (1x1) convolution"]
-    assert pointwise.layers == 2 and pointwise.fp16_ms == pytest.approx(0.020) and pointwise.fp8_ms == pytest.approx(0.012)
-    assert pointwise.quantize_ms == pytest.approx(0.006) and pointwise.fp8_kernels == 3 and pointwise.quantize_kernels == 2
+    assert (pointwise.layers == 2 and pointwise.fp16_ms == pytest.approx(0.020)
+            and pointwise.fp8_ms == pytest.approx(0.012))
+    assert (pointwise.quantize_ms == pytest.approx(0.006) and pointwise.fp8_kernels == 3
+            and pointwise.quantize_kernels == 2)
     grouped = rows["grouped convolution"]
     assert grouped.no_fp8 == 1 and grouped.fp16_kernels == 64 and grouped.fp8_ms == pytest.approx(0.050)
     assert rows["squeeze-excitation"].quantize_ms == pytest.approx(0.002)
@@ -329,7 +344,8 @@ def test_missing_cudnn_frontend_is_exit_3(capsys, monkeypatch):
 def test_environment_problem_wording():
     assert capability_problem((9, 0), "NVIDIA H200") is None
     assert capability_problem((8, 9), "NVIDIA L4") is None
-    assert "8.9" in capability_problem((8, 6), "NVIDIA A10") and "NVIDIA A10 has 8.6" in capability_problem((8, 6), "NVIDIA A10")
+    assert ("8.9" in capability_problem((8, 6), "NVIDIA A10")
+            and "NVIDIA A10 has 8.6" in capability_problem((8, 6), "NVIDIA A10"))
     assert "unknown" in capability_problem(None, "NVIDIA A10")
 
 
@@ -360,7 +376,8 @@ def test_long_library_messages_keep_their_reason():
     assert "\n" not in text and fp8_kernels.one_line(RuntimeError("")) == "RuntimeError"
 
 
-@pytest.mark.parametrize("name", ["senet154-probe-b1", "senet154-probe-b32", "segformer-b0-probe-b1", "segformer-b0-probe-b32"])
+@pytest.mark.parametrize("name", ["senet154-probe-b1", "senet154-probe-b32", "segformer-b0-probe-b1",
+                                  "segformer-b0-probe-b32"])
 def test_h200_probe_sessions_read_back(name):
     """The sessions `benchmarks/h200_probe.sh` wrote on the H200 (schema 1, migrated on load)."""
     from tests.conftest import H200

@@ -35,7 +35,8 @@ def test_the_matrix_is_the_product_of_its_axes_less_the_exclusions():
     assert {"model": "test_efficientnet", "batch": "1", "opt-level": "3"} in [c.axes for c in found]
     assert all(not (c.axes["model"] == "test_efficientnet" and c.axes["opt-level"] == "1") for c in found)
     first = found[0].request
-    assert (first.model, first.batch, first.opt_level, first.fp8_recipes, first.warmup_s) == ("test_resnet", 1, 3, ("all",), 0.0)
+    assert (first.model, first.batch, first.opt_level, first.fp8_recipes, first.warmup_s) == (
+        "test_resnet", 1, 3, ("all",), 0.0)
 
 
 @pytest.mark.parametrize("change, message", [
@@ -49,10 +50,12 @@ def test_the_matrix_is_the_product_of_its_axes_less_the_exclusions():
     ({"axes": {"model": ["a"]}, "exclude": [{"model": "a"}]}, "every combination is excluded"),
     ({"axis": {}}, "unknown table 'axis'"),
     # one option under two spellings: the label would name one value and the job run the other
-    ({"axes": {"model": ["a"], "calib-count": [4], "calib_count": [8]}}, "'calib-count' and 'calib_count' are one option"),
+    ({"axes": {"model": ["a"], "calib-count": [4], "calib_count": [8]}},
+     "'calib-count' and 'calib_count' are one option"),
     ({"axes": {"model": ["a"], "fp8-recipe": ["all"], "fp8-layout": ["all-per-tensor"]}},
      "'fp8-recipe' and 'fp8-layout' are one option (--fp8-recipe)"),
-    ({"base": {"model": "a", "calib_count": 4}, "axes": {"calib-count": [8]}}, "'calib_count' and 'calib-count' are one"),
+    ({"base": {"model": "a", "calib_count": 4}, "axes": {"calib-count": [8]}},
+     "'calib_count' and 'calib-count' are one"),
     # ranges at plan time: the dry run fails, not the job
     ({"axes": {"model": ["a"], "seed": [-1]}}, "axes.seed: --seed must be between 0 and 4294967295, not -1"),
     ({"base": {"model": "a", "rounds": 10**9}}, "base.rounds: --rounds must be between 1 and 100000"),
@@ -168,7 +171,8 @@ def test_the_cli_says_which_extra_is_missing_and_exits_3(tmp_path):
     code = "import sys; sys.modules['ray'] = None; from inspector.cli import main; sys.exit(main(sys.argv[1:]))"
     import subprocess
 
-    result = subprocess.run([sys.executable, "-c", code, "sweep", str(matrix), "--executor", "ray", "--out", str(tmp_path / "s")],
+    result = subprocess.run([sys.executable, "-c", code, "sweep", str(matrix), "--executor", "ray",
+                             "--out", str(tmp_path / "s")],
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 3
     assert result.stderr.strip().splitlines()[-1] == (
@@ -229,7 +233,8 @@ def test_a_submitting_machine_without_a_gpu_leaves_cuda_plans_to_the_jobs(tmp_pa
     """A Slurm login node has no GPU: resolved there, a CUDA matrix would fail (or, with device auto, run on
     CPUs); each job resolves its own plan on the GPU node instead."""
     matrix = tmp_path / "m.toml"
-    matrix.write_text('[base]\ndevice = "cuda"\nvariants = "fp16,fp8"\n[axes]\nmodel = ["test_resnet"]\nbatch = [1, 2]\n')
+    matrix.write_text('[base]\ndevice = "cuda"\nvariants = "fp16,fp8"\n'
+                      '[axes]\nmodel = ["test_resnet"]\nbatch = [1, 2]\n')
     out = str(tmp_path / "s")
     result = run_cli("sweep", str(matrix), "--executor", "slurm", "--dry-run", "--out", out)
     assert result.returncode == 0, result.stderr
@@ -249,7 +254,8 @@ def test_main_refuses_gpus_below_one(tmp_path, capsys):
 
 
 def test_every_study_option_can_be_a_matrix_key():
-    assert set(StudyRequest.__dataclass_fields__) - {"command", "out", "raw_trace"} == {s.field for s in BY_KEY.values()}
+    assert set(StudyRequest.__dataclass_fields__) - {"command", "out", "raw_trace"} == {
+        s.field for s in BY_KEY.values()}
 
 
 class FakeNvml:

@@ -31,7 +31,8 @@ def test_a_simulated_layer_says_simulated_and_whether_the_recipe_quantized_it(si
     recipe = simulated.recipe
     labels = {layer.name: precision_of(simulated, layer) for layer in simulated.layers}
     quantized = labels[recipe.quantized[0]]
-    assert captions.SIMULATED_TAG in quantized.ran and quantized.asked == "fp8 (recipe)"  # older sessions: "fp8 simulated"
+    # older sessions: "fp8 simulated"
+    assert captions.SIMULATED_TAG in quantized.ran and quantized.asked == "fp8 (recipe)"
     assert "quantized by the recipe" in quantized.why and "no fp8 kernel ran" in quantized.why
     stem = labels[recipe.excluded[0]]
     assert (stem.ran, stem.asked) == ("fp32", "kept out (recipe)") and "kept out of fp8 by the recipe" in stem.why

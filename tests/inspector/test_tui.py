@@ -105,7 +105,8 @@ async def test_browser_compares_two_marked_sessions(tmp_path):
         await pilot.press("space", "j", "space", "c")
         assert isinstance(app.screen, DiffScreen)
         # batch 1 against batch 8: compared per image, where batch 8 is faster
-        assert app.screen.diff.per_image and not app.screen.diff.regressions and "no regression" in app.screen.crumbs[-1]
+        assert (app.screen.diff.per_image and not app.screen.diff.regressions
+                and "no regression" in app.screen.crumbs[-1])
         notes = app.screen.panel.data.notes  # A and B named
         assert notes[:2] == ("A: senet154-h200.json", "B: senet154-h200-b8.json")
         await pilot.press("escape", "enter")
@@ -178,7 +179,8 @@ async def test_live_study_error_opens_a_dialog(tmp_path):
 
 
 def test_headless_cli_imports_no_textual():
-    code = "import sys, inspector.cli, inspector.study, sessions.documents.storage, sessions.reports.export, profilers.trt_import.importer; print('textual' in sys.modules)"
+    code = ("import sys, inspector.cli, inspector.study, sessions.documents.storage, sessions.reports.export, "
+            "profilers.trt_import.importer; print('textual' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -192,11 +194,13 @@ def test_snapshot_groups(snap_compare):
 
 
 def test_snapshot_layers(snap_compare):
-    assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), press=["g", "enter"], terminal_size=(120, 36))
+    assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), press=["g", "enter"],
+                        terminal_size=(120, 36))
 
 
 def test_snapshot_kernels(snap_compare):
-    assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), press=["g", "enter", "enter"], terminal_size=(120, 36))
+    assert snap_compare(InspectorApp(session=storage.load(SESSION), path=SESSION), press=["g", "enter", "enter"],
+                        terminal_size=(120, 36))
 
 
 def test_snapshot_diff(snap_compare, tmp_path):
@@ -431,7 +435,8 @@ async def test_session_text_in_the_answer_is_neither_markup_nor_control_characte
         assert "[bold red]x[/]" in text and "\x1b" not in text and "x[/]\\x1b[2J\\x0afp8" in text  # escaped, visible
         assert app.screen.query_one("#breadcrumb").render().plain.startswith("[b]m[/b]  batch 1")
         await pilot.press("t")  # a screen's breadcrumb and notes too
-        assert "[b]m[/b] > timeline of [bold red]x[/]\\x1b[2J\\x0afp8" in app.screen.query_one("#breadcrumb").render().plain
+        assert ("[b]m[/b] > timeline of [bold red]x[/]\\x1b[2J\\x0afp8"
+                in app.screen.query_one("#breadcrumb").render().plain)
 
 
 @pytest.mark.parametrize("key", ["g", "k", "enter"])
@@ -542,4 +547,5 @@ async def test_a_layer_of_an_imported_engine_opens_its_page_not_an_empty_kernel_
         page = app.screen
         assert isinstance(page, LayerPageScreen)
         facts = dict(page.panel.table.rows)
-        assert facts["precision"] == "int8 (the engine chose int8, which the build allowed; real kernels)" and facts["reformats"].startswith("1 costing 0.061 ms")
+        assert (facts["precision"] == "int8 (the engine chose int8, which the build allowed; real kernels)"
+                and facts["reformats"].startswith("1 costing 0.061 ms"))

@@ -1,4 +1,5 @@
-"""The FP8 answer, imported layers in full and the layer-time verdict (sessions/analyses/answer.py, layer_detail.py, layer_verdict.py)."""
+"""The FP8 answer, imported layers in full and the layer-time verdict (sessions/analyses/answer.py, layer_detail.py,
+layer_verdict.py)."""
 
 import copy
 import csv
@@ -30,7 +31,8 @@ def qat_pair(tmp_path_factory):
     fp16, qat = fixture_dir("trt8-resnet-a100-fp16"), fixture_dir("trt8-resnet-a100-int8-qat")
     path = tmp_path_factory.mktemp("qat") / "pair.json"
     first = run_cli("import", "--layers", str(fp16 / "resnet.onnx.engine.graph.json"), "--profile",
-                    str(fp16 / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--model", "resnet", "--out", str(path))
+                    str(fp16 / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--model", "resnet",
+                    "--out", str(path))
     assert first.returncode == 0, first.stderr
     second = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--profile",
                      str(qat / "resnet-qat.onnx.engine.profile.json"), "--name", "int8-qat", "--model", "resnet",
@@ -101,7 +103,8 @@ def test_two_imported_variants_get_a_labelled_layer_time_verdict(qat_pair):
     session, rules = storage.load(qat_pair), load_rules()
     assert verdicts(session, rules) == []  # no end-to-end time: the timed verdict has nothing to say
     (verdict,) = layer_time_verdicts(session, rules)
-    assert verdict.variant == "int8-qat" and verdict.baseline == "fp16" and verdict.speedup == pytest.approx(1.017 / 1.096, rel=1e-2)
+    assert (verdict.variant == "int8-qat" and verdict.baseline == "fp16"
+            and verdict.speedup == pytest.approx(1.017 / 1.096, rel=1e-2))
     (answer,) = answers(session, rules)
     assert answer.basis == LAYER_SUM_BASIS and answer.headline.endswith(f"({LAYER_SUM_BASIS})")
     shown = run_cli("show", str(qat_pair)).stdout

@@ -72,7 +72,8 @@ def test_user_rules_come_first(tmp_path):
     rules_file = tmp_path / "r.toml"
     rules_file.write_text('[[roles]]\nname = "my stem"\nnames = ["^conv1\\\\."]\n')
     rules = load_rules(rules_file)
-    assert role_of(Layer(name="conv1.0", kind="Conv2d", groups=1, kernel_shape=[3, 3], attrs={"op": "conv"}), rules) == "my stem"
+    assert role_of(Layer(name="conv1.0", kind="Conv2d", groups=1, kernel_shape=[3, 3], attrs={"op": "conv"}),
+                   rules) == "my stem"
     bad = tmp_path / "bad.toml"
     bad.write_text('[[roles]]\nname = "x"\nnames = ["("]\n')
     with pytest.raises(InputError, match="bad regular expression"):

@@ -86,8 +86,8 @@ def test_the_why_the_flagged_layers_and_their_reasons(exported):
 
 
 def test_portable_argv_keeps_relative_names_and_options():
-    argv = ["trt-inspect", "run", "m", "--groups", "/home/me/rules.toml", "--calib-dir=~/imgs", "--out", "$OUT/s/x.json",
-            "--variants", "fp16,fp8", "rel/path.json"]
+    argv = ["trt-inspect", "run", "m", "--groups", "/home/me/rules.toml", "--calib-dir=~/imgs",
+            "--out", "$OUT/s/x.json", "--variants", "fp16,fp8", "rel/path.json"]
     assert portable_argv(argv, "x.json") == ["trt-inspect", "run", "m", "--groups", "rules.toml", "--calib-dir=imgs",
                                              "--out", "x.json", "--variants", "fp16,fp8", "rel/path.json"]
     assert portable_argv(["a", "--out=/abs/y.json"], "z.json") == ["a", "--out=z.json"]

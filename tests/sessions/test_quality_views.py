@@ -65,7 +65,8 @@ def test_random_weights_are_named_with_checkpoint_wherever_quality_is_shown(tmp_
 
 def test_trained_weights_get_no_random_weights_line(tmp_path):
     session = storage.load(study(tmp_path))
-    trained = dataclasses.replace(session, study=dataclasses.replace(session.study, weights="/models/senet154.safetensors"))
+    trained = dataclasses.replace(session,
+                                  study=dataclasses.replace(session.study, weights="/models/senet154.safetensors"))
     assert captions.weights_caveat(trained.study.weights) is None
     assert not any("random weights" in note for note in views.session_variant_table(trained).notes)
 

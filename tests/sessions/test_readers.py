@@ -1,5 +1,5 @@
-"""Every file read from outside passes `sessions.documents.input_files` (a regular file, a size limit, bounded nesting and
-integers), and what a reader cannot use is one line: sweep matrices, `--groups` rules files, sessions."""
+"""Every file read from outside passes `sessions.documents.input_files` (a regular file, a size limit, bounded nesting
+and integers), and what a reader cannot use is one line: sweep matrices, `--groups` rules files, sessions."""
 
 from __future__ import annotations
 

@@ -72,7 +72,8 @@ def test_peaks_agree_with_nvidias_datasheet(senet):
 def test_conv_flops_and_achieved_rates_match_pytorchs_counter_and_the_recorded_times(senet):
     raw = json.loads(SENET_B32.read_text())
     variant = senet.variant("cudnn-fp8-all")
-    raw_layers = {layer["name"]: layer for v in raw["variants"] if v["name"] == "cudnn-fp8-all" for layer in v["layers"]}
+    raw_layers = {layer["name"]: layer for v in raw["variants"] if v["name"] == "cudnn-fp8-all"
+                  for layer in v["layers"]}
     roofs = {r.layer: r for r in layer_roofs(senet, variant)}
     stem = next(name for name, layer in raw_layers.items() if "signature" in layer["attrs"])
     checked = 0
@@ -80,7 +81,8 @@ def test_conv_flops_and_achieved_rates_match_pytorchs_counter_and_the_recorded_t
         layer = raw_layers[name]
         flops, inputs, weights, outputs = torch_conv(layer["attrs"]["signature"])
         width = {"fp8": 1, "fp16": 2}
-        operand, result = (width[w] for w in re.search(r"^conv (\w+) .* out=(\w+)$", layer["attrs"]["signature"]).groups())
+        operand, result = (width[w]
+                           for w in re.search(r"^conv (\w+) .* out=(\w+)$", layer["attrs"]["signature"]).groups())
         roof = roofs[name]
         assert roof.work.flops == flops
         assert roof.work.bytes == (inputs + weights) * operand + outputs * result  # each element moved once
@@ -175,7 +177,8 @@ def test_the_verdict_names_the_fp8_time_fp8_cannot_speed_up(dpn68):
     raw = json.loads(DPN68.read_text())
     fp8 = next(v for v in raw["variants"] if v["name"] == "cudnn-fp8-all")
     total = sum(layer["time_ms"] or 0.0 for layer in fp8["layers"])
-    no_product = sum(layer["time_ms"] or 0.0 for layer in fp8["layers"] if layer["op"] not in ("conv", "linear", "matmul"))
+    no_product = sum(layer["time_ms"] or 0.0 for layer in fp8["layers"]
+                     if layer["op"] not in ("conv", "linear", "matmul"))
     line = next(line for line in verdict_lines(dpn68, load_rules()) if line.startswith("cudnn-fp8-all is "))
     found = re.search(r"([\d.]+) of its ([\d.]+) ms of layer time \((\d+) %\) is in layers FP8 cannot speed up "
                       r"\(([\d.]+) ms launch-bound products, ([\d.]+) ms in layers without a convolution or matrix "

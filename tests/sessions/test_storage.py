@@ -88,7 +88,8 @@ def test_a_schema_1_session_loads_with_typed_layers_and_its_plan():
     session = storage.load(REAL)
     fp16 = session.variant("fp16")
     conv = next(layer for layer in fp16.layers if layer.name == "layer1.0.conv2")
-    assert (conv.op, conv.groups, conv.in_channels, conv.out_channels, conv.kernel_shape) == ("conv", 64, 128, 256, [3, 3])
+    assert (conv.op, conv.groups, conv.in_channels, conv.out_channels, conv.kernel_shape) == (
+        "conv", 64, 128, 256, [3, 3])
     assert "op" not in conv.attrs and "in_channels" not in conv.attrs
     fp8 = session.variant("fp8-all")
     assert sum(layer.quantized for layer in fp8.layers) == len(fp8.recipe.quantized)

@@ -71,7 +71,8 @@ def test_two_studies_writing_one_file_are_refused(tmp_path):
 @pytest.mark.parametrize(("change", "message"), [
     ({"batch": 0}, "batch must be between"),
     ({"trace_calls": 18446744073709551616}, "trace-calls must be between"),
-    ({"timing": {"warmup_s": float("inf"), "rounds": 1, "iters": 1}}, "--warmup must be between 0 and 3600 seconds, not inf"),
+    ({"timing": {"warmup_s": float("inf"), "rounds": 1, "iters": 1}},
+     "--warmup must be between 0 and 3600 seconds, not inf"),
     ({"timing": {"warmup_s": 0.0, "rounds": 0, "iters": 1}}, "rounds must be between"),
 ])
 def test_a_plan_out_of_range_is_refused_before_any_work(tmp_path, change, message):

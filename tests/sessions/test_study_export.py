@@ -174,7 +174,8 @@ def test_when_to_revisit_is_read_from_the_sessions(sources):
     items = [line for line in revisit.splitlines() if line.startswith("- ")]
     assert items[0].startswith("- with real FP8 kernels") and "every FP8 variant here is simulated" in items[0]
     assert "one kernel instead of one per group (3 layers split here, e.g. `layer1.0.conv2`)" in items[1]
-    assert items[2] == "- when quantize / dequantize gets cheaper: it adds 4.98 ms per call to fp8-all (simulated) against fp16 here."
+    assert items[2] == ("- when quantize / dequantize gets cheaper: it adds 4.98 ms per call to fp8-all (simulated) "
+                        "against fp16 here.")
     assert items[3].startswith("- at larger batches or inputs") and "(only batch 1 measured)" in items[3]
     both = study_markdown(sources, load_rules()).split("### When to revisit")[1].split("###")[0]
     assert "at larger batches" not in both  # batch 1 and 8 were measured

@@ -30,7 +30,8 @@ def test_gaps_are_idle_time_of_every_stream_and_overlap_counts_once():
     assert [s.gap_us for s in t.spans] == [0.0, 0.0, 1.0, 15.0]  # c runs inside a; b starts 1 us after a (not c) ends
     assert t.length_us == 30.0 and t.busy_us == 14.0 and t.streams == [7, 8] and t.calls == 2
     lines = summary_lines(t)
-    assert lines[1].startswith("1 idle gaps over 5 us, 0.015 ms in all; the largest 15.0 us") and "copies: 1" in lines[2]
+    assert (lines[1].startswith("1 idle gaps over 5 us, 0.015 ms in all; the largest 15.0 us")
+            and "copies: 1" in lines[2])
     assert timeline_of(v, call=1).spans[0].name == "late"
 
 

@@ -66,13 +66,16 @@ def test_diff_flags_the_slower_dla_build_by_its_summed_layer_time(tmp_path):
 def test_reformat_holds_only_what_tensorrt_calls_a_reformat_in_the_tf_qat_build():
     base = folder("trt8.4-tf-resnet50-rtx3090-int8-qat")
     raw = json.loads((base / "resnet-qat.onnx.engine.graph.json").read_text())["Layers"]
-    times = [r["averageMs"] for r in json.loads((base / "resnet-qat.onnx.engine.profile.json").read_text()) if "name" in r]
-    reformat_ms = sum(t for layer, t in zip(raw, times) if layer["LayerType"] == "Reformat" and layer.get("Origin") != "QDQ"
+    times = [r["averageMs"] for r in json.loads((base / "resnet-qat.onnx.engine.profile.json").read_text())
+             if "name" in r]
+    reformat_ms = sum(t for layer, t in zip(raw, times)
+                      if layer["LayerType"] == "Reformat" and layer.get("Origin") != "QDQ"
                       and "QuantLinearNode" not in layer["Name"])
     imported = session(engine_files("trt8.4-tf-resnet50-rtx3090-int8-qat", "resnet-qat.onnx.engine"), "qat")
     row = next(c for c in compare_groups(imported, "role", RULES) if c.group == "reformat").rows["qat"]
     assert row.time_ms == pytest.approx(reformat_ms) and row.share < 0.01  # 0.2 %, not 10 %
-    moved = next(c for c in compare_groups(imported, "role", RULES) if c.group == "shuffle / slice / padding").rows["qat"]
+    moved = next(c for c in compare_groups(imported, "role", RULES)
+                 if c.group == "shuffle / slice / padding").rows["qat"]
     assert moved.layers == sum(layer["LayerType"] in ("Shuffle", "Slice", "Padding") for layer in raw)
 
 
@@ -82,7 +85,8 @@ def test_detr_reformats_are_its_copy_nodes_and_its_gemms_are_its_matmuls():
     copies = sum(name.startswith("Reformatting CopyNode") for name in names)
     inserted = re.compile(r"^(reshape|squeeze|unsqueeze|copied_squeeze|transpose)_(before|after)_")
     matmuls = sum(1 for name in names if not name.startswith("Reformatting CopyNode")
-                  and any(re.search(r"(^|/)(MatMul|Gemm)(_\d+)?$", p) and not inserted.match(p) for p in name.split(" + "))
+                  and any(re.search(r"(^|/)(MatMul|Gemm)(_\d+)?$", p) and not inserted.match(p)
+                          for p in name.split(" + "))
                   and not any(re.search(r"(^|/)Conv(_\d+)?$", p) for p in name.split(" + ")))
     variant = import_variant(ImportFiles.of(layers=base / "detr-layer-info.json",
                                             profile=base / "detr-profile.json")).variant
@@ -109,7 +113,8 @@ def test_yolo_constants_are_constants_and_its_stem_is_where_the_network_starts()
 def test_googlenet_pool_projections_are_convolutions():
     base = folder("trt7.1-googlenet-xavier-dla-gpu-profiles")
     path = base / "googlenet_gpu_transition_at_-1.profile"
-    projections = [r["name"] for r in json.loads(path.read_text()) if re.search(r"/pool_proj \+ .*/relu_pool_proj$", r.get("name", ""))]
+    projections = [r["name"] for r in json.loads(path.read_text())
+                   if re.search(r"/pool_proj \+ .*/relu_pool_proj$", r.get("name", ""))]
     variant = import_variant(ImportFiles.of(profile=path)).variant
     roles = {layer.name: role_of(layer, RULES) for layer in variant.layers}
     assert len(projections) == 9 and all(roles[n].endswith("convolution") for n in projections)
@@ -117,7 +122,8 @@ def test_googlenet_pool_projections_are_convolutions():
 
 def test_the_fused_conv_and_pool_stem_is_a_convolution_and_its_pool_is_fused_not_removed():
     fp32 = session(engine_files("trt8.4-resnet-a100-fp32", "resnet.onnx.engine"), "fp32", "resnet18")
-    qat = session(engine_files("trt8.4-resnet-a100-int8-qat-residual", "resnet-qat-residual.onnx.engine"), "qat", "resnet18")
+    qat = session(engine_files("trt8.4-resnet-a100-int8-qat-residual", "resnet-qat-residual.onnx.engine"), "qat",
+                  "resnet18")
     stem = next(layer for layer in qat.variants[0].layers if layer.kind == "ConvActPool")
     assert role_of(stem, RULES) == "other convolution" and stem.kernel_shape == [7, 7]
     changes = diff_sessions(fp32, qat, RULES).changes
@@ -131,7 +137,8 @@ def test_tf_fp16_against_qat_pairs_the_renamed_stem_and_no_copy_by_signature():
     qat = session(engine_files("trt8.4-tf-resnet50-rtx3090-int8-qat", "resnet-qat.onnx.engine"), "qat", "resnet50")
     diff = diff_sessions(fp16, qat, RULES)
     unmatched = [c.item for c in diff.changes if c.what in ("removed layer", "new layer")]
-    assert not any(re.search(r"conv1_conv/(Conv2D|BiasAdd)$|^Conv__\d+ \+ resnet50/conv1_relu", item) for item in unmatched)
+    assert not any(re.search(r"conv1_conv/(Conv2D|BiasAdd)$|^Conv__\d+ \+ resnet50/conv1_relu", item)
+                   for item in unmatched)
     assert not any("Reformatting CopyNode" in c.item and "->" in c.item and c.what == "layer time" and not c.a
                    for c in diff.changes)
     assert "by signature" not in " ".join(diff.notes) or all(
@@ -150,7 +157,8 @@ def test_the_method_states_the_inferences_the_times_file_holds(name, stem):
     text = export_markdown(result, RULES, ["method", "environment"])
     assert f"1 round x {len(samples)} iterations" in text  # the count in the number it takes
     assert imported.variant.latency.median_ms == pytest.approx(statistics.median(r["computeMs"] for r in samples))
-    clock = json.loads((base / f"{stem}.profile.metadata.json").read_text())["device_information"]["Application Compute Clock Rate"]
+    clock = json.loads((base / f"{stem}.profile.metadata.json").read_text())["device_information"][
+        "Application Compute Clock Rate"]
     assert f"SM {round(float(clock.split()[0]) * 1000)} MHz" in text
     assert "None" not in text and "0 cores" not in text
 

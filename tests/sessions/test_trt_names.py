@@ -1,4 +1,5 @@
-"""One table of TensorRT's spellings (sessions/documents/trt_names.py), for TensorRT 7, 8, 10 and 11, and no other owner.
+"""One table of TensorRT's spellings (sessions/documents/trt_names.py), for TensorRT 7, 8, 10 and 11, and no other
+owner.
 
 The expected words are written out here by hand from the files and wheels named in each case.
 """
@@ -56,7 +57,8 @@ def test_tactic_names_spell_int8_and_fp8_arithmetic(tactic: str, precision: str 
     ("PointWiseV2", None, "elementwise"), ("Reformat", "Reformat", "reformat"), ("shape_call", None, "noop"),
     ("CaskGemmMatrixMultiply", "MatrixMultiply", "matmul"), ("SomethingNew", None, None),
 ])
-def test_layer_type_words_of_every_version_give_an_op(layer_type: str, parameter_type: str | None, op: str | None) -> None:
+def test_layer_type_words_of_every_version_give_an_op(layer_type: str, parameter_type: str | None,
+                                                      op: str | None) -> None:
     assert layer_type_op(layer_type, parameter_type) == op
 
 

@@ -79,7 +79,8 @@ def test_a_rules_file_of_the_wrong_shape_is_one_line(tmp_path):
     rules = tmp_path / "r.toml"
     rules.write_text("roles = 3\n")
     result = run_cli("groups", str(SESSION), "--groups", str(rules))
-    assert result.returncode == 2 and "roles must be an array of tables" in result.stderr and "Traceback" not in result.stderr
+    assert (result.returncode == 2 and "roles must be an array of tables" in result.stderr
+            and "Traceback" not in result.stderr)
 
 
 def test_kineto_lines_stay_off_stderr():

@@ -41,7 +41,8 @@ def test_concurrent_imports_into_one_session_keep_every_variant(tmp_path):
     path = imported(tmp_path)
     names = [f"v{i}" for i in range(6)]
     with ThreadPoolExecutor(len(names)) as pool:
-        results = list(pool.map(lambda n: run_cli_process("import", "--layers", str(LAYERS), "--name", n, "--into", str(path)),
+        results = list(pool.map(lambda n: run_cli_process("import", "--layers", str(LAYERS), "--name", n,
+                                                          "--into", str(path)),
                                 names))
     assert [r.returncode for r in results] == [0] * len(names), [r.stderr for r in results]
     assert sorted(v.name for v in storage.load(path).variants) == ["base", *names]
@@ -113,7 +114,8 @@ def test_run_import_and_merge_refuse_to_replace_a_session_without_force(tmp_path
     with pytest.raises(InputError, match="exists; pass --force"):
         run_study(fake_plan(tmp_path, out=str(existing)), [], lambda p: None)
     assert loaded == []  # refused before any work
-    for command in (["import", "--layers", str(LAYERS), "--out"], ["merge", str(H200 / "segformer-b0-probe-b32.json"), "--out"]):
+    for command in (["import", "--layers", str(LAYERS), "--out"],
+                    ["merge", str(H200 / "segformer-b0-probe-b32.json"), "--out"]):
         assert "exists; pass --force to replace it" in one_error_line(run_cli(*command, str(existing)))
     assert existing.read_bytes() == SESSION.read_bytes()
     assert run_cli("import", "--layers", str(LAYERS), "--force", "--out", str(existing)).returncode == 0

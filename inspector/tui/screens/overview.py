@@ -97,7 +97,8 @@ class OverviewScreen(Screen):
     def _answers(self) -> tuple[list[Answer], list[str]]:
         """The FP8 answers, or the first verdict line where no quantized variant has one."""
         found = answers(self.session, self.rules)
-        fallback = [] if found else (verdict_lines(self.session, self.rules)[:1] or ["no verdict: fewer than two timed variants"])
+        fallback = [] if found else (verdict_lines(self.session, self.rules)[:1]
+                                     or ["no verdict: fewer than two timed variants"])
         return found, fallback
 
     def on_mount(self) -> None:

@@ -201,7 +201,8 @@ class StudyScreen(Screen):
         return self.session_path is not None and self.session_path.exists()
 
     def _kept(self, words: str) -> str:
-        return words.format(path=self.session_path) if self._saved() else words.split(";")[0] + "; nothing was saved yet"
+        return (words.format(path=self.session_path) if self._saved()
+                else words.split(";")[0] + "; nothing was saved yet")
 
     def _land_on_saved(self) -> None:
         if self._saved():
@@ -216,7 +217,8 @@ class StudyScreen(Screen):
         self.cancelled = True
         with self.lock:
             if self.thread_id is not None:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id), ctypes.py_object(StudyCancelled))
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread_id),
+                                                           ctypes.py_object(StudyCancelled))
         self.query_one(Log).write_line("stopping the study ...")
 
     def action_cancel(self) -> None:

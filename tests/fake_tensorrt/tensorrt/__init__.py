@@ -269,7 +269,8 @@ class IBuilderConfig:
 
     def set_timing_cache(self, cache: ITimingCache, ignore_mismatch: bool) -> bool:
         if cache.device != CONTROLS.device and not ignore_mismatch:
-            self.logger.log(ILogger.Severity.ERROR, f"stand-in: timing cache made on {cache.device}, not {CONTROLS.device}")
+            self.logger.log(ILogger.Severity.ERROR,
+                            f"stand-in: timing cache made on {cache.device}, not {CONTROLS.device}")
             return False
         self._timing_cache = cache
         return True
@@ -295,7 +296,8 @@ class Builder:
         shapes = {name: shape for profile in config.profiles for name, shape in profile.shapes.items()}
         free = [t.name for t in network.inputs if -1 in t.shape and t.name not in shapes]
         if free:
-            self.logger.log(ILogger.Severity.ERROR, "Network has dynamic or shape inputs, but no optimization profile has been defined.")
+            self.logger.log(ILogger.Severity.ERROR,
+                            "Network has dynamic or shape inputs, but no optimization profile has been defined.")
             return None
         model = _graph.fixed(network.model, shapes)
         layers = _graph.build_layers(model)
@@ -333,7 +335,8 @@ def _io_tensors(declared: onnx.ModelProto, fixed: onnx.ModelProto) -> list[dict]
             if value.name in weights:
                 continue
             dims = [d.dim_value if d.HasField("dim_value") else -1 for d in value.type.tensor_type.shape.dim]
-            tensors.append({"name": value.name, "mode": mode, "dtype": ONNX_TYPES[value.type.tensor_type.elem_type].name,
+            tensors.append({"name": value.name, "mode": mode,
+                            "dtype": ONNX_TYPES[value.type.tensor_type.elem_type].name,
                             "shape": dims, "resolved": resolved[value.name][1]})
     return tensors
 

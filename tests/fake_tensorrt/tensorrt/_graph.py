@@ -21,7 +21,8 @@ COMPUTE_OPS = {"Conv", "Gemm", "MatMul"}
 FUSED_AFTER = {"BatchNormalization", "Relu", "Sigmoid", "Clip", "HardSwish", "Silu"}
 QDQ = {"QuantizeLinear", "DequantizeLinear"}
 FORMATS = {  # element type -> (Format/Datatype token, tactic token)
-    TensorProto.FLOAT: ("FP32", "f32"), TensorProto.FLOAT16: ("FP16", "f16"), TensorProto.BFLOAT16: ("BFloat16", "bf16"),
+    TensorProto.FLOAT: ("FP32", "f32"), TensorProto.FLOAT16: ("FP16", "f16"),
+    TensorProto.BFLOAT16: ("BFloat16", "bf16"),
     TensorProto.FLOAT8E4M3FN: ("FP8", "e4m3"), TensorProto.INT8: ("Int8", "i8"), TensorProto.INT32: ("Int32", "i32"),
     TensorProto.INT64: ("Int64", "i64"), TensorProto.BOOL: ("Bool", "b"), TensorProto.UINT8: ("UInt8", "u8"),
 }
@@ -102,7 +103,8 @@ def value_types(model: onnx.ModelProto) -> dict[str, tuple[int, list[int]]]:
     types = {}
     for value in [*graph.input, *graph.value_info, *graph.output]:
         tensor_type = value.type.tensor_type
-        types[value.name] = (tensor_type.elem_type, [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim])
+        types[value.name] = (tensor_type.elem_type,
+                             [d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim])
     for tensor in graph.initializer:
         types[tensor.name] = (tensor.data_type, list(tensor.dims))
     return types
@@ -196,7 +198,8 @@ def _layer(group: list[onnx.NodeProto], types, weights: set[str]) -> Layer:
 def _tensor(name: str, types) -> dict:
     elem_type, dims = types.get(name, (TensorProto.FLOAT, []))
     token = FORMATS.get(elem_type, ("Float", ""))[0]
-    return {"Name": name, "Location": "Device", "Dimensions": dims, "Format/Datatype": f"Row major linear {token} format"}
+    return {"Name": name, "Location": "Device", "Dimensions": dims,
+            "Format/Datatype": f"Row major linear {token} format"}
 
 
 def _parameters(node: onnx.NodeProto, types, weights: set[str]) -> dict:
@@ -204,7 +207,8 @@ def _parameters(node: onnx.NodeProto, types, weights: set[str]) -> dict:
     if node.op_type == "Conv":
         weight_type, weight_dims = types.get(node.input[1], (TensorProto.FLOAT, [0, 0, 1, 1]))
         return {
-            "Kernel": list(attributes.get("kernel_shape", weight_dims[2:])), "Stride": list(attributes.get("strides", [1, 1])),
+            "Kernel": list(attributes.get("kernel_shape", weight_dims[2:])),
+            "Stride": list(attributes.get("strides", [1, 1])),
             "OutMaps": weight_dims[0] if weight_dims else None, "Groups": int(attributes.get("group", 1)),
             "Weights": {"Type": FORMATS.get(weight_type, ("Float", ""))[0], "Count": int(np.prod(weight_dims or [0]))},
         }
@@ -214,7 +218,8 @@ def _parameters(node: onnx.NodeProto, types, weights: set[str]) -> dict:
         return {"Kernel": [1, 1], "OutMaps": weight_dims[0 if transposed else -1] if weight_dims else None, "Groups": 1}
     if node.op_type in ("MaxPool", "AveragePool"):
         return {"PoolingType": "MAX" if node.op_type == "MaxPool" else "AVERAGE",
-                "WindowSize": list(attributes.get("kernel_shape", [])), "Stride": list(attributes.get("strides", [1, 1]))}
+                "WindowSize": list(attributes.get("kernel_shape", [])),
+                "Stride": list(attributes.get("strides", [1, 1]))}
     return {}
 
 
