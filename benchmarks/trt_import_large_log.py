@@ -40,7 +40,8 @@ def write_log(path: Path, layers: int) -> None:
                   f"{stamp}   Time(ms)     Avg.(ms)   Median(ms)   Time(%)   Layer\n")
         for i in range(layers):
             out.write(f"{stamp}       1.00       0.0100       0.0100       0.0   node_conv2d_{i} + node_relu_{i}\n")
-        out.write(f"{stamp}  {layers:.2f}       {layers / 100:.4f}       {layers / 100:.4f}     100.0   Total\n{stamp}\n")
+        out.write(f"{stamp}  {layers:.2f}       {layers / 100:.4f}       {layers / 100:.4f}     100.0   Total\n"
+                  f"{stamp}\n")
 
 
 def main() -> None:
@@ -63,8 +64,10 @@ def main() -> None:
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    print(f"# {args.checkout.name} at {commit or 'unknown'}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"import_dir_{args.layers}_layer_log\twall {wall:.1f} s\tCPU {cpu:.1f} s\tpeak RSS {after.ru_maxrss / 1024:.0f} MiB"
+    print(f"# {args.checkout.name} at {commit or 'unknown'}; "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    print(f"import_dir_{args.layers}_layer_log\twall {wall:.1f} s\tCPU {cpu:.1f} s\t"
+          f"peak RSS {after.ru_maxrss / 1024:.0f} MiB"
           f"\t{size / 2**20:.0f} MiB log\texit {done.returncode}")
     if done.returncode:
         print(f"# {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}")

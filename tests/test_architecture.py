@@ -40,7 +40,8 @@ def imports_of(path: Path, modules: dict[str, Path]) -> set[str]:
 
 def import_graph() -> dict[str, set[str]]:
     modules = project_modules()
-    return {name: {m for m in imports_of(path, modules) if m in modules and m != name} for name, path in modules.items()}
+    return {name: {m for m in imports_of(path, modules) if m in modules and m != name}
+            for name, path in modules.items()}
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -220,10 +221,12 @@ def test_the_policy_check_finds_a_hand_written_baseline_and_band(tmp_path):
 
 SPEC_MODULES = ("sessions/documents/options.py", "inspector/options.py")
 # A literal that is not the option's default: what documents written before the option existed mean.
-EARLIER_MEANINGS = {("sessions/documents/plan.py", "switch_warmup"): "plans recorded before the option discarded none",
-                    ("sessions/documents/migrations.py", "*"): "schema-1 documents, read with the defaults of their time",
-                    ("sessions/analyses/noise.py", "threads"): "one thread where a session recorded none (a load bound, "
-                                                               "not the option's default)"}
+EARLIER_MEANINGS = {
+    ("sessions/documents/plan.py", "switch_warmup"): "plans recorded before the option discarded none",
+    ("sessions/documents/migrations.py", "*"): "schema-1 documents, read with the defaults of their time",
+    ("sessions/analyses/noise.py", "threads"): ("one thread where a session recorded none (a load bound, "
+                                                "not the option's default)"),
+}
 
 
 def spec_numbers(spec) -> set[float]:
@@ -329,7 +332,8 @@ def test_renderers_never_test_a_backend_name():
         paths = [ROOT / target] if target.endswith(".py") else sorted((ROOT / target).rglob("*.py"))
         for path in paths:
             where = str(path.relative_to(ROOT))
-            if where != "sessions/documents/engines.py":  # the one reader of sessions written before engines named themselves
+            # the one reader of sessions written before engines named themselves
+            if where != "sessions/documents/engines.py":
                 found += backend_tests(path.read_text(), where)
     assert found == []
 
@@ -359,19 +363,22 @@ WRITE_FLAGS = {"O_CREAT", "O_WRONLY", "O_RDWR", "O_APPEND", "O_TRUNC"}
 
 
 def _call_name(func: ast.expr) -> tuple[str | None, str | None]:
-    """(owner, name) of a call: `os.replace` -> ("os", "replace"), `path.open` -> ("path", "open"), `open` -> (None, "open")."""
+    """(owner, name) of a call: `os.replace` -> ("os", "replace"), `path.open` -> ("path", "open"),
+    `open` -> (None, "open")."""
     if isinstance(func, ast.Name):
         return None, func.id
     if isinstance(func, ast.Attribute):
         value = func.value
-        return (value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else "?"), func.attr
+        owner = value.id if isinstance(value, ast.Name) else value.attr if isinstance(value, ast.Attribute) else "?"
+        return owner, func.attr
     return None, None
 
 
 def _opens_for_writing(node: ast.Call, name: str | None) -> bool:
     """`open(p, "w")`, `path.open("ab")`, `os.fdopen(fd, "wb")`, `os.open(p, os.O_CREAT | ...)`."""
     if name == "os.open":
-        return any(isinstance(n, ast.Attribute) and n.attr in WRITE_FLAGS for arg in node.args[1:2] for n in ast.walk(arg))
+        return any(isinstance(n, ast.Attribute) and n.attr in WRITE_FLAGS
+                   for arg in node.args[1:2] for n in ast.walk(arg))
     if name not in ("open", "fdopen", "os.fdopen") and not (name or "").endswith(".open"):
         return False
     if name == "open" and any(k.arg == "closefd" for k in node.keywords):
@@ -446,7 +453,8 @@ def fp8_offenders(source: str, where: str) -> list[str]:
 
 def test_the_fp8_check_finds_each_fact():
     source = "import torch\nx = y.clamp(-448.0, 448)\nz = torch.float8_e4m3fn\nok = cap >= (8, 9)\nfine = (8, 6)\n"
-    assert sorted(f.split(": ", 1)[1] for f in fp8_offenders(source, "x.py")) == ["(8, 9)", "448", "448", "float8_e4m3fn"]
+    assert (sorted(f.split(": ", 1)[1] for f in fp8_offenders(source, "x.py"))
+            == ["(8, 9)", "448", "448", "float8_e4m3fn"])
 
 
 def test_fp8_facts_are_written_only_in_the_fp8_module():
@@ -467,7 +475,8 @@ def test_fp8_facts_are_written_only_in_the_fp8_module():
 # but those named here, each for the reason given.
 ONE_READER = "sessions/documents/input_files.py"
 OTHER_READERS = {
-    "sessions/documents/storage.py": "the one writer: lock files, temporary files and folders it opens to write and fsync",
+    "sessions/documents/storage.py": ("the one writer: lock files, temporary files and folders it opens to write "
+                                      "and fsync"),
     "sessions/documents/state.py": "opens a session's lock file to probe its flock; reads no byte",
     "inspector/tui/output.py": "descriptors of the terminal and of a pipe of its own, never a file by name",
     "builders/models/seeded_weights.py": "a cache writer: opens the file safetensors' save_file wrote, to fsync it",

@@ -69,7 +69,8 @@ def assert_safe_markdown(text: str, headings: set[str]) -> list[list[str]]:
     assert markdown_table_problems(text) == []
     assert "\r" not in text and "\x0b" not in text
     lines = outside_fences(text)
-    assert [line for line in lines if line.lstrip().startswith("#") and line not in headings] == [], "a heading from data"
+    from_data = [line for line in lines if line.lstrip().startswith("#") and line not in headings]
+    assert from_data == [], "a heading from data"
     assert not [line for line in lines if re.match(r"\s*(- item|1\. |\[l\]:|\| a \| b \|)", line)], "a block from data"
     assert "<script>" not in "\n".join(lines)
     return tables(lines)
@@ -128,7 +129,8 @@ def test_the_markdown_escapes_keep_text_readable():
     from sessions.reports.tables import md_cell, md_code, md_fence, md_text
 
     assert md_cell("a|b <i> & c\nd") == "a\\|b &lt;i&gt; &amp; c d"
-    assert md_text("# heading") == "\\# heading" and md_text("1. item") == "1\\. item" and md_text("layer1.0") == "layer1.0"
+    assert md_text("# heading") == "\\# heading" and md_text("1. item") == "1\\. item"
+    assert md_text("layer1.0") == "layer1.0"
     assert md_code("layer1.0.conv2") == "`layer1.0.conv2`" and md_code("a`b") == "a\\`b"
     assert md_fence(["echo ```"]) == "````\necho ```\n````"
 
@@ -140,7 +142,8 @@ def test_a_command_with_a_newline_stays_one_line_that_bash_reads_back():
 
     line = shell_line(["printf", "%s|", "a\nb", "it's", "caf\xe9"])
     assert line == "printf '%s|' $'a\\x0ab' 'it'\"'\"'s' 'caf\xe9'"
-    assert subprocess.run(["bash", "-c", line], check=False, capture_output=True, text=True).stdout == "a\nb|it's|caf\xe9|"
+    ran = subprocess.run(["bash", "-c", line], check=False, capture_output=True, text=True)
+    assert ran.stdout == "a\nb|it's|caf\xe9|"
 
 
 # Defect 8: model inputs give one line and exit 2, never a traceback.
@@ -213,7 +216,8 @@ def tiny_segformer(folder, extra_key: bool = False) -> None:
 
 @pytest.mark.parametrize("config, message", [
     ('{"model_type": ["segformer"]}', "config.json is malformed: model_type is list, not a name"),
-    ('{"model_type": "segformer",\n', "config.json is malformed: Expecting property name enclosed in double quotes at line 2"),
+    ('{"model_type": "segformer",\n',
+     "config.json is malformed: Expecting property name enclosed in double quotes at line 2"),
     ("[1, 2]", "config.json is malformed: a JSON object is expected, not list"),
 ])
 def test_a_bad_hugging_face_config_is_one_line_that_says_malformed(config, message, tmp_path, capsys):
@@ -245,7 +249,8 @@ def test_a_malformed_config_in_the_hub_cache_is_not_called_missing(tmp_path, mon
     (tmp_path / "hub" / "models--acme--vision" / "refs" / "main").write_text("0123")
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     assert run_small("acme/vision") == 2
-    assert "config.json is malformed: Expecting property name enclosed in double quotes at line 1, column 2" in one_error_line(capsys)
+    assert ("config.json is malformed: Expecting property name enclosed in double quotes at line 1, column 2"
+            in one_error_line(capsys))
 
 
 def test_a_hugging_face_bin_that_is_not_plain_tensors_is_one_line_and_never_runs(tmp_path, monkeypatch, capsys):
@@ -343,7 +348,8 @@ def test_a_sweep_name_that_is_a_path_is_refused(tmp_path, capsys):
     from inspector.cli import main
 
     matrix = tmp_path / "m.toml"
-    matrix.write_text('[sweep]\nname = "../../escape"\n[base]\nmodel = "resnet18"\ndevice = "cpu"\n[axes]\nbatch = [1]\n')
+    matrix.write_text('[sweep]\nname = "../../escape"\n[base]\nmodel = "resnet18"\ndevice = "cpu"\n'
+                      '[axes]\nbatch = [1]\n')
     assert main(["sweep", str(matrix), "--dry-run"]) == 2
     assert "[sweep] name: '../../escape' is a path, not a name" in one_error_line(capsys)
 
@@ -462,7 +468,8 @@ def test_a_diff_against_renamed_layers_compares_no_per_group_split(tmp_path):
     assert result.returncode == 0, result.stdout  # the same latency and kernels: nothing regressed
     assert " split " not in result.stdout
     assert result.stdout.count("0 layers paired") == 4
-    assert result.stdout.count("no layer paired: layer times, kernels, precisions and per-group splits not compared") == 4
+    assert result.stdout.count("no layer paired: layer times, kernels, precisions and per-group splits "
+                               "not compared") == 4
     for variant in renamed.variants:
         for layer, original in zip(variant.layers, storage.load(a).variant(variant.name).layers):
             layer.op = original.op  # paired again, by shape and order: each split meets the split it was in A

@@ -2,11 +2,11 @@
 
 A study without a checkpoint builds its model right after `torch.manual_seed(seed)`: the random initialisation
 runs on the CPU, one generator, seconds for a large model (1.3 s of an 18 s senet154 study on the H200's host:
-`benchmarks/results/h200/mainjob-fast/machine-2/sampled.txt`). For
-the sources that build from the name alone (`builders.models.catalog.NAME_ONLY_SOURCES`) the result is a pure function of the
-model's name, the seed, the code that builds it and the CPU it runs on, so it is kept: a later study makes the model
-on the meta device (no memory, no initialisation), gives it the kept tensors, and sets torch's CPU generator to the
-state the initialisation left, so that whatever draws from it next draws what it would have.
+`benchmarks/results/h200/mainjob-fast/machine-2/sampled.txt`). For the sources that build from the name alone
+(`builders.models.catalog.NAME_ONLY_SOURCES`) the result is a pure function of the model's name, the seed, the code
+that builds it and the CPU it runs on, so it is kept: a later study makes the model on the meta device (no memory,
+no initialisation), gives it the kept tensors, and sets torch's CPU generator to the state the initialisation left,
+so that whatever draws from it next draws what it would have.
 
 Kept under a SHA-256 of everything the weights depend on: the model name, the seed, the default dtype, the versions of
 torch (and its build), timm and transformers, the CPU's architecture and the vector instructions PyTorch's CPU kernels
@@ -63,7 +63,8 @@ SETTLED_NS = 2_000_000_000  # far past the coarse clock (a few ms) file times ar
 Builder = Callable[[str, Callable[[], AbstractContextManager[Any]], Path | None], LoadedModel]
 
 
-def _load_model(name: str, construct: Callable[[], AbstractContextManager[Any]], checkpoint: Path | None) -> LoadedModel:
+def _load_model(name: str, construct: Callable[[], AbstractContextManager[Any]],
+                checkpoint: Path | None) -> LoadedModel:
     return models.load_model(name, checkpoint, construct)  # looked up when called: tests replace it
 
 
@@ -136,7 +137,8 @@ def _fill(module: torch.nn.Module, tensors: dict[str, torch.Tensor], copy: bool)
         if copy:  # a storage of its own, aligned as a fresh build's (CPU kernels choose their path by alignment: a
             # weight that views one file buffer gives the same sums in another order), in the constructor's strides
             value = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu").copy_(value)
-        store[attr] = torch.nn.Parameter(value, tensor.requires_grad) if isinstance(tensor, torch.nn.Parameter) else value
+        store[attr] = (torch.nn.Parameter(value, tensor.requires_grad) if isinstance(tensor, torch.nn.Parameter)
+                       else value)
     return not _meta_left(module)
 
 
@@ -208,7 +210,8 @@ class SeededWeights:
             return offered
         return built
 
-    def _keep(self, tensors: dict[str, torch.Tensor], state: torch.Tensor, path: Path, metadata: dict[str, str]) -> None:
+    def _keep(self, tensors: dict[str, torch.Tensor], state: torch.Tensor, path: Path,
+              metadata: dict[str, str]) -> None:
         """Writes `tensors` and `state` to `path` on a thread, with `metadata` and their digest, from the tensors
         themselves (the study never changes its model's weights in place: its variants are copies); tensors that
         share storage are not kept, nor a file this process is writing already. A write that fails leaves no file:

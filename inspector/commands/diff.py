@@ -35,7 +35,8 @@ def threshold(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise InputError(f"--threshold {text!r}: must be a finite, non-negative change such as 5% or 0.05")
     if not percent and value >= 1:
-        raise InputError(f"--threshold {text}: ambiguous (a fraction of {text}, or {text} %?); write {text}% or a fraction below 1")
+        raise InputError(f"--threshold {text}: ambiguous (a fraction of {text}, or {text} %?); "
+                         f"write {text}% or a fraction below 1")
     return value
 
 
@@ -66,5 +67,6 @@ def run(args: argparse.Namespace) -> int:
 
     change = threshold(args.threshold)
     path_a, path_b = resolve(args.a), resolve(args.b)
-    diff = diff_sessions(load(path_a), load(path_b), rules(args.rules), change, str(path_a), str(path_b), _pairs(args.pair))
+    diff = diff_sessions(load(path_a), load(path_b), rules(args.rules), change, str(path_a), str(path_b),
+                         _pairs(args.pair))
     return print_diff(diff, args.format)

@@ -52,7 +52,8 @@ def apply_result(paths: list[Path], reading: Reading) -> None:
     (path,) = paths
     runs = parse_result(documents.read_json(path, "benchmark result"), str(path))
     if reading.variant.latency is not None or reading.facts.summary is not None:
-        reading.notes.append(f"{path.name}: a benchmark script's {len(runs)} runs (median {sorted(runs)[len(runs) // 2]:.4g}"
+        reading.notes.append(f"{path.name}: a benchmark script's {len(runs)} runs "
+                             f"(median {sorted(runs)[len(runs) // 2]:.4g}"
                              " ms, its own timer, end to end) kept out of the latency: trtexec's figures give it")
         return
     reading.variant.latency = latency_stats(runs)

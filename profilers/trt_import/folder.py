@@ -109,7 +109,8 @@ def _classify(path: Path) -> Found | str:
         return exc.message
     if opens_as_json(head) or head.lstrip().startswith('"'):  # a JSON document, or one double-encoded as a string
         kind = kind_of_head(head) or _kind_of_whole(path)
-        return Found(path, {kind.role: RANKS["json"]}, _json_engine(path)) if kind else "not a TensorRT file this tool reads"
+        return (Found(path, {kind.role: RANKS["json"]}, _json_engine(path)) if kind
+                else "not a TensorRT file this tool reads")
     try:
         text = documents.read_text(path, "file")
     except (InputError, OSError) as exc:
@@ -158,7 +159,8 @@ def _engine(name: str | None, key: str | None, found: list[Found]) -> Engine:
             took.append("run facts" + (" and performance summary" if f.summary else ""))
         unused = [role for role in f.ranks if role not in took and role != METADATA and chosen.get(role) is not None]
         if unused:
-            took.append(f"its {' and '.join(unused)} not read: {', '.join(chosen[r].path.name for r in unused)} gives it")
+            took.append(f"its {' and '.join(unused)} not read: "
+                        f"{', '.join(chosen[r].path.name for r in unused)} gives it")
         engine.taken.append(f"{f.path.name} ({'; '.join(took)})")
     return engine
 

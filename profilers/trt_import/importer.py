@@ -80,29 +80,33 @@ SYNCHRONISED = ("measured under per-layer synchronisation: includes profiling ov
 def per_layer_words(profile: Profile | None, dumped: bool = False) -> str:
     """What each layer's time is, in words; `dumped` for a profile read from a `--dumpProfile` table."""
     if profile is not None and dumped:
-        return f"IProfiler layer times from trtexec --dumpProfile's table in the log (average per iteration), {SYNCHRONISED}"
+        return ("IProfiler layer times from trtexec --dumpProfile's table in the log (average per iteration), "
+                f"{SYNCHRONISED}")
     if profile is not None and profile.records[0].samples is not None:
-        return (f"IProfiler layer times over up to {profile.count} runs, written by the TensorRT API: each layer's median, "
-                f"with p10 and p90, {SYNCHRONISED}")
+        return (f"IProfiler layer times over up to {profile.count} runs, written by the TensorRT API: "
+                f"each layer's median, with p10 and p90, {SYNCHRONISED}")
     if profile is not None:
         return f"IProfiler layer times from trtexec --exportProfile (averageMs per inference), {SYNCHRONISED}"
     return "no per-layer times imported (--profile)"
 
 
 def _apply_log(logs: list[Path], info: LayerInfo, notes: list[str]) -> None:
-    """Types, tactics and tensors from a verbose trtexec log (--metadata, or the log given as the profile), for names-only layers."""
+    """Types, tactics and tensors from a verbose trtexec log (--metadata, or the log given as the profile), for
+    names-only layers."""
     if info.detailed:
         return
     for path in logs:
         logged = logged_layers(path)
         if logged:
             typed = apply_logged(info.layers, logged)
-            notes.append(f"layer types, tactics and tensors of {typed} of {len(info.layers)} layers from the log {path.name}")
+            notes.append(f"layer types, tactics and tensors of {typed} of {len(info.layers)} layers "
+                         f"from the log {path.name}")
             if typed == len(info.layers):
                 info.detailed = True
                 info.notes = [note for note in info.notes if not note.startswith("names-only")]
             if typed:
-                io = {t.name for layer in info.layers for t in layer.inputs} - {t.name for layer in info.layers for t in layer.outputs}
+                io = ({t.name for layer in info.layers for t in layer.inputs}
+                      - {t.name for layer in info.layers for t in layer.outputs})
                 info.io_tensors = info.io_tensors or sorted(io)
             return
 
@@ -126,16 +130,19 @@ def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | 
         folded = fold_myelin_kernels(profile, info.layers)
         profile = folded.profile
         if folded.kernels:
-            notes.append(f"{sum(map(len, folded.kernels.values()))} kernel records of {len(folded.kernels)} Myelin layers "
+            notes.append(f"{sum(map(len, folded.kernels.values()))} kernel records "
+                         f"of {len(folded.kernels)} Myelin layers "
                          "summed into their layer (a record `..._myl<i>_<k>` is kernel k of engine layer i): "
                          + "; ".join(f"{name[:80]!r} <- {_listed(rows)}" for name, rows in folded.kernels.items()))
         if profile_path is not None and is_text(profile_path):
             profile, unrun = with_unrun_layers(profile, [layer.name for layer in info.layers])
             if unrun:
-                notes.append(f"{len(unrun)} layers have no row in the --dumpProfile table (trtexec prints none for a layer "
+                notes.append(f"{len(unrun)} layers have no row in the --dumpProfile table "
+                             "(trtexec prints none for a layer "
                              f"that did not run): 0 ms, as --exportProfile writes them ({_listed(unrun)})")
         pairing = pair_profile(info.layers, profile, str(profile_path))
-        notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: {pairing.matched} of {len(info.layers)} layers")
+        notes.append(f"profile paired {'by position' if pairing.by_position else 'by name'}: "
+                     f"{pairing.matched} of {len(info.layers)} layers")
         if pairing.unmatched_layers or pairing.unmatched_records:
             notes.append(f"partial pairing: {len(pairing.unmatched_layers)} layers without a record, "
                          f"{len(pairing.unmatched_records)} records without a layer")
@@ -189,7 +196,8 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
     source = files.one(LAYERS) or files.one(PROFILE)
     assert source is not None
     stem = engine_name(source)
-    notes.append(f"model name from the file name {source.name!r} (no trtexec metadata names the model; --model sets it)")
+    notes.append(f"model name from the file name {source.name!r} "
+                 "(no trtexec metadata names the model; --model sets it)")
     return stem
 
 
@@ -215,11 +223,13 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
         notes.append(f"{dla} layers run on (or move data to) the DLA")
     precision = dominant_precision(info.layers, facts.precision)
     if precision == "unknown":
-        notes.append("precision unknown: names-only files hold no types (trtexec metadata or a log with --metadata gives it)")
+        notes.append("precision unknown: names-only files hold no types "
+                     "(trtexec metadata or a log with --metadata gives it)")
     by_trtexec = any(files.every(role.name) for role in roles() if role.by_trtexec)
     variant = Variant(
         name=name or (engine_name(source) if source else "variant"),
-        backend="trtexec" if facts.sources or by_trtexec or (profile and not profile.records[0].samples) else "tensorrt",
+        backend=("trtexec" if facts.sources or by_trtexec or (profile and not profile.records[0].samples)
+                 else "tensorrt"),
         precision=precision,  # type: ignore[arg-type]  # a PRECISION_ORDER word or "unknown"
         device="cuda",
         layers=info.layers,
@@ -232,7 +242,8 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     found_batch, shape = _batch(info, facts, batch, notes)
     variant.notes = notes
     profile_path = files.one(PROFILE)
-    return Imported(variant, _model(files, facts, model, notes, folder_model), found_batch, list(shape[1:]) if shape else [], facts,
+    return Imported(variant, _model(files, facts, model, notes, folder_model), found_batch,
+                    list(shape[1:]) if shape else [], facts,
                     per_layer_words(profile, profile_path is not None and is_text(profile_path)), reading.timed_by)
 
 
@@ -280,8 +291,9 @@ def _apply_summary(variant: Variant, facts: RunFacts, notes: list[str]) -> None:
 def environment_of(facts: RunFacts) -> Environment:
     gpu = None
     if facts.gpu:
-        gpu = GpuInfo(name=facts.gpu, compute_capability=facts.compute_capability, multiprocessors=facts.multiprocessors,
-                      memory_mib=facts.memory_mib, sm_clock_mhz=facts.sm_clock_mhz, mem_clock_mhz=facts.mem_clock_mhz)
+        gpu = GpuInfo(name=facts.gpu, compute_capability=facts.compute_capability,
+                      multiprocessors=facts.multiprocessors, memory_mib=facts.memory_mib,
+                      sm_clock_mhz=facts.sm_clock_mhz, mem_clock_mhz=facts.mem_clock_mhz)
     return Environment(host="unknown (imported files)", os="", cpu="", cpu_count=0, python="",
                        versions={name: version for name, version in (("tensorrt", facts.tensorrt), ("cuda", facts.cuda))
                                  if version}, gpu=gpu)

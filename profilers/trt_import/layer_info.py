@@ -150,13 +150,15 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
         raise InputError(f"{origin}: the file lists no layers")
     notes = []
     if not detailed:
-        notes.append("names-only layer information: rebuild with --profilingVerbosity=detailed for types, tactics and formats")
+        notes.append("names-only layer information: rebuild with --profilingVerbosity=detailed "
+                     "for types, tactics and formats")
     if other_profiles:
         notes.append(f"{other_profiles} layers of optimization profiles above 0 left out")
     return LayerInfo(layers, _io_tensors(doc), detailed, other_profiles, notes)
 
 
-def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | None, outputs: list[Tensor]) -> str | None:
+def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | None,
+                      outputs: list[Tensor]) -> str | None:
     """What a layer computes in: tactic tokens, then weights, then the data inputs; the output dtype last.
 
     A fused output dequantize makes an INT8 convolution write FP16 or FP32: its output says nothing
@@ -244,7 +246,8 @@ def _detailed_layer(item: dict) -> Layer:
         precision=compute_precision(tensors_in, attrs.get("weights"), str(item.get("TacticName") or ""), tensors_out),
         groups=_int(_field(item, "Groups")),
         kernel_shape=_ints(_field(item, "Kernel")),
-        in_channels=tensors_in[0].shape[1] if tensors_in and tensors_in[0].shape and len(tensors_in[0].shape) >= 2 else None,
+        in_channels=(tensors_in[0].shape[1] if tensors_in and tensors_in[0].shape and len(tensors_in[0].shape) >= 2
+                     else None),
         out_channels=_int(_field(item, "OutMaps")),
         stride=_ints(_field(item, "Stride")),
         inputs=tensors_in,
@@ -266,4 +269,5 @@ def _int(value: Any) -> int | None:
 
 
 def _ints(value: Any) -> list[int] | None:
-    return value if isinstance(value, list) and set(map(type, value)) <= INT and (not value or min(value) >= 0) else None
+    return (value if isinstance(value, list) and set(map(type, value)) <= INT and (not value or min(value) >= 0)
+            else None)

@@ -87,7 +87,8 @@ class RunFacts:
 
 
 def engine_stem(path: Path) -> str:
-    """`resnet.onnx.engine.graph.json` -> `resnet.onnx.engine`: the name trtexec and trex give every file of one engine."""
+    """`resnet.onnx.engine.graph.json` -> `resnet.onnx.engine`: the name trtexec and trex give every file of one
+    engine."""
     name = path.name
     for suffix in suffixes():
         if name.endswith(suffix) and len(name) > len(suffix):
@@ -141,11 +142,14 @@ def _options_from_json(doc: Any, source: str) -> dict[str, Any]:
     if isinstance(doc, list) and doc and isinstance(doc[0], dict) and "ComputeCapability" in doc[0]:
         device = doc[0]
         cc = device.get("ComputeCapability")
-        return {"Selected Device": device.get("Name"), "Compute Capability": ".".join(map(str, cc)) if isinstance(cc, list) else cc,
+        return {"Selected Device": device.get("Name"),
+                "Compute Capability": ".".join(map(str, cc)) if isinstance(cc, list) else cc,
                 "Total Memory": device.get("TotalMemory"), "SMs": device.get("MULTIPROCESSOR_COUNT"),
                 "Clock Rate": device.get("CLOCK_RATE"), "Memory Clock Rate": device.get("MEMORY_CLOCK_RATE"),
-                "CUDA version": ".".join(map(str, device["CUDA_VERSION"])) if isinstance(device.get("CUDA_VERSION"), list) else None}
-    if not isinstance(doc, dict) or not ({"model_options", "build_options", "inference_options", "device_information"} & set(doc)):
+                "CUDA version": (".".join(map(str, device["CUDA_VERSION"]))
+                                 if isinstance(device.get("CUDA_VERSION"), list) else None)}
+    if not isinstance(doc, dict) or not ({"model_options", "build_options", "inference_options",
+                                          "device_information"} & set(doc)):
         raise InputError("not trtexec metadata (no model, build, inference or device options)")
     options: dict[str, Any] = {}
     for section in ("model_options", "build_options", "inference_options", "device_information"):
@@ -229,7 +233,8 @@ def facts_from(paths: list[Path]) -> RunFacts:
     iterations = _bounded(_number(options.get("Iterations")), documents.count, "Iterations")
     summary = summaries[0] if summaries else None
     model_from = next((key for key in NAMING if options.get(key)), None)
-    shape_from = next((key for key in SHAPING if _shape(options.get(key)) or key == "--batch" and options.get(key)), None)
+    shape_from = next((key for key in SHAPING if _shape(options.get(key)) or key == "--batch" and options.get(key)),
+                      None)
     duration_s = _bounded(_number(duration.split("(")[0]) if duration else None, documents.time_ms, "Duration")
     warmup_ms = _bounded(float(warmup.group(1)) if warmup else None, documents.time_ms, "warm-up")
     cc = options.get("Compute Capability")

@@ -88,8 +88,8 @@ def parse_samples(doc: dict[str, Any], origin: str) -> Profile:
             continue
         times = [documents.time_ms(v, f"{origin}: {name[:60]!r} sample {i}") for i, v in enumerate(values)]
         deciles = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else [times[0]] * 9
-        records.append(ProfileRecord(normalize_name(name), sum(times), statistics.median(times), statistics.median(times),
-                                     None, (deciles[0], deciles[-1]), len(times)))
+        records.append(ProfileRecord(normalize_name(name), sum(times), statistics.median(times),
+                                     statistics.median(times), None, (deciles[0], deciles[-1]), len(times)))
     if not records:
         raise InputError(f"{origin}: the samples hold no layer")
     return Profile(max(r.samples or 0 for r in records), records)
@@ -182,7 +182,8 @@ def pair_profile(layers: list[Layer], profile: Profile, origin: str) -> Pairing:
         example = unmatched_layers[0] if unmatched_layers else unmatched_records[0] if unmatched_records else "?"
         raise InputError(
             f"{origin} does not pair with the layer information: {matched} of {len(layers)} layers and of "
-            f"{len(profile.records)} profile records pair by name, below {PAIRING_MIN:.0%} (first unpaired: {example[:80]!r}); "
+            f"{len(profile.records)} profile records pair by name, below {PAIRING_MIN:.0%} "
+            f"(first unpaired: {example[:80]!r}); "
             "were both files written for the same engine?"
         )
     return Pairing(False, matched, unmatched_layers, unmatched_records)

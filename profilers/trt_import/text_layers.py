@@ -68,7 +68,8 @@ LOG_HEAD = 20000  # the marks come within the first lines
 
 
 # what one trtexec run prints once at most; a file with two is several logs joined (a script's builds and runs)
-ONCE_A_RUN = ("&&&& RUNNING", "Engine Layer Information:", "] Layer Information:", "=== Profile (", "=== Performance summary ===")
+ONCE_A_RUN = ("&&&& RUNNING", "Engine Layer Information:", "] Layer Information:", "=== Profile (",
+              "=== Performance summary ===")
 
 
 def one_run(text: str, origin: str) -> None:
@@ -77,7 +78,8 @@ def one_run(text: str, origin: str) -> None:
     for mark in ONCE_A_RUN:
         count = text.count(mark)
         if count > 1:
-            raise InputError(f"{origin}: {count} `{mark.strip('] ')}` lines, one a trtexec run: a file of several runs; "
+            raise InputError(f"{origin}: {count} `{mark.strip('] ')}` lines, one a trtexec run: "
+                             "a file of several runs; "
                              "cut out the part of the run to import")
 
 
@@ -280,7 +282,8 @@ def parse_text_layers(text: str, origin: str) -> LayerInfo:
     apply_logged(found, logged)
     produced = {t.name for layer in found for t in layer.outputs}
     inputs = list(dict.fromkeys(t.name for layer in found for t in layer.inputs if t.name not in produced))
-    return LayerInfo(found, inputs, detailed=True, notes=[f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"])
+    return LayerInfo(found, inputs, detailed=True,
+                     notes=[f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"])
 
 
 def read_text_layers(path: Path) -> LayerInfo:

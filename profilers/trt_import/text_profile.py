@@ -97,7 +97,8 @@ def parse_text_profile(text: str, origin: str) -> TextProfile:
     one_run(text, origin)
     match = PROFILE_HEADING.search(text)
     if match is None:
-        raise InputError(f"{origin}: no `=== Profile (N iterations ) ===` table in this log (trtexec prints it with --dumpProfile)")
+        raise InputError(f"{origin}: no `=== Profile (N iterations ) ===` table in this log "
+                         "(trtexec prints it with --dumpProfile)")
     count = documents.count(int(match.group(1)), f"{origin}: the profile's iterations", positive=True)
     raw_lines = text[match.end():].split("\n")[1:]  # the lines after the heading's
     rest = ((raw, LOG_PREFIX.sub("", raw).rstrip()) for raw in raw_lines)
@@ -164,5 +165,6 @@ def with_unrun_layers(profile: Profile, layer_names: list[str]) -> tuple[Profile
     for name in layer_names:
         queue = by_name.get(name)
         records.append(queue.pop(0) if queue else ProfileRecord(name, 0.0, 0.0, 0.0, 0.0))
-    records.extend(record for queue in by_name.values() for record in queue)  # rows naming no layer, for the pairing to list
+    # rows naming no layer, for the pairing to list
+    records.extend(record for queue in by_name.values() for record in queue)
     return Profile(profile.count, records), missing

@@ -75,7 +75,8 @@ def _check_times_engine(path: Path, reading: Reading, median_ms: float) -> None:
     expected = reading.facts.gpu_compute_median_ms
     if expected and abs(median_ms - expected) > TIMES_AGREEMENT * expected:
         raise InputError(f"{path}: median {median_ms:.4g} ms, but trtexec's summary of this engine's run says "
-                         f"{expected:.4g} ms ({', '.join(reading.facts.sources)}); were both written for the same engine?")
+                         f"{expected:.4g} ms ({', '.join(reading.facts.sources)}); "
+                         "were both written for the same engine?")
 
 
 register_role(Role(ROLE, "per-inference times (--exportTimes)", order=3, by_trtexec=True, apply=apply_times))

@@ -8,8 +8,9 @@ per-group times also need an absolute change of `TIME_FLOOR` of the variant's ti
 times are judged with the variant's common factor (`sessions.analyses.noise.common_factor`: what a change of
 machine load did to every layer) removed from B; the latency is judged as measured unless
 `sessions.analyses.noise.machine_latency` finds the machine's load moved it with every layer, or, on the CPU with no
-layer or group a regression, finds it within what the host's load can do (then it is stated, and not judged). A time without a
-stored spread on either side is not judged against bands, only against the threshold, and counted in the notes.
+layer or group a regression, finds it within what the host's load can do (then it is stated, and not judged). A time
+without a stored spread on either side is not judged against bands, only against the threshold, and counted in the
+notes.
 Without a spread on both sides, or where the batches differ, no factor is removed.
 A per-group split counts where a paired layer splits in B and not in A; with no layer paired, nothing
 per layer is compared, and the notes say so.
@@ -56,7 +57,8 @@ class Change:
     b: float | str | None
     regression: bool
     note: str = ""
-    verdict: str | None = None  # sessions.analyses.noise.judge of B against A, for latency, group and layer times; None: not judged
+    # sessions.analyses.noise.judge of B against A, for latency, group and layer times; None: not judged
+    verdict: str | None = None
 
     @property
     def relative(self) -> float | None:
@@ -148,7 +150,8 @@ def _folding_warnings(pairs: list[VariantPair], a: dict[str, Variant], b: dict[s
         if fold_a != fold_b:
             words = {None: "unknown", 0: "none"}
             found.append(f"{pair.label}: BatchNorm layers folded into convolutions {words.get(fold_a, fold_a)} in A, "
-                         f"{words.get(fold_b, fold_b)} in B: convolution kernels and layer counts differ by construction")
+                         f"{words.get(fold_b, fold_b)} in B: "
+                         "convolution kernels and layer counts differ by construction")
     return found
 
 
@@ -184,8 +187,8 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     loads = HostLoad.of(a.environment), HostLoad.of(b.environment)
     for pair, (batch_a, batch_b) in zip(chosen, batches):
         scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
-        compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules, threshold,
-                                     loads)
+        compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules,
+                                     threshold, loads)
         result.changes.extend(compared.changes())
         result.notes.extend(compared.notes)
     return result
@@ -303,7 +306,8 @@ class VariantComparison:
         verdict = judge(band_a, band_b)
         rel = (b - a) / a if a else 0.0
         note = f"{verdict}; {bands}"
-        return Change(self.label, "latency", self.label, a, b, verdict == SLOWER and rel > self.threshold, note, verdict)
+        return Change(self.label, "latency", self.label, a, b, verdict == SLOWER and rel > self.threshold, note,
+                      verdict)
 
     def _layer_total(self) -> Change | None:
         """Without a latency on both sides, the summed layer time is the only whole-engine figure: compared as one."""
@@ -338,7 +342,8 @@ class VariantComparison:
             return None
         # no spread stored (an imported profile's averages, an older session): the threshold alone decides, and says so
         slower = verdict == SLOWER if verdict is not None else True
-        regression = slower and b_level > a * (1 + self.threshold) and b_level - a >= TIME_FLOOR * total  # a new group's time counts
+        # a new group's time counts
+        regression = slower and b_level > a * (1 + self.threshold) and b_level - a >= TIME_FLOOR * total
         if not regression and abs(b_level - a) < TIME_FLOOR * total:
             return None  # small and not a regression: not worth a row
         note = (f"bands {_span(band_a)} and {_span(band_b)} ms" if verdict is not None
@@ -359,8 +364,10 @@ class VariantComparison:
         total = self._total_a()
         for group in dict.fromkeys([*rows_a, *rows_b]):
             ra, rb = rows_a.get(group), rows_b.get(group)
-            ka = ra.kernels_per_call / self.scale_a if ra and ra.kernels_per_call is not None else (0.0 if self.va.kernels is not None else None)
-            kb = rb.kernels_per_call / self.scale_b if rb and rb.kernels_per_call is not None else (0.0 if self.vb.kernels is not None else None)
+            ka = (ra.kernels_per_call / self.scale_a if ra and ra.kernels_per_call is not None
+                  else (0.0 if self.va.kernels is not None else None))
+            kb = (rb.kernels_per_call / self.scale_b if rb and rb.kernels_per_call is not None
+                  else (0.0 if self.vb.kernels is not None else None))
             changes.append(self._count("group kernels", group, ka, kb))
             if _timed(self.va) and _timed(self.vb):
                 ta = (ra.time_ms or 0.0) / self.scale_a if ra else 0.0
@@ -404,13 +411,16 @@ class VariantComparison:
                                   f"fused in A into {va.layers[i].name}"))
         for i in alignment.only_a:
             layer = va.layers[i]
-            changes.append(Change(self.label, "removed layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False, role_of(layer, self.rules)))
+            changes.append(Change(self.label, "removed layer", layer.name, _ms(layer.time_ms, self.scale_a), None,
+                                  False, role_of(layer, self.rules)))
         for j in alignment.only_b:
             layer = vb.layers[j]
-            changes.append(Change(self.label, "new layer", layer.name, None, _ms(layer.time_ms, self.scale_b), False, role_of(layer, self.rules)))
+            changes.append(Change(self.label, "new layer", layer.name, None, _ms(layer.time_ms, self.scale_b), False,
+                                  role_of(layer, self.rules)))
         methods = Counter(alignment.how.values())
         self.notes.append(
-            f"{self.label}: {len(alignment.pairs)} layers paired ({', '.join(f'{n} by {m}' for m, n in methods.items()) or 'none'}), "
+            f"{self.label}: {len(alignment.pairs)} layers paired "
+            f"({', '.join(f'{n} by {m}' for m, n in methods.items()) or 'none'}), "
             f"{len(alignment.fused_a)} of A fused into B's layers, {len(alignment.fused_b)} of B fused in A; "
             f"could not match {len(alignment.only_a)} only in A, {len(alignment.only_b)} only in B"
         )
@@ -423,7 +433,8 @@ class VariantComparison:
         for i, j in self._alignment.pairs:
             partners.setdefault(self.vb.layers[j].name, set()).add(self.va.layers[i].name)
         return [
-            Change(self.label, "split", flag.layer, None, flag.kernels_per_call, True, f"kernels per call reached {flag.groups} groups")
+            Change(self.label, "split", flag.layer, None, flag.kernels_per_call, True,
+                   f"kernels per call reached {flag.groups} groups")
             for flag in diagnose(self.vb)
             if flag.reason == "per-group split" and any(name not in split_a for name in partners.get(flag.layer, ()))
         ]

@@ -179,8 +179,8 @@ OPTIONS: tuple[Option, ...] = (
            "(loaded with weights_only=True)",
            commands=(RUN, PROBE, ONNX)),
     Option("opt_level", ("--opt-level",), int, "TensorRT builder_optimization_level; in the cuDNN engine, how many "
-           "plans it times per layer (0: cuDNN's first, and no other library's tactic) (default %(default)s)", default=3,
-           low=0, high=5),
+           "plans it times per layer (0: cuDNN's first, and no other library's tactic) (default %(default)s)",
+           default=3, low=0, high=5),
     Option("fp8_layers", ("--fp8-layers",), str, "layers a recipe quantizes, in the cuDNN engine: timed runs each "
            "in FP8 only where its best FP8 tactic beats its fp16 one (as TensorRT's builder chooses); kept runs every "
            "one in FP8 wherever an FP8 kernel exists, to study the FP8 kernels (default %(default)s)",

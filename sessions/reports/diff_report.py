@@ -55,7 +55,8 @@ def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER
     prose = md_text if markdown else terminal_text
     per = "; per image" if diff.per_image else ""
     lines = [f"A: {diff.a}", f"B: {diff.b}",
-             f"threshold {diff.threshold * 100:g}%{per}; variants compared: {', '.join(diff.matched_variants) or 'none'}"]
+             (f"threshold {diff.threshold * 100:g}%{per}; "
+              f"variants compared: {', '.join(diff.matched_variants) or 'none'}")]
     if diff.only_a:
         lines.append(f"only in A: {', '.join(diff.only_a)}")
     if diff.only_b:
@@ -68,7 +69,9 @@ def diff_text(diff: SessionDiff, markdown: bool = False, layer_rows: int = LAYER
     parts = ["\n".join(map(prose, lines))]
     if head:
         parts.append(render(HEADERS, [_row(c) for c in head]))
-    for rows, what in ((layer, "layer changes"), (unmatched, "unmatched and fused layers (time ms on the side that has the layer; its role, or what it fused into, last)")):
+    for rows, what in ((layer, "layer changes"),
+                       (unmatched, ("unmatched and fused layers (time ms on the side that has the layer; "
+                                    "its role, or what it fused into, last)"))):
         if not rows:
             continue
         shown = rows[:layer_rows]

@@ -33,7 +33,8 @@ def measured(monkeypatch):
     return holder
 
 
-@pytest.mark.parametrize(("cores", "load", "threads"), [(2, 0.0, 2), (2, 0.4, 2), (2, 1.2, 1), (2, 14.0, 1), (16, 3.6, 12)])
+@pytest.mark.parametrize(("cores", "load", "threads"),
+                         [(2, 0.0, 2), (2, 0.4, 2), (2, 1.2, 1), (2, 14.0, 1), (16, 3.6, 12)])
 def test_threads_are_the_cores_the_load_leaves_free(cores, load, threads):
     assert choose_threads(cores, load) == threads
 
@@ -73,7 +74,8 @@ def test_when_no_count_fits_the_default_second_recipe_goes_but_a_named_one_stays
     plan, notes = fit_cpu_plan(cpu_plan(), StudyRequest("senet154"))
     assert [v.name for v in plan.variants] == ["fp32", "fp8-all"]
     assert any("left out to fit the time: fp8-no-se" in note for note in notes)
-    named, notes = fit_cpu_plan(cpu_plan(recipes=("all", "no-se")), StudyRequest("senet154", fp8_recipes=("all", "no-se")))
+    named, notes = fit_cpu_plan(cpu_plan(recipes=("all", "no-se")),
+                                StudyRequest("senet154", fp8_recipes=("all", "no-se")))
     assert [v.name for v in named.variants] == ["fp32", "fp8-all", "fp8-no-se"]
     assert any("over the" in note for note in notes)
 

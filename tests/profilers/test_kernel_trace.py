@@ -14,7 +14,8 @@ from profilers.attribution import LayerIndex, TraceRecords, summarize
 from tests.fake_cupti import ActivityKind, DriverApiTraceCbid, FakeCupti, RuntimeApiTraceCbid
 
 BOUNDS = {"INVALID", "SIZE", "FORCE_INT"}
-RUNTIME_LAUNCHES = {"cudaLaunch_v3020", "cudaLaunchKernel_v7000", "cudaGraphLaunch_v10000", "cudaLaunchKernelExC_v11060"}
+RUNTIME_LAUNCHES = {"cudaLaunch_v3020", "cudaLaunchKernel_v7000", "cudaGraphLaunch_v10000",
+                    "cudaLaunchKernelExC_v11060"}
 DRIVER_LAUNCHES = {"cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch"}
 RUNTIME_OTHERS = {m.name for m in RuntimeApiTraceCbid} - BOUNDS - RUNTIME_LAUNCHES
 DRIVER_OTHERS = {m.name for m in DriverApiTraceCbid} - BOUNDS - DRIVER_LAUNCHES

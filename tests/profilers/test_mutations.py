@@ -121,7 +121,8 @@ def test_cuda_graph_is_claimed_only_when_every_timed_step_replays_one(tmp_path, 
     monkeypatch.setattr(profilers.timing, "measure", fake_measure)
     plan = replace(session.study.plan, device=device)
     engines = {"fp32": GraphEngine(graphed[0]), "fp16": GraphEngine(graphed[1])}
-    study.time_variants(session, engines, plan, study.Recorder(session, SessionWriter(tmp_path / "t.json", False), lambda p: None))
+    study.time_variants(session, engines, plan,
+                        study.Recorder(session, SessionWriter(tmp_path / "t.json", False), lambda p: None))
     assert session.method.cuda_graph is claimed
     region = session.method.timed_region
     if device == "cuda":
@@ -184,4 +185,5 @@ def test_quality_counts_nonfinite_outputs():
 def test_identical_outputs_are_perfect():
     reference = np.random.default_rng(0).normal(size=(4, 10))
     quality = compare(reference, reference.copy(), "fp32", "test rows", 4)
-    assert (quality.top1_agreement, quality.mean_kl, quality.max_abs_logit_error, quality.nonfinite) == (1.0, 0.0, 0.0, 0)
+    assert ((quality.top1_agreement, quality.mean_kl, quality.max_abs_logit_error, quality.nonfinite)
+            == (1.0, 0.0, 0.0, 0))

@@ -1,5 +1,6 @@
 """Peak device memory per variant (`Variant.peak_memory_bytes`, profilers/memory.py): measured on CUDA through
-PyTorch's allocator only, None elsewhere; written, read back and shown by `show`, export, `show --json` and the TUI's table.
+PyTorch's allocator only, None elsewhere; written, read back and shown by `show`, export, `show --json` and the TUI's
+table.
 
 The CUDA allocator is a stand-in here (no GPU): it counts the bytes the test says each step allocates, so the
 expected figure is the test's own arithmetic.

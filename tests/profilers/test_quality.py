@@ -19,7 +19,8 @@ def test_segmentation_agreement_with_fp32_and_fp16_per_pixel():
     fp16[0, 0, 0] = 1  # one pixel of 32 differs from fp32
     fp8 = fp32.copy()
     fp8[1, :2, :] = 2  # 8 pixels differ from fp32, 9 from fp16
-    quality = compare(logits_for(fp32), logits_for(fp8), "fp32", "test", 2, ("fp16", predicted_classes(logits_for(fp16))))
+    quality = compare(logits_for(fp32), logits_for(fp8), "fp32", "test", 2,
+                      ("fp16", predicted_classes(logits_for(fp16))))
     assert quality.task == "segmentation"
     assert quality.top1_agreement == pytest.approx(24 / 32)
     assert quality.baseline == "fp16" and quality.agreement_baseline == pytest.approx(23 / 32)

@@ -158,7 +158,8 @@ def test_reviewer_fields_round_trip_and_old_sessions_still_load(tmp_path):
 
     old = storage.load(H200 / "senet154-h200.json")  # written before these fields existed
     assert old.environment.torch is None and old.environment.during_timing is None and old.study.tool_commit is None
-    old.environment.during_timing = environment.TimingConditions("fake", [GpuSample(0.5, 1980, 2619, 61, 300.5, ["sw_power_cap"])])
+    old.environment.during_timing = environment.TimingConditions(
+        "fake", [GpuSample(0.5, 1980, 2619, 61, 300.5, ["sw_power_cap"])])
     old.environment.torch = environment.TorchSettings(cudnn_benchmark=True, cudnn_version=92400)
     old.study.tool_commit = "abc123-dirty"
     again = storage.load(storage.save(old, tmp_path / "s.json"))

@@ -30,7 +30,8 @@ def roles_of_names(names: list[str]) -> list[str]:
 def test_names_only_fused_layers_take_the_role_of_their_dominant_op():
     # constructed names-only layer information, spelled as the DETR and YOLO sets spell their layers
     names = [
-        "/model/backbone/layer1/0/conv1/Conv + onnx::Mul_4114 + /model/backbone/layer1/0/bn1/Mul + /model/backbone/layer1/0/act1/Relu",
+        ("/model/backbone/layer1/0/conv1/Conv + onnx::Mul_4114 + /model/backbone/layer1/0/bn1/Mul + "
+         "/model/backbone/layer1/0/act1/Relu"),
         "backbone.conv1.weight + /backbone/conv1/_weight_quantizer/QuantizeLinear + /backbone/conv1/Conv",
         "/backbone/layer1/conv/Conv + PWN(/backbone/layer1/act/LeakyRelu)",
         "/model/decoder/layers.0/self_attn/v_proj/MatMul + /model/decoder/layers.0/self_attn/v_proj/Add",
@@ -38,7 +39,8 @@ def test_names_only_fused_layers_take_the_role_of_their_dominant_op():
         "/head/QuantizeLinear_clone_1",
         "[trainStation2]",
         "PWN(PWN(/Sub), PWN(/Div))",
-        "Reformatting CopyNode for Input Tensor 0 to /model/backbone/layer1/0/conv1/Conv + /model/backbone/layer1/0/act1/Relu",
+        ("Reformatting CopyNode for Input Tensor 0 to /model/backbone/layer1/0/conv1/Conv + "
+         "/model/backbone/layer1/0/act1/Relu"),
     ]
     assert roles_of_names(names) == [
         "other convolution", "other convolution", "other convolution", "GEMM / linear", "GEMM / linear",
@@ -50,7 +52,8 @@ def test_tensorrt7_dla_names_are_the_dla_role_and_device():
     # constructed TensorRT 7 profile, shaped like the GoogLeNet Xavier DLA profiles
     doc = [{"count": 10}, {"name": "data to nvm", "timeMs": 1.0, "averageMs": 0.1, "percentage": 2},
            {"name": "{conv1/7x7_s2,pool1/3x3_s2,loss3/classifier}", "timeMs": 1.0, "averageMs": 0.1, "percentage": 2},
-           {"name": "{conv1/7x7_s2,pool1/3x3_s2,loss3/classifier} output reformatter 0", "timeMs": 40, "averageMs": 4, "percentage": 90},
+           {"name": "{conv1/7x7_s2,pool1/3x3_s2,loss3/classifier} output reformatter 0", "timeMs": 40, "averageMs": 4,
+            "percentage": 90},
            {"name": "loss3/classifier finish", "timeMs": 0.1, "averageMs": 0.01, "percentage": 1},
            {"name": "prob input reformatter 0", "timeMs": 2, "averageMs": 0.2, "percentage": 4},
            {"name": "conv2/3x3 + conv2/relu_3x3", "timeMs": 1, "averageMs": 0.1, "percentage": 1}]
@@ -79,7 +82,9 @@ def test_stages_of_keras_and_torch_tensorrt_names():
     ("", None, [], ["fp16"], "fp16"),  # the output dtype only as a last resort
 ])
 def test_compute_precision_comes_from_tactic_weights_and_inputs(tactic, weights, inputs, outputs, expected):
-    tensors = lambda dtypes: [Tensor("t", d) for d in dtypes]
+    def tensors(dtypes):
+        return [Tensor("t", d) for d in dtypes]
+
     assert compute_precision(tensors(inputs), weights, tactic, tensors(outputs)) == expected
 
 
@@ -93,13 +98,15 @@ def test_int8_layers_with_a_float_output_are_int8_in_the_real_qat_fixture():
 
 @pytest.mark.parametrize("flag, folder, file, expected", [
     ("--layers", "trt8-resnet-a100-fp16", "resnet.onnx.engine.profile.json", "this is a trtexec --exportProfile file"),
-    ("--layers", "trt10-mobilenetv2-fp16-trtexec", "mobilenet_v2_fp16.timing.json", "this is a trtexec --exportTimes file"),
+    ("--layers", "trt10-mobilenetv2-fp16-trtexec", "mobilenet_v2_fp16.timing.json",
+     "this is a trtexec --exportTimes file"),
     ("--times", "trt8-resnet-a100-fp16", "resnet.onnx.engine.profile.json", "expected a trtexec --exportTimes file"),
     ("--profile", "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "this is layer information"),
     ("--layers", "trt10-mobilenetv2-fp16-trtexec", "mobilenet_v2_fp16.profile.metadata.json", "profile metadata"),
 ])
 def test_a_file_of_the_wrong_kind_is_named(tmp_path, flag, folder, file, expected):
-    args = ["import", "--layers", str(fixture_dir("trt8-resnet-a100-fp16") / "resnet.onnx.engine.graph.json")] if flag != "--layers" else ["import"]
+    layers = str(fixture_dir("trt8-resnet-a100-fp16") / "resnet.onnx.engine.graph.json")
+    args = ["import", "--layers", layers] if flag != "--layers" else ["import"]
     result = run_cli(*args, flag, str(fixture_dir(folder) / file), "--out", str(tmp_path / "s.json"))
     assert result.returncode == 2 and expected in result.stderr and "Traceback" not in result.stderr
 
@@ -122,10 +129,12 @@ def test_trtexec_metadata_fills_the_method_and_gpu_and_export_says_unknown_witho
     assert session.environment.gpu.name == "NVIDIA GeForce RTX 3060 Laptop GPU"  # from the metadata beside the file
     assert session.study.model == "mobilenet_v2_fp16" and session.method.cuda_graph is True
     bare = tmp_path / "bare.json"
-    assert run_cli("import", "--layers", str(base / "mobilenet_v2_fp16.graph.json"), "--no-metadata-search", "--out", str(bare)).returncode == 0
+    assert run_cli("import", "--layers", str(base / "mobilenet_v2_fp16.graph.json"), "--no-metadata-search",
+                   "--out", str(bare)).returncode == 0
     text = run_cli("export", str(bare)).stdout
     assert "CUDA graph unknown" in text and "unknown rounds x unknown iterations" in text
-    assert "trt-inspect import --layers" in text.split("## Rerun")[1] and "rerun" not in text.split("## Rerun")[1].split("```")[1]
+    rerun = text.split("## Rerun")[1]
+    assert "trt-inspect import --layers" in rerun and "rerun" not in rerun.split("```")[1]
     facts = facts_from([base / "mobilenet_v2_fp16.profile.metadata.json"])
     assert facts.cuda_graph is True and facts.iterations and facts.warmup_s is not None
 
@@ -134,7 +143,8 @@ def test_into_refuses_another_model_or_batch_unless_forced(tmp_path):
     fp16, qat = fixture_dir("trt8-resnet-a100-fp16"), fixture_dir("trt8.4-mobilenetv2-int8-qat")
     out = tmp_path / "s.json"
     assert run_cli("import", "--layers", str(fp16 / "resnet.onnx.engine.graph.json"), "--out", str(out)).returncode == 0
-    other = ["import", "--layers", str(qat / "mobilenet.qat.onnx.engine.graph.json"), "--into", str(out), "--model", "resnet"]
+    other = ["import", "--layers", str(qat / "mobilenet.qat.onnx.engine.graph.json"), "--into", str(out),
+             "--model", "resnet"]
     refused = run_cli(*other)
     assert refused.returncode == 2 and "batch 1, the session's is 32" in refused.stderr
     forced = run_cli(*other, "--force")
@@ -146,23 +156,28 @@ def test_a_times_file_of_another_engine_is_refused(tmp_path):
     base = fixture_dir("trt10-mobilenetv2-fp16-trtexec")
     other = tmp_path / "other_engine.timing.json"
     other.write_bytes((base / "mobilenet_v2_fp16.timing.json").read_bytes())
-    result = run_cli("import", "--layers", str(base / "mobilenet_v2_fp16.graph.json"), "--times", str(other), "--out", str(tmp_path / "x.json"))
+    result = run_cli("import", "--layers", str(base / "mobilenet_v2_fp16.graph.json"), "--times", str(other),
+                     "--out", str(tmp_path / "x.json"))
     assert result.returncode == 2 and "written for engine 'other_engine'" in result.stderr
 
 
 def import_session(tmp_path, folder, layers, profile, name):
     out = tmp_path / f"{name}.json"
     base = fixture_dir(folder)
-    assert run_cli("import", "--layers", str(base / layers), "--profile", str(base / profile), "--out", str(out), "--model", "resnet18").returncode == 0
+    assert run_cli("import", "--layers", str(base / layers), "--profile", str(base / profile), "--out", str(out),
+                   "--model", "resnet18").returncode == 0
     return out
 
 
 def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_times(tmp_path):
-    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", "fp16")
-    b = import_session(tmp_path, "trt8-resnet-a100-int8-qat", "resnet-qat.onnx.engine.graph.json", "resnet-qat.onnx.engine.profile.json", "qat")
+    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json",
+                       "resnet.onnx.engine.profile.json", "fp16")
+    b = import_session(tmp_path, "trt8-resnet-a100-int8-qat", "resnet-qat.onnx.engine.graph.json",
+                       "resnet-qat.onnx.engine.profile.json", "qat")
     diff = diff_sessions(storage.load(a), storage.load(b), RULES)
     assert [p.how for p in diff.pairs] == ["single variants"]
-    assert any("24 layers paired (23 by nodes, 1 by signature)" in note for note in diff.notes)  # copies never by signature
+    # copies never by signature
+    assert any("24 layers paired (23 by nodes, 1 by signature)" in note for note in diff.notes)
     times = {c.item: c for c in diff.changes if c.what == "layer time"}
     first = times["Conv_0 + Relu_1 -> conv1.weight + QuantizeLinear_7 + Conv_9"]  # matched by nodes across exports
     assert first.b > first.a and first.verdict is None  # a profile's average: no spread, the threshold decides
@@ -178,7 +193,8 @@ def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_t
 
 
 def test_a_doctored_layer_slowdown_is_a_regression_and_the_pair_option_works(tmp_path):
-    imported = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", "fp16")
+    imported = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json",
+                              "resnet.onnx.engine.profile.json", "fp16")
     base = storage.load(imported)
     for layer in base.variants[0].layers:  # constructed: each layer's time in 5 calls, within ±2 % of the profile's
         if layer.time_ms is not None:
@@ -201,7 +217,8 @@ def test_a_doctored_layer_slowdown_is_a_regression_and_the_pair_option_works(tmp
 
 
 def test_nothing_comparable_exits_2(tmp_path):
-    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", "fp16")
+    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json",
+                       "resnet.onnx.engine.profile.json", "fp16")
     two = storage.load(a)
     extra = storage.load(a).variants[0]
     two.variants[0].name, extra.name = "x", "y"
@@ -209,13 +226,15 @@ def test_nothing_comparable_exits_2(tmp_path):
     two_path = tmp_path / "two.json"
     storage.save(two, two_path)
     result = run_cli("diff", str(a), str(two_path))
-    assert result.returncode == 2 and "nothing to compare" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert result.returncode == 2 and "nothing to compare" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("threshold, ok", [("5%", True), ("0.05", True), ("10", False), ("nan", False), ("inf", False),
                                            ("-1%", False), ("nan%", False)])
 def test_threshold_forms(tmp_path, threshold, ok):
-    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", "fp16")
+    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json",
+                       "resnet.onnx.engine.profile.json", "fp16")
     result = run_cli("diff", str(a), str(a), "--threshold", threshold)
     assert (result.returncode == 0) == ok, result.stderr
     if not ok:
@@ -223,7 +242,8 @@ def test_threshold_forms(tmp_path, threshold, ok):
 
 
 def test_groups_by_kernel_uses_tactic_names(tmp_path):
-    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", "fp16")
+    a = import_session(tmp_path, "trt8-resnet-a100-fp16", "resnet.onnx.engine.graph.json",
+                       "resnet.onnx.engine.profile.json", "fp16")
     result = run_cli("groups", str(a), "--by", "kernel")
     assert result.returncode == 0 and "convolution / GEMM" in result.stdout
 
@@ -235,7 +255,8 @@ def test_pairing_notes_are_kept_and_shown(tmp_path):
     path = tmp_path / "p.json"
     path.write_bytes(orjson.dumps(profile))
     out = tmp_path / "s.json"
-    assert run_cli("import", "--layers", str(base / "resnet.onnx.engine.graph.json"), "--profile", str(path), "--out", str(out)).returncode == 0
+    assert run_cli("import", "--layers", str(base / "resnet.onnx.engine.graph.json"), "--profile", str(path),
+                   "--out", str(out)).returncode == 0
     shown = run_cli("show", str(out)).stdout
     assert "partial pairing: 1 layers without a record" in shown
     assert "partial pairing" in run_cli("export", str(out)).stdout

@@ -18,8 +18,10 @@ from tests.conftest import fixture_dir, run_cli
 CASES = {
     # folder: (layer file, profile file, layers, precision)
     "trt8-resnet-a100-fp16": ("resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json", 36, "fp16"),
-    "trt8-resnet-a100-int8-qat": ("resnet-qat.onnx.engine.graph.json", "resnet-qat.onnx.engine.profile.json", 37, "int8"),
-    "trt8.4-mobilenetv2-int8-qat": ("mobilenet.qat.onnx.engine.graph.json", "mobilenet.qat.onnx.engine.profile.json", 73, "int8"),
+    "trt8-resnet-a100-int8-qat": ("resnet-qat.onnx.engine.graph.json", "resnet-qat.onnx.engine.profile.json", 37,
+                                  "int8"),
+    "trt8.4-mobilenetv2-int8-qat": ("mobilenet.qat.onnx.engine.graph.json", "mobilenet.qat.onnx.engine.profile.json",
+                                    73, "int8"),
     "trt10-mobilenetv2-fp16-trtexec": ("mobilenet_v2_fp16.graph.json", "mobilenet_v2_fp16.profile.json", 57, "fp16"),
     "trt10-resnet18-fp16-api": ("trt_engine_info.json", None, 26, "fp16"),
 }
@@ -84,7 +86,8 @@ def test_separators_and_profile_suffixes_are_normalised():
 
 def test_trt11_io_tensors_and_split_format_keys():
     doc = {
-        "Layers": [{"Name": "c", "LayerType": "CaskConvolution", "Outputs": [{"Name": "o", "Format": "kLINEAR", "Datatype": "FP8"}],
+        "Layers": [{"Name": "c", "LayerType": "CaskConvolution",
+                    "Outputs": [{"Name": "o", "Format": "kLINEAR", "Datatype": "FP8"}],
                     "Metadata": "[ONNX Layer: /layer1/conv]\x1f[ONNX Layer: /layer1/q]"}],
         "I/O Tensors": [{"Name": "input", "IOMode": "INPUT"}, {"Name": "logits", "IOMode": "OUTPUT"}],
     }
@@ -103,11 +106,13 @@ def test_pairing_by_name_when_the_order_differs_and_refusal_when_nothing_fits():
     # constructed documents, not TensorRT output
     names = [f"l{i}" for i in range(20)]
     info = parse_layer_info({"Layers": names}, "l")
-    records = [{"name": n, "timeMs": 2, "averageMs": 1} for n in reversed(names[1:])] + [{"name": "zz", "timeMs": 1, "averageMs": 0.5}]
+    records = ([{"name": n, "timeMs": 2, "averageMs": 1} for n in reversed(names[1:])]
+               + [{"name": "zz", "timeMs": 1, "averageMs": 0.5}])
     pairing = pair_profile(info.layers, parse_profile([{"count": 2}, *records], "p"), "p")
     assert not pairing.by_position and pairing.matched == 19
     assert pairing.unmatched_layers == ["l0"] and pairing.unmatched_records == ["zz"]
-    two_of_three = parse_profile([{"name": "b", "timeMs": 2, "averageMs": 1}, {"name": "a", "timeMs": 4, "averageMs": 2},
+    two_of_three = parse_profile([{"name": "b", "timeMs": 2, "averageMs": 1},
+                                  {"name": "a", "timeMs": 4, "averageMs": 2},
                                   {"name": "zz", "timeMs": 1, "averageMs": 0.5}], "p")
     with pytest.raises(InputError, match="2 of 3 layers .* below 90%"):
         pair_profile(parse_layer_info({"Layers": ["a", "b", "c"]}, "l").layers, two_of_three, "p")
@@ -134,15 +139,17 @@ def test_import_command_writes_a_session_and_refuses_mismatched_files(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert storage.load(out).study.model == "resnet"  # from the engine's file name: no metadata in this set
     ok = run_cli("import", "--layers", str(base / "resnet.onnx.engine.graph.json"), "--model", "resnet18",
-                 "--profile", str(base / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--out", str(out), "--force")
+                 "--profile", str(base / "resnet.onnx.engine.profile.json"), "--name", "fp16", "--out", str(out),
+                 "--force")
     assert ok.returncode == 0, ok.stderr  # replacing a session takes --force
     session = storage.load(out)
     assert session.study.batch == 32 and session.variants[0].kernels is None
     qat = fixture_dir("trt8-resnet-a100-int8-qat")
-    refused = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--name", "int8", "--into", str(out))
+    refused = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--name", "int8",
+                      "--into", str(out))
     assert refused.returncode == 2 and "model 'resnet-qat', the session's is 'resnet18'" in refused.stderr
-    added = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--name", "int8", "--into", str(out),
-                    "--model", "resnet18")
+    added = run_cli("import", "--layers", str(qat / "resnet-qat.onnx.engine.graph.json"), "--name", "int8",
+                    "--into", str(out), "--model", "resnet18")
     assert added.returncode == 0, added.stderr
     assert [v.name for v in storage.load(out).variants] == ["fp16", "int8"]
     other = fixture_dir("trt8.4-mobilenetv2-int8-qat")

@@ -104,7 +104,8 @@ def test_the_command_imports_a_folder_and_says_what_it_took_and_left(tmp_path):
     note = storage.load(out).variants[0].notes[0]
     assert _taken(note) == sorted(p.name for p in folder.iterdir() if p.name not in ("SOURCE.md", "SHA256SUMS"))
     assert "resnet.onnx.engine.graph.json (layers)" in note and "left SHA256SUMS (" in note
-    refused = run_cli("import", str(folder), "--layers", str(folder / "resnet.onnx.engine.graph.json"), "--out", str(out))
+    refused = run_cli("import", str(folder), "--layers", str(folder / "resnet.onnx.engine.graph.json"),
+                      "--out", str(out))
     assert refused.returncode == 2 and "not both" in refused.stderr
 
 
@@ -112,7 +113,8 @@ def test_the_command_imports_a_folder_and_says_what_it_took_and_left(tmp_path):
 # --dumpProfile run, each a log of its own named result-NN.log)
 def _run_log(command: str, body: str) -> str:
     stamp = "[07/07/2026-02:11:26] [I] "
-    return (f"&&&& RUNNING TensorRT.trtexec [TensorRT v101601] [b11] # trtexec {command}\n{stamp}=== Model Options ===\n"
+    return (f"&&&& RUNNING TensorRT.trtexec [TensorRT v101601] [b11] # trtexec {command}\n"
+            f"{stamp}=== Model Options ===\n"
             f"{body}&&&& PASSED TensorRT.trtexec [TensorRT v101601] [b11] # trtexec {command}\n")
 
 
@@ -134,7 +136,8 @@ TABLE = ("[07/07/2026-02:11:43] [I] === Profile (100 iterations ) ===\n"
 
 
 def _cookbook(folder: Path, engine: str = "model-trained.trt") -> None:
-    (folder / "result-02.log").write_text(_run_log(f"--onnx=/w/model-trained.onnx --saveEngine={engine} --verbose", BUILD))
+    (folder / "result-02.log").write_text(_run_log(f"--onnx=/w/model-trained.onnx --saveEngine={engine} --verbose",
+                                                   BUILD))
     (folder / "result-03.log").write_text(_run_log(f"--loadEngine={engine} --shapes=x:4x1x28x28", SUMMARY))
     (folder / "result-05.log").write_text(_run_log(f"--loadEngine=./{engine} --dumpProfile", TABLE))
 
@@ -157,10 +160,13 @@ def test_a_build_a_run_and_a_profile_log_of_one_engine_are_one_variant(tmp_path:
 
 def test_a_names_only_layer_file_beside_a_log_with_a_table_gets_the_tables_times(tmp_path: Path) -> None:
     """The JSON file names the layers; the log's --dumpProfile table times them (no JSON profile is there)."""
-    (tmp_path / "layers.json").write_text(json.dumps({"Layers": ["conv1 + relu1", "pool1"], "Bindings": ["x", "pool"]}))
-    (tmp_path / "run.log").write_text(_run_log("--loadEngine=e.plan --dumpProfile --exportLayerInfo=layers.json", TABLE))
+    (tmp_path / "layers.json").write_text(json.dumps({"Layers": ["conv1 + relu1", "pool1"],
+                                                      "Bindings": ["x", "pool"]}))
+    (tmp_path / "run.log").write_text(_run_log("--loadEngine=e.plan --dumpProfile --exportLayerInfo=layers.json",
+                                               TABLE))
     (engine,) = files_of_folder(tmp_path).engines
-    assert engine.files.one("layers") == tmp_path / "layers.json" and engine.files.one("profile") == tmp_path / "run.log"
+    assert engine.files.one("layers") == tmp_path / "layers.json"
+    assert engine.files.one("profile") == tmp_path / "run.log"
     from profilers.trt_import.importer import import_variant
 
     layers = import_variant(engine.files).variant.layers

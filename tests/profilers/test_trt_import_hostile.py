@@ -54,9 +54,9 @@ def test_a_warning_inside_the_table_is_passed_over_and_every_row_read(tmp_path: 
     result = _import(tmp_path, text)
     assert result.returncode == 0, result.stderr
     rows = {name: float(avg) for _, avg, name in ROW.findall(text) if name != "Total"}
-    layers = storage.load(tmp_path / "s.json").variants[0].layers
-    assert {layer.name: layer.time_ms for layer in layers} == pytest.approx(rows) and len(rows) == 4
-    assert not any("did not run" in note or "no row" in note for note in storage.load(tmp_path / "s.json").variants[0].notes)
+    variant = storage.load(tmp_path / "s.json").variants[0]
+    assert {layer.name: layer.time_ms for layer in variant.layers} == pytest.approx(rows) and len(rows) == 4
+    assert not any("did not run" in note or "no row" in note for note in variant.notes)
 
 
 def test_an_unreadable_file_beside_the_engine_is_left_with_its_reason(tmp_path: Path, monkeypatch) -> None:

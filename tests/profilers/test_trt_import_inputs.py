@@ -89,8 +89,8 @@ def test_an_infinite_time_is_refused(tmp_path):
     text, replaced = re.subn(r'("computeMs"\s*:\s*)[0-9.e+-]+', r"\g<1>1e999", fixture(times.name).read_text(), count=1)
     assert replaced == 1
     times.write_text(text)
-    refused("--layers", str(fixture("mobilenet_v2_fp16.graph.json")), "--times", str(times), "--out", str(tmp_path / "s.json"),
-            expected="not valid JSON")
+    refused("--layers", str(fixture("mobilenet_v2_fp16.graph.json")), "--times", str(times),
+            "--out", str(tmp_path / "s.json"), expected="not valid JSON")
 
 
 @pytest.mark.parametrize("flag", ["--layers", "--profile", "--times", "--metadata"])
@@ -113,8 +113,8 @@ def test_integers_past_64_bits_in_a_log_are_refused_at_import(tmp_path):
     log = tmp_path / "run.log"
     log.write_text("&&&& RUNNING TensorRT.trtexec\n[11/01/2024-10:00:00] [I] === Model Options ===\n"
                    "[11/01/2024-10:00:00] [I] Iterations: 99999999999999999999999\n")
-    refused("--layers", str(fixture("mobilenet_v2_fp16.graph.json")), "--metadata", str(log), "--out", str(tmp_path / "s.json"),
-            expected="Iterations = 1e+23, not a count")
+    refused("--layers", str(fixture("mobilenet_v2_fp16.graph.json")), "--metadata", str(log),
+            "--out", str(tmp_path / "s.json"), expected="Iterations = 1e+23, not a count")
 
 
 def test_an_unsigned_64_bit_iteration_count_in_metadata_json_is_refused(tmp_path):
@@ -168,7 +168,8 @@ def test_a_quantize_is_a_quantize_however_spelled(name, expected):
     assert kernel_class(name, RULES) == expected
 
 
-@pytest.mark.parametrize("value", [0.0, 0.25, 1e9, 1e9 + 1, -0.0, -1e-9, float("nan"), float("inf"), 3, True, "1.0", None])
+@pytest.mark.parametrize("value",
+                         [0.0, 0.25, 1e9, 1e9 + 1, -0.0, -1e-9, float("nan"), float("inf"), 3, True, "1.0", None])
 def test_the_quick_time_check_passes_only_what_the_full_one_returns_unchanged(value):
     from profilers.trt_import import documents
     from sessions.documents.errors import InputError

@@ -24,9 +24,11 @@ TRT7 = TESTS / "data" / "trt_text" / "trt7-dumpprofile.log"
 TRT10 = TESTS / "data" / "trt_text" / "trt10-dumplayerinfo-dumpprofile.log"
 RESNET = SHARED / "trt" / "trt8.4-resnet-a100-fp32"
 LAYERS_80 = """[03/07/2022-05:05:49] [V] [TRT] Engine Layer Information:
-Layer(CaskConvolution): Conv__25 + Relu, Tactic: 7144526460361122478, x:0[Float(-2,1,28,28)] -> Relu:0[Float(-2,32,28,28)]
+Layer(CaskConvolution): Conv__25 + Relu, Tactic: 7144526460361122478, x:0[Float(-2,1,28,28)] \
+-> Relu:0[Float(-2,32,28,28)]
 Layer(TiledPooling): MaxPool2d, Tactic: 6226177, Relu:0[Float(-2,32,28,28)] -> MaxPool2d:0[Float(-2,32,14,14)]
-Layer(CublasConvolution): MatMul + add_2 + Relu_2, Tactic: 1, MaxPool2d:0[Float(-2,32,14,14)] -> Relu_2_out_tensor[Float(-2,1024,1,1)]
+Layer(CublasConvolution): MatMul + add_2 + Relu_2, Tactic: 1, MaxPool2d:0[Float(-2,32,14,14)] \
+-> Relu_2_out_tensor[Float(-2,1024,1,1)]
 """
 
 
@@ -37,14 +39,16 @@ def _summary_80(gpu: tuple[float, float, float, float, float], queries: int = 19
         f"Timing trace has {queries} queries over 3.00036 s",
         "=== Performance summary ===",
         "Throughput: 6430.89 qps",
-        "Latency: min = 0.156982 ms, max = 0.384766 ms, mean = 0.160129 ms, median = 0.159668 ms, percentile(99%) = 0.165771 ms",
+        ("Latency: min = 0.156982 ms, max = 0.384766 ms, mean = 0.160129 ms, median = 0.159668 ms, "
+        "percentile(99%) = 0.165771 ms"),
         ("End-to-End Host Latency: min = 0.171387 ms, max = 0.504395 ms, mean = 0.284758 ms, median = 0.289673 ms, "
         "percentile(99%) = 0.298828 ms"),
         ("Enqueue Time: min = 0.0300293 ms, max = 0.126465 ms, mean = 0.0396717 ms, median = 0.0333252 ms, "
         "percentile(99%) = 0.0698242 ms"),
         ("H2D Latency: min = 0.00317383 ms, max = 0.0455933 ms, mean = 0.00408154 ms, median = 0.00366211 ms, "
         "percentile(99%) = 0.00854492 ms"),
-        f"GPU Compute Time: min = {low} ms, max = {high} ms, mean = {mean} ms, median = {median} ms, percentile(99%) = {p99} ms",
+        (f"GPU Compute Time: min = {low} ms, max = {high} ms, mean = {mean} ms, median = {median} ms, "
+        f"percentile(99%) = {p99} ms"),
         ("D2H Latency: min = 0.00170898 ms, max = 0.0136719 ms, mean = 0.00237128 ms, median = 0.00219727 ms, "
         "percentile(99%) = 0.00341797 ms"),
         "Total Host Walltime: 3.00036 s",
@@ -62,11 +66,13 @@ def _stated(text: str) -> dict[str, float]:
                      r"(.*)$", text, re.MULTILINE)
     if line:
         found = dict(zip(("min", "max", "mean", "median"), map(float, line.groups()[:4])))
-        found.update({f"p{level}": float(value) for level, value in re.findall(r"percentile\((\d+)%\) = ([\d.]+)", line[5])})
+        found.update({f"p{level}": float(value)
+                      for level, value in re.findall(r"percentile\((\d+)%\) = ([\d.]+)", line[5])})
         return found
     block = text[text.index("[I] GPU Compute\n"):]
     found = {key: float(value) for key, value in re.findall(r"\] (min|max|mean|median): ([\d.]+) ms", block)[:4]}
-    found.update({f"p{level}": float(value) for value, level in re.findall(r"percentile: ([\d.]+) ms at (\d+)%", block)[:1]})
+    found.update({f"p{level}": float(value)
+                  for value, level in re.findall(r"percentile: ([\d.]+) ms at (\d+)%", block)[:1]})
     return found
 
 
@@ -83,7 +89,8 @@ def test_the_8_0_summary_is_the_latency_with_its_queries_and_transfers(tmp_path:
     assert latency is not None and summary is not None
     assert (latency.min_ms, latency.max_ms, latency.mean_ms, latency.median_ms, latency.p99_ms) == (
         stated["min"], stated["max"], stated["mean"], stated["median"], stated["p99"])
-    assert latency.p90_ms is None and latency.cov is None and latency.samples_ms == []  # nothing the file does not state
+    # nothing the file does not state
+    assert latency.p90_ms is None and latency.cov is None and latency.samples_ms == []
     queries = int(re.search(r"Timing trace has (\d+) queries", log.read_text())[1])
     assert summary.queries == queries and summary.source == log.name
     assert summary.h2d is not None and summary.h2d.median_ms == float(re.search(r"H2D Latency: .*?median = ([\d.]+)",
@@ -135,12 +142,14 @@ def test_diff_and_the_verdict_use_the_summary_not_the_layer_sum(tmp_path: Path) 
     text = TRT10.read_text()
     slow = text.replace("median = 0.0410 ms", "median = 0.0820 ms").replace(
         "       50.00       0.0250       0.0248      50.0", "       30.00       0.0150       0.0148      30.0").replace(
-        "      100.00       0.0500       0.0494     100.0   Total", "       80.00       0.0400       0.0394     100.0   Total")
+        "      100.00       0.0500       0.0494     100.0   Total",
+        "       80.00       0.0400       0.0394     100.0   Total")
     (tmp_path / "a.log").write_text(text)
     (tmp_path / "b.log").write_text(slow)
     for name in ("a", "b"):
         log = str(tmp_path / f"{name}.log")
-        assert run_cli("import", "--layers", log, "--profile", log, "--out", str(tmp_path / f"{name}.json")).returncode == 0
+        imported = run_cli("import", "--layers", log, "--profile", log, "--out", str(tmp_path / f"{name}.json"))
+        assert imported.returncode == 0
     result = run_cli("diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "json")
     changes = json.loads(result.stdout)["changes"]
     latency = [c for c in changes if c["what"] == "latency"]
@@ -156,7 +165,8 @@ def test_diff_and_the_verdict_use_the_summary_not_the_layer_sum(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("command, model, batch, named, shaped", [
-    ("--loadEngine=./trt_plans/model_128S.plan --shapes=input:16x3x224x224", "model_128S", 16, "--loadEngine", "--shapes"),
+    ("--loadEngine=./trt_plans/model_128S.plan --shapes=input:16x3x224x224", "model_128S", 16, "--loadEngine",
+     "--shapes"),
     ("--onnx=nets/resnet.onnx --saveEngine=r.plan --minShapes=x:1x3x32x32 --optShapes=x:8x3x32x32", "resnet", 8,
      "--onnx", "--optShapes"),
     ("--uff=old.uff --saveEngine=lenet.engine --batch=4", "lenet", 4, "--saveEngine", "--batch"),
@@ -168,7 +178,8 @@ def test_the_model_and_batch_are_trtexecs_own_options(tmp_path: Path, command: s
     imported = _import(log)
     given = dict(re.findall(r"(--\w+)=(\S+)", command))
     assert imported.model == Path(given[named]).name.split(".")[0] == model
-    assert imported.batch == int(re.split(r"[:x]", given[shaped])[-4] if shaped != "--batch" else given[shaped]) == batch
+    assert imported.batch == int(re.split(r"[:x]", given[shaped])[-4] if shaped != "--batch"
+                                 else given[shaped]) == batch
     notes = " | ".join(imported.variant.notes)
     assert f"trtexec's {named} option" in notes and f"batch {batch} from trtexec's {shaped} option" in notes
     assert "batch unknown" not in notes
@@ -212,5 +223,6 @@ def test_trtexecs_summary_comes_before_a_benchmark_result(tmp_path: Path) -> Non
     log.write_text(_log_80("--loadEngine=m.plan", _summary_80((0.151367, 0.373779, 0.15368, 0.153564, 0.156677))))
     bench = _benchmark(tmp_path, [0.002, 0.003, 0.004], double=True)
     imported = import_variant(ImportFiles.of(layers=log, benchmark=bench, find_metadata=False))
-    assert imported.variant.latency is not None and imported.variant.latency.median_ms == _stated(log.read_text())["median"]
+    assert imported.variant.latency is not None
+    assert imported.variant.latency.median_ms == _stated(log.read_text())["median"]
     assert any("kept out of the latency" in note for note in imported.variant.notes)

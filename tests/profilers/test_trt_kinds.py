@@ -78,8 +78,8 @@ def test_a_kind_registered_alone_is_found_in_a_folder_and_put_into_the_variant(m
 def test_a_kind_registered_alone_is_taken_from_its_flag(memory_kind: kinds.FileKind, tmp_path: Path) -> None:
     folder = _engine_folder(tmp_path)
     out = tmp_path / "s.json"
-    assert main(["import", "--layers", str(folder / f"{STEM}.graph.json"), "--memory", str(folder / "other.memory.json"),
-                 "--out", str(out)]) == 0
+    assert main(["import", "--layers", str(folder / f"{STEM}.graph.json"),
+                 "--memory", str(folder / "other.memory.json"), "--out", str(out)]) == 0
     assert "peak memory 999 MiB" in storage.load(out).variants[0].notes
     assert main(["import", str(folder), "--memory", str(folder / "other.memory.json")]) == 2  # a folder, or the files
 

@@ -28,7 +28,8 @@ from tests.trt_sets import SHARED
 TEXT = TESTS / "data" / "trt_text"
 TRT10 = TEXT / "trt10-dumplayerinfo-dumpprofile.log"
 TRT7 = TEXT / "trt7-dumpprofile.log"
-MNIST = [SHARED / "trt" / name / "result-04.log" for name in ("trt10.16-mnist-cnn-fp32-h100", "trt10.14-mnist-cnn-fp32-rtx6000ada")]
+MNIST = [SHARED / "trt" / name / "result-04.log"
+         for name in ("trt10.16-mnist-cnn-fp32-h100", "trt10.14-mnist-cnn-fp32-rtx6000ada")]
 YOLO = SHARED / "trt" / "trt8.5-yolo-int8-qat-orin-namesonly"
 
 
@@ -72,7 +73,8 @@ def test_the_8x_table_agrees_with_the_total_row_and_with_export_profile() -> Non
     assert found.profile.count == 11 and found.total_ms == total
     assert abs(sum(r.total_ms for r in found.profile.records) - total) < 0.1
     assert len(found.profile.records) == sum(1 for v in exported.values() if v > 0) == 77
-    assert all(abs(r.average_ms - exported[r.name]) < 2e-4 for r in found.profile.records)  # the table rounds to 4 places
+    # the table rounds to 4 places
+    assert all(abs(r.average_ms - exported[r.name]) < 2e-4 for r in found.profile.records)
 
 
 def test_a_layer_the_table_leaves_out_is_zero_and_listed_never_a_refusal() -> None:
@@ -94,7 +96,8 @@ def test_the_10x_layout_and_its_summary_read_as_written_by_hand() -> None:
     assert [(layer.op, layer.precision, layer.time_ms, layer.attrs["median_ms"]) for layer in layers] == [
         ("reformat", "fp32", 0.01, 0.0098), ("conv", "fp16", 0.025, 0.0248), ("pooling", "fp16", 0.008, 0.0079),
         ("linear", "fp16", 0.007, 0.0069)]
-    assert imported.variant.precision == "fp16" and imported.batch == 2 and imported.facts.gpu_compute_median_ms == 0.041
+    assert imported.variant.precision == "fp16" and imported.batch == 2
+    assert imported.facts.gpu_compute_median_ms == 0.041
     gpu = session.environment.gpu
     assert session.environment.versions == {"tensorrt": "10.16.0"} and gpu is not None and gpu.sm_clock_mhz == 1980
     assert session.study.engine_options == {"Precision": "FP32+FP16"} and "--dumpProfile" in session.method.per_layer

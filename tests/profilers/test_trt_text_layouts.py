@@ -31,7 +31,8 @@ def test_a_names_only_dump_with_tensorrts_warning_between_its_headings_gives_its
     summary = re.search(r"GPU Compute Time: .*?median = ([\d.]+) ms", text)
     assert block is not None and summary is not None
     imported = import_variant(ImportFiles.of(layers=NAMES_ONLY, profile=None, find_metadata=False))
-    assert [layer.name for layer in imported.variant.layers] == block.group(1).split("\n") and len(imported.variant.layers) == 4
+    assert [layer.name for layer in imported.variant.layers] == block.group(1).split("\n")
+    assert len(imported.variant.layers) == 4
     assert imported.facts.gpu_compute_median_ms == float(summary.group(1))
     assert imported.facts.tensorrt == "8.6.0" and imported.batch == 4
 
@@ -81,7 +82,8 @@ def test_a_7x_log_pasted_without_time_stamps_reads_its_rows_at_their_finer_round
     layers = imported.variant.layers
     assert [layer.name for layer in layers] == [name for name, _ in rows[:-1]]
     # Time (2 decimals) over 1500 iterations is finer than Avg.'s 2 decimals: `fc1 finish` prints 0.00, runs 0.003 ms
-    assert [layer.time_ms for layer in layers] == pytest.approx([float(ms) / int(iterations.group(1)) for _, ms in rows[:-1]])
+    assert [layer.time_ms for layer in layers] == pytest.approx([float(ms) / int(iterations.group(1))
+                                                                 for _, ms in rows[:-1]])
     assert imported.facts.gpu_compute_median_ms == float(median.group(1))
 
 

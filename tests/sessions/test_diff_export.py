@@ -65,7 +65,8 @@ def test_layers_align_by_onnx_nodes_then_signature():
     # constructed layers (not TensorRT output): a renamed layer keeps its ONNX node, a pool keeps its shapes
     pool = [Tensor("t", "fp16", [1, 8, 4, 4])]
     a = [Layer("x", "Conv", onnx_nodes=["/a/Conv"]), Layer("y", "Pool", kernel_shape=[2, 2], inputs=pool)]
-    b = [Layer("renamed", "Conv", onnx_nodes=["/a/Conv"]), Layer("y2", "Pool", kernel_shape=[2, 2], inputs=pool), Layer("z", "Add")]
+    b = [Layer("renamed", "Conv", onnx_nodes=["/a/Conv"]), Layer("y2", "Pool", kernel_shape=[2, 2], inputs=pool),
+         Layer("z", "Add")]
     alignment = align_layers(a, b)
     assert alignment.pairs == [(0, 0), (1, 1)] and alignment.only_a == [] and alignment.only_b == [2]
     assert alignment.how == {(0, 0): "nodes", (1, 1): "signature"}
@@ -83,7 +84,8 @@ def test_diff_command_exit_codes():
 def test_markdown_export_renders_every_section(session):
     text = export_markdown(session, load_rules(), path=str(B1))
     assert markdown_table_problems(text) == []
-    for heading in ("## Comparison", "## Quality", "## Kernels per call by group", "## Method", "## Environment", "## Recipe", "## Rerun"):
+    for heading in ("## Comparison", "## Quality", "## Kernels per call by group", "## Method", "## Environment",
+                    "## Recipe", "## Rerun"):
         assert heading in text
     assert "CUDA-graph replay" in text and "trt-inspect run senet154" in text
     assert "| fp8-all | ModelOpt" in text and "| 254 |" in text

@@ -81,7 +81,8 @@ def test_a_slowed_layer_and_its_group_are_flagged(session: Session) -> None:
 def test_layers_without_a_spread_are_counted_not_judged_and_left_to_the_threshold(session: Session) -> None:
     diff = diff_sessions(session, copy.deepcopy(session), load_rules())  # a stored session of one traced call
     timed = sum(1 for layer in session.variants[0].layers if layer.time_ms is not None)
-    assert f"fp16: layer times outside both sessions' bands flagged; 0 judged, {timed} not judged" in " ".join(diff.notes)
+    assert (f"fp16: layer times outside both sessions' bands flagged; 0 judged, {timed} not judged"
+            in " ".join(diff.notes))
     half = drawn(session, 1)
     diff = diff_sessions(session, half, load_rules())  # one side with a spread is not enough
     assert f"0 judged, {timed} not judged" in " ".join(diff.notes)
@@ -108,7 +109,8 @@ def test_a_uniformly_slowed_variant_flags_no_layer_and_states_its_factor(session
         assert len(raw_slower) > 10  # raw, most layers are 60 % slower or more: the factor, not the bands, holds them
         diff = diff_sessions(a, b, load_rules())
         assert time_regressions(diff) == set()
-        stated = re.search(r"common factor B/A x([\d.]+) \(median of (\d+) paired layers' time ratios", " ".join(diff.notes))
+        stated = re.search(r"common factor B/A x([\d.]+) \(median of (\d+) paired layers' time ratios",
+                           " ".join(diff.notes))
         assert stated and int(stated.group(2)) == 20
         assert float(stated.group(1)) == pytest.approx(median_ratio(a, b), rel=1e-3)
 

@@ -121,7 +121,8 @@ def test_the_issues_rerun_is_the_loads_and_says_so(base: Session, tmp_path: Path
 
 
 def test_a_latency_change_past_what_the_load_can_do_is_judged(base: Session) -> None:
-    """Load 1.1 then 1.3 on 2 cores stretches a thread's time by at most (1.3 + 1) / 2 = 1.15: 1.6x is not the load's."""
+    """Load 1.1 then 1.3 on 2 cores stretches a thread's time by at most (1.3 + 1) / 2 = 1.15: 1.6x is not the
+    load's."""
     a = rerun(base, 9, 1.1, [0.2] * ROUNDS, 0.2)
     b = rerun(base, 10, 1.3, [0.2] * ROUNDS, 0.2)
     for variant in b.variants:

@@ -1,4 +1,5 @@
-"""Sessions say what they are (sessions/documents/state.py), the live view calls finished only what is saved, the ETA."""
+"""Sessions say what they are (sessions/documents/state.py), the live view calls finished only what is saved, the
+ETA."""
 
 import copy
 import fcntl
@@ -33,7 +34,8 @@ def test_a_study_stopped_while_building_says_which_variant(study, tmp_path):
     path = storage.save(stopped, tmp_path / "s.json")
     state = session_state(storage.load(path), path)
     assert state.text == "interrupted (building fp8-all: 2 of 4 variants built)"
-    assert session_caveats(stopped)[0].startswith("incomplete session: the study stopped, or is still running, at building")
+    assert session_caveats(stopped)[0].startswith("incomplete session: the study stopped, or is still running, "
+                                                  "at building")
 
 
 def test_a_study_stopped_while_timing_says_how_many_rounds(study):
