@@ -23,7 +23,7 @@ def kernels_by_layer(variant: Variant) -> dict[str, list[str]]:
     found: dict[str, list[str]] = collections.defaultdict(list)
     if table is None:
         return found
-    for name, layer in zip(table.name, table.layer):
+    for name, layer in zip(table.name, table.layer, strict=False):
         if layer >= 0:
             found[variant.layers[layer].name].append(table.names[name])
     return found

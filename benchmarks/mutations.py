@@ -178,7 +178,7 @@ def main() -> int:
     print()
     print("| mutant | file | result | killed by |")
     print("|---|---|---|---|")
-    for m, (name, verdict, failed) in zip(mutants, results):
+    for m, (name, verdict, failed) in zip(mutants, results, strict=False):
         files = ", ".join(sorted({f for f, _, _ in m.edits}))
         tests = "<br>".join(t.replace("tests/", "").replace(".py::", "::") for t in failed)
         print(f"| {name} | {files} | {verdict} | {tests} |")

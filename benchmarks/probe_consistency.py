@@ -29,7 +29,7 @@ def kernel_ms(variant: Variant) -> dict[str, float]:
     totals: dict[str, float] = collections.defaultdict(float)
     if table is None or variant.trace is None:
         return totals
-    for layer, duration in zip(table.layer, table.duration_ns):
+    for layer, duration in zip(table.layer, table.duration_ns, strict=False):
         if layer >= 0:
             totals[variant.layers[layer].name] += duration / 1e6 / variant.trace.calls
     return totals

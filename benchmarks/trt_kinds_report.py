@@ -291,7 +291,7 @@ def external_section(externals: list[External], engines: list[Engine], command: 
     for engine in engines:
         roles = [f"{role} {label[p]}" for role, p in (("layers", engine.layers), ("profile", engine.profile)) if p]
         names = "; ".join([*roles, *(f"metadata {label[p]}" for p in engine.metadata)])
-        pairs = zip(engine_session(import_engine(engine)), engine_file(engine))
+        pairs = zip(engine_session(import_engine(engine)), engine_file(engine), strict=False)
         out.append(f"| {names} | " + " | ".join(f"{ours} / {theirs}" for ours, theirs in pairs) + " |")
     return [*out, "", "Each cell: session / file. The file's figures are plain regular expressions over the raw files.",
             "",

@@ -176,9 +176,9 @@ class Backend(ABC):
         """Versions and settings worth recording in the session (e.g. the TensorRT version)."""
         return {}
 
-    def builds_done(self) -> None:
+    def builds_done(self) -> None:  # noqa: B027 - an optional hook: a backend that holds nothing for building keeps it
         """Called once the study has built every variant: what the backend holds only for building (worker
-        processes) is let go here; the engines it built stay usable."""
+        processes) is let go here; the engines it built stay usable. Does nothing unless a backend overrides it."""
 
     def engine(self) -> str:
         """The engine as sessions name it, with its version (`TensorRT 10.3.0`, `PyTorch 2.11.0`): stored in the

@@ -117,7 +117,7 @@ def attribute(kernels: list[KernelRecord], launches: list[Launch], ranges: list[
         matched.append(k)
     owners: list[str | None] = [None] * len(kernels)
     calls = [-1] * len(kernels)
-    for k, (layer, call) in zip(matched, innermost(queries, ranges)):
+    for k, (layer, call) in zip(matched, innermost(queries, ranges), strict=False):
         owners[k] = layer
         calls[k] = call
     call_count = sum(1 for r in ranges if r.name.startswith(CALL_RANGE_PREFIX))
@@ -149,7 +149,7 @@ def kernel_table(kernels: list[KernelRecord], attribution: Attribution, layers: 
         return table
     origin = min(k.start for k in kernels)
     name_ids: dict[str, int] = {}
-    for kernel, owner, call in zip(kernels, attribution.owners, attribution.calls):
+    for kernel, owner, call in zip(kernels, attribution.owners, attribution.calls, strict=False):
         name_id = name_ids.get(kernel.name)
         if name_id is None:
             name_id = name_ids[kernel.name] = len(table.names)
@@ -171,12 +171,12 @@ def assign_layer_times(table: KernelTable, layers: list[Layer], calls: int) -> N
     total_ns = [0] * len(layers)
     per_call = calls >= 2
     call_ns = [[0] * calls for _ in layers] if per_call else []
-    for layer, call, duration in zip(table.layer, table.call, table.duration_ns):
+    for layer, call, duration in zip(table.layer, table.call, table.duration_ns, strict=False):
         if layer >= 0:
             total_ns[layer] += duration
             if per_call and 0 <= call < calls:
                 call_ns[layer][call] += duration
-    for i, (layer, ns) in enumerate(zip(layers, total_ns)):
+    for i, (layer, ns) in enumerate(zip(layers, total_ns, strict=False)):
         layer.time_ms = ns / 1e6 / max(calls, 1)
         layer.call_times_ms = [t / 1e6 for t in call_ns[i]] if per_call else []
 

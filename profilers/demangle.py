@@ -18,5 +18,5 @@ def demangle(names: list[str]) -> list[str]:
         )
     except (OSError, subprocess.SubprocessError):
         return list(names)
-    readable = dict(zip(mangled, result.stdout.splitlines()))
+    readable = dict(zip(mangled, result.stdout.splitlines(), strict=False))
     return [readable.get(n, n) for n in names]

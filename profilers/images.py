@@ -51,7 +51,8 @@ def split(available: int, calib: int, evaluate: int) -> Split:
     stride = available // wanted
     chosen = [i * stride for i in range(wanted)]
     to_calib = [(j + 1) * calib // wanted > j * calib // wanted for j in range(wanted)]
-    return Split([c for c, flag in zip(chosen, to_calib) if flag], [c for c, flag in zip(chosen, to_calib) if not flag],
+    return Split([c for c, flag in zip(chosen, to_calib, strict=False) if flag],
+                 [c for c, flag in zip(chosen, to_calib, strict=False) if not flag],
                  stride, available)
 
 

@@ -51,7 +51,7 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
     spans: list[np.ndarray] = []  # per row (image or pixel): the reference's largest minus smallest logit
     differences: list[float] = []  # per image: the largest |logit - the first finite image's logit| of the reference
     first: np.ndarray | None = None
-    for ref_image, cand_image in zip(np.asarray(reference), np.asarray(candidate)):
+    for ref_image, cand_image in zip(np.asarray(reference), np.asarray(candidate), strict=False):
         ref, cand = class_logits(ref_image[None]), class_logits(cand_image[None])
         cand_clean = np.nan_to_num(cand, nan=0.0, posinf=0.0, neginf=0.0)
         log_p, log_q = _log_softmax(ref), _log_softmax(cand_clean)
@@ -124,7 +124,7 @@ def mean_iou(predicted: np.ndarray, masks: Sequence[np.ndarray], num_classes: in
     """
     intersection = np.zeros(num_classes, np.int64)
     union = np.zeros(num_classes, np.int64)
-    for pred, mask in zip(predicted, masks):
+    for pred, mask in zip(predicted, masks, strict=False):
         rows = np.arange(mask.shape[0]) * pred.shape[0] // mask.shape[0]
         cols = np.arange(mask.shape[1]) * pred.shape[1] // mask.shape[1]
         resized = pred[rows][:, cols]

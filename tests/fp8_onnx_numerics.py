@@ -78,7 +78,7 @@ def ort_session(model_proto, optimized: bool):
 def module_path(node_name: str) -> str:
     """`/layer1/layer1.0/se/fc1/Conv` -> `layer1.0.se.fc1` (the TorchScript exporter's scope names)."""
     parts = node_name.strip("/").split("/")[:-1]
-    return ".".join(a for a, b in zip(parts, parts[1:] + [""]) if not b.startswith(a + "."))
+    return ".".join(a for a, b in zip(parts, parts[1:] + [""], strict=False) if not b.startswith(a + "."))
 
 
 def check(name: str, folder: Path, layers: bool = False, optimized: bool = False, recipe: str = "all",
@@ -109,7 +109,7 @@ def check(name: str, folder: Path, layers: bool = False, optimized: bool = False
         for image in pixels.split(1):
             captured.clear()
             fp8_logits.append(module(image.half()).float().numpy())
-            outputs = dict(zip(names, session.run(None, {"input": image.half().numpy()})))
+            outputs = dict(zip(names, session.run(None, {"input": image.half().numpy()}), strict=False))
             ort_logits.append(outputs["logits"].astype(np.float32))
             for layer, output in watched.items():
                 _track(worst, layer, captured.get(layer), outputs[output])

@@ -175,7 +175,8 @@ def truth(engine: Engine) -> Truth:
     names = [_name(e) for e in entries]
     types = [_tensor_types(e) for e in entries]
     int8 = [i for i, t in enumerate(types) if t and all(re.search(r"Int8", x) for x in t)]
-    fp16 = [i for i, (e, t) in enumerate(zip(entries, types)) if t and all(re.search(r"FP16|Half", x) for x in t)
+    fp16 = [i for i, (e, t) in enumerate(zip(entries, types, strict=False))
+            if t and all(re.search(r"FP16|Half", x) for x in t)
             and not INT8_TACTIC.search(str(e.get("TacticName", ""))) and "Int8" not in str(e.get("Weights", ""))]
 
     def qdq_name(name: str) -> bool:

@@ -49,7 +49,8 @@ class ConvSignature:
     def output_shape(self) -> tuple[int, int, int, int]:
         n, _, h, w = self.input_shape
         ho, wo = ((size + 2 * p - d * (k - 1) - 1) // s + 1
-                  for size, k, s, p, d in zip((h, w), self.kernel, self.stride, self.padding, self.dilation))
+                  for size, k, s, p, d in zip((h, w), self.kernel, self.stride, self.padding, self.dilation,
+                                              strict=False))
         return n, self.out_channels, ho, wo
 
     def key(self) -> str:

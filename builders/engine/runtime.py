@@ -38,7 +38,7 @@ class CudnnEngine(GraphTimed, Engine):
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         env: dict[str, Any] = dict(self.consts)
         env[self.program.input] = x
-        for (step, run), free in zip(self.runners, self.frees):
+        for (step, run), free in zip(self.runners, self.frees, strict=False):
             if self._range_kind:
                 with named_range(self._range_kind, step.name):
                     env[step.node] = run(env)

@@ -41,7 +41,7 @@ class LayerSpec:
         spatial = tuple(
             (size + 2 * pad - dil * (k - 1) - 1) // step + 1
             for size, k, step, pad, dil in zip(
-                self.input_shape[2:], self.kernel, self.stride, self.padding, self.dilation
+                self.input_shape[2:], self.kernel, self.stride, self.padding, self.dilation, strict=False
             )
         )
         return (self.input_shape[0], self.out_channels, *spatial)
@@ -101,14 +101,15 @@ def _numeric_padding(module) -> tuple[int, ...]:
     if isinstance(module.padding, str):
         if module.padding == "valid":
             return tuple(0 for _ in module.kernel_size)
-        return tuple(d * (k - 1) // 2 for k, d in zip(module.kernel_size, module.dilation))
+        return tuple(d * (k - 1) // 2 for k, d in zip(module.kernel_size, module.dilation, strict=False))
     return tuple(module.padding)
 
 
 def _padding_mode(module) -> str:
     if module.padding_mode != "zeros":
         return module.padding_mode
-    if module.padding == "same" and any(d * (k - 1) % 2 for k, d in zip(module.kernel_size, module.dilation)):
+    if module.padding == "same" and any(d * (k - 1) % 2
+                                        for k, d in zip(module.kernel_size, module.dilation, strict=False)):
         return "uneven same"
     return "zeros"
 

@@ -136,7 +136,7 @@ def pin_dynamic_inputs(builder, network, config, shape: tuple[int, ...]) -> None
     profile = builder.create_optimization_profile()
     for tensor in dynamic:
         dims = tuple(tensor.shape)
-        if len(dims) != len(shape) or any(d >= 0 and d != s for d, s in zip(dims, shape)):
+        if len(dims) != len(shape) or any(d >= 0 and d != s for d, s in zip(dims, shape, strict=False)):
             raise InputError(f"the ONNX input {tensor.name} has shape {list(dims)}; the study feeds {list(shape)}")
         profile.set_shape(tensor.name, shape, shape, shape)
     if config.add_optimization_profile(profile) < 0:

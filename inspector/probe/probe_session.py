@@ -164,7 +164,7 @@ def probe_variant(name: str, precision: Precision, layers: list[Layer], records:
     times = [layer.time_ms for layer in layers]
     index = LayerIndex(list(layers))
     table, summary = summarize(records, index)
-    for layer, time_ms in zip(index.layers, times):
+    for layer, time_ms in zip(index.layers, times, strict=False):
         layer.attrs["traced_kernel_ms"] = layer.time_ms
         layer.time_ms = time_ms
     variant.layers = index.layers  # names the trace saw outside the probe's layers are appended

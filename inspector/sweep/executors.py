@@ -130,7 +130,7 @@ def run_slurm(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions
         executor.update_parameters(**parameters)
         with executor.batch():
             handles = [executor.submit(run_job, str(folder.root), job.key, os.getcwd()) for job in group]
-        submitted += zip(group, handles)
+        submitted += zip(group, handles, strict=False)
     for job, handle in submitted:
         print(f"trt-inspect: [sweep] {job.key}: job {handle.job_id}", file=sys.stderr, flush=True)
     for job, handle in submitted:

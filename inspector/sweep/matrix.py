@@ -167,7 +167,7 @@ def combinations(matrix: Matrix, origin: str) -> list[Combination]:
                          "plans; split the matrix")
     found = []
     for values in itertools.product(*(matrix.axes[n] for n in names)):
-        chosen = dict(zip(names, values))
+        chosen = dict(zip(names, values, strict=False))
         if any(all(chosen[k] == v for k, v in rule.items()) for rule in matrix.exclude):
             continue
         settings = dict(matrix.base)

@@ -48,7 +48,7 @@ class LibraryOutput:
             return
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
-        for fd, saved in zip((1, 2), self._saved):
+        for fd, saved in zip((1, 2), self._saved, strict=False):
             os.dup2(saved, fd)
             os.close(saved)
         self._saved = None

@@ -208,7 +208,7 @@ def files_of_folder(folder: Path, pattern: str | None = None) -> FolderImport:
             left.append(f"{f.path.name} (names no engine of the {len(groups)} here)")
     names, model = _distinct([model_name(key) for key in keys]) if len(keys) > 1 else (
         [model_name(key) for key in keys] or [None], "")
-    engines = [_engine(name, key, groups[key]) for name, key in zip(names, groups)]
+    engines = [_engine(name, key, groups[key]) for name, key in zip(names, groups, strict=False)]
     if pattern is not None:
         engines = [e for e in engines if _matches(e, pattern)]
         if not engines:

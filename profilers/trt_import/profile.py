@@ -144,7 +144,7 @@ PAIRING_MIN = 0.9  # of the layers and of the records: below this, the files des
 def layers_from_profile(profile: Profile) -> list[Layer]:
     """Layers named by a profile alone (TensorRT 7 `.profile`, or a profile without layer information)."""
     layers = [named_layer(record.name) for record in profile.records]
-    for layer, record in zip(layers, profile.records):
+    for layer, record in zip(layers, profile.records, strict=False):
         _apply(layer, record)
     for before, layer in itertools.pairwise(layers):
         if before.op == "dla" and layer.op == "reformat":  # the first GPU reformat after a DLA block waits for the DLA
@@ -162,7 +162,7 @@ def pair_profile(layers: list[Layer], profile: Profile, origin: str) -> Pairing:
     """
     names = [layer.name for layer in layers]
     if names == [r.name for r in profile.records]:
-        for layer, record in zip(layers, profile.records):
+        for layer, record in zip(layers, profile.records, strict=False):
             _apply(layer, record)
         return Pairing(True, len(layers), [], [])
     remaining: dict[str, list[ProfileRecord]] = {}

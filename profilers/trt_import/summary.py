@@ -112,7 +112,7 @@ def _json_stated(values: Any, where: str) -> StatedTime | None:
         raise InputError(f"{where} is {str(values)[:60]!r}: not trtexec's min, max, mean, median and percentiles")
     numbers = [documents.time_ms(value, where) for value in values]
     return StatedTime(numbers[0], numbers[1], numbers[2], numbers[3],
-                      dict(zip(JSON_PERCENTILES[len(values) - 4], numbers[4:])))
+                      dict(zip(JSON_PERCENTILES[len(values) - 4], numbers[4:], strict=False)))
 
 
 def summary_of_json(doc: Any, source: str) -> PerformanceSummary | None:

@@ -62,7 +62,7 @@ def _row_pattern(columns: list[str]) -> re.Pattern[str]:
 def _row(pattern: re.Pattern[str], order: list[str], line: str) -> dict[str, str] | None:
     """A row's cells by field (`order`: the fields in the pattern's groups' order), or None where it is no row."""
     match = pattern.match(line)
-    return dict(zip(order, match.groups())) if match else None
+    return dict(zip(order, match.groups(), strict=False)) if match else None
 
 
 def _group_order(columns: list[str]) -> list[str]:

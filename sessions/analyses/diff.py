@@ -185,7 +185,7 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     result.warnings.extend(_folding_warnings(chosen, by_name_a, by_name_b))
     result.notes.extend(_load_notes(a, b))
     loads = HostLoad.of(a.environment), HostLoad.of(b.environment)
-    for pair, (batch_a, batch_b) in zip(chosen, batches):
+    for pair, (batch_a, batch_b) in zip(chosen, batches, strict=False):
         scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
         compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules,
                                      threshold, loads)

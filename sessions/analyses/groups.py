@@ -368,7 +368,7 @@ def stages_of(layers: list[Layer], rules: Rules) -> list[str]:
     if first is None:
         return stages
     return [STEM if i < first and stage == OTHER and not _is_sync(layer) else stage
-            for i, (layer, stage) in enumerate(zip(layers, stages))]
+            for i, (layer, stage) in enumerate(zip(layers, stages, strict=False))]
 
 
 def structural_stages(layers: list[Layer]) -> dict[int, str]:
@@ -473,7 +473,7 @@ def kernel_class_rows(variant: Variant, rules: Rules) -> list[GroupRow]:
     class_of_name = [kernel_class(name, rules) for name in table.names]
     counts: Counter[str] = Counter()
     time_ns: defaultdict[str, int] = defaultdict(int)
-    for name_id, duration in zip(table.name, table.duration_ns):
+    for name_id, duration in zip(table.name, table.duration_ns, strict=False):
         cls = class_of_name[name_id]
         counts[cls] += 1
         time_ns[cls] += duration
@@ -525,7 +525,7 @@ def compare_groups(session: Session, by: str, rules: Rules, variants: list[str] 
 
 
 def _stage_rows(variant: Variant, rules: Rules) -> list[GroupRow]:
-    stage = dict(zip(map(id, variant.layers), stages_of(variant.layers, rules)))
+    stage = dict(zip(map(id, variant.layers), stages_of(variant.layers, rules), strict=False))
     return group_rows(variant, lambda layer: stage[id(layer)])
 
 

@@ -42,7 +42,7 @@ def _evidence(variant: Variant, layer_indices: set[int], top: int = 3) -> dict[i
     table = variant.kernels
     counts: dict[int, Counter[int]] = {i: Counter() for i in layer_indices}
     if counts:
-        for (owner, name_id), n in Counter(zip(table.layer, table.name)).items():  # counted in C
+        for (owner, name_id), n in Counter(zip(table.layer, table.name, strict=False)).items():  # counted in C
             if owner in counts:
                 counts[owner][name_id] = n
     return {i: [(table.names[name_id], n) for name_id, n in c.most_common(top)] for i, c in counts.items()}
@@ -79,10 +79,10 @@ def _diagnose(variant: Variant, baseline: Variant | None, factor: float, minimum
     if baseline is not None and baseline is not variant:
         base_per_layer = kernels_per_layer(baseline)
         if base_per_layer is not None:
-            base_counts = {layer.name: n for layer, n in zip(baseline.layers, base_per_layer)}
+            base_counts = {layer.name: n for layer, n in zip(baseline.layers, base_per_layer, strict=False)}
     found: list[tuple[int, str, float | None]] = []
     below_fp8 = _fp8_layers_below_fp8_arch(variant)
-    for i, (layer, count) in enumerate(zip(variant.layers, per_layer)):
+    for i, (layer, count) in enumerate(zip(variant.layers, per_layer, strict=False)):
         base = base_counts.get(layer.name)
         if layer.groups and layer.groups > 1 and count >= layer.groups:
             found.append((i, "per-group split", base))
@@ -112,7 +112,7 @@ def _fp8_layers_below_fp8_arch(variant: Variant) -> dict[int, tuple[int, int]]:
     arch_of = [kernel_arch(name) for name in table.names]
     archs: dict[int, list[tuple[int, int]]] = {}
     unnamed: set[int] = set()  # layers with a kernel that names no architecture: nothing to conclude
-    for owner, name_id in set(zip(table.layer, table.name)):
+    for owner, name_id in set(zip(table.layer, table.name, strict=False)):
         if owner in fp8:
             arch = arch_of[name_id]
             if arch is None:

@@ -99,13 +99,13 @@ def merge_sessions(sources: Sequence[tuple[str, Session]], command: list[str]) -
     labels = [job_label(k) for k in keyed]
     if len(set(labels)) < len(labels):
         axes.append("session")
-        for k, (path, _) in zip(keyed, jobs):
+        for k, (path, _) in zip(keyed, jobs, strict=False):
             k["session"] = path
         labels = [job_label(k) for k in keyed]
         if len(set(labels)) < len(labels):
             raise InputError("the same session is given twice; merge each session once")
     merged_jobs, variants = [], []
-    for index, ((path, session), key, label) in enumerate(zip(jobs, keyed, labels)):
+    for index, ((path, session), key, label) in enumerate(zip(jobs, keyed, labels, strict=False)):
         merged_jobs.append(MergedJob(path, label, key, session.study, session.environment, session.method))
         for variant in session.variants:
             renamed = copy.deepcopy(variant)

@@ -219,7 +219,7 @@ def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | Non
     counts = {len(layer.call_times_ms) for layer in timed}
     if not timed or len(counts) != 1:
         return None
-    sums = [sum(values) for values in zip(*(layer.call_times_ms for layer in timed))]
+    sums = [sum(values) for values in zip(*(layer.call_times_ms for layer in timed), strict=False)]
     return calls_band(sums, drift, "traced calls, summed over the group's layers")
 
 

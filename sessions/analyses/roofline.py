@@ -193,7 +193,7 @@ def _below_fp8(variant: Variant) -> set[int]:
     if table is None:
         return set()
     archs: dict[int, list[tuple[int, int] | None]] = {}
-    for owner, name_id in set(zip(table.layer, table.name)):
+    for owner, name_id in set(zip(table.layer, table.name, strict=False)):
         archs.setdefault(owner, []).append(kernel_arch(table.names[name_id]))
     return {i for i, found in archs.items() if None not in found and max(a for a in found if a) < FP8_TENSOR_CORES}
 
@@ -272,7 +272,7 @@ def group_roofs(roofs: list[LayerRoof], layers: list[Layer], rules: Rules,
     with work, their shares of `peaks` (the compute share only where those layers share one precision), and the
     group's time by bound; most time first."""
     groups: dict[str, list[LayerRoof]] = {}
-    for roof, layer in zip(roofs, layers):
+    for roof, layer in zip(roofs, layers, strict=False):
         groups.setdefault(role_of(layer, rules), []).append(roof)
     found = []
     for group, members in groups.items():

@@ -32,7 +32,7 @@ class MatrixRow:
 
 def matrix_rows(session: Session) -> list[MatrixRow]:
     rows = []
-    for variant, summary in zip(session.variants, summarize_session(session)):
+    for variant, summary in zip(session.variants, summarize_session(session), strict=False):
         job = job_of(session, variant)
         merged = session.merge.jobs[job] if session.merge is not None and job is not None else None
         study, env = (merged.study, merged.environment) if merged else (session.study, session.environment)

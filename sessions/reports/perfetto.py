@@ -43,7 +43,7 @@ class Record:
 def median_call(table: KernelTable) -> int:
     """The traced call whose summed kernel time is the (lower) median of the calls'; ties: the earliest call."""
     totals: dict[int, int] = {}
-    for call, duration in zip(table.call, table.duration_ns):
+    for call, duration in zip(table.call, table.duration_ns, strict=False):
         totals[call] = totals.get(call, 0) + duration
     ranked = sorted(totals, key=lambda call: (totals[call], call))
     return ranked[(len(ranked) - 1) // 2]

@@ -46,7 +46,7 @@ def is_probe_session(session: Session) -> bool:
 
 def _kernels(variant: Variant) -> dict[str, float] | None:
     per_layer = kernels_per_layer(variant)
-    return None if per_layer is None else {layer.name: n for layer, n in zip(variant.layers, per_layer)}
+    return None if per_layer is None else {layer.name: n for layer, n in zip(variant.layers, per_layer, strict=False)}
 
 
 def role_rows(session: Session, rules: Rules) -> list[RoleRow]:

@@ -119,7 +119,7 @@ def render_text(headers: Sequence[str], rows: Sequence[Sequence[Cell]], right: s
 
     def line(cells: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=False))).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths])] + [line(r) for r in texts])
 
@@ -219,7 +219,7 @@ def markdown_table_problems(text: str) -> list[str]:
 
 
 def _typed_cells(table: Table) -> list[list[str]]:
-    return [[format_value(v, c.kind) for v, c in zip(row, table.columns)] for row in table.rows]
+    return [[format_value(v, c.kind) for v, c in zip(row, table.columns, strict=False)] for row in table.rows]
 
 
 def table_text(table: Table) -> str:
@@ -243,4 +243,4 @@ def table_csv(table: Table) -> str:
 
 
 def table_records(table: Table) -> list[dict[str, Any]]:
-    return [dict(zip(table.labels, row)) for row in table.rows]
+    return [dict(zip(table.labels, row, strict=False)) for row in table.rows]

@@ -238,8 +238,9 @@ def group_speedups(session: Session, rules: Rules, by: str = "role") -> dict[str
     """{group: {variant: speed-up}}, for JSON: the same definition as every speed-up column."""
     table = group_table(session, rules, by)
     out: dict[str, dict[str, float | None]] = {}
-    for key, row in zip(table.keys, table.rows):
-        out[key] = {c.label.split(" speed-up")[0]: v for c, v in zip(table.columns, row) if c.kind == "speedup"}
+    for key, row in zip(table.keys, table.rows, strict=False):
+        out[key] = {c.label.split(" speed-up")[0]: v
+                    for c, v in zip(table.columns, row, strict=False) if c.kind == "speedup"}
     return out
 
 
@@ -310,7 +311,7 @@ def kernel_table(variant: Variant, layer: str | None) -> Table:
     count: Counter[int] = Counter()
     total: defaultdict[int, int] = defaultdict(int)
     shape: dict[int, tuple] = {}
-    for i, (name, owner, duration) in enumerate(zip(table.name, table.layer, table.duration_ns)):
+    for i, (name, owner, duration) in enumerate(zip(table.name, table.layer, table.duration_ns, strict=False)):
         if index is not None and owner != index:
             continue
         count[name] += 1
@@ -409,7 +410,7 @@ def comparison_table(session: Session, a: str, b: str, rules: Rules) -> Table:
     layer_a, layer_b = {layer.name: layer for layer in va.layers}, {layer.name: layer for layer in vb.layers}
     drift_a, drift_b = _drift(va), _drift(vb)
     tones: list[Tone] = []
-    for row, key in zip(rows, keys):
+    for row, key in zip(rows, keys, strict=False):
         la, lb = layer_a.get(key.a) if key.a else None, layer_b.get(key.b) if key.b else None
         if row[4] is None:
             tones.append("warn")
@@ -487,7 +488,7 @@ def _plain(value: float | str | None) -> str | None:
 # -- detail of one row ---------------------------------------------------------------------------
 def row_detail(table: Table, row: tuple) -> list[tuple[str, str]]:
     """Every cell of a row in full (no column width cut): what a detail pane shows."""
-    return [(c.label, format_value(v, c.kind)) for c, v in zip(table.columns, row)]
+    return [(c.label, format_value(v, c.kind)) for c, v in zip(table.columns, row, strict=False)]
 
 
 @dataclass

@@ -56,7 +56,7 @@ async def test_each_row_shows_its_figures_as_soon_as_it_has_them(tmp_path, monke
 
     def recording(self, p):
         table = live_table(self, p)
-        seen.append((p.phase, p.done, [dict(zip(table.labels, row)) for row in table.rows]))
+        seen.append((p.phase, p.done, [dict(zip(table.labels, row, strict=False)) for row in table.rows]))
         return table
 
     monkeypatch.setattr(StudyScreen, "live_table", recording)

@@ -65,7 +65,7 @@ def _stated(text: str) -> dict[str, float]:
     line = re.search(r"GPU Compute Time: min = ([\d.]+) ms, max = ([\d.]+) ms, mean = ([\d.]+) ms, median = ([\d.]+) ms"
                      r"(.*)$", text, re.MULTILINE)
     if line:
-        found = dict(zip(("min", "max", "mean", "median"), map(float, line.groups()[:4])))
+        found = dict(zip(("min", "max", "mean", "median"), map(float, line.groups()[:4]), strict=False))
         found.update({f"p{level}": float(value)
                       for level, value in re.findall(r"percentile\((\d+)%\) = ([\d.]+)", line[5])})
         return found

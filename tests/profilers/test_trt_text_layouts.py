@@ -98,7 +98,7 @@ def test_verbose_lines_of_8_0_to_8_4_give_each_layer_its_tensors() -> None:
 
     layers = import_variant(ImportFiles.of(layers=BRACKETED, profile=None, find_metadata=False)).variant.layers
     assert len(layers) == len(lines) == 5
-    for layer, (kind, name, tactic, inputs, outputs) in zip(layers, lines):
+    for layer, (kind, name, tactic, inputs, outputs) in zip(layers, lines, strict=False):
         assert (layer.kind, layer.name, layer.tactic) == (kind, name, tactic)
         assert [(t.name, t.dtype, t.shape) for t in layer.inputs] == tensors(inputs)
         assert [(t.name, t.dtype, t.shape) for t in layer.outputs] == tensors(outputs)

@@ -117,7 +117,7 @@ def test_layer_sums_are_never_set_against_medians(mainjob):
 
 def test_the_variant_table_gives_throughput_and_sizes_where_recorded(mainjob, qat_pair):
     table = views.session_variant_table(mainjob)
-    rows = dict(zip(table.keys, table.rows))
+    rows = dict(zip(table.keys, table.rows, strict=False))
     images, engine, fp8 = (table.labels.index(label) for label in ("images/s", "MiB", "FP8 weights MiB"))
     assert rows["fp16"][images] == pytest.approx(1 / 4.884720087051392 * 1e3)  # batch 1 / median
     assert rows["fp8-all"][fp8] == pytest.approx(117301168 / (1 << 20)) and rows["fp16"][fp8] is None

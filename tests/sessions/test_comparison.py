@@ -42,7 +42,7 @@ def test_merged_speedups_are_against_each_jobs_own_fp16_in_table_and_verdict():
     session = storage.load(MERGED)
     table = views.session_variant_table(session)
     column = next(i for i, c in enumerate(table.columns) if c.kind == "speedup")
-    assert {key: row[column] for key, row in zip(table.keys, table.rows)} == pytest.approx(expected)
+    assert {key: row[column] for key, row in zip(table.keys, table.rows, strict=False)} == pytest.approx(expected)
     found = verdicts(session, load_rules(None))
     assert len(found) == 4  # one FP8 row per job; no fp16 row is compared with another job's fp16
     for verdict in found:
@@ -116,7 +116,7 @@ def test_a_zero_or_missing_time_is_not_a_speed_and_breaks_nothing(tmp_path):
 def test_colour_and_verdict_follow_one_judgement():
     session = storage.load(MAINJOB)
     table = views.session_variant_table(session)
-    tones = dict(zip(table.keys, table.tones))
+    tones = dict(zip(table.keys, table.tones, strict=False))
     for verdict in verdicts(session, load_rules(None)):
         name = verdict.variant.removesuffix(" (simulated)")
         expected = {"faster": "good", "slower": "bad"}.get(verdict.judgement or "", "")

@@ -110,7 +110,7 @@ def test_fp8_layers_on_kernels_without_fp8_tensor_cores_are_flagged():
         variant = next(v for v in raw["variants"] if v["name"] == name)
         kernels = variant["kernels"]
         names_of: dict[int, set[str]] = {}
-        for owner, name_id in zip(kernels["layer"], kernels["name"]):
+        for owner, name_id in zip(kernels["layer"], kernels["name"], strict=False):
             names_of.setdefault(owner, set()).add(kernels["names"][name_id])
         expected = set()
         for index, layer in enumerate(variant["layers"]):

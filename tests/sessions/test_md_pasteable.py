@@ -61,7 +61,7 @@ def _fp8_layers_on_pre_fp8_kernels(variant: dict) -> set[str]:
     from the raw kernel table, not through sessions.analyses.lowering."""
     kernels, layers = variant["kernels"], variant["layers"]
     archs: dict[int, list[int | None]] = {}
-    for owner, name_id in zip(kernels["layer"], kernels["name"]):
+    for owner, name_id in zip(kernels["layer"], kernels["name"], strict=False):
         token = re.search(r"(?:^|[^a-z0-9])sm_?(\d{2,3})[af]?(?:[^a-z0-9]|$)", kernels["names"][name_id],
                           re.IGNORECASE)
         archs.setdefault(owner, []).append(int(token.group(1)) if token else None)

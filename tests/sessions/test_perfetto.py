@@ -70,7 +70,7 @@ def parents(trace: dict) -> dict[int, dict]:
 
 def lower_median_call(kernels: dict) -> int:
     sums: dict[int, int] = defaultdict(int)
-    for call, duration in zip(kernels["call"], kernels["duration_ns"]):
+    for call, duration in zip(kernels["call"], kernels["duration_ns"], strict=False):
         sums[call] += duration
     ordered = sorted((total, call) for call, total in sums.items())
     return ordered[(len(ordered) - 1) // 2][1]
@@ -92,7 +92,7 @@ def test_one_call_per_variant_kernels_on_their_streams_under_their_layers(sessio
         assert len(drawn) == len(rows)  # every record of the one call, no other call's
         title = next(e for e in trace["traceEvents"] if e["pid"] == pid and e["name"] == "process_name")
         assert title["args"]["name"].startswith(variant["name"]) and f"call {call + 1} of " in title["args"]["name"]
-        for (n, event), i in zip(sorted(drawn, key=lambda d: (d[1]["ts"], d[0])), rows):
+        for (n, event), i in zip(sorted(drawn, key=lambda d: (d[1]["ts"], d[0])), rows, strict=False):
             assert event["name"] == kernels["names"][kernels["name"][i]] and event["tid"] == kernels["stream"][i]
             assert event["ts"] == pytest.approx((kernels["start_ns"][i] - origin) / 1e3, abs=1e-3)
             assert event["args"]["duration_ns"] == kernels["duration_ns"][i]

@@ -33,7 +33,7 @@ def study(tmp_path, monkeypatch=None, reference_scale: float = 1.0, **changes):
 
 def column(table, label):
     index = table.labels.index(label)
-    return {key: row[index] for key, row in zip(table.keys, table.rows)}
+    return {key: row[index] for key, row in zip(table.keys, table.rows, strict=False)}
 
 
 def test_the_relative_error_stands_beside_the_absolute_one_with_the_sessions_figures(tmp_path, monkeypatch):

@@ -109,7 +109,7 @@ def test_the_issues_rerun_is_the_loads_and_says_so(base: Session, tmp_path: Path
     """Load 1.1, then 2.5: latency up by a fifth or more while the traced layers ran faster (the issue's x0.85)."""
     a = rerun(base, 7, 1.1, [1.1, 1.1, 1.1], 2.0)
     b = rerun(base, 8, 2.5, [2.7, 2.6, 2.5], 0.6)
-    for va, vb in zip(a.variants, b.variants):
+    for va, vb in zip(a.variants, b.variants, strict=False):
         assert va.latency and vb.latency and vb.latency.median_ms > 1.15 * va.latency.median_ms  # the premise
     diff = diff_sessions(a, b, load_rules())
     assert regressions(diff) == set()
@@ -162,7 +162,7 @@ def test_a_load_that_came_just_before_a_rerun_is_the_loads_though_its_start_reco
     a = rerun(base, 21, 3.6, [1.0] * ROUNDS, 1.0)
     b = rerun(base, 22, 2.4, [3.0] * ROUNDS, 3.0)
     assert (a.environment.load_average[0] - b.environment.load_average[0]) / CORES >= 0.5  # the premise
-    for va, vb in zip(a.variants, b.variants):
+    for va, vb in zip(a.variants, b.variants, strict=False):
         assert va.latency and vb.latency and vb.latency.median_ms > 1.15 * va.latency.median_ms
     diff = diff_sessions(a, b, load_rules())
     assert regressions(diff) == set()

@@ -109,7 +109,7 @@ def test_fp8_layers_on_kernels_without_fp8_tensor_cores_are_held_to_the_fp16_pea
     fp8 = next(v for v in raw["variants"] if v["name"] == "cudnn-fp8-all")
     kernels = fp8["kernels"]
     arch: dict[int, set[str]] = {}
-    for owner, name_id in zip(kernels["layer"], kernels["name"]):
+    for owner, name_id in zip(kernels["layer"], kernels["name"], strict=False):
         arch.setdefault(owner, set()).update(re.findall(r"sm(\d\d)", kernels["names"][name_id]))
     on_sm80 = {fp8["layers"][i]["name"] for i, found in arch.items() if found == {"80"}
                and fp8["layers"][i]["precision"] == "fp8" and fp8["layers"][i]["op"] == "conv"}
@@ -155,7 +155,8 @@ def test_group_rates_are_their_layers_sums_over_their_time(senet):
     groups = group_roofs(roofs, variant.layers, rules, peaks)
     assert any(g.tflops for g in groups) and any(g.compute_share for g in groups)
     for group in groups:
-        members = [(r, layer) for r, layer in zip(roofs, variant.layers) if role_of(layer, rules) == group.group]
+        members = [(r, layer) for r, layer in zip(roofs, variant.layers, strict=False)
+                   if role_of(layer, rules) == group.group]
         shaped = [(r, layer) for r, layer in members if r.work is not None and layer.time_ms]
         seconds = sum(layer.time_ms for _, layer in shaped) / 1e3
         assert group.time_ms == pytest.approx(sum(layer.time_ms or 0.0 for _, layer in members))

@@ -34,7 +34,7 @@ def as_tensorrt(session, batch: int, fp16_ms: float, fp8_ms: float):
     changed.study.backend, changed.study.batch = "tensorrt", batch
     changed.environment.versions["tensorrt"] = "10.16"
     changed.variants = [v for v in changed.variants if v.name in ("fp16", "fp8-no-se")]
-    for variant, ms in zip(changed.variants, (fp16_ms, fp8_ms)):
+    for variant, ms in zip(changed.variants, (fp16_ms, fp8_ms), strict=False):
         variant.simulated, variant.backend = False, "tensorrt"
         lat, factor = variant.latency, ms / variant.latency.median_ms
         lat.samples_ms = [s * factor for s in lat.samples_ms]

@@ -68,7 +68,7 @@ def test_reformat_holds_only_what_tensorrt_calls_a_reformat_in_the_tf_qat_build(
     raw = json.loads((base / "resnet-qat.onnx.engine.graph.json").read_text())["Layers"]
     times = [r["averageMs"] for r in json.loads((base / "resnet-qat.onnx.engine.profile.json").read_text())
              if "name" in r]
-    reformat_ms = sum(t for layer, t in zip(raw, times)
+    reformat_ms = sum(t for layer, t in zip(raw, times, strict=False)
                       if layer["LayerType"] == "Reformat" and layer.get("Origin") != "QDQ"
                       and "QuantLinearNode" not in layer["Name"])
     imported = session(engine_files("trt8.4-tf-resnet50-rtx3090-int8-qat", "resnet-qat.onnx.engine"), "qat")
@@ -106,7 +106,7 @@ def test_yolo_constants_are_constants_and_its_stem_is_where_the_network_starts()
     first_stage = next(i for i, n in enumerate(names) if "/layer1/" in n)
     stages = stages_of(variant.layers, RULES)
     assert all(stage != "stem" for stage in stages[first_stage:])  # no neck layer named conv1 in the stem
-    assert [layer.name for layer, stage in zip(variant.layers, stages) if stage == "stem"] == [
+    assert [layer.name for layer, stage in zip(variant.layers, stages, strict=False) if stage == "stem"] == [
         n for n in names[:first_stage] if re.search(r"/backbone/(conv1|maxpool)/", n)]
 
 

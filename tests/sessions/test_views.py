@@ -39,7 +39,7 @@ def test_one_speedup_definition_everywhere(session):
     """Above 1 is faster in the variant table, the group table and the groups JSON."""
     variants = views.session_variant_table(session)
     column = variants.labels.index("speed-up vs fp16 (>1 faster)")
-    speedup = dict(zip(variants.keys, (row[column] for row in variants.rows)))
+    speedup = dict(zip(variants.keys, (row[column] for row in variants.rows), strict=False))
     assert speedup["fp8-all"] == pytest.approx(4.879 / 11.464, rel=1e-3)
     groups = views.group_table(session, load_rules())
     row = groups.rows[groups.keys.index("squeeze-excitation")]
@@ -53,7 +53,7 @@ def test_one_speedup_definition_everywhere(session):
 
 def test_flags_say_whether_the_baseline_has_them(session):
     table = views.flag_table(session)
-    since = dict(zip(table.keys, (row[3] for row in table.rows)))
+    since = dict(zip(table.keys, (row[3] for row in table.rows), strict=False))
     assert since[("fp8-all", "layer1.0.conv2")] == "also in fp16" and since[("fp16", "layer1.0.conv2")] == "baseline"
 
 

@@ -49,8 +49,9 @@ class BrowserScreen(Screen):
         states = [self.states.get(e.path) for e in self.entries]
         rows = [("*" if e.path in self.marked else "", e.model, e.created, state.text if state else "?", e.gpu,
                  f"{e.backend}/{e.device}", ",".join(e.variants), e.path.name)
-                for e, state in zip(self.entries, states)]
-        tones: list[Tone] = ["warn" if r[0] else (STATE_TONES[s.kind] if s else "") for r, s in zip(rows, states)]
+                for e, state in zip(self.entries, states, strict=False)]
+        tones: list[Tone] = ["warn" if r[0] else (STATE_TONES[s.kind] if s else "")
+                             for r, s in zip(rows, states, strict=False)]
         return Table(COLUMNS, rows, [e.path for e in self.entries], tones)
 
     def compose(self) -> ComposeResult:

@@ -56,7 +56,7 @@ class TableScreen(Screen):
 
     def row_facts(self, key: Any) -> list[tuple[str, str]]:
         """What the detail pane shows for the row `key`: its cells in full, unless a screen knows more."""
-        row = next((r for r, k in zip(self.panel.data.rows, self.panel.data.keys) if k == key), None)
+        row = next((r for r, k in zip(self.panel.data.rows, self.panel.data.keys, strict=False) if k == key), None)
         return views.row_detail(self.panel.data, row) if row is not None else []
 
     def compose(self) -> ComposeResult:
@@ -327,7 +327,7 @@ class SideBySideScreen(Screen):
     def on_virtual_table_row_chosen(self, event: VirtualTable.RowChosen) -> None:
         """Enter on a kernel of either side: its row in full."""
         panel = next(p for p in self.query(TablePanel) if p.table is event.table)
-        row = next(r for r, k in zip(panel.data.rows, panel.data.keys) if k == event.key)
+        row = next(r for r, k in zip(panel.data.rows, panel.data.keys, strict=False) if k == event.key)
         self.app.push_screen(FactsScreen(" > ".join([*self.crumbs, panel.data.title]),
                                          views.row_detail(panel.data, row)))
 

@@ -25,7 +25,7 @@ class Bar:
 
 def bars_of(session: Session) -> list[Bar]:
     table = views.session_variant_table(session)
-    tones = dict(zip(table.keys, table.tones))
+    tones = dict(zip(table.keys, table.tones, strict=False))
     return [Bar(v.name, v.latency.median_ms, tones.get(v.name, ""), tuple(v.latency.samples_ms))
             for v in session.variants if v.latency]
 

@@ -67,7 +67,8 @@ class TablePanel(Vertical):
         from sessions.reports.tables import format_value
 
         table = self.table
-        cells = [[format_value(value, column.kind) for value, column in zip(row, table.columns)] for row in table.rows]
+        cells = [[format_value(value, column.kind) for value, column in zip(row, table.columns, strict=False)]
+                 for row in table.rows]
         return render_markdown([c.label for c in table.columns], cells,
                                {i for i, c in enumerate(table.columns) if c.numeric})
 

@@ -46,7 +46,7 @@ def column_widths(rows: Sequence[tuple[Any, ...]], columns: Sequence[Column], la
     for i, column in enumerate(columns):
         cells = [row[i] for row in rows if len(row) > i]
         if set(map(type, cells)) <= PLAIN_CELLS:
-            cells = list(dict(zip(zip(map(type, cells), map(str, cells)), cells)).values())
+            cells = list(dict(zip(zip(map(type, cells), map(str, cells), strict=False), cells, strict=False)).values())
         widest = max((len(format_cell(value, column)) for value in cells), default=0)
         if widest > widths[i]:
             widths[i] = min(widest, MAX_COLUMN)
@@ -148,7 +148,7 @@ class VirtualTable(ScrollView, can_focus=True):
 
     def _line(self, texts: Sequence[str]) -> str:
         cells = []
-        for text, column, w in zip(texts, self.columns, self._widths):
+        for text, column, w in zip(texts, self.columns, self._widths, strict=False):
             text = text if len(text) <= w else text[: w - 1] + "…"
             cells.append(text.rjust(w) if column.numeric else text.ljust(w))
         return (" " * GAP).join(cells)
@@ -194,7 +194,8 @@ class VirtualTable(ScrollView, can_focus=True):
         if index == self.cursor:
             style += (self.get_component_rich_style("virtual-table--cursor", partial=True) if self.has_focus
                       else Style(reverse=True, dim=True))
-        return self._pinned(self._line([format_cell(v, c) for v, c in zip(row, self.columns)]), scroll_x, width, style)
+        cells = [format_cell(v, c) for v, c in zip(row, self.columns, strict=False)]
+        return self._pinned(self._line(cells), scroll_x, width, style)
 
     def _pinned(self, line: str, scroll_x: int, width: int, style: Style) -> Strip:
         """The first column stays; the rest of the line scrolls by `scroll_x`."""

@@ -498,7 +498,7 @@ class IExecutionContext:
             data = self._memory(item.name)
             feeds[item.name] = data.astype(np.float32) if item.type == "tensor(float)" else data
         results = self.engine.session.run(None, feeds)
-        for item, result in zip(self.engine.session.get_outputs(), results):
+        for item, result in zip(self.engine.session.get_outputs(), results, strict=False):
             target = self._memory(item.name)
             target[...] = result.astype(target.dtype)
 

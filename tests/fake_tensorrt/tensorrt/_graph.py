@@ -115,7 +115,7 @@ def fixed(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx.ModelPro
     model = onnx.ModelProto.FromString(model.SerializeToString())
     for value in model.graph.input:
         if value.name in shapes:
-            for dim, size in zip(value.type.tensor_type.shape.dim, shapes[value.name]):
+            for dim, size in zip(value.type.tensor_type.shape.dim, shapes[value.name], strict=False):
                 dim.Clear()
                 dim.dim_value = size
     return model
