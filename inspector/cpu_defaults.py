@@ -134,6 +134,8 @@ def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> list[torc
     variant puts an input quantizer (weights are quantized once, at build)."""
     import torch
 
+    from builders.models.hooks import forward_once
+
     shapes: list[torch.Size] = []
 
     def record(_module: torch.nn.Module, args: tuple[object, ...]) -> None:
@@ -141,13 +143,8 @@ def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> list[torc
             shapes.append(args[0].shape)
 
     kinds = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
-    hooks = [sub.register_forward_pre_hook(record) for sub in module.modules() if isinstance(sub, kinds)]
-    try:
-        with torch.no_grad():
-            module(sample)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    forward_once(module, sample, [sub.register_forward_pre_hook(record) for sub in module.modules()
+                                  if isinstance(sub, kinds)])
     return shapes
 
 

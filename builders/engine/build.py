@@ -21,6 +21,7 @@ from builders.engine.plans import TimingCache
 from builders.engine.probe_kernels import Quantizer, one_line
 from builders.engine.runtime import CudnnEngine
 from builders.engine.tactics import CUDNN, Tactic, chose_fp16, fastest, output_reason, precision_reason
+from builders.models.hooks import forward_once
 from sessions.documents.model import Layer
 from sessions.documents.options import FP8_LAYERS_TIMED
 
@@ -187,14 +188,9 @@ def _input_shapes(traced: TracedModel, static_input: torch.Tensor) -> dict[str, 
 
         return record
 
-    handles = [m.register_forward_pre_hook(hook(path)) for path, m in traced.module.named_modules()
-               if isinstance(m, torch.nn.Conv2d)]
-    try:
-        with torch.no_grad():
-            traced.module(static_input.to(device="cuda", dtype=torch.float16))
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_once(traced.module, static_input.to(device="cuda", dtype=torch.float16),
+                 [m.register_forward_pre_hook(hook(path)) for path, m in traced.module.named_modules()
+                  if isinstance(m, torch.nn.Conv2d)])
     return shapes
 
 

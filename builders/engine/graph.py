@@ -13,6 +13,7 @@ import torch.fx
 
 from builders.engine.lowering import OpNode
 from builders.engine.shaped_tracer import ShapedTracer, bound_arguments, specs_of
+from builders.models.hooks import forward_once
 from builders.models.module_ops import function_op
 from sessions.documents.errors import first_line
 
@@ -103,14 +104,8 @@ def _module_inputs(model: torch.nn.Module, example: torch.Tensor) -> dict[str, d
 
         return record
 
-    handles = [m.register_forward_pre_hook(hook(path, m), with_kwargs=True)
-               for path, m in model.named_modules() if path]
-    try:
-        with torch.no_grad():
-            model(example)
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_once(model, example, [m.register_forward_pre_hook(hook(path, m), with_kwargs=True)
+                                   for path, m in model.named_modules() if path])
     return inputs
 
 
