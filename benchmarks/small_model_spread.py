@@ -3,9 +3,10 @@ variant its median, per-sample CoV, p99 / median and round-median CoV, each judg
 
     python benchmarks/small_model_spread.py [--models a,b,...] [--out DIR] [-- RUN OPTIONS ...]
 
-The default models are seven families whose fp16 forward takes 0.2-5 ms on an H200 at batch 1: split attention
-(resnest14d), ConvNeXt (convnext_atto), DenseNet (densenet121), ResNet (resnet50), EfficientNet (efficientnet_b0),
-ViT (vit_tiny_patch16_224) and DPN (dpn68). The targets apply to variants of at least `MIN_MEDIAN_MS`; a faster one
+The default models are seven families meant to span 0.2-5 ms of fp16 forward on an H200 at batch 1 (each run's
+median shows where it lands): split attention (resnest14d), ConvNeXt (convnext_atto), DenseNet (densenet121), ResNet
+(resnet50), EfficientNet (efficientnet_b0), ViT (vit_tiny_patch16_224) and DPN (dpn68).
+The targets apply to variants of at least `MIN_MEDIAN_MS`; a faster one
 is listed and not judged. The last line counts the variants that miss a target.
 """
 
