@@ -1,5 +1,5 @@
 """Binding a lowered program to kernels: cuDNN graphs (shared by signature, plans chosen by timing) or, where timed
-faster, a convolution's tactic of another library (a cuBLASLt GEMM, PyTorch's depthwise kernel), FP8 GEMMs, quantize
+faster, a convolution's tactic of another library (a cuBLASLt GEMM, ATen's depthwise dispatch), FP8 GEMMs, quantize
 kernels and the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer table."""
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     scales = twin.scales if twin is not None else {}
     keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
     refused = static_refusals(plain, fp8)
+    timed_before = set(backend.library_us)  # the context is shared by the study's variants: this one's are the rest
     shapes = _input_shapes(traced, backend.static_input)
     program, timed, output_refused = lower_and_choose(backend, traced, plain, fp8, keys, refused, shapes)
     runners, layers = _bind(backend, program, traced, plain, scales, shapes)
@@ -118,22 +119,25 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and not chose_fp16(s.fallback)]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
-    notes += library_notes(backend, layers)
+    notes += library_notes(backend, layers, timed_before)
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
     return engine, layers, notes
 
 
-def library_notes(backend: BuildContext, layers: list[Layer]) -> list[str]:
+def library_notes(backend: BuildContext, layers: list[Layer],
+                  timed_before: set[tuple[ConvSignature, str]]) -> list[str]:
     """The variant's notes on convolutions' libraries: how many run each library's tactic where another library's
-    was timed too, and the tactics that did not run (the first reason)."""
+    was timed too, and the tactics this variant's build timed that did not run (the first reason); `timed_before`:
+    the tactics an earlier variant of the study had timed (theirs, not this one's)."""
     chosen = [str(layer.attrs["library"]) for layer in layers if len(layer.attrs.get("tactics", [])) > 1
               and "library" in layer.attrs]
     notes = []
     if any(library != CUDNN for library in chosen):
         counts = ", ".join(f"{library} {chosen.count(library)}" for library in sorted(set(chosen)))
         notes.append(f"convolutions by the library whose tactic timed fastest: {counts}")
-    failed = sorted({reason for reason in backend.library_us.values() if isinstance(reason, str)})
+    failed = sorted({reason for key, reason in backend.library_us.items()
+                     if isinstance(reason, str) and key not in timed_before})
     if failed:
         notes.append(f"{len(failed)} tactics of other libraries than cuDNN did not run: {failed[0]}")
     return notes

@@ -3,8 +3,9 @@
 - a 1x1 convolution (stride 1, no padding or dilation, one group) on an NHWC tensor is a GEMM,
   (N*H*W, Cin) @ (Cin, Cout), run by cuBLASLt through torch: `torch.addmm` on the channels-last view in fp16,
   `torch._scaled_mm` through `Fp8Linear` in FP8 (its scales: per-tensor input, per-output-channel weights);
-- a depthwise convolution (groups == Cin == Cout) in fp16 runs PyTorch's own kernel (`F.conv2d` on the
-  channels-last tensor); PyTorch has no FP8 convolution.
+- a depthwise convolution (groups == Cin == Cout) in fp16 runs as ATen dispatches `F.conv2d` on the channels-last
+  tensor: on CUDA that is cuDNN's legacy depthwise path (ATen's `use_cudnn_depthwise` takes cuDNN for every
+  channels-last input), not the frontend graphs' plans; PyTorch has no FP8 convolution.
 
 Each computes what the signature's cuDNN graph computes: bias, then the graph's epilogue (activations, the residual
 add) and its output quantize as PyTorch ops after the GEMM or the convolution, in fp16. Which convolution may take
@@ -32,7 +33,7 @@ from builders.engine.tactics import CUBLASLT, PYTORCH
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
-KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "PyTorch depthwise conv"}  # a layer's kind, by library
+KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv"}  # a layer's kind, by library
 
 
 def nhwc_strides(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -67,7 +68,7 @@ def gemm_eligible(sig: ConvSignature, input_strides: tuple[int, ...] | None = No
 
 
 def depthwise_eligible(sig: ConvSignature) -> str | None:
-    """None where PyTorch's own kernel may run `sig`'s convolution: depthwise (groups == Cin == Cout) in fp16."""
+    """None where ATen's convolution may run `sig`'s: depthwise (groups == Cin == Cout) in fp16."""
     cin = sig.input_shape[1]
     if not sig.groups == cin == sig.out_channels:
         return f"not depthwise: {sig.groups} groups, {cin} -> {sig.out_channels} channels"
@@ -139,14 +140,14 @@ def _gemm(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None, x
 
 def _depthwise(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None,
                dtype: torch.dtype) -> tuple[Callable[[torch.Tensor], torch.Tensor], str]:
-    """PyTorch's own convolution for `sig` in `dtype`, on the channels-last tensor, and its description."""
+    """ATen's convolution for `sig` in `dtype`, on the channels-last tensor, and its description."""
     kernel = weight.detach().to(dtype).contiguous(memory_format=torch.channels_last)
     shift = bias.detach().to(dtype) if bias is not None else None
 
     def core(x: torch.Tensor) -> torch.Tensor:
         return F.conv2d(x, kernel, shift, sig.stride, sig.padding, sig.dilation, sig.groups)
 
-    return core, f"torch.nn.functional.conv2d (PyTorch's depthwise kernel, channels-last), {str(dtype)[6:]}"
+    return core, f"torch.nn.functional.conv2d (ATen's depthwise dispatch, channels-last), {str(dtype)[6:]}"
 
 
 def library_conv(library: str, sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None,

@@ -1,5 +1,5 @@
 """A convolution's tactics from other libraries than cuDNN, on the CPU: which convolutions may run as a cuBLASLt GEMM
-or PyTorch's depthwise kernel, and that each computes what `F.conv2d` with the graph's epilogue computes (fp32, fp16,
+or ATen's depthwise dispatch, and that each computes what `F.conv2d` with the graph's epilogue computes (fp32, fp16,
 and FP8 through torch._scaled_mm against the convolution of the dequantized operands)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Choices by timing, as TensorRT's builder makes them: a convolution runs the fastest library's tactic (cuDNN's
-plan, a cuBLASLt GEMM, PyTorch's depthwise kernel); a quantized convolution runs fp16 where its best fp16 tactic is
+plan, a cuBLASLt GEMM, ATen's depthwise dispatch); a quantized convolution runs fp16 where its best fp16 tactic is
 faster than its best FP8 one (and says so), stays FP8 with `--fp8-layers kept`; a convolution writes FP8 for its
 readers only where that beats writing fp16 plus a quantize layer. On the CPU: every graph and every other library's
 tactic stands in with the time the test gives it, so the expectations come from the test's own table of times, not
@@ -175,7 +175,7 @@ def test_output_reason(fused, unfused, quantize, apart):
 
 
 def test_each_convolution_runs_the_fastest_librarys_tactic():
-    # cuDNN's plans 10 us; the 1x1 GEMM 5 us in FP8, 7 in fp16; PyTorch's depthwise kernel 4 us (fp16 only)
+    # cuDNN's plans 10 us; the 1x1 GEMM 5 us in FP8, 7 in fp16; ATen's depthwise dispatch 4 us (fp16 only)
     times = Times(uniform(), 1.0, {("pointwise", CUBLASLT, "fp8"): 5.0, ("pointwise", CUBLASLT, "fp16"): 7.0,
                                    ("grouped", PYTORCH, "fp16"): 4.0})
     steps, timed, _, libraries = choose(times, model=DepthwiseConvs(), plan_limit=4)
@@ -262,3 +262,17 @@ def test_a_layer_run_by_another_library_names_it():
     with torch.no_grad():
         expected = torch.relu(conv(x.float()))
     torch.testing.assert_close(runner({"x": x}).float(), expected, atol=2e-2, rtol=2e-2)
+
+
+def test_a_variant_notes_only_the_tactics_that_failed_in_its_own_build():
+    """The build context is shared by a study's variants: a tactic that failed while an earlier variant was built is
+    that variant's note, not every later one's."""
+    from types import SimpleNamespace
+
+    from builders.engine.build import library_notes
+
+    earlier, own = ("sig-a", "cuBLASLt"), ("sig-b", "cuBLASLt")
+    backend = SimpleNamespace(library_us={earlier: "an earlier variant's failure", own: "this variant's failure"})
+    notes = library_notes(backend, [], {earlier})  # type: ignore[arg-type]
+    assert notes == ["1 tactics of other libraries than cuDNN did not run: this variant's failure"]
+    assert library_notes(backend, [], {earlier, own}) == []  # type: ignore[arg-type]
