@@ -121,12 +121,22 @@ def measure_machine(plan: StudyPlan) -> Machine:
         from builders.pytorch.variant_modules import prepare_fp8
 
         prepare_fp8()
-        quantizers = quantizers_s(quantized_inputs(module, single))
-        fp8_ratio = (single_s + quantizers) / single_s if quantizers > 0 else FP8_FORWARD
+        fp8_ratio = fp8_forward_ratio(module, single, single_s)
     ratio = bf16_ratio()
     if ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
         ratio = _model_bf16_ratio(module, single, single_s)
     return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio, fp8_ratio)
+
+
+def fp8_forward_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float) -> float:
+    """A simulated FP8 forward over the fp32 one: the fp32 forward plus ModelOpt's quantizer over every input it
+    quantizes (`quantized_inputs`, `quantizers_s`); `FP8_FORWARD` where none is found or timing them fails (the
+    study meets that failure itself and reports it on its variant; the plan keeps what else it measured)."""
+    try:
+        quantizers = quantizers_s(quantized_inputs(module, single))
+    except (RuntimeError, ValueError, TypeError):
+        return FP8_FORWARD
+    return (single_s + quantizers) / single_s if quantizers > 0 else FP8_FORWARD
 
 
 def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> list[torch.Size]:

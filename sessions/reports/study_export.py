@@ -180,7 +180,7 @@ def results_section(rows: list[Row], axes: list[str]) -> str:
                 if (cov := captions.latency_cov(v.latency)) is not None and cov > captions.COV_WARN]
     if unstable:
         names = ", ".join(dict.fromkeys(unstable))
-        parts.append(md_text(f"CoV above 2.5 % for {names}: differences that small are noise."))
+        parts.append(md_text(f"CoV above {100 * captions.COV_WARN:g} % for {names}: differences that small are noise."))
     return "\n\n".join(parts)
 
 

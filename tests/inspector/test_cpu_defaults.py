@@ -176,3 +176,16 @@ def test_the_calibration_is_costed_once_for_the_study_not_per_fp8_variant():
     steps_many = cpu_defaults.estimate_steps(many, machine(0.05), 18, 3)
     assert steps_many.variants["fp8-all"] > steps_few.variants["fp8-all"]
     assert steps_many.variants["fp8-no-se"] == steps_few.variants["fp8-no-se"]
+
+
+def test_quantizers_that_fail_to_time_cost_the_fixed_ratio_and_keep_the_plan(monkeypatch):
+    import torch
+
+    def failing(shapes):
+        raise RuntimeError("a quantizer that cannot run here")
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
+    monkeypatch.setattr(cpu_defaults, "quantizers_s", failing)
+    assert cpu_defaults.fp8_forward_ratio(model, torch.zeros(1, 3, 8, 8), 0.01) == cpu_defaults.FP8_FORWARD
+    monkeypatch.setattr(cpu_defaults, "quantizers_s", lambda shapes: 0.03)
+    assert cpu_defaults.fp8_forward_ratio(model, torch.zeros(1, 3, 8, 8), 0.01) == pytest.approx(4.0)
