@@ -16,6 +16,7 @@ so a layer read from text is the layer read from JSON.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterator
@@ -171,23 +172,19 @@ def _groups(text: str) -> list[str]:
 def _value(raw: str) -> Any:
     """A value's text as the JSON value it stands for: tensor records, a JSON object, a list of integers, an integer,
     else the text, stripped. The plain values a block repeats (types, formats, dimensions) are converted once."""
-    known = _PLAIN.get(raw)
-    if known is None:
-        text = raw.strip()
-        if text.startswith("[") and text.lstrip("[ ").startswith("{"):
-            return [_record(group, TENSOR_KEYS) for group in _groups(text[1:-1])]
-        if text.startswith("{"):
-            try:
-                return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
-            except orjson.JSONDecodeError:
-                return text
-        known = _plain(text)
-        if len(_PLAIN) >= MAX_PLAIN:
-            _PLAIN.clear()
-        _PLAIN[raw] = known
+    text = raw.strip()
+    if text.startswith("[") and text.lstrip("[ ").startswith("{"):
+        return [_record(group, TENSOR_KEYS) for group in _groups(text[1:-1])]
+    if text.startswith("{"):
+        try:
+            return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
+        except orjson.JSONDecodeError:
+            return text
+    known = _plain(text)
     return list(known) if type(known) is tuple else known
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the values a block repeats, converted once; a record's own words fill the rest
 def _plain(text: str) -> int | str | tuple[int, ...]:
     """A stripped value that holds no record or object: a list of integers (a tuple, copied into a list by `_value`),
     an integer, else the text."""
@@ -195,10 +192,6 @@ def _plain(text: str) -> int | str | tuple[int, ...]:
         items = [item.strip() for item in text[1:-1].split(",") if item.strip()]
         return tuple(int(item) for item in items) if all(INTEGER.match(item) for item in items) else text
     return int(text) if INTEGER.match(text) else text
-
-
-MAX_PLAIN = 1 << 16  # values kept converted; the table starts again when full (a record's own words fill it)
-_PLAIN: dict[str, int | str | tuple[int, ...]] = {}  # a value's text as the record holds it -> `_plain` of it
 
 
 def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
