@@ -3,8 +3,9 @@
 Front-end free: the live study screen and a headless run feed it every `Progress` and ask for its line after each
 one (the screen also once a second between them, so the figure counts down while a step runs).
 
-Where the study stated its plan's estimate per step (the CPU plan's line, `inspector.cpu_defaults.step_words`), the
-time left is the whole study's: the plan's seconds for the steps to go, times the pace of the steps done (their
+Where the study stated its plan's estimate per step (the CPU plan's line,
+`inspector.cpu_defaults.StepEstimate.words`), the time left is the whole study's: the plan's seconds for the steps
+to go, times the pace of the steps done (their
 measured time over the plan's seconds for them). A change of load after the plan was made moves that pace, so the
 figure follows the machine as each variant finishes. Once two timing rounds have finished, the rounds to go are
 timed from the recent rounds themselves (`RECENT_ROUNDS`). Without a plan's estimate, the variants to go are timed
