@@ -3,9 +3,10 @@
 - a 1x1 convolution (stride 1, no padding or dilation, one group) on an NHWC tensor is a GEMM,
   (N*H*W, Cin) @ (Cin, Cout), run by cuBLASLt through torch: `torch.addmm` on the channels-last view in fp16,
   `torch._scaled_mm` through `Fp8Linear` in FP8 (its scales: per-tensor input, per-output-channel weights);
-- a depthwise convolution (groups == Cin == Cout) in fp16 runs as ATen dispatches `F.conv2d` on the channels-last
-  tensor: on CUDA that is cuDNN's legacy depthwise path (ATen's `use_cudnn_depthwise` takes cuDNN for every
-  channels-last input), not the frontend graphs' plans; PyTorch has no FP8 convolution.
+- a depthwise convolution (groups == Cin == Cout) in fp16 runs as ATen dispatches `F.conv2d`, in two tactics: on the
+  channels-last tensor (on CUDA that is cuDNN's legacy depthwise path: ATen's `use_cudnn_depthwise` takes cuDNN for
+  every channels-last input, not the frontend graphs' plans), and on an NCHW copy (ATen's own depthwise kernel), the
+  copy there and the one back to channels-last timed with it; PyTorch has no FP8 convolution.
 
 Each computes what the signature's cuDNN graph computes: bias, then the graph's epilogue (activations, the residual
 add) and its output quantize as PyTorch ops after the GEMM or the convolution, in fp16. Which convolution may take
@@ -29,11 +30,12 @@ from builders.engine.kernels import (
     time_execution,
 )
 from builders.engine.probe_kernels import Quantizer
-from builders.engine.tactics import CUBLASLT, PYTORCH
+from builders.engine.tactics import CUBLASLT, PYTORCH, PYTORCH_NCHW
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
-KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv"}  # a layer's kind, by library
+KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv",
+         PYTORCH_NCHW: "ATen depthwise conv, NCHW"}  # a layer's kind, by library
 
 
 def nhwc_strides(shape: tuple[int, ...]) -> tuple[int, int, int, int]:
@@ -79,10 +81,11 @@ def depthwise_eligible(sig: ConvSignature) -> str | None:
 
 def offered(sig: ConvSignature, plan_limit: int) -> tuple[str, ...]:
     """The other libraries whose tactic is timed against `sig`'s cuDNN plans: none where one plan per graph is tried
-    (`--opt-level` 0), else cuBLASLt where `gemm_eligible`, PyTorch where `depthwise_eligible`."""
+    (`--opt-level` 0), else cuBLASLt where `gemm_eligible`, PyTorch's two where `depthwise_eligible`."""
     if plan_limit <= 1:
         return ()
-    eligible = ((CUBLASLT, gemm_eligible(sig)), (PYTORCH, depthwise_eligible(sig)))
+    depthwise = depthwise_eligible(sig)
+    eligible = ((CUBLASLT, gemm_eligible(sig)), (PYTORCH, depthwise), (PYTORCH_NCHW, depthwise))
     return tuple(library for library, reason in eligible if reason is None)
 
 
@@ -138,16 +141,21 @@ def _gemm(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None, x
     return core, path
 
 
-def _depthwise(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None,
-               dtype: torch.dtype) -> tuple[Callable[[torch.Tensor], torch.Tensor], str]:
-    """ATen's convolution for `sig` in `dtype`, on the channels-last tensor, and its description."""
-    kernel = weight.detach().to(dtype).contiguous(memory_format=torch.channels_last)
+def _depthwise(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype,
+               nchw: bool) -> tuple[Callable[[torch.Tensor], torch.Tensor], str]:
+    """ATen's convolution for `sig` in `dtype` and its description: on the channels-last tensor, or (`nchw`) on an
+    NCHW copy of it, the result copied back to channels-last."""
+    layout = torch.contiguous_format if nchw else torch.channels_last
+    kernel = weight.detach().to(dtype).contiguous(memory_format=layout)
     shift = bias.detach().to(dtype) if bias is not None else None
 
     def core(x: torch.Tensor) -> torch.Tensor:
-        return F.conv2d(x, kernel, shift, sig.stride, sig.padding, sig.dilation, sig.groups)
+        y = F.conv2d(x.contiguous(memory_format=layout), kernel, shift, sig.stride, sig.padding, sig.dilation,
+                     sig.groups)
+        return y.contiguous(memory_format=torch.channels_last)
 
-    return core, f"torch.nn.functional.conv2d (ATen's depthwise dispatch, channels-last), {str(dtype)[6:]}"
+    where = "an NCHW copy, the result copied back to channels-last" if nchw else "channels-last"
+    return core, f"torch.nn.functional.conv2d (ATen's depthwise dispatch, {where}), {str(dtype)[6:]}"
 
 
 def library_conv(library: str, sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -158,12 +166,12 @@ def library_conv(library: str, sig: ConvSignature, weight: torch.Tensor, bias: t
     one); with `sig.output_fp8` the result is quantized with `out_scale` by the engine's quantize (`quantizer`).
     `dtype` is the precision of an fp16 signature's arithmetic (fp32 where the CPU tests compare values).
     ValueError where the library cannot run the signature (`gemm_eligible`, `depthwise_eligible`)."""
-    reason = gemm_eligible(sig) if library == CUBLASLT else depthwise_eligible(sig) if library == PYTORCH else \
-        f"no tactic of library {library!r} here"
+    reason = gemm_eligible(sig) if library == CUBLASLT else depthwise_eligible(sig) if library in (
+        PYTORCH, PYTORCH_NCHW) else f"no tactic of library {library!r} here"
     if reason is not None:
         raise ValueError(reason)
     core, path = (_gemm(sig, weight, bias, x_scale, w_scale, dtype) if library == CUBLASLT
-                  else _depthwise(sig, weight, bias, dtype))
+                  else _depthwise(sig, weight, bias, dtype, library == PYTORCH_NCHW))
     quantize = None
     if sig.output_fp8:
         if out_scale is None:

@@ -1,5 +1,5 @@
 """Choices the engine makes by timing, as TensorRT's builder makes them: which library's tactic runs a convolution
-(cuDNN's best plan, a cuBLASLt GEMM, ATen's depthwise dispatch), whether a layer the recipe quantizes runs
+(cuDNN's best plan, a cuBLASLt GEMM, ATen's depthwise dispatch on either layout), whether a layer the recipe quantizes runs
 in FP8 or fp16 (its best tactic of any library in each), and whether a convolution writes FP8 for its readers (the
 quantize fused in its epilogue) or fp16 (a quantize layer before them).
 
@@ -13,8 +13,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-CUDNN, CUBLASLT, PYTORCH = "cuDNN", "cuBLASLt", "PyTorch"  # the libraries whose tactics run a convolution
-LIBRARIES = (CUDNN, CUBLASLT, PYTORCH)
+# the libraries whose tactics run a convolution; PyTorch's two: ATen's dispatch of the channels-last tensor (cuDNN's
+# legacy depthwise path) and of an NCHW copy (ATen's own depthwise kernel, the copies there and back included)
+CUDNN, CUBLASLT, PYTORCH, PYTORCH_NCHW = "cuDNN", "cuBLASLt", "PyTorch", "PyTorch NCHW"
+LIBRARIES = (CUDNN, CUBLASLT, PYTORCH, PYTORCH_NCHW)
 
 CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"  # how a layer says it runs fp16 by choice, not by refusal
 CHOSEN_FP16_OUTPUT = "fp16 output chosen by timing"  # how a conv says it writes fp16 for FP8 readers by choice

@@ -20,7 +20,7 @@ from builders.engine.conv_tactics import (
 )
 from builders.engine.kernels import ConvSignature
 from builders.engine.probe_kernels import Quantizer, quantize
-from builders.engine.tactics import CUBLASLT, PYTORCH
+from builders.engine.tactics import CUBLASLT, PYTORCH, PYTORCH_NCHW
 from builders.fp8.format import FP8, amax_scale, quantize_weight, scale_from_amax
 
 POINTWISE = ConvSignature("fp16", (2, 32, 5, 7), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), False)
@@ -68,7 +68,7 @@ def test_1x1_convolutions_are_gemms(sig):
 
 
 def test_depthwise_convolutions_in_fp16_take_pytorchs_kernel():
-    assert depthwise_eligible(DEPTHWISE) is None and offered(DEPTHWISE, 2) == (PYTORCH,)
+    assert depthwise_eligible(DEPTHWISE) is None and offered(DEPTHWISE, 2) == (PYTORCH, PYTORCH_NCHW)
     assert "FP8" in str(depthwise_eligible(_with(DEPTHWISE, precision="fp8")))
     assert "not depthwise" in str(depthwise_eligible(_with(DEPTHWISE, groups=8)))
     assert "not depthwise" in str(depthwise_eligible(POINTWISE))
@@ -88,8 +88,10 @@ def _reference(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, sig: C
     return y
 
 
-@pytest.mark.parametrize("library, sig", [(CUBLASLT, POINTWISE), (PYTORCH, DEPTHWISE),
-                                          (PYTORCH, _with(DEPTHWISE, stride=(2, 2), dilation=(2, 2), padding=(6, 6)))])
+@pytest.mark.parametrize("library, sig", [(CUBLASLT, POINTWISE), (PYTORCH, DEPTHWISE), (PYTORCH_NCHW, DEPTHWISE),
+                                          (PYTORCH, _with(DEPTHWISE, stride=(2, 2), dilation=(2, 2), padding=(6, 6))),
+                                          (PYTORCH_NCHW, _with(DEPTHWISE, stride=(2, 2), dilation=(2, 2),
+                                                               padding=(6, 6)))])
 @pytest.mark.parametrize("dtype, tolerance", [(torch.float32, 1e-5), (torch.float16, 3e-2)])
 @pytest.mark.parametrize("epilogue", [(), ("relu",), ("add", "relu")])
 def test_each_tactic_computes_the_convolution_and_its_epilogue(library, sig, dtype, tolerance, epilogue):
