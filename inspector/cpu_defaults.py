@@ -7,19 +7,19 @@ fp32, then fills in what the user left unset: threads (the cores that other work
 left out where it is much slower than fp32 here), and the counts (quality, calibration and stress inputs, rounds,
 inferences): the largest step of `LADDER` whose estimated time fits `BUDGET_S` (where none does, the default FP8
 recipes after the first are left out too). The estimate comes from the measured costs and the plan's steps
-(`estimate_steps`, stated per step in the plan's line); what the user set is kept, and the estimate then covers it too.
+(`estimate_steps`, stated per step in the plan's line, which also carries it as data: `PlanLine`); what the user set
+is kept, and the estimate then covers it too.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from inspector.request import StudyRequest
 from sessions.documents.errors import first_line
@@ -239,8 +239,8 @@ def _best(step: Callable[[], object], repeats: int) -> float:
 class StepEstimate:
     """The plan's estimate split by step: seconds before the first variant (the fp32 reference, the BatchNorm
     folded), per variant (its build, quality and stress inputs, trace, fixed seconds), and the timing rounds (every
-    variant's warm-up and rounds). The CPU plan's line states it (`words`); `inspector.eta.Estimate` reads it back
-    (`parse`) to time what is left at the pace of the steps done."""
+    variant's warm-up and rounds). The CPU plan's line states it (`words`) and carries it as data (`PlanLine`), which
+    `inspector.eta.Estimate` takes to time what is left at the pace of the steps done."""
 
     before: float
     variants: dict[str, float]
@@ -255,18 +255,18 @@ class StepEstimate:
         each = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.variants.items())
         return f"per variant: {each}; timing rounds {self.timing:.1f} s"
 
-    @classmethod
-    def parse(cls, message: str) -> StepEstimate | None:
-        """The estimate stated in `message` by `words` (`before` not stated: 0); None where it states none."""
-        found = STEP_WORDS.search(message)
-        if found is None:
-            return None
-        variants = {name: float(seconds) for name, seconds in VARIANT_WORDS.findall(found.group(1))}
-        return cls(0.0, variants, float(found.group(2))) if variants else None
 
+class PlanLine(str):
+    """The CPU plan's line, the text as printed, with the estimate it states (`steps`) as data: the line travels as a
+    note of the resolver and the message of a set-up `Progress`, and whoever reads the estimate takes `steps`, never
+    the figures back out of the text (which rounds them to a tenth)."""
 
-STEP_WORDS = re.compile(r"per variant: ([^;]*); timing rounds ([\d.]+) s")
-VARIANT_WORDS = re.compile(r"([^\s,]+) ([\d.]+) s")
+    steps: StepEstimate
+
+    def __new__(cls, text: str, steps: StepEstimate) -> Self:
+        line = super().__new__(cls, text)
+        line.steps = steps
+        return line
 
 
 def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) -> StepEstimate:
@@ -336,8 +336,8 @@ def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, lis
     notes.insert(0, f"CPU: {machine.cores} cores, load average {load} (1 / 5 / 15 min): {threads}"
                     + f"; one fp32 forward {machine.forward_s:.2f} s")
     over = "" if estimate <= BUDGET_S else f", over the {_duration(BUDGET_S)} aim: fewer variants or counts shorten it"
-    notes.append(f"CPU plan: {', '.join(v.name for v in chosen.variants)}; {_describe(chosen, images)}; "
-                 f"estimated {_duration(estimate)} from here{over} ({steps.words()})")
+    notes.append(PlanLine(f"CPU plan: {', '.join(v.name for v in chosen.variants)}; {_describe(chosen, images)}; "
+                          f"estimated {_duration(estimate)} from here{over} ({steps.words()})", steps))
     return chosen, notes
 
 

@@ -3,13 +3,12 @@
 Front-end free: the live study screen and a headless run feed it every `Progress` and ask for its line after each
 one (the screen also once a second between them, so the figure counts down while a step runs).
 
-Where the study stated its plan's estimate per step (the CPU plan's line,
-`inspector.cpu_defaults.StepEstimate.words`), the time left is the whole study's: the plan's seconds for the steps
-to go, times the pace of the steps done (their
-measured time over the plan's seconds for them). A change of load after the plan was made moves that pace, so the
-figure follows the machine as each variant finishes. Once two timing rounds have finished, the rounds to go are
-timed from the recent rounds themselves (`RECENT_ROUNDS`). Without a plan's estimate, the variants to go are timed
-from the variants done, and the timing rounds are counted once they start.
+Where the study stated its plan's estimate per step (the CPU plan's line, an `inspector.cpu_defaults.PlanLine`
+that carries the figures it states), the time left is the whole study's: the plan's seconds for the steps to go,
+times the pace of the steps done (their measured time over the plan's seconds for them). A change of load after the
+plan was made moves that pace, so the figure follows the machine as each variant finishes. Once two timing rounds
+have finished, the rounds to go are timed from the recent rounds themselves (`RECENT_ROUNDS`). Without a plan's
+estimate, the variants to go are timed from the variants done, and the timing rounds are counted once they start.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from inspector.cpu_defaults import StepEstimate
+from inspector.cpu_defaults import PlanLine, StepEstimate
 from inspector.study import Progress
 
 VARIANT_PHASES = ("build", "quality", "trace")
@@ -49,8 +48,8 @@ class Estimate:
     def update(self, p: Progress) -> str:
         """Take in `p` (steps inside a build, which name no variant, leave the estimate as it stands); the line."""
         now = self.clock()
-        if p.phase == "setup" and self.planned is None:
-            self.planned = StepEstimate.parse(p.message)
+        if p.phase == "setup" and self.planned is None and isinstance(p.message, PlanLine):
+            self.planned = p.message.steps
         elif p.phase == "timing":
             if self.timing_started is None:
                 self.timing_started = self.step_started = now

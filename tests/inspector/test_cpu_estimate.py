@@ -9,7 +9,7 @@ import time
 import pytest
 
 from inspector.commands.output import run_headless
-from inspector.cpu_defaults import _steady
+from inspector.cpu_defaults import PlanLine, StepEstimate, _steady
 from inspector.eta import Estimate
 from inspector.study import Progress
 
@@ -67,8 +67,9 @@ def test_rounds_after_the_first_are_timed_without_the_warm_up_the_first_one_hold
     assert eta.update(Progress("timing", "round 2/5", None, 2, 5)) == "timing: round 2 of 5; about 6 s left"
 
 
-PLAN_LINE = ("CPU plan: fp32, fp8-all, fp8-no-se; 3 rounds of 5 inferences; estimated 1 min 05 s from here "
-             "(per variant: fp32 10.0 s, fp8-all 20.0 s, fp8-no-se 20.0 s; timing rounds 15.0 s)")
+PLAN_LINE = PlanLine("CPU plan: fp32, fp8-all, fp8-no-se; 3 rounds of 5 inferences; estimated 1 min 05 s from here "
+                     "(per variant: fp32 10.0 s, fp8-all 20.0 s, fp8-no-se 20.0 s; timing rounds 15.0 s)",
+                     StepEstimate(0.0, {"fp32": 10.0, "fp8-all": 20.0, "fp8-no-se": 20.0}, 15.0))
 
 
 def left_s(line: str) -> float:
@@ -136,3 +137,20 @@ def test_a_headless_run_times_what_is_left_from_the_plan_it_printed(capsys: pyte
     lines = capsys.readouterr().err.splitlines()
     built = next(line for line in lines if "fp32 built and traced" in line)
     assert "variants done; about" in built and built.endswith("left for the study)")
+
+
+def test_the_plan_is_taken_as_the_figures_it_carries_not_as_the_tenths_its_line_prints():
+    """A plan of a few hundredths of a second per step prints 0.0 s for each: the figures it carries still pace the
+    study. The same words in a set-up line that carries no plan are no plan."""
+    steps = StepEstimate(0.0, {"fp32": 0.04, "fp8-all": 0.04}, 0.08)
+    line = PlanLine(f"CPU plan: fp32, fp8-all; estimated 0 s from here ({steps.words()})", steps)
+    assert "fp32 0.0 s, fp8-all 0.0 s" in line
+    for setup, expected in [(line, "about 12 s left for the study"),  # 4 s for a planned 0.04 s: 100 x (0.04 + 0.08)
+                            (str(line), "about 4 s left for the rest, then the timing rounds")]:  # text alone: no plan
+        now = [0.0]
+        eta = Estimate(clock=lambda now=now: now[0])
+        eta.update(Progress("setup", setup))
+        eta.update(Progress("build", "building fp32", "fp32", 0, 2))
+        now[0] = 4.0
+        line = eta.update(Progress("build", "fp32 built and traced", "fp32", 1, 2))
+        assert line == f"1 of 2 variants done; {expected}"
