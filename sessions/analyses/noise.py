@@ -225,28 +225,31 @@ def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | Non
 
 @dataclass(frozen=True)
 class HostLoad:
-    """The host's 1-minute load average when a study started, the cores it was counted on, the highest of the
-    1, 5 and 15-minute averages (`peak`: what the host carried around the study), the study's threads, and the
-    lowest of the three averages (`low`; None: the 1-minute one)."""
+    """What a study recorded of its host's load when it started, as the session holds it: the load averages over 1, 5
+    and 15 minutes (`averages`), the cores they were counted on and the study's threads (None: not recorded). What
+    follows from them (`peak`, `per_core`, `span`) is derived, never held beside them."""
 
-    load_1min: float
+    averages: tuple[float, ...]
     cores: int
-    peak: float = 0.0
     threads: int | None = None
-    low: float | None = None
 
     @classmethod
     def of(cls, environment: Environment) -> HostLoad | None:
         """What the session recorded; None where it recorded no load or no core count (older or imported sessions)."""
         if not environment.load_average or environment.cpu_count < 1:
             return None
-        return cls(environment.load_average[0], environment.cpu_count, max(environment.load_average),
-                   environment.torch_threads, min(environment.load_average))
+        return cls(tuple(environment.load_average), environment.cpu_count, environment.torch_threads)
+
+    @property
+    def peak(self) -> float:
+        """The highest of the averages: what the host carried around the study."""
+        return max(self.averages)
 
     @property
     def per_core(self) -> float:
-        """Runnable (and uninterruptible) tasks per core: at 1 or above, every core is taken and tasks queue."""
-        return self.load_1min / self.cores
+        """Runnable (and uninterruptible) tasks per core at the 1-minute average: at 1 or above, every core is taken
+        and tasks queue."""
+        return self.averages[0] / self.cores
 
     @property
     def span(self) -> tuple[float, float]:
@@ -254,8 +257,7 @@ class HostLoad:
         of the 1, 5 and 15-minute averages. The three differ where the load was moving, and a study's start record
         holds nothing of a load that came within a minute or so before it (the 1-minute average rises by 1 - e^(-t/60)
         of a new task in t seconds), nor of one that came during it."""
-        low = min(self.load_1min, self.low if self.low is not None else self.load_1min)
-        return low / self.cores, max(self.load_1min, self.peak) / self.cores
+        return min(self.averages) / self.cores, self.peak / self.cores
 
     def differs_from(self, other: HostLoad) -> bool:
         """Whether the two loads differ materially: their spans (`span`) lie at least `LOAD_CHANGE_PER_CORE` tasks
