@@ -21,7 +21,7 @@ from builders.study_inputs import StudyInputs
 from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import StudyPlan, VariantPlan
-from sessions.documents.vocab import Device
+from sessions.documents.vocab import Device, Precision
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,32 @@ class Backend(ABC):
     auto_rank: ClassVar[int | None] = None  # the order in which `--backend auto` tries it (lowest first); None: never
     auto_devices: ClassVar[frozenset[str]] = frozenset()  # the devices on which `--backend auto` may pick it
     plan_options: ClassVar[tuple[str, ...]] = ()  # plan fields only this engine reads (TensorRT: opt_level)
+    # The precisions a variant may ask of this backend in another backend's study, by its variant prefix (its
+    # name: `cudnn-fp16`, `compile-fp32`); built beside the study's own variants and compared as they are.
+    # Empty: no variant names it.
+    variant_precisions: ClassVar[tuple[Precision, ...]] = ()
+
+    @classmethod
+    def variant_prefix(cls) -> str:
+        """What a variant's name starts with when this backend builds it in another backend's study."""
+        return f"{cls.name}-"
+
+    @classmethod
+    def variant_words(cls) -> str:
+        """The variants a study may ask of this backend, in words: `cudnn-fp16, cudnn-fp8, cudnn-fp8-<recipe>`."""
+        words = [f"{cls.variant_prefix()}{precision}" for precision in cls.variant_precisions]
+        if "fp8" in cls.variant_precisions:
+            words.append(f"{cls.variant_prefix()}fp8-<recipe>")
+        return ", ".join(words)
+
+    @classmethod
+    def variant_problem(cls, variant: VariantPlan) -> str | None:
+        """Why `variant`, which names this backend as its prefix, is not one this backend builds so, or None."""
+        if variant.precision in cls.variant_precisions:
+            return None
+        if not cls.variant_precisions:
+            return f"unknown variant {variant.name!r}: the {cls.name} backend builds no variant of another's study"
+        return f"unknown variant {variant.name!r}; the {cls.name} backend builds {cls.variant_words()}"
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:

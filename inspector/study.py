@@ -27,7 +27,7 @@ from sessions.analyses.captions import NO_REFERENCE, quality_caveats
 from sessions.analyses.comparison import BASELINE_PRECISION
 from sessions.analyses.summary import VariantSummary, summarize_session
 from sessions.documents import document
-from sessions.documents.errors import InspectError, MissingEnvironment, first_line
+from sessions.documents.errors import InputError, InspectError, MissingEnvironment, first_line
 from sessions.documents.model import Session, TimingMethod, Variant
 from sessions.documents.paths import session_file
 from sessions.documents.plan import StudyPlan, VariantPlan
@@ -84,6 +84,10 @@ class Recorder:
 
 def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
     """The backend class and tracer for `plan`, or one line on why they cannot run here."""
+    for variant in plan.variants:  # a variant that names its own backend: one that backend builds so
+        problem = backend_class(variant.backend).variant_problem(variant) if variant.backend else None
+        if problem:
+            raise InputError(problem)
     for name in dict.fromkeys([v.backend for v in plan.variants if v.backend]):  # variants with their own backend
         own = backend_class(name)
         problem = own.unavailable(plan.device) or (

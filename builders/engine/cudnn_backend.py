@@ -52,6 +52,7 @@ class CudnnBackend(Backend):
     label = "cuDNN / cuBLASLt engine"
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}), devices=frozenset({"cuda"}))
     plan_options = ("fp8_layers",)
+    variant_precisions = ("fp16", "fp8")  # cudnn-fp16, cudnn-fp8-<recipe> beside PyTorch's variants
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:

@@ -44,6 +44,7 @@ class CompileBackend(TorchBackend):
     label = "torch.compile (Inductor)"
     auto_rank = None  # opt-in: never chosen by `--backend auto`
     auto_devices = frozenset()
+    variant_precisions = ("fp32", "fp16", "bf16")  # compile-fp16 beside PyTorch's fp16 in a torch study
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision == "fp8":

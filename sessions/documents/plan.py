@@ -17,7 +17,9 @@ from sessions.documents.vocab import Device, Precision
 
 BASE_PRECISIONS = ("fp32", "fp16", "bf16")  # the float precisions: a variant asking one of these quantizes nothing
 DEFAULT_FP8_RECIPES = ("all", "no-se")
-ENGINE_BACKENDS = ("cudnn",)  # backends a variant may name as a prefix (`cudnn-fp16`, `cudnn-fp8-all`)
+# `[<backend>-]<precision>`: a variant built by a backend other than the plan's names that backend first
+# (`cudnn-fp16`); which backends take which precisions so, each backend says (builders.backend)
+_PREFIXED = re.compile(r"(?P<backend>[a-z][a-z0-9_]*(?:-[a-z0-9_]+)*?)-(?P<word>(?:fp32|fp16|bf16|fp8)(?:-.+)?)")
 
 
 @dataclass(frozen=True)
@@ -64,21 +66,28 @@ class StudyPlan(GivenOptions, ResolvedOptions):
 
 
 def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[VariantPlan, ...]:
-    """`fp16,fp8` with recipes [all, no-se] -> fp16, fp8-all, fp8-no-se; `fp8-no-se` names one directly."""
+    """`fp16,fp8` with recipes [all, no-se] -> fp16, fp8-all, fp8-no-se; `fp8-no-se` names one directly;
+    `cudnn-fp16` names the backend that builds it (whether that backend builds it is its own check:
+    `builders.backend.Backend.variant_problem`)."""
     plans: list[VariantPlan] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
-        engine = next((name for name in ENGINE_BACKENDS if item.startswith(f"{name}-")), None)
-        word = item.removeprefix(f"{engine}-") if engine else item
+        prefixed = None if _unprefixed(item) else _PREFIXED.fullmatch(item)
+        backend, word = (prefixed["backend"], prefixed["word"]) if prefixed else (None, item)
         match = re.fullmatch(r"fp8(?:-(.+))?", word)
         if match:
             for recipe in [match.group(1)] if match.group(1) else recipes or list(DEFAULT_FP8_RECIPES):
-                plans.append(VariantPlan("fp8", recipe, tuple(exclude), engine))
-        elif word in BASE_PRECISIONS and not (engine and word != "fp16"):
-            plans.append(VariantPlan(word, backend=engine))  # type: ignore[arg-type]  # checked against BASE_PRECISIONS
+                plans.append(VariantPlan("fp8", recipe, tuple(exclude), backend))
+        elif word in BASE_PRECISIONS:
+            plans.append(VariantPlan(word, backend=backend))  # type: ignore[arg-type]  # checked against BASE_PRECISIONS
         else:
-            raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>, or "
-                             f"cudnn-fp16, cudnn-fp8, cudnn-fp8-<recipe> (the cuDNN / cuBLASLt engine)")
+            raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>, "
+                             "or one of these after the name of a backend that builds it (<backend>-fp16)")
     unique = tuple(dict.fromkeys(plans))
     if not unique:
         raise InputError("no variants given")
     return unique
+
+
+def _unprefixed(item: str) -> bool:
+    """Whether `item` is a precision or `fp8-<recipe>` as it stands (a recipe's name may hold a precision)."""
+    return item in BASE_PRECISIONS or re.fullmatch(r"fp8(?:-(.+))?", item) is not None
