@@ -49,7 +49,7 @@ from builders.models import catalog as models
 from builders.models.catalog import NAME_ONLY_SOURCES, LoadedModel, model_source
 from builders.models.meta_build import meta_device
 from sessions.documents.errors import InputError
-from sessions.documents.input_files import read_regular_file
+from sessions.documents.input_files import FileIdentity, file_identity, read_regular_file
 from sessions.documents.paths import cache_dir
 
 GENERATOR_STATE = "__torch_cpu_generator_state__"  # the entry beside the tensors; no module path has this name
@@ -57,7 +57,7 @@ FORMAT = "1"  # of the metadata: format, key, model, seed, digest
 BUILDERS = ("torch", "timm", "transformers")  # the packages whose code decides the weights
 _OFFERED: dict[str, LoadedModel] = {}  # one meta-device build, by model name
 _WRITERS: dict[Path, threading.Thread] = {}  # the writes under way in this process, by file
-_VERIFIED: dict[Path, tuple[int, ...]] = {}  # a kept file -> its `_identity` when its digest matched in this process
+_VERIFIED: dict[Path, FileIdentity] = {}  # a kept file -> its `file_identity` when its digest matched in this process
 SETTLED_NS = 2_000_000_000  # far past the coarse clock (a few ms) file times are stamped with
 
 Builder = Callable[[str, Callable[[], AbstractContextManager[Any]], Path | None], LoadedModel]
@@ -283,16 +283,16 @@ def _read(path: Path, metadata: dict[str, str]) -> dict[str, torch.Tensor] | Non
     (`builders.cache_files.read_cache_bytes`; safetensors' own errors), its metadata is not `metadata` and a digest,
     or its tensors do not hash to that digest.
 
-    The digest is computed once per file in a process: a file whose identity (`_identity`: device, inode, size,
+    The digest is computed once per file in a process: a file whose identity (`file_identity`: device, inode, size,
     modification and change times) is the same before and after the read as when its digest matched is not hashed
     again. Every write changes the change time, which no program can set back, so a file altered since costs its
     hash (and, altered, a build); a check is remembered only for a file last changed `SETTLED_NS` before it, so a
     write in the same tick of the clock as the check, which can leave the change time as it was, is never missed."""
-    before = _identity(path)
+    before = file_identity(path)
     data = read_cache_bytes(path, "seeded weights", MAX_WEIGHTS_BYTES)
     if data is None:
         return None
-    after = _identity(path)
+    after = file_identity(path)
     known = before is not None and before == after and _VERIFIED.get(path) == before
     tensors = miss_on_failure(lambda: _checked(data, metadata, hashed=not known))
     if tensors is not None and not known and before == after and before is not None and _settled(before):
@@ -300,18 +300,9 @@ def _read(path: Path, metadata: dict[str, str]) -> dict[str, torch.Tensor] | Non
     return tensors
 
 
-def _identity(path: Path) -> tuple[int, ...] | None:
-    """(device, inode, size, modification time, change time) of the file at `path` (not followed), or None."""
-    try:
-        info = path.lstat()
-    except OSError:
-        return None
-    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
-
-
-def _settled(identity: tuple[int, ...]) -> bool:
-    """Whether the file of `identity` was last changed at least `SETTLED_NS` ago (its change time is the last)."""
-    return identity[-1] <= time.time_ns() - SETTLED_NS
+def _settled(identity: FileIdentity) -> bool:
+    """Whether the file of `identity` was last changed at least `SETTLED_NS` ago."""
+    return identity.changed_ns <= time.time_ns() - SETTLED_NS
 
 
 def _checked(data: bytes, metadata: dict[str, str], hashed: bool = True) -> dict[str, torch.Tensor] | None:

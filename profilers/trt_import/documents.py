@@ -17,7 +17,7 @@ import orjson
 
 from sessions.documents.codec import MIN_TIME_MS
 from sessions.documents.errors import InputError
-from sessions.documents.input_files import read_regular_file
+from sessions.documents.input_files import file_identity, read_regular_file
 
 MAX_JSON_BYTES = 1 << 30  # a 100,000-layer detailed layer file is about 100 MiB
 MAX_LOG_BYTES = 1 << 28  # trtexec's verbose logs run to a few MiB; DETR's is 4 MiB or more
@@ -46,14 +46,10 @@ def parse_json(data: bytes | str, origin: str, what: str) -> Any:
 
 def read_text(path: Path, what: str) -> str:
     """The text of a log file (undecodable bytes replaced), under the same regular-file and size check. The last
-    log read is kept while its file is unchanged (same size, time and inode): an import reads a log for its roles,
-    its options and summary, its layers and its table, and a 100 MB log is read from the disk once."""
+    log read is kept while its file is unchanged (`file_identity`): an import reads a log for its roles, its options
+    and summary, its layers and its table, and a 100 MB log is read from the disk once."""
     path = Path(path)
-    try:
-        stat = path.stat()
-        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns, stat.st_ino)
-    except OSError:
-        key = None
+    key = file_identity(path)
     if key is not None and _LAST_TEXT[0] == key:
         return _LAST_TEXT[1]
     text = read_regular_file(path, what, limit=MAX_LOG_BYTES).decode("utf-8", "replace")
@@ -62,7 +58,7 @@ def read_text(path: Path, what: str) -> str:
     return text
 
 
-_LAST_TEXT: list[Any] = [None, ""]  # [(path, size, mtime, inode), text] of the last log read
+_LAST_TEXT: list[Any] = [None, ""]  # [file_identity, text] of the last log read
 
 
 def _finite(value: Any, where: str) -> float:

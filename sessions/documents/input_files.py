@@ -4,7 +4,7 @@ metadata, sweep matrices, `--groups` rules files.
 A reader calls `read_regular_file` (a regular file no larger than its limit: never a FIFO, a device or a folder,
 so nothing hangs or fills memory) or `read_file_head` (the start of one, to tell what it is) and, for documents
 parsed from it, `check_bounds` (nesting and integers in the range a session can hold); `read_toml_file` does both
-for TOML.
+for TOML. A reader that keeps what it read while the file is unchanged keys it by `file_identity`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import stat
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from sessions.documents.errors import InputError
 
@@ -105,3 +105,24 @@ def read_toml_file(path: Path, what: str, limit: int = MAX_TEXT_FILE_BYTES) -> d
     except RecursionError:
         raise InputError(f"{path}: nested more than {MAX_DEPTH} deep") from None
     return check_bounds(document, str(path))  # type: ignore[no-any-return]
+
+
+class FileIdentity(NamedTuple):
+    """A file as the system stamps it: equal identities, the same file unchanged (every write moves the change time,
+    which no program can set back; a write within one tick of the file clock, a few ms, may leave it as it was)."""
+
+    device: int
+    inode: int
+    size: int
+    modified_ns: int
+    changed_ns: int
+
+
+def file_identity(path: Path) -> FileIdentity | None:
+    """The identity of the file `path` names (a symbolic link followed), or None where there is none: the one key
+    under which a reader keeps what it read from a file (a log read once per import, a cache file hashed once)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return FileIdentity(info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
