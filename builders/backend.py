@@ -124,6 +124,13 @@ class Backend(ABC):
     # name: `cudnn-fp16`, `compile-fp32`); built beside the study's own variants and compared as they are.
     # Empty: no variant names it.
     variant_precisions: ClassVar[tuple[Precision, ...]] = ()
+    # whether a CPU study on it is sized to the machine (inspector.cpu_defaults times PyTorch's eager forwards)
+    sizes_cpu_plan: ClassVar[bool] = False
+
+    @classmethod
+    def default_variants(cls, device: str) -> str:
+        """The variants a study on `device` runs when none are asked for: fp32, fp16 (bf16 on the CPU) and FP8."""
+        return "fp32,fp16,fp8" if device == "cuda" else "fp32,bf16,fp8"
 
     @classmethod
     def variant_prefix(cls) -> str:

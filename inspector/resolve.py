@@ -6,7 +6,6 @@ The CUPTI tracer must be prepared before torch or TensorRT loads (NVTX binds its
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 from builders.backend import auto_backends, backend_class
@@ -89,20 +88,6 @@ def fit_tracer(tracer: str, note: str, backend: str, device: str, cupti_problem:
                     f"{' or '.join(sorted(kinds))} only")
 
 
-def default_variants(device: str, backend: str = "torch") -> str:
-    """fp32, fp16 and FP8; FP8 from the real cuDNN / cuBLASLt engine (beside its fp16) where it runs, else simulated."""
-    if device != "cuda":
-        return "fp32,bf16,fp8"
-    return "fp32,fp16,cudnn-fp16,cudnn-fp8" if backend == "torch" and fp8_engine_here() else "fp32,fp16,fp8"
-
-
-def fp8_engine_here() -> bool:
-    """A GPU with FP8 tensor cores (builders.fp8.format) and the cuDNN frontend installed."""
-    from builders.fp8.format import gpu_problem
-
-    return gpu_problem() is None and importlib.util.find_spec("cudnn") is not None
-
-
 def default_timing(request: StudyRequest, device: str) -> TimingPlan:
     defaults = CUDA_TIMING if device == "cuda" else CPU_TIMING
     return TimingPlan(
@@ -123,7 +108,8 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
     if request.tracer == "auto":
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)
-    variants = parse_variants(request.variants or default_variants(device, backend), list(request.fp8_recipes),
+    backend_cls = backend_class(backend)
+    variants = parse_variants(request.variants or backend_cls.default_variants(device), list(request.fp8_recipes),
                               list(request.fp8_exclude))
     explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
     variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
@@ -132,7 +118,7 @@ def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
     given = {name: getattr(request, name) for name in StudyPlan.__dataclass_fields__ if name not in chosen}
     plan = StudyPlan(**chosen, **given)  # every other plan field is the request's option of that name
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
-    if backend == "torch" and device == "cpu":
+    if backend_cls.sizes_cpu_plan and device == "cpu":
         from inspector.cpu_defaults import fit_cpu_plan
 
         plan, cpu_notes = fit_cpu_plan(plan, request)

@@ -45,6 +45,8 @@ class CompileBackend(TorchBackend):
     auto_rank = None  # opt-in: never chosen by `--backend auto`
     auto_devices = frozenset()
     variant_precisions = ("fp32", "fp16", "bf16")  # compile-fp16 beside PyTorch's fp16 in a torch study
+    sizes_cpu_plan = False  # Inductor's build and forwards are not the eager ones the CPU plan times
+    engine_beside = None
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision == "fp8":

@@ -9,9 +9,10 @@ simulating FP8.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -33,6 +34,13 @@ from sessions.documents.errors import InputError
 from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import VariantPlan
 from sessions.documents.vocab import Device
+
+
+def fp8_engine_here() -> bool:
+    """A GPU with FP8 tensor cores (builders.fp8.format) and the cuDNN frontend installed."""
+    from builders.fp8.format import gpu_problem
+
+    return gpu_problem() is None and importlib.util.find_spec("cudnn") is not None
 
 
 def module_layer(path: str, module: torch.nn.Module, structure: ModelStructure | None = None) -> Layer:
@@ -126,6 +134,17 @@ class TorchBackend(Backend):
     auto_rank = 1  # where TensorRT cannot run
     auto_devices = frozenset({"cuda", "cpu"})
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}))
+    sizes_cpu_plan = True
+    # the backend whose fp16 and real FP8 variants a default CUDA study adds beside PyTorch's where it runs
+    engine_beside: ClassVar[str | None] = "cudnn"
+
+    @classmethod
+    def default_variants(cls, device: str) -> str:
+        """fp32, fp16 and FP8; FP8 from the real cuDNN / cuBLASLt engine (beside its fp16) where it runs, else
+        simulated."""
+        if device == "cuda" and cls.engine_beside is not None and fp8_engine_here():
+            return f"fp32,fp16,{cls.engine_beside}-fp16,{cls.engine_beside}-fp8"
+        return super().default_variants(device)
 
     def __init__(self, context: BackendContext):
         model = context.model

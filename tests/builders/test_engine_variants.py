@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from builders.backend import backend_class, backend_names
-from inspector import resolve
 from sessions.documents.plan import VariantPlan, parse_variants
 from tests.conftest import run_cli_process
 
@@ -20,12 +19,16 @@ def test_engine_variants_name_their_backend_and_expand_recipes():
 
 
 def test_defaults_keep_simulated_fp8_off_fp8_gpus(monkeypatch):
-    assert resolve.default_variants("cpu") == "fp32,bf16,fp8"
-    monkeypatch.setattr(resolve, "fp8_engine_here", lambda: False)
-    assert resolve.default_variants("cuda") == "fp32,fp16,fp8"
-    monkeypatch.setattr(resolve, "fp8_engine_here", lambda: True)
-    assert resolve.default_variants("cuda") == "fp32,fp16,cudnn-fp16,cudnn-fp8"
-    assert resolve.default_variants("cuda", "tensorrt") == "fp32,fp16,fp8"
+    from builders.pytorch import torch_backend
+
+    torch_cls = backend_class("torch")
+    assert torch_cls.default_variants("cpu") == "fp32,bf16,fp8"
+    monkeypatch.setattr(torch_backend, "fp8_engine_here", lambda: False)
+    assert torch_cls.default_variants("cuda") == "fp32,fp16,fp8"
+    monkeypatch.setattr(torch_backend, "fp8_engine_here", lambda: True)
+    assert torch_cls.default_variants("cuda") == "fp32,fp16,cudnn-fp16,cudnn-fp8"
+    assert backend_class("tensorrt").default_variants("cuda") == "fp32,fp16,fp8"
+    assert backend_class("compile").default_variants("cuda") == "fp32,fp16,fp8"  # no engine beside it
 
 
 @pytest.mark.slow

@@ -92,3 +92,15 @@ def test_a_cpu_study_times_pytorch_and_torch_compile_side_by_side_and_reads_back
     assert exported.returncode == 0, exported.stderr
     assert "compile-fp32" in (tmp_path / "e.json").read_text()
     assert storage.load(out).study.plan.variants == (VariantPlan("fp32"), VariantPlan("fp32", backend="compile"))
+
+
+@pytest.mark.parametrize(("backend", "sized"), [("torch", True), ("compile", False)])
+def test_a_cpu_plan_is_sized_to_the_machine_where_its_backend_says_so(monkeypatch, backend, sized):
+    from inspector import cpu_defaults
+    from inspector.request import StudyRequest
+    from inspector.resolve import resolve
+
+    asked: list[str] = []
+    monkeypatch.setattr(cpu_defaults, "fit_cpu_plan", lambda plan, request: (asked.append(plan.backend), (plan, []))[1])
+    resolve(StudyRequest("test_resnet", backend=backend, device="cpu", tracer="none"))
+    assert asked == ([backend] if sized else [])
