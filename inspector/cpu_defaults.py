@@ -1,8 +1,8 @@
 """A study on the CPU sized to finish in minutes: threads from the machine, variants and counts from the model's cost.
 
 `fit_cpu_plan` is the one owner of this policy (`inspector.resolve` calls it for PyTorch on the CPU). It times one
-fp32 forward of the model at the threads it picks, ModelOpt's FP8 quantizer over the inputs of the model's
-convolutions and linears (what a simulated FP8 variant adds to each forward), and a convolution in bf16 against
+fp32 forward of the model at the threads it picks, ModelOpt's FP8 quantizer over the inputs of the layers each FP8
+recipe quantizes (what a simulated FP8 variant adds to each forward), and a convolution in bf16 against
 fp32, then fills in what the user left unset: threads (the cores that other work leaves free), the variants (bf16
 left out where it is much slower than fp32 here), and the counts (quality, calibration and stress inputs, rounds,
 inferences): the largest step of `LADDER` whose estimated time fits `BUDGET_S` (where none does, the default FP8
@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
@@ -37,8 +37,8 @@ STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_
 # Step by step, under a load between 8 and 17, they vary up to 2x; summed, these values came within 11 % of the
 # main job's time after the estimate (0.89 and 1.01 of it: mainjob-earlier-runs.log, mainjob.log).
 # A simulated FP8 forward where its quantizers could not be timed (`quantizers_s`): senet154's, 1.14 to 1.60 measured.
-# Measured, it is the fp32 forward plus one e4m3 input quantizer per convolution and linear, which small models pay
-# most for: the quantizers' time is per activation element and per call, a convolution's per multiply.
+# Measured, it is the fp32 forward plus one e4m3 input quantizer per convolution and linear the recipe quantizes, which
+# small models pay most for: the quantizers' time is per activation element and per call, a convolution's per multiply.
 FP8_FORWARD = 1.4
 FP8_CALIBRATION = 1.6 / 1.4  # a calibration forward (max amax on every quantizer) over a simulated FP8 forward
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it
@@ -84,7 +84,10 @@ class Machine:
     forward_s: float  # one fp32 forward at the study's batch and `threads`, after the first (set-up) call: `_steady`
     single_s: float  # one fp32 forward of one sample (stress inputs), as `forward_s`
     bf16_ratio: float  # the model's forward in bf16 / fp32 where a convolution's is below BF16_SLOW, else that one
-    fp8_ratio: float = FP8_FORWARD  # a simulated FP8 forward / the fp32 forward (`quantizers_s`) where the plan has FP8
+    # a simulated FP8 variant's forward / the fp32 forward, by variant name, over the layers its recipe quantizes
+    # (`fp8_forward_ratios`); FP8_FORWARD for a variant it does not name
+    fp8_ratios: Mapping[str, float] = field(default_factory=dict)
+    calibration_ratio: float = FP8_FORWARD  # the same over every convolution and linear: what calibration quantizes
 
 
 def choose_threads(cores: int, load_1min: float) -> int:
@@ -116,66 +119,85 @@ def measure_machine(plan: StudyPlan) -> Machine:
         single_s = _steady(lambda: module(single))
         batch = torch.randn(plan.batch, *model.input_size)
         forward_s = single_s if plan.batch == len(single) else _steady(lambda: module(batch))
-    fp8_ratio = FP8_FORWARD
-    if any(v.precision == "fp8" for v in plan.variants):
+    fp8 = [v for v in plan.variants if v.precision == "fp8"]
+    calibration_ratio, fp8_ratios = FP8_FORWARD, dict[str, float]()
+    if fp8:
         from builders.pytorch.variant_modules import prepare_fp8
+        from builders.recipes.fp8 import quantized_paths
 
         prepare_fp8()
-        fp8_ratio = fp8_forward_ratio(module, single, single_s)
+        paths = {v.name: set(quantized_paths(plan.model, plan.checkpoint, v)) for v in fp8}
+        calibration_ratio, fp8_ratios = fp8_forward_ratios(module, single, single_s, paths)
     ratio = bf16_ratio()
     if ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
         ratio = _model_bf16_ratio(module, single, single_s)
-    return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio, fp8_ratio)
+    return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio, fp8_ratios,
+                   calibration_ratio)
 
 
-def fp8_forward_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float) -> float:
-    """A simulated FP8 forward over the fp32 one: the fp32 forward plus ModelOpt's quantizer over every input it
-    quantizes (`quantized_inputs`, `quantizers_s`); `FP8_FORWARD` where none is found or timing them fails (the
-    study meets that failure itself and reports it on its variant; the plan keeps what else it measured)."""
+def fp8_forward_ratios(module: torch.nn.Module, single: torch.Tensor, single_s: float,
+                       quantized: Mapping[str, Collection[str]]) -> tuple[float, dict[str, float]]:
+    """A calibration's forward and each simulated FP8 variant's over the fp32 one: the fp32 forward plus ModelOpt's
+    quantizer over the inputs it quantizes (`quantized_inputs`, `quantizers_s`): for the calibration, of every
+    convolution and linear (`builders.pytorch.variant_modules` calibrates them all, then keeps its recipe's); for
+    a variant, of the module paths `quantized` names for it (the layers its recipe quantizes). `FP8_FORWARD` where
+    none is found, and for all where timing them fails (the study meets that failure itself and reports it on its
+    variant; the plan keeps what else it measured)."""
     try:
-        quantizers = quantizers_s(quantized_inputs(module, single))
+        seconds = quantizers_s(quantized_inputs(module, single))
     except (RuntimeError, ValueError, TypeError):
-        return FP8_FORWARD
-    return (single_s + quantizers) / single_s if quantizers > 0 else FP8_FORWARD
+        return FP8_FORWARD, dict.fromkeys(quantized, FP8_FORWARD)
+
+    def ratio(paths: Collection[str]) -> float:
+        added = sum(s for path, s in seconds.items() if path in paths)
+        return (single_s + added) / single_s if added > 0 else FP8_FORWARD
+
+    return ratio(seconds.keys()), {name: ratio(paths) for name, paths in quantized.items()}
 
 
-def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> list[torch.Size]:
-    """The input shape of every call of a convolution or linear in one forward of `sample`: where a simulated FP8
-    variant puts an input quantizer (weights are quantized once, at build)."""
+def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> dict[str, list[torch.Size]]:
+    """The input shape of every call of each convolution and linear in one forward of `sample`, by module path:
+    where a simulated FP8 variant may put an input quantizer (weights are quantized once, at build)."""
     import torch
 
     from builders.models.hooks import forward_once
 
-    shapes: list[torch.Size] = []
+    shapes: dict[str, list[torch.Size]] = {}
 
-    def record(_module: torch.nn.Module, args: tuple[object, ...]) -> None:
-        if args and isinstance(args[0], torch.Tensor):
-            shapes.append(args[0].shape)
+    def recorder(path: str) -> Callable[[torch.nn.Module, tuple[object, ...]], None]:
+        def record(_module: torch.nn.Module, args: tuple[object, ...]) -> None:
+            if args and isinstance(args[0], torch.Tensor):
+                shapes.setdefault(path, []).append(args[0].shape)
+
+        return record
 
     kinds = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
-    forward_once(module, sample, [sub.register_forward_pre_hook(record) for sub in module.modules()
+    forward_once(module, sample, [sub.register_forward_pre_hook(recorder(path)) for path, sub in module.named_modules()
                                   if isinstance(sub, kinds)])
     return shapes
 
 
-def quantizers_s(shapes: list[torch.Size]) -> float:
+def quantizers_s(shapes: Mapping[str, list[torch.Size]]) -> dict[str, float]:
     """Seconds one pass of ModelOpt's e4m3 fake quantizer (the simulated FP8 variants' own, on its pure-PyTorch
-    path) takes over a tensor of each of `shapes`, after one untimed pass (its set-up); 0 where there are none."""
+    path) takes over a tensor of each shape, by the key it is listed under (a key without shapes left out), after
+    one untimed pass over them all (its set-up)."""
     import modelopt.torch.quantization as mtq
     import torch
     from modelopt.torch.quantization.nn import TensorQuantizer
 
-    if not shapes:
-        return 0.0
     quantizer = TensorQuantizer(mtq.QuantizerAttributeConfig(num_bits=(4, 3), axis=None))
     quantizer.amax = torch.tensor(4.0)
-    tensors = {shape: torch.randn(shape) for shape in shapes}
+    tensors = {shape: torch.randn(shape) for calls in shapes.values() for shape in calls}
+    seconds: dict[str, float] = {}
     with torch.no_grad():
-        quantizer(tensors[shapes[0]])
-        started = time.perf_counter()
-        for shape in shapes:
-            quantizer(tensors[shape])
-        return time.perf_counter() - started
+        for tensor in tensors.values():
+            quantizer(tensor)
+        for key, calls in ((key, calls) for key, calls in shapes.items() if calls):
+            started = time.perf_counter()
+            for shape in calls:
+                quantizer(tensors[shape])
+            seconds[key] = time.perf_counter() - started
+    return seconds
 
 
 def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float) -> float:
@@ -286,10 +308,12 @@ def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) 
     timed_s = 0.0
     calibrated = False  # the study calibrates once; its FP8 variants take copies (`Calibrations`)
     for variant in plan.variants:
-        ratio = {"fp8": machine.fp8_ratio, "bf16": machine.bf16_ratio}.get(variant.precision, 1.0)
+        ratio = {"fp8": machine.fp8_ratios.get(variant.name, FP8_FORWARD),
+                 "bf16": machine.bf16_ratio}.get(variant.precision, 1.0)
         build = 0.0
         if variant.precision == "fp8":
-            calibration = 0.0 if calibrated else plan.calib_count / plan.batch * f * ratio * FP8_CALIBRATION
+            calibration = 0.0 if calibrated else (plan.calib_count / plan.batch * f * machine.calibration_ratio
+                                                  * FP8_CALIBRATION)
             build = (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + calibration
             calibrated = True
         checks = batches * f + stress * machine.single_s

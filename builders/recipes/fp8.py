@@ -163,6 +163,12 @@ def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
         return model_structure(model.module, torch.zeros(1, *model.input_size))
 
 
+def quantized_paths(model_name: str, checkpoint: str | None, variant: VariantPlan) -> list[str]:
+    """The module paths `variant` quantizes in `model_name`: its recipe and exclusions applied to the structure that
+    `preflight` checks them on (found once per model and checkpoint in a process)."""
+    return select(_structure_of(model_name, checkpoint), variant.recipe or "all", variant.exclude).quantized
+
+
 def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPlan, ...],
               explicit: bool) -> tuple[tuple[VariantPlan, ...], list[str]]:
     """The FP8 variants checked against the model's structure before any work starts.

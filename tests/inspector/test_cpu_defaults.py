@@ -139,7 +139,8 @@ def test_a_model_whose_forward_fails_keeps_the_defaults_with_a_note(monkeypatch)
 
 def test_a_simulated_fp8_variant_is_costed_at_the_measured_quantizers_not_a_fixed_ratio():
     plan = cpu_plan("fp32,fp8", ("all",), eval_count=4, calib_count=4, stress_count=3)
-    cheap, costly = replace(machine(0.05), fp8_ratio=1.2), replace(machine(0.05), fp8_ratio=4.0)
+    cheap = replace(machine(0.05), fp8_ratios={"fp8-all": 1.2}, calibration_ratio=1.2)
+    costly = replace(machine(0.05), fp8_ratios={"fp8-all": 4.0}, calibration_ratio=4.0)
     steps_cheap = cpu_defaults.estimate_steps(plan, cheap, 18, 3)
     steps_costly = cpu_defaults.estimate_steps(plan, costly, 18, 3)
     assert steps_costly.variants["fp32"] == steps_cheap.variants["fp32"]
@@ -147,13 +148,56 @@ def test_a_simulated_fp8_variant_is_costed_at_the_measured_quantizers_not_a_fixe
     assert steps_costly.timing > steps_cheap.timing
 
 
-def test_the_quantized_inputs_are_every_convolution_and_linear_call():
+def test_the_quantized_inputs_are_every_convolution_and_linear_call_by_module_path():
     import torch
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 2, 1),
                                 torch.nn.Flatten(), torch.nn.Linear(2 * 6 * 6, 5))
     shapes = cpu_defaults.quantized_inputs(model, torch.zeros(1, 3, 8, 8))
-    assert [tuple(shape) for shape in shapes] == [(1, 3, 8, 8), (1, 4, 6, 6), (1, 72)]
+    assert {path: [tuple(shape) for shape in calls] for path, calls in shapes.items()} == {
+        "0": [(1, 3, 8, 8)], "2": [(1, 4, 6, 6)], "4": [(1, 72)]}
+
+
+def _stem_trunk_head():
+    """A stem convolution, a 1 x 1 and a 3 x 3 convolution, a linear head; its input: 3 x 16 x 16."""
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Conv2d(4, 4, 1),
+                               torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                               torch.nn.Linear(4, 5)), torch.zeros(1, 3, 16, 16)
+
+
+def test_a_variants_fp8_forward_counts_only_the_quantizers_its_recipe_places(monkeypatch):
+    """The recipes keep the stem and the head out (and pointwise the 3 x 3 convolution, an exclusion pattern what it
+    names): their inputs cost a variant's forward nothing; calibration, which quantizes every layer, pays them all."""
+    from builders.models.structure import model_structure
+    from builders.recipes.fp8 import select
+
+    model, sample = _stem_trunk_head()
+    structure = model_structure(model, sample)
+    paths = {name: set(select(structure, recipe, exclude).quantized)
+             for name, recipe, exclude in [("fp8-all", "all", []), ("fp8-pointwise", "pointwise", []),
+                                           ("fp8-all-but-3", "all", ["3"])]}
+    per_element_s = 1e-5  # a quantizer's time per input element, in this stand-in for ModelOpt's
+    monkeypatch.setattr(cpu_defaults, "quantizers_s", lambda shapes: {
+        path: sum(per_element_s * shape.numel() for shape in calls) for path, calls in shapes.items()})
+    calibration, ratios = cpu_defaults.fp8_forward_ratios(model, sample, 0.01, paths)
+    stem, pointwise, spatial, head = 3 * 16 * 16, 4 * 14 * 14, 4 * 14 * 14, 4  # input elements of each layer
+    assert calibration == pytest.approx(1 + (stem + pointwise + spatial + head) * per_element_s / 0.01)
+    assert ratios == pytest.approx({"fp8-all": 1 + (pointwise + spatial) * per_element_s / 0.01,
+                                    "fp8-pointwise": 1 + pointwise * per_element_s / 0.01,
+                                    "fp8-all-but-3": 1 + pointwise * per_element_s / 0.01})
+
+
+def test_each_fp8_variant_is_costed_at_its_own_ratio_and_calibration_at_every_layers():
+    plan = cpu_plan("fp32,fp8", ("all", "pointwise"), eval_count=4, calib_count=4, stress_count=3)
+    measured = replace(machine(0.05), fp8_ratios={"fp8-all": 3.0, "fp8-pointwise": 1.5}, calibration_ratio=4.0)
+    steps = cpu_defaults.estimate_steps(plan, measured, 18, 3)
+    same = replace(measured, fp8_ratios={"fp8-all": 3.0, "fp8-pointwise": 3.0})
+    assert steps.variants["fp8-pointwise"] < cpu_defaults.estimate_steps(plan, same, 18, 3).variants["fp8-pointwise"]
+    more = cpu_defaults.estimate_steps(plan, replace(measured, calibration_ratio=8.0), 18, 3)
+    assert more.variants["fp8-all"] > steps.variants["fp8-all"]  # the first FP8 variant carries the calibration
+    assert more.variants["fp8-pointwise"] == steps.variants["fp8-pointwise"]
 
 
 def test_the_plan_line_states_the_estimate_per_step_and_they_add_up_to_it(measured):
@@ -185,7 +229,16 @@ def test_quantizers_that_fail_to_time_cost_the_fixed_ratio_and_keep_the_plan(mon
         raise RuntimeError("a quantizer that cannot run here")
 
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
+    sample, fixed = torch.zeros(1, 3, 8, 8), cpu_defaults.FP8_FORWARD
     monkeypatch.setattr(cpu_defaults, "quantizers_s", failing)
-    assert cpu_defaults.fp8_forward_ratio(model, torch.zeros(1, 3, 8, 8), 0.01) == cpu_defaults.FP8_FORWARD
-    monkeypatch.setattr(cpu_defaults, "quantizers_s", lambda shapes: 0.03)
-    assert cpu_defaults.fp8_forward_ratio(model, torch.zeros(1, 3, 8, 8), 0.01) == pytest.approx(4.0)
+    assert cpu_defaults.fp8_forward_ratios(model, sample, 0.01, {"fp8-all": {"0"}}) == (fixed, {"fp8-all": fixed})
+    monkeypatch.setattr(cpu_defaults, "quantizers_s", lambda shapes: dict.fromkeys(shapes, 0.03))
+    assert cpu_defaults.fp8_forward_ratios(model, sample, 0.01, {"fp8-all": {"0"}}) == (
+        pytest.approx(4.0), {"fp8-all": pytest.approx(4.0)})
+
+
+def test_modelopts_quantizer_is_timed_per_module_path():
+    import torch
+
+    seconds = cpu_defaults.quantizers_s({"conv": [torch.Size((1, 4, 8, 8)), torch.Size((1, 4, 8, 8))], "idle": []})
+    assert set(seconds) == {"conv"} and seconds["conv"] > 0
