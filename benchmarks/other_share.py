@@ -6,7 +6,8 @@ Per model (timm, pretrained=False, built on the CPU at its own input size, batch
 variant traced as a study traces it (the backend's engine and layers, `torch.profiler` with one range per module,
 `inspector.study.trace_kernels`), then its layer time per role (`sessions.analyses.groups.role_of`): the share in
 "other", the largest role and the roles that hold the functional ops. Then the engine's lowered graph of the same
-model (`builders.engine.graph.trace` and `builders.engine.lowering.lower`, fp16 recipe, no FP8): its layers' roles,
+model (`builders.engine.graph.trace` and `builders.engine.lowering.lower`, fp16 recipe, no FP8): its layers' roles
+(a convolution's from its groups, kernel shape and channels, as the engine records them and the PyTorch column has),
 each timed on the CPU as the fx nodes it runs (a conv step with the nodes fused into it; nodes that compute no tensor
 and no-ops left out, as they launch no kernel), and the share in "other". The engine itself needs a CUDA GPU; the CPU
 times stand in for its layers' weights.
@@ -18,12 +19,17 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
 from benchmarks.recipe_zoo import ZOO
+
+if TYPE_CHECKING:
+    from builders.engine.lowering import Step
+    from sessions.documents.model import Layer
 
 DEFAULT = ["resnet18", "legacy_seresnet18", "regnety_002", "mobilenetv3_small_050", "efficientnet_b0", "mixnet_s",
            "densenet121", "dpn68", "inception_v3", "dla34", "convnext_atto", "vit_tiny_patch16_224", "pvt_v2_b0",
@@ -55,24 +61,29 @@ def torch_roles(name: str) -> tuple[float, dict[str, float]]:
 
 
 def engine_roles(name: str) -> tuple[float, dict[str, float]]:
-    """CPU ms per role of the engine's fp16 lowering of `name`: each fx node timed once (after a warm pass), its time
-    given to the layer (step) that runs it."""
-    from builders.engine.graph import trace
-    from builders.engine.lowering import lower
+    """CPU ms per role of the engine's fp16 lowering of `name` (`lowered_roles`)."""
     from builders.models.catalog import load_model
-    from sessions.analyses.groups import builtin_rules, role_of
-    from sessions.documents.model import Layer
 
     model = load_model(name)
-    module = model.module.float().eval()
-    example = torch.randn(1, *model.input_size)
+    return lowered_roles(model.module.float().eval(), torch.randn(1, *model.input_size))
+
+
+def lowered_roles(module: torch.nn.Module, example: torch.Tensor) -> tuple[float, dict[str, float]]:
+    """CPU ms per role of the engine's fp16 lowering of `module`: each fx node timed once (after a warm pass), its time
+    given to the layer (step) that runs it, whose role is read from the layer as the engine describes it
+    (`engine_layer`)."""
+    from builders.engine.graph import trace
+    from builders.engine.lowering import lower
+    from sessions.analyses.groups import builtin_rules, role_of
+
     traced = trace(module, example)
     program = lower(traced.nodes, set(), {}, {})
     owner: dict[str, str] = {}
     rules = builtin_rules()
     convs = {node.path: node.name for node in traced.nodes if node.kind in ("conv", "linear")}
+    modules = dict(module.named_modules())
     for step in program.steps:
-        role = role_of(Layer(name=step.name, kind=step.kind, op=step.op), rules)  # type: ignore[arg-type]
+        role = role_of(engine_layer(step, modules.get(step.name)), rules)
         own = [convs[step.name]] if step.kind in ("conv", "linear") and step.name in convs else []
         for node in (*own, step.node, *step.fused):
             owner[node] = role
@@ -81,6 +92,21 @@ def engine_roles(name: str) -> tuple[float, dict[str, float]]:
         if node in owner:  # constants, inputs and no-ops are no layer of the engine's
             per_role[owner[node]] = per_role.get(owner[node], 0.0) + ms
     return sum(per_role.values()), per_role
+
+
+def engine_layer(step: Step, module: torch.nn.Module | None) -> Layer:
+    """The layer the engine writes for `step` (`module`: the module at its path, if any), in what a role reads: its
+    kind and op, and for a convolution what the engine's build records of it (`builders.engine.build`: groups, kernel
+    shape, channels, stride), which the PyTorch column's layers hold too; the rules tell pointwise, depthwise and
+    grouped convolutions by them."""
+    from sessions.documents.model import Layer
+
+    layer = Layer(name=step.name, kind=step.kind, op=step.op)  # type: ignore[arg-type]
+    conv = module if step.kind == "conv" else None
+    if isinstance(conv, torch.nn.modules.conv._ConvNd):
+        layer.groups, layer.kernel_shape = conv.groups, list(conv.kernel_size)
+        layer.in_channels, layer.out_channels, layer.stride = conv.in_channels, conv.out_channels, list(conv.stride)
+    return layer
 
 
 def _node_times(module: torch.fx.GraphModule, example: torch.Tensor) -> dict[str, float]:
