@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from builders.models.hooks import forward_once
 from builders.models.module_ops import call_cost, own_op
 from builders.models.trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
 from sessions.documents.vocab import Op
@@ -240,12 +241,8 @@ def _analyse(model: torch.nn.Module, example: torch.Tensor) -> ModelStructure:
         handles.append(module.register_forward_pre_hook(lambda _m, args, path=path: recorder.enter(path, args)))
         handles.append(module.register_forward_hook(
             lambda m, args, output, path=path: recorder.leave(path, m, args, output)))
-    try:
-        with torch.no_grad(), recorder:
-            model(example)
-    finally:
-        for handle in handles:
-            handle.remove()
+    with recorder:
+        forward_once(model, example, handles)
     modules = dict(model.named_modules())
     record = TrunkRecord(
         calls=recorder.calls,
