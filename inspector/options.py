@@ -30,6 +30,22 @@ def registry_names(registry: str) -> list[str]:
     return tracer_names()
 
 
+def listing_words(listing: str) -> str:
+    """What an option's help starts with for its `listing`: for `fp8 recipes`, every recipe of the recipes file
+    (`builders.recipes.fp8.recipes`) with its aliases, in the file's order, the weight-scale forms any of them also
+    takes, and the file."""
+    if listing != "fp8 recipes":
+        raise ValueError(f"unknown listing {listing!r}")
+    from builders.recipes.fp8 import RECIPES_FILE, WEIGHT_SCALES, recipe_names, recipes
+
+    table = recipes()
+    names = " | ".join(name + (f" (alias {', '.join(table[name].aliases)})" if table[name].aliases else "")
+                       for name in recipe_names())
+    forms = " or ".join(f"RECIPE-{scales}" for scales in WEIGHT_SCALES)
+    where = RECIPES_FILE.relative_to(RECIPES_FILE.parents[2]).as_posix()  # builders/recipes/<file>
+    return f"{names}, each also as {forms} (weight scales); recipes in {where}"
+
+
 def choices_of(spec: Option) -> list[str]:
     """The words an option takes: its fixed choices, then (for a registry) every registered name."""
     return list(dict.fromkeys([*spec.choices, *(registry_names(spec.registry) if spec.registry else [])]))
@@ -81,13 +97,15 @@ def argument_type(spec: Option) -> Callable[[str], Any]:
 
 
 def _help(spec: Option, command: str) -> str:
-    """The option's help with its default for `command`: its value, per device, or in words where none is set."""
-    if command in spec.command_defaults and "%(default)" not in spec.help:
-        return f"{spec.help} (default %(default)s)"
+    """The option's help (after the words of its listing, `listing_words`) with its default for `command`: its
+    value, per device, or in words where none is set."""
+    text = f"{listing_words(spec.listing)}; {spec.help}" if spec.listing else spec.help
+    if command in spec.command_defaults and "%(default)" not in text:
+        return f"{text} (default %(default)s)"
     if spec.default_for(command) is None and spec.machine_defaults:
         defaults = ", ".join(f"{value:g} on {DEVICE_WORDS[device]}" for device, value in spec.machine_defaults.items())
-        return f"{spec.help} (default {defaults})"
-    return f"{spec.help} (default: {spec.unset})" if spec.unset else spec.help
+        return f"{text} (default {defaults})"
+    return f"{text} (default: {spec.unset})" if spec.unset else text
 
 
 def validate_request_values(values: dict[str, Any]) -> None:

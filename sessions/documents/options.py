@@ -11,7 +11,8 @@ An option the study reads as given also has its field in `GivenOptions`, below i
 code that reads `plan.<field>` (tests/inspector/test_option_reach.py fails on an option one of them misses).
 
 Choices that plug-ins extend (backends, tracers) name their registry (`registry`); the registries live
-in `builders` and `profilers`, and the front end looks them up (`inspector.options`).
+in `builders` and `profilers`, and the front end looks them up (`inspector.options`). So does a help that lists
+the words a file of `builders` holds (`listing`: the FP8 recipes' names and aliases).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class Option:
     metavar: str | None = None
     matrix: bool = True  # a sweep matrix may set it
     unset: str = ""  # what the machine does where the option is not given and no value stands for it (--help)
+    listing: str | None = None  # "fp8 recipes": the help starts with the words that file lists (`inspector.options`)
 
     @property
     def flag(self) -> str:
@@ -125,8 +127,6 @@ def _within(value: float, low: float | None, high: float | None) -> bool:
     return (low is None or value >= low) and (high is None or value <= high)
 
 
-RECIPE_HELP = ("all | no-se | no-se-no-first-stage (alias no-se-no-layer1) | encoder-linears (alias segformer), each "
-               "also as RECIPE-per-tensor or RECIPE-per-channel (weight scales); recipes in builders/fp8_recipes.toml")
 TIMING = ("warmup_s", "rounds", "iters", "switch_warmup")  # the options that make a TimingPlan, in its order
 
 # Timing defaults: 5 rounds of 20 on CUDA after 200 ms of warm-up, inferences discarded at each switch of variant;
@@ -142,8 +142,8 @@ OPTIONS: tuple[Option, ...] = (
            command_defaults={ONNX: "fp16,fp8"}, unset="fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 on CPU"),
     Option("batch", ("--batch",), int, "inputs per inference (default %(default)s)", commands=(RUN, PROBE, ONNX),
            default=1, low=1, high=65536),
-    Option("fp8_recipes", ("--fp8-recipe", "--fp8-layout"), str, RECIPE_HELP + "; repeatable (default: all and no-se)",
-           commands=(RUN, ONNX), default=(), repeatable=True, metavar="RECIPE"),
+    Option("fp8_recipes", ("--fp8-recipe", "--fp8-layout"), str, "repeatable (default: all and no-se)",
+           commands=(RUN, ONNX), default=(), repeatable=True, metavar="RECIPE", listing="fp8 recipes"),
     Option("fp8_exclude", ("--fp8-exclude",), str, "module paths kept out of FP8 (fnmatch, e.g. '*.se.*'); repeatable",
            commands=(RUN, ONNX), default=(), repeatable=True, metavar="PATTERN"),
     Option("layers", ("--layers",), str, "only module paths matching (fnmatch, e.g. 'model.segformer.*'); repeatable",

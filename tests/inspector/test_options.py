@@ -224,3 +224,25 @@ def test_an_imported_session_names_its_engine_as_trtexec_files_with_their_versio
                    "[07/07/2026-02:11:29] [I] TensorRT version: 10.16.1\n")
     assert main(["import", "--layers", layers, "--metadata", str(log), "--out", str(tmp_path / "v.json")]) == 0
     assert storage.load(tmp_path / "v.json").study.engine == "trtexec files (TensorRT 10.16.1)"
+
+
+@pytest.mark.parametrize("command", ["run", "onnx"])
+def test_the_recipe_help_lists_every_recipe_and_alias_of_the_recipes_file_and_names_it(command, capsys, monkeypatch):
+    """Read apart from the code under test: the recipes file's tables and aliases, and the file named in the help
+    found from the checkout's root."""
+    import tomllib
+
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps at the terminal's width, and at a hyphen
+    file = ROOT / "builders" / "recipes" / "fp8.toml"
+    recipes = tomllib.loads(file.read_text())["recipes"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())  # the help's lines joined
+    recipe_help = help_text.split("--fp8-recipe RECIPE, --fp8-layout RECIPE ", 1)[1].split(" --fp8-exclude", 1)[0]
+    listed = recipe_help.split(", each also as", 1)[0]
+    expected = [name + (f" (alias {', '.join(spec['aliases'])})" if spec.get("aliases") else "")
+                for name, spec in recipes.items()]
+    assert listed.split(" | ") == expected
+    named = re.search(r"recipes in (\S+);", recipe_help)
+    assert named is not None and (ROOT / named.group(1)).resolve() == file.resolve()
+    assert recipe_help.endswith("repeatable (default: all and no-se)")
