@@ -290,6 +290,10 @@ class PlanLine(str):
         line.steps = steps
         return line
 
+    def __getnewargs__(self) -> tuple[str, StepEstimate]:  # type: ignore[override]  # str's: the text alone
+        """What a copy or a pickle builds the line again from: the text and the estimate."""
+        return str(self), self.steps
+
 
 def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) -> StepEstimate:
     """Seconds the study takes after this point (the model is built, ModelOpt imported), by step: the fp32

@@ -154,3 +154,11 @@ def test_the_plan_is_taken_as_the_figures_it_carries_not_as_the_tenths_its_line_
         now[0] = 4.0
         line = eta.update(Progress("build", "fp32 built and traced", "fp32", 1, 2))
         assert line == f"1 of 2 variants done; {expected}"
+
+
+def test_the_plan_line_keeps_its_estimate_when_copied_or_pickled():
+    import copy
+    import pickle
+
+    for again in (copy.copy(PLAN_LINE), copy.deepcopy(PLAN_LINE), pickle.loads(pickle.dumps(PLAN_LINE))):
+        assert isinstance(again, PlanLine) and again == PLAN_LINE and again.steps == PLAN_LINE.steps
