@@ -1,20 +1,48 @@
-"""Request -> plan: choose the backend, device and tracer for this machine, fill in the defaults.
+"""Request -> run plan: choose the backend, device and tracer for this machine, fill in the defaults, check once.
 
-Runs before any model is loaded, so a study that cannot run here fails in a second with one line.
+Runs before any model is loaded, so a study that cannot run here fails in a second with one line. A plan made
+elsewhere (`rerun`, a sweep job) is checked here the same way (`checked`). What a study runs is a `RunPlan`: the
+recipes checked once, the backend looked up once, the tracer prepared once.
 The CUPTI tracer must be prepared before torch or TensorRT loads (NVTX binds its injection once).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from builders.backend import auto_backends, backend_class
+from builders.backend import Backend, auto_backends, backend_class
 from builders.recipes.fp8 import preflight
+from inspector.options import validate_plan
 from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
-from profilers.tracers import get_tracer, tracer_names
-from sessions.documents.errors import MissingEnvironment
+from profilers.tracers import Tracer, get_tracer, tracer_names
+from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.plan import StudyPlan, TimingPlan, parse_variants
 from sessions.documents.vocab import Device
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A study checked once and ready to run: the plan, its backend's class (looked up once), its tracer (prepared),
+    and one line per choice made. Made only by `resolve` (a request) and `checked` (a plan made elsewhere)."""
+
+    plan: StudyPlan
+    backend: type[Backend]
+    tracer: Tracer
+    notes: tuple[str, ...] = ()
+
+
+class Prepared:
+    """Each tracer prepared at most once while a plan is made: `prepared(tracer)` is why it cannot run, or None."""
+
+    def __init__(self) -> None:
+        self._problems: dict[str, str | None] = {}
+
+    def __call__(self, tracer: Tracer) -> str | None:
+        if tracer.name not in self._problems:
+            self._problems[tracer.name] = tracer.prepare()
+        return self._problems[tracer.name]
 
 
 def cuda_visible() -> bool:
@@ -24,7 +52,7 @@ def cuda_visible() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, str]:
+def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[type[Backend], Device, str]:
     """(backend, device, why): the backend asked for, or for `auto` the first in `auto_backends()` order that
     runs here; each backend says where it runs and what it lacks (`Backend.device_for`, `unavailable`)."""
     if request.device == "cuda" and not has_gpu:
@@ -35,7 +63,7 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, s
         problem = cls.unavailable(device)
         if problem:
             raise MissingEnvironment(f"--backend {request.backend}: {problem}")
-        return cls.name, device, f"{cls.choice_label(device)}, as asked"
+        return cls, device, f"{cls.choice_label(device)}, as asked"
     passed: list[str] = []
     for cls in auto_backends():
         device = cls.device_for(request.device, has_gpu)
@@ -44,7 +72,7 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[str, Device, s
         problem = cls.unavailable(device)
         if problem is None:
             why = "as asked" if request.device else ("a GPU is visible" if device == "cuda" else "no GPU here")
-            return cls.name, device, f"{cls.choice_label(device)} ({'; '.join([why, *passed])})"
+            return cls, device, f"{cls.choice_label(device)} ({'; '.join([why, *passed])})"
         passed.append(f"{cls.label}: {problem}")
     raise MissingEnvironment("no backend runs here: " + "; ".join(passed))
 
@@ -69,22 +97,23 @@ def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tup
     return "torch", f"CUPTI unavailable ({cupti_problem}): kernels from torch.profiler"
 
 
-def fit_tracer(tracer: str, note: str, backend: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
+def fit_tracer(tracer: str, note: str, backend: type[Backend], device: str, cupti_problem: str | None,
+               prepare: Callable[[Tracer], str | None] = Tracer.prepare) -> tuple[str, str]:
     """For --tracer auto: a tracer that sees the backend's layer ranges here, else none (with a note).
 
     TensorRT marks layers with NVTX only: where CUPTI is missing, torch.profiler would see no layer,
     so the study runs untraced (latency and TensorRT's own per-layer times) instead of failing.
     """
-    kinds = backend_class(backend).capabilities.range_kinds
+    kinds = backend.capabilities.range_kinds
     if get_tracer(tracer).range_kind in kinds:
         return tracer, note
     for name in tracer_names():
         candidate = get_tracer(name)
         if (candidate.range_kind in kinds and device in candidate.devices and name != "cupti"
-                and candidate.prepare() is None):
+                and prepare(candidate) is None):
             return name, note
     why = f"CUPTI unavailable ({cupti_problem})" if device == "cuda" and cupti_problem else "no tracer here"
-    return "none", (f"{why}: no kernel trace, since the {backend} backend marks layers with "
+    return "none", (f"{why}: no kernel trace, since the {backend.name} backend marks layers with "
                     f"{' or '.join(sorted(kinds))} only")
 
 
@@ -98,29 +127,71 @@ def default_timing(request: StudyRequest, device: str) -> TimingPlan:
     )
 
 
-def resolve(request: StudyRequest) -> tuple[StudyPlan, list[str]]:
-    """The plan for this machine, and one line per choice made (what the user sees first)."""
+def resolve(request: StudyRequest) -> RunPlan:
+    """The checked run plan for this machine, with one line per choice made (what the user sees first)."""
     request.validate()
+    prepared = Prepared()
     cupti_problem: str | None = "not asked for"
     if request.tracer in ("auto", "cupti") and request.device != "cpu":
-        cupti_problem = get_tracer("cupti").prepare()  # before torch loads
+        cupti_problem = prepared(get_tracer("cupti"))  # before torch loads
     backend, device, why = choose_backend(request, cuda_visible())
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
     if request.tracer == "auto":
-        tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem)
-    backend_cls = backend_class(backend)
-    variants = parse_variants(request.variants or backend_cls.default_variants(device), list(request.fp8_recipes),
+        tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem, prepared)
+    variants = parse_variants(request.variants or backend.default_variants(device), list(request.fp8_recipes),
                               list(request.fp8_exclude))
     explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
     variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
-    chosen: dict[str, Any] = {"backend": backend, "device": device, "variants": variants,
+    chosen: dict[str, Any] = {"backend": backend.name, "device": device, "variants": variants,
                               "timing": default_timing(request, device), "tracer": tracer}
     given = {name: getattr(request, name) for name in StudyPlan.__dataclass_fields__ if name not in chosen}
     plan = StudyPlan(**chosen, **given)  # every other plan field is the request's option of that name
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
-    if backend_cls.sizes_cpu_plan and device == "cpu":
+    runs = ready(plan, backend, prepared)  # before sizing: a plan that cannot run here costs no forward timed
+    if backend.sizes_cpu_plan and device == "cpu":
         from inspector.cpu_defaults import fit_cpu_plan
 
         plan, cpu_notes = fit_cpu_plan(plan, request)
         notes += cpu_notes
-    return plan, notes
+    return RunPlan(plan, runs.backend, runs.tracer, tuple(notes))
+
+
+def checked(plan: StudyPlan) -> RunPlan:
+    """A plan made elsewhere (read back by `rerun`, a sweep job's) checked completely, as `resolve` checks its own:
+    its options and recipes against the spec, then whether it runs on this machine."""
+    validate_plan(plan)
+    run = ready(plan, backend_class(plan.backend), Prepared())
+    if plan.device == "cuda" and not cuda_visible():  # recorded on another machine
+        raise MissingEnvironment("the plan runs on CUDA, and no CUDA GPU is visible to PyTorch here")
+    return run
+
+
+def ready(plan: StudyPlan, backend: type[Backend], prepared: Prepared) -> RunPlan:
+    """The run plan, or one line on why `plan` cannot run here: every variant's backend builds it here, the plan's
+    backend runs on its device, and its tracer runs there, sees the backend's layer ranges and is prepared."""
+    for variant in plan.variants:  # a variant that names its own backend: one that backend builds so
+        problem = backend_class(variant.backend).variant_problem(variant) if variant.backend else None
+        if problem:
+            raise InputError(problem)
+    for name in dict.fromkeys([v.backend for v in plan.variants if v.backend]):  # variants with their own backend
+        own = backend_class(name)
+        problem = own.unavailable(plan.device) or (
+            None if plan.device in own.capabilities.devices else f"the {name} backend does not run on {plan.device}")
+        if problem:
+            raise MissingEnvironment(problem)
+    if plan.device not in backend.capabilities.devices:
+        raise MissingEnvironment(f"the {plan.backend} backend does not run on {plan.device}")
+    problem = backend.unavailable(plan.device)  # first: a backend's library may register the tracer that serves it
+    if problem:
+        raise MissingEnvironment(problem)
+    tracer = get_tracer(plan.tracer)
+    if plan.device not in tracer.devices:
+        raise MissingEnvironment(f"--tracer {plan.tracer} needs a CUDA GPU")
+    if tracer.range_kind is not None and tracer.range_kind not in backend.capabilities.range_kinds:
+        kinds = " or ".join(sorted(backend.capabilities.range_kinds)) or "no ranges"
+        raise MissingEnvironment(f"the {plan.backend} backend marks layers with {kinds}, "
+                                 f"which --tracer {plan.tracer} cannot see")
+    problem = prepared(tracer)
+    if problem:
+        raise MissingEnvironment(problem)
+    return RunPlan(plan, backend, tracer)

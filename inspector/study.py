@@ -1,7 +1,8 @@
 """A whole study, front-end free: plan -> backend -> engines -> tracer and timer -> session.
 
-The CLI and the TUI both call `run_study` with a resolved `StudyPlan`; it reports progress as
-immutable snapshots and saves the session after every finished step, so an interrupt or a crash
+The CLI and the TUI both run a request (`run_requested_study`), `rerun` and sweep jobs a plan made elsewhere
+(`run_study`); each is checked once into an `inspector.resolve.RunPlan` and run by `run_checked`, which reports
+progress as immutable snapshots and saves the session after every finished step, so an interrupt or a crash
 keeps everything measured so far.
 """
 
@@ -18,16 +19,15 @@ import numpy as np
 
 from builders.backend import Backend, BackendContext, Engine, TimingStep, backend_class
 from builders.study_inputs import StudyInputs
-from inspector.options import validate_plan
 from inspector.request import StudyRequest
-from inspector.resolve import cuda_visible, resolve
+from inspector.resolve import RunPlan, checked, resolve
 from profilers.memory import device_memory
-from profilers.tracers import Tracer, get_tracer
+from profilers.tracers import Tracer
 from sessions.analyses.captions import NO_REFERENCE, quality_caveats
 from sessions.analyses.comparison import BASELINE_PRECISION
 from sessions.analyses.summary import VariantSummary, summarize_session
 from sessions.documents import document
-from sessions.documents.errors import InputError, InspectError, MissingEnvironment, first_line
+from sessions.documents.errors import InspectError, first_line
 from sessions.documents.model import Session, TimingMethod, Variant
 from sessions.documents.paths import session_file
 from sessions.documents.plan import StudyPlan, VariantPlan
@@ -82,55 +82,35 @@ class Recorder:
         return self.path
 
 
-def check_plan(plan: StudyPlan) -> tuple[type[Backend], Tracer]:
-    """The backend class and tracer for `plan`, or one line on why they cannot run here."""
-    for variant in plan.variants:  # a variant that names its own backend: one that backend builds so
-        problem = backend_class(variant.backend).variant_problem(variant) if variant.backend else None
-        if problem:
-            raise InputError(problem)
-    for name in dict.fromkeys([v.backend for v in plan.variants if v.backend]):  # variants with their own backend
-        own = backend_class(name)
-        problem = own.unavailable(plan.device) or (
-            None if plan.device in own.capabilities.devices else f"the {name} backend does not run on {plan.device}")
-        if problem:
-            raise MissingEnvironment(problem)
-    backend = backend_class(plan.backend)
-    if plan.device not in backend.capabilities.devices:
-        raise MissingEnvironment(f"the {plan.backend} backend does not run on {plan.device}")
-    problem = backend.unavailable(plan.device)  # first: a backend's library may register the tracer that serves it
-    if problem:
-        raise MissingEnvironment(problem)
-    tracer = get_tracer(plan.tracer)
-    if plan.device not in tracer.devices:
-        raise MissingEnvironment(f"--tracer {plan.tracer} needs a CUDA GPU")
-    if tracer.range_kind is not None and tracer.range_kind not in backend.capabilities.range_kinds:
-        kinds = " or ".join(sorted(backend.capabilities.range_kinds)) or "no ranges"
-        raise MissingEnvironment(f"the {plan.backend} backend marks layers with {kinds}, "
-                                 f"which --tracer {plan.tracer} cannot see")
-    problem = tracer.prepare()
-    if problem:
-        raise MissingEnvironment(problem)
-    if plan.device == "cuda" and not cuda_visible():  # a recorded plan (rerun, a sweep job) on another machine
-        raise MissingEnvironment("the plan runs on CUDA, and no CUDA GPU is visible to PyTorch here")
-    return backend, tracer
-
-
 def run_study(plan: StudyPlan, command: list[str], report: Report, force: bool = False) -> tuple[Session, Path]:
-    """Run `plan` and save its session after every step; an existing session at its path is replaced only with
-    `force`, and only when the study is done (see `sessions.documents.storage.session_writer`)."""
-    validate_plan(plan)
+    """Run a plan made elsewhere (`rerun`, a sweep job), checked first (`inspector.resolve.checked`)."""
+    return run_checked(checked(plan), command, report, force)
+
+
+def run_requested_study(request: StudyRequest, report: Report, force: bool = False) -> tuple[Session, Path]:
+    """Resolve `request` for this machine and run the study: the CLI's and the TUI's one path."""
+    report(Progress("setup", f"resolving {request.model} for this machine: backend, device, variants"))
+    run = resolve(request)
+    for note in run.notes:
+        report(Progress("setup", note))
+    return run_checked(run, list(request.command), report, force)
+
+
+def run_checked(run: RunPlan, command: list[str], report: Report, force: bool = False) -> tuple[Session, Path]:
+    """Run a checked plan and save its session after every step; an existing session at its path is replaced only
+    with `force`, and only when the study is done (see `sessions.documents.storage.session_writer`)."""
     created = dt.datetime.now(dt.UTC)
-    with session_writer(session_file(plan.out, plan.model, created), force) as writer:
-        return _run_locked(plan, command, report, created, writer)
+    with session_writer(session_file(run.plan.out, run.plan.model, created), force) as writer:
+        return _run_locked(run, command, report, created, writer)
 
 
-def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt.datetime,
+def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.datetime,
                 writer: SessionWriter) -> tuple[Session, Path]:
-    backend_cls, tracer = check_plan(plan)
+    plan, tracer = run.plan, run.tracer
     report(Progress("setup", f"loading {plan.model}: the model, its weights and the study's images"))
-    inputs = backend_cls.load_inputs(plan)
+    inputs = run.backend.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))
-    backend = backend_cls(
+    backend = run.backend(
         BackendContext(plan, inputs.model, inputs.static_input,
                        lambda phase, step, steps: report(Progress("build", phase, None, step, steps)))
     )
@@ -150,15 +130,6 @@ def _run_locked(plan: StudyPlan, command: list[str], report: Report, created: dt
     if not any(v.status == "ok" for v in session.variants):
         raise InspectError(f"every variant failed; see {recorder.path}")
     return session, recorder.finish()
-
-
-def run_requested_study(request: StudyRequest, report: Report, force: bool = False) -> tuple[Session, Path]:
-    """Resolve `request` for this machine and run the study: the CLI's and the TUI's one path."""
-    report(Progress("setup", f"resolving {request.model} for this machine: backend, device, variants"))
-    plan, notes = resolve(request)
-    for note in notes:
-        report(Progress("setup", note))
-    return run_study(plan, list(request.command), report, force)
 
 
 def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:

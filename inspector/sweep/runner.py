@@ -53,12 +53,12 @@ def plan_jobs(matrix: Matrix, origin: str, folder: SweepFolder, report: Report, 
 def _job_resolved_here(combination: Combination, folder: SweepFolder, report: Report, first: bool) -> Job:
     from inspector.resolve import resolve
 
-    plan, notes = resolve(combination.request)
+    run = resolve(combination.request)
     if first:
-        for note in notes:
+        for note in run.notes:
             report(note)
-    key = plan_key(plan)
-    plan = replace(plan, out=str(folder.session(key).absolute()), raw_trace=None)
+    key = plan_key(run.plan)
+    plan = replace(run.plan, out=str(folder.session(key).absolute()), raw_trace=None)
     return Job(key, combination.axes, plan, tuple(combination.request.run_argv()))
 
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 from inspector.sweep.jobs import Job, Outcome, SweepFolder
 from sessions.documents.errors import ExitCode, InspectError
-from sessions.documents.plan import StudyPlan
 
 if TYPE_CHECKING:
     from inspector.study import Progress
+    from sessions.documents.model import Session
 
 
 def main(argv: list[str]) -> int:
@@ -30,7 +30,7 @@ def main(argv: list[str]) -> int:
 
 
 def _run_job(argv: list[str]) -> int:
-    from inspector.study import one_line, run_study
+    from inspector.study import one_line
 
     folder, key = SweepFolder(Path(argv[0])), argv[1]
     job = folder.read_job(key)
@@ -44,7 +44,7 @@ def _run_job(argv: list[str]) -> int:
         torch_stack.check()  # as the CLI's model commands: a mismatched pair is the job's one-line reason
         for module in job.imports:
             importlib.import_module(module)
-        session, path = run_study(job_plan(job, report), list(job.command), report)
+        session, path = run_job(job, report)
     except InspectError as exc:
         folder.write_status(Outcome(key, "failed", exc.message))
         return exc.exit_code
@@ -61,19 +61,20 @@ def _run_job(argv: list[str]) -> int:
     return ExitCode.OK
 
 
-def job_plan(job: Job, report: Callable[[Progress], None]) -> StudyPlan:
-    """The job's plan; a job resolved where it runs resolves its request here, on the job's machine."""
+def run_job(job: Job, report: Callable[[Progress], None]) -> tuple[Session, Path]:
+    """The job's study: its plan, checked here (`run_study`), or, for a job resolved where it runs, its request
+    resolved here, on the job's machine."""
     from inspector.resolve import resolve
-    from inspector.study import Progress
+    from inspector.study import Progress, run_checked, run_study
 
     if job.plan is not None:
-        return job.plan
+        return run_study(job.plan, list(job.command), report)
     if job.request is None:
         raise InspectError(f"job {job.key} holds neither a plan nor a request")
-    plan, notes = resolve(job.request)
-    for note in notes:
+    run = resolve(job.request)
+    for note in run.notes:
         report(Progress("setup", note))
-    return plan
+    return run_checked(run, list(job.command), report)
 
 
 if __name__ == "__main__":

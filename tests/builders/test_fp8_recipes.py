@@ -133,9 +133,9 @@ def test_resolve_refuses_a_named_recipe_and_drops_a_default_one_with_a_note():
     base = {"model": "resnet18", "device": "cpu", "tracer": "none"}
     with pytest.raises(InputError, match="fp8-no-se: resnet18 has no squeeze-excitation layers"):
         resolve(StudyRequest(**base, variants="fp32,fp8", fp8_recipes=("all", "no-se")))
-    plan, notes = resolve(StudyRequest(**base, variants="fp32,fp8"))  # defaults: all and no-se
-    assert [v.name for v in plan.variants] == ["fp32", "fp8-all"]
-    assert any(note.startswith("left out: fp8-no-se: resnet18 has no squeeze-excitation") for note in notes)
+    run = resolve(StudyRequest(**base, variants="fp32,fp8"))  # defaults: all and no-se
+    assert [v.name for v in run.plan.variants] == ["fp32", "fp8-all"]
+    assert any(note.startswith("left out: fp8-no-se: resnet18 has no squeeze-excitation") for note in run.notes)
 
 
 def test_pointwise_takes_the_1x1_convolutions_by_their_kernel_not_their_names(seresnext):

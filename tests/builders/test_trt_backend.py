@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from builders.backend import BackendContext
+from builders.backend import BackendContext, backend_class
 from builders.models.catalog import LoadedModel
 from builders.tensorrt.compat import range_to_layer
 from sessions.analyses.captions import STAND_IN, STAND_IN_LAYER_TIMES
@@ -394,7 +394,8 @@ def test_auto_picks_a_tracer_that_sees_tensorrt_layers(trt):
     from inspector.request import StudyRequest
     from inspector.resolve import resolve
 
-    plan, notes = resolve(StudyRequest(model="resnet18", backend="tensorrt", device="cpu"))
+    run = resolve(StudyRequest(model="resnet18", backend="tensorrt", device="cpu"))
+    plan, notes = run.plan, run.notes
     assert (plan.backend, plan.device, plan.tracer) == ("tensorrt", "cpu", "trt-stand-in")
     assert notes[0] == "backend: the TensorRT stand-in for tests, as asked; tracer: trt-stand-in"
 
@@ -402,12 +403,12 @@ def test_auto_picks_a_tracer_that_sees_tensorrt_layers(trt):
 def test_auto_without_cupti_runs_tensorrt_untraced():
     from inspector.resolve import fit_tracer
 
-    tracer, note = fit_tracer("torch", "CUPTI unavailable (x): kernels from torch.profiler", "tensorrt", "cuda",
-                              "cupti-python is not installed")
+    tracer, note = fit_tracer("torch", "CUPTI unavailable (x): kernels from torch.profiler", backend_class("tensorrt"),
+                              "cuda", "cupti-python is not installed")
     assert tracer == "none"
     assert note == ("CUPTI unavailable (cupti-python is not installed): no kernel trace, since the tensorrt backend "
                     "marks layers with nvtx only")
-    assert fit_tracer("torch", "", "torch", "cpu", None) == ("torch", "")
+    assert fit_tracer("torch", "", backend_class("torch"), "cpu", None) == ("torch", "")
 
 
 # -- the study around the backend: a failing tracer or profiler costs a note, not the study

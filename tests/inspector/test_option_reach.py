@@ -75,8 +75,8 @@ def test_each_run_option_changes_the_plan_and_the_session_records_it(spec: Optio
     from inspector import resolve
 
     monkeypatch.setattr(resolve, "preflight", lambda model, checkpoint, variants, explicit: (variants, []))
-    plain, _ = resolve.resolve(StudyRequest(**BASE))
-    plan, _ = resolve.resolve(StudyRequest(**{**BASE, spec.field: sample(spec)}))
+    plain = resolve.resolve(StudyRequest(**BASE)).plan
+    plan = resolve.resolve(StudyRequest(**{**BASE, spec.field: sample(spec)})).plan
     recorded = orjson.loads(orjson.dumps(plan))
     assert recorded != orjson.loads(orjson.dumps(plain)), f"{spec.field}: the plan is the same without it"
     assert build(StudyPlan, recorded) == plan
@@ -86,7 +86,7 @@ def test_the_plan_names_the_backend_device_and_tracer_asked_for(monkeypatch: pyt
     from inspector import resolve
 
     monkeypatch.setattr(resolve, "preflight", lambda model, checkpoint, variants, explicit: (variants, []))
-    plan, _ = resolve.resolve(StudyRequest(**BASE))
+    plan = resolve.resolve(StudyRequest(**BASE)).plan
     assert {name: getattr(plan, name) for name in PICKED_BY_RESOLVE} == {name: BASE[name] for name in PICKED_BY_RESOLVE}
 
 

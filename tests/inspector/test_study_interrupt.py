@@ -13,7 +13,7 @@ def options(out, **extra):
         model="test_resnet", device="cpu", variants="fp32,bf16,fp16", rounds=1, iters=1, warmup_s=0,
         calib_count=2, out=str(out), **extra,
     )
-    return resolve(request)[0]
+    return resolve(request).plan
 
 
 @pytest.mark.slow

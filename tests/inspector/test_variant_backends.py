@@ -11,7 +11,8 @@ import pytest
 
 import tests.fake_backend  # registers the fake backend and tracer
 from builders.backend import backend_class, register_backend
-from inspector.study import check_plan, run_study
+from inspector.resolve import checked
+from inspector.study import run_study
 from sessions.analyses.comparison import compare
 from sessions.documents import storage
 from sessions.documents.errors import InputError
@@ -58,8 +59,8 @@ def test_each_backend_says_which_variants_it_builds_for_another_study():
 
 def test_a_study_refuses_a_variant_its_backend_does_not_build_before_any_work(tmp_path):
     with pytest.raises(InputError, match="the fake-side backend builds fake-side-fp32, fake-side-fp16"):
-        check_plan(side_plan(tmp_path, "fp32,fake-side-fp8-all"))
-    check_plan(side_plan(tmp_path, "fp32,fake-side-fp32"))
+        checked(side_plan(tmp_path, "fp32,fake-side-fp8-all"))
+    checked(side_plan(tmp_path, "fp32,fake-side-fp32"))
 
 
 def test_variants_of_another_backend_are_built_by_it_and_compared_with_its_own_fp16_else_the_studys(tmp_path):
