@@ -119,7 +119,8 @@ def test_resolve_hands_a_cpu_study_to_the_policy(measured):
     from inspector.resolve import resolve
 
     measured.value = machine(0.9, bf16_ratio=33.0)
-    plan, notes = resolve(StudyRequest("test_resnet", device="cpu"))
+    run = resolve(StudyRequest("test_resnet", device="cpu"))
+    plan, notes = run.plan, run.notes
     assert plan.threads == 1 and "bf16" not in [v.name for v in plan.variants]
     assert any(note.startswith("CPU plan:") for note in notes)
 
