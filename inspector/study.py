@@ -122,9 +122,10 @@ def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.da
     except Exception as exc:  # noqa: BLE001  (the variants are still built and timed, without quality figures)
         reference, no_reference = None, f"quality not measured: the fp32 reference failed: {one_line(exc)}"
         report(Progress("setup", no_reference))
-    engines = build_variants(plan, backend, tracer, inputs, (reference, no_reference), recorder)
+    engines, profiled = build_variants(plan, backend, tracer, inputs, (reference, no_reference), recorder)
     if engines:
-        time_variants(session, engines, plan, recorder)
+        time_variants(session, engines, plan, recorder,
+                      lambda graphed: timing_method(plan, backend, tracer, profiled, graphed))
     for name, engine in engines.items():
         release(engine, session.variant(name))
     if not any(v.status == "ok" for v in session.variants):
@@ -141,8 +142,9 @@ def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:
 
 
 def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: StudyInputs, reference: tuple[Any, str],
-                   recorder: Recorder) -> dict[str, Engine]:
-    """Each variant built, its quality measured and its kernels traced; the engines of those that built.
+                   recorder: Recorder) -> tuple[dict[str, Engine], bool]:
+    """Each variant built, its quality measured and its kernels traced; the engines of those that built, and whether
+    the backend's own profiler gave any of them per-layer times.
 
     `reference`: the fp32 outputs on the quality images (None where there are none) and the note that says why
     not. A variant whose build fails for any reason (an assertion in a library, out of memory) is kept as failed
@@ -183,12 +185,12 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
             except Exception as exc:  # noqa: BLE001  (the built and measured variant is kept)
                 variant.layers = result.engine.layers()
                 variant.notes.append(f"kernel trace failed, no kernels recorded: {one_line(exc)}")
-            recorder.session.method.per_layer = per_layer_words(backend, tracer, plan.device, profiled)
+            recorder.session.method = timing_method(plan, backend, tracer, profiled)
             recorder.step("build", f"{variant.name} built and traced", variant.name, index + 1, total)
     finally:  # on any way out: what a backend holds for building (worker processes) is let go
         for builder in own.values():
             builder.builds_done()
-    return engines
+    return engines, profiled
 
 
 def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], plan: StudyPlan,
@@ -209,7 +211,6 @@ def failed_variant(variant_plan: VariantPlan, plan: StudyPlan, exc: BaseExceptio
 def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backend: Backend, tracer: Tracer,
                 created: dt.datetime) -> Session:
     from profilers import environment
-    from profilers.timing import describe
 
     model = inputs.model
     if plan.checkpoint:
@@ -225,14 +226,24 @@ def new_session(plan: StudyPlan, command: list[str], inputs: StudyInputs, backen
         command=command, created=created, backend=plan.backend, device=plan.device, weights=weights, plan=plan,
         engine=backend.engine(), engine_options={name: str(getattr(plan, name)) for name in backend.plan_options},
         environment=env,
-        method=TimingMethod(
-            timer="cuda-events" if plan.device == "cuda" else "perf_counter",
-            timed_region=describe(plan.device, False, plan.timing),  # restated once timing knows about graphs
-            cuda_graph=False, warmup_s=plan.timing.warmup_s, rounds=plan.timing.rounds, iters=plan.timing.iters,
-            interleaved=True, transfers_included=False, static_inputs=True,
-            per_layer=per_layer_words(backend, tracer, plan.device, False),  # restated once profiler times exist
-            kernels=tracer.describe(plan.trace_calls),
-        ),
+        method=timing_method(plan, backend, tracer),
+    )
+
+
+def timing_method(plan: StudyPlan, backend: Backend, tracer: Tracer, profiled: bool = False,
+                  graphed: bool = False) -> TimingMethod:
+    """The session's timing method, made from what has run so far: `profiled` once the backend's own profiler gave
+    a variant per-layer times, `graphed` once every timed step replays a CUDA graph. The one place it is made: the
+    session holds it from the start (a study saves after every step), and it is made again as those facts arrive."""
+    from profilers.timing import describe
+
+    cuda_graph = plan.device == "cuda" and graphed
+    return TimingMethod(
+        timer="cuda-events" if plan.device == "cuda" else "perf_counter",
+        timed_region=describe(plan.device, cuda_graph, plan.timing), cuda_graph=cuda_graph,
+        warmup_s=plan.timing.warmup_s, rounds=plan.timing.rounds, iters=plan.timing.iters,
+        interleaved=True, transfers_included=False, static_inputs=True,
+        per_layer=per_layer_words(backend, tracer, plan.device, profiled), kernels=tracer.describe(plan.trace_calls),
     )
 
 
@@ -334,8 +345,10 @@ def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
     variant.kernels, variant.trace = table, summary
 
 
-def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan, recorder: Recorder) -> None:
-    """The variants of `engines` timed in interleaved rounds.
+def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan, recorder: Recorder,
+                  method: Callable[[bool], TimingMethod]) -> None:
+    """The variants of `engines` timed in interleaved rounds; the session's method made by `method` from whether
+    every timed step replays a CUDA graph.
 
     A variant whose timing step cannot be made, or whose inference fails while it is timed, is marked failed with
     one line of reason and its engine let go (taken out of `engines`); the rounds then start again without it, so
@@ -343,7 +356,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     """
     from profilers import environment
     from profilers.stats import latency_stats
-    from profilers.timing import clock_for, describe, measure
+    from profilers.timing import clock_for, measure
 
     session.environment.torch = environment.torch_settings()  # as in effect while timing
     sampler = environment.timing_sampler(plan.device)
@@ -372,8 +385,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
 
     with sampler:
         while steps:
-            session.method.cuda_graph = plan.device == "cuda" and all(step.graphed for step in steps.values())
-            session.method.timed_region = describe(plan.device, session.method.cuda_graph, plan.timing)
+            session.method = method(all(step.graphed for step in steps.values()))
             recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",
                           None, 0, plan.timing.rounds, saved=False)
             try:

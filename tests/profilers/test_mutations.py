@@ -122,7 +122,9 @@ def test_cuda_graph_is_claimed_only_when_every_timed_step_replays_one(tmp_path, 
     plan = replace(session.study.plan, device=device)
     engines = {"fp32": GraphEngine(graphed[0]), "fp16": GraphEngine(graphed[1])}
     study.time_variants(session, engines, plan,
-                        study.Recorder(session, SessionWriter(tmp_path / "t.json", False), lambda p: None))
+                        study.Recorder(session, SessionWriter(tmp_path / "t.json", False), lambda p: None),
+                        lambda every: study.timing_method(plan, fake_backend.FakeTimedBackend, get_tracer("fake"),
+                                                          graphed=every))
     assert session.method.cuda_graph is claimed
     region = session.method.timed_region
     if device == "cuda":
