@@ -18,10 +18,13 @@ python3 -m pip install -q --no-index --no-deps --no-build-isolation . >/dev/null
 # The image's own packages came without bytecode and were never read on a fresh machine, where a user's `pip install`
 # compiles what it installs and leaves the files it wrote in the page cache: the packages a main job imports are
 # compiled and read once here, as that install would leave them (timed apart from the runs: the install's share).
+# A job that times no first run (PREPARE=0) skips it.
+if [ "${PREPARE:-1}" = 1 ]; then
 prepare_start=$SECONDS
 packages=$(python3 benchmarks/imported_packages.py /tmp/site 2>>"$OUT/install.txt")
 [ -n "$packages" ] || { echo "install: benchmarks/imported_packages.py named no package" | tee -a "$OUT/install.txt"; exit 1; }
 python3 -m compileall -q -j 0 $packages >/dev/null 2>&1
 find $packages -type f -print0 | xargs -0 cat > /dev/null
 echo "install: the image's packages a main job imports ($(du -sch $packages | tail -1 | cut -f1)) compiled and read in $((SECONDS - prepare_start)) s" | tee -a "$OUT/install.txt"
+fi
 run() { echo "== trt-inspect $*"; trt-inspect "$@" </dev/null; echo "rc=$?"; }
