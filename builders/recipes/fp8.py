@@ -1,4 +1,4 @@
-"""FP8 recipes as data (fp8_recipes.toml): op kinds quantized, structural roles kept out, weight scales.
+"""FP8 recipes as data (fp8.toml): op kinds quantized, structural roles kept out, weight scales.
 
 `RECIPE-per-tensor` / `RECIPE-per-channel` name a recipe with its weight scales changed, so a study
 can run both side by side (`--fp8-recipe all --fp8-recipe all-per-tensor`).
