@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan
+from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan, timing_cache_path
 from builders.engine.probe_kernels import one_line
 from builders.fp8.format import FP8, quantize_weight
 
@@ -106,6 +106,17 @@ def graph_definition() -> str:
     serialized plan holds its whole graph, so a plan kept under another definition is not loaded."""
     source = inspect.getsource(define_graph) + repr(sorted(TENSOR_UIDS.items()))
     return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def engine_timing_cache(cudnn: Any) -> TimingCache:
+    """The timing cache of this process's GPU and cuDNN (`timing_cache_path`: the GPU, its compute capability, the
+    cuDNN and frontend versions), keyed by how graphs are defined here (`graph_definition`). On the GPU only."""
+    name = torch.cuda.get_device_name()
+    capability = "{}{}".format(*torch.cuda.get_device_capability())
+    versions = f"cudnn{cudnn.backend_version()}-fe{getattr(cudnn, '__version__', 'unknown')}"
+    return TimingCache(timing_cache_path(name, capability, versions),
+                       {"gpu": name, "compute_capability": capability, "versions": versions,
+                        "graph_definition": graph_definition()})
 
 
 def tensor_names(sig: ConvSignature) -> list[str]:

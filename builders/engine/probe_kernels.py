@@ -1,9 +1,7 @@
-"""Real FP8 (e4m3) kernels for one layer, without TensorRT: cuDNN's FP8 convolution through the cuDNN
-frontend's graph API, and `torch._scaled_mm` (cuBLASLt) for linears and 1x1 convolutions.
-
-Per-tensor scales, as TensorRT's FP8 Q/DQ uses them: the weight is quantized once, offline; the
-activation with a static scale from calibration. Each candidate either runs or says why not: a
-refusal is a finding (no FP8 kernel for that shape), never an error.
+"""What the engine's kernels stand on, the FP8 probe's too (it times the engine's own kernels): the activation
+quantize (`quantize`, ONNX's QuantizeLinear to e4m3 in eager PyTorch, and `make_quantizer`, the Triton kernel where it
+agrees with it), the cuDNN frontend bound to PyTorch's libcudnn (`import_cudnn`), and a library's message on one
+line (`one_line`).
 """
 
 from __future__ import annotations
@@ -11,12 +9,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 import torch
 
-from builders.fp8.format import E4M3_MAX, FP8, scale_from_amax
-from builders.models.layer_spec import LayerSpec
+from builders.fp8.format import E4M3_MAX, FP8
 from sessions.documents.errors import MissingEnvironment
 
 CUDNN_PACKAGE = "nvidia-cudnn-frontend"
@@ -97,79 +93,6 @@ def _falling_back(fused: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tens
     return run
 
 
-@dataclass
-class Prepared:
-    """One layer's weight in FP8 with what the kernel needs beside it (scales, bias)."""
-
-    weight: torch.Tensor
-    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
-
-
-class Fp8Op(Protocol):
-    path: str  # what runs, for the session
-    channels_last: bool  # the layout the activation quantize must write
-
-    def prepare(self, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float) -> Prepared: ...
-
-    def __call__(self, x8: torch.Tensor, prepared: Prepared) -> torch.Tensor: ...
-
-
-class Unsupported(Exception):
-    """This candidate has no kernel for the layer; the message says why."""
-
-
-def _quantize_weight(weight: torch.Tensor, channels_last: bool) -> tuple[torch.Tensor, float]:
-    w_scale = scale_from_amax(float(weight.detach().abs().max()))
-    inverse = torch.tensor(1.0 / w_scale, device=weight.device)
-    return quantize(weight.detach(), inverse, channels_last), w_scale
-
-
-class ScaledMmGemm:
-    """`torch._scaled_mm`: a linear, or a 1x1 convolution as a GEMM over the pixels of an NHWC tensor."""
-
-    def __init__(self, spec: LayerSpec) -> None:
-        if spec.op == "conv" and not spec.pointwise:
-            raise Unsupported("torch._scaled_mm: only linears and 1x1 stride-1 ungrouped convolutions are GEMMs")
-        if spec.padding_mode != "zeros":
-            raise Unsupported(f"torch._scaled_mm: padding mode {spec.padding_mode}")
-        k, n = spec.in_channels, spec.out_channels
-        if k % 16 or n % 16:
-            raise Unsupported(f"torch._scaled_mm needs in and out features divisible by 16 (got {k} -> {n})")
-        self.spec = spec
-        self.channels_last = spec.op == "conv"
-        self.path = (
-            "torch._scaled_mm (1x1 conv as a channels-last GEMM), FP8 e4m3 in, fp16 out"
-            if spec.op == "conv"
-            else "torch._scaled_mm, FP8 e4m3 in, fp16 out"
-        )
-
-    def prepare(self, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float) -> Prepared:
-        w8, w_scale = _quantize_weight(weight.reshape(self.spec.out_channels, -1), False)
-        device = weight.device
-        tensors = {
-            "scale_a": torch.tensor(x_scale, dtype=torch.float32, device=device),
-            "scale_b": torch.tensor(w_scale, dtype=torch.float32, device=device),
-        }
-        if bias is not None:
-            tensors["bias"] = bias.detach().to(torch.float16)
-        return Prepared(w8.t(), tensors)  # column-major, as _scaled_mm wants its second operand
-
-    def __call__(self, x8: torch.Tensor, prepared: Prepared) -> torch.Tensor:
-        t = prepared.tensors
-        if self.spec.op == "conv":
-            n, _, h, w = x8.shape
-            rows = x8.permute(0, 2, 3, 1).reshape(-1, x8.shape[1])  # a view of the NHWC tensor
-        else:
-            rows = x8.reshape(-1, x8.shape[-1])
-        out = torch._scaled_mm(
-            rows, prepared.weight, scale_a=t["scale_a"], scale_b=t["scale_b"], bias=t.get("bias"),
-            out_dtype=torch.float16
-        )
-        if self.spec.op == "conv":
-            return out.view(n, h, w, -1).permute(0, 3, 1, 2)
-        return out.view(*x8.shape[:-1], -1)
-
-
 def import_cudnn():
     """The cuDNN frontend, bound to the libcudnn PyTorch already loaded."""
     torch.backends.cudnn.version()  # loads PyTorch's libcudnn into the process
@@ -198,108 +121,6 @@ def _loaded_library_dir(prefix: str) -> str | None:
     except OSError:
         return None
     return None
-
-
-class CudnnConv:
-    """cuDNN's FP8 convolution forward (grouped and depthwise included): NHWC e4m3 input and weight,
-    one float descale (x scale times w scale) and the bias applied in the epilogue, fp16 NHWC out."""
-
-    def __init__(self, spec: LayerSpec, cudnn: Any, handle: Any) -> None:
-        if spec.op != "conv" or len(spec.kernel) != 2:
-            raise Unsupported("cuDNN conv_fprop: only 2-D convolutions")
-        if spec.padding_mode != "zeros":
-            raise Unsupported(f"cuDNN conv_fprop: padding mode {spec.padding_mode} is not a convolution padding")
-        self.spec, self.cudnn, self.handle = spec, cudnn, handle
-        self.channels_last = True
-        self.path = "cuDNN conv_fprop (graph API), FP8 e4m3 in, fp16 out, NHWC"
-        dt = cudnn.data_type
-        n, c, h, w = spec.input_shape
-        k, (r, s), cg = spec.out_channels, spec.kernel, spec.in_channels // spec.groups
-        self.out_shape = spec.output_shape()
-        _, _, ho, wo = self.out_shape
-        try:
-            g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT,
-                              handle=handle)
-            self.x = g.tensor(name="x", dim=[n, c, h, w], stride=[c * h * w, 1, w * c, c], data_type=dt.FP8_E4M3)
-            self.w = g.tensor(name="w", dim=[k, cg, r, s], stride=[cg * r * s, 1, s * cg, cg], data_type=dt.FP8_E4M3)
-            y = g.conv_fprop(
-                image=self.x, weight=self.w, padding=list(spec.padding), stride=list(spec.stride),
-                dilation=list(spec.dilation), compute_data_type=dt.FLOAT,
-            )
-            self.descale = g.tensor(name="descale", dim=[1, 1, 1, 1], stride=[1, 1, 1, 1], data_type=dt.FLOAT)
-            y = g.mul(a=y, b=self.descale, compute_data_type=dt.FLOAT)
-            self.bias = None
-            if spec.bias:
-                self.bias = g.tensor(name="bias", dim=[1, k, 1, 1], stride=[k, 1, k, k], data_type=dt.HALF)
-                y = g.add(a=y, b=self.bias, compute_data_type=dt.FLOAT)
-            y.set_output(True).set_data_type(dt.HALF).set_dim([n, k, ho, wo]).set_stride([k * ho * wo, 1, wo * k, k])
-            self.y = y
-            g.build([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-            self.workspace = torch.empty(max(g.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
-        except Exception as exc:  # noqa: BLE001  (cudnnGraphNotSupportedError and its cousins: a refusal)
-            raise Unsupported(f"cuDNN conv_fprop: {one_line(exc)}") from None
-        self.graph = g
-
-    def prepare(self, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float) -> Prepared:
-        w8, w_scale = _quantize_weight(weight, True)
-        tensors = {"descale": torch.full((1, 1, 1, 1), x_scale * w_scale, dtype=torch.float32, device=weight.device)}
-        if bias is not None:
-            tensors["bias"] = bias.detach().to(torch.float16).reshape(1, -1, 1, 1).contiguous()
-        return Prepared(w8, tensors)
-
-    def __call__(self, x8: torch.Tensor, prepared: Prepared) -> torch.Tensor:
-        out = torch.empty(self.out_shape, dtype=torch.float16, device=x8.device, memory_format=torch.channels_last)
-        pack = {self.x: x8, self.w: prepared.weight, self.descale: prepared.tensors["descale"], self.y: out}
-        if self.bias is not None:
-            pack[self.bias] = prepared.tensors["bias"]
-        self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
-        self.graph.execute(pack, self.workspace, handle=self.handle)
-        return out
-
-
-@dataclass
-class Choice:
-    """The FP8 op that ran for a layer spec, or None; why each refused candidate refused."""
-
-    op: Fp8Op | None
-    refusals: list[str]
-
-
-def candidates(spec: LayerSpec) -> list[str]:
-    """FP8 paths to try, best first: GEMMs through cuBLASLt, other convolutions through cuDNN."""
-    if spec.op == "linear":
-        return ["gemm"]
-    return ["gemm", "cudnn"] if spec.pointwise else ["cudnn"]
-
-
-def choose(
-    spec: LayerSpec,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    x_scale: float,
-    x16: torch.Tensor,
-    quantizer: Quantizer,
-    cudnn: Any,
-    handle: Any,
-) -> Choice:
-    """The first candidate that builds and runs on a real activation `x16`."""
-    refusals = []
-    for name in candidates(spec):
-        try:
-            op: Fp8Op = ScaledMmGemm(spec) if name == "gemm" else CudnnConv(spec, cudnn, handle)
-            prepared = op.prepare(weight, bias, x_scale)
-            inverse = torch.tensor(1.0 / x_scale, device=x16.device)
-            op(quantizer.run(x16, inverse, op.channels_last), prepared)
-            if x16.is_cuda:
-                torch.cuda.synchronize()  # a kernel's asynchronous failure surfaces here, as a refusal
-        except Unsupported as exc:
-            refusals.append(str(exc))
-            continue
-        except Exception as exc:  # noqa: BLE001  (a run-time refusal: cuBLASLt or cuDNN status, shape checks)
-            refusals.append(f"{name}: {type(exc).__name__}: {one_line(exc)}")
-            continue
-        return Choice(op, refusals)
-    return Choice(None, refusals)
 
 
 def one_line(exc: BaseException, limit: int = 400) -> str:

@@ -31,6 +31,17 @@ def scale_from_amax(amax: float) -> float:
     return amax_scale(amax)
 
 
+def calibrated_scale(amax: Amax) -> Amax:
+    """The scale of a calibrated `amax` (a float, or a tensor of per-channel amaxes) as the engine and the simulated
+    variants take it: amax / 448, where an amax that is not finite, not positive or below 448 x MIN_SCALE is first
+    raised to 448 x MIN_SCALE, so every scale is at least MIN_SCALE. A float stays a Python float (computed as the
+    engine computes an input scale), a tensor keeps its dtype."""
+    floor = E4M3_MAX * MIN_SCALE
+    if isinstance(amax, torch.Tensor):
+        return amax_scale(torch.where(torch.isfinite(amax) & (amax >= floor), amax, torch.full_like(amax, floor)))
+    return amax_scale(amax if math.isfinite(amax) and amax >= floor else floor)
+
+
 def quantize_weight(weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     """`weight` / `scale` (per output channel, broadcast along dim 0, or one) in e4m3, saturated, rounded once in
     the cast; in `weight`'s memory format."""

@@ -1,8 +1,9 @@
-"""The FP8 probe: every convolution and linear of a model, in fp16 as PyTorch runs it and in real FP8
-kernels (cuDNN, cuBLASLt), with the activation quantize as its own step, timed in isolation.
+"""The FP8 probe: every convolution and linear of a model, in fp16 and in FP8 as the cuDNN / cuBLASLt engine runs
+that layer alone (`inspector.probe.engine_layers`: its graphs, plans, GEMMs and scales), with the activation
+quantize as its own step, timed in isolation.
 
-Layers come from forward hooks on the study images; layers of one spec are timed once (the count
-kept) and traced one by one. The result is a session like a study's; its sums are an estimate from
+Layers come from hooks on the model as the engine builds it, run on the study images; layers of one spec are timed
+once (the count kept) and traced one by one. The result is a session like a study's; its sums are an estimate from
 isolated layers, never an engine time.
 """
 
@@ -10,12 +11,13 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.probe.probe_session import (
@@ -37,6 +39,9 @@ from sessions.documents.paths import session_file
 from sessions.documents.plan import TimingPlan
 from sessions.documents.storage import session_writer
 from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT, estimate_line
+
+if TYPE_CHECKING:  # torch loads after the tracer is prepared (`_probe_session`)
+    from inspector.probe.engine_layers import Bound, Kernel
 
 REPLAY_TARGET_MS = 0.2  # one timed replay holds about this much work ...
 MAX_CALLS_PER_REPLAY = 128  # ... in at most this many back-to-back calls
@@ -84,50 +89,69 @@ class CapturedLayer:
     name: str
     module: Any  # torch.nn.Module (torch loads lazily)
     spec: LayerSpec
-    amax: float  # over the calibration images
-    x16: Any  # torch.Tensor: the layer's input at the probe batch
+    amax: float  # the largest |x| of its input over the calibration images
+    x16: Any  # torch.Tensor: the layer's input at the probe batch, a convolution's channels-last as the engine's
 
 
 def _selected(name: str, patterns: list[str]) -> bool:
     return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def collect(model, static_input, calibration, patterns: list[str]) -> list[CapturedLayer]:
-    """Convolutions and linears in call order, with their input at the probe batch and its amax
-    over the calibration images. A module called twice keeps its first call."""
+def _layers(model) -> list[tuple[str, Any]]:
+    """The convolutions and linears the probe times (and the engine lowers): nn.Conv2d and nn.Linear."""
     import torch
 
-    amax: dict[str, float] = {}
-    seen: dict[str, CapturedLayer] = {}
-    recording = {"inputs": False}
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+
+
+def calibration_amax(model, calibration) -> dict[str, float]:
+    """The largest |x| of every convolution's and linear's input over `calibration`, run in chunks of
+    CALIBRATION_CHUNK images as the engine's max calibration runs them; NaN or Inf where the input held one."""
+    import torch
+
+    from builders.pytorch.variant_modules import CALIBRATION_CHUNK
+
+    seen: dict[str, list[Any]] = {}
 
     def hook(name: str):
-        def record(module, inputs, _output):
-            x = inputs[0]
-            if not recording["inputs"]:
-                amax[name] = max(amax.get(name, 0.0), float(x.detach().abs().max()))
-            elif name not in seen:
-                spec = spec_of(module, x)
-                if spec is not None:
-                    seen[name] = CapturedLayer(name, module, spec, 0.0, x.detach().clone())
+        def record(_module, inputs) -> None:  # None: the inputs stay as they are
+            seen.setdefault(name, []).append(inputs[0].detach().abs().amax())
 
         return record
 
-    handles = [
-        module.register_forward_hook(hook(name))
-        for name, module in model.named_modules()
-        if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)) and _selected(name, patterns)
-    ]
+    handles = [m.register_forward_pre_hook(hook(name)) for name, m in _layers(model)]
     try:
         with torch.no_grad():
-            model(calibration)
-            recording["inputs"] = True
-            model(static_input)
+            for chunk in calibration.split(CALIBRATION_CHUNK):
+                model(chunk)
     finally:
         for handle in handles:
             handle.remove()
-    for layer in seen.values():
-        layer.amax = amax.get(layer.name, 0.0)
+    return {name: float(torch.stack(values).max()) for name, values in seen.items()}
+
+
+def collect(model, static_input, amax: dict[str, float], patterns: list[str]) -> list[CapturedLayer]:
+    """Convolutions and linears matching `patterns`, in call order, with their input at the probe batch (a
+    convolution's channels-last, as the engine holds its activations) and `amax` of their input (0 where it has
+    none). A module called twice keeps its first call."""
+    import torch
+
+    from builders.models.hooks import forward_once
+
+    seen: dict[str, CapturedLayer] = {}
+
+    def hook(name: str):
+        def record(module, inputs) -> None:  # None: the inputs stay as they are
+            spec = None if name in seen else spec_of(module, inputs[0])
+            if spec is not None:
+                x = inputs[0].detach().clone()
+                x16 = x.contiguous(memory_format=torch.channels_last) if spec.op == "conv" else x
+                seen[name] = CapturedLayer(name, module, spec, amax.get(name, 0.0), x16)
+
+        return record
+
+    forward_once(model, static_input, [m.register_forward_pre_hook(hook(name)) for name, m in _layers(model)
+                                       if _selected(name, patterns)])
     return list(seen.values())
 
 
@@ -240,74 +264,97 @@ class LayerRun:
     fp8: list[tuple[str, Callable[[], object]]]
 
 
-def _fp8_run(name: str, x16, inverse, op, prepared, quantizer) -> list[tuple[str, Callable[[], object]]]:
+def _fp8_run(name: str, x16, inverse, fp8: Bound, quantizer,
+             channels_last: bool) -> list[tuple[str, Callable[[], object]]]:
     held: dict[str, object] = {}
 
     def quantize_input() -> None:
-        held["x8"] = quantizer.run(x16, inverse, op.channels_last)
+        held["x8"] = quantizer.run(x16, inverse, channels_last)
 
-    return [(quantizer_name(name), quantize_input), (name, lambda: op(held["x8"], prepared))]
+    return [(quantizer_name(name), quantize_input), (name, lambda: fp8.run(held["x8"]))]
 
 
-def probe_layers(captured: list[CapturedLayer], plan, cudnn,
+def probe_layers(captured: list[CapturedLayer], plan, context, refused: dict[str, str], per_channel: bool,
                  report: Report) -> tuple[list[ProbedLayer], dict, list[LayerRun], str]:
-    """FP8 kernel choice, numerics and timing per spec; what the trace runs per layer."""
-    from builders.engine.probe_kernels import make_quantizer
+    """Per spec, the engine's kernels of the layer alone in fp16 and FP8 (`engine_layers`: asked, their graphs built,
+    chosen), then numerics and timing; what the trace runs per layer. `context` is the engine's BuildContext,
+    `refused` the engine's refusals before building (`static_refusals`), `per_channel` the weight scales'."""
+    from inspector.probe.engine_layers import PRECISIONS, ask, build_graphs, choose, reserve_workspace
 
-    quantizer = make_quantizer()
-    handle = cudnn.create_handle()
     by_name = {layer.name: layer for layer in captured}
     groups = group_by_spec((layer.name, layer.spec) for layer in captured)
+    asked = {spec: [ask(spec, precision, refused, names[0]) for precision in PRECISIONS]
+             for spec, names in groups.items()}
+    build_graphs(context, (kernel for kernels in asked.values() for kernel in kernels))
+    chosen = {spec: [choose(context, kernel) for kernel in kernels] for spec, kernels in asked.items()}
+    if context.cache is not None:
+        context.cache.save()
+    reserve_workspace(context, (kernel for kernels in chosen.values() for kernel in kernels))
     probed: dict[str, tuple[ProbedLayer, LayerRun]] = {}
     times: dict[LayerSpec, ShapeTimes] = {}
     for index, (spec, names) in enumerate(groups.items(), 1):
+        fp16, fp8 = chosen[spec]
         members = [by_name[n] for n in names]
-        times[spec], refusals = _probe_shape(spec, members, plan, quantizer, cudnn, handle, probed)
-        report(_progress_line(index, len(groups), spec, len(names), times[spec], refusals))
+        times[spec] = _probe_shape(spec, members, plan, (fp16, fp8), context, per_channel, probed)
+        report(_progress_line(index, len(groups), spec, len(names), times[spec], [fp8.refusal] if fp8.refusal else []))
     ordered = [probed[layer.name] for layer in captured]
-    return [p for p, _ in ordered], times, [r for _, r in ordered], quantizer.implementation
+    return [p for p, _ in ordered], times, [r for _, r in ordered], context.quantizer().implementation
 
 
-def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, quantizer, cudnn, handle,
-                 probed: dict) -> tuple[ShapeTimes, list[str]]:
-    """Choose the FP8 kernel on the first layer with a non-zero input, check every member's numerics,
-    time the shape once; fills `probed` (name -> ProbedLayer, LayerRun). Returns the refusals where
-    no FP8 kernel ran."""
+def _bound(context, kernels: tuple[Kernel, Kernel], layer: CapturedLayer, amax: float,
+           per_channel: bool) -> tuple[Bound, Bound | None, Any]:
+    """`layer`'s fp16 and FP8 kernels bound to its weights, with the engine's scales for an input of `amax`
+    (`calibrated_scale`); the FP8 one None where it was refused; the inverse input scale the quantize takes."""
     import torch
 
-    from builders.engine.probe_kernels import choose, scale_from_amax
+    from builders.fp8.format import calibrated_scale
+    from inspector.probe.engine_layers import bind, weight_scales
 
-    rep = next((m for m in members if bool(m.x16.any())), members[0])
-    x_timed = rep.x16 if bool(rep.x16.any()) else torch.randn_like(rep.x16)
-    rep_scale = scale_from_amax(rep.amax or float(x_timed.abs().max()))
-    choice = choose(spec, rep.module.weight, rep.module.bias, rep_scale, x_timed, quantizer, cudnn, handle)
-    op = choice.op
+    fp16, fp8 = kernels
+    x_scale = calibrated_scale(amax)
+    w_scale = weight_scales(layer.module.weight, per_channel) if fp8.refusal is None else None
+    bound16 = bind(context, fp16, layer.module, None, None)
+    assert bound16 is not None  # fp16 always runs: PyTorch's op where the engine has no graph
+    inverse = torch.tensor(1.0 / x_scale, device=layer.x16.device)
+    return bound16, bind(context, fp8, layer.module, x_scale, w_scale), inverse
+
+
+def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, kernels: tuple[Kernel, Kernel], context,
+                 per_channel: bool, probed: dict) -> ShapeTimes:
+    """Every member's numerics and what the trace runs for it (fills `probed`: name -> ProbedLayer, LayerRun), then
+    the shape timed once, on the first member with a non-zero input."""
+    import torch
+
+    quantizer, channels_last = context.quantizer(), spec.op == "conv"
+    bound: dict[str, tuple[Bound, Bound | None, Any]] = {}
     for m in members:
-        layer = ProbedLayer(m.name, type(m.module).__name__, spec, op.path if op else None, choice.refusals,
-                            zero_input=not bool(m.x16.any()))
-        fp16_run: list[tuple[str, Callable[[], object]]] = [(m.name, partial(m.module, m.x16))]
-        if op is None:
+        bound16, bound8, inverse = bound[m.name] = _bound(context, kernels, m, m.amax, per_channel)
+        layer = ProbedLayer(m.name, type(m.module).__name__, spec, bound8.path if bound8 else None,
+                            [kernels[1].refusal] if kernels[1].refusal else [], zero_input=not bool(m.x16.any()),
+                            fp16_path=bound16.path)
+        fp16_run: list[tuple[str, Callable[[], object]]] = [(m.name, partial(bound16.run, m.x16))]
+        if bound8 is None:
             probed[m.name] = (layer, LayerRun(fp16_run, fp16_run))
             continue
-        scale = scale_from_amax(m.amax)
-        inverse = torch.tensor(1.0 / scale, device=m.x16.device)
-        prepared = op.prepare(m.module.weight, m.module.bias, scale)
         if not layer.zero_input:  # an all-zero input leaves only the bias: nothing FP8 to judge
-            layer.rel_error = relative_error(op(quantizer.run(m.x16, inverse, op.channels_last), prepared),
+            layer.rel_error = relative_error(bound8.run(quantizer.run(m.x16, inverse, channels_last)),
                                              m.module(m.x16))
-        probed[m.name] = (layer, LayerRun(fp16_run, _fp8_run(m.name, m.x16, inverse, op, prepared, quantizer)))
-    fns: dict[str, Callable[[], object]] = {"fp16": partial(rep.module, x_timed)}
-    if op is not None:
-        inverse = torch.tensor(1.0 / rep_scale, device=x_timed.device)
-        prepared = op.prepare(rep.module.weight, rep.module.bias, rep_scale)
-        fns["fp8"] = partial(op, quantizer.run(x_timed, inverse, op.channels_last), prepared)
-        fns["quantize"] = partial(quantizer.run, x_timed, inverse, op.channels_last)
+        probed[m.name] = (layer, LayerRun(fp16_run, _fp8_run(m.name, m.x16, inverse, bound8, quantizer,
+                                                              channels_last)))
+    rep = next((m for m in members if bool(m.x16.any())), members[0])
+    x_timed = rep.x16 if bool(rep.x16.any()) else torch.randn_like(rep.x16)
+    bound16, bound8, inverse = (bound[rep.name] if x_timed is rep.x16
+                                else _bound(context, kernels, rep, float(x_timed.abs().max()), per_channel))
+    fns: dict[str, Callable[[], object]] = {"fp16": partial(bound16.run, x_timed)}
+    if bound8 is not None:
+        fns["fp8"] = partial(bound8.run, quantizer.run(x_timed, inverse, channels_last))
+        fns["quantize"] = partial(quantizer.run, x_timed, inverse, channels_last)
         fns["amax"] = partial(torch.linalg.vector_norm, x_timed, float("inf"))  # max |x| in one reduction
     shape_times = measure_shape(fns, plan, rep.name)
     if x_timed is not rep.x16:
         shape_times.note = "; ".join(filter(None, [shape_times.note,
                                                    "timed on random data: the real input is all zeros"]))
-    return shape_times, choice.refusals if op is None else []
+    return shape_times
 
 
 def _progress_line(index: int, total: int, spec: LayerSpec, count: int, times: ShapeTimes, refusals: list[str]) -> str:
@@ -381,19 +428,42 @@ def probe_inputs(options: ProbeOptions):
                                    options.checkpoint, options.seed))
 
 
-def _collected(inputs, options: ProbeOptions):
-    """The fp16 model on the GPU, the probe batch, and its convolutions and linears."""
+@dataclass
+class EngineModel:
+    """The model as the engine builds it for the probe's recipe (fp16, on the GPU), the probe batch, the layers
+    captured on it, and the precision their calibration ran in."""
+
+    model: Any
+    static: Any
+    captured: list[CapturedLayer]
+    calibrated_in: str  # fp16, or fp32 where fp16 activations overflowed (ModelOpt's calibration then runs in fp32)
+
+
+def _collected(inputs, options: ProbeOptions, recipe) -> EngineModel:
+    """The model as the engine builds it for `recipe` (`plain_model`), its convolutions and linears on the probe
+    batch, and each one's input amax over the calibration images, in fp32 where fp16 overflows (as the engine's
+    calibration falls back)."""
     import torch
+
+    from builders.models.structure import model_structure
+    from inspector.probe.engine_layers import plain_model
 
     loaded = inputs.model
     if getattr(loaded, "module", None) is None:
         raise InputError(f"probe needs a PyTorch model (timm or Hugging Face); {options.model} is an ONNX file")
-    model = loaded.module.to(device="cuda", dtype=torch.float16).eval()
+    reference = loaded.module.to(device="cuda", dtype=torch.float32).eval()
+    conv_bn = model_structure(reference, inputs.static_input[:1].to("cuda")).conv_bn
+    model = plain_model(reference, conv_bn, recipe, torch.float16)
+    calibration = inputs.calibration.to("cuda")
+    amax, calibrated_in = calibration_amax(model, calibration.half()), "fp16"
+    if not all(math.isfinite(value) for value in amax.values()):
+        fp32 = plain_model(reference, conv_bn, recipe, torch.float32)
+        amax, calibrated_in = calibration_amax(fp32, calibration.float()), "fp32"
     static = inputs.static_input.to(device="cuda", dtype=torch.float16)
-    captured = collect(model, static, inputs.calibration.to(device="cuda", dtype=torch.float16), list(options.layers))
+    captured = collect(model, static, amax, list(options.layers))
     if not captured:
         raise InputError(f"no convolution or linear of {loaded.name} matches --layers {' '.join(options.layers)}")
-    return model, static, captured
+    return EngineModel(model, static, captured, calibrated_in)
 
 
 def run_probe(options: ProbeOptions, command: list[str], report: Report, force: bool = False) -> tuple[Session, Path]:
@@ -416,31 +486,50 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
     cudnn = require_fp8_environment()
     import torch
 
+    from builders.engine.build import static_refusals
+    from inspector.probe.engine_layers import engine_context, probe_recipe
     from sessions.analyses.groups import load_rules
 
-    inputs = probe_inputs(options)
-    model, static, captured = _collected(inputs, options)
+    inputs, recipe = probe_inputs(options), probe_recipe()
+    built = _collected(inputs, options, recipe)
+    captured = built.captured
     report(f"{inputs.model.name}: {len(captured)} layers, {len({c.spec for c in captured})} shapes, batch "
            f"{options.batch}; cuDNN {cudnn.backend_version()}, tracer {'cupti' if cupti_problem is None else 'torch'}")
     plan = options.timing_plan()
-    _warm_gpu(model, static, 0.5)
-    with torch.no_grad():
-        probed, times, runs, quantize_impl = probe_layers(captured, plan, cudnn, report)
+    _warm_gpu(built.model, built.static, 0.5)
+    context = engine_context(cudnn, built.static)
+    refused = static_refusals(built.model, {c.name for c in captured})
+    try:
+        with torch.no_grad():
+            probed, times, runs, quantize_impl = probe_layers(captured, plan, context, refused,
+                                                              recipe.weights == "per-channel", report)
+    finally:
+        context.compiler.close()
     traces = trace_runs(runs, cupti_problem)
     graphed = all(t.graphed for t in times.values())
     session = new_probe_session(options, command, inputs.model, created,
                                 probe_method(plan, graphed, quantize_impl, traces))
     session.environment.versions["cudnn-frontend-backend"] = str(cudnn.backend_version())
-    scales = (f"FP8 e4m3, per-tensor scales: weights amax / 448 (quantized once, not timed); activations amax / 448 "
-              f"over {options.calib_count} calibration images (static, as TensorRT's Q/DQ); fp16 output")
     session.variants = [
-        probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), traces.fp16,
-                      ["fp16 as PyTorch runs each layer (cuDNN / cuBLAS)"]),
+        probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), traces.fp16, [FP16_NOTE]),
         probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8,
-                      [scales, f"quantize: {quantize_impl}"]),
+                      [scales_note(recipe, options.calib_count, built.calibrated_in), f"quantize: {quantize_impl}"]),
     ]
     session.variant(FP8_VARIANT).notes.append(estimate_line(session, load_rules()))
     return session
+
+
+FP16_NOTE = ("fp16 as the cuDNN / cuBLASLt engine runs each layer alone: a convolution's graph without epilogue, its "
+             "plans timed as the engine times them (the engine's timing cache), or the other library's tactic the "
+             "engine picks (a cuBLASLt GEMM, ATen's depthwise kernel); a linear as PyTorch's op")
+
+
+def scales_note(recipe, calib_count: int, calibrated_in: str) -> str:
+    """How the FP8 layers were scaled: the engine's rule for `recipe`, on `calib_count` images."""
+    return (f"FP8 e4m3 with the engine's scales (recipe {recipe.name}): weights {recipe.weights} amax / 448 (quantized "
+            f"once, not timed); activations per-tensor amax / 448 over {calib_count} calibration images (max "
+            f"calibration in {calibrated_in}, static); every scale at least 2^-14; BatchNorm "
+            f"{'folded' if recipe.fold_batchnorm else 'kept'} as the recipe has it; fp16 output")
 
 
 def new_probe_session(options: ProbeOptions, command: list[str], model, created: dt.datetime,

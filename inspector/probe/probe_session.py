@@ -27,9 +27,10 @@ class ProbedLayer:
     kind: str  # the module class
     spec: LayerSpec
     fp8_path: str | None  # what ran in FP8; None where no FP8 kernel exists
-    refusals: list[str] = field(default_factory=list)  # why each FP8 candidate refused
+    refusals: list[str] = field(default_factory=list)  # why the engine has no FP8 kernel for it
     rel_error: float | None = None  # |y_fp8 - y_fp16| / |y_fp16| on the real activation
     zero_input: bool = False  # the real activation was all zeros (random weights)
+    fp16_path: str = ""  # what ran in fp16
 
 
 @dataclass
@@ -90,6 +91,7 @@ def _layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int, step: str, p
         inputs=[Tensor(dtype=precision, shape=list(spec.input_shape),
                        format=_fp8_format(spec) if precision == "fp8" else None)],
         outputs=[Tensor(dtype="fp16", shape=list(spec.output_shape()))],
+        tactic=(probed.fp8_path if precision == "fp8" else probed.fp16_path) or None,
         quantized=precision == "fp8",
         attrs=_shape_attrs(spec, times, same_shape),
     )
@@ -139,8 +141,6 @@ def fp8_layers(probed: list[ProbedLayer], times: dict[LayerSpec, ShapeTimes]) ->
         layers.append(_quantize_layer(p, shape_times, counts[p.spec]))
         layer = _layer(p, shape_times, counts[p.spec], "fp8", "fp8")
         layer.attrs.update(fp8_path=p.fp8_path, rel_error=p.rel_error, zero_input=p.zero_input)
-        if p.refusals:
-            layer.attrs["refused_first"] = "; ".join(p.refusals)
         layers.append(layer)
     return layers
 

@@ -1,22 +1,24 @@
-"""The FP8 probe without a GPU: layer collection and dedupe, scales and the quantize, the GEMM path on
-the CPU, the probe's glue with fakes for what needs a GPU, the session it builds, the estimate's
-wording, and the exit-3 refusals."""
+"""The FP8 probe without a GPU: layer collection, calibration and dedupe, the quantize, the probe's glue with a
+stand-in engine for what needs a GPU (its kernels are the engine's: tests/inspector/test_probe_engine_layers.py), the
+session it builds, the estimate's wording, and the exit-3 refusals."""
 
 from __future__ import annotations
 
 import sys
-import types
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from builders.engine import probe_kernels as fp8_kernels
-from builders.engine.probe_kernels import Quantizer, ScaledMmGemm, Unsupported, quantize
-from builders.fp8.format import E4M3_MAX, capability_problem, scale_from_amax
+from builders.engine.build import static_refusals
+from builders.engine.probe_kernels import quantize
+from builders.engine.tactics import CUBLASLT
+from builders.fp8.format import E4M3_MAX, capability_problem, quantize_weight
 from builders.models.layer_spec import LayerSpec, group_by_spec
 from inspector.cli import main
-from inspector.probe import fp8_probe
+from inspector.probe import engine_layers, fp8_probe
 from inspector.probe.probe_session import (
     ProbedLayer,
     ShapeTimes,
@@ -40,6 +42,7 @@ from sessions.reports.probe_summary import (
     role_rows,
 )
 from tests.conftest import run_cli
+from tests.inspector.test_probe_engine_layers import stand_in_context
 
 
 class SE(nn.Module):
@@ -91,23 +94,43 @@ def tiny():
 
 def test_collect_keeps_call_order_inputs_and_calibration_amax(tiny):
     model, x, calib = tiny
-    layers = fp8_probe.collect(model, x, calib, [])
+    amax = fp8_probe.calibration_amax(model, calib)
+    layers = fp8_probe.collect(model, x, amax, [])
     names = [layer.name for layer in layers]
     assert names[:6] == ["stem", "blocks.0.conv1", "blocks.0.conv2", "blocks.0.conv3", "blocks.0.se.fc1",
                          "blocks.0.se.fc2"]
     assert names[-1] == "head" and len(names) == 12
     stem = layers[0]
     assert stem.spec.input_shape == (2, 3, 8, 8) and torch.equal(stem.x16, x)
-    assert stem.amax == pytest.approx(float(calib.abs().max()))  # from the calibration images, not the probe batch
+    assert stem.x16.is_contiguous(memory_format=torch.channels_last)  # as the engine holds a convolution's input
+    assert stem.amax == float(calib.abs().max())  # from the calibration images, not the probe batch
     fc1 = layers[4]
     assert fc1.spec.input_shape == (2, 16, 1, 1) and not fc1.x16.any() and fc1.amax == 0.0
-    only_blocks = fp8_probe.collect(model, x, calib, ["blocks.1.*"])
+    only_blocks = fp8_probe.collect(model, x, amax, ["blocks.1.*"])
     assert only_blocks[0].name == "blocks.1.conv1" and len(only_blocks) == 5
 
 
+def test_calibration_runs_in_the_engines_chunks_and_keeps_an_overflow():
+    """Max calibration over 20 images in chunks of 16 (as ModelOpt's forward loop runs them): every chunk counts; an
+    Inf in one chunk's activations stays Inf, so the probe calibrates in fp32 as the engine falls back to."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 1)
+    calib = torch.randn(20, 3, 4, 4)
+    calib[18, 0, 0, 0] = 50.0  # in the second chunk only
+    chunks: list[int] = []
+
+    def count(_module: nn.Module, args: tuple) -> None:  # None: the inputs stay as they are
+        chunks.append(len(args[0]))
+
+    conv.register_forward_pre_hook(count)
+    assert fp8_probe.calibration_amax(conv, calib)[""] == 50.0 and chunks == [16, 4]
+    calib[2, 1, 1, 1] = float("inf")
+    assert fp8_probe.calibration_amax(conv, calib)[""] == float("inf")
+
+
 def test_equal_specs_are_grouped_once_with_their_count(tiny):
-    model, x, calib = tiny
-    groups = group_by_spec((layer.name, layer.spec) for layer in fp8_probe.collect(model, x, calib, []))
+    model, x, _ = tiny
+    groups = group_by_spec((layer.name, layer.spec) for layer in fp8_probe.collect(model, x, {}, []))
     assert len(groups) == 7  # stem, conv1, conv2, conv3, fc1, fc2, head
     counts = {spec.label(): names for spec, names in groups.items()}
     assert counts["conv 3x3 g4 32->32 @ 2x32x8x8"] == ["blocks.0.conv2", "blocks.1.conv2"]
@@ -116,44 +139,13 @@ def test_equal_specs_are_grouped_once_with_their_count(tiny):
     assert spec.output_shape() == (2, 32, 8, 8) and spec.gemm_size() == (128, 8, 72) and not spec.pointwise
 
 
-def test_scale_and_quantize_saturate_instead_of_nan():
-    assert scale_from_amax(E4M3_MAX) == 1.0
-    assert scale_from_amax(896.0) == 2.0
-    for degenerate in (0.0, float("inf"), float("nan")):
-        assert scale_from_amax(degenerate) == 1.0
+def test_quantize_saturates_instead_of_nan():
     x = torch.tensor([[[[1000.0, -1000.0], [0.5, 0.0]]]])
     q = quantize(x, torch.tensor(1.0), channels_last=True)
     assert q.dtype == torch.float8_e4m3fn
     assert q.float().flatten().tolist() == [E4M3_MAX, -E4M3_MAX, 0.5, 0.0]
     wide = quantize(torch.randn(2, 8, 3, 3), torch.tensor(4.0), channels_last=True)
     assert wide.is_contiguous(memory_format=torch.channels_last)
-
-
-def test_gemm_refuses_with_a_reason():
-    with pytest.raises(Unsupported, match="divisible by 16"):
-        ScaledMmGemm(LayerSpec("linear", (1, 2048), 1000))
-    with pytest.raises(Unsupported, match="1x1"):
-        ScaledMmGemm(LayerSpec("conv", (1, 32, 8, 8), 32, (3, 3), (1, 1), (1, 1), (1, 1), 1))
-
-
-@pytest.mark.parametrize("op", ["linear", "conv"])
-def test_gemm_path_computes_the_layer(op):
-    """torch._scaled_mm runs on the CPU too: the layouts (NHWC rows, column-major weight) are right."""
-    torch.manual_seed(1)
-    if op == "linear":
-        module, x = nn.Linear(64, 32), torch.randn(2, 5, 64)
-        spec = LayerSpec("linear", tuple(x.shape), 32, bias=True)
-    else:
-        module, x = nn.Conv2d(64, 48, 1), torch.randn(2, 64, 7, 5)
-        spec = LayerSpec("conv", tuple(x.shape), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, True)
-    gemm = ScaledMmGemm(spec)
-    scale = scale_from_amax(float(x.abs().max()))
-    with torch.no_grad():
-        y = gemm(quantize(x, torch.tensor(1 / scale), gemm.channels_last),
-                 gemm.prepare(module.weight, module.bias, scale))
-        reference = module(x)
-    assert y.shape == reference.shape and y.dtype == torch.float16
-    assert 0 < fp8_probe.relative_error(y, reference) < 0.08  # e4m3 has 3 mantissa bits
 
 
 def test_relative_error():
@@ -173,22 +165,56 @@ def _fake_measure(fns, plan, measured_as):
     return ShapeTimes(measured_as, samples, {name: 4 for name in fns}, graphed=True)
 
 
-def test_probe_layers_glue_with_fakes(tiny, monkeypatch):
-    """What the GPU run does between collection and the session, with the CPU standing in."""
+BOUND: dict[int, tuple] = {}  # id of a module -> the scales the stand-in graph was bound with
+
+
+def _stand_in_graph(_context, graph, module, x_scale, w_scale):
+    """The engine's cuDNN graph on the CPU: the convolution of the operands the graph reads (FP8 ones dequantized
+    with the scales the probe bound it with), fp16 out."""
+    sig = graph.sig
+    if sig.precision == "fp8":
+        BOUND[id(module)] = (x_scale, w_scale)
+    weight, bias = module.weight.float(), module.bias.float() if module.bias is not None else None
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        w = weight
+        if sig.precision == "fp8":
+            scale = w_scale.float().reshape(-1, 1, 1, 1)
+            w, x = quantize_weight(module.weight, scale).float() * scale, x.float() * x_scale
+        return F.conv2d(x.float(), w, bias, sig.stride, sig.padding, sig.dilation, sig.groups).half()
+
+    return run
+
+
+def test_probe_layers_glue_with_a_stand_in_engine(tiny, monkeypatch):
+    """What the GPU run does between collection and the session, with the CPU standing in for cuDNN's graphs: each
+    layer runs the kernel the engine picks (the test's times), with its scales, or says why it has none."""
     monkeypatch.setattr(fp8_probe, "measure_shape", _fake_measure)
-    monkeypatch.setattr(fp8_kernels, "make_quantizer", lambda: Quantizer(quantize, "eager (test)"))
-    no_cudnn = types.SimpleNamespace(create_handle=lambda: None)  # every cuDNN candidate refuses
+    monkeypatch.setattr(engine_layers, "bind_graph", _stand_in_graph)
+    reserved: list[list] = []
+    monkeypatch.setattr(engine_layers, "reserve_workspace", lambda _context, kernels: reserved.append(list(kernels)))
     model, x, calib = tiny
+    model, x = model.half(), x.half()
+    context = stand_in_context(model, x, {}, {("blocks.0.conv2", "fp8"): "cuDNN: no engine for 8 channels per group"},
+                               {("blocks.0.conv1", CUBLASLT, "fp8"): 2.0})
+    layers = fp8_probe.collect(model, x, fp8_probe.calibration_amax(model, calib.half()), [])
     lines: list[str] = []
     with torch.no_grad():
-        probed, times, runs, implementation = fp8_probe.probe_layers(fp8_probe.collect(model, x, calib, []), None,
-                                                                     no_cudnn, lines.append)
+        probed, times, runs, implementation = fp8_probe.probe_layers(
+            layers, None, context, static_refusals(model, {layer.name for layer in layers}), True, lines.append)
     assert implementation == "eager (test)" and len(lines) == 7 and lines[0].startswith("1/7 conv 3x3 3->16")
+    assert len(reserved) == 1 and len(reserved[0]) == 14  # before any layer was bound: both precisions of 7 shapes
     by_name = {p.name: p for p in probed}
-    assert by_name["blocks.0.conv1"].fp8_path.startswith("torch._scaled_mm (1x1 conv")
-    assert 0 < by_name["blocks.0.conv1"].rel_error < 0.1
-    assert by_name["blocks.0.conv2"].fp8_path is None and by_name["blocks.0.conv2"].refusals[0].startswith("cudnn:")
-    assert "divisible by 16" in by_name["head"].refusals[0]
+    conv1, stem = by_name["blocks.0.conv1"], by_name["stem"]
+    assert conv1.fp8_path.startswith("torch._scaled_mm (cuBLASLt, 1x1 conv as a GEMM)") and 0 < conv1.rel_error < 0.1
+    assert conv1.fp16_path == "cuDNN conv graph (fp16), plan plan-blocks.0.conv1"
+    assert stem.fp8_path == "cuDNN conv graph (fp8), plan plan-stem" and 0 < stem.rel_error < 0.1
+    x_scale, w_scale = BOUND[id(model.stem)]  # the engine's: max calibration, weights per output channel, / 448
+    assert x_scale == float(calib.half().abs().max()) / E4M3_MAX
+    assert torch.equal(w_scale, model.stem.weight.abs().amax(dim=(1, 2, 3)).float() / E4M3_MAX)
+    conv2 = by_name["blocks.1.conv2"]
+    assert conv2.fp8_path is None and conv2.refusals == ["cuDNN: no engine for 8 channels per group"]
+    assert "divisible by 16" in by_name["head"].refusals[0] and by_name["head"].fp16_path == "PyTorch Linear (fp16)"
     assert by_name["blocks.0.se.fc1"].zero_input and by_name["blocks.0.se.fc1"].rel_error is None
     assert "random data" in times[by_name["blocks.0.se.fc1"].spec].note
     run = runs[1]  # blocks.0.conv1: quantize, then the FP8 GEMM on what it wrote

@@ -1,0 +1,194 @@
+"""Each probed layer as the cuDNN / cuBLASLt engine runs it, alone, with the engine's scales.
+
+- A convolution is the engine's graph of that layer alone: its `ConvSignature` with an empty epilogue and an fp16
+  output (`signature`), built and its plans timed by the engine (`build_graph`: the plan limit of the default
+  `--opt-level`, the engine's timing cache and plan workers), run by the library whose tactic the engine picks for
+  it (`conv_library`: cuDNN's plan, a cuBLASLt GEMM for a 1x1 convolution, ATen's depthwise dispatch in fp16). A
+  graph cuDNN refuses leaves the layer to PyTorch in fp16 and without an FP8 kernel, with cuDNN's reason, as the
+  engine does; so does what the engine refuses before building (`static_refusals`).
+- A linear runs in fp16 as PyTorch's op (as the engine runs an fp16 linear) and in FP8 through the engine's
+  `Fp8Linear` (cuBLASLt).
+- The activation quantize in front of an FP8 layer is the engine's quantize kernel, channels-last for a convolution.
+
+The scales are the engine's rule (`builders.fp8.format.calibrated_scale`) on the calibration the engine's runs:
+the largest |x| of a layer's input over the study's calibration images (max calibration), weights per output channel
+or per tensor as the study's default recipe has them, on the model as the engine builds it (`plain_model`: its
+BatchNorm folded as that recipe folds it, in fp16).
+
+`ask` (what the probe asks for) and the scales are pure and tested on the CPU against the engine's own lowering and
+calibration; `choose` runs the engine's choices; `bind` binds the chosen kernels to one layer's weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from builders.engine.build import BuildContext, _make_graphs, conv_library
+from builders.engine.compiler import PlanCompiler
+from builders.engine.conv_tactics import library_conv
+from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, engine_timing_cache
+from builders.engine.plans import PLANS_PER_OPT_LEVEL
+from builders.engine.probe_kernels import make_quantizer
+from builders.engine.tactics import CUDNN
+from builders.fp8.format import calibrated_scale
+from builders.models.layer_spec import LayerSpec
+from builders.pytorch.variant_modules import fold_batchnorm
+from builders.recipes.fp8 import FP8Recipe, get_recipe
+from sessions.documents.options import FP8_LAYERS_KEPT, default
+from sessions.documents.plan import DEFAULT_FP8_RECIPES
+
+CONV, GEMM, TORCH = "conv graph", "FP8 GEMM", "PyTorch"  # what runs a layer: Kernel.kind
+PRECISIONS = ("fp16", "fp8")
+
+
+def probe_recipe() -> FP8Recipe:
+    """The recipe whose weight scales and BatchNorm folding the probe takes: the study's first default one."""
+    return get_recipe(DEFAULT_FP8_RECIPES[0])
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """What runs one layer spec in one precision, as the engine would run that layer alone: `kind` CONV (the engine's
+    graph of `signature`, run by `library`'s tactic once chosen), GEMM (`Fp8Linear`) or TORCH (the module in fp16).
+    `refusal`: why the engine has no kernel of this precision for the layer (an FP8 layer then stays fp16; an fp16
+    convolution then runs as PyTorch's op, and `kind` is TORCH)."""
+
+    precision: str
+    kind: str
+    signature: ConvSignature | None = None
+    library: str | None = None
+    refusal: str | None = None
+
+
+def _pair(values: tuple[int, ...]) -> tuple[int, int]:
+    height, width = values
+    return height, width
+
+
+def signature(spec: LayerSpec, precision: str) -> ConvSignature:
+    """The engine's `ConvSignature` of the convolution `spec` alone: in `precision`, no epilogue, an fp16 output."""
+    n, c, h, w = spec.input_shape
+    return ConvSignature(precision, (n, c, h, w), spec.out_channels, _pair(spec.kernel), _pair(spec.stride),
+                         _pair(spec.padding), _pair(spec.dilation), spec.groups, (), False)
+
+
+def ask(spec: LayerSpec, precision: str, refused: dict[str, str], name: str) -> Kernel:
+    """The kernel the probe asks the engine for, for layer `name` of `spec` in `precision`; `refused` holds what the
+    engine refuses before building (`static_refusals`: `name` for FP8, `name@fp16` for fp16)."""
+    reason = refused.get(name if precision == "fp8" else f"{name}@fp16")
+    if spec.op == "linear":
+        return Kernel(precision, GEMM, refusal=reason) if precision == "fp8" else Kernel(precision, TORCH)
+    if reason is None:
+        return Kernel(precision, CONV, signature(spec, precision))
+    return Kernel(precision, CONV if precision == "fp8" else TORCH, refusal=reason)
+
+
+def build_graphs(context: BuildContext, kernels: Iterable[Kernel]) -> None:
+    """The engine's graph of every convolution kernel not refused, in `context.graphs` (or cuDNN's reason it has
+    none), built as the engine builds its own (`_make_graphs`)."""
+    _make_graphs(context, [k.signature for k in kernels if k.signature is not None and k.refusal is None])
+
+
+def choose(context: BuildContext, kernel: Kernel) -> Kernel:
+    """`kernel` with the engine's choice: a convolution's library (`conv_library`: the fastest of its graph's chosen
+    plan and the other libraries' tactics the engine offers), or cuDNN's refusal of its graph (fp16: PyTorch's op)."""
+    if kernel.kind != CONV or kernel.refusal is not None or kernel.signature is None:
+        return kernel
+    graph = context.graphs[kernel.signature]
+    if isinstance(graph, str):
+        kind = CONV if kernel.precision == "fp8" else TORCH
+        return dataclasses.replace(kernel, kind=kind, signature=None, refusal=graph)
+    return dataclasses.replace(kernel, library=conv_library(context, kernel.signature))
+
+
+def weight_scales(weight: torch.Tensor, per_channel: bool) -> torch.Tensor:
+    """A layer's weight scales, one per output channel (dimension 0) or one, as the engine's calibration gives them."""
+    w = weight.detach().abs()
+    amax = w.amax(dim=tuple(range(1, w.dim()))) if per_channel else w.amax().reshape(1)
+    return calibrated_scale(amax.float())
+
+
+@dataclass
+class Bound:
+    """One layer's kernel bound to its weights and scales: `run` takes the layer's input (fp16, or FP8 for an FP8
+    kernel) and returns its fp16 output; `path` says what runs."""
+
+    run: Callable[[torch.Tensor], torch.Tensor]
+    path: str
+
+
+def bind(context: BuildContext, kernel: Kernel, module: torch.nn.Module, x_scale: float | None,
+         w_scale: torch.Tensor | None) -> Bound | None:
+    """`kernel` (chosen) bound to `module`'s weights, with the input and weight scales in FP8; None where it was
+    refused in FP8."""
+    if kernel.refusal is not None and kernel.kind != TORCH:
+        return None
+    if kernel.kind == TORCH:
+        words = f"PyTorch {type(module).__name__} (fp16)"
+        return Bound(module, f"{words}: {kernel.refusal}" if kernel.refusal else words)
+    weight, bias = module.weight, module.bias
+    if kernel.kind == GEMM:
+        assert x_scale is not None and w_scale is not None
+        gemm = Fp8Linear(weight, bias, x_scale, w_scale)
+        return Bound(gemm, gemm.path)
+    sig = kernel.signature
+    assert sig is not None and kernel.library is not None
+    if w_scale is not None and w_scale.numel() == 1:
+        w_scale = w_scale.expand(sig.out_channels)
+    if kernel.library == CUDNN:
+        graph = context.graphs[sig]
+        assert isinstance(graph, ConvGraph)
+        return Bound(bind_graph(context, graph, module, x_scale, w_scale),
+                     f"cuDNN conv graph ({sig.precision}), plan {graph.choice.name}")
+    run = library_conv(kernel.library, sig, weight, bias, x_scale, w_scale, None, context.quantizer)
+    return Bound(run, run.path)
+
+
+def bind_graph(context: BuildContext, graph: ConvGraph, module: torch.nn.Module, x_scale: float | None,
+               w_scale: torch.Tensor | None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The engine's `ConvLayer` of `module` on `graph`, on the context's one workspace (`reserve_workspace`)."""
+    _grow_workspace(context, graph)
+    return ConvLayer(graph, module.weight, module.bias, x_scale, w_scale, None, context.workspace)
+
+
+def reserve_workspace(context: BuildContext, kernels: Iterable[Kernel]) -> None:
+    """The context's workspace grown to what every chosen cuDNN kernel's graph needs, before any is bound: the layers
+    share it (as the engine's do), so no CUDA graph captured around one layer holds a workspace freed later."""
+    for kernel in kernels:
+        if kernel.library == CUDNN and kernel.signature is not None:
+            graph = context.graphs[kernel.signature]
+            if isinstance(graph, ConvGraph):
+                _grow_workspace(context, graph)
+
+
+def _grow_workspace(context: BuildContext, graph: ConvGraph) -> None:
+    workspace = context.workspace
+    if not workspace or graph.workspace_bytes > workspace[0].numel():
+        workspace[:1] = [torch.empty(max(graph.workspace_bytes, 1), dtype=torch.uint8, device="cuda")]
+
+
+def plain_model(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], recipe: FP8Recipe,
+                dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of `reference` (fp32) as the engine builds it for `recipe`: the `conv_bn` pairs folded where the recipe
+    folds BatchNorm, in `dtype` (fp16; fp32 where the engine's calibration falls back to it)."""
+    module = copy.deepcopy(reference)
+    if recipe.fold_batchnorm:
+        fold_batchnorm(module, conv_bn)
+    return module.to(dtype=dtype).eval()
+
+
+def engine_context(cudnn: Any, static_input: torch.Tensor) -> BuildContext:
+    """The engine's build context for the probe's layers, on the GPU: a cuDNN handle, the plan limit of the default
+    `--opt-level`, the engine's timing cache and plan workers (the caller closes them), its quantize kernel; the
+    layers' FP8 kept (the probe times FP8 wherever the engine has a kernel for it)."""
+    quantizer = make_quantizer()
+    return BuildContext(cudnn=cudnn, handle=cudnn.create_handle(), static_input=static_input,
+                        plan_limit=PLANS_PER_OPT_LEVEL[default("opt_level")], cache=engine_timing_cache(cudnn),
+                        compiler=PlanCompiler(torch.cuda.current_device()), quantizer=lambda: quantizer,
+                        fp8_layers=FP8_LAYERS_KEPT)

@@ -1,0 +1,233 @@
+"""The FP8 probe times the engine's own kernels with the engine's scales, checked on the CPU: each convolution's
+signature against the engine's lowering of the same model, what the probe asks for per layer and precision, its
+scales against the engine's ModelOpt calibration, and the engine's choice of library (its graph's plan or another
+library's tactic) and its refusals, with a stand-in engine whose times and refusals the test sets."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from builders.engine import build
+from builders.engine.build import BuildContext, static_refusals
+from builders.engine.conv_tactics import offered
+from builders.engine.graph import trace
+from builders.engine.kernels import ConvGraph, ConvSignature
+from builders.engine.lowering import lower
+from builders.engine.plans import Choice
+from builders.engine.probe_kernels import Quantizer, quantize
+from builders.engine.tactics import CUBLASLT, CUDNN, PYTORCH, PYTORCH_NCHW
+from builders.fp8.format import calibrated_scale
+from inspector.probe import engine_layers, fp8_probe
+from inspector.probe.engine_layers import CONV, GEMM, TORCH, Kernel, ask, choose, signature
+from sessions.documents.options import FP8_LAYERS_KEPT
+
+
+class Shapes(nn.Module):
+    """Convolutions of every kind the engine lowers (strided, dilated and grouped, depthwise, 1x1, one it refuses),
+    each followed by what the engine fuses into its graph, and two linears (one without an FP8 GEMM)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1)
+        self.grouped = nn.Conv2d(16, 32, 3, padding=2, dilation=2, groups=4, bias=False)
+        self.depthwise = nn.Conv2d(32, 32, 5, padding=2, groups=32)
+        self.pointwise = nn.Conv2d(32, 48, 1)
+        self.reflect = nn.Conv2d(48, 48, 3, padding=1, padding_mode="reflect")
+        self.fc = nn.Linear(48, 64)
+        self.head = nn.Linear(64, 1000)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem(x))
+        x = torch.relu(self.depthwise(self.grouped(x)))
+        x = self.reflect(torch.relu(self.pointwise(x)))
+        return self.head(torch.relu(self.fc(x.mean((2, 3)))))
+
+
+def conv_inputs(model: nn.Module, x: torch.Tensor) -> dict[str, tuple[int, ...]]:
+    """Each convolution's input shape, recorded by hooks of the test's own."""
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def record(path: str):
+        def hook(_module: nn.Module, args: tuple) -> None:  # None: the inputs stay as they are
+            shapes.setdefault(path, tuple(args[0].shape))
+
+        return hook
+
+    hooks = [m.register_forward_pre_hook(record(p)) for p, m in model.named_modules() if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        model(x)
+    for hook in hooks:
+        hook.remove()
+    return shapes
+
+
+def engine_signatures(model: nn.Module, x: torch.Tensor, precision: str) -> dict[str, ConvSignature]:
+    """The signatures the engine's own lowering gives the model's convolutions, every layer asked for in `precision`."""
+    paths = {p for p, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))}
+    fp8 = paths if precision == "fp8" else set()
+    program = lower(trace(model, x).nodes, fp8, {}, static_refusals(model, fp8))
+    return build._conv_signatures(program, model, conv_inputs(model, x))
+
+
+def probe_specs(model: nn.Module, x: torch.Tensor) -> dict:
+    """Each convolution's and linear's spec, as the probe collects them."""
+    return {layer.name: layer.spec for layer in fp8_probe.collect(model, x, {}, [])}
+
+
+@pytest.mark.parametrize("precision", ["fp16", "fp8"])
+def test_each_convolution_is_the_engines_graph_of_that_layer_alone(precision):
+    torch.manual_seed(0)
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    expected = engine_signatures(model, x, precision)
+    assert set(expected) == {"stem", "grouped", "depthwise", "pointwise"}  # the reflect-padded one is PyTorch's
+    assert expected["stem"].epilogue == ("relu",)  # the engine fuses what follows; the probe times the layer alone
+    specs = probe_specs(model, x)
+    for name, sig in expected.items():
+        assert signature(specs[name], precision) == dataclasses.replace(sig, epilogue=(), output_fp8=False), name
+
+
+def test_what_the_probe_asks_the_engine_for_per_layer():
+    torch.manual_seed(0)
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    specs = probe_specs(model, x)
+    refused = static_refusals(model, set(specs))
+    asked = {(name, p): ask(spec, p, refused, name) for name, spec in specs.items() for p in ("fp16", "fp8")}
+    pointwise = ConvSignature("fp8", (2, 32, 8, 8), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), False)
+    assert asked["pointwise", "fp8"] == Kernel("fp8", CONV, pointwise)
+    assert asked["pointwise", "fp16"] == Kernel("fp16", CONV, dataclasses.replace(pointwise, precision="fp16"))
+    reflect16, reflect8 = asked["reflect", "fp16"], asked["reflect", "fp8"]
+    assert reflect16.kind == TORCH and "reflect" in str(reflect16.refusal)  # PyTorch's op, as the engine runs it
+    assert reflect8.signature is None and "reflect" in str(reflect8.refusal)  # no FP8 kernel
+    assert asked["fc", "fp16"] == Kernel("fp16", TORCH) and asked["fc", "fp8"] == Kernel("fp8", GEMM)
+    head = asked["head", "fp8"]
+    assert head.kind == GEMM and "divisible by 16" in str(head.refusal) and asked["head", "fp16"] == Kernel("fp16",
+                                                                                                           TORCH)
+
+
+def test_the_scale_rule_floors_what_calibration_cannot_scale():
+    assert calibrated_scale(448.0) == 1.0 and calibrated_scale(896.0) == 2.0
+    for degenerate in (0.0, -1.0, 1e-9, float("inf"), float("nan")):
+        assert calibrated_scale(degenerate) == 2.0**-14
+    scales = calibrated_scale(torch.tensor([896.0, 0.0, float("nan"), 1e-9, 0.02734375]))
+    assert scales.tolist() == [2.0, 2.0**-14, 2.0**-14, 2.0**-14, 2.0**-14]
+
+
+class Folded(nn.Module):
+    """BatchNorm the recipe folds, a weight channel of zeros and a convolution that only ever sees zeros: the two
+    scales the rule floors."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+        self.conv = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.idle = nn.Conv2d(32, 32, 1)
+        self.pointwise = nn.Conv2d(32, 16, 1)
+        self.head = nn.Linear(16, 10)
+        with torch.no_grad():
+            for bn in (self.bn, self.bn2):
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
+                bn.weight.uniform_(0.5, 2)
+                bn.bias.uniform_(-1, 1)
+            self.conv.weight[3].zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.bn2(self.conv(torch.relu(self.bn(self.stem(x))))))
+        x = x + self.idle(-torch.relu(x) * 0)  # the engine's calibration sees only zeros here
+        return self.head(self.pointwise(x).mean((2, 3)))
+
+
+@pytest.mark.slow  # ModelOpt calibrates on the CPU
+def test_the_scales_are_those_of_the_engines_calibration():
+    """The engine's scales come from ModelOpt's max calibration of its recipe (the twin); the probe applies the same
+    rule to the same images on the model as the engine builds it, and gets the same numbers."""
+    from builders.engine.twin import Twin
+    from builders.models.structure import model_structure
+    from builders.pytorch.variant_modules import variant_module
+    from sessions.documents.plan import VariantPlan
+
+    torch.manual_seed(0)
+    model, calibration = Folded().eval(), torch.randn(20, 3, 12, 12)  # 20 images: two calibration chunks
+    recipe = engine_layers.probe_recipe()
+    twin = Twin.of("key", variant_module(model, VariantPlan("fp8", recipe.name, ()), calibration, torch.float16))
+    assert {"conv", "idle", "pointwise"} <= set(twin.scales)
+    plain = engine_layers.plain_model(model, model_structure(model, calibration[:1]).conv_bn, recipe,
+                                      torch.float16)
+    amax = fp8_probe.calibration_amax(plain, calibration.half())
+    for name, (x_scale, w_scale) in twin.scales.items():
+        assert calibrated_scale(amax[name]) == x_scale, name
+        probe_w = engine_layers.weight_scales(plain.get_submodule(name).weight, recipe.weights == "per-channel")
+        assert torch.equal(probe_w, w_scale), name
+    assert twin.scales["idle"][0] == 2.0**-14 and twin.scales["conv"][1][3] == 2.0**-14  # the floors were met
+
+
+def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals: dict, library_us: dict,
+                     plan_limit: int = 4) -> BuildContext:
+    """A BuildContext whose graphs (every convolution's, alone, in both precisions) and other libraries' tactics
+    stand in with the test's times: `graph_us[(layer, precision)]` (10 us where not given), `refusals[(layer,
+    precision)]` (cuDNN's reason it has no graph), `library_us[(layer, library, precision)]` (a tactic not given
+    did not run)."""
+    graphs: dict = {}
+    times: dict = {}
+    for name, spec in probe_specs(model, x).items():
+        for precision in ("fp16", "fp8") if spec.op == "conv" else ():
+            sig = signature(spec, precision)
+            if sig in graphs:  # a layer of a spec seen before: the first one's times stand
+                continue
+            reason = refusals.get((name, precision))
+            graphs[sig] = reason or ConvGraph(sig, None, None, None, Choice(
+                0, f"plan-{name}", 1, 1, graph_us.get((name, precision), 10.0), False, []), None)
+            for library in offered(sig, plan_limit):
+                times[sig, library] = library_us.get((name, library, precision), "not timed here")
+    eager = Quantizer(quantize, "eager (test)")
+    return BuildContext(None, None, x, plan_limit, None, None,  # type: ignore[arg-type]
+                        lambda: eager, FP8_LAYERS_KEPT, graphs, library_us=times)
+
+
+def test_each_layer_runs_the_library_the_engine_would_pick():
+    torch.manual_seed(0)
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    context = stand_in_context(
+        model, x, {("pointwise", "fp8"): 9.0, ("depthwise", "fp16"): 7.0},
+        {("grouped", "fp8"): "cuDNN: no engine for 4 channels per group"},
+        {("pointwise", CUBLASLT, "fp8"): 4.0, ("pointwise", CUBLASLT, "fp16"): 12.0,
+         ("depthwise", PYTORCH, "fp16"): 8.0, ("depthwise", PYTORCH_NCHW, "fp16"): 3.0})
+    specs = probe_specs(model, x)
+    refused = static_refusals(model, set(specs))
+    chosen = {(n, p): choose(context, ask(s, p, refused, n)) for n, s in specs.items() for p in ("fp16", "fp8")}
+    assert chosen["pointwise", "fp8"].library == CUBLASLT  # 4 us against its graph's 9
+    assert chosen["pointwise", "fp16"].library == CUDNN  # 10 us against the GEMM's 12
+    assert chosen["depthwise", "fp16"].library == PYTORCH_NCHW  # 3 us against 7 and 8
+    assert chosen["depthwise", "fp8"].library == CUDNN  # PyTorch has no FP8 convolution
+    grouped = chosen["grouped", "fp8"]
+    assert grouped.refusal == "cuDNN: no engine for 4 channels per group" and grouped.library is None
+    assert chosen["grouped", "fp16"].library == CUDNN and chosen["stem", "fp8"].library == CUDNN
+    assert chosen["reflect", "fp16"].kind == TORCH and chosen["fc", "fp8"] == Kernel("fp8", GEMM)
+
+
+def test_a_graph_cudnn_refuses_in_fp16_leaves_the_layer_to_pytorch():
+    torch.manual_seed(0)
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    context = stand_in_context(model, x, {}, {("stem", "fp16"): "cuDNN: no engine"}, {})
+    stem = choose(context, ask(probe_specs(model, x)["stem"], "fp16", {}, "stem"))
+    assert stem == Kernel("fp16", TORCH, refusal="cuDNN: no engine")
+    bound = engine_layers.bind(context, stem, model.stem, None, None)
+    assert bound is not None and bound.run is model.stem and bound.path == "PyTorch Conv2d (fp16): cuDNN: no engine"
+
+
+def test_one_weight_scale_binds_as_one_per_output_channel(monkeypatch):
+    """As the engine binds a per-tensor weight scale to a convolution's graph: one per output channel."""
+    bound: list[torch.Tensor] = []
+    monkeypatch.setattr(engine_layers, "bind_graph", lambda _c, _g, _m, _x, w_scale: bound.append(w_scale))
+    torch.manual_seed(0)
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    context = stand_in_context(model, x, {}, {}, {})
+    stem = choose(context, ask(probe_specs(model, x)["stem"], "fp8", {}, "stem"))
+    engine_layers.bind(context, stem, model.stem, 0.5, torch.tensor([0.25]))
+    assert bound[0].tolist() == [0.25] * 16
