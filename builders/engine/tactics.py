@@ -1,7 +1,7 @@
 """Choices the engine makes by timing, as TensorRT's builder makes them: which library's tactic runs a convolution
-(cuDNN's best plan, a cuBLASLt GEMM, ATen's depthwise dispatch on either layout), whether a layer the recipe quantizes runs
-in FP8 or fp16 (its best tactic of any library in each), and whether a convolution writes FP8 for its readers (the
-quantize fused in its epilogue) or fp16 (a quantize layer before them).
+(cuDNN's best plan, a cuBLASLt GEMM, ATen's depthwise dispatch on either layout), whether a layer the recipe
+quantizes runs in FP8 or fp16 (its best tactic of any library in each), and whether a convolution writes FP8 for its
+readers (the quantize fused in its epilogue) or fp16 (a quantize layer before them).
 
 Pure decisions over measured times (no torch, no cuDNN), so every rule is testable on the CPU; `builders.engine.build`
 times the candidates and applies the answers by re-lowering.
