@@ -14,6 +14,7 @@ import torch.fx
 
 from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import KINDS, library_conv, offered, time_library
+from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
 from builders.engine.lowering import Program, Step, lower
@@ -53,6 +54,7 @@ class BuildContext:
     workspace: list[torch.Tensor] = field(default_factory=list)
     quantize_us: dict[tuple[int, ...], float] = field(default_factory=dict)  # the quantize layer's time by shape
     library_us: dict[tuple[ConvSignature, str], float | str] = field(default_factory=dict)
+    fusion: FusedTactics = field(default_factory=FusedTactics)  # fused tactics: compiled functions, times
 
 
 def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
@@ -84,7 +86,9 @@ def _fp16_by_choice(program: Program) -> list[Step]:
 def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module,
                  twin: Twin | None) -> tuple[CudnnEngine, list[Layer], list[str]]:
     """The engine of `plain` (fp16, BatchNorm folded as the recipe folds it), FP8 where `twin` (the simulated
-    variant of its recipe) quantizes, with its scales; its layer table and notes.
+    variant of its recipe) quantizes, with its scales; its layer table and notes. Regions the engine runs as several
+    steps (squeeze-excitation blocks, pointwise chains) run Inductor's fused kernels where those time faster
+    (`builders.engine.fused_tactics`).
 
     With `backend.fp8_layers` timed (the default), a quantized convolution whose fp16 tactic is faster than its best
     FP8 tactic runs fp16, and a convolution writes FP8 for its readers only where that is faster than writing fp16
@@ -122,6 +126,10 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     notes += library_notes(backend, layers, timed_before)
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
+    fused = fuse_regions(backend.fusion, backend.plan_limit, backend.cache, traced, engine)  # regions' fused tactics
+    if fused is not None:
+        engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
+        layers, notes = fused.layers, notes + fused.notes
     return engine, layers, notes
 
 

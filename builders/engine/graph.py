@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from builders.engine.lowering import OpNode
+from builders.engine.lowering import CONV_1X1, GLOBAL_AVG_POOL, OpNode
 from builders.engine.shaped_tracer import ShapedTracer, bound_arguments, specs_of
 from builders.models.hooks import forward_once
 from builders.models.module_ops import function_op
@@ -37,6 +37,9 @@ SHUFFLE_NAMES = {"view", "reshape", "flatten", "permute", "transpose", "contiguo
 OP_KINDS = {"normalization": "norm", "pooling": "pool", "concat": "concat", "softmax": "softmax",
             "attention": "softmax", "elementwise": "elementwise", "shuffle": "shuffle", "conv": "conv_fn",
             "linear": "matmul", "matmul": "matmul"}
+SPATIAL_DIMS = (frozenset((2, 3)), frozenset((-2, -1)))  # a mean over these of an image is a global average pool
+FN_WORDS = {"truediv": "div", "itruediv": "div", "iadd": "add", "radd": "add", "imul": "mul", "rmul": "mul",
+            "isub": "sub"}  # an operator's in-place or reflected name -> the op's
 SOFTMAX_FUNCTIONS = (torch.softmax, torch.nn.functional.softmax, torch.nn.functional.scaled_dot_product_attention)
 
 
@@ -126,8 +129,52 @@ def describe(module: torch.fx.GraphModule, leaves: dict[str, str]) -> list[OpNod
         kind, act = _kind(node, modules)
         path = str(node.target) if node.op == "call_module" else _scope(node)
         label = str(node.target) if node.op == "call_module" else ""
-        nodes.append(OpNode(node.name, kind, ordered or args, path, act, leaves.get(str(node.target)), label))
+        nodes.append(OpNode(node.name, kind, ordered or args, path, act, leaves.get(str(node.target)), label,
+                            _fn(node, modules)))
     return nodes
+
+
+def _fn(node: torch.fx.Node, modules: dict[str, torch.nn.Module]) -> str:
+    """What `node` calls, as `OpNode.fn` states it: a global average pool and a 1x1 convolution by their arguments,
+    else the function's or method's name without underscores (`__mul__`, `mul_` -> mul; `truediv` -> div) or the
+    module's class name."""
+    if node.op == "call_module":
+        module = modules[str(node.target)]
+        if isinstance(module, torch.nn.AdaptiveAvgPool2d) and _to_one(module.output_size):
+            return GLOBAL_AVG_POOL
+        if isinstance(module, torch.nn.Conv2d) and _pointwise_conv(module):
+            return CONV_1X1
+        return type(module).__name__
+    if node.op not in ("call_function", "call_method"):
+        return ""
+    name = str(node.target) if node.op == "call_method" else getattr(node.target, "__name__", "")
+    word = FN_WORDS.get(name.strip("_"), name.strip("_"))
+    if word == "mean" and _dims(node) in SPATIAL_DIMS:
+        return GLOBAL_AVG_POOL
+    size = node.args[1] if len(node.args) > 1 else node.kwargs.get("output_size")
+    if word == "adaptive_avg_pool2d" and _to_one(size):
+        return GLOBAL_AVG_POOL
+    return word
+
+
+def _dims(node: torch.fx.Node) -> frozenset[int] | None:
+    """The dimensions a `mean` call reduces, where they are constants."""
+    dims = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim")
+    if isinstance(dims, int):
+        return frozenset((dims,))
+    if isinstance(dims, (tuple, list)) and all(isinstance(d, int) for d in dims):
+        return frozenset(dims)
+    return None
+
+
+def _to_one(size: Any) -> bool:
+    """Whether an adaptive pool's output size is 1x1."""
+    return size == 1 or (isinstance(size, (tuple, list)) and list(size) == [1, 1])
+
+
+def _pointwise_conv(conv: torch.nn.Conv2d) -> bool:
+    return (tuple(conv.kernel_size) == (1, 1) and tuple(conv.stride) == (1, 1) and conv.padding in ((0, 0), 0)
+            and tuple(conv.dilation) == (1, 1) and conv.padding_mode == "zeros")
 
 
 def _flat_args(node: torch.fx.Node) -> list[torch.fx.Node]:

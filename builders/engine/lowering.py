@@ -11,15 +11,20 @@ no cuDNN, so every decision is testable on the CPU with stand-ins. The decisions
 - an FP8 layer whose input is not FP8 gets a quantize layer of its own (one per value and scale);
 - every other op runs as an fp16 PyTorch op, a layer of its own;
 - a layer asked for in FP8 that cannot run in FP8 (`refused[path]` says why) runs in fp16, and says so.
+
+Regions that generated fused kernels may run instead of their steps (squeeze-excitation blocks, pointwise chains)
+are found in the same description: builders.engine.fusion_regions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 FUSABLE_ACTIVATIONS = ("relu", "swish", "sigmoid", "gelu")  # cuDNN pointwise modes the conv graph fuses
 QUANTIZE_SUFFIX = ".input_quantizer"  # the quantize layer's name: its first consumer's name plus this
+GLOBAL_AVG_POOL, CONV_1X1 = "global_avg_pool", "conv1x1"  # OpNode.fn of a global average pool, a 1x1 convolution
 
 
 @dataclass(frozen=True)
@@ -39,16 +44,22 @@ class OpNode:
     act: str | None = None  # for kind act: relu | swish | sigmoid | gelu | another word (not fused)
     leaf_reason: str | None = None  # a module run as one PyTorch call because tracing into it failed
     label: str = ""  # the layer name of an op that stays a PyTorch op (a module call: its path)
+    # what the node calls, as the recognisers of fusion regions read it: `global_avg_pool` (a mean over the two
+    # spatial dimensions, an adaptive average pool to 1x1), `conv1x1` (a Conv2d of kernel 1, stride 1, no padding),
+    # else the function's or method's name without underscores (`mul`, `div`) or the module's class name
+    fn: str = ""
 
 
 @dataclass
 class Step:
     """One layer of the engine, in execution order.
 
-    kind: conv (cuDNN graph) | linear (cuBLASLt or fp16 linear) | quantize | torch (an fp16 PyTorch op).
+    kind: conv (cuDNN graph) | linear (cuBLASLt or fp16 linear) | quantize | torch (an fp16 PyTorch op) | fused
+    (generated kernels for a region of several layers: builders.engine.fused_tactics).
     `node` is the graph node whose value the step produces; `inputs` the values it reads (node names, or
-    a quantize step's name); `fused` the nodes folded into a conv's epilogue; `epilogue` what the cuDNN
-    graph computes after the convolution (bias always: `("relu",)`, `("add", "relu")`, ...).
+    a quantize step's name); `fused` the nodes folded into a conv's epilogue (a fused step: every node of its
+    region); `epilogue` what the cuDNN graph computes after the convolution (bias always: `("relu",)`,
+    `("add", "relu")`, ...); `source` the conv's or linear's own node (its epilogue's nodes are in `fused`).
     """
 
     name: str
@@ -64,6 +75,15 @@ class Step:
     scale_of: str | None = None  # quantize steps: the FP8 layer whose input scale they use
     fallback: str | None = None  # why an FP8 layer runs in fp16, or a layer as a PyTorch op
     asked: str = "fp16"  # the precision the recipe asked for
+    source: str = ""
+
+
+def step_nodes(step: Step) -> set[str]:
+    """The graph nodes whose values a step computes: a layer's own node and those fused into it; none for a quantize
+    step (it computes no node of the graph)."""
+    if step.kind == "quantize":
+        return set()
+    return {step.source or step.node, *step.fused}
 
 
 @dataclass
@@ -83,9 +103,9 @@ def lower(nodes: list[OpNode], fp8: set[str], scale_keys: Mapping[str, object],
     `refused[path + "@fp16"]` why it has no cuDNN graph at all (a PyTorch op); `output_refused[path]`:
     why a conv graph could not also write FP8 (its consumers then get quantize layers).
     """
-    nodes = _without_noops(nodes)
+    nodes = without_noops(nodes)
     by_name = {node.name: node for node in nodes}
-    users = _users(nodes)
+    users = users_of(nodes)
     main: dict[str, Step] = {}  # conv / linear node -> its step
     absorbed: set[str] = set()  # nodes fused into a conv's graph
     for node in nodes:
@@ -108,7 +128,7 @@ def lower(nodes: list[OpNode], fp8: set[str], scale_keys: Mapping[str, object],
     return Program(_insert_quantizers(steps, scale_keys), output.args[0] if output.args else "", model_input)
 
 
-def _without_noops(nodes: list[OpNode]) -> list[OpNode]:
+def without_noops(nodes: list[OpNode]) -> list[OpNode]:
     """The graph with every no-op removed and its readers reading its input instead."""
     alias: dict[str, str] = {}
     kept = []
@@ -117,11 +137,12 @@ def _without_noops(nodes: list[OpNode]) -> list[OpNode]:
         if node.kind == "noop" and args:
             alias[node.name] = args[0]
             continue
-        kept.append(OpNode(node.name, node.kind, args, node.path, node.act, node.leaf_reason, node.label))
+        kept.append(dataclasses.replace(node, args=args))
     return kept
 
 
-def _users(nodes: list[OpNode]) -> dict[str, list[str]]:
+def users_of(nodes: list[OpNode]) -> dict[str, list[str]]:
+    """Each node's readers, in graph order (a node reading a value twice counts once)."""
     table: dict[str, list[str]] = {node.name: [] for node in nodes}
     for node in nodes:
         for arg in dict.fromkeys(node.args):
@@ -133,10 +154,10 @@ def _layer_step(node: OpNode, fp8: set[str], refused: Mapping[str, str]) -> Step
     asked = "fp8" if node.path in fp8 else "fp16"
     if node.kind == "conv" and f"{node.path}@fp16" in refused:  # no cuDNN graph at all: a PyTorch op
         return Step(node.path, "torch", node.name, node.args[:1], "fp16", "conv", fallback=refused[f"{node.path}@fp16"],
-                    asked=asked)
+                    asked=asked, source=node.name)
     reason = refused.get(node.path) if asked == "fp8" else None
     return Step(node.path, node.kind, node.name, node.args[:1], "fp16" if reason else asked, node.kind,
-                fallback=reason, asked=asked)
+                fallback=reason, asked=asked, source=node.name)
 
 
 def _epilogue_chain(conv: OpNode, by_name: Mapping[str, OpNode], users: Mapping[str, list[str]],

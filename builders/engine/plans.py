@@ -36,6 +36,7 @@ from sessions.documents.storage import file_lock, lock_path_of, write_atomically
 PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> plans built and timed per graph
 CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry carries its digest (and, optional in 3,
 # the times of other libraries' tactics and the winning library: `libraries_read`)
+FUSED_PREFIX = "fused "  # the signature of a fused tactic's entry (builders.engine.fused_tactics): times, no plan
 SAVE_LOCK_WAIT_S = 30.0  # a save waits this long for another study's save of the same cache, then is left for later
 PRUNE_AFTER_S = 24 * 3600.0  # a plan file no entry names is removed once older than this: a study writes its plans
 # as it chooses them and names them at its next save (minutes later), so a younger one may be another study's
@@ -130,6 +131,18 @@ class TimingCache:
         self.changed.add(signature)
         self.dirty = True
 
+    def fused_times(self, signature: str) -> tuple[float, float] | None:
+        """The microseconds of a fused tactic and of the engine's own steps for the same region (`put_fused`), where
+        the cache holds an entry for `signature` (a FUSED_PREFIX key; read only where it reads: `fused_entry_reads`)."""
+        entry = self.entries.get(signature)
+        return (entry["fused_us"], entry["unfused_us"]) if entry is not None else None
+
+    def put_fused(self, signature: str, fused_us: float, unfused_us: float) -> None:
+        """Records the two times of a fused tactic's choice under `signature` (a FUSED_PREFIX key)."""
+        self.entries[signature] = {"fused_us": fused_us, "unfused_us": unfused_us}
+        self.changed.add(signature)
+        self.dirty = True
+
     def put(self, signature: str, choice: Choice, plan: bytes | None) -> None:
         """Records `choice` for `signature`, with its serialized plan where cuDNN serialized it; a choice the cache
         made (`choice.cached`) keeps the cache's record and only adds the plan it lacked."""
@@ -194,6 +207,8 @@ def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
     entry = {k: v for k, v in raw.items() if k != "digest"}
     if raw.get("digest") != document_digest([signature, entry]):
         return None
+    if signature.startswith(FUSED_PREFIX):
+        return entry if fused_entry_reads(entry) else None
     read = timing_entry(entry)
     return read if read is not None and libraries_read(read) else None
 
@@ -207,6 +222,11 @@ def libraries_read(entry: dict[str, Any]) -> bool:
                                             for name, time_us in times.items())):
         return False
     return entry.get("library", CUDNN) in (CUDNN, *times)
+
+
+def fused_entry_reads(entry: dict[str, Any]) -> bool:
+    """Whether a fused tactic's entry means what it should: exactly `fused_us` and `unfused_us`, finite times >= 0."""
+    return set(entry) == {"fused_us", "unfused_us"} and all(is_number(entry[k]) and entry[k] >= 0 for k in entry)
 
 
 def _builds(graph: PlanGraph, index: int) -> bool:

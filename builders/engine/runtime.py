@@ -35,18 +35,37 @@ class CudnnEngine(GraphTimed, Engine):
         self._graph: torch.cuda.CUDAGraph | None = None
         self._graph_output: torch.Tensor | None = None
 
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _forward(self, x: torch.Tensor, seen: Callable[[str, Any], None] | None = None) -> torch.Tensor:
         env: dict[str, Any] = dict(self.consts)
         env[self.program.input] = x
+        if seen is not None:
+            for name, value in env.items():
+                seen(name, value)
         for (step, run), free in zip(self.runners, self.frees, strict=False):
             if self._range_kind:
                 with named_range(self._range_kind, step.name):
                     env[step.node] = run(env)
             else:
                 env[step.node] = run(env)
+            if seen is not None:
+                seen(step.node, env[step.node])
             for name in free:
                 env.pop(name, None)
         return env[self.program.output]
+
+    @torch.no_grad()
+    def observe(self, seen: Callable[[str, Any], None]) -> None:
+        """One eager forward on the static input that shows `seen` every value by name as it is made (the input and
+        the constants first); values are freed as in any forward, so `seen` keeps what it needs of them."""
+        self._forward(self.static_input, seen)
+
+    def rebind(self, program: Program, runners: list[tuple[Step, Callable[[dict[str, Any]], Any]]],
+               frees: list[list[str]], layers: list[Layer]) -> None:
+        """Runs `program` (its steps bound to `runners`, `frees` after each) in place of the one built, before the
+        engine is first timed or captured (a fused tactic chosen by timing replaces several steps)."""
+        if self._step is not None:
+            raise RuntimeError("an engine's steps are replaced before it is timed, never after")
+        self.program, self.runners, self.frees, self._layers = program, runners, frees, layers
 
     @torch.no_grad()
     def infer(self, batch: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,332 @@
+"""Generated fused tactics: a region of several layers (builders.engine.fusion_regions: a squeeze-excitation block, a
+pointwise chain) run by kernels Inductor generates for it (torch.compile, default mode: no CUDA graphs of its own, the
+engine captures its whole forward in one), timed against the engine's own steps for the same region; the faster runs,
+as TensorRT's Myelin and pointwise fusion are tactics its builder times.
+
+- The region's subgraph is made functional (`subgraph`): its values from outside and its layers' weights are the
+  inputs, so one compiled function serves every region of one signature (ops, constants, shapes, strides, dtypes,
+  torch's version), compiled once per study and at most MAX_COMPILED signatures a study (regions past the bound keep
+  the engine's steps, and the variant says so).
+- Both candidates run on the same scratch tensors (the shapes and strides one eager forward of the engine made), each
+  captured in a CUDA graph as the engine runs it, the replays timed by `kernels.time_execution` (`time_captured`).
+- The two times are kept in the engine's timing cache (an entry of its own, `plans.FUSED_PREFIX`), so a later build
+  re-times nothing and compiles only the regions whose fused tactic won (Inductor's own on-disk caches then make that
+  compile shorter).
+- A fused region is one layer named as TensorRT names a fused layer, its layers' names joined by ' + ': its kernels
+  are launched in one range, so the profiler can attribute them to the region only, never to one of its layers. Where
+  the engine's steps win, each layer records the fused tactic it was timed against (`attrs["fusion"]`).
+- Offered from `--opt-level` 1 (level 0 times one tactic per layer), and only where every layer of the region runs
+  fp16 as asked: a layer a recipe quantizes keeps the precision chosen for it (a recipe that excludes the
+  squeeze-excitation blocks leaves them fp16, and fusable).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx
+
+from builders.engine.fusion_regions import (
+    SQUEEZE_EXCITATION,
+    Region,
+    find_regions,
+    fused_sequence,
+    fused_step,
+    region_steps,
+)
+from builders.engine.graph import TracedModel
+from builders.engine.kernels import time_execution
+from builders.engine.lowering import Program, Step, step_nodes
+from builders.engine.plans import TimingCache
+from builders.engine.probe_kernels import one_line
+from builders.engine.region_graph import DTYPE_WORDS, Subgraph, TensorSpec, subgraph
+from builders.engine.tactics import Tactic
+from builders.pytorch.graph_capture import capture_graph
+from sessions.documents.model import Layer
+
+if TYPE_CHECKING:
+    from builders.engine.runtime import CudnnEngine
+
+INDUCTOR, ENGINE_STEPS = "Inductor", "engine steps"  # the two tactics of a region
+MAX_COMPILED = 16  # distinct region signatures one study compiles at most (senet154: 8 at one batch size)
+CHOSEN_UNFUSED = "engine steps chosen by timing"  # how a layer says its region's fused tactic lost
+TIMED, EARLIER, CACHED = "timed", "timed before in this study", "timing cache"  # where a region's times came from
+KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor"}  # a fused layer's kind; else POINTWISE_KIND
+POINTWISE_KIND = "PointWise ops fused by Inductor"
+Runner = Callable[[dict[str, Any]], Any]
+Timer = Callable[[str, Callable[[], object]], float]  # (INDUCTOR or ENGINE_STEPS, one run) -> microseconds
+Compiler = Callable[[torch.fx.GraphModule], Callable[..., Any]]
+
+
+def compile_inductor(module: torch.fx.GraphModule) -> Callable[..., Any]:
+    """`module` compiled by Inductor in its default mode (no CUDA graphs of its own) for the shapes it is called
+    with."""
+    return torch.compile(module, dynamic=False, fullgraph=True)
+
+
+def time_captured(_library: str, run: Callable[[], object]) -> float:
+    """Microseconds per call of `run` as the engine runs it: captured in a CUDA graph (after a warm-up call on a side
+    stream), its replays timed by `time_execution`. RuntimeError where it does not capture."""
+    captured = capture_graph(run, lambda: None)
+    if not captured.step.graphed:
+        raise RuntimeError(captured.step.note or "CUDA graph capture failed")
+    return time_execution(captured.step.run)
+
+
+@dataclass
+class FusedTactics:
+    """What a study's builds share: each signature's compiled function (or why it has none) and its two times
+    timed in this study, the seconds compiling took; and how builds time and compile (stand-ins on the CPU)."""
+
+    compiled: dict[str, Callable[..., Any] | str] = field(default_factory=dict)
+    times: dict[str, tuple[float, float]] = field(default_factory=dict)
+    compile_s: float = 0.0
+    limit: int = MAX_COMPILED
+    timer: Timer = time_captured
+    compiler: Compiler = compile_inductor
+
+    def function(self, sub: Subgraph, scratch: list[torch.Tensor]) -> Callable[..., Any] | str:
+        """`sub`'s compiled function, compiled here (and called once on `scratch`, where Inductor compiles) where
+        this study has not yet; or why there is none (it failed, or the study compiled MAX_COMPILED already)."""
+        if sub.signature not in self.compiled:
+            if sum(not isinstance(f, str) for f in self.compiled.values()) >= self.limit:
+                return f"not compiled: this study compiled {self.limit} region signatures already, the most it does"
+            started = time.perf_counter()
+            try:
+                function = self.compiler(sub.module)
+                with torch.no_grad():
+                    function(*scratch, *sub.tensors)
+                _synchronize(scratch)
+                self.compiled[sub.signature] = function
+            except Exception as exc:  # noqa: BLE001  (a region Inductor cannot compile keeps the engine's steps)
+                self.compiled[sub.signature] = f"Inductor: {one_line(exc, 200)}"
+            self.compile_s += time.perf_counter() - started
+        return self.compiled[sub.signature]
+
+
+def _synchronize(tensors: list[torch.Tensor]) -> None:
+    if any(t.is_cuda for t in tensors):
+        torch.cuda.synchronize()
+
+
+class FusedRunner:
+    """A fused region's step: the compiled function on the region's values from outside and its layers' tensors."""
+
+    def __init__(self, function: Callable[..., Any], inputs: tuple[str, ...],
+                 tensors: tuple[torch.Tensor, ...]) -> None:
+        self.function, self.inputs, self.tensors = function, inputs, tensors
+
+    def __call__(self, env: dict[str, Any]) -> Any:
+        with torch.no_grad():  # compiled without autograd: the same guards on every call, captured or not
+            return self.function(*(env[name] for name in self.inputs), *self.tensors)
+
+
+@dataclass
+class Decision:
+    """One region's fused tactic: its steps (indices), the subgraph and both tactics timed (None where it was not
+    offered: `why`), the tactic that runs, and the function where the fused tactic runs."""
+
+    region: Region
+    indices: list[int]
+    why: str | None = None
+    fused: Tactic | None = None
+    unfused: Tactic | None = None
+    source: str = TIMED  # where the two times came from: TIMED, EARLIER or CACHED
+    function: Callable[..., Any] | None = None
+    sub: Subgraph | None = None
+
+    @property
+    def runs_fused(self) -> bool:
+        return self.function is not None
+
+
+@dataclass
+class Fused:
+    """The engine's program, runners and layers with the fused tactics that won in place of their steps; notes."""
+
+    program: Program
+    runners: list[tuple[Step, Runner]]
+    layers: list[Layer]
+    notes: list[str]
+
+
+def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | None, traced: TracedModel,
+                 engine: CudnnEngine) -> Fused | None:
+    """`engine` (built, not yet timed) with each region's fused tactic where it timed faster than the engine's steps
+    for the region; None where no region is offered one (`--opt-level` 0: `plan_limit` 1; no region found)."""
+    if plan_limit <= 1:
+        return None
+    steps = engine.program.steps
+    standalone = {step.node for step in steps if step.kind == "torch"}
+    kept = frozenset().union(*(step_nodes(s) for s in steps if s.asked != "fp16" or s.precision != "fp16"))
+    found = [(region, indices) for region in find_regions(traced.nodes, standalone, kept)
+             if (indices := region_steps(region, steps))]
+    if not found:
+        return None
+    specs = value_specs(engine, {name for region, _ in found for name in region.inputs})
+    decisions = [decide(tactics, cache, traced, engine, region, indices, specs) for region, indices in found]
+    replaced = [(d.indices, d) for d in decisions if d.runs_fused]
+    program = Program(fused_sequence(steps, [(i, fused_step(d.region, [steps[k] for k in i])) for i, d in replaced]),
+                      engine.program.output, engine.program.input)
+    fused_runners = [(i, (step, _runner(d))) for (i, d), step in zip(replaced, _new_steps(program, replaced),
+                                                                      strict=True)]
+    layers = engine.layers()
+    for decision in decisions:
+        if not decision.runs_fused:
+            _record(decision, [layers[k] for k in decision.indices])
+    fused_layers = [(i, fused_layer(d, [layers[k] for k in i])) for i, d in replaced]
+    return Fused(program, fused_sequence(engine.runners, fused_runners), fused_sequence(layers, fused_layers),
+                 notes(tactics, decisions))
+
+
+def _new_steps(program: Program, replaced: list[tuple[list[int], Decision]]) -> list[Step]:
+    """The fused steps of `program`, in the order of `replaced` (each ran where the last of its steps ran)."""
+    by_output = {step.node: step for step in program.steps if step.kind == "fused"}
+    return [by_output[decision.region.output] for _, decision in replaced]
+
+
+def _runner(decision: Decision) -> Runner:
+    assert decision.function is not None and decision.sub is not None
+    return FusedRunner(decision.function, decision.sub.inputs, decision.sub.tensors)
+
+
+def value_specs(engine: CudnnEngine, names: set[str]) -> dict[str, Any]:
+    """The spec of each value `names` holds as one eager forward of `engine` made it: a TensorSpec for a tensor, the
+    value itself for anything else (a shape, a number)."""
+    specs: dict[str, Any] = {}
+
+    def seen(name: str, value: Any) -> None:
+        if name in names:
+            specs[name] = TensorSpec.of(value) if isinstance(value, torch.Tensor) else value
+
+    engine.observe(seen)
+    return specs
+
+
+def decide(tactics: FusedTactics, cache: TimingCache | None, traced: TracedModel, engine: CudnnEngine,
+           region: Region, indices: list[int], specs: Mapping[str, Any]) -> Decision:
+    """`region`'s fused tactic against the engine's steps `indices`: its times from this study or the timing cache,
+    else timed now (and kept in both); compiled only where it must be timed or runs."""
+    decision = Decision(region, indices)
+    sub = subgraph(traced, region, specs)
+    if isinstance(sub, str):
+        decision.why = sub
+        return decision
+    decision.sub = sub
+    scratch = [specs[name].scratch() for name in sub.inputs]
+    held, decision.source = tactics.times.get(sub.signature), EARLIER
+    if held is None and cache is not None:
+        held, decision.source = cache.fused_times(sub.signature), CACHED
+    if held is None:
+        decision.source = TIMED
+        function = tactics.function(sub, scratch)
+        if isinstance(function, str):
+            decision.why = function
+            return decision
+        constants = {name: specs[name] for name in region.inputs if name not in sub.inputs}
+        try:
+            held = _time_both(tactics.timer, function, sub, scratch, engine, indices, constants)
+        except Exception as exc:  # noqa: BLE001  (a candidate that does not run or capture is not chosen)
+            decision.why = f"not timed: {one_line(exc, 200)}"
+            return decision
+        tactics.times[sub.signature] = held
+        if cache is not None:
+            cache.put_fused(sub.signature, *held)
+    word = DTYPE_WORDS.get(specs[sub.inputs[0]].dtype, "fp16") if sub.inputs else "fp16"
+    decision.fused = Tactic(INDUCTOR, word, word, held[0], sub.signature)
+    decision.unfused = Tactic(ENGINE_STEPS, word, word, held[1])
+    if fusion_reason(decision.fused, decision.unfused) is None:
+        function = tactics.function(sub, scratch)
+        if isinstance(function, str):
+            decision.why = function
+        else:
+            decision.function = function
+    return decision
+
+
+def _time_both(timer: Timer, function: Callable[..., Any], sub: Subgraph, scratch: list[torch.Tensor],
+               engine: CudnnEngine, indices: list[int], constants: dict[str, Any]) -> tuple[float, float]:
+    """The fused function's and the engine's steps' microseconds on the same scratch tensors (the steps also read
+    the region's `constants`, which the function holds written in)."""
+    values = {**engine.consts, **constants, **dict(zip(sub.inputs, scratch, strict=True))}
+    runners = [engine.runners[k] for k in indices]
+
+    def unfused() -> object:
+        env = dict(values)
+        for step, run in runners:
+            env[step.node] = run(env)
+        return env[runners[-1][0].node]
+
+    with torch.no_grad():
+        return timer(INDUCTOR, lambda: function(*scratch, *sub.tensors)), timer(ENGINE_STEPS, unfused)
+
+
+def fusion_reason(fused: Tactic, unfused: Tactic) -> str | None:
+    """Why the region keeps the engine's steps (they are at least as fast as the fused tactic: a tie keeps them, no
+    generated code runs for nothing), or None where the fused tactic is faster and runs."""
+    if fused.time_us < unfused.time_us:
+        return None
+    return (f"{CHOSEN_UNFUSED}: {unfused.time_us:.1f} us against {fused.time_us:.1f} us for Inductor's fused kernels "
+            f"({fused.time_us / max(unfused.time_us, 1e-9):.2f}x)")
+
+
+def _record(decision: Decision, layers: list[Layer]) -> None:
+    """Each layer of a region that keeps the engine's steps records the fused tactic it was timed against, or why it
+    was offered none."""
+    record = fusion_record(decision)
+    for layer in layers:
+        layer.attrs["fusion"] = record
+
+
+def fusion_record(decision: Decision) -> dict[str, Any]:
+    """A region's fused tactic as its layers' `attrs["fusion"]` holds it: the region, both tactics timed (library,
+    precision, output, time, the signature as the fused tactic's plan), the one that runs and why, where the times
+    came from; or why none was offered."""
+    record: dict[str, Any] = {"region": decision.region.kind, "layers": len(decision.indices)}
+    if decision.fused is None or decision.unfused is None:
+        return {**record, "offered": False, "why": decision.why}
+    reason = fusion_reason(decision.fused, decision.unfused) or decision.why
+    record.update(tactics=[decision.fused.record(), decision.unfused.record()],
+                  chosen=INDUCTOR if decision.runs_fused else ENGINE_STEPS, times=decision.source)
+    return {**record, "why": reason} if reason else record
+
+
+def fused_layer(decision: Decision, layers: list[Layer]) -> Layer:
+    """The one layer a fused region runs as (its kernels are launched in one range): named as TensorRT names a fused
+    layer, `layers`' names joined by ' + ', each of them listed with its kind and tactic."""
+    assert decision.fused is not None
+    kind = KINDS.get(decision.region.kind, POINTWISE_KIND)
+    layer = Layer(name=" + ".join(inner.name for inner in layers), kind=f"{kind} ({decision.fused.precision})",
+                  op="elementwise", precision=decision.fused.precision,  # type: ignore[arg-type]
+                  tactic=f"torch.compile (Inductor, default mode): {decision.fused.plan}")
+    layer.attrs = {"asked": "fp16", "fusion": fusion_record(decision),
+                   "covers": [{"name": inner.name, "kind": inner.kind, "tactic": inner.tactic} for inner in layers]}
+    return layer
+
+
+def notes(tactics: FusedTactics, decisions: list[Decision]) -> list[str]:
+    """The variant's notes on fused tactics: regions by kind and how many run fused, where the times came from, what
+    compiling cost this study so far, and why regions were offered none (the first reason)."""
+    offered = [d for d in decisions if d.fused is not None]
+    lines = []
+    if offered:
+        kinds = ", ".join(f"{sum(d.region.kind == k for d in offered)} {k}" for k in sorted({d.region.kind
+                                                                                           for d in offered}))
+        sources = ", ".join(f"{sum(d.source == s for d in offered)} {s}" for s in (TIMED, EARLIER, CACHED)
+                            if any(d.source == s for d in offered))
+        lines.append(f"fused tactics (Inductor, torch.compile default mode) against the engine's steps for {kinds} "
+                     f"regions: {sum(d.runs_fused for d in offered)} run fused, "
+                     f"{sum(not d.runs_fused for d in offered)} the engine's steps (times: {sources}); "
+                     f"{sum(not isinstance(f, str) for f in tactics.compiled.values())} signatures compiled in "
+                     f"{tactics.compile_s:.1f} s so far this study (at most {tactics.limit})")
+    unoffered = [d for d in decisions if d.fused is None]
+    if unoffered:
+        lines.append(f"{len(unoffered)} regions were offered no fused tactic: {unoffered[0].why}")
+    failed = [d for d in offered if not d.runs_fused and d.why]
+    if failed:
+        lines.append(f"{len(failed)} regions whose fused tactic timed faster keep the engine's steps: {failed[0].why}")
+    return lines

@@ -1,0 +1,166 @@
+"""A fusion region (builders.engine.fusion_regions) as one function of tensors, for Inductor to compile once per
+signature: its values from outside, then its layers' weights, are the function's inputs, so regions of one shape
+share the compiled code whatever their weights. A module with weights is called as its functional form (a convolution
+as `F.conv2d` of its weight and bias, a normalization as `F.batch_norm` of its statistics); a module without tensors
+(an activation) is called as it is; functions and methods are copied as traced. Constants the engine's forward made
+(a shape read as a value) are written into the function."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from builders.engine.fusion_regions import Region
+from builders.engine.graph import TracedModel
+from builders.engine.plans import FUSED_PREFIX
+
+DTYPE_WORDS = {torch.float16: "fp16", torch.float32: "fp32", torch.bfloat16: "bf16"}
+BATCH_NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
+Weights = list[torch.fx.Node | None]  # a module's tensors as the function's inputs (None: the module has none there)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor as one eager forward made it: what a region's scratch tensors copy, and its signature states."""
+
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorSpec:
+        return cls(tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype, tensor.device)
+
+    def scratch(self) -> torch.Tensor:
+        """A tensor of this shape, strides, dtype and device: standard normal where it is floating point."""
+        tensor = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
+        return tensor.normal_() if tensor.is_floating_point() else tensor.zero_()
+
+    def words(self) -> str:
+        return f"{DTYPE_WORDS.get(self.dtype, str(self.dtype))} {'x'.join(map(str, self.shape))} s{self.stride}"
+
+
+@dataclass
+class Subgraph:
+    """A region as a function of its values from outside (`inputs`, by name) then its layers' tensors (`tensors`);
+    `signature`: what decides the compiled code and its time (a timing-cache key, `plans.FUSED_PREFIX`)."""
+
+    module: torch.fx.GraphModule
+    inputs: tuple[str, ...]
+    tensors: tuple[torch.Tensor, ...]
+    signature: str
+
+
+def subgraph(traced: TracedModel, region: Region, specs: Mapping[str, Any]) -> Subgraph | str:
+    """`region` of `traced` as a function (`Subgraph`), or why it cannot be one: a value from outside that is neither a
+    tensor nor a constant, a module holding tensors the function cannot pass. `specs`: the spec of each value from
+    outside (`TensorSpec`, or the constant itself)."""
+    fx_nodes = {node.name: node for node in traced.module.graph.nodes}
+    graph, root = torch.fx.Graph(), torch.nn.Module()
+    values: dict[str, Any] = {}
+    inputs: list[str] = []
+    for name in region.inputs:
+        spec = specs.get(name)
+        if isinstance(spec, TensorSpec):
+            values[name] = graph.placeholder(f"input_{len(inputs)}")
+            inputs.append(name)
+        elif _constant(spec):
+            values[name] = tuple(spec) if isinstance(spec, torch.Size) else spec
+        else:
+            return f"{name} is neither a tensor nor a constant ({type(spec).__name__})"
+    modules = {name: traced.module.get_submodule(str(fx_nodes[name].target)) for name in region.nodes
+               if fx_nodes[name].op == "call_module"}
+    tensors: list[torch.Tensor] = []
+    weights: dict[str, Weights] = {}
+    for name, module in modules.items():
+        held = module_tensors(module)
+        if isinstance(held, str):
+            return f"{name}: {held}"
+        weights[name] = []
+        for tensor in held:
+            weights[name].append(None if tensor is None else graph.placeholder(f"weight_{len(tensors)}"))
+            tensors += [] if tensor is None else [tensor.detach()]
+    alias = {n.name: n.args[0] for n in traced.nodes if n.kind == "noop" and n.args}
+
+    def value(node: torch.fx.Node) -> Any:
+        name = node.name
+        while name in alias:
+            name = alias[name]
+        return values[name]
+
+    for name in region.nodes:
+        node = fx_nodes[name]
+        args, kwargs = torch.fx.node.map_arg(node.args, value), torch.fx.node.map_arg(node.kwargs, value)
+        if node.op == "call_module":
+            values[name] = _call_module(graph, root, modules[name], args, kwargs, weights[name])
+        else:
+            values[name] = graph.create_node(node.op, node.target, args, kwargs)
+    graph.output(values[region.output])
+    module = torch.fx.GraphModule(root, graph)
+    return Subgraph(module, tuple(inputs), tuple(tensors), _signature(region, module, [specs[n] for n in inputs],
+                                                                      tensors))
+
+
+def _constant(value: Any) -> bool:
+    """Whether `value` can be written into the function: a number, a bool, None, or a tuple of those."""
+    if isinstance(value, (tuple, list)):
+        return all(_constant(v) for v in value)
+    return value is None or isinstance(value, (int, float, bool))
+
+
+def module_tensors(module: torch.nn.Module) -> list[torch.Tensor | None] | str:
+    """The tensors the function passes for `module`, in the order `_call_module` reads them (None where the module
+    has none there), [] for a module without tensors, or why it cannot be passed."""
+    if isinstance(module, torch.nn.Conv2d):
+        if module.padding_mode != "zeros":
+            return f"a convolution with padding mode {module.padding_mode}"
+        return [module.weight, module.bias]
+    if isinstance(module, torch.nn.Linear):
+        return [module.weight, module.bias]
+    if isinstance(module, BATCH_NORMS):
+        if module.training or module.running_mean is None:
+            return "a BatchNorm without running statistics in eval mode"
+        return [module.running_mean, module.running_var, module.weight, module.bias]
+    if isinstance(module, (torch.nn.LayerNorm, torch.nn.GroupNorm)):
+        return [module.weight, module.bias]
+    if next(module.parameters(), None) is None and next(module.buffers(), None) is None:
+        return []
+    return f"a {type(module).__name__} holds tensors a fused region does not pass"
+
+
+def _call_module(graph: torch.fx.Graph, root: torch.nn.Module, module: torch.nn.Module, args: Any, kwargs: Any,
+                 weights: Weights) -> torch.fx.Node:
+    """The node that computes what `module` computes on `args`, reading its tensors from `weights`."""
+    if isinstance(module, torch.nn.Conv2d):
+        return graph.call_function(F.conv2d, (args[0], *weights, module.stride, module.padding, module.dilation,
+                                              module.groups))
+    if isinstance(module, torch.nn.Linear):
+        return graph.call_function(F.linear, (args[0], *weights))
+    if isinstance(module, BATCH_NORMS):
+        return graph.call_function(F.batch_norm, (args[0], *weights, False, 0.0, module.eps))
+    if isinstance(module, torch.nn.LayerNorm):
+        return graph.call_function(F.layer_norm, (args[0], module.normalized_shape, *weights, module.eps))
+    if isinstance(module, torch.nn.GroupNorm):
+        return graph.call_function(F.group_norm, (args[0], module.num_groups, *weights, module.eps))
+    name = f"module_{len(list(root.children()))}"
+    root.add_module(name, module)
+    return graph.call_module(name, args, kwargs)
+
+
+def _signature(region: Region, module: torch.fx.GraphModule, inputs: list[TensorSpec],
+               tensors: list[torch.Tensor]) -> str:
+    """The timing-cache key of a region's function: its kind and first input, then a digest of what decides the
+    compiled code and its time (the function's code, the modules it calls, every input's shape, strides and dtype,
+    torch's version)."""
+    held = [TensorSpec.of(t).words() for t in tensors]
+    text = "\n".join([module.code, *map(repr, module.children()), *(s.words() for s in inputs), *held,
+                      torch.__version__])
+    first = inputs[0].words().split(" s(")[0] if inputs else "-"
+    return f"{FUSED_PREFIX}{region.kind} {first} g={hashlib.sha256(text.encode()).hexdigest()[:16]}"

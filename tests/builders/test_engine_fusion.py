@@ -1,0 +1,353 @@
+"""Fused tactics on the CPU: the regions one generated kernel may run (a squeeze-excitation block found from ops and
+data flow, whatever its modules are called; pointwise chains), what the fused function computes against the
+engine's own steps (Inductor on the CPU, fp32 and fp16), the choice by timing (stand-in times), the timing cache's
+entry and the bound on compiles. The engine's steps run through the CPU stand-in of its kernels
+(tests/engine_stand_in.py); the expectations come from the test models' own structure and eager outputs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from builders.cache_files import document_digest
+from builders.engine.build import _frees, _layer
+from builders.engine.fused_tactics import (
+    CHOSEN_UNFUSED,
+    ENGINE_STEPS,
+    INDUCTOR,
+    FusedTactics,
+    fuse_regions,
+    fusion_reason,
+)
+from builders.engine.fusion_regions import POINTWISE, SQUEEZE_EXCITATION, find_regions, region_steps
+from builders.engine.graph import TracedModel, trace
+from builders.engine.lowering import lower
+from builders.engine.plans import TimingCache
+from builders.engine.runtime import CudnnEngine
+from builders.engine.tactics import Tactic
+from tests.engine_stand_in import stand_in_engine
+
+INPUT = (2, 16, 8, 8)
+
+
+class Recalibrate(torch.nn.Module):
+    """A squeeze-excitation block under other names: mean over H, W -> 1x1 conv -> SiLU -> 1x1 conv -> hard sigmoid."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.shrink = torch.nn.Conv2d(channels, channels // 4, 1)
+        self.act = torch.nn.SiLU()
+        self.grow = torch.nn.Conv2d(channels // 4, channels, 1)
+        self.squash: torch.nn.Module = torch.nn.Hardsigmoid()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.squash(self.grow(self.act(self.shrink(x.mean((2, 3), keepdim=True)))))
+
+
+class LinearGate(torch.nn.Module):
+    """Squeeze-excitation with linears: adaptive pool -> flatten -> linear -> ReLU -> linear -> sigmoid -> view."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.pool = torch.nn.AdaptiveAvgPool2d(1)
+        self.first = torch.nn.Linear(channels, channels // 4)
+        self.second = torch.nn.Linear(channels // 4, channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weights = torch.sigmoid(self.second(torch.relu(self.first(self.pool(x).flatten(1)))))
+        return weights.view(x.shape[0], x.shape[1], 1, 1) * x
+
+
+class NoSigmoid(Recalibrate):
+    """As Recalibrate, with a ReLU where the gate should be: no squeeze-excitation."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.squash = torch.nn.ReLU()
+
+
+class OtherTensor(Recalibrate):
+    """The gate of x multiplies another tensor: no squeeze-excitation."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.side = torch.nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.side(x) * self.squash(self.grow(self.act(self.shrink(x.mean((2, 3), keepdim=True)))))
+
+
+class Block(torch.nn.Module):
+    """conv -> relu, then per block: conv -> `gate` (any module) -> + the block's input -> relu; then a 1x1 conv."""
+
+    def __init__(self, gate: Callable[[int], torch.nn.Module], blocks: int = 1) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.bodies = torch.nn.ModuleList(torch.nn.Conv2d(16, 16, 3, padding=1) for _ in range(blocks))
+        self.gates = torch.nn.ModuleList(gate(16) for _ in range(blocks))
+        self.head = torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.stem(x))
+        for body, gate in zip(self.bodies, self.gates, strict=True):
+            x = torch.relu(gate(body(x)) + x)
+        return self.head(x)
+
+
+class Chain(torch.nn.Module):
+    """Pointwise ops cuDNN does not fuse between two convolutions: tanh, the add of the stem's output, relu, a halving;
+    then a lone tanh after a third convolution (one op: no chain)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.body = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.head = torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        x = torch.relu(torch.tanh(self.body(x)) + x) * 0.5
+        return torch.tanh(self.head(x))
+
+
+class Mixed(torch.nn.Module):
+    """A squeeze-excitation block, then a pointwise chain: two region signatures."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.then = Block(Recalibrate), Chain()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.then(self.first(x))
+
+
+def regions_of(model: torch.nn.Module, fp8: set[str] | None = None):
+    traced = trace(model.eval(), torch.zeros(INPUT))
+    program = lower(traced.nodes, fp8 or set(), {}, {})
+    standalone = {step.node for step in program.steps if step.kind == "torch"}
+    return find_regions(traced.nodes, standalone), program, traced
+
+
+def conv_paths(region, traced: TracedModel) -> set[str]:
+    return {node.path for node in traced.nodes if node.name in region.nodes and node.kind in ("conv", "linear")}
+
+
+@pytest.mark.parametrize("gate", [Recalibrate, LinearGate])
+def test_a_squeeze_excitation_block_is_found_whatever_its_modules_are_called(gate):
+    regions, program, traced = regions_of(Block(gate))
+    assert [r.kind for r in regions] == [SQUEEZE_EXCITATION]
+    expected = {path for path, m in Block(gate).named_modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))
+                and path.startswith("gates.0.")}
+    assert conv_paths(regions[0], traced) == expected
+    # the residual add and relu after the multiply are in the region; the block's input and the skip come from outside
+    # (and, for LinearGate, the batch and channel counts read from x's shape)
+    ops = {node.name: node for node in traced.nodes}
+    body, stem = (next(n.name for n in traced.nodes if n.path == path) for path in ("bodies.0", "stem"))
+    skip = next(n.name for n in traced.nodes if n.args[:1] == (stem,))  # the stem's relu
+    assert {body, skip} <= set(regions[0].inputs)
+    assert all(ops[n].fn == "getitem" for n in set(regions[0].inputs) - {body, skip})
+    assert region_steps(regions[0], program.steps) is not None
+
+
+@pytest.mark.parametrize("gate", [NoSigmoid, OtherTensor])
+def test_a_near_squeeze_excitation_is_not_one(gate):
+    regions, _, _ = regions_of(Block(gate))
+    assert SQUEEZE_EXCITATION not in [r.kind for r in regions]
+
+
+def test_two_or_more_pointwise_ops_back_to_back_are_a_region_and_one_alone_is_not():
+    regions, program, traced = regions_of(Chain())
+    assert [r.kind for r in regions] == [POINTWISE]
+    ops = {node.name: node for node in traced.nodes}
+    assert sorted(ops[name].fn for name in regions[0].nodes) == ["add", "mul", "relu", "tanh"]
+    assert set(regions[0].inputs) == {ops[n].name for n in ops if ops[n].path in ("stem", "body")}
+    steps = region_steps(regions[0], program.steps)
+    assert steps is not None and len(steps) == 4
+
+
+def test_a_block_the_recipe_quantizes_keeps_its_layers_and_one_it_excludes_is_offered():
+    se = {"gates.0.shrink", "gates.0.grow"}
+    regions, program, traced = regions_of(Block(Recalibrate), fp8=se)
+    assert region_steps(regions[0], program.steps) is None  # the FP8 layers keep the precision chosen for them
+    fp16_by_choice = lower(traced.nodes, se, {}, {path: "fp16 chosen by timing" for path in se})
+    assert {s.precision for s in fp16_by_choice.steps if s.name in se} == {"fp16"}
+    assert region_steps(regions[0], fp16_by_choice.steps) is None  # asked FP8: not folded into an fp16 kernel
+    regions, program, _ = regions_of(Block(Recalibrate), fp8={"bodies.0", "head"})
+    assert region_steps(regions[0], program.steps) is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, blocks", [("senet154", 50), ("seresnext26d_32x4d", 8)])
+def test_every_squeeze_excitation_module_of_a_timm_model_is_found(name, blocks):
+    timm = pytest.importorskip("timm")
+    model = timm.create_model(name, pretrained=False).eval()
+    se = [path for path, module in model.named_modules() if type(module).__name__ == "SEModule"]
+    assert len(se) == blocks
+    regions, program, traced = regions_of(model)
+    found = [r for r in regions if r.kind == SQUEEZE_EXCITATION]
+    assert sorted(conv_paths(r, traced) for r in found) == sorted({f"{p}.fc1", f"{p}.fc2"} for p in se)
+    assert all(region_steps(r, program.steps) is not None for r in found)
+
+
+def engine_of(model: torch.nn.Module, dtype: torch.dtype = torch.float32,
+              fp8: set[str] | None = None) -> tuple[CudnnEngine, TracedModel]:
+    """The engine's steps for `model` (FP8 where `fp8` says) with the CPU stand-ins of its kernels, and each step's
+    layer, in `dtype`."""
+    torch.manual_seed(0)
+    model = model.eval().to(dtype)
+    x = torch.randn(INPUT).to(dtype)
+    traced = trace(model, x)
+    program = lower(traced.nodes, fp8 or set(), {}, {})
+    base = stand_in_engine(program, traced, x)
+    return CudnnEngine(base.runners, program, base.consts, base.frees, x, [_layer(s) for s in program.steps], None,
+                       "cpu", dtype), traced
+
+
+def eager(module: torch.fx.GraphModule) -> Callable[..., object]:
+    """A stand-in for Inductor: the region's function as it is."""
+    return module
+
+
+def stand_in_times(fused_us: float, unfused_us: float, calls: list[str] | None = None):
+    def timer(library: str, run: Callable[[], object]) -> float:
+        run()
+        if calls is not None:
+            calls.append(library)
+        return fused_us if library == INDUCTOR else unfused_us
+
+    return timer
+
+
+def fused_engine(model: torch.nn.Module, tactics: FusedTactics, dtype: torch.dtype = torch.float32,
+                 cache: TimingCache | None = None, plan_limit: int = 4, fp8: set[str] | None = None):
+    engine, traced = engine_of(model, dtype, fp8)
+    fused = fuse_regions(tactics, plan_limit, cache, traced, engine)
+    if fused is not None:
+        engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
+    return engine, fused
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [lambda: Block(Recalibrate), lambda: Block(LinearGate), Chain])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_inductors_fused_kernels_compute_what_the_engines_steps_compute(model, dtype):
+    torch.manual_seed(0)
+    built = model()
+    x = torch.randn(INPUT)
+    unfused, _ = engine_of(copy.deepcopy(built), dtype)
+    engine, fused = fused_engine(copy.deepcopy(built), FusedTactics(timer=stand_in_times(1.0, 2.0)), dtype)
+    assert fused is not None and any(step.kind == "fused" for step in engine.program.steps)
+    with torch.no_grad():
+        expected = built.to(dtype)(x.to(dtype)).float()
+        torch.testing.assert_close(unfused.infer(x), expected)
+        tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+        torch.testing.assert_close(engine.infer(x), expected, rtol=tolerance, atol=tolerance)
+
+
+def test_a_fused_tactic_that_times_slower_keeps_the_engines_steps_and_says_so():
+    tactics = FusedTactics(timer=stand_in_times(9.0, 5.0), compiler=eager)
+    engine, fused = fused_engine(Block(Recalibrate), tactics)
+    assert fused is not None and not [s for s in engine.program.steps if s.kind == "fused"]
+    records = [layer.attrs["fusion"] for layer in engine.layers() if "fusion" in layer.attrs]
+    # mean, the 1x1 conv (SiLU fused), the 1x1 conv, the hard sigmoid (cuDNN fuses none), the multiply, add and relu
+    assert len(records) == 7
+    assert {r["chosen"] for r in records} == {ENGINE_STEPS}
+    assert records[0]["why"].startswith(CHOSEN_UNFUSED)
+    assert [(t["library"], t["time_us"]) for t in records[0]["tactics"]] == [(INDUCTOR, 9.0), (ENGINE_STEPS, 5.0)]
+    assert "0 run fused, 1 the engine's steps" in fused.notes[0]
+
+
+def test_a_fused_tactic_that_times_faster_runs_as_one_layer_named_as_tensorrt_names_it():
+    engine, fused = fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(3.0, 5.0), compiler=eager))
+    assert fused is not None
+    layers = [layer for layer in engine.layers() if layer.attrs.get("fusion")]
+    assert len(layers) == 1
+    names = [cover["name"] for cover in layers[0].attrs["covers"]]
+    assert layers[0].name == " + ".join(names) and len(names) == 7
+    assert layers[0].attrs["fusion"]["chosen"] == INDUCTOR and "SqueezeExcitation" in layers[0].kind
+    assert [s.name for s in engine.program.steps if s.kind == "fused"] == [layers[0].name]
+
+
+@pytest.mark.parametrize("fused, unfused, keeps", [(9.0, 5.0, True), (5.0, 5.0, True), (4.9, 5.0, False)])
+def test_fusion_reason(fused, unfused, keeps):
+    reason = fusion_reason(Tactic(INDUCTOR, "fp16", "fp16", fused), Tactic(ENGINE_STEPS, "fp16", "fp16", unfused))
+    assert (reason is not None) == keeps
+
+
+def test_opt_level_0_offers_no_fused_tactic():
+    calls: list[str] = []
+    engine, fused = fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 5.0, calls),
+                                                                  compiler=eager), plan_limit=1)
+    assert fused is None and calls == [] and not [s for s in engine.program.steps if s.kind == "fused"]
+
+
+def counting(calls: list[str]) -> Callable[[torch.fx.GraphModule], Callable[..., object]]:
+    def compiler(module: torch.fx.GraphModule) -> Callable[..., object]:
+        calls.append("compile")
+        return module
+
+    return compiler
+
+
+def test_regions_of_one_signature_compile_once_and_the_bound_is_kept():
+    calls: list[str] = []
+    engine, fused = fused_engine(Block(Recalibrate, blocks=3), FusedTactics(timer=stand_in_times(1.0, 5.0, calls),
+                                                                            compiler=counting(calls)))
+    assert fused is not None and calls.count("compile") == 1 and calls.count(INDUCTOR) == 1  # three blocks alike
+    assert len([s for s in engine.program.steps if s.kind == "fused"]) == 3
+    calls.clear()
+    engine, fused = fused_engine(Mixed(), FusedTactics(timer=stand_in_times(1.0, 5.0, calls),
+                                                       compiler=counting(calls), limit=1))
+    assert fused is not None and calls.count("compile") == 1
+    assert [s.name.split(" + ")[0] for s in engine.program.steps if s.kind == "fused"] == ["first.gates.0.mean"]
+    assert any("not compiled: this study compiled 1 region signatures already" in note for note in fused.notes)
+
+
+def test_the_timing_cache_keeps_the_choice_so_a_second_build_times_nothing(tmp_path):
+    path = tmp_path / "timing.json"
+    calls: list[str] = []
+    for fused_us, runs_fused in ((3.0, True), (9.0, False)):
+        path.unlink(missing_ok=True)
+        cache = TimingCache(path, {"gpu": "stand-in"})
+        fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(fused_us, 5.0), compiler=eager), cache=cache)
+        cache.save()
+        calls.clear()
+        engine, fused = fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 1.0, calls),
+                                                                      compiler=counting(calls)),
+                                     cache=TimingCache(path, {"gpu": "stand-in"}))
+        assert INDUCTOR not in calls and ENGINE_STEPS not in calls  # nothing timed again
+        assert calls.count("compile") == (1 if runs_fused else 0)  # compiled only where the fused tactic runs
+        assert any(s.kind == "fused" for s in engine.program.steps) == runs_fused
+        assert fused is not None and "1 timing cache" in fused.notes[0]
+
+
+@pytest.mark.parametrize("garble", ["digest", "field"])
+def test_a_garbled_fused_entry_is_a_miss(tmp_path, garble):
+    path = tmp_path / "timing.json"
+    cache = TimingCache(path, {"gpu": "stand-in"})
+    fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(3.0, 5.0), compiler=eager), cache=cache)
+    cache.save()
+    body = json.loads(path.read_text())
+    (signature, entry), = body["plans"].items()
+    entry["fused_us"] = -1.0 if garble == "field" else 2.0
+    if garble == "field":  # a digest that matches: the entry reads, and its time means nothing
+        entry["digest"] = document_digest([signature, {k: v for k, v in entry.items() if k != "digest"}])
+    path.write_text(json.dumps(body))
+    calls: list[str] = []
+    fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(3.0, 5.0, calls), compiler=eager),
+                 cache=TimingCache(path, {"gpu": "stand-in"}))
+    assert calls == [INDUCTOR, ENGINE_STEPS]
+
+
+def test_a_quantized_block_leaves_the_pointwise_ops_after_its_gate_to_fuse():
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager)
+    engine, _ = fused_engine(Block(Recalibrate), tactics, fp8={"gates.0.shrink", "gates.0.grow"})
+    fused = [layer for layer in engine.layers() if layer.attrs.get("fusion")]
+    assert [layer.name for layer in fused] == ["gates.0.squash + gates.0.mul + add + relu_1"]  # the gate module
+    assert fused[0].kind.startswith("PointWise")
+    assert {layer.precision for layer in engine.layers() if layer.name in ("gates.0.shrink", "gates.0.grow")} == {
+        "fp8"}
