@@ -181,15 +181,18 @@ def test_a_block_the_recipe_quantizes_keeps_its_layers_and_one_it_excludes_is_of
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, blocks", [("senet154", 50), ("seresnext26d_32x4d", 8)])
+@pytest.mark.parametrize("name, blocks", [("senet154", 50), ("seresnext26d_32x4d", 8), ("efficientnet_b0", 16),
+                                          ("mobilenetv3_large_100", 8)])  # sigmoid gates; hard-sigmoid gates
 def test_every_squeeze_excitation_module_of_a_timm_model_is_found(name, blocks):
     timm = pytest.importorskip("timm")
     model = timm.create_model(name, pretrained=False).eval()
-    se = [path for path, module in model.named_modules() if type(module).__name__ == "SEModule"]
+    se = [path for path, module in model.named_modules() if type(module).__name__ in ("SEModule", "SqueezeExcite")]
     assert len(se) == blocks
     regions, program, traced = regions_of(model)
     found = [r for r in regions if r.kind == SQUEEZE_EXCITATION]
-    assert sorted(conv_paths(r, traced) for r in found) == sorted({f"{p}.fc1", f"{p}.fc2"} for p in se)
+    expected = [{f"{p}.{child}" for child, module in model.get_submodule(p).named_children()
+                 if isinstance(module, torch.nn.Conv2d)} for p in se]
+    assert sorted(map(sorted, (conv_paths(r, traced) for r in found))) == sorted(map(sorted, expected))
     assert all(region_steps(r, program.steps) is not None for r in found)
 
 
