@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from builders.study_inputs import StudyInputs
+from profilers.device import device_for, study_device
 from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import StudyPlan, VariantPlan
@@ -106,9 +107,6 @@ class BackendContext:
     report: Callable[[str, int, int], None] = field(default=lambda phase, step, steps: None)
 
 
-DEVICE_WORDS = {"cuda": "CUDA", "cpu": "the CPU"}
-
-
 class Backend(ABC):
     """A way to build and run a model's variants. A subclass sets `name`, `label` and `capabilities`, implements
     `__init__`, `build` and `reference`, and registers itself with `register_backend` in
@@ -130,7 +128,7 @@ class Backend(ABC):
     @classmethod
     def default_variants(cls, device: str) -> str:
         """The variants a study on `device` runs when none are asked for: fp32, fp16 (bf16 on the CPU) and FP8."""
-        return "fp32,fp16,fp8" if device == "cuda" else "fp32,bf16,fp8"
+        return "fp32,fp16,fp8" if study_device(device).gpu else "fp32,bf16,fp8"
 
     @classmethod
     def variant_prefix(cls) -> str:
@@ -162,12 +160,12 @@ class Backend(ABC):
     @classmethod
     def device_for(cls, asked: str | None, has_gpu: bool) -> Device:
         """The device a study on this backend runs on: the GPU where one is visible, unless the CPU is asked for."""
-        return "cuda" if has_gpu and asked != "cpu" else "cpu"
+        return device_for(has_gpu and (asked is None or study_device(asked).gpu)).name
 
     @classmethod
     def choice_label(cls, device: str) -> str:
         """The backend on `device`, as the study's first line names it (`PyTorch on CUDA`)."""
-        return f"{cls.label} on {DEVICE_WORDS.get(device, device)}"
+        return f"{cls.label} on {study_device(device).words}"
 
     @classmethod
     def load_inputs(cls, plan: StudyPlan) -> StudyInputs:

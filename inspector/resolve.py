@@ -16,6 +16,7 @@ from builders.backend import Backend, auto_backends, backend_class
 from builders.recipes.fp8 import preflight
 from inspector.options import validate_plan
 from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
+from profilers.device import CUDA, study_device
 from profilers.tracers import Tracer, get_tracer, tracer_names
 from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.plan import StudyPlan, TimingPlan, parse_variants
@@ -52,10 +53,15 @@ def cuda_visible() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def asks_gpu(request: StudyRequest) -> bool | None:
+    """Whether the request asks for the GPU (True), the CPU (False), or leaves the device to the machine (None)."""
+    return None if request.device is None else study_device(request.device).gpu
+
+
 def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[type[Backend], Device, str]:
     """(backend, device, why): the backend asked for, or for `auto` the first in `auto_backends()` order that
     runs here; each backend says where it runs and what it lacks (`Backend.device_for`, `unavailable`)."""
-    if request.device == "cuda" and not has_gpu:
+    if asks_gpu(request) is True and not has_gpu:
         raise MissingEnvironment("--device cuda: no CUDA GPU is visible to PyTorch here")
     if request.backend != "auto":
         cls = backend_class(request.backend)
@@ -71,7 +77,7 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[type[Backend],
             continue
         problem = cls.unavailable(device)
         if problem is None:
-            why = "as asked" if request.device else ("a GPU is visible" if device == "cuda" else "no GPU here")
+            why = "as asked" if request.device else ("a GPU is visible" if study_device(device).gpu else "no GPU here")
             return cls, device, f"{cls.choice_label(device)} ({'; '.join([why, *passed])})"
         passed.append(f"{cls.label}: {problem}")
     raise MissingEnvironment("no backend runs here: " + "; ".join(passed))
@@ -85,12 +91,12 @@ def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tup
     if requested != "auto":
         devices = get_tracer(requested).devices
         if device not in devices:
-            where = "a CUDA GPU" if devices == {"cuda"} else " or ".join(sorted(devices))
+            where = "a CUDA GPU" if devices == {CUDA.name} else " or ".join(sorted(devices))
             raise MissingEnvironment(f"--tracer {requested} needs {where}")
         if requested == "cupti" and cupti_problem is not None:
             raise MissingEnvironment(f"--tracer cupti: {cupti_problem}")
         return requested, ""
-    if device == "cpu":
+    if not study_device(device).gpu:
         return "torch", ""
     if cupti_problem is None:
         return "cupti", ""
@@ -112,13 +118,13 @@ def fit_tracer(tracer: str, note: str, backend: type[Backend], device: str, cupt
         if (candidate.range_kind in kinds and device in candidate.devices and name != "cupti"
                 and prepare(candidate) is None):
             return name, note
-    why = f"CUPTI unavailable ({cupti_problem})" if device == "cuda" and cupti_problem else "no tracer here"
+    why = f"CUPTI unavailable ({cupti_problem})" if study_device(device).gpu and cupti_problem else "no tracer here"
     return "none", (f"{why}: no kernel trace, since the {backend.name} backend marks layers with "
                     f"{' or '.join(sorted(kinds))} only")
 
 
 def default_timing(request: StudyRequest, device: str) -> TimingPlan:
-    defaults = CUDA_TIMING if device == "cuda" else CPU_TIMING
+    defaults = CUDA_TIMING if study_device(device).gpu else CPU_TIMING
     return TimingPlan(
         request.warmup_s if request.warmup_s is not None else defaults.warmup_s,
         request.rounds or defaults.rounds,
@@ -132,7 +138,7 @@ def resolve(request: StudyRequest) -> RunPlan:
     request.validate()
     prepared = Prepared()
     cupti_problem: str | None = "not asked for"
-    if request.tracer in ("auto", "cupti") and request.device != "cpu":
+    if request.tracer in ("auto", "cupti") and asks_gpu(request) is not False:
         cupti_problem = prepared(get_tracer("cupti"))  # before torch loads
     backend, device, why = choose_backend(request, cuda_visible())
     tracer, tracer_note = choose_tracer(request.tracer, device, cupti_problem)
@@ -148,7 +154,7 @@ def resolve(request: StudyRequest) -> RunPlan:
     plan = StudyPlan(**chosen, **given)  # every other plan field is the request's option of that name
     notes = [f"backend: {why}; tracer: {tracer}"] + ([tracer_note] if tracer_note else []) + recipe_notes
     runs = ready(plan, backend, prepared)  # before sizing: a plan that cannot run here costs no forward timed
-    if backend.sizes_cpu_plan and device == "cpu":
+    if backend.sizes_cpu_plan and not study_device(device).gpu:
         from inspector.cpu_defaults import fit_cpu_plan
 
         plan, cpu_notes = fit_cpu_plan(plan, request)
@@ -161,7 +167,7 @@ def checked(plan: StudyPlan) -> RunPlan:
     its options and recipes against the spec, then whether it runs on this machine."""
     validate_plan(plan)
     run = ready(plan, backend_class(plan.backend), Prepared())
-    if plan.device == "cuda" and not cuda_visible():  # recorded on another machine
+    if study_device(plan.device).gpu and not cuda_visible():  # recorded on another machine
         raise MissingEnvironment("the plan runs on CUDA, and no CUDA GPU is visible to PyTorch here")
     return run
 

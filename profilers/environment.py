@@ -13,6 +13,7 @@ from importlib import metadata
 from types import TracebackType
 from typing import Self
 
+from profilers.device import study_device
 from sessions.documents.model import Environment, GpuInfo, GpuSample, TimingConditions, TorchSettings
 
 PACKAGES = (
@@ -124,7 +125,7 @@ class ConditionSampler:
 
 def timing_sampler(device: str, index: int = 0, interval_s: float = 0.5) -> ConditionSampler:
     """A sampler of GPU `index` through NVML, or one that says why there is nothing to sample."""
-    if device != "cuda":
+    if not study_device(device).gpu:
         return ConditionSampler(None, "not sampled: the study ran on the CPU")
     try:
         import pynvml
@@ -186,7 +187,8 @@ def collect(device: str, cuda_version: str | None = None) -> Environment:
     """Describe this machine; GPU facts only when `device` is cuda."""
     versions = package_versions()
     torch = sys.modules.get("torch")  # the CUDA runtime PyTorch was built with, where PyTorch runs the study
-    versions["cuda_runtime"] = cuda_version or (torch.version.cuda if device == "cuda" and torch else None)
+    gpu = study_device(device).gpu
+    versions["cuda_runtime"] = cuda_version or (torch.version.cuda if gpu and torch else None)
     return Environment(
         host=socket.gethostname(),
         os=platform.platform(),
@@ -194,7 +196,7 @@ def collect(device: str, cuda_version: str | None = None) -> Environment:
         cpu_count=os.cpu_count() or 1,
         python=sys.version.split()[0],
         versions=versions,
-        gpu=gpu_info() if device == "cuda" else None,
+        gpu=gpu_info() if gpu else None,
         torch=torch_settings(),
         torch_threads=torch.get_num_threads() if torch else None,
         load_average=list(os.getloadavg()) if hasattr(os, "getloadavg") else None,

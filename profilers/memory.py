@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from profilers.device import study_device
+
 
 class CudaAllocatorStats(Protocol):
     """The part of `torch.cuda` read here."""
@@ -54,7 +56,7 @@ class DeviceMemory:
 
 def device_memory(device: str, through_torch: bool) -> DeviceMemory | None:
     """The meter for a variant on `device`; None on the CPU, and where the engine allocates outside PyTorch."""
-    if device != "cuda" or not through_torch:
+    if not study_device(device).gpu or not through_torch:
         return None
     import torch
 

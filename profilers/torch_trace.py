@@ -14,10 +14,10 @@ import tempfile
 from collections.abc import Callable, Iterator
 
 import orjson
-import torch
 from torch.profiler import ProfilerActivity, profile
 
 from profilers.attribution import CALL_RANGE_PREFIX, KernelRecord, Launch, Range, TraceRecords
+from profilers.device import study_device
 from profilers.module_ranges import call_range
 
 RANGE_KIND = "annotation"
@@ -58,9 +58,8 @@ def kineto_lines_dropped() -> Iterator[None]:
 
 def trace(run_once: Callable[[], None], calls: int, device: str) -> TraceRecords:
     """Profile `calls` inferences; `run_once` must run with annotation ranges on."""
-    activities = [ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    where = study_device(device)
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if where.gpu else [])]
     prof = profile(activities=activities)
     with kineto_lines_dropped():
         prof.start()
@@ -68,8 +67,7 @@ def trace(run_once: Callable[[], None], calls: int, device: str) -> TraceRecords
         for i in range(calls):
             with call_range(RANGE_KIND, i):
                 run_once()
-        if device == "cuda":
-            torch.cuda.synchronize()
+        where.synchronize()
     finally:
         with kineto_lines_dropped():
             prof.stop()
@@ -112,7 +110,7 @@ def parse_chrome_trace(events: list[dict], device: str) -> TraceRecords:
             )
         elif cat == "cpu_op":
             ops.append(e)
-    if device == "cuda":
+    if study_device(device).gpu:
         return TraceRecords("torch-profiler", "kernel", _count_calls(ranges), kernels, launches, ranges)
     op_kernels, op_launches = _outermost_ops(ops)
     return TraceRecords(

@@ -20,6 +20,7 @@ from builders.backend import BuildResult, register_backend
 from builders.pytorch.torch_backend import TorchBackend, TorchEngine
 from builders.pytorch.variant_modules import precision_name, state_bytes, variant_module
 from profilers.attribution import ROOT
+from profilers.device import study_device
 from profilers.module_ranges import named_range
 from sessions.documents.errors import InputError
 from sessions.documents.model import Layer, Variant
@@ -57,8 +58,7 @@ class CompileBackend(TorchBackend):
         compiled = torch.compile(built.module, dynamic=False)
         engine = CompiledEngine(compiled, self.device, built.dtype, self.static_input)
         engine.run_once()  # Inductor compiles on the first call: part of the build, as an engine build is
-        if self.device == "cuda":
-            torch.cuda.synchronize()
+        study_device(self.device).synchronize()
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
             build_s=time.perf_counter() - start, artifact_bytes=state_bytes(built.module),

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from builders.backend import TimingStep
+from profilers.device import study_device
 from sessions.documents.errors import first_line
 
 
@@ -57,7 +58,7 @@ class GraphTimed:
 
     def timing_step(self) -> TimingStep:
         if self._step is None:
-            self._step = self._capture() if self.device == "cuda" else TimingStep(self.run_once, False)
+            self._step = self._capture() if study_device(self.device).gpu else TimingStep(self.run_once, False)
         return self._step
 
     @torch.no_grad()

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
+from profilers.device import study_device
 from sessions.documents.errors import InspectError, first_line
 from sessions.documents.vocab import Device
 
@@ -106,4 +107,4 @@ EngineDevice = CudaDevice | HostDevice
 
 
 def engine_device(device: str) -> EngineDevice:
-    return CudaDevice() if device == "cuda" else HostDevice()
+    return CudaDevice() if study_device(device).gpu else HostDevice()

@@ -28,6 +28,7 @@ from builders.tensorrt import compat as trt_compat
 from builders.tensorrt.device import EngineDevice, engine_device
 from builders.tensorrt.onnx_export import file_hash
 from builders.tensorrt.onnx_source import variant_onnx
+from profilers.device import study_device
 from profilers.trt_import.layer_info import normalize_name, parse_layer_info
 from sessions.analyses.captions import STAND_IN, STAND_IN_LAYER_TIMES
 from sessions.documents.errors import InputError, InspectError, MissingEnvironment
@@ -187,7 +188,7 @@ class TensorRTBackend(Backend):
     def unavailable(cls, device: str) -> str | None:
         if importlib.util.find_spec("tensorrt") is None:
             return NOT_INSTALLED
-        if device == "cuda":  # TensorRT loads later: CUPTI's NVTX injection must be set first
+        if study_device(device).gpu:  # TensorRT loads later: CUPTI's NVTX injection must be set first
             return None
         try:
             trt = trt_compat.import_tensorrt()
@@ -199,9 +200,10 @@ class TensorRTBackend(Backend):
         self.trt = trt_compat.import_tensorrt()
         plan = context.plan
         self.stand_in = trt_compat.is_stand_in(self.trt)
-        if plan.device == "cpu" and not self.stand_in:
+        gpu = study_device(plan.device).gpu
+        if not gpu and not self.stand_in:
             raise MissingEnvironment(NEEDS_GPU)
-        if plan.device == "cuda" and self.stand_in:
+        if gpu and self.stand_in:
             raise MissingEnvironment("the TensorRT stand-in for tests runs on the host only: use --device cpu")
         if self.stand_in:
             self.capabilities = replace(self.capabilities, layer_times=STAND_IN_LAYER_TIMES)
@@ -226,7 +228,7 @@ class TensorRTBackend(Backend):
 
     @classmethod
     def choice_label(cls, device: str) -> str:
-        return "the TensorRT stand-in for tests" if device == "cpu" else cls.label
+        return cls.label if study_device(device).gpu else "the TensorRT stand-in for tests"
 
     def describe(self) -> dict[str, str]:
         version = str(self.trt.__version__)

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from inspector.sweep.jobs import Job, Outcome, SweepFolder, run_job
+from profilers.device import study_device
 from sessions.documents.errors import MissingEnvironment, first_line
 
 OnOutcome = Callable[[Job, Outcome], None]
@@ -54,7 +55,7 @@ def visible_gpus(limit: int | None) -> list[str]:
 
 def run_local(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions, on_outcome: OnOutcome) -> None:
     """One worker thread per GPU, each running its jobs as processes pinned to its GPU; CPU jobs one at a time."""
-    cuda = any(job.device == "cuda" for job in jobs)
+    cuda = any(study_device(job.device).gpu for job in jobs)
     slots: queue.Queue[str | None] = queue.Queue()
     for gpu in visible_gpus(options.gpus) if cuda else [None]:
         slots.put(gpu)
@@ -92,7 +93,7 @@ def run_ray(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions, 
         task = ray.remote(run_job)
         pending = {}
         for job in jobs:
-            resources = {"num_gpus": 1, "num_cpus": 1} if job.device == "cuda" else {"num_cpus": node_cpus}
+            resources = {"num_gpus": 1, "num_cpus": 1} if study_device(job.device).gpu else {"num_cpus": node_cpus}
             ref = task.options(max_retries=0, **resources).remote(str(folder.root), job.key, os.getcwd())
             pending[ref] = job
         while pending:
@@ -118,14 +119,14 @@ def run_slurm(folder: SweepFolder, jobs: Sequence[Job], options: ExecutorOptions
         raise MissingEnvironment(f"--executor slurm needs submitit: {EXTRA}") from None
     executor = submitit.AutoExecutor(folder=folder.root / "submitit", cluster=options.submitit_cluster)
     submitted = []
-    for device in ("cuda", "cpu"):
-        group = [job for job in jobs if job.device == device]
+    for gpu in (True, False):  # the GPU jobs in one batch, the CPU jobs in another
+        group = [job for job in jobs if study_device(job.device).gpu is gpu]
         if not group:
             continue
         parameters: dict = {"timeout_min": options.time_limit_min, "name": f"trt-inspect-{folder.root.name}"}
         if options.partition:
             parameters["slurm_partition"] = options.partition
-        if device == "cuda":
+        if gpu:
             parameters["slurm_gres"] = "gpu:1"
         executor.update_parameters(**parameters)
         with executor.batch():
