@@ -18,9 +18,10 @@ import dataclasses
 import functools
 import itertools
 import math
+import operator
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -272,3 +273,145 @@ def _column_check(item: Any) -> Callable[[list[Any]], int | None] | None:
         return None if set(map(type, values)) <= allowed else _first_bad(values, lambda v: type(v) in allowed)
 
     return plain
+
+
+ColumnCheck = Callable[[Sequence[Any]], bool]
+
+
+def builds_all(cls: type, values: Sequence[Any]) -> bool:
+    """True only where `build(cls, value)` returns (raises nothing) for every value of `values`, decoded JSON.
+
+    Checked column by column, no object made: each field's values across all the items at once, the types of a
+    column collected in C, nested lists and dataclasses flattened into one column each, the `*_ms` meaning check
+    (`_duration`) on every number, a field's presence where it is required. Stricter than `build` where that
+    is simpler (exact types: `type(v) is dict`, not a subclass; `Literal` columns of strings only; no dataclass
+    with a `__post_init__` or its own `__init__`), so False means only "not shown here": a value fails, or the
+    columns cannot tell, and `build` decides (and names the problem).
+    """
+    return _columns(typing.cast(Any, cls))(values)
+
+
+@functools.cache  # one checker per type and nullability, as `_converter`
+def _columns(tp: Any, nullable: bool = False) -> ColumnCheck:
+    """The column check of `tp`; `nullable`: None is allowed too (the inner type of `X | None`)."""
+    if tp is Any:
+        return _anything
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        (inner,) = [a for a in args if a is not type(None)]
+        return _columns(inner, nullable or type(None) in args)
+    if origin is typing.Literal:
+        return _literal_column(typing.get_args(tp), nullable)
+    if tp in _SCALAR_TYPES:
+        allowed = _SCALAR_TYPES[tp] | ({type(None)} if nullable else set())
+        return lambda values: set(map(type, values)) <= allowed
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        check = _dataclass_column(tp)
+    elif origin is list or origin is tuple:
+        check = _list_column(typing.get_args(tp)[0])
+    elif origin is dict:
+        check = _dict_column(typing.get_args(tp)[1])
+    else:
+        raise TypeError(f"unsupported type {tp!r}")
+    return _without_none(check) if nullable else check
+
+
+_SCALAR_TYPES = {**_COLUMN_TYPES, bool: frozenset({bool})}
+
+
+def _anything(values: Sequence[Any]) -> bool:
+    return True
+
+
+def _without_none(check: ColumnCheck) -> ColumnCheck:
+    def nullable(values: Sequence[Any]) -> bool:
+        return check(values if None not in values else list(filter(_not_none, values)))
+
+    return nullable
+
+
+_not_none = functools.partial(operator.is_not, None)
+
+
+def _literal_column(words: tuple[Any, ...], nullable: bool) -> ColumnCheck:
+    if not all(type(word) is str for word in words):
+        return lambda values: False  # `build` compares other words with `in` (1.0 is 1): it decides
+    allowed = frozenset(words) | ({None} if nullable else set())
+
+    def literal(values: Sequence[Any]) -> bool:
+        try:
+            return set(values) <= allowed  # decoded JSON: only a string equals a string
+        except TypeError:  # a list or an object: unhashable, and no word
+            return False
+
+    return literal
+
+
+def _dataclass_column(tp: type) -> ColumnCheck:
+    if "__post_init__" in dir(tp) or not typing.cast(Any, tp).__dataclass_params__.init:
+        return lambda values: False  # its construction may refuse what its fields allow: `build` decides
+    hints = typing.get_type_hints(tp)
+    missing = dataclasses.MISSING
+    fields = [
+        (f.name, _checked_column(f.name, _columns(hints[f.name])),
+         f.default is missing and f.default_factory is missing)
+        for f in dataclasses.fields(tp)
+    ]
+    names = [name for name, _, _ in fields]
+    every_field = operator.itemgetter(*names) if len(names) > 1 else lambda value: tuple(value[n] for n in names)
+
+    def dataclass(values: Sequence[Any]) -> bool:
+        if not set(map(type, values)) <= {dict}:
+            return False
+        if not values or not names:
+            return True
+        try:  # every field in every item (as `save` writes them): the columns cut in C
+            columns: Sequence[Sequence[Any]] = list(zip(*map(every_field, values), strict=True))
+        except KeyError:
+            columns = [[value[name] for value in values if name in value] for name in names]
+        return all((len(column) == len(values) or not required) and check(column)
+                   for column, (_, check, required) in zip(columns, fields, strict=True))
+
+    return dataclass
+
+
+def _checked_column(name: str, check: ColumnCheck) -> ColumnCheck:
+    """`check`, then the meaning check `_checked` adds to a field named `name` (`_duration` of a `*_ms` field)."""
+    if not name.endswith(DURATION_SUFFIX):
+        return check
+    spread = name in SPREADS
+
+    def duration_column(values: Sequence[Any]) -> bool:
+        if not check(values):
+            return False
+        try:
+            for value in values:
+                for each in value if type(value) is list else (value,):
+                    if type(each) is int or type(each) is float:
+                        _duration(float(each), spread)
+        except ShapeError:
+            return False
+        return True
+
+    return duration_column
+
+
+def _list_column(item: Any) -> ColumnCheck:
+    check = _columns(item)
+
+    def list_column(values: Sequence[Any]) -> bool:
+        return set(map(type, values)) <= {list} and check(list(itertools.chain.from_iterable(values)))
+
+    return list_column
+
+
+def _dict_column(item: Any) -> ColumnCheck:
+    check = _columns(item)
+
+    def dict_column(values: Sequence[Any]) -> bool:
+        if not set(map(type, values)) <= {dict}:
+            return False
+        return check is _anything or check(list(itertools.chain.from_iterable(map(dict.values, values))))
+
+    return dict_column

@@ -14,11 +14,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 
-from sessions.documents.codec import ShapeError, build
+from sessions.documents.codec import ShapeError, build, builds_all
 from sessions.documents.errors import InputError, InspectError
 from sessions.documents.gc_pause import gc_paused
 from sessions.documents.input_files import read_regular_file
@@ -27,16 +27,18 @@ from sessions.documents.model import SCHEMA_VERSION, TOOL, Session
 from sessions.documents.paths import ChosenPath, sessions_dir
 
 
+@gc_paused()  # the encoder's work on a large session's dicts otherwise starts collector passes over all of it
 def encode(session: Session) -> bytes:
     return orjson.dumps(session, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
 
 def save(session: Session, path: Path) -> Path:
-    """Write `session` to `path` atomically: a crash or a full disk never leaves a partial file."""
+    """Write `session` to `path` atomically: a crash or a full disk never leaves a partial file; nor does it write
+    what would not load (`check_loads`): a NaN, an Inf or a wrong type fails here, and the old file stays whole."""
     path = Path(path)
     data = encode(session)
     try:
-        decode(data, "the session")  # what is written must load: NaN, Inf or a wrong type fail here, old file intact
+        check_loads(data, "the session")
     except InputError as exc:
         raise InspectError(f"cannot save {path}: {exc.message}") from None
     return write_atomically(path, data, "session")
@@ -355,10 +357,33 @@ def _fsync_dir(folder: Path) -> None:
 @gc_paused()
 def decode(data: bytes, origin: str) -> Session:
     """Parse session bytes; every way they can be wrong becomes one InputError line."""
+    return _session(_document(data, origin), origin)
+
+
+@gc_paused()
+def check_loads(data: bytes, origin: str) -> None:
+    """Raise the InputError `decode(data, origin)` raises, with its line, and nothing where `decode` returns a
+    session: what `save` writes is read back, as `load` reads it, before the old file is replaced.
+
+    The bytes are parsed as `decode` parses them (orjson, the tool and schema checks, the migration). The
+    parsed document's values are then checked column by column (`codec.builds_all`: every layer's fields
+    across all the layers at once, no object made), and where that shows they build, the session is built and
+    checked (`_session`) with its variants' layers left out: they are the only part not built, and the checks
+    after the build (kernel tables, jobs) do not read them. So a 100,000-layer session is not built a second
+    time; where the columns cannot show it, the whole document is built as `decode` builds it.
+    """
+    doc = _document(data, origin)
+    if builds_all(Session, [doc]):
+        doc = {**doc, "variants": [{**variant, "layers": []} for variant in doc.get("variants", [])]}
+    _session(doc, origin)
+
+
+def _document(data: bytes, origin: str) -> dict[str, Any]:
+    """Session bytes parsed into the document of this schema: a trt-inspect session's JSON, migrated where older."""
     if not data.strip():
         raise InputError(f"{origin} is empty, not a trt-inspect session")
     try:
-        doc = orjson.loads(data)
+        doc: dict[str, Any] = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise InputError(f"{origin} is not valid JSON (corrupt or truncated): {exc}") from None
     if not isinstance(doc, dict) or doc.get("tool") != TOOL:
@@ -378,6 +403,11 @@ def decode(data: bytes, origin: str) -> Session:
             doc = migrate(doc, version)
         except (TypeError, ValueError, AttributeError) as exc:
             raise InputError(f"{origin}: cannot bring schema {version} up to {SCHEMA_VERSION}: {exc}") from None
+    return doc
+
+
+def _session(doc: dict[str, Any], origin: str) -> Session:
+    """The session a parsed document holds, built and checked; one InputError line where it is not one."""
     try:
         session = build(Session, doc)
         for variant in session.variants:
