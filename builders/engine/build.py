@@ -218,7 +218,7 @@ def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Modul
     """Every conv step's graph, built once per signature (the plans the cache does not hold sent to the workers and
     taken back in order: `CompileJobs.take`); False where nothing was refused (the program stands)."""
     sigs = _conv_signatures(program, plain, shapes)
-    _make_graphs(backend, sigs.values())
+    make_graphs(backend, sigs.values())
     changed = False
     for step in program.steps:
         if step.kind != "conv":
@@ -241,7 +241,7 @@ def _conv_signatures(program: Program, plain: torch.nn.Module,
             for step in program.steps if step.kind == "conv"}
 
 
-def _make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
+def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
     """The graph of every signature not built yet, in `backend.graphs` (or cuDNN's reason it has none): the plans the
     cache does not hold sent to the workers and taken back in order (`CompileJobs.take`)."""
     new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
@@ -267,7 +267,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
     steps = {step.name: step for step in program.steps if step.name in sigs}
     fp8 = {name: sig for name, sig in sigs.items() if steps[name].precision == "fp8"}
     fp16 = {name: dataclasses.replace(sig, precision="fp16") for name, sig in fp8.items()}
-    _make_graphs(backend, fp16.values())
+    make_graphs(backend, fp16.values())
     changed = False
     for name, sig in fp8.items():
         fp8_tactics, fp16_tactics = _tactics(backend, sig), _tactics(backend, fp16[name])
@@ -281,7 +281,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
         return True
     writers = {name: sig for name, sig in sigs.items() if sig.output_fp8 and name not in output_refused}
     unfused = {name: dataclasses.replace(sig, output_fp8=False) for name, sig in writers.items()}
-    _make_graphs(backend, unfused.values())
+    make_graphs(backend, unfused.values())
     for name, sig in writers.items():
         fused, apart = _tactics(backend, sig), _tactics(backend, unfused[name])
         if not (fused and apart):

@@ -1,9 +1,9 @@
 """The PyTorch backend: each variant's module (builders.pytorch.variant_modules) run eagerly or as a CUDA graph.
 
-Every variant of a study is made from one source module: BatchNorm folded in all of them or in none
-(`study_folds_batchnorm`), and FP8 weights quantized once at build, not on every call. Each variant records
-how many BatchNorm layers its graph folded, and its simulated layers run in the base precision, marked as
-simulating FP8.
+Every variant of a study is made from one source module, BatchNorm folded into the convolutions it reads
+(`folded_reference`) whatever the variants beside it, and FP8 weights quantized once at build, not on every call.
+Each variant records how many BatchNorm layers its graph folded, and its simulated layers run in the base precision,
+marked as simulating FP8.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from builders.pytorch.variant_modules import (
     folded_reference,
     precision_name,
     state_bytes,
-    study_folds_batchnorm,
     variant_module,
 )
+from profilers.device import study_device
 from profilers.module_ranges import module_name, module_ranges
 from sessions.analyses.captions import SIMULATES
 from sessions.documents.errors import InputError
@@ -70,6 +70,7 @@ class TorchEngine(GraphTimed, Engine):
         self.module: torch.nn.Module | None = module
         self.structure = structure  # of the reference model, whose module paths the variant keeps
         self.device = device
+        self.gpu = study_device(device).gpu
         self.dtype = dtype
         self.static_input = static_input.to(device=device, dtype=dtype)
         self.quantized = quantized or set()
@@ -82,7 +83,7 @@ class TorchEngine(GraphTimed, Engine):
         """Outputs for `batch`: by a replay of the timed CUDA graph where the shape allows (the same kernels,
         without the host cost of launching them one by one), else eagerly."""
         batch = batch.to(device=self.static_input.device, dtype=self.dtype)
-        if self.device == "cuda" and batch.shape == self.static_input.shape and self.timing_step().graphed:
+        if self.gpu and batch.shape == self.static_input.shape and self.timing_step().graphed:
             timed_input = self.static_input.clone()
             self.static_input.copy_(batch)
             self.timing_step().run()
@@ -123,7 +124,7 @@ class TorchEngine(GraphTimed, Engine):
         self._step = None
         self._graph = None
         self.module = None
-        if self.device == "cuda":
+        if self.gpu:
             torch.cuda.empty_cache()
 
 
@@ -142,7 +143,7 @@ class TorchBackend(Backend):
     def default_variants(cls, device: str) -> str:
         """fp32, fp16 and FP8; FP8 from the real cuDNN / cuBLASLt engine (beside its fp16) where it runs, else
         simulated."""
-        if device == "cuda" and cls.engine_beside is not None and fp8_engine_here():
+        if study_device(device).gpu and cls.engine_beside is not None and fp8_engine_here():
             return f"fp32,fp16,{cls.engine_beside}-fp16,{cls.engine_beside}-fp8"
         return super().default_variants(device)
 
@@ -153,10 +154,9 @@ class TorchBackend(Backend):
         self.device: Device = context.plan.device
         self.static_input = context.static_input
         self._reference = model.module.to(device=self.device, dtype=torch.float32).eval()
-        self._fold = study_folds_batchnorm(context.plan.variants)
         # what every variant is made from, BatchNorm folded, and how many BatchNorm layers it folded: made here,
         # before any variant, so that no variant's build time or peak memory (profilers.memory) holds it
-        self._source = folded_reference(self._reference, self.static_input[:1]) if self._fold else (self._reference, 0)
+        self._source = folded_reference(self._reference, self.static_input[:1])
         self._calibrations = Calibrations()
 
     @torch.no_grad()
@@ -170,14 +170,13 @@ class TorchBackend(Backend):
         start = time.perf_counter()
         # FP8 runs on an fp16 model on the GPU (as a TensorRT FP8 engine keeps fp16 elsewhere),
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
-        fp8_base = torch.float16 if self.device == "cuda" else torch.float32
+        fp8_base = torch.float16 if study_device(self.device).gpu else torch.float32
         source, folded = self._source
         built = variant_module(source, variant, calibration, fp8_base, self._calibrations)
         bake_fp8_weights(built)
         structure = model_structure(self._reference, self.static_input)
         engine = TorchEngine(built.module, self.device, built.dtype, self.static_input, built.quantized, structure)
-        if self.device == "cuda":
-            torch.cuda.synchronize()
+        study_device(self.device).synchronize()
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
             simulated=built.recipe is not None, recipe=built.recipe, build_s=time.perf_counter() - start,

@@ -5,9 +5,10 @@ TensorRT backend builds from exports them. FP8 here is ModelOpt's simulated quan
 quant: quantize, then dequantize, then run the layer in the base precision): its numerics are the
 recipe's; its speed is not FP8 kernel speed.
 
-Fair comparison, for the backend that runs these modules: `study_folds_batchnorm` decides once per study
-whether BatchNorm is folded, and `folded_reference` folds it before any variant is made, so every variant
-runs the same graph; `bake_fp8_weights` stores each quantized weight once, so no weight quantizer runs per call.
+Fair comparison, for the backend that runs these modules: every variant is made from one source with each
+BatchNorm that reads a convolution folded into it (`folded_reference`, as TensorRT and the cuDNN engine fold it),
+whatever the variants beside it, so every variant runs the same graph and none moves with its neighbours;
+`bake_fp8_weights` stores each quantized weight once, so no weight quantizer runs per call.
 """
 
 from __future__ import annotations
@@ -151,10 +152,9 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     candidates = [node.path for node in structure.layers if node.op in OPS]
 
     def calibrate() -> Calibrated:
-        return _calibrated_module(reference, structure.conv_bn if recipe_def.fold_batchnorm else [], candidates,
-                                  recipe_def.weights, calibration, dtype)
+        return _calibrated_module(reference, structure.conv_bn, candidates, recipe_def.weights, calibration, dtype)
 
-    key = (recipe_def.fold_batchnorm, recipe_def.weights, dtype, calibration.data_ptr(), tuple(calibration.shape))
+    key = (recipe_def.weights, dtype, calibration.data_ptr(), tuple(calibration.shape))
     calibrated = calibrations.calibrated(key, calibrate)
     module, folded = calibrated.module, calibrated.folded
     keep = set(selection.quantized)
@@ -174,7 +174,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         calibration_source="",  # filled in by the study, which owns the images
         calibration_count=int(calibration.shape[0]),
         weights=recipe_def.weights,
-        batchnorm_folded=recipe_def.fold_batchnorm,
+        batchnorm_folded=True,
         excluded_by_role={role: len(paths) for role, paths in selection.by_role.items()},
         weight_bytes_base=weight_bytes(module, set()),
         weight_bytes_fp8=weight_bytes(module, keep),
@@ -249,17 +249,6 @@ def _absent(libraries: tuple[str, ...]) -> Iterator[None]:
         for name in hidden:
             if sys.modules.get(name, 0) is None:
                 del sys.modules[name]
-
-
-def study_folds_batchnorm(variants: Sequence[VariantPlan]) -> bool:
-    """Whether a study folds BatchNorm into the convolutions: in every variant when any FP8 recipe folds, else in none.
-
-    Folding changes the graph (fewer layers, fewer kernels); done in some variants only, the difference
-    would show up as their speed-up.
-    """
-    from builders.recipes.fp8 import get_recipe
-
-    return any(get_recipe(v.recipe or "all").fold_batchnorm for v in variants if v.precision == "fp8")
 
 
 def folded_reference(reference: torch.nn.Module, sample: torch.Tensor) -> tuple[torch.nn.Module, int]:

@@ -40,7 +40,6 @@ class FP8Recipe:
     exclude_roles: tuple[str, ...]
     requires_roles: tuple[str, ...] = ()
     weights: WeightScales = "per-channel"
-    fold_batchnorm: bool = False
     share_input_scale: bool = False
     aliases: tuple[str, ...] = ()
     kernels: tuple[str, ...] = ()  # convolution kernel sizes quantized ("1x1"); empty: any
@@ -126,7 +125,7 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
                              f"{' and '.join(selection.recipe.ops)} layers outside "
                              f"{', '.join(selection.recipe.exclude_roles)}, and the exclusions leave none")
         recipe = selection.recipe
-        key = (tuple(selection.quantized), recipe.weights, recipe.fold_batchnorm, recipe.share_input_scale)
+        key = (tuple(selection.quantized), recipe.weights, recipe.share_input_scale)
         if key in seen:
             raise InputError(f"{variant} quantizes the same {len(selection.quantized)} layers of {model} "
                              f"as {seen[key]}, "

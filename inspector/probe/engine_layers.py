@@ -13,7 +13,7 @@
 The scales are the engine's rule (`builders.fp8.format.calibrated_scale`) on the calibration the engine's runs:
 the largest |x| of a layer's input over the study's calibration images (max calibration), weights per output channel
 or per tensor as the study's default recipe has them, on the model as the engine builds it (`plain_model`: its
-BatchNorm folded as that recipe folds it, in fp16).
+BatchNorm folded as the engine folds it, in fp16).
 
 `ask` (what the probe asks for) and the scales are pure and tested on the CPU against the engine's own lowering and
 calibration; `choose` runs the engine's choices; `bind` binds the chosen kernels to one layer's weights.
@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from builders.engine.build import BuildContext, _make_graphs, conv_library
+from builders.engine.build import BuildContext, conv_library, make_graphs
 from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import library_conv
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, engine_timing_cache
@@ -48,7 +48,7 @@ PRECISIONS = ("fp16", "fp8")
 
 
 def probe_recipe() -> FP8Recipe:
-    """The recipe whose weight scales and BatchNorm folding the probe takes: the study's first default one."""
+    """The recipe whose weight scales the probe takes: the study's first default one."""
     return get_recipe(DEFAULT_FP8_RECIPES[0])
 
 
@@ -91,8 +91,8 @@ def ask(spec: LayerSpec, precision: str, refused: dict[str, str], name: str) -> 
 
 def build_graphs(context: BuildContext, kernels: Iterable[Kernel]) -> None:
     """The engine's graph of every convolution kernel not refused, in `context.graphs` (or cuDNN's reason it has
-    none), built as the engine builds its own (`_make_graphs`)."""
-    _make_graphs(context, [k.signature for k in kernels if k.signature is not None and k.refusal is None])
+    none), built as the engine builds its own (`make_graphs`)."""
+    make_graphs(context, [k.signature for k in kernels if k.signature is not None and k.refusal is None])
 
 
 def choose(context: BuildContext, kernel: Kernel) -> Kernel:
@@ -175,11 +175,11 @@ def _grow_workspace(context: BuildContext, graph: ConvGraph) -> None:
 
 def plain_model(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], recipe: FP8Recipe,
                 dtype: torch.dtype) -> torch.nn.Module:
-    """A copy of `reference` (fp32) as the engine builds it for `recipe`: the `conv_bn` pairs folded where the recipe
-    folds BatchNorm, in `dtype` (fp16; fp32 where the engine's calibration falls back to it)."""
+    """A copy of `reference` (fp32) as the engine builds it for `recipe`: the `conv_bn` pairs folded (the engine
+    folds every BatchNorm that reads a convolution), in `dtype` (fp16; fp32 where the engine's calibration falls back
+    to it)."""
     module = copy.deepcopy(reference)
-    if recipe.fold_batchnorm:
-        fold_batchnorm(module, conv_bn)
+    fold_batchnorm(module, conv_bn)
     return module.to(dtype=dtype).eval()
 
 

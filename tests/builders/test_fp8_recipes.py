@@ -100,7 +100,7 @@ def test_shipped_weight_scales_and_the_other_choice_by_suffix(resnet18):
         "pointwise": "per-channel", "encoder-linears": "per-tensor"}
     per_tensor = get_recipe("no-se-no-layer1-per-tensor")
     assert (per_tensor.name, per_tensor.weights) == ("no-se-no-first-stage-per-tensor", "per-tensor")
-    assert per_tensor.exclude_roles == get_recipe("no-se-no-first-stage").exclude_roles and per_tensor.fold_batchnorm
+    assert per_tensor.exclude_roles == get_recipe("no-se-no-first-stage").exclude_roles
     assert get_recipe("encoder-linears-per-channel").weights == "per-channel"
     with pytest.raises(InputError, match="unknown FP8 recipe 'all-per-block'"):
         get_recipe("all-per-block")
