@@ -21,6 +21,7 @@ from builders.backend import Backend, BackendContext, Engine, TimingStep, backen
 from builders.study_inputs import StudyInputs
 from inspector.request import StudyRequest
 from inspector.resolve import RunPlan, checked, resolve
+from profilers.device import study_device
 from profilers.memory import device_memory
 from profilers.tracers import Tracer
 from sessions.analyses.captions import NO_REFERENCE, quality_caveats
@@ -237,9 +238,10 @@ def timing_method(plan: StudyPlan, backend: Backend, tracer: Tracer, profiled: b
     session holds it from the start (a study saves after every step), and it is made again as those facts arrive."""
     from profilers.timing import describe
 
-    cuda_graph = plan.device == "cuda" and graphed
+    device = study_device(plan.device)
+    cuda_graph = device.gpu and graphed
     return TimingMethod(
-        timer="cuda-events" if plan.device == "cuda" else "perf_counter",
+        timer=device.timer,
         timed_region=describe(plan.device, cuda_graph, plan.timing), cuda_graph=cuda_graph,
         warmup_s=plan.timing.warmup_s, rounds=plan.timing.rounds, iters=plan.timing.iters,
         interleaved=True, transfers_included=False, static_inputs=True,
@@ -253,7 +255,7 @@ def per_layer_words(backend: Backend, tracer: Tracer, device: str, profiled: boo
         return backend.capabilities.layer_times
     if tracer.range_kind is None:
         return "not measured (--tracer none)"
-    unit = "kernels' GPU time" if device == "cuda" else "outermost aten ops' host time"
+    unit = "kernels' GPU time" if study_device(device).gpu else "outermost aten ops' host time"
     return (
         f"sum of the layer's own {unit} in the traced eager call(s), per call (mean; each call's time is stored, "
         "the spread diff judges layers by); a layer is a module, and a parent module owns what its own forward code "
@@ -324,9 +326,8 @@ def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tra
 def trace_kernels(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer) -> None:
     from profilers.attribution import ROOT, LayerIndex, prune_unused, summarize
     from profilers.demangle import demangle
-    from profilers.timing import clock_for
 
-    synchronize = clock_for(plan.device).synchronize
+    synchronize = study_device(plan.device).synchronize
     untraced_ms = _wall_ms(engine.run_once, synchronize, 2)  # also warms: lazy set-up stays out of the trace
     started = time.perf_counter()
     with engine.layer_ranges(tracer.range_kind or ""):
@@ -372,10 +373,14 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
 
     last_save = time.monotonic()
 
+    per_sample: dict[str, int] = {}  # inferences one sample spans, by variant (`measure` chooses them)
+
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         nonlocal last_save
         for name, values in samples.items():
-            session.variant(name).latency = latency_stats(values, plan.timing.iters)
+            latency = latency_stats(values, plan.timing.iters)
+            latency.inferences_per_sample = per_sample.get(name, 1)
+            session.variant(name).latency = latency
         session.environment.during_timing = sampler.conditions()
         due = index + 1 == plan.timing.rounds or time.monotonic() - last_save >= ROUND_SAVE_INTERVAL_S
         recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds,
@@ -390,7 +395,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
                           None, 0, plan.timing.rounds, saved=False)
             try:
                 measure({name: _guarded(name, step.run) for name, step in steps.items()}, plan.timing,
-                        clock_for(plan.device), on_round)
+                        clock_for(plan.device), on_round, per_sample.update)
                 break
             except StepFailed as failed:
                 del steps[failed.name]

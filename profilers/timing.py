@@ -1,8 +1,12 @@
-"""Latency: interleaved rounds over all variants, warm-up by time, one sample per inference.
+"""Latency: interleaved rounds over all variants, warm-up by time, one sample per inference or per few.
 
 On CUDA each sample is the time between two CUDA events recorded on the inference stream around
-one inference (a CUDA-graph replay where capture worked): device work only, no host-device copies,
-the same static input every time. On the CPU the same loop reads a monotonic clock.
+back-to-back inferences (CUDA-graph replays where capture worked), divided by their count: device work only, no
+host-device copies, the same static input every time. A sample spans at least `SAMPLE_MIN_MS` of inferences (one
+inference where one lasts that long, at most `MAX_INFERENCES_PER_SAMPLE`): the GPU's own jitter from one inference
+to the next is a few microseconds, a percent of a 0.3 ms model's time, and the mean of a few back-to-back inferences
+narrows it as it does for a long model (the count per variant is stored with its latency). On the CPU the same loop
+reads a monotonic clock, one forward pass per sample.
 Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temperature spreads
 over all of them instead of favouring whichever ran first. After each switch of variant the first
 inferences run cold (caches and the graph just came from another variant), so
@@ -11,13 +15,20 @@ inferences run cold (caches and the graph just came from another variant), so
 
 from __future__ import annotations
 
+import math
+import statistics
 import time
 from collections.abc import Callable
 from typing import Protocol
 
+from profilers.device import study_device
 from sessions.documents.plan import TimingPlan
 
 Step = Callable[[], None]
+
+SAMPLE_MIN_MS = 1.0  # on a GPU, one sample spans back-to-back inferences lasting at least this long together
+MAX_INFERENCES_PER_SAMPLE = 16  # ... and at most this many of them
+SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how many one sample spans
 
 
 class Clock(Protocol):
@@ -25,20 +36,31 @@ class Clock(Protocol):
 
     def synchronize(self) -> None: ...
 
-    def samples(self, step: Step, iters: int) -> list[float]: ...
+    def samples(self, step: Step, iters: int, per_sample: int = 1) -> list[float]:
+        """`iters` samples in ms, each the mean of `per_sample` back-to-back runs of `step`."""
+        ...
+
+    def inferences_per_sample(self, step: Step) -> int:
+        """How many back-to-back runs of `step` (warm) one sample spans."""
+        ...
 
 
 class HostClock:
     def synchronize(self) -> None:
         pass
 
-    def samples(self, step: Step, iters: int) -> list[float]:
+    def samples(self, step: Step, iters: int, per_sample: int = 1) -> list[float]:
         samples = []
         for _ in range(iters):
             t0 = time.perf_counter()
-            step()
-            samples.append((time.perf_counter() - t0) * 1e3)
+            for _ in range(per_sample):
+                step()
+            samples.append((time.perf_counter() - t0) * 1e3 / per_sample)
         return samples
+
+    def inferences_per_sample(self, step: Step) -> int:
+        """One: the host's clock times forward passes of milliseconds, whose spread is the host's, not a GPU's."""
+        return 1
 
 
 class Event(Protocol):
@@ -55,18 +77,28 @@ class EventClock:
     def __init__(self, new_event: Callable[[], Event], synchronize: Callable[[], None]) -> None:
         self.new_event, self.synchronize = new_event, synchronize
 
-    def samples(self, step: Step, iters: int) -> list[float]:
+    def samples(self, step: Step, iters: int, per_sample: int = 1) -> list[float]:
         events = [self.new_event() for _ in range(iters + 1)]
         events[0].record()
         for i in range(iters):
-            step()
+            for _ in range(per_sample):
+                step()
             events[i + 1].record()
         events[-1].synchronize()
-        return [events[i].elapsed_time(events[i + 1]) for i in range(iters)]
+        return [events[i].elapsed_time(events[i + 1]) / per_sample for i in range(iters)]
+
+    def inferences_per_sample(self, step: Step) -> int:
+        """Enough inferences that a sample lasts at least `SAMPLE_MIN_MS` (from the median of `SIZING_INFERENCES`
+        single ones), at least one, at most `MAX_INFERENCES_PER_SAMPLE`."""
+        single_ms = statistics.median(self.samples(step, SIZING_INFERENCES))
+        if single_ms <= 0:
+            return MAX_INFERENCES_PER_SAMPLE
+        return max(1, min(MAX_INFERENCES_PER_SAMPLE, math.ceil(SAMPLE_MIN_MS / single_ms)))
 
 
 def clock_for(device: str) -> Clock:
-    if device != "cuda":
+    """Where the samples of a study on `device` are read: CUDA events on a GPU, else the host's clock."""
+    if not study_device(device).gpu:
         return HostClock()
     import torch
 
@@ -96,28 +128,37 @@ def measure(
     plan: TimingPlan,
     clock: Clock,
     on_round: Callable[[int, dict[str, list[float]]], None] | None = None,
+    on_sized: Callable[[dict[str, int]], None] | None = None,
 ) -> dict[str, list[float]]:
-    """Samples in milliseconds per variant; `on_round` sees the samples so far after every round."""
-    for step in steps.values():
+    """Samples in milliseconds per inference, per variant (each the mean of the inferences one sample spans:
+    `Clock.inferences_per_sample`, chosen per variant after its warm-up and given to `on_sized` before the rounds);
+    `on_round` sees the samples so far after every round."""
+    per_sample: dict[str, int] = {}
+    for name, step in steps.items():
         _warm(step, plan.warmup_s, clock)
+        per_sample[name] = clock.inferences_per_sample(step)
+    if on_sized is not None:
+        on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(plan.rounds):
         for name, step in steps.items():
             _discard(step, plan.switch_warmup)
-            samples[name].extend(clock.samples(step, plan.iters))
+            samples[name].extend(clock.samples(step, plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)
     return samples
 
 
 def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
-    if device == "cuda":
-        what = "one CUDA-graph replay" if cuda_graph else "one eager forward pass"
+    if study_device(device).gpu:
+        what = "CUDA-graph replays" if cuda_graph else "eager forward passes"
         return (
-            f"GPU time between two CUDA events recorded on the inference stream around {what}; "
-            "events recorded back to back, so a sample also holds any launch gap; no host-device copies; "
-            f"static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
-            f"rounds of {plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences; "
+            f"GPU time between two CUDA events recorded on the inference stream around back-to-back {what}, "
+            f"divided by their count: a sample spans at least {SAMPLE_MIN_MS:g} ms of inferences (1 to "
+            f"{MAX_INFERENCES_PER_SAMPLE}; each variant's count is stored with its latency), so its percentiles are "
+            "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
+            f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
+            f"rounds of {plan.iters} samples per variant, each after {plan.switch_warmup} discarded inferences; "
             "GPU clocks as found (recorded, not locked)"
         )
     return (

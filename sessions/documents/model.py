@@ -132,6 +132,7 @@ class LatencyStats:
     cov: float | None  # std / mean, over every sample; None as std_ms
     round_medians_ms: list[float] = field(default_factory=list)  # the median of each interleaved round
     round_cov: float | None = None  # CoV of the round medians (two rounds or more): run-to-run noise
+    inferences_per_sample: int = 1  # back-to-back inferences one sample spans, its time their mean (the timing method)
 
 
 @dataclass

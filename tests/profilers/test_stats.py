@@ -121,3 +121,47 @@ def test_no_sample_holds_the_launch_gap_of_a_drained_stream(monkeypatch):
     for values in samples.values():
         assert len(values) == 60
         assert max(values) == pytest.approx(4.9)
+
+
+class AlternatingGpu(QueuedGpu):
+    """A stream whose inferences alternate between `work_ms` plus and minus `jitter_ms` (the GPU's own jitter)."""
+
+    def __init__(self, launch_ms: float, work_ms: float, jitter_ms: float) -> None:
+        super().__init__(launch_ms, work_ms)
+        self.base, self.jitter, self.count = work_ms, jitter_ms, 0
+
+    def step(self) -> None:
+        self.count += 1
+        self.work_ms = self.base + (self.jitter if self.count % 2 else -self.jitter)
+        super().step()
+
+
+@pytest.mark.parametrize("work_ms, spans", [(0.25, 4), (0.3, 4), (0.6, 2), (1.2, 1), (0.01, 16)])
+def test_a_gpu_sample_spans_inferences_lasting_a_millisecond(monkeypatch, work_ms, spans):
+    """A sub-millisecond model's sample is the mean of enough back-to-back inferences to last 1 ms (at most 16):
+    counts worked out by hand (ceil(1 / the median single inference))."""
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    gpu = AlternatingGpu(launch_ms=0.001, work_ms=work_ms, jitter_ms=work_ms * 0.04)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
+    clock = timing.EventClock(gpu.new_event, gpu.synchronize)
+    sized: dict[str, int] = {}
+    samples = timing.measure({"a": gpu.step}, TimingPlan(warmup_s=0.01, rounds=2, iters=10, switch_warmup=1), clock,
+                             on_sized=sized.update)
+    assert sized == {"a": spans}
+    assert len(samples["a"]) == 20
+    if spans % 2 == 0:  # an even count of alternating inferences: every sample is the mean work exactly
+        assert samples["a"] == pytest.approx([work_ms] * 20)
+
+
+def test_the_host_clock_times_one_forward_pass_per_sample(monkeypatch):
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    clock = SwitchingClock()
+    monkeypatch.setattr(timing.time, "perf_counter", clock.perf_counter)
+    sized: dict[str, int] = {}
+    timing.measure({"a": clock.step("a")}, TimingPlan(warmup_s=0, rounds=1, iters=3, switch_warmup=0),
+                   timing.HostClock(), on_sized=sized.update)
+    assert sized == {"a": 1}
