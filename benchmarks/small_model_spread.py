@@ -51,8 +51,9 @@ def main() -> int:
     split = argv.index("--") if "--" in argv else len(argv)
     args, options = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: options for every run
     args.out.mkdir(parents=True, exist_ok=True)
-    print("| model | variant | median ms | per-sample CoV % | p99 / median | round CoV % | targets missed |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | variant | median ms | inferences / sample | per-sample CoV % | p99 / median | round CoV % | "
+          "targets missed |")
+    print("|---|---|---|---|---|---|---|---|")
     missed = judged = 0
     for model in args.models.split(","):
         path = args.out / f"{model}.json"
@@ -60,12 +61,12 @@ def main() -> int:
         done = subprocess.run([sys.executable, "-m", "inspector", "run", model, *options, "--out", str(path),
                                "--force"], cwd=ROOT, stdout=subprocess.DEVNULL, check=False)
         if done.returncode != 0 or not path.exists():
-            print(f"| {model} | - | - | - | - | - | the study exited {done.returncode} |", flush=True)
+            print(f"| {model} | - | - | - | - | - | - | the study exited {done.returncode} |", flush=True)
             continue
         for variant in load(path).variants:
             latency = variant.latency
             if latency is None:
-                print(f"| {model} | {variant.name} | - | - | - | - | {variant.status}: {variant.error} |")
+                print(f"| {model} | {variant.name} | - | - | - | - | - | {variant.status}: {variant.error} |")
                 continue
             found = misses(latency.median_ms, latency.cov, latency.p99_ms)
             judged += found != ["not judged"]
@@ -73,7 +74,8 @@ def main() -> int:
             cov = f"{100 * latency.cov:.2f}" if latency.cov is not None else "-"
             p99 = f"{latency.p99_ms / latency.median_ms:.3f}" if latency.p99_ms is not None else "-"
             rounds = f"{100 * latency.round_cov:.2f}" if latency.round_cov is not None else "-"
-            print(f"| {model} | {variant.name} | {latency.median_ms:.4f} | {cov} | {p99} | {rounds} | "
+            print(f"| {model} | {variant.name} | {latency.median_ms:.4f} | {latency.inferences_per_sample} | {cov} | "
+                  f"{p99} | {rounds} | "
                   f"{'; '.join(found) or 'none'} |", flush=True)
         print(f"# {model}: {time.monotonic() - start:.0f} s", flush=True)
     print(f"variants judged: {judged}; missing a target: {missed}")
