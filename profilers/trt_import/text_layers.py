@@ -49,6 +49,8 @@ for _ in range(3):
 PAIR = re.compile(r"(?:^|, )([A-Za-z](?:[A-Za-z0-9/ ]{0,39}[A-Za-z0-9/])?):(?= |$)((?:[^\[\]{}(),]++|,(?! "
                   + KEY_AHEAD.pattern + r")|" + _GROUP + r")*+)")
 BRACKET, BRACE = re.compile(r"[\[\]{}()]"), re.compile(r"[{}]")
+TENSOR_RECORD = re.compile(r"Name:( [^\[\]{}(),]*)(?:, Location: [A-Za-z]+)?, Dimensions:( \[[-0-9,]*\]), "
+                           r"Format/Datatype:( [^\[\]{}(),]*)")  # `_tensor_record`: the common tensor record
 DUMP_HEADING = re.compile(r"\[I\] Layer Information:[ \t\r]*$", re.MULTILINE)
 TIME_STAMP = re.compile(r"(?:\[[^\]\n]*\] )?")  # what may open a log line before its `[I] `
 
@@ -75,13 +77,21 @@ ONCE_A_RUN = ("&&&& RUNNING", "Engine Layer Information:", "] Layer Information:
 
 def one_run(text: str, origin: str) -> None:
     """InputError (one line) where a log holds what one trtexec run prints once, twice or more: its engines'
-    layers, tables or summaries would be joined into one variant."""
+    layers, tables or summaries would be joined into one variant. The last text found to be one run is kept (the
+    same text object, `documents.read_text`'s): its layers, its table and its options are read without counting
+    the marks of a 100 MB log three times."""
+    if text is _ONE_RUN[0]:
+        return
     for mark in ONCE_A_RUN:
         count = text.count(mark)
         if count > 1:
             raise InputError(f"{origin}: {count} `{mark.strip('] ')}` lines, one a trtexec run: "
                              "a file of several runs; "
                              "cut out the part of the run to import")
+    _ONE_RUN[0] = text
+
+
+_ONE_RUN: list[str | None] = [None]  # the last text `one_run` passed
 
 
 def opens_as_json(head: str) -> bool:
@@ -172,22 +182,25 @@ def _groups(text: str) -> list[str]:
 def _value(raw: str) -> Any:
     """A value's text as the JSON value it stands for: tensor records, a JSON object, a list of integers, an integer,
     else the text, stripped. The plain values a block repeats (types, formats, dimensions) are converted once."""
-    text = raw.strip()
-    if text.startswith("[") and text.lstrip("[ ").startswith("{"):
-        return [_record(group, TENSOR_KEYS) for group in _groups(text[1:-1])]
-    if text.startswith("{"):
-        try:
-            return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
-        except orjson.JSONDecodeError:
-            return text
-    known = _plain(text)
+    if "{" in raw:  # only such a value can open a record or an object
+        text = raw.strip()
+        if text.startswith("[") and text.lstrip("[ ").startswith("{"):
+            return [_tensor_record(group) for group in _groups(text[1:-1])]
+        if text.startswith("{"):
+            try:
+                return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
+            except orjson.JSONDecodeError:
+                return text
+    known = _plain(raw)
     return list(known) if type(known) is tuple else known
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the values a block repeats, converted once; a record's own words fill the rest
-def _plain(text: str) -> int | str | tuple[int, ...]:
-    """A stripped value that holds no record or object: a list of integers (a tuple, copied into a list by `_value`),
-    an integer, else the text."""
+def _plain(raw: str) -> int | str | tuple[int, ...]:
+    """A value's text that holds no record or object, as a list of integers (a tuple, copied into a list by
+    `_value`), an integer, else the text; stripped. Kept by the text as the record holds it, unstripped: a repeated
+    value is converted without a copy."""
+    text = raw.strip()
     if text.startswith("[") and text.endswith("]"):
         items = [item.strip() for item in text[1:-1].split(",") if item.strip()]
         return tuple(int(item) for item in items) if all(INTEGER.match(item) for item in items) else text
@@ -198,8 +211,28 @@ def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
     """A one-line record as the JSON record of the same keys (the last of a key repeated); with `read`, only those
     keys, converted (a 100,000-layer block keeps and converts what the layer reader reads, not 30 keys a layer)."""
     record = dict(_pairs(text))
-    return {key: record[key].strip() if key == "Name" else _value(record[key])
-            for key in (record if read is None else record.keys() & read)}
+    found: dict[str, Any] = {}
+    for key in record if read is None else record.keys() & read:
+        raw = record[key]
+        if key == "Name":
+            found[key] = raw.strip()
+        elif "{" in raw:
+            found[key] = _value(raw)
+        else:  # most values: `_value`'s last step, without the call
+            known = _plain(raw)
+            found[key] = list(known) if type(known) is tuple else known
+    return found
+
+
+def _tensor_record(text: str) -> dict[str, Any]:
+    """`_record(text, TENSOR_KEYS)`: a tensor record as TensorRT 8.6-10.x prints it (`TENSOR_RECORD`) read by one
+    match, any other by `_record`. The match gives `_record`'s pairs: none of its values holds a `, ` or a bracket
+    but the dimensions' own (which hold no space), so `, Key: ` occurs only where it cuts the record."""
+    match = TENSOR_RECORD.fullmatch(text)
+    if match is None:
+        return _record(text, TENSOR_KEYS)
+    name, dimensions, datatype = match.groups()
+    return {"Name": name.strip(), "Dimensions": _value(dimensions), "Format/Datatype": _value(datatype)}
 
 
 def _lines(text: str, start: int) -> Iterator[str]:

@@ -13,6 +13,7 @@ read as the end of the table. A warning or error line another thread printed ins
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -59,12 +60,6 @@ def _row_pattern(columns: list[str]) -> re.Pattern[str]:
     return re.compile(rf"^(.*?)\s+{cells}\s*$" if columns[0] == "name" else rf"^\s*{cells}\s+(.*?)\s*$")
 
 
-def _row(pattern: re.Pattern[str], order: list[str], line: str) -> dict[str, str] | None:
-    """A row's cells by field (`order`: the fields in the pattern's groups' order), or None where it is no row."""
-    match = pattern.match(line)
-    return dict(zip(order, match.groups(), strict=False)) if match else None
-
-
 def _group_order(columns: list[str]) -> list[str]:
     """The fields in the order `_row_pattern`'s groups hold them: the name first, or last as the header has it."""
     names = [c for c in columns if c == "name"]
@@ -72,6 +67,7 @@ def _group_order(columns: list[str]) -> list[str]:
     return names + cells if columns[0] == "name" else cells + names
 
 
+@functools.lru_cache(maxsize=4096)  # a table's cells repeat (`1.00`, `0.0100`): each spelling's step found once
 def _unit(cell: str) -> float:
     """The rounding step of a printed number: 0.01 for `137.84`, 0.0001 for `0.0069` (counted from a plain decimal's
     digits, which is what `Decimal` gives it; `Decimal` reads any other spelling, `1e-3`)."""
@@ -92,6 +88,19 @@ def _finer_average(total: str, average: str | None, count: int) -> float:
     return float(average)
 
 
+def _time(value: float, origin: str, position: int, cell: str) -> float:
+    """`documents.time_ms` of a row's cell; the line naming the row and cell made only where it refuses."""
+    plain = documents.plain_time_ms(value)
+    return plain if plain is not None else documents.time_ms(value, f"{origin}: profile row {position} {cell}")
+
+
+def _percent(value: float, origin: str, position: int) -> float:
+    """`documents.percent` of a row's Time % cell; the line naming the row made only where it refuses."""
+    if 0 <= value <= documents.MAX_PERCENT:
+        return value
+    return documents.percent(value, f"{origin}: profile row {position} Time %")
+
+
 def parse_text_profile(text: str, origin: str) -> TextProfile:
     """The `--dumpProfile` table of a log as a profile; InputError (one line) where the log has none, or several."""
     one_run(text, origin)
@@ -107,31 +116,34 @@ def parse_text_profile(text: str, origin: str) -> TextProfile:
     if "name" not in columns or "total_ms" not in columns or columns.count("name") != 1:
         raise InputError(f"{origin}: the profile table's header {header.strip()[:80]!r} is not one trtexec writes")
     row_pattern, order = _row_pattern(columns), _group_order(columns)
+    at = {field: index for index, field in enumerate(order)}  # where a row's match holds each field
+    at_name, at_total = at["name"], at["total_ms"]
+    at_average, at_median, at_share = at.get("average_ms"), at.get("median_ms"), at.get("percentage")
     records: list[ProfileRecord] = []
     total = None
     for position, (raw, line) in enumerate(rest):
         if OTHER_MESSAGE.match(raw) or not line.strip() and not records:
             continue
-        where = f"{origin}: profile row {position}"
         if not line.strip():
             break  # the table ends: at its Total row, or cut short (below)
-        row = _row(row_pattern, order, line)
-        if row is None:
-            raise InputError(f"{where} ({line.strip()[:80]!r}) is not a row of the table, and no Total row came "
-                             "before it: a cell that is not a number, or two tables mixed")
-        name = row["name"].strip()
-        total_ms = documents.time_ms(float(row["total_ms"]), f"{where} Time")
+        match = row_pattern.match(line)
+        if match is None:
+            raise InputError(f"{origin}: profile row {position} ({line.strip()[:80]!r}) is not a row of the table, "
+                             "and no Total row came before it: a cell that is not a number, or two tables mixed")
+        cells = match.groups()
+        name = cells[at_name].strip()
+        total_ms = _time(float(cells[at_total]), origin, position, "Time")
         if name == "Total":
             total = total_ms
             break
-        average_cell = row.get("average_ms")
+        average_cell = cells[at_average] if at_average is not None else None
         if average_cell is not None:
-            documents.time_ms(float(average_cell), f"{where} Avg.")
-        median = documents.time_ms(float(row["median_ms"]), f"{where} Median") if "median_ms" in row else None
-        share = documents.percent(float(row["percentage"]), f"{where} Time %") if "percentage" in row else None
+            _time(float(average_cell), origin, position, "Avg.")
+        median = _time(float(cells[at_median]), origin, position, "Median") if at_median is not None else None
+        share = _percent(float(cells[at_share]), origin, position) if at_share is not None else None
         if profile_index(name):
             continue
-        average = documents.time_ms(_finer_average(row["total_ms"], average_cell, count), f"{where} Avg.")
+        average = _time(_finer_average(cells[at_total], average_cell, count), origin, position, "Avg.")
         records.append(ProfileRecord(normalize_name(name), total_ms, average, median, share))
     if total is None:
         raise InputError(f"{origin}: the profile table ends before its Total row: a log cut short")

@@ -1,0 +1,101 @@
+"""The shortcuts a 100,000-layer log is read by (issue 41, L2) give what the general reading gives: a tensor record
+read by one match (`text_layers.TENSOR_RECORD`) is `_record`'s, a log is checked for several runs once however
+often it is read, and a refused profile cell is named by its row and column as before."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from profilers.trt_import import text_layers
+from profilers.trt_import.layer_info import TENSOR_KEYS
+from profilers.trt_import.text_profile import parse_text_profile
+from sessions.documents.errors import InputError
+from tests.conftest import TESTS
+from tests.profilers.test_trt_text_records import RECORDS, mutant
+
+TRT10 = TESTS / "data" / "trt_text" / "trt10-dumplayerinfo-dumpprofile.log"
+CONV_ROW = "      50.00       0.0250       0.0248      50.0   /conv1/Conv + /relu1/Relu"
+TENSORS = [
+    "Name: image, Location: Device, Dimensions: [2,3,32,32], Format/Datatype: Row major linear FP32",
+    "Name: relu_2.1_myl4, Dimensions: [1024,1], Format/Datatype: Float",
+    "Name: a: b, Location: Device, Dimensions: [-1,3], Format/Datatype: 7",
+    "Name: , Location: Device, Dimensions: [], Format/Datatype: ",
+]
+
+
+def tensor_records() -> list[str]:
+    """Every tensor record of the fixtures' layer records, as `_record` gives it to the reader."""
+    found = list(TENSORS)
+    for text in RECORDS:
+        record = dict(text_layers._pairs(text))
+        for key in ("Inputs", "Outputs"):
+            if "{" in record.get(key, ""):
+                found += text_layers._groups(record[key].strip()[1:-1])
+    return found
+
+
+def test_a_tensor_record_read_by_one_match_is_the_records_reading():
+    taken = 0
+    for text in tensor_records():
+        assert text_layers._tensor_record(text) == text_layers._record(text, TENSOR_KEYS), text
+        taken += text_layers.TENSOR_RECORD.fullmatch(text) is not None
+    assert taken >= 40  # the shortcut is the one taken
+
+
+SHAPE_PIECES = [" ", ":", ", ", ",", "a", "Z", "0", "-", "/", "\x1e", "Key: ", ", Location: ", ", Name: ", "]", "["]
+
+
+def near_shape(rng: random.Random, text: str) -> str:
+    """`text` with one to three characters or words changed that a tensor record's match reads: spaces, colons,
+    commas, keys and signs, so that many mutants still match and each boundary of the match is tried."""
+    chars = list(text)
+    for _ in range(rng.randint(1, 3)):
+        at = rng.randrange(len(chars) + 1)
+        if rng.random() < 0.5:
+            chars.insert(at, rng.choice(SHAPE_PIECES))
+        elif at < len(chars):
+            chars[at] = rng.choice(SHAPE_PIECES) if rng.random() < 0.5 else ""
+    return "".join(chars).strip()
+
+
+@pytest.mark.parametrize("change", [mutant, near_shape])
+def test_mutated_tensor_records_are_read_as_the_record_reads_them(change):
+    rng = random.Random(41)
+    records = tensor_records()
+    taken = 0
+    for _ in range(20_000):
+        text = change(rng, rng.choice(records))
+        assert text_layers._tensor_record(text) == text_layers._record(text, TENSOR_KEYS), text
+        taken += text_layers.TENSOR_RECORD.fullmatch(text) is not None
+    assert 1_000 < taken < 19_000  # both ways are tried
+
+
+def test_a_log_of_one_run_is_passed_and_one_of_two_refused_whatever_was_checked_before():
+    one = "&&&& RUNNING trtexec --onnx=a.onnx\n" + "x" * 24 + "\n"
+    two = "&&&& RUNNING trtexec --onnx=a\n&&&& RUNNING trtexec --onnx=b\n"
+    assert len(one) == len(two)
+    for _ in range(2):
+        text_layers.one_run(one, "one.log")
+        with pytest.raises(InputError, match="2 `&&&& RUNNING` lines"):
+            text_layers.one_run(two, "two.log")
+    same_text = "".join(["&&&& RUNNING trtexec --onnx=a.onnx\n", "x" * 24, "\n"])  # equal, not the same object
+    text_layers.one_run(same_text, "again.log")
+
+
+BOUNDS = "(0 or at least a nanosecond and at most 1e+09 ms)"
+
+
+@pytest.mark.parametrize(("cells", "message"), [
+    (("-1.00", "0.0250", "0.0248", "50.0"), f"t.log: profile row 1 Time = -1 ms, not a time a run measures {BOUNDS}"),
+    (("50.00", "1e400", "0.0248", "50.0"), "t.log: profile row 1 Avg. is inf, not a finite number"),
+    (("50.00", "0.0250", "2e9", "50.0"), f"t.log: profile row 1 Median = 2e+09 ms, not a time a run measures {BOUNDS}"),
+    (("50.00", "0.0250", "0.0248", "150.0"), "t.log: profile row 1 Time % = 150 %, not a share of a run (0 to 100)"),
+])
+def test_a_refused_cell_is_named_by_its_row_and_column(cells, message):
+    row = CONV_ROW.replace("50.00", cells[0], 1).replace("0.0250", cells[1]).replace("0.0248", cells[2])
+    row = row.replace("50.0   /conv1", f"{cells[3]}   /conv1")
+    with pytest.raises(InputError) as refused:
+        parse_text_profile(TRT10.read_text().replace(CONV_ROW, row), "t.log")
+    assert refused.value.message == message
