@@ -70,13 +70,17 @@ class TorchEngine(GraphTimed, Engine):
         self.module: torch.nn.Module | None = module
         self.structure = structure  # of the reference model, whose module paths the variant keeps
         self.device = device
-        self.gpu = study_device(device).gpu
         self.dtype = dtype
         self.static_input = static_input.to(device=device, dtype=dtype)
         self.quantized = quantized or set()
         self._step: TimingStep | None = None
         self._graph: torch.cuda.CUDAGraph | None = None
         self._graph_output: torch.Tensor | None = None  # what the captured graph writes into
+
+    @property
+    def gpu(self) -> bool:
+        """Whether the engine runs on a CUDA GPU (its device object's answer)."""
+        return study_device(self.device).gpu
 
     @torch.no_grad()
     def infer(self, batch: torch.Tensor) -> torch.Tensor:
