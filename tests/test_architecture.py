@@ -557,3 +557,94 @@ def test_every_file_is_read_through_the_one_reader():
     readers = {where for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
                if file_reads(path.read_text(), where := str(path.relative_to(ROOT)))}
     assert readers == {ONE_READER, *OTHER_READERS}  # every module named reads a file still: none named for nothing
+
+
+# The device a study runs on is one object (profilers/device.py): code that builds, runs or measures asks it (`gpu`,
+# `synchronize`, `words`, `timer`) and never compares a device's name. Sessions keep the name they recorded, so
+# `sessions/` reads it as data. The modules named here test other things or belong to the engine's owners.
+DEVICE_OBJECT = "profilers/device.py"
+DEVICE_NAMES = {"cuda", "cpu"}
+DEVICE_TESTS_ELSEWHERE = {
+    "builders/engine/cudnn_backend.py",  # the engine's owners: where the engine runs (CUDA only)
+    "builders/engine/twin.py",  # a tensor's own device (torch's `device.type`), not the study's
+    "builders/models/seeded_weights.py",  # likewise
+}
+
+
+def _holds_device_name(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return node.value in DEVICE_NAMES
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_holds_device_name(e) for e in node.elts)
+
+
+def device_tests(source: str, where: str) -> list[str]:
+    """Comparisons with a device's name: `device == "cuda"`, `"cpu" != d`, `d in ("cuda", "cpu")`, `s == {"cuda"}`."""
+    return [f"{where}:{node.lineno}: {ast.unparse(node)}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.Compare) and any(_holds_device_name(side)
+                                                     for side in (node.left, *node.comparators))]
+
+
+def test_the_device_check_finds_each_way_to_test_a_name():
+    source = ('a = device == "cuda"\nb = "cpu" != plan.device\nc = d in ("cuda", "cpu")\ne = s == {"cuda"}\n'
+              'f = study_device(d).gpu\ng = "cuda" if gpu else "cpu"\n')
+    assert sorted(line.split(": ", 1)[0] for line in device_tests(source, "x")) == ["x:1", "x:2", "x:3", "x:4"]
+
+
+def test_no_device_name_is_tested_outside_the_device_object():
+    found = []
+    for package in ("inspector", "builders", "profilers"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            if where != DEVICE_OBJECT and where not in DEVICE_TESTS_ELSEWHERE:
+                found += device_tests(path.read_text(), where)
+    assert found == []
+
+
+# Backends own their policy (default variants, CPU sizing, the precisions a variant asks of them under their
+# name): outside the backends and their registry, no code compares a backend with a name, or writes a variant that
+# names a backend (`cudnn-fp16`). sessions/documents/engines.py reads sessions written before engines named
+# themselves. The names are the registry's, found by file name as the CLI finds them.
+BACKEND_OWNERS = ("builders/backend.py", "sessions/documents/engines.py")
+
+
+def registered_backends() -> list[str]:
+    return sorted(path.stem.removesuffix("_backend") for path in (ROOT / "builders").glob("*/*_backend.py"))
+
+
+def backend_policy(source: str, where: str, names: list[str]) -> list[str]:
+    """Comparisons of a backend (anything called `backend`, or its `name`) with a backend's name, and strings that
+    name a variant after a backend (`cudnn-fp16`, `compile-bf16`); docstrings may name them as examples."""
+    prefixed = re.compile(rf"\b({'|'.join(map(re.escape, names))})-(?:fp32|fp16|bf16|fp8)\b")
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            named = any(isinstance(s, ast.Constant) and s.value in names for side in sides for s in ast.walk(side))
+            if named and any(_name(part) == "backend" for side in sides for part in ast.walk(side)):
+                found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and prefixed.search(node.value)):
+            found.append(f"{where}:{node.lineno}: {node.value[:60]!r}")
+    return found
+
+
+def test_the_backend_policy_check_finds_a_name_test_and_a_named_variant():
+    source = ('if backend == "torch" and device == "cpu": pass\nx = plan.backend in ("tensorrt",)\n'
+              'DEFAULT = "fp32,fp16,cudnn-fp16,cudnn-fp8"\ny = cls.sizes_cpu_plan\nz = "torch-profiler"\n'
+              'if backend.name == "compile": pass\nif request.backend != "auto": pass\n')
+    assert sorted(line.split(": ", 1)[0] for line in backend_policy(source, "x", registered_backends())) == [
+        "x:1", "x:2", "x:3", "x:6"]
+
+
+def test_no_backend_policy_outside_the_backends_and_their_registry():
+    names, found = registered_backends(), []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            where = str(path.relative_to(ROOT))
+            if not path.stem.endswith("_backend") and where not in BACKEND_OWNERS:
+                found += backend_policy(path.read_text(), where, names)
+    assert found == []
