@@ -21,7 +21,15 @@ from builders.engine.lowering import Program, Step, lower
 from builders.engine.plans import TimingCache
 from builders.engine.probe_kernels import Quantizer, one_line
 from builders.engine.runtime import CudnnEngine
-from builders.engine.tactics import CUDNN, Tactic, chose_fp16, fastest, output_reason, precision_reason
+from builders.engine.tactics import (
+    CUDNN,
+    Tactic,
+    chose_fp16,
+    fastest,
+    output_reason,
+    precision_reason,
+    quantize_reason,
+)
 from builders.models.hooks import forward_once
 from sessions.documents.model import Layer
 from sessions.documents.options import FP8_LAYERS_TIMED
@@ -277,7 +285,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
         reason = precision_reason(fastest(fp8_tactics), fastest(fp16_tactics))
         if reason is not None:
             refused[name], changed = reason, True
-    if changed:
+    if changed or _quantize_pays(backend, program, fp8, fp16, refused, timed):
         return True
     writers = {name: sig for name, sig in sigs.items() if sig.output_fp8 and name not in output_refused}
     unfused = {name: dataclasses.replace(sig, output_fp8=False) for name, sig in writers.items()}
@@ -292,6 +300,31 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
         reason = output_reason(fastest(fused), fastest(apart), quantize.time_us)
         if reason is not None:
             output_refused[name], changed = reason, True
+    return changed
+
+
+def _quantize_pays(backend: BuildContext, program: Program, fp8: dict[str, ConvSignature],
+                   fp16: dict[str, ConvSignature], refused: dict[str, str], timed: Timed) -> bool:
+    """Each quantize layer against what its FP8 readers save, as TensorRT weighs a reformat: where their best FP8
+    tactics together save less than the quantize layer costs (against their best fp16 ones), they run fp16 and the
+    quantize layer goes (`quantize_reason`). Only quantize layers whose readers are all FP8 convolutions timed here;
+    True where a choice changed the program."""
+    changed = False
+    for quantize in (step for step in program.steps if step.kind == "quantize"):
+        readers = [step.name for step in program.steps if quantize.name in step.inputs]
+        if not readers or any(name not in fp8 for name in readers):
+            continue
+        best = [(_tactics(backend, fp8[name]), _tactics(backend, fp16[name])) for name in readers]
+        if not all(fp8_tactics and fp16_tactics for fp8_tactics, fp16_tactics in best):
+            continue
+        cost = Tactic("quantize layer", "fp16", "fp8", _quantize_us(backend, fp8[readers[0]].input_shape),
+                      backend.quantizer().implementation)
+        saved = sum(fastest(fp16_tactics).time_us - fastest(fp8_tactics).time_us for fp8_tactics, fp16_tactics in best)
+        reason = quantize_reason(saved, cost.time_us, len(readers))
+        for name in readers:
+            _record(timed, name, cost)
+            if reason is not None:
+                refused[name], changed = reason, True
     return changed
 
 

@@ -56,6 +56,16 @@ def precision_reason(fp8: Tactic, fp16: Tactic) -> str | None:
             f"({fp8.time_us:.1f} us against {fp16.time_us:.1f} us, {fp16.library} fp16)")
 
 
+def quantize_reason(saved_us: float, quantize_us: float, readers: int) -> str | None:
+    """Why the FP8 layers reading one quantize layer run fp16 (and the quantize layer goes): their best FP8 tactics
+    together save `saved_us` against their best fp16 ones, less than the quantize layer's `quantize_us`; None where
+    they save at least that much. Ties keep FP8, as asked."""
+    if not saved_us < quantize_us:
+        return None
+    return (f"{CHOSEN_FP16}: the {readers} FP8 layer(s) reading its quantized input save {saved_us:.1f} us "
+            f"together, less than the quantize layer's {quantize_us:.1f} us")
+
+
 def output_reason(fused: Tactic, unfused: Tactic, quantize_us: float) -> str | None:
     """Why a conv writes fp16 and leaves the quantize to a layer of its own: its best tactic writing fp16
     (`unfused`) plus that quantize takes less time than its best tactic writing FP8 (`fused`); None where writing FP8

@@ -150,8 +150,9 @@ def test_kept_runs_every_quantized_layer_in_fp8():
 
 
 def test_fp8_output_only_where_it_beats_fp16_plus_a_quantize():
-    # writing FP8 costs 40 us in either precision (the precision choice is a tie), 10 + 2 apart
-    slow_fused = Times(uniform(grouped_fp8_fp8out=40.0, grouped_fp16_fp8out=40.0), 2.0)
+    # writing FP8 costs 40 us in either precision (the precision choice is a tie), 10 + 2 apart; the pointwise conv
+    # saves 5 us in FP8, more than its quantize layer costs, so it keeps reading one
+    slow_fused = Times(uniform(grouped_fp8_fp8out=40.0, grouped_fp16_fp8out=40.0, pointwise_fp8=5.0), 2.0)
     steps, _, outputs, _ = choose(slow_fused)
     assert not steps["grouped"].output_fp8
     assert outputs["grouped"].startswith(CHOSEN_FP16_OUTPUT)
@@ -276,3 +277,19 @@ def test_a_variant_notes_only_the_tactics_that_failed_in_its_own_build():
     notes = library_notes(backend, [], {earlier})  # type: ignore[arg-type]
     assert notes == ["1 tactics of other libraries than cuDNN did not run: this variant's failure"]
     assert library_notes(backend, [], {earlier, own}) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("quantize_us, runs_fp16", [(2.0, True), (1.0, False), (0.5, False)])
+def test_fp8_readers_that_save_less_than_their_quantize_layer_run_fp16(quantize_us, runs_fp16):
+    """The grouped conv writing FP8 takes 40 us, so the pointwise conv reads a quantize layer; in FP8 it saves 1 us
+    (9 against 10): where the quantize layer costs more than that, FP8 does not pay and the pointwise conv runs fp16,
+    the quantize layer gone; at a tie or below FP8 stays."""
+    times = Times(uniform(grouped_fp8_fp8out=40.0, grouped_fp16_fp8out=40.0, pointwise_fp8=9.0), quantize_us)
+    steps, timed, _, _ = choose(times)
+    pointwise = steps["pointwise"]
+    assert (pointwise.precision == "fp16") is runs_fp16
+    assert ("pointwise.input_quantizer" in steps) is not runs_fp16
+    if runs_fp16:
+        assert pointwise.fallback.startswith(CHOSEN_FP16)
+        assert "save 1.0 us together, less than the quantize layer's 2.0 us" in pointwise.fallback
+        assert ("quantize layer", "fp16", "fp8") in timed["pointwise"]
