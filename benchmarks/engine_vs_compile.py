@@ -1,4 +1,5 @@
-"""Per session given: the model and batch, each variant's median with its latency band, and the engine's fp16
+"""Per session given: the model and batch, each variant's median, per-sample CoV, p99 / median and the inferences
+one sample spans, and the engine's fp16
 (`cudnn-fp16`) against torch.compile's (`compile-fp16`) and PyTorch's eager fp16 (`fp16`): the ratio of medians
 (above 1: the engine is faster) and whether the difference lies outside both variants' noise bands
 (`sessions.analyses.noise`, the diff's rule).
@@ -31,7 +32,11 @@ def main(paths: list[str]) -> int:
         measured = {v.name: v for v in session.variants if v.latency is not None and v.latency.median_ms}
         print(f"== {Path(path).name}: {session.study.model} batch {session.study.batch}")
         for name, variant in measured.items():
-            print(f"  {name:<28} median {variant.latency.median_ms:8.3f} ms")
+            latency = variant.latency
+            cov = f"{100 * latency.cov:.2f} %" if latency.cov is not None else "-"
+            p99 = f"{latency.p99_ms / latency.median_ms:.3f}" if latency.p99_ms is not None else "-"
+            print(f"  {name:<28} median {latency.median_ms:8.3f} ms  per-sample CoV {cov}  p99 / median {p99}  "
+                  f"inferences / sample {latency.inferences_per_sample}")
         if ENGINE not in measured:
             print(f"  no {ENGINE} measured")
             continue

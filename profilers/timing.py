@@ -4,8 +4,8 @@ On CUDA each sample is the time between two CUDA events recorded on the inferenc
 back-to-back inferences (CUDA-graph replays where capture worked), divided by their count: device work only, no
 host-device copies, the same static input every time. A sample spans at least `SAMPLE_MIN_MS` of inferences (one
 inference where one lasts that long, at most `MAX_INFERENCES_PER_SAMPLE`): the GPU's own jitter from one inference
-to the next is a few microseconds, a percent of a 0.3 ms model's time, and the mean of a few back-to-back inferences
-narrows it as it does for a long model (the count per variant is stored with its latency). On the CPU the same loop
+to the next is 0.4 % of a 0.3-1.1 ms model's time against 0.1-0.2 % of a 4 ms one's, and the mean of a few
+back-to-back inferences narrows it as it does for a long model (the count per variant is stored with its latency). On the CPU the same loop
 reads a monotonic clock, one forward pass per sample.
 Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temperature spreads
 over all of them instead of favouring whichever ran first. After each switch of variant the first
@@ -26,7 +26,7 @@ from sessions.documents.plan import TimingPlan
 
 Step = Callable[[], None]
 
-SAMPLE_MIN_MS = 1.0  # on a GPU, one sample spans back-to-back inferences lasting at least this long together
+SAMPLE_MIN_MS = 4.0  # on a GPU, one sample spans back-to-back inferences lasting at least this long together
 MAX_INFERENCES_PER_SAMPLE = 16  # ... and at most this many of them
 SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how many one sample spans
 

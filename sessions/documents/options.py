@@ -158,7 +158,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("rounds", ("--rounds",), int, "interleaved timing rounds", commands=(RUN, PROBE),
            command_defaults={PROBE: 5}, machine_defaults={"cuda": 5, "cpu": 3}, low=1, high=100000),
     Option("iters", ("--iters",), int, "timed samples per variant and round (a sample: one inference, or on a GPU "
-           "the mean of a few back-to-back ones lasting a millisecond together)", commands=(RUN, PROBE),
+           "the mean of a few back-to-back ones lasting a few milliseconds together)", commands=(RUN, PROBE),
            command_defaults={PROBE: 20}, machine_defaults={"cuda": 20, "cpu": 5}, low=1, high=10**7),
     Option("warmup_s", ("--warmup",), float, "warm-up per variant (per timed step in the probe)", commands=(RUN, PROBE),
            command_defaults={PROBE: 0.05}, machine_defaults={"cuda": 0.2, "cpu": 0.5}, low=0, high=3600,
