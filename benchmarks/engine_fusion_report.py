@@ -1,5 +1,5 @@
 """Per engine variant of the sessions given: its median latency; the regions offered a fused tactic
-(builders.engine.fused_tactics: squeeze-excitation blocks, pointwise chains) by kind, how many run Inductor's fused
+(builders.engine.fused_tactics: runs of PyTorch ops, squeeze-excitation blocks) by kind, how many run Inductor's fused
 kernels and how many keep the engine's steps, the two tactics' timed microseconds summed over each, the traced time
 of the fused layers, and the variant's notes on fused tactics. Checks that no fused layer's Inductor time was slower
 than its steps' (the choice by timing held).

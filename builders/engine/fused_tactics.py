@@ -1,7 +1,9 @@
-"""Generated fused tactics: a region of several layers (builders.engine.fusion_regions: a squeeze-excitation block, a
-pointwise chain) run by kernels Inductor generates for it (torch.compile, default mode: no CUDA graphs of its own, the
-engine captures its whole forward in one), timed against the engine's own steps for the same region; the faster runs,
-as TensorRT's Myelin and pointwise fusion are tactics its builder times.
+"""Generated fused tactics: a region of the steps the engine runs as PyTorch ops (builders.engine.fusion_regions:
+pointwise chains, normalizations, concatenations, interpolations, fp16 linears and what surrounds them,
+squeeze-excitation blocks with their 1x1 convolutions) run by kernels Inductor generates for it (torch.compile,
+default mode: no CUDA graphs of its own, the engine captures its whole forward in one), timed against the engine's
+own steps for the same region; the faster runs, as TensorRT's Myelin and pointwise fusion are tactics its builder
+times. Values that leave a region in the middle are outputs of its function, written beside the fused step's own.
 
 - The region's subgraph is made functional (`subgraph`): its values from outside and its layers' weights are the
   inputs, so one compiled function serves every region of one signature (ops, constants, shapes, strides, dtypes,
@@ -32,18 +34,18 @@ import torch.fx
 
 from builders.engine.fusion_regions import (
     SQUEEZE_EXCITATION,
+    SUBGRAPH,
     Region,
     find_regions,
     fused_sequence,
     fused_step,
-    region_steps,
 )
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import time_execution
-from builders.engine.lowering import Program, Step, step_nodes
+from builders.engine.lowering import Program, Step
 from builders.engine.plans import TimingCache
 from builders.engine.probe_kernels import one_line
-from builders.engine.region_graph import DTYPE_WORDS, Subgraph, TensorSpec, subgraph
+from builders.engine.region_graph import DTYPE_WORDS, Subgraph, TensorSpec, module_tensors, subgraph
 from builders.engine.tactics import Tactic
 from builders.pytorch.graph_capture import capture_graph
 from sessions.documents.model import Layer
@@ -55,7 +57,8 @@ INDUCTOR, ENGINE_STEPS = "Inductor", "engine steps"  # the two tactics of a regi
 MAX_COMPILED = 16  # distinct region signatures one study compiles at most (senet154: 8 at one batch size)
 CHOSEN_UNFUSED = "engine steps chosen by timing"  # how a layer says its region's fused tactic lost
 TIMED, EARLIER, CACHED = "timed", "timed before in this study", "timing cache"  # where a region's times came from
-KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor"}  # a fused layer's kind; else POINTWISE_KIND
+KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor",  # a fused layer's kind; else POINTWISE_KIND
+         SUBGRAPH: "Ops fused by Inductor"}
 POINTWISE_KIND = "PointWise ops fused by Inductor"
 Runner = Callable[[dict[str, Any]], Any]
 Timer = Callable[[str, Callable[[], object]], float]  # (INDUCTOR or ENGINE_STEPS, one run) -> microseconds
@@ -114,15 +117,21 @@ def _synchronize(tensors: list[torch.Tensor]) -> None:
 
 
 class FusedRunner:
-    """A fused region's step: the compiled function on the region's values from outside and its layers' tensors."""
+    """A fused region's step: the compiled function on the region's values from outside and its layers' tensors.
+    It returns the region's last output (the step's own value) and writes its other outputs into `env` by name, for
+    the steps after it that read them."""
 
-    def __init__(self, function: Callable[..., Any], inputs: tuple[str, ...],
-                 tensors: tuple[torch.Tensor, ...]) -> None:
-        self.function, self.inputs, self.tensors = function, inputs, tensors
+    def __init__(self, function: Callable[..., Any], inputs: tuple[str, ...], tensors: tuple[torch.Tensor, ...],
+                 outputs: tuple[str, ...]) -> None:
+        self.function, self.inputs, self.tensors, self.outputs = function, inputs, tensors, outputs
 
     def __call__(self, env: dict[str, Any]) -> Any:
         with torch.no_grad():  # compiled without autograd: the same guards on every call, captured or not
-            return self.function(*(env[name] for name in self.inputs), *self.tensors)
+            result = self.function(*(env[name] for name in self.inputs), *self.tensors)
+        if len(self.outputs) == 1:
+            return result
+        env.update(zip(self.outputs[:-1], result[:-1], strict=True))
+        return result[-1]
 
 
 @dataclass
@@ -161,10 +170,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     if plan_limit <= 1:
         return None
     steps = engine.program.steps
-    standalone = {step.node for step in steps if step.kind == "torch"}
-    kept = frozenset().union(*(step_nodes(s) for s in steps if s.asked != "fp16" or s.precision != "fp16"))
-    found = [(region, indices) for region in find_regions(traced.nodes, standalone, kept)
-             if (indices := region_steps(region, steps))]
+    found = [(region, list(region.steps)) for region in find_regions(traced.nodes, steps, unpassable(traced))]
     if not found:
         return None
     specs = value_specs(engine, {name for region, _ in found for name in region.inputs})
@@ -191,7 +197,14 @@ def _new_steps(program: Program, replaced: list[tuple[list[int], Decision]]) -> 
 
 def _runner(decision: Decision) -> Runner:
     assert decision.function is not None and decision.sub is not None
-    return FusedRunner(decision.function, decision.sub.inputs, decision.sub.tensors)
+    return FusedRunner(decision.function, decision.sub.inputs, decision.sub.tensors, decision.region.outputs)
+
+
+def unpassable(traced: TracedModel) -> frozenset[str]:
+    """The nodes that call a module whose tensors a region's function cannot pass (`module_tensors`): no region
+    takes them, so they do not keep the ops around them from fusing."""
+    return frozenset(node.name for node in traced.module.graph.nodes if node.op == "call_module"
+                     and isinstance(module_tensors(traced.module.get_submodule(str(node.target))), str))
 
 
 def value_specs(engine: CudnnEngine, names: set[str]) -> dict[str, Any]:

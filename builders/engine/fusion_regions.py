@@ -1,19 +1,24 @@
-"""Regions of a model's graph that one generated fused kernel may run instead of the engine's layers, as TensorRT's
-Myelin and pointwise fusion take them: a squeeze-excitation block and chains of pointwise ops.
+"""Regions of a model's lowered program that one generated fused function may run instead of the engine's steps, as
+TensorRT's Myelin takes what its kernel libraries do not fuse.
 
-Pure analysis over the graph's description (`OpNode`s: ops and data flow, never module names), so every decision is
-testable on the CPU:
+Pure analysis over the graph's description (`OpNode`s: ops and data flow, never module names) and the lowered
+program's steps, so every decision is testable on the CPU:
 
-- a squeeze-excitation block: a global average pool of a value x -> a 1x1 convolution or linear -> an activation -> a
-  1x1 convolution or linear -> sigmoid or hard-sigmoid -> a multiply of x by that gate; views and reshapes may sit
-  between, and every value inside is read by the next op only;
-- a pointwise region: two or more pointwise ops (activations, adds, multiplies, subtractions, divisions,
-  normalizations that were not folded) that run as PyTorch ops of their own, each value read only by the next;
-- a squeeze-excitation block takes the pointwise region its multiply starts (a residual add and activation after it).
+- a step may join a region where it runs as PyTorch ops (every `torch` step, an fp16 linear run by torch: Inductor
+  calls cuBLAS for the matmul and fuses what surrounds it), or is a convolution of a squeeze-excitation block (a
+  global average pool of x -> a 1x1 convolution or linear -> an activation -> a 1x1 convolution or linear -> sigmoid
+  or hard-sigmoid -> the product with x; views between them allowed, each value read by the next op only); never a
+  cuDNN convolution graph or library convolution tactic otherwise, an FP8 GEMM, a quantize, nor a step that runs
+  anything but fp16 as asked (a layer a recipe quantizes keeps the precision chosen for it);
+- a region is a maximal connected set of such steps (linked by the values they read from each other) that one step
+  can run where the last of them stood: no step between its first and its last reads a value it computes (a
+  connected set that breaks this is cut where such a step stands);
+- every value computed in the region and read outside it (or the model's output) is an output of the region;
+- a region is offered where it has two steps or more, or one op whose Inductor kernel may beat ATen's
+  (interpolation, concatenation, normalization, softmax and attention, pooling and reductions, matmuls), and
+  computes something besides views.
 
-`region_steps` says which of the lowered program's steps a region replaces (none where a step computes nodes both
-inside and outside it, or runs anything but fp16 as asked), `fused_step` is the step that runs it, and
-`fused_sequence` puts it in their place.
+`fused_step` is the step that runs a region, and `fused_sequence` puts it in its steps' place.
 """
 
 from __future__ import annotations
@@ -33,78 +38,142 @@ from builders.engine.lowering import (
     without_noops,
 )
 
-SQUEEZE_EXCITATION, POINTWISE = "squeeze-excitation", "pointwise"  # the kinds of region
+SQUEEZE_EXCITATION, POINTWISE, SUBGRAPH = "squeeze-excitation", "pointwise", "subgraph"  # the kinds of region
 GATES = ("sigmoid", "hardsigmoid")  # the squeeze-excitation gate: OpNode.act or fn
 POINTWISE_KINDS = ("act", "add", "norm")
 POINTWISE_ELEMENTWISE = ("mul", "add", "sub", "div", "where")  # OpNode.fn of an `elementwise` node that is pointwise
-MIN_POINTWISE = 2  # a pointwise region fuses this many ops or more
+SINGLE_KINDS = ("concat", "norm", "softmax", "pool", "matmul")  # one op of these kinds is a region of its own
+SINGLE_FNS = ("interpolate", "Upsample", "UpsamplingBilinear2d", "UpsamplingNearest2d")
+VIEWS = ("shuffle", "other", "noop")  # no kernel of their own (a view, a shape read): no region of these only
+MIN_STEPS = 2  # a region of this many steps or more is offered whatever its ops
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Region:
-    """Graph nodes one fused kernel may compute: `nodes` in graph order, `inputs` the values it reads from outside (in
-    the order first read), `output` the one value read outside it."""
+    """Graph nodes one fused function may compute: `nodes` in graph order, `inputs` the values it reads from outside
+    (in the order first read), `outputs` the values read outside it (graph order: the last is the fused step's own
+    node), `steps` the indices of the program's steps it replaces."""
 
     kind: str
     nodes: tuple[str, ...]
     inputs: tuple[str, ...]
-    output: str
+    outputs: tuple[str, ...]
+    steps: tuple[int, ...]
+
+    @property
+    def output(self) -> str:
+        """The value the fused step itself holds (the last output); the others it writes beside it."""
+        return self.outputs[-1]
 
 
-def find_regions(nodes: list[OpNode], standalone: set[str], kept: frozenset[str] = frozenset()) -> list[Region]:
-    """The regions of the graph `nodes` (topological order), in graph order of their outputs. `standalone`: the nodes
-    that run as PyTorch ops of their own in the lowered program (a pointwise op fused into a convolution's epilogue
-    is not one); `kept`: nodes no region may take (those of layers a recipe quantizes: a block holding one is no
-    region, and the pointwise ops after its product still are one)."""
+def find_regions(nodes: list[OpNode], steps: list[Step], kept: frozenset[str] = frozenset()) -> list[Region]:
+    """The regions of the program `steps` lowered from the graph `nodes` (topological order), in the order of their
+    last steps. `kept`: nodes no region may take (a module whose tensors a fused function cannot pass)."""
     nodes = without_noops(nodes)
     by_name = {node.name: node for node in nodes}
     users = users_of(nodes)
     cores = {mul: core for mul, core in se_blocks(nodes).items() if not (core | {mul}) & kept}
-    eligible = ({n.name for n in nodes if n.name in standalone and is_pointwise(n)} - kept) | set(cores)
-    successor = {name: users[name][0] for name in eligible if len(users.get(name, [])) == 1
-                 and users[name][0] in eligible}
+    se_nodes = set(cores).union(*cores.values())
+    computed = [step_nodes(step) for step in steps]
+    joins = {index for index, step in enumerate(steps) if _joins(step, computed[index], se_nodes, kept)}
+    reads = [_reads(step, names, by_name) for step, names in zip(steps, computed, strict=True)]
     order = {node.name: index for index, node in enumerate(nodes)}
-    feeders: dict[str, list[str]] = {}
-    for name, user in successor.items():
-        feeders.setdefault(user, []).append(name)
     regions = []
-    for root in sorted(eligible - set(successor), key=order.__getitem__):
-        tree = _tree(root, feeders)
-        members = set(tree).union(*(cores[name] for name in tree if name in cores))
-        if len(tree) < MIN_POINTWISE and not any(name in cores for name in tree):
-            continue
-        kind = SQUEEZE_EXCITATION if any(name in cores for name in tree) else POINTWISE
-        region = _region(kind, members, root, by_name, users, order)
-        if region is not None:
+    for piece in _pieces(len(steps), computed, reads, joins):
+        region = _region(piece, computed, reads, by_name, users, order, cores)
+        if _offered(region, by_name):
             regions.append(region)
-    return regions
+    return sorted(regions, key=lambda region: region.steps[-1])
+
+
+def _joins(step: Step, computed: set[str], se_nodes: set[str], kept: frozenset[str]) -> bool:
+    """Whether `step` may be in a region: fp16 as asked, none of its nodes kept, and run as PyTorch ops (or a
+    squeeze-excitation block's own convolution)."""
+    if step.asked != "fp16" or step.precision != "fp16" or not computed or computed & kept:
+        return False
+    return step.kind in ("torch", "linear") or (step.kind == "conv" and computed <= se_nodes)
+
+
+def _reads(step: Step, computed: set[str], by_name: Mapping[str, OpNode]) -> set[str]:
+    """The values `step` reads from other steps (its nodes' arguments and its own inputs)."""
+    found = set(step.inputs).union(*(by_name[name].args for name in computed if name in by_name))
+    return found - computed
+
+
+def _pieces(count: int, computed: list[set[str]], reads: list[set[str]],
+            joins: set[int]) -> list[list[int]]:
+    """The steps of `joins` in connected sets, each cut where a step outside it stands between its steps and reads a
+    value it computes (the fused step runs where its last step stood); indices in program order."""
+    producer = {name: index for index, names in enumerate(computed) for name in names}
+    parent = {index: index for index in joins}
+
+    def root(index: int) -> int:
+        while parent[index] != index:
+            parent[index] = parent[parent[index]]
+            index = parent[index]
+        return index
+
+    for index in sorted(joins):
+        for name in reads[index]:
+            if producer.get(name) in joins:
+                parent[root(producer[name])] = root(index)
+    pieces: list[list[int]] = []
+    open_piece: dict[int, list[int]] = {}  # a connected set's root -> its piece now growing
+    values: dict[int, set[str]] = {}  # the values the growing piece computes
+    for index in range(count):
+        if index in joins:
+            group = root(index)
+            if group not in open_piece:
+                open_piece[group], values[group] = [], set()
+                pieces.append(open_piece[group])
+            open_piece[group].append(index)
+            values[group] |= computed[index]
+            continue
+        for group in [g for g, made in values.items() if made & reads[index]]:
+            del open_piece[group], values[group]  # a step between reads the piece: it ends here
+    return [part for piece in pieces for part in _connected(piece, computed, reads)]
+
+
+def _connected(piece: list[int], computed: list[set[str]], reads: list[set[str]]) -> list[list[int]]:
+    """`piece` in its connected parts (each in program order)."""
+    parts: list[tuple[set[str], list[int]]] = []
+    for index in piece:
+        linked = [part for part in parts if part[0] & (reads[index] | computed[index])]
+        merged = (set(computed[index]).union(*(p[0] for p in linked)),
+                  sorted(itertools.chain([index], *(p[1] for p in linked))))
+        parts = [part for part in parts if all(part is not p for p in linked)] + [merged]
+    return sorted((part[1] for part in parts), key=lambda indices: indices[0])
+
+
+def _region(piece: list[int], computed: list[set[str]], reads: list[set[str]], by_name: Mapping[str, OpNode],
+            users: Mapping[str, list[str]], order: Mapping[str, int], cores: Mapping[str, set[str]]) -> Region:
+    members = set().union(*(computed[index] for index in piece))
+    ordered = sorted(members, key=lambda name: order.get(name, len(order)))
+    inputs = tuple(dict.fromkeys(arg for name in ordered for arg in by_name[name].args if arg not in members))
+    outputs = tuple(name for name in ordered if set(users.get(name, [])) - members)
+    if any(mul in members and core <= members for mul, core in cores.items()):
+        kind = SQUEEZE_EXCITATION
+    elif all(is_pointwise(by_name[name]) for name in members):
+        kind = POINTWISE
+    else:
+        kind = SUBGRAPH
+    return Region(kind, tuple(ordered), inputs, outputs or (ordered[-1],), tuple(piece))
+
+
+def _offered(region: Region, by_name: Mapping[str, OpNode]) -> bool:
+    """Whether `region` is worth a fused tactic: two steps or more, or one op `SINGLE_KINDS` or `SINGLE_FNS` name;
+    and not views only."""
+    ops = [by_name[name] for name in region.nodes]
+    if all(op.kind in VIEWS for op in ops):
+        return False
+    return len(region.steps) >= MIN_STEPS or any(op.kind in SINGLE_KINDS or op.fn in SINGLE_FNS for op in ops)
 
 
 def is_pointwise(node: OpNode) -> bool:
     """Whether `node` computes each output element from the same element of its inputs (or, for a normalization, a
     row of them): an activation, an add, a pointwise elementwise op, a normalization."""
     return node.kind in POINTWISE_KINDS or (node.kind == "elementwise" and node.fn in POINTWISE_ELEMENTWISE)
-
-
-def _tree(root: str, feeders: Mapping[str, list[str]]) -> list[str]:
-    """`root` and every node whose chain of only readers leads to it (`feeders`: the nodes read only by a node)."""
-    found, stack = [root], [root]
-    while stack:
-        more = feeders.get(stack.pop(), [])
-        found += more
-        stack += more
-    return found
-
-
-def _region(kind: str, members: set[str], output: str, by_name: Mapping[str, OpNode],
-            users: Mapping[str, list[str]], order: Mapping[str, int]) -> Region | None:
-    """The region of `members`, or None where a value other than `output` is read outside it."""
-    if any(set(users.get(name, [])) - members for name in members if name != output):
-        return None
-    ordered = sorted(members, key=order.__getitem__)
-    inputs = tuple(dict.fromkeys(arg for name in ordered for arg in by_name[name].args if arg not in members))
-    return Region(kind, tuple(ordered), inputs, output)
 
 
 def se_blocks(nodes: list[OpNode]) -> dict[str, set[str]]:
@@ -158,28 +227,9 @@ def _read_in_turn(chain: list[str], users: Mapping[str, list[str]]) -> bool:
     return all(users.get(name) == [after] for name, after in itertools.pairwise(chain))
 
 
-def region_steps(region: Region, steps: list[Step]) -> list[int] | None:
-    """The indices of the steps that compute `region` and nothing else, or None where it cannot replace them: a step
-    computes nodes inside and outside it, a step inside it runs anything but fp16 as asked (a layer the recipe
-    quantizes keeps the precision chosen for it), or its nodes are not all computed by steps."""
-    members = set(region.nodes)
-    found: list[int] = []
-    covered: set[str] = set()
-    for index, step in enumerate(steps):
-        computed = step_nodes(step)
-        inside = computed & members
-        if not inside:
-            continue
-        if inside != computed or step.asked != "fp16" or step.precision != "fp16":
-            return None
-        found.append(index)
-        covered |= computed
-    return found if covered == members else None
-
-
 def fused_step(region: Region, steps: list[Step]) -> Step:
-    """The step that runs `region` in place of `steps` (those `region_steps` named): named as TensorRT names a fused
-    layer, its steps' names joined with ' + '."""
+    """The step that runs `region` in place of `steps` (its `steps`): named as TensorRT names a fused layer, its steps'
+    names joined with ' + '; it holds the region's last output, and writes the others beside it (`FusedRunner`)."""
     return Step(" + ".join(step.name for step in steps), "fused", region.output, region.inputs, "fp16", "elementwise",
                 fused=region.nodes, source=region.output)
 

@@ -1,6 +1,7 @@
 """A fusion region (builders.engine.fusion_regions) as one function of tensors, for Inductor to compile once per
 signature: its values from outside, then its layers' weights, are the function's inputs, so regions of one shape
-share the compiled code whatever their weights. A module with weights is called as its functional form (a convolution
+share the compiled code whatever their weights; it returns the region's output, or a tuple of its outputs where
+several values leave it. A module with weights is called as its functional form (a convolution
 as `F.conv2d` of its weight and bias, a normalization as `F.batch_norm` of its statistics); a module without tensors
 (an activation) is called as it is; functions and methods are copied as traced. Constants the engine's forward made
 (a shape read as a value) are written into the function."""
@@ -102,7 +103,8 @@ def subgraph(traced: TracedModel, region: Region, specs: Mapping[str, Any]) -> S
             values[name] = _call_module(graph, root, modules[name], args, kwargs, weights[name])
         else:
             values[name] = graph.create_node(node.op, node.target, args, kwargs)
-    graph.output(values[region.output])
+    outputs = [values[name] for name in region.outputs]
+    graph.output(outputs[0] if len(outputs) == 1 else tuple(outputs))  # several: a tuple, in `outputs`' order
     module = torch.fx.GraphModule(root, graph)
     return Subgraph(module, tuple(inputs), tuple(tensors), _signature(region, module, [specs[n] for n in inputs],
                                                                       tensors))
