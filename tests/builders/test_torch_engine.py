@@ -24,7 +24,7 @@ def _graphed_engine() -> tuple[TorchEngine, torch.nn.Module, list[int]]:
     with torch.no_grad():
         engine._graph_output = module(engine.static_input).clone()
     engine._step = TimingStep(replay, True)
-    engine.gpu = True  # told it runs on a GPU (what its device object answers on CUDA)
+    engine.device = "cuda"
     return engine, module, replays
 
 
