@@ -8,8 +8,8 @@ The CUPTI tracer must be prepared before torch or TensorRT loads (NVTX binds its
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from builders.backend import Backend, auto_backends, backend_class
@@ -32,6 +32,8 @@ class RunPlan:
     backend: type[Backend]
     tracer: Tracer
     notes: tuple[str, ...] = ()
+    # the classes of the backends that variants name as their own (`cudnn-fp16`), by name, looked up once
+    variant_backends: Mapping[str, type[Backend]] = field(default_factory=dict)
 
 
 class Prepared:
@@ -159,7 +161,7 @@ def resolve(request: StudyRequest) -> RunPlan:
 
         plan, cpu_notes = fit_cpu_plan(plan, request)
         notes += cpu_notes
-    return RunPlan(plan, runs.backend, runs.tracer, tuple(notes))
+    return replace(runs, plan=plan, notes=tuple(notes))
 
 
 def checked(plan: StudyPlan) -> RunPlan:
@@ -175,14 +177,15 @@ def checked(plan: StudyPlan) -> RunPlan:
 def ready(plan: StudyPlan, backend: type[Backend], prepared: Prepared) -> RunPlan:
     """The run plan, or one line on why `plan` cannot run here: every variant's backend builds it here, the plan's
     backend runs on its device, and its tracer runs there, sees the backend's layer ranges and is prepared."""
+    own = {name: backend_class(name) for name in dict.fromkeys(v.backend for v in plan.variants if v.backend)}
     for variant in plan.variants:  # a variant that names its own backend: one that backend builds so
-        problem = backend_class(variant.backend).variant_problem(variant) if variant.backend else None
+        problem = own[variant.backend].variant_problem(variant) if variant.backend else None
         if problem:
             raise InputError(problem)
-    for name in dict.fromkeys([v.backend for v in plan.variants if v.backend]):  # variants with their own backend
-        own = backend_class(name)
-        problem = own.unavailable(plan.device) or (
-            None if plan.device in own.capabilities.devices else f"the {name} backend does not run on {plan.device}")
+    for name, cls in own.items():  # the backends variants name: each runs here
+        problem = cls.unavailable(plan.device) or (
+
+            None if plan.device in cls.capabilities.devices else f"the {name} backend does not run on {plan.device}")
         if problem:
             raise MissingEnvironment(problem)
     if plan.device not in backend.capabilities.devices:
@@ -200,4 +203,4 @@ def ready(plan: StudyPlan, backend: type[Backend], prepared: Prepared) -> RunPla
     problem = prepared(tracer)
     if problem:
         raise MissingEnvironment(problem)
-    return RunPlan(plan, backend, tracer)
+    return RunPlan(plan, backend, tracer, variant_backends=own)

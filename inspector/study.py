@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from builders.backend import Backend, BackendContext, Engine, TimingStep, backend_class
+from builders.backend import Backend, BackendContext, Engine, TimingStep
 from builders.study_inputs import StudyInputs
 from inspector.request import StudyRequest
 from inspector.resolve import RunPlan, checked, resolve
@@ -123,7 +123,7 @@ def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.da
     except Exception as exc:  # noqa: BLE001  (the variants are still built and timed, without quality figures)
         reference, no_reference = None, f"quality not measured: the fp32 reference failed: {one_line(exc)}"
         report(Progress("setup", no_reference))
-    engines, profiled = build_variants(plan, backend, tracer, inputs, (reference, no_reference), recorder)
+    engines, profiled = build_variants(run, backend, inputs, (reference, no_reference), recorder)
     if engines:
         time_variants(session, engines, plan, recorder,
                       lambda graphed: timing_method(plan, backend, tracer, profiled, graphed))
@@ -142,15 +142,16 @@ def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:
     return np.concatenate([np.asarray(output) for output in outputs])
 
 
-def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: StudyInputs, reference: tuple[Any, str],
+def build_variants(run: RunPlan, backend: Backend, inputs: StudyInputs, reference: tuple[Any, str],
                    recorder: Recorder) -> tuple[dict[str, Engine], bool]:
-    """Each variant built, its quality measured and its kernels traced; the engines of those that built, and whether
-    the backend's own profiler gave any of them per-layer times.
+    """Each variant of `run` built (by `backend`, or by the backend it names), its quality measured and its kernels
+    traced; the engines of those that built, and whether the backend's own profiler gave any of them per-layer times.
 
     `reference`: the fp32 outputs on the quality images (None where there are none) and the note that says why
     not. A variant whose build fails for any reason (an assertion in a library, out of memory) is kept as failed
     with one line of reason, and the study goes on; one whose quality or trace fails keeps a note.
     """
+    plan, tracer = run.plan, run.tracer
     engines: dict[str, Engine] = {}
     profiled = False  # whether any variant got the backend's own per-layer times
     baselines: dict[str, Any] = {}
@@ -160,7 +161,7 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
         for index, variant_plan in enumerate(plan.variants):
             recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
             try:
-                builder = _variant_backend(variant_plan, own, plan, inputs)
+                builder = _variant_backend(variant_plan, own, run, inputs)
                 memory = device_memory(plan.device, builder.capabilities.torch_memory)
                 if memory is not None:
                     memory.mark()
@@ -194,12 +195,12 @@ def build_variants(plan: StudyPlan, backend: Backend, tracer: Tracer, inputs: St
     return engines, profiled
 
 
-def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], plan: StudyPlan,
+def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], run: RunPlan,
                      inputs: StudyInputs) -> Backend:
     """The backend that builds `variant_plan`: its own where it names one (made once), else the plan's."""
-    name = variant_plan.backend or plan.backend
+    name = variant_plan.backend or run.plan.backend
     if name not in own:
-        own[name] = backend_class(name)(BackendContext(plan, inputs.model, inputs.static_input))
+        own[name] = run.variant_backends[name](BackendContext(run.plan, inputs.model, inputs.static_input))
     return own[name]
 
 

@@ -12,6 +12,7 @@ from inspector import resolve, study
 from inspector.request import StudyRequest
 from sessions.documents import storage
 from tests.inspector.test_study_fake import fake_plan
+from tests.inspector.test_variant_backends import side_plan
 
 
 @pytest.fixture
@@ -33,7 +34,6 @@ def counted(monkeypatch) -> collections.Counter:
         return validate(plan)
 
     monkeypatch.setattr(resolve, "backend_class", counted_lookup)
-    monkeypatch.setattr(study, "backend_class", counted_lookup)
     monkeypatch.setattr(tests.fake_backend.FakeTracer, "prepare", counted_prepare)
     monkeypatch.setattr(resolve, "validate_plan", counted_validate)
     return calls
@@ -51,6 +51,12 @@ def test_a_plan_made_elsewhere_is_validated_and_checked_once(tmp_path, counted):
     _, path = study.run_study(fake_plan(tmp_path), ["trt-inspect", "rerun"], lambda progress: None)
     assert dict(counted) == {"validate": 1, "backend fake": 1, "prepare fake": 1}
     assert storage.load(path).study.plan == fake_plan(tmp_path)
+
+
+def test_a_backend_a_variant_names_is_looked_up_once_and_builds_it(tmp_path, counted):
+    _, path = study.run_study(side_plan(tmp_path, "fp16,fake-side-fp16"), [], lambda progress: None)
+    assert counted["backend fake-side"] == 1 and counted["backend fake"] == 1
+    assert [v.backend for v in storage.load(path).variants] == ["fake", "fake-side"]
 
 
 def test_the_run_plan_holds_what_the_study_runs(tmp_path):
