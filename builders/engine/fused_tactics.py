@@ -7,8 +7,10 @@ times. Values that leave a region in the middle are outputs of its function, wri
 
 - The region's subgraph is made functional (`subgraph`): its values from outside and its layers' weights are the
   inputs, so one compiled function serves every region of one signature (ops, constants, shapes, strides, dtypes,
-  torch's version), compiled once per study and at most MAX_COMPILED signatures a study (regions past the bound keep
-  the engine's steps, and the variant says so).
+  torch's version), compiled once per study, the signatures that cover the most steps first, while the study's
+  compiles have taken less than COMPILE_BUDGET_S seconds (a compile under way finishes; the regions left keep the
+  engine's steps, and the variant's notes say how many and why). Inductor's caches on disk make a later study's
+  compile of the same signature short.
 - Both candidates run on the same scratch tensors (the shapes and strides one eager forward of the engine made), each
   captured in a CUDA graph as the engine runs it, the replays timed by `kernels.time_execution` (`time_captured`).
 - The two times are kept in the engine's timing cache (an entry of its own, `plans.FUSED_PREFIX`), so a later build
@@ -54,7 +56,8 @@ if TYPE_CHECKING:
     from builders.engine.runtime import CudnnEngine
 
 INDUCTOR, ENGINE_STEPS = "Inductor", "engine steps"  # the two tactics of a region
-MAX_COMPILED = 16  # distinct region signatures one study compiles at most (senet154: 8 at one batch size)
+COMPILE_BUDGET_S = 60.0  # seconds of compiling after which a study compiles no new signature
+NOT_COMPILED = "not compiled: the study's compile budget was spent"  # why a region past the budget keeps its steps
 CHOSEN_UNFUSED = "engine steps chosen by timing"  # how a layer says its region's fused tactic lost
 TIMED, EARLIER, CACHED = "timed", "timed before in this study", "timing cache"  # where a region's times came from
 KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor",  # a fused layer's kind; else POINTWISE_KIND
@@ -83,21 +86,22 @@ def time_captured(_library: str, run: Callable[[], object]) -> float:
 @dataclass
 class FusedTactics:
     """What a study's builds share: each signature's compiled function (or why it has none) and its two times
-    timed in this study, the seconds compiling took; and how builds time and compile (stand-ins on the CPU)."""
+    timed in this study, the seconds compiling took against the budget; and how builds time and compile (stand-ins
+    on the CPU)."""
 
     compiled: dict[str, Callable[..., Any] | str] = field(default_factory=dict)
     times: dict[str, tuple[float, float]] = field(default_factory=dict)
     compile_s: float = 0.0
-    limit: int = MAX_COMPILED
+    budget_s: float = COMPILE_BUDGET_S
     timer: Timer = time_captured
     compiler: Compiler = compile_inductor
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor]) -> Callable[..., Any] | str:
         """`sub`'s compiled function, compiled here (and called once on `scratch`, where Inductor compiles) where
-        this study has not yet; or why there is none (it failed, or the study compiled MAX_COMPILED already)."""
+        this study has not yet; or why there is none (it failed, or the study's compiles took `budget_s` already)."""
         if sub.signature not in self.compiled:
-            if sum(not isinstance(f, str) for f in self.compiled.values()) >= self.limit:
-                return f"not compiled: this study compiled {self.limit} region signatures already, the most it does"
+            if self.compile_s >= self.budget_s:
+                return f"{NOT_COMPILED} ({self.compile_s:.1f} s of {self.budget_s:.0f} s)"
             started = time.perf_counter()
             try:
                 function = self.compiler(sub.module)
@@ -145,6 +149,7 @@ class Decision:
     fused: Tactic | None = None
     unfused: Tactic | None = None
     source: str = TIMED  # where the two times came from: TIMED, EARLIER or CACHED
+    held: tuple[float, float] | None = None  # the two times (fused, steps) in microseconds, once known
     function: Callable[..., Any] | None = None
     sub: Subgraph | None = None
 
@@ -174,7 +179,10 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     if not found:
         return None
     specs = value_specs(engine, {name for region, _ in found for name in region.inputs})
-    decisions = [decide(tactics, cache, traced, engine, region, indices, specs) for region, indices in found]
+    decisions = [prepare(tactics, cache, traced, region, indices, specs) for region, indices in found]
+    compile_needed(tactics, decisions, specs)
+    for decision in decisions:
+        choose(tactics, cache, engine, decision, specs)
     replaced = [(d.indices, d) for d in decisions if d.runs_fused]
     program = Program(fused_sequence(steps, [(i, fused_step(d.region, [steps[k] for k in i])) for i, d in replaced]),
                       engine.program.output, engine.program.input)
@@ -220,45 +228,81 @@ def value_specs(engine: CudnnEngine, names: set[str]) -> dict[str, Any]:
     return specs
 
 
-def decide(tactics: FusedTactics, cache: TimingCache | None, traced: TracedModel, engine: CudnnEngine,
-           region: Region, indices: list[int], specs: Mapping[str, Any]) -> Decision:
-    """`region`'s fused tactic against the engine's steps `indices`: its times from this study or the timing cache,
-    else timed now (and kept in both); compiled only where it must be timed or runs."""
+def prepare(tactics: FusedTactics, cache: TimingCache | None, traced: TracedModel, region: Region,
+            indices: list[int], specs: Mapping[str, Any]) -> Decision:
+    """`region`'s decision before anything compiles: its function (or why it has none) and its two times where this
+    study or the timing cache holds them."""
     decision = Decision(region, indices)
     sub = subgraph(traced, region, specs)
     if isinstance(sub, str):
         decision.why = sub
         return decision
     decision.sub = sub
-    scratch = [specs[name].scratch() for name in sub.inputs]
-    held, decision.source = tactics.times.get(sub.signature), EARLIER
-    if held is None and cache is not None:
-        held, decision.source = cache.fused_times(sub.signature), CACHED
-    if held is None:
+    decision.held, decision.source = tactics.times.get(sub.signature), EARLIER
+    if decision.held is None and cache is not None:
+        decision.held, decision.source = cache.fused_times(sub.signature), CACHED
+    if decision.held is None:
         decision.source = TIMED
-        function = tactics.function(sub, scratch)
+    return decision
+
+
+def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapping[str, Any]) -> None:
+    """Compiles each signature that must be timed or runs (its held times say the fused tactic won), those covering
+    the most steps first, within the study's compile budget."""
+    weight: dict[str, int] = {}
+    first: dict[str, Decision] = {}
+    for decision in decisions:
+        if decision.sub is None or not (decision.held is None or _fused_wins(decision.held)):
+            continue
+        signature = decision.sub.signature
+        weight[signature] = weight.get(signature, 0) + len(decision.indices)
+        first.setdefault(signature, decision)
+    for signature in sorted(weight, key=lambda key: -weight[key]):
+        sub = first[signature].sub
+        assert sub is not None
+        tactics.function(sub, _scratch(sub, specs))
+
+
+def _scratch(sub: Subgraph, specs: Mapping[str, Any]) -> list[torch.Tensor]:
+    return [specs[name].scratch() for name in sub.inputs]
+
+
+def _fused_wins(held: tuple[float, float]) -> bool:
+    return held[0] < held[1]
+
+
+def choose(tactics: FusedTactics, cache: TimingCache | None, engine: CudnnEngine, decision: Decision,
+           specs: Mapping[str, Any]) -> None:
+    """`decision`'s two times (held, or timed now on scratch tensors and kept in the study and the cache) and the
+    tactic that runs: the fused function where it timed faster and was compiled."""
+    sub = decision.sub
+    if sub is None:
+        return
+    function = tactics.compiled.get(sub.signature, NOT_COMPILED)
+    if decision.held is None and sub.signature in tactics.times:  # a region of this signature was timed just now
+        decision.held, decision.source = tactics.times[sub.signature], EARLIER
+    if decision.held is None:
         if isinstance(function, str):
             decision.why = function
-            return decision
-        constants = {name: specs[name] for name in region.inputs if name not in sub.inputs}
+            return
+        constants = {name: specs[name] for name in decision.region.inputs if name not in sub.inputs}
         try:
-            held = _time_both(tactics.timer, function, sub, scratch, engine, indices, constants)
+            decision.held = _time_both(tactics.timer, function, sub, _scratch(sub, specs), engine, decision.indices,
+                                       constants)
         except Exception as exc:  # noqa: BLE001  (a candidate that does not run or capture is not chosen)
             decision.why = f"not timed: {one_line(exc, 200)}"
-            return decision
-        tactics.times[sub.signature] = held
+            return
+        tactics.times[sub.signature] = decision.held
         if cache is not None:
-            cache.put_fused(sub.signature, *held)
+            cache.put_fused(sub.signature, *decision.held)
     word = DTYPE_WORDS.get(specs[sub.inputs[0]].dtype, "fp16") if sub.inputs else "fp16"
-    decision.fused = Tactic(INDUCTOR, word, word, held[0], sub.signature)
-    decision.unfused = Tactic(ENGINE_STEPS, word, word, held[1])
+    decision.fused = Tactic(INDUCTOR, word, word, decision.held[0], sub.signature)
+    decision.unfused = Tactic(ENGINE_STEPS, word, word, decision.held[1])
     if fusion_reason(decision.fused, decision.unfused) is None:
-        function = tactics.function(sub, scratch)
         if isinstance(function, str):
             decision.why = function
         else:
             decision.function = function
-    return decision
 
 
 def _time_both(timer: Timer, function: Callable[..., Any], sub: Subgraph, scratch: list[torch.Tensor],
@@ -323,7 +367,8 @@ def fused_layer(decision: Decision, layers: list[Layer]) -> Layer:
 
 def notes(tactics: FusedTactics, decisions: list[Decision]) -> list[str]:
     """The variant's notes on fused tactics: regions by kind and how many run fused, where the times came from, what
-    compiling cost this study so far, and why regions were offered none (the first reason)."""
+    compiling cost this study so far against its budget, the regions the budget left to the engine's steps (how many,
+    how many steps), and why other regions were offered none (the first reason)."""
     offered = [d for d in decisions if d.fused is not None]
     lines = []
     if offered:
@@ -335,11 +380,16 @@ def notes(tactics: FusedTactics, decisions: list[Decision]) -> list[str]:
                      f"regions: {sum(d.runs_fused for d in offered)} run fused, "
                      f"{sum(not d.runs_fused for d in offered)} the engine's steps (times: {sources}); "
                      f"{sum(not isinstance(f, str) for f in tactics.compiled.values())} signatures compiled in "
-                     f"{tactics.compile_s:.1f} s so far this study (at most {tactics.limit})")
-    unoffered = [d for d in decisions if d.fused is None]
+                     f"{tactics.compile_s:.1f} s so far this study (budget {tactics.budget_s:.0f} s)")
+    unfused = [d for d in decisions if not d.runs_fused and (d.why or "").startswith(NOT_COMPILED)]
+    if unfused:
+        lines.append(f"{len(unfused)} regions ({sum(len(d.indices) for d in unfused)} steps) keep the engine's steps: "
+                     f"{unfused[0].why}")
+    left = {id(d) for d in unfused}
+    unoffered = [d for d in decisions if d.fused is None and id(d) not in left]
     if unoffered:
         lines.append(f"{len(unoffered)} regions were offered no fused tactic: {unoffered[0].why}")
-    failed = [d for d in offered if not d.runs_fused and d.why]
+    failed = [d for d in offered if not d.runs_fused and d.why and id(d) not in left]
     if failed:
         lines.append(f"{len(failed)} regions whose fused tactic timed faster keep the engine's steps: {failed[0].why}")
     return lines

@@ -7,7 +7,9 @@ entry and the bound on compiles. The engine's steps run through the CPU stand-in
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+import time
 from collections.abc import Callable
 
 import pytest
@@ -378,18 +380,48 @@ def counting(calls: list[str]) -> Callable[[torch.fx.GraphModule], Callable[...,
     return compiler
 
 
-def test_regions_of_one_signature_compile_once_and_the_bound_is_kept():
+class Widths(torch.nn.Module):
+    """Twenty convolutions of growing widths, each followed by tanh and relu: twenty pointwise regions, each of its
+    own signature."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        widths = [16, *range(17, 37)]
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(a, b, 1) for a, b in itertools.pairwise(widths))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv in self.convs:
+            x = torch.relu(torch.tanh(conv(x)))
+        return x
+
+
+def test_regions_of_one_signature_compile_once_and_every_signature_compiles_within_the_budget():
     calls: list[str] = []
     engine, fused = fused_engine(Block(Recalibrate, blocks=3), FusedTactics(timer=stand_in_times(1.0, 5.0, calls),
                                                                             compiler=counting(calls)))
     assert fused is not None and calls.count("compile") == 1 and calls.count(INDUCTOR) == 1  # three blocks alike
     assert len([s for s in engine.program.steps if s.kind == "fused"]) == 3
     calls.clear()
-    engine, fused = fused_engine(Mixed(), FusedTactics(timer=stand_in_times(1.0, 5.0, calls),
-                                                       compiler=counting(calls), limit=1))
+    engine, fused = fused_engine(Widths(), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counting(calls)))
+    assert calls.count("compile") == 20 and len([s for s in engine.program.steps if s.kind == "fused"]) == 20
+
+
+def test_past_the_compile_budget_no_signature_compiles_the_largest_first_and_the_notes_say_what_was_left():
+    calls: list[str] = []
+
+    def slow(module: torch.fx.GraphModule) -> Callable[..., object]:
+        calls.append("compile")
+        time.sleep(0.05)
+        return module
+
+    engine, fused = fused_engine(Mixed(), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=slow, budget_s=0.01))
     assert fused is not None and calls.count("compile") == 1
-    assert [s.name.split(" + ")[0] for s in engine.program.steps if s.kind == "fused"] == ["first.gates.0.mean"]
-    assert any("not compiled: this study compiled 1 region signatures already" in note for note in fused.notes)
+    unfused, traced = engine_of(Mixed())
+    regions = find_regions(traced.nodes, unfused.program.steps)
+    largest = max(regions, key=lambda r: len(r.steps))
+    assert [s.fused for s in engine.program.steps if s.kind == "fused"] == [largest.nodes]
+    left = len(regions) - 1
+    assert any(note.startswith(f"{left} regions (") and "compile budget was spent" in note for note in fused.notes)
 
 
 def test_the_timing_cache_keeps_the_choice_so_a_second_build_times_nothing(tmp_path):
