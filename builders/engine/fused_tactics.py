@@ -11,6 +11,8 @@ times. Values that leave a region in the middle are outputs of its function, wri
   compiles have taken less than COMPILE_BUDGET_S seconds (a compile under way finishes; the regions left keep the
   engine's steps, and the variant's notes say how many and why). Inductor's caches on disk make a later study's
   compile of the same signature short.
+- Every signature a build needs compiles first; then Inductor's compile workers are shut down
+  (`end_compile_workers`), so none is alive while the regions, and later the study's rows, are timed.
 - Both candidates run on the same scratch tensors (the shapes and strides one eager forward of the engine made), each
   captured in a CUDA graph as the engine runs it, the replays timed by `kernels.time_execution` (`time_captured`).
 - The two times are kept in the engine's timing cache (an entry of its own, `plans.FUSED_PREFIX`), so a later build
@@ -74,6 +76,15 @@ def compile_inductor(module: torch.fx.GraphModule) -> Callable[..., Any]:
     return torch.compile(module, dynamic=False, fullgraph=True)
 
 
+def end_compile_workers() -> None:
+    """Shuts Inductor's compile worker processes down (`torch._inductor.async_compile.shutdown_compile_workers`), as
+    the plan compiler's workers are ended before timing (`PlanCompiler.close`): none is alive while the regions and
+    then the study's rows are timed; a later compile starts them again."""
+    from torch._inductor.async_compile import shutdown_compile_workers
+
+    shutdown_compile_workers()
+
+
 def time_captured(_library: str, run: Callable[[], object]) -> float:
     """Microseconds per call of `run` as the engine runs it: captured in a CUDA graph (after a warm-up call on a side
     stream), its replays timed by `time_execution`. RuntimeError where it does not capture."""
@@ -95,6 +106,7 @@ class FusedTactics:
     budget_s: float = COMPILE_BUDGET_S
     timer: Timer = time_captured
     compiler: Compiler = compile_inductor
+    shutdown: Callable[[], None] = end_compile_workers
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor]) -> Callable[..., Any] | str:
         """`sub`'s compiled function, compiled here (and called once on `scratch`, where Inductor compiles) where
@@ -181,6 +193,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     specs = value_specs(engine, {name for region, _ in found for name in region.inputs})
     decisions = [prepare(tactics, cache, traced, region, indices, specs) for region, indices in found]
     compile_needed(tactics, decisions, specs)
+    tactics.shutdown()  # Inductor's compile workers end before anything is timed: nothing compiles after this
     for decision in decisions:
         choose(tactics, cache, engine, decision, specs)
     replaced = [(d.indices, d) for d in decisions if d.runs_fused]

@@ -424,6 +424,23 @@ def test_past_the_compile_budget_no_signature_compiles_the_largest_first_and_the
     assert any(note.startswith(f"{left} regions (") and "compile budget was spent" in note for note in fused.notes)
 
 
+def test_inductors_compile_workers_are_shut_down_after_the_compiles_and_before_any_timing():
+    calls: list[str] = []
+    fused_engine(Mixed(), FusedTactics(timer=stand_in_times(1.0, 5.0, calls), compiler=counting(calls),
+                                       shutdown=lambda: calls.append("shutdown")))
+    assert calls.count("shutdown") == 1 and calls.count("compile") >= 2
+    last_compile = max(index for index, call in enumerate(calls) if call == "compile")
+    assert calls.index("shutdown") == last_compile + 1 < calls.index(INDUCTOR)
+
+
+def test_the_default_shutdown_is_inductors_own(monkeypatch):
+    async_compile = pytest.importorskip("torch._inductor.async_compile")
+    calls: list[str] = []
+    monkeypatch.setattr(async_compile, "shutdown_compile_workers", lambda: calls.append("shutdown"))
+    FusedTactics().shutdown()
+    assert calls == ["shutdown"]
+
+
 def test_the_timing_cache_keeps_the_choice_so_a_second_build_times_nothing(tmp_path):
     path = tmp_path / "timing.json"
     calls: list[str] = []
