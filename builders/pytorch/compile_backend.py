@@ -1,8 +1,8 @@
 """The torch.compile backend: what a PyTorch user would pick instead of TensorRT.
 
-Each base-precision variant's module is compiled by Inductor (fused Triton kernels on CUDA, C++ on the
-CPU) when it is built, then timed like every PyTorch engine: replays of one CUDA graph on CUDA, eager
-calls on the CPU. Opt-in (`--backend compile`), never in the default study.
+Each base-precision variant's module (BatchNorm folded, as in every variant of a study) is compiled by Inductor
+(fused Triton kernels on CUDA, C++ on the CPU) when it is built, then timed like every PyTorch engine: replays of
+one CUDA graph on CUDA, eager calls on the CPU. Opt-in (`--backend compile`), never in the default study.
 
 Inductor fuses across module boundaries, so its kernels belong to no module of the model: the engine
 is one layer, the compiled graph, and every kernel is attributed to it. FP8 is refused: ModelOpt's
@@ -54,14 +54,15 @@ class CompileBackend(TorchBackend):
             raise InputError("the compile backend builds fp32, fp16 and bf16 variants; FP8 runs on the torch "
                              "(simulated) and cudnn (real kernels) backends")
         start = time.perf_counter()
-        built = variant_module(self._reference, variant, calibration, torch.float32)
+        source, folded = self._source  # BatchNorm folded, as in every variant of the study
+        built = variant_module(source, variant, calibration, torch.float32)
         compiled = torch.compile(built.module, dynamic=False)
         engine = CompiledEngine(compiled, self.device, built.dtype, self.static_input)
         engine.run_once()  # Inductor compiles on the first call: part of the build, as an engine build is
         study_device(self.device).synchronize()
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
-            build_s=time.perf_counter() - start, artifact_bytes=state_bytes(built.module),
+            build_s=time.perf_counter() - start, artifact_bytes=state_bytes(built.module), batchnorm_folded=folded,
             notes=[(f"compiled by torch.compile (Inductor, torch {torch.__version__}); kernels attributed to the "
                    "whole graph, since Inductor fuses across modules")],
         )

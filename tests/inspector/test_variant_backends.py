@@ -84,6 +84,8 @@ def test_a_cpu_study_times_pytorch_and_torch_compile_side_by_side_and_reads_back
     raw = json.loads(out.read_text())
     assert [(v["name"], v["backend"], v["status"]) for v in raw["variants"]] == [
         ("fp32", "torch", "ok"), ("compile-fp32", "compile", "ok")]
+    folded = [v["batchnorm_folded"] for v in raw["variants"]]  # the same graph: resnet18's 20 BatchNorms folded
+    assert folded == [20, 20]
     medians = {v["name"]: statistics.median(v["latency"]["samples_ms"]) for v in raw["variants"]}
     speedup = f"{medians['fp32'] / medians['compile-fp32']:.2f}x"
     shown = run_cli_process("show", str(out), env=env)
