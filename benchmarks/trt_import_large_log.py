@@ -1,12 +1,16 @@
 """`import DIR` of a folder holding one trtexec log of 100,000 layers (issue 41, L2): wall and CPU seconds and peak
 memory of the command, in a child process of the checkout given.
 
-    python benchmarks/trt_import_large_log.py [--checkout PATH] [--layers N]
+    python benchmarks/trt_import_large_log.py [--checkout PATH] [--layers N] [--repeat N] [--stages]
 
 The log repeats a real TensorRT 10.16 `--dumpLayerInfo` record (`trt10.16-mnist-cnn-fp32-h100/result-04.log`, 1 KB a
 layer) with numbered names, then a `--dumpProfile` table of the same layers and its Total: the format is
 trtexec's, the engine is not one. `--checkout` runs another checkout's code on the same file (an earlier commit's
-worktree), so two figures compare on one machine.
+worktree), so two figures compare on one machine; `--repeat` runs the command that many times, a line each (on a
+shared machine the least CPU time is the one least inflated by the others' work). `--stages` adds a line of each
+stage's CPU seconds in one process (`STAGES`): the folder classified, the import, the session's encode, its save
+check (`storage.check_loads`, or `storage.decode` in a checkout without it), the file written, and the session
+freed.
 """
 
 from __future__ import annotations
@@ -44,10 +48,35 @@ def write_log(path: Path, layers: int) -> None:
                   f"{stamp}\n")
 
 
+STAGES = """
+import gc, sys, time
+from pathlib import Path
+import inspector.commands.import_files as command
+from profilers.trt_import.folder import files_of_folder
+from profilers.trt_import.importer import import_variant, new_session
+from sessions.documents import storage
+clock, times = time.process_time, {}
+start = clock(); found = files_of_folder(Path(sys.argv[1]), None); times["classify"] = clock() - start
+engine = found.engines[0]
+start = clock()
+imported = import_variant(engine.files, engine.name, None, None, folder_model=found.model)
+times["import"] = clock() - start
+session = new_session(imported, ["trt-inspect"])
+command._add(session, [imported], False)
+start = clock(); data = storage.encode(session); times["encode"] = clock() - start
+start = clock(); getattr(storage, "check_loads", storage.decode)(data, "s"); times["save check"] = clock() - start
+start = clock(); storage.write_atomically(Path(sys.argv[2]), data); times["write"] = clock() - start
+start = clock(); del session, imported, data; gc.collect(); times["free"] = clock() - start
+print("stages (CPU s)\t" + "\t".join(f"{name} {seconds:.2f}" for name, seconds in times.items()))
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--checkout", type=Path, default=ROOT)
     parser.add_argument("--layers", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--stages", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as work:
         folder = Path(work) / "engine"
@@ -56,21 +85,27 @@ def main() -> None:
         size = (folder / "big.log").stat().st_size
         commit = subprocess.run(["git", "-C", str(args.checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, check=False).stdout.strip()
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "inspector", "import", str(folder), "--out", f"{work}/s.json"],
-                              cwd=args.checkout, capture_output=True, text=True, check=False,
-                              env={**os.environ, "PYTHONPATH": str(args.checkout)})
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    print(f"# {args.checkout.name} at {commit or 'unknown'}; "
-          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    print(f"import_dir_{args.layers}_layer_log\twall {wall:.1f} s\tCPU {cpu:.1f} s\t"
-          f"peak RSS {after.ru_maxrss / 1024:.0f} MiB"
-          f"\t{size / 2**20:.0f} MiB log\texit {done.returncode}")
-    if done.returncode:
-        print(f"# {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}")
+        print(f"# {args.checkout.name} at {commit or 'unknown'}; "
+              f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        env = {**os.environ, "PYTHONPATH": str(args.checkout)}
+        for run in range(args.repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "inspector", "import", str(folder), "--out",
+                                   f"{work}/s{run}.json"], cwd=args.checkout, capture_output=True, text=True,
+                                  check=False, env=env)
+            wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            print(f"import_dir_{args.layers}_layer_log\twall {wall:.1f} s\tCPU {cpu:.1f} s "
+                  f"(user {after.ru_utime - before.ru_utime:.1f}, system {after.ru_stime - before.ru_stime:.1f})\t"
+                  f"peak RSS {after.ru_maxrss / 2**10:.0f} MiB\t{size / 2**20:.0f} MiB log\texit {done.returncode}")
+            if done.returncode:
+                print(f"# {done.stderr.strip().splitlines()[-1] if done.stderr.strip() else 'no message'}")
+        if args.stages:
+            staged = subprocess.run([sys.executable, "-c", STAGES, str(folder), f"{work}/staged.json"],
+                                    cwd=args.checkout, capture_output=True, text=True, check=False, env=env)
+            print(staged.stdout.strip() or f"# stages failed: {staged.stderr.strip()[-300:]}")
 
 
 if __name__ == "__main__":
