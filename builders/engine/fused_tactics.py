@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from builders.engine.runtime import CudnnEngine
 
 INDUCTOR, ENGINE_STEPS = "Inductor", "engine steps"  # the two tactics of a region
-COMPILE_BUDGET_S = 60.0  # seconds of compiling after which a study compiles no new signature
+COMPILE_BUDGET_S = 120.0  # seconds of compiling after which a study compiles no new signature
 NOT_COMPILED = "not compiled: the study's compile budget was spent"  # why a region past the budget keeps its steps
 CHOSEN_UNFUSED = "engine steps chosen by timing"  # how a layer says its region's fused tactic lost
 TIMED, EARLIER, CACHED = "timed", "timed before in this study", "timing cache"  # where a region's times came from
