@@ -250,6 +250,27 @@ def test_regions_run_fused_compute_what_the_engines_steps_compute(model):
         torch.testing.assert_close(engine.infer(x), built(x), rtol=1e-5, atol=1e-5)
 
 
+class WithPReLU(torch.nn.Module):
+    """A PReLU (a module whose weight a region's function does not pass) between pointwise ops."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.head = torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.Conv2d(16, 16, 1)
+        self.prelu = torch.nn.PReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.prelu(torch.tanh(self.stem(x)) * 2.0)
+        return self.head(torch.relu(x) - 1.0)
+
+
+def test_a_module_a_region_cannot_pass_stays_a_step_and_the_ops_around_it_still_fuse():
+    engine, fused = fused_engine(WithPReLU(), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager))
+    assert fused is not None
+    names = [step.name for step in engine.program.steps]
+    assert "prelu" in names and [n for n in names if " + " in n] == ["tanh + mul", "relu + sub"]
+    assert not any("offered no fused tactic" in note for note in fused.notes)
+
+
 def test_a_block_the_recipe_quantizes_keeps_its_layers_and_one_it_excludes_is_offered():
     se = {"gates.0.shrink", "gates.0.grow"}
     regions, program, traced = regions_of(Block(Recalibrate), fp8=se)
