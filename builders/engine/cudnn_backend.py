@@ -23,6 +23,7 @@ from builders.engine.plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache
 from builders.engine.probe_kernels import Quantizer, make_quantizer
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
+from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
@@ -100,7 +101,10 @@ class CudnnBackend(Backend):
         return f"{self.label} (cuDNN {self.context.cudnn.backend_version()})"
 
     def builds_done(self) -> None:
+        """The plan compiler's and Inductor's worker processes end once every variant is built (the fused tactics
+        end Inductor's after their compiles too): none is alive while the rows are timed."""
         self.context.compiler.close()
+        end_compile_workers()
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision not in ("fp16", "fp8"):

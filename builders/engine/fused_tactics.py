@@ -52,6 +52,7 @@ from builders.engine.probe_kernels import one_line
 from builders.engine.region_graph import DTYPE_WORDS, Subgraph, TensorSpec, module_tensors, subgraph
 from builders.engine.tactics import Tactic
 from builders.pytorch.graph_capture import capture_graph
+from builders.pytorch.inductor_workers import end_compile_workers
 from sessions.documents.model import Layer
 
 if TYPE_CHECKING:
@@ -74,15 +75,6 @@ def compile_inductor(module: torch.fx.GraphModule) -> Callable[..., Any]:
     """`module` compiled by Inductor in its default mode (no CUDA graphs of its own) for the shapes it is called
     with."""
     return torch.compile(module, dynamic=False, fullgraph=True)
-
-
-def end_compile_workers() -> None:
-    """Shuts Inductor's compile worker processes down (`torch._inductor.async_compile.shutdown_compile_workers`), as
-    the plan compiler's workers are ended before timing (`PlanCompiler.close`): none is alive while the regions and
-    then the study's rows are timed; a later compile starts them again."""
-    from torch._inductor.async_compile import shutdown_compile_workers
-
-    shutdown_compile_workers()
 
 
 def time_captured(_library: str, run: Callable[[], object]) -> float:

@@ -17,6 +17,7 @@ import time
 import torch
 
 from builders.backend import BuildResult, register_backend
+from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.torch_backend import TorchBackend, TorchEngine
 from builders.pytorch.variant_modules import precision_name, state_bytes, variant_module
 from profilers.attribution import ROOT
@@ -48,6 +49,10 @@ class CompileBackend(TorchBackend):
     variant_precisions = ("fp32", "fp16", "bf16")  # compile-fp16 beside PyTorch's fp16 in a torch study
     sizes_cpu_plan = False  # Inductor's build and forwards are not the eager ones the CPU plan times
     engine_beside = None
+
+    def builds_done(self) -> None:
+        """Inductor's compile workers end once every variant is built: none is alive while the rows are timed."""
+        end_compile_workers()
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision == "fp8":
