@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from typing import Any
 
+from builders.engine.tactics import QUANTIZE_LAYER
 from sessions.analyses.groups import conv_shape
 from sessions.documents.model import Layer
 from sessions.documents.storage import load
@@ -21,7 +22,7 @@ def best_by_precision(layer: Layer) -> dict[str, dict[str, Any]]:
     """The fastest tactic recorded for `layer` in each precision (any library, any output format)."""
     best: dict[str, dict[str, Any]] = {}
     for tactic in layer.attrs.get("tactics", []):
-        if tactic.get("library") == "quantize layer":
+        if tactic.get("library") == QUANTIZE_LAYER:
             continue
         if tactic["precision"] not in best or tactic["time_us"] < best[tactic["precision"]]["time_us"]:
             best[tactic["precision"]] = tactic

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from builders.engine.tactics import chose_fp16
+from builders.engine.tactics import QUANTIZE_LAYER, chose_fp16
 from sessions.documents.storage import load
 
 
@@ -47,7 +47,7 @@ def main(paths: list[str]) -> None:
                 output = "fp8" if "fp8" in str(layer.attrs.get("output", "")) else "fp16"
                 times: dict[str, float] = {}  # the best tactic of any library in each precision, this output
                 for tactic in layer.attrs.get("tactics", []):
-                    if tactic.get("output") == output and tactic.get("library") != "quantize layer":
+                    if tactic.get("output") == output and tactic.get("library") != QUANTIZE_LAYER:
                         times[tactic["precision"]] = min(times.get(tactic["precision"], tactic["time_us"]),
                                                          tactic["time_us"])
                 if layer.precision == "fp8" and "fp16" in times and "fp8" in times and times["fp16"] < times["fp8"]:

@@ -23,6 +23,7 @@ from builders.engine.probe_kernels import Quantizer, one_line
 from builders.engine.runtime import CudnnEngine
 from builders.engine.tactics import (
     CUDNN,
+    QUANTIZE_LAYER,
     Tactic,
     chose_fp16,
     fastest,
@@ -294,7 +295,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
         fused, apart = _tactics(backend, sig), _tactics(backend, unfused[name])
         if not (fused and apart):
             continue
-        quantize = Tactic("quantize layer", "fp16", "fp8", _quantize_us(backend, sig.output_shape()),
+        quantize = Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, sig.output_shape()),
                           backend.quantizer().implementation)
         _record(timed, name, *fused, *apart, quantize)
         reason = output_reason(fastest(fused), fastest(apart), quantize.time_us)
@@ -317,13 +318,13 @@ def _quantize_pays(backend: BuildContext, program: Program, fp8: dict[str, ConvS
         best = [(_tactics(backend, fp8[name]), _tactics(backend, fp16[name])) for name in readers]
         if not all(fp8_tactics and fp16_tactics for fp8_tactics, fp16_tactics in best):
             continue
-        cost = Tactic("quantize layer", "fp16", "fp8", _quantize_us(backend, fp8[readers[0]].input_shape),
+        cost = Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, fp8[readers[0]].input_shape),
                       backend.quantizer().implementation)
         saved = sum(fastest(fp16_tactics).time_us - fastest(fp8_tactics).time_us for fp8_tactics, fp16_tactics in best)
         reason = quantize_reason(saved, cost.time_us, len(readers))
-        for name in readers:
-            _record(timed, name, cost)
-            if reason is not None:
+        if reason is not None:  # the quantize layer's time recorded where it decided
+            for name in readers:
+                _record(timed, name, cost)
                 refused[name], changed = reason, True
     return changed
 

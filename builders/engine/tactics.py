@@ -17,6 +17,7 @@ from typing import Any
 # legacy depthwise path) and of an NCHW copy (ATen's own depthwise kernel, the copies there and back included)
 CUDNN, CUBLASLT, PYTORCH, PYTORCH_NCHW = "cuDNN", "cuBLASLt", "PyTorch", "PyTorch NCHW"
 LIBRARIES = (CUDNN, CUBLASLT, PYTORCH, PYTORCH_NCHW)
+QUANTIZE_LAYER = "quantize layer"  # the library word of a quantize layer's time, recorded beside the tactics it weighs
 
 CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"  # how a layer says it runs fp16 by choice, not by refusal
 CHOSEN_FP16_OUTPUT = "fp16 output chosen by timing"  # how a conv says it writes fp16 for FP8 readers by choice

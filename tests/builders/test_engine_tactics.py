@@ -27,6 +27,7 @@ from builders.engine.tactics import (
     CUBLASLT,
     CUDNN,
     PYTORCH,
+    QUANTIZE_LAYER,
     Tactic,
     fastest,
     output_reason,
@@ -207,7 +208,7 @@ def test_opt_level_0_times_cudnns_first_plan_only():
     times = Times(uniform(), 1.0, {("pointwise", CUBLASLT, "fp8"): 1.0, ("pointwise", CUBLASLT, "fp16"): 1.0})
     steps, timed, _, libraries = choose(times, plan_limit=1)
     assert set(libraries.values()) == {CUDNN} and steps["pointwise"].precision == "fp8"
-    assert {t["library"] for tactics in timed.values() for t in tactics.values()} <= {CUDNN, "quantize layer"}
+    assert {t["library"] for tactics in timed.values() for t in tactics.values()} <= {CUDNN, QUANTIZE_LAYER}
 
 
 def test_a_tactic_that_did_not_run_is_not_chosen():
@@ -292,4 +293,4 @@ def test_fp8_readers_that_save_less_than_their_quantize_layer_run_fp16(quantize_
     if runs_fp16:
         assert pointwise.fallback.startswith(CHOSEN_FP16)
         assert "save 1.0 us together, less than the quantize layer's 2.0 us" in pointwise.fallback
-        assert ("quantize layer", "fp16", "fp8") in timed["pointwise"]
+        assert (QUANTIZE_LAYER, "fp16", "fp8") in timed["pointwise"]
