@@ -173,11 +173,10 @@ def _grow_workspace(context: BuildContext, graph: ConvGraph) -> None:
         workspace[:1] = [torch.empty(max(graph.workspace_bytes, 1), dtype=torch.uint8, device="cuda")]
 
 
-def plain_model(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], recipe: FP8Recipe,
-                dtype: torch.dtype) -> torch.nn.Module:
-    """A copy of `reference` (fp32) as the engine builds it for `recipe`: the `conv_bn` pairs folded (the engine
-    folds every BatchNorm that reads a convolution), in `dtype` (fp16; fp32 where the engine's calibration falls back
-    to it)."""
+def plain_model(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of `reference` (fp32) as the engine builds it, whatever the recipe: the `conv_bn` pairs folded (the
+    engine folds every BatchNorm that reads a convolution), in `dtype` (fp16; fp32 where the engine's calibration
+    falls back to it)."""
     module = copy.deepcopy(reference)
     fold_batchnorm(module, conv_bn)
     return module.to(dtype=dtype).eval()

@@ -430,8 +430,8 @@ def probe_inputs(options: ProbeOptions):
 
 @dataclass
 class EngineModel:
-    """The model as the engine builds it for the probe's recipe (fp16, on the GPU), the probe batch, the layers
-    captured on it, and the precision their calibration ran in."""
+    """The model as the engine builds it (fp16, on the GPU), the probe batch, the layers captured on it, and the
+    precision their calibration ran in."""
 
     model: Any
     static: Any
@@ -439,8 +439,8 @@ class EngineModel:
     calibrated_in: str  # fp16, or fp32 where fp16 activations overflowed (ModelOpt's calibration then runs in fp32)
 
 
-def _collected(inputs, options: ProbeOptions, recipe) -> EngineModel:
-    """The model as the engine builds it for `recipe` (`plain_model`), its convolutions and linears on the probe
+def _collected(inputs, options: ProbeOptions) -> EngineModel:
+    """The model as the engine builds it (`plain_model`), its convolutions and linears on the probe
     batch, and each one's input amax over the calibration images, in fp32 where fp16 overflows (as the engine's
     calibration falls back)."""
     import torch
@@ -453,11 +453,11 @@ def _collected(inputs, options: ProbeOptions, recipe) -> EngineModel:
         raise InputError(f"probe needs a PyTorch model (timm or Hugging Face); {options.model} is an ONNX file")
     reference = loaded.module.to(device="cuda", dtype=torch.float32).eval()
     conv_bn = model_structure(reference, inputs.static_input[:1].to("cuda")).conv_bn
-    model = plain_model(reference, conv_bn, recipe, torch.float16)
+    model = plain_model(reference, conv_bn, torch.float16)
     calibration = inputs.calibration.to("cuda")
     amax, calibrated_in = calibration_amax(model, calibration.half()), "fp16"
     if not all(math.isfinite(value) for value in amax.values()):
-        fp32 = plain_model(reference, conv_bn, recipe, torch.float32)
+        fp32 = plain_model(reference, conv_bn, torch.float32)
         amax, calibrated_in = calibration_amax(fp32, calibration.float()), "fp32"
     static = inputs.static_input.to(device="cuda", dtype=torch.float16)
     captured = collect(model, static, amax, list(options.layers))
@@ -491,7 +491,7 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
     from sessions.analyses.groups import load_rules
 
     inputs, recipe = probe_inputs(options), probe_recipe()
-    built = _collected(inputs, options, recipe)
+    built = _collected(inputs, options)
     captured = built.captured
     report(f"{inputs.model.name}: {len(captured)} layers, {len({c.spec for c in captured})} shapes, batch "
            f"{options.batch}; cuDNN {cudnn.backend_version()}, tracer {'cupti' if cupti_problem is None else 'torch'}")

@@ -157,8 +157,7 @@ def test_the_scales_are_those_of_the_engines_calibration():
     recipe = engine_layers.probe_recipe()
     twin = Twin.of("key", variant_module(model, VariantPlan("fp8", recipe.name, ()), calibration, torch.float16))
     assert {"conv", "idle", "pointwise"} <= set(twin.scales)
-    plain = engine_layers.plain_model(model, model_structure(model, calibration[:1]).conv_bn, recipe,
-                                      torch.float16)
+    plain = engine_layers.plain_model(model, model_structure(model, calibration[:1]).conv_bn, torch.float16)
     amax = fp8_probe.calibration_amax(plain, calibration.half())
     for name, (x_scale, w_scale) in twin.scales.items():
         assert calibrated_scale(amax[name]) == x_scale, name
