@@ -9,14 +9,22 @@ marked as simulating FP8.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
 
-from builders.backend import Backend, BackendContext, BuildResult, Capabilities, Engine, TimingStep, register_backend
+from builders.backend import (
+    Backend,
+    BackendContext,
+    BuildResult,
+    Capabilities,
+    Engine,
+    TimingStep,
+    backend_class,
+    register_backend,
+)
 from builders.models.structure import ModelStructure, model_structure
 from builders.pytorch.graph_capture import GraphTimed
 from builders.pytorch.variant_modules import (
@@ -30,17 +38,10 @@ from builders.pytorch.variant_modules import (
 from profilers.device import study_device
 from profilers.module_ranges import module_name, module_ranges
 from sessions.analyses.captions import SIMULATES
-from sessions.documents.errors import InputError
+from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import VariantPlan
 from sessions.documents.vocab import Device
-
-
-def fp8_engine_here() -> bool:
-    """A GPU with FP8 tensor cores (builders.fp8.format) and the cuDNN frontend installed."""
-    from builders.fp8.format import gpu_problem
-
-    return gpu_problem() is None and importlib.util.find_spec("cudnn") is not None
 
 
 def module_layer(path: str, module: torch.nn.Module, structure: ModelStructure | None = None) -> Layer:
@@ -145,11 +146,24 @@ class TorchBackend(Backend):
 
     @classmethod
     def default_variants(cls, device: str) -> str:
-        """fp32, fp16 and FP8; FP8 from the real cuDNN / cuBLASLt engine (beside its fp16) where it runs, else
-        simulated."""
-        if study_device(device).gpu and cls.engine_beside is not None and fp8_engine_here():
-            return f"fp32,fp16,{cls.engine_beside}-fp16,{cls.engine_beside}-fp8"
+        """fp32, fp16 and FP8; FP8 from the real engine beside PyTorch (beside its fp16) where that backend runs on
+        `device` (its own `unavailable`, the one rule), else simulated."""
+        beside = cls._engine_beside_here(device)
+        if beside is not None:
+            prefix = beside.variant_prefix()
+            return f"fp32,fp16,{prefix}fp16,{prefix}fp8"
         return super().default_variants(device)
+
+    @classmethod
+    def _engine_beside_here(cls, device: str) -> type[Backend] | None:
+        """The class of the backend named `engine_beside` where it runs on `device` (a GPU), else None."""
+        if cls.engine_beside is None or not study_device(device).gpu:
+            return None
+        try:
+            beside = backend_class(cls.engine_beside)
+        except MissingEnvironment:  # its module cannot be imported here
+            return None
+        return beside if beside.unavailable(device) is None else None
 
     def __init__(self, context: BackendContext):
         model = context.model
