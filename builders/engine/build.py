@@ -18,7 +18,7 @@ from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
 from builders.engine.lowering import Program, Step, lower
-from builders.engine.plans import TimingCache
+from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
 from builders.engine.probe_kernels import Quantizer, one_line
 from builders.engine.runtime import CudnnEngine
 from builders.engine.tactics import (
@@ -373,12 +373,21 @@ def _record(timed: Timed, layer: str, *tactics: Tactic) -> None:
 
 
 def _quantize_us(backend: BuildContext, shape: tuple[int, ...]) -> float:
-    """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW), timed once per shape."""
+    """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW): timed once per shape and
+    implementation and kept in the timing cache, so a later build weighs it as the first did and makes the same
+    choices (timed again in every process, it turned two layers' precision over between reruns on the H200:
+    `benchmarks/results/h200/final/`)."""
     if shape not in backend.quantize_us:
-        x = torch.randn(shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-        inverse = torch.ones((), device="cuda")
         quantizer = backend.quantizer()
-        backend.quantize_us[shape] = time_execution(lambda: quantizer.run(x, inverse, True))
+        key = f"{QUANTIZE_PREFIX}{'x'.join(map(str, shape))} {quantizer.implementation}"
+        held = backend.cache.quantize_time(key) if backend.cache is not None else None
+        if held is None:
+            x = torch.randn(shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+            inverse = torch.ones((), device="cuda")
+            held = time_execution(lambda: quantizer.run(x, inverse, True))
+            if backend.cache is not None:
+                backend.cache.put_quantize(key, held)
+        backend.quantize_us[shape] = held
     return backend.quantize_us[shape]
 
 

@@ -37,6 +37,7 @@ PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> 
 CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry carries its digest (and, optional in 3,
 # the times of other libraries' tactics and the winning library: `libraries_read`)
 FUSED_PREFIX = "fused "  # the signature of a fused tactic's entry (builders.engine.fused_tactics): times, no plan
+QUANTIZE_PREFIX = "quantize "  # the signature of a quantize layer's time (its shape and implementation), no plan
 SAVE_LOCK_WAIT_S = 30.0  # a save waits this long for another study's save of the same cache, then is left for later
 PRUNE_AFTER_S = 24 * 3600.0  # a plan file no entry names is removed once older than this: a study writes its plans
 # as it chooses them and names them at its next save (minutes later), so a younger one may be another study's
@@ -143,6 +144,18 @@ class TimingCache:
         self.changed.add(signature)
         self.dirty = True
 
+    def quantize_time(self, signature: str) -> float | None:
+        """The microseconds of a quantize layer kept under `signature` (a QUANTIZE_PREFIX key: `put_quantize`), where
+        the cache holds an entry that reads (`quantize_entry_reads`)."""
+        entry = self.entries.get(signature)
+        return entry["time_us"] if entry is not None else None
+
+    def put_quantize(self, signature: str, time_us: float) -> None:
+        """Records a quantize layer's time under `signature`, so that a later build weighs it as this one did."""
+        self.entries[signature] = {"time_us": time_us}
+        self.changed.add(signature)
+        self.dirty = True
+
     def put(self, signature: str, choice: Choice, plan: bytes | None) -> None:
         """Records `choice` for `signature`, with its serialized plan where cuDNN serialized it; a choice the cache
         made (`choice.cached`) keeps the cache's record and only adds the plan it lacked."""
@@ -209,6 +222,8 @@ def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
         return None
     if signature.startswith(FUSED_PREFIX):
         return entry if fused_entry_reads(entry) else None
+    if signature.startswith(QUANTIZE_PREFIX):
+        return entry if quantize_entry_reads(entry) else None
     read = timing_entry(entry)
     return read if read is not None and libraries_read(read) else None
 
@@ -227,6 +242,11 @@ def libraries_read(entry: dict[str, Any]) -> bool:
 def fused_entry_reads(entry: dict[str, Any]) -> bool:
     """Whether a fused tactic's entry means what it should: exactly `fused_us` and `unfused_us`, finite times >= 0."""
     return set(entry) == {"fused_us", "unfused_us"} and all(is_number(entry[k]) and entry[k] >= 0 for k in entry)
+
+
+def quantize_entry_reads(entry: dict[str, Any]) -> bool:
+    """Whether a quantize layer's entry means what it should: exactly `time_us`, a finite time > 0."""
+    return set(entry) == {"time_us"} and is_number(entry["time_us"]) and entry["time_us"] > 0
 
 
 def _builds(graph: PlanGraph, index: int) -> bool:

@@ -8,12 +8,13 @@ from the engine's rules."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 
 import pytest
 import torch
 
-from builders.engine import build
+from builders.engine import build, plans
 from builders.engine.build import BuildContext, conv_library, lower_and_choose
 from builders.engine.conv_tactics import offered
 from builders.engine.graph import trace
@@ -294,3 +295,25 @@ def test_fp8_readers_that_save_less_than_their_quantize_layer_run_fp16(quantize_
         assert pointwise.fallback.startswith(CHOSEN_FP16)
         assert "save 1.0 us together, less than the quantize layer's 2.0 us" in pointwise.fallback
         assert (QUANTIZE_LAYER, "fp16", "fp8") in timed["pointwise"]
+
+
+def test_a_quantize_layers_time_is_kept_so_a_later_build_weighs_it_the_same(tmp_path):
+    """Timed once, kept in the timing cache: a later build (another process: another BuildContext, the cache read
+    back from its file) takes the kept time and times nothing (here it could not: there is no GPU); an entry that
+    does not read is a miss."""
+    from builders.engine.build import _quantize_us
+    from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
+
+    header = {"gpu": "stand-in", "compute_capability": "90", "versions": "test"}
+    path = tmp_path / "timing.json"
+    first = TimingCache(path, header)
+    key = f"{QUANTIZE_PREFIX}1x64x7x7 stand-in quantize"
+    first.put_quantize(key, 12.5)
+    first.save()
+    backend, _ = context(TwoConvs().eval(), Times(uniform(), 1.0), FP8_LAYERS_TIMED)
+    backend.cache = TimingCache(path, header)
+    assert _quantize_us(backend, (1, 64, 7, 7)) == 12.5
+    for garbled in ({"time_us": -1.0}, {"time_us": 3.0, "plan": "x"}, {"time_us": float("nan")}):
+        raw = json.loads(path.read_text())
+        entry = {k: v for k, v in raw["plans"][key].items() if k != "digest"} | garbled
+        assert not plans.quantize_entry_reads(entry)
