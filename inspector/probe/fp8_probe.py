@@ -525,11 +525,15 @@ FP16_NOTE = ("fp16 as the cuDNN / cuBLASLt engine runs each layer alone: a convo
 
 
 def scales_note(recipe, calib_count: int, calibrated_in: str) -> str:
-    """How the FP8 layers were scaled: the engine's rule for `recipe`, on `calib_count` images."""
-    return (f"FP8 e4m3 with the engine's scales (recipe {recipe.name}): weights {recipe.weights} amax / 448 (quantized "
-            f"once, not timed); activations per-tensor amax / 448 over {calib_count} calibration images (max "
-            f"calibration in {calibrated_in}, static); every scale at least 2^-14; BatchNorm folded into the "
-            "convolutions it reads; fp16 output")
+    """How the FP8 layers were scaled: the engine's rule for `recipe`, on `calib_count` images; the e4m3 maximum and
+    the scale floor as `builders.fp8.format` has them."""
+    from builders.fp8 import format as fp8_format
+
+    divisor, floor = f"{fp8_format.E4M3_MAX:g}", f"2^{math.log2(fp8_format.MIN_SCALE):g}"
+    return (f"FP8 e4m3 with the engine's scales (recipe {recipe.name}): weights {recipe.weights} amax / {divisor} "
+            f"(quantized once, not timed); activations per-tensor amax / {divisor} over {calib_count} calibration "
+            f"images (max calibration in {calibrated_in}, static); every scale at least {floor}; BatchNorm folded into "
+            "the convolutions it reads; fp16 output")
 
 
 def new_probe_session(options: ProbeOptions, command: list[str], model, created: dt.datetime,

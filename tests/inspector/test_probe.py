@@ -148,6 +148,19 @@ def test_quantize_saturates_instead_of_nan():
     assert wide.is_contiguous(memory_format=torch.channels_last)
 
 
+def test_the_scales_note_takes_the_format_and_floor_from_the_fp8_module(monkeypatch):
+    """The note quotes `builders.fp8.format`'s e4m3 maximum and scale floor, whatever they are."""
+    from builders.fp8 import format as fp8_format
+
+    recipe = engine_layers.probe_recipe()
+    assert "amax / 448 " in fp8_probe.scales_note(recipe, 4, "fp16") and "at least 2^-14;" in fp8_probe.scales_note(
+        recipe, 4, "fp16")
+    monkeypatch.setattr(fp8_format, "E4M3_MAX", 240.0)
+    monkeypatch.setattr(fp8_format, "MIN_SCALE", 2.0**-10)
+    note = fp8_probe.scales_note(recipe, 4, "fp16")
+    assert note.count("amax / 240 ") == 2 and "at least 2^-10;" in note and "448" not in note
+
+
 def test_relative_error():
     ref = torch.tensor([3.0, 4.0])
     assert fp8_probe.relative_error(ref, ref) == 0.0
