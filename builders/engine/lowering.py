@@ -12,8 +12,9 @@ no cuDNN, so every decision is testable on the CPU with stand-ins. The decisions
 - every other op runs as an fp16 PyTorch op, a layer of its own;
 - a layer asked for in FP8 that cannot run in FP8 (`refused[path]` says why) runs in fp16, and says so.
 
-Regions that generated fused kernels may run instead of their steps (squeeze-excitation blocks, pointwise chains)
-are found in the same description: builders.engine.fusion_regions.
+Regions that generated fused kernels may run instead of their steps (maximal connected sets of the steps the engine
+runs as PyTorch ops, squeeze-excitation blocks' convolutions with them) are found in the same description:
+builders.engine.fusion_regions.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Step:
     """One layer of the engine, in execution order.
 
     kind: conv (cuDNN graph) | linear (cuBLASLt or fp16 linear) | quantize | torch (an fp16 PyTorch op) | fused
-    (generated kernels for a region of several layers: builders.engine.fused_tactics).
+    (generated kernels for a region of steps the engine runs as PyTorch ops, or one such op:
+    builders.engine.fusion_regions, builders.engine.fused_tactics).
     `node` is the graph node whose value the step produces; `inputs` the values it reads (node names, or
     a quantize step's name); `fused` the nodes folded into a conv's epilogue (a fused step: every node of its
     region); `epilogue` what the cuDNN graph computes after the convolution (bias always: `("relu",)`,
