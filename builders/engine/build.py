@@ -13,7 +13,8 @@ import torch
 import torch.fx
 
 from builders.engine.compiler import PlanCompiler
-from builders.engine.conv_tactics import KINDS, library_conv, offered, time_library
+from builders.engine.conv_tactics import LIBRARY_KINDS as KINDS
+from builders.engine.conv_tactics import library_conv, offered, time_library
 from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution

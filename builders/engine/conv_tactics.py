@@ -34,8 +34,8 @@ from builders.engine.tactics import CUBLASLT, PYTORCH, PYTORCH_NCHW
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
-KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv",
-         PYTORCH_NCHW: "ATen depthwise conv, NCHW"}  # a layer's kind, by library
+LIBRARY_KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv",
+                 PYTORCH_NCHW: "ATen depthwise conv, NCHW"}  # a layer's kind, by library
 
 
 def nhwc_strides(shape: tuple[int, ...]) -> tuple[int, int, int, int]:

@@ -63,8 +63,8 @@ COMPILE_BUDGET_S = 120.0  # seconds of compiling after which a study compiles no
 NOT_COMPILED = "not compiled: the study's compile budget was spent"  # why a region past the budget keeps its steps
 CHOSEN_UNFUSED = "engine steps chosen by timing"  # how a layer says its region's fused tactic lost
 TIMED, EARLIER, CACHED = "timed", "timed before in this study", "timing cache"  # where a region's times came from
-KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor",  # a fused layer's kind; else POINTWISE_KIND
-         SUBGRAPH: "Ops fused by Inductor"}
+REGION_KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor",  # a fused layer's kind; else POINTWISE_KIND
+                SUBGRAPH: "Ops fused by Inductor"}
 POINTWISE_KIND = "PointWise ops fused by Inductor"
 Runner = Callable[[dict[str, Any]], Any]
 Timer = Callable[[str, Callable[[], object]], float]  # (INDUCTOR or ENGINE_STEPS, one run) -> microseconds
@@ -361,7 +361,7 @@ def fused_layer(decision: Decision, layers: list[Layer]) -> Layer:
     """The one layer a fused region runs as (its kernels are launched in one range): named as TensorRT names a fused
     layer, `layers`' names joined by ' + ', each of them listed with its kind and tactic."""
     assert decision.fused is not None
-    kind = KINDS.get(decision.region.kind, POINTWISE_KIND)
+    kind = REGION_KINDS.get(decision.region.kind, POINTWISE_KIND)
     layer = Layer(name=" + ".join(inner.name for inner in layers), kind=f"{kind} ({decision.fused.precision})",
                   op="elementwise", precision=decision.fused.precision,  # type: ignore[arg-type]
                   tactic=f"torch.compile (Inductor, default mode): {decision.fused.plan}")
