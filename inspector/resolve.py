@@ -166,9 +166,14 @@ def resolve(request: StudyRequest) -> RunPlan:
 
 def checked(plan: StudyPlan) -> RunPlan:
     """A plan made elsewhere (read back by `rerun`, a sweep job's) checked completely, as `resolve` checks its own:
-    its options and recipes against the spec, then whether it runs on this machine."""
+    its options and recipes against the spec, then whether it runs on this machine. Its tracer, where registered
+    already, is prepared before the backend's class is looked up (which loads torch); a tracer a backend's library
+    registers is prepared by `ready`."""
     validate_plan(plan)
-    run = ready(plan, backend_class(plan.backend), Prepared())
+    prepared = Prepared()
+    if plan.tracer in tracer_names() and plan.device in get_tracer(plan.tracer).devices:
+        prepared(get_tracer(plan.tracer))  # before the backend's class loads torch; `ready` reports what it says
+    run = ready(plan, backend_class(plan.backend), prepared)
     if study_device(plan.device).gpu and not cuda_visible():  # recorded on another machine
         raise MissingEnvironment("the plan runs on CUDA, and no CUDA GPU is visible to PyTorch here")
     return run
@@ -184,7 +189,6 @@ def ready(plan: StudyPlan, backend: type[Backend], prepared: Prepared) -> RunPla
             raise InputError(problem)
     for name, cls in own.items():  # the backends variants name: each runs here
         problem = cls.unavailable(plan.device) or (
-
             None if plan.device in cls.capabilities.devices else f"the {name} backend does not run on {plan.device}")
         if problem:
             raise MissingEnvironment(problem)

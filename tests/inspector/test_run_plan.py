@@ -10,7 +10,9 @@ import pytest
 import tests.fake_backend
 from inspector import resolve, study
 from inspector.request import StudyRequest
+from profilers.tracers import CuptiTracer
 from sessions.documents import storage
+from sessions.documents.errors import MissingEnvironment
 from tests.inspector.test_study_fake import fake_plan
 from tests.inspector.test_variant_backends import side_plan
 
@@ -69,3 +71,35 @@ def test_a_tracer_is_prepared_once_however_often_a_plan_asks(counted):
     prepared, tracer = resolve.Prepared(), resolve.get_tracer("fake")
     assert [prepared(tracer), prepared(tracer)] == [None, None]
     assert counted["prepare fake"] == 1
+
+
+@pytest.fixture
+def order(monkeypatch) -> list[str]:
+    """Backend lookups and tracer preparations, in the order a check makes them."""
+    calls: list[str] = []
+    lookup = resolve.backend_class
+
+    def recorded_lookup(name):
+        calls.append(f"backend {name}")
+        return lookup(name)
+
+    def recorded_prepare(tracer):
+        calls.append(f"prepare {tracer.name}")
+
+    monkeypatch.setattr(resolve, "backend_class", recorded_lookup)
+    monkeypatch.setattr(tests.fake_backend.FakeTracer, "prepare", recorded_prepare)
+    monkeypatch.setattr(CuptiTracer, "prepare", recorded_prepare)
+    return calls
+
+
+def test_a_plan_made_elsewhere_prepares_its_tracer_before_its_backend_loads(tmp_path, order):
+    resolve.checked(fake_plan(tmp_path))
+    assert order == ["prepare fake", "backend fake"]
+
+
+def test_a_plan_made_elsewhere_prepares_cupti_before_its_backend_loads_torch(tmp_path, order):
+    """CUPTI's NVTX injection binds once, when torch loads: a plan traced by CUPTI prepares it first, even where the
+    plan turns out not to run here (the fake backend marks no NVTX ranges)."""
+    with pytest.raises(MissingEnvironment):
+        resolve.checked(fake_plan(tmp_path, device="cuda", tracer="cupti"))
+    assert order == ["prepare cupti", "backend fake"]
