@@ -561,11 +561,10 @@ def test_every_file_is_read_through_the_one_reader():
 
 # The device a study runs on is one object (profilers/device.py): code that builds, runs or measures asks it (`gpu`,
 # `synchronize`, `words`, `timer`) and never compares a device's name. Sessions keep the name they recorded, so
-# `sessions/` reads it as data. The modules named here test other things or belong to the engine's owners.
+# `sessions/` reads it as data. The modules named here test a tensor's own device, not the study's.
 DEVICE_OBJECT = "profilers/device.py"
 DEVICE_NAMES = {"cuda", "cpu"}
 DEVICE_TESTS_ELSEWHERE = {
-    "builders/engine/cudnn_backend.py",  # the engine's owners: where the engine runs (CUDA only)
     "builders/engine/twin.py",  # a tensor's own device (torch's `device.type`), not the study's
     "builders/models/seeded_weights.py",  # likewise
 }

@@ -26,6 +26,7 @@ from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
+from profilers.device import study_device
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
 from sessions.documents.model import Recipe, Variant
 from sessions.documents.plan import VariantPlan
@@ -57,7 +58,7 @@ class CudnnBackend(Backend):
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:
-        if device != "cuda":
+        if not study_device(device).gpu:
             return "the cuDNN / cuBLASLt engine runs on CUDA GPUs only"
         return engine_problem()
 
