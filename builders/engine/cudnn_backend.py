@@ -18,8 +18,8 @@ from builders.backend import Backend, BackendContext, BuildResult, Capabilities,
 from builders.engine.build import BuildContext, build_engine
 from builders.engine.compiler import PlanCompiler
 from builders.engine.graph import trace
-from builders.engine.kernels import graph_definition
-from builders.engine.plans import PLANS_PER_OPT_LEVEL, TimingCache, timing_cache_path
+from builders.engine.kernels import engine_timing_cache
+from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.probe_kernels import Quantizer, make_quantizer
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
@@ -73,14 +73,8 @@ class CudnnBackend(Backend):
         self.plan = context.plan
         cudnn = import_cudnn()
         self.structure = model_structure(self._reference, context.static_input[:1].to("cuda"))
-        name = torch.cuda.get_device_name()
-        capability = "{}{}".format(*torch.cuda.get_device_capability())
-        versions = f"cudnn{cudnn.backend_version()}-fe{getattr(cudnn, '__version__', 'unknown')}"
-        cache = TimingCache(timing_cache_path(name, capability, versions),
-                            {"gpu": name, "compute_capability": capability, "versions": versions,
-                             "graph_definition": graph_definition()})
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
-                                    PLANS_PER_OPT_LEVEL[self.plan.opt_level], cache,
+                                    PLANS_PER_OPT_LEVEL[self.plan.opt_level], engine_timing_cache(cudnn),
                                     PlanCompiler(torch.cuda.current_device()), self._make_quantizer,
                                     self.plan.fp8_layers)
         self._quantizer: Quantizer | None = None
