@@ -78,7 +78,8 @@ def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[V
             for recipe in [match.group(1)] if match.group(1) else recipes or list(DEFAULT_FP8_RECIPES):
                 plans.append(VariantPlan("fp8", recipe, tuple(exclude), backend))
         elif word in BASE_PRECISIONS:
-            plans.append(VariantPlan(word, backend=backend))  # type: ignore[arg-type]  # checked against BASE_PRECISIONS
+            # the word is one of BASE_PRECISIONS, which mypy cannot narrow to the Literal it is
+            plans.append(VariantPlan(word, backend=backend))  # type: ignore[arg-type]
         else:
             raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>, "
                              "or one of these after the name of a backend that builds it (<backend>-fp16)")
