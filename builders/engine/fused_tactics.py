@@ -49,7 +49,8 @@ from builders.engine.kernels import time_execution
 from builders.engine.lowering import Program, Step
 from builders.engine.plans import TimingCache
 from builders.engine.probe_kernels import one_line
-from builders.engine.region_graph import DTYPE_WORDS, Subgraph, TensorSpec, module_tensors, subgraph
+from builders.engine.region_graph import Subgraph, module_tensors, subgraph
+from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
 from builders.pytorch.graph_capture import capture_graph
 from builders.pytorch.inductor_workers import end_compile_workers

@@ -20,32 +20,10 @@ import torch.nn.functional as F
 from builders.engine.fusion_regions import Region
 from builders.engine.graph import TracedModel
 from builders.engine.plans import FUSED_PREFIX
+from builders.engine.shaped_tracer import TensorSpec
 
-DTYPE_WORDS = {torch.float16: "fp16", torch.float32: "fp32", torch.bfloat16: "bf16"}
 BATCH_NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
 Weights = list[torch.fx.Node | None]  # a module's tensors as the function's inputs (None: the module has none there)
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    """A tensor as one eager forward made it: what a region's scratch tensors copy, and its signature states."""
-
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    dtype: torch.dtype
-    device: torch.device
-
-    @classmethod
-    def of(cls, tensor: torch.Tensor) -> TensorSpec:
-        return cls(tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype, tensor.device)
-
-    def scratch(self) -> torch.Tensor:
-        """A tensor of this shape, strides, dtype and device: standard normal where it is floating point."""
-        tensor = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
-        return tensor.normal_() if tensor.is_floating_point() else tensor.zero_()
-
-    def words(self) -> str:
-        return f"{DTYPE_WORDS.get(self.dtype, str(self.dtype))} {'x'.join(map(str, self.shape))} s{self.stride}"
 
 
 @dataclass

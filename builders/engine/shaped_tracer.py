@@ -23,19 +23,35 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 UNKNOWN: Any = object()  # a value the fake run could not compute: the proxy then behaves as torch.fx's own
 
 
+DTYPE_WORDS = {torch.float16: "fp16", torch.float32: "fp32", torch.bfloat16: "bf16"}
+
+
 @dataclass(frozen=True)
 class TensorSpec:
-    """A tensor's layout without its data: what ShapedTracer needs of an argument."""
+    """A tensor's layout without its data: what ShapedTracer needs of an argument, what a fused region's scratch
+    tensors copy (`scratch`) and what its signature states (`words`)."""
 
     shape: tuple[int, ...]
     stride: tuple[int, ...]
     dtype: torch.dtype
     device: torch.device
 
+    @classmethod
+    def of(cls, tensor: torch.Tensor) -> TensorSpec:
+        return cls(tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype, tensor.device)
+
+    def scratch(self) -> torch.Tensor:
+        """A tensor of this shape, strides, dtype and device: standard normal where it is floating point."""
+        tensor = torch.empty_strided(self.shape, self.stride, dtype=self.dtype, device=self.device)
+        return tensor.normal_() if tensor.is_floating_point() else tensor.zero_()
+
+    def words(self) -> str:
+        return f"{DTYPE_WORDS.get(self.dtype, str(self.dtype))} {'x'.join(map(str, self.shape))} s{self.stride}"
+
 
 def specs_of(value: Any) -> Any:
     """`value` with every tensor replaced by its TensorSpec (nested tuples, lists and dicts kept)."""
-    return _mapped(value, lambda v: TensorSpec(tuple(v.shape), v.stride(), v.dtype, v.device)
+    return _mapped(value, lambda v: TensorSpec.of(v)
                    if isinstance(v, torch.Tensor) else v)
 
 
