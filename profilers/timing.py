@@ -3,10 +3,10 @@
 On CUDA each sample is the time between two CUDA events recorded on the inference stream around
 back-to-back inferences (CUDA-graph replays where capture worked), divided by their count: device work only, no
 host-device copies, the same static input every time. A sample spans at least `SAMPLE_MIN_MS` of inferences (one
-inference where one lasts that long, at most `MAX_INFERENCES_PER_SAMPLE`): the GPU's own jitter from one inference
-to the next is 0.4 % of a 0.3-1.1 ms model's time against 0.1-0.2 % of a 4 ms one's, and the mean of a few
-back-to-back inferences narrows it as it does for a long model (the count per variant is stored with its latency;
-docs/method.md). On the CPU the same loop reads a monotonic clock, one forward pass per sample.
+inference where one lasts that long, at most `MAX_INFERENCES_PER_SAMPLE`): the mean of a few back-to-back
+inferences narrows the GPU's own jitter from one inference to the next as a long model's length does (the count per
+variant is stored with its latency; the measurements behind the rule: docs/method.md). On the CPU the same loop
+reads a monotonic clock, one forward pass per sample.
 Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temperature spreads
 over all of them instead of favouring whichever ran first. After each switch of variant the first
 inferences run cold (caches and the graph just came from another variant), so
