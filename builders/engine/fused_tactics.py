@@ -183,7 +183,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     found = [(region, list(region.steps)) for region in find_regions(traced.nodes, steps, unpassable(traced))]
     if not found:
         return None
-    specs = value_specs(engine, {name for region, _ in found for name in region.inputs})
+    specs = value_specs(engine, {name for region, _ in found for name in (*region.inputs, region.output)})
     decisions = [prepare(tactics, cache, traced, region, indices, specs) for region, indices in found]
     compile_needed(tactics, decisions, specs)
     tactics.shutdown()  # Inductor's compile workers end before anything is timed: nothing compiles after this
@@ -301,7 +301,7 @@ def choose(tactics: FusedTactics, cache: TimingCache | None, engine: CudnnEngine
         tactics.times[sub.signature] = decision.held
         if cache is not None:
             cache.put_fused(sub.signature, *decision.held)
-    word = DTYPE_WORDS.get(specs[sub.inputs[0]].dtype, "fp16") if sub.inputs else "fp16"
+    word = _precision(specs.get(decision.region.output))
     decision.fused = Tactic(INDUCTOR, word, word, decision.held[0], sub.signature)
     decision.unfused = Tactic(ENGINE_STEPS, word, word, decision.held[1])
     if fusion_reason(decision.fused, decision.unfused) is None:
@@ -309,6 +309,11 @@ def choose(tactics: FusedTactics, cache: TimingCache | None, engine: CudnnEngine
             decision.why = function
         else:
             decision.function = function
+
+
+def _precision(output: Any) -> str:
+    """A region's precision word: that of the value its fused step holds (fp16 where that is not a float tensor)."""
+    return DTYPE_WORDS.get(output.dtype, "fp16") if isinstance(output, TensorSpec) else "fp16"
 
 
 def _time_both(timer: Timer, function: Callable[..., Any], sub: Subgraph, scratch: list[torch.Tensor],

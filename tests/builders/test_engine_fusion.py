@@ -380,6 +380,32 @@ def test_a_fused_tactic_that_times_faster_runs_as_one_layer_named_as_tensorrt_na
     assert [s.name for s in engine.program.steps if s.kind == "fused"] == [layers[0].name]
 
 
+class Masked(torch.nn.Module):
+    """Two regions cut at a convolution that reads the first: the second's first value from outside is the first's
+    bool mask (where(mask, conv, 0), tanh, relu)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.head = torch.nn.Conv2d(16, 16, 1), torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        mask = y > 0
+        z = self.head(y * mask)
+        return torch.relu(torch.tanh(torch.where(mask, z, 0.0)))
+
+
+@pytest.mark.parametrize("dtype, word", [(torch.float32, "fp32"), (torch.float16, "fp16")])
+def test_a_fused_tactics_precision_is_its_outputs_whatever_its_first_input_is(dtype, word):
+    engine, fused = fused_engine(Masked(), FusedTactics(timer=stand_in_times(3.0, 5.0), compiler=eager), dtype)
+    assert fused is not None
+    layers = {layer.name: layer for layer in engine.layers() if layer.attrs.get("fusion")}
+    assert sorted(layers) == ["gt + mul", "where + tanh + relu"]
+    layer = layers["where + tanh + relu"]
+    assert layer.precision == word
+    assert {t["precision"] for t in layer.attrs["fusion"]["tactics"]} == {word}
+
+
 @pytest.mark.parametrize("fused, unfused, keeps", [(9.0, 5.0, True), (5.0, 5.0, True), (4.9, 5.0, False)])
 def test_fusion_reason(fused, unfused, keeps):
     reason = fusion_reason(Tactic(INDUCTOR, "fp16", "fp16", fused), Tactic(ENGINE_STEPS, "fp16", "fp16", unfused))
