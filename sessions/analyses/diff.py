@@ -155,6 +155,21 @@ def _folding_warnings(pairs: list[VariantPair], a: dict[str, Variant], b: dict[s
     return found
 
 
+def _sample_warnings(pairs: list[VariantPair], a: dict[str, Variant], b: dict[str, Variant]) -> list[str]:
+    """Pairs whose samples mean different things: one inference each on one side, the mean of several back-to-back
+    on the other (`LatencyStats.inferences_per_sample`): their medians compare, their bands and percentiles not."""
+    found = []
+    for pair in pairs:
+        latency_a, latency_b = a[pair.a].latency, b[pair.b].latency
+        if latency_a is None or latency_b is None:
+            continue
+        count_a, count_b = latency_a.inferences_per_sample, latency_b.inferences_per_sample
+        if count_a != count_b:
+            found.append(f"{pair.label}: a sample is the mean of {count_a} inference(s) in A, {count_b} in B: the "
+                         "medians compare, the latency bands and percentiles do not (a mean of more is narrower)")
+    return found
+
+
 def _by_name(session: Session) -> dict[str, Variant]:
     """Each name's first variant, as Session.variant finds it."""
     found: dict[str, Variant] = {}
@@ -183,6 +198,7 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
                             "group times and kernels divided by the batch)")
     result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
     result.warnings.extend(_folding_warnings(chosen, by_name_a, by_name_b))
+    result.warnings.extend(_sample_warnings(chosen, by_name_a, by_name_b))
     result.notes.extend(_load_notes(a, b))
     loads = HostLoad.of(a.environment), HostLoad.of(b.environment)
     for pair, (batch_a, batch_b) in zip(chosen, batches, strict=False):

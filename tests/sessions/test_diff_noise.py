@@ -243,3 +243,16 @@ def test_a_latency_within_noise_stays_within_noise_whatever_the_load(session: Se
     assert high < 1 and min(samples(b)) / max(samples(a)) <= high and max(samples(b)) / min(samples(a)) >= low
     diff = diff_sessions(a, b, load_rules())
     assert latency_row(diff).verdict == "within noise" and latency_row(diff).note.startswith("within noise")
+
+
+def test_a_diff_says_where_a_samples_inferences_differ(session: Session):
+    """A session whose samples are single inferences against one whose samples are means of two: the diff warns for
+    that variant only, since its bands and percentiles mean something else."""
+    b = copy.deepcopy(session)
+    name = b.variants[0].name
+    b.variants[0].latency.inferences_per_sample = 2
+    warnings = diff_sessions(session, b, load_rules(None)).warnings
+    about = [w for w in warnings if "a sample is the mean of" in w]
+    assert len(about) == 1 and about[0].startswith(f"{name}:") and "1 inference(s) in A, 2 in B" in about[0]
+    assert not [w for w in diff_sessions(session, copy.deepcopy(session), load_rules(None)).warnings
+                if "a sample is the mean of" in w]
