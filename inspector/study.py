@@ -376,6 +376,13 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
 
     per_sample: dict[str, int] = {}  # inferences one sample spans, by variant (`measure` chooses them)
 
+    def sized(counts: dict[str, int]) -> None:
+        per_sample.update(counts)
+        for name, count in counts.items():
+            note = sample_note(count)
+            if note and note not in session.variant(name).notes:
+                session.variant(name).notes.append(note)
+
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         nonlocal last_save
         for name, values in samples.items():
@@ -396,7 +403,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
                           None, 0, plan.timing.rounds, saved=False)
             try:
                 measure({name: _guarded(name, step.run) for name, step in steps.items()}, plan.timing,
-                        clock_for(plan.device), on_round, per_sample.update)
+                        clock_for(plan.device), on_round, sized)
                 break
             except StepFailed as failed:
                 del steps[failed.name]
@@ -404,6 +411,14 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
                     session.variant(name).latency = None
                 fail_timing(session, engines, failed.name, failed.cause, recorder)
     session.environment.during_timing = sampler.conditions()
+
+
+def sample_note(inferences: int) -> str | None:
+    """What a variant's latency figures are where one sample spans several inferences; None for one."""
+    if inferences <= 1:
+        return None
+    return (f"each timed sample is the mean of {inferences} back-to-back inferences (a short model's GPU jitter "
+            "narrowed): its percentiles and CoV are of such means")
 
 
 class StepFailed(Exception):

@@ -109,3 +109,23 @@ def test_timing_rounds_are_saved_at_most_every_interval_and_always_after_the_las
     timing_saves = sorted({n for n in saved if n > 0})
     assert timing_saves == saved_rounds
     assert len(storage.load(path).variants[0].latency.samples_ms) == 4 * 3
+
+
+def test_a_variant_whose_samples_span_several_inferences_stores_the_count_and_says_so(tmp_path, monkeypatch):
+    """Where the clock makes a sample of 3 inferences (as a GPU does for a short model), every variant stores 3 with
+    its latency and its notes say its percentiles are of such means; a clock of one says nothing."""
+    from profilers import timing
+
+    class ThreeClock(timing.HostClock):
+        def inferences_per_sample(self, step):
+            return 3
+
+    monkeypatch.setattr(timing, "clock_for", lambda device: ThreeClock())
+    _, path = run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    for variant in storage.load(path).variants:
+        assert variant.latency.inferences_per_sample == 3
+        assert sum("mean of 3 back-to-back inferences" in note for note in variant.notes) == 1
+    monkeypatch.setattr(timing, "clock_for", lambda device: timing.HostClock())
+    _, path = run_study(fake_plan(tmp_path, out=str(tmp_path / "one.json")), ["trt-inspect", "run", "fake-model"],
+                        lambda p: None)
+    assert not any("back-to-back" in note for v in storage.load(path).variants for note in v.notes)
