@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from builders.backend import backend_class
+from builders.backend import Backend, backend_class, builtin_backends
 from profilers.device import CPU, CUDA, device_for, study_device
-from sessions.documents.errors import InputError
+from sessions.documents.errors import InputError, MissingEnvironment
 
 
 def test_each_device_answers_for_itself():
@@ -24,9 +24,31 @@ def test_a_name_no_study_runs_on_is_one_line():
         study_device("tpu")
 
 
+# every backend shipped, found by file name as the CLI finds them; one that cannot be imported here is skipped
+BACKENDS = sorted(builtin_backends())
+# the first line's words for each backend on each device, written out here (TensorRT names no device, and on the CPU
+# only its stand-in runs)
+CHOICE_LABELS = {
+    ("cudnn", "cuda"): "cuDNN / cuBLASLt engine on CUDA", ("cudnn", "cpu"): "cuDNN / cuBLASLt engine on the CPU",
+    ("compile", "cuda"): "torch.compile (Inductor) on CUDA", ("compile", "cpu"): "torch.compile (Inductor) on the CPU",
+    ("tensorrt", "cuda"): "TensorRT", ("tensorrt", "cpu"): "the TensorRT stand-in for tests",
+    ("torch", "cuda"): "PyTorch on CUDA", ("torch", "cpu"): "PyTorch on the CPU",
+}
+
+
+def importable_backend(name: str) -> type[Backend]:
+    try:
+        return backend_class(name)
+    except MissingEnvironment as exc:
+        pytest.skip(f"backend {name} cannot be imported here: {exc.message}")
+
+
+@pytest.mark.parametrize("name", BACKENDS)
 @pytest.mark.parametrize(("asked", "has_gpu", "runs_on"), [
     (None, True, "cuda"), (None, False, "cpu"), ("cpu", True, "cpu"), ("cuda", True, "cuda"), ("cpu", False, "cpu"),
 ])
-def test_a_backend_runs_on_the_gpu_where_one_is_visible_unless_the_cpu_is_asked_for(asked, has_gpu, runs_on):
-    assert backend_class("torch").device_for(asked, has_gpu) == runs_on
-    assert backend_class("torch").choice_label(runs_on) == f"PyTorch on {'CUDA' if runs_on == 'cuda' else 'the CPU'}"
+def test_a_backend_runs_on_the_gpu_where_one_is_visible_unless_the_cpu_is_asked_for(name, asked, has_gpu, runs_on):
+    cls = importable_backend(name)
+    assert cls.device_for(asked, has_gpu) == runs_on
+    assert (name, runs_on) in CHOICE_LABELS, f"a backend with no first line written here: {name}"
+    assert cls.choice_label(runs_on) == CHOICE_LABELS[name, runs_on]
