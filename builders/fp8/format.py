@@ -1,7 +1,8 @@
 """FP8 as the engine, the probe, the simulated variants and the ONNX files compute it, owned here once: the format
 (e4m3, PyTorch's float8_e4m3fn, as TensorRT's FP8 and cuDNN's FP8 tensors), its largest finite value (quantizing
-saturates to it), the scale rule (scale = amax / 448) and its floor (the smallest normal fp16, which the simulated
-variants and the ONNX files apply), the weight quantize, and whether a GPU has FP8 tensor cores."""
+saturates to it), the scale rule (scale = amax / 448, refused for an amax that is not finite) and its floor (the
+smallest normal fp16, which the simulated variants and the ONNX files apply), the weight quantize, and whether a GPU
+has FP8 tensor cores."""
 
 from __future__ import annotations
 
@@ -33,13 +34,25 @@ def scale_from_amax(amax: float) -> float:
 
 def calibrated_scale(amax: Amax) -> Amax:
     """The scale of a calibrated `amax` (a float, or a tensor of per-channel amaxes) as the engine and the simulated
-    variants take it: amax / 448, where an amax that is not finite, not positive or below 448 x MIN_SCALE is first
-    raised to 448 x MIN_SCALE, so every scale is at least MIN_SCALE. A float stays a Python float (computed as the
-    engine computes an input scale), a tensor keeps its dtype."""
+    variants take it: amax / E4M3_MAX, where an amax that is not positive or below E4M3_MAX x MIN_SCALE is first
+    raised to E4M3_MAX x MIN_SCALE, so every scale is at least MIN_SCALE. ValueError (one line) where an amax is not
+    finite: no scale holds it (a floored one would saturate the whole tensor). A float stays a Python float
+    (computed as the engine computes an input scale), a tensor keeps its dtype."""
     floor = E4M3_MAX * MIN_SCALE
     if isinstance(amax, torch.Tensor):
-        return amax_scale(torch.where(torch.isfinite(amax) & (amax >= floor), amax, torch.full_like(amax, floor)))
-    return amax_scale(amax if math.isfinite(amax) and amax >= floor else floor)
+        if not bool(torch.isfinite(amax).all()):
+            raise ValueError(f"no FP8 scale for an amax that is not finite ({_first_non_finite(amax)})")
+        return amax_scale(torch.where(amax >= floor, amax, torch.full_like(amax, floor)))
+    if not math.isfinite(amax):
+        raise ValueError(f"no FP8 scale for an amax that is not finite ({amax})")
+    return amax_scale(max(amax, floor))
+
+
+def _first_non_finite(amax: torch.Tensor) -> str:
+    """The first value of `amax` that is not finite, with its index where `amax` holds more than one."""
+    flat = amax.flatten()
+    index = int((~torch.isfinite(flat)).nonzero()[0])
+    return f"{flat[index].item()}" if flat.numel() == 1 else f"{flat[index].item()} at channel {index}"
 
 
 def quantize_weight(weight: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

@@ -304,19 +304,29 @@ def probe_layers(captured: list[CapturedLayer], plan, context, refused: dict[str
 def _bound(context, kernels: tuple[Kernel, Kernel], layer: CapturedLayer, amax: float,
            per_channel: bool) -> tuple[Bound, Bound | None, Any]:
     """`layer`'s fp16 and FP8 kernels bound to its weights, with the engine's scales for an input of `amax`
-    (`calibrated_scale`); the FP8 one None where it was refused; the inverse input scale the quantize takes."""
+    (`layer_scales`); the FP8 one None where it was refused; the inverse input scale the quantize takes."""
     import torch
 
-    from builders.fp8.format import calibrated_scale
-    from inspector.probe.engine_layers import bind, weight_scales
+    from inspector.probe.engine_layers import bind
 
     fp16, fp8 = kernels
-    x_scale = calibrated_scale(amax)
-    w_scale = weight_scales(layer.module.weight, per_channel) if fp8.refusal is None else None
+    x_scale, w_scale = layer_scales(layer, amax, per_channel, fp8.refusal is None)
     bound16 = bind(context, fp16, layer.module, None, None)
     assert bound16 is not None  # fp16 always runs: PyTorch's op where the engine has no graph
     inverse = torch.tensor(1.0 / x_scale, device=layer.x16.device)
     return bound16, bind(context, fp8, layer.module, x_scale, w_scale), inverse
+
+
+def layer_scales(layer: CapturedLayer, amax: float, per_channel: bool, fp8: bool) -> tuple[float, Any]:
+    """`layer`'s input scale for an input of `amax` and its weight scales (None where it runs no FP8: `fp8` False),
+    by the engine's rule (`calibrated_scale`); InputError (one line, naming the layer) where an amax is not finite."""
+    from builders.fp8.format import calibrated_scale
+    from inspector.probe.engine_layers import weight_scales
+
+    try:
+        return calibrated_scale(amax), weight_scales(layer.module.weight, per_channel) if fp8 else None
+    except ValueError as exc:
+        raise InputError(f"{layer.name}: {exc}") from exc
 
 
 def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, kernels: tuple[Kernel, Kernel], context,
@@ -440,9 +450,8 @@ class EngineModel:
 
 
 def _collected(inputs, options: ProbeOptions) -> EngineModel:
-    """The model as the engine builds it (`plain_model`), its convolutions and linears on the probe
-    batch, and each one's input amax over the calibration images, in fp32 where fp16 overflows (as the engine's
-    calibration falls back)."""
+    """The model as the engine builds it (`plain_model`), its convolutions and linears on the probe batch, and each
+    one's input amax over the calibration images (`engine_calibration`: in fp32 where fp16 overflows)."""
     import torch
 
     from builders.models.structure import model_structure
@@ -454,16 +463,29 @@ def _collected(inputs, options: ProbeOptions) -> EngineModel:
     reference = loaded.module.to(device="cuda", dtype=torch.float32).eval()
     conv_bn = model_structure(reference, inputs.static_input[:1].to("cuda")).conv_bn
     model = plain_model(reference, conv_bn, torch.float16)
-    calibration = inputs.calibration.to("cuda")
-    amax, calibrated_in = calibration_amax(model, calibration.half()), "fp16"
-    if not all(math.isfinite(value) for value in amax.values()):
-        fp32 = plain_model(reference, conv_bn, torch.float32)
-        amax, calibrated_in = calibration_amax(fp32, calibration.float()), "fp32"
+    amax, calibrated_in = engine_calibration(model, partial(plain_model, reference, conv_bn, torch.float32),
+                                             inputs.calibration.to("cuda"))
     static = inputs.static_input.to(device="cuda", dtype=torch.float16)
     captured = collect(model, static, amax, list(options.layers))
     if not captured:
         raise InputError(f"no convolution or linear of {loaded.name} matches --layers {' '.join(options.layers)}")
     return EngineModel(model, static, captured, calibrated_in)
+
+
+def engine_calibration(model, fp32: Callable[[], Any], calibration) -> tuple[dict[str, float], str]:
+    """Each convolution's and linear's input amax over `calibration` as the engine's calibration takes it, and the
+    precision it ran in: on `model` (fp16); on `fp32()` (the same model in fp32) where an fp16 amax is not finite, as
+    the engine's calibration falls back; InputError (one line) where one is not finite in fp32 either: no FP8 scale
+    holds it."""
+    amax = calibration_amax(model, calibration.half())
+    if all(math.isfinite(value) for value in amax.values()):
+        return amax, "fp16"
+    amax = calibration_amax(fp32(), calibration.float())
+    overflowed = [name for name, value in amax.items() if not math.isfinite(value)]
+    if overflowed:
+        raise InputError(f"calibration: the input of {overflowed[0]} reaches {amax[overflowed[0]]} even in fp32 "
+                         f"({len(overflowed)} layers): no FP8 scale holds it")
+    return amax, "fp32"
 
 
 def run_probe(options: ProbeOptions, command: list[str], report: Report, force: bool = False) -> tuple[Session, Path]:

@@ -4,6 +4,7 @@ session it builds, the estimate's wording, and the exit-3 refusals."""
 
 from __future__ import annotations
 
+import copy
 import sys
 
 import pytest
@@ -16,7 +17,7 @@ from builders.engine.build import static_refusals
 from builders.engine.probe_kernels import quantize
 from builders.engine.tactics import CUBLASLT
 from builders.fp8.format import E4M3_MAX, capability_problem, quantize_weight
-from builders.models.layer_spec import LayerSpec, group_by_spec
+from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.cli import main
 from inspector.probe import engine_layers, fp8_probe
 from inspector.probe.probe_session import (
@@ -29,6 +30,7 @@ from inspector.probe.probe_session import (
 )
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from sessions.analyses.groups import load_rules, role_of
+from sessions.documents.errors import InputError
 from sessions.documents.model import Environment, Session, Study, TimingMethod
 from sessions.documents.storage import load, save
 from sessions.reports.probe_summary import (
@@ -126,6 +128,43 @@ def test_calibration_runs_in_the_engines_chunks_and_keeps_an_overflow():
     assert fp8_probe.calibration_amax(conv, calib)[""] == 50.0 and chunks == [16, 4]
     calib[2, 1, 1, 1] = float("inf")
     assert fp8_probe.calibration_amax(conv, calib)[""] == float("inf")
+
+
+def test_calibration_falls_back_to_fp32_and_refuses_what_overflows_there_too():
+    """An amax fp16 cannot hold is taken again in fp32, as the engine's calibration falls back; one fp32 cannot hold
+    either is one error line, never a scale floored to saturate the tensor."""
+    conv = nn.Conv2d(3, 4, 1)
+    calib = torch.randn(4, 3, 4, 4)
+    calib[1, 0, 0, 0] = 1e6  # beyond fp16 (65504), well within fp32
+    fp32_built: list[str] = []
+
+    def fp32() -> nn.Module:
+        fp32_built.append("fp32")
+        return conv.float()
+
+    amax, calibrated_in = fp8_probe.engine_calibration(copy.deepcopy(conv).half(), fp32, calib)
+    assert calibrated_in == "fp32" and amax[""] == 1e6 and fp32_built == ["fp32"]
+    assert fp8_probe.engine_calibration(copy.deepcopy(conv).half(), fp32, calib.clamp(-10, 10))[1] == "fp16"
+    calib[2, 1, 1, 1] = float("inf")
+    with pytest.raises(InputError, match="even in fp32") as raised:
+        fp8_probe.engine_calibration(copy.deepcopy(conv).half(), fp32, calib)
+    assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("amax, weight", [(float("inf"), 1.0), (1.0, float("nan"))])
+def test_a_layers_scales_refuse_an_amax_that_is_not_finite_in_one_line_naming_it(amax, weight):
+    conv = nn.Conv2d(3, 4, 1)
+    with torch.no_grad():
+        conv.weight[2, 1] = weight
+    layer = fp8_probe.CapturedLayer("blocks.0.conv", conv, spec_of(conv, torch.zeros(1, 3, 4, 4)), amax, None)
+    with pytest.raises(InputError, match=r"^blocks\.0\.conv: .*not finite") as raised:
+        fp8_probe.layer_scales(layer, amax, per_channel=True, fp8=True)
+    assert "\n" not in str(raised.value)
+    if weight == 1.0:  # a layer that runs no FP8 still needs its input scale
+        with pytest.raises(InputError):
+            fp8_probe.layer_scales(layer, amax, per_channel=True, fp8=False)
+    else:  # nor weight scales where it runs no FP8
+        assert fp8_probe.layer_scales(layer, amax, per_channel=True, fp8=False) == (1.0 / 448, None)
 
 
 def test_equal_specs_are_grouped_once_with_their_count(tiny):

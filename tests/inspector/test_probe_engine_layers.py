@@ -110,10 +110,19 @@ def test_what_the_probe_asks_the_engine_for_per_layer():
 
 def test_the_scale_rule_floors_what_calibration_cannot_scale():
     assert calibrated_scale(448.0) == 1.0 and calibrated_scale(896.0) == 2.0
-    for degenerate in (0.0, -1.0, 1e-9, float("inf"), float("nan")):
+    for degenerate in (0.0, -1.0, 1e-9):
         assert calibrated_scale(degenerate) == 2.0**-14
-    scales = calibrated_scale(torch.tensor([896.0, 0.0, float("nan"), 1e-9, 0.02734375]))
+    scales = calibrated_scale(torch.tensor([896.0, 0.0, -1.0, 1e-9, 0.02734375]))
     assert scales.tolist() == [2.0, 2.0**-14, 2.0**-14, 2.0**-14, 2.0**-14]
+
+
+@pytest.mark.parametrize("amax", [float("inf"), float("nan"), torch.tensor([896.0, float("inf")]),
+                                  torch.tensor([float("nan"), 1.0])])
+def test_the_scale_rule_refuses_an_amax_that_is_not_finite(amax):
+    """A floored scale would saturate the whole tensor: no scale is given, in one line."""
+    with pytest.raises(ValueError, match="not finite") as raised:
+        calibrated_scale(amax)
+    assert "\n" not in str(raised.value)
 
 
 class Folded(nn.Module):
