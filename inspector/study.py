@@ -373,21 +373,13 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
             session.variant(name).notes.append(step.note)
 
     last_save = time.monotonic()
-
-    per_sample: dict[str, int] = {}  # inferences one sample spans, by variant (`measure` chooses them)
-
-    def sized(counts: dict[str, int]) -> None:
-        per_sample.update(counts)
-        for name, count in counts.items():
-            note = sample_note(count)
-            if note and note not in session.variant(name).notes:
-                session.variant(name).notes.append(note)
+    sizes = SampleSizes(session)
 
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         nonlocal last_save
         for name, values in samples.items():
             latency = latency_stats(values, plan.timing.iters)
-            latency.inferences_per_sample = per_sample.get(name, 1)
+            latency.inferences_per_sample = sizes.of(name)
             session.variant(name).latency = latency
         session.environment.during_timing = sampler.conditions()
         due = index + 1 == plan.timing.rounds or time.monotonic() - last_save >= ROUND_SAVE_INTERVAL_S
@@ -403,7 +395,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
                           None, 0, plan.timing.rounds, saved=False)
             try:
                 measure({name: _guarded(name, step.run) for name, step in steps.items()}, plan.timing,
-                        clock_for(plan.device), on_round, sized)
+                        clock_for(plan.device), on_round, sizes)
                 break
             except StepFailed as failed:
                 del steps[failed.name]
@@ -411,6 +403,24 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
                     session.variant(name).latency = None
                 fail_timing(session, engines, failed.name, failed.cause, recorder)
     session.environment.during_timing = sampler.conditions()
+
+
+class SampleSizes:
+    """The inferences one timed sample spans, by variant, as `measure` chose them (`profilers.timing`); a variant's
+    notes say so where it is more than one."""
+
+    def __init__(self, session: Session) -> None:
+        self.session, self.counts = session, dict[str, int]()
+
+    def __call__(self, counts: dict[str, int]) -> None:
+        self.counts.update(counts)
+        for name, count in counts.items():
+            note = sample_note(count)
+            if note and note not in self.session.variant(name).notes:
+                self.session.variant(name).notes.append(note)
+
+    def of(self, name: str) -> int:
+        return self.counts.get(name, 1)
 
 
 def sample_note(inferences: int) -> str | None:
