@@ -13,8 +13,7 @@ import torch
 import torch.fx
 
 from builders.engine.compiler import PlanCompiler
-from builders.engine.conv_tactics import LIBRARY_KINDS as KINDS
-from builders.engine.conv_tactics import library_conv, offered, time_library
+from builders.engine.conv_tactics import LIBRARY_KINDS, library_conv, offered, time_library
 from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
@@ -467,7 +466,7 @@ def _library_runner(backend: BuildContext, step: Step, conv: torch.nn.Conv2d, si
                     scales: dict[str, tuple[float, torch.Tensor]], layer: Layer) -> Runner:
     """The runner of a conv step whose tactic of `library` (not cuDNN) timed fastest; names it in `layer`."""
     run = library_conv(library, sig, conv.weight, conv.bias, *_conv_scales(step, conv, scales), backend.quantizer)
-    layer.kind, layer.tactic = f"{KINDS[library]} ({sig.precision})", run.path
+    layer.kind, layer.tactic = f"{LIBRARY_KINDS[library]} ({sig.precision})", run.path
     layer.attrs["library"] = library
     return _conv_call(run, step)
 
