@@ -89,9 +89,10 @@ def record(out: Path, repo: Path, jobs: int) -> None:
 
 
 def compare(before: Path, after: Path) -> int:
-    """Print each output that differs (with a short diff) or is in one record only; 1 if any, else 0."""
-    names_before = {p.name for p in before.iterdir()}
-    names_after = {p.name for p in after.iterdir()}
+    """Print each file of two records (folders, searched to any depth) that differs (with a short diff) or is in one
+    record only; 1 if any, else 0."""
+    names_before = {p.relative_to(before) for p in before.rglob("*") if p.is_file()}
+    names_after = {p.relative_to(after) for p in after.rglob("*") if p.is_file()}
     changed = 0
     for name in sorted(names_before | names_after):
         if name not in names_after or name not in names_before:
@@ -105,7 +106,7 @@ def compare(before: Path, after: Path) -> int:
             diff = difflib.unified_diff(a.decode(errors="replace").splitlines(),
                                         b.decode(errors="replace").splitlines(), lineterm="", n=1)
             print("\n".join(list(diff)[:40]))
-    print(f"{len(names_before | names_after)} outputs, {changed} differ")
+    print(f"{len(names_before | names_after)} files, {changed} differ")
     return 1 if changed else 0
 
 

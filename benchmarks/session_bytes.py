@@ -29,6 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from output_identity import compare
 from trt_import_large_log import write_log
 
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "trt"
@@ -97,22 +98,6 @@ def record(out: Path, checkout: Path, layers: int) -> None:
     (large / "big.log").unlink()
     large.rmdir()
     print(f"{len(pairs)} sessions resaved, {len(folders)} folders imported into {out}")
-
-
-def compare(before: Path, after: Path) -> int:
-    """Print each file that differs or is in one record only; 1 if any, else 0."""
-    names_before = {p.relative_to(before) for p in before.rglob("*") if p.is_file()}
-    names_after = {p.relative_to(after) for p in after.rglob("*") if p.is_file()}
-    changed = 0
-    for name in sorted(names_before | names_after):
-        if name not in names_before or name not in names_after:
-            print(f"only in {before if name in names_before else after}: {name}")
-            changed += 1
-        elif (before / name).read_bytes() != (after / name).read_bytes():
-            print(f"differs: {name}")
-            changed += 1
-    print(f"{len(names_before | names_after)} files, {changed} differ")
-    return 1 if changed else 0
 
 
 def main() -> int:
