@@ -91,3 +91,28 @@ def test_real_fp8_segmentation_says_pixel_agreement_with_fp32_and_with_the_simul
     assert simulation_lines(session) == [
         ("cudnn-fp8-encoder-linears (real FP8): pixel agreement 87.50 % with fp32 (PyTorch), 96.88 % with "
          "fp8-encoder-linears simulated, over pixels of 2 images; largest logit difference from the simulated 5")]
+
+
+def test_real_fp8_that_ran_layers_in_higher_precision_says_the_simulation_differs_by_construction() -> None:
+    """The simulation quantizes every layer of the recipe; where the engine ran some of them fp16 (by timing or
+    refused), the line says how many of how many, counted here from the layers as the test builds them."""
+    from sessions.analyses.summary import simulation_lines
+    from sessions.documents.model import Layer, Session, Study, Variant
+
+    logits = logits_for(np.zeros((2, 4, 4), int))
+    variant = Variant(name="cudnn-fp8-all", backend="cudnn", precision="fp8", device="cuda")
+    variant.simulation = compare(logits, logits, "fp8-all simulated", "test", 2)
+    variant.layers = [Layer(name=f"conv{i}", kind="conv", precision=precision, attrs={"asked": "fp8"})
+                      for i, precision in enumerate(["fp8", "fp16", "fp16", "fp8", "fp8"])]
+    variant.layers.append(Layer(name="conv0.input_quantizer", kind="quantize", op="quantize", precision="fp8",
+                                attrs={"asked": "fp8"}))
+    variant.layers.append(Layer(name="stem", kind="conv", precision="fp16", attrs={"asked": "fp16"}))
+    study = Study(model="m", source="hf", input_shape=[3, 16, 16], batch=1, command=[], created="", backend="torch",
+                  device="cuda", tool_version="0")
+    session = Session(study=study, environment=None, method=None, variants=[variant])  # type: ignore[arg-type]
+    (line,) = simulation_lines(session)
+    assert line.endswith("the engine ran 2 of those 5 in higher precision (by timing or refused), so they differ "
+                         "by construction")
+    variant.layers = [layer for layer in variant.layers if layer.precision == "fp8" or layer.name == "stem"]
+    (line,) = simulation_lines(session)
+    assert "differ by construction" not in line
