@@ -1,7 +1,7 @@
 # Sourced by the benchmarks/h200_*.sh scripts on the lent H200 (no network there): installs the
 # wheels carried in .whl and this project, and defines `run`, which echoes a trt-inspect command
 # and its exit code. How to fetch wheels: the device tool's README. The image lacks: textual 8.2.8 (with
-# mdit-py-plugins, linkify-it-py, uc-micro-py), orjson, platformdirs, nvidia-modelopt 0.47.0 (with omegaconf,
+# mdit-py-plugins, linkify-it-py, uc-micro-py: not carried, the runs are headless and never import it), orjson, platformdirs, nvidia-modelopt 0.47.0 (with omegaconf,
 # pulp<4 (its solverdir/cbc binaries removed: ModelOpt only imports it), pydantic and pydantic-core),
 # cupti-python 13.0.1 and nvidia-cudnn-frontend 1.32.0 (its attention and gemm sub-packages removed to fit the
 # 64 MiB a call may carry beside this tree).

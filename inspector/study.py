@@ -410,7 +410,8 @@ class SampleSizes:
     notes say so where it is more than one."""
 
     def __init__(self, session: Session) -> None:
-        self.session, self.counts = session, dict[str, int]()
+        self.session = session
+        self.counts: dict[str, int] = {}
 
     def __call__(self, counts: dict[str, int]) -> None:
         self.counts.update(counts)

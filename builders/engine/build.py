@@ -306,7 +306,8 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
 
 def _quantize_pays(backend: BuildContext, program: Program, fp8: dict[str, ConvSignature],
                    fp16: dict[str, ConvSignature], refused: dict[str, str], timed: Timed) -> bool:
-    """Each quantize layer against what its FP8 readers save, as TensorRT weighs a reformat: where their best FP8
+    """Each quantize layer against what its FP8 readers save (a Q/DQ pair TensorRT cannot fuse runs as a layer of its
+    own, a Reformat of `Origin: QDQ`; that its builder weighs its cost is this engine's rule): where their best FP8
     tactics together save less than the quantize layer costs (against their best fp16 ones), they run fp16 and the
     quantize layer goes (`quantize_reason`). Only quantize layers whose readers are all FP8 convolutions timed here;
     True where a choice changed the program."""
