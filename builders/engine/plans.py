@@ -151,7 +151,10 @@ class TimingCache:
         return entry["time_us"] if entry is not None else None
 
     def put_quantize(self, signature: str, time_us: float) -> None:
-        """Records a quantize layer's time under `signature`, so that a later build weighs it as this one did."""
+        """Records a quantize layer's time under `signature`, so that a later build weighs it as this one did; a time
+        that would not read back (`quantize_entry_reads`: not finite, or not above 0) is not recorded."""
+        if not quantize_entry_reads({"time_us": time_us}):
+            return
         self.entries[signature] = {"time_us": time_us}
         self.changed.add(signature)
         self.dirty = True

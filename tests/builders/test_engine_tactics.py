@@ -313,6 +313,9 @@ def test_a_quantize_layers_time_is_kept_so_a_later_build_weighs_it_the_same(tmp_
     backend, _ = context(TwoConvs().eval(), Times(uniform(), 1.0), FP8_LAYERS_TIMED)
     backend.cache = TimingCache(path, header)
     assert _quantize_us(backend, (1, 64, 7, 7)) == 12.5
+    for unreadable in (float("nan"), float("inf"), 0.0, -1.0):  # what would not read back is never written
+        first.put_quantize(f"{QUANTIZE_PREFIX}bad {unreadable}", unreadable)
+        assert f"{QUANTIZE_PREFIX}bad {unreadable}" not in first.entries
     for garbled in ({"time_us": -1.0}, {"time_us": 3.0, "plan": "x"}, {"time_us": float("nan")}):
         raw = json.loads(path.read_text())
         entry = {k: v for k, v in raw["plans"][key].items() if k != "digest"} | garbled
