@@ -50,14 +50,7 @@ SHAPE_PIECES = [" ", ":", ", ", ",", "a", "Z", "0", "-", "/", "\x1e", "Key: ", "
 def near_shape(rng: random.Random, text: str) -> str:
     """`text` with one to three characters or words changed that a tensor record's match reads: spaces, colons,
     commas, keys and signs, so that many mutants still match and each boundary of the match is tried."""
-    chars = list(text)
-    for _ in range(rng.randint(1, 3)):
-        at = rng.randrange(len(chars) + 1)
-        if rng.random() < 0.5:
-            chars.insert(at, rng.choice(SHAPE_PIECES))
-        elif at < len(chars):
-            chars[at] = rng.choice(SHAPE_PIECES) if rng.random() < 0.5 else ""
-    return "".join(chars).strip()
+    return mutant(rng, text, SHAPE_PIECES, 3)
 
 
 @pytest.mark.parametrize("change", [mutant, near_shape])

@@ -33,14 +33,15 @@ def split_top(text: str) -> list[tuple[str, str]]:
     return [(key.strip(), value) for key, _, value in (part.partition(":") for part in text_layers._split_top(text))]
 
 
-def mutant(rng: random.Random, text: str) -> str:
+def mutant(rng: random.Random, text: str, pieces: list[str] = PIECES, most: int = 4) -> str:
+    """`text` with one to `most` characters inserted, replaced or removed, the new ones drawn from `pieces`."""
     chars = list(text)
-    for _ in range(rng.randint(1, 4)):
+    for _ in range(rng.randint(1, most)):
         at = rng.randrange(len(chars) + 1)
         if rng.random() < 0.5:
-            chars.insert(at, rng.choice(PIECES))
+            chars.insert(at, rng.choice(pieces))
         elif at < len(chars):
-            chars[at] = rng.choice(PIECES) if rng.random() < 0.5 else ""
+            chars[at] = rng.choice(pieces) if rng.random() < 0.5 else ""
     return "".join(chars).strip()
 
 
