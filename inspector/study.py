@@ -371,6 +371,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     for name, step in steps.items():
         if step.note:
             session.variant(name).notes.append(step.note)
+    session.environment.gpu_state = study_device(plan.device).settle()  # every graph is made: one state for all
 
     last_save = time.monotonic()
     sizes = SampleSizes(session)

@@ -4,8 +4,9 @@ device's name.
 `study_device(name)` turns a plan's device (`cuda`, `cpu`) into its object, and no other module of `builders/`,
 `profilers/` or `inspector/` compares a device name (`tests/test_architecture.py`). What the object answers: `gpu`
 (kernels run on a CUDA GPU: CUDA events, CUDA graphs, PyTorch's caching allocator, NVML), `synchronize()` (wait for
-the work queued on it), `capability()` (a GPU's compute capability), `words` (how a sentence names it) and `timer`
-(where a latency sample is read). Sessions keep the name as it was recorded (`Study.device`, `Variant.device`).
+the work queued on it), `settle()` (the GPU state the rows are timed in), `capability()` (a GPU's compute
+capability), `words` (how a sentence names it) and `timer` (where a latency sample is read). Sessions keep the
+name as it was recorded (`Study.device`, `Variant.device`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ class StudyDevice:
             import torch
 
             torch.cuda.synchronize()
+
+    def settle(self) -> str | None:
+        """On a GPU: another process's CUDA context made and ended beside this process's, once every graph to be
+        timed is made, so every row is timed in one GPU state whatever the builds did (`profilers.gpu_contexts`);
+        what happened, in words. None on the host."""
+        if not self.gpu:
+            return None
+        import torch
+
+        from profilers.gpu_contexts import another_context
+
+        torch.cuda.synchronize()
+        return another_context(torch.cuda.current_device())
 
     def capability(self) -> tuple[int, int] | None:
         """The GPU's compute capability (major, minor); None on the host."""

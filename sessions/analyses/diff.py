@@ -136,6 +136,7 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
         ("GPU", _gpu(a) or "unknown", _gpu(b) or "unknown"),
         ("backend", a.study.backend, b.study.backend),
         ("tracer", ", ".join(sorted(_tracers(a))) or "none", ", ".join(sorted(_tracers(b))) or "none"),
+        ("GPU state", a.environment.gpu_state or "not recorded", b.environment.gpu_state or "not recorded"),
     ):
         if left != right:
             warnings.append(f"different {what}: {left} against {right}")

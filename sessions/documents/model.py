@@ -100,6 +100,7 @@ class Environment:
     during_timing: TimingConditions | None = None
     torch_threads: int | None = None  # torch.get_num_threads() during the study
     load_average: list[float] | None = None  # os.getloadavg() when the study started (1, 5, 15 min)
+    gpu_state: str | None = None  # the GPU state the rows were timed in (profilers.gpu_contexts); None: not recorded
 
 
 @dataclass

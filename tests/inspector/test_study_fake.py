@@ -129,3 +129,33 @@ def test_a_variant_whose_samples_span_several_inferences_stores_the_count_and_sa
     _, path = run_study(fake_plan(tmp_path, out=str(tmp_path / "one.json")), ["trt-inspect", "run", "fake-model"],
                         lambda p: None)
     assert not any("back-to-back" in note for v in storage.load(path).variants for note in v.notes)
+
+
+def test_the_gpu_state_is_settled_once_every_graph_is_made_and_before_the_rounds(tmp_path, monkeypatch):
+    """The device's settle (profilers.gpu_contexts) runs after every variant's timing step is made and before the
+    first round; what it says is the session's GPU state."""
+    from inspector import study
+    from profilers import timing
+    from profilers.device import StudyDevice
+
+    events: list[str] = []
+    monkeypatch.setattr(StudyDevice, "settle", lambda self: events.append("settle") or "the helper's words")
+    measure = timing.measure
+    monkeypatch.setattr(timing, "measure", lambda *a, **k: (events.append("rounds"), measure(*a, **k))[1])
+    time_variants = study.time_variants
+
+    def watched(session, engines, *args):
+        for name, one in engines.items():
+            step = one.timing_step
+
+            def made(step=step, name=name):
+                events.append(f"step {name}")
+                return step()
+
+            one.timing_step = made
+        return time_variants(session, engines, *args)
+
+    monkeypatch.setattr(study, "time_variants", watched)
+    _, path = run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    assert events == ["step fp32", "step fp16", "step fp8-all", "settle", "rounds"]
+    assert storage.load(path).environment.gpu_state == "the helper's words"

@@ -256,3 +256,14 @@ def test_a_diff_says_where_a_samples_inferences_differ(session: Session):
     assert len(about) == 1 and about[0].startswith(f"{name}:") and "1 inference(s) in A, 2 in B" in about[0]
     assert not [w for w in diff_sessions(session, copy.deepcopy(session), load_rules(None)).warnings
                 if "a sample is the mean of" in w]
+
+
+def test_a_diff_warns_where_the_gpu_states_differ(session: Session):
+    """A session timed after the GPU state was settled against one that records no state (or a failed settle): a
+    warning naming both; two sessions in the same state: none."""
+    settled = copy.deepcopy(session)
+    settled.environment.gpu_state = "another process made and ended a context"
+    warnings = [w for w in diff_sessions(session, settled, load_rules(None)).warnings if "GPU state" in w]
+    assert warnings == ["different GPU state: not recorded against another process made and ended a context"]
+    same = copy.deepcopy(settled)
+    assert not [w for w in diff_sessions(settled, same, load_rules(None)).warnings if "GPU state" in w]

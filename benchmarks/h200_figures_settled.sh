@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# On the H200, the figures the GPU-state settle (profilers/gpu_contexts.py) must hold, in parts named by PARTS (each
+# part's files tarred as it ends, so a call cut short keeps the parts done):
+#   state   the replay-state probe with the tool's settle (benchmarks/replay_state_probe.py --settle)
+#   main    the main job with Inductor's, Triton's and the engine's caches cold, then twice warm; the three diffs
+#           (each must exit 0)
+#   rows    each main-job variant alone against the whole study (benchmarks/row_independence.py)
+#   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
+#   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
+#   compile the engine's fp16 against torch.compile where it lost before (dpn68, vit_tiny_patch16_224, SegFormer-B0)
+#   PARTS="state main rows" OUT=... PREPARE=0 bash benchmarks/h200_figures_settled.sh   # device tool, carry [".whl"]
+[ "${KEEP_CACHES:-0}" = 1 ] || rm -rf /tmp/pycache /tmp/site /tmp/tih /tmp/torchinductor_* ~/.triton/cache
+source "$(dirname "$0")/h200_setup.sh"
+exec > >(tee -a "$OUT/log.txt") 2>&1
+t() { local s=$(date +%s%N); run "$@"; echo "wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))"; }
+pack() { tar -C "$OUT" -cf "$OUT/$1.tar" "$1" && rm -rf "${OUT:?}/$1"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
+for PART in ${PARTS:-state main rows}; do
+  mkdir -p "$OUT/$PART"; echo "#### part $PART at ${SECONDS} s"
+  case $PART in
+  state) python3 benchmarks/replay_state_probe.py --settle 2>&1 | tee "$OUT/state/replay-state-settle.txt" ;;
+  main)
+    for RUN in cold warm warm2; do t senet154 --out "$OUT/main/senet154-$RUN.json" | tee "$OUT/main/$RUN.log"; done
+    for PAIR in "cold warm" "cold warm2" "warm warm2"; do  # three reruns of unchanged code: each diff must exit 0
+      set -- $PAIR; trt-inspect diff "$OUT/main/senet154-$1.json" "$OUT/main/senet154-$2.json" \
+        > "$OUT/main/diff-$1-$2.txt"; echo "diff $1 $2: exit $?"
+    done ;;
+  rows) python3 benchmarks/row_independence.py senet154 --repeat 1 --out "$OUT/rows" 2>"$OUT/rows/progress.log" \
+          | tee "$OUT/rows/rows.txt" ;;
+  spread) python3 benchmarks/small_model_spread.py --out "$OUT/spread" -- --variants fp16,cudnn-fp16,cudnn-fp8-all \
+            | tee "$OUT/spread/spread.txt" ;;
+  probe) python3 benchmarks/probe_vs_engine.py senet154 --out "$OUT/probe" 2>"$OUT/probe/progress.log" \
+           | tee "$OUT/probe/probe-vs-engine.txt" ;;
+  compile)
+    for MODEL in dpn68 vit_tiny_patch16_224 hf:segformer-b0-512; do
+      t run $MODEL --variants fp16,compile-fp16,cudnn-fp16 --out "$OUT/compile/${MODEL#hf:}-b1-vs-compile.json"
+    done
+    python3 benchmarks/engine_vs_compile.py "$OUT"/compile/*.json | tee "$OUT/compile/engine-vs-compile.txt" ;;
+  esac
+  pack "$PART"
+done
+echo "#### done at ${SECONDS} s"

@@ -1,0 +1,59 @@
+"""The GPU state a study's rows are timed in: another process's CUDA context made and ended after every graph is made.
+
+On the H200 a CUDA graph's replays ran about 10 % slower (senet154 fp16, batch 1: 4.862-4.871 against 4.352-4.357
+ms; the GPU's own time: the same with the host's submission done before the GPU starts, host enqueue 0.01-0.03 ms a
+replay) until another process made or ended a CUDA context on the same GPU after the graph was made; from then on
+that graph ran at the faster time. A graph made while another context lived stayed slow until that context ended;
+a graph made after it ended stayed slow until another context was made (`benchmarks/replay_state_probe.py`,
+`benchmarks/replay_state_order.py`; `benchmarks/results/h200/replay-state/`). A cold build's plan-compiler workers
+make and end contexts after the first variants' graphs exist and a warm build makes none, so a first run's rows and
+a later run's differed by that much, every variant alike; another context made before the graphs, or held through
+the whole study, left a warm run's rows slow (`settle-before/`, `held-through/` there).
+
+So once every variant's graph is made and before the timing rounds, a GPU study has a short-lived process make a
+context on the study's GPU, run one memset on it and end (`another_context`): every row is then timed in the state
+any later context event leaves a graph in, whatever the builds did. The environment records what happened
+(`Environment.gpu_state`).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+TIMEOUT_S = 60.0  # a driver's first context can take seconds; a helper past this is ended and reported
+MADE = "another process made and ended a CUDA context on the GPU after every graph was made, before the timing"
+
+# The helper: the CUDA driver API through ctypes (no torch import: it is done in well under a second), one context
+# on the device the study uses (the same CUDA_VISIBLE_DEVICES), one memset run on it, then the process ends.
+_HELPER = """
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1" if sys.platform != "win32" else "nvcuda.dll")
+def check(name, *args):
+    code = getattr(cuda, name)(*args)
+    if code:
+        sys.exit(f"{name} returned CUDA error {code}")
+device, context, memory = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+check("cuInit", 0)
+check("cuDeviceGet", ctypes.byref(device), int(sys.argv[1]))
+check("cuDevicePrimaryCtxRetain", ctypes.byref(context), device)
+check("cuCtxSetCurrent", context)
+check("cuMemAlloc_v2", ctypes.byref(memory), ctypes.c_size_t(1 << 20))
+check("cuMemsetD8_v2", memory, ctypes.c_ubyte(0), ctypes.c_size_t(1 << 20))
+check("cuCtxSynchronize")
+"""
+
+
+def another_context(device_index: int) -> str:
+    """Have a helper process make a CUDA context on CUDA device `device_index`, run one memset and end; `MADE`, or
+    why it did not (the study goes on either way). The words are the same in every study where it did, so two
+    sessions' states compare as text (`sessions.analyses.diff`)."""
+    try:
+        done = subprocess.run([sys.executable, "-c", _HELPER, str(device_index)], capture_output=True, text=True,
+                              timeout=TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"not made: the helper process failed ({type(exc).__name__})"
+    if done.returncode != 0:
+        lines = (done.stderr or "").strip().splitlines()
+        return f"not made: the helper process failed ({lines[-1] if lines else f'exit {done.returncode}'})"
+    return MADE

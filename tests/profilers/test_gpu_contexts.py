@@ -1,0 +1,58 @@
+"""The GPU state: another process's CUDA context made and ended once every graph is made, and what the session says
+of it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from profilers import gpu_contexts
+from profilers.device import study_device
+from sessions.documents import storage
+from sessions.reports.sections import environment_section
+from tests.conftest import H200
+
+
+def test_the_host_has_no_gpu_state():
+    assert study_device("cpu").settle() is None
+
+
+def test_a_helper_that_ran_says_the_context_was_made(monkeypatch):
+    monkeypatch.setattr(gpu_contexts, "_HELPER", "import sys; assert sys.argv[1] == '3'")
+    assert gpu_contexts.another_context(3) == gpu_contexts.MADE
+
+
+@pytest.mark.parametrize(("helper", "reason"), [
+    ("import sys; sys.exit('cuInit returned CUDA error 100')", "cuInit returned CUDA error 100"),
+    ("raise SystemExit(7)", "exit 7"),
+    ("import sys; assert sys.argv[1] == '3'", "AssertionError"),  # the device index reaches the helper
+])
+def test_a_helper_that_failed_says_why_and_the_study_goes_on(monkeypatch, helper, reason):
+    monkeypatch.setattr(gpu_contexts, "_HELPER", helper)
+    assert gpu_contexts.another_context(0) == f"not made: the helper process failed ({reason})"
+
+
+def test_a_helper_that_hangs_is_ended(monkeypatch):
+    monkeypatch.setattr(gpu_contexts, "_HELPER", "import time; time.sleep(30)")
+    monkeypatch.setattr(gpu_contexts, "TIMEOUT_S", 0.5)
+    assert gpu_contexts.another_context(0) == "not made: the helper process failed (TimeoutExpired)"
+
+
+def test_the_real_helper_without_a_driver_fails_in_one_line():
+    """On a machine without the CUDA driver (CI) the real helper's own error comes back, never a traceback."""
+    if sys.platform != "linux":
+        pytest.skip("the helper names libcuda.so.1, Linux's driver library")
+    said = gpu_contexts.another_context(0)
+    assert said == gpu_contexts.MADE or (
+        said.startswith("not made: the helper process failed (") and "\n" not in said)
+
+
+def test_the_environment_section_says_the_gpu_state_and_a_session_keeps_it(tmp_path):
+    session = storage.load(H200 / "senet154-h200.json")  # recorded before the state was settled: none
+    assert session.environment.gpu_state is None and "GPU state" not in environment_section(session)
+    session.environment.gpu_state = "another process made and ended a context"
+    storage.save(session, tmp_path / "s.json")
+    again = storage.load(tmp_path / "s.json")
+    assert again.environment.gpu_state == session.environment.gpu_state
+    assert "| GPU state | another process made and ended a context |" in environment_section(again)
