@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from builders.engine.probe_kernels import import_cudnn
+from builders.engine.cudnn_library import import_cudnn
 
 
 def conv_graph(cudnn, handle, n, c, h, k, r, groups, fp8_in, epilogue, fp8_out):

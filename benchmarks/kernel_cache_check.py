@@ -18,7 +18,7 @@ import time
 def main(mode: str) -> int:
     os.environ["TRT_INSPECT_HOME"] = tempfile.mkdtemp()  # a cold timing cache
     if mode == "cache":
-        from builders.engine.probe_kernels import import_cudnn
+        from builders.engine.cudnn_library import import_cudnn
 
         cudnn = import_cudnn()
         original, shared = cudnn.pygraph, cudnn.create_kernel_cache()

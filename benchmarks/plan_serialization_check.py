@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from builders.engine.cudnn_library import import_cudnn
 from builders.engine.kernels import (
     TENSOR_UIDS,
     ConvSignature,
@@ -28,7 +29,6 @@ from builders.engine.kernels import (
     scratch_tensors,
     time_execution,
 )
-from builders.engine.probe_kernels import import_cudnn
 
 SIGNATURES = [
     ConvSignature("fp8", (1, 256, 56, 56), 256, (3, 3), (1, 1), (1, 1), (1, 1), 64, ("relu",), True),

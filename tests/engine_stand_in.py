@@ -14,8 +14,8 @@ from builders.engine.build import _frees, _torch_runner, constants
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import Fp8Linear
 from builders.engine.lowering import Program
-from builders.engine.probe_kernels import quantize
 from builders.engine.runtime import CudnnEngine
+from builders.fp8.quantizer import quantize
 
 STAND_IN_ACTIVATIONS = {"relu": torch.relu, "sigmoid": torch.sigmoid, "swish": torch.nn.functional.silu,
                         "gelu": torch.nn.functional.gelu}

@@ -480,7 +480,7 @@ OTHER_READERS = {
     "sessions/documents/state.py": "opens a session's lock file to probe its flock; reads no byte",
     "inspector/tui/output.py": "descriptors of the terminal and of a pipe of its own, never a file by name",
     "builders/models/seeded_weights.py": "a cache writer: opens the file safetensors' save_file wrote, to fsync it",
-    "builders/engine/probe_kernels.py": "/proc/self/maps, to find the libraries this process loaded",
+    "builders/engine/cudnn_library.py": "/proc/self/maps, to find the libraries this process loaded",
     "profilers/environment.py": "/proc/cpuinfo, to name the CPU",
     "profilers/kernel_trace.py": "a CUDA header of the installed CUPTI package (at most 4 MiB), for callback ids",
     "profilers/images.py": "images the user names, opened by PIL under its pixel limit",

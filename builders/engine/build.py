@@ -19,7 +19,6 @@ from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
 from builders.engine.lowering import Program, Step, lower
 from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
-from builders.engine.probe_kernels import Quantizer, one_line
 from builders.engine.runtime import CudnnEngine
 from builders.engine.tactics import (
     CUDNN,
@@ -31,7 +30,9 @@ from builders.engine.tactics import (
     precision_reason,
     quantize_reason,
 )
+from builders.fp8.quantizer import Quantizer
 from builders.models.hooks import forward_once
+from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
 from sessions.documents.options import FP8_LAYERS_TIMED
 
@@ -365,7 +366,7 @@ def _time_library(backend: BuildContext, sig: ConvSignature, library: str) -> fl
     try:
         return time_library(library, sig, backend.quantizer)
     except Exception as exc:  # noqa: BLE001  (a tactic that does not run is not offered; the variant says why)
-        return f"{library} for {sig.key()}: {one_line(exc, 200)}"
+        return f"{library} for {sig.key()}: {joined_message(exc, 200)}"
 
 
 def _record(timed: Timed, layer: str, *tactics: Tactic) -> None:

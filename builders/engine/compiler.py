@@ -24,7 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from builders.engine.kernels import Compiled, ConvSignature, plans_compiled
-from builders.engine.probe_kernels import one_line
+from sessions.documents.errors import joined_message
 
 MAX_WORKERS = 12  # each holds a CUDA context (about 0.5 GiB of GPU memory)
 MIN_GRAPHS = 4  # fewer graphs than this compile in the engine's process: a worker takes seconds to start
@@ -54,7 +54,7 @@ def _worker_cudnn(device: int) -> tuple[Any, Any]:
     if "handle" not in _WORKER:
         import torch
 
-        from builders.engine.probe_kernels import import_cudnn
+        from builders.engine.cudnn_library import import_cudnn
 
         torch.cuda.set_device(device)
         cudnn = import_cudnn()
@@ -68,7 +68,7 @@ def _compile(device: int, sig: ConvSignature, limit: int) -> Compiled | str:
     try:
         return plans_compiled(sig, *_worker_cudnn(device), limit)
     except Exception as exc:  # noqa: BLE001  (any reason: the work falls back to the engine's process)
-        return one_line(exc, 300)
+        return joined_message(exc, 300)
 
 
 def worker_count(graphs: int) -> int:

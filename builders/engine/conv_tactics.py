@@ -29,8 +29,8 @@ from builders.engine.kernels import (
     scratch_tensors,
     time_execution,
 )
-from builders.engine.probe_kernels import Quantizer
 from builders.engine.tactics import CUBLASLT, PYTORCH, PYTORCH_NCHW
+from builders.fp8.quantizer import Quantizer
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}

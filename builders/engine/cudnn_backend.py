@@ -20,9 +20,9 @@ from builders.engine.compiler import PlanCompiler
 from builders.engine.graph import trace
 from builders.engine.kernels import engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
-from builders.engine.probe_kernels import Quantizer, make_quantizer
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
+from builders.fp8.quantizer import Quantizer, make_quantizer
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
@@ -39,7 +39,7 @@ def engine_problem() -> str | None:
     problem = fp8_gpu_problem()
     if problem is not None:
         return f"the cuDNN / cuBLASLt engine: {problem}"
-    from builders.engine.probe_kernels import import_cudnn
+    from builders.engine.cudnn_library import import_cudnn
 
     try:
         import_cudnn()
@@ -63,7 +63,7 @@ class CudnnBackend(Backend):
         return engine_problem()
 
     def __init__(self, context: BackendContext) -> None:
-        from builders.engine.probe_kernels import import_cudnn
+        from builders.engine.cudnn_library import import_cudnn
         from builders.models.structure import model_structure
 
         model = context.model

@@ -48,12 +48,12 @@ from builders.engine.graph import TracedModel
 from builders.engine.kernels import time_execution
 from builders.engine.lowering import Program, Step
 from builders.engine.plans import TimingCache
-from builders.engine.probe_kernels import one_line
 from builders.engine.region_graph import Subgraph, module_tensors, subgraph
 from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
 from builders.pytorch.graph_capture import capture_graph
 from builders.pytorch.inductor_workers import end_compile_workers
+from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class FusedTactics:
                 _synchronize(scratch)
                 self.compiled[sub.signature] = function
             except Exception as exc:  # noqa: BLE001  (a region Inductor cannot compile keeps the engine's steps)
-                self.compiled[sub.signature] = f"Inductor: {one_line(exc, 200)}"
+                self.compiled[sub.signature] = f"Inductor: {joined_message(exc, 200)}"
             self.compile_s += time.perf_counter() - started
         return self.compiled[sub.signature]
 
@@ -296,7 +296,7 @@ def choose(tactics: FusedTactics, cache: TimingCache | None, engine: CudnnEngine
             decision.held = _time_both(tactics.timer, function, sub, _scratch(sub, specs), engine, decision.indices,
                                        constants)
         except Exception as exc:  # noqa: BLE001  (a candidate that does not run or capture is not chosen)
-            decision.why = f"not timed: {one_line(exc, 200)}"
+            decision.why = f"not timed: {joined_message(exc, 200)}"
             return
         tactics.times[sub.signature] = decision.held
         if cache is not None:

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan, timing_cache_path
-from builders.engine.probe_kernels import one_line
 from builders.fp8.format import FP8, quantize_weight
+from sessions.documents.errors import joined_message
 
 CUDNN_ACTIVATIONS = {"relu": "relu", "swish": "swish", "sigmoid": "sigmoid", "gelu": "gelu"}
 PLAN_WARMUP, PLAN_REPEATS = 3, 10  # executions per plan: discarded, then timed between two events
@@ -253,7 +253,7 @@ def plans_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int) -> C
         try:
             graph.build_plan_at_index(index)
         except Exception as exc:  # noqa: BLE001  (a plan that does not build is a refusal of that plan)
-            plans[index] = one_line(exc, 200)
+            plans[index] = joined_message(exc, 200)
             continue
         plans[index] = serialize_selected(graph) or NOT_SERIALIZED
     return names, plans
@@ -345,7 +345,7 @@ def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: 
         if graph is None:
             graph = select_in_process(sig, cudnn, handle, limit, cache)
     except Exception as exc:  # noqa: BLE001  (cudnnGraphNotSupportedError and its kin: no engine for this graph)
-        raise RuntimeError(f"cuDNN: {one_line(exc, 300)}") from None
+        raise RuntimeError(f"cuDNN: {joined_message(exc, 300)}") from None
     if cache is not None:
         cache.put(sig.key(), graph.choice, graph.plan)
     return graph, time.perf_counter() - started

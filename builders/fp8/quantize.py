@@ -1,7 +1,7 @@
 """The activation quantize as one Triton kernel: scale, saturate to the e4m3 range, cast to FP8, in a single pass
 that also writes the layout the FP8 kernel reads (channels-last or contiguous) from an input of any strides.
 
-Its arithmetic is `builders.engine.probe_kernels.quantize`'s (ONNX's QuantizeLinear with the product in fp32,
+Its arithmetic is `builders.fp8.quantizer.quantize`'s (ONNX's QuantizeLinear with the product in fp32,
 saturated, cast to e4m3 rounding to nearest even, NaN kept), so its output holds the eager kernels' values (which
 `make_quantizer` checks on the GPU before using it). Triton keeps compiled kernels in its own cache folder
 (`TRITON_CACHE_DIR`, by default under the home folder), so a later process loads them instead of compiling: the
@@ -45,7 +45,7 @@ def quantize_e4m3_kernel(x_ptr, inverse_ptr, y_ptr, numel, size1, size2, size3, 
 
 
 def quantize_triton(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:
-    """`builders.engine.probe_kernels.quantize` in one kernel: x (fp16, bf16 or fp32, on the GPU) scaled by the
+    """`builders.fp8.quantizer.quantize` in one kernel: x (fp16, bf16 or fp32, on the GPU) scaled by the
     0-dimensional fp32 `inverse_scale`, saturated and cast to e4m3, written channels-last where asked (4-D x) else
     contiguous.
     ValueError for more than four dimensions or offsets past 32 bits (the caller then runs the eager kernels)."""

@@ -34,9 +34,9 @@ from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import library_conv
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
-from builders.engine.probe_kernels import make_quantizer
 from builders.engine.tactics import CUDNN
 from builders.fp8.format import calibrated_scale
+from builders.fp8.quantizer import make_quantizer
 from builders.models.layer_spec import LayerSpec
 from builders.pytorch.variant_modules import fold_batchnorm
 from builders.recipes.fp8 import FP8Recipe, get_recipe

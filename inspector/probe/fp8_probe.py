@@ -79,7 +79,7 @@ def require_fp8_environment():
     problem = gpu_problem()
     if problem:
         raise MissingEnvironment(f"probe: {problem}")
-    from builders.engine.probe_kernels import import_cudnn
+    from builders.engine.cudnn_library import import_cudnn
 
     return import_cudnn()
 

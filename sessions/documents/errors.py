@@ -41,3 +41,15 @@ class MissingEnvironment(InspectError):
     """A GPU, TensorRT, CUPTI or another optional piece is not available."""
 
     exit_code = ExitCode.ENVIRONMENT
+
+
+def joined_message(exc: BaseException, limit: int = 400) -> str:
+    """The message on one line (libraries spread theirs over several), at most `limit` characters:
+    long ones keep their start and their end, where cuDNN states the reason."""
+    text = " ".join(str(exc).split())
+    if not text:
+        return type(exc).__name__
+    if len(text) <= limit:
+        return text
+    head = limit // 3
+    return f"{text[:head]} ... {text[-(limit - head - 5):]}"

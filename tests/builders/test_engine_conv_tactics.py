@@ -19,9 +19,9 @@ from builders.engine.conv_tactics import (
     offered,
 )
 from builders.engine.kernels import ConvSignature
-from builders.engine.probe_kernels import Quantizer, quantize
 from builders.engine.tactics import CUBLASLT, PYTORCH, PYTORCH_NCHW
 from builders.fp8.format import FP8, amax_scale, quantize_weight, scale_from_amax
+from builders.fp8.quantizer import Quantizer, quantize
 
 POINTWISE = ConvSignature("fp16", (2, 32, 5, 7), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), False)
 DEPTHWISE = ConvSignature("fp16", (2, 32, 9, 9), 32, (7, 7), (1, 1), (3, 3), (1, 1), 32, (), False)

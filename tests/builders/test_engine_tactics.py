@@ -21,7 +21,6 @@ from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import Step
 from builders.engine.plans import Choice, TimingCache
-from builders.engine.probe_kernels import Quantizer
 from builders.engine.tactics import (
     CHOSEN_FP16,
     CHOSEN_FP16_OUTPUT,
@@ -34,6 +33,7 @@ from builders.engine.tactics import (
     output_reason,
     precision_reason,
 )
+from builders.fp8.quantizer import Quantizer
 from sessions.documents.options import FP8_LAYERS_KEPT, FP8_LAYERS_TIMED
 
 

@@ -39,7 +39,7 @@ def test_no_engine_variants_by_default_where_the_engine_refuses_to_run(monkeypat
     """The engine's own check decides, not whether its package can be found: on an FP8 GPU where the frontend is
     installed (it is on this machine) but refuses to load, a study asked for no variants still resolves, its FP8
     simulated, and the engine is asked to build nothing."""
-    from builders.engine import cudnn_backend, probe_kernels
+    from builders.engine import cudnn_backend, cudnn_library
     from builders.fp8 import format as fp8_format
 
     def refused():
@@ -47,7 +47,7 @@ def test_no_engine_variants_by_default_where_the_engine_refuses_to_run(monkeypat
 
     monkeypatch.setattr(fp8_format, "gpu_problem", lambda: None)  # an FP8 GPU, for every check that asks
     monkeypatch.setattr(cudnn_backend, "fp8_gpu_problem", lambda: None)
-    monkeypatch.setattr(probe_kernels, "import_cudnn", refused)
+    monkeypatch.setattr(cudnn_library, "import_cudnn", refused)
     variants = parse_variants(backend_class("torch").default_variants("cuda"), ["all"], [])
     assert [(v.name, v.backend) for v in variants] == [("fp32", None), ("fp16", None), ("fp8-all", None)]
 

@@ -13,8 +13,8 @@ import sys
 import pytest
 import torch
 
-from builders.engine.probe_kernels import agrees_with_eager, quantize, same_values
 from builders.fp8.format import E4M3_MAX
+from builders.fp8.quantizer import agrees_with_eager, quantize, same_values
 
 pytest.importorskip("triton")
 
@@ -102,6 +102,14 @@ def test_a_fused_quantize_is_used_only_where_it_gives_the_eager_values_and_layou
     assert agrees_with_eager(fused, "cpu") is agrees
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_the_check_rejects_a_quantize_that_rounds_twice_whatever_the_global_generator_drew(seed):
+    """Its samples are its own: with random ones drawn from the global generator, 7 of 30 seeds let a quantize that
+    rounds the product to fp16 first pass."""
+    torch.manual_seed(seed)
+    assert agrees_with_eager(_fp16_product, "cpu") is False
+
+
 def test_same_values_puts_nan_against_nan_and_reads_no_sign_of_zero():
     a = torch.tensor([1.0, float("nan"), 0.0])
     assert same_values(a, torch.tensor([1.0, float("nan"), -0.0]))
@@ -135,7 +143,7 @@ def test_the_single_pass_read_is_taken_wherever_the_layouts_agree(interpreted, m
 
 
 def test_a_call_the_fused_kernel_refuses_runs_the_eager_kernels_and_says_why():
-    from builders.engine.probe_kernels import _falling_back
+    from builders.fp8.quantizer import _falling_back
 
     def refusing(x: torch.Tensor, inverse: torch.Tensor, channels_last: bool) -> torch.Tensor:
         raise ValueError("the Triton quantize takes up to 4 dimensions and 32-bit offsets")

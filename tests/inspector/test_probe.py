@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from builders.engine import probe_kernels as fp8_kernels
 from builders.engine.build import static_refusals
-from builders.engine.probe_kernels import quantize
 from builders.engine.tactics import CUBLASLT
+from builders.fp8 import quantizer as fp8_quantizer
 from builders.fp8.format import E4M3_MAX, capability_problem, quantize_weight
+from builders.fp8.quantizer import quantize
 from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.cli import main
 from inspector.probe import engine_layers, fp8_probe
@@ -30,7 +30,7 @@ from inspector.probe.probe_session import (
 )
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from sessions.analyses.groups import load_rules, role_of
-from sessions.documents.errors import InputError
+from sessions.documents.errors import InputError, joined_message
 from sessions.documents.model import Environment, Session, Study, TimingMethod
 from sessions.documents.storage import load, save
 from sessions.reports.probe_summary import (
@@ -428,8 +428,8 @@ def test_environment_problem_wording():
 
 
 def test_quantizer_without_a_gpu_is_the_eager_one():
-    quantizer = fp8_kernels.make_quantizer()
-    assert quantizer.run is quantize and quantizer.implementation.startswith(fp8_kernels.EAGER_QUANTIZE)
+    quantizer = fp8_quantizer.make_quantizer()
+    assert quantizer.run is quantize and quantizer.implementation.startswith(fp8_quantizer.EAGER_QUANTIZE)
 
 
 def test_probe_json_document(tmp_path):
@@ -449,9 +449,9 @@ def test_calls_per_replay_fill_about_the_target():
 
 def test_long_library_messages_keep_their_reason():
     message = "no engine proposed a plan\n" + "x" * 1000 + "\nReason: FORT_NATIVE kernels need 16 channels per group"
-    text = fp8_kernels.one_line(RuntimeError(message))
+    text = joined_message(RuntimeError(message))
     assert len(text) <= 400 and text.startswith("no engine proposed a plan") and text.endswith("16 channels per group")
-    assert "\n" not in text and fp8_kernels.one_line(RuntimeError("")) == "RuntimeError"
+    assert "\n" not in text and joined_message(RuntimeError("")) == "RuntimeError"
 
 
 @pytest.mark.parametrize("name", ["senet154-probe-b1", "senet154-probe-b32", "segformer-b0-probe-b1",

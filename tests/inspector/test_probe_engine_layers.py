@@ -18,9 +18,9 @@ from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import lower
 from builders.engine.plans import Choice
-from builders.engine.probe_kernels import Quantizer, quantize
 from builders.engine.tactics import CUBLASLT, CUDNN, PYTORCH, PYTORCH_NCHW
 from builders.fp8.format import calibrated_scale
+from builders.fp8.quantizer import Quantizer, quantize
 from inspector.probe import engine_layers, fp8_probe
 from inspector.probe.engine_layers import CONV, GEMM, TORCH, Kernel, ask, choose, signature
 from sessions.documents.options import FP8_LAYERS_KEPT

@@ -1,21 +1,16 @@
-"""What the engine's kernels stand on, the FP8 probe's too (it times the engine's own kernels): the activation
-quantize (`quantize`, ONNX's QuantizeLinear to e4m3 in eager PyTorch, and `make_quantizer`, the Triton kernel where it
-agrees with it), the cuDNN frontend bound to PyTorch's libcudnn (`import_cudnn`), and a library's message on one
-line (`one_line`).
-"""
+"""The activation quantize an FP8 engine runs in front of a layer, the engine's and the FP8 probe's alike: `quantize`,
+ONNX's QuantizeLinear to e4m3 in eager PyTorch, and `make_quantizer`, the Triton kernel (`builders.fp8.quantize`)
+where it gives the eager kernels' values on the GPU, else those eager kernels, saying why."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from builders.fp8.format import E4M3_MAX, FP8
-from sessions.documents.errors import MissingEnvironment
-
-CUDNN_PACKAGE = "nvidia-cudnn-frontend"
+from sessions.documents.errors import joined_message
 
 
 def quantize(x: torch.Tensor, inverse_scale: torch.Tensor, channels_last: bool) -> torch.Tensor:
@@ -57,8 +52,10 @@ def make_quantizer() -> Quantizer:
 def agrees_with_eager(fused: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tensor], device: str) -> bool:
     """Whether `fused` gives `quantize`'s values (`same_values`) and strides, on `device`, for samples with a layout
     change, a strided view, saturation, NaN, Inf, e4m3 subnormals and exact ties between two e4m3 values."""
-    wide = torch.randn(2, 24, 5, 3, device=device, dtype=torch.float16) * 300
+    drawn = torch.Generator().manual_seed(0)  # the same samples in every process, whatever drew before
+    wide = (torch.randn(2, 24, 5, 3, generator=drawn) * 300).to(device=device, dtype=torch.float16)
     wide[0, 0, 0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
+    wide[1, 0, 0, :2] = torch.tensor([136.5, -178.75])  # x * 1.7 rounded to fp16 first lands on another e4m3 value
     small = torch.linspace(-0.02, 0.02, 2 * 8 * 4 * 4, device=device, dtype=torch.float16).reshape(2, 8, 4, 4)
     ties = torch.tensor([2.125, -2.375, 17.0, 9.25], device=device, dtype=torch.float16).reshape(1, 4, 1, 1)
     samples = [(wide, 1.7), (small, 1.0), (ties, 0.5)]  # ties: x * 0.5 halfway between neighbours (1.0625: 1 or 1.125)
@@ -87,49 +84,7 @@ def _falling_back(fused: Callable[[torch.Tensor, torch.Tensor, bool], torch.Tens
         try:
             return fused(x, inverse_scale, channels_last)
         except Exception as exc:  # noqa: BLE001  (any refusal: the eager kernels compute the same values)
-            refused.append(f"{tuple(x.shape)}: {type(exc).__name__}: {one_line(exc, 200)}")
+            refused.append(f"{tuple(x.shape)}: {type(exc).__name__}: {joined_message(exc, 200)}")
             return quantize(x, inverse_scale, channels_last)
 
     return run
-
-
-def import_cudnn():
-    """The cuDNN frontend, bound to the libcudnn PyTorch already loaded."""
-    torch.backends.cudnn.version()  # loads PyTorch's libcudnn into the process
-    library_dir = _loaded_library_dir("libcudnn.so")
-    if library_dir and library_dir not in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep):
-        # the frontend looks for libcudnn in LD_LIBRARY_PATH first, then in its own wheel's layout
-        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
-            p for p in (library_dir, os.environ.get("LD_LIBRARY_PATH")) if p)
-    try:
-        import cudnn
-    except Exception as exc:  # noqa: BLE001  (ImportError, or OSError from its library loader)
-        raise MissingEnvironment(
-            f"the cuDNN frontend is not usable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
-            f"pip install {CUDNN_PACKAGE} (its nvidia-cutlass-dsl and apache-tvm-ffi dependencies are not needed)"
-        ) from None
-    return cudnn
-
-
-def _loaded_library_dir(prefix: str) -> str | None:
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rsplit(None, 1)[-1]
-                if os.path.basename(path).startswith(prefix):
-                    return os.path.dirname(path)
-    except OSError:
-        return None
-    return None
-
-
-def one_line(exc: BaseException, limit: int = 400) -> str:
-    """The message on one line (libraries spread theirs over several), at most `limit` characters:
-    long ones keep their start and their end, where cuDNN states the reason."""
-    text = " ".join(str(exc).split())
-    if not text:
-        return type(exc).__name__
-    if len(text) <= limit:
-        return text
-    head = limit // 3
-    return f"{text[:head]} ... {text[-(limit - head - 5):]}"
