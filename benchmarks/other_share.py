@@ -85,7 +85,7 @@ def lowered_roles(module: torch.nn.Module, example: torch.Tensor) -> tuple[float
     for step in program.steps:
         role = role_of(engine_layer(step, modules.get(step.name)), rules)
         own = [convs[step.name]] if step.kind in ("conv", "linear") and step.name in convs else []
-        for node in (*own, step.node, *step.fused):
+        for node in (*own, step.node, *step.absorbed):
             owner[node] = role
     per_role: dict[str, float] = {}
     for node, ms in _node_times(traced.module, example).items():

@@ -180,7 +180,7 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
     for name, sig in _conv_signatures(program, plain, shapes).items():
         tactics = _tactics(backend, sig)
         if len(tactics) > 1:
-            _record(timed, name, *tactics)
+            _keep_tactics(timed, name, *tactics)
     return program, timed, output_refused
 
 
@@ -283,7 +283,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
         fp8_tactics, fp16_tactics = _tactics(backend, sig), _tactics(backend, fp16[name])
         if not (fp8_tactics and fp16_tactics):
             continue
-        _record(timed, name, *fp8_tactics, *fp16_tactics)
+        _keep_tactics(timed, name, *fp8_tactics, *fp16_tactics)
         reason = precision_reason(fastest(fp8_tactics), fastest(fp16_tactics))
         if reason is not None:
             refused[name], changed = reason, True
@@ -298,7 +298,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
             continue
         quantize = Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, sig.output_shape()),
                           backend.quantizer().implementation)
-        _record(timed, name, *fused, *apart, quantize)
+        _keep_tactics(timed, name, *fused, *apart, quantize)
         reason = output_reason(fastest(fused), fastest(apart), quantize.time_us)
         if reason is not None:
             output_refused[name], changed = reason, True
@@ -326,7 +326,7 @@ def _quantize_pays(backend: BuildContext, program: Program, fp8: dict[str, ConvS
         reason = quantize_reason(saved, cost.time_us, len(readers))
         if reason is not None:  # the quantize layer's time recorded where it decided
             for name in readers:
-                _record(timed, name, cost)
+                _keep_tactics(timed, name, cost)
                 refused[name], changed = reason, True
     return changed
 
@@ -369,7 +369,9 @@ def _time_library(backend: BuildContext, sig: ConvSignature, library: str) -> fl
         return f"{library} for {sig.key()}: {joined_message(exc, 200)}"
 
 
-def _record(timed: Timed, layer: str, *tactics: Tactic) -> None:
+def _keep_tactics(timed: Timed, layer: str, *tactics: Tactic) -> None:
+    """Each of `tactics` kept as timed for `layer`, by library, precision and output format (a later one of the same
+    three replaces an earlier)."""
     for tactic in tactics:
         timed.setdefault(layer, {})[(tactic.library, tactic.precision, tactic.output)] = tactic.record()
 
@@ -433,7 +435,7 @@ def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: t
 def _layer(step: Step) -> Layer:
     layer = Layer(name=step.name, kind=step.kind, op=step.op, precision=step.precision,  # type: ignore[arg-type]
                   quantized=step.precision == "fp8")
-    layer.attrs = {"asked": step.asked, "fused": list(step.fused), "epilogue": list(step.epilogue)}
+    layer.attrs = {"asked": step.asked, "fused": list(step.absorbed), "epilogue": list(step.epilogue)}
     if step.fallback:
         layer.attrs["fallback"] = step.fallback
     if step.output_fp8:

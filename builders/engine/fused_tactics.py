@@ -197,7 +197,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     layers = engine.layers()
     for decision in decisions:
         if not decision.runs_fused:
-            _record(decision, [layers[k] for k in decision.indices])
+            _keep_fusion(decision, [layers[k] for k in decision.indices])
     fused_layers = [(i, fused_layer(d, [layers[k] for k in i])) for i, d in replaced]
     return Fused(program, fused_sequence(engine.runners, fused_runners), fused_sequence(layers, fused_layers),
                  notes(tactics, decisions))
@@ -342,7 +342,7 @@ def fusion_reason(fused: Tactic, unfused: Tactic) -> str | None:
             f"({fused.time_us / max(unfused.time_us, 1e-9):.2f}x)")
 
 
-def _record(decision: Decision, layers: list[Layer]) -> None:
+def _keep_fusion(decision: Decision, layers: list[Layer]) -> None:
     """Each layer of a region that keeps the engine's steps records the fused tactic it was timed against, or why it
     was offered none."""
     record = fusion_record(decision)

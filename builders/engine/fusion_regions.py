@@ -231,7 +231,7 @@ def fused_step(region: Region, steps: list[Step]) -> Step:
     """The step that runs `region` in place of `steps` (its `steps`): named as TensorRT names a fused layer, its steps'
     names joined with ' + '; it holds the region's last output, and writes the others beside it (`FusedRunner`)."""
     return Step(" + ".join(step.name for step in steps), "fused", region.output, region.inputs, "fp16", "elementwise",
-                fused=region.nodes, source=region.output)
+                absorbed=region.nodes, source=region.output)
 
 
 def fused_sequence(items: list[T], replaced: list[tuple[list[int], T]]) -> list[T]:

@@ -59,9 +59,9 @@ class Step:
     (generated kernels for a region of steps the engine runs as PyTorch ops, or one such op:
     builders.engine.fusion_regions, builders.engine.fused_tactics).
     `node` is the graph node whose value the step produces; `inputs` the values it reads (node names, or
-    a quantize step's name); `fused` the nodes folded into a conv's epilogue (a fused step: every node of its
-    region); `epilogue` what the cuDNN graph computes after the convolution (bias always: `("relu",)`,
-    `("add", "relu")`, ...); `source` the conv's or linear's own node (its epilogue's nodes are in `fused`).
+    a quantize step's name); `absorbed` the nodes folded into a conv's epilogue (a fused step: every node of
+    its region); `epilogue` what the cuDNN graph computes after the convolution (bias always: `("relu",)`,
+    `("add", "relu")`, ...); `source` the conv's or linear's own node (its epilogue's nodes are in `absorbed`).
     """
 
     name: str
@@ -70,7 +70,7 @@ class Step:
     inputs: tuple[str, ...]
     precision: str  # what runs: fp8 | fp16
     op: str  # the session's op word: conv, linear, quantize, activation, concat, ...
-    fused: tuple[str, ...] = ()
+    absorbed: tuple[str, ...] = ()
     epilogue: tuple[str, ...] = ()
     output_fp8: bool = False  # the conv graph writes FP8 for its consumers (the next Q fused)
     output_scale_of: str | None = None  # the consumer whose input scale quantizes the output
@@ -85,7 +85,7 @@ def step_nodes(step: Step) -> set[str]:
     step (it computes no node of the graph)."""
     if step.kind == "quantize":
         return set()
-    return {step.source or step.node, *step.fused}
+    return {step.source or step.node, *step.absorbed}
 
 
 @dataclass
@@ -116,12 +116,12 @@ def lower(nodes: list[OpNode], fp8: set[str], scale_keys: Mapping[str, object],
         step = _layer_step(node, fp8, refused)
         if step.kind == "conv":
             chain = _epilogue_chain(node, by_name, users, absorbed)
-            step.fused = tuple(n.name for n in chain)
+            step.absorbed = tuple(n.name for n in chain)
             step.epilogue = tuple("add" if n.kind == "add" else str(n.act) for n in chain)
             step.inputs += tuple(n.args[1] if n.args[0] == _before(chain, n, node) else n.args[0]
                                  for n in chain if n.kind == "add")
             step.node = chain[-1].name if chain else node.name
-            absorbed.update(step.fused)
+            absorbed.update(step.absorbed)
         main[node.name] = step
     _fuse_output_quantize(main, users, scale_keys, output_refused or {})
     steps = _ordered_steps(nodes, main, absorbed)

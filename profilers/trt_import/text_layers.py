@@ -207,7 +207,7 @@ def _plain(raw: str) -> int | str | tuple[int, ...]:
     return int(text) if INTEGER.match(text) else text
 
 
-def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
+def _parse_record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
     """A one-line record as the JSON record of the same keys (the last of a key repeated); with `read`, only those
     keys, converted (a 100,000-layer block keeps and converts what the layer reader reads, not 30 keys a layer)."""
     record = dict(_pairs(text))
@@ -225,12 +225,12 @@ def _record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
 
 
 def _tensor_record(text: str) -> dict[str, Any]:
-    """`_record(text, TENSOR_KEYS)`: a tensor record as TensorRT 8.6-10.x prints it (`TENSOR_RECORD`) read by one
-    match, any other by `_record`. The match gives `_record`'s pairs: none of its values holds a `, ` or a bracket
-    but the dimensions' own (which hold no space), so `, Key: ` occurs only where it cuts the record."""
+    """`_parse_record(text, TENSOR_KEYS)`: a tensor record as TensorRT 8.6-10.x prints it (`TENSOR_RECORD`) read by
+    one match, any other by `_parse_record`. The match gives `_parse_record`'s pairs: none of its values holds a `, `
+    or a bracket but the dimensions' own (which hold no space), so `, Key: ` occurs only where it cuts the record."""
     match = TENSOR_RECORD.fullmatch(text)
     if match is None:
-        return _record(text, TENSOR_KEYS)
+        return _parse_record(text, TENSOR_KEYS)
     name, dimensions, datatype = match.groups()
     return {"Name": name.strip(), "Dimensions": _value(dimensions), "Format/Datatype": _value(datatype)}
 
@@ -277,7 +277,8 @@ def _dump_block(text: str) -> tuple[list[Any], list[str]] | None:
         if entry == "Bindings:":
             section = bindings
         elif entry:
-            section.append(_record(entry, READ_KEYS) if section is layers and entry.startswith("Name: ") else entry)
+            is_layer = section is layers and entry.startswith("Name: ")
+            section.append(_parse_record(entry, READ_KEYS) if is_layer else entry)
     return layers, bindings
 
 

@@ -466,7 +466,7 @@ def test_past_the_compile_budget_no_signature_compiles_the_largest_first_and_the
     unfused, traced = engine_of(Mixed())
     regions = find_regions(traced.nodes, unfused.program.steps)
     largest = max(regions, key=lambda r: len(r.steps))
-    assert [s.fused for s in engine.program.steps if s.kind == "fused"] == [largest.nodes]
+    assert [s.absorbed for s in engine.program.steps if s.kind == "fused"] == [largest.nodes]
     left = len(regions) - 1
     assert any(note.startswith(f"{left} regions (") and "compile budget was spent" in note for note in fused.notes)
 

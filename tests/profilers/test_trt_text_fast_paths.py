@@ -1,5 +1,5 @@
 """The shortcuts a 100,000-layer log is read by (issue 41, L2) give what the general reading gives: a tensor record
-read by one match (`text_layers.TENSOR_RECORD`) is `_record`'s, a log is checked for several runs once however
+read by one match (`text_layers.TENSOR_RECORD`) is `_parse_record`'s, a log is checked for several runs once however
 often it is read, and a refused profile cell is named by its row and column as before."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ TENSORS = [
 
 
 def tensor_records() -> list[str]:
-    """Every tensor record of the fixtures' layer records, as `_record` gives it to the reader."""
+    """Every tensor record of the fixtures' layer records, as `_parse_record` gives it to the reader."""
     found = list(TENSORS)
     for text in RECORDS:
         record = dict(text_layers._pairs(text))
@@ -39,7 +39,7 @@ def tensor_records() -> list[str]:
 def test_a_tensor_record_read_by_one_match_is_the_records_reading():
     taken = 0
     for text in tensor_records():
-        assert text_layers._tensor_record(text) == text_layers._record(text, TENSOR_KEYS), text
+        assert text_layers._tensor_record(text) == text_layers._parse_record(text, TENSOR_KEYS), text
         taken += text_layers.TENSOR_RECORD.fullmatch(text) is not None
     assert taken >= 40  # the shortcut is the one taken
 
@@ -60,7 +60,7 @@ def test_mutated_tensor_records_are_read_as_the_record_reads_them(change):
     taken = 0
     for _ in range(20_000):
         text = change(rng, rng.choice(records))
-        assert text_layers._tensor_record(text) == text_layers._record(text, TENSOR_KEYS), text
+        assert text_layers._tensor_record(text) == text_layers._parse_record(text, TENSOR_KEYS), text
         taken += text_layers.TENSOR_RECORD.fullmatch(text) is not None
     assert 1_000 < taken < 19_000  # both ways are tried
 
