@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import timm
 import torch
-from replay_state_probe import report
+from replay_state_probe import capture, report
 
 from profilers.gpu_contexts import _HELPER
 
@@ -35,19 +35,6 @@ def companion(device_index: int) -> Iterator[str]:
     finally:
         process.stdin.close()
         process.wait()
-
-
-def capture(model: torch.nn.Module, x: torch.Tensor) -> torch.cuda.CUDAGraph:
-    with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            model(x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            model(x)
-    return graph
 
 
 def main() -> None:

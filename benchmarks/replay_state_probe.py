@@ -103,9 +103,8 @@ def end(procs: list[subprocess.Popen]) -> None:
         proc.wait()
 
 
-def main() -> None:
-    model = timm.create_model("senet154", pretrained=False).cuda().half().eval()
-    x = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.half)
+def capture(model: torch.nn.Module, x: torch.Tensor) -> torch.cuda.CUDAGraph:
+    """One forward of `model` on `x` in a CUDA graph, after warm-up calls on a side stream."""
     with torch.no_grad():
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -116,6 +115,13 @@ def main() -> None:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             model(x)
+    return graph
+
+
+def main() -> None:
+    model = timm.create_model("senet154", pretrained=False).cuda().half().eval()
+    x = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.half)
+    graph = capture(model, x)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
     report("fresh process", graph.replay)
     report("fresh process, again", graph.replay)
