@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from inspector.commands.output import err, print_session
+from inspector.commands.output import check_out, err, print_session
 from inspector.options import argument_type
 from sessions.documents.errors import ExitCode, InputError
 from sessions.documents.options import option
@@ -81,6 +81,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("import needs a folder, --layers, --profile or both")
     if args.engine is not None and not args.folder:
         raise InputError("--engine picks engines of a folder: give the folder")
+    target = args.into or args.out or "the sessions folder"
+    if not args.into:  # the file it writes, before any file is read (a 100 MB log takes seconds)
+        try:
+            check_out(args.out, "session", args.force, LOCK_WAIT_S)
+        except OSError as exc:
+            raise _unwritable(exc, target) from None
     found = files_of_folder(Path(args.folder), args.engine) if args.folder else None
     if found is not None and len(found.engines) > 1 and args.name:
         raise InputError(f"--name names one variant; {args.folder} holds {len(found.engines)} engines "
@@ -101,7 +107,6 @@ def run(args: argparse.Namespace) -> int:
         imported.variant.command = list(args.argv)
         imports.append(imported)
     variants = [imported.variant for imported in imports]
-    target = args.into or args.out or "the sessions folder"
     try:
         if args.into:
             path = resolve(args.into)
@@ -117,14 +122,18 @@ def run(args: argparse.Namespace) -> int:
             _add(session, imports, args.force)
             with session_writer(path, args.force, LOCK_WAIT_S) as writer:
                 writer.finish(session)
-    except OSError as exc:  # a folder without search or write permission, a path too long: the user's to fix
-        where = exc.filename or target
-        raise InputError(f"{where}: the session cannot be written there ({exc.strerror or exc})") from None
+    except OSError as exc:
+        raise _unwritable(exc, target) from None
     if args.json:  # the text summary prints the notes
         for note in (note for variant in variants for note in variant.notes):
             err(note)
     print_session(session, path, args.json)
     return ExitCode.OK
+
+
+def _unwritable(exc: OSError, target: str) -> InputError:
+    """A folder without search or write permission, a name too long: the user's to fix, in one line."""
+    return InputError(f"{exc.filename or target}: the session cannot be written there ({exc.strerror or exc})")
 
 
 def _add(session: Session, imports: list[Imported], force: bool) -> None:

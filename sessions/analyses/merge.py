@@ -36,8 +36,6 @@ AXES: dict[str, Callable[[Session], str | None]] = {
     "gpu": lambda s: s.environment.gpu.name if s.environment.gpu else None,
     "backend": lambda s: s.study.backend,
     "device": lambda s: s.study.device,
-    "tensorrt": lambda s: s.environment.versions.get("tensorrt"),
-    "torch": lambda s: s.environment.versions.get("torch"),
     "opt_level": _level,
     "batch": lambda s: str(s.study.batch),
     "input": lambda s: "x".join(map(str, s.study.input_shape)),
@@ -52,19 +50,37 @@ LABELS: dict[str, Callable[[str], str]] = {
     "gpu": lambda v: v.removeprefix("NVIDIA "),
     "batch": lambda v: f"b{v}",
     "opt_level": lambda v: f"L{v}",
-    "tensorrt": lambda v: f"TRT {v}",
-    "torch": lambda v: f"torch {v}",
     "backend": lambda v: v,
     "device": lambda v: v,
     VARIANT_AXIS: lambda v: v,
 }
 
 
-def axis_values(session: Session) -> dict[str, str]:
-    return {axis: value if (value := get(session)) is not None else "-" for axis, get in AXES.items()}
+VERSION_AXIS = "version "  # the prefix of a package's version axis ("version tensorrt", "version cudnn-backend")
+
+
+def axis_values(session: Session, packages: Sequence[str] = ()) -> dict[str, str]:
+    """`session`'s value on every axis of `AXES`, then the version it recorded of each of `packages` ("-": none)."""
+    values = {axis: value if (value := get(session)) is not None else "-" for axis, get in AXES.items()}
+    values.update({VERSION_AXIS + package: session.environment.versions.get(package) or "-" for package in packages})
+    return values
+
+
+def jobs_axis_values(sessions: Sequence[Session]) -> list[dict[str, str]]:
+    """Each session's axis values, with a version axis for every package any of them recorded (whatever backend
+    recorded it: TensorRT's, cuDNN's, torch's), so a version that differs between jobs tells them apart."""
+    packages = sorted({package for session in sessions for package in session.environment.versions})
+    return [axis_values(session, packages) for session in sessions]
+
+
+def varying_axes(values: Sequence[dict[str, str]]) -> list[str]:
+    """The axes whose value differs between jobs, in `AXES` order, then the versions."""
+    return [axis for axis in (values[0] if values else {}) if len({v[axis] for v in values}) > 1]
 
 
 def axis_label(axis: str, value: str) -> str:
+    if axis.startswith(VERSION_AXIS):
+        return f"{axis.removeprefix(VERSION_AXIS)} {value}"
     return LABELS.get(axis, lambda v: f"{axis}={v}")(value)
 
 
@@ -93,8 +109,8 @@ def merge_sessions(sources: Sequence[tuple[str, Session]], command: list[str]) -
     jobs = [job for path, session in sources for job in split_merged(session, path)]
     if not jobs:
         raise InputError("nothing to merge: no sessions given")
-    values = [axis_values(session) for _, session in jobs]
-    axes = [axis for axis in AXES if len({v[axis] for v in values}) > 1] or ["model"]
+    values = jobs_axis_values([session for _, session in jobs])
+    axes = varying_axes(values) or ["model"]
     keyed = [{axis: v[axis] for axis in axes} for v in values]
     labels = [job_label(k) for k in keyed]
     if len(set(labels)) < len(labels):

@@ -16,7 +16,7 @@ from sessions.analyses.captions import SIMULATES
 from sessions.analyses.comparison import BASELINE_PRECISION, compare
 from sessions.analyses.groups import Rules
 from sessions.analyses.lowering import diagnose
-from sessions.analyses.merge import AXES, axis_values, split_merged
+from sessions.analyses.merge import VERSION_AXIS, axis_label, jobs_axis_values, split_merged, varying_axes
 from sessions.analyses.noise import FASTER
 from sessions.analyses.verdict import verdicts
 from sessions.documents.engines import engine_label, engine_options, ran_tensorrt
@@ -41,7 +41,7 @@ SIMULATED = ("simulated FP8 (PyTorch with ModelOpt fake quantization): the numer
 class Job:
     path: str
     session: Session
-    axes: dict[str, str]  # every axis value of the job (sessions.analyses.merge.AXES)
+    axes: dict[str, str]  # every axis value of the job (sessions.analyses.merge.jobs_axis_values)
 
     def gpu(self) -> str:
         env = self.session.environment
@@ -71,11 +71,12 @@ class Row:
 
 def jobs_of(sources: list[tuple[str, Session]]) -> list[Job]:
     sessions = [job for path, session in sources for job in split_merged(session, path)]
-    return [Job(path, session, axis_values(session)) for path, session in sessions]
+    values = jobs_axis_values([session for _, session in sessions])
+    return [Job(path, session, axes) for (path, session), axes in zip(sessions, values, strict=True)]
 
 
 def varying(jobs: list[Job]) -> list[str]:
-    return [axis for axis in AXES if len({job.axes[axis] for job in jobs}) > 1]
+    return varying_axes([job.axes for job in jobs])
 
 
 def comparison_rows(jobs: list[Job]) -> list[Row]:
@@ -96,7 +97,7 @@ def span(values: list[float], unit: str = "x", digits: int = 2) -> str:
 
 
 PHRASES = {"batch": "at batch {}", "opt_level": "at level {}", "gpu": "on {}", "variant": "with {}",
-           "model": "for {}", "tensorrt": "on TensorRT {}", "backend": "on {}"}
+           "model": "for {}", "backend": "on {}"}
 
 
 def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
@@ -104,6 +105,8 @@ def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
     for axis in [*axes, "variant"]:
         for value in dict.fromkeys(r.axes[axis] for r in paying):
             if {id(r) for r in rows if r.axes[axis] == value} == {id(r) for r in paying}:
+                if axis.startswith(VERSION_AXIS):
+                    return f"with {md_cell(axis_label(axis, value))}"
                 return PHRASES.get(axis, axis + " {}").format(md_cell(value))
     return None
 
@@ -163,7 +166,8 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
 def results_section(rows: list[Row], axes: list[str]) -> str:
     if not rows:
         return "### Results\n\nNo FP8 variant was timed against an fp16 variant of the same job."
-    shown = [a for a in axes if a not in ("gpu", "tensorrt", "torch", "backend", "opt_level", "batch")]
+    shown = [a for a in axes  # the first four columns, and the engine's version in its name, say the rest
+             if a not in ("gpu", "backend", "opt_level", "batch") and not a.startswith(VERSION_AXIS)]
     headers = ["GPU", "engine", "level", "batch", *shown, "FP8 variant", "fp16 ms", "FP8 ms", "x",
                "MiB fp16 / FP8", "build s fp16 / FP8"]
     body = []
@@ -254,11 +258,12 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
     if not any(ran_tensorrt(s.study) for s in sessions):
         items.append("TensorRT engines: no job ran the TensorRT backend" + (
             f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
+    tensorrt = VERSION_AXIS + "tensorrt"  # TensorRT's own words: its version and level mean something for its jobs
     for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
-                        ("tensorrt", "TensorRT versions other than {}"),
+                        (tensorrt, "TensorRT versions other than {}"),
                         ("opt_level", "builder optimisation levels other than {}")):
-        values = {job.axes[axis] for job in jobs
-                  if axis not in ("tensorrt", "opt_level") or ran_tensorrt(job.session.study)}
+        values = {job.axes.get(axis, "-") for job in jobs
+                  if axis not in (tensorrt, "opt_level") or ran_tensorrt(job.session.study)}
         if len(values) == 1 and values != {"-"}:
             items.append(words.format(values.pop()))
     layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}

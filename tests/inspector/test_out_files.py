@@ -350,3 +350,20 @@ def test_the_tui_study_checks_out_before_its_screen_opens(tmp_path, monkeypatch)
     monkeypatch.setattr(inspector.cli, "interactive", lambda: True)
     monkeypatch.setattr(inspector.tui, "open_tui", lambda **_kwargs: pytest.fail("the TUI opened"))
     assert "is a folder" in one_error_line(run_cli("resnet18", "--device", "cpu", "--out", str(tmp_path)))
+
+
+def test_import_out_is_checked_before_any_file_is_read(tmp_path, monkeypatch):
+    """A saved session at `import --out`, or a folder there: one line before the files are read (a 100 MB log takes
+    seconds); the session is left as it was."""
+    from profilers.trt_import import importer
+
+    def never(*args, **kwargs):
+        raise AssertionError("the files were read before --out was checked")
+
+    monkeypatch.setattr(importer, "import_variant", never)
+    study = tmp_path / "s.json"
+    study.write_bytes(STUDY.read_bytes())
+    assert "exists; pass --force to replace it" in one_error_line(
+        run_cli("import", "--layers", str(LAYERS), "--out", str(study)))
+    assert "is a folder" in one_error_line(run_cli("import", "--layers", str(LAYERS), "--out", str(tmp_path)))
+    assert study.read_bytes() == STUDY.read_bytes()

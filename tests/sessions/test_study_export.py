@@ -179,3 +179,20 @@ def test_when_to_revisit_is_read_from_the_sessions(sources):
     assert items[3].startswith("- at larger batches or inputs") and "(only batch 1 measured)" in items[3]
     both = study_markdown(sources, load_rules()).split("### When to revisit")[1].split("###")[0]
     assert "at larger batches" not in both  # batch 1 and 8 were measured
+
+
+def test_a_version_any_backend_recorded_tells_jobs_apart(sources):
+    """Two jobs alike but for the cuDNN the engine recorded: merged, they are told apart by that version (no backend
+    named in the merge's rule); a version every job shares is no axis."""
+    base = sources[0][1]
+    jobs = []
+    for version in ("91900", "92000"):
+        job = copy.deepcopy(base)
+        job.environment.versions["cudnn-backend"] = version
+        jobs.append((f"cudnn-{version}.json", job))
+    merged = merge_sessions(jobs, ["trt-inspect", "merge"])
+    assert [job.label for job in merged.merge.jobs] == ["cudnn-backend 91900", "cudnn-backend 92000"]
+    text = study_markdown(jobs, load_rules())
+    assert "x by version cudnn-backend:" in text
+    same = merge_sessions([(f"{i}.json", copy.deepcopy(base)) for i in range(2)], ["trt-inspect", "merge"])
+    assert not any("version" in job.label for job in same.merge.jobs)
