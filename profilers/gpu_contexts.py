@@ -13,7 +13,8 @@ the whole study, left a warm run's rows slow (`settle-before/`, `held-through/` 
 So once every variant's graph is made and before the timing rounds, a GPU study has a short-lived process make a
 context on the study's GPU, run one memset on it and end (`another_context`): every row is then timed in the state
 any later context event leaves a graph in, whatever the builds did. The environment records what happened
-(`Environment.gpu_state`).
+(`Environment.gpu_state`, in the words of `sessions.documents.vocab`); a state not settled is a caveat under the
+variant table.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from sessions.documents.vocab import GPU_STATE_NOT_SETTLED, GPU_STATE_SETTLED
+
 TIMEOUT_S = 60.0  # a driver's first context can take seconds; a helper past this is ended and reported
-MADE = "another process made and ended a CUDA context on the GPU after every graph was made, before the timing"
 
 # The helper: the CUDA driver API through ctypes (no torch import: it is done in well under a second), one context
 # on the device the study uses (the same CUDA_VISIBLE_DEVICES), one memset run on it, then the process ends.
@@ -45,15 +47,16 @@ check("cuCtxSynchronize")
 
 
 def another_context(device_index: int) -> str:
-    """Have a helper process make a CUDA context on CUDA device `device_index`, run one memset and end; `MADE`, or
-    why it did not (the study goes on either way). The words are the same in every study where it did, so two
-    sessions' states compare as text (`sessions.analyses.diff`)."""
+    """Have a helper process make a CUDA context on CUDA device `device_index`, run one memset and end;
+    `GPU_STATE_SETTLED`, or why it did not (`GPU_STATE_NOT_SETTLED` and the reason; the study goes on either way).
+    The words are the same in every study where it did, so two sessions' states compare as text
+    (`sessions.analyses.diff`)."""
     try:
         done = subprocess.run([sys.executable, "-c", _HELPER, str(device_index)], capture_output=True, text=True,
                               timeout=TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"not made: the helper process failed ({type(exc).__name__})"
+        return f"{GPU_STATE_NOT_SETTLED}the helper process failed ({type(exc).__name__})"
     if done.returncode != 0:
         lines = (done.stderr or "").strip().splitlines()
-        return f"not made: the helper process failed ({lines[-1] if lines else f'exit {done.returncode}'})"
-    return MADE
+        return f"{GPU_STATE_NOT_SETTLED}the helper process failed ({lines[-1] if lines else f'exit {done.returncode}'})"
+    return GPU_STATE_SETTLED

@@ -28,6 +28,11 @@ Timer = Literal["cuda-events", "perf_counter", "trtexec", "unknown"]
 
 OPS: tuple[str, ...] = get_args(Op)
 
+# `Environment.gpu_state` (profilers.gpu_contexts): the state every row of a GPU study is timed in, or why not
+GPU_STATE_SETTLED = ("another process made and ended a CUDA context on the GPU after every graph was made, before "
+                     "the timing")
+GPU_STATE_NOT_SETTLED = "not made: "  # what starts the words where the helper failed (its reason follows)
+
 
 def dtype_of(text: str | None) -> str | None:
     """The session's dtype word inside a TensorRT format string (`Row major linear FP16 format`):

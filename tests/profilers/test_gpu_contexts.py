@@ -10,6 +10,7 @@ import pytest
 from profilers import gpu_contexts
 from profilers.device import study_device
 from sessions.documents import storage
+from sessions.documents.vocab import GPU_STATE_NOT_SETTLED, GPU_STATE_SETTLED
 from sessions.reports.sections import environment_section
 from tests.conftest import H200
 
@@ -20,7 +21,7 @@ def test_the_host_has_no_gpu_state():
 
 def test_a_helper_that_ran_says_the_context_was_made(monkeypatch):
     monkeypatch.setattr(gpu_contexts, "_HELPER", "import sys; assert sys.argv[1] == '3'")
-    assert gpu_contexts.another_context(3) == gpu_contexts.MADE
+    assert gpu_contexts.another_context(3) == GPU_STATE_SETTLED
 
 
 @pytest.mark.parametrize(("helper", "reason"), [
@@ -30,13 +31,13 @@ def test_a_helper_that_ran_says_the_context_was_made(monkeypatch):
 ])
 def test_a_helper_that_failed_says_why_and_the_study_goes_on(monkeypatch, helper, reason):
     monkeypatch.setattr(gpu_contexts, "_HELPER", helper)
-    assert gpu_contexts.another_context(0) == f"not made: the helper process failed ({reason})"
+    assert gpu_contexts.another_context(0) == f"{GPU_STATE_NOT_SETTLED}the helper process failed ({reason})"
 
 
 def test_a_helper_that_hangs_is_ended(monkeypatch):
     monkeypatch.setattr(gpu_contexts, "_HELPER", "import time; time.sleep(30)")
     monkeypatch.setattr(gpu_contexts, "TIMEOUT_S", 0.5)
-    assert gpu_contexts.another_context(0) == "not made: the helper process failed (TimeoutExpired)"
+    assert gpu_contexts.another_context(0) == f"{GPU_STATE_NOT_SETTLED}the helper process failed (TimeoutExpired)"
 
 
 def test_the_real_helper_without_a_driver_fails_in_one_line():
@@ -44,8 +45,8 @@ def test_the_real_helper_without_a_driver_fails_in_one_line():
     if sys.platform != "linux":
         pytest.skip("the helper names libcuda.so.1, Linux's driver library")
     said = gpu_contexts.another_context(0)
-    assert said == gpu_contexts.MADE or (
-        said.startswith("not made: the helper process failed (") and "\n" not in said)
+    assert said == GPU_STATE_SETTLED or (
+        said.startswith(f"{GPU_STATE_NOT_SETTLED}the helper process failed (") and "\n" not in said)
 
 
 def test_the_environment_section_says_the_gpu_state_and_a_session_keeps_it(tmp_path):
@@ -56,3 +57,16 @@ def test_the_environment_section_says_the_gpu_state_and_a_session_keeps_it(tmp_p
     again = storage.load(tmp_path / "s.json")
     assert again.environment.gpu_state == session.environment.gpu_state
     assert "| GPU state | another process made and ended a context |" in environment_section(again)
+
+
+def test_a_state_not_settled_is_a_caveat_under_the_table_and_a_settled_one_is_not():
+    from sessions.analyses.captions import session_caveats
+
+    session = storage.load(H200 / "senet154-h200.json")
+    assert not any("GPU state" in line for line in session_caveats(session))  # not recorded: no claim either way
+    session.environment.gpu_state = GPU_STATE_SETTLED
+    assert not any("GPU state" in line for line in session_caveats(session))
+    session.environment.gpu_state = f"{GPU_STATE_NOT_SETTLED}the helper process failed (exit 7)"
+    said = [line for line in session_caveats(session) if "GPU state" in line]
+    assert said == [(f"GPU state {GPU_STATE_NOT_SETTLED}the helper process failed (exit 7): the rows may run about "
+                     "10 % slower than a study whose state was settled (docs/method.md, Latency)")]
