@@ -40,9 +40,14 @@ class StudyDevice:
         import torch
 
         from profilers.gpu_contexts import another_context
+        from sessions.documents.vocab import GPU_STATE_NOT_SETTLED
 
-        torch.cuda.synchronize()
-        return another_context(torch.cuda.current_device())
+        try:
+            torch.cuda.synchronize()
+            index = torch.cuda.current_device()
+        except Exception as exc:  # noqa: BLE001  (no driver answering: the rows are timed as found, and say so)
+            return f"{GPU_STATE_NOT_SETTLED}CUDA did not answer ({type(exc).__name__})"
+        return another_context(index)
 
     def capability(self) -> tuple[int, int] | None:
         """The GPU's compute capability (major, minor); None on the host."""

@@ -70,3 +70,13 @@ def test_a_state_not_settled_is_a_caveat_under_the_table_and_a_settled_one_is_no
     said = [line for line in session_caveats(session) if "GPU state" in line]
     assert said == [(f"GPU state {GPU_STATE_NOT_SETTLED}the helper process failed (exit 7): the rows may run about "
                      "10 % slower than a study whose state was settled (docs/method.md, Latency)")]
+
+
+def test_a_gpu_that_does_not_answer_leaves_the_rows_as_found_and_says_so(monkeypatch):
+    import torch
+
+    def no_driver() -> None:
+        raise RuntimeError("Found no NVIDIA driver on your system")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", no_driver)
+    assert study_device("cuda").settle() == f"{GPU_STATE_NOT_SETTLED}CUDA did not answer (RuntimeError)"
