@@ -13,7 +13,7 @@ import datetime as dt
 import fnmatch
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -242,9 +242,11 @@ def _eager_step(fn: Callable[[], object], note: str) -> TimedStep:
 
 
 def measure_shape(fns: dict[str, Callable[[], object]], plan, measured_as: str) -> ShapeTimes:
+    from profilers.device import study_device
     from profilers.timing import clock_for, measure
 
     steps = {name: timed_step(fn) for name, fn in fns.items()}
+    gpu_state = study_device("cuda").settle()  # its graphs are made: timed in the state the engine's rows are
     samples = measure({name: s.step for name, s in steps.items()}, plan, clock_for("cuda"))
     notes = sorted({s.note for s in steps.values() if s.note})
     return ShapeTimes(
@@ -253,6 +255,7 @@ def measure_shape(fns: dict[str, Callable[[], object]], plan, measured_as: str) 
         reps={name: s.calls for name, s in steps.items()},
         graphed=all(s.graphed for s in steps.values()),
         note="; ".join(notes),
+        gpu_state=gpu_state,
     )
 
 
@@ -532,6 +535,7 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
     session = new_probe_session(options, command, inputs.model, created,
                                 probe_method(plan, graphed, quantize_impl, traces))
     session.environment.versions["cudnn-frontend-backend"] = str(cudnn.backend_version())
+    session.environment.gpu_state = probe_gpu_state(times.values())
     session.variants = [
         probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), traces.fp16, [FP16_NOTE]),
         probe_variant(FP8_VARIANT, "fp8", fp8_layers(probed, times), traces.fp8,
@@ -576,6 +580,15 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
     )
 
 
+def probe_gpu_state(times: Iterable[ShapeTimes]) -> str | None:
+    """The GPU state the probe's shapes were timed in: where one shape's was not settled, its words (a caveat), else
+    the words they share."""
+    from sessions.documents.vocab import GPU_STATE_NOT_SETTLED
+
+    states = [t.gpu_state for t in times if t.gpu_state is not None]
+    return next((state for state in states if state.startswith(GPU_STATE_NOT_SETTLED)), states[0] if states else None)
+
+
 def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> TimingMethod:
     replay = ("one CUDA-graph replay" if graphed
               else "one CUDA-graph replay (eager calls where capture failed: see the layers)")
@@ -587,7 +600,8 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
             f"{REPLAY_TARGET_MS:g} ms), divided by R; the layer's real input from the study images, static "
             "(inputs and weights stay in L2 where they fit); fp16, FP8, quantize and amax steps of one shape "
             f"interleaved; {plan.warmup_s:g} s warm-up per step, {plan.rounds} rounds of {plan.iters} replays; "
-            "GPU clocks as found"
+            "GPU clocks as found; each shape's graphs timed after another process made and ended a CUDA context "
+            "(the state the engine's rows are timed in: profilers/gpu_contexts.py)"
         ),
         cuda_graph=graphed,
         warmup_s=plan.warmup_s,

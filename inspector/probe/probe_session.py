@@ -42,6 +42,7 @@ class ShapeTimes:
     reps: dict[str, int]  # step -> calls per timed CUDA-graph replay
     graphed: bool  # every step ran as a CUDA-graph replay
     note: str = ""
+    gpu_state: str | None = None  # the GPU state its graphs were timed in (StudyDevice.settle)
 
 
 def quantizer_name(layer: str) -> str:

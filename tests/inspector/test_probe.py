@@ -489,3 +489,37 @@ async def test_tui_drills_into_a_probe_session():
         assert isinstance(app.screen, LayersScreen) and app.screen.panel.table.row_count > 0
         await pilot.press("enter")
         assert isinstance(app.screen, KernelsScreen)
+
+
+def test_each_shape_is_timed_after_its_graphs_are_made_and_the_gpu_state_settled(monkeypatch):
+    """The probe's layers are timed in the state the engine's rows are (profilers.gpu_contexts): the device's settle
+    runs after the shape's steps are captured and before they are timed, and the shape keeps what it said."""
+    from profilers import timing
+    from profilers.device import StudyDevice
+    from sessions.documents.plan import TimingPlan
+
+    events: list[str] = []
+
+    def timed(fn):
+        events.append("capture")
+        return fp8_probe.TimedStep(fn, 1, True)
+
+    monkeypatch.setattr(fp8_probe, "timed_step", timed)
+    monkeypatch.setattr(StudyDevice, "settle", lambda self: events.append("settle") or "settled words")
+    monkeypatch.setattr(timing, "measure", lambda steps, *a, **k: events.append("measure") or {n: [1.0] for n in steps})
+    monkeypatch.setattr(timing, "clock_for", lambda device: None)
+    times = fp8_probe.measure_shape({"fp16": lambda: None, "fp8": lambda: None}, TimingPlan(0.0, 1, 1), "layer")
+    assert events == ["capture", "capture", "settle", "measure"] and times.gpu_state == "settled words"
+
+
+def test_the_probe_session_states_a_shape_not_settled_over_those_that_were():
+    from inspector.probe.probe_session import ShapeTimes
+    from sessions.documents.vocab import GPU_STATE_NOT_SETTLED, GPU_STATE_SETTLED
+
+    def shape(state):
+        return ShapeTimes("layer", {}, {}, True, gpu_state=state)
+
+    failed = f"{GPU_STATE_NOT_SETTLED}the helper process failed (exit 7)"
+    assert fp8_probe.probe_gpu_state([shape(GPU_STATE_SETTLED), shape(failed), shape(GPU_STATE_SETTLED)]) == failed
+    assert fp8_probe.probe_gpu_state([shape(GPU_STATE_SETTLED)] * 2) == GPU_STATE_SETTLED
+    assert fp8_probe.probe_gpu_state([shape(None)]) is None
