@@ -39,7 +39,7 @@ class StudyDevice:
             return None
         import torch
 
-        from profilers.gpu_contexts import another_context
+        from profilers.gpu_contexts import settle_gpu
         from sessions.documents.vocab import GPU_STATE_NOT_SETTLED
 
         try:
@@ -47,7 +47,7 @@ class StudyDevice:
             index = torch.cuda.current_device()
         except Exception as exc:  # noqa: BLE001  (no driver answering: the rows are timed as found, and say so)
             return f"{GPU_STATE_NOT_SETTLED}CUDA did not answer ({type(exc).__name__})"
-        return another_context(index)
+        return settle_gpu(index)
 
     def capability(self) -> tuple[int, int] | None:
         """The GPU's compute capability (major, minor); None on the host."""

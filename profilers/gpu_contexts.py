@@ -1,7 +1,7 @@
 """The GPU state a study's rows are timed in: another process's CUDA context made and ended after every graph is made.
 
-On the H200 a CUDA graph's replays ran about 10 % slower (senet154 fp16, batch 1: 4.862-4.871 against 4.352-4.357
-ms; the GPU's own time: the same with the host's submission done before the GPU starts, host enqueue 0.01-0.03 ms a
+On the H200 a CUDA graph's replays ran about 10 % slower (senet154 fp16, batch 1: 4.862-4.871 against 4.350-4.362
+ms; the GPU's own time: the same with the host's submission done before the GPU starts, host enqueue 0.007-0.027 ms a
 replay) until another process made or ended a CUDA context on the same GPU after the graph was made; from then on
 that graph ran at the faster time. A graph made while another context lived stayed slow until that context ended;
 a graph made after it ended stayed slow until another context was made (`benchmarks/replay_state_probe.py`,
@@ -11,7 +11,7 @@ a later run's differed by that much, every variant alike; another context made b
 the whole study, left a warm run's rows slow (`settle-before/`, `held-through/` there).
 
 So once every variant's graph is made and before the timing rounds, a GPU study has a short-lived process make a
-context on the study's GPU, run one memset on it and end (`another_context`): every row is then timed in the state
+context on the study's GPU, run one memset on it and end (`settle_gpu`): every row is then timed in the state
 any later context event leaves a graph in, whatever the builds did. The environment records what happened
 (`Environment.gpu_state`, in the words of `sessions.documents.vocab`); a state not settled is a caveat under the
 variant table.
@@ -46,17 +46,40 @@ check("cuCtxSynchronize")
 """
 
 
-def another_context(device_index: int) -> str:
+def settle_gpu(device_index: int) -> str:
     """Have a helper process make a CUDA context on CUDA device `device_index`, run one memset and end;
     `GPU_STATE_SETTLED`, or why it did not (`GPU_STATE_NOT_SETTLED` and the reason; the study goes on either way).
-    The words are the same in every study where it did, so two sessions' states compare as text
-    (`sessions.analyses.diff`)."""
+    The words are the same in every study where it did. Once a helper has failed in this process, the same words
+    come back at once: the driver that refused it will refuse the next (the probe settles once a shape)."""
+    global _failed
+    if _failed is not None:
+        return _failed
+    said = _helper(device_index)
+    if said != GPU_STATE_SETTLED:
+        _failed = said
+    return said
+
+
+_failed: str | None = None  # the words of the first helper that failed in this process
+
+
+def _helper(device_index: int) -> str:
     try:
-        done = subprocess.run([sys.executable, "-c", _HELPER, str(device_index)], capture_output=True, text=True,
-                              timeout=TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"{GPU_STATE_NOT_SETTLED}the helper process failed ({type(exc).__name__})"
-    if done.returncode != 0:
-        lines = (done.stderr or "").strip().splitlines()
-        return f"{GPU_STATE_NOT_SETTLED}the helper process failed ({lines[-1] if lines else f'exit {done.returncode}'})"
+        process = subprocess.Popen([sys.executable, "-c", _HELPER, str(device_index)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return f"{GPU_STATE_NOT_SETTLED}the helper process did not start ({type(exc).__name__})"
+    try:
+        _, error = process.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        try:  # a child stuck in the driver may not even die: it is left, and the study goes on
+            process.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        return f"{GPU_STATE_NOT_SETTLED}the helper process did not end within {TIMEOUT_S:g} s"
+    if process.returncode != 0:
+        lines = (error or "").strip().splitlines()
+        reason = lines[-1] if lines else f"exit {process.returncode}"
+        return f"{GPU_STATE_NOT_SETTLED}the helper process failed ({reason})"
     return GPU_STATE_SETTLED

@@ -57,7 +57,7 @@ def agrees_with_eager(fused: Callable[[torch.Tensor, torch.Tensor, bool], torch.
     wide[0, 0, 0, :3] = torch.tensor([float("nan"), float("inf"), -float("inf")])
     wide[1, 0, 0, :2] = torch.tensor([136.5, -178.75])  # x * 1.7 rounded to fp16 first lands on another e4m3 value
     small = torch.linspace(-0.02, 0.02, 2 * 8 * 4 * 4, device=device, dtype=torch.float16).reshape(2, 8, 4, 4)
-    ties = torch.tensor([2.125, -2.375, 17.0, 9.25], device=device, dtype=torch.float16).reshape(1, 4, 1, 1)
+    ties = torch.tensor([2.125, -2.375, 17.0, 9.5], device=device, dtype=torch.float16).reshape(1, 4, 1, 1)
     samples = [(wide, 1.7), (small, 1.0), (ties, 0.5)]  # ties: x * 0.5 halfway between neighbours (1.0625: 1 or 1.125)
     for x, inverse_value in samples:
         inverse = torch.tensor(inverse_value, device=device)

@@ -583,10 +583,10 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
 def probe_gpu_state(times: Iterable[ShapeTimes]) -> str | None:
     """The GPU state the probe's shapes were timed in: where one shape's was not settled, its words (a caveat), else
     the words they share."""
-    from sessions.documents.vocab import GPU_STATE_NOT_SETTLED
+    from sessions.documents.vocab import gpu_state_kind
 
     states = [t.gpu_state for t in times if t.gpu_state is not None]
-    return next((state for state in states if state.startswith(GPU_STATE_NOT_SETTLED)), states[0] if states else None)
+    return next((state for state in states if gpu_state_kind(state) == "not settled"), states[0] if states else None)
 
 
 def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> TimingMethod:
@@ -601,7 +601,8 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
             "(inputs and weights stay in L2 where they fit); fp16, FP8, quantize and amax steps of one shape "
             f"interleaved; {plan.warmup_s:g} s warm-up per step, {plan.rounds} rounds of {plan.iters} replays; "
             "GPU clocks as found; each shape's graphs timed after another process made and ended a CUDA context "
-            "(the state the engine's rows are timed in: profilers/gpu_contexts.py)"
+            "(the state the engine's rows are timed in: profilers/gpu_contexts.py; the environment's GPU state says "
+            "whether it did)"
         ),
         cuda_graph=graphed,
         warmup_s=plan.warmup_s,

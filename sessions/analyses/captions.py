@@ -12,14 +12,14 @@ from sessions.analyses.comparison import comparisons
 from sessions.documents.model import LatencyStats, Layer, Session, Variant
 from sessions.documents.plan import BASE_PRECISIONS
 from sessions.documents.state import unfinished_step
-from sessions.documents.vocab import GPU_STATE_NOT_SETTLED
+from sessions.documents.vocab import gpu_state_kind
 
 SIMULATED_FP8 = (
     "simulated FP8 (ModelOpt fake quantization): quality reflects the FP8 recipe, time is not FP8 kernel speed"
 )
 SIMULATED_TAG = "simulated"
 SIMULATES = "simulates"  # Layer.attrs key: the number format a layer simulates while its kernels run its precision
-UNSETTLED_GPU = ("GPU state {state}: the rows may run about 10 % slower than a study whose state was settled "
+UNSETTLED_GPU = ("CUDA-graph state {state}: the rows may run about 10 % slower than a study whose state was settled "
                  "(docs/method.md, Latency)")
 EQUAL_GRAPHS = "{count} BatchNorm layers folded into their convolutions in every variant: one graph for all"
 UNEQUAL_GRAPHS = (
@@ -96,7 +96,7 @@ def session_caveats(session: Session) -> list[str]:
     if session.variants and all(v.kernels is None for v in session.variants):
         lines.append(NO_KERNEL_TABLE)
     state = session.environment.gpu_state if session.environment is not None else None
-    if state is not None and state.startswith(GPU_STATE_NOT_SETTLED):
+    if gpu_state_kind(state) == "not settled":
         lines.append(UNSETTLED_GPU.format(state=state))
     lines += quality_caveats(session)
     folded = {v.name: v.batchnorm_folded for v in session.variants

@@ -43,6 +43,7 @@ from sessions.analyses.noise import (
 from sessions.documents.errors import InputError
 from sessions.documents.gc_pause import gc_paused
 from sessions.documents.model import Layer, Session, Variant
+from sessions.documents.vocab import gpu_state_kind
 
 TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is too small to matter
 
@@ -136,7 +137,7 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
         ("GPU", _gpu(a) or "unknown", _gpu(b) or "unknown"),
         ("backend", a.study.backend, b.study.backend),
         ("tracer", ", ".join(sorted(_tracers(a))) or "none", ", ".join(sorted(_tracers(b))) or "none"),
-        ("GPU state", a.environment.gpu_state or "not recorded", b.environment.gpu_state or "not recorded"),
+        ("CUDA-graph state", gpu_state_kind(a.environment.gpu_state), gpu_state_kind(b.environment.gpu_state)),
     ):
         if left != right:
             warnings.append(f"different {what}: {left} against {right}")

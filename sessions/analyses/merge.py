@@ -36,6 +36,7 @@ AXES: dict[str, Callable[[Session], str | None]] = {
     "gpu": lambda s: s.environment.gpu.name if s.environment.gpu else None,
     "backend": lambda s: s.study.backend,
     "device": lambda s: s.study.device,
+    "engine": lambda s: engine_label(s.study, s.environment),  # the backend's own words, its version in them
     "opt_level": _level,
     "batch": lambda s: str(s.study.batch),
     "input": lambda s: "x".join(map(str, s.study.input_shape)),
@@ -51,36 +52,23 @@ LABELS: dict[str, Callable[[str], str]] = {
     "batch": lambda v: f"b{v}",
     "opt_level": lambda v: f"L{v}",
     "backend": lambda v: v,
+    "engine": lambda v: v,
     "device": lambda v: v,
     VARIANT_AXIS: lambda v: v,
 }
 
 
-VERSION_AXIS = "version "  # the prefix of a package's version axis ("version tensorrt", "version cudnn-backend")
-
-
-def axis_values(session: Session, packages: Sequence[str] = ()) -> dict[str, str]:
-    """`session`'s value on every axis of `AXES`, then the version it recorded of each of `packages` ("-": none)."""
-    values = {axis: value if (value := get(session)) is not None else "-" for axis, get in AXES.items()}
-    values.update({VERSION_AXIS + package: session.environment.versions.get(package) or "-" for package in packages})
-    return values
-
-
-def jobs_axis_values(sessions: Sequence[Session]) -> list[dict[str, str]]:
-    """Each session's axis values, with a version axis for every package any of them recorded (whatever backend
-    recorded it: TensorRT's, cuDNN's, torch's), so a version that differs between jobs tells them apart."""
-    packages = sorted({package for session in sessions for package in session.environment.versions})
-    return [axis_values(session, packages) for session in sessions]
+def axis_values(session: Session) -> dict[str, str]:
+    """`session`'s value on every axis of `AXES` ("-": none)."""
+    return {axis: value if (value := get(session)) is not None else "-" for axis, get in AXES.items()}
 
 
 def varying_axes(values: Sequence[dict[str, str]]) -> list[str]:
-    """The axes whose value differs between jobs, in `AXES` order, then the versions."""
-    return [axis for axis in (values[0] if values else {}) if len({v[axis] for v in values}) > 1]
+    """The axes whose value differs between jobs, in `AXES` order."""
+    return [axis for axis in AXES if len({v[axis] for v in values}) > 1]
 
 
 def axis_label(axis: str, value: str) -> str:
-    if axis.startswith(VERSION_AXIS):
-        return f"{axis.removeprefix(VERSION_AXIS)} {value}"
     return LABELS.get(axis, lambda v: f"{axis}={v}")(value)
 
 
@@ -109,7 +97,7 @@ def merge_sessions(sources: Sequence[tuple[str, Session]], command: list[str]) -
     jobs = [job for path, session in sources for job in split_merged(session, path)]
     if not jobs:
         raise InputError("nothing to merge: no sessions given")
-    values = jobs_axis_values([session for _, session in jobs])
+    values = [axis_values(session) for _, session in jobs]
     axes = varying_axes(values) or ["model"]
     keyed = [{axis: v[axis] for axis in axes} for v in values]
     labels = [job_label(k) for k in keyed]
@@ -165,9 +153,11 @@ def common_environment(environments: list[Environment]) -> Environment:
         gpu = None
     versions = {name: version for name, version in first.versions.items()
                 if all(e.versions.get(name) == version for e in environments)}
+    states = [e.gpu_state for e in environments]
     return Environment(host=_one([e.host for e in environments]), os=_one([e.os for e in environments]),
                        cpu=_one([e.cpu for e in environments]), cpu_count=first.cpu_count,
-                       python=_one([e.python for e in environments]), versions=versions, gpu=gpu)
+                       python=_one([e.python for e in environments]), versions=versions, gpu=gpu,
+                       gpu_state=_one([s or "not recorded" for s in states]) if any(states) else None)
 
 
 def collect(paths: Sequence[str], target: Path | None = None) -> tuple[list[tuple[str, Session]], list[str]]:

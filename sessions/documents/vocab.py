@@ -28,10 +28,19 @@ Timer = Literal["cuda-events", "perf_counter", "trtexec", "unknown"]
 
 OPS: tuple[str, ...] = get_args(Op)
 
-# `Environment.gpu_state` (profilers.gpu_contexts): the state every row of a GPU study is timed in, or why not
+# `Environment.gpu_state` (profilers.gpu_contexts): the state a GPU study's CUDA graphs are timed in, or why not
 GPU_STATE_SETTLED = ("another process made and ended a CUDA context on the GPU after every graph was made, before "
                      "the timing")
-GPU_STATE_NOT_SETTLED = "not made: "  # what starts the words where the helper failed (its reason follows)
+GPU_STATE_NOT_SETTLED = "not settled: "  # what starts the words where the helper failed (its reason follows)
+GpuStateKind = Literal["settled", "not settled", "not recorded"]
+
+
+def gpu_state_kind(words: str | None) -> GpuStateKind:
+    """What a session's GPU-state words say, the one rule every reader applies: not recorded (None: a CPU study, or
+    one made before the state was recorded), not settled (`GPU_STATE_NOT_SETTLED` and a reason), else settled."""
+    if words is None:
+        return "not recorded"
+    return "not settled" if words.startswith(GPU_STATE_NOT_SETTLED) else "settled"
 
 
 def dtype_of(text: str | None) -> str | None:

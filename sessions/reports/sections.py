@@ -188,7 +188,7 @@ def environment_section(session: Session) -> str:
             ["clock-event reasons", ", ".join(g.clock_event_reasons) or "none"],
         ]
     if env.gpu_state:
-        rows.append(["GPU state", env.gpu_state])
+        rows.append(["CUDA-graph state", env.gpu_state])
     rows += [[name, version] for name, version in env.versions.items() if version]
     return "\n\n".join(["## Environment", render_markdown(["item", "value"], rows)])
 

@@ -16,7 +16,7 @@ from sessions.analyses.captions import SIMULATES
 from sessions.analyses.comparison import BASELINE_PRECISION, compare
 from sessions.analyses.groups import Rules
 from sessions.analyses.lowering import diagnose
-from sessions.analyses.merge import VERSION_AXIS, axis_label, jobs_axis_values, split_merged, varying_axes
+from sessions.analyses.merge import axis_values, split_merged, varying_axes
 from sessions.analyses.noise import FASTER
 from sessions.analyses.verdict import verdicts
 from sessions.documents.engines import engine_label, engine_options, ran_tensorrt
@@ -41,7 +41,7 @@ SIMULATED = ("simulated FP8 (PyTorch with ModelOpt fake quantization): the numer
 class Job:
     path: str
     session: Session
-    axes: dict[str, str]  # every axis value of the job (sessions.analyses.merge.jobs_axis_values)
+    axes: dict[str, str]  # every axis value of the job (sessions.analyses.merge.AXES)
 
     def gpu(self) -> str:
         env = self.session.environment
@@ -71,8 +71,7 @@ class Row:
 
 def jobs_of(sources: list[tuple[str, Session]]) -> list[Job]:
     sessions = [job for path, session in sources for job in split_merged(session, path)]
-    values = jobs_axis_values([session for _, session in sessions])
-    return [Job(path, session, axes) for (path, session), axes in zip(sessions, values, strict=True)]
+    return [Job(path, session, axis_values(session)) for path, session in sessions]
 
 
 def varying(jobs: list[Job]) -> list[str]:
@@ -97,7 +96,7 @@ def span(values: list[float], unit: str = "x", digits: int = 2) -> str:
 
 
 PHRASES = {"batch": "at batch {}", "opt_level": "at level {}", "gpu": "on {}", "variant": "with {}",
-           "model": "for {}", "backend": "on {}"}
+           "model": "for {}", "backend": "on {}", "engine": "on {}"}
 
 
 def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
@@ -105,8 +104,6 @@ def where(paying: list[Row], rows: list[Row], axes: list[str]) -> str | None:
     for axis in [*axes, "variant"]:
         for value in dict.fromkeys(r.axes[axis] for r in paying):
             if {id(r) for r in rows if r.axes[axis] == value} == {id(r) for r in paying}:
-                if axis.startswith(VERSION_AXIS):
-                    return f"with {md_cell(axis_label(axis, value))}"
                 return PHRASES.get(axis, axis + " {}").format(md_cell(value))
     return None
 
@@ -166,8 +163,7 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
 def results_section(rows: list[Row], axes: list[str]) -> str:
     if not rows:
         return "### Results\n\nNo FP8 variant was timed against an fp16 variant of the same job."
-    shown = [a for a in axes  # the first four columns, and the engine's version in its name, say the rest
-             if a not in ("gpu", "backend", "opt_level", "batch") and not a.startswith(VERSION_AXIS)]
+    shown = [a for a in axes if a not in ("gpu", "backend", "engine", "opt_level", "batch")]  # columns of their own
     headers = ["GPU", "engine", "level", "batch", *shown, "FP8 variant", "fp16 ms", "FP8 ms", "x",
                "MiB fp16 / FP8", "build s fp16 / FP8"]
     body = []
@@ -258,12 +254,11 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
     if not any(ran_tensorrt(s.study) for s in sessions):
         items.append("TensorRT engines: no job ran the TensorRT backend" + (
             f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
-    tensorrt = VERSION_AXIS + "tensorrt"  # TensorRT's own words: its version and level mean something for its jobs
     for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
-                        (tensorrt, "TensorRT versions other than {}"),
+                        ("engine", "TensorRT builds other than {}"),
                         ("opt_level", "builder optimisation levels other than {}")):
-        values = {job.axes.get(axis, "-") for job in jobs
-                  if axis not in (tensorrt, "opt_level") or ran_tensorrt(job.session.study)}
+        values = {job.axes[axis] for job in jobs  # the engine and its level: said of TensorRT's jobs only
+                  if axis not in ("engine", "opt_level") or ran_tensorrt(job.session.study)}
         if len(values) == 1 and values != {"-"}:
             items.append(words.format(values.pop()))
     layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}

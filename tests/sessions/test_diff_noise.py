@@ -259,11 +259,17 @@ def test_a_diff_says_where_a_samples_inferences_differ(session: Session):
 
 
 def test_a_diff_warns_where_the_gpu_states_differ(session: Session):
-    """A session timed after the GPU state was settled against one that records no state (or a failed settle): a
-    warning naming both; two sessions in the same state: none."""
-    settled = copy.deepcopy(session)
-    settled.environment.gpu_state = "another process made and ended a context"
-    warnings = [w for w in diff_sessions(session, settled, load_rules(None)).warnings if "GPU state" in w]
-    assert warnings == ["different GPU state: not recorded against another process made and ended a context"]
-    same = copy.deepcopy(settled)
-    assert not [w for w in diff_sessions(settled, same, load_rules(None)).warnings if "GPU state" in w]
+    """A session timed after the GPU state was settled against one that records no state, or one whose helper failed:
+    a warning naming both kinds; two sessions of one kind, whatever their words: none."""
+    from sessions.documents.vocab import GPU_STATE_NOT_SETTLED, GPU_STATE_SETTLED
+
+    def warned(a: Session, b: Session) -> list[str]:
+        return [w for w in diff_sessions(a, b, load_rules(None)).warnings if "graph state" in w]
+
+    settled, failed, failed_otherwise = (copy.deepcopy(session) for _ in range(3))
+    settled.environment.gpu_state = GPU_STATE_SETTLED
+    failed.environment.gpu_state = f"{GPU_STATE_NOT_SETTLED}the helper process failed (exit 7)"
+    failed_otherwise.environment.gpu_state = f"{GPU_STATE_NOT_SETTLED}the helper process did not end within 60 s"
+    assert warned(session, settled) == ["different CUDA-graph state: not recorded against settled"]
+    assert warned(settled, failed) == ["different CUDA-graph state: settled against not settled"]
+    assert warned(failed, failed_otherwise) == [] and warned(settled, copy.deepcopy(settled)) == []

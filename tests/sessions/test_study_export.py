@@ -181,18 +181,34 @@ def test_when_to_revisit_is_read_from_the_sessions(sources):
     assert "at larger batches" not in both  # batch 1 and 8 were measured
 
 
-def test_a_version_any_backend_recorded_tells_jobs_apart(sources):
-    """Two jobs alike but for the cuDNN the engine recorded: merged, they are told apart by that version (no backend
-    named in the merge's rule); a version every job shares is no axis."""
+def test_the_engine_each_backend_names_tells_jobs_apart_and_a_library_version_does_not(sources):
+    """Two jobs alike but for the engine their backend named (its version in its words): merged, they are told apart
+    by it, with no backend named in the merge's rule; jobs that differ only in a library's version (numpy) are not."""
     base = sources[0][1]
     jobs = []
     for version in ("91900", "92000"):
         job = copy.deepcopy(base)
-        job.environment.versions["cudnn-backend"] = version
+        job.study.engine = f"cuDNN / cuBLASLt engine (cuDNN {version})"
         jobs.append((f"cudnn-{version}.json", job))
     merged = merge_sessions(jobs, ["trt-inspect", "merge"])
-    assert [job.label for job in merged.merge.jobs] == ["cudnn-backend 91900", "cudnn-backend 92000"]
-    text = study_markdown(jobs, load_rules())
-    assert "x by version cudnn-backend:" in text
-    same = merge_sessions([(f"{i}.json", copy.deepcopy(base)) for i in range(2)], ["trt-inspect", "merge"])
-    assert not any("version" in job.label for job in same.merge.jobs)
+    assert [job.label for job in merged.merge.jobs] == ["cuDNN / cuBLASLt engine (cuDNN 91900)",
+                                                        "cuDNN / cuBLASLt engine (cuDNN 92000)"]
+    assert "x by engine:" in study_markdown(jobs, load_rules())
+    numpy = [copy.deepcopy(base) for _ in range(2)]
+    numpy[1].environment.versions["numpy"] = "0.0.1"
+    labels = [job.label for job in merge_sessions([(f"{i}.json", s) for i, s in enumerate(numpy)],
+                                                  ["trt-inspect", "merge"]).merge.jobs]
+    assert not any("numpy" in label or "0.0.1" in label for label in labels)
+
+
+def test_a_merged_session_keeps_the_gpu_state_its_jobs_share(sources):
+    from sessions.documents.vocab import GPU_STATE_SETTLED
+
+    jobs = [copy.deepcopy(sources[0][1]) for _ in range(2)]
+    for job in jobs:
+        job.environment.gpu_state = GPU_STATE_SETTLED
+    merged = merge_sessions([(f"{i}.json", job) for i, job in enumerate(jobs)], ["trt-inspect", "merge"])
+    assert merged.environment.gpu_state == GPU_STATE_SETTLED
+    jobs[1].environment.gpu_state = None
+    merged = merge_sessions([(f"{i}.json", job) for i, job in enumerate(jobs)], ["trt-inspect", "merge"])
+    assert merged.environment.gpu_state == f"several: {GPU_STATE_SETTLED}, not recorded"
