@@ -161,7 +161,7 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             f"rounds of {plan.iters} samples per variant, each after {plan.switch_warmup} discarded inferences; "
             "GPU clocks as found (recorded, not locked); once every graph is made, before the rounds, another process "
             "makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower on the "
-            "H200: profilers/gpu_contexts.py; the environment's GPU state says whether it did)"
+            "H200: profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "
