@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's profilers, for --settle
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's profilers: its clock, --settle
 
 import timm
 import torch
@@ -38,16 +38,13 @@ SLEEP_CYCLES = 200_000_000  # about 0.1 s at the H200's 1.98 GHz: longer than th
 
 
 def back_to_back_ms(replay: Callable[[], None], replays: int, samples: int = 20) -> float:
+    """The tool's own clock (`profilers.timing.EventClock`): events around `replays` back-to-back replays, the stream
+    already busy with three more; the median per replay."""
+    from profilers.timing import clock_for
+
     for _ in range(3):
         replay()
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(samples + 1)]
-    events[0].record()
-    for i in range(samples):
-        for _ in range(replays):
-            replay()
-        events[i + 1].record()
-    events[-1].synchronize()
-    return statistics.median(events[i].elapsed_time(events[i + 1]) / replays for i in range(samples))
+    return statistics.median(clock_for("cuda").samples(replay, samples, replays))
 
 
 def prequeued_ms(replay: Callable[[], None], replays: int, samples: int = 20) -> tuple[float, float]:

@@ -583,10 +583,9 @@ def new_probe_session(options: ProbeOptions, command: list[str], model, created:
 def probe_gpu_state(times: Iterable[ShapeTimes]) -> str | None:
     """The GPU state the probe's shapes were timed in: where one shape's was not settled, its words (a caveat), else
     the words they share."""
-    from sessions.documents.vocab import gpu_state_kind
+    from sessions.documents.vocab import shared_gpu_state
 
-    states = [t.gpu_state for t in times if t.gpu_state is not None]
-    return next((state for state in states if gpu_state_kind(state) == "not settled"), states[0] if states else None)
+    return shared_gpu_state(t.gpu_state for t in times)
 
 
 def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> TimingMethod:

@@ -18,6 +18,7 @@ from sessions.documents.document import new_session
 from sessions.documents.engines import engine_label, engine_options
 from sessions.documents.errors import InputError
 from sessions.documents.model import Environment, GpuInfo, Merge, MergedJob, Session, Variant
+from sessions.documents.vocab import shared_gpu_state
 
 VARIANT_AXIS = "variant"
 
@@ -153,11 +154,10 @@ def common_environment(environments: list[Environment]) -> Environment:
         gpu = None
     versions = {name: version for name, version in first.versions.items()
                 if all(e.versions.get(name) == version for e in environments)}
-    states = [e.gpu_state for e in environments]
     return Environment(host=_one([e.host for e in environments]), os=_one([e.os for e in environments]),
                        cpu=_one([e.cpu for e in environments]), cpu_count=first.cpu_count,
                        python=_one([e.python for e in environments]), versions=versions, gpu=gpu,
-                       gpu_state=_one([s or "not recorded" for s in states]) if any(states) else None)
+                       gpu_state=shared_gpu_state(e.gpu_state for e in environments))
 
 
 def collect(paths: Sequence[str], target: Path | None = None) -> tuple[list[tuple[str, Session]], list[str]]:

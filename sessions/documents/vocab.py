@@ -6,6 +6,7 @@ these. `codec` checks `Literal` fields on load, so a word outside the list is a 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Literal, get_args
 
 from sessions.documents.trt_names import dtype_word
@@ -41,6 +42,16 @@ def gpu_state_kind(words: str | None) -> GpuStateKind:
     if words is None:
         return "not recorded"
     return "not settled" if words.startswith(GPU_STATE_NOT_SETTLED) else "settled"
+
+
+def shared_gpu_state(states: Iterable[str | None]) -> str | None:
+    """The one state of several timings (a merge's jobs, the probe's shapes): the first not settled, where any is
+    (its words say why); else None where any is not recorded; else the first's words."""
+    found = list(states)
+    unsettled = [state for state in found if gpu_state_kind(state) == "not settled"]
+    if unsettled:
+        return unsettled[0]
+    return None if not found or any(state is None for state in found) else found[0]
 
 
 def dtype_of(text: str | None) -> str | None:

@@ -211,4 +211,9 @@ def test_a_merged_session_keeps_the_gpu_state_its_jobs_share(sources):
     assert merged.environment.gpu_state == GPU_STATE_SETTLED
     jobs[1].environment.gpu_state = None
     merged = merge_sessions([(f"{i}.json", job) for i, job in enumerate(jobs)], ["trt-inspect", "merge"])
-    assert merged.environment.gpu_state == f"several: {GPU_STATE_SETTLED}, not recorded"
+    assert merged.environment.gpu_state is None  # a job without a record: the merge claims no state
+    from sessions.documents.vocab import GPU_STATE_NOT_SETTLED
+
+    jobs[1].environment.gpu_state = f"{GPU_STATE_NOT_SETTLED}the helper process failed (exit 7)"
+    merged = merge_sessions([(f"{i}.json", job) for i, job in enumerate(jobs)], ["trt-inspect", "merge"])
+    assert merged.environment.gpu_state == jobs[1].environment.gpu_state  # one job not settled: the merge says so
