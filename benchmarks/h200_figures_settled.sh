@@ -7,7 +7,8 @@
 #   rows    each main-job variant alone against the whole study (benchmarks/row_independence.py)
 #   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
-#   compile the engine's fp16 against torch.compile where it lost before (dpn68, vit_tiny_patch16_224, SegFormer-B0)
+#   compile the engine's fp16 against torch.compile, MODEL:BATCH jobs in COMPILE_JOBS (default: where it lost before,
+#           dpn68 and vit_tiny_patch16_224 at batch 1 and 32, SegFormer-B0 at 512 batch 1)
 #   PARTS="state main rows" OUT=... PREPARE=0 bash benchmarks/h200_figures_settled.sh   # device tool, carry [".whl"]
 [ "${KEEP_CACHES:-0}" = 1 ] || rm -rf /tmp/pycache /tmp/site /tmp/tih /tmp/torchinductor_* ~/.triton/cache
 source "$(dirname "$0")/h200_setup.sh"
@@ -32,8 +33,10 @@ for PART in ${PARTS:-state main rows}; do
   probe) python3 benchmarks/probe_vs_engine.py senet154 --out "$OUT/probe" 2>"$OUT/probe/progress.log" \
            | tee "$OUT/probe/probe-vs-engine.txt" ;;
   compile)
-    for MODEL in dpn68 vit_tiny_patch16_224 hf:segformer-b0-512; do
-      t run $MODEL --variants fp16,compile-fp16,cudnn-fp16 --out "$OUT/compile/${MODEL#hf:}-b1-vs-compile.json"
+    for JOB in ${COMPILE_JOBS:-dpn68:1 dpn68:32 vit_tiny_patch16_224:1 vit_tiny_patch16_224:32 hf:segformer-b0-512:1}; do
+      MODEL=${JOB%:*} BATCH=${JOB##*:}
+      t run $MODEL --batch $BATCH --variants fp16,compile-fp16,cudnn-fp16 \
+        --out "$OUT/compile/${MODEL#hf:}-b$BATCH-vs-compile.json"
     done
     python3 benchmarks/engine_vs_compile.py "$OUT"/compile/*.json | tee "$OUT/compile/engine-vs-compile.txt" ;;
   esac
