@@ -24,7 +24,7 @@ from inspector.resolve import RunPlan, checked, resolve
 from profilers.device import study_device
 from profilers.memory import device_memory
 from profilers.tracers import Tracer
-from sessions.analyses.captions import NO_REFERENCE, quality_caveats
+from sessions.analyses.captions import CONSTANT_LAYERS, CONSTANT_WHY_RANDOM, NO_REFERENCE, quality_caveats
 from sessions.analyses.comparison import BASELINE_PRECISION
 from sessions.analyses.summary import VariantSummary, summarize_session
 from sessions.documents import document
@@ -285,10 +285,36 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
         recipe = variant.recipe.layout if variant.recipe else "its recipe"
         variant.simulation = compare(np.asarray(simulated), outputs,
                                      f"fp8-{recipe} simulated (ModelOpt, same scales)", inputs.image_source, count)
+    constant = constant_layers_note(variant, inputs, recorder.session.study.weights)
+    if constant is not None:
+        variant.notes.append(constant)
     failed = stress_check(engine.infer, inputs.stress)
     variant.quality.stress_inputs, variant.quality.stress_nonfinite = len(inputs.stress), len(failed)
     if failed:
         variant.notes.append(f"NaN or Inf on {len(failed)} of {len(inputs.stress)} stress inputs: {', '.join(failed)}")
+
+
+def constant_layers_note(variant: Variant, inputs: StudyInputs, weights: str) -> str | None:
+    """The note a quantized variant carries where layers its recipe quantizes output the same in any precision
+    (all-zero weights once BatchNorm is folded, `builders.models.constant_layers`), so its quality figures hold none
+    of their FP8 error; `weights` (Study.weights) says whether random initialisation explains them. None where there
+    are none, no recipe, no PyTorch module, or its structure cannot be found (the note is advice, never a failure)."""
+    from builders.models.constant_layers import constant_output_layers
+    from builders.models.structure import model_structure
+
+    module = getattr(inputs.model, "module", None)
+    if variant.recipe is None or not variant.recipe.quantized or module is None:
+        return None
+    try:
+        parameter = next(module.parameters())
+        example = inputs.static_input[:1].to(device=parameter.device, dtype=parameter.dtype)
+        names = constant_output_layers(module, model_structure(module, example).conv_bn, variant.recipe.quantized)
+    except Exception:  # noqa: BLE001  (a model whose structure pass fails keeps its figures without the note)
+        return None
+    if not names:
+        return None
+    why = CONSTANT_WHY_RANDOM if weights.startswith("random") else ""
+    return CONSTANT_LAYERS.format(count=len(names), total=len(variant.recipe.quantized), why=why)
 
 
 def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer, backend: Backend,

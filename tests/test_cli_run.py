@@ -52,6 +52,17 @@ def test_session_holds_every_measurement(resnet_run):
     assert {v.batchnorm_folded for v in session.variants} == {fp8.batchnorm_folded} and fp8.batchnorm_folded > 0
     # the fake-quant ops are attributed to the quantizer modules, so FP8 has more ops per call
     assert fp8.trace.records > session.variant("fp32").trace.records
+    # timm zero-initialises each residual branch's last BatchNorm: the convN its bnN reads outputs zeros in any
+    # precision, and the FP8 variant says how many of its quantized layers are such (found here by timm's names)
+    import timm
+    import torch
+
+    modules = dict(timm.create_model("test_resnet", pretrained=False).named_modules())
+    zeroed = [name for name, m in modules.items() if isinstance(m, torch.nn.BatchNorm2d) and not m.weight.any()]
+    constant = {name.replace(".bn", ".conv") for name in zeroed} & set(fp8.recipe.quantized)
+    assert constant and (f"{len(constant)} of the {len(fp8.recipe.quantized)} layers its recipe quantizes have "
+                         "all-zero weights") in " ".join(fp8.notes)
+    assert not any("all-zero weights" in note for note in session.variant("fp32").notes)
 
 
 @pytest.mark.slow

@@ -43,6 +43,11 @@ RANDOM_WEIGHTS = (
     "random weights {how}: quality compares each variant's numerics with fp32, not accuracy; "
     "--checkpoint FILE (.safetensors or a torch file) gives figures of trained weights"
 )
+CONSTANT_LAYERS = (
+    "{count} of the {total} layers its recipe quantizes have all-zero weights once BatchNorm is folded{why}: their "
+    "outputs are the same in any precision, so the quality figures say nothing of their FP8 error"
+)
+CONSTANT_WHY_RANDOM = " (random initialisation zeroes the last BatchNorm of each residual branch, as timm does)"
 DEGENERATE_REFERENCE = "quality figures say little: {warning}"  # a Quality.reference_warnings line
 RELATIVE_ERROR = "max rel err"  # the variant table's column: max abs err over the reference's largest |logit|
 STAND_IN = (

@@ -1,0 +1,96 @@
+"""Layers whose output does not depend on their input, and the note a quantized variant carries for them."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from builders.models.constant_layers import constant_output_layers
+from inspector.study import constant_layers_note
+from sessions.documents.model import Recipe, Variant
+
+
+class Branchy(nn.Module):
+    """A stem, then a residual branch whose last BatchNorm is zero-initialised, beside a layer with zero weights."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.branch = nn.Conv2d(8, 8, 1, bias=False)
+        self.branch_bn = nn.BatchNorm2d(8)
+        self.dead = nn.Conv2d(8, 8, 1)
+        self.head = nn.Linear(8, 4)
+        nn.init.zeros_(self.branch_bn.weight)
+        nn.init.zeros_(self.dead.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        x = x + self.branch_bn(self.branch(x)) + self.dead(x)
+        return self.head(x.mean((2, 3)))
+
+
+def _recipe(quantized: list[str]) -> Recipe:
+    return Recipe(method="m", number_format="fp8 e4m3", layout="all", exclude_patterns=[], quantized=quantized,
+                  excluded=[], scales="max", calibration_source="images", calibration_count=2)
+
+
+def _inputs(module: nn.Module) -> SimpleNamespace:
+    return SimpleNamespace(model=SimpleNamespace(module=module.eval()), static_input=torch.randn(2, 3, 16, 16))
+
+
+def test_zero_weights_and_a_zero_scaled_batchnorm_make_constant_layers_in_the_order_asked():
+    model = Branchy()
+    pairs = [("branch", "branch_bn")]
+    assert constant_output_layers(model, pairs, ["head", "dead", "branch", "stem", "missing"]) == ["dead", "branch"]
+    assert constant_output_layers(model, [], ["branch"]) == []  # without the pair its BatchNorm is not known
+
+
+def test_a_batchnorm_with_one_live_channel_or_no_affine_weight_leaves_its_layer_alone():
+    model = Branchy()
+    with torch.no_grad():
+        model.branch_bn.weight[3] = 0.5
+    assert constant_output_layers(model, [("branch", "branch_bn")], ["branch"]) == []
+    model.branch_bn = nn.BatchNorm2d(8, affine=False)
+    assert constant_output_layers(model, [("branch", "branch_bn")], ["branch"]) == []
+
+
+def test_the_note_counts_the_constant_layers_the_structure_pass_finds_and_says_why_for_random_weights():
+    variant = Variant(name="fp8-all", backend="torch", precision="fp8", device="cpu",
+                      recipe=_recipe(["stem", "branch", "dead", "head"]))
+    note = constant_layers_note(variant, _inputs(Branchy()), "random (pretrained=False, seed 0)")
+    assert note is not None and note.startswith("2 of the 4 layers its recipe quantizes have all-zero weights")
+    assert "random initialisation" in note
+    trained = constant_layers_note(variant, _inputs(Branchy()), "model.safetensors")
+    assert trained is not None and trained.startswith("2 of the 4") and "random initialisation" not in trained
+
+
+def test_no_note_without_constant_layers_a_recipe_or_a_module():
+    live = Branchy()
+    with torch.no_grad():
+        live.branch_bn.weight.fill_(1.0)
+        live.dead.weight.fill_(0.1)
+    variant = Variant(name="fp8-all", backend="torch", precision="fp8", device="cpu",
+                      recipe=_recipe(["stem", "branch", "dead", "head"]))
+    assert constant_layers_note(variant, _inputs(live), "random") is None
+    assert constant_layers_note(Variant(name="fp16", backend="torch", precision="fp16", device="cpu"),
+                                _inputs(Branchy()), "random") is None
+    onnx = SimpleNamespace(model=SimpleNamespace(module=None), static_input=torch.zeros(1, 3, 16, 16))
+    assert constant_layers_note(variant, onnx, "random") is None
+
+
+def test_timm_zero_initialises_each_residual_branch_and_every_such_conv_is_found():
+    timm = pytest.importorskip("timm")
+    model = timm.create_model("resnet18", pretrained=False).eval()
+    # independently of the code under test: the conv a BasicBlock's zero-initialised bn2 reads is that block's conv2
+    expected = [f"layer{stage}.{block}.conv2" for stage in range(1, 5) for block in range(2)]
+    convs = [name for name, m in model.named_modules() if isinstance(m, nn.Conv2d)]
+    variant = Variant(name="fp8-all", backend="torch", precision="fp8", device="cpu", recipe=_recipe(convs))
+    note = constant_layers_note(variant, _inputs(model), "random (pretrained=False, seed 0)")
+    assert note is not None and note.startswith(f"{len(expected)} of the {len(convs)} layers")
+    from builders.models.structure import model_structure
+
+    pairs = model_structure(model, torch.zeros(1, 3, 64, 64)).conv_bn
+    assert constant_output_layers(model, pairs, convs) == expected
