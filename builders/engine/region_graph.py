@@ -9,6 +9,7 @@ as `F.conv2d` of its weight and bias, a normalization as `F.batch_norm` of its s
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -122,7 +123,7 @@ def _call_module(graph: torch.fx.Graph, root: torch.nn.Module, module: torch.nn.
         return graph.call_function(F.conv2d, (args[0], *weights, module.stride, module.padding, module.dilation,
                                               module.groups))
     if isinstance(module, torch.nn.Linear):
-        return graph.call_function(F.linear, (args[0], *weights))
+        return graph.call_function(folded_linear, (args[0], *weights))
     if isinstance(module, BATCH_NORMS):
         return graph.call_function(F.batch_norm, (args[0], *weights, False, 0.0, module.eps))
     if isinstance(module, torch.nn.LayerNorm):
@@ -132,6 +133,24 @@ def _call_module(graph: torch.fx.Graph, root: torch.nn.Module, module: torch.nn.
     name = f"module_{len(list(root.children()))}"
     root.add_module(name, module)
     return graph.call_module(name, args, kwargs)
+
+
+def folded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """`F.linear(x, weight, bias)`, with `x`'s leading dimensions merged into one first wherever that needs no copy,
+    as eager PyTorch folds them (one GEMM). Compiled, `F.linear` of a transposed view with a leading dimension of 1
+    (SegFormer's `flatten(2).transpose(1, 2)` at batch 1) and weights that do not require grad is decomposed into a
+    batched matmul of the broadcast weight, which Inductor may rewrite as pointwise code: the decomposition's fold
+    test ignores that a dimension of size 1 merges with any other."""
+    if x.dim() > 2 and _merge_without_copy(tuple(x.shape[:-1]), tuple(x.stride()[:-1])):
+        folded = F.linear(x.reshape(-1, x.shape[-1]), weight, bias)
+        return folded.view(*x.shape[:-1], folded.shape[-1])
+    return F.linear(x, weight, bias)
+
+
+def _merge_without_copy(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether dimensions of `sizes` and `strides` view as one (dimensions of size 1 ignored: any stride merges)."""
+    kept = [(size, stride) for size, stride in zip(sizes, strides, strict=True) if size != 1]
+    return all(outer == inner * size for (_, outer), (size, inner) in itertools.pairwise(kept))
 
 
 def _signature(region: Region, module: torch.fx.GraphModule, inputs: list[TensorSpec],

@@ -1,0 +1,69 @@
+"""A fused region's linear (builders.engine.region_graph.folded_linear): the values of `F.linear`, and one GEMM where
+eager PyTorch folds the input's leading dimensions, also where Inductor compiles it. The views and strides come from
+SegFormer's decode head at batch 1 (`flatten(2).transpose(1, 2)` of a contiguous NCHW map) and from cases that must
+not fold; which ones merge is computed here from the strides, apart from the code under test."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._inductor.utils import run_and_get_code
+
+from builders.engine.region_graph import folded_linear
+
+
+def _transposed(batch: int, channels: int = 24, side: int = 4) -> torch.Tensor:
+    return torch.randn(batch, channels, side, side).flatten(2).transpose(1, 2)
+
+
+CASES = {
+    "batch 1, transposed": _transposed(1),
+    "batch 3, transposed": _transposed(3),  # no view merges (HW, C) strides (1, HW) with the batch: not folded
+    "contiguous 3-d": torch.randn(2, 5, 24),
+    "4-d": torch.randn(2, 3, 5, 24),
+    "2-d": torch.randn(7, 24),
+    "sliced": torch.randn(2, 10, 24)[:, ::2],
+}
+
+
+@pytest.mark.parametrize("name", CASES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_folded_linear_computes_what_f_linear_computes(name, bias):
+    x = CASES[name]
+    weight, b = torch.randn(8, 24), torch.randn(8) if bias else None
+    expected = F.linear(x, weight, b)
+    got = folded_linear(x, weight, b)
+    assert got.shape == expected.shape
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def _eager_folds(x: torch.Tensor) -> bool:
+    """Whether eager PyTorch can view `x`'s leading dimensions as one: asked of `view` itself."""
+    try:
+        x.view(-1, x.shape[-1])
+    except RuntimeError:
+        return False
+    return True
+
+
+def _compiled_matmuls(x: torch.Tensor) -> tuple[bool, bool]:
+    """(batched, one GEMM) in the code Inductor writes for the folded linear on `x` with weights that do not require
+    grad, as a fused region passes them."""
+    weight, bias = torch.randn(8, x.shape[-1]), torch.randn(8)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        _, code = run_and_get_code(torch.compile(folded_linear, dynamic=False, fullgraph=True), x, weight, bias)
+    text = "\n".join(code)
+    return "bmm" in text, ("addmm" in text or "extern_kernels.mm" in text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["batch 1, transposed", "batch 3, transposed", "contiguous 3-d"])
+def test_inductor_calls_one_gemm_wherever_eager_would_fold(name):
+    x = CASES[name]
+    batched, gemm = _compiled_matmuls(x)
+    if _eager_folds(x):
+        assert gemm and not batched
+    else:
+        assert batched and not gemm
