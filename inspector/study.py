@@ -299,12 +299,12 @@ def constant_layers_note(variant: Variant, inputs: StudyInputs, weights: str) ->
     (all-zero weights once BatchNorm is folded, `builders.models.constant_layers`), so its quality figures hold none
     of their FP8 error; `weights` (Study.weights) says whether random initialisation explains them. None where there
     are none, no recipe, no PyTorch module, or its structure cannot be found (the note is advice, never a failure)."""
-    from builders.models.constant_layers import constant_output_layers
-    from builders.models.structure import model_structure
-
     module = getattr(inputs.model, "module", None)
     if variant.recipe is None or not variant.recipe.quantized or module is None:
         return None
+    from builders.models.constant_layers import constant_output_layers
+    from builders.models.structure import model_structure
+
     try:
         parameter = next(module.parameters())
         example = inputs.static_input[:1].to(device=parameter.device, dtype=parameter.dtype)
