@@ -2,6 +2,12 @@
 (per-channel descale, bias, residual add, activations, FP8 output), plan enumeration and timing per plan,
 capture in a CUDA graph, and torch._scaled_mm with per-channel weight scales. Prints one line per check.
 
+The `scaled` checks ask whether an fp16 graph with a per-channel scale of one after the convolution (as an FP8 graph
+descales) is offered cuDNN's runtime-fusion engine (eng7): on the H200 a grouped 3x3 fp16 convolution writing fp16 ran
+eng10 (35.1 us, senet154 layer3.5.conv2) while the same convolution writing FP8 (an output scale: a `mul` in the
+graph) ran eng7 in 7.9 us (`benchmarks/results/h200/figures-settled/main/senet154-warm.json`), and the plain fp16
+graph is offered no eng7 (the line `fp16 3x3 g64 b1 +relu` in `benchmarks/results/h200/cudnn-frontend-check.txt`).
+
 Run on the GPU machine: python benchmarks/cudnn_frontend_check.py
 """
 
@@ -14,7 +20,7 @@ import torch
 from builders.engine.cudnn_library import import_cudnn
 
 
-def conv_graph(cudnn, handle, n, c, h, k, r, groups, fp8_in, epilogue, fp8_out):
+def conv_graph(cudnn, handle, n, c, h, k, r, groups, fp8_in, epilogue, fp8_out, scaled=False):
     dt = cudnn.data_type
     cg = c // groups
     g = cudnn.pygraph(io_data_type=dt.HALF, intermediate_data_type=dt.FLOAT, compute_data_type=dt.FLOAT, handle=handle)
@@ -24,7 +30,7 @@ def conv_graph(cudnn, handle, n, c, h, k, r, groups, fp8_in, epilogue, fp8_out):
     y = g.conv_fprop(image=x, weight=w, padding=[r // 2] * 2, stride=[1, 1], dilation=[1, 1],
                      compute_data_type=dt.FLOAT)
     t = {"x": x, "w": w}
-    if fp8_in:
+    if fp8_in or scaled:
         t["descale"] = g.tensor(name="descale", dim=[1, k, 1, 1], stride=[k, 1, k, k], data_type=dt.FLOAT)
         y = g.mul(a=y, b=t["descale"], compute_data_type=dt.FLOAT)
     t["bias"] = g.tensor(name="bias", dim=[1, k, 1, 1], stride=[k, 1, k, k], data_type=dt.HALF)
@@ -60,7 +66,7 @@ def tensors_for(t, n, c, h, k, r, groups, fp8_in, fp8_out):
             memory_format=cl),
     }
     if "descale" in t:
-        data["descale"] = torch.full((1, k, 1, 1), 0.01, device=dev)
+        data["descale"] = torch.full((1, k, 1, 1), 0.01 if fp8_in else 1.0, device=dev)
     if "res" in t:
         data["res"] = torch.randn(n, k, h, h, device=dev, dtype=torch.float16).to(memory_format=cl)
     if "qscale" in t:
@@ -179,6 +185,13 @@ def main() -> None:
           epilogue=["relu"], fp8_out=True)
     check(cudnn, handle, "fp16 3x3 g64 b1 +relu", n=1, c=256, h=28, k=256, r=3, groups=64, fp8_in=False,
           epilogue=["relu"], fp8_out=False)
+    grouped = {"n": 1, "c": 1024, "h": 14, "k": 1024, "r": 3, "groups": 64, "epilogue": ["relu"]}  # senet154 layer3
+    for n in (1, 32):
+        shape = {**grouped, "n": n}
+        check(cudnn, handle, f"fp16 3x3 g64 b{n} 1024ch +relu", **shape, fp8_in=False, fp8_out=False)
+        check(cudnn, handle, f"fp16 3x3 g64 b{n} 1024ch +relu scaled by ones", **shape, fp8_in=False, fp8_out=False,
+              scaled=True)
+        check(cudnn, handle, f"fp16 3x3 g64 b{n} 1024ch +relu fp8out", **shape, fp8_in=False, fp8_out=True)
     check(cudnn, handle, "fp8 1x1 SE 1x1 map +relu fp8out", n=1, c=256, h=1, k=16, r=1, groups=1, fp8_in=True,
           epilogue=["relu"], fp8_out=True)
     scaled_mm_checks()
