@@ -61,6 +61,11 @@ def read_text(path: Path, what: str) -> str:
 _LAST_TEXT: list[Any] = [None, ""]  # [file_identity, text] of the last log read
 
 
+def forget_text() -> None:
+    """Let go of the last log `read_text` kept: the next read of it reads the file again."""
+    _LAST_TEXT[:] = [None, ""]
+
+
 def _finite(value: Any, where: str) -> float:
     if type(value) is float:  # most numbers of a file: nothing to convert
         number = value

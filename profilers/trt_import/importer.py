@@ -19,7 +19,7 @@ from profilers.trt_import.metadata import RunFacts, companions, engine_name, fac
 from profilers.trt_import.myelin_kernels import fold_myelin_kernels
 from profilers.trt_import.profile import Profile, layers_from_profile, pair_profile, parse_profile
 from profilers.trt_import.summary import latency_of
-from profilers.trt_import.text_layers import is_text, is_trtexec_log, read_text_layers
+from profilers.trt_import.text_layers import forget_log, is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
 from profilers.trt_import.trtexec_log import apply_logged, logged_layers
 from sessions.documents import document
@@ -205,7 +205,8 @@ def _model(files: ImportFiles, facts: RunFacts, model: str | None, notes: list[s
 def import_variant(files: ImportFiles, name: str | None = None, model: str | None = None, batch: int | None = None,
                    folder_model: str | None = None) -> Imported:
     """One variant from `files`; `name`, `model` and `batch` where given override what the files say;
-    `folder_model` names the model where no trtexec option does (a folder's engines' shared name)."""
+    `folder_model` names the model where no trtexec option does (a folder's engines' shared name). The log read
+    last is let go of (`forget_log`) once the variant is read."""
     notes: list[str] = []
     source = files.one(LAYERS) or files.one(PROFILE)
     metadata = files.every(METADATA)
@@ -242,6 +243,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     found_batch, shape = _batch(info, facts, batch, notes)
     variant.notes = notes
     profile_path = files.one(PROFILE)
+    forget_log()
     return Imported(variant, _model(files, facts, model, notes, folder_model), found_batch,
                     list(shape[1:]) if shape else [], facts,
                     per_layer_words(profile, profile_path is not None and is_text(profile_path)), reading.timed_by)

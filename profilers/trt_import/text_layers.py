@@ -94,6 +94,14 @@ def one_run(text: str, origin: str) -> None:
 _ONE_RUN: list[str | None] = [None]  # the last text `one_run` passed
 
 
+def forget_log() -> None:
+    """Let go of the last log read (`documents.read_text`) and passed by `one_run`: 100 MB for a 100,000-layer log,
+    kept from the folder's classifying to its table's reading. An import calls it once its variant is read, so
+    the log is not held while the session is encoded, checked and saved."""
+    documents.forget_text()
+    _ONE_RUN[0] = None
+
+
 def opens_as_json(head: str) -> bool:
     """True where a document's first characters open a JSON object or list, not a log line such as `[I] ...`."""
     head = head.lstrip()
