@@ -294,27 +294,32 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
         variant.notes.append(f"NaN or Inf on {len(failed)} of {len(inputs.stress)} stress inputs: {', '.join(failed)}")
 
 
-def constant_layers_note(variant: Variant, inputs: StudyInputs, weights: str) -> str | None:
+def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: str) -> str | None:
     """The note a quantized variant carries where layers its recipe quantizes output the same in any precision
     (all-zero weights once BatchNorm is folded, `builders.models.constant_layers`), so its quality figures hold none
-    of their FP8 error; `weights` (Study.weights) says whether random initialisation explains them. None where there
-    are none, no recipe, no PyTorch module, or its structure cannot be found (the note is advice, never a failure)."""
+    of their FP8 error; `weights_from` (Study.weights) says whether random initialisation explains them. None where
+    there are none, no recipe, no PyTorch module, or its structure cannot be found (the note is advice, never a
+    failure)."""
     module = getattr(inputs.model, "module", None)
     if variant.recipe is None or not variant.recipe.quantized or module is None:
         return None
     from builders.models.constant_layers import constant_output_layers
     from builders.models.structure import model_structure
+    from builders.pytorch.variant_modules import folds
 
+    quantized = list(dict.fromkeys(variant.recipe.quantized))
     try:
         parameter = next(module.parameters())
         example = inputs.static_input[:1].to(device=parameter.device, dtype=parameter.dtype)
-        names = constant_output_layers(module, model_structure(module, example).conv_bn, variant.recipe.quantized)
-    except Exception:  # noqa: BLE001  (a model whose structure pass fails keeps its figures without the note)
+        modules = dict(module.named_modules())
+        pairs = [(layer, norm) for layer, norm in model_structure(module, example).conv_bn if folds(modules[norm])]
+        names = constant_output_layers(module, pairs, quantized)
+    except (RuntimeError, ValueError, AssertionError, StopIteration):  # no parameters, a structure pass that fails
         return None
     if not names:
         return None
-    why = CONSTANT_WHY_RANDOM if weights.startswith("random") else ""
-    return CONSTANT_LAYERS.format(count=len(names), total=len(variant.recipe.quantized), why=why)
+    why = CONSTANT_WHY_RANDOM if weights_from.startswith("random") else ""
+    return CONSTANT_LAYERS.format(count=len(names), total=len(quantized), why=why)
 
 
 def trace_variant(variant: Variant, engine: Engine, plan: StudyPlan, tracer: Tracer, backend: Backend,

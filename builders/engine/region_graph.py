@@ -9,6 +9,7 @@ as `F.conv2d` of its weight and bias, a normalization as `F.batch_norm` of its s
 from __future__ import annotations
 
 import hashlib
+import inspect
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -140,7 +141,7 @@ def folded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     as eager PyTorch folds them (one GEMM). Compiled, `F.linear` of a transposed view with a leading dimension of 1
     (SegFormer's `flatten(2).transpose(1, 2)` at batch 1) and weights that do not require grad is decomposed into a
     batched matmul of the broadcast weight, which Inductor may rewrite as pointwise code: the decomposition's fold
-    test ignores that a dimension of size 1 merges with any other."""
+    test (`torch._decomp.decompositions.matmul`) refuses such an input, which eager PyTorch views as a matrix."""
     if x.dim() > 2 and _merge_without_copy(tuple(x.shape[:-1]), tuple(x.stride()[:-1])):
         folded = F.linear(x.reshape(-1, x.shape[-1]), weight, bias)
         return folded.view(*x.shape[:-1], folded.shape[-1])
@@ -156,10 +157,11 @@ def _merge_without_copy(sizes: tuple[int, ...], strides: tuple[int, ...]) -> boo
 def _signature(region: Region, module: torch.fx.GraphModule, inputs: list[TensorSpec],
                tensors: list[torch.Tensor]) -> str:
     """The timing-cache key of a region's function: its kind and first input, then a digest of what decides the
-    compiled code and its time (the function's code, the modules it calls, every input's shape, strides and dtype,
-    torch's version)."""
+    compiled code and its time (the function's code and the source of the functions it calls here, the modules it
+    calls, every input's shape, strides and dtype, torch's version)."""
     held = [TensorSpec.of(t).words() for t in tensors]
-    text = "\n".join([module.code, *map(repr, module.children()), *(s.words() for s in inputs), *held,
-                      torch.__version__])
+    text = "\n".join([module.code, inspect.getsource(folded_linear),
+                      inspect.getsource(_merge_without_copy), *map(repr, module.children()),
+                      *(s.words() for s in inputs), *held, torch.__version__])
     first = inputs[0].words().split(" s(")[0] if inputs else "-"
     return f"{FUSED_PREFIX}{region.kind} {first} g={hashlib.sha256(text.encode()).hexdigest()[:16]}"

@@ -321,6 +321,11 @@ def fold_batchnorm(module: torch.nn.Module, pairs: list[tuple[str, str]]) -> int
     return folded
 
 
+def folds(bn: torch.nn.Module) -> bool:
+    """Whether `fold_batchnorm` folds the BatchNorm module `bn` into the convolution it reads."""
+    return _after_normalization(bn) is not None
+
+
 def _after_normalization(bn: torch.nn.Module) -> torch.nn.Module | None:
     """What remains of a BatchNorm module once its affine transform moves into the convolution.
 

@@ -45,9 +45,11 @@ RANDOM_WEIGHTS = (
 )
 CONSTANT_LAYERS = (
     "{count} of the {total} layers its recipe quantizes have all-zero weights once BatchNorm is folded{why}: their "
-    "outputs are the same in any precision, so the quality figures say nothing of their FP8 error"
+    "outputs are the same in any precision, so the quality figures say nothing of their FP8 error, nor of the error "
+    "of layers whose only input or only reader they are"
 )
-CONSTANT_WHY_RANDOM = " (random initialisation zeroes the last BatchNorm of each residual branch, as timm does)"
+CONSTANT_WHY_RANDOM = (" (random initialisation may zero the last BatchNorm of a residual branch, as timm's models "
+                       "do)")
 DEGENERATE_REFERENCE = "quality figures say little: {warning}"  # a Quality.reference_warnings line
 RELATIVE_ERROR = "max rel err"  # the variant table's column: max abs err over the reference's largest |logit|
 STAND_IN = (

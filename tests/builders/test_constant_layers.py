@@ -67,6 +67,24 @@ def test_the_note_counts_the_constant_layers_the_structure_pass_finds_and_says_w
     assert trained is not None and trained.startswith("2 of the 4") and "random initialisation" not in trained
 
 
+class NormAndGate(nn.BatchNorm2d):
+    """A BatchNorm subclass holding a module of its own beyond dropout and activation: the engines do not fold it."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels)
+        self.gate = nn.Sigmoid()
+
+
+def test_a_batchnorm_the_engines_do_not_fold_leaves_its_layer_out_and_names_count_once():
+    model = Branchy()
+    model.branch_bn = NormAndGate(8)
+    nn.init.zeros_(model.branch_bn.weight)
+    variant = Variant(name="fp8-all", backend="torch", precision="fp8", device="cpu",
+                      recipe=_recipe(["stem", "branch", "dead", "dead", "head"]))
+    note = constant_layers_note(variant, _inputs(model), "random (pretrained=False, seed 0)")
+    assert note is not None and note.startswith("1 of the 4 layers its recipe quantizes")  # "dead" alone, once
+
+
 def test_no_note_without_constant_layers_a_recipe_or_a_module():
     live = Branchy()
     with torch.no_grad():

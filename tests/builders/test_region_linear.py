@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
-from builders.engine.region_graph import folded_linear
+from builders.engine.region_graph import _merge_without_copy, folded_linear
 
 
 def _transposed(batch: int, channels: int = 24, side: int = 4) -> torch.Tensor:
@@ -48,8 +48,8 @@ def _eager_folds(x: torch.Tensor) -> bool:
 
 
 def _compiled_matmuls(x: torch.Tensor) -> tuple[bool, bool]:
-    """(batched, one GEMM) in the code Inductor writes for the folded linear on `x` with weights that do not require
-    grad, as a fused region passes them."""
+    """(a batched matmul, one GEMM) in the code Inductor writes for the folded linear on `x` with weights that do not
+    require grad, as a fused region passes them."""
     weight, bias = torch.randn(8, x.shape[-1]), torch.randn(8)
     torch._dynamo.reset()
     with torch.no_grad():
@@ -58,12 +58,14 @@ def _compiled_matmuls(x: torch.Tensor) -> tuple[bool, bool]:
     return "bmm" in text, ("addmm" in text or "extern_kernels.mm" in text)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["batch 1, transposed", "batch 3, transposed", "contiguous 3-d"])
-def test_inductor_calls_one_gemm_wherever_eager_would_fold(name):
+@pytest.mark.parametrize("name", CASES)
+def test_the_leading_dimensions_merge_exactly_where_eager_views_them_as_a_matrix(name):
     x = CASES[name]
-    batched, gemm = _compiled_matmuls(x)
-    if _eager_folds(x):
-        assert gemm and not batched
-    else:
-        assert batched and not gemm
+    assert _merge_without_copy(tuple(x.shape[:-1]), tuple(x.stride()[:-1])) == _eager_folds(x)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [name for name, x in CASES.items() if x.dim() > 2 and _eager_folds(x)])
+def test_inductor_calls_one_gemm_wherever_eager_would_fold(name):
+    batched, gemm = _compiled_matmuls(CASES[name])
+    assert gemm and not batched
