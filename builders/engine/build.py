@@ -1,5 +1,6 @@
 """Binding a lowered program to kernels: cuDNN graphs (shared by signature, plans chosen by timing) or, where timed
-faster, a convolution's tactic of another library (a cuBLASLt GEMM, ATen's depthwise dispatch), FP8 GEMMs, quantize
+faster, the plan of the same graph scaled by ones, or a convolution's tactic of another library (a cuBLASLt GEMM,
+ATen's depthwise dispatch), FP8 GEMMs, quantize
 kernels and the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer table."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import torch
 import torch.fx
 
 from builders.engine.compiler import PlanCompiler
-from builders.engine.conv_tactics import LIBRARY_KINDS, library_conv, offered, time_library
+from builders.engine.conv_tactics import LIBRARY_KINDS, library_conv, offered, scaled_companion, time_library
 from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
@@ -22,6 +23,8 @@ from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
 from builders.engine.runtime import CudnnEngine
 from builders.engine.tactics import (
     CUDNN,
+    CUDNN_SCALED,
+    GRAPH_LIBRARIES,
     QUANTIZE_LAYER,
     Tactic,
     chose_fp16,
@@ -252,9 +255,12 @@ def _conv_signatures(program: Program, plain: torch.nn.Module,
 
 
 def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
-    """The graph of every signature not built yet, in `backend.graphs` (or cuDNN's reason it has none): the plans the
-    cache does not hold sent to the workers and taken back in order (`CompileJobs.take`)."""
-    new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
+    """The graph of every signature not built yet and of its scaled companion (`scaled_companion`), in
+    `backend.graphs` (or cuDNN's reason it has none): the plans the cache does not hold sent to the workers and taken
+    back in order (`CompileJobs.take`)."""
+    asked = list(dict.fromkeys(signatures))
+    companions = [companion for sig in asked if (companion := scaled_companion(sig, backend.plan_limit)) is not None]
+    new = [sig for sig in dict.fromkeys([*asked, *companions]) if sig not in backend.graphs]
     if not new:
         return
     jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
@@ -332,14 +338,19 @@ def _quantize_pays(backend: BuildContext, program: Program, fp8: dict[str, ConvS
 
 
 def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
-    """`sig`'s tactics: its graph's chosen cuDNN plan first, then each other library's tactic offered (`offered`:
-    bounded by `--opt-level` as plans are) that ran, each timed once per signature and kept in the timing cache with
-    the winner; [] where cuDNN has no graph for `sig` (it refused it)."""
+    """`sig`'s tactics: its graph's chosen cuDNN plan first, then its scaled companion's where cuDNN built one
+    (`scaled_companion`), then each other library's tactic offered (`offered`: bounded by `--opt-level` as plans are)
+    that ran, each timed once per signature and kept in the timing cache with the winner; [] where cuDNN has no graph
+    for `sig` (it refused it)."""
     graph = backend.graphs.get(sig)
     if not isinstance(graph, ConvGraph):
         return []
     output = "fp8" if sig.output_fp8 else "fp16"
     tactics = [Tactic(CUDNN, sig.precision, output, graph.time_us(), graph.choice.name)]
+    companion = scaled_companion(sig, backend.plan_limit)
+    scaled = backend.graphs.get(companion) if companion is not None else None
+    if isinstance(scaled, ConvGraph):
+        tactics.append(Tactic(CUDNN_SCALED, sig.precision, output, scaled.time_us(), scaled.choice.name))
     libraries = offered(sig, backend.plan_limit)
     if not libraries:
         return tactics
@@ -359,6 +370,19 @@ def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
 def conv_library(backend: BuildContext, sig: ConvSignature) -> str:
     """The library whose tactic runs `sig`'s convolution (cuDNN has its graph): the fastest of its tactics."""
     return fastest(_tactics(backend, sig)).library
+
+
+def library_graph(backend: BuildContext, sig: ConvSignature, library: str) -> ConvGraph:
+    """The cuDNN graph that runs `sig`'s convolution where `library` (one of GRAPH_LIBRARIES, as `conv_library`
+    chose it) is cuDNN's: `sig`'s own, or its scaled companion's. ValueError for another library, LookupError for a
+    graph not built."""
+    if library not in GRAPH_LIBRARIES:
+        raise ValueError(f"{library} runs no cuDNN graph")
+    companion = scaled_companion(sig, backend.plan_limit) if library == CUDNN_SCALED else sig
+    graph = backend.graphs.get(companion) if companion is not None else None
+    if isinstance(graph, ConvGraph):
+        return graph
+    raise LookupError(f"no {library} graph built for {sig.key()}")
 
 
 def _time_library(backend: BuildContext, sig: ConvSignature, library: str) -> float | str:
@@ -407,11 +431,10 @@ def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: t
         if step.kind == "conv":
             conv = cast(torch.nn.Conv2d, plain.get_submodule(step.name))
             sig = _signature(step, conv, shapes[step.name])
-            graph = backend.graphs[sig]
-            assert isinstance(graph, ConvGraph)
             library = conv_library(backend, sig)
-            _describe_conv(layer, conv, graph)
-            if library == CUDNN:
+            graph = library_graph(backend, sig, library if library in GRAPH_LIBRARIES else CUDNN)
+            _describe_conv(layer, conv, graph, library)
+            if library in GRAPH_LIBRARIES:
                 runner = _conv_runner(backend, step, conv, graph, scales)
             else:
                 runner = _library_runner(backend, step, conv, sig, library, scales, layer)
@@ -443,10 +466,11 @@ def _layer(step: Step) -> Layer:
     return layer
 
 
-def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph) -> None:
-    """The layer as its cuDNN graph runs it (the plan chosen, the signature); `_library_runner` renames the kind,
-    tactic and library where another library's tactic runs instead."""
-    layer.kind, layer.attrs["library"] = f"cuDNN conv graph ({graph.sig.precision})", CUDNN
+def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph, library: str) -> None:
+    """The layer as its cuDNN graph runs it (the plan chosen, the signature; `library`: cuDNN's word for the graph,
+    its own or the scaled one); `_library_runner` renames the kind, tactic and library where another library's tactic
+    runs instead."""
+    layer.kind, layer.attrs["library"] = f"cuDNN conv graph ({graph.sig.precision})", library
     layer.groups, layer.kernel_shape = conv.groups, list(conv.kernel_size)
     layer.in_channels, layer.out_channels, layer.stride = conv.in_channels, conv.out_channels, list(conv.stride)
     choice = graph.choice

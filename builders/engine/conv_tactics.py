@@ -10,12 +10,14 @@
 
 Each computes what the signature's cuDNN graph computes: bias, then the graph's epilogue (activations, the residual
 add) and its output quantize as PyTorch ops after the GEMM or the convolution, in fp16. Which convolution may take
-which tactic is decided by pure functions (`gemm_eligible`, `depthwise_eligible`, `offered`); the runners run on the
-CPU too (the tests compare them with `F.conv2d`); `time_library` times one on the GPU.
+which tactic is decided by pure functions (`gemm_eligible`, `depthwise_eligible`, `offered`; cuDNN's second graph
+by `scaled_companion`); the runners run on the CPU too (the tests compare them with `F.conv2d`); `time_library` times
+one on the GPU.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import torch
@@ -87,6 +89,18 @@ def offered(sig: ConvSignature, plan_limit: int) -> tuple[str, ...]:
     depthwise = depthwise_eligible(sig)
     eligible = ((CUBLASLT, gemm_eligible(sig)), (PYTORCH, depthwise), (PYTORCH_NCHW, depthwise))
     return tuple(library for library, reason in eligible if reason is None)
+
+
+def scaled_companion(sig: ConvSignature, plan_limit: int) -> ConvSignature | None:
+    """The graph whose plans are timed beside `sig`'s as one more cuDNN tactic: `sig` with a per-channel scale of one
+    after the convolution (`unit_scale`), for an fp16 grouped or depthwise convolution writing fp16 where more than one
+    plan per graph is tried (`--opt-level` above 0); else None. cuDNN offers its runtime-fusion engines to a graph
+    that scales (as an FP8 graph descales) and none to the plain fp16 graph of a grouped convolution, and its
+    precompiled grouped plans are the slow ones (docs/engine.md); a runtime-fusion plan compiles for about half a
+    second, so ungrouped convolutions, whose precompiled plans are strong, are not offered one."""
+    if plan_limit <= 1 or sig.precision != "fp16" or sig.output_fp8 or sig.unit_scale or sig.groups == 1:
+        return None
+    return dataclasses.replace(sig, unit_scale=True)
 
 
 def gemm_rows(x: torch.Tensor) -> torch.Tensor:

@@ -45,6 +45,9 @@ class ConvSignature:
     groups: int
     epilogue: tuple[str, ...]  # after the (de)scale and bias: activations and "add", in order
     output_fp8: bool
+    # fp16 only: a per-output-channel scale (bound to ones) after the convolution, as an FP8 graph descales; cuDNN
+    # offers such a graph its runtime-fusion engines, which it offers no plain fp16 graph (`scaled_companion`)
+    unit_scale: bool = False
 
     def output_shape(self) -> tuple[int, int, int, int]:
         n, _, h, w = self.input_shape
@@ -56,7 +59,13 @@ class ConvSignature:
     def key(self) -> str:
         return (f"conv {self.precision} in={'x'.join(map(str, self.input_shape))} k={self.out_channels} "
                 f"r={self.kernel} s={self.stride} p={self.padding} d={self.dilation} g={self.groups} "
-                f"epi={'+'.join(self.epilogue) or '-'} out={'fp8' if self.output_fp8 else 'fp16'}")
+                f"epi={'+'.join(self.epilogue) or '-'} out={'fp8' if self.output_fp8 else 'fp16'}"
+                + (" scale=1" if self.unit_scale else ""))
+
+    def descaled(self) -> bool:
+        """Whether the graph multiplies the convolution by a per-output-channel scale: FP8's descale, or the fp16
+        graph's scale of one (`unit_scale`)."""
+        return self.precision == "fp8" or self.unit_scale
 
 
 def _nhwc(shape: tuple[int, ...]) -> list[int]:
@@ -66,8 +75,9 @@ def _nhwc(shape: tuple[int, ...]) -> list[int]:
 
 def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
     """The fused cuDNN graph for `sig`, its plans listed (heuristic modes A, B and the fallback), none built:
-    conv -> x (descale per output channel, FP8 only) -> + bias -> epilogue -> (x 1 / output scale -> FP8); NHWC
-    tensors, each by its fixed uid (TENSOR_UIDS). Raises cuDNN's error where it has no engine for the graph."""
+    conv -> x (descale per output channel: FP8's, or ones where `unit_scale`) -> + bias -> epilogue -> (x 1 / output
+    scale -> FP8); NHWC tensors, each by its fixed uid (TENSOR_UIDS). Raises cuDNN's error where it has no engine for
+    the graph."""
     dt = cudnn.data_type
     in_type = dt.FP8_E4M3 if sig.precision == "fp8" else dt.HALF
     k, cg = sig.out_channels, sig.input_shape[1] // sig.groups
@@ -82,7 +92,7 @@ def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
                      weight=tensor("w", [k, cg, *sig.kernel], _nhwc((k, cg, *sig.kernel)), in_type),
                      padding=list(sig.padding), stride=list(sig.stride), dilation=list(sig.dilation),
                      compute_data_type=dt.FLOAT)
-    if sig.precision == "fp8":
+    if sig.descaled():
         y = g.mul(a=y, b=tensor("descale", *channel, dt.FLOAT), compute_data_type=dt.FLOAT)
     y = g.add(a=y, b=tensor("bias", *channel, dt.HALF), compute_data_type=dt.FLOAT)
     for word in sig.epilogue:
@@ -102,9 +112,10 @@ def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
 
 
 def graph_definition() -> str:
-    """A digest of how graphs are defined here (`define_graph` and the tensors' uids), for the timing cache's key: a
-    serialized plan holds its whole graph, so a plan kept under another definition is not loaded."""
-    source = inspect.getsource(define_graph) + repr(sorted(TENSOR_UIDS.items()))
+    """A digest of how graphs are defined here (`define_graph`, the signature it reads and the tensors' uids), for the
+    timing cache's key: a serialized plan holds its whole graph, so a plan kept under another definition is not
+    loaded."""
+    source = inspect.getsource(define_graph) + inspect.getsource(ConvSignature) + repr(sorted(TENSOR_UIDS.items()))
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
@@ -121,7 +132,7 @@ def engine_timing_cache(cudnn: Any) -> TimingCache:
 
 def tensor_names(sig: ConvSignature) -> list[str]:
     """The names of the tensors `define_graph` gives `sig`'s graph."""
-    names = ["x", "w", *(["descale"] if sig.precision == "fp8" else []), "bias"]
+    names = ["x", "w", *(["descale"] if sig.descaled() else []), "bias"]
     return names + (["residual"] if "add" in sig.epilogue else []) + (["qscale"] if sig.output_fp8 else []) + ["y"]
 
 
@@ -260,8 +271,8 @@ def plans_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int) -> C
 
 
 class ConvLayer:
-    """One convolution's tensors bound to a shared graph: weights (FP8 with per-channel descale, or fp16),
-    bias, and the output quantize scale."""
+    """One convolution's tensors bound to a shared graph: weights (FP8 with per-channel descale, or fp16 with a
+    descale of ones where the graph has one), bias, and the output quantize scale."""
 
     def __init__(self, graph: ConvGraph, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float | None,
                  w_scale: torch.Tensor | None, out_scale: float | None, workspace: list[torch.Tensor]) -> None:
@@ -276,6 +287,8 @@ class ConvLayer:
             values["descale"] = (w_scale * x_scale).reshape(1, k, 1, 1).contiguous()
         else:
             values["w"] = weight.detach().half().contiguous(memory_format=torch.channels_last)
+            if sig.unit_scale:
+                values["descale"] = torch.ones(1, k, 1, 1, device=weight.device)
         values["bias"] = (bias.detach().half() if bias is not None
                           else torch.zeros(k, device=weight.device, dtype=torch.float16)
                           ).reshape(1, k, 1, 1).contiguous()

@@ -1,7 +1,8 @@
 """Choices the engine makes by timing, as TensorRT's builder makes them: which library's tactic runs a convolution
-(cuDNN's best plan, a cuBLASLt GEMM, ATen's depthwise dispatch on either layout), whether a layer the recipe
-quantizes runs in FP8 or fp16 (its best tactic of any library in each), and whether a convolution writes FP8 for its
-readers (the quantize fused in its epilogue) or fp16 (a quantize layer before them).
+(cuDNN's best plan of the convolution's graph or of the same graph scaled by ones, a cuBLASLt GEMM, ATen's depthwise
+dispatch on either layout), whether a layer the recipe quantizes runs in FP8 or fp16 (its best tactic of any library
+in each), and whether a convolution writes FP8 for its readers (the quantize fused in its epilogue) or fp16 (a
+quantize layer before them).
 
 Pure decisions over measured times (no torch, no cuDNN), so every rule is testable on the CPU; `builders.engine.build`
 times the candidates and applies the answers by re-lowering.
@@ -13,10 +14,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# the libraries whose tactics run a convolution; PyTorch's two: ATen's dispatch of the channels-last tensor (cuDNN's
-# legacy depthwise path) and of an NCHW copy (ATen's own depthwise kernel, the copies there and back included)
-CUDNN, CUBLASLT, PYTORCH, PYTORCH_NCHW = "cuDNN", "cuBLASLt", "PyTorch", "PyTorch NCHW"
-LIBRARIES = (CUDNN, CUBLASLT, PYTORCH, PYTORCH_NCHW)
+# the libraries whose tactics run a convolution; cuDNN's second: the plans of the fp16 graph with a scale of one
+# (`ConvSignature.unit_scale`, its runtime-fusion engines); PyTorch's two: ATen's dispatch of the channels-last tensor
+# (cuDNN's legacy depthwise path) and of an NCHW copy (ATen's own depthwise kernel, the copies there and back included)
+CUDNN, CUDNN_SCALED, CUBLASLT, PYTORCH, PYTORCH_NCHW = "cuDNN", "cuDNN scaled", "cuBLASLt", "PyTorch", "PyTorch NCHW"
+LIBRARIES = (CUDNN, CUDNN_SCALED, CUBLASLT, PYTORCH, PYTORCH_NCHW)
+GRAPH_LIBRARIES = (CUDNN, CUDNN_SCALED)  # the tactics that run a cuDNN graph of the engine's own
 QUANTIZE_LAYER = "quantize layer"  # the library word of a quantize layer's time, recorded beside the tactics it weighs
 
 CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"  # how a layer says it runs fp16 by choice, not by refusal

@@ -29,12 +29,12 @@ from typing import Any
 
 import torch
 
-from builders.engine.build import BuildContext, conv_library, make_graphs
+from builders.engine.build import BuildContext, conv_library, library_graph, make_graphs
 from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import library_conv
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
-from builders.engine.tactics import CUDNN
+from builders.engine.tactics import GRAPH_LIBRARIES
 from builders.fp8.format import calibrated_scale
 from builders.fp8.quantizer import make_quantizer
 from builders.models.layer_spec import LayerSpec
@@ -141,9 +141,8 @@ def bind(context: BuildContext, kernel: Kernel, module: torch.nn.Module, x_scale
     assert sig is not None and kernel.library is not None
     if w_scale is not None and w_scale.numel() == 1:
         w_scale = w_scale.expand(sig.out_channels)
-    if kernel.library == CUDNN:
-        graph = context.graphs[sig]
-        assert isinstance(graph, ConvGraph)
+    if kernel.library in GRAPH_LIBRARIES:
+        graph = library_graph(context, sig, kernel.library)
         return Bound(bind_graph(context, graph, module, x_scale, w_scale),
                      f"cuDNN conv graph ({sig.precision}), plan {graph.choice.name}")
     run = library_conv(kernel.library, sig, weight, bias, x_scale, w_scale, None, context.quantizer)
@@ -161,10 +160,8 @@ def reserve_workspace(context: BuildContext, kernels: Iterable[Kernel]) -> None:
     """The context's workspace grown to what every chosen cuDNN kernel's graph needs, before any is bound: the layers
     share it (as the engine's do), so no CUDA graph captured around one layer holds a workspace freed later."""
     for kernel in kernels:
-        if kernel.library == CUDNN and kernel.signature is not None:
-            graph = context.graphs[kernel.signature]
-            if isinstance(graph, ConvGraph):
-                _grow_workspace(context, graph)
+        if kernel.library in GRAPH_LIBRARIES and kernel.signature is not None:
+            _grow_workspace(context, library_graph(context, kernel.signature, kernel.library))
 
 
 def _grow_workspace(context: BuildContext, graph: ConvGraph) -> None:

@@ -16,7 +16,7 @@ import torch
 
 from builders.engine import build, plans
 from builders.engine.build import BuildContext, conv_library, lower_and_choose
-from builders.engine.conv_tactics import offered
+from builders.engine.conv_tactics import offered, scaled_companion
 from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import Step
@@ -26,6 +26,7 @@ from builders.engine.tactics import (
     CHOSEN_FP16_OUTPUT,
     CUBLASLT,
     CUDNN,
+    CUDNN_SCALED,
     PYTORCH,
     QUANTIZE_LAYER,
     Tactic,
@@ -71,6 +72,7 @@ class Times:
     table: dict[tuple[str, str, bool], float]
     quantize_us: float
     libraries: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    scaled: dict[str, float] = field(default_factory=dict)  # the scaled fp16 graph's plan by layer (else not built)
 
 
 def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: int = 1) -> tuple[BuildContext, dict]:
@@ -100,6 +102,12 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: i
                     time_us = times.table[(name, precision, writes_fp8)]
                     graphs[sig] = ConvGraph(sig, None, None, None, Choice(0, f"plan-{name}", 1, 1, time_us, False, []),
                                             None)
+                    companion = scaled_companion(sig, plan_limit)
+                    if companion is not None:
+                        graphs[companion] = ConvGraph(companion, None, None, None,
+                                                      Choice(0, f"scaled-plan-{name}", 1, 1, times.scaled[name],
+                                                             False, []), None) \
+                            if name in times.scaled else "not built here"
                     for library in offered(sig, plan_limit):
                         library_us[sig, library] = times.libraries.get((name, library, precision), "not timed here")
     backend = BuildContext(None, None, torch.zeros(1), plan_limit, None, None,  # type: ignore[arg-type]
@@ -108,16 +116,23 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: i
     return backend, shapes
 
 
-def choose(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Module | None = None,
-           plan_limit: int = 1):
-    """The program's steps by name, the tactics timed by layer, the output choices, and each conv's library."""
+def lowered(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Module | None = None,
+            plan_limit: int = 1, fp8: frozenset[str] = frozenset({"grouped", "pointwise"})):
+    """The stand-in context, the program lowered with its choices made, the tactics timed, the output choices, the
+    traced model, the model and the conv input shapes (`fp8`: the layers the recipe quantizes)."""
     model = (model or TwoConvs()).eval()
     backend, shapes = context(model, times, fp8_layers, plan_limit)
     backend.quantize_us = {sig.output_shape(): times.quantize_us for sig in backend.graphs}
-    fp8 = {"grouped", "pointwise"}
     keys = {"grouped": 0.5, "pointwise": 0.5}  # one input scale: the grouped conv may write FP8 for the pointwise
-    program, timed, outputs = lower_and_choose(backend, trace(model, torch.randn(1, 8, 6, 6)), model, fp8, keys, {},
-                                               shapes)
+    traced = trace(model, torch.randn(1, 8, 6, 6))
+    program, timed, outputs = lower_and_choose(backend, traced, model, set(fp8), keys, {}, shapes)
+    return backend, program, timed, outputs, traced, model, shapes
+
+
+def choose(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Module | None = None,
+           plan_limit: int = 1, fp8: frozenset[str] = frozenset({"grouped", "pointwise"})):
+    """The program's steps by name, the tactics timed by layer, the output choices, and each conv's library."""
+    backend, program, timed, outputs, _, model, shapes = lowered(times, fp8_layers, model, plan_limit, fp8)
     signatures = build._conv_signatures(program, model, shapes)
     libraries = {name: conv_library(backend, sig) for name, sig in signatures.items()}
     return {step.name: step for step in program.steps}, timed, outputs, libraries
@@ -320,3 +335,111 @@ def test_a_quantize_layers_time_is_kept_so_a_later_build_weighs_it_the_same(tmp_
         raw = json.loads(path.read_text())
         entry = {k: v for k, v in raw["plans"][key].items() if k != "digest"} | garbled
         assert not plans.quantize_entry_reads(entry)
+
+
+def test_a_grouped_conv_runs_its_scaled_graph_where_that_plan_is_fastest():
+    """cuDNN's plan of the grouped conv's fp16 graph scaled by ones (4 us) beats its plain fp16 plan (10 us): in an
+    fp16 build the conv runs the scaled graph; where only its reader is FP8, writing fp16 on the scaled graph plus a
+    quantize layer (4 + 1 us) beats writing FP8 (10 us), and it says so; where the scaled plan is slower, or was not
+    built, the plain graph's plan runs and the grouped conv writes FP8 for its reader."""
+    steps, _, _, libraries = choose(Times(uniform(), 1.0, scaled={"grouped": 4.0}), plan_limit=4, fp8=frozenset())
+    assert (steps["grouped"].precision, libraries["grouped"]) == ("fp16", CUDNN_SCALED)
+    assert libraries["stem"] == CUDNN  # dense: no scaled graph offered
+    steps, _, outputs, libraries = choose(Times(uniform(), 1.0, scaled={"grouped": 4.0}), plan_limit=4,
+                                          fp8=frozenset({"pointwise"}))
+    assert not steps["grouped"].output_fp8 and libraries["grouped"] == CUDNN_SCALED
+    assert outputs["grouped"].startswith(CHOSEN_FP16_OUTPUT) and f"({CUDNN_SCALED}) 4.0 us" in outputs["grouped"]
+    for scaled in ({"grouped": 12.0}, {}):
+        steps, _, _, libraries = choose(Times(uniform(), 1.0, scaled=scaled), plan_limit=4,
+                                        fp8=frozenset({"pointwise"}))
+        assert steps["grouped"].output_fp8 and libraries["grouped"] == CUDNN
+
+
+@pytest.mark.parametrize("change, plan_limit, offered_one", [
+    ({}, 4, True),
+    ({"groups": 16, "input_shape": (1, 16, 6, 6), "out_channels": 16}, 4, True),  # depthwise
+    ({}, 1, False),  # --opt-level 0: one plan, no other tactic
+    ({"groups": 1}, 4, False),  # dense: its precompiled plans are not the weak ones
+    ({"precision": "fp8"}, 4, False),  # an FP8 graph scales already
+    ({"output_fp8": True}, 4, False),  # so does a graph writing FP8
+    ({"unit_scale": True}, 4, False),  # the companion has none of its own
+])
+def test_the_scaled_graph_is_offered_to_grouped_fp16_convolutions_writing_fp16(change, plan_limit, offered_one):
+    sig = dataclasses.replace(ConvSignature("fp16", (1, 16, 6, 6), 32, (3, 3), (1, 1), (1, 1), (1, 1), 4, ("relu",),
+                                            False), **change)
+    companion = scaled_companion(sig, plan_limit)
+    assert (companion is not None) is offered_one
+    if companion is not None:
+        assert companion == dataclasses.replace(sig, unit_scale=True)
+        assert companion.key() != sig.key() and companion.descaled() and not sig.descaled()
+
+
+def test_a_scaled_graph_binds_a_descale_of_ones_and_runs_from_its_own_graph():
+    from builders.engine.build import library_graph
+    from builders.engine.kernels import ConvLayer, tensor_names
+
+    backend, _ = context(TwoConvs().eval(), Times(uniform(), 1.0, scaled={"grouped": 4.0}), FP8_LAYERS_TIMED,
+                         plan_limit=4)
+    sig = next(s for s in backend.graphs if s.groups == 4 and s.precision == "fp16" and not s.output_fp8
+               and not s.unit_scale and s.epilogue == ("relu",))
+    scaled = library_graph(backend, sig, CUDNN_SCALED)
+    assert scaled.sig.unit_scale and scaled.choice.name == "scaled-plan-grouped"
+    assert library_graph(backend, sig, CUDNN).sig == sig
+    with pytest.raises(ValueError):
+        library_graph(backend, sig, CUBLASLT)
+    unbuilt = dataclasses.replace(sig, epilogue=("swish",))
+    with pytest.raises(LookupError):
+        library_graph(backend, unbuilt, CUDNN_SCALED)
+    assert "descale" in tensor_names(scaled.sig) and "descale" not in tensor_names(sig)
+    conv = TwoConvs().grouped
+    layer = ConvLayer(scaled, conv.weight, conv.bias, None, None, None, [torch.zeros(1)])
+    torch.testing.assert_close(layer.values["descale"], torch.ones(1, 16, 1, 1))
+    assert "descale" not in ConvLayer(backend.graphs[sig], conv.weight, conv.bias, None, None, None,
+                                      [torch.zeros(1)]).values
+
+
+def test_a_conv_bound_to_its_scaled_graph_runs_and_names_that_graphs_plan(monkeypatch):
+    backend, program, _, _, traced, model, shapes = lowered(Times(uniform(), 1.0, scaled={"grouped": 4.0}),
+                                                            plan_limit=4, fp8=frozenset())
+    bound: dict[str, ConvGraph] = {}
+
+    def conv_runner(_backend, step, _conv, graph, _scales):
+        bound[step.name] = graph
+        return lambda env: None
+
+    monkeypatch.setattr(build, "_conv_runner", conv_runner)
+    _, layers = build._bind(backend, program, traced, model, {}, shapes)
+    assert bound["grouped"].sig.unit_scale and not bound["stem"].sig.unit_scale
+    grouped = next(layer for layer in layers if layer.name == "grouped")
+    assert (grouped.attrs["library"], grouped.tactic) == (CUDNN_SCALED, "scaled-plan-grouped")
+    assert grouped.attrs["signature"].endswith(" scale=1")
+
+
+def test_make_graphs_builds_each_grouped_graphs_scaled_companion(monkeypatch):
+    """One build of the asked graphs and their companions, each once; a companion cuDNN refuses is its reason."""
+    from types import SimpleNamespace
+
+    built: list[ConvSignature] = []
+
+    def build_graph(sig, *_args):
+        built.append(sig)
+        if sig.unit_scale and sig.epilogue:
+            raise RuntimeError("cuDNN: no engine")
+        return ConvGraph(sig, None, None, None, Choice(0, "p", 1, 1, 1.0, False, []), None), 0.0
+
+    monkeypatch.setattr(build, "build_graph", build_graph)
+    compiler = SimpleNamespace(submit=lambda sigs, limit: SimpleNamespace(take=lambda sig: None))
+    cache = SimpleNamespace(holds_plan=lambda key: False)
+    backend = BuildContext(None, None, torch.zeros(1), 4, cache, compiler,  # type: ignore[arg-type]
+                           lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"))
+    grouped = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 4, (), False)
+    dense = dataclasses.replace(grouped, groups=1)
+    relu = dataclasses.replace(grouped, epilogue=("relu",))
+    build.make_graphs(backend, [grouped, dense, relu, grouped])
+    scaled = dataclasses.replace(grouped, unit_scale=True)
+    assert sorted(built, key=ConvSignature.key) == sorted(
+        [grouped, dense, relu, scaled, dataclasses.replace(relu, unit_scale=True)], key=ConvSignature.key)
+    assert isinstance(backend.graphs[scaled], ConvGraph)
+    assert backend.graphs[dataclasses.replace(relu, unit_scale=True)] == "cuDNN: no engine"
+    build.make_graphs(backend, [grouped])
+    assert len(built) == 5
