@@ -11,8 +11,9 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
-from builders.engine.tactics import QUANTIZE_LAYER, chose_fp16
+from builders.engine.tactics import QUANTIZE_LAYER
 from sessions.documents.storage import load
+from sessions.documents.vocab import precision_as_run
 
 
 def shape_of(layer) -> str:
@@ -37,9 +38,8 @@ def main(paths: list[str]) -> None:
                 continue
             counts: Counter[tuple[str, str]] = Counter()
             for layer in asked:
-                ran = "fp8" if layer.precision == "fp8" else (
-                    "fp16 by timing" if chose_fp16(layer.attrs.get("fallback")) else "fp16 refused")
-                counts[(shape_of(layer), ran)] += 1
+                ran = precision_as_run("fp8", layer.precision, layer.attrs.get("fallback"))
+                counts[(shape_of(layer), str(ran))] += 1
             for (shape, ran), count in sorted(counts.items()):
                 print(f"      {shape:<13} {ran:<15} {count:>4}")
             slower = []

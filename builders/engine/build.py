@@ -27,7 +27,6 @@ from builders.engine.tactics import (
     GRAPH_LIBRARIES,
     QUANTIZE_LAYER,
     Tactic,
-    chose_fp16,
     fastest,
     output_reason,
     precision_reason,
@@ -38,6 +37,7 @@ from builders.models.hooks import forward_once
 from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
 from sessions.documents.options import FP8_LAYERS_TIMED
+from sessions.documents.vocab import chose_fp16
 
 if TYPE_CHECKING:
     from builders.engine.twin import Twin

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sessions.documents.vocab import CHOSEN_FP16
+
 # the libraries whose tactics run a convolution; cuDNN's second: the plans of the fp16 graph with a scale of one
 # (`ConvSignature.unit_scale`, its runtime-fusion engines); PyTorch's two: ATen's dispatch of the channels-last tensor
 # (cuDNN's legacy depthwise path) and of an NCHW copy (ATen's own depthwise kernel, the copies there and back included)
@@ -22,7 +24,6 @@ LIBRARIES = (CUDNN, CUDNN_SCALED, CUBLASLT, PYTORCH, PYTORCH_NCHW)
 GRAPH_LIBRARIES = (CUDNN, CUDNN_SCALED)  # the tactics that run a cuDNN graph of the engine's own
 QUANTIZE_LAYER = "quantize layer"  # the library word of a quantize layer's time, recorded beside the tactics it weighs
 
-CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"  # how a layer says it runs fp16 by choice, not by refusal
 CHOSEN_FP16_OUTPUT = "fp16 output chosen by timing"  # how a conv says it writes fp16 for FP8 readers by choice
 
 
@@ -79,8 +80,3 @@ def output_reason(fused: Tactic, unfused: Tactic, quantize_us: float) -> str | N
         return None
     return (f"{CHOSEN_FP16_OUTPUT}: the best tactic writing FP8 ({fused.library}) takes {fused.time_us:.1f} us, the "
             f"best writing fp16 ({unfused.library}) {unfused.time_us:.1f} us and the quantize {quantize_us:.1f} us")
-
-
-def chose_fp16(fallback: str | None) -> bool:
-    """Whether a layer's fallback reason says it runs fp16 by timing (not because FP8 was refused)."""
-    return bool(fallback) and str(fallback).startswith(CHOSEN_FP16)

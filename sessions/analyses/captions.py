@@ -58,6 +58,7 @@ STAND_IN = (
 )
 STAND_IN_LAYER_TIMES = "synthetic per-layer times reported by the TensorRT stand-in for tests, not TensorRT's IProfiler"
 NO_REFERENCE = "quality not measured: an .onnx model has no fp32 PyTorch reference to compare with"
+PRECISION_BY_ROLE = "layers asked for in FP8, by role: what each ran, and whose tactic"
 GROUP_SPEEDUP = "speed-up = baseline ms / variant ms of the group's kernels per call: above 1 is faster"
 INTERRUPTED = "interrupted; finished variants are saved in {path}"
 CANCELLED = "study cancelled; finished variants are saved in {path}"

@@ -36,6 +36,28 @@ GPU_STATE_NOT_SETTLED = "not settled: "  # what starts the words where the helpe
 GpuStateKind = Literal["settled", "not settled", "not recorded"]
 
 
+# what became of a layer a recipe asked for in FP8 (an engine layer's `attrs["asked"]`): it ran FP8, ran fp16 because
+# its fp16 tactic timed faster (its `attrs["fallback"]` starts with CHOSEN_FP16), or ran fp16 because FP8 was refused
+CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"
+PrecisionAsRun = Literal["fp8", "fp16 by timing", "fp16 refused"]
+PRECISIONS_AS_RUN: tuple[PrecisionAsRun, ...] = get_args(PrecisionAsRun)
+
+
+def chose_fp16(fallback: object) -> bool:
+    """Whether a layer's fallback reason says it runs fp16 by timing (not because FP8 was refused)."""
+    return isinstance(fallback, str) and fallback.startswith(CHOSEN_FP16)
+
+
+def precision_as_run(asked: object, precision: str, fallback: object) -> PrecisionAsRun | None:
+    """What became of a layer asked for in FP8 (`asked`, the precision its recipe gave it), from the precision it ran
+    in and its fallback reason; None where it was not asked for in FP8."""
+    if asked != "fp8":
+        return None
+    if precision == "fp8":
+        return "fp8"
+    return "fp16 by timing" if chose_fp16(fallback) else "fp16 refused"
+
+
 def gpu_state_kind(words: str | None) -> GpuStateKind:
     """What a session's GPU-state words say, the one rule every reader applies: not recorded (None: a CPU study, or
     one made before the state was recorded), not settled (`GPU_STATE_NOT_SETTLED` and a reason), else settled."""

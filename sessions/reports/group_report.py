@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from sessions.analyses.comparison import reference
 from sessions.analyses.groups import Rules, compare_groups
+from sessions.analyses.precision_choice import precision_by_role
 from sessions.documents.model import SCHEMA_VERSION, Session
 from sessions.reports import views
 from sessions.reports.tables import table_markdown, table_text
@@ -15,7 +16,11 @@ def group_text(session: Session, by: str, rules: Rules, variants: list[str] | No
                markdown: bool = False) -> str:
     render = table_markdown if markdown else table_text
     flagged = views.flag_table(session, variants)
-    parts = [render(views.group_table(session, rules, by, variants)), f"flagged layers: {len(flagged.rows)}"]
+    parts = [render(views.group_table(session, rules, by, variants))]
+    precision = views.precision_table(session, rules, variants)
+    if precision.rows:
+        parts += [f"{precision.title}:", render(precision)]
+    parts.append(f"flagged layers: {len(flagged.rows)}")
     if flagged.rows:
         parts.append(render(flagged))
     return "\n\n".join(parts)
@@ -38,5 +43,7 @@ def group_document(session: Session, by: str, rules: Rules, variants: list[str] 
             }
             for c in compare_groups(session, by, rules, variants)
         ],
+        "precision": [{"variant": variant.name, **asdict(row)} for variant in session.variants
+                      if variants is None or variant.name in variants for row in precision_by_role(variant, rules)],
         "flags": [{**asdict(f), "in_baseline": already} for f, already in views.flags_of(session, variants)],
     }

@@ -73,9 +73,13 @@ def stress_cell(quality: Quality) -> str:
 
 
 def groups_section(session: Session, rules: Rules) -> str:
-    """The kernels per call by role group, then the layers that explain the counts and why (as `--format study`)."""
-    return "\n\n".join(["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role")),
-                         explaining_layers(session)])
+    """The kernels per call by role group, what the layers asked for in FP8 ran by role (where the layers record it),
+    then the layers that explain the counts and why (as `--format study`)."""
+    parts = ["## Kernels per call by group", table_markdown(views.group_table(session, rules, "role"))]
+    precision = views.precision_table(session, rules)
+    if precision.rows:
+        parts += [f"{precision.title[0].upper()}{precision.title[1:]}:", table_markdown(precision)]
+    return "\n\n".join([*parts, explaining_layers(session)])
 
 
 def explaining_layers(session: Session, top: int = 5) -> str:

@@ -19,8 +19,10 @@ from sessions.analyses.diff import SessionDiff, align_layers
 from sessions.analyses.groups import Rules, compare_groups, kernels_per_layer, role_of, stage_of
 from sessions.analyses.lowering import Flag, diagnose
 from sessions.analyses.noise import WITHIN, Band, group_band, judge, latency_band, layer_band
+from sessions.analyses.precision_choice import precision_by_role
 from sessions.analyses.summary import VariantSummary, median_cell, summarize_session
 from sessions.documents.model import Layer, Session, Variant
+from sessions.documents.vocab import PRECISIONS_AS_RUN
 from sessions.reports.tables import format_value
 
 Kind = Literal["text", "count", "ms", "us", "pct", "speedup", "sci", "seconds", "mib", "delta_ms", "delta_count"]
@@ -346,6 +348,25 @@ def all_kernels_table(variant: Variant) -> Table:
         for i in range(len(table))
     ]
     return _table(columns, rows, list(range(len(rows))), title=f"all kernels of {variant.name}", time_column=4)
+
+
+# -- what the layers asked for in FP8 ran -------------------------------------------------------------
+def precision_table(session: Session, rules: Rules, variants: list[str] | None = None) -> Table:
+    """Per variant and role, the layers its recipe asked for in FP8: how many ran FP8, how many fp16 by timing and
+    how many fp16 because FP8 was refused, and the libraries whose tactics ran them; no rows where no variant's layers
+    record what they were asked (`sessions.analyses.precision_choice`)."""
+    columns = (Column("variant"), Column("role"), Column("asked FP8", "count"),
+               *(Column(f"ran {word}", "count") for word in PRECISIONS_AS_RUN), Column("libraries"))
+    rows: list[tuple[Any, ...]] = []
+    keys: list[Any] = []
+    for variant in session.variants:
+        if variants is not None and variant.name not in variants:
+            continue
+        for row in precision_by_role(variant, rules):
+            libraries = ", ".join(f"{name} {count}" for name, count in row.libraries.items()) or None
+            rows.append((variant.name, row.role, row.asked, *(row.ran[word] for word in PRECISIONS_AS_RUN), libraries))
+            keys.append((variant.name, row.role))
+    return _table(columns, rows, keys, title=captions.PRECISION_BY_ROLE)
 
 
 # -- flagged layers ------------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import Step
 from builders.engine.plans import Choice, TimingCache
 from builders.engine.tactics import (
-    CHOSEN_FP16,
     CHOSEN_FP16_OUTPUT,
     CUBLASLT,
     CUDNN,
@@ -36,6 +35,7 @@ from builders.engine.tactics import (
 )
 from builders.fp8.quantizer import Quantizer
 from sessions.documents.options import FP8_LAYERS_KEPT, FP8_LAYERS_TIMED
+from sessions.documents.vocab import CHOSEN_FP16
 
 
 class TwoConvs(torch.nn.Module):

@@ -13,12 +13,12 @@ from torch import nn
 
 from builders.engine import build
 from builders.engine.build import BuildContext, static_refusals
-from builders.engine.conv_tactics import offered
+from builders.engine.conv_tactics import offered, scaled_companion
 from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import lower
 from builders.engine.plans import Choice
-from builders.engine.tactics import CUBLASLT, CUDNN, PYTORCH, PYTORCH_NCHW
+from builders.engine.tactics import CUBLASLT, CUDNN, CUDNN_SCALED, PYTORCH, PYTORCH_NCHW
 from builders.fp8.format import calibrated_scale
 from builders.fp8.quantizer import Quantizer, quantize
 from inspector.probe import engine_layers, fp8_probe
@@ -176,11 +176,11 @@ def test_the_scales_are_those_of_the_engines_calibration():
 
 
 def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals: dict, library_us: dict,
-                     plan_limit: int = 4) -> BuildContext:
-    """A BuildContext whose graphs (every convolution's, alone, in both precisions) and other libraries' tactics
-    stand in with the test's times: `graph_us[(layer, precision)]` (10 us where not given), `refusals[(layer,
-    precision)]` (cuDNN's reason it has no graph), `library_us[(layer, library, precision)]` (a tactic not given
-    did not run)."""
+                     plan_limit: int = 4, scaled_us: dict | None = None) -> BuildContext:
+    """A BuildContext whose graphs (every convolution's, alone, in both precisions, and the scaled companions the
+    engine builds) and other libraries' tactics stand in with the test's times: `graph_us[(layer, precision)]` (10 us
+    where not given), `refusals[(layer, precision)]` (cuDNN's reason it has no graph), `library_us[(layer, library,
+    precision)]` (a tactic not given did not run), `scaled_us[layer]` (a scaled graph not given was not built)."""
     graphs: dict = {}
     times: dict = {}
     for name, spec in probe_specs(model, x).items():
@@ -193,6 +193,11 @@ def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals
                 0, f"plan-{name}", 1, 1, graph_us.get((name, precision), 10.0), False, []), None)
             for library in offered(sig, plan_limit):
                 times[sig, library] = library_us.get((name, library, precision), "not timed here")
+            companion = scaled_companion(sig, plan_limit)
+            if companion is not None:
+                scaled = (scaled_us or {}).get(name)
+                graphs[companion] = "not built here" if scaled is None else ConvGraph(
+                    companion, None, None, None, Choice(0, f"scaled-plan-{name}", 1, 1, scaled, False, []), None)
     eager = Quantizer(quantize, "eager (test)")
     return BuildContext(None, None, x, plan_limit, None, None,  # type: ignore[arg-type]
                         lambda: eager, FP8_LAYERS_KEPT, graphs, library_us=times)
@@ -217,6 +222,23 @@ def test_each_layer_runs_the_library_the_engine_would_pick():
     assert grouped.refusal == "cuDNN: no engine for 4 channels per group" and grouped.library is None
     assert chosen["grouped", "fp16"].library == CUDNN and chosen["stem", "fp8"].library == CUDNN
     assert chosen["reflect", "fp16"].kind == TORCH and chosen["fc", "fp8"] == Kernel("fp8", GEMM)
+
+
+def test_a_grouped_layer_runs_the_engines_scaled_graph_where_it_is_fastest(monkeypatch):
+    """The engine's fp16 grouped convolution on its graph scaled by ones (4 us against 10): the probe picks it as the
+    engine does and binds that graph, not the plain one."""
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    context = stand_in_context(model, x, {}, {}, {}, scaled_us={"grouped": 4.0})
+    specs = probe_specs(model, x)
+    refused = static_refusals(model, set(specs))
+    kernel = choose(context, ask(specs["grouped"], "fp16", refused, "grouped"))
+    assert kernel.library == CUDNN_SCALED
+    bound: list[ConvGraph] = []
+    monkeypatch.setattr(engine_layers, "bind_graph", lambda _c, graph, *_a: bound.append(graph) or (lambda t: t))
+    path = engine_layers.bind(context, kernel, model.grouped, None, None).path
+    assert bound[0].sig.unit_scale and path.endswith("plan scaled-plan-grouped")
+    plain = stand_in_context(model, x, {}, {}, {})  # no scaled graph built: the plain graph's plan
+    assert choose(plain, ask(specs["grouped"], "fp16", refused, "grouped")).library == CUDNN
 
 
 def test_a_graph_cudnn_refuses_in_fp16_leaves_the_layer_to_pytorch():

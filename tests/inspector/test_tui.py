@@ -17,9 +17,10 @@ from inspector.tui.screens.tables import (
     GroupsScreen,
     KernelsScreen,
     LayersScreen,
+    PrecisionScreen,
 )
 from sessions.documents import storage
-from tests.conftest import H200
+from tests.conftest import H200, ROOT
 
 SESSION = H200 / "senet154-h200.json"
 
@@ -549,3 +550,25 @@ async def test_a_layer_of_an_imported_engine_opens_its_page_not_an_empty_kernel_
         facts = dict(page.panel.table.rows)
         assert (facts["precision"] == "int8 (the engine chose int8, which the build allowed; real kernels)"
                 and facts["reformats"].startswith("1 costing 0.061 ms"))
+
+
+async def test_fp8_choices_by_role_and_into_a_variants_groups():
+    """`p` on the overview: what each engine variant's FP8 layers ran, by role (the rows `precision_table` gives);
+    Enter opens that variant's groups; a session whose variants record none says so and stays."""
+    from sessions.reports import views
+
+    engine = ROOT / "benchmarks/results/h200/scaled-fp16/main/senet154-warm.json"
+    loaded = storage.load(engine)
+    app = InspectorApp(session=loaded, path=engine)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("p")
+        screen = app.screen
+        assert isinstance(screen, PrecisionScreen)
+        expected = views.precision_table(loaded, screen.rules)
+        assert screen.panel.table.row_count == len(expected.rows) == 7  # all: 4 roles; no-se: 3 (SE not quantized)
+        await pilot.press("down", "down", "down", "down", "enter")  # the fifth row: cudnn-fp8-no-se's first role
+        assert isinstance(app.screen, GroupsScreen) and app.screen.drill_variant == "cudnn-fp8-no-se"
+    plain_app = InspectorApp(session=storage.load(SESSION), path=SESSION)
+    async with plain_app.run_test(size=(120, 36)) as pilot:
+        await pilot.press("p")
+        assert isinstance(plain_app.screen, OverviewScreen)

@@ -14,7 +14,14 @@ from textual.widgets import Footer, Static
 
 from inspector.tui.plain import plain
 from inspector.tui.screens.modals import TextScreen
-from inspector.tui.screens.tables import AllKernelsScreen, CompareScreen, FlagsScreen, GroupsScreen, ok_variants
+from inspector.tui.screens.tables import (
+    AllKernelsScreen,
+    CompareScreen,
+    FlagsScreen,
+    GroupsScreen,
+    PrecisionScreen,
+    ok_variants,
+)
 from inspector.tui.screens.timeline import TimelineScreen
 from inspector.tui.widgets.answer_panel import AnswerPanel, answer_text
 from inspector.tui.widgets.latency_bars import LatencyBars, bars_of
@@ -57,6 +64,7 @@ class OverviewScreen(Screen):
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
         Binding("c", "compare", "Compare", id="overview.compare"),
         Binding("f", "flags", "Flagged", id="overview.flags"),
+        Binding("p", "precision", "FP8 choices", id="overview.precision"),
         Binding("k", "all_kernels", "Kernels", id="overview.kernels", priority=True),
         Binding("t", "timeline", "Timeline", id="overview.timeline"),
         Binding("e", "environment", "Env", id="overview.environment"),
@@ -138,6 +146,14 @@ class OverviewScreen(Screen):
 
     def action_flags(self) -> None:
         self.app.push_screen(FlagsScreen(self.session, self.rules, self.crumbs))
+
+    def action_precision(self) -> None:
+        """What the layers each recipe asked for in FP8 ran, by role; where no variant records it, a note."""
+        screen = PrecisionScreen(self.session, self.rules, self.crumbs)
+        if not screen.panel.data.rows:
+            self.notify("no variant records what its FP8 layers ran (the engine's variants do)", severity="warning")
+            return
+        self.app.push_screen(screen)
 
     def action_all_kernels(self) -> None:
         variant = drill_default(self.session)

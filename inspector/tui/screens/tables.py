@@ -1,4 +1,5 @@
-"""The drill-down screens: groups -> layers -> kernels, flagged layers, all kernels, two variants compared, a diff."""
+"""The drill-down screens: groups -> layers -> kernels, flagged layers, FP8 choices by role, all kernels, two variants
+compared, a diff."""
 
 from __future__ import annotations
 
@@ -256,6 +257,18 @@ class FlagsScreen(TableScreen):
         """The flagged layer's kernels, or its page where none were recorded."""
         variant_name, layer_name = key
         open_layer(self.app, self.session, self.rules, variant_name, layer_name, self.crumbs)
+
+
+class PrecisionScreen(TableScreen):
+    """What the layers each recipe asked for in FP8 ran, by variant and role; Enter: that variant's groups."""
+
+    def __init__(self, session: Session, rules: Rules, crumbs: list[str]) -> None:
+        self.session, self.rules = session, rules
+        super().__init__([*crumbs, "FP8 choices"], views.precision_table(session, rules))
+
+    def open_row(self, key: Any) -> None:
+        variant_name, _role = key
+        self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs[:-1], variant_name))
 
 
 class CompareScreen(TableScreen):

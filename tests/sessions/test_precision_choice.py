@@ -1,0 +1,106 @@
+"""What the layers a recipe asked for in FP8 ran, by role: counted from a real H200 session's raw JSON and its own
+notes, and on hand-made layers."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from sessions.analyses.groups import load_rules, role_of
+from sessions.analyses.precision_choice import precision_by_role
+from sessions.documents import storage
+from sessions.documents.model import Layer, Variant
+from sessions.reports import views
+from tests.conftest import ROOT, run_cli
+
+ENGINE_SESSION = ROOT / "benchmarks/results/h200/scaled-fp16/main/senet154-warm.json"
+
+
+@pytest.fixture(scope="module")
+def session():
+    return storage.load(ENGINE_SESSION)
+
+
+def raw_outcomes(variant: dict) -> Counter[str]:
+    """From the raw JSON: each layer asked for in FP8 (no quantize layer) by what it ran."""
+    counts: Counter[str] = Counter()
+    for layer in variant["layers"]:
+        attrs = layer.get("attrs") or {}
+        if attrs.get("asked") != "fp8" or layer.get("op") in ("quantize", "dequantize"):
+            continue
+        if layer["precision"] == "fp8":
+            counts["fp8"] += 1
+        elif str(attrs.get("fallback", "")).startswith("FP8 asked; fp16 chosen by timing"):
+            counts["fp16 by timing"] += 1
+        else:
+            counts["fp16 refused"] += 1
+    return counts
+
+
+def test_counts_by_role_add_up_to_the_raw_layers_and_to_the_engines_own_notes(session):
+    raw = json.loads(ENGINE_SESSION.read_text())
+    rules = load_rules()
+    for variant in raw["variants"]:
+        rows = precision_by_role(session.variant(variant["name"]), rules)
+        expected = raw_outcomes(variant)
+        if not expected:
+            assert rows == []
+            continue
+        summed = Counter()
+        for row in rows:
+            summed.update(row.ran)
+            assert row.asked == sum(row.ran.values())
+        assert +summed == expected
+        notes = " ".join(variant["notes"])
+        chosen = re.search(r"(\d+) of (\d+) layers the recipe quantizes run fp16: their fp16 tactic timed faster",
+                           notes)
+        assert chosen is not None and int(chosen.group(1)) == expected["fp16 by timing"]
+        assert int(chosen.group(2)) == sum(expected.values())
+        refused = re.search(r"(\d+) layers asked for in FP8 ran in fp16", notes)
+        assert int(refused.group(1)) == expected["fp16 refused"]
+
+
+def test_each_layer_counts_under_its_role_with_the_library_that_ran_it():
+    rules = load_rules()
+    grouped = Layer(name="b.conv2", kind="cuDNN conv graph (fp16)", op="conv", groups=64, kernel_shape=[3, 3],
+                    in_channels=512, out_channels=1024, precision="fp16",
+                    attrs={"asked": "fp8", "fallback": "FP8 asked; fp16 chosen by timing: best FP8 tactic ...",
+                           "library": "cuDNN scaled"})
+    refused = Layer(name="c.conv2", kind="cuDNN conv graph (fp16)", op="conv", groups=64, kernel_shape=[3, 3],
+                    in_channels=512, out_channels=1024, precision="fp16",
+                    attrs={"asked": "fp8", "fallback": "cuDNN: no engine", "library": "cuDNN"})
+    pointwise = Layer(name="b.conv3", kind="cuBLASLt GEMM, 1x1 conv (fp8)", op="conv", groups=1,
+                      kernel_shape=[1, 1], in_channels=1024, out_channels=256, precision="fp8", quantized=True,
+                      attrs={"asked": "fp8", "library": "cuBLASLt"})
+    untouched = Layer(name="b.conv1", kind="cuDNN conv graph (fp16)", op="conv", groups=1, kernel_shape=[1, 1],
+                      precision="fp16", attrs={"asked": "fp16", "library": "cuDNN"})
+    quantize = Layer(name="b.conv3.input_quantizer", kind="quantize", op="quantize", precision="fp8",
+                     attrs={"asked": "fp8"})
+    variant = Variant(name="engine-fp8", backend="cudnn", precision="fp8", device="cuda",
+                      layers=[grouped, refused, pointwise, untouched, quantize])
+    rows = {row.role: row for row in precision_by_role(variant, rules)}
+    assert set(rows) == {role_of(grouped, rules), role_of(pointwise, rules)}
+    assert role_of(grouped, rules) != role_of(pointwise, rules)
+    by_grouped = rows[role_of(grouped, rules)]
+    assert (by_grouped.asked, by_grouped.ran) == (2, {"fp8": 0, "fp16 by timing": 1, "fp16 refused": 1})
+    assert by_grouped.libraries == {"cuDNN": 1, "cuDNN scaled": 1}
+    assert rows[role_of(pointwise, rules)].ran == {"fp8": 1, "fp16 by timing": 0, "fp16 refused": 0}
+    plain = Variant(name="fp16", backend="torch", precision="fp16", device="cuda", layers=[untouched])
+    assert precision_by_role(plain, rules) == []
+
+
+def test_groups_prints_and_exports_the_table(session):
+    text = run_cli("groups", str(ENGINE_SESSION))
+    assert text.returncode == 0, text.stderr
+    table = views.precision_table(session, load_rules())
+    assert f"{table.title}:" in text.stdout
+    assert re.search(r"cudnn-fp8-all\s+grouped convolution\s+50\s+3\s+44\s+3\s+cuDNN 39, cuDNN scaled 11", text.stdout)
+    as_json = run_cli("groups", str(ENGINE_SESSION), "--json")
+    rows = json.loads(as_json.stdout)["precision"]
+    assert {row["variant"] for row in rows} == {"cudnn-fp8-all", "cudnn-fp8-no-se"}
+    exported = run_cli("export", str(ENGINE_SESSION), "--format", "md")
+    assert exported.returncode == 0, exported.stderr
+    assert "Layers asked for in FP8, by role" in exported.stdout
