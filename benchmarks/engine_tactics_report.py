@@ -12,8 +12,8 @@ import sys
 from collections import Counter
 
 from builders.engine.tactics import QUANTIZE_LAYER
+from sessions.analyses.precision_choice import asked_fp8
 from sessions.documents.storage import load
-from sessions.documents.vocab import precision_as_run
 
 
 def shape_of(layer) -> str:
@@ -33,13 +33,11 @@ def main(paths: list[str]) -> None:
             latency = variant.latency
             median = f"{latency.median_ms:.3f} ms" if latency and latency.median_ms else "-"
             print(f"  {variant.name:<22} median {median}")
-            asked = [layer for layer in variant.layers if layer.attrs.get("asked") == "fp8"]
-            if not asked or variant.backend != "cudnn":
+            outcomes = asked_fp8(variant)
+            if not outcomes or variant.backend != "cudnn":
                 continue
-            counts: Counter[tuple[str, str]] = Counter()
-            for layer in asked:
-                ran = precision_as_run("fp8", layer.precision, layer.attrs.get("fallback"))
-                counts[(shape_of(layer), str(ran))] += 1
+            asked = [layer for layer, _ in outcomes]
+            counts = Counter((shape_of(layer), ran) for layer, ran in outcomes)
             for (shape, ran), count in sorted(counts.items()):
                 print(f"      {shape:<13} {ran:<15} {count:>4}")
             slower = []

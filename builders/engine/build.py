@@ -37,7 +37,7 @@ from builders.models.hooks import forward_once
 from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
 from sessions.documents.options import FP8_LAYERS_TIMED
-from sessions.documents.vocab import chose_fp16
+from sessions.documents.vocab import FP16_BY_TIMING, FP16_REFUSED, precision_as_run
 
 if TYPE_CHECKING:
     from builders.engine.twin import Twin
@@ -93,7 +93,7 @@ def unexplained_fp16(program: Program, fp8: set[str]) -> list[str]:
 
 def _fp16_by_choice(program: Program) -> list[Step]:
     """The layers asked for in FP8 that run fp16 because their fp16 tactic timed faster."""
-    return [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and chose_fp16(s.fallback)]
+    return [s for s in program.steps if precision_as_run(s.asked, s.precision, s.fallback) == FP16_BY_TIMING]
 
 
 def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module,
@@ -133,7 +133,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     if chosen:
         notes.append(f"{len(chosen)} of {len(fp8)} layers the recipe quantizes run fp16: their fp16 tactic timed "
                      f"faster than their best FP8 one (--fp8-layers kept runs them in FP8)")
-    fallbacks = [s for s in program.steps if s.asked == "fp8" and s.precision != "fp8" and not chose_fp16(s.fallback)]
+    fallbacks = [s for s in program.steps if precision_as_run(s.asked, s.precision, s.fallback) == FP16_REFUSED]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
     notes += library_notes(backend, layers, timed_before)
@@ -255,12 +255,20 @@ def _conv_signatures(program: Program, plain: torch.nn.Module,
 
 
 def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
-    """The graph of every signature not built yet and of its scaled companion (`scaled_companion`), in
-    `backend.graphs` (or cuDNN's reason it has none): the plans the cache does not hold sent to the workers and taken
-    back in order (`CompileJobs.take`)."""
+    """The graph of every signature not built yet, then the scaled companion (`scaled_companion`) of each whose graph
+    cuDNN built (a refused graph's layer runs elsewhere: its companion would never run), in `backend.graphs` (or
+    cuDNN's reason it has none)."""
     asked = list(dict.fromkeys(signatures))
-    companions = [companion for sig in asked if (companion := scaled_companion(sig, backend.plan_limit)) is not None]
-    new = [sig for sig in dict.fromkeys([*asked, *companions]) if sig not in backend.graphs]
+    _build_new(backend, asked)
+    built = [sig for sig in asked if isinstance(backend.graphs.get(sig), ConvGraph)]
+    _build_new(backend, [companion for sig in built
+                         if (companion := scaled_companion(sig, backend.plan_limit)) is not None])
+
+
+def _build_new(backend: BuildContext, signatures: list[ConvSignature]) -> None:
+    """The graphs of `signatures` not built yet: the plans the cache does not hold sent to the workers and taken
+    back in order (`CompileJobs.take`)."""
+    new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
     if not new:
         return
     jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
@@ -339,9 +347,9 @@ def _quantize_pays(backend: BuildContext, program: Program, fp8: dict[str, ConvS
 
 def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
     """`sig`'s tactics: its graph's chosen cuDNN plan first, then its scaled companion's where cuDNN built one
-    (`scaled_companion`), then each other library's tactic offered (`offered`: bounded by `--opt-level` as plans are)
-    that ran, each timed once per signature and kept in the timing cache with the winner; [] where cuDNN has no graph
-    for `sig` (it refused it)."""
+    (`scaled_companion`; its plan and time are the companion's own cache entry), then each other library's tactic
+    offered (`offered`: bounded by `--opt-level` as plans are) that ran, each timed once per signature and kept in
+    the timing cache with the winner where any is offered; [] where cuDNN has no graph for `sig` (it refused it)."""
     graph = backend.graphs.get(sig)
     if not isinstance(graph, ConvGraph):
         return []
@@ -363,7 +371,8 @@ def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
         if not isinstance(time_us, str):
             tactics.append(Tactic(library, sig.precision, output, time_us))
     if backend.cache is not None:
-        backend.cache.put_libraries(sig.key(), {t.library: t.time_us for t in tactics[1:]}, fastest(tactics).library)
+        others = {t.library: t.time_us for t in tactics if t.library not in GRAPH_LIBRARIES}
+        backend.cache.put_libraries(sig.key(), others, fastest(tactics).library)
     return tactics
 
 
@@ -467,9 +476,9 @@ def _layer(step: Step) -> Layer:
 
 
 def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph, library: str) -> None:
-    """The layer as its cuDNN graph runs it (the plan chosen, the signature; `library`: cuDNN's word for the graph,
-    its own or the scaled one); `_library_runner` renames the kind, tactic and library where another library's tactic
-    runs instead."""
+    """The layer as `graph` runs it (the plan chosen, the signature) and `library`, whose tactic runs it (cuDNN's
+    word for `graph`, its own or the scaled one, or another library's); `_library_runner` renames the kind and
+    tactic where another library's tactic runs instead, and the plan fields stay as what cuDNN's graph would run."""
     layer.kind, layer.attrs["library"] = f"cuDNN conv graph ({graph.sig.precision})", library
     layer.groups, layer.kernel_shape = conv.groups, list(conv.kernel_size)
     layer.in_channels, layer.out_channels, layer.stride = conv.in_channels, conv.out_channels, list(conv.stride)

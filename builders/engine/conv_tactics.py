@@ -31,6 +31,7 @@ from builders.engine.kernels import (
     scratch_tensors,
     time_execution,
 )
+from builders.engine.plans import tactics_timed
 from builders.engine.tactics import CUBLASLT, PYTORCH, PYTORCH_NCHW
 from builders.fp8.quantizer import Quantizer
 
@@ -82,9 +83,9 @@ def depthwise_eligible(sig: ConvSignature) -> str | None:
 
 
 def offered(sig: ConvSignature, plan_limit: int) -> tuple[str, ...]:
-    """The other libraries whose tactic is timed against `sig`'s cuDNN plans: none where one plan per graph is tried
-    (`--opt-level` 0), else cuBLASLt where `gemm_eligible`, PyTorch's two where `depthwise_eligible`."""
-    if plan_limit <= 1:
+    """The other libraries whose tactic is timed against `sig`'s cuDNN plans: none where `tactics_timed` says no, else
+    cuBLASLt where `gemm_eligible`, PyTorch's two where `depthwise_eligible`."""
+    if not tactics_timed(plan_limit):
         return ()
     depthwise = depthwise_eligible(sig)
     eligible = ((CUBLASLT, gemm_eligible(sig)), (PYTORCH, depthwise), (PYTORCH_NCHW, depthwise))
@@ -93,12 +94,12 @@ def offered(sig: ConvSignature, plan_limit: int) -> tuple[str, ...]:
 
 def scaled_companion(sig: ConvSignature, plan_limit: int) -> ConvSignature | None:
     """The graph whose plans are timed beside `sig`'s as one more cuDNN tactic: `sig` with a per-channel scale of one
-    after the convolution (`unit_scale`), for an fp16 grouped or depthwise convolution writing fp16 where more than one
-    plan per graph is tried (`--opt-level` above 0); else None. cuDNN offers its runtime-fusion engines to a graph
-    that scales (as an FP8 graph descales) and none to the plain fp16 graph of a grouped convolution, and its
-    precompiled grouped plans are the slow ones (docs/engine.md); a runtime-fusion plan compiles for about half a
-    second, so ungrouped convolutions, whose precompiled plans are strong, are not offered one."""
-    if plan_limit <= 1 or sig.precision != "fp16" or sig.output_fp8 or sig.unit_scale or sig.groups == 1:
+    after the convolution (`unit_scale`), for an fp16 grouped or depthwise convolution writing fp16 where
+    `tactics_timed`; else None. An FP8 graph, or one writing FP8, has a scale in it already. cuDNN offers its
+    runtime-fusion engines (eng4, eng7, eng8) to the scaled graph of a grouped convolution and none to the plain one
+    (docs/engine.md); dense convolutions are not offered one, since cuDNN already offers their plain graphs those
+    engines (the frontend check's 1x1 lines)."""
+    if not tactics_timed(plan_limit) or sig.precision != "fp16" or sig.output_fp8 or sig.unit_scale or sig.groups == 1:
         return None
     return dataclasses.replace(sig, unit_scale=True)
 

@@ -47,7 +47,7 @@ from builders.engine.fusion_regions import (
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import time_execution
 from builders.engine.lowering import Program, Step
-from builders.engine.plans import TimingCache
+from builders.engine.plans import TimingCache, tactics_timed
 from builders.engine.region_graph import Subgraph, module_tensors, subgraph
 from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
@@ -177,7 +177,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
                  engine: CudnnEngine) -> Fused | None:
     """`engine` (built, not yet timed) with each region's fused tactic where it timed faster than the engine's steps
     for the region; None where no region is offered one (`--opt-level` 0: `plan_limit` 1; no region found)."""
-    if plan_limit <= 1:
+    if not tactics_timed(plan_limit):
         return None
     steps = engine.program.steps
     found = [(region, list(region.steps)) for region in find_regions(traced.nodes, steps, unpassable(traced))]

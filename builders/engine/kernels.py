@@ -46,7 +46,8 @@ class ConvSignature:
     epilogue: tuple[str, ...]  # after the (de)scale and bias: activations and "add", in order
     output_fp8: bool
     # fp16 only: a per-output-channel scale (bound to ones) after the convolution, as an FP8 graph descales; cuDNN
-    # offers such a graph its runtime-fusion engines, which it offers no plain fp16 graph (`scaled_companion`)
+    # offers such a graph of a grouped convolution its runtime-fusion engines, which it offers no plain fp16 graph of
+    # one (`conv_tactics.scaled_companion`)
     unit_scale: bool = False
 
     def output_shape(self) -> tuple[int, int, int, int]:
@@ -112,10 +113,11 @@ def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
 
 
 def graph_definition() -> str:
-    """A digest of how graphs are defined here (`define_graph`, the signature it reads and the tensors' uids), for the
-    timing cache's key: a serialized plan holds its whole graph, so a plan kept under another definition is not
-    loaded."""
-    source = inspect.getsource(define_graph) + inspect.getsource(ConvSignature) + repr(sorted(TENSOR_UIDS.items()))
+    """A digest of how graphs are defined here (`define_graph`, the rule `ConvSignature.descaled` it reads, the
+    tensors' uids), for the timing cache's key: a serialized plan holds its whole graph, so a plan kept under another
+    definition is not loaded."""
+    source = (inspect.getsource(define_graph) + inspect.getsource(ConvSignature.descaled)
+              + repr(sorted(TENSOR_UIDS.items())))
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 

@@ -28,12 +28,20 @@ from builders.cache_files import (
     read_cache_json,
     timing_entry,
 )
-from builders.engine.tactics import CUDNN, LIBRARIES
+from builders.engine.tactics import CUDNN, GRAPH_LIBRARIES, LIBRARIES
 from sessions.documents.errors import InspectError
 from sessions.documents.paths import cache_dir
 from sessions.documents.storage import file_lock, lock_path_of, write_atomically
 
 PLANS_PER_OPT_LEVEL = {0: 1, 1: 2, 2: 3, 3: 4, 4: 8, 5: 1000}  # --opt-level -> plans built and timed per graph
+
+
+def tactics_timed(plan_limit: int) -> bool:
+    """Whether tactics beside a graph's first plan are timed at all: not where one plan per graph is tried
+    (`--opt-level` 0), which times none of another library, graph or fused region either."""
+    return plan_limit > 1
+
+
 CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry carries its digest (and, optional in 3,
 # the times of other libraries' tactics and the winning library: `libraries_read`)
 FUSED_PREFIX = "fused "  # the signature of a fused tactic's entry (builders.engine.fused_tactics): times, no plan
@@ -233,13 +241,14 @@ def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
 
 def libraries_read(entry: dict[str, Any]) -> bool:
     """Whether an entry's library fields mean what they should (both optional: an entry written before the engine
-    timed other libraries has neither): `tactics` a mapping of other libraries (cuBLASLt, PyTorch) to finite times
-    >= 0; `library`, the winner, cuDNN or one of them."""
+    timed other libraries has neither): `tactics` a mapping of the libraries that run no cuDNN graph of the engine's
+    (cuBLASLt, PyTorch) to finite times >= 0; `library`, the winner, one of cuDNN's (GRAPH_LIBRARIES: its graph's
+    plan, or the scaled graph's, whose times are those graphs' own entries) or one of them."""
     times = entry.get("tactics", {})
-    if not (isinstance(times, dict) and all(name in LIBRARIES and name != CUDNN and is_number(time_us) and time_us >= 0
-                                            for name, time_us in times.items())):
+    if not (isinstance(times, dict) and all(name in LIBRARIES and name not in GRAPH_LIBRARIES and is_number(time_us)
+                                            and time_us >= 0 for name, time_us in times.items())):
         return False
-    return entry.get("library", CUDNN) in (CUDNN, *times)
+    return entry.get("library", CUDNN) in (*GRAPH_LIBRARIES, *times)
 
 
 def fused_entry_reads(entry: dict[str, Any]) -> bool:

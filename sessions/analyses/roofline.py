@@ -73,7 +73,7 @@ BANDWIDTH: list[tuple[str, int, int, float, str]] = [
     ("9.0", 132, 143_771, 4800.0, "H200 SXM"),
 ]
 _SIGNATURE = re.compile(r"^conv (\w+) in=(\d+)x(\d+)x(\d+)x(\d+) k=(\d+) r=\((\d+), (\d+)\) s=\((\d+), (\d+)\) "
-                        r"p=\((\d+), (\d+)\) d=\((\d+), (\d+)\) g=(\d+) .*out=(\w+)$")
+                        r"p=\((\d+), (\d+)\) d=\((\d+), (\d+)\) g=(\d+) .*out=(\w+)(?: scale=1)?$")
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ from dataclasses import asdict, dataclass
 
 from sessions.analyses.captions import quality_caveats
 from sessions.analyses.comparison import Comparison, batch_of, comparisons, reference
+from sessions.analyses.precision_choice import asked_fp8
 from sessions.documents.model import SCHEMA_VERSION, Session, Variant
+from sessions.documents.vocab import RAN_FP8
 
 
 @dataclass
@@ -90,8 +92,8 @@ def simulation_lines(session: Session) -> list[str]:
         over = (f"pixels of {simulation.images} images" if simulation.task == "segmentation"
                 else f"{simulation.images} images")
         with_fp32 = f"{v.quality.top1_agreement * 100:.2f} % with {v.quality.reference}, " if v.quality else ""
-        asked = [layer for layer in v.layers if layer.attrs.get("asked") == "fp8" and layer.op != "quantize"]
-        kept_out = sum(layer.precision != "fp8" for layer in asked)
+        asked = asked_fp8(v)
+        kept_out = sum(ran != RAN_FP8 for _, ran in asked)
         apart = (f"; the simulation quantizes every layer of the recipe, the engine ran {kept_out} of those "
                  f"{len(asked)} in higher precision (by timing or refused), so they differ by construction"
                  if kept_out else "")

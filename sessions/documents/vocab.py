@@ -41,6 +41,7 @@ GpuStateKind = Literal["settled", "not settled", "not recorded"]
 CHOSEN_FP16 = "FP8 asked; fp16 chosen by timing"
 PrecisionAsRun = Literal["fp8", "fp16 by timing", "fp16 refused"]
 PRECISIONS_AS_RUN: tuple[PrecisionAsRun, ...] = get_args(PrecisionAsRun)
+RAN_FP8, FP16_BY_TIMING, FP16_REFUSED = PRECISIONS_AS_RUN
 
 
 def chose_fp16(fallback: object) -> bool:
@@ -54,8 +55,8 @@ def precision_as_run(asked: object, precision: str, fallback: object) -> Precisi
     if asked != "fp8":
         return None
     if precision == "fp8":
-        return "fp8"
-    return "fp16 by timing" if chose_fp16(fallback) else "fp16 refused"
+        return RAN_FP8
+    return FP16_BY_TIMING if chose_fp16(fallback) else FP16_REFUSED
 
 
 def gpu_state_kind(words: str | None) -> GpuStateKind:

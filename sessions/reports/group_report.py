@@ -6,7 +6,6 @@ from dataclasses import asdict
 
 from sessions.analyses.comparison import reference
 from sessions.analyses.groups import Rules, compare_groups
-from sessions.analyses.precision_choice import precision_by_role
 from sessions.documents.model import SCHEMA_VERSION, Session
 from sessions.reports import views
 from sessions.reports.tables import table_markdown, table_text
@@ -43,7 +42,6 @@ def group_document(session: Session, by: str, rules: Rules, variants: list[str] 
             }
             for c in compare_groups(session, by, rules, variants)
         ],
-        "precision": [{"variant": variant.name, **asdict(row)} for variant in session.variants
-                      if variants is None or variant.name in variants for row in precision_by_role(variant, rules)],
+        "precision": [{"variant": name, **asdict(row)} for name, row in views.precision_rows(session, rules, variants)],
         "flags": [{**asdict(f), "in_baseline": already} for f, already in views.flags_of(session, variants)],
     }

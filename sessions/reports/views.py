@@ -19,7 +19,7 @@ from sessions.analyses.diff import SessionDiff, align_layers
 from sessions.analyses.groups import Rules, compare_groups, kernels_per_layer, role_of, stage_of
 from sessions.analyses.lowering import Flag, diagnose
 from sessions.analyses.noise import WITHIN, Band, group_band, judge, latency_band, layer_band
-from sessions.analyses.precision_choice import precision_by_role
+from sessions.analyses.precision_choice import RolePrecision, precision_by_role
 from sessions.analyses.summary import VariantSummary, median_cell, summarize_session
 from sessions.documents.model import Layer, Session, Variant
 from sessions.documents.vocab import PRECISIONS_AS_RUN
@@ -359,14 +359,19 @@ def precision_table(session: Session, rules: Rules, variants: list[str] | None =
                *(Column(f"ran {word}", "count") for word in PRECISIONS_AS_RUN), Column("libraries"))
     rows: list[tuple[Any, ...]] = []
     keys: list[Any] = []
-    for variant in session.variants:
-        if variants is not None and variant.name not in variants:
-            continue
-        for row in precision_by_role(variant, rules):
-            libraries = ", ".join(f"{name} {count}" for name, count in row.libraries.items()) or None
-            rows.append((variant.name, row.role, row.asked, *(row.ran[word] for word in PRECISIONS_AS_RUN), libraries))
-            keys.append((variant.name, row.role))
+    for name, row in precision_rows(session, rules, variants):
+        libraries = ", ".join(f"{library} {count}" for library, count in row.libraries.items()) or None
+        rows.append((name, row.role, row.asked, *(row.ran[word] for word in PRECISIONS_AS_RUN), libraries))
+        keys.append((name, row.role))
     return _table(columns, rows, keys, title=captions.PRECISION_BY_ROLE)
+
+
+def precision_rows(session: Session, rules: Rules, variants: list[str] | None = None
+                   ) -> list[tuple[str, RolePrecision]]:
+    """Each variant's roles of layers asked for in FP8 (`precision_by_role`), named by variant (`variants`: only
+    these)."""
+    return [(variant.name, row) for variant in session.variants if variants is None or variant.name in variants
+            for row in precision_by_role(variant, rules)]
 
 
 # -- flagged layers ------------------------------------------------------------------------------

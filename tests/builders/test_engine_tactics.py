@@ -415,31 +415,53 @@ def test_a_conv_bound_to_its_scaled_graph_runs_and_names_that_graphs_plan(monkey
     assert grouped.attrs["signature"].endswith(" scale=1")
 
 
-def test_make_graphs_builds_each_grouped_graphs_scaled_companion(monkeypatch):
-    """One build of the asked graphs and their companions, each once; a companion cuDNN refuses is its reason."""
+def test_an_fp8_grouped_conv_that_loses_to_its_scaled_fp16_graph_runs_fp16_and_says_so():
+    """Only the grouped conv is quantized (its reader is not, so its fp16 graph writes fp16 and has a scaled
+    companion): FP8 10 us against the scaled fp16 plan's 4 us runs fp16 by timing, on the scaled graph."""
+    steps, _, _, libraries = choose(Times(uniform(), 1.0, scaled={"grouped": 4.0}), plan_limit=4,
+                                        fp8=frozenset({"grouped"}))
+    grouped = steps["grouped"]
+    assert (grouped.asked, grouped.precision, libraries["grouped"]) == ("fp8", "fp16", CUDNN_SCALED)
+    assert grouped.fallback == (f"{CHOSEN_FP16}: best FP8 tactic (cuDNN) 2.5x slower (10.0 us against 4.0 us, "
+                                f"{CUDNN_SCALED} fp16)")
+    steps, _, _, libraries = choose(Times(uniform(), 1.0, scaled={"grouped": 11.0}), plan_limit=4,
+                                    fp8=frozenset({"grouped"}))
+    assert (steps["grouped"].precision, libraries["grouped"]) == ("fp8", CUDNN)
+
+
+def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch):
+    """The asked graphs first, then the scaled companion of each that cuDNN built (a refused graph's layer runs
+    elsewhere); each sent to the workers once unless the cache holds its plan; a refused companion is its reason."""
     from types import SimpleNamespace
 
     built: list[ConvSignature] = []
+    submitted: list[list[ConvSignature]] = []
+    held: set[str] = set()
 
     def build_graph(sig, *_args):
         built.append(sig)
-        if sig.unit_scale and sig.epilogue:
+        if sig.unit_scale and sig.epilogue or sig.epilogue == ("swish",):
             raise RuntimeError("cuDNN: no engine")
         return ConvGraph(sig, None, None, None, Choice(0, "p", 1, 1, 1.0, False, []), None), 0.0
 
+    def submit(sigs, _limit):
+        submitted.append(list(sigs))
+        return SimpleNamespace(take=lambda sig: None)
+
     monkeypatch.setattr(build, "build_graph", build_graph)
-    compiler = SimpleNamespace(submit=lambda sigs, limit: SimpleNamespace(take=lambda sig: None))
-    cache = SimpleNamespace(holds_plan=lambda key: False)
-    backend = BuildContext(None, None, torch.zeros(1), 4, cache, compiler,  # type: ignore[arg-type]
+    cache = SimpleNamespace(holds_plan=lambda key: key in held)
+    backend = BuildContext(None, None, torch.zeros(1), 4, cache, SimpleNamespace(submit=submit),  # type: ignore[arg-type]
                            lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"))
     grouped = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 4, (), False)
     dense = dataclasses.replace(grouped, groups=1)
     relu = dataclasses.replace(grouped, epilogue=("relu",))
-    build.make_graphs(backend, [grouped, dense, relu, grouped])
-    scaled = dataclasses.replace(grouped, unit_scale=True)
-    assert sorted(built, key=ConvSignature.key) == sorted(
-        [grouped, dense, relu, scaled, dataclasses.replace(relu, unit_scale=True)], key=ConvSignature.key)
-    assert isinstance(backend.graphs[scaled], ConvGraph)
-    assert backend.graphs[dataclasses.replace(relu, unit_scale=True)] == "cuDNN: no engine"
+    refused = dataclasses.replace(grouped, epilogue=("swish",))
+    scaled, scaled_relu = (dataclasses.replace(sig, unit_scale=True) for sig in (grouped, relu))
+    held.add(scaled.key())
+    build.make_graphs(backend, [grouped, dense, relu, refused, grouped])
+    assert submitted == [[grouped, dense, relu, refused], [scaled_relu]]  # the held plan is not sent; no companion
+    assert sorted(built, key=ConvSignature.key) == sorted(  # of the refused graph
+        [grouped, dense, relu, refused, scaled, scaled_relu], key=ConvSignature.key)
+    assert isinstance(backend.graphs[scaled], ConvGraph) and backend.graphs[scaled_relu] == "cuDNN: no engine"
     build.make_graphs(backend, [grouped])
-    assert len(built) == 5
+    assert len(built) == 6

@@ -266,3 +266,23 @@ def test_fp32_products_are_held_to_the_tf32_peak_where_pytorch_allows_tf32():
     session.environment.torch.tf32_cudnn = False
     fp32 = next(r for r in layer_roofs(session, session.variant("fp32")) if r.layer == convs[0].layer)
     assert fp32.work.precision == "fp32"
+
+
+SCALED = ROOT / "benchmarks/results/h200/scaled-fp16/main/senet154-warm.json"
+
+
+def test_a_layer_on_the_scaled_graph_has_its_own_signatures_work():
+    """The engine's convolutions on a graph scaled by ones record signatures ending in `scale=1`: each gets the work
+    PyTorch's counter gives its shape, from its own signature (not borrowed from another variant's layer)."""
+    session = storage.load(SCALED)
+    raw = json.loads(SCALED.read_text())
+    variant = next(v for v in raw["variants"] if v["name"] == "cudnn-fp16")
+    scaled = {layer["name"]: layer["attrs"]["signature"] for layer in variant["layers"]
+              if str(layer["attrs"].get("signature", "")).endswith(" scale=1")}
+    assert len(scaled) == 50
+    engine = session.variant("cudnn-fp16")
+    for layer in engine.layers:
+        if layer.name in scaled:
+            work = work_of(session, engine, layer)
+            assert work is not None and work.how == "signature"
+            assert work.flops == torch_conv_flops(scaled[layer.name])

@@ -64,7 +64,7 @@ class OverviewScreen(Screen):
         Binding("g", "groups", "Groups", id="overview.groups", priority=True),
         Binding("c", "compare", "Compare", id="overview.compare"),
         Binding("f", "flags", "Flagged", id="overview.flags"),
-        Binding("p", "precision", "FP8 choices", id="overview.precision"),
+        Binding("p", "precision", "FP8", id="overview.precision"),
         Binding("k", "all_kernels", "Kernels", id="overview.kernels", priority=True),
         Binding("t", "timeline", "Timeline", id="overview.timeline"),
         Binding("e", "environment", "Env", id="overview.environment"),

@@ -268,7 +268,7 @@ class PrecisionScreen(TableScreen):
 
     def open_row(self, key: Any) -> None:
         variant_name, _role = key
-        self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs[:-1], variant_name))
+        self.app.push_screen(GroupsScreen(self.session, self.rules, self.crumbs, variant_name))
 
 
 class CompareScreen(TableScreen):
