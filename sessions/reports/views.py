@@ -355,8 +355,8 @@ def precision_table(session: Session, rules: Rules, variants: list[str] | None =
     """Per variant and role, the layers its recipe asked for in FP8: how many ran FP8, how many fp16 by timing and
     how many fp16 because FP8 was refused, and the libraries whose tactics ran them; no rows where no variant's layers
     record what they were asked (`sessions.analyses.precision_choice`)."""
-    columns = (Column("variant"), Column("role"), Column("asked FP8", "count"),
-               *(Column(f"ran {word}", "count") for word in PRECISIONS_AS_RUN), Column("libraries"))
+    columns = (Column("variant"), Column("role"), Column("asked", "count"),
+               *(Column(word, "count") for word in PRECISIONS_AS_RUN), Column("libraries"))
     rows: list[tuple[Any, ...]] = []
     keys: list[Any] = []
     for name, row in precision_rows(session, rules, variants):
