@@ -26,7 +26,7 @@ for PART in ${PARTS:-state main rows}; do
       set -- $PAIR; trt-inspect diff "$OUT/main/senet154-$1.json" "$OUT/main/senet154-$2.json" \
         > "$OUT/main/diff-$1-$2.txt"; echo "diff $1 $2: exit $?"
     done ;;
-  rows) python3 benchmarks/row_independence.py senet154 --repeat 1 --out "$OUT/rows" 2>"$OUT/rows/progress.log" \
+  rows) python3 benchmarks/row_independence.py senet154 --repeat 2 --out "$OUT/rows" 2>"$OUT/rows/progress.log" \
           | tee "$OUT/rows/rows.txt" ;;
   spread) python3 benchmarks/small_model_spread.py --out "$OUT/spread" -- --variants fp16,cudnn-fp16,cudnn-fp8-all \
             | tee "$OUT/spread/spread.txt" ;;

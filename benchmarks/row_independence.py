@@ -3,12 +3,16 @@ whole study, every run the CLI in a fresh process, then each variant's median al
 the diff's own noise rule (`sessions.analyses.noise`: a difference only where the two latency bands do not overlap).
 
     python benchmarks/row_independence.py MODEL [--repeat 2] [--out DIR] [-- RUN OPTIONS ...]
+    python benchmarks/row_independence.py --judge --out DIR     (the sessions a run left in DIR, judged again)
 
 The variants are the ones the whole study (`trt-inspect run MODEL RUN OPTIONS`) measures, the main job's defaults
 unless RUN OPTIONS name others; each is then run alone as `--variants NAME` (its backend's prefix kept). Runs
 alternate (together, each alone, together ...) `--repeat` times, so a drift of the machine shows as a difference
-between the two "together" runs rather than as a difference between alone and together. Prints one table row per
-variant and a last line with the count of variants that moved beyond their bands; writes the sessions to DIR.
+between the two "together" runs rather than as a difference between alone and together. A variant's band on each
+side is the hull of its runs' bands (`hull`): one process's band holds its own rounds' drift and its median's
+interval, but not what differs between processes (the graph's memory, the tactics a build chose), which only runs
+in separate processes show. Prints one table row per variant and a last line with the count of variants that moved
+beyond their bands; writes the sessions to DIR, the progress to standard error.
 """
 
 from __future__ import annotations
@@ -61,39 +65,71 @@ def cell(band: Band) -> str:
     return f"{band.center_ms:.4f} [{band.low_ms:.4f}, {band.high_ms:.4f}]"
 
 
+def hull(bands: list[Band]) -> Band:
+    """Where a run of one configuration lands, as its runs in separate processes show: from the lowest of their
+    bands to the highest, centred on the median of their medians."""
+    centers = sorted(band.center_ms for band in bands)
+    middle = len(centers) // 2
+    center = centers[middle] if len(centers) % 2 else (centers[middle - 1] + centers[middle]) / 2
+    return Band(center, min(band.low_ms for band in bands), max(band.high_ms for band in bands),
+                f"hull of {len(bands)} runs' bands")
+
+
+def measure(model: str, options: list[str], out: Path, repeat: int) -> None:
+    """The runs, alternating together / each alone `repeat` times; sessions written to `out`."""
+    for index in range(1, repeat + 1):
+        path = out / f"together-{index}.json"
+        seconds = run_study(model, options, path)
+        names = list(bands(path))
+        print(f"# together {index}: {len(names)} variants, {seconds:.0f} s", file=sys.stderr, flush=True)
+        for name in names:
+            path = out / f"alone-{name}-{index}.json"
+            seconds = run_study(model, [*alone_options(options), "--variants", name], path)
+            print(f"# {name} alone {index}: {seconds:.0f} s", file=sys.stderr, flush=True)
+
+
+def judged(out: Path) -> int:
+    """Prints the table of the sessions in `out` (together-N.json, alone-NAME-N.json); returns how many variants'
+    time alone differs from their time together."""
+    together = [bands(path) for path in sorted(out.glob("together-*.json"))]
+    if not together:
+        raise SystemExit(f"row_independence: no together-N.json in {out}")
+    names = list(together[0])
+    alone = {name: [band for path in sorted(out.glob(f"alone-{name}-*.json")) for band in bands(path).values()]
+             for name in names}
+    runs = max(len(found) for found in alone.values())
+    print(f"| variant | {' | '.join(f'together {i + 1} ms [band]' for i in range(len(together)))} "
+          f"| {' | '.join(f'alone {i + 1} ms [band]' for i in range(runs))} | alone / together | judged |")
+    print(f"|---|{'---|' * (len(together) + runs)}---|---|")
+    moved = 0
+    for name in names:
+        bands_together = [run[name] for run in together if name in run]
+        bands_alone = alone[name]
+        verdict = judge(hull(bands_together), hull(bands_alone)) if bands_alone else "not run alone"
+        moved += verdict not in (WITHIN, "not run alone")
+        ratio = hull(bands_alone).center_ms / hull(bands_together).center_ms if bands_alone else float("nan")
+        print(f"| {name} | {' | '.join(cell(b) for b in bands_together)} | {' | '.join(cell(b) for b in bands_alone)}"
+              f" | {ratio:.4f} | {verdict} |")
+    print(f"variants whose time alone differs from their time in the study: {moved} of {len(names)} (each side's band"
+          f" the hull of its runs' bands, {len(together)} together and {runs} alone)")
+    return moved
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model")
+    parser.add_argument("model", nargs="?", help="the model to run (not needed with --judge)")
     parser.add_argument("--repeat", type=int, default=2, help="alternations of together / each alone (default 2)")
     parser.add_argument("--out", type=Path, default=Path("row-independence"))
+    parser.add_argument("--judge", action="store_true", help="judge the sessions already in --out; run nothing")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     args, options = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: options for every run
-    args.out.mkdir(parents=True, exist_ok=True)
-    together: list[dict[str, Band]] = []
-    alone: dict[str, list[Band]] = {}
-    for repeat in range(1, args.repeat + 1):
-        path = args.out / f"together-{repeat}.json"
-        seconds = run_study(args.model, options, path)
-        together.append(bands(path))
-        print(f"# together {repeat}: {len(together[-1])} variants, {seconds:.0f} s", flush=True)
-        for name in together[0]:
-            path = args.out / f"alone-{name}-{repeat}.json"
-            seconds = run_study(args.model, [*alone_options(options), "--variants", name], path)
-            alone.setdefault(name, []).extend(bands(path).values())
-            print(f"# {name} alone {repeat}: {seconds:.0f} s", flush=True)
-    print(f"| variant | {' | '.join(f'together {i + 1} ms [band]' for i in range(len(together)))} "
-          f"| {' | '.join(f'alone {i + 1} ms [band]' for i in range(args.repeat))} | alone against together |")
-    print(f"|---|{'---|' * (len(together) + args.repeat)}---|")
-    moved = 0
-    for name in together[0]:
-        bands_together = [run[name] for run in together if name in run]
-        bands_alone = alone.get(name, [])
-        differs = [judge(t, a) for a in bands_alone for t in bands_together if judge(t, a) != WITHIN]
-        moved += bool(differs)
-        print(f"| {name} | {' | '.join(cell(b) for b in bands_together)} | {' | '.join(cell(b) for b in bands_alone)}"
-              f" | {', '.join(sorted(set(differs))) or WITHIN} |")
-    print(f"variants whose time alone differs from their time in the study: {moved} of {len(together[0])}")
+    if not args.judge:
+        if args.model is None:
+            parser.error("a model is needed unless --judge")
+        args.out.mkdir(parents=True, exist_ok=True)
+        measure(args.model, options, args.out, args.repeat)
+    judged(args.out)
     return 0
 
 

@@ -1,19 +1,44 @@
-"""Inductor's compile worker processes, ended before anything is timed."""
+"""Inductor's compile worker processes, ended before anything is timed.
+
+A pool's sidecar process reads the request to shut down only once it has started (it imports torch), so a build
+that only loaded its fused regions from Inductor's caches would wait for a start-up it never used (measured:
+docs/engine.md, "The warm run"). Hence two calls: `begin_ending_compile_workers` asks and returns,
+`end_compile_workers` returns once every pool asked to end has ended; whatever times anything calls the second first.
+"""
 
 from __future__ import annotations
 
 import sys
+import threading
 
 ASYNC_COMPILE = "torch._inductor.async_compile"  # the module that starts and ends Inductor's compile workers
+_ending: list[threading.Thread] = []  # each pool's shutdown under way, joined by `end_compile_workers`
+
+
+def begin_ending_compile_workers() -> None:
+    """Asks each of Inductor's compile worker pools to shut down, each in a thread of its own, and returns at once;
+    Inductor forgets the pools (`after_fork`), so a later compile starts a new one. Where this torch lacks the pool
+    set or `after_fork`, its own `shutdown_compile_workers`, waited for. Nothing where Inductor never loaded (no
+    worker can be alive, and loading it would cost seconds)."""
+    async_compile = sys.modules.get(ASYNC_COMPILE)
+    if async_compile is None:
+        return
+    pools, forget = getattr(async_compile, "_pool_set", None), getattr(async_compile, "after_fork", None)
+    if pools is None or forget is None:
+        async_compile.shutdown_compile_workers()
+        return
+    asked = list(pools)
+    forget()
+    for pool in asked:
+        thread = threading.Thread(target=pool.shutdown, name="inductor-workers-ending", daemon=True)
+        thread.start()
+        _ending.append(thread)
 
 
 def end_compile_workers() -> None:
-    """Shuts Inductor's compile worker processes down (`torch._inductor.async_compile.shutdown_compile_workers`),
-    as the plan compiler's workers are ended before timing (`PlanCompiler.close`), so that none is alive while
-    anything is timed; a later compile starts them again. Nothing where Inductor never loaded (no worker can be
-    alive, and loading it would cost seconds)."""
-    if ASYNC_COMPILE not in sys.modules:
-        return
-    from torch._inductor.async_compile import shutdown_compile_workers
-
-    shutdown_compile_workers()
+    """Shuts Inductor's compile worker processes down and returns once every pool has ended, those asked by
+    `begin_ending_compile_workers` before included, as the plan compiler's workers are ended before timing
+    (`PlanCompiler.close`), so that none is alive while anything is timed; a later compile starts them again."""
+    begin_ending_compile_workers()
+    while _ending:
+        _ending.pop().join()

@@ -1,0 +1,103 @@
+"""What tracing a PyTorch variant with CUPTI costs, and where: the main job's warm run on the H200 spent about 4 s
+tracing each of its two PyTorch variants (7 calls each), most of it inside `CuptiTracer.stop`'s flush.
+
+For MODEL in fp16 on the GPU, with the tool's own NVTX module ranges and `profilers.kernel_trace.trace`, prints:
+the wall seconds of CALLS calls untraced; of one trace as the study makes it, split into the calls, the flush
+(`stop`) and the seconds inside the records' handler (`CuptiTracer._completed`) with the records by kind; and of a
+trace whose handler only counts its records (what CUPTI and cupti-python take without this tool's Python).
+
+    python benchmarks/cupti_trace_cost.py [MODEL] [--calls 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's code
+
+from profilers.kernel_trace import prepare_nvtx_injection
+
+if (why := prepare_nvtx_injection()) is not None:  # before torch loads CUDA
+    raise SystemExit(f"cupti_trace_cost: {why}")
+
+import timm
+import torch
+
+from profilers import kernel_trace
+from profilers.module_ranges import module_ranges
+
+
+def timed_trace(model: torch.nn.Module, run_once, calls: int, counting_only: bool) -> dict[str, float]:
+    """One `kernel_trace.trace` of `calls` calls; its seconds split as the docstring says."""
+    tracer_class = kernel_trace.CuptiTracer
+    handler, stop = tracer_class._completed, tracer_class.stop
+    seconds: collections.Counter[str] = collections.Counter()
+    kinds: collections.Counter[str] = collections.Counter()
+
+    def completed(self, activities) -> None:
+        started = time.perf_counter()
+        activities = list(activities)
+        seconds["listing records"] += time.perf_counter() - started
+        for a in activities:
+            kinds[str(a.kind).rsplit(".", 1)[-1]] += 1
+        middle = time.perf_counter()
+        if not counting_only:
+            handler(self, activities)
+        seconds["handler"] += time.perf_counter() - middle
+
+    def timed_stop(self) -> int:
+        started = time.perf_counter()
+        try:
+            return stop(self)
+        finally:
+            seconds["stop (flush, disable)"] += time.perf_counter() - started
+
+    tracer_class._completed, tracer_class.stop = completed, timed_stop  # type: ignore[method-assign]
+    try:
+        started = time.perf_counter()
+        with module_ranges(model, "nvtx"):
+            records = kernel_trace.trace(run_once, calls, torch.cuda.synchronize)
+        seconds["whole trace"] = time.perf_counter() - started
+    finally:
+        tracer_class._completed, tracer_class.stop = handler, stop  # type: ignore[method-assign]
+    result: dict[str, float] = dict(seconds)
+    result.update({f"records {kind}": count for kind, count in sorted(kinds.items())})
+    result["kernels kept"] = len(records.kernels)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", nargs="?", default="senet154")
+    parser.add_argument("--calls", type=int, default=7)
+    args = parser.parse_args()
+    model = timm.create_model(args.model, pretrained=False).eval().cuda().half()
+    batch = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.half)
+
+    @torch.no_grad()
+    def run_once() -> None:
+        model(batch)
+
+    for _ in range(3):
+        run_once()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    with module_ranges(model, "nvtx"):
+        for _ in range(args.calls):
+            run_once()
+        torch.cuda.synchronize()
+    print(f"{args.model} fp16, {args.calls} calls untraced (NVTX ranges on): {time.perf_counter() - started:.3f} s")
+    for label, counting_only in (("as the study traces", False), ("handler counting only", True),
+                                 ("as the study traces, again", False)):
+        figures = timed_trace(model, run_once, args.calls, counting_only)
+        print(f"{label}: " + ", ".join(f"{key} {value:.3f} s" if isinstance(value, float) else f"{key} {value}"
+                                       for key, value in figures.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
