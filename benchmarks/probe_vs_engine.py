@@ -59,6 +59,14 @@ class Row:
     def within(self) -> bool:
         return abs(self.ratio - 1) <= WITHIN
 
+    @property
+    def traced_within(self) -> bool | None:
+        """Whether the probe's kernel time in its traced eager call (a layer timed as the engine's layers are: its
+        kernels' own time, in model order) lies within 15 % of the engine's; None where the probe traced none."""
+        if self.probe_traced_ms is None:
+            return None
+        return abs(self.probe_traced_ms / self.engine_ms - 1) <= WITHIN
+
 
 def engine_variant(session: Session, precision: str) -> Variant | None:
     """The engine's variant of `precision` in a study session (the first, where it has several)."""
@@ -141,7 +149,17 @@ def report(engine_path: Path, probe_path: Path) -> int:
             print(summary(rows, precision, plain_only=True))
     within = sum(row.within for row in rows)
     print(f"must-show, every layer: {within} of {len(rows)} within {WITHIN:.0%}")
+    print(traced_summary(rows))
     return 0 if rows else 1
+
+
+def traced_summary(rows: list[Row]) -> str:
+    """How many layers' traced kernel time in the probe lies within 15 % of the engine's, by precision."""
+    traced = [row for row in rows if row.traced_within is not None]
+    counts = ", ".join(f"{precision} {sum(bool(r.traced_within) for r in traced if r.precision == precision)} of "
+                       f"{sum(r.precision == precision for r in traced)}" for precision in ("fp16", "fp8", QUANTIZE))
+    return (f"the probe's kernel time in its one traced eager call (timed as the engine times a layer): "
+            f"{sum(bool(r.traced_within) for r in traced)} of {len(traced)} within {WITHIN:.0%} ({counts})")
 
 
 def measure(model: str, batch: int, fp8_layers: str, out: Path) -> tuple[Path, Path]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.probe_vs_engine import pair, summary
+from benchmarks.probe_vs_engine import pair, summary, traced_summary
 from sessions.documents.model import Environment, Layer, Session, Study, TimingMethod, Variant
 from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT
 
@@ -20,8 +20,10 @@ def session(*variants: Variant) -> Session:
 
 
 def layer(name: str, op: str, ms: float, precision: str = "fp16", epilogue: tuple[str, ...] = (),
-          fp8_out: bool = False) -> Layer:
+          fp8_out: bool = False, traced: float | None = None) -> Layer:
     attrs: dict = {"epilogue": list(epilogue)}
+    if traced is not None:
+        attrs["traced_kernel_ms"] = traced
     if fp8_out:
         attrs["output"] = "fp8 (quantized with b's input scale)"
     return Layer(name, "k", op, ms, precision=precision, attrs=attrs)  # type: ignore[arg-type]
@@ -62,3 +64,14 @@ def test_the_summary_counts_the_layers_within_15_percent():
     assert summary(rows, "fp16", plain_only=True).startswith("fp16 (no epilogue): 1 of 2 layers within 15%")
     assert summary(rows, "fp8").endswith("sums 0.013 / 0.012 ms = 1.10")
     assert summary([], "fp8") == "fp8: no layer"
+
+
+def test_the_traced_kernel_times_are_counted_apart_and_layers_without_one_are_left_out():
+    probe = session(
+        Variant(FP16_VARIANT, "torch", "fp16", "cuda", layers=[
+            layer("a", "conv", 0.008, traced=0.0114), layer("b", "conv", 0.030, traced=0.024), layer("fc", "linear",
+                                                                                                  0.005)]),
+        Variant(FP8_VARIANT, "torch", "fp8", "cuda", layers=[layer("a", "conv", 0.0085, "fp8", traced=0.0090)]))
+    rows = pair(ENGINE, probe)
+    assert [r.traced_within for r in rows] == [True, False, None, True]  # 1.14, 1.2; fc untraced; 1.125
+    assert traced_summary(rows).endswith(": 2 of 3 within 15% (fp16 1 of 2, fp8 1 of 1, quantize 0 of 0)")
