@@ -8,11 +8,12 @@ linear the probe's time of the layer alone against the engine's time of that lay
 Pairs: each conv and linear layer of the engine's fp16 variant with the probe's fp16 layer of the same name; each
 FP8 layer of the engine's FP8 variant with the probe's FP8 layer; each quantize layer the engine runs with the
 probe's quantize layer of the same name. The engine's time is its layer's kernel time per traced call (the study's
-per-layer time); the probe's its isolated time (CUDA-graph replays of the layer alone, L2-warm) and, beside it, its
-kernel time in one traced eager call. The probe times each convolution's graph without the engine's epilogue (the
-activation, the residual add, an FP8 output): the rows name the engine's epilogue, and the summary gives the layers
-whose engine graph has none apart. `--fp8-layers kept` (the default here) has the engine run every layer of the
-recipe in FP8 where it has a kernel, as the probe does.
+per-layer time); the probe's the time its session gives the layer (its kernel time per traced call, every layer in
+model order, or, in a session of a probe that timed layers in isolation, the isolated time: CUDA-graph replays of
+the layer alone, L2-warm) and, beside it, its kernel time per traced call either way. The probe times each
+convolution's graph without the engine's epilogue (the activation, the residual add, an FP8 output): the rows name
+the engine's epilogue, and the summary gives the layers whose engine graph has none apart. `--fp8-layers kept` (the
+default here) has the engine run every layer of the recipe in FP8 where it has a kernel, as the probe does.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from inspector.probe.probe_session import ISOLATED_MS
 from sessions.documents.model import Layer, Session, Variant
 from sessions.documents.storage import load
 from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT
@@ -34,6 +36,7 @@ from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT
 WITHIN = 0.15  # the must-show: the probe's figure within 15 % of the engine's
 ENGINE_BACKEND = "cudnn"
 QUANTIZE = "quantize"
+OLD_TRACED = "traced_kernel_ms"  # what a probe whose layer times were isolated kept of each layer's trace
 
 
 @dataclass(frozen=True)
@@ -78,11 +81,17 @@ def _epilogue(layer: Layer) -> str:
     return "+".join(words) or "-"
 
 
+def traced_ms(probe: Layer) -> float | None:
+    """The probe layer's kernel time per traced call: its time where the probe times layers by their traced kernels
+    (it keeps the isolated figure as `ISOLATED_MS`), else the `traced_kernel_ms` a probe of isolated figures kept."""
+    return probe.time_ms if ISOLATED_MS in probe.attrs else probe.attrs.get(OLD_TRACED)
+
+
 def _row(engine: Layer, probe: Layer, precision: str) -> Row | None:
     if engine.time_ms is None or probe.time_ms is None or engine.time_ms <= 0:
         return None
     epilogue = "-" if precision == QUANTIZE else _epilogue(engine)
-    return Row(engine.name, precision, engine.time_ms, probe.time_ms, probe.attrs.get("traced_kernel_ms"),
+    return Row(engine.name, precision, engine.time_ms, probe.time_ms, traced_ms(probe),
                epilogue == "-", epilogue, engine.tactic or engine.kind, probe.tactic or probe.kind)
 
 
@@ -154,11 +163,11 @@ def report(engine_path: Path, probe_path: Path) -> int:
 
 
 def traced_summary(rows: list[Row]) -> str:
-    """How many layers' traced kernel time in the probe lies within 15 % of the engine's, by precision."""
+    """How many layers' kernel time per traced call in the probe lies within 15 % of the engine's, by precision."""
     traced = [row for row in rows if row.traced_within is not None]
     counts = ", ".join(f"{precision} {sum(bool(r.traced_within) for r in traced if r.precision == precision)} of "
                        f"{sum(r.precision == precision for r in traced)}" for precision in ("fp16", "fp8", QUANTIZE))
-    return (f"the probe's kernel time in its one traced eager call (timed as the engine times a layer): "
+    return (f"the probe's kernel time per traced eager call (timed as the engine times a layer): "
             f"{sum(bool(r.traced_within) for r in traced)} of {len(traced)} within {WITHIN:.0%} ({counts})")
 
 

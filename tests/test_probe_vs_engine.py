@@ -75,3 +75,12 @@ def test_the_traced_kernel_times_are_counted_apart_and_layers_without_one_are_le
     rows = pair(ENGINE, probe)
     assert [r.traced_within for r in rows] == [True, False, None, True]  # 1.14, 1.2; fc untraced; 1.125
     assert traced_summary(rows).endswith(": 2 of 3 within 15% (fp16 1 of 2, fp8 1 of 1, quantize 0 of 0)")
+
+
+def test_a_probe_that_times_layers_by_their_traced_kernels_is_compared_by_its_own_times():
+    timed = layer("a", "conv", 0.0112)
+    timed.attrs["isolated_ms"] = 0.008  # the isolated figure kept beside the traced time
+    probe = session(Variant(FP16_VARIANT, "torch", "fp16", "cuda", layers=[timed]),
+                    Variant(FP8_VARIANT, "torch", "fp8", "cuda", layers=[]))
+    (row,) = pair(ENGINE, probe)
+    assert row.probe_ms == row.probe_traced_ms == pytest.approx(0.0112) and row.within and row.traced_within

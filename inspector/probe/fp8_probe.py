@@ -3,8 +3,9 @@ that layer alone (`inspector.probe.engine_layers`: its graphs, plans, GEMMs and 
 quantize as its own step, timed in isolation.
 
 Layers come from hooks on the model as the engine builds it, run on the study images; layers of one spec are timed
-once (the count kept) and traced one by one. The result is a session like a study's; its sums are an estimate from
-isolated layers, never an engine time.
+once in isolation (the count kept, each layer's `isolated_ms`), then every layer is traced in model order, as a study
+traces an engine, for its time. The result is a session like a study's; its sums are an estimate from isolated
+layers, never an engine time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.probe.probe_session import (
+    ISOLATED_MS,
     STEPS,
     ProbedLayer,
     ShapeTimes,
@@ -45,6 +47,7 @@ if TYPE_CHECKING:  # torch loads after the tracer is prepared (`_probe_session`)
 
 REPLAY_TARGET_MS = 0.2  # one timed replay holds about this much work ...
 MAX_CALLS_PER_REPLAY = 128  # ... in at most this many back-to-back calls
+TRACE_CALLS = default("trace_calls")  # traced calls, as a study traces a variant: each layer's time and spread
 Report = Callable[[str], None]
 
 
@@ -380,7 +383,7 @@ def _progress_line(index: int, total: int, spec: LayerSpec, count: int, times: S
 
 
 def _trace(steps: list[tuple[str, Callable[[], object]]], tracer) -> TraceRecords:
-    """One eager call of every layer in model order, each inside a range named after its layer."""
+    """`TRACE_CALLS` eager calls, each running every layer once in model order inside a range named after it."""
     import torch
 
     from profilers.module_ranges import named_range
@@ -395,7 +398,7 @@ def _trace(steps: list[tuple[str, Callable[[], object]]], tracer) -> TraceRecord
 
     run_once()  # lazy set-up (plans, handles, compiled kernels) stays out of the trace
     torch.cuda.synchronize()
-    return tracer.trace(run_once, 1, "cuda", torch.cuda.synchronize)
+    return tracer.trace(run_once, TRACE_CALLS, "cuda", torch.cuda.synchronize)
 
 
 @dataclass
@@ -611,13 +614,16 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
         transfers_included=False,
         static_inputs=True,
         per_layer=(
-            "median of the isolated timing of the layer's shape: layers of one shape are measured once and share "
-            f"the figure; quantize layers time the activation quantize ({quantize_impl}); an engine may fuse it "
-            "into the producer or share one between layers that read the same tensor. Sums over layers are an "
-            "estimate from isolated layers, not an engine time"
+            f"the layer's own kernels' GPU time per traced eager call (mean of {TRACE_CALLS}; each call runs every "
+            "layer once, in model order, on the layer's own input), as a study times an engine's layers, so the two "
+            "compare layer by layer; the isolated timing of the layer's shape (the timed region above: layers of one "
+            f"shape are measured once and share it) is kept as the layer's {ISOLATED_MS}; quantize layers time the "
+            f"activation quantize ({quantize_impl}); an engine may fuse it into the producer or share one between "
+            "layers that read the same tensor. Sums over layers are an estimate from isolated layers, not an engine "
+            "time"
         ),
         kernels="; ".join(filter(None, [
-            traces.tracer.describe(1),
-            "the traced call runs every layer once, in model order, each in a range of its own", traces.note,
+            traces.tracer.describe(TRACE_CALLS),
+            "each traced call runs every layer once, in model order, each in a range of its own", traces.note,
         ])),
     )

@@ -1,5 +1,5 @@
 """The FP8 probe's measurements as a normal session: one variant per precision, one layer per
-convolution or linear (and one quantize layer in front of each FP8 layer), kernels from the trace.
+convolution or linear (and one quantize layer in front of each FP8 layer), kernels and layer times from the trace.
 
 Pure: builds from measured records, so it is tested without a GPU.
 """
@@ -17,6 +17,8 @@ from sessions.documents.vocab import DType, Precision
 QUANTIZER_SUFFIX = ".input_quantizer"  # the groups' "quantize / dequantize" role matches `_quantizer$`
 QUANTIZE_KIND = "Quantize"
 STEPS = ("fp16", "fp8", "quantize", "amax")  # what is timed per unique shape
+ISOLATED_MS = "isolated_ms"  # a layer's attribute: the isolated timing of its shape (median, ms per call)
+UNTRACED_NOTE = "not traced: each layer's time is the isolated timing of its shape (CUDA-graph replays, L2-warm)"
 
 
 @dataclass
@@ -155,19 +157,18 @@ def _counts(probed: list[ProbedLayer]) -> dict[LayerSpec, int]:
 
 def probe_variant(name: str, precision: Precision, layers: list[Layer], records: TraceRecords | None,
                   notes: list[str]) -> Variant:
-    """A variant whose layer times are the isolated timings; kernels, if traced, attributed to them.
-
-    Attribution sums kernel time per layer; the timed figures replace those sums afterwards.
-    """
+    """A variant whose layer times are their own kernels' GPU time per traced call (every layer run once per call,
+    in model order, on its own input), as a study times an engine's layers, so the two compare layer by layer; each
+    layer keeps the isolated timing of its shape as `attrs[ISOLATED_MS]`. Without records (nothing traced) the
+    layers keep the isolated timings as their times, and the variant's notes say so."""
+    for layer in layers:
+        layer.attrs[ISOLATED_MS] = layer.time_ms
     variant = Variant(name=name, backend="torch", precision=precision, device="cuda", layers=layers, notes=list(notes))
     if records is None:
+        variant.notes.append(UNTRACED_NOTE)
         return variant
-    times = [layer.time_ms for layer in layers]
     index = LayerIndex(list(layers))
-    table, summary = summarize(records, index)
-    for layer, time_ms in zip(index.layers, times, strict=False):
-        layer.attrs["traced_kernel_ms"] = layer.time_ms
-        layer.time_ms = time_ms
+    table, summary = summarize(records, index)  # each layer's time: its kernels' per traced call
     variant.layers = index.layers  # names the trace saw outside the probe's layers are appended
     variant.kernels, variant.trace = table, summary
     return variant

@@ -21,6 +21,8 @@ from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.cli import main
 from inspector.probe import engine_layers, fp8_probe
 from inspector.probe.probe_session import (
+    ISOLATED_MS,
+    UNTRACED_NOTE,
     ProbedLayer,
     ShapeTimes,
     fp8_layers,
@@ -297,26 +299,32 @@ def _probed() -> tuple[list[ProbedLayer], dict]:
     return probed, times
 
 
-def _records(names: list[tuple[str, int]]) -> TraceRecords:
-    """One traced call: `count` kernels of 1 us inside each named range, all on thread 1."""
+def _records(names: list[tuple[str, int, int]]) -> TraceRecords:
+    """One traced call: `count` kernels of `ns` nanoseconds each inside each named range, all on thread 1."""
     ranges, kernels, launches = [Range("trt-inspect/call/0", 1, 0, 10_000_000)], [], []
     t = 10
-    for name, count in names:
+    for name, count, ns in names:
         ranges.append(Range(name, 1, t, t + 1000))
         for i in range(count):
             correlation = len(kernels) + 1
             launches.append(Launch(correlation, 1, t + 1 + i))
-            kernels.append(KernelRecord(f"kernel_{name}", t + 100 + i * 10, t + 101 + i * 10, correlation))
+            kernels.append(KernelRecord(f"kernel_{name}", t + 100 + i * 10, t + 100 + i * 10 + ns, correlation))
         t += 2000
     return TraceRecords("cupti", "kernel", 1, kernels, launches, ranges)
 
 
+# what each layer's kernels take in the traced call (ns a kernel), unlike the isolated timings of `_probed`
+FP16_TRACED = {"layer1.0.conv1": 12_000, "layer1.0.conv2": 1_000, "layer1.0.se_module.fc1": 6_000,
+               "layer1.1.conv1": 11_000}
+
+
 def _session(tmp_path) -> Session:
     probed, times = _probed()
-    fp16_trace = _records([(p.name, 64 if p.spec.groups == 32 else 1) for p in probed])
-    fp8_trace = _records([(quantizer_name("layer1.0.conv1"), 1), ("layer1.0.conv1", 1), ("layer1.0.conv2", 64),
-                          (quantizer_name("layer1.0.se_module.fc1"), 1), ("layer1.0.se_module.fc1", 1),
-                          (quantizer_name("layer1.1.conv1"), 1), ("layer1.1.conv1", 2)])
+    fp16_trace = _records([(p.name, 64 if p.spec.groups == 32 else 1, FP16_TRACED[p.name]) for p in probed])
+    fp8_trace = _records([(quantizer_name("layer1.0.conv1"), 1, 4_000), ("layer1.0.conv1", 1, 7_000),
+                          ("layer1.0.conv2", 64, 1_000), (quantizer_name("layer1.0.se_module.fc1"), 1, 3_000),
+                          ("layer1.0.se_module.fc1", 1, 6_000), (quantizer_name("layer1.1.conv1"), 1, 4_000),
+                          ("layer1.1.conv1", 2, 3_000)])
     session = Session(
         study=Study("senet-like", "timm", [3, 224, 224], 1, ["trt-inspect", "probe", "senet-like"],
                     "2026-01-01T00:00:00+00:00", "probe", "cuda", "0.1.0"),
@@ -338,8 +346,10 @@ def test_session_from_measured_records(tmp_path):
     fp16, fp8 = session.variant(FP16_VARIANT), session.variant(FP8_VARIANT)
     assert [layer.name for layer in fp16.layers] == ["layer1.0.conv1", "layer1.0.conv2", "layer1.0.se_module.fc1",
                                                      "layer1.1.conv1"]
-    # times are the isolated timings of the shape, shared by equal shapes, not the traced kernel sums
-    assert [layer.time_ms for layer in fp16.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
+    # times are the layers' traced kernel times per call; the isolated timings of their shapes (shared by equal
+    # shapes) are kept beside them
+    assert [layer.time_ms for layer in fp16.layers] == pytest.approx([0.012, 0.064, 0.006, 0.011])
+    assert [layer.attrs[ISOLATED_MS] for layer in fp16.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
     assert fp16.layers[3].attrs["same_shape_layers"] == 2 and fp16.layers[3].attrs["measured_as"] == "layer1.0.conv1"
     grouped16 = fp16.layers[1]
     assert (grouped16.op, grouped16.groups, grouped16.kernel_shape, grouped16.in_channels,
@@ -349,13 +359,13 @@ def test_session_from_measured_records(tmp_path):
     names8 = [layer.name for layer in fp8.layers]
     assert names8[:3] == [quantizer_name("layer1.0.conv1"), "layer1.0.conv1", "layer1.0.conv2"]
     conv2 = fp8.layers[2]
-    assert (conv2.precision == "fp16" and conv2.time_ms == pytest.approx(0.050)
+    assert (conv2.precision == "fp16" and conv2.time_ms == pytest.approx(0.064)
             and "no engine" in conv2.attrs["no_fp8_kernel"])
     quantizer, conv1 = fp8.layers[0], fp8.layers[1]
     assert (conv1.precision == "fp8" and conv1.quantized and conv1.inputs[0].dtype == "fp8"
             and conv1.inputs[0].format == "NHWC")
     assert quantizer.op == "quantize" and quantizer.outputs[0].dtype == "fp8"
-    assert (quantizer.kind == "Quantize" and quantizer.time_ms == pytest.approx(0.003)
+    assert (quantizer.kind == "Quantize" and quantizer.time_ms == pytest.approx(0.004)
             and quantizer.attrs["dynamic_amax_ms"] == pytest.approx(0.004))
     rules = load_rules()
     assert role_of(quantizer, rules) == QUANTIZE_ROLE
@@ -367,17 +377,17 @@ def test_role_rows_and_estimate_wording(tmp_path):
     rules = load_rules()
     rows = {r.role: r for r in role_rows(session, rules)}
     pointwise = rows["pointwise (1x1) convolution"]
-    assert (pointwise.layers == 2 and pointwise.fp16_ms == pytest.approx(0.020)
-            and pointwise.fp8_ms == pytest.approx(0.012))
-    assert (pointwise.quantize_ms == pytest.approx(0.006) and pointwise.fp8_kernels == 3
+    assert (pointwise.layers == 2 and pointwise.fp16_ms == pytest.approx(0.023)
+            and pointwise.fp8_ms == pytest.approx(0.013))
+    assert (pointwise.quantize_ms == pytest.approx(0.008) and pointwise.fp8_kernels == 3
             and pointwise.quantize_kernels == 2)
     grouped = rows["grouped convolution"]
-    assert grouped.no_fp8 == 1 and grouped.fp16_kernels == 64 and grouped.fp8_ms == pytest.approx(0.050)
-    assert rows["squeeze-excitation"].quantize_ms == pytest.approx(0.002)
+    assert grouped.no_fp8 == 1 and grouped.fp16_kernels == 64 and grouped.fp8_ms == pytest.approx(0.064)
+    assert rows["squeeze-excitation"].quantize_ms == pytest.approx(0.003)
     line = estimate_line(session, rules)
     assert ESTIMATE_LABEL in line and ESTIMATE_LABEL == "estimate from isolated layers, not an engine time"
-    assert "fp16 0.075 ms" in line and "FP8 0.075 ms = 0.067 ms layers + 0.008 ms quantize" in line
-    assert "(1 layers kept fp16: no FP8 kernel)" in line and "x1.00" in line
+    assert "fp16 0.093 ms" in line and "FP8 0.094 ms = 0.083 ms layers + 0.011 ms quantize" in line
+    assert "(1 layers kept fp16: no FP8 kernel)" in line and "x0.99" in line
     assert no_kernel_shapes(session) == [("conv 3x3 g32 64->64 @ 1x64x8x8", 1, "cuDNN conv_fprop: no engine")]
     assert "no FP8 kernel:" in probe_text(session, rules)
 
@@ -438,7 +448,7 @@ def test_probe_json_document(tmp_path):
     document = probe_document(_session(tmp_path), load_rules(), "probe.json")
     roles = {r["role"]: r for r in document["roles"]}
     assert document["label"] == ESTIMATE_LABEL and roles["grouped convolution"]["no_fp8"] == 1
-    assert roles["pointwise (1x1) convolution"]["speedup"] == pytest.approx(0.020 / 0.018)
+    assert roles["pointwise (1x1) convolution"]["speedup"] == pytest.approx(0.023 / (0.013 + 0.008))
 
 
 def test_calls_per_replay_fill_about_the_target():
@@ -523,3 +533,31 @@ def test_the_probe_session_states_a_shape_not_settled_over_those_that_were():
     assert fp8_probe.probe_gpu_state([shape(GPU_STATE_SETTLED), shape(failed), shape(GPU_STATE_SETTLED)]) == failed
     assert fp8_probe.probe_gpu_state([shape(GPU_STATE_SETTLED)] * 2) == GPU_STATE_SETTLED
     assert fp8_probe.probe_gpu_state([shape(None)]) is None
+
+
+def test_untraced_layers_keep_their_isolated_times_and_the_variant_says_so():
+    probed, times = _probed()
+    variant = probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), None, [])
+    assert [layer.time_ms for layer in variant.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
+    assert UNTRACED_NOTE in variant.notes
+
+
+def test_the_probe_traces_as_many_calls_as_a_study_traces_a_variant(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)  # no GPU here: the layers are stand-ins
+    calls: list[int] = []
+
+    class Counting:
+        range_kind = "annotation"
+
+        def trace(self, run_once, count, device, synchronize):
+            calls.append(count)
+            for _ in range(count):
+                run_once()
+            return _records([])
+
+    from inspector.cli import build_parser
+
+    study_calls = build_parser().parse_args(["run", "resnet18"]).trace_calls  # what `run` traces by default
+    ran: list[str] = []
+    fp8_probe._trace([("a", lambda: ran.append("a")), ("b", lambda: ran.append("b"))], Counting())
+    assert calls == [study_calls] and ran == ["a", "b"] * (1 + study_calls)  # one untraced call first
