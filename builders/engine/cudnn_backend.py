@@ -97,7 +97,8 @@ class CudnnBackend(Backend):
 
     def builds_done(self) -> None:
         """The plan compiler's and Inductor's worker processes end once every variant is built (the fused tactics
-        end Inductor's after their compiles too): none is alive while the rows are timed."""
+        ask Inductor's to end after their compiles, and the engine's timer waits for them): none is alive while the
+        rows are timed."""
         self.context.compiler.close()
         end_compile_workers()
 

@@ -93,7 +93,8 @@ def time_captured(_library: str, run: Callable[[], object]) -> float:
 class FusedTactics:
     """What a study's builds share: each signature's compiled function (or why it has none) and its two times
     timed in this study, the seconds compiling took against the budget; and how builds time, compile, ask the
-    compile workers to end (`shutdown`) and wait until they have (`await_shutdown`) (stand-ins on the CPU)."""
+    compile workers to end (`ask_workers_to_end`) and wait until they have (`wait_workers_ended`) (stand-ins on the
+    CPU)."""
 
     compiled: dict[str, Callable[..., Any] | str] = field(default_factory=dict)
     times: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -101,8 +102,8 @@ class FusedTactics:
     budget_s: float = COMPILE_BUDGET_S
     timer: Timer = time_captured
     compiler: Compiler = compile_inductor
-    shutdown: Callable[[], None] = begin_ending_compile_workers
-    await_shutdown: Callable[[], None] = end_compile_workers
+    ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
+    wait_workers_ended: Callable[[], None] = end_compile_workers
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor]) -> Callable[..., Any] | str:
         """`sub`'s compiled function, compiled here (and called once on `scratch`, where Inductor compiles) where
@@ -189,9 +190,9 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     specs = value_specs(engine, {name for region, _ in found for name in (*region.inputs, region.output)})
     decisions = [prepare(tactics, cache, traced, region, indices, specs) for region, indices in found]
     compile_needed(tactics, decisions, specs)
-    tactics.shutdown()  # nothing compiles after this
+    tactics.ask_workers_to_end()  # nothing compiles after this
     if any(decision.sub is not None and decision.held is None for decision in decisions):
-        tactics.await_shutdown()  # a region is to be timed: no compile worker may be alive
+        tactics.wait_workers_ended()  # a region is to be timed: no compile worker may be alive
     for decision in decisions:
         choose(tactics, cache, engine, decision, specs)
     replaced = [(d.indices, d) for d in decisions if d.runs_fused]

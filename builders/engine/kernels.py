@@ -16,6 +16,7 @@ import torch
 
 from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan, timing_cache_path
 from builders.fp8.format import FP8, quantize_weight
+from builders.pytorch.inductor_workers import end_compile_workers
 from sessions.documents.errors import joined_message
 
 CUDNN_ACTIVATIONS = {"relu": "relu", "swish": "swish", "sigmoid": "sigmoid", "gelu": "gelu"}
@@ -139,7 +140,9 @@ def tensor_names(sig: ConvSignature) -> list[str]:
 
 
 def time_execution(run: Callable[[], object]) -> float:
-    """Microseconds per call of `run` (one plan's execution), warmed up, then timed back to back on the GPU."""
+    """Microseconds per call of `run` (one plan's execution), warmed up, then timed back to back on the GPU, once no
+    compile worker of Inductor's is alive (`end_compile_workers`)."""
+    end_compile_workers()
     for _ in range(PLAN_WARMUP):
         run()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -474,8 +474,8 @@ def test_past_the_compile_budget_no_signature_compiles_the_largest_first_and_the
 def test_inductors_compile_workers_are_shut_down_after_the_compiles_and_before_any_timing():
     calls: list[str] = []
     fused_engine(Mixed(), FusedTactics(timer=stand_in_times(1.0, 5.0, calls), compiler=counting(calls),
-                                       shutdown=lambda: calls.append("shutdown"),
-                                       await_shutdown=lambda: calls.append("ended")))
+                                       ask_workers_to_end=lambda: calls.append("shutdown"),
+                                       wait_workers_ended=lambda: calls.append("ended")))
     assert calls.count("shutdown") == 1 and calls.count("ended") == 1 and calls.count("compile") >= 2
     last_compile = max(index for index, call in enumerate(calls) if call == "compile")
     assert calls.index("shutdown") == last_compile + 1 < calls.index("ended") < calls.index(INDUCTOR)
@@ -486,8 +486,8 @@ def test_a_build_whose_regions_times_are_all_held_does_not_wait_for_the_workers_
     fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager), cache=cache)
     calls: list[str] = []
     fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 5.0, calls), compiler=counting(calls),
-                                                  shutdown=lambda: calls.append("shutdown"),
-                                                  await_shutdown=lambda: calls.append("ended")), cache=cache)
+                                                  ask_workers_to_end=lambda: calls.append("shutdown"),
+                                                  wait_workers_ended=lambda: calls.append("ended")), cache=cache)
     assert calls.count("compile") == 1 and calls.count("shutdown") == 1  # the winner compiled (loaded), then asked
     assert "ended" not in calls and INDUCTOR not in calls  # nothing timed, so nothing waited for
 
@@ -495,8 +495,8 @@ def test_a_build_whose_regions_times_are_all_held_does_not_wait_for_the_workers_
 def test_the_default_shutdown_asks_inductor_and_the_default_wait_waits(monkeypatch):
     from builders.pytorch import inductor_workers
 
-    assert FusedTactics().shutdown is inductor_workers.begin_ending_compile_workers
-    assert FusedTactics().await_shutdown is inductor_workers.end_compile_workers
+    assert FusedTactics().ask_workers_to_end is inductor_workers.begin_ending_compile_workers
+    assert FusedTactics().wait_workers_ended is inductor_workers.end_compile_workers
 
 
 def test_the_timing_cache_keeps_the_choice_so_a_second_build_times_nothing(tmp_path):

@@ -42,6 +42,15 @@ def test_asking_returns_before_a_pool_has_ended_and_inductor_forgets_the_pool(mo
     assert pool.ended.is_set()
 
 
+def test_the_pool_ready_future_is_forgotten_with_the_pool(monkeypatch):
+    pool = BlockingPool()
+    pool.released.set()
+    fake = fake_async_compile(monkeypatch, {pool})
+    fake.AsyncCompile = types.SimpleNamespace(_ready_future="the asked pool's")  # type: ignore[attr-defined]
+    inductor_workers.end_compile_workers()  # after_fork here clears the set alone, as an older torch's may
+    assert fake.AsyncCompile._ready_future is None  # type: ignore[attr-defined]
+
+
 def test_ending_waits_for_every_pool_asked_before(monkeypatch):
     first, second = BlockingPool(), BlockingPool()
     pools = {first}
@@ -54,11 +63,67 @@ def test_ending_waits_for_every_pool_asked_before(monkeypatch):
     assert first.ended.is_set() and second.ended.is_set()
 
 
-def test_the_real_inductor_pools_end(monkeypatch):
-    pytest.importorskip(inductor_workers.ASYNC_COMPILE)
+def test_a_real_inductor_pool_ends_and_is_forgotten():
+    async_compile = pytest.importorskip(inductor_workers.ASYNC_COMPILE)
+    from torch._inductor import config
+
+    with config.patch(compile_threads=2):
+        pool = async_compile.AsyncCompile.process_pool()  # its sidecar starts (it imports torch)
+    assert pool in async_compile._pool_set and pool.process.poll() is None
     inductor_workers.begin_ending_compile_workers()
+    assert not async_compile._pool_set and async_compile.AsyncCompile._ready_future is None
     inductor_workers.end_compile_workers()
-    assert not sys.modules[inductor_workers.ASYNC_COMPILE]._pool_set
+    assert pool.process.poll() is not None  # the sidecar has exited
+
+
+def test_a_pool_whose_shutdown_fails_is_killed(monkeypatch):
+    class Process:
+        def __init__(self) -> None:
+            self.killed = False
+
+        def poll(self) -> int | None:
+            return 0 if self.killed else None
+
+        def kill(self) -> None:
+            self.killed = True
+
+        def wait(self) -> int:
+            return 0
+
+    class Failing:
+        process = Process()
+
+        def shutdown(self) -> None:
+            raise OSError("broken pipe")
+
+    pool = Failing()
+    fake_async_compile(monkeypatch, {pool})
+    inductor_workers.end_compile_workers()
+    assert pool.process.killed
+
+
+def test_the_engines_timer_waits_for_the_workers_before_it_times(monkeypatch):
+    kernels = pytest.importorskip("builders.engine.kernels")
+    calls: list[str] = []
+
+    class Event:
+        def __init__(self, enable_timing: bool) -> None:
+            pass
+
+        def record(self) -> None:
+            calls.append("event")
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, end: object) -> float:
+            return 1.0
+
+    monkeypatch.setattr(kernels, "end_compile_workers", lambda: calls.append("ended"))
+    monkeypatch.setattr(kernels.torch.cuda, "Event", Event)
+    monkeypatch.setattr(kernels.torch.cuda, "_sleep", lambda cycles: None)
+    kernels.time_execution(lambda: calls.append("run"))
+    assert calls[0] == "ended" and "event" in calls
 
 
 def test_a_torch_without_the_pool_set_shuts_down_with_its_own_call(monkeypatch):
