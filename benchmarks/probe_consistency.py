@@ -1,7 +1,8 @@
 """The cuDNN / cuBLASLt engine against `probe`, per role: the engine's per-call kernel time of its FP8 layers (one
 traced eager call, epilogue fused, per-channel weight scales) beside the probe's isolated time of the same layers
-(CUDA-graph replays of back-to-back calls, L2-warm, per-tensor scales, bias only, fp16 out), and the same for the
-quantize layers both have. Differences over 15 % are flagged.
+(CUDA-graph replays of back-to-back calls, L2-warm, per-tensor scales, bias only, fp16 out: a layer's time in the
+probe's sessions of that time, its `isolated` attributes' in later ones), and the same for the quantize layers both
+have. Differences over 15 % are flagged.
 
 python benchmarks/probe_consistency.py ENGINE.json VARIANT PROBE.json
 """
@@ -12,8 +13,9 @@ import collections
 import sys
 from pathlib import Path
 
+from inspector.probe.probe_session import ISOLATED
 from sessions.analyses.groups import builtin_rules, role_of
-from sessions.documents.model import Session, Variant
+from sessions.documents.model import Layer, Session, Variant
 from sessions.documents.storage import decode, read_regular_file
 
 FLAG = 0.15
@@ -35,6 +37,12 @@ def kernel_ms(variant: Variant) -> dict[str, float]:
     return totals
 
 
+def isolated_ms(layer: Layer) -> float:
+    """The probe layer's isolated time: its `isolated` attributes' where it has them, else its time (the probe's
+    sessions whose layer times were isolated)."""
+    return float(layer.attrs.get(ISOLATED, {}).get("ms", layer.time_ms))
+
+
 def main(engine_path: str, variant_name: str, probe_path: str) -> int:
     engine = load(engine_path).variant(variant_name)
     probe = {layer.name: layer for layer in load(probe_path).variant("probe-fp8").layers}
@@ -50,13 +58,13 @@ def main(engine_path: str, variant_name: str, probe_path: str) -> int:
         row = rows[role_of(layer, rules)]
         row[0] += 1
         row[1] += times.get(layer.name, 0.0)
-        row[2] += seen.time_ms
+        row[2] += isolated_ms(seen)
         quantizer = probe.get(f"{layer.name}.input_quantizer")
         own = times.get(f"{layer.name}.input_quantizer")
         if quantizer is not None and quantizer.time_ms is not None and own is not None:
             row[3] += 1
             row[4] += own
-            row[5] += quantizer.time_ms
+            row[5] += isolated_ms(quantizer)
     print(f"{Path(engine_path).name} {variant_name} against {Path(probe_path).name} probe-fp8")
     print("| role | FP8 layers | engine ms | probe ms | engine / probe | quantize layers | engine ms | probe ms |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

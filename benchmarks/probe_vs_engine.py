@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from inspector.probe.probe_session import ISOLATED_MS
+from inspector.probe.probe_session import ISOLATED
 from sessions.documents.model import Layer, Session, Variant
 from sessions.documents.storage import load
 from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT
@@ -81,38 +81,42 @@ def _epilogue(layer: Layer) -> str:
     return "+".join(words) or "-"
 
 
-def traced_ms(probe: Layer) -> float | None:
-    """The probe layer's kernel time per traced call: its time where the probe times layers by their traced kernels
-    (it keeps the isolated figure as `ISOLATED_MS`), else the `traced_kernel_ms` a probe of isolated figures kept."""
-    return probe.time_ms if ISOLATED_MS in probe.attrs else probe.attrs.get(OLD_TRACED)
+def traced_ms(probe: Layer, traced: bool) -> float | None:
+    """The probe layer's kernel time per traced call: its time where its variant was traced and the probe times
+    layers by their traced kernels (it keeps the isolated figure under `ISOLATED`), else the `traced_kernel_ms` a
+    probe of isolated figures kept; None where neither."""
+    if ISOLATED in probe.attrs:
+        return probe.time_ms if traced else None
+    return probe.attrs.get(OLD_TRACED)
 
 
-def _row(engine: Layer, probe: Layer, precision: str) -> Row | None:
+def _row(engine: Layer, probe: Layer, precision: str, traced: bool) -> Row | None:
     if engine.time_ms is None or probe.time_ms is None or engine.time_ms <= 0:
         return None
     epilogue = "-" if precision == QUANTIZE else _epilogue(engine)
-    return Row(engine.name, precision, engine.time_ms, probe.time_ms, traced_ms(probe),
+    return Row(engine.name, precision, engine.time_ms, probe.time_ms, traced_ms(probe, traced),
                epilogue == "-", epilogue, engine.tactic or engine.kind, probe.tactic or probe.kind)
 
 
 def pair(engine: Session, probe: Session) -> list[Row]:
     """The layers both time, in the engine's order: fp16 convolutions and linears, FP8 ones, quantize layers."""
     rows: list[Row] = []
-    probe16 = {layer.name: layer for layer in probe.variant(FP16_VARIANT).layers}
-    probe8 = {layer.name: layer for layer in probe.variant(FP8_VARIANT).layers}
+    variant16, variant8 = probe.variant(FP16_VARIANT), probe.variant(FP8_VARIANT)
+    probe16 = {layer.name: layer for layer in variant16.layers}
+    probe8 = {layer.name: layer for layer in variant8.layers}
     fp16, fp8 = engine_variant(engine, "fp16"), engine_variant(engine, "fp8")
     for layer in fp16.layers if fp16 is not None else []:
         seen = probe16.get(layer.name)
         if layer.op in ("conv", "linear") and seen is not None:
-            rows.append(_row(layer, seen, "fp16"))
+            rows.append(_row(layer, seen, "fp16", variant16.trace is not None))
     for layer in fp8.layers if fp8 is not None else []:
         seen = probe8.get(layer.name)
         if seen is None or seen.precision != "fp8":
             continue
         if layer.op == QUANTIZE:
-            rows.append(_row(layer, seen, QUANTIZE))
+            rows.append(_row(layer, seen, QUANTIZE, variant8.trace is not None))
         elif layer.op in ("conv", "linear") and layer.precision == "fp8":
-            rows.append(_row(layer, seen, "fp8"))
+            rows.append(_row(layer, seen, "fp8", variant8.trace is not None))
     return [row for row in rows if row is not None]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.probe_vs_engine import pair, summary, traced_summary
-from sessions.documents.model import Environment, Layer, Session, Study, TimingMethod, Variant
+from sessions.documents.model import Environment, Layer, Session, Study, TimingMethod, TraceSummary, Variant
 from sessions.reports.probe_summary import FP8_VARIANT, FP16_VARIANT
 
 
@@ -79,8 +79,12 @@ def test_the_traced_kernel_times_are_counted_apart_and_layers_without_one_are_le
 
 def test_a_probe_that_times_layers_by_their_traced_kernels_is_compared_by_its_own_times():
     timed = layer("a", "conv", 0.0112)
-    timed.attrs["isolated_ms"] = 0.008  # the isolated figure kept beside the traced time
-    probe = session(Variant(FP16_VARIANT, "torch", "fp16", "cuda", layers=[timed]),
-                    Variant(FP8_VARIANT, "torch", "fp8", "cuda", layers=[]))
+    timed.attrs["isolated"] = {"ms": 0.008}  # the isolated figure kept beside the traced time
+    fp16 = Variant(FP16_VARIANT, "torch", "fp16", "cuda", layers=[timed])
+    fp16.trace = TraceSummary(tracer="cupti", unit="kernel", calls=7, records=1, unattributed=0, dropped=0)
+    probe = session(fp16, Variant(FP8_VARIANT, "torch", "fp8", "cuda", layers=[]))
     (row,) = pair(ENGINE, probe)
     assert row.probe_ms == row.probe_traced_ms == pytest.approx(0.0112) and row.within and row.traced_within
+    fp16.trace = None  # an untraced variant: its times are the isolated ones, none of them traced
+    (row,) = pair(ENGINE, probe)
+    assert row.probe_traced_ms is None and row.traced_within is None

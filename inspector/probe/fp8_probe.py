@@ -4,8 +4,8 @@ quantize as its own step, timed in isolation.
 
 Layers come from hooks on the model as the engine builds it, run on the study images; layers of one spec are timed
 once in isolation (the count kept, each layer's `isolated_ms`), then every layer is traced in model order, as a study
-traces an engine, for its time. The result is a session like a study's; its sums are an estimate from isolated
-layers, never an engine time.
+traces an engine, for its time. The result is a session like a study's; its sums are an estimate from layers run
+alone, never an engine time.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.probe.probe_session import (
-    ISOLATED_MS,
+    ISOLATED,
     STEPS,
     ProbedLayer,
     ShapeTimes,
@@ -617,10 +617,10 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
             f"the layer's own kernels' GPU time per traced eager call (mean of {TRACE_CALLS}; each call runs every "
             "layer once, in model order, on the layer's own input), as a study times an engine's layers, so the two "
             "compare layer by layer; the isolated timing of the layer's shape (the timed region above: layers of one "
-            f"shape are measured once and share it) is kept as the layer's {ISOLATED_MS}; quantize layers time the "
-            f"activation quantize ({quantize_impl}); an engine may fuse it into the producer or share one between "
-            "layers that read the same tensor. Sums over layers are an estimate from isolated layers, not an engine "
-            "time"
+            f"shape are measured once and share it) is kept in the layer's {ISOLATED!r} attributes; quantize layers "
+            f"time the activation quantize ({quantize_impl}); an engine may fuse it into the producer or share one "
+            "between layers that read the same tensor. Sums over layers are an estimate from layers run alone, not "
+            "an engine time"
         ),
         kernels="; ".join(filter(None, [
             traces.tracer.describe(TRACE_CALLS),

@@ -17,8 +17,10 @@ from sessions.documents.vocab import DType, Precision
 QUANTIZER_SUFFIX = ".input_quantizer"  # the groups' "quantize / dequantize" role matches `_quantizer$`
 QUANTIZE_KIND = "Quantize"
 STEPS = ("fp16", "fp8", "quantize", "amax")  # what is timed per unique shape
-ISOLATED_MS = "isolated_ms"  # a layer's attribute: the isolated timing of its shape (median, ms per call)
+ISOLATED = "isolated"  # a layer's attribute: the isolated timing of its shape (`isolated_timing`)
 UNTRACED_NOTE = "not traced: each layer's time is the isolated timing of its shape (CUDA-graph replays, L2-warm)"
+UNATTRIBUTED_NOTE = ("{count} layers had no kernel attributed in the trace (records dropped, or a range not matched): "
+                     "their times are the isolated timings of their shapes")
 
 
 @dataclass
@@ -59,18 +61,24 @@ def _cov(samples: list[float] | None) -> float | None:
     return latency_stats(samples).cov if samples else None
 
 
-def _shape_attrs(spec: LayerSpec, times: ShapeTimes, same_shape: int) -> dict:
-    attrs: dict = {
-        "shape": spec.label(),
-        "same_shape_layers": same_shape,
-        "measured_as": times.measured_as,
-        "cuda_graph": times.graphed,
-    }
+def _shape_attrs(spec: LayerSpec, times: ShapeTimes, same_shape: int, step: str) -> dict:
+    """What the layer is (its shape, padding and dilation) and, under `ISOLATED`, how its shape was timed alone."""
+    attrs: dict = {"shape": spec.label(), ISOLATED: isolated_timing(times, same_shape, step)}
     if spec.op == "conv":
         attrs.update(padding=list(spec.padding), dilation=list(spec.dilation))
-    if times.note:
-        attrs["timing_note"] = times.note
     return attrs
+
+
+def isolated_timing(times: ShapeTimes, same_shape: int, step: str) -> dict:
+    """The isolated timing of a layer's shape, one group of attributes: its median ms per call (`ms`), per-sample CoV,
+    the calls of one timed replay, the layer it was measured on, how many layers share the shape, whether it ran as
+    a CUDA-graph replay, and any note of the measurement."""
+    timing: dict = {"ms": _median(times.samples.get(step)), "cov": _cov(times.samples.get(step)),
+                    "calls_per_replay": times.reps.get(step), "measured_as": times.measured_as,
+                    "same_shape_layers": same_shape, "cuda_graph": times.graphed}
+    if times.note:
+        timing["note"] = times.note
+    return timing
 
 
 def _fp8_format(spec: LayerSpec) -> str:
@@ -96,9 +104,8 @@ def _layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int, step: str, p
         outputs=[Tensor(dtype="fp16", shape=list(spec.output_shape()))],
         tactic=(probed.fp8_path if precision == "fp8" else probed.fp16_path) or None,
         quantized=precision == "fp8",
-        attrs=_shape_attrs(spec, times, same_shape),
+        attrs=_shape_attrs(spec, times, same_shape, step),
     )
-    layer.attrs.update(cov=_cov(times.samples.get(step)), calls_per_replay=times.reps.get(step))
     return layer
 
 
@@ -118,14 +125,9 @@ def _quantize_layer(probed: ProbedLayer, times: ShapeTimes, same_shape: int) -> 
         inputs=[Tensor(dtype="fp16", shape=list(spec.input_shape))],
         outputs=[Tensor(dtype="fp8", shape=list(spec.input_shape), format=_fp8_format(spec))],
         quantized=True,
-        attrs={
-            "quantizes": probed.name,
-            "measured_as": quantizer_name(times.measured_as),
-            "same_shape_layers": same_shape,
-            "cov": _cov(samples.get("quantize")),
-            "calls_per_replay": times.reps.get("quantize"),
-            "dynamic_amax_ms": _median(samples.get("amax")),
-        },
+        attrs={"quantizes": probed.name,
+               ISOLATED: {**isolated_timing(times, same_shape, "quantize"), "measured_as":
+                          quantizer_name(times.measured_as), "dynamic_amax_ms": _median(samples.get("amax"))}},
     )
 
 
@@ -159,16 +161,20 @@ def probe_variant(name: str, precision: Precision, layers: list[Layer], records:
                   notes: list[str]) -> Variant:
     """A variant whose layer times are their own kernels' GPU time per traced call (every layer run once per call,
     in model order, on its own input), as a study times an engine's layers, so the two compare layer by layer; each
-    layer keeps the isolated timing of its shape as `attrs[ISOLATED_MS]`. Without records (nothing traced) the
-    layers keep the isolated timings as their times, and the variant's notes say so."""
-    for layer in layers:
-        layer.attrs[ISOLATED_MS] = layer.time_ms
+    layer keeps the isolated timing of its shape under `attrs[ISOLATED]`. Without records (nothing traced), and for
+    a layer the trace attributed no kernel to, the time is the isolated timing, and the variant's notes say so."""
     variant = Variant(name=name, backend="torch", precision=precision, device="cuda", layers=layers, notes=list(notes))
     if records is None:
         variant.notes.append(UNTRACED_NOTE)
         return variant
     index = LayerIndex(list(layers))
     table, summary = summarize(records, index)  # each layer's time: its kernels' per traced call
+    owned = {owner for owner in table.layer if owner >= 0}
+    unattributed = [layer for i, layer in enumerate(index.layers) if i not in owned and ISOLATED in layer.attrs]
+    for layer in unattributed:
+        layer.time_ms, layer.call_times_ms = layer.attrs[ISOLATED]["ms"], []
+    if unattributed:
+        variant.notes.append(UNATTRIBUTED_NOTE.format(count=len(unattributed)))
     variant.layers = index.layers  # names the trace saw outside the probe's layers are appended
     variant.kernels, variant.trace = table, summary
     return variant

@@ -1,6 +1,6 @@
-"""What an FP8 probe session says, per role and as one line: sums of isolated layer times.
+"""What an FP8 probe session says, per role and as one line: sums of the probe's layer times.
 
-The sums are an estimate from isolated layers, not an engine time: an engine fuses, reorders and
+The sums are an estimate from layers run alone, not an engine time: an engine fuses, reorders and
 picks other kernels, and the probe leaves out every layer that is not a convolution or a linear.
 """
 
@@ -14,7 +14,7 @@ from sessions.documents.model import Layer, Session, Variant
 FP16_VARIANT = "probe-fp16"
 FP8_VARIANT = "probe-fp8"
 QUANTIZE_ROLE = "quantize / dequantize"
-ESTIMATE_LABEL = "estimate from isolated layers, not an engine time"
+ESTIMATE_LABEL = "estimate from layers run alone, not an engine time"
 
 
 @dataclass

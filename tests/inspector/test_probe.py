@@ -21,7 +21,8 @@ from builders.models.layer_spec import LayerSpec, group_by_spec, spec_of
 from inspector.cli import main
 from inspector.probe import engine_layers, fp8_probe
 from inspector.probe.probe_session import (
-    ISOLATED_MS,
+    ISOLATED,
+    UNATTRIBUTED_NOTE,
     UNTRACED_NOTE,
     ProbedLayer,
     ShapeTimes,
@@ -349,8 +350,9 @@ def test_session_from_measured_records(tmp_path):
     # times are the layers' traced kernel times per call; the isolated timings of their shapes (shared by equal
     # shapes) are kept beside them
     assert [layer.time_ms for layer in fp16.layers] == pytest.approx([0.012, 0.064, 0.006, 0.011])
-    assert [layer.attrs[ISOLATED_MS] for layer in fp16.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
-    assert fp16.layers[3].attrs["same_shape_layers"] == 2 and fp16.layers[3].attrs["measured_as"] == "layer1.0.conv1"
+    assert [layer.attrs[ISOLATED]["ms"] for layer in fp16.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
+    isolated = fp16.layers[3].attrs[ISOLATED]
+    assert isolated["same_shape_layers"] == 2 and isolated["measured_as"] == "layer1.0.conv1"
     grouped16 = fp16.layers[1]
     assert (grouped16.op, grouped16.groups, grouped16.kernel_shape, grouped16.in_channels,
             grouped16.out_channels) == ("conv", 32, [3, 3], 64, 64)
@@ -366,7 +368,8 @@ def test_session_from_measured_records(tmp_path):
             and conv1.inputs[0].format == "NHWC")
     assert quantizer.op == "quantize" and quantizer.outputs[0].dtype == "fp8"
     assert (quantizer.kind == "Quantize" and quantizer.time_ms == pytest.approx(0.004)
-            and quantizer.attrs["dynamic_amax_ms"] == pytest.approx(0.004))
+            and quantizer.attrs[ISOLATED]["dynamic_amax_ms"] == pytest.approx(0.004)
+            and quantizer.attrs[ISOLATED]["ms"] == pytest.approx(0.003))
     rules = load_rules()
     assert role_of(quantizer, rules) == QUANTIZE_ROLE
     assert fp8.trace.records == 71 and fp8.trace.unattributed == 0
@@ -385,7 +388,7 @@ def test_role_rows_and_estimate_wording(tmp_path):
     assert grouped.no_fp8 == 1 and grouped.fp16_kernels == 64 and grouped.fp8_ms == pytest.approx(0.064)
     assert rows["squeeze-excitation"].quantize_ms == pytest.approx(0.003)
     line = estimate_line(session, rules)
-    assert ESTIMATE_LABEL in line and ESTIMATE_LABEL == "estimate from isolated layers, not an engine time"
+    assert ESTIMATE_LABEL in line and ESTIMATE_LABEL == "estimate from layers run alone, not an engine time"
     assert "fp16 0.093 ms" in line and "FP8 0.094 ms = 0.083 ms layers + 0.011 ms quantize" in line
     assert "(1 layers kept fp16: no FP8 kernel)" in line and "x0.99" in line
     assert no_kernel_shapes(session) == [("conv 3x3 g32 64->64 @ 1x64x8x8", 1, "cuDNN conv_fprop: no engine")]
@@ -475,7 +478,8 @@ def test_h200_probe_sessions_read_back(name):
     rows = {r.role: r for r in role_rows(session, rules)}
     fp8 = session.variant(FP8_VARIANT)
     assert fp8.trace.unattributed == 0 and fp8.trace.dropped == 0
-    assert ESTIMATE_LABEL in estimate_line(session, rules) and ESTIMATE_LABEL in fp8.notes[-1]
+    line = estimate_line(session, rules)
+    assert ESTIMATE_LABEL in line and fp8.notes[-1].split(": ", 1)[1] == line.split(": ", 1)[1]  # the figures kept
     if name.startswith("senet154"):
         assert rows["grouped convolution"].no_fp8 == 3  # layer1's 2 channels per group: no cuDNN FP8 engine
         assert rows["pointwise (1x1) convolution"].fp8_kernels == rows["pointwise (1x1) convolution"].layers
@@ -540,6 +544,14 @@ def test_untraced_layers_keep_their_isolated_times_and_the_variant_says_so():
     variant = probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), None, [])
     assert [layer.time_ms for layer in variant.layers] == pytest.approx([0.010, 0.050, 0.005, 0.010])
     assert UNTRACED_NOTE in variant.notes
+
+
+def test_a_layer_the_trace_attributed_no_kernel_to_keeps_its_isolated_time_and_the_variant_says_so():
+    probed, times = _probed()
+    traced = _records([(p.name, 1, FP16_TRACED[p.name]) for p in probed if p.name != "layer1.0.conv2"])
+    variant = probe_variant(FP16_VARIANT, "fp16", fp16_layers(probed, times), traced, [])
+    assert [layer.time_ms for layer in variant.layers] == pytest.approx([0.012, 0.050, 0.006, 0.011])
+    assert UNATTRIBUTED_NOTE.format(count=1) in variant.notes
 
 
 def test_the_probe_traces_as_many_calls_as_a_study_traces_a_variant(monkeypatch):
