@@ -1,5 +1,4 @@
-"""What tracing a PyTorch variant with CUPTI costs, and where: the main job's warm run on the H200 spent about 4 s
-tracing each of its two PyTorch variants (7 calls each), most of it inside `CuptiTracer.stop`'s flush.
+"""What tracing a PyTorch variant with CUPTI costs, and where (why it matters: docs/engine.md, "The warm run").
 
 For MODEL in fp16 on the GPU, with the tool's own NVTX module ranges and `profilers.kernel_trace.trace`, prints:
 the wall seconds of CALLS calls untraced; of one trace as the study makes it, split into the calls, the flush
@@ -29,6 +28,7 @@ import torch
 
 from profilers import kernel_trace
 from profilers.module_ranges import module_ranges
+from sessions.documents.options import default
 
 
 def timed_trace(model: torch.nn.Module, run_once, calls: int, counting_only: bool) -> dict[str, float]:
@@ -73,7 +73,7 @@ def timed_trace(model: torch.nn.Module, run_once, calls: int, counting_only: boo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model", nargs="?", default="senet154")
-    parser.add_argument("--calls", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=default("trace_calls"), help="as a study traces a variant")
     args = parser.parse_args()
     model = timm.create_model(args.model, pretrained=False).eval().cuda().half()
     batch = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.half)

@@ -18,6 +18,7 @@ beyond their bands; writes the sessions to DIR, the progress to standard error.
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 import time
@@ -88,6 +89,14 @@ def measure(model: str, options: list[str], out: Path, repeat: int) -> None:
             print(f"# {name} alone {index}: {seconds:.0f} s", file=sys.stderr, flush=True)
 
 
+def alone_runs(out: Path, name: str) -> list[Path]:
+    """The sessions of variant `name` run alone in `out` (alone-NAME-N.json), by N; never another variant's whose
+    name starts with NAME."""
+    pattern = re.compile(rf"alone-{re.escape(name)}-(\d+)\.json")
+    found = [(int(m.group(1)), path) for path in out.glob("alone-*.json") if (m := pattern.fullmatch(path.name))]
+    return [path for _, path in sorted(found)]
+
+
 def judged(out: Path) -> int:
     """Prints the table of the sessions in `out` (together-N.json, alone-NAME-N.json); returns how many variants'
     time alone differs from their time together."""
@@ -95,8 +104,7 @@ def judged(out: Path) -> int:
     if not together:
         raise SystemExit(f"row_independence: no together-N.json in {out}")
     names = list(together[0])
-    alone = {name: [band for path in sorted(out.glob(f"alone-{name}-*.json")) for band in bands(path).values()]
-             for name in names}
+    alone = {name: [band for path in alone_runs(out, name) for band in bands(path).values()] for name in names}
     runs = max(len(found) for found in alone.values())
     print(f"| variant | {' | '.join(f'together {i + 1} ms [band]' for i in range(len(together)))} "
           f"| {' | '.join(f'alone {i + 1} ms [band]' for i in range(runs))} | alone / together | judged |")

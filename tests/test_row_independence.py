@@ -1,0 +1,33 @@
+"""benchmarks/row_independence.py judges a variant alone against the whole study by the hull of each side's runs'
+bands, and finds a variant's alone runs by its exact name: on hand-made bands and file names."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.row_independence import alone_runs, hull
+from sessions.analyses.noise import SLOWER, WITHIN, Band, judge
+
+
+def band(center: float, low: float, high: float) -> Band:
+    return Band(center, low, high, "hand-made")
+
+
+def test_the_hull_spans_every_run_and_centres_on_the_median_of_their_medians():
+    together = hull([band(1.00, 0.99, 1.01), band(1.04, 1.03, 1.05)])
+    assert (together.center_ms, together.low_ms, together.high_ms) == pytest.approx((1.02, 0.99, 1.05))
+    assert hull([band(2.0, 1.9, 2.1), band(3.0, 2.95, 3.2), band(2.5, 2.4, 2.6)]).center_ms == 2.5
+
+
+def test_alone_runs_that_meet_the_spread_of_the_together_runs_are_within_and_beyond_it_slower():
+    together = hull([band(1.00, 0.99, 1.01), band(1.04, 1.03, 1.05)])
+    assert judge(together, hull([band(1.045, 1.044, 1.046), band(1.02, 1.019, 1.021)])) == WITHIN
+    assert judge(together, hull([band(1.06, 1.055, 1.065), band(1.07, 1.06, 1.08)])) == SLOWER
+
+
+def test_a_variants_alone_runs_are_found_by_its_exact_name_in_run_order(tmp_path):
+    for name in ("alone-cudnn-fp8-2.json", "alone-cudnn-fp8-all-1.json", "alone-cudnn-fp8-10.json",
+                 "alone-cudnn-fp8-1.json", "together-1.json"):
+        (tmp_path / name).write_text("{}")
+    assert [p.name for p in alone_runs(tmp_path, "cudnn-fp8")] == ["alone-cudnn-fp8-1.json", "alone-cudnn-fp8-2.json",
+                                                                   "alone-cudnn-fp8-10.json"]
