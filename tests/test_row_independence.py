@@ -14,7 +14,7 @@ def band(center: float, low: float, high: float) -> Band:
 
 
 def test_the_hull_spans_every_run_and_centres_on_the_median_of_their_medians():
-    together = hull([band(1.00, 0.99, 1.01), band(1.04, 1.03, 1.05)])
+    together = hull([band(1.04, 1.03, 1.05), band(1.00, 0.99, 1.01)])
     assert (together.center_ms, together.low_ms, together.high_ms) == pytest.approx((1.02, 0.99, 1.05))
     assert hull([band(2.0, 1.9, 2.1), band(3.0, 2.95, 3.2), band(2.5, 2.4, 2.6)]).center_ms == 2.5
 
