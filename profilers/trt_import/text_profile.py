@@ -14,6 +14,7 @@ read as the end of the table. A warning or error line another thread printed ins
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -75,7 +76,12 @@ def _unit(cell: str) -> float:
     if decimals.isdigit() and decimals.isascii() and whole.lstrip("+-").isdigit():
         return 10.0 ** -len(decimals)
     exponent = Decimal(cell).as_tuple().exponent
-    return 10.0 ** exponent if isinstance(exponent, int) else 1.0
+    if not isinstance(exponent, int):
+        return 1.0
+    try:
+        return 10.0 ** exponent
+    except OverflowError:  # `0e400`: a zero spelled with a step past any float, so never the finer cell
+        return math.inf
 
 
 def _finer_average(total: str, average: str | None, count: int) -> float:

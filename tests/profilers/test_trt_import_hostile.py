@@ -42,6 +42,17 @@ def test_a_cell_that_is_not_a_time_is_one_line_never_the_end_of_the_table(tmp_pa
     _one_line(result, "profile row")
 
 
+def test_a_zero_spelled_with_an_exponent_past_any_float_is_read_never_a_traceback(tmp_path: Path) -> None:
+    """`0e400` in the Avg. column: its rounding step overflowed a float (an OverflowError before); the row's Time over
+    the iterations is then the finer figure."""
+    text = TRT10.read_text()
+    iterations = int(re.search(r"=== Profile \((\d+) iterations", text).group(1))
+    result = _import(tmp_path, text.replace(CONV_ROW, CONV_ROW.replace("0.0250", "0e400")))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    times = {layer.name: layer.time_ms for layer in storage.load(tmp_path / "s.json").variants[0].layers}
+    assert times["/conv1/Conv + /relu1/Relu"] == pytest.approx(50.00 / iterations)
+
+
 def test_a_table_cut_before_its_total_is_one_line(tmp_path: Path) -> None:
     text = TRT10.read_text()
     cut = text[:text.index("/pool/GlobalAveragePool\n") + len("/pool/GlobalAveragePool\n")]
