@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
 
-from sessions.analyses.noise import WITHIN, Band, judge, latency_band
+from sessions.analyses.noise import WITHIN, Band, judge, latency_band, median
 from sessions.documents.storage import load
 
 
@@ -69,11 +69,8 @@ def cell(band: Band) -> str:
 def hull(bands: list[Band]) -> Band:
     """Where a run of one configuration lands, as its runs in separate processes show: from the lowest of their
     bands to the highest, centred on the median of their medians."""
-    centers = sorted(band.center_ms for band in bands)
-    middle = len(centers) // 2
-    center = centers[middle] if len(centers) % 2 else (centers[middle - 1] + centers[middle]) / 2
-    return Band(center, min(band.low_ms for band in bands), max(band.high_ms for band in bands),
-                f"hull of {len(bands)} runs' bands")
+    return Band(median([band.center_ms for band in bands]), min(band.low_ms for band in bands),
+                max(band.high_ms for band in bands), f"hull of {len(bands)} runs' bands")
 
 
 def measure(model: str, options: list[str], out: Path, repeat: int) -> None:

@@ -12,9 +12,9 @@ times. Values that leave a region in the middle are outputs of its function, wri
   engine's steps, and the variant's notes say how many and why). Inductor's caches on disk make a later study's
   compile of the same signature short.
 - Every signature a build needs compiles first; then Inductor's compile workers are asked to shut down
-  (`begin_ending_compile_workers`), and where a region is to be timed, the build waits until they have ended
-  (`end_compile_workers`), so none is alive while the regions, and later the study's rows, are timed; a build whose
-  regions' times are all held waits for nothing (the backend waits once every variant is built).
+  (`begin_ending_compile_workers`); the engine's timer (`kernels.time_execution`) waits until they have ended before
+  it times a region, and the backend once every variant is built, so none is alive while the regions, and later the
+  study's rows, are timed; a build whose regions' times are all held times nothing and waits for nothing.
 - Both candidates run on the same scratch tensors (the shapes and strides one eager forward of the engine made), each
   captured in a CUDA graph as the engine runs it, the replays timed by `kernels.time_execution` (`time_captured`).
 - The two times are kept in the engine's timing cache (an entry of its own, `plans.FUSED_PREFIX`), so a later build
@@ -54,7 +54,7 @@ from builders.engine.region_graph import Subgraph, module_tensors, subgraph
 from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
 from builders.pytorch.graph_capture import capture_graph
-from builders.pytorch.inductor_workers import begin_ending_compile_workers, end_compile_workers
+from builders.pytorch.inductor_workers import begin_ending_compile_workers
 from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
 
@@ -92,9 +92,8 @@ def time_captured(_library: str, run: Callable[[], object]) -> float:
 @dataclass
 class FusedTactics:
     """What a study's builds share: each signature's compiled function (or why it has none) and its two times
-    timed in this study, the seconds compiling took against the budget; and how builds time, compile, ask the
-    compile workers to end (`ask_workers_to_end`) and wait until they have (`wait_workers_ended`) (stand-ins on the
-    CPU)."""
+    timed in this study, the seconds compiling took against the budget; and how builds time, compile and ask the
+    compile workers to end (`ask_workers_to_end`; the timer waits until they have) (stand-ins on the CPU)."""
 
     compiled: dict[str, Callable[..., Any] | str] = field(default_factory=dict)
     times: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -103,7 +102,6 @@ class FusedTactics:
     timer: Timer = time_captured
     compiler: Compiler = compile_inductor
     ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
-    wait_workers_ended: Callable[[], None] = end_compile_workers
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor]) -> Callable[..., Any] | str:
         """`sub`'s compiled function, compiled here (and called once on `scratch`, where Inductor compiles) where
@@ -190,9 +188,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     specs = value_specs(engine, {name for region, _ in found for name in (*region.inputs, region.output)})
     decisions = [prepare(tactics, cache, traced, region, indices, specs) for region, indices in found]
     compile_needed(tactics, decisions, specs)
-    tactics.ask_workers_to_end()  # nothing compiles after this
-    if any(decision.sub is not None and decision.held is None for decision in decisions):
-        tactics.wait_workers_ended()  # a region is to be timed: no compile worker may be alive
+    tactics.ask_workers_to_end()  # nothing compiles after this; the timer waits until they have ended
     for decision in decisions:
         choose(tactics, cache, engine, decision, specs)
     replaced = [(d.indices, d) for d in decisions if d.runs_fused]

@@ -3,9 +3,9 @@ that layer alone (`inspector.probe.engine_layers`: its graphs, plans, GEMMs and 
 quantize as its own step, timed in isolation.
 
 Layers come from hooks on the model as the engine builds it, run on the study images; layers of one spec are timed
-once in isolation (the count kept, each layer's `isolated_ms`), then every layer is traced in model order, as a study
-traces an engine, for its time. The result is a session like a study's; its sums are an estimate from layers run
-alone, never an engine time.
+once in isolation (the count kept, under each layer's `isolated` attributes), then every layer is traced in model
+order, as a study traces an engine, for its time. The result is a session like a study's; its sums are an estimate
+from layers run alone, never an engine time.
 """
 
 from __future__ import annotations

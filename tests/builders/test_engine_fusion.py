@@ -471,32 +471,31 @@ def test_past_the_compile_budget_no_signature_compiles_the_largest_first_and_the
     assert any(note.startswith(f"{left} regions (") and "compile budget was spent" in note for note in fused.notes)
 
 
-def test_inductors_compile_workers_are_shut_down_after_the_compiles_and_before_any_timing():
+def test_inductors_compile_workers_are_asked_to_end_after_the_compiles_and_before_any_timing():
     calls: list[str] = []
     fused_engine(Mixed(), FusedTactics(timer=stand_in_times(1.0, 5.0, calls), compiler=counting(calls),
-                                       ask_workers_to_end=lambda: calls.append("shutdown"),
-                                       wait_workers_ended=lambda: calls.append("ended")))
-    assert calls.count("shutdown") == 1 and calls.count("ended") == 1 and calls.count("compile") >= 2
+                                       ask_workers_to_end=lambda: calls.append("shutdown")))
+    assert calls.count("shutdown") == 1 and calls.count("compile") >= 2
     last_compile = max(index for index, call in enumerate(calls) if call == "compile")
-    assert calls.index("shutdown") == last_compile + 1 < calls.index("ended") < calls.index(INDUCTOR)
+    assert calls.index("shutdown") == last_compile + 1 < calls.index(INDUCTOR)
 
 
-def test_a_build_whose_regions_times_are_all_held_does_not_wait_for_the_workers_to_end(tmp_path):
+def test_a_build_whose_regions_times_are_all_held_times_nothing(tmp_path):
     cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
     fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager), cache=cache)
     calls: list[str] = []
     fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 5.0, calls), compiler=counting(calls),
-                                                  ask_workers_to_end=lambda: calls.append("shutdown"),
-                                                  wait_workers_ended=lambda: calls.append("ended")), cache=cache)
+                                                  ask_workers_to_end=lambda: calls.append("shutdown")), cache=cache)
     assert calls.count("compile") == 1 and calls.count("shutdown") == 1  # the winner compiled (loaded), then asked
-    assert "ended" not in calls and INDUCTOR not in calls  # nothing timed, so nothing waited for
+    assert INDUCTOR not in calls  # nothing timed, so the timer never waited
 
 
-def test_the_default_shutdown_asks_inductor_and_the_default_wait_waits(monkeypatch):
+def test_the_default_ask_is_inductors_own_and_the_default_timer_waits_for_the_workers():
+    from builders.engine import kernels
     from builders.pytorch import inductor_workers
 
     assert FusedTactics().ask_workers_to_end is inductor_workers.begin_ending_compile_workers
-    assert FusedTactics().wait_workers_ended is inductor_workers.end_compile_workers
+    assert kernels.end_compile_workers is inductor_workers.end_compile_workers
 
 
 def test_the_timing_cache_keeps_the_choice_so_a_second_build_times_nothing(tmp_path):
