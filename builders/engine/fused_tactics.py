@@ -23,6 +23,9 @@ times. Values that leave a region in the middle are outputs of its function, wri
 - A fused region is one layer named as TensorRT names a fused layer, its layers' names joined by ' + ': its kernels
   are launched in one range, so the profiler can attribute them to the region only, never to one of its layers. Where
   the engine's steps win, each layer records the fused tactic it was timed against (`attrs["fusion"]`).
+- A region also offered wider (`fusion_regions.widened`: with the 1x1 convolutions that read it) runs in the form
+  whose fused tactic saves more time against the engine's steps; the other form keeps its steps and says why
+  (`OUTDONE`). Where both forms' times are held, the one that saves less is not compiled.
 - Offered from `--opt-level` 1 (level 0 times one tactic per layer), and only where every layer of the region runs
   fp16 as asked: a layer a recipe quantizes keeps the precision chosen for it (a recipe that excludes the
   squeeze-excitation blocks leaves them fp16, and fusable).
@@ -45,6 +48,7 @@ from builders.engine.fusion_regions import (
     find_regions,
     fused_sequence,
     fused_step,
+    widened,
 )
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import time_execution
@@ -65,6 +69,7 @@ INDUCTOR, ENGINE_STEPS = "Inductor", "engine steps"  # the two tactics of a regi
 COMPILE_BUDGET_S = 120.0  # seconds of compiling after which a study compiles no new signature
 NOT_COMPILED = "not compiled: the study's compile budget was spent"  # why a region past the budget keeps its steps
 CHOSEN_UNFUSED = "engine steps chosen by timing"  # how a layer says its region's fused tactic lost
+OUTDONE = "the region's other form runs fused: it saves more"  # why one of a region's two forms is not chosen
 TIMED, EARLIER, CACHED = "timed", "timed before in this study", "timing cache"  # where a region's times came from
 REGION_KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor",  # a fused layer's kind; else POINTWISE_KIND
                 SUBGRAPH: "Ops fused by Inductor"}
@@ -159,6 +164,7 @@ class Decision:
     held: tuple[float, float] | None = None  # the two times (fused, steps) in microseconds, once known
     function: Callable[..., Any] | None = None
     sub: Subgraph | None = None
+    outdone: str | None = None  # why the region's other form runs instead (`prefer`)
 
     @property
     def runs_fused(self) -> bool:
@@ -182,27 +188,33 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     if not tactics_timed(plan_limit):
         return None
     steps = engine.program.steps
-    found = [(region, list(region.steps)) for region in find_regions(traced.nodes, steps, unpassable(traced))]
-    if not found:
+    regions = find_regions(traced.nodes, steps, unpassable(traced))
+    if not regions:
         return None
-    specs = value_specs(engine, {name for region, _ in found for name in (*region.inputs, region.output)})
-    decisions = [prepare(tactics, cache, traced, region, indices, specs) for region, indices in found]
+    wider = widened(traced.nodes, steps, regions, unpassable(traced))
+    found = [*regions, *wider.values()]
+    specs = value_specs(engine, {name for region in found for name in (*region.inputs, region.output)})
+    decisions = [prepare(tactics, cache, traced, region, list(region.steps), specs) for region in found]
+    forms = [(decisions[position], decisions[len(regions) + k]) for k, position in enumerate(wider)]
+    prefer(forms, held=True)
     compile_needed(tactics, decisions, specs)
     tactics.ask_workers_to_end()  # nothing compiles after this; the timer waits until they have ended
     for decision in decisions:
         choose(tactics, cache, engine, decision, specs)
+    prefer(forms)
     replaced = [(d.indices, d) for d in decisions if d.runs_fused]
     program = Program(fused_sequence(steps, [(i, fused_step(d.region, [steps[k] for k in i])) for i, d in replaced]),
                       engine.program.output, engine.program.input)
     fused_runners = [(i, (step, _runner(d))) for (i, d), step in zip(replaced, _new_steps(program, replaced),
                                                                       strict=True)]
     layers = engine.layers()
-    for decision in decisions:
+    for decision in reversed(decisions):  # a layer in both forms of a region keeps the narrower form's record
         if not decision.runs_fused:
             _keep_fusion(decision, [layers[k] for k in decision.indices])
-    fused_layers = [(i, fused_layer(d, [layers[k] for k in i])) for i, d in replaced]
+    other = {id(form): pair[1 - side] for pair in forms for side, form in enumerate(pair)}
+    fused_layers = [(i, fused_layer(d, [layers[k] for k in i], other.get(id(d)))) for i, d in replaced]
     return Fused(program, fused_sequence(engine.runners, fused_runners), fused_sequence(layers, fused_layers),
-                 notes(tactics, decisions))
+                 notes(tactics, decisions, forms))
 
 
 def _new_steps(program: Program, replaced: list[tuple[list[int], Decision]]) -> list[Step]:
@@ -260,7 +272,7 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     weight: dict[str, int] = {}
     first: dict[str, Decision] = {}
     for decision in decisions:
-        if decision.sub is None or not (decision.held is None or _fused_wins(decision.held)):
+        if decision.sub is None or decision.outdone or not (decision.held is None or _fused_wins(decision.held)):
             continue
         signature = decision.sub.signature
         weight[signature] = weight.get(signature, 0) + len(decision.indices)
@@ -306,11 +318,37 @@ def choose(tactics: FusedTactics, cache: TimingCache | None, engine: CudnnEngine
     word = _precision(specs.get(decision.region.output))
     decision.fused = Tactic(INDUCTOR, word, word, decision.held[0], sub.signature)
     decision.unfused = Tactic(ENGINE_STEPS, word, word, decision.held[1])
-    if fusion_reason(decision.fused, decision.unfused) is None:
+    if decision.outdone is not None:
+        decision.why = decision.outdone
+    elif fusion_reason(decision.fused, decision.unfused) is None:
         if isinstance(function, str):
             decision.why = function
         else:
             decision.function = function
+
+
+def prefer(forms: list[tuple[Decision, Decision]], held: bool = False) -> None:
+    """Of each region's two forms (narrower, wider), the one whose fused tactic saves more microseconds against the
+    engine's steps runs fused, and the other is `outdone` (it keeps its steps, saying why); a tie keeps the narrower.
+    Where neither saves anything, both keep their own choice. `held`: before anything compiles, from the times held
+    (a form with no times held yet decides nothing, and the form outdone then is not compiled); else among the forms
+    that now run fused."""
+    for narrow, wide in forms:
+        if narrow.held is None or wide.held is None:
+            continue
+        saved = [_saved(form) if held or form.runs_fused else 0.0 for form in (narrow, wide)]
+        if max(saved) <= 0:
+            continue
+        winner, loser = (wide, narrow) if saved[1] > saved[0] else (narrow, wide)
+        loser.outdone = f"{OUTDONE} ({_saved(winner):.1f} us saved against {_saved(loser):.1f} us)"
+        loser.why, loser.function = loser.outdone, None
+
+
+def _saved(form: Decision) -> float:
+    """The microseconds `form`'s fused tactic saves against its steps, as its times say (negative where it is
+    slower)."""
+    assert form.held is not None
+    return form.held[1] - form.held[0]
 
 
 def _precision(output: Any) -> str:
@@ -365,24 +403,30 @@ def fusion_record(decision: Decision) -> dict[str, Any]:
     return {**record, "why": reason} if reason else record
 
 
-def fused_layer(decision: Decision, layers: list[Layer]) -> Layer:
+def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None = None) -> Layer:
     """The one layer a fused region runs as (its kernels are launched in one range): named as TensorRT names a fused
-    layer, `layers`' names joined by ' + ', each of them listed with its kind and tactic."""
+    layer, `layers`' names joined by ' + ', each of them listed with its kind and tactic; where the region had another
+    form (`other`: narrower or wider), that form's record under `attrs["fusion"]["other form"]`."""
     assert decision.fused is not None
     kind = REGION_KINDS.get(decision.region.kind, POINTWISE_KIND)
     layer = Layer(name=" + ".join(inner.name for inner in layers), kind=f"{kind} ({decision.fused.precision})",
                   op="elementwise", precision=decision.fused.precision,  # type: ignore[arg-type]
                   tactic=f"torch.compile (Inductor, default mode): {decision.fused.plan}")
-    layer.attrs = {"asked": "fp16", "fusion": fusion_record(decision),
+    record = fusion_record(decision)
+    if other is not None:
+        record["other form"] = fusion_record(other)
+    layer.attrs = {"asked": "fp16", "fusion": record,
                    "covers": [{"name": inner.name, "kind": inner.kind, "tactic": inner.tactic} for inner in layers]}
     return layer
 
 
-def notes(tactics: FusedTactics, decisions: list[Decision]) -> list[str]:
+def notes(tactics: FusedTactics, decisions: list[Decision],
+          forms: list[tuple[Decision, Decision]] | None = None) -> list[str]:
     """The variant's notes on fused tactics: regions by kind and how many run fused, where the times came from, what
     compiling cost this study so far against its budget, the regions the budget left to the engine's steps (how many,
-    how many steps), and why other regions were offered none (the first reason)."""
-    offered = [d for d in decisions if d.fused is not None]
+    how many steps), why other regions were offered none (the first reason), and of the regions offered in two
+    forms (`forms`: narrower, wider), which form runs fused (a form outdone counts in none of the other lines)."""
+    offered = [d for d in decisions if d.fused is not None and not d.outdone]
     lines = []
     if offered:
         kinds = ", ".join(f"{sum(d.region.kind == k for d in offered)} {k}" for k in sorted({d.region.kind
@@ -399,10 +443,15 @@ def notes(tactics: FusedTactics, decisions: list[Decision]) -> list[str]:
         lines.append(f"{len(unfused)} regions ({sum(len(d.indices) for d in unfused)} steps) keep the engine's steps: "
                      f"{unfused[0].why}")
     left = {id(d) for d in unfused}
-    unoffered = [d for d in decisions if d.fused is None and id(d) not in left]
+    unoffered = [d for d in decisions if d.fused is None and id(d) not in left and not d.outdone]
     if unoffered:
         lines.append(f"{len(unoffered)} regions were offered no fused tactic: {unoffered[0].why}")
     failed = [d for d in offered if not d.runs_fused and d.why and id(d) not in left]
     if failed:
         lines.append(f"{len(failed)} regions whose fused tactic timed faster keep the engine's steps: {failed[0].why}")
+    if forms:
+        wide = sum(pair[1].runs_fused for pair in forms)
+        narrow = sum(pair[0].runs_fused for pair in forms)
+        lines.append(f"{len(forms)} regions were also offered wider, with the 1x1 convolutions that read them: "
+                     f"{wide} run wider, {narrow} as they are, {len(forms) - wide - narrow} keep their steps")
     return lines

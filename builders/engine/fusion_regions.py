@@ -16,7 +16,12 @@ program's steps, so every decision is testable on the CPU:
 - every value computed in the region and read outside it (or the model's output) is an output of the region;
 - a region is offered where it has two steps or more, or one op whose Inductor kernel may beat ATen's
   (interpolation, concatenation, normalization, softmax and attention, pooling and reductions, matmuls), and
-  computes something besides views.
+  computes something besides views;
+- a region of kind SUBGRAPH whose one output is read by an fp16 1x1 convolution alone (and that convolution's by
+  another, and so on) is also offered wider, with those convolutions (`widened`): a region's own output keeps the
+  layout eager PyTorch gives it, while Inductor lays out a value a convolution reads as it chooses, and that can
+  decide how fast everything before it runs (`benchmarks/decode_head_fusion.py`: SegFormer-B0's decode head).
+  Timing decides between the two (`builders.engine.fused_tactics`).
 
 `fused_step` is the step that runs a region, and `fused_sequence` puts it in its steps' place.
 """
@@ -85,6 +90,45 @@ def find_regions(nodes: list[OpNode], steps: list[Step], kept: frozenset[str] = 
         if _offered(region, by_name):
             regions.append(region)
     return sorted(regions, key=lambda region: region.steps[-1])
+
+
+def widened(nodes: list[OpNode], steps: list[Step], regions: list[Region],
+            kept: frozenset[str] = frozenset()) -> dict[int, Region]:
+    """Each region of `regions` (by position) of kind SUBGRAPH that has a wider form: with the fp16 1x1 convolution
+    steps that read its one output in turn, each the only reader of the value before it (its epilogue's nodes
+    with it), none of their nodes in `kept`. The wider region's output is the last convolution's value; the
+    convolutions' other inputs (a residual) are inputs of it."""
+    nodes = without_noops(nodes)
+    by_name = {node.name: node for node in nodes}
+    users = users_of(nodes)
+    computed = [step_nodes(step) for step in steps]
+    by_source = {step.source or step.node: index for index, step in enumerate(steps) if step.kind == "conv"}
+    order = {node.name: index for index, node in enumerate(nodes)}
+    reads = [_reads(step, names, by_name) for step, names in zip(steps, computed, strict=True)]
+    wider = {}
+    for position, region in enumerate(regions):
+        if region.kind != SUBGRAPH or len(region.outputs) != 1:
+            continue
+        chain, value = [], region.output
+        while (index := _sole_pointwise_conv(users.get(value, []), by_source, steps, by_name, kept)) is not None:
+            chain.append(index)
+            value = steps[index].node
+        if chain:
+            wider[position] = _region([*region.steps, *chain], computed, reads, by_name, users, order, {})
+    return wider
+
+
+def _sole_pointwise_conv(readers: list[str], by_source: Mapping[str, int], steps: list[Step],
+                         by_name: Mapping[str, OpNode], kept: frozenset[str]) -> int | None:
+    """The index of the step that is the only reader in `readers` where it is an fp16 1x1 convolution (as asked) none
+    of whose nodes is kept; else None."""
+    if len(readers) != 1 or readers[0] not in by_source:
+        return None
+    index = by_source[readers[0]]
+    step = steps[index]
+    if step.asked != "fp16" or step.precision != "fp16" or step_nodes(step) & kept:
+        return None
+    return index if by_name[readers[0]].fn == CONV_1X1 else None
 
 
 def _joins(step: Step, computed: set[str], se_nodes: set[str], kept: frozenset[str]) -> bool:

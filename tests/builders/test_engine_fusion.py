@@ -21,11 +21,12 @@ from builders.engine.fused_tactics import (
     CHOSEN_UNFUSED,
     ENGINE_STEPS,
     INDUCTOR,
+    OUTDONE,
     FusedTactics,
     fuse_regions,
     fusion_reason,
 )
-from builders.engine.fusion_regions import POINTWISE, SQUEEZE_EXCITATION, SUBGRAPH, find_regions
+from builders.engine.fusion_regions import POINTWISE, SQUEEZE_EXCITATION, SUBGRAPH, find_regions, widened
 from builders.engine.graph import TracedModel, trace
 from builders.engine.lowering import lower
 from builders.engine.plans import TimingCache
@@ -543,3 +544,121 @@ def test_a_quantized_block_leaves_the_pointwise_ops_after_its_gate_to_fuse():
     assert fused[1].kind.startswith("PointWise") and fused[0].kind.startswith("Ops")
     assert {layer.precision for layer in engine.layers() if layer.name in ("gates.0.shrink", "gates.0.grow")} == {
         "fp8"}
+
+
+class Projected(torch.nn.Module):
+    """A convolution's tokens through a LayerNorm and a linear, back to an image (a SUBGRAPH region), then
+    `kernels`: one convolution per entry, of that kernel size, each reading the one before; `tapped`: the image is
+    also added to the last convolution's output (a second reader of the region's output)."""
+
+    def __init__(self, kernels: tuple[int, ...] = (1,), tapped: bool = False) -> None:
+        super().__init__()
+        self.patch, self.norm, self.fc = torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.LayerNorm(16), \
+            torch.nn.Linear(16, 16)
+        self.heads = torch.nn.ModuleList(torch.nn.Conv2d(16, 16, k, padding=k // 2) for k in kernels)
+        self.tapped = tapped
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x)
+        n, c, h, w = x.shape
+        image = self.fc(self.norm(x.flatten(2).transpose(1, 2))).transpose(1, 2).reshape(n, c, h, w)
+        y = image
+        for head in self.heads:
+            y = torch.relu(head(y))
+        return y + image if self.tapped else y
+
+
+def widened_of(model: torch.nn.Module, fp8: set[str] | None = None):
+    regions, program, traced = regions_of(model, fp8)
+    return regions, widened(traced.nodes, program.steps, regions), program
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_a_subgraph_region_read_by_1x1_convolutions_alone_is_also_offered_with_them(heads):
+    regions, wider, program = widened_of(Projected((1,) * heads))
+    (position, region), = wider.items()
+    narrow = regions[position]
+    assert narrow.kind == region.kind == SUBGRAPH
+    convs = [i for i, step in enumerate(program.steps) if step.name.startswith("heads.")]
+    assert len(convs) == heads and region.steps == (*narrow.steps, *convs)
+    assert region.output == program.steps[convs[-1]].node  # the last convolution's value (its ReLU fused)
+    assert set(region.inputs) == set(narrow.inputs)
+
+
+@pytest.mark.parametrize("model, fp8", [
+    (lambda: Projected((3,)), None),  # a 3x3 convolution reads the region
+    (lambda: Projected((1,), tapped=True), None),  # the region's output has a second reader
+    (lambda: Projected((1,)), {"heads.0"}),  # the 1x1 convolution runs in FP8
+    (lambda: Chain(), None),  # a pointwise region read by a 1x1 convolution
+    (lambda: Block(Recalibrate), None),  # a squeeze-excitation region read by one
+])
+def test_no_wider_form_where_the_reader_is_not_an_fp16_1x1_convolution_alone_or_the_region_is_pointwise(model, fp8):
+    regions, wider, _ = widened_of(model(), fp8)
+    assert regions and wider == {}
+
+
+def times_in_turn(times: list[float], calls: list[str] | None = None):
+    """A timer that answers `times` in turn (each region's fused tactic, then its steps, in the order timed)."""
+    answers = iter(times)
+
+    def timer(library: str, run: Callable[[], object]) -> float:
+        run()
+        if calls is not None:
+            calls.append(library)
+        return next(answers)
+
+    return timer
+
+
+@pytest.mark.parametrize("wide_saves_more", [True, False])
+def test_of_a_regions_two_forms_the_one_that_saves_more_runs_and_the_other_says_why(wide_saves_more):
+    model = Projected((1,))
+    # the region as it is: 4 us fused against 10 us of steps (6 saved); with the 1x1 convolution: 5 us against 20
+    # (15 saved) or against 10.5 (5.5 saved: less than the narrower form's 6)
+    steps_us = 20.0 if wide_saves_more else 10.5
+    engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn([4.0, 10.0, 5.0, steps_us]),
+                                                                    compiler=eager))
+    assert fused is not None
+    runs = [layer for layer in engine.layers() if layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR]
+    assert len(runs) == 1
+    covered = [cover["name"] for cover in runs[0].attrs["covers"]]
+    assert ("heads.0" in covered) == wide_saves_more
+    other = runs[0].attrs["fusion"]["other form"]  # the form that did not run, with its times
+    assert [t["time_us"] for t in other["tactics"]] == ([4.0, 10.0] if wide_saves_more else [5.0, steps_us])
+    assert other["layers"] == len(covered) + (-1 if wide_saves_more else 1)
+    if not wide_saves_more:
+        head = next(layer for layer in engine.layers() if layer.name == "heads.0")
+        assert head.attrs["fusion"]["chosen"] == ENGINE_STEPS and head.attrs["fusion"]["why"].startswith(OUTDONE)
+        assert "(6.0 us saved against 5.5 us)" in head.attrs["fusion"]["why"]
+    expected = "1 run wider, 0 as they are" if wide_saves_more else "0 run wider, 1 as they are"
+    assert any(expected in note for note in fused.notes), fused.notes
+    assert "1 run fused, 0 the engine's steps" in fused.notes[0]  # the outdone form is counted apart
+    x = torch.randn(INPUT)
+    with torch.no_grad():
+        torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+def test_where_both_forms_times_are_held_the_form_that_saves_less_is_not_compiled(tmp_path):
+    path = tmp_path / "timing.json"
+    cache = TimingCache(path, {"gpu": "stand-in"})
+    fused_engine(Projected((1,)), FusedTactics(timer=times_in_turn([4.0, 10.0, 5.0, 20.0]), compiler=eager),
+                 cache=cache)
+    cache.save()
+    calls: list[str] = []
+    engine, _ = fused_engine(Projected((1,)), FusedTactics(timer=times_in_turn([], calls), compiler=counting(calls)),
+                             cache=TimingCache(path, {"gpu": "stand-in"}))
+    assert calls == ["compile"]  # the wider form only, nothing timed
+    fused_steps = [s for s in engine.program.steps if s.kind == "fused"]
+    assert len(fused_steps) == 1 and "heads.0" in fused_steps[0].name
+
+
+def test_where_neither_form_runs_fused_each_layer_keeps_the_narrowest_record_it_was_timed_in():
+    regions, wider, _ = widened_of(Projected((1,)))
+    (position, _), = wider.items()
+    engine, fused = fused_engine(Projected((1,)), FusedTactics(timer=times_in_turn([12.0, 10.0, 25.0, 20.0]),
+                                                               compiler=eager))
+    assert fused is not None and not [s for s in engine.program.steps if s.kind == "fused"]
+    records = {layer.name: layer.attrs["fusion"] for layer in engine.layers() if "fusion" in layer.attrs}
+    assert records.pop("heads.0")["layers"] == len(regions[position].steps) + 1  # the wider form's record
+    assert {record["layers"] for record in records.values()} == {len(regions[position].steps)}
+    assert "0 run wider, 0 as they are, 1 keep their steps" in fused.notes[-1]
