@@ -17,11 +17,15 @@ program's steps, so every decision is testable on the CPU:
 - a region is offered where it has two steps or more, or one op whose Inductor kernel may beat ATen's
   (interpolation, concatenation, normalization, softmax and attention, pooling and reductions, matmuls), and
   computes something besides views;
-- a region of kind SUBGRAPH whose one output is read by an fp16 1x1 convolution alone (and that convolution's by
-  another, and so on) is also offered wider, with those convolutions (`widened`): a region's own output keeps the
-  layout eager PyTorch gives it, while Inductor lays out a value a convolution reads as it chooses, and that can
-  decide how fast everything before it runs (`benchmarks/decode_head_fusion.py`: SegFormer-B0's decode head).
-  Timing decides between the two (`builders.engine.fused_tactics`).
+- a region of kind SUBGRAPH is also offered wider (`widened`) where its last output is read by an fp16 1x1
+  convolution alone (and that convolution's by another, and so on), with those convolutions: a region's own output
+  keeps the layout eager PyTorch gives it, while Inductor lays out a value a convolution reads as it chooses, and
+  that can decide how fast everything before it runs (`benchmarks/decode_head_fusion.py`: SegFormer-B0's decode
+  head); and where an input of it is the value of an fp16 depthwise convolution that only the region reads, with
+  that convolution: Inductor runs it with ATen's depthwise kernel and adds its bias and activation in the region's
+  own kernels, where the engine's step runs cuDNN's graph with them fused (SegFormer's depthwise convolutions:
+  `benchmarks/results/h200/widened-regions/rerun/`). Timing decides between the two forms
+  (`builders.engine.fused_tactics`).
 
 `fused_step` is the step that runs a region, and `fused_sequence` puts it in its steps' place.
 """
@@ -35,6 +39,7 @@ from typing import TypeVar
 
 from builders.engine.lowering import (
     CONV_1X1,
+    DEPTHWISE_CONV,
     GLOBAL_AVG_POOL,
     OpNode,
     Step,
@@ -95,9 +100,10 @@ def find_regions(nodes: list[OpNode], steps: list[Step], kept: frozenset[str] = 
 def widened(nodes: list[OpNode], steps: list[Step], regions: list[Region],
             kept: frozenset[str] = frozenset()) -> dict[int, Region]:
     """Each region of `regions` (by position) of kind SUBGRAPH that has a wider form: with the fp16 1x1 convolution
-    steps that read its one output in turn, each the only reader of the value before it (its epilogue's nodes
-    with it), none of their nodes in `kept`. The wider region's output is the last convolution's value; the
-    convolutions' other inputs (a residual) are inputs of it."""
+    steps that read its last output in turn, each the only reader of the value before it, and with each fp16
+    depthwise convolution step whose value only the region reads (each step with its epilogue's nodes), none of
+    their nodes in `kept`. The wider region's last output is the last 1x1 convolution's value where there is one; the
+    convolutions' other inputs (a residual, a depthwise convolution's input) are inputs of it."""
     nodes = without_noops(nodes)
     by_name = {node.name: node for node in nodes}
     users = users_of(nodes)
@@ -107,15 +113,25 @@ def widened(nodes: list[OpNode], steps: list[Step], regions: list[Region],
     reads = [_reads(step, names, by_name) for step, names in zip(steps, computed, strict=True)]
     wider = {}
     for position, region in enumerate(regions):
-        if region.kind != SUBGRAPH or len(region.outputs) != 1:
+        if region.kind != SUBGRAPH:
             continue
         chain, value = [], region.output
         while (index := _sole_pointwise_conv(users.get(value, []), by_source, steps, by_name, kept)) is not None:
             chain.append(index)
             value = steps[index].node
-        if chain:
-            wider[position] = _region([*region.steps, *chain], computed, reads, by_name, users, order, {})
+        members = set(region.nodes)
+        before = [index for name in region.inputs if (index := by_source.get(name)) is not None
+                  and _runs_fp16(steps[index], kept) and by_name[name].fn == DEPTHWISE_CONV
+                  and set(users.get(steps[index].node, [])) <= members]
+        if chain or before:
+            wider[position] = _region(sorted({*before, *region.steps, *chain}), computed, reads, by_name, users,
+                                      order, {})
     return wider
+
+
+def _runs_fp16(step: Step, kept: frozenset[str]) -> bool:
+    """Whether `step` runs fp16 as asked, none of its nodes kept."""
+    return step.asked == "fp16" and step.precision == "fp16" and not step_nodes(step) & kept
 
 
 def _sole_pointwise_conv(readers: list[str], by_source: Mapping[str, int], steps: list[Step],
@@ -125,10 +141,7 @@ def _sole_pointwise_conv(readers: list[str], by_source: Mapping[str, int], steps
     if len(readers) != 1 or readers[0] not in by_source:
         return None
     index = by_source[readers[0]]
-    step = steps[index]
-    if step.asked != "fp16" or step.precision != "fp16" or step_nodes(step) & kept:
-        return None
-    return index if by_name[readers[0]].fn == CONV_1X1 else None
+    return index if _runs_fp16(steps[index], kept) and by_name[readers[0]].fn == CONV_1X1 else None
 
 
 def _joins(step: Step, computed: set[str], se_nodes: set[str], kept: frozenset[str]) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from builders.engine.lowering import CONV_1X1, GLOBAL_AVG_POOL, OpNode
+from builders.engine.lowering import CONV_1X1, DEPTHWISE_CONV, GLOBAL_AVG_POOL, OpNode
 from builders.engine.shaped_tracer import ShapedTracer, bound_arguments, specs_of
 from builders.models.hooks import forward_once
 from builders.models.module_ops import function_op
@@ -135,15 +135,17 @@ def describe(module: torch.fx.GraphModule, leaves: dict[str, str]) -> list[OpNod
 
 
 def _fn(node: torch.fx.Node, modules: dict[str, torch.nn.Module]) -> str:
-    """What `node` calls, as `OpNode.fn` states it: a global average pool and a 1x1 convolution by their arguments,
-    else the function's or method's name without underscores (`__mul__`, `mul_` -> mul; `truediv` -> div) or the
-    module's class name."""
+    """What `node` calls, as `OpNode.fn` states it: a global average pool, a 1x1 and a depthwise convolution by their
+    arguments, else the function's or method's name without underscores (`__mul__`, `mul_` -> mul; `truediv` ->
+    div) or the module's class name."""
     if node.op == "call_module":
         module = modules[str(node.target)]
         if isinstance(module, torch.nn.AdaptiveAvgPool2d) and _to_one(module.output_size):
             return GLOBAL_AVG_POOL
         if isinstance(module, torch.nn.Conv2d) and _pointwise_conv(module):
             return CONV_1X1
+        if isinstance(module, torch.nn.Conv2d) and module.groups == module.in_channels == module.out_channels:
+            return DEPTHWISE_CONV
         return type(module).__name__
     if node.op not in ("call_function", "call_method"):
         return ""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 FUSABLE_ACTIVATIONS = ("relu", "swish", "sigmoid", "gelu")  # cuDNN pointwise modes the conv graph fuses
 QUANTIZE_SUFFIX = ".input_quantizer"  # the quantize layer's name: its first consumer's name plus this
 GLOBAL_AVG_POOL, CONV_1X1 = "global_avg_pool", "conv1x1"  # OpNode.fn of a global average pool, a 1x1 convolution
+DEPTHWISE_CONV = "depthwise_conv"  # OpNode.fn of a depthwise convolution (groups == Cin == Cout), not 1x1
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,8 @@ class OpNode:
     label: str = ""  # the layer name of an op that stays a PyTorch op (a module call: its path)
     # what the node calls, as the recognisers of fusion regions read it: `global_avg_pool` (a mean over the two
     # spatial dimensions, an adaptive average pool to 1x1), `conv1x1` (a Conv2d of kernel 1, stride 1, no padding),
-    # else the function's or method's name without underscores (`mul`, `div`) or the module's class name
+    # `depthwise_conv` (another Conv2d whose groups, input and output channels are one number), else the function's
+    # or method's name without underscores (`mul`, `div`) or the module's class name
     fn: str = ""
 
 

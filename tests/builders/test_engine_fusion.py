@@ -400,7 +400,8 @@ class Masked(torch.nn.Module):
 def test_a_fused_tactics_precision_is_its_outputs_whatever_its_first_input_is(dtype, word):
     engine, fused = fused_engine(Masked(), FusedTactics(timer=stand_in_times(3.0, 5.0), compiler=eager), dtype)
     assert fused is not None
-    layers = {layer.name: layer for layer in engine.layers() if layer.attrs.get("fusion")}
+    layers = {layer.name: layer for layer in engine.layers()
+              if layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR}  # `head` records the wider form it lost
     assert sorted(layers) == ["gt + mul", "where + tanh + relu"]
     layer = layers["where + tanh + relu"]
     assert layer.precision == word
@@ -662,3 +663,54 @@ def test_where_neither_form_runs_fused_each_layer_keeps_the_narrowest_record_it_
     assert records.pop("heads.0")["layers"] == len(regions[position].steps) + 1  # the wider form's record
     assert {record["layers"] for record in records.values()} == {len(regions[position].steps)}
     assert "0 run wider, 0 as they are, 1 keep their steps" in fused.notes[-1]
+
+
+class DepthwiseTokens(torch.nn.Module):
+    """A convolution, then a 3x3 convolution of `groups` groups, its tokens through a LayerNorm and a linear back to
+    an image (a SUBGRAPH region), then a 3x3 convolution; `tapped`: the grouped convolution's value is also added
+    to the last convolution's (read outside the region)."""
+
+    def __init__(self, groups: int = 16, tapped: bool = False) -> None:
+        super().__init__()
+        self.stem, self.head = torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.grouped = torch.nn.Conv2d(16, 16, 3, padding=1, groups=groups)
+        self.norm, self.fc, self.tapped = torch.nn.LayerNorm(16), torch.nn.Linear(16, 16), tapped
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.grouped(self.stem(x))
+        n, c, h, w = y.shape
+        image = self.fc(self.norm(y.flatten(2).transpose(1, 2))).transpose(1, 2).reshape(n, c, h, w)
+        out = self.head(image)
+        return out + y if self.tapped else out
+
+
+def test_a_subgraph_region_is_also_offered_with_the_depthwise_convolution_only_it_reads():
+    regions, wider, program = widened_of(DepthwiseTokens())
+    (position, region), = wider.items()
+    narrow = regions[position]
+    grouped = next(i for i, step in enumerate(program.steps) if step.name == "grouped")
+    assert region.steps == (grouped, *narrow.steps)
+    assert program.steps[grouped].node not in region.inputs and program.steps[grouped].inputs[0] in region.inputs
+    assert region.output == narrow.output
+
+
+@pytest.mark.parametrize("model, fp8", [
+    (lambda: DepthwiseTokens(groups=4), None),  # grouped, not depthwise
+    (lambda: DepthwiseTokens(tapped=True), None),  # its value is read outside the region too
+    (lambda: DepthwiseTokens(), {"grouped"}),  # asked for in FP8
+])
+def test_no_wider_form_with_a_convolution_before_that_is_not_a_depthwise_fp16_one_only_the_region_reads(model, fp8):
+    regions, wider, _ = widened_of(model(), fp8)
+    assert regions and wider == {}
+
+
+def test_a_region_run_with_its_depthwise_convolution_computes_what_the_steps_compute():
+    model = DepthwiseTokens()
+    engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn([4.0, 10.0, 5.0, 20.0]),
+                                                                    compiler=eager))
+    assert fused is not None
+    runs = [layer for layer in engine.layers() if layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR]
+    assert len(runs) == 1 and runs[0].attrs["covers"][0]["name"] == "grouped"
+    x = torch.randn(INPUT)
+    with torch.no_grad():
+        torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
