@@ -18,47 +18,11 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
+from cuda_timing import captured, longest_kernels, mean_ms
 
 STAGES = ((32, 128), (64, 64), (160, 32), (256, 16))  # (channels, side) of each stage output
 HIDDEN, CLASSES, OUT = 256, 150, 128
 REPLAYS = 50
-
-
-def capture(fn: Callable[[], object]) -> Callable[[], None]:
-    """`fn` captured in a CUDA graph after warm-up calls on a side stream; the graph's replay."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph.replay
-
-
-def replay_ms(replay: Callable[[], None]) -> float:
-    for _ in range(5):
-        replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(REPLAYS):
-        replay()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / REPLAYS
-
-
-def kernels(replay: Callable[[], None], count: int) -> list[str]:
-    """The `count` longest kernels of one replay: microseconds and name."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        replay()
-        torch.cuda.synchronize()
-    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    events.sort(key=lambda e: -e.device_time)
-    return [f"{e.device_time:9.1f} us  {e.name[:110]}" for e in events[:count]]
 
 
 def layout(t: torch.Tensor) -> str:
@@ -143,8 +107,8 @@ def main() -> None:
             for name, fn, inputs in candidates:
                 try:
                     out = fn(*inputs)
-                    replay = capture(lambda fn=fn, inputs=inputs: fn(*inputs))
-                    ms = replay_ms(replay)
+                    replay = captured(lambda fn=fn, inputs=inputs: fn(*inputs))
+                    ms = mean_ms(replay, REPLAYS)
                 except Exception as exc:  # noqa: BLE001  (a candidate that fails is reported, the others go on)
                     print(f"batch {batch:2d}  {name}: failed: {type(exc).__name__}: {str(exc)[:200]}")
                     continue
@@ -152,8 +116,8 @@ def main() -> None:
                 if out.shape == reference.shape:
                     agree = f", max diff to eager {float((out.float() - reference.float()).abs().max()):.3g}"
                 print(f"batch {batch:2d}  {ms:8.4f} ms  {name}: output {layout(out)}{agree}")
-                for line in kernels(replay, args.kernels):
-                    print(f"              {line}")
+                for us, kernel in longest_kernels(replay, args.kernels):
+                    print(f"              {us:9.1f} us  {kernel[:110]}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 
 import torch
+from cuda_timing import captured, longest_kernels, mean_ms
 
 # (side, Cin, Cout) of senet154's 1x1 convolutions (its squeeze-excitation ones aside), one of each shape
 SHAPES = ((56, 128, 128), (56, 256, 256), (56, 256, 128), (56, 128, 256), (28, 512, 256), (28, 512, 512),
@@ -25,30 +26,9 @@ FP8 = torch.float8_e4m3fn
 
 def replay_us(fn: Callable[[], object]) -> tuple[float, str]:
     """Microseconds per replay of `fn` captured in a CUDA graph, and the name of the longest kernel of one replay."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    for _ in range(10):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(REPLAYS):
-        graph.replay()
-    end.record()
-    end.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        graph.replay()
-        torch.cuda.synchronize()
-    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    name = max(kernels, key=lambda e: e.device_time).name if kernels else "-"
-    return start.elapsed_time(end) * 1000 / REPLAYS, name
+    replay = captured(fn)
+    longest = longest_kernels(replay, 1)
+    return mean_ms(replay, REPLAYS, warmup=10) * 1000, longest[0][1] if longest else "-"
 
 
 def gemms(rows: int, cin: int, cout: int) -> dict[str, Callable[[], torch.Tensor]]:

@@ -11,23 +11,11 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from cuda_timing import mean_ms
 
 SIDES = (128, 64, 32, 16)
 CHANNELS, OUT = 256, 128
 CALLS = 20
-
-
-def timed_ms(fn) -> float:
-    for _ in range(3):
-        fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(CALLS):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / CALLS
 
 
 def layout(t: torch.Tensor) -> str:
@@ -46,9 +34,9 @@ def main() -> None:
                            ("NHWC", lambda t: t.contiguous(memory_format=torch.channels_last))):
             inputs = [make(t) for t in maps]
             ups = [F.interpolate(t, size=(OUT, OUT), mode="bilinear", align_corners=False) for t in inputs]
-            times = [timed_ms(lambda t=t: F.interpolate(t, size=(OUT, OUT), mode="bilinear", align_corners=False))
-                     for t in inputs]
-            cat_ms = timed_ms(lambda ups=ups: torch.cat(ups, dim=1))
+            times = [mean_ms(lambda t=t: F.interpolate(t, size=(OUT, OUT), mode="bilinear", align_corners=False),
+                             CALLS, warmup=3) for t in inputs]
+            cat_ms = mean_ms(lambda ups=ups: torch.cat(ups, dim=1), CALLS, warmup=3)
             out = torch.cat(ups, dim=1)
             print(f"batch {batch:2d} {name:8s} inputs {[layout(t) for t in inputs]} -> upsampled {layout(ups[1])}: "
                   f"upsample ms {', '.join(f'{t:.4f}' for t in times)}; cat {cat_ms:.4f} ms -> {layout(out)}")
