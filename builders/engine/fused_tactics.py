@@ -23,9 +23,10 @@ times. Values that leave a region in the middle are outputs of its function, wri
 - A fused region is one layer named as TensorRT names a fused layer, its layers' names joined by ' + ': its kernels
   are launched in one range, so the profiler can attribute them to the region only, never to one of its layers. Where
   the engine's steps win, each layer records the fused tactic it was timed against (`attrs["fusion"]`).
-- A region also offered wider (`fusion_regions.widened`: with the 1x1 convolutions that read it) runs in the form
+- A region also offered wider (`fusion_regions.widened`: with the convolutions before or after it) runs in the form
   whose fused tactic saves more time against the engine's steps; the other form keeps its steps and says why
-  (`OUTDONE`). Where both forms' times are held, the one that saves less is not compiled.
+  (`OUTDONE`). Where both forms' times are held, the one that saves less is not compiled, unless the other then
+  does not compile.
 - Offered from `--opt-level` 1 (level 0 times one tactic per layer), and only where every layer of the region runs
   fp16 as asked: a layer a recipe quantizes keeps the precision chosen for it (a recipe that excludes the
   squeeze-excitation blocks leaves them fp16, and fusable).
@@ -184,7 +185,8 @@ class Fused:
 def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | None, traced: TracedModel,
                  engine: CudnnEngine) -> Fused | None:
     """`engine` (built, not yet timed) with each region's fused tactic where it timed faster than the engine's steps
-    for the region; None where no region is offered one (`--opt-level` 0: `plan_limit` 1; no region found)."""
+    for the region, in the form that saves more where the region has two (`prefer`); None where no region is
+    offered one (`--opt-level` 0: `plan_limit` 1; no region found)."""
     if not tactics_timed(plan_limit):
         return None
     steps = engine.program.steps
@@ -198,6 +200,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     forms = [(decisions[position], decisions[len(regions) + k]) for k, position in enumerate(wider)]
     prefer(forms, held=True)
     compile_needed(tactics, decisions, specs)
+    compile_stranded(tactics, forms, specs)
     tactics.ask_workers_to_end()  # nothing compiles after this; the timer waits until they have ended
     for decision in decisions:
         choose(tactics, cache, engine, decision, specs)
@@ -283,6 +286,18 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
         tactics.function(sub, _scratch(sub, specs))
 
 
+def compile_stranded(tactics: FusedTactics, forms: list[tuple[Decision, Decision]], specs: Mapping[str, Any]) -> None:
+    """Each form outdone before compiling (`prefer` on held times) whose other form then did not compile (it failed,
+    or the study's compile budget was spent) is no longer outdone and is compiled (within the budget), so a region
+    that has a form to run runs it."""
+    for pair in forms:
+        for loser, winner in (pair, pair[::-1]):
+            failed = winner.sub is not None and isinstance(tactics.compiled.get(winner.sub.signature), str)
+            if loser.outdone and failed and loser.sub is not None:
+                loser.outdone = loser.why = None
+                tactics.function(loser.sub, _scratch(loser.sub, specs))
+
+
 def _scratch(sub: Subgraph, specs: Mapping[str, Any]) -> list[torch.Tensor]:
     return [specs[name].scratch() for name in sub.inputs]
 
@@ -318,9 +333,7 @@ def choose(tactics: FusedTactics, cache: TimingCache | None, engine: CudnnEngine
     word = _precision(specs.get(decision.region.output))
     decision.fused = Tactic(INDUCTOR, word, word, decision.held[0], sub.signature)
     decision.unfused = Tactic(ENGINE_STEPS, word, word, decision.held[1])
-    if decision.outdone is not None:
-        decision.why = decision.outdone
-    elif fusion_reason(decision.fused, decision.unfused) is None:
+    if fusion_reason(decision.fused, decision.unfused) is None:
         if isinstance(function, str):
             decision.why = function
         else:
@@ -329,10 +342,11 @@ def choose(tactics: FusedTactics, cache: TimingCache | None, engine: CudnnEngine
 
 def prefer(forms: list[tuple[Decision, Decision]], held: bool = False) -> None:
     """Of each region's two forms (narrower, wider), the one whose fused tactic saves more microseconds against the
-    engine's steps runs fused, and the other is `outdone` (it keeps its steps, saying why); a tie keeps the narrower.
+    engine's steps is chosen, and the other is `outdone` (it keeps its steps, saying why); a tie keeps the narrower.
     Where neither saves anything, both keep their own choice. `held`: before anything compiles, from the times held
-    (a form with no times held yet decides nothing, and the form outdone then is not compiled); else among the forms
-    that now run fused."""
+    (a form with no times held yet decides nothing, and the form outdone then is not compiled unless the other does
+    not compile: `compile_stranded`); else among the forms that now run fused (compiled, and faster than their
+    steps)."""
     for narrow, wide in forms:
         if narrow.held is None or wide.held is None:
             continue
@@ -420,13 +434,16 @@ def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None 
     return layer
 
 
-def notes(tactics: FusedTactics, decisions: list[Decision],
-          forms: list[tuple[Decision, Decision]] | None = None) -> list[str]:
-    """The variant's notes on fused tactics: regions by kind and how many run fused, where the times came from, what
-    compiling cost this study so far against its budget, the regions the budget left to the engine's steps (how many,
-    how many steps), why other regions were offered none (the first reason), and of the regions offered in two
-    forms (`forms`: narrower, wider), which form runs fused (a form outdone counts in none of the other lines)."""
-    offered = [d for d in decisions if d.fused is not None and not d.outdone]
+def notes(tactics: FusedTactics, decisions: list[Decision], forms: list[tuple[Decision, Decision]]) -> list[str]:
+    """The variant's notes on fused tactics, each region counted once (by the form that runs, else by its own form
+    where that is not outdone, else by the other): regions by kind and how many run fused, where the times came from,
+    what compiling cost this study so far against its budget, the regions the budget left to the engine's steps (how
+    many, how many steps), why other regions were offered none (the first reason); and of the regions offered in
+    two forms (`forms`: narrower, wider), which form runs fused."""
+    wider = {id(narrow): wide for narrow, wide in forms}
+    wides = {id(wide) for _, wide in forms}
+    leads = [_lead(decision, wider.get(id(decision))) for decision in decisions if id(decision) not in wides]
+    offered = [d for d in leads if d.fused is not None]
     lines = []
     if offered:
         kinds = ", ".join(f"{sum(d.region.kind == k for d in offered)} {k}" for k in sorted({d.region.kind
@@ -438,12 +455,12 @@ def notes(tactics: FusedTactics, decisions: list[Decision],
                      f"{sum(not d.runs_fused for d in offered)} the engine's steps (times: {sources}); "
                      f"{sum(not isinstance(f, str) for f in tactics.compiled.values())} signatures compiled in "
                      f"{tactics.compile_s:.1f} s so far this study (budget {tactics.budget_s:.0f} s)")
-    unfused = [d for d in decisions if not d.runs_fused and (d.why or "").startswith(NOT_COMPILED)]
+    unfused = [d for d in leads if not d.runs_fused and (d.why or "").startswith(NOT_COMPILED)]
     if unfused:
         lines.append(f"{len(unfused)} regions ({sum(len(d.indices) for d in unfused)} steps) keep the engine's steps: "
                      f"{unfused[0].why}")
     left = {id(d) for d in unfused}
-    unoffered = [d for d in decisions if d.fused is None and id(d) not in left and not d.outdone]
+    unoffered = [d for d in leads if d.fused is None and id(d) not in left]
     if unoffered:
         lines.append(f"{len(unoffered)} regions were offered no fused tactic: {unoffered[0].why}")
     failed = [d for d in offered if not d.runs_fused and d.why and id(d) not in left]
@@ -452,6 +469,14 @@ def notes(tactics: FusedTactics, decisions: list[Decision],
     if forms:
         wide = sum(pair[1].runs_fused for pair in forms)
         narrow = sum(pair[0].runs_fused for pair in forms)
-        lines.append(f"{len(forms)} regions were also offered wider, with the 1x1 convolutions that read them: "
+        lines.append(f"{len(forms)} regions were also offered wider, with the convolutions before or after them: "
                      f"{wide} run wider, {narrow} as they are, {len(forms) - wide - narrow} keep their steps")
     return lines
+
+
+def _lead(narrow: Decision, wide: Decision | None) -> Decision:
+    """The form that counts a region in the notes: the one that runs fused, else the narrower where it is not
+    outdone, else the wider."""
+    if wide is None or narrow.runs_fused or (not wide.runs_fused and not narrow.outdone):
+        return narrow
+    return wide

@@ -102,13 +102,16 @@ def widened(nodes: list[OpNode], steps: list[Step], regions: list[Region],
     """Each region of `regions` (by position) of kind SUBGRAPH that has a wider form: with the fp16 1x1 convolution
     steps that read its last output in turn, each the only reader of the value before it, and with each fp16
     depthwise convolution step whose value only the region reads (each step with its epilogue's nodes), none of
-    their nodes in `kept`. The wider region's last output is the last 1x1 convolution's value where there is one; the
-    convolutions' other inputs (a residual, a depthwise convolution's input) are inputs of it."""
+    their nodes in `kept`; and only where no step between the wider form's first and last reads a value it computes
+    (it runs where its last step stood). The wider region's last output is the last 1x1 convolution's value where
+    there is one; the convolutions' other inputs (a residual, a depthwise convolution's input) are inputs of it."""
     nodes = without_noops(nodes)
     by_name = {node.name: node for node in nodes}
     users = users_of(nodes)
     computed = [step_nodes(step) for step in steps]
-    by_source = {step.source or step.node: index for index, step in enumerate(steps) if step.kind == "conv"}
+    convs = [index for index, step in enumerate(steps) if step.kind == "conv" and _runs_fp16(step, kept)]
+    by_source = {steps[index].source or steps[index].node: index for index in convs}  # the convolution's own node
+    by_value = {steps[index].node: index for index in convs}  # the value it writes (its epilogue's last node)
     order = {node.name: index for index, node in enumerate(nodes)}
     reads = [_reads(step, names, by_name) for step, names in zip(steps, computed, strict=True)]
     wider = {}
@@ -116,16 +119,16 @@ def widened(nodes: list[OpNode], steps: list[Step], regions: list[Region],
         if region.kind != SUBGRAPH:
             continue
         chain, value = [], region.output
-        while (index := _sole_pointwise_conv(users.get(value, []), by_source, steps, by_name, kept)) is not None:
+        while (index := _sole_1x1_conv(users.get(value, []), by_source, by_name)) is not None:
             chain.append(index)
             value = steps[index].node
         members = set(region.nodes)
-        before = [index for name in region.inputs if (index := by_source.get(name)) is not None
-                  and _runs_fp16(steps[index], kept) and by_name[name].fn == DEPTHWISE_CONV
-                  and set(users.get(steps[index].node, [])) <= members]
-        if chain or before:
-            wider[position] = _region(sorted({*before, *region.steps, *chain}), computed, reads, by_name, users,
-                                      order, {})
+        before = [index for name in region.inputs if (index := by_value.get(name)) is not None
+                  and by_name[steps[index].source or name].fn == DEPTHWISE_CONV
+                  and set(users.get(name, [])) <= members]
+        indices = sorted({*before, *region.steps, *chain})
+        if len(indices) > len(region.steps) and _runs_in_place(indices, computed, reads):
+            wider[position] = _region(indices, computed, reads, by_name, users, order, {})
     return wider
 
 
@@ -134,20 +137,26 @@ def _runs_fp16(step: Step, kept: frozenset[str]) -> bool:
     return step.asked == "fp16" and step.precision == "fp16" and not step_nodes(step) & kept
 
 
-def _sole_pointwise_conv(readers: list[str], by_source: Mapping[str, int], steps: list[Step],
-                         by_name: Mapping[str, OpNode], kept: frozenset[str]) -> int | None:
-    """The index of the step that is the only reader in `readers` where it is an fp16 1x1 convolution (as asked) none
-    of whose nodes is kept; else None."""
+def _sole_1x1_conv(readers: list[str], by_source: Mapping[str, int], by_name: Mapping[str, OpNode]) -> int | None:
+    """The index of the step that is the only reader in `readers` where it is one of `by_source`'s convolutions
+    (fp16 as asked, none of its nodes kept) and a 1x1 one; else None."""
     if len(readers) != 1 or readers[0] not in by_source:
         return None
-    index = by_source[readers[0]]
-    return index if _runs_fp16(steps[index], kept) and by_name[readers[0]].fn == CONV_1X1 else None
+    return by_source[readers[0]] if by_name[readers[0]].fn == CONV_1X1 else None
+
+
+def _runs_in_place(indices: list[int], computed: list[set[str]], reads: list[set[str]]) -> bool:
+    """Whether the steps `indices` (in program order) may run as one step where the last of them stands: no step
+    between the first and the last, outside them, reads a value they compute."""
+    members = set().union(*(computed[index] for index in indices))
+    inside = set(indices)
+    return not any(reads[index] & members for index in range(indices[0], indices[-1]) if index not in inside)
 
 
 def _joins(step: Step, computed: set[str], se_nodes: set[str], kept: frozenset[str]) -> bool:
     """Whether `step` may be in a region: fp16 as asked, none of its nodes kept, and run as PyTorch ops (or a
     squeeze-excitation block's own convolution)."""
-    if step.asked != "fp16" or step.precision != "fp16" or not computed or computed & kept:
+    if not computed or not _runs_fp16(step, kept):
         return False
     return step.kind in ("torch", "linear") or (step.kind == "conv" and computed <= se_nodes)
 

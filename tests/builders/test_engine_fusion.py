@@ -651,17 +651,46 @@ def test_where_both_forms_times_are_held_the_form_that_saves_less_is_not_compile
     assert calls == ["compile"]  # the wider form only, nothing timed
     fused_steps = [s for s in engine.program.steps if s.kind == "fused"]
     assert len(fused_steps) == 1 and "heads.0" in fused_steps[0].name
+    record = next(layer for layer in engine.layers() if layer.name == fused_steps[0].name).attrs["fusion"]
+    assert record["other form"]["why"].startswith(OUTDONE)
+
+
+def test_a_form_outdone_before_compiling_is_compiled_and_runs_where_the_other_does_not_compile(tmp_path):
+    path = tmp_path / "timing.json"
+    cache = TimingCache(path, {"gpu": "stand-in"})
+    fused_engine(Projected((1,)), FusedTactics(timer=times_in_turn([4.0, 10.0, 5.0, 20.0]), compiler=eager),
+                 cache=cache)  # the wider form saves 15 us, the narrower 6
+    cache.save()
+
+    def refusing_convolutions(module: torch.fx.GraphModule) -> Callable[..., object]:
+        if "conv2d" in module.code:
+            raise RuntimeError("no kernel for this")
+        return module
+
+    model = Projected((1,))
+    engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn([]),
+                                                                    compiler=refusing_convolutions),
+                                 cache=TimingCache(path, {"gpu": "stand-in"}))
+    runs = [layer for layer in engine.layers() if layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR]
+    assert len(runs) == 1 and "heads.0" not in runs[0].name  # the narrower form runs
+    assert not runs[0].attrs["fusion"].get("why")
+    assert fused is not None and "0 run wider, 1 as they are" in fused.notes[-1]
+    x = torch.randn(INPUT)
+    with torch.no_grad():
+        torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
 
 
 def test_where_neither_form_runs_fused_each_layer_keeps_the_narrowest_record_it_was_timed_in():
-    regions, wider, _ = widened_of(Projected((1,)))
-    (position, _), = wider.items()
-    engine, fused = fused_engine(Projected((1,)), FusedTactics(timer=times_in_turn([12.0, 10.0, 25.0, 20.0]),
+    # the region as it is ties its steps (a tie keeps them), the wider form is slower than its steps
+    engine, fused = fused_engine(Projected((1,)), FusedTactics(timer=times_in_turn([10.0, 10.0, 25.0, 20.0]),
                                                                compiler=eager))
     assert fused is not None and not [s for s in engine.program.steps if s.kind == "fused"]
+    steps = len(engine.program.steps) - 2  # every step but the two convolutions is in the region as it is
     records = {layer.name: layer.attrs["fusion"] for layer in engine.layers() if "fusion" in layer.attrs}
-    assert records.pop("heads.0")["layers"] == len(regions[position].steps) + 1  # the wider form's record
-    assert {record["layers"] for record in records.values()} == {len(regions[position].steps)}
+    assert not any(str(record.get("why", "")).startswith(OUTDONE) for record in records.values())
+    assert records.pop("heads.0")["layers"] == steps + 1  # the wider form's record
+    assert {record["layers"] for record in records.values()} == {steps}
+    assert "for 1 subgraph regions: 0 run fused, 1 the engine's steps" in fused.notes[0]  # one region, two forms
     assert "0 run wider, 0 as they are, 1 keep their steps" in fused.notes[-1]
 
 
@@ -714,3 +743,49 @@ def test_a_region_run_with_its_depthwise_convolution_computes_what_the_steps_com
     x = torch.randn(INPUT)
     with torch.no_grad():
         torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+class SideBetween(torch.nn.Module):
+    """A SUBGRAPH region with two outputs: a gate read by a 3x3 convolution `side`, then an image read by a 1x1
+    convolution `head` alone; `side` stands between the region's last step and `head`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch, self.side = torch.nn.Conv2d(16, 16, 3, padding=1), torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.head = torch.nn.Conv2d(16, 16, 1)
+        self.norm, self.fc = torch.nn.LayerNorm(16), torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x)
+        n, c, h, w = x.shape
+        t = self.fc(self.norm(x.flatten(2).transpose(1, 2)))
+        gate = torch.sigmoid(t).transpose(1, 2).reshape(n, c, h, w)
+        image = torch.tanh(t).transpose(1, 2).reshape(n, c, h, w)
+        s = self.side(gate)
+        return self.head(image) * s  # a product: no convolution takes it as its epilogue
+
+
+def test_no_wider_form_where_a_step_between_would_read_a_value_it_computes():
+    regions, wider, program = widened_of(SideBetween())
+    names = [step.name for step in program.steps]
+    region = next(r for r in regions if r.kind == SUBGRAPH)
+    assert names.index("side") > region.steps[-1] and names.index("head") > names.index("side")  # the case itself
+    assert wider == {}
+
+
+class ActivatedDepthwise(DepthwiseTokens):
+    """DepthwiseTokens with a ReLU after the depthwise convolution (its epilogue)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.grouped(self.stem(x)))
+        n, c, h, w = y.shape
+        return self.head(self.fc(self.norm(y.flatten(2).transpose(1, 2))).transpose(1, 2).reshape(n, c, h, w))
+
+
+def test_a_depthwise_convolution_is_taken_with_its_epilogue():
+    regions, wider, program = widened_of(ActivatedDepthwise())
+    (position, region), = wider.items()
+    grouped = next(i for i, step in enumerate(program.steps) if step.name == "grouped")
+    assert program.steps[grouped].absorbed  # the ReLU is the convolution step's epilogue
+    assert region.steps == (grouped, *regions[position].steps)
+    assert set(program.steps[grouped].absorbed) <= set(region.nodes)
