@@ -7,8 +7,10 @@ One row per study and step: before the first variant (from the plan's line), eac
 the timing's warm-up with its first round and the rounds after it, and the whole study after the plan; each as wall
 seconds, CPU seconds and their ratio (the share of a core the study got: CPU over wall at one thread). The plan's own
 column: the share the process got from its start to the plan's line (what `inspector.cpu_defaults.process_share`
-reads). The last lines compare, per model, each step's CPU seconds between the loads it ran at (the work the load
-does not change) and its wall seconds (what the load does change).
+reads). Then each study's plan against it, step by step (`MODEL-busyN.log`'s plan line: before the first variant,
+each variant, the timing rounds): the seconds planned, the wall seconds taken, their ratio. The last lines compare,
+per model, each step's CPU seconds between the loads it ran at (the work the load does not change) and its wall
+seconds (what the load does change).
 """
 
 from __future__ import annotations
@@ -19,6 +21,18 @@ from collections import defaultdict
 from pathlib import Path
 
 STUDY = re.compile(r"(?P<model>.+)-busy(?P<busy>\d+)\.cpu$")
+PLAN = re.compile(r"estimated (?:(\d+) min )?(\d+) s from here.*\(per variant: (.*); timing rounds ([\d.]+) s\)")
+
+
+def planned(log: Path) -> dict[str, float]:
+    """The plan line's seconds by step: `before` (the total less the steps it names), each variant, `timing`."""
+    match = PLAN.search(log.read_text())
+    if match is None:
+        return {}
+    each = {name: float(s) for name, s in re.findall(r"(\S+) ([\d.]+) s", match.group(3))}
+    total = 60 * int(match.group(1) or 0) + int(match.group(2))
+    timing = float(match.group(4))
+    return {"before": total - sum(each.values()) - timing, **each, "timing": timing}
 
 
 def read(path: Path) -> list[tuple[float, float, float, str]]:
@@ -65,6 +79,22 @@ def main(folders: list[str]) -> None:
             print(f"| {path.parent.name}/{match['model']}-busy{match['busy']} | {plan_share:.2f} | "
                   f"{rows[plan][2]:.1f} | {name} | {wall:.2f} | {cpu:.2f} | {share} |")
             cpu_by_step[(f"{path.parent.name}/{match['model']}", name)][int(match["busy"])] = (wall, cpu)
+    print()
+    print("| study | step | planned s | taken s | taken / planned |")
+    print("|---|---|---|---|---|")
+    for path in sorted(p for folder in folders for p in Path(folder).glob("*.cpu.tsv")):
+        rows = read(path)
+        ends = {name: (a, b) for name, a, b in steps(rows)}
+        ends["timing"] = (ends["warm-up and round 1"][0], ends["later rounds"][1])
+        for name, seconds in planned(path.with_name(path.name.replace(".cpu.tsv", ".log"))).items():
+            if name not in ends:
+                a, b = ends[f"{name} build"][0], ends[f"{name} trace"][1]
+            else:
+                a, b = ends[name]
+            taken = rows[b][0] - rows[a][0]
+            ratio = f"{taken / seconds:.2f}" if seconds >= 0.5 else "-"  # the total is printed to whole seconds
+            print(f"| {path.parent.name}/{path.stem.removesuffix('.cpu')} | {name} | {seconds:.1f} | {taken:.1f} | "
+                  f"{ratio} |")
     print()
     print("| models | step | busy 0: wall s / CPU s | busy 2: wall s / CPU s | CPU busy 2 / busy 0 "
           "| wall busy 2 / busy 0 |")

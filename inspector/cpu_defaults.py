@@ -12,10 +12,11 @@ is kept, and the estimate then covers it too.
 
 Every cost is work: seconds of this process on a core of its own (its CPU seconds at one thread), which the load does
 not change; the estimate divides it by the share of a core the load leaves (`Machine.share`, measured over the
-process's life so far). On the shared 2-core CPU, three small models' studies took 0.96-1.01x the CPU seconds beside
-two busy processes that they took beside none, and 1.65-2.43x the wall seconds (the fourth 0.74x the CPU seconds: its
-run beside none held a trace step 1.4 s longer; benchmarks/results/cpu/estimate-share/phases.txt). The warm-up alone
-is wall time (the study warms each variant up for `warmup_s` whatever the load).
+process's life so far). On the shared 2-core CPU, a small model's study took 0.69-1.30x the CPU seconds beside two
+busy processes that it took beside none (10 of 18 pairs within 10 %), and 1.01-2.43x the wall seconds; the share the
+process had from its start to the plan was within 0.1 of the study's after it wherever the load held
+(benchmarks/results/cpu/estimate-share/phases.txt). The warm-up alone is wall time (the study warms each variant up
+for `warmup_s` whatever the load).
 """
 
 from __future__ import annotations
@@ -225,9 +226,10 @@ def process_share() -> float | None:
     """The share of a core this process got over its life so far: its CPU seconds over its wall seconds (Linux's
     /proc), between `MIN_SHARE` and 1; None where they cannot be read.
 
-    The resolver's imports, the model's build and the plan's timings run tens of seconds before the study, as CPU
-    bound as it: their share follows the load of the last minute, which the study's share (its CPU over wall seconds)
-    matched better than the fp32 forward's second of calls did (benchmarks/results/cpu/estimate-share/phases.txt)."""
+    The resolver's imports, the model's build and the plan's timings run 8-22 s before the study, as CPU bound as it:
+    their share follows the load of that while, not of the one second the fp32 forward is timed in. Where the load
+    held, the study's own share (its CPU over wall seconds) came within 0.02 of it; where the load changed after the
+    plan, it did not (benchmarks/results/cpu/estimate-share/phases.txt: the plan's share and each study's)."""
     try:
         return share_from_proc(Path("/proc/self/stat").read_text(), Path("/proc/uptime").read_text(),
                                os.sysconf("SC_CLK_TCK"))
