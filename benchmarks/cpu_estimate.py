@@ -9,8 +9,10 @@ of that count, so that the load average has risen when the plan reads it). From 
 stamped with the seconds since the start): the estimate and when it was made, the time taken from then to the end of
 the study ("saved ..." of the done step), their ratio; the headless time left after the first variant (the whole
 study's) and after the second timing round (the first holds every variant's warm-up), each against the time the study
-took after it. The load average before and after each run is printed beside it: the host is shared, and other work
-changes its load too. `--logs DIR` keeps each run's stderr there.
+took after it (after round 2, where 0 s are left and the study took a fraction of a second, the ratio says little).
+The load average before and after each run is printed beside it: the host is shared, and other work changes its load
+too. The last lines count the ratios within 30 %. `--logs DIR` keeps each run's stderr there, and beside it the
+process's CPU seconds and the load average as each line arrived (`_watched`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from cpu_load import busy
@@ -30,10 +33,11 @@ DEFAULT = ["resnet18", "mobilenetv3_small_050", "regnety_002", "efficientnet_b0"
 SETTLE_S = 30.0
 STAMP = re.compile(r"^trt-inspect: \[(\w+) ([\d.]+) s\] (.*)$")
 ESTIMATE = re.compile(r"estimated (?:(\d+) min )?(\d+) s from here")
-FORWARD = re.compile(r"(\d+) PyTorch threads?; one fp32 forward ([\d.]+) s")
+FORWARD = re.compile(r"(\d+) PyTorch threads?; one fp32 forward ([\d.]+) s(?:, at the (\d+)% of a core)?")
 DURATION = r"(?:(\d+) min )?(\d+) s"
 FIRST = re.compile(rf"1 of \d+ variants done; about {DURATION} left")
 LEFT = re.compile(rf"round 2 of \d+; about {DURATION} left")
+WITHIN = (0.7, 1.3)  # taken / stated: the issue's 30 %
 
 
 def seconds(match: re.Match[str]) -> float:
@@ -41,23 +45,22 @@ def seconds(match: re.Match[str]) -> float:
 
 
 def run(model: str, out: Path, log: Path | None) -> dict[str, float | None]:
-    """The run's figures in seconds (threads a count), None where not found: `threads`, `forward`, `estimate`,
+    """The run's figures in seconds (threads a count, share a fraction), None where not found: `threads`, `forward`,
+    `share` (of a core, where the plan states it), `estimate`,
     `taken` (after the estimate), `first` and `after_first` (the time left said after the first variant, and the time
     taken after it), `left` and `rest` (the same after the second timing round)."""
-    done = subprocess.run([sys.executable, "-m", "inspector", "run", model, "--device", "cpu", "--out", str(out)],
-                          cwd=ROOT, capture_output=True, text=True, check=False)
-    if log is not None:
-        log.write_text(done.stderr)
-    found: dict[str, float | None] = dict.fromkeys(("threads", "forward", "estimate", "first", "left"))
+    stderr = _watched([sys.executable, "-m", "inspector", "run", model, "--device", "cpu", "--out", str(out)], log)
+    found: dict[str, float | None] = dict.fromkeys(("threads", "forward", "share", "estimate", "first", "left"))
     stamps: dict[str, float] = {}
     finished = None
-    for line in done.stderr.splitlines():
+    for line in stderr.splitlines():
         stamp = STAMP.match(line)
         if stamp is None:
             continue
         phase, at, message = stamp.group(1), float(stamp.group(2)), stamp.group(3)
         if (match := FORWARD.search(message)) is not None:
             found["threads"], found["forward"] = float(match.group(1)), float(match.group(2))
+            found["share"] = float(match.group(3)) / 100 if match.group(3) else None
         for key, pattern in (("estimate", ESTIMATE), ("first", FIRST), ("left", LEFT)):
             if found[key] is None and (match := pattern.search(message)) is not None:
                 found[key], stamps[key] = seconds(match), at
@@ -66,6 +69,36 @@ def run(model: str, out: Path, log: Path | None) -> dict[str, float | None]:
     for key, taken in (("estimate", "taken"), ("first", "after_first"), ("left", "rest")):
         found[taken] = finished - stamps[key] if finished is not None and key in stamps else None
     return found
+
+
+def _watched(command: list[str], log: Path | None) -> str:
+    """Run `command` from the checkout; its stderr. With `log`, the stderr goes there and, beside it
+    (`LOG.cpu.tsv`), one row per stderr line: the seconds since the start, the process's CPU seconds so far (user and
+    system, from /proc) and the 1-minute load average, read as the line arrives: what the study did with its share
+    of the cores, phase by phase, apart from how long the load made it take."""
+    started = time.monotonic()
+    process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    lines: list[str] = []
+    rows: list[str] = []
+    for line in process.stderr:
+        lines.append(line)
+        rows.append(f"{time.monotonic() - started:.2f}\t{_cpu_s(process.pid):.2f}\t{os.getloadavg()[0]:.2f}\t"
+                    f"{line.rstrip()[:100]}")
+    process.wait()
+    if log is not None:
+        log.write_text("".join(lines))
+        log.with_suffix(".cpu.tsv").write_text("wall_s\tcpu_s\tload_1min\tline\n" + "\n".join(rows) + "\n")
+    return "".join(lines)
+
+
+def _cpu_s(pid: int) -> float:
+    """The CPU seconds (user and system) process `pid` has used so far; 0 where /proc cannot be read."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -77,9 +110,10 @@ def main() -> None:
     if args.logs is not None:
         args.logs.mkdir(parents=True, exist_ok=True)
     print(f"# {os.cpu_count()} cores; trt-inspect run MODEL --device cpu (the CPU defaults), beside N busy processes")
-    print("| model | busy | load before | threads | fp32 forward s | estimate s | taken s | taken / estimate "
+    print("| model | busy | load before | threads | fp32 forward s | share | estimate s | taken s | taken / estimate "
           "| after variant 1: left s | taken s | ratio | after round 2: left s | taken s | load after |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    ratios: dict[str, list[str]] = {"first estimate": [], "after variant 1": [], "after round 2": []}
     with tempfile.TemporaryDirectory() as folder:
         for count in (int(value) for value in args.busy.split(",")):
             with busy(count, SETTLE_S):
@@ -87,11 +121,18 @@ def main() -> None:
                     before = os.getloadavg()[0]
                     log = args.logs / f"{model}-busy{count}.log" if args.logs is not None else None
                     f = run(model, Path(folder) / f"{model}-busy{count}.json", log)
+                    for kind, (taken, stated) in (("first estimate", ("taken", "estimate")),
+                                                  ("after variant 1", ("after_first", "first")),
+                                                  ("after round 2", ("rest", "left"))):
+                        ratios[kind].append(_ratio(f[taken], f[stated]))
                     cells = [model, str(count), f"{before:.1f}", _s(f["threads"], 0), _s(f["forward"], 2),
-                             _s(f["estimate"]), _s(f["taken"]), _ratio(f["taken"], f["estimate"]), _s(f["first"]),
-                             _s(f["after_first"]), _ratio(f["after_first"], f["first"]), _s(f["left"]), _s(f["rest"]),
-                             f"{os.getloadavg()[0]:.1f}"]
+                             _s(f["share"], 2), _s(f["estimate"]), _s(f["taken"]), ratios["first estimate"][-1],
+                             _s(f["first"]), _s(f["after_first"]), ratios["after variant 1"][-1], _s(f["left"]),
+                             _s(f["rest"]), f"{os.getloadavg()[0]:.1f}"]
                     print("| " + " | ".join(cells) + " |", flush=True)
+    for kind, values in ratios.items():
+        within = sum(WITHIN[0] <= float(value) <= WITHIN[1] for value in values if value != "-")
+        print(f"{kind}: {within} of {len(values)} within 30 % (taken / stated {', '.join(values)})")
 
 
 def _s(value: float | None, decimals: int = 1) -> str:

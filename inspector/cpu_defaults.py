@@ -9,6 +9,14 @@ inferences): the largest step of `LADDER` whose estimated time fits `BUDGET_S` (
 recipes after the first are left out too). The estimate comes from the measured costs and the plan's steps
 (`estimate_steps`, stated per step in the plan's line, which also carries it as data: `PlanLine`); what the user set
 is kept, and the estimate then covers it too.
+
+Every cost is work: seconds of this process on a core of its own (its CPU seconds at one thread), which the load does
+not change; the estimate divides it by the share of a core the load leaves (`Machine.share`, measured over the
+process's life so far). On the shared 2-core CPU, a small model's study took 0.69-1.30x the CPU seconds beside two
+busy processes that it took beside none (10 of 18 pairs within 10 %), and 1.01-2.43x the wall seconds; the share the
+process had from its start to the plan was within 0.1 of the study's after it wherever the load held
+(benchmarks/results/cpu/estimate-share/phases.txt). The warm-up alone is wall time (the study warms each variant up
+for `warmup_s` whatever the load).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from typing import TYPE_CHECKING, Self
 
 from inspector.request import StudyRequest
 from sessions.documents.errors import first_line
-from sessions.documents.plan import StudyPlan, TimingPlan
+from sessions.documents.plan import StudyPlan, TimingPlan, VariantPlan
 
 if TYPE_CHECKING:
     import torch
@@ -36,20 +44,25 @@ STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_
 # machine (benchmarks/results/cpu/costs.txt; mainjob.log lists each variant's median, build and traced call).
 # Step by step, under a load between 8 and 17, they vary up to 2x; summed, these values came within 11 % of the
 # main job's time after the estimate (0.89 and 1.01 of it: mainjob-earlier-runs.log, mainjob.log).
-# A simulated FP8 forward where its quantizers could not be timed (`quantizers_s`): senet154's, 1.14 to 1.60 measured.
+# A simulated FP8 forward where neither it nor its quantizers could be timed: senet154's, 1.14 to 1.60 measured.
 # Measured, it is the fp32 forward plus one e4m3 input quantizer per convolution and linear the recipe quantizes, which
 # small models pay most for: the quantizers' time is per activation element and per call, a convolution's per multiply.
 FP8_FORWARD = 1.4
 FP8_CALIBRATION = 1.6 / 1.4  # a calibration forward (max amax on every quantizer) over a simulated FP8 forward
-TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it
+TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it, where it could not be timed
 STRUCTURE_FORWARD = 2.0  # finding the model's structure (a forward with module hooks), then copying and folding
 FP8_BUILD = 6.0  # ModelOpt's quantize, the amax floor and the baked weights, per FP8 variant
-# Seconds per variant whatever the model's size: the model copied and folded, the session saved (and read back), the
-# trace attributed; an FP8 variant's quantizers placed and calibrated on top: about what a model of a few milliseconds
-# per forward (mobilenetv3_small_050, 4 variants) spent beyond its forwards at load 2.5 on the 2-core CPU (8.9 s taken
-# against 5 s of forwards estimated; benchmarks/results/cpu/estimate.txt).
-VARIANT_S = 0.75
-FP8_VARIANT_S = 0.5
+# Work (CPU seconds) whatever the model's size, beside its forwards (traced ones timed with their export, `traced_s`):
+# per variant, the trace attributed to layers and the session saved (a quality and a trace step held 0.05-0.4 s beyond
+# their forwards); per FP8 variant, ModelOpt's quantizers copied and their scales floored (a later FP8 variant's build,
+# 0.1-0.2 s); the first FP8 trace's set-up on top (its trace held 0.3-0.6 s more than the next FP8 variant's); before
+# the first variant, the model and the images loaded and the session written (0.3-0.6 s beyond the reference's
+# forwards). All in studies of models of 5-55 ms per forward (benchmarks/results/cpu/estimate-share/phases.txt).
+VARIANT_S = 0.25
+FP8_VARIANT_S = 0.1
+FIRST_FP8_TRACE_S = 0.4
+BEFORE_S = 0.35
+MIN_SHARE = 0.05  # the least share of a core taken from a measurement: a process that ran at all had some
 
 
 @dataclass(frozen=True)
@@ -81,13 +94,21 @@ class Machine:
     cores: int
     load: tuple[float, float, float]
     threads: int
-    forward_s: float  # one fp32 forward at the study's batch and `threads`, after the first (set-up) call: `_steady`
-    single_s: float  # one fp32 forward of one sample (stress inputs), as `forward_s`
+    forward_s: float  # work of one fp32 forward at the study's batch and `threads`, after the first call: `_steady`
+    single_s: float  # work of one fp32 forward of one sample (stress inputs), as `forward_s`
     bf16_ratio: float  # the model's forward in bf16 / fp32 where a convolution's is below BF16_SLOW, else that one
     # a simulated FP8 variant's forward / the fp32 forward, by variant name, over the layers its recipe quantizes
     # (`fp8_forward_ratios`); FP8_FORWARD for a variant it does not name
     fp8_ratios: Mapping[str, float] = field(default_factory=dict)
     calibration_ratio: float = FP8_FORWARD  # the same over every convolution and linear: what calibration quantizes
+    share: float = 1.0  # the share of a core each thread gets: wall seconds = work / share (`process_share`)
+    fp8_build_s: float | None = None  # work of building the first FP8 variant on one calibration sample (measured)
+    traced_s: float | None = None  # work of one fp32 call traced as a variant's (`traced_call_s`); None: not timed
+
+    @property
+    def forward_wall_s(self) -> float:
+        """Wall seconds of one fp32 forward at the study's batch, at the load measured."""
+        return self.forward_s / self.share
 
 
 def choose_threads(cores: int, load_1min: float) -> int:
@@ -101,10 +122,13 @@ def choose_threads(cores: int, load_1min: float) -> int:
 
 def measure_machine(plan: StudyPlan) -> Machine:
     """Cores, load and threads; then the model built (and handed to the study), its fp32 forward timed as the study's
-    later calls run (`_steady`), bf16 against fp32, and ModelOpt imported where the plan has FP8 (the study would
-    import it)."""
+    later calls run (`_steady`) with its BatchNorm folded as the study folds it, one traced call (`traced_call_s`),
+    bf16 against fp32, and where the plan has FP8, ModelOpt imported (the study would import it) and the first FP8
+    variant built and timed as the study builds it (`measure_fp8`); last, the share of a core the load leaves
+    (`process_share`; at more than one thread, the forward's own: the load is low there)."""
     import torch
 
+    from builders.pytorch.variant_modules import folded_reference
     from builders.study_inputs import build_model, keep_model
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -113,14 +137,20 @@ def measure_machine(plan: StudyPlan) -> Machine:
     torch.set_num_threads(threads)
     model = build_model(plan.model, plan.checkpoint, plan.seed)
     keep_model(plan, model)
-    module = model.module.float().eval()
+    single = torch.randn(1, *model.input_size)
+    module = folded_reference(model.module.float().eval(), single)[0]  # what the study runs
     with torch.no_grad():
-        single = torch.randn(1, *model.input_size)
-        single_s = _steady(lambda: module(single))
+        single_pace = _steady(lambda: module(single))
         batch = torch.randn(plan.batch, *model.input_size)
-        forward_s = single_s if plan.batch == len(single) else _steady(lambda: module(batch))
+        forward_pace = single_pace if plan.batch == len(single) else _steady(lambda: module(batch))
+
+        def run_batch() -> None:
+            module(batch)
+
+        traced_s = traced_call_s(run_batch, threads)
+    single_s, forward_s = single_pace.work_s(threads), forward_pace.work_s(threads)
     fp8 = [v for v in plan.variants if v.precision == "fp8"]
-    calibration_ratio, fp8_ratios = FP8_FORWARD, dict[str, float]()
+    calibration_ratio, fp8_ratios, fp8_build_s = FP8_FORWARD, dict[str, float](), None
     if fp8:
         from builders.pytorch.variant_modules import prepare_fp8
         from builders.recipes.fp8 import quantized_paths
@@ -128,11 +158,93 @@ def measure_machine(plan: StudyPlan) -> Machine:
         prepare_fp8()
         paths = {v.name: set(quantized_paths(plan.model, plan.checkpoint, v)) for v in fp8}
         calibration_ratio, fp8_ratios = fp8_forward_ratios(module, single, single_s, paths)
+        measured = measure_fp8(module, fp8[0], single, threads)
+        if measured is not None:
+            fp8_build_s, forward = measured
+            scale = fp8_scale(fp8_ratios.get(fp8[0].name, FP8_FORWARD), forward / single_s)
+            fp8_ratios = {name: 1.0 + (value - 1.0) * scale for name, value in fp8_ratios.items()}
+            calibration_ratio = 1.0 + (calibration_ratio - 1.0) * scale
     ratio = bf16_ratio()
     if ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
-        ratio = _model_bf16_ratio(module, single, single_s)
+        ratio = _model_bf16_ratio(module, single, single_s, threads)
+    share = process_share() if threads == 1 else None
     return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio, fp8_ratios,
-                   calibration_ratio)
+                   calibration_ratio, share or forward_pace.share(threads), fp8_build_s, traced_s)
+
+
+def traced_call_s(step: Callable[[], None], threads: int) -> float | None:
+    """Work of one call of `step` traced as the study traces a variant's calls (`profilers.torch_trace.trace` on the
+    CPU: torch.profiler, its trace exported and read back), after one untimed traced call (the profiler's set-up,
+    which the study's first trace pays); None where tracing fails (the study reports that on its variant).
+
+    A traced call costs its forward and a part per op recorded: 0.93-2.86 forwards on four small models, the most
+    where the forward is shortest and has the most ops (benchmarks/results/cpu/estimate-share/traced.txt)."""
+    from profilers.torch_trace import trace
+
+    try:
+        trace(step, 1, "cpu")
+        started = _Clock()
+        trace(step, 1, "cpu")
+    except Exception:  # noqa: BLE001  (the profiler's own errors: the study meets them and records no kernels)
+        return None
+    return started.work_s(threads)
+
+
+def measure_fp8(module: torch.nn.Module, variant: VariantPlan, single: torch.Tensor,
+                threads: int) -> tuple[float, float] | None:
+    """The work of building `variant` (simulated FP8) as the study builds it (`variant_module`, weights baked),
+    calibrated on `single`, and of one forward of `single` through it (`_steady`); None where either fails (the
+    study meets that failure itself and reports it on its variant).
+
+    Its quantizers' time apart (`quantizers_s`) said 2.0-2.4x the fp32 forward for three small models whose FP8
+    forward took 2.4-8x in their studies: the quantized modules cost more per call than their quantizers alone
+    (benchmarks/results/cpu/estimate-share/phases.txt)."""
+    import torch
+
+    from builders.pytorch.variant_modules import bake_fp8_weights, variant_module
+
+    try:
+        started = _Clock()
+        built = variant_module(module, variant, single, torch.float32)
+        bake_fp8_weights(built)
+        build_s = started.work_s(threads)
+        with torch.no_grad():
+            forward = _steady(lambda: built.module(single)).work_s(threads)
+    except Exception:  # noqa: BLE001  (ModelOpt's assertions, a library's own errors: the study reports them)
+        return None
+    return build_s, forward
+
+
+def fp8_scale(estimated: float, measured: float) -> float:
+    """What the quantizers' own time (`estimated`, a forward's ratio to fp32's) is multiplied by to give a variant's
+    `measured` ratio: applied to every FP8 variant and the calibration, whose quantized modules cost in proportion to
+    their quantizers; 1 where either adds nothing."""
+    return (measured - 1.0) / (estimated - 1.0) if estimated > 1.0 and measured > 1.0 else 1.0
+
+
+def process_share() -> float | None:
+    """The share of a core this process got over its life so far: its CPU seconds over its wall seconds (Linux's
+    /proc), between `MIN_SHARE` and 1; None where they cannot be read.
+
+    The resolver's imports, the model's build and the plan's timings run 8-22 s before the study, as CPU bound as it:
+    their share follows the load of that while, not of the one second the fp32 forward is timed in. Where the load
+    held, the study's own share (its CPU over wall seconds) came within 0.02 of it; where the load changed after the
+    plan, it did not (benchmarks/results/cpu/estimate-share/phases.txt: the plan's share and each study's)."""
+    try:
+        return share_from_proc(Path("/proc/self/stat").read_text(), Path("/proc/uptime").read_text(),
+                               os.sysconf("SC_CLK_TCK"))
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def share_from_proc(stat: str, uptime: str, ticks: int) -> float | None:
+    """`process_share` from the texts of /proc/self/stat and /proc/uptime and the clock ticks per second: user and
+    system CPU time (the 14th and 15th fields) over the seconds since the process started (the 22nd, in ticks after
+    boot); None where no time has passed."""
+    fields_after_name = stat.rsplit(")", 1)[1].split()
+    wall = float(uptime.split()[0]) - int(fields_after_name[19]) / ticks
+    cpu = (int(fields_after_name[11]) + int(fields_after_name[12])) / ticks
+    return min(1.0, max(MIN_SHARE, cpu / wall)) if wall > 0 else None
 
 
 def fp8_forward_ratios(module: torch.nn.Module, single: torch.Tensor, single_s: float,
@@ -178,9 +290,9 @@ def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> dict[str,
 
 
 def quantizers_s(shapes: Mapping[str, list[torch.Size]]) -> dict[str, float]:
-    """Seconds one pass of ModelOpt's e4m3 fake quantizer (the simulated FP8 variants' own, on its pure-PyTorch
-    path) takes over a tensor of each shape, by the key it is listed under (a key without shapes left out), after
-    one untimed pass over them all (its set-up)."""
+    """Work (`Pace.work_s`, at PyTorch's threads now) of one pass of ModelOpt's e4m3 fake quantizer (the simulated
+    FP8 variants' own, on its pure-PyTorch path) over a tensor of each shape, by the key it is listed under (a key
+    without shapes left out), after one untimed pass over them all (its set-up)."""
     import modelopt.torch.quantization as mtq
     import torch
     from modelopt.torch.quantization.nn import TensorQuantizer
@@ -193,14 +305,14 @@ def quantizers_s(shapes: Mapping[str, list[torch.Size]]) -> dict[str, float]:
         for tensor in tensors.values():
             quantizer(tensor)
         for key, calls in ((key, calls) for key, calls in shapes.items() if calls):
-            started = time.perf_counter()
+            started = _Clock()
             for shape in calls:
                 quantizer(tensors[shape])
-            seconds[key] = time.perf_counter() - started
+            seconds[key] = started.work_s(torch.get_num_threads())
     return seconds
 
 
-def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float) -> float:
+def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float, threads: int) -> float:
     """The model's forward in bf16 over its fp32 forward (`_steady` both): a study that keeps bf16 runs the model, and
     a convolution's ratio said 1.3 where resnet18's forward in bf16 took 0.63 of fp32's (its quality step, on the
     2-core CPU here)."""
@@ -211,7 +323,7 @@ def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: f
     converted = copy.deepcopy(module).to(torch.bfloat16)
     sample = single.to(torch.bfloat16)
     with torch.no_grad():
-        return _steady(lambda: converted(sample)) / single_s
+        return _steady(lambda: converted(sample)).work_s(threads) / single_s
 
 
 def bf16_ratio() -> float:
@@ -230,9 +342,39 @@ def bf16_ratio() -> float:
     return bf16 / fp32
 
 
-def _steady(step: Callable[[], object]) -> float:
-    """Seconds of one call of `step` as the study's calls run: after the first call, calls for `STEADY_S` (at least
-    one), their mean: the throughput the load leaves, which is what a study's many calls get.
+@dataclass(frozen=True)
+class Pace:
+    """Seconds of one call: wall, and this process's CPU (all its threads)."""
+
+    wall_s: float
+    cpu_s: float
+
+    def work_s(self, threads: int) -> float:
+        """The call's work: at one thread its CPU seconds (never above the wall's), which the load does not change;
+        at more, its wall seconds (more threads are chosen only where the load leaves their cores free)."""
+        return min(self.wall_s, self.cpu_s) if threads == 1 else self.wall_s
+
+    def share(self, threads: int) -> float:
+        """The share of a core each of `threads` threads got in the calls, between `MIN_SHARE` and 1."""
+        return min(1.0, max(MIN_SHARE, self.cpu_s / (self.wall_s * threads))) if self.wall_s > 0 else 1.0
+
+
+class _Clock:
+    """Wall and CPU seconds from its making."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+
+    def pace(self, calls: int = 1) -> Pace:
+        return Pace((time.perf_counter() - self.wall) / calls, (time.process_time() - self.cpu) / calls)
+
+    def work_s(self, threads: int) -> float:
+        return self.pace().work_s(threads)
+
+
+def _steady(step: Callable[[], object]) -> Pace:
+    """One call of `step` as the study's calls run: after the first call, calls for `STEADY_S` (at least one),
+    their mean wall and CPU seconds: the throughput the load leaves, which is what a study's many calls get.
 
     The first call sets up (allocations, oneDNN's primitives for each shape): resnet18's took 0.42 s against 0.14 s
     per forward over its study on the loaded 2-core CPU, and counting it for every forward put the estimate 1.5-2.5x
@@ -241,11 +383,11 @@ def _steady(step: Callable[[], object]) -> float:
     """
     step()
     calls = 0
-    started = time.perf_counter()
-    while calls == 0 or time.perf_counter() - started < STEADY_S:
+    started = _Clock()
+    while calls == 0 or time.perf_counter() - started.wall < STEADY_S:
         step()
         calls += 1
-    return (time.perf_counter() - started) / calls
+    return started.pace(calls)
 
 
 def _best(step: Callable[[], object], repeats: int) -> float:
@@ -296,17 +438,21 @@ class PlanLine(str):
 
 
 def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) -> StepEstimate:
-    """Seconds the study takes after this point (the model is built, ModelOpt imported), by step: the fp32
-    reference and the BatchNorm folded; per variant its build, quality and stress inputs and trace, each in forwards
-    of the measured cost, and the seconds a variant takes whatever the model (`VARIANT_S`, `FP8_VARIANT_S`); its
-    warm-up and timing rounds. The calibration forwards count once, with the first FP8 variant: the study's FP8
-    recipes take copies of one calibration (`builders.pytorch.variant_modules.Calibrations`; a recipe that folds or
-    scales weights otherwise calibrates again, which this leaves out)."""
-    f = machine.forward_s
+    """Seconds the study takes after this point (the model is built, ModelOpt imported), by step: before the first
+    variant, the model and images loaded, the fp32 reference and the BatchNorm folded; per variant its build, quality
+    and stress inputs and trace, each in forwards of the measured work, and the work a variant takes whatever the
+    model (`VARIANT_S`, `FP8_VARIANT_S`); its warm-up and timing rounds. Work is divided by the share of a core the
+    load leaves (`Machine.share`); the warm-up's seconds are wall seconds, the same at any load.
+
+    The first FP8 variant's build is the measured one (`Machine.fp8_build_s`, one calibration sample) and the
+    calibration forwards of the other samples; it counts once, with the first FP8 variant: the study's FP8 recipes
+    take copies of one calibration (`builders.pytorch.variant_modules.Calibrations`; a recipe that folds or scales
+    weights otherwise calibrates again, which this leaves out)."""
+    f, share = machine.forward_s, machine.share
     quality = plan.eval_count or images
     batches = math.ceil(quality / plan.batch)
     fp8 = [v for v in plan.variants if v.precision == "fp8"]
-    before = batches * f + (STRUCTURE_FORWARD * machine.single_s if fp8 else 0.0)
+    before = BEFORE_S + batches * f + (STRUCTURE_FORWARD * machine.single_s if fp8 else 0.0)
     timing = plan.timing
     variants: dict[str, float] = {}
     timed_s = 0.0
@@ -314,18 +460,30 @@ def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) 
     for variant in plan.variants:
         ratio = {"fp8": machine.fp8_ratios.get(variant.name, FP8_FORWARD),
                  "bf16": machine.bf16_ratio}.get(variant.precision, 1.0)
-        build = 0.0
+        build, fixed = 0.0, VARIANT_S
         if variant.precision == "fp8":
-            calibration = 0.0 if calibrated else (plan.calib_count / plan.batch * f * machine.calibration_ratio
-                                                  * FP8_CALIBRATION)
-            build = (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + calibration
+            if calibrated:
+                build, fixed = (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s, fixed + FP8_VARIANT_S
+            else:
+                build, fixed = _fp8_build(plan, machine), fixed + FP8_VARIANT_S + FIRST_FP8_TRACE_S
             calibrated = True
         checks = batches * f + stress * machine.single_s
-        trace = (2 + plan.trace_calls * TRACE_FORWARD) * f
-        timed_s += max(timing.warmup_s, f * ratio) + timing.rounds * (timing.switch_warmup + timing.iters) * f * ratio
-        fixed = VARIANT_S + (FP8_VARIANT_S if variant.precision == "fp8" else 0.0)
-        variants[variant.name] = fixed + build + (checks + trace) * ratio
-    return StepEstimate(before, variants, timed_s)
+        traced = machine.traced_s if machine.traced_s is not None else TRACE_FORWARD * f
+        trace = 2 * f + plan.trace_calls * traced
+        timed_s += (max(timing.warmup_s, f * ratio / share)
+                    + timing.rounds * (timing.switch_warmup + timing.iters) * f * ratio / share)
+        variants[variant.name] = (fixed + build + (checks + trace) * ratio) / share
+    return StepEstimate(before / share, variants, timed_s)
+
+
+def _fp8_build(plan: StudyPlan, machine: Machine) -> float:
+    """Work of the first FP8 variant's build: the measured build on one sample and the calibration forwards of the
+    others; where it was not measured, ModelOpt's quantize and the structure in forwards, and every sample's
+    calibration forward."""
+    per_sample = machine.single_s * machine.calibration_ratio * FP8_CALIBRATION
+    if machine.fp8_build_s is not None:
+        return machine.fp8_build_s + max(plan.calib_count - 1, 0) * per_sample
+    return (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + plan.calib_count * per_sample
 
 
 def estimate_s(plan: StudyPlan, machine: Machine, images: int, stress: int) -> float:
@@ -362,7 +520,8 @@ def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, lis
     load = " / ".join(f"{x:.1f}" for x in machine.load)
     threads = _plural(machine.threads, "PyTorch thread") + (" (--threads)" if request.threads else "")
     notes.insert(0, f"CPU: {machine.cores} cores, load average {load} (1 / 5 / 15 min): {threads}"
-                    + f"; one fp32 forward {machine.forward_s:.2f} s")
+                    + f"; one fp32 forward {machine.forward_wall_s:.2f} s, at the {machine.share:.0%} of a core "
+                    "the load leaves it")
     over = "" if estimate <= BUDGET_S else f", over the {_duration(BUDGET_S)} aim: fewer variants or counts shorten it"
     notes.append(PlanLine(f"CPU plan: {', '.join(v.name for v in chosen.variants)}; {_describe(chosen, images)}; "
                           f"estimated {_duration(estimate)} from here{over} ({steps.words()})", steps))

@@ -83,7 +83,8 @@ def test_when_no_count_fits_the_default_second_recipe_goes_but_a_named_one_stays
 def test_the_estimate_follows_the_measured_cost_and_the_plans_steps():
     plan = cpu_plan("fp32,fp8", ("all",))
     slow, fast = estimate_s(plan, machine(2.0), 18, 5), estimate_s(plan, machine(1.0), 18, 5)
-    fixed = 2 * cpu_defaults.VARIANT_S + cpu_defaults.FP8_VARIANT_S  # fp32 and one FP8 variant, whatever the model
+    fixed = (cpu_defaults.BEFORE_S + 2 * cpu_defaults.VARIANT_S  # fp32 and one FP8 variant, whatever the model
+             + cpu_defaults.FP8_VARIANT_S + cpu_defaults.FIRST_FP8_TRACE_S)
     assert slow - fixed == pytest.approx(2 * (fast - fixed))
     more_rounds = replace(plan, timing=replace(plan.timing, rounds=plan.timing.rounds * 2))
     assert estimate_s(more_rounds, machine(1.0), 18, 5) > fast
@@ -243,3 +244,104 @@ def test_modelopts_quantizer_is_timed_per_module_path():
 
     seconds = cpu_defaults.quantizers_s({"conv": [torch.Size((1, 4, 8, 8)), torch.Size((1, 4, 8, 8))], "idle": []})
     assert set(seconds) == {"conv"} and seconds["conv"] > 0
+
+
+def test_work_is_divided_by_the_share_of_a_core_and_the_warm_up_is_wall_time():
+    """At half a core every step takes twice its work; the warm-up, which runs for its seconds, does not stretch."""
+    plan = cpu_plan("fp32,fp8", ("all",), eval_count=4, calib_count=4, stress_count=3)
+    full, half = machine(0.01), replace(machine(0.01), share=0.5)
+    alone, loaded = cpu_defaults.estimate_steps(plan, full, 18, 3), cpu_defaults.estimate_steps(plan, half, 18, 3)
+    assert loaded.before == pytest.approx(2 * alone.before)
+    assert loaded.variants == pytest.approx({name: 2 * s for name, s in alone.variants.items()})
+    warm_up = len(plan.variants) * plan.timing.warmup_s  # each variant's forward is far below its warm-up
+    assert plan.timing.warmup_s > 0.1
+    assert loaded.timing - warm_up == pytest.approx(2 * (alone.timing - warm_up))
+
+
+def test_a_call_is_counted_as_its_cpu_seconds_at_one_thread_and_as_its_wall_at_more():
+    from inspector.cpu_defaults import Pace
+
+    waited = Pace(wall_s=2.0, cpu_s=0.5)  # three quarters of the call waited for a core
+    assert waited.work_s(1) == 0.5 and waited.share(1) == 0.25
+    assert waited.work_s(2) == 2.0
+    assert Pace(wall_s=1.0, cpu_s=1.5).work_s(1) == 1.0  # a helper thread's CPU: never more than the wall
+    assert Pace(wall_s=1.0, cpu_s=1.5).share(1) == 1.0
+    assert Pace(wall_s=1.0, cpu_s=0.0).share(1) == cpu_defaults.MIN_SHARE
+
+
+def test_the_share_is_the_processs_cpu_over_its_life_from_proc():
+    ticks = 100
+    stat = "4242 (python (x)) R " + " ".join(["0"] * 10) + " 1500 500 " + " ".join(["0"] * 6) + " 1000 0 0"
+    #       fields 4-13 (10 zeros), utime 15 s and stime 5 s in ticks, fields 16-21, starttime at 10 s after boot
+    assert cpu_defaults.share_from_proc(stat, "50.0 90.0", ticks) == pytest.approx(20 / 40)
+    assert cpu_defaults.share_from_proc(stat, "20.0 9.0", ticks) == 1.0  # more CPU than wall: threads; one core's
+    assert cpu_defaults.share_from_proc(stat, "10.0 9.0", ticks) is None
+
+
+def test_the_first_fp8_variant_is_costed_at_its_measured_build_and_forward():
+    """A measured build replaces the fixed guess for the first FP8 variant only, with the calibration forwards of the
+    samples it did not calibrate on; the measured forward's excess over the quantizers' scales every FP8 ratio."""
+    plan = cpu_plan("fp32,fp8", ("all", "no-se"), eval_count=4, calib_count=4, stress_count=3)
+    guessed = replace(machine(0.01), fp8_ratios={"fp8-all": 2.0, "fp8-no-se": 1.5}, calibration_ratio=2.0)
+    built = replace(guessed, fp8_build_s=3.0)
+    steps_guessed = cpu_defaults.estimate_steps(plan, guessed, 18, 3)
+    steps_built = cpu_defaults.estimate_steps(plan, built, 18, 3)
+    per_sample = 0.01 * 2.0 * cpu_defaults.FP8_CALIBRATION
+    guess = (cpu_defaults.FP8_BUILD + cpu_defaults.STRUCTURE_FORWARD) * 0.01 + 4 * per_sample
+    assert steps_built.variants["fp8-all"] - steps_guessed.variants["fp8-all"] == pytest.approx(
+        3.0 + 3 * per_sample - guess)
+    assert steps_built.variants["fp8-no-se"] == steps_guessed.variants["fp8-no-se"]
+    assert cpu_defaults.fp8_scale(2.0, 4.0) == pytest.approx(3.0)  # quantizers said +1 forward, the variant took +3
+    assert cpu_defaults.fp8_scale(1.0, 4.0) == 1.0 and cpu_defaults.fp8_scale(2.0, 0.9) == 1.0
+
+
+def test_the_first_fp8_variant_is_built_and_timed_as_the_study_builds_it(monkeypatch):
+    from builders.pytorch import variant_modules
+    from sessions.documents.plan import VariantPlan
+
+    model, sample = _stem_trunk_head()
+    measured = cpu_defaults.measure_fp8(model.eval(), VariantPlan("fp8", "all", ()), sample, 1)
+    assert measured is not None and measured[0] > 0 and measured[1] > 0
+
+    def failing(*args, **kwargs):
+        raise AssertionError("detected inf values in amax")  # as ModelOpt's calibrator says it
+
+    monkeypatch.setattr(variant_modules, "variant_module", failing)
+    assert cpu_defaults.measure_fp8(model, VariantPlan("fp8", "all", ()), sample, 1) is None
+
+
+def test_a_variants_trace_is_costed_at_the_measured_traced_call():
+    """Seven traced calls at the measured traced call's work (times the variant's ratio), not at a fixed 1.5
+    forwards; the untraced calls before them at the forward's."""
+    plan = cpu_plan("fp32,fp8", ("all",), eval_count=4, calib_count=4, stress_count=3)
+    guessed = replace(machine(0.01), fp8_ratios={"fp8-all": 2.0})
+    traced = replace(guessed, traced_s=0.05)
+    steps_guessed = cpu_defaults.estimate_steps(plan, guessed, 18, 3)
+    steps_traced = cpu_defaults.estimate_steps(plan, traced, 18, 3)
+    per_call = 0.05 - cpu_defaults.TRACE_FORWARD * 0.01
+    assert steps_traced.variants["fp32"] - steps_guessed.variants["fp32"] == pytest.approx(plan.trace_calls * per_call)
+    assert steps_traced.variants["fp8-all"] - steps_guessed.variants["fp8-all"] == pytest.approx(
+        plan.trace_calls * per_call * 2.0)
+
+
+def test_a_traced_call_is_timed_with_the_studys_tracer_and_a_failing_tracer_leaves_it_untimed(monkeypatch):
+    import torch
+
+    from profilers import torch_trace
+
+    model, sample = _stem_trunk_head()
+    calls = []
+
+    def counted() -> None:
+        calls.append(1)
+        with torch.no_grad():
+            model(sample)
+
+    assert (cpu_defaults.traced_call_s(counted, 1) or 0.0) > 0
+    assert len(calls) == 2  # one untimed traced call, then the timed one
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("the profiler is taken")
+
+    monkeypatch.setattr(torch_trace, "trace", failing)
+    assert cpu_defaults.traced_call_s(counted, 1) is None
