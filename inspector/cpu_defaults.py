@@ -63,6 +63,7 @@ FP8_VARIANT_S = 0.1
 FIRST_FP8_TRACE_S = 0.4
 BEFORE_S = 0.35
 MIN_SHARE = 0.05  # the least share of a core taken from a measurement: a process that ran at all had some
+ONE_THREAD = 1  # a plan of one PyTorch thread: its calls' CPU seconds are their work, its process's share the load's
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ def measure_machine(plan: StudyPlan) -> Machine:
     ratio = bf16_ratio()
     if ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
         ratio = _model_bf16_ratio(module, single, single_s, threads)
-    share = process_share() if threads == 1 else None
+    share = process_share() if threads == ONE_THREAD else None
     return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio, fp8_ratios,
                    calibration_ratio, share or forward_pace.share(threads), fp8_build_s, traced_s)
 
@@ -352,7 +353,7 @@ class Pace:
     def work_s(self, threads: int) -> float:
         """The call's work: at one thread its CPU seconds (never above the wall's), which the load does not change;
         at more, its wall seconds (more threads are chosen only where the load leaves their cores free)."""
-        return min(self.wall_s, self.cpu_s) if threads == 1 else self.wall_s
+        return min(self.wall_s, self.cpu_s) if threads == ONE_THREAD else self.wall_s
 
     def share(self, threads: int) -> float:
         """The share of a core each of `threads` threads got in the calls, between `MIN_SHARE` and 1."""

@@ -482,6 +482,7 @@ OTHER_READERS = {
     "builders/models/seeded_weights.py": "a cache writer: opens the file safetensors' save_file wrote, to fsync it",
     "builders/engine/cudnn_library.py": "/proc/self/maps, to find the libraries this process loaded",
     "profilers/environment.py": "/proc/cpuinfo, to name the CPU",
+    "inspector/cpu_defaults.py": "/proc/self/stat and /proc/uptime, the process's CPU and wall seconds so far",
     "profilers/kernel_trace.py": "a CUDA header of the installed CUPTI package (at most 4 MiB), for callback ids",
     "profilers/images.py": "images the user names, opened by PIL under its pixel limit",
     "builders/recipes/fp8.py": "the recipes TOML shipped inside the package",
