@@ -9,6 +9,10 @@
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
 #   compile the engine's fp16 against torch.compile, MODEL:BATCH jobs in COMPILE_JOBS (default: where it lost before,
 #           dpn68 and vit_tiny_patch16_224 at batch 1 and 32, SegFormer-B0 at 512 batch 1)
+#   matmul  each 1x1 shape's conv and matmul graphs run as engine layers, their outputs compared
+#           (benchmarks/cudnn_matmul_tactic.py --check)
+#   b32     senet154 at batch 32, the engine's fp16 and FP8 (recipes in RECIPES, default `all`), once per precision
+#           choice in CHOICES (default "timed kept"), each session's `groups`
 #   PARTS="state main rows" OUT=... PREPARE=0 bash benchmarks/h200_figures_settled.sh   # device tool, carry [".whl"]
 [ "${KEEP_CACHES:-0}" = 1 ] || rm -rf /tmp/pycache /tmp/site /tmp/tih /tmp/torchinductor_* ~/.triton/cache
 source "$(dirname "$0")/h200_setup.sh"
@@ -25,6 +29,14 @@ for PART in ${PARTS:-state main rows}; do
     for PAIR in "cold warm" "cold warm2" "warm warm2"; do  # three reruns of unchanged code: each diff must exit 0
       set -- $PAIR; trt-inspect diff "$OUT/main/senet154-$1.json" "$OUT/main/senet154-$2.json" \
         > "$OUT/main/diff-$1-$2.txt"; echo "diff $1 $2: exit $?"
+    done ;;
+  matmul) python3 benchmarks/cudnn_matmul_tactic.py --check --batch 1 --batch 32 2>&1 | tee "$OUT/matmul/check.txt" ;;
+  b32)
+    for CHOICE in ${CHOICES:-timed kept}; do
+      t run senet154 --batch 32 --variants cudnn-fp16,cudnn-fp8 ${RECIPES:---fp8-recipe all} --fp8-layers "$CHOICE" \
+        --out "$OUT/b32/senet154-b32-$CHOICE.json" > "$OUT/b32/senet154-b32-$CHOICE.log" 2>&1
+      tail -2 "$OUT/b32/senet154-b32-$CHOICE.log"
+      trt-inspect groups "$OUT/b32/senet154-b32-$CHOICE.json" > "$OUT/b32/groups-$CHOICE.txt" 2>&1
     done ;;
   rows) python3 benchmarks/row_independence.py senet154 --repeat 2 --out "$OUT/rows" 2>"$OUT/rows/progress.log" \
           | tee "$OUT/rows/rows.txt" ;;

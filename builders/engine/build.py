@@ -14,7 +14,7 @@ import torch
 import torch.fx
 
 from builders.engine.compiler import PlanCompiler
-from builders.engine.conv_tactics import LIBRARY_KINDS, library_conv, offered, scaled_companion, time_library
+from builders.engine.conv_tactics import LIBRARY_KINDS, companions, library_conv, offered, time_library
 from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
@@ -23,14 +23,13 @@ from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
 from builders.engine.runtime import CudnnEngine
 from builders.engine.tactics import (
     CUDNN,
-    CUDNN_SCALED,
     GRAPH_LIBRARIES,
     QUANTIZE_LAYER,
     Tactic,
     fastest,
+    input_reason,
     output_reason,
     precision_reason,
-    quantize_reason,
 )
 from builders.fp8.quantizer import Quantizer
 from builders.models.hooks import forward_once
@@ -255,14 +254,13 @@ def _conv_signatures(program: Program, plain: torch.nn.Module,
 
 
 def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
-    """The graph of every signature not built yet, then the scaled companion (`scaled_companion`) of each whose graph
-    cuDNN built (a refused graph's layer runs elsewhere: its companion would never run), in `backend.graphs` (or
-    cuDNN's reason it has none)."""
+    """The graph of every signature not built yet, then the companions (`companions`: scaled, matmul) of each whose
+    graph cuDNN built (a refused graph's layer runs elsewhere: its companions would never run), in `backend.graphs`
+    (or cuDNN's reason it has none)."""
     asked = list(dict.fromkeys(signatures))
     _build_new(backend, asked)
     built = [sig for sig in asked if isinstance(backend.graphs.get(sig), ConvGraph)]
-    _build_new(backend, [companion for sig in built
-                         if (companion := scaled_companion(sig, backend.plan_limit)) is not None])
+    _build_new(backend, [companion for sig in built for companion in companions(sig, backend.plan_limit).values()])
 
 
 def _build_new(backend: BuildContext, signatures: list[ConvSignature]) -> None:
@@ -301,7 +299,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
         reason = precision_reason(fastest(fp8_tactics), fastest(fp16_tactics))
         if reason is not None:
             refused[name], changed = reason, True
-    if changed or _quantize_pays(backend, program, fp8, fp16, refused, timed):
+    if changed or _fp8_input_pays(backend, program, sigs, fp8, fp16, refused, timed):
         return True
     writers = {name: sig for name, sig in sigs.items() if sig.output_fp8 and name not in output_refused}
     unfused = {name: dataclasses.replace(sig, output_fp8=False) for name, sig in writers.items()}
@@ -319,46 +317,71 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
     return changed
 
 
-def _quantize_pays(backend: BuildContext, program: Program, fp8: dict[str, ConvSignature],
-                   fp16: dict[str, ConvSignature], refused: dict[str, str], timed: Timed) -> bool:
-    """Each quantize layer against what its FP8 readers save (a Q/DQ pair TensorRT cannot fuse runs as a layer of its
-    own, a Reformat of `Origin: QDQ`; that its builder weighs its cost is this engine's rule): where their best FP8
-    tactics together save less than the quantize layer costs (against their best fp16 ones), they run fp16 and the
-    quantize layer goes (`quantize_reason`). Only quantize layers whose readers are all FP8 convolutions timed here;
+def _fp8_input_pays(backend: BuildContext, program: Program, sigs: dict[str, ConvSignature],
+                    fp8: dict[str, ConvSignature], fp16: dict[str, ConvSignature], refused: dict[str, str],
+                    timed: Timed) -> bool:
+    """Each FP8 input against what its FP8 readers save. An input a quantize layer makes costs that layer (a Q/DQ
+    pair TensorRT cannot fuse runs as a layer of its own, a Reformat of `Origin: QDQ`; that its builder weighs its
+    cost is this engine's rule); one a convolution writes in FP8 (its output quantize fused) costs what writing FP8
+    adds to that convolution's best tactic writing fp16, or the quantize layer where that is less (the output choice
+    then takes it). Where the readers' best FP8 tactics together save less than that (against their best fp16 ones),
+    they run fp16 and the input goes (`input_reason`). Only inputs whose readers are all FP8 convolutions timed here;
     True where a choice changed the program."""
+    writers = {step.name: step for step in program.steps if step.kind == "conv" and step.output_fp8}
+    make_graphs(backend, [dataclasses.replace(sigs[name], output_fp8=False) for name in writers if name in sigs])
     changed = False
-    for quantize in (step for step in program.steps if step.kind == "quantize"):
-        readers = [step.name for step in program.steps if quantize.name in step.inputs]
+    for step in program.steps:
+        if step.kind != "quantize" and step.name not in writers:
+            continue
+        value = step.name if step.kind == "quantize" else step.node
+        readers = [reader.name for reader in program.steps if value in reader.inputs]
         if not readers or any(name not in fp8 for name in readers):
             continue
         best = [(_tactics(backend, fp8[name]), _tactics(backend, fp16[name])) for name in readers]
         if not all(fp8_tactics and fp16_tactics for fp8_tactics, fp16_tactics in best):
             continue
-        cost = Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, fp8[readers[0]].input_shape),
-                      backend.quantizer().implementation)
+        quantize = Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, fp8[readers[0]].input_shape),
+                          backend.quantizer().implementation)
+        cost = _fused_input_cost(backend, sigs.get(step.name), step.name) if step.kind == "conv" else None
+        cost_words, cost_us = cost if cost is not None and cost[1] < quantize.time_us else (
+            "the quantize layer's", quantize.time_us)
         saved = sum(fastest(fp16_tactics).time_us - fastest(fp8_tactics).time_us for fp8_tactics, fp16_tactics in best)
-        reason = quantize_reason(saved, cost.time_us, len(readers))
+        reason = input_reason(saved, cost_us, len(readers), cost_words)
         if reason is not None:  # the quantize layer's time recorded where it decided
             for name in readers:
-                _keep_tactics(timed, name, cost)
+                _keep_tactics(timed, name, quantize)
                 refused[name], changed = reason, True
     return changed
 
 
+def _fused_input_cost(backend: BuildContext, sig: ConvSignature | None, name: str) -> tuple[str, float] | None:
+    """What writing FP8 adds to the convolution `name` (of signature `sig`, writing FP8) against its best tactic
+    writing fp16, in words and microseconds; None where either has no tactic."""
+    if sig is None:
+        return None
+    fused, apart = _tactics(backend, sig), _tactics(backend, dataclasses.replace(sig, output_fp8=False))
+    if not (fused and apart):
+        return None
+    writes_fp8, writes_fp16 = fastest(fused), fastest(apart)
+    words = (f"what writing it in FP8 adds to {name} ({writes_fp8.library} {writes_fp8.time_us:.1f} us against "
+             f"{writes_fp16.library} {writes_fp16.time_us:.1f} us writing fp16):")
+    return words, max(0.0, writes_fp8.time_us - writes_fp16.time_us)
+
+
 def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
-    """`sig`'s tactics: its graph's chosen cuDNN plan first, then its scaled companion's where cuDNN built one
-    (`scaled_companion`; its plan and time are the companion's own cache entry), then each other library's tactic
-    offered (`offered`: bounded by `--opt-level` as plans are) that ran, each timed once per signature and kept in
-    the timing cache with the winner where any is offered; [] where cuDNN has no graph for `sig` (it refused it)."""
+    """`sig`'s tactics: its graph's chosen cuDNN plan first, then each companion's where cuDNN built it
+    (`companions`: scaled, matmul; its plan and time are the companion's own cache entry), then each other library's
+    tactic offered (`offered`: bounded by `--opt-level` as plans are) that ran, each timed once per signature and kept
+    in the timing cache with the winner where any is offered; [] where cuDNN has no graph for `sig` (it refused it)."""
     graph = backend.graphs.get(sig)
     if not isinstance(graph, ConvGraph):
         return []
     output = "fp8" if sig.output_fp8 else "fp16"
     tactics = [Tactic(CUDNN, sig.precision, output, graph.time_us(), graph.choice.name)]
-    companion = scaled_companion(sig, backend.plan_limit)
-    scaled = backend.graphs.get(companion) if companion is not None else None
-    if isinstance(scaled, ConvGraph):
-        tactics.append(Tactic(CUDNN_SCALED, sig.precision, output, scaled.time_us(), scaled.choice.name))
+    for library, companion in companions(sig, backend.plan_limit).items():
+        graph = backend.graphs.get(companion)
+        if isinstance(graph, ConvGraph):
+            tactics.append(Tactic(library, sig.precision, output, graph.time_us(), graph.choice.name))
     libraries = offered(sig, backend.plan_limit)
     if not libraries:
         return tactics
@@ -383,11 +406,11 @@ def conv_library(backend: BuildContext, sig: ConvSignature) -> str:
 
 def library_graph(backend: BuildContext, sig: ConvSignature, library: str) -> ConvGraph:
     """The cuDNN graph that runs `sig`'s convolution where `library` (one of GRAPH_LIBRARIES, as `conv_library`
-    chose it) is cuDNN's: `sig`'s own, or its scaled companion's. ValueError for another library, LookupError for a
-    graph not built."""
+    chose it) is cuDNN's: `sig`'s own, or that companion's (`companions`). ValueError for another library,
+    LookupError for a graph not built."""
     if library not in GRAPH_LIBRARIES:
         raise ValueError(f"{library} runs no cuDNN graph")
-    companion = scaled_companion(sig, backend.plan_limit) if library == CUDNN_SCALED else sig
+    companion = sig if library == CUDNN else companions(sig, backend.plan_limit).get(library)
     graph = backend.graphs.get(companion) if companion is not None else None
     if isinstance(graph, ConvGraph):
         return graph
@@ -479,7 +502,7 @@ def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph, librar
     """The layer as `graph` runs it (the plan chosen, the signature) and `library`, whose tactic runs it (cuDNN's
     word for `graph`, its own or the scaled one, or another library's); `_library_runner` renames the kind and
     tactic where another library's tactic runs instead, and the plan fields stay as what cuDNN's graph would run."""
-    layer.kind, layer.attrs["library"] = f"cuDNN conv graph ({graph.sig.precision})", library
+    layer.kind, layer.attrs["library"] = graph.sig.graph_words(), library
     layer.groups, layer.kernel_shape = conv.groups, list(conv.kernel_size)
     layer.in_channels, layer.out_channels, layer.stride = conv.in_channels, conv.out_channels, list(conv.stride)
     choice = graph.choice

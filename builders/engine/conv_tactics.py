@@ -10,9 +10,9 @@
 
 Each computes what the signature's cuDNN graph computes: bias, then the graph's epilogue (activations, the residual
 add) and its output quantize as PyTorch ops after the GEMM or the convolution, in fp16. Which convolution may take
-which tactic is decided by pure functions (`gemm_eligible`, `depthwise_eligible`, `offered`; cuDNN's second graph
-by `scaled_companion`); the runners run on the CPU too (the tests compare them with `F.conv2d`); `time_library` times
-one on the GPU.
+which tactic is decided by pure functions (`gemm_eligible`, `depthwise_eligible`, `offered`; cuDNN's other graphs
+of the same convolution by `companions`); the runners run on the CPU too (the tests compare them with `F.conv2d`);
+`time_library` times one on the GPU.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from builders.engine.kernels import (
     time_execution,
 )
 from builders.engine.plans import tactics_timed
-from builders.engine.tactics import CUBLASLT, PYTORCH, PYTORCH_NCHW
+from builders.engine.tactics import CUBLASLT, CUDNN_MATMUL, CUDNN_SCALED, PYTORCH, PYTORCH_NCHW
 from builders.fp8.quantizer import Quantizer
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -54,15 +54,24 @@ def channels_last_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> boo
                                                                             strict=True))
 
 
-def gemm_eligible(sig: ConvSignature, input_strides: tuple[int, ...] | None = None) -> str | None:
-    """None where `sig`'s convolution is a GEMM over the pixels of its input, else why not: a 1x1 kernel, stride 1,
-    padding 0, dilation 1, one group, the input dense channels-last (`input_strides`, NCHW order; None: the engine's
-    own NHWC layout, which every conv graph reads) and, in FP8, Cin and Cout multiples of 16 (torch._scaled_mm)."""
+def gemm_geometry(sig: ConvSignature) -> str | None:
+    """None where `sig`'s convolution is, by its geometry, a GEMM over the pixels of its NHWC input: a 1x1 kernel,
+    stride 1, padding 0, dilation 1, one group; else why not."""
     checks = (("kernel", sig.kernel, (1, 1)), ("stride", sig.stride, (1, 1)), ("padding", sig.padding, (0, 0)),
               ("dilation", sig.dilation, (1, 1)), ("groups", sig.groups, 1))
     for what, value, needed in checks:
         if value != needed:
             return f"a GEMM needs {what} {needed}, not {value}"
+    return None
+
+
+def gemm_eligible(sig: ConvSignature, input_strides: tuple[int, ...] | None = None) -> str | None:
+    """None where cuBLASLt's GEMM may run `sig`'s convolution: a GEMM by its geometry (`gemm_geometry`), the input
+    dense channels-last (`input_strides`, NCHW order; None: the engine's own NHWC layout, which every conv graph
+    reads) and, in FP8, Cin and Cout multiples of 16 (torch._scaled_mm); else why not."""
+    geometry = gemm_geometry(sig)
+    if geometry is not None:
+        return geometry
     if input_strides is not None and not channels_last_dense(sig.input_shape, input_strides):
         return f"a GEMM reads a dense channels-last input without a copy; strides {input_strides} are not"
     cin, cout = sig.input_shape[1], sig.out_channels
@@ -102,6 +111,24 @@ def scaled_companion(sig: ConvSignature, plan_limit: int) -> ConvSignature | Non
     if not tactics_timed(plan_limit) or sig.precision != "fp16" or sig.output_fp8 or sig.unit_scale or sig.groups == 1:
         return None
     return dataclasses.replace(sig, unit_scale=True)
+
+
+def matmul_companion(sig: ConvSignature, plan_limit: int) -> ConvSignature | None:
+    """The graph whose plans are timed beside `sig`'s as cuDNN's matmul tactic: `sig` defined as the matmul of its
+    input's rows by its weights (`as_matmul`: same tensors, epilogue and output), for a convolution that is a GEMM by
+    its geometry (`gemm_geometry`), in either precision and output format, where `tactics_timed`; else None. cuDNN
+    offers the matmul graph its GEMM engines, which beat its convolution plans on many 1x1 shapes
+    (`benchmarks/cudnn_matmul_tactic.py`)."""
+    if not tactics_timed(plan_limit) or sig.as_matmul or sig.unit_scale or gemm_geometry(sig) is not None:
+        return None
+    return dataclasses.replace(sig, as_matmul=True)
+
+
+def companions(sig: ConvSignature, plan_limit: int) -> dict[str, ConvSignature]:
+    """cuDNN's other graphs of `sig`'s convolution whose plans are timed beside its own, by the library word of their
+    tactic (`scaled_companion`, `matmul_companion`); none for a companion itself."""
+    found = {CUDNN_SCALED: scaled_companion(sig, plan_limit), CUDNN_MATMUL: matmul_companion(sig, plan_limit)}
+    return {library: companion for library, companion in found.items() if companion is not None}
 
 
 def gemm_rows(x: torch.Tensor) -> torch.Tensor:

@@ -50,6 +50,10 @@ class ConvSignature:
     # offers such a graph of a grouped convolution its runtime-fusion engines, which it offers no plain fp16 graph of
     # one (`conv_tactics.scaled_companion`)
     unit_scale: bool = False
+    # a 1x1 convolution (stride 1, no padding, one group) defined as cuDNN's matmul of the NHWC rows by the weights,
+    # (N*H*W, Cin) @ (Cin, Cout), with the same epilogue: the graph cuDNN's GEMM engines take
+    # (`conv_tactics.matmul_companion`)
+    as_matmul: bool = False
 
     def output_shape(self) -> tuple[int, int, int, int]:
         n, _, h, w = self.input_shape
@@ -62,7 +66,11 @@ class ConvSignature:
         return (f"conv {self.precision} in={'x'.join(map(str, self.input_shape))} k={self.out_channels} "
                 f"r={self.kernel} s={self.stride} p={self.padding} d={self.dilation} g={self.groups} "
                 f"epi={'+'.join(self.epilogue) or '-'} out={'fp8' if self.output_fp8 else 'fp16'}"
-                + (" scale=1" if self.unit_scale else ""))
+                + (" scale=1" if self.unit_scale else "") + (" matmul" if self.as_matmul else ""))
+
+    def graph_words(self) -> str:
+        """What runs the layer, in a layer's `kind`: "cuDNN conv graph (fp16)", "cuDNN matmul graph (fp8)"."""
+        return f"cuDNN {'matmul' if self.as_matmul else 'conv'} graph ({self.precision})"
 
     def descaled(self) -> bool:
         """Whether the graph multiplies the convolution by a per-output-channel scale: FP8's descale, or the fp16
@@ -77,9 +85,10 @@ def _nhwc(shape: tuple[int, ...]) -> list[int]:
 
 def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
     """The fused cuDNN graph for `sig`, its plans listed (heuristic modes A, B and the fallback), none built:
-    conv -> x (descale per output channel: FP8's, or ones where `unit_scale`) -> + bias -> epilogue -> (x 1 / output
-    scale -> FP8); NHWC tensors, each by its fixed uid (TENSOR_UIDS). Raises cuDNN's error where it has no engine for
-    the graph."""
+    conv (or, `as_matmul`, the matmul of the NHWC rows by the weights) -> x (descale per output channel: FP8's, or
+    ones where `unit_scale`) -> + bias -> epilogue -> (x 1 / output scale -> FP8); NHWC tensors (the matmul's are
+    the same memory seen as rows), each by its fixed uid (TENSOR_UIDS). Raises cuDNN's error where it has no engine
+    for the graph."""
     dt = cudnn.data_type
     in_type = dt.FP8_E4M3 if sig.precision == "fp8" else dt.HALF
     k, cg = sig.out_channels, sig.input_shape[1] // sig.groups
@@ -89,23 +98,32 @@ def define_graph(sig: ConvSignature, cudnn: Any, handle: Any) -> Any:
     def tensor(name: str, dim: list[int], stride: list[int], data_type: Any) -> Any:
         return g.tensor(name=name, dim=dim, stride=stride, data_type=data_type, uid=TENSOR_UIDS[name])
 
-    channel = ([1, k, 1, 1], [k, 1, k, k])
-    y = g.conv_fprop(image=tensor("x", list(sig.input_shape), _nhwc(sig.input_shape), in_type),
-                     weight=tensor("w", [k, cg, *sig.kernel], _nhwc((k, cg, *sig.kernel)), in_type),
-                     padding=list(sig.padding), stride=list(sig.stride), dilation=list(sig.dilation),
-                     compute_data_type=dt.FLOAT)
+    if sig.as_matmul:
+        rows = out_shape[0] * out_shape[2] * out_shape[3]
+        cin = sig.input_shape[1]
+        channel, scalar = ([1, 1, k], [k, k, 1]), ([1, 1, 1], [1, 1, 1])
+        out_dim, out_stride = [1, rows, k], [rows * k, k, 1]
+        y = g.matmul(A=tensor("x", [1, rows, cin], [rows * cin, cin, 1], in_type),
+                     B=tensor("w", [1, cin, k], [cin * k, 1, cin], in_type), compute_data_type=dt.FLOAT)
+    else:
+        channel, scalar = ([1, k, 1, 1], [k, 1, k, k]), ([1, 1, 1, 1], [1, 1, 1, 1])
+        out_dim, out_stride = list(out_shape), _nhwc(out_shape)
+        y = g.conv_fprop(image=tensor("x", list(sig.input_shape), _nhwc(sig.input_shape), in_type),
+                         weight=tensor("w", [k, cg, *sig.kernel], _nhwc((k, cg, *sig.kernel)), in_type),
+                         padding=list(sig.padding), stride=list(sig.stride), dilation=list(sig.dilation),
+                         compute_data_type=dt.FLOAT)
     if sig.descaled():
         y = g.mul(a=y, b=tensor("descale", *channel, dt.FLOAT), compute_data_type=dt.FLOAT)
     y = g.add(a=y, b=tensor("bias", *channel, dt.HALF), compute_data_type=dt.FLOAT)
     for word in sig.epilogue:
         if word == "add":
-            y = g.add(a=y, b=tensor("residual", list(out_shape), _nhwc(out_shape), dt.HALF), compute_data_type=dt.FLOAT)
+            y = g.add(a=y, b=tensor("residual", out_dim, out_stride, dt.HALF), compute_data_type=dt.FLOAT)
         else:
             y = getattr(g, CUDNN_ACTIVATIONS[word])(input=y, compute_data_type=dt.FLOAT)
     if sig.output_fp8:
-        y = g.mul(a=y, b=tensor("qscale", [1, 1, 1, 1], [1, 1, 1, 1], dt.FLOAT), compute_data_type=dt.FLOAT)
-    y.set_output(True).set_data_type(dt.FP8_E4M3 if sig.output_fp8 else dt.HALF).set_dim(list(out_shape)) \
-        .set_stride(_nhwc(out_shape)).set_uid(TENSOR_UIDS["y"])
+        y = g.mul(a=y, b=tensor("qscale", *scalar, dt.FLOAT), compute_data_type=dt.FLOAT)
+    y.set_output(True).set_data_type(dt.FP8_E4M3 if sig.output_fp8 else dt.HALF).set_dim(out_dim) \
+        .set_stride(out_stride).set_uid(TENSOR_UIDS["y"])
     g.validate()
     g.build_operation_graph()
     g.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.B, cudnn.heur_mode.FALLBACK])

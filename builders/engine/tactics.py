@@ -1,8 +1,8 @@
 """Choices the engine makes by timing, as TensorRT's builder makes them: which library's tactic runs a convolution
-(cuDNN's best plan of the convolution's graph or of the same graph scaled by ones, a cuBLASLt GEMM, ATen's depthwise
-dispatch on either layout), whether a layer the recipe quantizes runs in FP8 or fp16 (its best tactic of any library
-in each), and whether a convolution writes FP8 for its readers (the quantize fused in its epilogue) or fp16 (a
-quantize layer before them).
+(cuDNN's best plan of the convolution's graph, of the same graph scaled by ones or, for a 1x1 convolution, of its
+graph as a matmul; a cuBLASLt GEMM; ATen's depthwise dispatch on either layout), whether a layer the recipe quantizes
+runs in FP8 or fp16 (its best tactic of any library in each), and whether a convolution writes FP8 for its readers
+(the quantize fused in its epilogue) or fp16 (a quantize layer before them).
 
 Pure decisions over measured times (no torch, no cuDNN), so every rule is testable on the CPU; `builders.engine.build`
 times the candidates and applies the answers by re-lowering.
@@ -17,11 +17,14 @@ from typing import Any
 from sessions.documents.vocab import CHOSEN_FP16
 
 # the libraries whose tactics run a convolution; cuDNN's second: the plans of the fp16 graph with a scale of one
-# (`ConvSignature.unit_scale`, its runtime-fusion engines); PyTorch's two: ATen's dispatch of the channels-last tensor
-# (cuDNN's legacy depthwise path) and of an NCHW copy (ATen's own depthwise kernel, the copies there and back included)
-CUDNN, CUDNN_SCALED, CUBLASLT, PYTORCH, PYTORCH_NCHW = "cuDNN", "cuDNN scaled", "cuBLASLt", "PyTorch", "PyTorch NCHW"
-LIBRARIES = (CUDNN, CUDNN_SCALED, CUBLASLT, PYTORCH, PYTORCH_NCHW)
-GRAPH_LIBRARIES = (CUDNN, CUDNN_SCALED)  # the tactics that run a cuDNN graph of the engine's own
+# (`ConvSignature.unit_scale`, its runtime-fusion engines); cuDNN's third: the plans of a 1x1 convolution's graph
+# defined as a matmul of its rows by its weights (`ConvSignature.as_matmul`, its GEMM engines); PyTorch's two: ATen's
+# dispatch of the channels-last tensor (cuDNN's legacy depthwise path) and of an NCHW copy (ATen's own depthwise
+# kernel, the copies there and back included)
+CUDNN, CUDNN_SCALED, CUDNN_MATMUL = "cuDNN", "cuDNN scaled", "cuDNN matmul"
+CUBLASLT, PYTORCH, PYTORCH_NCHW = "cuBLASLt", "PyTorch", "PyTorch NCHW"
+LIBRARIES = (CUDNN, CUDNN_SCALED, CUDNN_MATMUL, CUBLASLT, PYTORCH, PYTORCH_NCHW)
+GRAPH_LIBRARIES = (CUDNN, CUDNN_SCALED, CUDNN_MATMUL)  # the tactics that run a cuDNN graph of the engine's own
 QUANTIZE_LAYER = "quantize layer"  # the library word of a quantize layer's time, recorded beside the tactics it weighs
 
 CHOSEN_FP16_OUTPUT = "fp16 output chosen by timing"  # how a conv says it writes fp16 for FP8 readers by choice
@@ -61,14 +64,15 @@ def precision_reason(fp8: Tactic, fp16: Tactic) -> str | None:
             f"({fp8.time_us:.1f} us against {fp16.time_us:.1f} us, {fp16.library} fp16)")
 
 
-def quantize_reason(saved_us: float, quantize_us: float, readers: int) -> str | None:
-    """Why the FP8 layers reading one quantize layer run fp16 (and the quantize layer goes): their best FP8 tactics
-    together save `saved_us` against their best fp16 ones, less than the quantize layer's `quantize_us`; None where
-    they save at least that much. Ties keep FP8, as asked."""
-    if not saved_us < quantize_us:
+def input_reason(saved_us: float, cost_us: float, readers: int, cost_words: str) -> str | None:
+    """Why the FP8 layers reading one FP8 input run fp16: their best FP8 tactics together save `saved_us` against
+    their best fp16 ones, less than making that input costs (`cost_us`: a quantize layer, or what writing FP8 adds to
+    the convolution that writes it, `cost_words` saying which); None where they save at least that much. Ties keep
+    FP8, as asked."""
+    if not saved_us < cost_us:
         return None
     return (f"{CHOSEN_FP16}: the {readers} FP8 layer(s) reading its quantized input save {saved_us:.1f} us "
-            f"together, less than the quantize layer's {quantize_us:.1f} us")
+            f"together, less than {cost_words} {cost_us:.1f} us")
 
 
 def output_reason(fused: Tactic, unfused: Tactic, quantize_us: float) -> str | None:

@@ -146,7 +146,7 @@ def bind(context: BuildContext, kernel: Kernel, module: torch.nn.Module, x_scale
     if kernel.library in GRAPH_LIBRARIES:
         graph = library_graph(context, sig, kernel.library)
         return Bound(bind_graph(context, graph, module, x_scale, w_scale),
-                     f"cuDNN conv graph ({sig.precision}{', scaled by ones' if graph.sig.unit_scale else ''}), "
+                     f"{graph.sig.graph_words()[:-1]}{', scaled by ones' if graph.sig.unit_scale else ''}), "
                      f"plan {graph.choice.name}")
     run = library_conv(kernel.library, sig, weight, bias, x_scale, w_scale, None, context.quantizer)
     return Bound(run, run.path)

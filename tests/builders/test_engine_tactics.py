@@ -16,7 +16,7 @@ import torch
 
 from builders.engine import build, plans
 from builders.engine.build import BuildContext, conv_library, lower_and_choose
-from builders.engine.conv_tactics import offered, scaled_companion
+from builders.engine.conv_tactics import companions, matmul_companion, offered, scaled_companion
 from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import Step
@@ -25,6 +25,7 @@ from builders.engine.tactics import (
     CHOSEN_FP16_OUTPUT,
     CUBLASLT,
     CUDNN,
+    CUDNN_MATMUL,
     CUDNN_SCALED,
     PYTORCH,
     QUANTIZE_LAYER,
@@ -73,6 +74,7 @@ class Times:
     quantize_us: float
     libraries: dict[tuple[str, str, str], float] = field(default_factory=dict)
     scaled: dict[str, float] = field(default_factory=dict)  # the scaled fp16 graph's plan by layer (else not built)
+    matmul: dict[tuple[str, str], float] = field(default_factory=dict)  # the matmul graph's plan by (layer, precision)
 
 
 def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: int = 1) -> tuple[BuildContext, dict]:
@@ -102,12 +104,13 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: i
                     time_us = times.table[(name, precision, writes_fp8)]
                     graphs[sig] = ConvGraph(sig, None, None, None, Choice(0, f"plan-{name}", 1, 1, time_us, False, []),
                                             None)
-                    companion = scaled_companion(sig, plan_limit)
-                    if companion is not None:
-                        graphs[companion] = ConvGraph(companion, None, None, None,
-                                                      Choice(0, f"scaled-plan-{name}", 1, 1, times.scaled[name],
-                                                             False, []), None) \
-                            if name in times.scaled else "not built here"
+                    held = {CUDNN_SCALED: (times.scaled.get(name), "scaled"),
+                            CUDNN_MATMUL: (times.matmul.get((name, precision)), "matmul")}
+                    for library, companion in companions(sig, plan_limit).items():
+                        time_us, word = held[library]
+                        graphs[companion] = "not built here" if time_us is None else ConvGraph(
+                            companion, None, None, None, Choice(0, f"{word}-plan-{name}", 1, 1, time_us, False, []),
+                            None)
                     for library in offered(sig, plan_limit):
                         library_us[sig, library] = times.libraries.get((name, library, precision), "not timed here")
     backend = BuildContext(None, None, torch.zeros(1), plan_limit, None, None,  # type: ignore[arg-type]
@@ -174,9 +177,38 @@ def test_fp8_output_only_where_it_beats_fp16_plus_a_quantize():
     assert not steps["grouped"].output_fp8
     assert outputs["grouped"].startswith(CHOSEN_FP16_OUTPUT)
     assert steps["pointwise"].inputs[0] == "pointwise.input_quantizer"
-    fast_fused = Times(uniform(grouped_fp8_fp8out=11.0, grouped_fp16_fp8out=11.0), 2.0)  # 11 us < 10 + 2
+    # 11 us < 10 + 2; the pointwise conv saves 2 us in FP8, more than the 1 us writing FP8 adds to the grouped one
+    fast_fused = Times(uniform(grouped_fp8_fp8out=11.0, grouped_fp16_fp8out=11.0, pointwise_fp8=8.0), 2.0)
     steps, _, outputs, _ = choose(fast_fused)
     assert steps["grouped"].output_fp8 and "grouped" not in outputs
+
+
+@pytest.mark.parametrize("pointwise_fp8, stays_fp8", [(6.5, True), (7.5, False), (10.0, False)])
+def test_an_fp8_reader_must_save_what_writing_its_input_in_fp8_costs(pointwise_fp8, stays_fp8):
+    """The grouped conv writes FP8 for its FP8 reader in 13 us against 10 us writing fp16; the quantize layer costs
+    5 us, so writing FP8 is the cheaper way to make the pointwise conv's FP8 input, and costs 3 us. The pointwise
+    conv (10 us in fp16) stays FP8 only where it saves more than those 3 us; else it runs fp16, says why, and the
+    grouped conv writes fp16."""
+    times = Times(uniform(grouped_fp8_fp8out=13.0, grouped_fp16_fp8out=13.0, pointwise_fp8=pointwise_fp8), 5.0)
+    steps, _, _, _ = choose(times)
+    pointwise, grouped = steps["pointwise"], steps["grouped"]
+    assert (pointwise.precision == "fp8") is stays_fp8
+    assert grouped.output_fp8 is stays_fp8
+    if not stays_fp8:
+        assert pointwise.asked == "fp8" and pointwise.fallback.startswith(CHOSEN_FP16)
+        assert (f"save {10.0 - pointwise_fp8:.1f} us together, less than what writing it in FP8 adds to grouped "
+                "(cuDNN 13.0 us against cuDNN 10.0 us writing fp16): 3.0 us") in pointwise.fallback
+
+
+def test_an_fp8_input_costs_the_quantize_layer_where_that_is_less_than_the_fused_write():
+    """Writing FP8 adds 30 us to the grouped conv, the quantize layer 2: the pointwise conv saving 1.5 us runs fp16
+    and names the quantize layer; saving 2.5 us it stays FP8 and reads a quantize layer."""
+    slow = Times(uniform(grouped_fp8_fp8out=40.0, grouped_fp16_fp8out=40.0, pointwise_fp8=8.5), 2.0)
+    steps, _, _, _ = choose(slow)
+    assert steps["pointwise"].precision == "fp16"
+    assert "save 1.5 us together, less than the quantize layer's 2.0 us" in steps["pointwise"].fallback
+    steps, _, _, _ = choose(Times(uniform(grouped_fp8_fp8out=40.0, grouped_fp16_fp8out=40.0, pointwise_fp8=7.5), 2.0))
+    assert steps["pointwise"].precision == "fp8" and steps["pointwise"].inputs[0] == "pointwise.input_quantizer"
 
 
 @pytest.mark.parametrize("fp8, fp16, runs_fp16", [(20.0, 10.0, True), (10.0, 10.0, False), (9.0, 10.0, False)])
@@ -338,15 +370,15 @@ def test_a_quantize_layers_time_is_kept_so_a_later_build_weighs_it_the_same(tmp_
 
 
 def test_a_grouped_conv_runs_its_scaled_graph_where_that_plan_is_fastest():
-    """cuDNN's plan of the grouped conv's fp16 graph scaled by ones (4 us) beats its plain fp16 plan (10 us): in an
-    fp16 build the conv runs the scaled graph; where only its reader is FP8, writing fp16 on the scaled graph plus a
-    quantize layer (4 + 1 us) beats writing FP8 (10 us), and it says so; where the scaled plan is slower, or was not
-    built, the plain graph's plan runs and the grouped conv writes FP8 for its reader."""
+    """cuDNN's plan of the grouped conv's fp16 graph scaled by ones (4 us) beats its plain fp16 plan (10 us): in an fp16
+    build the conv runs the scaled graph; where only its reader is FP8 (and saves 2 us in FP8), writing fp16 on
+    the scaled graph plus a quantize layer (4 + 1 us) beats writing FP8 (10 us), and it says so; where the scaled
+    plan is slower, or was not built, the plain graph's plan runs and the grouped conv writes FP8 for its reader."""
     steps, _, _, libraries = choose(Times(uniform(), 1.0, scaled={"grouped": 4.0}), plan_limit=4, fp8=frozenset())
     assert (steps["grouped"].precision, libraries["grouped"]) == ("fp16", CUDNN_SCALED)
     assert libraries["stem"] == CUDNN  # dense: no scaled graph offered
-    steps, _, outputs, libraries = choose(Times(uniform(), 1.0, scaled={"grouped": 4.0}), plan_limit=4,
-                                          fp8=frozenset({"pointwise"}))
+    steps, _, outputs, libraries = choose(Times(uniform(pointwise_fp8=8.0), 1.0, scaled={"grouped": 4.0}),
+                                          plan_limit=4, fp8=frozenset({"pointwise"}))
     assert not steps["grouped"].output_fp8 and libraries["grouped"] == CUDNN_SCALED
     assert outputs["grouped"].startswith(CHOSEN_FP16_OUTPUT) and f"({CUDNN_SCALED}) 4.0 us" in outputs["grouped"]
     for scaled in ({"grouped": 12.0}, {}):
@@ -465,3 +497,168 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     assert isinstance(backend.graphs[scaled], ConvGraph) and backend.graphs[scaled_relu] == "cuDNN: no engine"
     build.make_graphs(backend, [grouped])
     assert len(built) == 6
+
+@pytest.mark.parametrize("change, plan_limit, offered_one", [
+    ({}, 4, True),  # 1x1, stride 1, no padding, one group: a GEMM over the pixels
+    ({"precision": "fp8"}, 4, True),
+    ({"output_fp8": True, "epilogue": ("add", "relu")}, 4, True),
+    ({"input_shape": (2, 24, 5, 7), "out_channels": 40}, 4, True),  # channels no multiple of 16: cuDNN decides
+    ({}, 1, False),  # --opt-level 0: one plan, no other tactic
+    ({"kernel": (3, 3), "padding": (1, 1)}, 4, False),
+    ({"kernel": (1, 3)}, 4, False),
+    ({"stride": (2, 2)}, 4, False),  # a strided 1x1 reads every other pixel: not the rows of its input
+    ({"padding": (1, 1)}, 4, False),  # a padded 1x1 writes a border its rows do not hold
+    ({"dilation": (2, 2)}, 4, False),
+    ({"groups": 2}, 4, False),  # a grouped 1x1 is several GEMMs, not one
+    ({"groups": 16, "out_channels": 16}, 4, False),  # depthwise
+    ({"unit_scale": True}, 4, False),  # a companion has none of its own
+    ({"as_matmul": True}, 4, False),
+])
+def test_the_matmul_graph_is_offered_to_1x1_convolutions_that_are_gemms(change, plan_limit, offered_one):
+    sig = dataclasses.replace(ConvSignature("fp16", (1, 16, 6, 6), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",),
+                                            False), **change)
+    companion = matmul_companion(sig, plan_limit)
+    assert (companion is not None) is offered_one
+    assert (CUDNN_MATMUL in companions(sig, plan_limit)) is offered_one
+    if companion is not None:
+        assert companion == dataclasses.replace(sig, as_matmul=True)
+        assert companion.key() == sig.key() + " matmul"
+        assert companion.output_shape() == sig.output_shape()
+
+
+def test_a_1x1_conv_runs_its_matmul_graph_where_that_plan_is_fastest(monkeypatch):
+    """cuDNN's plans 10 us; the pointwise (1x1) conv's matmul graph 4 us in fp16: an fp16 build runs it there and
+    says which graph; the grouped 3x3 is offered no matmul graph; where the matmul plan is slower, or was not built,
+    the conv graph runs."""
+    times = Times(uniform(), 1.0, matmul={("pointwise", "fp16"): 4.0})
+    _, _, _, libraries = choose(times, plan_limit=4, fp8=frozenset())
+    assert libraries == {"stem": CUDNN, "grouped": CUDNN, "pointwise": CUDNN_MATMUL}
+    backend, program, _, _, traced, model, shapes = lowered(times, plan_limit=4, fp8=frozenset())
+    bound: dict[str, ConvGraph] = {}
+
+    def conv_runner(_backend, step, _conv, graph, _scales):
+        bound[step.name] = graph
+        return lambda env: None
+
+    monkeypatch.setattr(build, "_conv_runner", conv_runner)
+    _, layers = build._bind(backend, program, traced, model, {}, shapes)
+    assert bound["pointwise"].sig.as_matmul and not bound["stem"].sig.as_matmul
+    pointwise = next(layer for layer in layers if layer.name == "pointwise")
+    assert (pointwise.kind, pointwise.attrs["library"], pointwise.tactic) == (
+        "cuDNN matmul graph (fp16)", CUDNN_MATMUL, "matmul-plan-pointwise")
+    assert pointwise.attrs["signature"].endswith(" matmul")
+    for slower in ({("pointwise", "fp16"): 12.0}, {}):
+        _, _, _, libraries = choose(Times(uniform(), 1.0, matmul=slower), plan_limit=4, fp8=frozenset())
+        assert libraries["pointwise"] == CUDNN
+
+
+def test_the_precision_choice_weighs_the_matmul_graphs_of_both_precisions():
+    """The pointwise conv is quantized. Its FP8 matmul plan (3 us) beats every fp16 tactic (10 us): it stays FP8 on
+    the matmul graph. Where the fp16 matmul plan (2 us) beats the best FP8 one (3 us), it runs fp16 by timing and the
+    reason names the fp16 matmul tactic."""
+    fp8_wins = Times(uniform(), 1.0, matmul={("pointwise", "fp8"): 3.0})
+    steps, _, _, libraries = choose(fp8_wins, plan_limit=4, fp8=frozenset({"pointwise"}))
+    assert (steps["pointwise"].precision, libraries["pointwise"]) == ("fp8", CUDNN_MATMUL)
+    fp16_wins = Times(uniform(), 1.0, matmul={("pointwise", "fp8"): 3.0, ("pointwise", "fp16"): 2.0})
+    steps, timed, _, libraries = choose(fp16_wins, plan_limit=4, fp8=frozenset({"pointwise"}))
+    pointwise = steps["pointwise"]
+    assert (pointwise.asked, pointwise.precision, libraries["pointwise"]) == ("fp8", "fp16", CUDNN_MATMUL)
+    assert pointwise.fallback == (f"{CHOSEN_FP16}: best FP8 tactic ({CUDNN_MATMUL}) 1.5x slower (3.0 us against "
+                                  f"2.0 us, {CUDNN_MATMUL} fp16)")
+    recorded = {(t["library"], t["precision"], t["time_us"]) for t in timed["pointwise"].values()}
+    assert {(CUDNN_MATMUL, "fp8", 3.0), (CUDNN_MATMUL, "fp16", 2.0)} <= recorded
+
+
+def test_make_graphs_builds_the_matmul_companion_of_a_built_1x1_graph(monkeypatch):
+    from types import SimpleNamespace
+
+    submitted: list[list[ConvSignature]] = []
+
+    def build_graph(sig, *_args):
+        if sig.epilogue == ("swish",):
+            raise RuntimeError("cuDNN: no engine")
+        return ConvGraph(sig, None, None, None, Choice(0, "p", 1, 1, 1.0, False, []), None), 0.0
+
+    def submit(sigs, _limit):
+        submitted.append(list(sigs))
+        return SimpleNamespace(take=lambda sig: None)
+
+    monkeypatch.setattr(build, "build_graph", build_graph)
+    backend = BuildContext(None, None, torch.zeros(1), 4, SimpleNamespace(holds_plan=lambda key: False),  # type: ignore[arg-type]
+                           SimpleNamespace(submit=submit), lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"))
+    pointwise = ConvSignature("fp8", (1, 16, 6, 6), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), True)
+    refused = dataclasses.replace(pointwise, epilogue=("swish",))
+    strided = dataclasses.replace(pointwise, stride=(2, 2))
+    build.make_graphs(backend, [pointwise, refused, strided])
+    assert submitted == [[pointwise, refused, strided], [dataclasses.replace(pointwise, as_matmul=True)]]
+
+
+class RecordingGraph:
+    """A cuDNN frontend graph that records the tensors and operations it is given (the CPU has no cuDNN)."""
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, tuple[list[int], list[int]]] = {}
+        self.ops: list[str] = []
+        self.output: dict[str, object] = {}
+
+    def tensor(self, name, dim, stride, data_type, uid):
+        self.tensors[name] = (dim, stride)
+        return name
+
+    def __getattr__(self, op):
+        def node(*_args, **_kwargs):
+            self.ops.append(op)
+            return RecordingOutput(self)
+        return node
+
+
+class RecordingOutput:
+    def __init__(self, graph: RecordingGraph) -> None:
+        self.graph = graph
+
+    def __getattr__(self, setter):
+        def record(value):
+            self.graph.output[setter] = value
+            return self
+        return record
+
+
+def recorded_graph(sig: ConvSignature) -> RecordingGraph:
+    from types import SimpleNamespace
+
+    from builders.engine.kernels import define_graph
+
+    graph = RecordingGraph()
+    words = SimpleNamespace(HALF="half", FLOAT="float", FP8_E4M3="fp8")
+    cudnn = SimpleNamespace(data_type=words, pygraph=lambda **_: graph,
+                            heur_mode=SimpleNamespace(A="A", B="B", FALLBACK="fallback"))
+    define_graph(sig, cudnn, None)
+    return graph
+
+
+def test_the_matmul_graph_reads_the_nhwc_tensors_as_rows():
+    """A 1x1 convolution of a (2, 24, 5, 7) NHWC input into 40 channels is the (70, 24) rows times the (24, 40)
+    weights, K-major (each weight row of the NHWC (40, 24, 1, 1) tensor is one column): the matmul graph's tensors
+    are the conv graph's memory with those dims and strides; its epilogue and output are the conv graph's."""
+    sig = ConvSignature("fp8", (2, 24, 5, 7), 40, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("add", "relu"), True)
+    conv, matmul = recorded_graph(sig), recorded_graph(dataclasses.replace(sig, as_matmul=True))
+    rows = 2 * 5 * 7
+    assert matmul.tensors["x"] == ([1, rows, 24], [rows * 24, 24, 1])
+    assert matmul.tensors["w"] == ([1, 24, 40], [24 * 40, 1, 24])
+    assert matmul.tensors["residual"] == ([1, rows, 40], [rows * 40, 40, 1])
+    assert matmul.tensors["descale"] == ([1, 1, 40], [40, 40, 1]) == matmul.tensors["bias"]
+    assert (matmul.output["set_dim"], matmul.output["set_stride"]) == ([1, rows, 40], [rows * 40, 40, 1])
+    assert conv.tensors["x"] == ([2, 24, 5, 7], [24 * 35, 1, 7 * 24, 24])
+    assert (conv.output["set_dim"], conv.output["set_stride"]) == ([2, 40, 5, 7], [40 * 35, 1, 7 * 40, 40])
+    assert matmul.ops[0] == "matmul" and conv.ops[0] == "conv_fprop"
+    assert matmul.ops[1:] == conv.ops[1:] and matmul.output["set_data_type"] == conv.output["set_data_type"] == "fp8"
+    for graph in (conv, matmul):  # the same number of elements in every tensor of either form
+        assert {name: _elements(dim) for name, (dim, _) in graph.tensors.items()} == {
+            name: _elements(dim) for name, (dim, _) in conv.tensors.items()}
+
+
+def _elements(dim: list[int]) -> int:
+    total = 1
+    for size in dim:
+        total *= size
+    return total

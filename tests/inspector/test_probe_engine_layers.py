@@ -13,12 +13,12 @@ from torch import nn
 
 from builders.engine import build
 from builders.engine.build import BuildContext, static_refusals
-from builders.engine.conv_tactics import offered, scaled_companion
+from builders.engine.conv_tactics import companions, offered
 from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import lower
 from builders.engine.plans import Choice
-from builders.engine.tactics import CUBLASLT, CUDNN, CUDNN_SCALED, PYTORCH, PYTORCH_NCHW
+from builders.engine.tactics import CUBLASLT, CUDNN, CUDNN_MATMUL, CUDNN_SCALED, PYTORCH, PYTORCH_NCHW
 from builders.fp8.format import calibrated_scale
 from builders.fp8.quantizer import Quantizer, quantize
 from inspector.probe import engine_layers, fp8_probe
@@ -176,11 +176,13 @@ def test_the_scales_are_those_of_the_engines_calibration():
 
 
 def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals: dict, library_us: dict,
-                     plan_limit: int = 4, scaled_us: dict | None = None) -> BuildContext:
+                     plan_limit: int = 4, scaled_us: dict | None = None,
+                     matmul_us: dict | None = None) -> BuildContext:
     """A BuildContext whose graphs (every convolution's, alone, in both precisions, and the scaled companions the
     engine builds) and other libraries' tactics stand in with the test's times: `graph_us[(layer, precision)]` (10 us
     where not given), `refusals[(layer, precision)]` (cuDNN's reason it has no graph), `library_us[(layer, library,
-    precision)]` (a tactic not given did not run), `scaled_us[layer]` (a scaled graph not given was not built)."""
+    precision)]` (a tactic not given did not run), `scaled_us[layer]` (a scaled graph not given was not built),
+    `matmul_us[(layer, precision)]` (likewise the matmul graph)."""
     graphs: dict = {}
     times: dict = {}
     for name, spec in probe_specs(model, x).items():
@@ -193,11 +195,12 @@ def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals
                 0, f"plan-{name}", 1, 1, graph_us.get((name, precision), 10.0), False, []), None)
             for library in offered(sig, plan_limit):
                 times[sig, library] = library_us.get((name, library, precision), "not timed here")
-            companion = scaled_companion(sig, plan_limit)
-            if companion is not None:
-                scaled = (scaled_us or {}).get(name)
-                graphs[companion] = "not built here" if scaled is None else ConvGraph(
-                    companion, None, None, None, Choice(0, f"scaled-plan-{name}", 1, 1, scaled, False, []), None)
+            held = {CUDNN_SCALED: ((scaled_us or {}).get(name), "scaled"),
+                    CUDNN_MATMUL: ((matmul_us or {}).get((name, precision)), "matmul")}
+            for library, companion in companions(sig, plan_limit).items():
+                time_us, word = held[library]
+                graphs[companion] = "not built here" if time_us is None else ConvGraph(
+                    companion, None, None, None, Choice(0, f"{word}-plan-{name}", 1, 1, time_us, False, []), None)
     eager = Quantizer(quantize, "eager (test)")
     return BuildContext(None, None, x, plan_limit, None, None,  # type: ignore[arg-type]
                         lambda: eager, FP8_LAYERS_KEPT, graphs, library_us=times)
@@ -239,6 +242,23 @@ def test_a_grouped_layer_runs_the_engines_scaled_graph_where_it_is_fastest(monke
     assert bound[0].sig.unit_scale and path.endswith("plan scaled-plan-grouped")
     plain = stand_in_context(model, x, {}, {}, {})  # no scaled graph built: the plain graph's plan
     assert choose(plain, ask(specs["grouped"], "fp16", refused, "grouped")).library == CUDNN
+
+
+def test_a_1x1_layer_runs_the_engines_matmul_graph_where_it_is_fastest(monkeypatch):
+    """The engine's FP8 1x1 convolution on its matmul graph (4 us against 10): the probe picks it as the engine does,
+    binds that graph and names it; the grouped 3x3 has no matmul graph."""
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    context = stand_in_context(model, x, {}, {}, {}, matmul_us={("pointwise", "fp8"): 4.0})
+    specs = probe_specs(model, x)
+    refused = static_refusals(model, set(specs))
+    kernel = choose(context, ask(specs["pointwise"], "fp8", refused, "pointwise"))
+    assert kernel.library == CUDNN_MATMUL
+    bound: list[ConvGraph] = []
+    monkeypatch.setattr(engine_layers, "bind_graph", lambda _c, graph, *_a: bound.append(graph) or (lambda t: t))
+    path = engine_layers.bind(context, kernel, model.pointwise, 0.5, torch.ones(1)).path
+    assert bound[0].sig.as_matmul and path == "cuDNN matmul graph (fp8), plan matmul-plan-pointwise"
+    assert choose(context, ask(specs["pointwise"], "fp16", refused, "pointwise")).library == CUDNN
+    assert choose(context, ask(specs["grouped"], "fp16", refused, "grouped")).library == CUDNN
 
 
 def test_a_graph_cudnn_refuses_in_fp16_leaves_the_layer_to_pytorch():
