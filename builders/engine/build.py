@@ -1,7 +1,7 @@
 """Binding a lowered program to kernels: cuDNN graphs (shared by signature, plans chosen by timing) or, where timed
-faster, the plan of the same graph scaled by ones, or a convolution's tactic of another library (a cuBLASLt GEMM,
-ATen's depthwise dispatch), FP8 GEMMs, quantize
-kernels and the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer table."""
+faster, the plan of another graph of the same convolution (scaled by ones, or a 1x1 convolution as a matmul), or a
+convolution's tactic of another library (a cuBLASLt GEMM, ATen's depthwise dispatch), FP8 GEMMs, quantize kernels and
+the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer table."""
 
 from __future__ import annotations
 
@@ -301,15 +301,13 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
             refused[name], changed = reason, True
     if changed or _fp8_input_pays(backend, program, sigs, fp8, fp16, refused, timed):
         return True
-    writers = {name: sig for name, sig in sigs.items() if sig.output_fp8 and name not in output_refused}
-    unfused = {name: dataclasses.replace(sig, output_fp8=False) for name, sig in writers.items()}
-    make_graphs(backend, unfused.values())
-    for name, sig in writers.items():
-        fused, apart = _tactics(backend, sig), _tactics(backend, unfused[name])
-        if not (fused and apart):
+    _build_fp16_writers(backend, sigs.values())
+    for name, sig in sigs.items():
+        written = _write_tactics(backend, sig) if sig.output_fp8 and name not in output_refused else None
+        if written is None:
             continue
-        quantize = Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, sig.output_shape()),
-                          backend.quantizer().implementation)
+        fused, apart = written
+        quantize = _quantize_tactic(backend, sig.output_shape())
         _keep_tactics(timed, name, *fused, *apart, quantize)
         reason = output_reason(fastest(fused), fastest(apart), quantize.time_us)
         if reason is not None:
@@ -327,45 +325,56 @@ def _fp8_input_pays(backend: BuildContext, program: Program, sigs: dict[str, Con
     then takes it). Where the readers' best FP8 tactics together save less than that (against their best fp16 ones),
     they run fp16 and the input goes (`input_reason`). Only inputs whose readers are all FP8 convolutions timed here;
     True where a choice changed the program."""
-    writers = {step.name: step for step in program.steps if step.kind == "conv" and step.output_fp8}
-    make_graphs(backend, [dataclasses.replace(sigs[name], output_fp8=False) for name in writers if name in sigs])
+    _build_fp16_writers(backend, sigs.values())
     changed = False
     for step in program.steps:
-        if step.kind != "quantize" and step.name not in writers:
+        fp8_writer = step.kind == "conv" and step.output_fp8
+        if step.kind != "quantize" and not fp8_writer:
             continue
-        value = step.name if step.kind == "quantize" else step.node
+        value = step.node if fp8_writer else step.name
         readers = [reader.name for reader in program.steps if value in reader.inputs]
         if not readers or any(name not in fp8 for name in readers):
             continue
         best = [(_tactics(backend, fp8[name]), _tactics(backend, fp16[name])) for name in readers]
         if not all(fp8_tactics and fp16_tactics for fp8_tactics, fp16_tactics in best):
             continue
-        quantize = Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, fp8[readers[0]].input_shape),
-                          backend.quantizer().implementation)
-        cost = _fused_input_cost(backend, sigs.get(step.name), step.name) if step.kind == "conv" else None
-        cost_words, cost_us = cost if cost is not None and cost[1] < quantize.time_us else (
-            "the quantize layer's", quantize.time_us)
+        quantize = _quantize_tactic(backend, fp8[readers[0]].input_shape)
+        cost_words, cost_us, decided = "the quantize layer's", quantize.time_us, [quantize]
+        written = _write_tactics(backend, sigs[step.name]) if fp8_writer else None
+        if written is not None:
+            writes_fp8, writes_fp16 = (fastest(tactics) for tactics in written)
+            if writes_fp8.time_us - writes_fp16.time_us < quantize.time_us:
+                cost_us, decided = max(0.0, writes_fp8.time_us - writes_fp16.time_us), [writes_fp8, writes_fp16]
+                cost_words = (f"what writing it in FP8 adds to {step.name} ({writes_fp8.library} "
+                              f"{writes_fp8.time_us:.1f} us against {writes_fp16.library} {writes_fp16.time_us:.1f} "
+                              f"us writing fp16):")
         saved = sum(fastest(fp16_tactics).time_us - fastest(fp8_tactics).time_us for fp8_tactics, fp16_tactics in best)
         reason = input_reason(saved, cost_us, len(readers), cost_words)
-        if reason is not None:  # the quantize layer's time recorded where it decided
+        if reason is not None:  # the tactics that priced the input recorded where it decided
             for name in readers:
-                _keep_tactics(timed, name, quantize)
+                _keep_tactics(timed, name, *decided)
                 refused[name], changed = reason, True
     return changed
 
 
-def _fused_input_cost(backend: BuildContext, sig: ConvSignature | None, name: str) -> tuple[str, float] | None:
-    """What writing FP8 adds to the convolution `name` (of signature `sig`, writing FP8) against its best tactic
-    writing fp16, in words and microseconds; None where either has no tactic."""
-    if sig is None:
-        return None
-    fused, apart = _tactics(backend, sig), _tactics(backend, dataclasses.replace(sig, output_fp8=False))
-    if not (fused and apart):
-        return None
-    writes_fp8, writes_fp16 = fastest(fused), fastest(apart)
-    words = (f"what writing it in FP8 adds to {name} ({writes_fp8.library} {writes_fp8.time_us:.1f} us against "
-             f"{writes_fp16.library} {writes_fp16.time_us:.1f} us writing fp16):")
-    return words, max(0.0, writes_fp8.time_us - writes_fp16.time_us)
+def _build_fp16_writers(backend: BuildContext, sigs: Iterable[ConvSignature]) -> None:
+    """The graph of each convolution of `sigs` that writes FP8, writing fp16 instead, built together (the workers
+    compile them side by side) where not built yet."""
+    make_graphs(backend, [dataclasses.replace(sig, output_fp8=False) for sig in sigs if sig.output_fp8])
+
+
+def _write_tactics(backend: BuildContext, sig: ConvSignature) -> tuple[list[Tactic], list[Tactic]] | None:
+    """The tactics of `sig` (a convolution writing FP8) and of the same convolution writing fp16 (its graph built
+    here where it is not yet), or None where either has none."""
+    apart = dataclasses.replace(sig, output_fp8=False)
+    make_graphs(backend, [apart])
+    fused, unfused = _tactics(backend, sig), _tactics(backend, apart)
+    return (fused, unfused) if fused and unfused else None
+
+
+def _quantize_tactic(backend: BuildContext, shape: tuple[int, ...]) -> Tactic:
+    """A quantize layer of a tensor of `shape`, as a tactic: its time (`_quantize_us`) and implementation."""
+    return Tactic(QUANTIZE_LAYER, "fp16", "fp8", _quantize_us(backend, shape), backend.quantizer().implementation)
 
 
 def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
@@ -500,7 +509,7 @@ def _layer(step: Step) -> Layer:
 
 def _describe_conv(layer: Layer, conv: torch.nn.Conv2d, graph: ConvGraph, library: str) -> None:
     """The layer as `graph` runs it (the plan chosen, the signature) and `library`, whose tactic runs it (cuDNN's
-    word for `graph`, its own or the scaled one, or another library's); `_library_runner` renames the kind and
+    word for `graph`, its own or a companion's, or another library's); `_library_runner` renames the kind and
     tactic where another library's tactic runs instead, and the plan fields stay as what cuDNN's graph would run."""
     layer.kind, layer.attrs["library"] = graph.sig.graph_words(), library
     layer.groups, layer.kernel_shape = conv.groups, list(conv.kernel_size)

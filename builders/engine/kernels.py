@@ -69,8 +69,10 @@ class ConvSignature:
                 + (" scale=1" if self.unit_scale else "") + (" matmul" if self.as_matmul else ""))
 
     def graph_words(self) -> str:
-        """What runs the layer, in a layer's `kind`: "cuDNN conv graph (fp16)", "cuDNN matmul graph (fp8)"."""
-        return f"cuDNN {'matmul' if self.as_matmul else 'conv'} graph ({self.precision})"
+        """What runs the layer, in a layer's `kind`: "cuDNN conv graph (fp16)", "cuDNN conv graph (fp16, scaled by
+        ones)", "cuDNN matmul graph (fp8)"."""
+        return (f"cuDNN {'matmul' if self.as_matmul else 'conv'} graph ({self.precision}"
+                f"{', scaled by ones' if self.unit_scale else ''})")
 
     def descaled(self) -> bool:
         """Whether the graph multiplies the convolution by a per-output-channel scale: FP8's descale, or the fp16

@@ -243,7 +243,7 @@ def libraries_read(entry: dict[str, Any]) -> bool:
     """Whether an entry's library fields mean what they should (both optional: an entry written before the engine
     timed other libraries has neither): `tactics` a mapping of the libraries that run no cuDNN graph of the engine's
     (cuBLASLt, PyTorch) to finite times >= 0; `library`, the winner, one of cuDNN's (GRAPH_LIBRARIES: its graph's
-    plan, or the scaled graph's, whose times are those graphs' own entries) or one of them."""
+    plan, or a companion graph's (scaled, matmul), whose times are those graphs' own entries) or one of them."""
     times = entry.get("tactics", {})
     if not (isinstance(times, dict) and all(name in LIBRARIES and name not in GRAPH_LIBRARIES and is_number(time_us)
                                             and time_us >= 0 for name, time_us in times.items())):

@@ -3,8 +3,8 @@
 - A convolution is the engine's graph of that layer alone: its `ConvSignature` with an empty epilogue and an fp16
   output (`signature`), built and its plans timed by the engine (`build_graph`: the plan limit of the default
   `--opt-level`, the engine's timing cache and plan workers), run by the library whose tactic the engine picks for
-  it (`conv_library`: cuDNN's plan of that graph or of the same graph scaled by ones, a cuBLASLt GEMM for a 1x1
-  convolution, ATen's depthwise dispatch in fp16). A
+  it (`conv_library`: cuDNN's plan of that graph, of the same graph scaled by ones or, for a 1x1 convolution, of its
+  graph as a matmul, a cuBLASLt GEMM for a 1x1 convolution, ATen's depthwise dispatch in fp16). A
   graph cuDNN refuses leaves the layer to PyTorch in fp16 and without an FP8 kernel, with cuDNN's reason, as the
   engine does; so does what the engine refuses before building (`static_refusals`).
 - A linear runs in fp16 as PyTorch's op (as the engine runs an fp16 linear) and in FP8 through the engine's
@@ -98,7 +98,8 @@ def build_graphs(context: BuildContext, kernels: Iterable[Kernel]) -> None:
 
 def choose(context: BuildContext, kernel: Kernel) -> Kernel:
     """`kernel` with the engine's choice: a convolution's library (`conv_library`: the fastest of its graph's chosen
-    plan, its scaled graph's and the other libraries' tactics the engine offers), or cuDNN's refusal of its graph
+    plan, its companion graphs' (scaled, matmul) and the other libraries' tactics the engine offers), or cuDNN's
+    refusal of its graph
     (fp16: PyTorch's op)."""
     if kernel.kind != CONV or kernel.refusal is not None or kernel.signature is None:
         return kernel
@@ -146,8 +147,7 @@ def bind(context: BuildContext, kernel: Kernel, module: torch.nn.Module, x_scale
     if kernel.library in GRAPH_LIBRARIES:
         graph = library_graph(context, sig, kernel.library)
         return Bound(bind_graph(context, graph, module, x_scale, w_scale),
-                     f"{graph.sig.graph_words()[:-1]}{', scaled by ones' if graph.sig.unit_scale else ''}), "
-                     f"plan {graph.choice.name}")
+                     f"{graph.sig.graph_words()}, plan {graph.choice.name}")
     run = library_conv(kernel.library, sig, weight, bias, x_scale, w_scale, None, context.quantizer)
     return Bound(run, run.path)
 

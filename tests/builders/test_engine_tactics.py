@@ -190,7 +190,7 @@ def test_an_fp8_reader_must_save_what_writing_its_input_in_fp8_costs(pointwise_f
     conv (10 us in fp16) stays FP8 only where it saves more than those 3 us; else it runs fp16, says why, and the
     grouped conv writes fp16."""
     times = Times(uniform(grouped_fp8_fp8out=13.0, grouped_fp16_fp8out=13.0, pointwise_fp8=pointwise_fp8), 5.0)
-    steps, _, _, _ = choose(times)
+    steps, timed, _, _ = choose(times)
     pointwise, grouped = steps["pointwise"], steps["grouped"]
     assert (pointwise.precision == "fp8") is stays_fp8
     assert grouped.output_fp8 is stays_fp8
@@ -198,6 +198,8 @@ def test_an_fp8_reader_must_save_what_writing_its_input_in_fp8_costs(pointwise_f
         assert pointwise.asked == "fp8" and pointwise.fallback.startswith(CHOSEN_FP16)
         assert (f"save {10.0 - pointwise_fp8:.1f} us together, less than what writing it in FP8 adds to grouped "
                 "(cuDNN 13.0 us against cuDNN 10.0 us writing fp16): 3.0 us") in pointwise.fallback
+        recorded = {(t["library"], t["output"], t["time_us"]) for t in timed["pointwise"].values()}
+        assert {(CUDNN, "fp8", 13.0), (CUDNN, "fp16", 10.0)} <= recorded  # the writer's tactics that priced it
 
 
 def test_an_fp8_input_costs_the_quantize_layer_where_that_is_less_than_the_fused_write():
@@ -209,6 +211,12 @@ def test_an_fp8_input_costs_the_quantize_layer_where_that_is_less_than_the_fused
     assert "save 1.5 us together, less than the quantize layer's 2.0 us" in steps["pointwise"].fallback
     steps, _, _, _ = choose(Times(uniform(grouped_fp8_fp8out=40.0, grouped_fp16_fp8out=40.0, pointwise_fp8=7.5), 2.0))
     assert steps["pointwise"].precision == "fp8" and steps["pointwise"].inputs[0] == "pointwise.input_quantizer"
+    # a tie (writing FP8 adds 2 us, the quantize layer 2 us): the quantize layer prices it, as the output choice
+    # keeps writing FP8 on a tie
+    tie = Times(uniform(grouped_fp8_fp8out=12.0, grouped_fp16_fp8out=12.0, pointwise_fp8=8.5), 2.0)
+    steps, timed, _, _ = choose(tie)
+    assert "save 1.5 us together, less than the quantize layer's 2.0 us" in steps["pointwise"].fallback
+    assert any(t["library"] == QUANTIZE_LAYER for t in timed["pointwise"].values())
 
 
 @pytest.mark.parametrize("fp8, fp16, runs_fp16", [(20.0, 10.0, True), (10.0, 10.0, False), (9.0, 10.0, False)])
@@ -395,6 +403,7 @@ def test_a_grouped_conv_runs_its_scaled_graph_where_that_plan_is_fastest():
     ({"precision": "fp8"}, 4, False),  # an FP8 graph scales already
     ({"output_fp8": True}, 4, False),  # so does a graph writing FP8
     ({"unit_scale": True}, 4, False),  # the companion has none of its own
+    ({"as_matmul": True}, 4, False),  # nor has the matmul companion
 ])
 def test_the_scaled_graph_is_offered_to_grouped_fp16_convolutions_writing_fp16(change, plan_limit, offered_one):
     sig = dataclasses.replace(ConvSignature("fp16", (1, 16, 6, 6), 32, (3, 3), (1, 1), (1, 1), (1, 1), 4, ("relu",),
@@ -647,6 +656,7 @@ def test_the_matmul_graph_reads_the_nhwc_tensors_as_rows():
     assert matmul.tensors["w"] == ([1, 24, 40], [24 * 40, 1, 24])
     assert matmul.tensors["residual"] == ([1, rows, 40], [rows * 40, 40, 1])
     assert matmul.tensors["descale"] == ([1, 1, 40], [40, 40, 1]) == matmul.tensors["bias"]
+    assert matmul.tensors["qscale"] == ([1, 1, 1], [1, 1, 1]) and conv.tensors["qscale"] == ([1, 1, 1, 1], [1, 1, 1, 1])
     assert (matmul.output["set_dim"], matmul.output["set_stride"]) == ([1, rows, 40], [rows * 40, 40, 1])
     assert conv.tensors["x"] == ([2, 24, 5, 7], [24 * 35, 1, 7 * 24, 24])
     assert (conv.output["set_dim"], conv.output["set_stride"]) == ([2, 40, 5, 7], [40 * 35, 1, 7 * 40, 40])

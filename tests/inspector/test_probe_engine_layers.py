@@ -239,7 +239,7 @@ def test_a_grouped_layer_runs_the_engines_scaled_graph_where_it_is_fastest(monke
     bound: list[ConvGraph] = []
     monkeypatch.setattr(engine_layers, "bind_graph", lambda _c, graph, *_a: bound.append(graph) or (lambda t: t))
     path = engine_layers.bind(context, kernel, model.grouped, None, None).path
-    assert bound[0].sig.unit_scale and path.endswith("plan scaled-plan-grouped")
+    assert bound[0].sig.unit_scale and path == "cuDNN conv graph (fp16, scaled by ones), plan scaled-plan-grouped"
     plain = stand_in_context(model, x, {}, {}, {})  # no scaled graph built: the plain graph's plan
     assert choose(plain, ask(specs["grouped"], "fp16", refused, "grouped")).library == CUDNN
 

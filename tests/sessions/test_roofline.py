@@ -286,3 +286,24 @@ def test_a_layer_on_the_scaled_graph_has_its_own_signatures_work():
             work = work_of(session, engine, layer)
             assert work is not None and work.how == "signature"
             assert work.flops == torch_conv_flops(scaled[layer.name])
+
+
+MATMUL = ROOT / "benchmarks/results/h200/matmul-tactic/final/main/senet154-warm.json"
+
+
+@pytest.mark.parametrize("variant_name", ["cudnn-fp16", "cudnn-fp8-all"])
+def test_a_layer_on_the_matmul_graph_has_its_own_signatures_work(variant_name):
+    """The engine's 1x1 convolutions on cuDNN's matmul graph record signatures ending in `matmul`: each gets the work
+    PyTorch's counter gives its convolution's shape, from its own signature."""
+    session = storage.load(MATMUL)
+    raw = json.loads(MATMUL.read_text())
+    variant = next(v for v in raw["variants"] if v["name"] == variant_name)
+    matmul = {layer["name"]: layer["attrs"]["signature"] for layer in variant["layers"]
+              if str(layer["attrs"].get("signature", "")).endswith(" matmul")}
+    assert len(matmul) > 90
+    engine = session.variant(variant_name)
+    for layer in engine.layers:
+        if layer.name in matmul:
+            work = work_of(session, engine, layer)
+            assert work is not None and work.how == "signature", layer.name
+            assert work.flops == torch_conv_flops(matmul[layer.name])
