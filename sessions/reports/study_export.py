@@ -248,6 +248,15 @@ def in_recipe(name: str, onnx_nodes: list[str], quantized: set[str]) -> bool:
     return name in quantized or any(f".{path}." in text for path in quantized for text in texts)
 
 
+def single_engines(jobs: list[Job]) -> list[str]:
+    """The engine of each backend all of whose jobs ran one engine (its label, its version in it: `TensorRT 10.16.0`),
+    in the jobs' order: what no job measured another version of."""
+    labels: dict[str, set[str]] = {}
+    for job in jobs:
+        labels.setdefault(job.axes["backend"], set()).add(job.axes["engine"])
+    return [next(iter(found)) for found in labels.values() if len(found) == 1 and found != {"-"}]
+
+
 def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
     items = []
     sessions = [job.session for job in jobs]
@@ -255,12 +264,12 @@ def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:
         items.append("TensorRT engines: no job ran the TensorRT backend" + (
             f"; every FP8 figure is {SIMULATED}" if any(r.fp8.simulated for r in rows) else ""))
     for axis, words in (("batch", "batch sizes other than {}"), ("gpu", "GPUs other than {}"),
-                        ("engine", "TensorRT builds other than {}"),
                         ("opt_level", "builder optimisation levels other than {}")):
-        values = {job.axes[axis] for job in jobs  # the engine and its level: said of TensorRT's jobs only
-                  if axis not in ("engine", "opt_level") or ran_tensorrt(job.session.study)}
-        if len(values) == 1 and values != {"-"}:
+        values = {job.axes[axis] for job in jobs} - {"-"}  # of the jobs that have a value on the axis
+        if len(values) == 1:
             items.append(words.format(values.pop()))
+    if versions := single_engines(jobs):
+        items.append(f"other versions of {', '.join(versions)}")
     layouts = {r.fp8.recipe.layout for r in rows if r.fp8.recipe is not None and r.fp8.recipe.layout}
     if layouts:
         items.append(f"FP8 layouts other than {', '.join(sorted(layouts))}")

@@ -217,3 +217,31 @@ def test_a_merged_session_keeps_the_gpu_state_its_jobs_share(sources):
     jobs[1].environment.gpu_state = f"{GPU_STATE_NOT_SETTLED}the helper process failed (exit 7)"
     merged = merge_sessions([(f"{i}.json", job) for i, job in enumerate(jobs)], ["trt-inspect", "merge"])
     assert merged.environment.gpu_state == jobs[1].environment.gpu_state  # one job not settled: the merge says so
+
+
+def _not_measured(sessions) -> list[str]:
+    text = study_markdown([(f"{i}.json", s) for i, s in enumerate(sessions)], load_rules())
+    section = text.split("### Not measured", 1)[1].split("###", 1)[0]
+    return [line for line in section.splitlines() if line.startswith("- ")]
+
+
+def test_what_was_not_measured_names_each_backends_one_engine_and_one_level(sources):
+    """Per backend, an engine all its jobs ran is one whose other versions were not measured, whatever the backend
+    (none named in the rule); a backend whose jobs ran two engines has none such; an optimisation level is said of the
+    jobs whose engine has one."""
+    base = sources[0][1]
+
+    def job(backend: str, engine: str, level: str | None):
+        changed = copy.deepcopy(base)
+        changed.study.backend, changed.study.engine = backend, engine
+        changed.study.engine_options = {"opt_level": level} if level is not None else {}
+        return changed
+
+    lines = _not_measured([job("torch", "PyTorch 2.11.0", None), job("cudnn", "cuDNN engine 91900", "3")])
+    assert "- other versions of PyTorch 2.11.0, cuDNN engine 91900." in lines
+    assert "- builder optimisation levels other than 3." in lines
+    lines = _not_measured([job("torch", "PyTorch 2.11.0", None), job("cudnn", "cuDNN engine 91900", "3"),
+                           job("cudnn", "cuDNN engine 92000", "4")])
+    assert "- other versions of PyTorch 2.11.0." in lines and not any("optimisation" in line for line in lines)
+    lines = _not_measured([job("torch", "PyTorch 2.11.0", None), job("torch", "PyTorch 2.12.0", None)])
+    assert not any(line.startswith("- other versions") or "optimisation" in line for line in lines)
