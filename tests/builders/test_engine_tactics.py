@@ -439,9 +439,9 @@ def test_a_scaled_graph_binds_a_descale_of_ones_and_runs_from_its_own_graph():
                                       [torch.zeros(1)]).values
 
 
-def test_a_conv_bound_to_its_scaled_graph_runs_and_names_that_graphs_plan(monkeypatch):
-    backend, program, _, _, traced, model, shapes = lowered(Times(uniform(), 1.0, scaled={"grouped": 4.0}),
-                                                            plan_limit=4, fp8=frozenset())
+def bound_fp16(times: Times, monkeypatch) -> tuple[dict[str, ConvGraph], dict]:
+    """The graph each convolution of an fp16 build is bound to, and the engine's layers by name."""
+    backend, program, _, _, traced, model, shapes = lowered(times, plan_limit=4, fp8=frozenset())
     bound: dict[str, ConvGraph] = {}
 
     def conv_runner(_backend, step, _conv, graph, _scales):
@@ -450,8 +450,13 @@ def test_a_conv_bound_to_its_scaled_graph_runs_and_names_that_graphs_plan(monkey
 
     monkeypatch.setattr(build, "_conv_runner", conv_runner)
     _, layers = build._bind(backend, program, traced, model, {}, shapes)
+    return bound, {layer.name: layer for layer in layers}
+
+
+def test_a_conv_bound_to_its_scaled_graph_runs_and_names_that_graphs_plan(monkeypatch):
+    bound, layers = bound_fp16(Times(uniform(), 1.0, scaled={"grouped": 4.0}), monkeypatch)
     assert bound["grouped"].sig.unit_scale and not bound["stem"].sig.unit_scale
-    grouped = next(layer for layer in layers if layer.name == "grouped")
+    grouped = layers["grouped"]
     assert (grouped.attrs["library"], grouped.tactic) == (CUDNN_SCALED, "scaled-plan-grouped")
     assert grouped.attrs["signature"].endswith(" scale=1")
 
@@ -498,14 +503,18 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     relu = dataclasses.replace(grouped, epilogue=("relu",))
     refused = dataclasses.replace(grouped, epilogue=("swish",))
     scaled, scaled_relu = (dataclasses.replace(sig, unit_scale=True) for sig in (grouped, relu))
+    pointwise = ConvSignature("fp8", (1, 16, 6, 6), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), True)  # a 1x1 conv
+    strided = dataclasses.replace(pointwise, stride=(2, 2))  # no GEMM: no matmul companion
+    matmul = dataclasses.replace(pointwise, as_matmul=True)
     held.add(scaled.key())
-    build.make_graphs(backend, [grouped, dense, relu, refused, grouped])
-    assert submitted == [[grouped, dense, relu, refused], [scaled_relu]]  # the held plan is not sent; no companion
-    assert sorted(built, key=ConvSignature.key) == sorted(  # of the refused graph
-        [grouped, dense, relu, refused, scaled, scaled_relu], key=ConvSignature.key)
+    build.make_graphs(backend, [grouped, dense, relu, refused, grouped, pointwise, strided])
+    # the held plan is not sent; no companion of the refused graph
+    assert submitted == [[grouped, dense, relu, refused, pointwise, strided], [scaled_relu, matmul]]
+    assert sorted(built, key=ConvSignature.key) == sorted(
+        [grouped, dense, relu, refused, pointwise, strided, scaled, scaled_relu, matmul], key=ConvSignature.key)
     assert isinstance(backend.graphs[scaled], ConvGraph) and backend.graphs[scaled_relu] == "cuDNN: no engine"
     build.make_graphs(backend, [grouped])
-    assert len(built) == 6
+    assert len(built) == 9
 
 @pytest.mark.parametrize("change, plan_limit, offered_one", [
     ({}, 4, True),  # 1x1, stride 1, no padding, one group: a GEMM over the pixels
@@ -542,17 +551,9 @@ def test_a_1x1_conv_runs_its_matmul_graph_where_that_plan_is_fastest(monkeypatch
     times = Times(uniform(), 1.0, matmul={("pointwise", "fp16"): 4.0})
     _, _, _, libraries = choose(times, plan_limit=4, fp8=frozenset())
     assert libraries == {"stem": CUDNN, "grouped": CUDNN, "pointwise": CUDNN_MATMUL}
-    backend, program, _, _, traced, model, shapes = lowered(times, plan_limit=4, fp8=frozenset())
-    bound: dict[str, ConvGraph] = {}
-
-    def conv_runner(_backend, step, _conv, graph, _scales):
-        bound[step.name] = graph
-        return lambda env: None
-
-    monkeypatch.setattr(build, "_conv_runner", conv_runner)
-    _, layers = build._bind(backend, program, traced, model, {}, shapes)
+    bound, layers = bound_fp16(times, monkeypatch)
     assert bound["pointwise"].sig.as_matmul and not bound["stem"].sig.as_matmul
-    pointwise = next(layer for layer in layers if layer.name == "pointwise")
+    pointwise = layers["pointwise"]
     assert (pointwise.kind, pointwise.attrs["library"], pointwise.tactic) == (
         "cuDNN matmul graph (fp16)", CUDNN_MATMUL, "matmul-plan-pointwise")
     assert pointwise.attrs["signature"].endswith(" matmul")
@@ -576,30 +577,6 @@ def test_the_precision_choice_weighs_the_matmul_graphs_of_both_precisions():
                                   f"2.0 us, {CUDNN_MATMUL} fp16)")
     recorded = {(t["library"], t["precision"], t["time_us"]) for t in timed["pointwise"].values()}
     assert {(CUDNN_MATMUL, "fp8", 3.0), (CUDNN_MATMUL, "fp16", 2.0)} <= recorded
-
-
-def test_make_graphs_builds_the_matmul_companion_of_a_built_1x1_graph(monkeypatch):
-    from types import SimpleNamespace
-
-    submitted: list[list[ConvSignature]] = []
-
-    def build_graph(sig, *_args):
-        if sig.epilogue == ("swish",):
-            raise RuntimeError("cuDNN: no engine")
-        return ConvGraph(sig, None, None, None, Choice(0, "p", 1, 1, 1.0, False, []), None), 0.0
-
-    def submit(sigs, _limit):
-        submitted.append(list(sigs))
-        return SimpleNamespace(take=lambda sig: None)
-
-    monkeypatch.setattr(build, "build_graph", build_graph)
-    backend = BuildContext(None, None, torch.zeros(1), 4, SimpleNamespace(holds_plan=lambda key: False),  # type: ignore[arg-type]
-                           SimpleNamespace(submit=submit), lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"))
-    pointwise = ConvSignature("fp8", (1, 16, 6, 6), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), True)
-    refused = dataclasses.replace(pointwise, epilogue=("swish",))
-    strided = dataclasses.replace(pointwise, stride=(2, 2))
-    build.make_graphs(backend, [pointwise, refused, strided])
-    assert submitted == [[pointwise, refused, strided], [dataclasses.replace(pointwise, as_matmul=True)]]
 
 
 class RecordingGraph:

@@ -227,38 +227,30 @@ def test_each_layer_runs_the_library_the_engine_would_pick():
     assert chosen["reflect", "fp16"].kind == TORCH and chosen["fc", "fp8"] == Kernel("fp8", GEMM)
 
 
-def test_a_grouped_layer_runs_the_engines_scaled_graph_where_it_is_fastest(monkeypatch):
-    """The engine's fp16 grouped convolution on its graph scaled by ones (4 us against 10): the probe picks it as the
-    engine does and binds that graph, not the plain one."""
+@pytest.mark.parametrize("layer, precision, built, library, words", [
+    ("grouped", "fp16", {"scaled_us": {"grouped": 4.0}}, CUDNN_SCALED,
+     "cuDNN conv graph (fp16, scaled by ones), plan scaled-plan-grouped"),
+    ("pointwise", "fp8", {"matmul_us": {("pointwise", "fp8"): 4.0}}, CUDNN_MATMUL,
+     "cuDNN matmul graph (fp8), plan matmul-plan-pointwise"),
+])
+def test_a_layer_runs_the_engines_companion_graph_where_it_is_fastest(monkeypatch, layer, precision, built, library,
+                                                                      words):
+    """The engine's fp16 grouped convolution on its graph scaled by ones, its FP8 1x1 convolution on its matmul graph
+    (4 us against 10): the probe picks each as the engine does, binds that graph, not the plain one, and names it;
+    where the companion was not built, the plain graph's plan runs."""
     model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
-    context = stand_in_context(model, x, {}, {}, {}, scaled_us={"grouped": 4.0})
+    context = stand_in_context(model, x, {}, {}, {}, **built)
     specs = probe_specs(model, x)
     refused = static_refusals(model, set(specs))
-    kernel = choose(context, ask(specs["grouped"], "fp16", refused, "grouped"))
-    assert kernel.library == CUDNN_SCALED
+    kernel = choose(context, ask(specs[layer], precision, refused, layer))
+    assert kernel.library == library
     bound: list[ConvGraph] = []
     monkeypatch.setattr(engine_layers, "bind_graph", lambda _c, graph, *_a: bound.append(graph) or (lambda t: t))
-    path = engine_layers.bind(context, kernel, model.grouped, None, None).path
-    assert bound[0].sig.unit_scale and path == "cuDNN conv graph (fp16, scaled by ones), plan scaled-plan-grouped"
-    plain = stand_in_context(model, x, {}, {}, {})  # no scaled graph built: the plain graph's plan
-    assert choose(plain, ask(specs["grouped"], "fp16", refused, "grouped")).library == CUDNN
-
-
-def test_a_1x1_layer_runs_the_engines_matmul_graph_where_it_is_fastest(monkeypatch):
-    """The engine's FP8 1x1 convolution on its matmul graph (4 us against 10): the probe picks it as the engine does,
-    binds that graph and names it; the grouped 3x3 has no matmul graph."""
-    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
-    context = stand_in_context(model, x, {}, {}, {}, matmul_us={("pointwise", "fp8"): 4.0})
-    specs = probe_specs(model, x)
-    refused = static_refusals(model, set(specs))
-    kernel = choose(context, ask(specs["pointwise"], "fp8", refused, "pointwise"))
-    assert kernel.library == CUDNN_MATMUL
-    bound: list[ConvGraph] = []
-    monkeypatch.setattr(engine_layers, "bind_graph", lambda _c, graph, *_a: bound.append(graph) or (lambda t: t))
-    path = engine_layers.bind(context, kernel, model.pointwise, 0.5, torch.ones(1)).path
-    assert bound[0].sig.as_matmul and path == "cuDNN matmul graph (fp8), plan matmul-plan-pointwise"
-    assert choose(context, ask(specs["pointwise"], "fp16", refused, "pointwise")).library == CUDNN
-    assert choose(context, ask(specs["grouped"], "fp16", refused, "grouped")).library == CUDNN
+    scales = (0.5, torch.ones(1)) if precision == "fp8" else (None, None)
+    path = engine_layers.bind(context, kernel, model.get_submodule(layer), *scales).path
+    assert bound[0].sig.key() != kernel.signature.key() and path == words
+    plain = stand_in_context(model, x, {}, {}, {})
+    assert choose(plain, ask(specs[layer], precision, refused, layer)).library == CUDNN
 
 
 def test_a_graph_cudnn_refuses_in_fp16_leaves_the_layer_to_pytorch():
