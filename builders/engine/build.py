@@ -344,13 +344,14 @@ def _fp8_input_pays(backend: BuildContext, program: Program, sigs: dict[str, Con
         if written is not None:
             writes_fp8, writes_fp16 = (fastest(tactics) for tactics in written)
             if writes_fp8.time_us - writes_fp16.time_us < quantize.time_us:
-                cost_us, decided = max(0.0, writes_fp8.time_us - writes_fp16.time_us), [writes_fp8, writes_fp16]
+                # the writer's tactics are another layer's: its words name them, the readers' records do not hold them
+                cost_us, decided = max(0.0, writes_fp8.time_us - writes_fp16.time_us), []
                 cost_words = (f"what writing it in FP8 adds to {step.name} ({writes_fp8.library} "
                               f"{writes_fp8.time_us:.1f} us against {writes_fp16.library} {writes_fp16.time_us:.1f} "
                               f"us writing fp16):")
         saved = sum(fastest(fp16_tactics).time_us - fastest(fp8_tactics).time_us for fp8_tactics, fp16_tactics in best)
         reason = input_reason(saved, cost_us, len(readers), cost_words)
-        if reason is not None:  # the tactics that priced the input recorded where it decided
+        if reason is not None:  # a quantize layer's time recorded where it decided
             for name in readers:
                 _keep_tactics(timed, name, *decided)
                 refused[name], changed = reason, True

@@ -198,8 +198,8 @@ def test_an_fp8_reader_must_save_what_writing_its_input_in_fp8_costs(pointwise_f
         assert pointwise.asked == "fp8" and pointwise.fallback.startswith(CHOSEN_FP16)
         assert (f"save {10.0 - pointwise_fp8:.1f} us together, less than what writing it in FP8 adds to grouped "
                 "(cuDNN 13.0 us against cuDNN 10.0 us writing fp16): 3.0 us") in pointwise.fallback
-        recorded = {(t["library"], t["output"], t["time_us"]) for t in timed["pointwise"].values()}
-        assert {(CUDNN, "fp8", 13.0), (CUDNN, "fp16", 10.0)} <= recorded  # the writer's tactics that priced it
+        # the writer's tactics, named in the reason, are not recorded as the reader's own
+        assert {t["output"] for t in timed["pointwise"].values()} == {"fp16"}
 
 
 def test_an_fp8_input_costs_the_quantize_layer_where_that_is_less_than_the_fused_write():
