@@ -119,8 +119,8 @@ def matmul_companion(sig: ConvSignature, plan_limit: int) -> ConvSignature | Non
     """The graph whose plans are timed beside `sig`'s as cuDNN's matmul tactic: `sig` defined as the matmul of its
     input's rows by its weights (`as_matmul`: same tensors, epilogue and output), for a convolution that is a GEMM by
     its geometry (`gemm_geometry`), in either precision and output format, where `tactics_timed`; else None. cuDNN
-    offers the matmul graph its GEMM engines, which beat its convolution plans on many 1x1 shapes
-    (`benchmarks/cudnn_matmul_tactic.py`)."""
+    lists other plans for the matmul graph than for the convolution's, and they beat the convolution's on many 1x1
+    shapes (`benchmarks/cudnn_matmul_tactic.py`)."""
     if not tactics_timed(plan_limit) or sig.as_matmul or sig.unit_scale or gemm_geometry(sig) is not None:
         return None
     return dataclasses.replace(sig, as_matmul=True)

@@ -51,7 +51,7 @@ class ConvSignature:
     # one (`conv_tactics.scaled_companion`)
     unit_scale: bool = False
     # a 1x1 convolution (stride 1, no padding, one group) defined as cuDNN's matmul of the NHWC rows by the weights,
-    # (N*H*W, Cin) @ (Cin, Cout), with the same epilogue: the graph cuDNN's GEMM engines take
+    # (N*H*W, Cin) @ (Cin, Cout), with the same epilogue: cuDNN lists other plans for it
     # (`conv_tactics.matmul_companion`)
     as_matmul: bool = False
 

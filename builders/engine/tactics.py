@@ -18,7 +18,7 @@ from sessions.documents.vocab import CHOSEN_FP16
 
 # the libraries whose tactics run a convolution; cuDNN's second: the plans of the fp16 graph with a scale of one
 # (`ConvSignature.unit_scale`, its runtime-fusion engines); cuDNN's third: the plans of a 1x1 convolution's graph
-# defined as a matmul of its rows by its weights (`ConvSignature.as_matmul`, its GEMM engines); PyTorch's two: ATen's
+# defined as a matmul of its rows by its weights (`ConvSignature.as_matmul`, its own plans); PyTorch's two: ATen's
 # dispatch of the channels-last tensor (cuDNN's legacy depthwise path) and of an NCHW copy (ATen's own depthwise
 # kernel, the copies there and back included)
 CUDNN, CUDNN_SCALED, CUDNN_MATMUL = "cuDNN", "cuDNN scaled", "cuDNN matmul"
