@@ -19,7 +19,7 @@ from builders.engine.build import BuildContext, conv_library, lower_and_choose
 from builders.engine.conv_tactics import companions, matmul_companion, offered, scaled_companion
 from builders.engine.graph import trace
 from builders.engine.kernels import ConvGraph, ConvSignature
-from builders.engine.lowering import Step
+from builders.engine.lowering import Program, Step
 from builders.engine.plans import Choice, TimingCache
 from builders.engine.tactics import (
     CHOSEN_FP16_OUTPUT,
@@ -577,6 +577,31 @@ def test_the_precision_choice_weighs_the_matmul_graphs_of_both_precisions():
                                   f"2.0 us, {CUDNN_MATMUL} fp16)")
     recorded = {(t["library"], t["precision"], t["time_us"]) for t in timed["pointwise"].values()}
     assert {(CUDNN_MATMUL, "fp8", 3.0), (CUDNN_MATMUL, "fp16", 2.0)} <= recorded
+
+
+def test_an_fp8_input_a_linear_also_reads_is_not_priced_by_the_convolutions_alone():
+    """The grouped conv writes FP8 for two readers with one scale: the pointwise conv (saving nothing in FP8) and an
+    FP8 linear the rule cannot time. Writing FP8 adds 3 us to the grouped conv; the rule prices only inputs whose
+    readers are all FP8 convolutions, so this one stays, and nothing is refused for it."""
+    backend, shapes = context(TwoConvs().eval(), Times(uniform(grouped_fp8_fp8out=13.0, grouped_fp16_fp8out=13.0),
+                                                       5.0), FP8_LAYERS_TIMED)
+    backend.quantize_us = {sig.output_shape(): 5.0 for sig in backend.graphs}
+    grouped = Step("grouped", "conv", "relu_1", ("relu",), "fp8", "conv", epilogue=("relu",), output_fp8=True,
+                   output_scale_of="pointwise", asked="fp8")
+    pointwise = Step("pointwise", "conv", "pointwise", ("relu_1",), "fp8", "conv", asked="fp8")
+    linear = Step("fc", "linear", "fc", ("relu_1",), "fp8", "linear", asked="fp8")
+    program = Program([grouped, pointwise, linear], "pointwise")
+    model = TwoConvs()
+    sigs = {step.name: build._signature(step, model.get_submodule(step.name), shapes[step.name])
+            for step in (grouped, pointwise)}
+    fp8 = {"pointwise": sigs["pointwise"]}
+    fp16 = {"pointwise": dataclasses.replace(sigs["pointwise"], precision="fp16")}
+    refused: dict[str, str] = {}
+    assert not build._fp8_input_pays(backend, program, sigs, fp8, fp16, refused, {})
+    assert refused == {}
+    program.steps.remove(linear)  # the convolution its only reader: now priced, and it saves less than 3 us
+    assert build._fp8_input_pays(backend, program, sigs, fp8, fp16, refused, {})
+    assert "what writing it in FP8 adds to grouped" in refused["pointwise"]
 
 
 class RecordingGraph:
