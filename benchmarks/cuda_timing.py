@@ -8,19 +8,19 @@ from collections.abc import Callable
 
 import torch
 
+from builders.pytorch.graph_capture import capture_graph
+
 
 def captured(fn: Callable[[], object]) -> Callable[[], None]:
-    """`fn` captured in a CUDA graph after three warm-up calls on a side stream; the graph's replay."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    """`fn` captured in a CUDA graph as the engines capture their forward (`capture_graph`, its warm-up call on a side
+    stream), after two more warm-up calls (three in all, as the committed outputs were made); the graph's replay.
+    RuntimeError where capture fails: these benchmarks time graphs only."""
+    for _ in range(2):
         fn()
-    return graph.replay
+    capture = capture_graph(fn, fn)
+    if capture.graph is None:
+        raise RuntimeError(capture.step.note)
+    return capture.graph.replay
 
 
 def mean_ms(run: Callable[[], object], calls: int, warmup: int = 5) -> float:

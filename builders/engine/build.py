@@ -366,10 +366,8 @@ def _build_fp16_writers(backend: BuildContext, sigs: Iterable[ConvSignature]) ->
 
 def _write_tactics(backend: BuildContext, sig: ConvSignature) -> tuple[list[Tactic], list[Tactic]] | None:
     """The tactics of `sig` (a convolution writing FP8) and of the same convolution writing fp16 (its graph built
-    here where it is not yet), or None where either has none."""
-    apart = dataclasses.replace(sig, output_fp8=False)
-    make_graphs(backend, [apart])
-    fused, unfused = _tactics(backend, sig), _tactics(backend, apart)
+    before, with the others', by `_build_fp16_writers`), or None where either has none."""
+    fused, unfused = _tactics(backend, sig), _tactics(backend, dataclasses.replace(sig, output_fp8=False))
     return (fused, unfused) if fused and unfused else None
 
 

@@ -254,7 +254,7 @@ def single_engines(jobs: list[Job]) -> list[str]:
     labels: dict[str, set[str]] = {}
     for job in jobs:
         labels.setdefault(job.axes["backend"], set()).add(job.axes["engine"])
-    return [next(iter(found)) for found in labels.values() if len(found) == 1 and found != {"-"}]
+    return [next(iter(found)) for found in labels.values() if len(found) == 1]
 
 
 def not_measured_section(jobs: list[Job], rows: list[Row]) -> str:

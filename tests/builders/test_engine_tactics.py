@@ -202,6 +202,24 @@ def test_an_fp8_reader_must_save_what_writing_its_input_in_fp8_costs(pointwise_f
         assert {t["output"] for t in timed["pointwise"].values()} == {"fp16"}
 
 
+def test_the_graphs_writing_fp16_are_built_before_an_fp8_input_is_priced(monkeypatch):
+    """Where a convolution's graph writing fp16 is not built yet (a first build), the FP8-input rule has it built
+    before pricing: writing FP8 then adds 3 us to the grouped conv, less than the 5 us quantize layer, and the
+    pointwise conv saving 2.5 us runs fp16 for that reason, not for the quantize layer's."""
+    times = Times(uniform(grouped_fp8_fp8out=13.0, grouped_fp16_fp8out=13.0, pointwise_fp8=7.5), 5.0)
+    model = TwoConvs().eval()
+    backend, shapes = context(model, times, FP8_LAYERS_TIMED)
+    backend.quantize_us = {sig.output_shape(): times.quantize_us for sig in backend.graphs}
+    compiled = {sig: backend.graphs.pop(sig) for sig in list(backend.graphs)
+                if sig.precision == "fp8" and not sig.output_fp8 and sig.groups > 1}
+    monkeypatch.setattr(build, "_build_new", lambda ctx, sigs: ctx.graphs.update(
+        {sig: compiled[sig] for sig in sigs if sig in compiled and sig not in ctx.graphs}))
+    program, _, _ = lower_and_choose(backend, trace(model, torch.randn(1, 8, 6, 6)), model, {"grouped", "pointwise"},
+                                     {"grouped": 0.5, "pointwise": 0.5}, {}, shapes)
+    pointwise = next(step for step in program.steps if step.name == "pointwise")
+    assert pointwise.precision == "fp16" and "what writing it in FP8 adds to grouped" in pointwise.fallback
+
+
 def test_an_fp8_input_costs_the_quantize_layer_where_that_is_less_than_the_fused_write():
     """Writing FP8 adds 30 us to the grouped conv, the quantize layer 2: the pointwise conv saving 1.5 us runs fp16
     and names the quantize layer; saving 2.5 us it stays FP8 and reads a quantize layer."""
