@@ -19,16 +19,20 @@ import enum
 import functools
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
+from profilers.cupti_buffers import ActivityBuffers, load_libcupti
 from sessions.documents.errors import MissingEnvironment
 
 RANGE_KIND = "nvtx"
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
-BUFFER_BYTES = 8 << 20
+KERNEL_COLUMNS = ("start", "end", "correlation_id", "stream_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                  "block_z")
 LAUNCH_WORD = "Launch"
 CBID_BOUNDS = frozenset({"INVALID", "SIZE", "FORCE_INT"})  # members of CUPTI's cbid enums that name no API
 
@@ -105,6 +109,11 @@ class NonLaunchApis:
         )
 
 
+@functools.cache
+def _activity_buffers(library: str, dtypes: tuple[tuple[int, np.dtype], ...]) -> ActivityBuffers:
+    return ActivityBuffers(load_libcupti(library), dict(dtypes))
+
+
 def prepare_nvtx_injection() -> str | None:
     """Point NVTX at CUPTI's library; returns why not where that is impossible."""
     if os.environ.get(INJECTION_ENV):
@@ -124,7 +133,9 @@ def prepare_nvtx_injection() -> str | None:
 class CuptiTracer:
     """Collects kernel, marker and launch activities between start() and stop().
 
-    `api_note` says, once started, whether CUPTI recorded launch APIs only or every API.
+    Records arrive through `cupti_buffers.ActivityBuffers` (libcupti's buffers decoded in bulk with cupti-python's
+    record layouts), not through cupti-python's one-object-a-record callbacks. `api_note` says, once started,
+    whether CUPTI recorded launch APIs only or every API.
     """
 
     def __init__(self) -> None:
@@ -140,58 +151,65 @@ class CuptiTracer:
         self.api_note = ""
         k = cupti.ActivityKind
         self._kinds = [k.CONCURRENT_KERNEL, k.MARKER, k.RUNTIME, k.DRIVER]
+        self._kernel_kinds = {int(k.CONCURRENT_KERNEL), int(k.KERNEL)}
+        self._marker_kind = int(k.MARKER)
         self._start_flag = int(cupti.ActivityFlag.MARKER_START)
         self._instant_flag = int(cupti.ActivityFlag.MARKER_INSTANTANEOUS)
         self._skipped = NonLaunchApis.of(cupti, os.environ.get(INJECTION_ENV))
+        self._skipped_by_kind = {int(k.RUNTIME): np.fromiter(self._skipped.runtime, np.int64),
+                                 int(k.DRIVER): np.fromiter(self._skipped.driver, np.int64)}
         self._switched_off: list[tuple[Callable[[int, int], object], int]] = []
 
-    def _requested(self) -> tuple[int, int]:
-        return BUFFER_BYTES, 0
-
-    def _completed(self, activities: Iterable[Any]) -> None:
+    def _buffers(self) -> ActivityBuffers:
+        """The reader of libcupti's buffers, one for the process (CUPTI may call its callbacks until it is done)."""
+        library = os.environ.get(INJECTION_ENV) or ""
         k = self._cupti.ActivityKind
-        kernel_kinds = (k.CONCURRENT_KERNEL, k.KERNEL)
-        runtime, driver, marker = k.RUNTIME, k.DRIVER, k.MARKER
-        skipped_runtime, skipped_driver = self._skipped.runtime, self._skipped.driver
-        for a in activities:
-            kind = a.kind
-            if kind in kernel_kinds:
-                self.kernels.append(
-                    KernelRecord(
-                        name=a.name,
-                        start=a.start,
-                        end=a.end,
-                        correlation=a.correlation_id,
-                        stream=a.stream_id,
-                        grid=(a.grid_x, a.grid_y, a.grid_z),
-                        block=(a.block_x, a.block_y, a.block_z),
-                    )
-                )
-            elif kind == runtime:
-                if a.cbid not in skipped_runtime:
-                    self.launches.append(Launch(a.correlation_id, a.thread_id, a.start))
-            elif kind == driver:
-                if a.cbid not in skipped_driver:
-                    self.launches.append(Launch(a.correlation_id, a.thread_id, a.start))
-            elif kind == marker:
-                self._marker(a)
+        dtypes = {int(k.CONCURRENT_KERNEL): self._cupti.activity_kernel10_dtype,
+                  int(k.KERNEL): self._cupti.activity_kernel10_dtype,
+                  int(k.MARKER): self._cupti.activity_marker2_dtype,
+                  int(k.RUNTIME): self._cupti.activity_api_dtype, int(k.DRIVER): self._cupti.activity_api_dtype}
+        return _activity_buffers(library, tuple(sorted(dtypes.items(), key=lambda item: item[0])))
 
-    def _marker(self, a: Any) -> None:
-        flags = int(a.flags_)
+    def _records(self, kind: int, records: np.ndarray, strings: Callable[[np.ndarray], list[str]]) -> None:
+        """One buffer's records of `kind`, in order, kept as the attribution needs them."""
+        if kind in self._kernel_kinds:
+            columns = (records[name].tolist() for name in KERNEL_COLUMNS)
+            self.kernels.extend(
+                KernelRecord(name=name, start=start, end=end, correlation=correlation, stream=stream,
+                             grid=(gx, gy, gz), block=(bx, by, bz))
+                for name, (start, end, correlation, stream, gx, gy, gz, bx, by, bz)
+                in zip(strings(records["name"]), zip(*columns, strict=True), strict=True)
+            )
+        elif kind in self._skipped_by_kind:
+            kept = records[~np.isin(records["cbid"], self._skipped_by_kind[kind])]
+            self.launches.extend(map(Launch, kept["correlation_id"].tolist(), kept["thread_id"].tolist(),
+                                     kept["start"].tolist()))
+        elif kind == self._marker_kind:
+            threads = records["object_id"]["pt"]["thread_id"].tolist()
+            for flags, marker_id, name, thread, timestamp in zip(records["flags_"].tolist(), records["id"].tolist(),
+                                                                 strings(records["name"]), threads,
+                                                                 records["timestamp"].tolist(), strict=True):
+                self._marker(flags, marker_id, name, thread, timestamp)
+
+    def _marker(self, flags: int, marker_id: int, name: str, thread: int, timestamp: int) -> None:
         if flags & self._instant_flag:
             return
         if flags & self._start_flag:
-            self.open_markers[a.id] = (a.name, a.object_id.pt.thread_id, a.timestamp)
+            self.open_markers[marker_id] = (name, thread, timestamp)
             return
-        opened = self.open_markers.pop(a.id, None)
+        opened = self.open_markers.pop(marker_id, None)
         if opened is not None:
             name, thread, start = opened
-            self.ranges.append(Range(name, thread, start, a.timestamp))
+            self.ranges.append(Range(name, thread, start, timestamp))
 
     def start(self) -> None:
         cupti = self._cupti
+        buffers = self._buffers()
+        status = buffers.register(self._records)
+        if status:
+            raise MissingEnvironment(f"CUPTI refused the activity buffer callbacks (status {status}); another "
+                                     "profiler may hold it: use --tracer torch")
         try:
-            cupti.activity_register_callbacks(self._requested, self._completed)
             for kind in self._kinds:
                 cupti.activity_enable(kind)
         except cupti.cuptiError as exc:
@@ -257,6 +275,8 @@ class CuptiTracer:
         for kind in self._kinds:
             cupti.activity_disable(kind)
         cupti.activity_flush_all(1)
+        if errors := self._buffers().errors:
+            raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}")
         return int(dropped.value)
 
 

@@ -2,8 +2,10 @@
 
 `FakeCupti.install(monkeypatch)` puts it in sys.modules; `run_once` (what the tracer times) emits one call's
 activities: its call marker, one layer marker per layer, and inside each a kernel, the API call that launched it and
-API calls that launch nothing (as PyTorch makes around every kernel). Flushing hands the buffered activities to the
-tracer's callback; the dropped-record count is whatever the test sets.
+API calls that launch nothing (as PyTorch makes around every kernel). Flushing packs the buffered activities into a
+buffer the tracer's buffer callback asked for, in record layouts of this module's own (`DTYPES`, names as C strings
+in memory), and hands it back as libcupti does, walked by `cuptiActivityGetNextRecord`; the dropped-record count is
+whatever the test sets.
 
 API records follow CUPTI's documented switches: a kind switch (activity_enable/disable) turns every API of its kind on
 or off and forgets the per-API switches made before it; a per-API switch (activity_enable_runtime_api/_driver_api)
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import functools
 import itertools
 import sys
 import types
@@ -23,7 +26,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import pytest
+
+from profilers import kernel_trace
 
 
 class ActivityKind(enum.IntEnum):
@@ -68,6 +74,18 @@ class DriverApiTraceCbid(enum.IntEnum):
 
 
 API_KINDS = {ActivityKind.RUNTIME: RuntimeApiTraceCbid, ActivityKind.DRIVER: DriverApiTraceCbid}
+MAX_LIMIT_REACHED = 12  # libcupti's answer when no record follows
+
+KERNEL_DTYPE = np.dtype([("kind", "<i4"), ("pad", "<i4"), ("start", "<u8"), ("end", "<u8"), ("correlation_id", "<u4"),
+                         ("stream_id", "<u4"), ("grid_x", "<i4"), ("grid_y", "<i4"), ("grid_z", "<i4"),
+                         ("block_x", "<i4"), ("block_y", "<i4"), ("block_z", "<i4"), ("name", "<i8")])
+MARKER_DTYPE = np.dtype([("kind", "<i4"), ("flags_", "<i4"), ("timestamp", "<u8"), ("id", "<u4"),
+                         ("object_kind", "<i4"), ("object_id", [("pt", [("process_id", "<u4"), ("thread_id", "<u4")])]),
+                         ("name", "<i8")])
+API_DTYPE = np.dtype([("kind", "<i4"), ("cbid", "<u4"), ("start", "<u8"), ("end", "<u8"), ("process_id", "<u4"),
+                      ("thread_id", "<u4"), ("correlation_id", "<u4"), ("return_value", "<u4")])
+DTYPES = {ActivityKind.KERNEL: KERNEL_DTYPE, ActivityKind.CONCURRENT_KERNEL: KERNEL_DTYPE,
+          ActivityKind.MARKER: MARKER_DTYPE, ActivityKind.RUNTIME: API_DTYPE, ActivityKind.DRIVER: API_DTYPE}
 
 
 class CuptiError(Exception):
@@ -111,14 +129,17 @@ class FakeCupti:
     launch_correlations: list[int] = field(default_factory=list)  # the correlation id of every launch emitted
     _clock: itertools.count[int] = field(default_factory=lambda: itertools.count(1000, 10))
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
-    _completed: Callable[[list[Activity]], None] | None = None
+    _callbacks: tuple[Callable[..., None], Callable[..., None]] | None = None  # the tracer's, as libcupti holds them
+    _walk: list[int] = field(default_factory=list)  # the record addresses of the buffer being handed back
+    _strings: list[ctypes.Array[ctypes.c_char]] = field(default_factory=list)  # the names the records point to
     _calls: int = 0
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         inner = types.SimpleNamespace(
             ActivityKind=ActivityKind, ActivityFlag=ActivityFlag, cuptiError=CuptiError,
             RuntimeApiTraceCbid=RuntimeApiTraceCbid, DriverApiTraceCbid=DriverApiTraceCbid,
-            activity_register_callbacks=self._register, activity_enable=self._enable_kind,
+            activity_kernel10_dtype=KERNEL_DTYPE, activity_marker2_dtype=MARKER_DTYPE, activity_api_dtype=API_DTYPE,
+            activity_enable=self._enable_kind,
             activity_disable=self._disable_kind, activity_flush_all=self._flush,
             activity_get_num_dropped_records=self._num_dropped,
         )
@@ -127,6 +148,26 @@ class FakeCupti:
             inner.activity_enable_driver_api = lambda cbid, on: self._switch(ActivityKind.DRIVER, cbid, on)
         monkeypatch.setitem(sys.modules, "cupti", types.SimpleNamespace(cupti=inner))
         monkeypatch.setenv("NVTX_INJECTION64_PATH", "/fake/libcupti.so")
+        monkeypatch.setattr(kernel_trace, "load_libcupti", lambda path: self.library())
+        fresh = functools.cache(kernel_trace._activity_buffers.__wrapped__)  # no reader of another test's library
+        monkeypatch.setattr(kernel_trace, "_activity_buffers", fresh)
+
+    def library(self) -> types.SimpleNamespace:
+        """libcupti's two buffer functions the tracer calls through ctypes (plain functions: it sets their types)."""
+
+        def register(requested: Callable[..., None], completed: Callable[..., None]) -> int:
+            self._callbacks = (requested, completed)
+            return 0
+
+        def next_record(buffer: int, valid: int, record: ctypes._Pointer[ctypes.c_void_p]) -> int:
+            current = record.contents.value
+            index = 0 if current is None else self._walk.index(current) + 1
+            if index >= len(self._walk):
+                return MAX_LIMIT_REACHED
+            record.contents.value = self._walk[index]
+            return 0
+
+        return types.SimpleNamespace(cuptiActivityRegisterCallbacks=register, cuptiActivityGetNextRecord=next_record)
 
     def switched_off(self, kind: ActivityKind) -> set[str]:
         """The names of the APIs of `kind` whose records are off now while their kind is on."""
@@ -155,14 +196,42 @@ class FakeCupti:
         switch = self.api_switches.get((kind, cbid))
         return switch if switch is not None else kind in self.enabled
 
-    def _register(self, requested: Callable[[], tuple[int, int]], completed: Callable[[list[Activity]], None]) -> None:
-        self._completed = completed
-
     def _flush(self, forced: int) -> None:
-        if self._completed is not None and self.buffered:
+        if self._callbacks is not None and self.buffered:
             self.delivered.extend(self.buffered)
-            self._completed(list(self.buffered))
+            self.hand_back(self.buffered)
         self.buffered.clear()
+
+    def hand_back(self, activities: list[Activity]) -> None:
+        """Ask the tracer for a buffer, pack `activities` into it (8-byte aligned records) and hand it back."""
+        requested, completed = self._callbacks or (None, None)
+        assert requested is not None and completed is not None
+        buffer, size, records = ctypes.c_void_p(), ctypes.c_size_t(), ctypes.c_size_t()
+        requested(ctypes.byref(buffer), ctypes.byref(size), ctypes.byref(records))
+        assert buffer.value is not None
+        self._walk, offset = [], 0
+        for activity in activities:
+            packed = self._packed(activity)
+            assert offset + len(packed) <= size.value
+            ctypes.memmove(buffer.value + offset, packed, len(packed))
+            self._walk.append(buffer.value + offset)
+            offset += -(-len(packed) // 8) * 8
+        completed(None, 0, buffer.value, size.value, offset)
+
+    def _packed(self, a: Activity) -> bytes:
+        record = np.zeros(1, DTYPES[a.kind])
+        record["kind"] = int(a.kind)
+        for name in record.dtype.names or ():
+            if name not in ("kind", "name", "object_id", "pad", "process_id", "object_kind", "return_value"):
+                record[name] = getattr(a, name)
+        if "name" in record.dtype.names:
+            text = ctypes.create_string_buffer(a.name.encode()) if a.name else None
+            if text is not None:
+                self._strings.append(text)
+            record["name"] = ctypes.addressof(text) if text is not None else 0
+        if a.object_id is not None:
+            record["object_id"]["pt"]["thread_id"] = a.object_id.pt.thread_id
+        return record.tobytes()
 
     def _num_dropped(self, context: int, stream: int, address: int) -> None:
         ctypes.c_size_t.from_address(address).value = self.dropped
