@@ -152,3 +152,48 @@ def test_backends_that_compile_with_inductor_end_its_workers_when_their_builds_a
     instance.context = types.SimpleNamespace(compiler=types.SimpleNamespace(close=lambda: ended.append("closed")))
     instance.builds_done()
     assert ended[-1] == "ended"
+
+
+def test_the_compile_stack_is_imported_once_on_a_thread_and_waited_for_before_workers_end(monkeypatch):
+    fake_async_compile(monkeypatch, set())
+    started, release = threading.Event(), threading.Event()
+    imported: list[str] = []
+
+    def slow_import(name: str) -> types.ModuleType:
+        started.set()
+        release.wait(10)
+        imported.append(name)
+        return types.ModuleType(name)
+
+    monkeypatch.setattr(inductor_workers, "COMPILE_STACK", ("fake_stack_a", "fake_stack_b"))
+    monkeypatch.setattr(inductor_workers.importlib, "import_module", slow_import)
+    monkeypatch.setattr(inductor_workers, "_importing", [])
+    inductor_workers.import_compile_stack_in_background()
+    assert started.wait(10) and imported == []  # returned while the import runs on its own thread
+    inductor_workers.import_compile_stack_in_background()  # a second ask starts nothing
+    assert len(inductor_workers._importing) == 1
+    threading.Timer(0.2, release.set).start()
+    inductor_workers.end_compile_workers()  # before anything is timed: the import has ended
+    assert imported == ["fake_stack_a", "fake_stack_b"]
+    assert not inductor_workers._importing[0].is_alive()
+
+
+def test_a_failing_import_is_left_for_the_compile_that_needs_it(monkeypatch):
+    def failing(name: str) -> types.ModuleType:
+        raise ImportError(f"no module {name}")
+
+    uncaught: list[object] = []
+    monkeypatch.setattr(threading, "excepthook", uncaught.append)  # what would print a thread's traceback
+    monkeypatch.setattr(inductor_workers, "COMPILE_STACK", ("fake_missing",))
+    monkeypatch.setattr(inductor_workers.importlib, "import_module", failing)
+    monkeypatch.setattr(inductor_workers, "_importing", [])
+    inductor_workers.import_compile_stack_in_background()
+    inductor_workers.compile_stack_imported()
+    assert not inductor_workers._importing[0].is_alive() and uncaught == []  # no traceback on the terminal
+
+
+def test_nothing_starts_where_the_stack_is_imported_already(monkeypatch):
+    monkeypatch.setattr(inductor_workers, "COMPILE_STACK", ("sys",))
+    monkeypatch.setattr(inductor_workers, "_importing", [])
+    inductor_workers.import_compile_stack_in_background()
+    assert inductor_workers._importing == []
