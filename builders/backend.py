@@ -107,10 +107,6 @@ class BackendContext:
     report: Callable[[str, int, int], None] = field(default=lambda phase, step, steps: None)
 
 
-def _nothing_to_wait_for() -> None:
-    """What `Backend.begin_imports` returns where it starts nothing."""
-
-
 class Backend(ABC):
     """A way to build and run a model's variants. A subclass sets `name`, `label` and `capabilities`, implements
     `__init__`, `build` and `reference`, and registers itself with `register_backend` in
@@ -160,14 +156,6 @@ class Backend(ABC):
     def unavailable(cls, device: str) -> str | None:
         """Why this backend cannot run here on `device`, or None; checked before any work."""
         return None
-
-    @classmethod
-    def begin_imports(cls, device: str) -> Callable[[], None]:
-        """Starts, on a thread of its own, imports this backend's builds on `device` will need, so that they overlap
-        the study's set-up and its first variants, and returns what waits for them: the study calls it before it
-        times anything, the backend's builds wait for them themselves before they capture a CUDA graph. Nothing by
-        default."""
-        return _nothing_to_wait_for
 
     @classmethod
     def device_for(cls, asked: str | None, has_gpu: bool) -> Device:

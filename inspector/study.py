@@ -108,7 +108,6 @@ def run_checked(run: RunPlan, command: list[str], report: Report, force: bool = 
 def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.datetime,
                 writer: SessionWriter) -> tuple[Session, Path]:
     plan, tracer = run.plan, run.tracer
-    imports_done = [cls.begin_imports(plan.device) for cls in {run.backend, *run.variant_backends.values()}]
     report(Progress("setup", f"loading {plan.model}: the model, its weights and the study's images"))
     inputs = run.backend.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))
@@ -125,8 +124,6 @@ def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.da
         reference, no_reference = None, f"quality not measured: the fp32 reference failed: {one_line(exc)}"
         report(Progress("setup", no_reference))
     engines, profiled = build_variants(run, backend, inputs, (reference, no_reference), recorder)
-    for wait in imports_done:  # no backend's import runs beside the timing rounds' CUDA graph captures
-        wait()
     if engines:
         time_variants(session, engines, plan, recorder,
                       lambda graphed: timing_method(plan, backend, tracer, profiled, graphed))

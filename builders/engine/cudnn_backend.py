@@ -11,7 +11,6 @@ import concurrent.futures
 import copy
 import dataclasses
 import time
-from collections.abc import Callable
 
 import torch
 
@@ -24,11 +23,7 @@ from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
-from builders.pytorch.inductor_workers import (
-    compile_stack_imported,
-    end_compile_workers,
-    import_compile_stack_in_background,
-)
+from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
 from profilers.device import study_device
@@ -66,12 +61,6 @@ class CudnnBackend(Backend):
         if not study_device(device).gpu:
             return "the cuDNN / cuBLASLt engine runs on CUDA GPUs only"
         return engine_problem()
-
-    @classmethod
-    def begin_imports(cls, device: str) -> Callable[[], None]:
-        """Inductor's compile stack, which the fused tactics compile with (`import_compile_stack_in_background`)."""
-        import_compile_stack_in_background()
-        return compile_stack_imported
 
     def __init__(self, context: BackendContext) -> None:
         from builders.engine.cudnn_library import import_cudnn
@@ -117,7 +106,6 @@ class CudnnBackend(Backend):
         if variant.precision not in ("fp16", "fp8"):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
         start = time.perf_counter()
-        compile_stack_imported()  # the build times tactics as captured CUDA graphs: no import running beside it
         twin = self._twin(variant, calibration) if variant.precision == "fp8" else None
         plain = self._plain(twin)
         refused_before = len(self._quantizer.refused) if self._quantizer else 0

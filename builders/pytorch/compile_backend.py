@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 
 import torch
 
 from builders.backend import BuildResult, register_backend
-from builders.pytorch.inductor_workers import (
-    compile_stack_imported,
-    end_compile_workers,
-    import_compile_stack_in_background,
-)
+from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.torch_backend import TorchBackend, TorchEngine
 from builders.pytorch.variant_modules import precision_name, state_bytes, variant_module
 from profilers.attribution import ROOT
@@ -54,12 +49,6 @@ class CompileBackend(TorchBackend):
     variant_precisions = ("fp32", "fp16", "bf16")  # compile-fp16 beside PyTorch's fp16 in a torch study
     sizes_cpu_plan = False  # Inductor's build and forwards are not the eager ones the CPU plan times
     engine_beside = None
-
-    @classmethod
-    def begin_imports(cls, device: str) -> Callable[[], None]:
-        """Inductor's compile stack (`import_compile_stack_in_background`)."""
-        import_compile_stack_in_background()
-        return compile_stack_imported
 
     def builds_done(self) -> None:
         """Inductor's compile workers end once every variant is built: none is alive while the rows are timed."""

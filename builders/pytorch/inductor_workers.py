@@ -10,50 +10,12 @@ and the backends once every variant is built, before the study's rounds.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import threading
 from typing import Any
 
 ASYNC_COMPILE = "torch._inductor.async_compile"  # the module that starts and ends Inductor's compile workers
-# what a process's first torch.compile imports (about 1.5 s of a warm main job's first fused region on the H200)
-COMPILE_STACK = ("torch._inductor.compile_fx", "torch._dynamo.repro.after_dynamo", "torch._functorch.aot_autograd")
 _ending: list[threading.Thread] = []  # each pool's shutdown under way, joined by `end_compile_workers`
-_importing: list[threading.Thread] = []  # the compile stack's import, joined by `compile_stack_imported`
-
-
-def _import_compile_stack() -> None:
-    """The compile stack imported, and the source hashes Inductor's caches key on (torch's, Triton's) computed and
-    kept by their own caches; no CUDA call. A failure is left for the compile that needs the module to meet."""
-    try:
-        for module in COMPILE_STACK:
-            importlib.import_module(module)
-        from torch._inductor.codecache import torch_key
-
-        torch_key()
-        from triton.runtime.cache import triton_key
-
-        triton_key()
-    except Exception:  # noqa: BLE001, S110  (the first torch.compile imports again and reports what fails)
-        pass
-
-
-def import_compile_stack_in_background() -> None:
-    """Starts importing what a process's first torch.compile imports (`_import_compile_stack`) on a thread of its
-    own and returns, so that the imports overlap the study's set-up and its first variants; once a process.
-    `compile_stack_imported` waits for it: a backend calls it before anything it builds captures a CUDA graph (an
-    import is not known to make no CUDA call), and `end_compile_workers`, before anything is timed, does too."""
-    if _importing or all(module in sys.modules for module in COMPILE_STACK):
-        return
-    thread = threading.Thread(target=_import_compile_stack, name="inductor-imports", daemon=True)
-    thread.start()
-    _importing.append(thread)
-
-
-def compile_stack_imported() -> None:
-    """Returns once the import `import_compile_stack_in_background` started has ended (at once where none did)."""
-    for thread in _importing:
-        thread.join()
 
 
 def _end(pool: Any) -> None:
@@ -96,9 +58,7 @@ def end_compile_workers() -> None:
     """Shuts Inductor's compile worker processes down and returns once every pool has ended, those asked by
     `begin_ending_compile_workers` before included, as the plan compiler's workers are ended before timing
     (`PlanCompiler.close`), so that none is alive while anything is timed; a later compile starts them again.
-    Cheap where none is under way (a list checked). The compile stack's import (`import_compile_stack_in_background`)
-    has ended too."""
-    compile_stack_imported()
+    Cheap where none is under way (a list checked)."""
     begin_ending_compile_workers()
     while _ending:
         _ending.pop().join()

@@ -107,24 +107,3 @@ def test_a_cpu_plan_is_sized_to_the_machine_where_its_backend_says_so(monkeypatc
     monkeypatch.setattr(cpu_defaults, "fit_cpu_plan", lambda plan, request: (asked.append(plan.backend), (plan, []))[1])
     resolve(StudyRequest("test_resnet", backend=backend, device="cpu", tracer="none"))
     assert asked == ([backend] if sized else [])
-
-
-def test_each_backend_of_a_study_begins_its_imports_before_the_model_loads_and_is_waited_for_before_timing(
-        tmp_path, monkeypatch):
-    events: list[str] = []
-
-    def begin(cls, device: str):
-        events.append(f"begin {cls.name}")
-        return lambda: events.append(f"wait {cls.name}")
-
-    load_inputs = tests.fake_backend.FakeBackend.load_inputs.__func__
-    monkeypatch.setattr(tests.fake_backend.FakeBackend, "begin_imports", classmethod(begin))
-    monkeypatch.setattr(tests.fake_backend.FakeBackend, "load_inputs",
-                        classmethod(lambda cls, plan: (events.append("load"), load_inputs(cls, plan))[1]))
-    timing_step = tests.fake_backend.FakeEngine.timing_step
-    monkeypatch.setattr(tests.fake_backend.FakeEngine, "timing_step",
-                        lambda self: (events.append("timing step"), timing_step(self))[1])
-    run_study(side_plan(tmp_path, "fp32,fake-side-fp16"), [], lambda progress: None)
-    assert sorted(events[:2]) == ["begin fake", "begin fake-side"] and events[2] == "load"
-    first_timing = events.index("timing step")
-    assert sorted(e for e in events[:first_timing] if e.startswith("wait")) == ["wait fake", "wait fake-side"]
