@@ -2,7 +2,9 @@
 (per-channel descale, bias, ReLU, the output quantize where asked), beats the engine's other tactics for senet154's
 1x1 shapes: the convolution graph's best plan, the cuBLASLt GEMM (epilogue as PyTorch ops after it), in fp16 and
 FP8. Every tactic is built and timed by the engine's own code (`builders.engine.kernels.select_in_process`,
-`conv_tactics.time_library`), plans up to the default `--opt-level`'s count, nothing cached. `--check` instead runs
+`conv_tactics.time_library`), plans up to the default `--opt-level`'s count, nothing cached; the cuBLASLt GEMM also
+timed eagerly (its calls enqueued back to back from Python, as the engine timed library tactics before it timed them
+as captured graphs' replays). `--check` instead runs
 each shape's conv and matmul graphs as the engine binds a layer (`ConvLayer`, random weights, FP8 with per-channel
 weight scales) on one input and prints how far apart their outputs are, and how far the fp16 ones are from
 `F.conv2d` in fp32, relative to the reference's largest magnitude.
@@ -15,18 +17,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
 from fp8_gemm_scales import SHAPES
 
+from builders.engine import conv_tactics
 from builders.engine.conv_tactics import time_library
 from builders.engine.cudnn_library import import_cudnn
-from builders.engine.kernels import ConvLayer, ConvSignature, select_in_process
+from builders.engine.kernels import ConvLayer, ConvSignature, select_in_process, time_execution
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.tactics import CUBLASLT
 from builders.fp8.format import FP8
-from builders.fp8.quantizer import make_quantizer
+from builders.fp8.quantizer import Quantizer, make_quantizer
 from sessions.documents.options import default
 
 FORMS = (("fp16", False), ("fp8", False), ("fp8", True))  # input precision, output FP8
@@ -77,6 +81,14 @@ def check(batch: int, cudnn, handle, plans: int) -> None:
             print(words, flush=True)
 
 
+def library_us(sig: ConvSignature, quantizer: Quantizer) -> str:
+    """The cuBLASLt tactic's microseconds per call (`time_library`), or why it failed."""
+    try:
+        return f"{time_library(CUBLASLT, sig, lambda: quantizer):7.1f}"
+    except Exception as exc:  # noqa: BLE001  (reported, the others go on)
+        return f"failed ({type(exc).__name__})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, action="append")
@@ -94,19 +106,19 @@ def main() -> None:
             check(batch, cudnn, handle, args.plans)
         return
     for batch in args.batch or [32]:
-        print(f"\nbatch {batch}: us per call (best plan's name) | conv graph | matmul graph | cuBLASLt")
+        print(f"\nbatch {batch}: us per call (best plan's name) | conv graph | matmul graph | cuBLASLt | "
+              "cuBLASLt eager")
         for side, cin, cout in SHAPES:
             for precision, output_fp8 in FORMS:
                 sig = signature(batch, side, cin, cout, precision, output_fp8)
                 conv = graph_us(sig, cudnn, handle, args.plans)
                 matmul = graph_us(dataclasses.replace(sig, as_matmul=True), cudnn, handle, args.plans)
-                try:
-                    library = f"{time_library(CUBLASLT, sig, lambda: quantizer):7.1f}"
-                except Exception as exc:  # noqa: BLE001  (reported, the others go on)
-                    library = f"failed ({type(exc).__name__})"
+                library = library_us(sig, quantizer)
+                with mock.patch.object(conv_tactics, "time_as_run", time_execution):
+                    eager = library_us(sig, quantizer)
                 out = "fp8" if output_fp8 else "fp16"
                 label = f"{batch * side * side:>6} x {cin:>4} -> {cout:>4} {precision}->{out}"
-                print(f"{label:<34} | {conv:<40} | {matmul:<40} | {library}", flush=True)
+                print(f"{label:<34} | {conv:<40} | {matmul:<40} | {library} | {eager}", flush=True)
     print(f"\n{time.perf_counter() - started:.1f} s")
 
 

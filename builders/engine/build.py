@@ -14,7 +14,14 @@ import torch
 import torch.fx
 
 from builders.engine.compiler import PlanCompiler
-from builders.engine.conv_tactics import LIBRARY_KINDS, companions, library_conv, offered, time_library
+from builders.engine.conv_tactics import (
+    LIBRARY_KINDS,
+    LIBRARY_TIMING,
+    companions,
+    library_conv,
+    offered,
+    time_library,
+)
 from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
@@ -393,7 +400,7 @@ def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
     libraries = offered(sig, backend.plan_limit)
     if not libraries:
         return tactics
-    held = backend.cache.library_times(sig.key()) if backend.cache is not None else {}
+    held = backend.cache.library_times(sig.key(), LIBRARY_TIMING) if backend.cache is not None else {}
     for library in libraries:
         if (sig, library) not in backend.library_us:
             backend.library_us[sig, library] = held[library] if library in held else _time_library(backend, sig,
@@ -403,7 +410,7 @@ def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
             tactics.append(Tactic(library, sig.precision, output, time_us))
     if backend.cache is not None:
         others = {t.library: t.time_us for t in tactics if t.library not in GRAPH_LIBRARIES}
-        backend.cache.put_libraries(sig.key(), others, fastest(tactics).library)
+        backend.cache.put_libraries(sig.key(), others, fastest(tactics).library, LIBRARY_TIMING)
     return tactics
 
 

@@ -12,7 +12,9 @@ Each computes what the signature's cuDNN graph computes: bias, then the graph's 
 add) and its output quantize as PyTorch ops after the GEMM or the convolution, in fp16. Which convolution may take
 which tactic is decided by pure functions (`gemm_eligible`, `depthwise_eligible`, `offered`; cuDNN's other graphs
 of the same convolution by `companions`); the runners run on the CPU too (the tests compare them with `F.conv2d`);
-`time_library` times one on the GPU.
+`time_library` times one on the GPU, as the engine runs it: replays of a captured CUDA graph (a tactic enqueued from
+Python as several kernels, the GEMM, its epilogue's ops and the quantize, costs the host more a call than the plans'
+timer covers, and eager its time was the host's: `docs/engine.md`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from builders.engine.kernels import (
     ConvSignature,
     Fp8Linear,
     scratch_tensors,
-    time_execution,
+    time_as_run,
 )
 from builders.engine.plans import tactics_timed
 from builders.engine.tactics import CUBLASLT, CUDNN_MATMUL, CUDNN_SCALED, PYTORCH, PYTORCH_NCHW
@@ -37,6 +39,7 @@ from builders.fp8.quantizer import Quantizer
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
+LIBRARY_TIMING = "replays of a captured CUDA graph"  # how `time_library` times: times held otherwise are retimed
 LIBRARY_KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv",
                  PYTORCH_NCHW: "ATen depthwise conv, NCHW"}  # a layer's kind, by library
 
@@ -231,11 +234,11 @@ def _quantize(quantizer: Quantizer, inverse: torch.Tensor) -> Callable[[torch.Te
 
 def time_library(library: str, sig: ConvSignature, quantizer: Callable[[], Quantizer]) -> float:
     """Microseconds per call of `library`'s tactic for `sig` on scratch tensors (the cuDNN plans' own: NHWC input,
-    residual), timed as plans are (`time_execution`). On the GPU only."""
+    residual), as the engine runs it (`time_as_run`: replays of a captured CUDA graph). On the GPU only."""
     scratch = scratch_tensors(sig)
     k, cin = sig.out_channels, sig.input_shape[1]
     weight = torch.randn(k, cin // sig.groups, *sig.kernel, device="cuda") * 0.05
     bias = torch.zeros(k, device="cuda")
     runner = library_conv(library, sig, weight, bias, 1.0, torch.full((k,), 0.01, device="cuda"), 1.0, quantizer)
     x, residual = scratch[TENSOR_UIDS["x"]], scratch.get(TENSOR_UIDS["residual"])
-    return time_execution(lambda: runner(x, residual))
+    return time_as_run(lambda: runner(x, residual))

@@ -16,6 +16,7 @@ import torch
 
 from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan, timing_cache_path
 from builders.fp8.format import FP8, quantize_weight
+from builders.pytorch.graph_capture import capture_graph
 from builders.pytorch.inductor_workers import end_compile_workers
 from sessions.documents.errors import joined_message
 
@@ -173,6 +174,15 @@ def time_execution(run: Callable[[], object]) -> float:
     end.record()
     end.synchronize()
     return start.elapsed_time(end) * 1e3 / PLAN_REPEATS
+
+
+def time_as_run(run: Callable[[], object]) -> float:
+    """Microseconds per call of `run` as the engine runs it: captured in a CUDA graph (`capture_graph`: one call on a
+    side stream first), its replays timed by `time_execution`; eagerly where it does not capture, as the engine then
+    runs. A replay is one launch, so a `run` that enqueues several kernels from Python is timed by its kernels, not by
+    the host's enqueueing."""
+    captured = capture_graph(run, run)
+    return time_execution(captured.step.run)
 
 
 def scratch_tensors(sig: ConvSignature) -> dict[int, torch.Tensor]:

@@ -124,19 +124,23 @@ class TimingCache:
         blob = read_cache_bytes(self.plans_dir / f"{name}.plan", "serialized plan", MAX_PLAN_BYTES)
         return (blob, entry) if blob is not None and hashlib.sha256(blob).hexdigest() == name else None
 
-    def library_times(self, signature: str) -> dict[str, float]:
-        """The microseconds of other libraries' tactics held for `signature` (`put_libraries`), by library; {} where
-        none are held (an entry written before the engine timed other libraries, or none)."""
+    def library_times(self, signature: str, timing: str) -> dict[str, float]:
+        """The microseconds of other libraries' tactics held for `signature` (`put_libraries`), by library, where
+        they were timed as `timing` says; {} where none are held so (an entry written before the engine timed other
+        libraries, or timed them another way: they are timed again)."""
         entry = self.entries.get(signature)
-        return dict(entry.get("tactics", {})) if entry is not None else {}
+        if entry is None or entry.get("tactics_timing") != timing:
+            return {}
+        return dict(entry.get("tactics", {}))
 
-    def put_libraries(self, signature: str, times: dict[str, float], library: str) -> None:
-        """Adds to `signature`'s entry the times of other libraries' tactics and the library that won; nothing where
-        the entry is missing (no cuDNN choice recorded) or already holds them."""
+    def put_libraries(self, signature: str, times: dict[str, float], library: str, timing: str) -> None:
+        """Adds to `signature`'s entry the times of other libraries' tactics, how they were timed (`timing`) and the
+        library that won; nothing where the entry is missing (no cuDNN choice recorded) or already holds them."""
         entry = self.entries.get(signature)
-        if entry is None or (entry.get("tactics") == times and entry.get("library", CUDNN) == library):
+        if entry is None or (entry.get("tactics") == times and entry.get("library", CUDNN) == library
+                             and entry.get("tactics_timing") == timing):
             return
-        self.entries[signature] = {**entry, "tactics": dict(times), "library": library}
+        self.entries[signature] = {**entry, "tactics": dict(times), "library": library, "tactics_timing": timing}
         self.changed.add(signature)
         self.dirty = True
 
@@ -243,7 +247,10 @@ def libraries_read(entry: dict[str, Any]) -> bool:
     """Whether an entry's library fields mean what they should (both optional: an entry written before the engine
     timed other libraries has neither): `tactics` a mapping of the libraries that run no cuDNN graph of the engine's
     (cuBLASLt, PyTorch) to finite times >= 0; `library`, the winner, one of cuDNN's (GRAPH_LIBRARIES: its graph's
-    plan, or a companion graph's (scaled, matmul), whose times are those graphs' own entries) or one of them."""
+    plan, or a companion graph's (scaled, matmul), whose times are those graphs' own entries) or one of them;
+    `tactics_timing`, how they were timed, a string (optional: entries before it say nothing)."""
+    if not isinstance(entry.get("tactics_timing", ""), str):
+        return False
     times = entry.get("tactics", {})
     if not (isinstance(times, dict) and all(name in LIBRARIES and name not in GRAPH_LIBRARIES and is_number(time_us)
                                             and time_us >= 0 for name, time_us in times.items())):

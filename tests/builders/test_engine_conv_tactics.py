@@ -171,3 +171,28 @@ def test_a_tactic_a_convolution_cannot_take_is_refused():
     with pytest.raises(ValueError, match="FP8"):
         library_conv(PYTORCH, _with(DEPTHWISE, precision="fp8"), case.weight, case.bias, case.x_scale, case.w_scale,
                      None, eager_quantizer)
+
+
+@pytest.mark.parametrize("captures", [True, False])
+def test_a_tactic_is_timed_as_the_engine_runs_it_a_graphs_replays_else_eagerly(monkeypatch, captures):
+    """`time_as_run` times what `capture_graph` gives: the captured graph's replay where capture works (one launch,
+    whatever the tactic enqueues from Python), the eager call where it fails."""
+    from builders.backend import TimingStep
+    from builders.engine import kernels
+    from builders.pytorch.graph_capture import Captured
+
+    timed: list[str] = []
+
+    def capture(forward, eager):
+        assert forward is eager  # the tactic itself, run once on a side stream, then captured
+        step = TimingStep(lambda: timed.append("replay"), True) if captures else TimingStep(eager, False, "failed")
+        return Captured(step, None, None)
+
+    def time_execution(run):
+        run()
+        return 7.0
+
+    monkeypatch.setattr(kernels, "capture_graph", capture)
+    monkeypatch.setattr(kernels, "time_execution", time_execution)
+    assert kernels.time_as_run(lambda: timed.append("eager")) == 7.0
+    assert timed == (["replay"] if captures else ["eager"])

@@ -131,15 +131,27 @@ def test_an_entry_keeps_other_libraries_times_and_the_winning_library(tmp_path):
     path = tmp_path / "cache.json"
     cache = TimingCache(path, {"gpu": "x"})
     cache.put("sig", Choice(1, "p1", 3, 4, 9.0, False, []), None)
-    cache.put_libraries("sig", {"cuBLASLt": 3.5, "PyTorch": 4.0}, "cuBLASLt")
+    cache.put_libraries("sig", {"cuBLASLt": 3.5, "PyTorch": 4.0}, "cuBLASLt", "graph replays")
     cache.save()
     reloaded = TimingCache(path, {"gpu": "x"})
-    assert reloaded.library_times("sig") == {"cuBLASLt": 3.5, "PyTorch": 4.0}
+    assert reloaded.library_times("sig", "graph replays") == {"cuBLASLt": 3.5, "PyTorch": 4.0}
     assert (reloaded.entries["sig"]["library"], reloaded.get("sig")) == ("cuBLASLt", (1, "p1"))
-    reloaded.put_libraries("sig", {"cuBLASLt": 3.5, "PyTorch": 4.0}, "cuBLASLt")
+    reloaded.put_libraries("sig", {"cuBLASLt": 3.5, "PyTorch": 4.0}, "cuBLASLt", "graph replays")
     assert not reloaded.dirty  # nothing new: nothing to save
-    reloaded.put_libraries("other", {"cuBLASLt": 1.0}, "cuBLASLt")
+    reloaded.put_libraries("other", {"cuBLASLt": 1.0}, "cuBLASLt", "graph replays")
     assert "other" not in reloaded.entries  # no cuDNN choice recorded: nothing to extend
+
+
+def test_other_libraries_times_taken_another_way_are_not_read_and_are_replaced(tmp_path):
+    path = tmp_path / "cache.json"
+    _write_entry(path, {**OLD_ENTRY, "tactics": {"cuBLASLt": 90.0}, "library": "cuDNN"})  # timed eagerly, unsaid
+    cache = TimingCache(path, {"gpu": "x"})
+    assert cache.get("sig") == (1, "p1") and cache.library_times("sig", "graph replays") == {}
+    cache.put_libraries("sig", {"cuBLASLt": 3.0}, "cuBLASLt", "graph replays")
+    assert cache.dirty and cache.library_times("sig", "graph replays") == {"cuBLASLt": 3.0}
+    assert cache.library_times("sig", "eager") == {}
+    cache.put_libraries("sig", {"cuBLASLt": 3.0}, "cuBLASLt", "eager")  # the same times, taken another way
+    assert cache.library_times("sig", "eager") == {"cuBLASLt": 3.0}
 
 
 OLD_ENTRY = {"index": 1, "name": "p1", "tried": 3, "offered": 4, "time_us": 9.0}  # before other libraries were timed
@@ -155,7 +167,7 @@ def _write_entry(path: Path, entry: dict) -> None:
 def test_an_entry_written_before_other_libraries_were_timed_still_reads(tmp_path):
     _write_entry(tmp_path / "cache.json", OLD_ENTRY)
     cache = TimingCache(tmp_path / "cache.json", {"gpu": "x"})
-    assert cache.get("sig") == (1, "p1") and cache.library_times("sig") == {}
+    assert cache.get("sig") == (1, "p1") and cache.library_times("sig", "graph replays") == {}
 
 
 @pytest.mark.parametrize("fields", [
@@ -163,6 +175,7 @@ def test_an_entry_written_before_other_libraries_were_timed_still_reads(tmp_path
     {"library": "PyTorch", "tactics": {"cuBLASLt": 2.0}},  # the winner has no time
     {"tactics": {"cuBLASLt": -1.0}}, {"tactics": {"cuBLASLt": "fast"}}, {"tactics": {"cuBLASLt": True}},
     {"tactics": {"cuDNN": 2.0}}, {"tactics": {"TensorRT": 2.0}}, {"tactics": [["cuBLASLt", 2.0]]},
+    {"tactics": {"cuBLASLt": 2.0}, "tactics_timing": 3},
 ])
 def test_an_entry_whose_library_fields_do_not_read_is_a_miss(tmp_path, fields):
     _write_entry(tmp_path / "cache.json", {**OLD_ENTRY, **fields})
