@@ -143,7 +143,8 @@ def main() -> int:
             print(f"{label}: " + ", ".join(f"{k} {v:.3f} s" if isinstance(v, float) else f"{k} {v}"
                                            for k, v in figures.items()), flush=True)
         try:
-            print(f"the tool's trace (cupti-python's callbacks): {tool_trace(run_once, args.calls):.3f} s", flush=True)
+            seconds = tool_trace(run_once, args.calls)
+            print(f"the tool's trace (profilers.kernel_trace.trace): {seconds:.3f} s", flush=True)
         except Exception as exc:  # noqa: BLE001  (CUPTI may refuse a second registration)
             print(f"the tool's trace after the raw ones: {exc}")
     return 0

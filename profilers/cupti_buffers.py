@@ -1,23 +1,26 @@
 """CUPTI's activity buffers read in bulk: no Python object per record.
 
 cupti-python's own buffer callbacks hand the caller one Python object per activity record, about 60 us each on the
-H200: a trace of senet154's seven eager calls (36,000 kernel, marker and API records) spent 2.2-3.4 s there, and a
-main job about 9 s (docs/engine.md, "The warm run"). Here libcupti's buffer callbacks are registered by ctypes on
-the library NVTX injects (the one cupti-python drives), each completed buffer is walked with
+H200: a trace of senet154's seven eager calls (36,000 kernel, marker and API records) spent 2.2-3.4 s flushing them,
+and a warm main job 9.3 s (docs/engine.md, "The trace's records read in bulk"). Here libcupti's buffer callbacks are
+registered by ctypes on the library NVTX injects (the one cupti-python drives), each completed buffer is walked with
 `cuptiActivityGetNextRecord` (CUPTI's own record sizes), and each kind's records are decoded at once with numpy
-through cupti-python's record layouts (its `activity_*_dtype`): 0.09 s for the same 36,000 records.
+through cupti-python's record layouts (its `activity_*_dtype`): that trace's flush 0.08-0.40 s, the tracer's handler
+included.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 BUFFER_BYTES = 8 << 20  # CUPTI advises 1-10 MiB
+MAX_LIMIT_REACHED = 12  # CUPTI_ERROR_MAX_LIMIT_REACHED: cuptiActivityGetNextRecord's answer past the last record
 KIND_DTYPE = np.dtype("<i4")  # every record starts with its CUpti_ActivityKind
 
 # (kind, its records in buffer order, strings) -> None; `strings` reads the C strings a column of pointers names
@@ -56,8 +59,10 @@ class ActivityBuffers:
     reader's callbacks; CUPTI then asks it for buffers and hands them back full, on a flush or when they fill. Each
     buffer's records of a kind in `dtypes` reach `handler` as one structured array, in buffer order, while the buffer
     is live; records of other kinds are skipped. A record shorter than its layout (a libcupti older than the
-    layouts) is not decoded: `errors` says so, as it says of anything else that went wrong inside a callback
-    (CUPTI's thread cannot take an exception).
+    layouts) is not decoded, and a walk CUPTI ends with an error leaves the buffer's later records unread: `errors`
+    says so, as it says of anything else that went wrong inside a callback (CUPTI's thread cannot take an
+    exception). Buffers handed back at once (CUPTI's thread and a flush) are read one at a time. `release` ends the
+    handler's turn: records arriving after it are dropped, and the last trace is not kept alive by this reader.
     """
 
     def __init__(self, library: ctypes.CDLL, dtypes: Mapping[int, np.dtype]) -> None:
@@ -69,8 +74,7 @@ class ActivityBuffers:
         self._next.restype = ctypes.c_int
         self._dtypes = dict(dtypes)
         self._buffers: dict[int, ctypes.Array[ctypes.c_uint64]] = {}
-        self._record = ctypes.c_void_p()
-        self._record_pointer = ctypes.pointer(self._record)
+        self._reading = threading.Lock()
         self._callbacks = (_REQUESTED(self._requested), _COMPLETED(self._completed))  # alive as long as this reader
         self.handler: RecordHandler | None = None
         self.errors: list[str] = []
@@ -80,6 +84,12 @@ class ActivityBuffers:
         self.handler = handler
         self.errors = []
         return int(self._register(*self._callbacks))
+
+    def release(self) -> list[str]:
+        """The handler's turn ended (call once the trace's records are flushed); returns what went wrong in it."""
+        with self._reading:
+            self.handler = None
+            return list(self.errors)
 
     def _requested(self, buffer: Any, size: Any, max_records: Any) -> None:
         block = (ctypes.c_uint64 * (BUFFER_BYTES // 8))()  # 8-byte aligned, as CUPTI requires
@@ -92,23 +102,28 @@ class ActivityBuffers:
     def _completed(self, context: int | None, stream: int, buffer: int | None, size: int, valid: int) -> None:
         try:
             if buffer and valid:
-                self._read(int(buffer), int(valid))
+                with self._reading:
+                    self._read(int(buffer), int(valid))
         except Exception as exc:  # noqa: BLE001  (CUPTI's callback cannot raise: the trace reports it)
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
             self._buffers.pop(int(buffer or 0), None)
 
     def _offsets(self, buffer: int, valid: int) -> np.ndarray:
-        """Each record's offset in the buffer, in order, as CUPTI walks it."""
+        """Each record's offset in the buffer, in order, as CUPTI walks it; a walk CUPTI ends with another answer
+        than the end of the buffer is said in `errors` (the records before it are kept)."""
         found = []
-        self._record.value = None
-        while self._next(buffer, valid, self._record_pointer) == 0:
-            found.append((self._record.value or 0) - buffer)
+        record = ctypes.c_void_p()
+        pointer = ctypes.pointer(record)
+        while (status := self._next(buffer, valid, pointer)) == 0:
+            found.append((record.value or 0) - buffer)
+        if status != MAX_LIMIT_REACHED:
+            self.errors.append(f"CUPTI stopped reading a buffer after {len(found)} records (status {status})")
         return np.asarray(found, dtype=np.int64)
 
     def _read(self, buffer: int, valid: int) -> None:
         offsets = self._offsets(buffer, valid)
-        if not len(offsets):
+        if not len(offsets) or self.handler is None:
             return
         data = np.ctypeslib.as_array((ctypes.c_uint8 * valid).from_address(buffer))
         sizes = np.diff(offsets, append=valid)
@@ -123,7 +138,6 @@ class ActivityBuffers:
                                    f"than the {dtype.itemsize} of cupti-python's layout: install the cupti-python "
                                    "that matches this libcupti")
                 continue
-            assert self.handler is not None
             self.handler(kind, rows(data, offsets[chosen], dtype), c_strings)
 
 

@@ -14,6 +14,7 @@ trace, and skips any such record that arrives all the same. The trace's note say
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import enum
 import functools
@@ -156,6 +157,7 @@ class CuptiTracer:
         self._start_flag = int(cupti.ActivityFlag.MARKER_START)
         self._instant_flag = int(cupti.ActivityFlag.MARKER_INSTANTANEOUS)
         self._skipped = NonLaunchApis.of(cupti, os.environ.get(INJECTION_ENV))
+        self._api_kinds = {int(k.RUNTIME), int(k.DRIVER)}
         self._skipped_by_kind = {int(k.RUNTIME): np.fromiter(self._skipped.runtime, np.int64),
                                  int(k.DRIVER): np.fromiter(self._skipped.driver, np.int64)}
         self._switched_off: list[tuple[Callable[[int, int], object], int]] = []
@@ -180,7 +182,7 @@ class CuptiTracer:
                 for name, (start, end, correlation, stream, gx, gy, gz, bx, by, bz)
                 in zip(strings(records["name"]), zip(*columns, strict=True), strict=True)
             )
-        elif kind in self._skipped_by_kind:
+        elif kind in self._api_kinds:
             kept = records[~np.isin(records["cbid"], self._skipped_by_kind[kind])]
             self.launches.extend(map(Launch, kept["correlation_id"].tolist(), kept["thread_id"].tolist(),
                                      kept["start"].tolist()))
@@ -203,16 +205,24 @@ class CuptiTracer:
             self.ranges.append(Range(name, thread, start, timestamp))
 
     def start(self) -> None:
+        """Records on: the buffer callbacks registered, the kinds switched on, the APIs that launch nothing off.
+        `MissingEnvironment` where CUPTI refuses, with the kinds switched on before the refusal off again."""
         cupti = self._cupti
         buffers = self._buffers()
         status = buffers.register(self._records)
         if status:
+            buffers.release()
             raise MissingEnvironment(f"CUPTI refused the activity buffer callbacks (status {status}); another "
                                      "profiler may hold it: use --tracer torch")
+        enabled = []
         try:
             for kind in self._kinds:
                 cupti.activity_enable(kind)
+                enabled.append(kind)
         except cupti.cuptiError as exc:
+            for kind in enabled:
+                cupti.activity_disable(kind)
+            buffers.release()
             raise MissingEnvironment(
                 f"CUPTI refused to trace ({exc}); another profiler may hold it: use --tracer torch"
             ) from None
@@ -263,7 +273,8 @@ class CuptiTracer:
         self._switched_off.clear()
 
     def stop(self) -> int:
-        """Flush and disable; returns the number of records CUPTI dropped."""
+        """Flush and disable; returns the number of records CUPTI dropped. `MissingEnvironment` where the records
+        could not be read (`ActivityBuffers.errors`)."""
         cupti = self._cupti
         cupti.activity_flush_all(1)
         dropped = ctypes.c_size_t(0)
@@ -275,7 +286,7 @@ class CuptiTracer:
         for kind in self._kinds:
             cupti.activity_disable(kind)
         cupti.activity_flush_all(1)
-        if errors := self._buffers().errors:
+        if errors := self._buffers().release():
             raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}")
         return int(dropped.value)
 
@@ -296,8 +307,14 @@ def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], No
             with call_range(RANGE_KIND, i):
                 run_once()
         synchronize()
-    finally:
-        dropped = tracer.stop()
+    except BaseException:
+        with contextlib.suppress(Exception):  # the calls' own failure is the one to report
+            tracer.stop()
+        raise
+    dropped = tracer.stop()
+    if calls and not tracer.kernels:
+        raise MissingEnvironment(f"CUPTI delivered no kernel of {calls} traced call(s): {INJECTION_ENV} may name "
+                                 "another libcupti than the one cupti-python loads")
     notes = [tracer.api_note]
     if tracer.open_markers:
         notes.append(f"{len(tracer.open_markers)} NVTX ranges left open")

@@ -121,6 +121,10 @@ class FakeCupti:
     thread: int = 11
     filter_calls: Literal["work", "missing", "refused", "broken"] = "work"
     refused_apis: frozenset[str] = frozenset()
+    register_status: int = 0  # what cuptiActivityRegisterCallbacks answers
+    walk_stops_after: int | None = None  # cuptiActivityGetNextRecord answers `walk_status` after this many records
+    walk_status: int = 0
+    refused_kinds: frozenset[ActivityKind] = frozenset()  # kinds activity_enable refuses
     buffered: list[Activity] = field(default_factory=list)
     enabled: set[ActivityKind] = field(default_factory=set)
     api_switches: dict[tuple[ActivityKind, int], bool] = field(default_factory=dict)  # per-API switches in force
@@ -157,11 +161,13 @@ class FakeCupti:
 
         def register(requested: Callable[..., None], completed: Callable[..., None]) -> int:
             self._callbacks = (requested, completed)
-            return 0
+            return self.register_status
 
         def next_record(buffer: int, valid: int, record: ctypes._Pointer[ctypes.c_void_p]) -> int:
             current = record.contents.value
             index = 0 if current is None else self._walk.index(current) + 1
+            if self.walk_stops_after is not None and index >= self.walk_stops_after:
+                return self.walk_status
             if index >= len(self._walk):
                 return MAX_LIMIT_REACHED
             record.contents.value = self._walk[index]
@@ -174,6 +180,8 @@ class FakeCupti:
         return {API_KINDS[kind](cbid).name for (k, cbid), on in self.api_switches.items() if k == kind and not on}
 
     def _enable_kind(self, kind: ActivityKind) -> None:
+        if kind in self.refused_kinds:
+            raise CuptiError("CUPTI_ERROR_NOT_INITIALIZED")
         self.enabled.add(kind)
         self._forget_switches(kind)
 

@@ -103,3 +103,77 @@ def test_the_tracer_keeps_every_kernel_launch_and_range_across_buffers(monkeypat
     assert [r.name for r in tracer.ranges] == ["conv1", "relu", "fc", "trt-inspect/call/0",
                                                "conv1", "relu", "fc", "trt-inspect/call/1"]
     assert tracer.open_markers == {}
+
+
+def test_a_walk_cupti_ends_with_an_error_keeps_the_records_before_it_and_says_so() -> None:
+    fake = FakeCupti(walk_stops_after=1, walk_status=21)  # CUPTI_ERROR_INVALID_KIND after the first record
+    buffers, got = reader(fake)
+    fake.hand_back([kernel("a", 1), kernel("b", 2)])
+    assert [r["text"] for _, batch in got for r in batch] == ["a"]
+    assert buffers.errors == ["CUPTI stopped reading a buffer after 1 records (status 21)"]
+
+
+def test_records_arriving_after_the_handlers_turn_are_dropped() -> None:
+    fake = FakeCupti()
+    buffers, got = reader(fake)
+    assert buffers.release() == []
+    fake.hand_back([kernel("late", 1)])
+    assert got == [] and buffers.handler is None and buffers.errors == []  # dropped, not an error
+
+
+def test_a_range_whose_end_arrives_in_a_later_buffer_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti()
+    fake.install(monkeypatch)
+    tracer = kernel_trace.CuptiTracer()
+    tracer.start()
+    opened = fake._marker("layer1")
+    fake._flush(1)  # the buffer fills between the range's start and its end
+    fake._end(opened)
+    tracer.stop()
+    assert [(r.name, r.start < r.end) for r in tracer.ranges] == [("layer1", True)] and tracer.open_markers == {}
+
+
+def test_refused_callbacks_or_kinds_end_the_trace_with_one_line_and_leave_nothing_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti(register_status=1)
+    fake.install(monkeypatch)
+    with pytest.raises(MissingEnvironment, match=r"refused the activity buffer callbacks \(status 1\)"):
+        kernel_trace.trace(fake.run_once, 1, lambda: None)
+    fake = FakeCupti(refused_kinds=frozenset({ActivityKind.RUNTIME}))
+    fake.install(monkeypatch)
+    with pytest.raises(MissingEnvironment, match="CUPTI refused to trace"):
+        kernel_trace.trace(fake.run_once, 1, lambda: None)
+    assert fake.enabled == set()  # the kinds switched on before the refusal are off again
+
+
+def test_a_failing_call_is_the_error_reported_and_the_records_are_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti()
+    fake.install(monkeypatch)
+    monkeypatch.setattr(kernel_trace.CuptiTracer, "_records", lambda *args: (_ for _ in ()).throw(KeyError("x")))
+
+    def failing() -> None:
+        fake.run_once()
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):  # not the records' failure the stop then meets
+        kernel_trace.trace(failing, 1, lambda: None)
+    assert fake.enabled == set()
+
+
+def test_a_trace_that_delivers_no_kernel_fails_with_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti()
+    fake.install(monkeypatch)
+    with pytest.raises(MissingEnvironment, match="no kernel of 2 traced call"):
+        kernel_trace.trace(lambda: None, 2, lambda: None)  # calls that launch nothing CUPTI records
+
+
+def test_the_fields_the_tracer_reads_are_in_cupti_pythons_own_layouts() -> None:
+    cupti = pytest.importorskip("cupti.cupti")  # cupti-python: the trace extra
+    kernel, marker, api = cupti.activity_kernel10_dtype, cupti.activity_marker2_dtype, cupti.activity_api_dtype
+    assert set(kernel_trace.KERNEL_COLUMNS) | {"name"} <= set(kernel.names)
+    assert {"flags_", "id", "name", "timestamp", "object_id"} <= set(marker.names)
+    assert "thread_id" in marker["object_id"]["pt"].names
+    assert {"cbid", "correlation_id", "thread_id", "start"} <= set(api.names)
+    for ours, theirs in ((KERNEL_DTYPE, kernel), (DTYPES[ActivityKind.MARKER], marker),
+                         (DTYPES[ActivityKind.RUNTIME], api)):  # the fake's layouts name what the real ones do
+        assert set(ours.names) - {"pad"} <= set(theirs.names)
