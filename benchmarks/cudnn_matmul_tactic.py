@@ -114,7 +114,7 @@ def main() -> None:
                 conv = graph_us(sig, cudnn, handle, args.plans)
                 matmul = graph_us(dataclasses.replace(sig, as_matmul=True), cudnn, handle, args.plans)
                 library = library_us(sig, quantizer)
-                with mock.patch.object(conv_tactics, "time_as_run", time_execution):
+                with mock.patch.object(conv_tactics, "time_captured", time_execution):
                     eager = library_us(sig, quantizer)
                 out = "fp8" if output_fp8 else "fp16"
                 label = f"{batch * side * side:>6} x {cin:>4} -> {cout:>4} {precision}->{out}"

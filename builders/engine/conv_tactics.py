@@ -31,7 +31,7 @@ from builders.engine.kernels import (
     ConvSignature,
     Fp8Linear,
     scratch_tensors,
-    time_as_run,
+    time_captured,
 )
 from builders.engine.plans import tactics_timed
 from builders.engine.tactics import CUBLASLT, CUDNN_MATMUL, CUDNN_SCALED, PYTORCH, PYTORCH_NCHW
@@ -39,7 +39,7 @@ from builders.fp8.quantizer import Quantizer
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
-LIBRARY_TIMING = "replays of a captured CUDA graph"  # how `time_library` times: times held otherwise are retimed
+LIBRARY_TIMING = "graph-replays"  # how `time_library` times, a tag in the timing cache: times held otherwise retimed
 LIBRARY_KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv",
                  PYTORCH_NCHW: "ATen depthwise conv, NCHW"}  # a layer's kind, by library
 
@@ -232,13 +232,15 @@ def _quantize(quantizer: Quantizer, inverse: torch.Tensor) -> Callable[[torch.Te
     return lambda y: quantizer.run(y, inverse, True)
 
 
-def time_library(library: str, sig: ConvSignature, quantizer: Callable[[], Quantizer]) -> float:
-    """Microseconds per call of `library`'s tactic for `sig` on scratch tensors (the cuDNN plans' own: NHWC input,
-    residual), as the engine runs it (`time_as_run`: replays of a captured CUDA graph). On the GPU only."""
-    scratch = scratch_tensors(sig)
+def time_library(library: str, sig: ConvSignature, quantizer: Callable[[], Quantizer], device: str = "cuda") -> float:
+    """Microseconds per call of `library`'s tactic for `sig` on scratch tensors on `device` (the cuDNN plans' own:
+    NHWC input, residual), as the engine runs it (`time_captured`: replays of a captured CUDA graph; RuntimeError
+    where it does not capture, and the tactic is not offered). On the GPU (the CPU only where a test stands in for
+    the timer)."""
+    scratch = scratch_tensors(sig, device)
     k, cin = sig.out_channels, sig.input_shape[1]
-    weight = torch.randn(k, cin // sig.groups, *sig.kernel, device="cuda") * 0.05
-    bias = torch.zeros(k, device="cuda")
-    runner = library_conv(library, sig, weight, bias, 1.0, torch.full((k,), 0.01, device="cuda"), 1.0, quantizer)
+    weight = torch.randn(k, cin // sig.groups, *sig.kernel, device=device) * 0.05
+    bias = torch.zeros(k, device=device)
+    runner = library_conv(library, sig, weight, bias, 1.0, torch.full((k,), 0.01, device=device), 1.0, quantizer)
     x, residual = scratch[TENSOR_UIDS["x"]], scratch.get(TENSOR_UIDS["residual"])
-    return time_as_run(lambda: runner(x, residual))
+    return time_captured(lambda: runner(x, residual))

@@ -16,7 +16,8 @@ times. Values that leave a region in the middle are outputs of its function, wri
   it times a region, and the backend once every variant is built, so none is alive while the regions, and later the
   study's rows, are timed; a build whose regions' times are all held times nothing and waits for nothing.
 - Both candidates run on the same scratch tensors (the shapes and strides one eager forward of the engine made), each
-  captured in a CUDA graph as the engine runs it, the replays timed by `kernels.time_execution` (`time_captured`).
+  captured in a CUDA graph as the engine runs it, the replays timed by `kernels.time_execution`
+  (`kernels.time_captured`).
 - The two times are kept in the engine's timing cache (an entry of its own, `plans.FUSED_PREFIX`), so a later build
   re-times nothing and compiles only the regions whose fused tactic won (Inductor's own on-disk caches then make that
   compile shorter).
@@ -52,13 +53,12 @@ from builders.engine.fusion_regions import (
     widened,
 )
 from builders.engine.graph import TracedModel
-from builders.engine.kernels import time_execution
+from builders.engine.kernels import time_captured
 from builders.engine.lowering import Program, Step
 from builders.engine.plans import TimingCache, tactics_timed
 from builders.engine.region_graph import Subgraph, module_tensors, subgraph
 from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
-from builders.pytorch.graph_capture import capture_graph
 from builders.pytorch.inductor_workers import begin_ending_compile_workers
 from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
@@ -86,13 +86,9 @@ def compile_inductor(module: torch.fx.GraphModule) -> Callable[..., Any]:
     return torch.compile(module, dynamic=False, fullgraph=True)
 
 
-def time_captured(_library: str, run: Callable[[], object]) -> float:
-    """Microseconds per call of `run` as the engine runs it: captured in a CUDA graph (after a warm-up call on a side
-    stream), its replays timed by `time_execution`. RuntimeError where it does not capture."""
-    captured = capture_graph(run, lambda: None)
-    if not captured.step.graphed:
-        raise RuntimeError(captured.step.note or "CUDA graph capture failed")
-    return time_execution(captured.step.run)
+def time_region(_library: str, run: Callable[[], object]) -> float:
+    """A region's run (fused, or the engine's steps) timed as the engine runs it (`kernels.time_captured`)."""
+    return time_captured(run)
 
 
 @dataclass
@@ -105,7 +101,7 @@ class FusedTactics:
     times: dict[str, tuple[float, float]] = field(default_factory=dict)
     compile_s: float = 0.0
     budget_s: float = COMPILE_BUDGET_S
-    timer: Timer = time_captured
+    timer: Timer = time_region
     compiler: Compiler = compile_inductor
     ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
 

@@ -176,30 +176,32 @@ def time_execution(run: Callable[[], object]) -> float:
     return start.elapsed_time(end) * 1e3 / PLAN_REPEATS
 
 
-def time_as_run(run: Callable[[], object]) -> float:
+def time_captured(run: Callable[[], object]) -> float:
     """Microseconds per call of `run` as the engine runs it: captured in a CUDA graph (`capture_graph`: one call on a
-    side stream first), its replays timed by `time_execution`; eagerly where it does not capture, as the engine then
-    runs. A replay is one launch, so a `run` that enqueues several kernels from Python is timed by its kernels, not by
-    the host's enqueueing."""
-    captured = capture_graph(run, run)
+    side stream first), its replays timed by `time_execution`. A replay is one launch, so a `run` that enqueues several
+    kernels from Python is timed by its kernels, not by the host's enqueueing. RuntimeError where it does not capture:
+    what the engine's graph could not hold is no tactic of it."""
+    captured = capture_graph(run, lambda: None)
+    if not captured.step.graphed:
+        raise RuntimeError(captured.step.note or "CUDA graph capture failed")
     return time_execution(captured.step.run)
 
 
-def scratch_tensors(sig: ConvSignature) -> dict[int, torch.Tensor]:
-    """Tensors to time `sig`'s plans on, by uid."""
+def scratch_tensors(sig: ConvSignature, device: str = "cuda") -> dict[int, torch.Tensor]:
+    """Tensors on `device` to time `sig`'s plans on, by uid."""
     dtype = FP8 if sig.precision == "fp8" else torch.float16
     n, c, h, w = sig.input_shape
     k = sig.out_channels
     data = {
-        "x": torch.randn(n, c, h, w, device="cuda").to(dtype, memory_format=torch.channels_last),
-        "w": (torch.randn(k, c // sig.groups, *sig.kernel, device="cuda") * 0.05).to(
+        "x": torch.randn(n, c, h, w, device=device).to(dtype, memory_format=torch.channels_last),
+        "w": (torch.randn(k, c // sig.groups, *sig.kernel, device=device) * 0.05).to(
             dtype, memory_format=torch.channels_last),
-        "bias": torch.zeros(1, k, 1, 1, device="cuda", dtype=torch.float16),
-        "descale": torch.full((1, k, 1, 1), 0.01, device="cuda"),
-        "residual": torch.zeros(sig.output_shape(), device="cuda", dtype=torch.float16).to(
+        "bias": torch.zeros(1, k, 1, 1, device=device, dtype=torch.float16),
+        "descale": torch.full((1, k, 1, 1), 0.01, device=device),
+        "residual": torch.zeros(sig.output_shape(), device=device, dtype=torch.float16).to(
             memory_format=torch.channels_last),
-        "qscale": torch.ones(1, 1, 1, 1, device="cuda"),
-        "y": torch.empty(sig.output_shape(), device="cuda", dtype=FP8 if sig.output_fp8 else torch.float16)
+        "qscale": torch.ones(1, 1, 1, 1, device=device),
+        "y": torch.empty(sig.output_shape(), device=device, dtype=FP8 if sig.output_fp8 else torch.float16)
         .to(memory_format=torch.channels_last),
     }
     return {TENSOR_UIDS[name]: data[name] for name in tensor_names(sig)}

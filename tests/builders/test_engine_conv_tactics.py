@@ -174,9 +174,10 @@ def test_a_tactic_a_convolution_cannot_take_is_refused():
 
 
 @pytest.mark.parametrize("captures", [True, False])
-def test_a_tactic_is_timed_as_the_engine_runs_it_a_graphs_replays_else_eagerly(monkeypatch, captures):
-    """`time_as_run` times what `capture_graph` gives: the captured graph's replay where capture works (one launch,
-    whatever the tactic enqueues from Python), the eager call where it fails."""
+def test_a_tactic_is_timed_by_its_captured_graphs_replays_and_is_no_tactic_where_it_does_not_capture(monkeypatch,
+                                                                                                      captures):
+    """`time_captured` times the replay of the graph `capture_graph` made (one launch, whatever the tactic enqueues
+    from Python); where capture fails it raises, so that the tactic is not offered (no eager time in its place)."""
     from builders.backend import TimingStep
     from builders.engine import kernels
     from builders.pytorch.graph_capture import Captured
@@ -184,8 +185,8 @@ def test_a_tactic_is_timed_as_the_engine_runs_it_a_graphs_replays_else_eagerly(m
     timed: list[str] = []
 
     def capture(forward, eager):
-        assert forward is eager  # the tactic itself, run once on a side stream, then captured
-        step = TimingStep(lambda: timed.append("replay"), True) if captures else TimingStep(eager, False, "failed")
+        forward()  # the tactic itself, run once on a side stream, then captured
+        step = TimingStep(lambda: timed.append("replay"), True) if captures else TimingStep(eager, False, "no capture")
         return Captured(step, None, None)
 
     def time_execution(run):
@@ -194,5 +195,21 @@ def test_a_tactic_is_timed_as_the_engine_runs_it_a_graphs_replays_else_eagerly(m
 
     monkeypatch.setattr(kernels, "capture_graph", capture)
     monkeypatch.setattr(kernels, "time_execution", time_execution)
-    assert kernels.time_as_run(lambda: timed.append("eager")) == 7.0
-    assert timed == (["replay"] if captures else ["eager"])
+    if captures:
+        assert kernels.time_captured(lambda: timed.append("tactic")) == 7.0
+        assert timed == ["tactic", "replay"]
+    else:
+        with pytest.raises(RuntimeError, match="no capture"):
+            kernels.time_captured(lambda: timed.append("tactic"))
+
+
+def test_a_library_tactic_is_timed_as_the_engine_runs_it(monkeypatch):
+    """`time_library` hands `time_captured` the tactic bound to its scratch tensors (on the CPU here: the timer stands
+    in), and its time is the timer's."""
+    from builders.engine import conv_tactics
+
+    ran: list[torch.Tensor] = []
+    monkeypatch.setattr(conv_tactics, "time_captured", lambda run: (ran.append(run()), 4.0)[1])
+    assert conv_tactics.time_library(CUBLASLT, POINTWISE, eager_quantizer, "cpu") == 4.0
+    (out,) = ran
+    assert out.shape == POINTWISE.output_shape() and out.dtype == torch.float16
