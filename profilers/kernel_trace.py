@@ -34,6 +34,10 @@ RANGE_KIND = "nvtx"
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
 KERNEL_COLUMNS = ("start", "end", "correlation_id", "stream_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
                   "block_z")
+# the fields `CuptiTracer._records` reads, by cupti-python's record layout (a dotted name: a field of a field)
+LAYOUT_FIELDS = {"activity_kernel10_dtype": (*KERNEL_COLUMNS, "name"),
+                 "activity_marker2_dtype": ("flags_", "id", "name", "timestamp", "object_id.pt.thread_id"),
+                 "activity_api_dtype": ("cbid", "correlation_id", "thread_id", "start")}
 LAUNCH_WORD = "Launch"
 CBID_BOUNDS = frozenset({"INVALID", "SIZE", "FORCE_INT"})  # members of CUPTI's cbid enums that name no API
 
@@ -110,6 +114,16 @@ class NonLaunchApis:
         )
 
 
+def _has_field(dtype: Any, dotted: str) -> bool:
+    """Whether the structured numpy dtype `dtype` has the field `dotted` ("object_id.pt.thread_id": nested)."""
+    for name in dotted.split("."):
+        names = getattr(dtype, "names", None) or ()
+        if name not in names:
+            return False
+        dtype = dtype[name]
+    return True
+
+
 @functools.cache
 def _activity_buffers(library: str, dtypes: tuple[tuple[int, np.dtype], ...]) -> ActivityBuffers:
     return ActivityBuffers(load_libcupti(library), dict(dtypes))
@@ -163,13 +177,21 @@ class CuptiTracer:
         self._switched_off: list[tuple[Callable[[int, int], object], int]] = []
 
     def _buffers(self) -> ActivityBuffers:
-        """The reader of libcupti's buffers, one for the process (CUPTI may call its callbacks until it is done)."""
+        """The reader of libcupti's buffers, one for the process (CUPTI may call its callbacks until it is done).
+        `MissingEnvironment` where cupti-python's record layouts lack a field `_records` reads (`LAYOUT_FIELDS`)."""
         library = os.environ.get(INJECTION_ENV) or ""
         k = self._cupti.ActivityKind
-        dtypes = {int(k.CONCURRENT_KERNEL): self._cupti.activity_kernel10_dtype,
-                  int(k.KERNEL): self._cupti.activity_kernel10_dtype,
-                  int(k.MARKER): self._cupti.activity_marker2_dtype,
-                  int(k.RUNTIME): self._cupti.activity_api_dtype, int(k.DRIVER): self._cupti.activity_api_dtype}
+        layouts = {name: getattr(self._cupti, name, None) for name in LAYOUT_FIELDS}
+        for name, fields in LAYOUT_FIELDS.items():
+            missing = [field for field in fields if not _has_field(layouts[name], field)]
+            if missing:
+                raise MissingEnvironment(f"cupti-python's {name} lacks {', '.join(missing)}, which the tracer reads: "
+                                         "install the cupti-python the trace extra pins (pip install 'trt-inspect"
+                                         "[trace]')")
+        dtypes = {int(k.CONCURRENT_KERNEL): layouts["activity_kernel10_dtype"],
+                  int(k.KERNEL): layouts["activity_kernel10_dtype"],
+                  int(k.MARKER): layouts["activity_marker2_dtype"],
+                  int(k.RUNTIME): layouts["activity_api_dtype"], int(k.DRIVER): layouts["activity_api_dtype"]}
         return _activity_buffers(library, tuple(sorted(dtypes.items(), key=lambda item: item[0])))
 
     def _records(self, kind: int, records: np.ndarray, strings: Callable[[np.ndarray], list[str]]) -> None:
