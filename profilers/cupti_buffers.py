@@ -122,8 +122,10 @@ class ActivityBuffers:
         return np.asarray(found, dtype=np.int64)
 
     def _read(self, buffer: int, valid: int) -> None:
+        if self.handler is None:  # after `release`: nothing is read
+            return
         offsets = self._offsets(buffer, valid)
-        if not len(offsets) or self.handler is None:
+        if not len(offsets):
             return
         data = np.ctypeslib.as_array((ctypes.c_uint8 * valid).from_address(buffer))
         sizes = np.diff(offsets, append=valid)

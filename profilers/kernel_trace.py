@@ -175,6 +175,7 @@ class CuptiTracer:
         self._skipped_by_kind = {int(k.RUNTIME): np.fromiter(self._skipped.runtime, np.int64),
                                  int(k.DRIVER): np.fromiter(self._skipped.driver, np.int64)}
         self._switched_off: list[tuple[Callable[[int, int], object], int]] = []
+        self._reader: ActivityBuffers | None = None  # the buffers' reader, from `start`
 
     def _buffers(self) -> ActivityBuffers:
         """The reader of libcupti's buffers, one for the process (CUPTI may call its callbacks until it is done).
@@ -230,7 +231,7 @@ class CuptiTracer:
         """Records on: the buffer callbacks registered, the kinds switched on, the APIs that launch nothing off.
         `MissingEnvironment` where CUPTI refuses, with the kinds switched on before the refusal off again."""
         cupti = self._cupti
-        buffers = self._buffers()
+        buffers = self._reader = self._buffers()
         status = buffers.register(self._records)
         if status:
             buffers.release()
@@ -243,7 +244,8 @@ class CuptiTracer:
                 enabled.append(kind)
         except cupti.cuptiError as exc:
             for kind in enabled:
-                cupti.activity_disable(kind)
+                with contextlib.suppress(cupti.cuptiError):  # the refusal is what the trace reports
+                    cupti.activity_disable(kind)
             buffers.release()
             raise MissingEnvironment(
                 f"CUPTI refused to trace ({exc}); another profiler may hold it: use --tracer torch"
@@ -295,9 +297,10 @@ class CuptiTracer:
         self._switched_off.clear()
 
     def stop(self) -> int:
-        """Flush and disable; returns the number of records CUPTI dropped. `MissingEnvironment` where the records
-        could not be read (`ActivityBuffers.errors`)."""
+        """Flush and disable (after `start`); returns the number of records CUPTI dropped. `MissingEnvironment` where
+        the records could not be read (`ActivityBuffers.errors`)."""
         cupti = self._cupti
+        assert self._reader is not None, "stop() before start()"
         cupti.activity_flush_all(1)
         dropped = ctypes.c_size_t(0)
         try:
@@ -308,7 +311,7 @@ class CuptiTracer:
         for kind in self._kinds:
             cupti.activity_disable(kind)
         cupti.activity_flush_all(1)
-        if errors := self._buffers().release():
+        if errors := self._reader.release():
             raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}")
         return int(dropped.value)
 

@@ -108,10 +108,9 @@ def scaled_companion(sig: ConvSignature, plan_limit: int) -> ConvSignature | Non
     """The graph whose plans are timed beside `sig`'s as one more cuDNN tactic: `sig` with a per-channel scale of one
     after the convolution (`unit_scale`), for an fp16 grouped or depthwise convolution writing fp16 where
     `tactics_timed`; else None (a companion has none of its own). An FP8 graph, or one writing FP8, has a scale in
-    it already. cuDNN offers its
-    runtime-fusion engines (eng4, eng7, eng8) to the scaled graph of a grouped convolution and none to the plain one
-    (docs/engine.md); dense convolutions are not offered one, since cuDNN already offers their plain graphs those
-    engines (the frontend check's 1x1 lines)."""
+    it already. cuDNN offers its runtime-fusion engines (eng4, eng7, eng8) to the scaled graph of a grouped
+    convolution and none to the plain one (docs/engine.md); dense convolutions are not offered one, since cuDNN
+    already offers their plain graphs those engines (the frontend check's 1x1 lines)."""
     if (not tactics_timed(plan_limit) or sig.precision != "fp16" or sig.output_fp8 or sig.unit_scale or sig.as_matmul
             or sig.groups == 1):
         return None

@@ -99,8 +99,7 @@ def build_graphs(context: BuildContext, kernels: Iterable[Kernel]) -> None:
 def choose(context: BuildContext, kernel: Kernel) -> Kernel:
     """`kernel` with the engine's choice: a convolution's library (`conv_library`: the fastest of its graph's chosen
     plan, its companion graphs' (scaled, matmul) and the other libraries' tactics the engine offers), or cuDNN's
-    refusal of its graph
-    (fp16: PyTorch's op)."""
+    refusal of its graph (fp16: PyTorch's op)."""
     if kernel.kind != CONV or kernel.refusal is not None or kernel.signature is None:
         return kernel
     graph = context.graphs[kernel.signature]
