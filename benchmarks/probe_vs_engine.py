@@ -11,8 +11,9 @@ probe's quantize layer of the same name. The engine's time is its layer's kernel
 per-layer time); the probe's the time its session gives the layer (its kernel time per traced call, every layer in
 model order, or, in a session of a probe that timed layers in isolation, the isolated time: CUDA-graph replays of
 the layer alone, L2-warm) and, beside it, its kernel time per traced call either way. The probe times each
-convolution's graph without the engine's epilogue (the activation, the residual add, an FP8 output): the rows name
-the engine's epilogue, and the summary gives the layers whose engine graph has none apart. `--fp8-layers kept` (the
+convolution's graph with the epilogue the engine fuses (probes older than that: without it), always with an fp16
+output where the engine's may write FP8: the rows name the engine's epilogue, and the summary gives the layers whose
+engine graph has none apart. `--fp8-layers kept` (the
 default here) has the engine run every layer of the recipe in FP8 where it has a kernel, as the probe does.
 """
 

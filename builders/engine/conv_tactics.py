@@ -151,15 +151,21 @@ class LibraryConv:
         self.core, self.path, self.epilogue, self.quantize = core, path, epilogue, quantize
 
     def __call__(self, x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
-        y = self.core(x.contiguous(memory_format=torch.channels_last))
-        for word in self.epilogue:
-            if word == "add":
-                if residual is None:
-                    raise ValueError("an add epilogue reads a residual")
-                y = y + residual
-            else:
-                y = TORCH_ACTIVATIONS[word](y)
+        y = apply_epilogue(self.core(x.contiguous(memory_format=torch.channels_last)), self.epilogue, residual)
         return self.quantize(y) if self.quantize is not None else y
+
+
+def apply_epilogue(y: torch.Tensor, epilogue: tuple[str, ...], residual: torch.Tensor | None) -> torch.Tensor:
+    """`y` through a conv graph's epilogue words in order, as PyTorch ops: "add" adds `residual` (ValueError where
+    none is given), an activation word applies that activation."""
+    for word in epilogue:
+        if word == "add":
+            if residual is None:
+                raise ValueError("an add epilogue reads a residual")
+            y = y + residual
+        else:
+            y = TORCH_ACTIVATIONS[word](y)
+    return y
 
 
 def _gemm(sig: ConvSignature, weight: torch.Tensor, bias: torch.Tensor | None, x_scale: float | None,

@@ -19,6 +19,8 @@ class LayerSpec:
     groups: int = 1
     bias: bool = False
     padding_mode: str = "zeros"  # anything else: PyTorch pads in a kernel of its own, no FP8 path here
+    # what an engine fuses after the layer, in order (activation words, "add" of a residual); () for the layer alone
+    epilogue: tuple[str, ...] = ()
 
     @property
     def in_channels(self) -> int:
@@ -70,7 +72,8 @@ class LayerSpec:
         kernel = "x".join(str(k) for k in self.kernel)
         stride = f" /{self.stride[0]}" if any(s != 1 for s in self.stride) else ""
         groups = f" g{self.groups}" if self.groups > 1 else ""
-        return f"conv {kernel}{stride}{groups} {self.in_channels}->{self.out_channels} @ {dims}"
+        epilogue = "".join(f" +{word}" for word in self.epilogue)
+        return f"conv {kernel}{stride}{groups} {self.in_channels}->{self.out_channels} @ {dims}{epilogue}"
 
 
 def spec_of(module, x) -> LayerSpec | None:

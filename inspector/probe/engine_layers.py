@@ -1,7 +1,8 @@
 """Each probed layer as the cuDNN / cuBLASLt engine runs it, alone, with the engine's scales.
 
-- A convolution is the engine's graph of that layer alone: its `ConvSignature` with an empty epilogue and an fp16
-  output (`signature`), built and its plans timed by the engine (`build_graph`: the plan limit of the default
+- A convolution is the engine's graph of that layer: its `ConvSignature` with the epilogue the engine's lowering fuses
+  into it (`engine_epilogues`: its activation, the residual it adds, in the spec) and an fp16 output (`signature`),
+  built and its plans timed by the engine (`build_graph`: the plan limit of the default
   `--opt-level`, the engine's timing cache and plan workers), run by the library whose tactic the engine picks for
   it (`conv_library`: cuDNN's plan of that graph, of the same graph scaled by ones or, for a 1x1 convolution, of its
   graph as a matmul, a cuBLASLt GEMM for a 1x1 convolution, ATen's depthwise dispatch in fp16). A
@@ -33,7 +34,9 @@ import torch
 from builders.engine.build import BuildContext, conv_library, library_graph, make_graphs
 from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import library_conv
+from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, engine_timing_cache
+from builders.engine.lowering import lower
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.tactics import GRAPH_LIBRARIES
 from builders.fp8.format import calibrated_scale
@@ -73,10 +76,51 @@ def _pair(values: tuple[int, ...]) -> tuple[int, int]:
 
 
 def signature(spec: LayerSpec, precision: str) -> ConvSignature:
-    """The engine's `ConvSignature` of the convolution `spec` alone: in `precision`, no epilogue, an fp16 output."""
+    """The engine's `ConvSignature` of the convolution `spec`: in `precision`, with the spec's epilogue (what the
+    engine fuses after it), an fp16 output."""
     n, c, h, w = spec.input_shape
     return ConvSignature(precision, (n, c, h, w), spec.out_channels, _pair(spec.kernel), _pair(spec.stride),
-                         _pair(spec.padding), _pair(spec.dilation), spec.groups, (), False)
+                         _pair(spec.padding), _pair(spec.dilation), spec.groups, spec.epilogue, False)
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What the engine fuses into a convolution's graph after the convolution: `words` (activations and "add", in
+    order, as `ConvSignature.epilogue`) and, for an add, `residual`: the graph node whose value it adds."""
+
+    words: tuple[str, ...]
+    residual: str | None
+
+
+def engine_epilogues(traced: TracedModel, refused: dict[str, str]) -> dict[str, Epilogue]:
+    """Each convolution's epilogue as the engine's lowering fuses it, by module path (a module called twice: its
+    first call's); none where nothing is fused. What follows a convolution does not depend on its precision, so one
+    lowering (`refused`: `static_refusals`, whose `@fp16` entries leave a convolution to PyTorch, unfused) serves
+    fp16 and FP8."""
+    program = lower(traced.nodes, set(), {}, refused)
+    paths = {node.name: node.path for node in traced.nodes}
+    epilogues: dict[str, Epilogue] = {}
+    for step in program.steps:
+        if step.kind == "conv" and step.epilogue:
+            residual = step.inputs[1] if len(step.inputs) > 1 else None
+            epilogues.setdefault(paths[step.source], Epilogue(step.epilogue, residual))
+    return epilogues
+
+
+def node_values(traced: TracedModel, example: torch.Tensor, names: set[str]) -> dict[str, torch.Tensor]:
+    """The values of the graph nodes `names` when `traced` runs once on `example` (without gradients), kept."""
+    kept: dict[str, torch.Tensor] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: torch.fx.Node) -> Any:
+            value = super().run_node(node)
+            if node.name in names:
+                kept[node.name] = value.detach().clone()
+            return value
+
+    with torch.no_grad():
+        Recorder(traced.module).run(example)
+    return kept
 
 
 def ask(spec: LayerSpec, precision: str, refused: dict[str, str], name: str) -> Kernel:
@@ -119,9 +163,9 @@ def weight_scales(weight: torch.Tensor, per_channel: bool) -> torch.Tensor:
 @dataclass
 class Bound:
     """One layer's kernel bound to its weights and scales: `run` takes the layer's input (fp16, or FP8 for an FP8
-    kernel) and returns its fp16 output; `path` says what runs."""
+    kernel), then the residual where its epilogue adds one, and returns its fp16 output; `path` says what runs."""
 
-    run: Callable[[torch.Tensor], torch.Tensor]
+    run: Callable[..., torch.Tensor]
     path: str
 
 

@@ -1,6 +1,6 @@
 """The FP8 probe: every convolution and linear of a model, in fp16 and in FP8 as the cuDNN / cuBLASLt engine runs
-that layer alone (`inspector.probe.engine_layers`: its graphs, plans, GEMMs and scales), with the activation
-quantize as its own step, timed in isolation.
+that layer (`inspector.probe.engine_layers`: its graphs with the epilogue the engine fuses, plans, GEMMs and scales),
+with the activation quantize as its own step, timed in isolation and traced in model order.
 
 Layers come from hooks on the model as the engine builds it, run on the study images; layers of one spec are timed
 once in isolation (the count kept, under each layer's `isolated` attributes), then every layer is traced in model
@@ -10,6 +10,7 @@ from layers run alone, never an engine time.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fnmatch
 import math
@@ -94,6 +95,11 @@ class CapturedLayer:
     spec: LayerSpec
     amax: float  # the largest |x| of its input over the calibration images
     x16: Any  # torch.Tensor: the layer's input at the probe batch, a convolution's channels-last as the engine's
+    residual: Any = None  # torch.Tensor: what the engine's epilogue adds to its output (channels-last), if it adds
+
+    def extra(self) -> tuple[Any, ...]:
+        """What the layer's kernel takes after its input: its residual where its epilogue adds one."""
+        return () if self.residual is None else (self.residual,)
 
 
 def _selected(name: str, patterns: list[str]) -> bool:
@@ -156,6 +162,31 @@ def collect(model, static_input, amax: dict[str, float], patterns: list[str]) ->
     forward_once(model, static_input, [m.register_forward_pre_hook(hook(name)) for name, m in _layers(model)
                                        if _selected(name, patterns)])
     return list(seen.values())
+
+
+def with_engine_epilogues(model, static_input, captured: list[CapturedLayer],
+                          refused: dict[str, str]) -> list[CapturedLayer]:
+    """`captured` with each convolution's epilogue as the engine's lowering of `model` fuses it (`engine_epilogues`:
+    in its spec, so layers fused differently are timed apart) and, where that epilogue adds a residual, the value
+    added on `static_input` (channels-last, as the engine holds activations)."""
+    import torch
+
+    from builders.engine.graph import trace
+    from inspector.probe.engine_layers import engine_epilogues, node_values
+
+    traced = trace(model, static_input)
+    epilogues = engine_epilogues(traced, refused)
+    values = node_values(traced, static_input, {e.residual for e in epilogues.values() if e.residual is not None})
+    layers = []
+    for layer in captured:
+        epilogue = epilogues.get(layer.name)
+        if epilogue is not None:
+            residual = (None if epilogue.residual is None
+                        else values[epilogue.residual].contiguous(memory_format=torch.channels_last))
+            layer = dataclasses.replace(layer, spec=dataclasses.replace(layer.spec, epilogue=epilogue.words),
+                                        residual=residual)
+        layers.append(layer)
+    return layers
 
 
 def relative_error(actual, reference) -> float | None:
@@ -263,21 +294,70 @@ def measure_shape(fns: dict[str, Callable[[], object]], plan, measured_as: str) 
 
 
 @dataclass
+class TracedStep:
+    """One layer of a traced call: `run` runs it inside a range named `name`; `write`, just before that range and
+    outside it, writes the stored inputs `run` reads into the buffers it reads them from, so the layer reads what
+    was just written, as an engine's layer reads what the layer before it just wrote (from L2 where it fits)."""
+
+    name: str
+    run: Callable[[], object]
+    write: Callable[[], object] | None = None
+
+
+@dataclass
 class LayerRun:
     """What the traced call runs for one layer, in each variant."""
 
-    fp16: list[tuple[str, Callable[[], object]]]
-    fp8: list[tuple[str, Callable[[], object]]]
+    fp16: list[TracedStep]
+    fp8: list[TracedStep]
 
 
-def _fp8_run(name: str, x16, inverse, fp8: Bound, quantizer,
-             channels_last: bool) -> list[tuple[str, Callable[[], object]]]:
+class WrittenInputs:
+    """Buffers the traced layers read their inputs from, one per argument position, shape, layout and dtype (layers
+    run one at a time, so they share them; a layer's input and residual never do), each written from a layer's stored
+    input just before the layer runs (`TracedStep.write`)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[tuple, Any] = {}
+
+    def buffer(self, stored, position: int = 0) -> Any:
+        """The buffer `stored`, a layer's argument at `position`, is written into: same shape, strides and dtype."""
+        key = (position, tuple(stored.shape), tuple(stored.stride()), stored.dtype, stored.device)
+        if key not in self._buffers:
+            import torch
+
+            self._buffers[key] = torch.empty_like(stored)
+        return self._buffers[key]
+
+    def step(self, name: str, run: Callable[..., object], stored: tuple[Any, ...]) -> TracedStep:
+        """`run` on buffers holding `stored`, written just before its range."""
+        buffers = tuple(self.buffer(tensor, position) for position, tensor in enumerate(stored))
+
+        def write() -> None:
+            for buffer, tensor in zip(buffers, stored, strict=True):
+                buffer.copy_(tensor)
+
+        return TracedStep(name, partial(run, *buffers), write)
+
+
+def _fp16_run(layer: CapturedLayer, fp16: Bound, inputs: WrittenInputs) -> list[TracedStep]:
+    return [inputs.step(layer.name, fp16.run, (layer.x16, *layer.extra()))]
+
+
+def _fp8_run(layer: CapturedLayer, inverse, fp8: Bound, quantizer, channels_last: bool,
+             inputs: WrittenInputs) -> list[TracedStep]:
+    """The quantize of `layer`'s input (its stored fp16 input written just before), then the FP8 layer on what the
+    quantize wrote (and its residual, written just before it)."""
     held: dict[str, object] = {}
 
-    def quantize_input() -> None:
+    def quantize_input(x16) -> None:
         held["x8"] = quantizer.run(x16, inverse, channels_last)
 
-    return [(quantizer_name(name), quantize_input), (name, lambda: fp8.run(held["x8"]))]
+    def layer_run(*extra) -> object:
+        return fp8.run(held["x8"], *extra)
+
+    return [inputs.step(quantizer_name(layer.name), quantize_input, (layer.x16,)),
+            inputs.step(layer.name, layer_run, layer.extra())]
 
 
 def probe_layers(captured: list[CapturedLayer], plan, context, refused: dict[str, str], per_channel: bool,
@@ -298,10 +378,11 @@ def probe_layers(captured: list[CapturedLayer], plan, context, refused: dict[str
     reserve_workspace(context, (kernel for kernels in chosen.values() for kernel in kernels))
     probed: dict[str, tuple[ProbedLayer, LayerRun]] = {}
     times: dict[LayerSpec, ShapeTimes] = {}
+    inputs = WrittenInputs()
     for index, (spec, names) in enumerate(groups.items(), 1):
         fp16, fp8 = chosen[spec]
         members = [by_name[n] for n in names]
-        times[spec] = _probe_shape(spec, members, plan, (fp16, fp8), context, per_channel, probed)
+        times[spec] = _probe_shape(spec, members, plan, (fp16, fp8), context, per_channel, probed, inputs)
         report(_progress_line(index, len(groups), spec, len(names), times[spec], [fp8.refusal] if fp8.refusal else []))
     ordered = [probed[layer.name] for layer in captured]
     return [p for p, _ in ordered], times, [r for _, r in ordered], context.quantizer().implementation
@@ -336,10 +417,13 @@ def layer_scales(layer: CapturedLayer, amax: float, per_channel: bool, fp8: bool
 
 
 def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, kernels: tuple[Kernel, Kernel], context,
-                 per_channel: bool, probed: dict) -> ShapeTimes:
-    """Every member's numerics and what the trace runs for it (fills `probed`: name -> ProbedLayer, LayerRun), then
-    the shape timed once, on the first member with a non-zero input."""
+                 per_channel: bool, probed: dict, inputs: WrittenInputs) -> ShapeTimes:
+    """Every member's numerics (against its fp16 module with the spec's epilogue in PyTorch) and what the trace runs
+    for it (fills `probed`: name -> ProbedLayer, LayerRun; inputs written into `inputs`' buffers), then the shape
+    timed once, on the first member with a non-zero input."""
     import torch
+
+    from builders.engine.conv_tactics import apply_epilogue
 
     quantizer, channels_last = context.quantizer(), spec.op == "conv"
     bound: dict[str, tuple[Bound, Bound | None, Any]] = {}
@@ -348,22 +432,21 @@ def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, kernels: t
         layer = ProbedLayer(m.name, type(m.module).__name__, spec, bound8.path if bound8 else None,
                             [kernels[1].refusal] if kernels[1].refusal else [], zero_input=not bool(m.x16.any()),
                             fp16_path=bound16.path)
-        fp16_run: list[tuple[str, Callable[[], object]]] = [(m.name, partial(bound16.run, m.x16))]
+        fp16_run = _fp16_run(m, bound16, inputs)
         if bound8 is None:
             probed[m.name] = (layer, LayerRun(fp16_run, fp16_run))
             continue
         if not layer.zero_input:  # an all-zero input leaves only the bias: nothing FP8 to judge
-            layer.rel_error = relative_error(bound8.run(quantizer.run(m.x16, inverse, channels_last)),
-                                             m.module(m.x16))
-        probed[m.name] = (layer, LayerRun(fp16_run, _fp8_run(m.name, m.x16, inverse, bound8, quantizer,
-                                                              channels_last)))
+            layer.rel_error = relative_error(bound8.run(quantizer.run(m.x16, inverse, channels_last), *m.extra()),
+                                             apply_epilogue(m.module(m.x16), spec.epilogue, m.residual))
+        probed[m.name] = (layer, LayerRun(fp16_run, _fp8_run(m, inverse, bound8, quantizer, channels_last, inputs)))
     rep = next((m for m in members if bool(m.x16.any())), members[0])
     x_timed = rep.x16 if bool(rep.x16.any()) else torch.randn_like(rep.x16)
     bound16, bound8, inverse = (bound[rep.name] if x_timed is rep.x16
                                 else _bound(context, kernels, rep, float(x_timed.abs().max()), per_channel))
-    fns: dict[str, Callable[[], object]] = {"fp16": partial(bound16.run, x_timed)}
+    fns: dict[str, Callable[[], object]] = {"fp16": partial(bound16.run, x_timed, *rep.extra())}
     if bound8 is not None:
-        fns["fp8"] = partial(bound8.run, quantizer.run(x_timed, inverse, channels_last))
+        fns["fp8"] = partial(bound8.run, quantizer.run(x_timed, inverse, channels_last), *rep.extra())
         fns["quantize"] = partial(quantizer.run, x_timed, inverse, channels_last)
         fns["amax"] = partial(torch.linalg.vector_norm, x_timed, float("inf"))  # max |x| in one reduction
     shape_times = measure_shape(fns, plan, rep.name)
@@ -382,8 +465,9 @@ def _progress_line(index: int, total: int, spec: LayerSpec, count: int, times: S
     return f"{index}/{total} {spec.label()} x{count}: {', '.join(parts)}{tail}"
 
 
-def _trace(steps: list[tuple[str, Callable[[], object]]], tracer) -> TraceRecords:
-    """`TRACE_CALLS` eager calls, each running every layer once in model order inside a range named after it."""
+def _trace(steps: list[TracedStep], tracer) -> TraceRecords:
+    """`TRACE_CALLS` eager calls, each running every layer once in model order inside a range named after it, its
+    inputs written just before the range (outside every layer)."""
     import torch
 
     from profilers.module_ranges import named_range
@@ -392,9 +476,11 @@ def _trace(steps: list[tuple[str, Callable[[], object]]], tracer) -> TraceRecord
 
     def run_once() -> None:
         with torch.no_grad():
-            for name, fn in steps:
-                with named_range(kind, name):
-                    fn()
+            for step in steps:
+                if step.write is not None:
+                    step.write()
+                with named_range(kind, step.name):
+                    step.run()
 
     run_once()  # lazy set-up (plans, handles, compiled kernels) stays out of the trace
     torch.cuda.synchronize()
@@ -527,6 +613,7 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
     _warm_gpu(built.model, built.static, 0.5)
     context = engine_context(cudnn, built.static)
     refused = static_refusals(built.model, {c.name for c in captured})
+    captured = with_engine_epilogues(built.model, built.static, captured, refused)
     try:
         with torch.no_grad():
             probed, times, runs, quantize_impl = probe_layers(captured, plan, context, refused,
@@ -548,9 +635,10 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
     return session
 
 
-FP16_NOTE = ("fp16 as the cuDNN / cuBLASLt engine runs each layer alone: a convolution's graph without epilogue, its "
-             "plans timed as the engine times them (the engine's timing cache), or the other library's tactic the "
-             "engine picks (a cuBLASLt GEMM, ATen's depthwise kernel); a linear as PyTorch's op")
+FP16_NOTE = ("fp16 as the cuDNN / cuBLASLt engine runs each layer: a convolution's graph with the epilogue the "
+             "engine fuses into it (its activation, the residual it adds; fp16 output), its plans timed as the engine "
+             "times them (the engine's timing cache), or the other library's tactic the engine picks (a cuBLASLt "
+             "GEMM, ATen's depthwise kernel); a linear as PyTorch's op")
 
 
 def scales_note(recipe, calib_count: int, calibrated_in: str) -> str:
@@ -615,7 +703,9 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
         static_inputs=True,
         per_layer=(
             f"the layer's own kernels' GPU time per traced eager call (mean of {TRACE_CALLS}; each call runs every "
-            "layer once, in model order, on the layer's own input), as a study times an engine's layers, so the two "
+            "layer once, in model order, on the layer's own input, written just before the layer's range (a copy "
+            "outside every layer, so the layer reads what was just written, as an engine's layer reads its "
+            "producer's output), as a study times an engine's layers, so the two "
             "compare layer by layer; the isolated timing of the layer's shape (the timed region above: layers of one "
             f"shape are measured once and share it) is kept in the layer's {ISOLATED!r} attributes; quantize layers "
             f"time the activation quantize ({quantize_impl}); an engine may fuse it into the producer or share one "

@@ -4,6 +4,7 @@ session it builds, the estimate's wording, and the exit-3 refusals."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import sys
 
@@ -31,6 +32,7 @@ from inspector.probe.probe_session import (
     probe_variant,
     quantizer_name,
 )
+from profilers import module_ranges
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from sessions.analyses.groups import load_rules, role_of
 from sessions.documents.errors import InputError, joined_message
@@ -231,12 +233,15 @@ def _stand_in_graph(_context, graph, module, x_scale, w_scale):
         BOUND[id(module)] = (x_scale, w_scale)
     weight, bias = module.weight.float(), module.bias.float() if module.bias is not None else None
 
-    def run(x: torch.Tensor) -> torch.Tensor:
+    def run(x: torch.Tensor, residual: torch.Tensor | None = None) -> torch.Tensor:
         w = weight
         if sig.precision == "fp8":
             scale = w_scale.float().reshape(-1, 1, 1, 1)
             w, x = quantize_weight(module.weight, scale).float() * scale, x.float() * x_scale
-        return F.conv2d(x.float(), w, bias, sig.stride, sig.padding, sig.dilation, sig.groups).half()
+        y = F.conv2d(x.float(), w, bias, sig.stride, sig.padding, sig.dilation, sig.groups)
+        for word in sig.epilogue:  # the graph's epilogue, as cuDNN's pointwise ops compute it
+            y = y + residual.float() if word == "add" else {"relu": torch.relu, "sigmoid": torch.sigmoid}[word](y)
+        return y.half()
 
     return run
 
@@ -253,6 +258,7 @@ def test_probe_layers_glue_with_a_stand_in_engine(tiny, monkeypatch):
     context = stand_in_context(model, x, {}, {("blocks.0.conv2", "fp8"): "cuDNN: no engine for 8 channels per group"},
                                {("blocks.0.conv1", CUBLASLT, "fp8"): 2.0})
     layers = fp8_probe.collect(model, x, fp8_probe.calibration_amax(model, calib.half()), [])
+    layers = fp8_probe.with_engine_epilogues(model, x, layers, static_refusals(model, {layer.name for layer in layers}))
     lines: list[str] = []
     with torch.no_grad():
         probed, times, runs, implementation = fp8_probe.probe_layers(
@@ -272,11 +278,15 @@ def test_probe_layers_glue_with_a_stand_in_engine(tiny, monkeypatch):
     assert "divisible by 16" in by_name["head"].refusals[0] and by_name["head"].fp16_path == "PyTorch Linear (fp16)"
     assert by_name["blocks.0.se.fc1"].zero_input and by_name["blocks.0.se.fc1"].rel_error is None
     assert "random data" in times[by_name["blocks.0.se.fc1"].spec].note
+    assert by_name["blocks.0.se.fc2"].spec.epilogue == ("sigmoid",) and by_name["blocks.1.conv2"].spec.epilogue == (
+        "relu",)  # the engine's epilogues, timed with the layers
+    assert 0 < by_name["blocks.1.se.fc2"].rel_error < 0.1  # against the fp16 layer with its sigmoid
     run = runs[1]  # blocks.0.conv1: quantize, then the FP8 GEMM on what it wrote
-    assert [name for name, _ in run.fp8] == [quantizer_name("blocks.0.conv1"), "blocks.0.conv1"]
+    assert [step.name for step in run.fp8] == [quantizer_name("blocks.0.conv1"), "blocks.0.conv1"]
     with torch.no_grad():
-        for _, fn in run.fp8 + run.fp16:
-            fn()
+        for step in run.fp8 + run.fp16:
+            step.write()
+            step.run()
 
 
 def _probed() -> tuple[list[ProbedLayer], dict]:
@@ -571,5 +581,54 @@ def test_the_probe_traces_as_many_calls_as_a_study_traces_a_variant(monkeypatch)
 
     study_calls = build_parser().parse_args(["run", "resnet18"]).trace_calls  # what `run` traces by default
     ran: list[str] = []
-    fp8_probe._trace([("a", lambda: ran.append("a")), ("b", lambda: ran.append("b"))], Counting())
-    assert calls == [study_calls] and ran == ["a", "b"] * (1 + study_calls)  # one untraced call first
+
+    @contextlib.contextmanager
+    def named_range(_kind, name):
+        ran.append(f"enter {name}")
+        yield
+        ran.append(f"exit {name}")
+
+    monkeypatch.setattr(module_ranges, "named_range", named_range)
+    fp8_probe._trace([fp8_probe.TracedStep("a", lambda: ran.append("a"), lambda: ran.append("write a")),
+                      fp8_probe.TracedStep("b", lambda: ran.append("b"))], Counting())
+    one_call = ["write a", "enter a", "a", "exit a", "enter b", "b", "exit b"]  # inputs written outside the range
+    assert calls == [study_calls] and ran == one_call * (1 + study_calls)  # one untraced call first
+
+
+def test_each_traced_layer_reads_its_stored_inputs_written_just_before_it_into_shared_buffers():
+    inputs = fp8_probe.WrittenInputs()
+    read: list[torch.Tensor] = []
+    first, second = torch.randn(2, 4, 3, 3), torch.randn(2, 4, 3, 3)
+    residual = torch.randn(2, 4, 3, 3).contiguous(memory_format=torch.channels_last)
+    one = inputs.step("one", lambda x: read.append(x.clone()), (first,))
+    two = inputs.step("two", lambda x, r: read.extend([x.clone(), r.clone()]), (second, residual))
+    for step in (one, two):
+        step.write()
+        step.run()
+    assert [torch.equal(a, b) for a, b in zip(read, [first, second, residual], strict=True)] == [True] * 3
+    assert inputs.buffer(first) is inputs.buffer(second)  # one buffer per shape, layout and dtype
+    assert inputs.buffer(residual, 1) is not inputs.buffer(first) and inputs.buffer(first) is not first
+    assert inputs.buffer(residual, 1).is_contiguous(memory_format=torch.channels_last)
+    assert inputs.buffer(first, 1) is not inputs.buffer(first)  # a layer's input and residual: never one buffer
+    first.fill_(7.0)
+    one.run()  # not written again: the layer reads its buffer, never the stored tensor
+    assert not torch.equal(read[-1], first)
+
+
+def test_a_layer_whose_epilogue_adds_runs_on_its_input_and_residual_in_both_precisions():
+    x16, residual = torch.randn(1, 4, 2, 2), torch.randn(1, 4, 2, 2)
+    layer = fp8_probe.CapturedLayer("conv", None, LayerSpec("conv", (1, 4, 2, 2), 4, epilogue=("add",)), 1.0, x16,
+                                    residual)
+    got: dict[str, tuple] = {}
+    fp16 = engine_layers.Bound(lambda *args: got.setdefault("fp16", tuple(a.clone() for a in args)), "fp16 kernel")
+    fp8 = engine_layers.Bound(lambda *args: got.setdefault("fp8", tuple(a.clone() for a in args)), "fp8 kernel")
+    quantizer = fp8_quantizer.Quantizer(lambda x, inverse, _channels_last: x * inverse, "scaled (test)")
+    inputs = fp8_probe.WrittenInputs()
+    steps = fp8_probe._fp16_run(layer, fp16, inputs) + fp8_probe._fp8_run(layer, torch.tensor(2.0), fp8, quantizer,
+                                                                          True, inputs)
+    assert [step.name for step in steps] == ["conv", quantizer_name("conv"), "conv"]
+    for step in steps:
+        step.write()
+        step.run()
+    assert [torch.equal(a, b) for a, b in zip(got["fp16"], (x16, residual), strict=True)] == [True, True]
+    assert [torch.equal(a, b) for a, b in zip(got["fp8"], (x16 * 2, residual), strict=True)] == [True, True]

@@ -74,20 +74,56 @@ def engine_signatures(model: nn.Module, x: torch.Tensor, precision: str) -> dict
 
 
 def probe_specs(model: nn.Module, x: torch.Tensor) -> dict:
-    """Each convolution's and linear's spec, as the probe collects them."""
-    return {layer.name: layer.spec for layer in fp8_probe.collect(model, x, {}, [])}
+    """Each convolution's and linear's spec, as the probe collects them, with the engine's epilogues."""
+    return {layer.name: layer.spec for layer in probe_layers(model, x)}
+
+
+def probe_layers(model: nn.Module, x: torch.Tensor) -> list:
+    """The layers as the probe collects them, with the engine's epilogues and residuals."""
+    captured = fp8_probe.collect(model, x, {}, [])
+    return fp8_probe.with_engine_epilogues(model, x, captured, static_refusals(model, {c.name for c in captured}))
 
 
 @pytest.mark.parametrize("precision", ["fp16", "fp8"])
-def test_each_convolution_is_the_engines_graph_of_that_layer_alone(precision):
+def test_each_convolution_is_the_engines_graph_of_that_layer_with_its_epilogue(precision):
     torch.manual_seed(0)
     model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
     expected = engine_signatures(model, x, precision)
     assert set(expected) == {"stem", "grouped", "depthwise", "pointwise"}  # the reflect-padded one is PyTorch's
-    assert expected["stem"].epilogue == ("relu",)  # the engine fuses what follows; the probe times the layer alone
+    assert expected["stem"].epilogue == ("relu",) and expected["grouped"].epilogue == ()
     specs = probe_specs(model, x)
-    for name, sig in expected.items():
-        assert signature(specs[name], precision) == dataclasses.replace(sig, epilogue=(), output_fp8=False), name
+    for name, sig in expected.items():  # what the engine fuses, the probe times; its output stays fp16
+        assert signature(specs[name], precision) == dataclasses.replace(sig, output_fp8=False), name
+
+
+class Residual(nn.Module):
+    """A block whose second convolution's graph adds the block's input and applies a ReLU, and a convolution whose
+    output has two readers (nothing fuses into it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 1)
+        self.conv3 = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv2(torch.relu(self.conv1(x))) + x)
+        z = self.conv3(y)
+        return z * torch.sigmoid(z)
+
+
+def test_a_convolution_that_adds_a_residual_is_timed_with_that_residual():
+    torch.manual_seed(0)
+    model, x = Residual().eval(), torch.randn(2, 8, 6, 6)
+    layers = {layer.name: layer for layer in probe_layers(model, x)}
+    engine = engine_signatures(model, x, "fp8")
+    assert {name: layer.spec.epilogue for name, layer in layers.items()} == {
+        name: sig.epilogue for name, sig in engine.items()} == {"conv1": ("relu",), "conv2": ("add", "relu"),
+                                                                "conv3": ()}
+    conv2 = layers["conv2"]
+    assert torch.equal(conv2.residual, x) and conv2.residual.is_contiguous(memory_format=torch.channels_last)
+    assert conv2.extra() == (conv2.residual,) and layers["conv1"].residual is None and layers["conv1"].extra() == ()
+    assert conv2.spec.label().endswith(" +add +relu")  # layers fused differently are timed apart
 
 
 def test_what_the_probe_asks_the_engine_for_per_layer():
@@ -96,7 +132,7 @@ def test_what_the_probe_asks_the_engine_for_per_layer():
     specs = probe_specs(model, x)
     refused = static_refusals(model, set(specs))
     asked = {(name, p): ask(spec, p, refused, name) for name, spec in specs.items() for p in ("fp16", "fp8")}
-    pointwise = ConvSignature("fp8", (2, 32, 8, 8), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), False)
+    pointwise = ConvSignature("fp8", (2, 32, 8, 8), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",), False)
     assert asked["pointwise", "fp8"] == Kernel("fp8", CONV, pointwise)
     assert asked["pointwise", "fp16"] == Kernel("fp16", CONV, dataclasses.replace(pointwise, precision="fp16"))
     reflect16, reflect8 = asked["reflect", "fp16"], asked["reflect", "fp8"]
