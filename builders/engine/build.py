@@ -110,8 +110,9 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     (`builders.engine.fused_tactics`).
 
     With `backend.fp8_layers` timed (the default), a quantized convolution whose fp16 tactic is faster than its best
-    FP8 tactic runs fp16, and a convolution writes FP8 for its readers only where that is faster than writing fp16
-    and quantizing apart (`builders.engine.tactics`); every tactic timed for a choice is in its layer's `tactics`."""
+    FP8 tactic runs fp16; with either, a convolution writes FP8 for its readers only where that is faster than
+    writing fp16 and quantizing apart (`builders.engine.tactics`); every tactic timed for a choice is in its layer's
+    `tactics`."""
     fp8 = set(twin.quantized) if twin is not None else set()
     scales = twin.scales if twin is not None else {}
     keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
@@ -174,7 +175,8 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
                      keys: dict[str, object], refused: dict[str, str],
                      shapes: dict[str, tuple[int, ...]]) -> tuple[Program, Timed, dict[str, str]]:
     """The program the engine runs: lowered, its graphs built (a layer cuDNN refuses is lowered again without it),
-    then, with `backend.fp8_layers` timed, lowered again after each round of choices by timing until none changes.
+    then lowered again after each round of choices by timing until none changes (each layer's precision with
+    `backend.fp8_layers` timed; where a convolution writes FP8 for its readers, with either).
     Returns it with the tactics timed for each layer (its library's choice included, where other libraries than
     cuDNN offer one) and why each conv that could write FP8 writes fp16."""
     output_refused: dict[str, str] = {}
@@ -183,8 +185,7 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
         program = lower(traced.nodes, fp8, keys, refused, output_refused)
         if _build_graphs(backend, program, plain, shapes, refused, output_refused):
             continue
-        if backend.fp8_layers != FP8_LAYERS_TIMED or not _choose_by_timing(backend, program, plain, shapes, refused,
-                                                                             output_refused, timed):
+        if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
             break
     for name, sig in _conv_signatures(program, plain, shapes).items():
         tactics = _tactics(backend, sig)
@@ -289,10 +290,33 @@ def _build_new(backend: BuildContext, signatures: list[ConvSignature]) -> None:
 def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.Module,
                       shapes: dict[str, tuple[int, ...]], refused: dict[str, str], output_refused: dict[str, str],
                       timed: Timed) -> bool:
-    """One round of choices by timing. First each FP8 convolution against the same convolution in fp16 (the layer
-    then reads the dequantized tensor); where no precision changes, each convolution that writes FP8 against writing
-    fp16 plus a quantize layer. The tactics timed go to `timed`; True where a choice changed the program."""
+    """One round of choices by timing. With `backend.fp8_layers` timed, first each FP8 convolution against the same
+    convolution in fp16 (the layer then reads the dequantized tensor) and each FP8 input against what its readers
+    save; where no precision changes (and always with FP8 kept, whose layers keep their precision), each convolution
+    that writes FP8 against writing fp16 plus a quantize layer. The tactics timed go to `timed`; True where a choice
+    changed the program."""
     sigs = _conv_signatures(program, plain, shapes)
+    if backend.fp8_layers == FP8_LAYERS_TIMED and _choose_precisions(backend, program, sigs, refused, timed):
+        return True
+    _build_fp16_writers(backend, sigs.values())
+    changed = False
+    for name, sig in sigs.items():
+        written = _write_tactics(backend, sig) if sig.output_fp8 and name not in output_refused else None
+        if written is None:
+            continue
+        fused, apart = written
+        quantize = _quantize_tactic(backend, sig.output_shape())
+        _keep_tactics(timed, name, *fused, *apart, quantize)
+        reason = output_reason(fastest(fused), fastest(apart), quantize.time_us)
+        if reason is not None:
+            output_refused[name], changed = reason, True
+    return changed
+
+
+def _choose_precisions(backend: BuildContext, program: Program, sigs: dict[str, ConvSignature],
+                       refused: dict[str, str], timed: Timed) -> bool:
+    """Each FP8 convolution against the same convolution in fp16, then each FP8 input against what its readers save
+    (`_fp8_input_pays`); a layer that runs fp16 by timing gets its reason in `refused`. True where one changed."""
     steps = {step.name: step for step in program.steps if step.name in sigs}
     fp8 = {name: sig for name, sig in sigs.items() if steps[name].precision == "fp8"}
     fp16 = {name: dataclasses.replace(sig, precision="fp16") for name, sig in fp8.items()}
@@ -306,20 +330,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
         reason = precision_reason(fastest(fp8_tactics), fastest(fp16_tactics))
         if reason is not None:
             refused[name], changed = reason, True
-    if changed or _fp8_input_pays(backend, program, sigs, fp8, fp16, refused, timed):
-        return True
-    _build_fp16_writers(backend, sigs.values())
-    for name, sig in sigs.items():
-        written = _write_tactics(backend, sig) if sig.output_fp8 and name not in output_refused else None
-        if written is None:
-            continue
-        fused, apart = written
-        quantize = _quantize_tactic(backend, sig.output_shape())
-        _keep_tactics(timed, name, *fused, *apart, quantize)
-        reason = output_reason(fastest(fused), fastest(apart), quantize.time_us)
-        if reason is not None:
-            output_refused[name], changed = reason, True
-    return changed
+    return changed or _fp8_input_pays(backend, program, sigs, fp8, fp16, refused, timed)
 
 
 def _fp8_input_pays(backend: BuildContext, program: Program, sigs: dict[str, ConvSignature],

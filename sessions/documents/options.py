@@ -184,7 +184,8 @@ OPTIONS: tuple[Option, ...] = (
            default=3, low=0, high=5),
     Option("fp8_layers", ("--fp8-layers",), str, "layers a recipe quantizes, in the cuDNN engine: timed runs each "
            "in FP8 only where its best FP8 tactic beats its fp16 one (as TensorRT's builder chooses); kept runs every "
-           "one in FP8 wherever an FP8 kernel exists, to study the FP8 kernels (default %(default)s)",
+           "one in FP8 wherever an FP8 kernel exists, to study the FP8 kernels; either way, whether a layer writes "
+           "FP8 for its readers is timed (default %(default)s)",
            default=FP8_LAYERS_TIMED, choices=(FP8_LAYERS_TIMED, FP8_LAYERS_KEPT)),
     Option("seed", ("--seed",), int, "seed of random weights and inputs (default %(default)s)",
            commands=(RUN, PROBE, ONNX), default=0, low=0, high=2**32 - 1),

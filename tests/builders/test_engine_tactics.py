@@ -166,7 +166,24 @@ def test_a_slow_fp8_layer_runs_fp16_and_says_why():
 def test_kept_runs_every_quantized_layer_in_fp8():
     steps, timed, _, _ = choose(Times(uniform(grouped_fp8=160.0), 1.0), FP8_LAYERS_KEPT)
     assert steps["grouped"].precision == "fp8" and not steps["grouped"].fallback
-    assert timed == {}
+    assert steps["pointwise"].precision == "fp8" and not steps["pointwise"].fallback
+    for tactics in timed.values():  # only output formats timed: each layer's tactics in its one precision
+        assert len({t["precision"] for t in tactics.values() if t["library"] != QUANTIZE_LAYER}) == 1
+
+
+def test_kept_still_chooses_by_timing_whether_a_convolution_writes_fp8():
+    """FP8 kept keeps each layer's precision, not its output format: the grouped conv (FP8, however slow) writes fp16
+    and the pointwise conv reads a quantize layer where writing FP8 costs more than that layer."""
+    slow_fused = Times(uniform(grouped_fp8=160.0, grouped_fp8_fp8out=400.0, pointwise_fp8=15.0), 2.0)
+    steps, timed, outputs, _ = choose(slow_fused, FP8_LAYERS_KEPT)
+    grouped, pointwise = steps["grouped"], steps["pointwise"]
+    assert (grouped.precision, pointwise.precision) == ("fp8", "fp8") and not (grouped.fallback or pointwise.fallback)
+    assert not grouped.output_fp8 and outputs["grouped"].startswith(CHOSEN_FP16_OUTPUT)
+    assert pointwise.inputs[0] == "pointwise.input_quantizer"
+    assert {t["time_us"] for t in timed["grouped"].values()} >= {400.0, 160.0}  # both formats timed, kept
+    fast_fused = Times(uniform(grouped_fp8=160.0, grouped_fp8_fp8out=161.0, pointwise_fp8=15.0), 2.0)
+    steps, _, outputs, _ = choose(fast_fused, FP8_LAYERS_KEPT)
+    assert steps["grouped"].output_fp8 and "grouped" not in outputs
 
 
 def test_fp8_output_only_where_it_beats_fp16_plus_a_quantize():
