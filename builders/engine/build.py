@@ -16,7 +16,6 @@ import torch.fx
 from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import (
     LIBRARY_KINDS,
-    LIBRARY_TIMING,
     companions,
     library_conv,
     offered,
@@ -24,7 +23,15 @@ from builders.engine.conv_tactics import (
 )
 from builders.engine.fused_tactics import FusedTactics, fuse_regions
 from builders.engine.graph import TracedModel
-from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, build_graph, time_execution
+from builders.engine.kernels import (
+    CAPTURED_TIMING,
+    ConvGraph,
+    ConvLayer,
+    ConvSignature,
+    Fp8Linear,
+    build_graph,
+    time_captured,
+)
 from builders.engine.lowering import Program, Step, lower
 from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
 from builders.engine.runtime import CudnnEngine
@@ -411,7 +418,7 @@ def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
     libraries = offered(sig, backend.plan_limit)
     if not libraries:
         return tactics
-    held = backend.cache.library_times(sig.key(), LIBRARY_TIMING) if backend.cache is not None else {}
+    held = backend.cache.library_times(sig.key(), CAPTURED_TIMING) if backend.cache is not None else {}
     for library in libraries:
         if (sig, library) not in backend.library_us:
             backend.library_us[sig, library] = held[library] if library in held else _time_library(backend, sig,
@@ -421,7 +428,7 @@ def _tactics(backend: BuildContext, sig: ConvSignature) -> list[Tactic]:
             tactics.append(Tactic(library, sig.precision, output, time_us))
     if backend.cache is not None:
         others = {t.library: t.time_us for t in tactics if t.library not in GRAPH_LIBRARIES}
-        backend.cache.put_libraries(sig.key(), others, fastest(tactics).library, LIBRARY_TIMING)
+        backend.cache.put_libraries(sig.key(), others, fastest(tactics).library, CAPTURED_TIMING)
     return tactics
 
 
@@ -459,20 +466,23 @@ def _keep_tactics(timed: Timed, layer: str, *tactics: Tactic) -> None:
 
 
 def _quantize_us(backend: BuildContext, shape: tuple[int, ...]) -> float:
-    """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW): timed once per shape and
-    implementation and kept in the timing cache, so a later build weighs it as the first did and makes the same
-    choices (timed again in every process, it turned two layers' precision over between reruns on the H200:
-    `benchmarks/results/h200/final/`)."""
+    """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW) on the engine's device, as the
+    engine runs it (`time_captured`: replays of a captured CUDA graph; timed eagerly, the host's launches were timed,
+    up to 40x the kernel at batch 1: `benchmarks/results/h200/final-recipes/`): timed once per shape and
+    implementation and kept in the timing cache with how it was timed, so a later build weighs it as the first did
+    and makes the same choices (timed again in every process, it turned two layers' precision over between reruns
+    on the H200: `benchmarks/results/h200/final/`); a time held from another way of timing is timed again."""
     if shape not in backend.quantize_us:
         quantizer = backend.quantizer()
         key = f"{QUANTIZE_PREFIX}{'x'.join(map(str, shape))} {quantizer.implementation}"
-        held = backend.cache.quantize_time(key) if backend.cache is not None else None
+        held = backend.cache.quantize_time(key, CAPTURED_TIMING) if backend.cache is not None else None
         if held is None:
-            x = torch.randn(shape, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
-            inverse = torch.ones((), device="cuda")
-            held = time_execution(lambda: quantizer.run(x, inverse, True))
+            device = backend.static_input.device
+            x = torch.randn(shape, device=device, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+            inverse = torch.ones((), device=device)
+            held = time_captured(lambda: quantizer.run(x, inverse, True))
             if backend.cache is not None:
-                backend.cache.put_quantize(key, held)
+                backend.cache.put_quantize(key, held, CAPTURED_TIMING)
         backend.quantize_us[shape] = held
     return backend.quantize_us[shape]
 

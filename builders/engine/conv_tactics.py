@@ -39,7 +39,6 @@ from builders.fp8.quantizer import Quantizer
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": torch.relu, "swish": F.silu, "sigmoid": torch.sigmoid, "gelu": F.gelu}
-LIBRARY_TIMING = "graph-replays"  # how `time_library` times, a tag in the timing cache: times held otherwise retimed
 LIBRARY_KINDS = {CUBLASLT: "cuBLASLt GEMM, 1x1 conv", PYTORCH: "ATen depthwise conv",
                  PYTORCH_NCHW: "ATen depthwise conv, NCHW"}  # a layer's kind, by library
 

@@ -176,6 +176,9 @@ def time_execution(run: Callable[[], object]) -> float:
     return start.elapsed_time(end) * 1e3 / PLAN_REPEATS
 
 
+CAPTURED_TIMING = "graph-replays"  # how `time_captured` times: the tag of such times in the timing cache
+
+
 def time_captured(run: Callable[[], object]) -> float:
     """Microseconds per call of `run` as the engine runs it: captured in a CUDA graph (`capture_graph`: one call on a
     side stream first), its replays timed by `time_execution`. A replay is one launch, so a `run` that enqueues several

@@ -156,18 +156,21 @@ class TimingCache:
         self.changed.add(signature)
         self.dirty = True
 
-    def quantize_time(self, signature: str) -> float | None:
+    def quantize_time(self, signature: str, timing: str) -> float | None:
         """The microseconds of a quantize layer kept under `signature` (a QUANTIZE_PREFIX key: `put_quantize`), where
-        the cache holds an entry that reads (`quantize_entry_reads`)."""
+        the cache holds an entry that reads (`quantize_entry_reads`) timed as `timing` says (an entry timed another
+        way, or written before entries said how, is a miss: timed again)."""
         entry = self.entries.get(signature)
-        return entry["time_us"] if entry is not None else None
+        return entry["time_us"] if entry is not None and entry.get("timing") == timing else None
 
-    def put_quantize(self, signature: str, time_us: float) -> None:
-        """Records a quantize layer's time under `signature`, so that a later build weighs it as this one did; a time
-        that would not read back (`quantize_entry_reads`: not finite, or not above 0) is not recorded."""
-        if not quantize_entry_reads({"time_us": time_us}):
+    def put_quantize(self, signature: str, time_us: float, timing: str) -> None:
+        """Records a quantize layer's time under `signature` and how it was timed (`timing`), so that a later build
+        weighs it as this one did; a time that would not read back (`quantize_entry_reads`: not finite, or not above
+        0) is not recorded."""
+        entry = {"time_us": time_us, "timing": timing}
+        if not quantize_entry_reads(entry):
             return
-        self.entries[signature] = {"time_us": time_us}
+        self.entries[signature] = entry
         self.changed.add(signature)
         self.dirty = True
 
@@ -264,8 +267,10 @@ def fused_entry_reads(entry: dict[str, Any]) -> bool:
 
 
 def quantize_entry_reads(entry: dict[str, Any]) -> bool:
-    """Whether a quantize layer's entry means what it should: exactly `time_us`, a finite time > 0."""
-    return set(entry) == {"time_us"} and is_number(entry["time_us"]) and entry["time_us"] > 0
+    """Whether a quantize layer's entry means what it should: `time_us`, a finite time > 0, and `timing`, how it was
+    timed, a string (optional: entries before it say nothing, and are timed again)."""
+    return (set(entry) in ({"time_us"}, {"time_us", "timing"}) and is_number(entry["time_us"])
+            and entry["time_us"] > 0 and isinstance(entry.get("timing", ""), str))
 
 
 def _builds(graph: PlanGraph, index: int) -> bool:

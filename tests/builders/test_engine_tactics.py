@@ -18,7 +18,7 @@ from builders.engine import build, plans
 from builders.engine.build import BuildContext, conv_library, lower_and_choose
 from builders.engine.conv_tactics import companions, matmul_companion, offered, scaled_companion
 from builders.engine.graph import trace
-from builders.engine.kernels import ConvGraph, ConvSignature
+from builders.engine.kernels import CAPTURED_TIMING, ConvGraph, ConvSignature
 from builders.engine.lowering import Program, Step
 from builders.engine.plans import Choice, TimingCache
 from builders.engine.tactics import (
@@ -387,29 +387,59 @@ def test_fp8_readers_that_save_less_than_their_quantize_layer_run_fp16(quantize_
         assert (QUANTIZE_LAYER, "fp16", "fp8") in timed["pointwise"]
 
 
-def test_a_quantize_layers_time_is_kept_so_a_later_build_weighs_it_the_same(tmp_path):
-    """Timed once, kept in the timing cache: a later build (another process: another BuildContext, the cache read
-    back from its file) takes the kept time and times nothing (here it could not: there is no GPU); an entry that
-    does not read is a miss."""
+def test_a_quantize_layers_time_is_kept_so_a_later_build_weighs_it_the_same(tmp_path, monkeypatch):
+    """Timed once, kept in the timing cache with how it was timed: a later build (another process: another
+    BuildContext, the cache read back from its file) takes the kept time and times nothing; an entry that does not
+    read is a miss."""
     from builders.engine.build import _quantize_us
     from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
 
+    monkeypatch.setattr(build, "time_captured", lambda _run: pytest.fail("a kept time was timed again"))
     header = {"gpu": "stand-in", "compute_capability": "90", "versions": "test"}
     path = tmp_path / "timing.json"
     first = TimingCache(path, header)
     key = f"{QUANTIZE_PREFIX}1x64x7x7 stand-in quantize"
-    first.put_quantize(key, 12.5)
+    first.put_quantize(key, 12.5, CAPTURED_TIMING)
     first.save()
     backend, _ = context(TwoConvs().eval(), Times(uniform(), 1.0), FP8_LAYERS_TIMED)
     backend.cache = TimingCache(path, header)
     assert _quantize_us(backend, (1, 64, 7, 7)) == 12.5
     for unreadable in (float("nan"), float("inf"), 0.0, -1.0):  # what would not read back is never written
-        first.put_quantize(f"{QUANTIZE_PREFIX}bad {unreadable}", unreadable)
+        first.put_quantize(f"{QUANTIZE_PREFIX}bad {unreadable}", unreadable, CAPTURED_TIMING)
         assert f"{QUANTIZE_PREFIX}bad {unreadable}" not in first.entries
-    for garbled in ({"time_us": -1.0}, {"time_us": 3.0, "plan": "x"}, {"time_us": float("nan")}):
+    for garbled in ({"time_us": -1.0}, {"time_us": 3.0, "plan": "x"}, {"time_us": float("nan")}, {"timing": 1}):
         raw = json.loads(path.read_text())
         entry = {k: v for k, v in raw["plans"][key].items() if k != "digest"} | garbled
         assert not plans.quantize_entry_reads(entry)
+
+
+@pytest.mark.parametrize("held", [{"time_us": 55.4}, {"time_us": 55.4, "timing": "eager launches"}])
+def test_a_quantize_layer_is_timed_as_a_captured_graph_and_a_time_held_otherwise_is_timed_again(tmp_path,
+                                                                                             monkeypatch, held):
+    """The quantize layer's time is its captured graph's replays (`time_captured`), as the engine runs it: an entry
+    held without that tag (written before entries said how they were timed, or timed another way) reads, but is
+    timed again and replaced, tagged."""
+    from builders.engine.build import _quantize_us
+    from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
+
+    timed: list[torch.Tensor] = []
+
+    def captured(run) -> float:
+        timed.append(run())
+        return 1.25
+
+    monkeypatch.setattr(build, "time_captured", captured)
+    header = {"gpu": "stand-in", "compute_capability": "90", "versions": "test"}
+    path = tmp_path / "timing.json"
+    key = f"{QUANTIZE_PREFIX}1x64x7x7 stand-in quantize"
+    cache = TimingCache(path, header)
+    assert plans.quantize_entry_reads(held)
+    cache.entries[key] = dict(held)
+    backend, _ = context(TwoConvs().eval(), Times(uniform(), 1.0), FP8_LAYERS_TIMED)
+    backend.cache = cache
+    assert _quantize_us(backend, (1, 64, 7, 7)) == 1.25
+    assert len(timed) == 1 and timed[0].shape == (1, 64, 7, 7)  # the quantize of a tensor of that shape, captured
+    assert cache.entries[key] == {"time_us": 1.25, "timing": CAPTURED_TIMING}
 
 
 def test_a_grouped_conv_runs_its_scaled_graph_where_that_plan_is_fastest():
