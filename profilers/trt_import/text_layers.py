@@ -41,12 +41,13 @@ TRT_MESSAGE = re.compile(r"^\[TRT\] ")  # a TensorRT logger line trtexec relays 
 KEY_AHEAD = re.compile(r"[A-Za-z][A-Za-z0-9/ ]{0,40}:(?: |$)")  # the next `Key: ` of a one-line record
 INTEGER = re.compile(r"-?\d+$")
 KEY_SPLIT = re.compile(r", (?=" + KEY_AHEAD.pattern + ")")  # where `_split_top` may split: a `, ` a key follows
-# a record's `Key: value` pair as `_split_top` cuts it where its brackets nest properly (at most 4 deep): a key that
-# does not end in a space, then text without a `, Key: ` and bracket groups (possessive: nothing is tried twice)
+# a record's `, Key: value` pair (`_pairs` puts a `, ` before the record) as `_split_top` cuts it where its brackets
+# nest properly (at most 4 deep): a key that does not end in a space, then text without a `, Key: ` and bracket
+# groups (possessive: nothing is tried twice)
 _GROUP = r"[\[{(][^\[\]{}()]*+[\]})]"
 for _ in range(3):
     _GROUP = r"[\[{(](?:[^\[\]{}()]++|" + _GROUP + r")*+[\]})]"
-PAIR = re.compile(r"(?:^|, )([A-Za-z](?:[A-Za-z0-9/ ]{0,39}[A-Za-z0-9/])?):(?= |$)((?:[^\[\]{}(),]++|,(?! "
+PAIR = re.compile(r", ([A-Za-z](?:[A-Za-z0-9/ ]{0,39}[A-Za-z0-9/])?):(?= |$)((?:[^\[\]{}(),]++|,(?! "
                   + KEY_AHEAD.pattern + r")|" + _GROUP + r")*+)")
 BRACKET, BRACE = re.compile(r"[\[\]{}()]"), re.compile(r"[{}]")
 TENSOR_RECORD = re.compile(r"Name:( [^\[\]{}(),]*)(?:, Location: [A-Za-z]+)?, Dimensions:( \[[-0-9,]*\]), "
@@ -153,6 +154,14 @@ def _split_top(text: str) -> list[str]:
     return parts
 
 
+def scan(text: str) -> list[tuple[str, str]]:
+    """The `(key, value)` pairs `PAIR` finds in a one-line record, a `, ` put before it: each match opens with that
+    literal, which `re` looks for at C speed (a pattern opening with `^|, ` is tried at every character). The pairs
+    are those a pattern opening with `(?:^|, )` finds in the record itself."""
+    found: list[tuple[str, str]] = PAIR.findall(", " + text)
+    return found
+
+
 def _pairs(text: str) -> list[tuple[str, str]]:
     """The `(key, value)` pairs of a one-line record, each value as the text holds it: the parts `_split_top` gives,
     each cut at its first `:`.
@@ -161,9 +170,10 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     the next `, Key: ` outside them. Such a split is `_split_top`'s (every bracket closes inside its part, so the
     depth its count reaches is 0 between parts and above 0 at every `, Key: ` within one), and it is taken only
     where the pairs give back the whole record; any other record (a stray or deeper bracket, a key `_split_top` would
-    cut differently) is split by `_split_top`. The pairs give back the whole record where their lengths add up to it:
-    matches that do not overlap, one at its start (`^`) and the others each after a `, `, tile it only so."""
-    pairs = PAIR.findall(text)
+    cut differently) is split by `_split_top`. The pairs (`scan`) give back the whole record where their lengths add
+    up to it: matches that do not overlap, each after a `, `, the first the one `scan` puts before the record, tile
+    it only so."""
+    pairs = scan(text)
     if pairs and sum(map(len, itertools.chain.from_iterable(pairs))) + 3 * len(pairs) - 2 == len(text):
         return pairs
     return [(key.strip(), value) for key, _, value in (part.partition(":") for part in _split_top(text))]

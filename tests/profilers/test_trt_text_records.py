@@ -1,5 +1,5 @@
 """The one-line records of a `--dumpLayerInfo` block cut into `Key: value` pairs (issue 41, L2): the C-level scan
-(`text_layers.PAIR`) gives what `_split_top` (the depth counted piece by piece) gives, on every record of the real
+(`text_layers.scan`) gives what `_split_top` (the depth counted piece by piece) gives, on every record of the real
 logs of ../shared/fixtures and on 20,000 records mutated around brackets, commas and keys."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_every_real_record_is_cut_by_the_scan_as_split_top_cuts_it():
     if not RECORDS:
         pytest.skip("shared fixtures are not beside the checkout")
     for text in RECORDS:
-        scanned = text_layers.PAIR.findall(text)
+        scanned = text_layers.scan(text)
         assert ", ".join(map(":".join, scanned)) == text  # the fast path takes it
         assert scanned == split_top(text)
 
@@ -62,7 +62,7 @@ def test_mutated_records_are_cut_as_split_top_cuts_them():
     for _ in range(20_000):
         text = mutant(rng, rng.choice(RECORDS))
         assert text_layers._pairs(text) == split_top(text), text
-        scanned += ", ".join(map(":".join, text_layers.PAIR.findall(text))) == text
+        scanned += ", ".join(map(":".join, text_layers.scan(text))) == text
     assert 5_000 < scanned < 19_000  # both ways are tried: the scan's and the one it falls back to
 
 
