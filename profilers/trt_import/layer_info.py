@@ -20,10 +20,12 @@ from sessions.analyses.groups import builtin_rules, name_parts, op_from_name
 from sessions.documents.errors import InputError
 from sessions.documents.layer_ops import trt_op
 from sessions.documents.model import Layer, Tensor
-from sessions.documents.trt_names import tactic_precision
+from sessions.documents.trt_names import tactic_precision as vocab_tactic_precision
 from sessions.documents.vocab import dtype_of as vocab_dtype_of
 
 dtype_of = functools.lru_cache(maxsize=4096)(vocab_dtype_of)  # format strings repeat across a file's tensors
+# an engine runs a few hundred kernels across its layers: each tactic name's regex search done once
+tactic_precision = functools.lru_cache(maxsize=4096)(vocab_tactic_precision)
 
 SEPARATORS = re.compile("[\x1e\x1f]")
 FLOAT_LIKE = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
@@ -203,7 +205,10 @@ def layer_op(kind: str, parameter_type: str | None, name: str, nodes: list[str])
         return op_from_name(name, builtin_rules())
     if op != "conv":
         return op
-    types = node_types(nodes or name_parts(name))
+    parts = nodes or name_parts(name)
+    if not any(word in part for part in parts for word in LINEAR_NODES):  # most convolutions: no linear node
+        return op
+    types = node_types(parts)
     return "linear" if types & LINEAR_NODES and not types & CONV_NODES else op
 
 
