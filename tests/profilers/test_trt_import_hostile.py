@@ -112,8 +112,8 @@ def test_a_large_log_is_classified_without_parsing_its_layers_and_parsed_once(tm
     many = "\n".join(record.replace("/pool/GlobalAveragePool", f"/pool{i}/GlobalAveragePool") for i in range(2000))
     (tmp_path / "big.log").write_text(text.replace(record, many))
     parsed: list[str] = []
-    real = text_layers._parse_record
-    monkeypatch.setattr(text_layers, "_parse_record", lambda line, *rest: parsed.append(line) or real(line, *rest))
+    real = text_layers.parse_record
+    monkeypatch.setattr(text_layers, "parse_record", lambda line, *rest: parsed.append(line) or real(line, *rest))
     found = files_of_folder(tmp_path)
     assert parsed == []  # the block's headings tell it is there
     parsed.clear()

@@ -1,6 +1,6 @@
 """The shortcuts a 100,000-layer log is read by (issue 41, L2) give what the general reading gives: a tensor record
-read by one match (`text_layers.TENSOR_RECORD`) is `_parse_record`'s, a log is checked for several runs once however
-often it is read, and a refused profile cell is named by its row and column as before."""
+read by one match (`one_line_records.TENSOR_RECORD`) is `parse_record`'s, a log is checked for several runs once
+however often it is read, and a refused profile cell is named by its row and column as before."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from profilers.trt_import import text_layers
+from profilers.trt_import import one_line_records, text_layers
 from profilers.trt_import.layer_info import TENSOR_KEYS
 from profilers.trt_import.text_profile import parse_text_profile
 from sessions.documents.errors import InputError
@@ -29,18 +29,18 @@ def tensor_records() -> list[str]:
     """Every tensor record of the fixtures' layer records, as `_parse_record` gives it to the reader."""
     found = list(TENSORS)
     for text in RECORDS:
-        record = dict(text_layers._pairs(text))
+        record = dict(one_line_records._pairs(text))
         for key in ("Inputs", "Outputs"):
             if "{" in record.get(key, ""):
-                found += text_layers._groups(record[key].strip()[1:-1])
+                found += one_line_records._groups(record[key].strip()[1:-1])
     return found
 
 
 def test_a_tensor_record_read_by_one_match_is_the_records_reading():
     taken = 0
     for text in tensor_records():
-        assert text_layers._tensor_record(text) == text_layers._parse_record(text, TENSOR_KEYS), text
-        taken += text_layers.TENSOR_RECORD.fullmatch(text) is not None
+        assert one_line_records._tensor_record(text) == one_line_records.parse_record(text, TENSOR_KEYS), text
+        taken += one_line_records.TENSOR_RECORD.fullmatch(text) is not None
     assert taken >= 40  # the shortcut is the one taken
 
 
@@ -60,8 +60,8 @@ def test_mutated_tensor_records_are_read_as_the_record_reads_them(change):
     taken = 0
     for _ in range(20_000):
         text = change(rng, rng.choice(records))
-        assert text_layers._tensor_record(text) == text_layers._parse_record(text, TENSOR_KEYS), text
-        taken += text_layers.TENSOR_RECORD.fullmatch(text) is not None
+        assert one_line_records._tensor_record(text) == one_line_records.parse_record(text, TENSOR_KEYS), text
+        taken += one_line_records.TENSOR_RECORD.fullmatch(text) is not None
     assert 1_000 < taken < 19_000  # both ways are tried
 
 

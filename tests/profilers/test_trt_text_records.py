@@ -1,6 +1,6 @@
 """The one-line records of a `--dumpLayerInfo` block cut into `Key: value` pairs (issue 41, L2): the C-level scan
-(`text_layers.scan`) gives what `_split_top` (the depth counted piece by piece) gives, on every record of the real
-logs of ../shared/fixtures and on 20,000 records mutated around brackets, commas and keys."""
+(`one_line_records.scan`) gives what `_split_top` (the depth counted piece by piece) gives, on every record of the
+real logs of ../shared/fixtures and on 20,000 records mutated around brackets, commas and keys."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from profilers.trt_import import text_layers
+from profilers.trt_import import one_line_records
 from tests.trt_sets import set_folders
 
 PIECES = [*"[]{}(),: aZ0/-\x1e\t", ", Name: ", ", Ab : ", ", K:", ": ", ", x", "[[[[", "]]", ", Key:",
@@ -30,7 +30,8 @@ RECORDS = records()
 
 def split_top(text: str) -> list[tuple[str, str]]:
     """The pairs `_split_top` cuts: each part at its first `:`, the key stripped."""
-    return [(key.strip(), value) for key, _, value in (part.partition(":") for part in text_layers._split_top(text))]
+    parts = one_line_records._split_top(text)
+    return [(key.strip(), value) for key, _, value in (part.partition(":") for part in parts)]
 
 
 def mutant(rng: random.Random, text: str, pieces: list[str] = PIECES, most: int = 4) -> str:
@@ -49,7 +50,7 @@ def test_every_real_record_is_cut_by_the_scan_as_split_top_cuts_it():
     if not RECORDS:
         pytest.skip("shared fixtures are not beside the checkout")
     for text in RECORDS:
-        scanned = text_layers.scan(text)
+        scanned = one_line_records.scan(text)
         assert ", ".join(map(":".join, scanned)) == text  # the fast path takes it
         assert scanned == split_top(text)
 
@@ -61,11 +62,11 @@ def test_mutated_records_are_cut_as_split_top_cuts_them():
     scanned = 0
     for _ in range(20_000):
         text = mutant(rng, rng.choice(RECORDS))
-        assert text_layers._pairs(text) == split_top(text), text
-        scanned += ", ".join(map(":".join, text_layers.scan(text))) == text
+        assert one_line_records._pairs(text) == split_top(text), text
+        scanned += ", ".join(map(":".join, one_line_records.scan(text))) == text
     assert 5_000 < scanned < 19_000  # both ways are tried: the scan's and the one it falls back to
 
 
 @pytest.mark.parametrize("text", ["", "{ }", "Name:", "Name: a, b", "x, Name: a", "Name : a, B: c", "Name: [a, B: c"])
 def test_edge_records_are_cut_as_split_top_cuts_them(text):
-    assert text_layers._pairs(text) == split_top(text)
+    assert one_line_records._pairs(text) == split_top(text)
