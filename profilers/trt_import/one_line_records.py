@@ -61,6 +61,16 @@ def scan(text: str) -> list[tuple[str, str]]:
     return found
 
 
+def whole_scan(text: str) -> list[tuple[str, str]] | None:
+    """The pairs `scan` finds where they give back the whole record (`_pairs` takes them), else None. They give it
+    back where their lengths add up to it: matches that do not overlap, each after a `, `, the first the one `scan`
+    puts before the record, tile it only so."""
+    pairs = scan(text)
+    if pairs and sum(map(len, itertools.chain.from_iterable(pairs))) + 3 * len(pairs) - 2 == len(text):
+        return pairs
+    return None
+
+
 def _pairs(text: str) -> list[tuple[str, str]]:
     """The `(key, value)` pairs of a one-line record, each value as the text holds it: the parts `_split_top` gives,
     each cut at its first `:`.
@@ -68,12 +78,10 @@ def _pairs(text: str) -> list[tuple[str, str]]:
     Most records are found by one C-level scan (`PAIR`): a key, then text and bracket groups, nested properly, up to
     the next `, Key: ` outside them. Such a split is `_split_top`'s (every bracket closes inside its part, so the
     depth its count reaches is 0 between parts and above 0 at every `, Key: ` within one), and it is taken only
-    where the pairs give back the whole record; any other record (a stray or deeper bracket, a key `_split_top` would
-    cut differently) is split by `_split_top`. The pairs (`scan`) give back the whole record where their lengths add
-    up to it: matches that do not overlap, each after a `, `, the first the one `scan` puts before the record, tile
-    it only so."""
-    pairs = scan(text)
-    if pairs and sum(map(len, itertools.chain.from_iterable(pairs))) + 3 * len(pairs) - 2 == len(text):
+    where the pairs give back the whole record (`whole_scan`); any other record (a stray or deeper bracket, a key
+    `_split_top` would cut differently) is split by `_split_top`."""
+    pairs = whole_scan(text)
+    if pairs is not None:
         return pairs
     return [(key.strip(), value) for key, _, value in (part.partition(":") for part in _split_top(text))]
 
@@ -96,7 +104,7 @@ def _groups(text: str) -> list[str]:
     return groups
 
 
-def _value(raw: str) -> Any:
+def json_value(raw: str) -> Any:
     """A value's text as the JSON value it stands for: tensor records, a JSON object, a list of integers, an integer,
     else the text, stripped. The plain values a block repeats (types, formats, dimensions) are converted once."""
     if "{" in raw:  # only such a value can open a record or an object
@@ -108,6 +116,12 @@ def _value(raw: str) -> Any:
                 return orjson.loads(text)  # Weights: {"Type": "Float", "Count": 800}
             except orjson.JSONDecodeError:
                 return text
+    return plain_value(raw)
+
+
+def plain_value(raw: str) -> Any:
+    """A value's text that holds no `{` (no record or object) as its JSON value: `_plain`'s, a list of integers
+    copied (the cached tuple is shared)."""
     known = _plain(raw)
     return list(known) if type(known) is tuple else known
 
@@ -115,7 +129,7 @@ def _value(raw: str) -> Any:
 @functools.lru_cache(maxsize=1 << 16)  # the values a block repeats, converted once; a record's own words fill the rest
 def _plain(raw: str) -> int | str | tuple[int, ...]:
     """A value's text that holds no record or object, as a list of integers (a tuple, copied into a list by
-    `_value`), an integer, else the text; stripped. Kept by the text as the record holds it, unstripped: a repeated
+    `json_value`), an integer, else the text; stripped. Kept by the text as the record holds it, unstripped: a repeated
     value is converted without a copy."""
     text = raw.strip()
     if text.startswith("[") and text.endswith("]"):
@@ -127,17 +141,21 @@ def _plain(raw: str) -> int | str | tuple[int, ...]:
 def parse_record(text: str, read: frozenset[str] | None = None) -> dict[str, Any]:
     """A one-line record as the JSON record of the same keys (the last of a key repeated); with `read`, only those
     keys, converted (a 100,000-layer block keeps and converts what the layer reader reads, not 30 keys a layer)."""
-    record = dict(_pairs(text))
+    return record_of(_pairs(text), read)
+
+
+def record_of(pairs: list[tuple[str, str]], read: frozenset[str] | None = None) -> dict[str, Any]:
+    """A record's pairs as `parse_record` gives them: the name stripped, every other value converted (`json_value`)."""
+    record = dict(pairs)
     found: dict[str, Any] = {}
     for key in record if read is None else record.keys() & read:
         raw = record[key]
         if key == "Name":
             found[key] = raw.strip()
         elif "{" in raw:
-            found[key] = _value(raw)
-        else:  # most values: `_value`'s last step, without the call
-            known = _plain(raw)
-            found[key] = list(known) if type(known) is tuple else known
+            found[key] = json_value(raw)
+        else:  # most values: `json_value`'s last step, without the call
+            found[key] = plain_value(raw)
     return found
 
 
@@ -149,4 +167,4 @@ def _tensor_record(text: str) -> dict[str, Any]:
     if match is None:
         return parse_record(text, TENSOR_KEYS)
     name, dimensions, datatype = match.groups()
-    return {"Name": name.strip(), "Dimensions": _value(dimensions), "Format/Datatype": _value(datatype)}
+    return {"Name": name.strip(), "Dimensions": json_value(dimensions), "Format/Datatype": json_value(datatype)}

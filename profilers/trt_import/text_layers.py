@@ -24,7 +24,7 @@ from typing import Any
 from profilers.trt_import import documents
 from profilers.trt_import.kinds import HEAD_BYTES, LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import READ_KEYS, LayerInfo, named_layer, parse_layer_info
-from profilers.trt_import.one_line_records import parse_record
+from profilers.trt_import.record_shapes import Shapes
 from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layers_of
 from sessions.documents.errors import InputError
 from sessions.documents.input_files import read_file_head
@@ -149,6 +149,7 @@ def _dump_block(text: str) -> tuple[list[Any], list[str]] | None:
     layers: list[Any] = []
     bindings: list[str] = []
     section = layers
+    shapes = Shapes(READ_KEYS)
     for line in lines:
         if LOG_PREFIX.match(line):
             break
@@ -157,7 +158,7 @@ def _dump_block(text: str) -> tuple[list[Any], list[str]] | None:
             section = bindings
         elif entry:
             is_layer = section is layers and entry.startswith("Name: ")
-            section.append(parse_record(entry, READ_KEYS) if is_layer else entry)
+            section.append(shapes.read(entry) if is_layer else entry)
     return layers, bindings
 
 

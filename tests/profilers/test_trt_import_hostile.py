@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from profilers.trt_import import documents, text_layers
+from profilers.trt_import import documents
 from profilers.trt_import.folder import files_of_folder
+from profilers.trt_import.record_shapes import Shapes
 from sessions.documents import storage
 from tests.conftest import TESTS, run_cli
 
@@ -112,8 +113,8 @@ def test_a_large_log_is_classified_without_parsing_its_layers_and_parsed_once(tm
     many = "\n".join(record.replace("/pool/GlobalAveragePool", f"/pool{i}/GlobalAveragePool") for i in range(2000))
     (tmp_path / "big.log").write_text(text.replace(record, many))
     parsed: list[str] = []
-    real = text_layers.parse_record
-    monkeypatch.setattr(text_layers, "parse_record", lambda line, *rest: parsed.append(line) or real(line, *rest))
+    real = Shapes.read
+    monkeypatch.setattr(Shapes, "read", lambda shapes, line: parsed.append(line) or real(shapes, line))
     found = files_of_folder(tmp_path)
     assert parsed == []  # the block's headings tell it is there
     parsed.clear()
