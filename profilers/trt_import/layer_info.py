@@ -30,7 +30,7 @@ tactic_precision = functools.lru_cache(maxsize=4096)(vocab_tactic_precision)
 SEPARATORS = re.compile("[\x1e\x1f]")
 FLOAT_LIKE = ("fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
 PROFILE_SUFFIX = re.compile(r" \[profile (\d+)\]$")
-ONNX_LAYER = re.compile(r"\[ONNX Layer: (.*?)\]")
+ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]\n]*)\]")  # `(.*?)\]`'s name, without trying `\]` at every character
 
 
 def normalize_name(name: str) -> str:
@@ -73,7 +73,7 @@ def _tensor(tensor: Any) -> Tensor:
     if not fmt:
         fmt = " / ".join(str(tensor[k]) for k in ("Format", "Datatype") if k in tensor)
     dims = tensor.get("Dimensions")
-    shape = dims if type(dims) is list and all(type(d) is int for d in dims) else None  # whole numbers only
+    shape = dims if type(dims) is list and INT.issuperset(map(type, dims)) else None  # whole numbers only
     name = tensor.get("Name", "")
     return Tensor(normalize_name(name if type(name) is str else str(name)), dtype, shape, str(fmt) if fmt else None)
 
@@ -172,14 +172,15 @@ def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | N
     if weights in ("int8", "fp8", "int4", "fp4"):
         return weights
     for tensors in (inputs, outputs):
-        found = next((t.dtype for t in tensors if t.dtype in FLOAT_LIKE), None)
-        if found:
-            return found
+        for tensor in tensors:
+            if tensor.dtype in FLOAT_LIKE:
+                return tensor.dtype
     return next((t.dtype for t in [*inputs, *outputs] if t.dtype), None)
 
 
 NODE_TYPE = re.compile(r"([A-Za-z][A-Za-z0-9]*?)(?:_\d+)*$")  # of the last path component: `Gemm`, `Gemm_48` -> Gemm
 LINEAR_NODES = {"Gemm", "MatMul", "FullyConnected"}
+LINEAR_WORD = re.compile("|".join(LINEAR_NODES))  # a linear node's word anywhere in a name
 CONV_NODES = {"Conv", "ConvTranspose", "Conv2D", "convolution"}
 
 
@@ -206,7 +207,7 @@ def layer_op(kind: str, parameter_type: str | None, name: str, nodes: list[str])
     if op != "conv":
         return op
     parts = nodes or name_parts(name)
-    if not any(word in part for part in parts for word in LINEAR_NODES):  # most convolutions: no linear node
+    if not any(map(LINEAR_WORD.search, parts)):  # most convolutions: no linear node
         return op
     types = node_types(parts)
     return "linear" if types & LINEAR_NODES and not types & CONV_NODES else op
@@ -232,8 +233,7 @@ def _detailed_layer(item: dict) -> Layer:
         attrs["weights"] = dtype_of(str(weights["Type"])) or str(weights["Type"])
     metadata = item.get("Metadata")
     if isinstance(metadata, str):
-        nodes = ONNX_LAYER.findall(SEPARATORS.sub(" ", metadata) if "\x1e" in metadata or "\x1f" in metadata
-                                   else metadata)
+        nodes = ONNX_LAYER.findall(metadata.replace("\x1e", " ").replace("\x1f", " "))
     else:
         nodes = []
     tactic = item.get("TacticName") or item.get("TacticValue")
@@ -274,5 +274,5 @@ def _int(value: Any) -> int | None:
 
 
 def _ints(value: Any) -> list[int] | None:
-    return (value if isinstance(value, list) and set(map(type, value)) <= INT and (not value or min(value) >= 0)
+    return (value if isinstance(value, list) and INT.issuperset(map(type, value)) and (not value or min(value) >= 0)
             else None)

@@ -31,6 +31,9 @@ NUMBER = r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 PROFILE_HEADING = re.compile(r"=== Profile \((\d+) iterations? *\) ===")
 TABLE_LINE = re.compile(r"\[I\] " + PROFILE_HEADING.pattern)  # as a log line (`log_line`), not prose
 OTHER_MESSAGE = re.compile(r"^(?:\[[^\]]*\] )?\[[VWEF]\] ")  # a verbose, warning or error line another thread printed
+# an info line's time stamp and `[I] ` as `LOG_PREFIX` takes them off (its stamp ends at the first `]`), on a line
+# `OTHER_MESSAGE` does not match: a row of the table, where the rest is one, is this and `_row_pattern`'s row
+STAMPED_INFO = r"\[\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d\] \[I\] ?"
 TOTAL_AGREEMENT = 0.01  # the rows' summed time against the Total row, relative (the table rounds to 0.01 ms)
 register_kind(FileKind("the --dumpProfile table of a trtexec log", PROFILE, text=True,
                        recognise=lambda text: log_line(text, TABLE_LINE) is not None))
@@ -55,10 +58,16 @@ def _columns(header: str) -> list[str]:
     return [field for _, _, field in sorted(spans)]
 
 
+def _unprefixed(raw: str) -> str:
+    """A line of the table without its log prefix, stripped at its end."""
+    return LOG_PREFIX.sub("", raw).rstrip()
+
+
 def _row_pattern(columns: list[str]) -> re.Pattern[str]:
     """A row of a table with these columns: the name first (7.x, 8.x) or last (8.6+), a number in every other."""
     cells = r"\s+".join([f"({NUMBER})"] * sum(1 for c in columns if c != "name"))
-    return re.compile(rf"^(.*?)\s+{cells}\s*$" if columns[0] == "name" else rf"^\s*{cells}\s+(.*?)\s*$")
+    # a name last is all up to its last character not a space (`(.*?)\s*$` takes that too, a character at a time)
+    return re.compile(rf"^(.*?)\s+{cells}\s*$" if columns[0] == "name" else rf"^\s*{cells}\s+(.*\S|)\s*$")
 
 
 def _group_order(columns: list[str]) -> list[str]:
@@ -116,26 +125,31 @@ def parse_text_profile(text: str, origin: str) -> TextProfile:
                          "(trtexec prints it with --dumpProfile)")
     count = documents.count(int(match.group(1)), f"{origin}: the profile's iterations", positive=True)
     raw_lines = text[match.end():].split("\n")[1:]  # the lines after the heading's
-    rest = ((raw, LOG_PREFIX.sub("", raw).rstrip()) for raw in raw_lines)
-    header = next((line for _, line in rest if line.strip()), "")
+    rest = iter(raw_lines)
+    header = next((line for line in map(_unprefixed, rest) if line.strip()), "")
     columns = _columns(header)
     if "name" not in columns or "total_ms" not in columns or columns.count("name") != 1:
         raise InputError(f"{origin}: the profile table's header {header.strip()[:80]!r} is not one trtexec writes")
     row_pattern, order = _row_pattern(columns), _group_order(columns)
+    stamped_row = re.compile(STAMPED_INFO + row_pattern.pattern.removeprefix("^"))
     at = {field: index for index, field in enumerate(order)}  # where a row's match holds each field
     at_name, at_total = at["name"], at["total_ms"]
     at_average, at_median, at_share = at.get("average_ms"), at.get("median_ms"), at.get("percentage")
     records: list[ProfileRecord] = []
     total = None
-    for position, (raw, line) in enumerate(rest):
-        if OTHER_MESSAGE.match(raw) or not line.strip() and not records:
-            continue
-        if not line.strip():
-            break  # the table ends: at its Total row, or cut short (below)
-        match = row_pattern.match(line)
+    for position, raw in enumerate(rest):
+        match = stamped_row.fullmatch(raw)  # most rows: the line's stamp and row read by one match
         if match is None:
-            raise InputError(f"{origin}: profile row {position} ({line.strip()[:80]!r}) is not a row of the table, "
-                             "and no Total row came before it: a cell that is not a number, or two tables mixed")
+            line = _unprefixed(raw)
+            if OTHER_MESSAGE.match(raw) or not line.strip() and not records:
+                continue
+            if not line.strip():
+                break  # the table ends: at its Total row, or cut short (below)
+            match = row_pattern.match(line)
+            if match is None:
+                raise InputError(f"{origin}: profile row {position} ({line.strip()[:80]!r}) is not a row of the "
+                                 "table, and no Total row came before it: a cell that is not a number, or two tables "
+                                 "mixed")
         cells = match.groups()
         name = cells[at_name].strip()
         total_ms = _time(float(cells[at_total]), origin, position, "Time")
