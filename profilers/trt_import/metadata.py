@@ -111,7 +111,7 @@ def _options_from_log(text: str, source: str) -> dict[str, Any]:
         value = int(digits)  # 8502 = 8.5.2 (major * 1000 + minor * 100 + patch); 101401 = 10.14.1 (x 10000, x 100)
         parts = divmod(value, 1000) if value < 10000 else divmod(value, 10000)
         options["TensorRT version"] = f"{parts[0]}.{parts[1] // 100}.{parts[1] % 100}"
-    for line in text.split("\n", OPTION_LINES)[:OPTION_LINES]:
+    for line in _first_lines(text, OPTION_LINES):
         match = LOG_OPTION.match(line.strip())
         if match:
             options.setdefault(match.group(1).strip(), match.group(2).strip())
@@ -122,6 +122,16 @@ def _options_from_log(text: str, source: str) -> dict[str, Any]:
     if summary is not None:
         options[SUMMARY] = summary
     return options
+
+
+def _first_lines(text: str, count: int) -> list[str]:
+    """`text.split("\n", count)[:count]`, without copying the text after those lines (100 MB of a large log)."""
+    end = -1
+    for _ in range(count):
+        end = text.find("\n", end + 1)
+        if end < 0:
+            return text.split("\n")
+    return text[:end].split("\n") if count else []
 
 
 def command_options(head: str) -> dict[str, str]:

@@ -120,14 +120,14 @@ def json_value(raw: str) -> Any:
 
 
 def plain_value(raw: str) -> Any:
-    """A value's text that holds no `{` (no record or object) as its JSON value: `_plain`'s, a list of integers
+    """A value's text that holds no `{` (no record or object) as its JSON value: `cached_plain`'s, a list of integers
     copied (the cached tuple is shared)."""
-    known = _plain(raw)
+    known = cached_plain(raw)
     return list(known) if type(known) is tuple else known
 
 
 @functools.lru_cache(maxsize=1 << 16)  # the values a block repeats, converted once; a record's own words fill the rest
-def _plain(raw: str) -> int | str | tuple[int, ...]:
+def cached_plain(raw: str) -> int | str | tuple[int, ...]:
     """A value's text that holds no record or object, as a list of integers (a tuple, copied into a list by
     `json_value`), an integer, else the text; stripped. Kept by the text as the record holds it, unstripped: a repeated
     value is converted without a copy."""

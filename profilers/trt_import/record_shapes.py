@@ -9,8 +9,9 @@ narrower: text without a bracket or a comma (`RUN`), or a list of one tensor rec
 - the cut is the scan's. Each value pattern takes only text `VALUE` takes whole (`RUN`: its runs; `ONE_TENSOR`:
   one bracket group), and `VALUE` stops where the pattern's next `, Key:` (a space or the end after it) opens, as
   `PAIR` does, so the scan finds the same pairs, one after the other from the record's start to its end;
-- the values are `record_of`'s: a `RUN` holds no `{`, so its value is `plain_value`'s; a `ONE_TENSOR` list is
-  the one `_tensor_record` reads, its three fields taken by the same match.
+- the values are `record_of`'s: a `RUN` holds no `{` (its value is `plain_value`'s) and no `[` (so never a list:
+  `cached_plain`'s, not copied); a `ONE_TENSOR` list is the one `_tensor_record` reads, its three fields taken by
+  the same match.
 
 Any other record is read by `parse_record`, and its shape learnt where the scan cuts it (at most `MOST_LEARNT` a
 block: a block of ever new shapes costs the compiles of a few patterns, not one a record).
@@ -18,28 +19,34 @@ block: a block of ever new shapes costs the compiles of a few patterns, not one 
 
 from __future__ import annotations
 
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from profilers.trt_import.one_line_records import VALUE, json_value, parse_record, plain_value, record_of, whole_scan
+from profilers.trt_import.one_line_records import VALUE, cached_plain, json_value, parse_record, record_of, whole_scan
 
 RUN = r"[^\[\]{}(),]*+"  # a value without brackets or commas: one run of `VALUE`'s first kind
 SPECIAL = frozenset("[]{}(),")
 TENSOR_FIELD = r"[^\[\]{}(),]*"  # a tensor record's name or format, as `TENSOR_RECORD` takes it
 ONE_TENSOR = re.compile(r" \[ \{ Name:( " + TENSOR_FIELD + r")(?:, Location: [A-Za-z]+)?, Dimensions:( \[[-0-9,]*\]), "
                         r"Format/Datatype:( " + TENSOR_FIELD + r") \}\]")  # a list of one tensor record
-NAME, PLAIN, ANY, TENSOR = range(4)  # how a shape reads a value: stripped, `plain_value`, `json_value`, one tensor
+NAME, PLAIN, ANY, TENSOR = range(4)  # how a shape reads a value: stripped, `cached_plain`, `json_value`, one tensor
 LAYER_TYPE = ", LayerType: "  # what keys the shapes of a block: the layer type a record states
 MOST_LEARNT = 64  # shapes learnt in one block at most
 
 
 @dataclass(frozen=True)
 class Shape:
-    """A learnt record shape: its pattern, and for each key read where its value's groups start and how it is read."""
+    """A learnt record shape: its pattern, and where its match holds each key read: the keys of runs (`RUN`), read
+    together; the name; and the others, each with how it is read (`ANY` or `TENSOR`, whose three fields follow)."""
 
     pattern: re.Pattern[str]
-    reads: tuple[tuple[str, int, int], ...]
+    run_keys: tuple[str, ...]
+    runs: Callable[[tuple[str, ...]], tuple[str, ...]]  # the runs' values of a match's groups, in `run_keys`' order
+    name_at: int | None
+    others: tuple[tuple[str, int, int], ...]
 
     def read(self, text: str) -> dict[str, Any] | None:
         """`parse_record(text, read)` where the pattern matches the record whole; None where it does not."""
@@ -47,18 +54,15 @@ class Shape:
         if match is None:
             return None
         values = match.groups()
-        found: dict[str, Any] = {}
-        for key, at, how in self.reads:
-            raw = values[at]
-            if how == PLAIN:
-                found[key] = plain_value(raw)
-            elif how == NAME:
-                found[key] = raw.strip()
-            elif how == TENSOR:
-                found[key] = [{"Name": raw.strip(), "Dimensions": json_value(values[at + 1]),
+        found: dict[str, Any] = dict(zip(self.run_keys, map(cached_plain, self.runs(values)), strict=True))
+        if self.name_at is not None:
+            found["Name"] = values[self.name_at].strip()
+        for key, at, how in self.others:
+            if how == TENSOR:
+                found[key] = [{"Name": values[at].strip(), "Dimensions": json_value(values[at + 1]),
                                "Format/Datatype": json_value(values[at + 2])}]
             else:
-                found[key] = json_value(raw)
+                found[key] = json_value(values[at])
         return found
 
 
@@ -68,7 +72,8 @@ def learn(pairs: list[tuple[str, str]], read: frozenset[str]) -> Shape | None:
     keys = [key for key, _ in pairs]
     if len(set(keys)) < len(keys):
         return None
-    parts, reads, groups = [], [], 0
+    parts, runs, others, groups = [], [], [], 0
+    name_at = None
     for key, value in pairs:
         if key == "Name":
             value_pattern, how = f"({VALUE})", NAME
@@ -78,13 +83,20 @@ def learn(pairs: list[tuple[str, str]], read: frozenset[str]) -> Shape | None:
             value_pattern, how = ONE_TENSOR.pattern, TENSOR
         else:
             value_pattern, how = f"({VALUE})", ANY
-        if key in read:
-            reads.append((key, groups, how))
-        else:
+        if key not in read:
             value_pattern = "(?:" + value_pattern[1:]  # not kept
+        elif how == NAME:
+            name_at = groups
+        elif how == PLAIN:
+            runs.append((key, groups))
+        else:
+            others.append((key, groups, how))
         groups += (3 if how == TENSOR else 1) if key in read else 0
         parts.append(re.escape(key) + ":(?= |$)" + value_pattern)
-    return Shape(re.compile(", ".join(parts)), tuple(reads))
+    at = [index for _, index in runs]
+    return Shape(re.compile(", ".join(parts)), tuple(key for key, _ in runs),
+                 operator.itemgetter(*at) if len(at) > 1 else lambda values: tuple(values[i] for i in at), name_at,
+                 tuple(others))
 
 
 class Shapes:

@@ -151,7 +151,7 @@ def _dump_block(text: str) -> tuple[list[Any], list[str]] | None:
     section = layers
     shapes = Shapes(READ_KEYS)
     for line in lines:
-        if LOG_PREFIX.match(line):
+        if line.startswith("[") and LOG_PREFIX.match(line):  # LOG_PREFIX opens with a bracket: a record is not tried
             break
         entry = line.strip()
         if entry == "Bindings:":

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from profilers.trt_import import one_line_records, text_layers
+from profilers.trt_import import metadata, one_line_records, text_layers
 from profilers.trt_import.layer_info import TENSOR_KEYS
 from profilers.trt_import.text_profile import parse_text_profile
 from sessions.documents.errors import InputError
@@ -92,3 +92,9 @@ def test_a_refused_cell_is_named_by_its_row_and_column(cells, message):
     with pytest.raises(InputError) as refused:
         parse_text_profile(TRT10.read_text().replace(CONV_ROW, row), "t.log")
     assert refused.value.message == message
+
+
+@pytest.mark.parametrize("text", ["", "a", "a\n", "a\nb", "\n\n\n", "x\n" * 5, "x\n" * 3 + "y"])
+def test_a_logs_first_lines_are_those_split_gives(text):
+    for count in range(7):
+        assert metadata._first_lines(text, count) == text.split("\n", count)[:count]
