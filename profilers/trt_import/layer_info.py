@@ -239,8 +239,8 @@ def _detailed_layer(item: dict) -> Layer:
     tactic = item.get("TacticName") or item.get("TacticValue")
     kind = str(item.get("LayerType") or item.get("ParameterType") or "unknown")
     parameter_type = item.get("ParameterType")
-    tensors_in = [_tensor(t) for t in inputs] if isinstance(inputs, list) else []
-    tensors_out = [_tensor(t) for t in outputs] if isinstance(outputs, list) else []
+    tensors_in = list(map(_tensor, inputs)) if isinstance(inputs, list) else []
+    tensors_out = list(map(_tensor, outputs)) if isinstance(outputs, list) else []
     name = normalize_name(item["Name"])
     if _is_dla(kind):
         attrs["device"] = "dla"

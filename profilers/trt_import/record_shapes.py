@@ -3,15 +3,17 @@
 A block repeats a few record shapes, about one a layer type: the same keys in the same order, each value of the same
 kind. A shape learnt from a record that `one_line_records.whole_scan` cuts is one compiled pattern: the record's
 keys as literals, each followed by `PAIR`'s value (`VALUE`), or by a narrower one where the learnt value was
-narrower: text without a bracket or a comma (`RUN`), or a list of one tensor record as TensorRT 8.6-10.x prints it
-(`ONE_TENSOR`). A record the pattern matches whole is the record `parse_record` reads, at a fraction of its cost:
+narrower: text without a bracket or a comma (`RUN`), groups of one depth and runs (`GROUPS`), or a list of one
+tensor record as TensorRT 8.6-10.x prints it (`ONE_TENSOR`). A record the pattern matches whole is the record
+`parse_record` reads, at a fraction of its cost:
 
-- the cut is the scan's. Each value pattern takes only text `VALUE` takes whole (`RUN`: its runs; `ONE_TENSOR`:
-  one bracket group), and `VALUE` stops where the pattern's next `, Key:` (a space or the end after it) opens, as
-  `PAIR` does, so the scan finds the same pairs, one after the other from the record's start to its end;
+- the cut is the scan's. Each value pattern takes only text `VALUE` takes whole, as `VALUE` takes it (`RUN`: a
+  run; `GROUPS`: a run of a space, then groups and runs; `ONE_TENSOR`: a space and one bracket group), and `VALUE`
+  stops where the pattern's next `, Key:` (a space or the end after it) opens, as `PAIR` does, so the scan finds
+  the same pairs, one after the other from the record's start to its end;
 - the values are `record_of`'s: a `RUN` holds no `{` (its value is `plain_value`'s) and no `[` (so never a list:
   `cached_plain`'s, not copied); a `ONE_TENSOR` list is the one `_tensor_record` reads, its three fields taken by
-  the same match.
+  the same match (its dimensions hold no `{`, its format neither nor a `[`).
 
 Any other record is read by `parse_record`, and its shape learnt where the scan cuts it (at most `MOST_LEARNT` a
 block: a block of ever new shapes costs the compiles of a few patterns, not one a record).
@@ -25,9 +27,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from profilers.trt_import.one_line_records import VALUE, cached_plain, json_value, parse_record, record_of, whole_scan
+from profilers.trt_import.one_line_records import (
+    VALUE,
+    cached_plain,
+    json_value,
+    parse_record,
+    plain_value,
+    record_of,
+    whole_scan,
+)
 
 RUN = r"[^\[\]{}(),]*+"  # a value without brackets or commas: one run of `VALUE`'s first kind
+# a space, then groups of one depth, each followed by a run (`[5,5]`, `{"Type": "Float"}`, `[ONNX Layer: a]\x1e[...]`):
+# `VALUE`'s groups and runs, taken as it takes them
+GROUPS = r" (?:[\[{(][^\[\]{}()]*+[\]})]" + RUN + ")++"
 SPECIAL = frozenset("[]{}(),")
 TENSOR_FIELD = r"[^\[\]{}(),]*"  # a tensor record's name or format, as `TENSOR_RECORD` takes it
 ONE_TENSOR = re.compile(r" \[ \{ Name:( " + TENSOR_FIELD + r")(?:, Location: [A-Za-z]+)?, Dimensions:( \[[-0-9,]*\]), "
@@ -59,8 +72,8 @@ class Shape:
             found["Name"] = values[self.name_at].strip()
         for key, at, how in self.others:
             if how == TENSOR:
-                found[key] = [{"Name": values[at].strip(), "Dimensions": json_value(values[at + 1]),
-                               "Format/Datatype": json_value(values[at + 2])}]
+                found[key] = [{"Name": values[at].strip(), "Dimensions": plain_value(values[at + 1]),
+                               "Format/Datatype": cached_plain(values[at + 2])}]
             else:
                 found[key] = json_value(values[at])
         return found
@@ -82,7 +95,7 @@ def learn(pairs: list[tuple[str, str]], read: frozenset[str]) -> Shape | None:
         elif key in read and ONE_TENSOR.fullmatch(value):
             value_pattern, how = ONE_TENSOR.pattern, TENSOR
         else:
-            value_pattern, how = f"({VALUE})", ANY
+            value_pattern, how = f"({GROUPS if re.fullmatch(GROUPS, value) else VALUE})", ANY
         if key not in read:
             value_pattern = "(?:" + value_pattern[1:]  # not kept
         elif how == NAME:
