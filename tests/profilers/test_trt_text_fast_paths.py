@@ -5,6 +5,7 @@ however often it is read, and a refused profile cell is named by its row and col
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -98,3 +99,14 @@ def test_a_refused_cell_is_named_by_its_row_and_column(cells, message):
 def test_a_logs_first_lines_are_those_split_gives(text):
     for count in range(7):
         assert metadata._first_lines(text, count) == text.split("\n", count)[:count]
+
+
+@pytest.mark.parametrize("mark", text_layers.ONCE_A_RUN)
+def test_each_mark_of_one_run_is_counted_whatever_part_it_shares(mark):
+    """Every mark once passes (a part two marks share is then found twice); any mark twice is refused by its count,
+    beside the other marks or alone."""
+    once = "\n".join(f"[I] {each} x" for each in text_layers.ONCE_A_RUN) + "\n"
+    text_layers.one_run(once, "once.log")
+    for text in (once + f"[I] {mark} again\n", f"[I] {mark} x\n[I] {mark} again\n"):
+        with pytest.raises(InputError, match=re.escape(f"2 `{mark.strip('] ')}` lines")):
+            text_layers.one_run(text, "twice.log")
