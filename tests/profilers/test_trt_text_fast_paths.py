@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from profilers.trt_import import metadata, one_line_records, text_layers
+from profilers.trt_import import metadata, one_line_records, text_layers, text_profile
 from profilers.trt_import.layer_info import TENSOR_KEYS
-from profilers.trt_import.text_profile import parse_text_profile
+from profilers.trt_import.text_profile import NUMBER, _row_pattern, parse_text_profile
 from sessions.documents.errors import InputError
 from tests.conftest import TESTS
 from tests.profilers.test_trt_text_records import RECORDS, mutant
@@ -110,3 +110,48 @@ def test_each_mark_of_one_run_is_counted_whatever_part_it_shares(mark):
     for text in (once + f"[I] {mark} again\n", f"[I] {mark} x\n[I] {mark} again\n"):
         with pytest.raises(InputError, match=re.escape(f"2 `{mark.strip('] ')}` lines")):
             text_layers.one_run(text, "twice.log")
+
+
+TABLE_PIECES = [" ", "  ", "\t", "x", "0", "1.5", "-", "e3", "[", "]", "[W] ", "[I] ", ":", "Total", "\x1e", "nan"]
+STAMP = "[01/02/2026-10:00:05] "
+
+
+def read_profile(text: str) -> object:
+    """The profile a log's table gives, or the line it is refused with."""
+    try:
+        return parse_text_profile(text, "t.log")
+    except InputError as refused:
+        return refused.message
+
+
+def test_a_stamped_row_read_by_one_match_is_the_row_read_line_by_line(monkeypatch):
+    """A row read by one match (`STAMPED_INFO` and the row) is the row read line by line (its prefix taken off, then
+    the row's match): 3,000 tables with one row changed after its `[I]` (half of them within its first characters)
+    or made another level's line, read both ways."""
+    text = TRT10.read_text()
+    rows = [line for line in text.split("\n") if line.startswith(STAMP + "[I]     ")]
+    rng = random.Random(41)
+    tables = []
+    for _ in range(3_000):
+        rest = rng.choice(rows).removeprefix(STAMP + "[I]")
+        if rng.random() < 0.5:  # where the prefix's match ends, the row's spaces kept
+            at = rng.randrange(4)
+            changed = rest[:at] + rng.choice(TABLE_PIECES) + rest[at + rng.randrange(2):]
+        else:
+            changed = mutant(rng, rest, TABLE_PIECES, 2)
+        level = rng.choice(["[I]"] * 8 + ["[W]", "[V]"])  # a warning another thread printed: passed over
+        tables.append(text.replace(STAMP + "[I]" + rest, STAMP + level + changed))
+    found = [read_profile(table) for table in tables]
+    monkeypatch.setattr(text_profile, "STAMPED_INFO", "(?!)")  # no line read by one match
+    assert found == [read_profile(table) for table in tables]
+    assert 300 < sum(not isinstance(each, str) for each in found) < 2_700  # tables read and tables refused
+
+
+@pytest.mark.parametrize("name", ["/fc/Gemm", "a b  ", " x\x1f ", "", "   ", "Total\t", "[profile 1]  "])
+def test_a_name_last_is_the_lazy_names(name):
+    """`_row_pattern`'s name last (all up to its last character not a space) is what `(.*?)\\s*$` takes."""
+    columns = ["total_ms", "average_ms", "median_ms", "percentage", "name"]
+    lazy = re.compile(r"^\s*" + r"\s+".join([f"({NUMBER})"] * 4) + r"\s+(.*?)\s*$")
+    for line in (f"  1.00   0.0100  0.0100  1.0   {name}", f"1.00 0.0100 0.0100 1.0 {name}\r"):
+        found = _row_pattern(columns).match(line)
+        assert found is not None and found.groups() == lazy.match(line).groups()
