@@ -1,4 +1,4 @@
-"""`import DIR` of a folder holding one trtexec log of 100,000 layers (issue 41, L2): wall and CPU seconds and peak
+"""`import DIR` of a folder holding one trtexec log of 100,000 layers: wall and CPU seconds and peak
 memory of the command, in a child process of the checkout given.
 
     python benchmarks/trt_import_large_log.py [--checkout PATH] [--layers N] [--repeat N] [--stages]

@@ -379,7 +379,7 @@ def _steady(step: Callable[[], object]) -> Pace:
 
     The first call sets up (allocations, oneDNN's primitives for each shape): resnet18's took 0.42 s against 0.14 s
     per forward over its study on the loaded 2-core CPU, and counting it for every forward put the estimate 1.5-2.5x
-    over the time taken (issue 37). A call of a few milliseconds can run between two of the other work's turns on
+    over the time taken. A call of a few milliseconds can run between two of the other work's turns on
     the cores; a second of them cannot, so their mean holds the load's share.
     """
     step()

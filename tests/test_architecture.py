@@ -338,7 +338,7 @@ def test_renderers_never_test_a_backend_name():
     assert found == []
 
 
-# One writer (issue 41): every file a command writes goes through `sessions.documents.storage` (file_writer,
+# One writer: every file a command writes goes through `sessions.documents.storage` (file_writer,
 # session_writer, log_file, scratch_path). The caches under builders/ are another owner's and write through
 # `write_atomically`; they are the modules named here.
 ONE_WRITER = "sessions/documents/storage.py"
@@ -469,7 +469,7 @@ def test_fp8_facts_are_written_only_in_the_fp8_module():
     assert found == []
 
 
-# One reader (issue 41): every file the tool reads back passes `sessions.documents.input_files` (a regular file under a
+# One reader: every file the tool reads back passes `sessions.documents.input_files` (a regular file under a
 # size cap, never a FIFO or a device; `read_regular_file`, `read_file_head`, `read_toml_file`) or, for a cache,
 # `builders.cache_files` (the same, parsed inside `miss_on_failure`). No other module opens or loads a file by itself,
 # but those named here, each for the reason given.

@@ -1,4 +1,4 @@
-"""Element-level fuzzing of the three caches trt-inspect reads back (issue 41): the cuDNN engine's timing cache with
+"""Element-level fuzzing of the three caches trt-inspect reads back: the cuDNN engine's timing cache with
 its plan files, the FP8 calibration cache, the seeded weights. Each mutant (one element of the kept file replaced
 by a value of another type, an edge number, NaN or Infinity, or removed; a byte flipped; the file cut) must be a
 miss or a load whose every value means what it should, checked here by code of its own; never a wrong value used.

@@ -1,4 +1,4 @@
-"""The one-line records of a `--dumpLayerInfo` block read by the shapes learnt from earlier records (issue 41, L2).
+"""The one-line records of a `--dumpLayerInfo` block read by the shapes learnt from earlier records.
 
 A block repeats a few record shapes, about one a layer type: the same keys in the same order, each value of the same
 kind. A shape learnt from a record that `one_line_records.whole_scan` cuts is one compiled pattern: the record's

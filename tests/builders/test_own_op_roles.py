@@ -1,5 +1,5 @@
-"""Every millisecond has a named role: the op a module runs itself comes from the work its own forward does (issue 37,
-item 6), normalization is a role, the engine's lowered layers have ops, and no module of the zoo's families whose own
+"""Every millisecond has a named role: the op a module runs itself comes from the work its own forward does,
+normalization is a role, the engine's lowered layers have ops, and no module of the zoo's families whose own
 forward computes anything is left in "other".
 
 Expected ops come from how each test module is written (what its forward calls and on what sizes), never from

@@ -1,4 +1,4 @@
-"""Calibration that overflows fp16 runs in fp32 instead, and says so (issue 37, item 4), reproduced on the CPU.
+"""Calibration that overflows fp16 runs in fp32 instead, and says so, reproduced on the CPU.
 
 A small convolutional model with large weights overflows fp16 in its activations (past 65504): ModelOpt's max
 calibrator asserts "detected inf values in amax", as it did on the H200 for a deep branchy CNN with random weights.

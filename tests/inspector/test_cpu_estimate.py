@@ -1,4 +1,4 @@
-"""The CPU estimate counts what runs (issue 37, item 7): the model's forward as the study's later calls run it, not the
+"""The CPU estimate counts what runs: the model's forward as the study's later calls run it, not the
 first call's set-up; the time left counts from the first variant, not from the set-up before it; and a headless run
 says what is left as each variant and each timing round finishes. Expected figures come from the steps written here."""
 

@@ -1,4 +1,4 @@
-"""Where a command writes and what it prints (issue 41): the probe's `--out` through the one writer, checked before
+"""Where a command writes and what it prints: the probe's `--out` through the one writer, checked before
 any work; default names never shared; empty names refused; an export never over its own session; `--out` checked
 before the set-up; an unreadable sessions folder said; every printed line escaped; CSV on stdout as in a file;
 a latency no clock can measure refused on load."""

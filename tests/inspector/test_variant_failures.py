@@ -1,4 +1,4 @@
-"""No study lost to a variant (issue 37, item 4): a variant that fails for any reason, in its build, its quality run,
+"""No study lost to a variant: a variant that fails for any reason, in its build, its quality run,
 its timing step or a timed inference, is kept as failed with one line of reason; the others are measured in full and
 the run exits 0; only where every variant failed does it end with the documented code, and never in a traceback."""
 

@@ -1,4 +1,4 @@
-"""Quality that means something (issue 37, item 5): the error over the reference's scale beside the absolute error,
+"""Quality that means something: the error over the reference's scale beside the absolute error,
 and a warning where the reference's logits are degenerate. Expected figures from plain Python loops over the values."""
 
 from __future__ import annotations

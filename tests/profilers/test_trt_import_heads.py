@@ -1,4 +1,4 @@
-"""A folder's JSON files classified by their first HEAD_BYTES (issue 41, L3), checked against every real JSON file of
+"""A folder's JSON files classified by their first HEAD_BYTES, checked against every real JSON file of
 ../shared/fixtures (trt and trtexec, read where they lie): the head names the kind the whole document is, a
 benchmark script's result never ties with the IProfiler samples or the layer file beside it."""
 

@@ -1,4 +1,4 @@
-"""Hostile `import` inputs of issue 41: a `--dumpProfile` table read past a bad row (H2), cells out of range (M6,
+"""Hostile `import` inputs: a `--dumpProfile` table read past a bad row (H2), cells out of range (M6,
 L10), unreadable files and targets (M9), a huge log parsed twice (L2), a huge JSON file read whole to classify (L3).
 
 The tables are the hand-written 10.x log of tests/data/trt_text with one cell or line changed; the expected rows are

@@ -1,5 +1,5 @@
 """trtexec's performance summary as an imported variant's latency, the layer-time sum kept apart, and the model and
-batch trtexec's own command line gives (issue 38, items 2 and 4).
+batch trtexec's own command line gives.
 
 The logs are hand-written in the layouts of the real logs under ../shared/fixtures/trt (8.0.3's `result-FP32.txt`,
 10.16's `result-03.log`, the 7.x headings of tests/data/trt_text/trt7-dumpprofile.log); every expected figure is read

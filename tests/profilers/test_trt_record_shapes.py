@@ -1,4 +1,4 @@
-"""A one-line record read by the shape learnt from another record of its block (`record_shapes`, issue 41, L2) is the
+"""A one-line record read by the shape learnt from another record of its block (`record_shapes`) is the
 record `parse_record` reads: on every record of the committed and the real logs, on 40,000 records mutated around
 what the shapes' patterns read (brackets, commas, keys, spaces, a tensor record's fields), and through a block whose
 shapes change."""

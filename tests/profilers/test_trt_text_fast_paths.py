@@ -1,4 +1,4 @@
-"""The shortcuts a 100,000-layer log is read by (issue 41, L2) give what the general reading gives: a tensor record
+"""The shortcuts a 100,000-layer log is read by give what the general reading gives: a tensor record
 read by one match (`one_line_records.TENSOR_RECORD`) is `parse_record`'s, a log is checked for several runs once
 however often it is read (each mark counted where a part it shares is found twice), a refused profile cell is named
 by its row and column as before, a stamped profile row read by one match is the row read line by line, a log's

@@ -1,4 +1,4 @@
-"""The one-line records of a `--dumpLayerInfo` block cut into `Key: value` pairs (issue 41, L2): the C-level scan
+"""The one-line records of a `--dumpLayerInfo` block cut into `Key: value` pairs: the C-level scan
 (`one_line_records.scan`) gives what `_split_top` (the depth counted piece by piece) gives, on every record of the
 real logs of ../shared/fixtures and on 20,000 records mutated around brackets, commas and keys."""
 

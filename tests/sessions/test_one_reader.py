@@ -1,4 +1,4 @@
-"""One reader for the files the tool reads back (issue 41): `sessions.documents.input_files` opens a file without
+"""One reader for the files the tool reads back: `sessions.documents.input_files` opens a file without
 blocking and checks it on the descriptor; the start of a file for telling what it is, and raw traces, read through
 it."""
 

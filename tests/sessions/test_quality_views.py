@@ -1,4 +1,4 @@
-"""Quality figures shown with what they mean (issue 37, item 5): the relative error beside the absolute one, the
+"""Quality figures shown with what they mean: the relative error beside the absolute one, the
 degenerate-reference warnings once, and "random weights" naming --checkpoint wherever quality is shown (the variant
 table's notes, which `show`, `export` and the TUI overview print; `show --json`). Expected figures from the raw JSON."""
 

@@ -1,4 +1,4 @@
-"""Reruns agree on a loaded CPU (issue 37, item 3): `diff` of unchanged code exits 0 whatever the load did between
+"""Reruns agree on a loaded CPU: `diff` of unchanged code exits 0 whatever the load did between
 and during the runs, says where the load explains a latency change, and still flags a layer slowed tenfold.
 
 The sessions come from `rerun` below, a model of a study on a shared 2-core CPU written here (it shares nothing with

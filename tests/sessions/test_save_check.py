@@ -1,4 +1,4 @@
-"""The save's read-back check without a second build (issue 41, L2): `codec.builds_all` says True only where
+"""The save's read-back check without a second build: `codec.builds_all` says True only where
 `codec.build` builds, and `storage.check_loads` raises exactly what `storage.decode` raises, message for message,
 on real sessions and on 3,000 sessions with one element replaced by a wrong-typed, out-of-range or missing value."""
 

@@ -1,4 +1,4 @@
-"""Stage rows hold their quantizers (issue 37, item 6): a layer the model's structure gave no stage, inside a module
+"""Stage rows hold their quantizers: a layer the model's structure gave no stage, inside a module
 that has one (ModelOpt's `input_quantizer` inside a convolution), is in that module's stage, never in a row named
 after its path (`layer1`) beside the structure's `stage 1`."""
 
