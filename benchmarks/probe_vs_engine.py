@@ -43,7 +43,7 @@ OLD_TRACED = "traced_kernel_ms"  # what a probe whose layer times were isolated 
 @dataclass(frozen=True)
 class Row:
     """One layer the engine and the probe both time: times in ms per call; `plain`: the engine's graph of it has no
-    epilogue and writes fp16 (the probe's own graph of the layer alone)."""
+    epilogue and writes fp16 (so the probe's graph of it is the engine's, in any probe)."""
 
     layer: str
     precision: str  # fp16 | fp8 | quantize

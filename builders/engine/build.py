@@ -577,9 +577,8 @@ def _conv_runner(backend: BuildContext, step: Step, conv: torch.nn.Conv2d, graph
 
 def _conv_call(layer: Callable[..., Any], step: Step) -> Runner:
     """A conv step's runner: `layer` on its input, and its residual where its epilogue adds one."""
-    source = step.inputs[0]
-    if len(step.inputs) > 1:
-        residual = step.inputs[1]
+    source, residual = step.inputs[0], step.residual
+    if residual is not None:
         return lambda env: layer(env[source], env[residual])
     return lambda env: layer(env[source])
 

@@ -81,6 +81,11 @@ class Step:
     asked: str = "fp16"  # the precision the recipe asked for
     source: str = ""
 
+    @property
+    def residual(self) -> str | None:
+        """The value a conv step's epilogue adds (its second input), or None where it adds none."""
+        return self.inputs[1] if self.kind == "conv" and len(self.inputs) > 1 else None
+
 
 def step_nodes(step: Step) -> set[str]:
     """The graph nodes whose values a step computes: a layer's own node and those fused into it; none for a quantize

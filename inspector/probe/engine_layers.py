@@ -36,7 +36,7 @@ from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import library_conv
 from builders.engine.graph import TracedModel
 from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Linear, engine_timing_cache
-from builders.engine.lowering import lower
+from builders.engine.lowering import Step, lower
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.tactics import GRAPH_LIBRARIES
 from builders.fp8.format import calibrated_scale
@@ -94,28 +94,29 @@ class Epilogue:
 
 def engine_epilogues(traced: TracedModel, refused: dict[str, str]) -> dict[str, Epilogue]:
     """Each convolution's epilogue as the engine's lowering fuses it, by module path (a module called twice: its
-    first call's); none where nothing is fused. What follows a convolution does not depend on its precision, so one
-    lowering (`refused`: `static_refusals`, whose `@fp16` entries leave a convolution to PyTorch, unfused) serves
-    fp16 and FP8."""
+    first call's, in graph order, as the probe takes its first call's input); none where nothing is fused. What
+    follows a convolution does not depend on its precision, so one lowering (`refused`: `static_refusals`, whose
+    `@fp16` entries leave a convolution to PyTorch, unfused) serves fp16 and FP8."""
     program = lower(traced.nodes, set(), {}, refused)
+    order = {node.name: index for index, node in enumerate(traced.nodes)}
     paths = {node.name: node.path for node in traced.nodes}
-    epilogues: dict[str, Epilogue] = {}
-    for step in program.steps:
-        if step.kind == "conv" and step.epilogue:
-            residual = step.inputs[1] if len(step.inputs) > 1 else None
-            epilogues.setdefault(paths[step.source], Epilogue(step.epilogue, residual))
-    return epilogues
+    first: dict[str, Step] = {}
+    for step in sorted((s for s in program.steps if s.kind == "conv"), key=lambda s: order[s.source]):
+        first.setdefault(paths[step.source], step)
+    return {path: Epilogue(step.epilogue, step.residual) for path, step in first.items() if step.epilogue}
 
 
 def node_values(traced: TracedModel, example: torch.Tensor, names: set[str]) -> dict[str, torch.Tensor]:
-    """The values of the graph nodes `names` when `traced` runs once on `example` (without gradients), kept."""
+    """The values of the graph nodes `names` when `traced` runs once on `example` (without gradients), kept (a 4-D
+    one channels-last, as the engine holds activations)."""
     kept: dict[str, torch.Tensor] = {}
 
     class Recorder(torch.fx.Interpreter):
         def run_node(self, node: torch.fx.Node) -> Any:
             value = super().run_node(node)
             if node.name in names:
-                kept[node.name] = value.detach().clone()
+                kept[node.name] = (value.detach().clone(memory_format=torch.channels_last) if value.dim() == 4
+                                   else value.detach().clone())
             return value
 
     with torch.no_grad():
@@ -175,9 +176,9 @@ def bind(context: BuildContext, kernel: Kernel, module: torch.nn.Module, x_scale
     refused in FP8."""
     if kernel.refusal is not None and kernel.kind != TORCH:
         return None
-    if kernel.kind == TORCH:
+    if kernel.kind == TORCH:  # the module alone: the engine runs what it would have fused as PyTorch ops after it
         words = f"PyTorch {type(module).__name__} (fp16)"
-        return Bound(module, f"{words}: {kernel.refusal}" if kernel.refusal else words)
+        return Bound(lambda x, *_epilogue_args: module(x), f"{words}: {kernel.refusal}" if kernel.refusal else words)
     weight, bias = module.weight, module.bias
     if kernel.kind == GEMM:
         assert x_scale is not None and w_scale is not None

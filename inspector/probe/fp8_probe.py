@@ -97,8 +97,8 @@ class CapturedLayer:
     x16: Any  # torch.Tensor: the layer's input at the probe batch, a convolution's channels-last as the engine's
     residual: Any = None  # torch.Tensor: what the engine's epilogue adds to its output (channels-last), if it adds
 
-    def extra(self) -> tuple[Any, ...]:
-        """What the layer's kernel takes after its input: its residual where its epilogue adds one."""
+    def epilogue_args(self) -> tuple[Any, ...]:
+        """What the layer's kernel takes after its input: (its residual,) where its epilogue adds one, else ()."""
         return () if self.residual is None else (self.residual,)
 
 
@@ -168,21 +168,24 @@ def with_engine_epilogues(model, static_input, captured: list[CapturedLayer],
                           refused: dict[str, str]) -> list[CapturedLayer]:
     """`captured` with each convolution's epilogue as the engine's lowering of `model` fuses it (`engine_epilogues`:
     in its spec, so layers fused differently are timed apart) and, where that epilogue adds a residual, the value
-    added on `static_input` (channels-last, as the engine holds activations)."""
-    import torch
-
+    added on `static_input` (channels-last, as the engine holds activations). A layer whose added value has another
+    shape than its output (a broadcast bias: a cuDNN graph's residual has the output's shape) keeps no epilogue.
+    InputError (one line) where the model does not trace: the engine could not lower it either."""
     from builders.engine.graph import trace
     from inspector.probe.engine_layers import engine_epilogues, node_values
 
-    traced = trace(model, static_input)
-    epilogues = engine_epilogues(traced, refused)
+    try:
+        traced = trace(model, static_input)
+    except RuntimeError as exc:
+        raise InputError(f"probe: {exc}") from None
+    names = {layer.name for layer in captured}
+    epilogues = {path: e for path, e in engine_epilogues(traced, refused).items() if path in names}
     values = node_values(traced, static_input, {e.residual for e in epilogues.values() if e.residual is not None})
     layers = []
     for layer in captured:
         epilogue = epilogues.get(layer.name)
-        if epilogue is not None:
-            residual = (None if epilogue.residual is None
-                        else values[epilogue.residual].contiguous(memory_format=torch.channels_last))
+        residual = None if epilogue is None or epilogue.residual is None else values[epilogue.residual]
+        if epilogue is not None and (residual is None or tuple(residual.shape) == layer.spec.output_shape()):
             layer = dataclasses.replace(layer, spec=dataclasses.replace(layer.spec, epilogue=epilogue.words),
                                         residual=residual)
         layers.append(layer)
@@ -314,13 +317,14 @@ class LayerRun:
 
 class WrittenInputs:
     """Buffers the traced layers read their inputs from, one per argument position, shape, layout and dtype (layers
-    run one at a time, so they share them; a layer's input and residual never do), each written from a layer's stored
-    input just before the layer runs (`TracedStep.write`)."""
+    run one at a time, so they share them; a layer's input (position 0) and residual (1) never do, nor an FP8 layer's
+    residual and the input its quantize read), each written from a layer's stored input just before the layer runs
+    (`TracedStep.write`)."""
 
     def __init__(self) -> None:
-        self._buffers: dict[tuple, Any] = {}
+        self._buffers: dict[tuple[int, tuple[int, ...], tuple[int, ...], Any, Any], Any] = {}
 
-    def buffer(self, stored, position: int = 0) -> Any:
+    def buffer(self, stored: Any, position: int = 0) -> Any:
         """The buffer `stored`, a layer's argument at `position`, is written into: same shape, strides and dtype."""
         key = (position, tuple(stored.shape), tuple(stored.stride()), stored.dtype, stored.device)
         if key not in self._buffers:
@@ -329,9 +333,11 @@ class WrittenInputs:
             self._buffers[key] = torch.empty_like(stored)
         return self._buffers[key]
 
-    def step(self, name: str, run: Callable[..., object], stored: tuple[Any, ...]) -> TracedStep:
-        """`run` on buffers holding `stored`, written just before its range."""
-        buffers = tuple(self.buffer(tensor, position) for position, tensor in enumerate(stored))
+    def step(self, name: str, run: Callable[..., object], stored: tuple[Any, ...],
+             first_position: int = 0) -> TracedStep:
+        """`run` on buffers holding `stored` (the arguments from `first_position` on), written just before its
+        range."""
+        buffers = tuple(self.buffer(tensor, position) for position, tensor in enumerate(stored, first_position))
 
         def write() -> None:
             for buffer, tensor in zip(buffers, stored, strict=True):
@@ -341,23 +347,23 @@ class WrittenInputs:
 
 
 def _fp16_run(layer: CapturedLayer, fp16: Bound, inputs: WrittenInputs) -> list[TracedStep]:
-    return [inputs.step(layer.name, fp16.run, (layer.x16, *layer.extra()))]
+    return [inputs.step(layer.name, fp16.run, (layer.x16, *layer.epilogue_args()))]
 
 
-def _fp8_run(layer: CapturedLayer, inverse, fp8: Bound, quantizer, channels_last: bool,
+def _fp8_run(layer: CapturedLayer, inverse: Any, fp8: Bound, quantizer: Any, channels_last: bool,
              inputs: WrittenInputs) -> list[TracedStep]:
     """The quantize of `layer`'s input (its stored fp16 input written just before), then the FP8 layer on what the
     quantize wrote (and its residual, written just before it)."""
     held: dict[str, object] = {}
 
-    def quantize_input(x16) -> None:
+    def quantize_input(x16: Any) -> None:
         held["x8"] = quantizer.run(x16, inverse, channels_last)
 
-    def layer_run(*extra) -> object:
-        return fp8.run(held["x8"], *extra)
+    def layer_run(*epilogue_args: Any) -> object:
+        return fp8.run(held["x8"], *epilogue_args)
 
     return [inputs.step(quantizer_name(layer.name), quantize_input, (layer.x16,)),
-            inputs.step(layer.name, layer_run, layer.extra())]
+            inputs.step(layer.name, layer_run, layer.epilogue_args(), first_position=1)]
 
 
 def probe_layers(captured: list[CapturedLayer], plan, context, refused: dict[str, str], per_channel: bool,
@@ -437,16 +443,17 @@ def _probe_shape(spec: LayerSpec, members: list[CapturedLayer], plan, kernels: t
             probed[m.name] = (layer, LayerRun(fp16_run, fp16_run))
             continue
         if not layer.zero_input:  # an all-zero input leaves only the bias: nothing FP8 to judge
-            layer.rel_error = relative_error(bound8.run(quantizer.run(m.x16, inverse, channels_last), *m.extra()),
+            x8 = quantizer.run(m.x16, inverse, channels_last)
+            layer.rel_error = relative_error(bound8.run(x8, *m.epilogue_args()),
                                              apply_epilogue(m.module(m.x16), spec.epilogue, m.residual))
         probed[m.name] = (layer, LayerRun(fp16_run, _fp8_run(m, inverse, bound8, quantizer, channels_last, inputs)))
     rep = next((m for m in members if bool(m.x16.any())), members[0])
     x_timed = rep.x16 if bool(rep.x16.any()) else torch.randn_like(rep.x16)
     bound16, bound8, inverse = (bound[rep.name] if x_timed is rep.x16
                                 else _bound(context, kernels, rep, float(x_timed.abs().max()), per_channel))
-    fns: dict[str, Callable[[], object]] = {"fp16": partial(bound16.run, x_timed, *rep.extra())}
+    fns: dict[str, Callable[[], object]] = {"fp16": partial(bound16.run, x_timed, *rep.epilogue_args())}
     if bound8 is not None:
-        fns["fp8"] = partial(bound8.run, quantizer.run(x_timed, inverse, channels_last), *rep.extra())
+        fns["fp8"] = partial(bound8.run, quantizer.run(x_timed, inverse, channels_last), *rep.epilogue_args())
         fns["quantize"] = partial(quantizer.run, x_timed, inverse, channels_last)
         fns["amax"] = partial(torch.linalg.vector_norm, x_timed, float("inf"))  # max |x| in one reduction
     shape_times = measure_shape(fns, plan, rep.name)
@@ -611,9 +618,9 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
            f"{options.batch}; cuDNN {cudnn.backend_version()}, tracer {'cupti' if cupti_problem is None else 'torch'}")
     plan = options.timing_plan()
     _warm_gpu(built.model, built.static, 0.5)
-    context = engine_context(cudnn, built.static)
     refused = static_refusals(built.model, {c.name for c in captured})
     captured = with_engine_epilogues(built.model, built.static, captured, refused)
+    context = engine_context(cudnn, built.static)  # its plan workers are closed below, whatever happens
     try:
         with torch.no_grad():
             probed, times, runs, quantize_impl = probe_layers(captured, plan, context, refused,

@@ -632,3 +632,5 @@ def test_a_layer_whose_epilogue_adds_runs_on_its_input_and_residual_in_both_prec
         step.run()
     assert [torch.equal(a, b) for a, b in zip(got["fp16"], (x16, residual), strict=True)] == [True, True]
     assert [torch.equal(a, b) for a, b in zip(got["fp8"], (x16 * 2, residual), strict=True)] == [True, True]
+    residual_buffer = steps[2].run.args[0]  # the FP8 layer's residual: never the buffer its quantize read
+    assert residual_buffer is inputs.buffer(residual, 1) and residual_buffer is not inputs.buffer(x16, 0)

@@ -122,7 +122,8 @@ def test_a_convolution_that_adds_a_residual_is_timed_with_that_residual():
                                                                 "conv3": ()}
     conv2 = layers["conv2"]
     assert torch.equal(conv2.residual, x) and conv2.residual.is_contiguous(memory_format=torch.channels_last)
-    assert conv2.extra() == (conv2.residual,) and layers["conv1"].residual is None and layers["conv1"].extra() == ()
+    assert conv2.epilogue_args() == (conv2.residual,)
+    assert layers["conv1"].residual is None and layers["conv1"].epilogue_args() == ()
     assert conv2.spec.label().endswith(" +add +relu")  # layers fused differently are timed apart
 
 
@@ -296,7 +297,68 @@ def test_a_graph_cudnn_refuses_in_fp16_leaves_the_layer_to_pytorch():
     stem = choose(context, ask(probe_specs(model, x)["stem"], "fp16", {}, "stem"))
     assert stem == Kernel("fp16", TORCH, refusal="cuDNN: no engine")
     bound = engine_layers.bind(context, stem, model.stem, None, None)
-    assert bound is not None and bound.run is model.stem and bound.path == "PyTorch Conv2d (fp16): cuDNN: no engine"
+    assert bound is not None and bound.path == "PyTorch Conv2d (fp16): cuDNN: no engine"
+    with torch.no_grad():
+        assert torch.equal(bound.run(x), model.stem(x))
+
+
+def test_a_fused_graph_cudnn_refuses_in_fp16_leaves_the_convolution_alone_to_pytorch():
+    """The engine runs a convolution whose fused graph cuDNN refuses as PyTorch's op, what it would have fused as
+    ops after it: the probe times the module alone, whatever its epilogue would have taken (here a residual)."""
+    torch.manual_seed(0)
+    model, x = Residual().eval(), torch.randn(2, 8, 6, 6)
+    conv2 = {layer.name: layer for layer in probe_layers(model, x)}["conv2"]
+    context = stand_in_context(model, x, {}, {("conv2", "fp16"): "cuDNN: no engine"}, {})
+    kernel = choose(context, ask(conv2.spec, "fp16", {}, "conv2"))
+    assert kernel.kind == TORCH and conv2.epilogue_args()
+    bound = engine_layers.bind(context, kernel, model.conv2, None, None)
+    with torch.no_grad():
+        assert torch.equal(bound.run(conv2.x16, *conv2.epilogue_args()), model.conv2(conv2.x16))
+
+
+class CalledTwice(nn.Module):
+    """One convolution called twice: `add_first` gives its first call an add epilogue and its second a ReLU (whose
+    conv step comes first in the engine's program: a step runs where its last fused node stood); else the first
+    call feeds the second (nothing fuses into it) and the second ends in a ReLU."""
+
+    def __init__(self, add_first: bool) -> None:
+        super().__init__()
+        self.conv, self.add_first = nn.Conv2d(8, 8, 1), add_first
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.add_first:
+            return self.conv(x) + torch.relu(self.conv(2 * x))
+        return torch.relu(self.conv(self.conv(x)))
+
+
+@pytest.mark.parametrize("add_first, epilogue", [(True, ("add",)), (False, ())])
+def test_a_module_called_twice_is_timed_with_its_first_calls_epilogue(add_first, epilogue):
+    torch.manual_seed(0)
+    model, x = CalledTwice(add_first).eval(), torch.randn(2, 8, 4, 4)
+    layer = probe_layers(model, x)[0]
+    assert torch.equal(layer.x16, x)  # the first call's input ...
+    assert layer.spec.epilogue == epilogue  # ... with the first call's epilogue
+    if add_first:
+        assert torch.allclose(layer.residual, torch.relu(model.conv(2 * x)))
+
+
+class BroadcastBias(nn.Module):
+    """A convolution whose output gets a per-channel constant added: the engine's lowering fuses the add, whose
+    operand has another shape than the output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bias = nn.Conv2d(8, 8, 1), nn.Parameter(torch.randn(8, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.conv(x) + self.bias)
+
+
+def test_a_convolution_whose_added_value_is_not_output_shaped_is_timed_alone():
+    torch.manual_seed(0)
+    model, x = BroadcastBias().eval(), torch.randn(2, 8, 4, 4)
+    layer = probe_layers(model, x)[0]
+    assert layer.spec.epilogue == () and layer.residual is None
 
 
 def test_one_weight_scale_binds_as_one_per_output_channel(monkeypatch):
@@ -309,3 +371,16 @@ def test_one_weight_scale_binds_as_one_per_output_channel(monkeypatch):
     stem = choose(context, ask(probe_specs(model, x)["stem"], "fp8", {}, "stem"))
     engine_layers.bind(context, stem, model.stem, 0.5, torch.tensor([0.25]))
     assert bound[0].tolist() == [0.25] * 16
+
+
+def test_a_model_the_engine_cannot_trace_is_one_line(monkeypatch):
+    from builders.engine import graph
+    from sessions.documents.errors import InputError
+
+    def untraceable(_model, _example):
+        raise RuntimeError("torch.fx could not trace the model: a stand-in reason")
+
+    monkeypatch.setattr(graph, "trace", untraceable)
+    model, x = Residual().eval(), torch.randn(2, 8, 6, 6)
+    with pytest.raises(InputError, match="^probe: torch.fx could not trace the model: a stand-in reason$"):
+        fp8_probe.with_engine_epilogues(model, x, fp8_probe.collect(model, x, {}, []), {})
