@@ -72,12 +72,12 @@ def lowered_roles(module: torch.nn.Module, example: torch.Tensor) -> tuple[float
     """CPU ms per role of the engine's fp16 lowering of `module`: each fx node timed once (after a warm pass), its time
     given to the layer (step) that runs it, whose role is read from the layer as the engine describes it
     (`engine_layer`)."""
-    from builders.engine.graph import trace
+    from builders.engine.graph import record_run, trace
     from builders.engine.lowering import lower
     from sessions.analyses.groups import builtin_rules, role_of
 
     traced = trace(module, example)
-    program = lower(traced.nodes, set(), {}, {})
+    program = lower(traced.nodes, set(), {}, {}, value_shapes=record_run(traced, example).shapes)
     owner: dict[str, str] = {}
     rules = builtin_rules()
     convs = {node.path: node.name for node in traced.nodes if node.kind in ("conv", "linear")}

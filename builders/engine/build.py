@@ -22,7 +22,7 @@ from builders.engine.conv_tactics import (
     time_library,
 )
 from builders.engine.fused_tactics import FusedTactics, fuse_regions
-from builders.engine.graph import TracedModel
+from builders.engine.graph import TracedModel, record_run
 from builders.engine.kernels import (
     CAPTURED_TIMING,
     ConvGraph,
@@ -126,7 +126,9 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     refused = static_refusals(plain, fp8)
     timed_before = set(backend.library_us)  # the context is shared by the study's variants: this one's are the rest
     shapes = _input_shapes(traced, backend.static_input)
-    program, timed, output_refused = lower_and_choose(backend, traced, plain, fp8, keys, refused, shapes)
+    value_shapes = record_run(traced, backend.static_input.to(device="cuda", dtype=torch.float16)).shapes
+    program, timed, output_refused = lower_and_choose(backend, traced, plain, fp8, keys, refused, shapes,
+                                                      value_shapes=value_shapes)
     runners, layers = _bind(backend, program, traced, plain, scales, shapes)
     for layer in layers:
         if layer.name in timed:
@@ -180,16 +182,18 @@ def library_notes(backend: BuildContext, layers: list[Layer],
 
 def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, fp8: set[str],
                      keys: dict[str, object], refused: dict[str, str],
-                     shapes: dict[str, tuple[int, ...]]) -> tuple[Program, Timed, dict[str, str]]:
+                     shapes: dict[str, tuple[int, ...]], *,
+                     value_shapes: dict[str, tuple[int, ...]]) -> tuple[Program, Timed, dict[str, str]]:
     """The program the engine runs: lowered, its graphs built (a layer cuDNN refuses is lowered again without it),
     then lowered again after each round of choices by timing until none changes (each layer's precision with
     `backend.fp8_layers` timed; where a convolution writes FP8 for its readers, with either).
     Returns it with the tactics timed for each layer (its library's choice included, where other libraries than
-    cuDNN offer one) and why each conv that could write FP8 writes fp16."""
+    cuDNN offer one) and why each conv that could write FP8 writes fp16. `shapes`: each convolution's input shape;
+    `value_shapes`: each node's (`graph.record_run`), so that an add that broadcasts is not fused."""
     output_refused: dict[str, str] = {}
     timed: Timed = {}
     for _ in range(LOWERING_ROUNDS):
-        program = lower(traced.nodes, fp8, keys, refused, output_refused)
+        program = lower(traced.nodes, fp8, keys, refused, output_refused, value_shapes)
         if _build_graphs(backend, program, plain, shapes, refused, output_refused):
             continue
         if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):

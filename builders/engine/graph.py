@@ -50,6 +50,35 @@ class TracedModel:
     leaves: dict[str, str]  # module path -> why it was not traced into
 
 
+@dataclass
+class RecordedRun:
+    """What one run of a traced graph computed: `shapes`, each node's value's shape (nodes whose value is a tensor),
+    and `values`, the values of the nodes asked for, kept (a 4-D one channels-last, as the engine holds
+    activations)."""
+
+    shapes: dict[str, tuple[int, ...]]
+    values: dict[str, torch.Tensor]
+
+
+def record_run(traced: TracedModel, example: torch.Tensor, keep: frozenset[str] = frozenset()) -> RecordedRun:
+    """`traced` run once on `example` without gradients: every node's value's shape, and the values of `keep`."""
+    recorded = RecordedRun({}, {})
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: torch.fx.Node) -> Any:
+            value = super().run_node(node)
+            if isinstance(value, torch.Tensor):
+                recorded.shapes[node.name] = tuple(value.shape)
+                if node.name in keep:
+                    recorded.values[node.name] = (value.detach().clone(memory_format=torch.channels_last)
+                                                  if value.dim() == 4 else value.detach().clone())
+            return value
+
+    with torch.no_grad():
+        Recorder(traced.module).run(example)
+    return recorded
+
+
 def trace(model: torch.nn.Module, example: torch.Tensor) -> TracedModel:
     """`model` as a GraphModule: torch.fx's own trace where it works (the graph holds no shapes); else the shaped
     trace at `example`'s shape (builders.engine.shaped_tracer: shapes are constants, the graph computes the model at

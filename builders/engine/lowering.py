@@ -5,8 +5,10 @@ no cuDNN, so every decision is testable on the CPU with stand-ins. The decisions
 
 - each convolution becomes one cuDNN graph that fuses what follows it while the value has one user:
   no-ops (a folded BatchNorm's Identity, Dropout), one activation cuDNN fuses (ReLU, SiLU, sigmoid,
-  GELU), one residual add; its output is quantized to FP8 in the same graph (with the consumers' input
-  scale) when every consumer is an FP8 layer reading it as its input and all of them share one scale;
+  GELU), one residual add whose operands have one shape (the graph's residual has its output's shape: an add
+  that broadcasts, a global-context block's (N, C, 1, 1) term onto its (N, C, H, W) input, stays a PyTorch op);
+  its output is quantized to FP8 in the same graph (with the consumers' input scale) when every consumer is an FP8
+  layer reading it as its input and all of them share one scale;
 - each linear becomes one `torch._scaled_mm` (FP8, scales and bias fused) or an fp16 linear;
 - an FP8 layer whose input is not FP8 gets a quantize layer of its own (one per value and scale);
 - every other op runs as an fp16 PyTorch op, a layer of its own;
@@ -103,14 +105,17 @@ class Program:
 
 
 def lower(nodes: list[OpNode], fp8: set[str], scale_keys: Mapping[str, object],
-          refused: Mapping[str, str], output_refused: Mapping[str, str] | None = None) -> Program:
+          refused: Mapping[str, str], output_refused: Mapping[str, str] | None = None,
+          value_shapes: Mapping[str, tuple[int, ...]] | None = None) -> Program:
     """The engine's layers for `nodes` (topological order).
 
     `fp8`: module paths the recipe runs in FP8 (empty for the fp16 engine); `scale_keys[path]`: an FP8
     layer's input scale, compared for equality only (layers with equal keys share a quantize layer and
     a fused output quantize); `refused[path]`: why that layer has no FP8 kernel (it runs in fp16), and
     `refused[path + "@fp16"]` why it has no cuDNN graph at all (a PyTorch op); `output_refused[path]`:
-    why a conv graph could not also write FP8 (its consumers then get quantize layers).
+    why a conv graph could not also write FP8 (its consumers then get quantize layers); `value_shapes[node]`: the
+    shape of a node's value (`graph.record_run`), where given an add fuses only where both operands' are known and
+    equal (without it, by structure alone).
     """
     nodes = without_noops(nodes)
     by_name = {node.name: node for node in nodes}
@@ -122,7 +127,7 @@ def lower(nodes: list[OpNode], fp8: set[str], scale_keys: Mapping[str, object],
             continue
         step = _layer_step(node, fp8, refused)
         if step.kind == "conv":
-            chain = _epilogue_chain(node, by_name, users, absorbed)
+            chain = _epilogue_chain(node, by_name, users, absorbed, value_shapes)
             step.absorbed = tuple(n.name for n in chain)
             step.epilogue = tuple("add" if n.kind == "add" else str(n.act) for n in chain)
             step.inputs += tuple(n.args[1] if n.args[0] == _before(chain, n, node) else n.args[0]
@@ -170,10 +175,11 @@ def _layer_step(node: OpNode, fp8: set[str], refused: Mapping[str, str]) -> Step
 
 
 def _epilogue_chain(conv: OpNode, by_name: Mapping[str, OpNode], users: Mapping[str, list[str]],
-                    absorbed: set[str]) -> list[OpNode]:
+                    absorbed: set[str], value_shapes: Mapping[str, tuple[int, ...]] | None) -> list[OpNode]:
     """What follows `conv` and fuses into its graph: while the value has one user, one fusable
-    activation and one add whose other operand is not the chain's own value; a node another conv
-    fused already (an add of two convolutions' outputs goes to the first) stops the chain."""
+    activation and one add whose other operand is not the chain's own value (and, where `value_shapes` are given,
+    has the chain value's shape); a node another conv fused already (an add of two convolutions' outputs goes to
+    the first) stops the chain."""
     chain: list[OpNode] = []
     current = conv
     seen_act = seen_add = False
@@ -183,13 +189,22 @@ def _epilogue_chain(conv: OpNode, by_name: Mapping[str, OpNode], users: Mapping[
             break
         if user.kind == "act" and not seen_act and user.act in FUSABLE_ACTIVATIONS and user.args[:1] == (current.name,):
             seen_act = True
-        elif user.kind == "add" and not seen_add and len(user.args) == 2 and user.args.count(current.name) == 1:
+        elif (user.kind == "add" and not seen_add and len(user.args) == 2 and user.args.count(current.name) == 1
+              and _same_shape(user, value_shapes)):
             seen_add = True
         else:
             break
         chain.append(user)
         current = user
     return chain
+
+
+def _same_shape(add: OpNode, value_shapes: Mapping[str, tuple[int, ...]] | None) -> bool:
+    """Whether `add`'s two operands have one known shape (True where no shapes are given: structure alone)."""
+    if value_shapes is None:
+        return True
+    first, second = (value_shapes.get(arg) for arg in add.args)
+    return first is not None and first == second
 
 
 def _before(chain: list[OpNode], node: OpNode, conv: OpNode) -> str:

@@ -92,36 +92,20 @@ class Epilogue:
     residual: str | None
 
 
-def engine_epilogues(traced: TracedModel, refused: dict[str, str]) -> dict[str, Epilogue]:
+def engine_epilogues(traced: TracedModel, refused: dict[str, str],
+                     value_shapes: dict[str, tuple[int, ...]]) -> dict[str, Epilogue]:
     """Each convolution's epilogue as the engine's lowering fuses it, by module path (a module called twice: its
     first call's, in graph order, as the probe takes its first call's input); none where nothing is fused. What
     follows a convolution does not depend on its precision, so one lowering (`refused`: `static_refusals`, whose
-    `@fp16` entries leave a convolution to PyTorch, unfused) serves fp16 and FP8."""
-    program = lower(traced.nodes, set(), {}, refused)
+    `@fp16` entries leave a convolution to PyTorch, unfused; `value_shapes`: `graph.record_run`'s, as the engine
+    lowers) serves fp16 and FP8."""
+    program = lower(traced.nodes, set(), {}, refused, value_shapes=value_shapes)
     order = {node.name: index for index, node in enumerate(traced.nodes)}
     paths = {node.name: node.path for node in traced.nodes}
     first: dict[str, Step] = {}
     for step in sorted((s for s in program.steps if s.kind == "conv"), key=lambda s: order[s.source]):
         first.setdefault(paths[step.source], step)
     return {path: Epilogue(step.epilogue, step.residual) for path, step in first.items() if step.epilogue}
-
-
-def node_values(traced: TracedModel, example: torch.Tensor, names: set[str]) -> dict[str, torch.Tensor]:
-    """The values of the graph nodes `names` when `traced` runs once on `example` (without gradients), kept (a 4-D
-    one channels-last, as the engine holds activations)."""
-    kept: dict[str, torch.Tensor] = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, node: torch.fx.Node) -> Any:
-            value = super().run_node(node)
-            if node.name in names:
-                kept[node.name] = (value.detach().clone(memory_format=torch.channels_last) if value.dim() == 4
-                                   else value.detach().clone())
-            return value
-
-    with torch.no_grad():
-        Recorder(traced.module).run(example)
-    return kept
 
 
 def ask(spec: LayerSpec, precision: str, refused: dict[str, str], name: str) -> Kernel:

@@ -168,24 +168,25 @@ def with_engine_epilogues(model, static_input, captured: list[CapturedLayer],
                           refused: dict[str, str]) -> list[CapturedLayer]:
     """`captured` with each convolution's epilogue as the engine's lowering of `model` fuses it (`engine_epilogues`:
     in its spec, so layers fused differently are timed apart) and, where that epilogue adds a residual, the value
-    added on `static_input` (channels-last, as the engine holds activations). A layer whose added value has another
-    shape than its output (a broadcast bias: a cuDNN graph's residual has the output's shape) keeps no epilogue.
-    InputError (one line) where the model does not trace: the engine could not lower it either."""
-    from builders.engine.graph import trace
-    from inspector.probe.engine_layers import engine_epilogues, node_values
+    added on `static_input` (channels-last, as the engine holds activations). InputError (one line) where the model
+    does not trace: the engine could not lower it either."""
+    from builders.engine.graph import record_run, trace
+    from inspector.probe.engine_layers import engine_epilogues
 
     try:
         traced = trace(model, static_input)
     except RuntimeError as exc:
         raise InputError(f"probe: {exc}") from None
     names = {layer.name for layer in captured}
-    epilogues = {path: e for path, e in engine_epilogues(traced, refused).items() if path in names}
-    values = node_values(traced, static_input, {e.residual for e in epilogues.values() if e.residual is not None})
+    lowered = engine_epilogues(traced, refused, record_run(traced, static_input).shapes)
+    epilogues = {path: epilogue for path, epilogue in lowered.items() if path in names}
+    residuals = frozenset(e.residual for e in epilogues.values() if e.residual is not None)
+    values = record_run(traced, static_input, residuals).values
     layers = []
     for layer in captured:
         epilogue = epilogues.get(layer.name)
-        residual = None if epilogue is None or epilogue.residual is None else values[epilogue.residual]
-        if epilogue is not None and (residual is None or tuple(residual.shape) == layer.spec.output_shape()):
+        if epilogue is not None:
+            residual = None if epilogue.residual is None else values[epilogue.residual]
             layer = dataclasses.replace(layer, spec=dataclasses.replace(layer.spec, epilogue=epilogue.words),
                                         residual=residual)
         layers.append(layer)

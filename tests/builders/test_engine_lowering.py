@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from builders.engine.build import _layer, static_refusals, unexplained_fp16
-from builders.engine.graph import trace
-from builders.engine.lowering import QUANTIZE_SUFFIX, Program, Step, lower
+from builders.engine.graph import record_run, trace
+from builders.engine.lowering import QUANTIZE_SUFFIX, OpNode, Program, Step, lower
 from builders.models.structure import model_structure
 from builders.pytorch.variant_modules import fold_batchnorm
 from builders.recipes.fp8 import select
@@ -33,7 +33,8 @@ def _lowered(name: str, recipe: str | None, refused: dict[str, str] | None = Non
     fold_batchnorm(folded, structure.conv_bn)
     traced = trace(folded, torch.zeros(TRACED_INPUT))
     refused = {**static_refusals(folded, fp8), **(refused or {})}  # as the engine starts: what no kernel takes
-    return model, fp8, lower(traced.nodes, fp8, keys, refused, output_refused), traced
+    shapes = record_run(traced, torch.zeros(TRACED_INPUT)).shapes  # as the engine lowers: adds that broadcast stay
+    return model, fp8, lower(traced.nodes, fp8, keys, refused, output_refused, shapes), traced
 
 
 def _steps(program: Program) -> dict[str, Step]:
@@ -158,6 +159,23 @@ def test_vit_linears_lower_to_fp8_gemms_with_quantize_layers_and_gelu_stays_pyto
     assert steps["patch_embed.proj"].kind == "conv" and steps["patch_embed.proj"].precision == "fp16"  # the stem
 
 
+def test_an_add_that_broadcasts_is_not_fused_into_the_convolution_before_it():
+    """A global-context block adds its (N, C, 1, 1) term, a 1x1 convolution's output, onto its (N, C, H, W) input: a
+    cuDNN graph's residual has the graph's output shape, so the add stays a PyTorch op; the same lowering without
+    shapes (structure alone) would fuse it (adds of equal shapes still fuse: resnet18's, below)."""
+    model, _, program, traced = _lowered("gcresnext26ts", None)
+    steps = _steps(program)
+    add_terms = [name for name in steps if name.endswith("attn.mlp_add.fc2")]
+    assert len(add_terms) == 8 and all(steps[name].epilogue == () for name in add_terms)
+    by_structure = _steps(lower(traced.nodes, set(), {}, static_refusals(model, set())))
+    assert all(by_structure[name].epilogue == ("add",) for name in add_terms)
+    torch.manual_seed(0)
+    x = torch.randn(TRACED_INPUT)
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(stand_in_engine(program, traced, x).infer(x), expected, rtol=1e-4, atol=1e-4)
+
+
 def test_the_fp16_engine_lowers_the_same_graph_without_quantize_layers():
     _, _, program, _ = _lowered("resnet18", None)
     assert not [s for s in program.steps if s.kind == "quantize" or s.precision == "fp8" or s.output_fp8]
@@ -191,3 +209,13 @@ def test_the_engine_runs_its_fp8_lowering_to_the_models_own_outputs(name):
     with torch.no_grad():
         expected = model(x)
     torch.testing.assert_close(stand_in_engine(program, traced, x).infer(x), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("known, fused", [({"conv": (1, 8, 4, 4), "other": (1, 8, 4, 4)}, True),
+                                          ({"conv": (1, 8, 4, 4), "other": (1, 8, 1, 1)}, False),
+                                          ({"x": (1, 8, 4, 4)}, False)])
+def test_an_add_fuses_only_where_both_operands_shapes_are_known_and_equal(known, fused):
+    nodes = [OpNode("x", "input"), OpNode("conv", "conv", ("x",), "conv"), OpNode("other", "other", ("x",), "other"),
+             OpNode("add", "add", ("conv", "other")), OpNode("out", "output", ("add",))]
+    conv = _steps(lower(nodes, set(), {}, {}, value_shapes=known))["conv"]
+    assert (conv.epilogue == ("add",)) is fused and (conv.residual == "other") is fused

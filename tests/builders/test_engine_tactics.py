@@ -17,7 +17,7 @@ import torch
 from builders.engine import build, plans
 from builders.engine.build import BuildContext, conv_library, lower_and_choose
 from builders.engine.conv_tactics import companions, matmul_companion, offered, scaled_companion
-from builders.engine.graph import trace
+from builders.engine.graph import record_run, trace
 from builders.engine.kernels import CAPTURED_TIMING, ConvGraph, ConvSignature
 from builders.engine.lowering import Program, Step
 from builders.engine.plans import Choice, TimingCache
@@ -127,8 +127,10 @@ def lowered(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Mo
     backend, shapes = context(model, times, fp8_layers, plan_limit)
     backend.quantize_us = {sig.output_shape(): times.quantize_us for sig in backend.graphs}
     keys = {"grouped": 0.5, "pointwise": 0.5}  # one input scale: the grouped conv may write FP8 for the pointwise
-    traced = trace(model, torch.randn(1, 8, 6, 6))
-    program, timed, outputs = lower_and_choose(backend, traced, model, set(fp8), keys, {}, shapes)
+    example = torch.randn(1, 8, 6, 6)
+    traced = trace(model, example)
+    program, timed, outputs = lower_and_choose(backend, traced, model, set(fp8), keys, {}, shapes,
+                                               value_shapes=record_run(traced, example).shapes)
     return backend, program, timed, outputs, traced, model, shapes
 
 
@@ -231,8 +233,11 @@ def test_the_graphs_writing_fp16_are_built_before_an_fp8_input_is_priced(monkeyp
                 if sig.precision == "fp8" and not sig.output_fp8 and sig.groups > 1}
     monkeypatch.setattr(build, "_build_new", lambda ctx, sigs: ctx.graphs.update(
         {sig: compiled[sig] for sig in sigs if sig in compiled and sig not in ctx.graphs}))
-    program, _, _ = lower_and_choose(backend, trace(model, torch.randn(1, 8, 6, 6)), model, {"grouped", "pointwise"},
-                                     {"grouped": 0.5, "pointwise": 0.5}, {}, shapes)
+    example = torch.randn(1, 8, 6, 6)
+    traced = trace(model, example)
+    program, _, _ = lower_and_choose(backend, traced, model, {"grouped", "pointwise"},
+                                     {"grouped": 0.5, "pointwise": 0.5}, {}, shapes,
+                                     value_shapes=record_run(traced, example).shapes)
     pointwise = next(step for step in program.steps if step.name == "pointwise")
     assert pointwise.precision == "fp16" and "what writing it in FP8 adds to grouped" in pointwise.fallback
 
