@@ -469,10 +469,11 @@ def _keep_tactics(timed: Timed, layer: str, *tactics: Tactic) -> None:
         timed.setdefault(layer, {})[(tactic.library, tactic.precision, tactic.output)] = tactic.record()
 
 
-def _quantize_us(backend: BuildContext, shape: tuple[int, ...]) -> float:
-    """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW) on the engine's device, as the
-    engine runs it (`time_captured`: replays of a captured CUDA graph; timed eagerly, the host's launches were timed,
-    up to 40x the kernel at batch 1: `benchmarks/results/h200/final-recipes/`): timed once per shape and
+def _quantize_us(backend: BuildContext, shape: tuple[int, ...], device: str = "cuda") -> float:
+    """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW) on `device` (the GPU; the CPU only
+    where a test stands in for the timer), as the engine runs it (`time_captured`: replays of a captured CUDA graph;
+    timed eagerly, the host's launches were timed, up to 40x the kernel at batch 1:
+    `benchmarks/results/h200/final-recipes/`): timed once per shape and
     implementation and kept in the timing cache with how it was timed, so a later build weighs it as the first did
     and makes the same choices (timed again in every process, it turned two layers' precision over between reruns
     on the H200: `benchmarks/results/h200/final/`); a time held from another way of timing is timed again."""
@@ -481,7 +482,6 @@ def _quantize_us(backend: BuildContext, shape: tuple[int, ...]) -> float:
         key = f"{QUANTIZE_PREFIX}{'x'.join(map(str, shape))} {quantizer.implementation}"
         held = backend.cache.quantize_time(key, CAPTURED_TIMING) if backend.cache is not None else None
         if held is None:
-            device = backend.static_input.device
             x = torch.randn(shape, device=device, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
             inverse = torch.ones((), device=device)
             held = time_captured(lambda: quantizer.run(x, inverse, True))
