@@ -46,7 +46,6 @@ from builders.engine.tactics import (
     precision_reason,
 )
 from builders.fp8.quantizer import Quantizer
-from builders.models.hooks import forward_once
 from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
 from sessions.documents.options import FP8_LAYERS_TIMED
@@ -125,8 +124,8 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
     refused = static_refusals(plain, fp8)
     timed_before = set(backend.library_us)  # the context is shared by the study's variants: this one's are the rest
-    shapes = _input_shapes(traced, backend.static_input)
     value_shapes = record_run(traced, backend.static_input.to(device="cuda", dtype=torch.float16)).shapes
+    shapes = conv_input_shapes(traced, value_shapes)
     program, timed, output_refused = lower_and_choose(backend, traced, plain, fp8, keys, refused, shapes,
                                                       value_shapes=value_shapes)
     runners, layers = _bind(backend, program, traced, plain, scales, shapes)
@@ -221,19 +220,15 @@ def _fetch(module: torch.nn.Module, target: str) -> Any:
     return value
 
 
-def _input_shapes(traced: TracedModel, static_input: torch.Tensor) -> dict[str, tuple[int, ...]]:
-    """The input shape of every convolution at the study's batch, from one fp16 run of the traced graph."""
+def conv_input_shapes(traced: TracedModel, value_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """The input shape of every convolution the graph calls (a module called twice: its first call's), read from the
+    value shapes of one run of the traced graph (`graph.record_run`)."""
+    modules = dict(traced.module.named_modules())
     shapes: dict[str, tuple[int, ...]] = {}
-
-    def hook(path: str) -> Callable[..., None]:
-        def record(_module: torch.nn.Module, args: tuple[Any, ...]) -> None:  # None: the inputs stay as they are
-            shapes.setdefault(path, tuple(args[0].shape))
-
-        return record
-
-    forward_once(traced.module, static_input.to(device="cuda", dtype=torch.float16),
-                 [m.register_forward_pre_hook(hook(path)) for path, m in traced.module.named_modules()
-                  if isinstance(m, torch.nn.Conv2d)])
+    for node in traced.module.graph.nodes:
+        if (node.op == "call_module" and isinstance(modules.get(str(node.target)), torch.nn.Conv2d)
+                and node.args and isinstance(node.args[0], torch.fx.Node)):
+            shapes.setdefault(str(node.target), value_shapes[node.args[0].name])
     return shapes
 
 

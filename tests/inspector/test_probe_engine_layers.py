@@ -14,7 +14,7 @@ from torch import nn
 from builders.engine import build
 from builders.engine.build import BuildContext, static_refusals
 from builders.engine.conv_tactics import companions, offered
-from builders.engine.graph import trace
+from builders.engine.graph import record_run, trace
 from builders.engine.kernels import ConvGraph, ConvSignature
 from builders.engine.lowering import lower
 from builders.engine.plans import Choice
@@ -384,3 +384,25 @@ def test_a_model_the_engine_cannot_trace_is_one_line(monkeypatch):
     model, x = Residual().eval(), torch.randn(2, 8, 6, 6)
     with pytest.raises(InputError, match="^probe: torch.fx could not trace the model: a stand-in reason$"):
         fp8_probe.with_engine_epilogues(model, x, fp8_probe.collect(model, x, {}, []), {})
+
+
+class TwoSizes(nn.Module):
+    """One convolution called on the input, then on the input pooled to half its size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x).mean() + self.conv(torch.nn.functional.avg_pool2d(x, 2)).mean()
+
+
+@pytest.mark.parametrize("make", [Shapes, Residual, lambda: CalledTwice(True), lambda: CalledTwice(False), TwoSizes])
+def test_the_engines_convolution_input_shapes_come_from_one_run_of_its_graph(make):
+    """Read from the value shapes of one run of the traced graph, as the engine builds: each convolution's input
+    shape is the one the test's own hooks see at its first call."""
+    torch.manual_seed(0)
+    model = make().eval()
+    x = torch.randn(2, 3, 16, 16) if isinstance(model, Shapes) else torch.randn(2, 8, 6, 6)
+    traced = trace(model, x)
+    assert build.conv_input_shapes(traced, record_run(traced, x).shapes) == conv_inputs(model, x)
