@@ -7,7 +7,8 @@ The log repeats a real TensorRT 10.16 `--dumpLayerInfo` record (`trt10.16-mnist-
 layer) with numbered names, then a `--dumpProfile` table of the same layers and its Total: the format is
 trtexec's, the engine is not one. `--checkout` runs another checkout's code on the same file (an earlier commit's
 worktree), so two figures compare on one machine; `--repeat` runs the command that many times, a line each (on a
-shared machine the least CPU time is the one least inflated by the others' work). `--stages` adds a line of each
+shared machine the least CPU time is the one least inflated by the others' work), after one uncounted run that
+writes the modules' bytecode, as an installed tool has it. `--stages` adds a line of each
 stage's CPU seconds in one process (`STAGES`): the folder classified, the import, the session's encode, its save
 check (`storage.check_loads`, or `storage.decode` in a checkout without it), the file written, and the session
 freed.
@@ -87,7 +88,12 @@ def main() -> None:
                                 text=True, check=False).stdout.strip()
         print(f"# {args.checkout.name} at {commit or 'unknown'}; "
               f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        env = {**os.environ, "PYTHONPATH": str(args.checkout)}
+        # bytecode kept as an installed tool keeps it (this workplace sets PYTHONDONTWRITEBYTECODE, which recompiles
+        # every module at every start): written under the run's folder by a first, uncounted import
+        env = {**os.environ, "PYTHONPATH": str(args.checkout), "PYTHONPYCACHEPREFIX": f"{work}/bytecode"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        subprocess.run([sys.executable, "-m", "inspector", "import", str(folder), "--out", f"{work}/warm-up.json"],
+                       cwd=args.checkout, capture_output=True, check=False, env=env)
         for run in range(args.repeat):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()

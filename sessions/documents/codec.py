@@ -148,6 +148,18 @@ def _duration(ms: float, spread: bool) -> None:
         raise ShapeError(f"{ms!r} ms is below a nanosecond, finer than any clock trt-inspect reads")
 
 
+def _all_durations(numbers: list[int | float], spread: bool) -> bool:
+    """True exactly where `_duration(float(n), spread)` accepts every number of `numbers` (ints and floats), decided
+    in C by the numbers' sum, least and greatest, not number by number. The sum is finite only where every number
+    is (NaN and infinity carry through a sum; numbers within the bounds cannot overflow it)."""
+    if not numbers:
+        return True
+    if not (math.isfinite(sum(numbers)) and min(numbers) >= 0 and max(numbers) <= MAX_TIME_MS):
+        return False
+    positive = list(filter(None, numbers))  # 0 is always a duration; the others must reach a clock's tick
+    return spread or not positive or min(positive) >= MIN_TIME_MS
+
+
 def _literal(tp: Any) -> Convert:
     allowed = typing.get_args(tp)
     words = ", ".join(map(str, allowed))
@@ -385,14 +397,9 @@ def _checked_column(name: str, check: ColumnCheck) -> ColumnCheck:
     def duration_column(values: Sequence[Any]) -> bool:
         if not check(values):
             return False
-        try:
-            for value in values:
-                for each in value if type(value) is list else (value,):
-                    if type(each) is int or type(each) is float:
-                        _duration(float(each), spread)
-        except ShapeError:
-            return False
-        return True
+        numbers = [each for value in values for each in (value if type(value) is list else (value,))
+                   if type(each) is int or type(each) is float]
+        return _all_durations(numbers, spread)
 
     return duration_column
 

@@ -4,6 +4,7 @@ on real sessions and on 3,000 sessions with one element replaced by a wrong-type
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -11,7 +12,7 @@ import orjson
 import pytest
 
 from sessions.documents import storage
-from sessions.documents.codec import ShapeError, build, builds_all
+from sessions.documents.codec import ShapeError, _all_durations, _duration, build, builds_all
 from sessions.documents.errors import InputError, InspectError
 from sessions.documents.migrations import migrate
 from sessions.documents.model import SCHEMA_VERSION, Layer, Session
@@ -114,3 +115,23 @@ def test_a_layer_that_would_not_load_is_not_saved(tmp_path):
     with pytest.raises(InspectError, match=r"layers\[3\]\.time_ms: -1\.0 ms is not a duration"):
         storage.save(session, target)
     assert target.read_bytes() == before
+
+
+DURATION_POOL = [0, 0.0, 1e-6, 2.5, 7, 1e12, -0.0, -1e-9, -3, 5e-324, 1e-7, 1e12 + 1, 1e300, math.inf, -math.inf,
+                 math.nan]
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_durations_are_passed_by_their_column_only_where_each_passes(spread):
+    """The column's shortcut (`_all_durations`: a sum, a least and a greatest) says True only where `_duration`
+    accepts every number one by one, and True for every column of good durations."""
+    rng = random.Random(5)
+    for _ in range(4000):
+        numbers = rng.sample(DURATION_POOL * 3, rng.randint(0, 6))
+        try:
+            for number in numbers:
+                _duration(float(number), spread)
+            each_passes = True
+        except ShapeError:
+            each_passes = False
+        assert _all_durations(numbers, spread) == each_passes, numbers
