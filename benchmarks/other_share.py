@@ -61,11 +61,15 @@ def torch_roles(name: str) -> tuple[float, dict[str, float]]:
 
 
 def engine_roles(name: str) -> tuple[float, dict[str, float]]:
-    """CPU ms per role of the engine's fp16 lowering of `name` (`lowered_roles`)."""
+    """CPU ms per role of the engine's fp16 lowering of `name` (`lowered_roles`), its convolutions that compute their
+    weight at every call made plain first, as the engine builds them (`plain_convolutions`)."""
     from builders.models.catalog import load_model
+    from builders.models.computed_weights import plain_convolutions
 
     model = load_model(name)
-    return lowered_roles(model.module.float().eval(), torch.randn(1, *model.input_size))
+    module = model.module.float().eval()
+    plain_convolutions(module)
+    return lowered_roles(module, torch.randn(1, *model.input_size))
 
 
 def lowered_roles(module: torch.nn.Module, example: torch.Tensor) -> tuple[float, dict[str, float]]:

@@ -23,6 +23,7 @@ from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
+from builders.models.computed_weights import plain_convolutions
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
@@ -107,7 +108,7 @@ class CudnnBackend(Backend):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
         start = time.perf_counter()
         twin = self._twin(variant, calibration) if variant.precision == "fp8" else None
-        plain = self._plain(twin)
+        plain, computed = self._plain(twin)
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
         try:
             engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, twin)
@@ -120,6 +121,10 @@ class CudnnBackend(Backend):
                                f"{first_line(exc)}") from None
         self.context.cache.save()
         refused = self._quantizer.refused[refused_before:] if self._quantizer else []
+        if computed:
+            notes.append(f"{len(computed)} convolution(s) compute their weight from their own tensors at every call "
+                         f"(weight standardization, {computed[0]} first): built as plain convolutions of the weight "
+                         "they compute, as TensorRT's constant folding builds them")
         if refused:  # shapes are static: a call refused once is refused on every run
             notes.append(f"{len(refused)} quantize call(s) of a run ran PyTorch's eager kernels instead of the Triton "
                          f"kernel their layers' tactic names: {refused[0]}")
@@ -163,12 +168,16 @@ class CudnnBackend(Backend):
         twin.saved = self._twins.save
         return twin
 
-    def _plain(self, twin: Twin | None) -> torch.nn.Module:
-        """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8)."""
+    def _plain(self, twin: Twin | None) -> tuple[torch.nn.Module, list[str]]:
+        """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8), its
+        convolutions that compute their weight from their own tensors made plain convolutions of that weight first
+        (`plain_convolutions`; never one the recipe quantizes: its scales are of the weight as the module holds it);
+        and the paths of those."""
         module = copy.deepcopy(self._reference)
+        computed = plain_convolutions(module, keep=set(twin.quantized) if twin is not None else ())
         if twin is None or twin.recipe.batchnorm_folded:
             fold_batchnorm(module, self.structure.conv_bn)
-        return module.to(dtype=torch.float16).eval()
+        return module.to(dtype=torch.float16).eval(), computed
 
     def _make_quantizer(self) -> Quantizer:
         if self._quantizer is None:

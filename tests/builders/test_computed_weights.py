@@ -1,0 +1,220 @@
+"""Convolutions that compute their weight at every call (weight standardization) built as plain convolutions of that
+weight, as TensorRT's constant folding builds them: which ones (read here from timm's own classes, which the code
+under test never names), the outputs kept, the engine's lowering then giving each one its own convolution layer and
+running the model's outputs, and the forwards that must be left alone."""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from builders.engine.cudnn_backend import CudnnBackend
+from builders.engine.graph import record_run, trace
+from builders.engine.lowering import lower
+from builders.models.computed_weights import plain_convolutions
+from builders.models.structure import model_structure
+from tests.engine_stand_in import stand_in_engine
+
+timm = pytest.importorskip("timm")
+std_conv = pytest.importorskip("timm.layers.std_conv")
+TRACED_INPUT = (1, 3, 224, 224)
+
+
+def _standardized(model: torch.nn.Module) -> list[str]:
+    """The paths of timm's weight-standardized convolutions that convolve their input as it comes (a `...Same`
+    convolution pads it first where its padding is dynamic)."""
+    classes = (std_conv.StdConv2d, std_conv.ScaledStdConv2d, std_conv.StdConv2dSame, std_conv.ScaledStdConv2dSame)
+    return [path for path, module in model.named_modules()
+            if isinstance(module, classes) and not getattr(module, "same_pad", False)]
+
+
+@pytest.mark.parametrize("name", ["nf_resnet26", "resnetv2_50x1_bit", "vit_base_r50_s16_224"])
+def test_weight_standardized_convolutions_become_plain_ones_with_the_models_outputs(name):
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False).eval()
+    expected_paths = _standardized(model)
+    x = torch.randn(TRACED_INPUT)
+    with torch.no_grad():
+        expected = model(x)
+    plain = copy.deepcopy(model)
+    assert plain_convolutions(plain) == expected_paths and expected_paths
+    modules = dict(plain.named_modules())
+    assert all(type(modules[path]) is torch.nn.Conv2d for path in expected_paths)
+    untouched = [path for path, module in model.named_modules()
+                 if isinstance(module, torch.nn.Conv2d) and path not in expected_paths]
+    assert all(type(modules[path]) is type(dict(model.named_modules())[path]) for path in untouched)
+    with torch.no_grad():
+        torch.testing.assert_close(plain(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_engine_lowers_each_such_convolution_as_its_own_convolution_layer_and_runs_the_models_outputs():
+    """nf_resnet26 as written lowers to no convolution layer at all (each one a PyTorch op after five ops that
+    normalize its weight); made plain, every convolution is a conv step of the engine's, no step computes a weight,
+    and the engine's interpreter (PyTorch standing in for cuDNN) gives the model's outputs."""
+    torch.manual_seed(0)
+    model = timm.create_model("nf_resnet26", pretrained=False).eval()
+    example = torch.zeros(TRACED_INPUT)
+    as_written = trace(model, example)
+    assert not [step for step in lower(as_written.nodes, set(), {}, {}).steps if step.kind == "conv"]
+    plain = copy.deepcopy(model)
+    paths = plain_convolutions(plain)
+    traced = trace(plain, example)
+    program = lower(traced.nodes, set(), {}, {}, value_shapes=record_run(traced, example).shapes)
+    assert sorted(step.name for step in program.steps if step.kind == "conv") == sorted(paths)  # in call order
+    assert paths == _standardized(model)
+    assert not [step for step in program.steps if step.op == "normalization"]
+    x = torch.randn(TRACED_INPUT)
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(stand_in_engine(program, traced, x).infer(x), expected, rtol=1e-4, atol=1e-4)
+
+
+class PaddedFirst(torch.nn.Conv2d):
+    """Pads its input before convolving it: not a convolution of its input as it comes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(torch.nn.functional.pad(x, (1, 1, 1, 1)))
+
+
+class WeightFromInput(torch.nn.Conv2d):
+    """Scales its weight by its input's mean: the weight is not computed from the module's own tensors."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, self.weight * x.mean(), self.bias, self.stride, self.padding)
+
+
+class ActivatedAfter(torch.nn.Conv2d):
+    """Its output is the convolution's, activated: more than a convolution."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(super().forward(x))
+
+
+class StrideFromInput(torch.nn.Conv2d):
+    """Its stride is read from its input: not a constant."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, self.weight, self.bias, x.shape[-1] // 4, self.padding)
+
+
+class StrideFromWeight(torch.nn.Conv2d):
+    """Its stride is computed from its own weight's shape: computed without the input, so converted."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.conv2d(x, self.weight, self.bias, self.weight.shape[-1] - 2, self.padding)
+
+
+class ClampedFirst(torch.nn.Conv2d):
+    """Clamps its input before convolving it: on a typical input the same as the plain convolution, not on all."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x.clamp(-100.0, 100.0), self.weight, self.bias)
+
+
+class ClampedAfter(torch.nn.Conv2d):
+    """Clamps its output: on a typical input the same as the plain convolution, not on all."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.weight, self.bias).clamp(-100.0, 100.0)
+
+
+def clamped_conv2d(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, stride: Any, padding: Any,
+                   dilation: Any, groups: int) -> torch.Tensor:
+    """A 2-D convolution with the arguments of conv2d, its output clamped: a function torch.fx does not trace into."""
+    return torch.nn.functional.conv2d(x, weight, bias, stride, padding, dilation, groups).clamp(-100.0, 100.0)
+
+
+torch.fx.wrap("clamped_conv2d")
+
+
+class ConvolutionLookalike(torch.nn.Conv2d):
+    """Returns a call with conv2d's arguments that is not conv2d: on a typical input the same, not on all."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return clamped_conv2d(x, self.weight * 1.0, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class TwoConvolutions(torch.nn.Conv2d):
+    """Convolves twice with its weight: more than one convolution."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(self._conv_forward(x, self.weight, self.bias), self.weight, self.bias)
+
+
+class NoisyWeight(torch.nn.Conv2d):
+    """Adds noise to its weight at every call: computed from its own tensors, but another weight at each call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.weight + torch.randn_like(self.weight), self.bias)
+
+
+class SecondInput(torch.nn.Conv2d):
+    """Takes a second argument: its forward is not a function of one image."""
+
+    def forward(self, x: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+        return self._conv_forward(x, self.weight * scale, self.bias)
+
+
+class UnitNorm(torch.nn.Conv2d):
+    """Each filter scaled to unit norm at every call, with a bias: converted, stride and padding its own."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.weight / self.weight.flatten(1).norm(dim=1).view(-1, 1, 1, 1)
+        return torch.nn.functional.conv2d(x, weight, bias=self.bias, stride=self.stride, padding=self.padding,
+                                          groups=self.groups)
+
+
+@pytest.mark.parametrize("kind", [PaddedFirst, ClampedFirst, ClampedAfter, ConvolutionLookalike, WeightFromInput,
+                                  ActivatedAfter, StrideFromInput, TwoConvolutions, NoisyWeight, SecondInput])
+def test_a_forward_that_is_more_than_a_convolution_of_constants_is_left_as_it_is(kind):
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), kind(8, 8, 3, padding=1))
+    first, second = model[0], model[1]
+    assert plain_convolutions(model) == []
+    assert model[0] is first and model[1] is second
+
+
+def test_a_weight_normalized_at_every_call_keeps_its_settings_and_is_skipped_where_kept():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(UnitNorm(4, 8, 3, stride=2, padding=1, groups=2), UnitNorm(8, 8, 1),
+                                StrideFromWeight(8, 8, 3, stride=1, padding=1))
+    x = torch.randn(2, 4, 17, 17)
+    with torch.no_grad():
+        expected = model(x)
+    kept = copy.deepcopy(model)
+    assert plain_convolutions(kept, keep={"1"}) == ["0", "2"] and type(kept[1]) is UnitNorm
+    assert plain_convolutions(model) == ["0", "1", "2"]
+    conv = model[0]
+    assert (conv.stride, conv.padding, conv.groups, conv.in_channels) == ((2, 2), (1, 1), 2, 4)
+    assert model[2].stride == (1, 1)  # computed from the weight's shape
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_engines_model_has_them_plain_before_batchnorm_is_folded_and_never_one_the_recipe_quantizes():
+    """`CudnnBackend._plain`: a BatchNorm after a weight-standardized convolution folds into the weight it computes
+    (folded into the weight it standardizes, the BatchNorm's scale would be normalized away); a convolution an FP8
+    recipe quantizes keeps its module (its scales are of its weight as held)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(std_conv.StdConv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                std_conv.StdConv2d(8, 8, 3, padding=1)).eval()
+    with torch.no_grad():
+        model[1].weight.uniform_(0.5, 2.0)
+        model[1].running_var.uniform_(0.5, 2.0)
+        model[1].running_mean.uniform_(-1.0, 1.0)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+    backend = SimpleNamespace(_reference=model, structure=model_structure(model, x))
+    assert backend.structure.conv_bn == [("0", "1")]
+    plain, computed = CudnnBackend._plain(backend, None)  # type: ignore[arg-type]
+    assert computed == ["0", "3"] and type(plain[1]) is torch.nn.Identity
+    with torch.no_grad():
+        error = (plain.float()(x) - expected).abs().max() / expected.abs().max()
+    assert error < 1e-2  # fp16 weights; the BatchNorm folded into the standardized weight misses by far more
+    recipe = SimpleNamespace(batchnorm_folded=True)
+    _, computed = CudnnBackend._plain(backend, SimpleNamespace(quantized={"3"}, recipe=recipe))  # type: ignore[arg-type]
+    assert computed == ["0"]
