@@ -1,0 +1,77 @@
+"""The engine's fp16 lowering against each model's own outputs, on families the tests never build.
+
+    python benchmarks/engine_lowering_zoo.py [MODEL ...] > benchmarks/results/cpu/engine-lowering-unseen.txt
+
+Per model (timm, pretrained=False, two images at its own input size, fp32 on the CPU): the model prepared as the
+engine prepares it (convolutions that compute their weight made plain, BatchNorm folded), traced and lowered
+(`builders.engine.lowering.lower`, no FP8), then run by the engine's interpreter with PyTorch standing in for cuDNN
+(`tests.engine_stand_in`); the largest difference from the model's outputs over their largest magnitude. A lowering
+that fuses an epilogue onto the wrong operand, aliases a value it should not or drops a step misses by far more than
+1e-3; the engine's kernels themselves are not run (no GPU).
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+UNSEEN = ["ghostnet_100", "rexnet_100", "hrnet_w18_small", "res2net50_14w_8s", "selecsls42b", "levit_128s",
+          "mobilevit_xxs", "poolformer_s12", "edgenext_xx_small", "fastvit_t8", "ese_vovnet19b_dw", "coat_lite_tiny",
+          "xcit_nano_12_p16_224", "efficientformer_l1", "nf_resnet26", "resnetv2_50x1_bit", "repvgg_a0", "hgnetv2_b0",
+          "mobilenetv4_conv_small", "twins_svt_small", "mambaout_femto", "starnet_s1", "inception_next_atto",
+          "gcresnext26ts", "cspresnet50", "eca_resnet33ts"]
+AGREEMENT = 1e-3  # of the outputs' largest magnitude: fp32 arithmetic in another order stays far below it
+
+
+def lowering_row(name: str) -> str:
+    """One line: the relative difference, the verdict and what the lowering made of `name`."""
+    import timm
+
+    from builders.engine.build import static_refusals
+    from builders.engine.graph import record_run, trace
+    from builders.engine.lowering import lower
+    from builders.models.computed_weights import plain_convolutions
+    from builders.models.structure import model_structure
+    from builders.pytorch.variant_modules import fold_batchnorm
+    from tests.engine_stand_in import stand_in_engine
+
+    torch.manual_seed(0)
+    model = timm.create_model(name, pretrained=False).eval()
+    size = tuple(model.pretrained_cfg.get("input_size", (3, 224, 224)))
+    shape = (2, *size)
+    prepared = copy.deepcopy(model)
+    computed = plain_convolutions(prepared)
+    folded = fold_batchnorm(prepared, model_structure(prepared, torch.zeros(1, *size)).conv_bn)
+    traced = trace(prepared, torch.zeros(shape))
+    program = lower(traced.nodes, set(), {}, static_refusals(prepared, set()), None,
+                    record_run(traced, torch.zeros(shape)).shapes)
+    x = torch.randn(shape)
+    with torch.no_grad():
+        expected = model(x)
+        got = stand_in_engine(program, traced, x).infer(x)
+    error = float((got - expected).abs().max() / expected.abs().max())
+    convs = [step for step in program.steps if step.kind == "conv"]
+    return (f"{name}: relative difference {error:.2e} {'agrees' if error < AGREEMENT else 'DIFFERS'}; "
+            f"{len(program.steps)} steps, {len(convs)} convolutions ({sum(bool(s.epilogue) for s in convs)} with an "
+            f"epilogue, {len(computed)} made plain), {folded} BatchNorm folded, {len(traced.leaves)} modules not "
+            "traced into")
+
+
+def main(names: list[str]) -> None:
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    for name in names:
+        try:
+            print(lowering_row(name), flush=True)
+        except Exception as exc:  # noqa: BLE001  (a model that fails is a row, not the end of the run)
+            print(f"{name}: FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:200]}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or UNSEEN)
