@@ -45,7 +45,7 @@ def main(model_name: str) -> None:
     with torch.no_grad():
         fp32 = best(lambda: model(sample), 3)
         started = time.perf_counter()
-        source, folded = folded_reference(model, sample)
+        source, folded, _ = folded_reference(model, sample)
         structure = time.perf_counter() - started
         folded_fp32 = best(lambda: source(sample), 3)
     print(f"fp32 forward {fp32:.3f} s; BatchNorm folded ({folded}) {folded_fp32:.3f} s; "

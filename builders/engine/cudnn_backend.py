@@ -23,7 +23,7 @@ from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
-from builders.models.computed_weights import plain_convolutions
+from builders.models.computed_weights import computed_weights_notes, plain_convolutions
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
 from builders.recipes.fp8 import get_recipe
@@ -121,10 +121,7 @@ class CudnnBackend(Backend):
                                f"{first_line(exc)}") from None
         self.context.cache.save()
         refused = self._quantizer.refused[refused_before:] if self._quantizer else []
-        if computed:
-            notes.append(f"{len(computed)} convolution(s) compute their weight from their own tensors at every call "
-                         f"(weight standardization, {computed[0]} first): built as plain convolutions of the weight "
-                         "they compute, as TensorRT's constant folding builds them")
+        notes.extend(computed_weights_notes(computed))
         if refused:  # shapes are static: a call refused once is refused on every run
             notes.append(f"{len(refused)} quantize call(s) of a run ran PyTorch's eager kernels instead of the Triton "
                          f"kernel their layers' tactic names: {refused[0]}")
@@ -171,10 +168,10 @@ class CudnnBackend(Backend):
     def _plain(self, twin: Twin | None) -> tuple[torch.nn.Module, list[str]]:
         """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8), its
         convolutions that compute their weight from their own tensors made plain convolutions of that weight first
-        (`plain_convolutions`; never one the recipe quantizes: its scales are of the weight as the module holds it);
-        and the paths of those."""
+        (`plain_convolutions`, as the FP8 calibration makes them: the scales are of the weight they compute); and the
+        paths of those."""
         module = copy.deepcopy(self._reference)
-        computed = plain_convolutions(module, keep=set(twin.quantized) if twin is not None else ())
+        computed = plain_convolutions(module)
         if twin is None or twin.recipe.batchnorm_folded:
             fold_batchnorm(module, self.structure.conv_bn)
         return module.to(dtype=torch.float16).eval(), computed

@@ -14,7 +14,6 @@ clamped first, an output activated, a weight read from the input or drawn anew a
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 import torch
@@ -25,20 +24,29 @@ CONV_PARAMETERS = ("input", "weight", "bias", "stride", "padding", "dilation", "
 CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
 
 
-def plain_convolutions(module: torch.nn.Module, keep: Collection[str] = ()) -> list[str]:
+def plain_convolutions(module: torch.nn.Module) -> list[str]:
     """Replaces in `module` each convolution that computes its weight from its own tensors (module docstring) by
-    the plain `torch.nn.Conv2d` of the weight and bias it computes (on its device, in its dtype), except those at the
-    paths of `keep`; returns the paths replaced, in module order. The replacement gives the outputs the original
-    gives: a convolution whose plain form does not match it on a test input is left as it is."""
+    the plain `torch.nn.Conv2d` of the weight and bias it computes (on its device, in its dtype); returns the paths
+    replaced, in module order. The replacement gives the outputs the original gives: a convolution whose plain form
+    does not match it on a test input is left as it is."""
     replaced = []
     for path, conv in list(module.named_modules()):
-        if path in keep or not isinstance(conv, torch.nn.Conv2d) or type(conv).forward is torch.nn.Conv2d.forward:
+        if not isinstance(conv, torch.nn.Conv2d) or type(conv).forward is torch.nn.Conv2d.forward:
             continue
         plain = _plain_form(conv)
         if plain is not None:
             module.set_submodule(path, plain)
             replaced.append(path)
     return replaced
+
+
+def computed_weights_notes(paths: list[str]) -> list[str]:
+    """A variant's note on the convolutions `plain_convolutions` made plain in its model (none where there are none)."""
+    if not paths:
+        return []
+    return [(f"{len(paths)} convolution(s) compute their weight from their own tensors at every call (weight "
+             f"standardization; {paths[0]} first): built as plain convolutions of the weight they compute, as "
+             "TensorRT's constant folding builds them")]
 
 
 def _plain_form(conv: torch.nn.Conv2d) -> torch.nn.Conv2d | None:

@@ -17,6 +17,7 @@ import time
 import torch
 
 from builders.backend import BuildResult, register_backend
+from builders.models.computed_weights import computed_weights_notes
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.torch_backend import TorchBackend, TorchEngine
 from builders.pytorch.variant_modules import precision_name, state_bytes, variant_module
@@ -59,16 +60,17 @@ class CompileBackend(TorchBackend):
             raise InputError("the compile backend builds fp32, fp16 and bf16 variants; FP8 runs on the torch "
                              "(simulated) and cudnn (real kernels) backends")
         start = time.perf_counter()
-        source, folded = self._source  # BatchNorm folded, as in every variant of the study
-        built = variant_module(source, variant, calibration, torch.float32)
+        built = variant_module(self._source.module, variant, calibration, torch.float32)  # as every variant's
         compiled = torch.compile(built.module, dynamic=False)
         engine = CompiledEngine(compiled, self.device, built.dtype, self.static_input)
         engine.run_once()  # Inductor compiles on the first call: part of the build, as an engine build is
         study_device(self.device).synchronize()
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
-            build_s=time.perf_counter() - start, artifact_bytes=state_bytes(built.module), batchnorm_folded=folded,
+            build_s=time.perf_counter() - start, artifact_bytes=state_bytes(built.module),
+            batchnorm_folded=self._source.batchnorm_folded,
             notes=[(f"compiled by torch.compile (Inductor, torch {torch.__version__}); kernels attributed to the "
-                   "whole graph, since Inductor fuses across modules")],
+                    "whole graph, since Inductor fuses across modules"),
+                   *computed_weights_notes(self._source.computed)],
         )
         return BuildResult(engine, result)

@@ -25,6 +25,7 @@ from builders.backend import (
     backend_class,
     register_backend,
 )
+from builders.models.computed_weights import computed_weights_notes
 from builders.models.structure import ModelStructure, model_structure
 from builders.pytorch.graph_capture import GraphTimed
 from builders.pytorch.variant_modules import (
@@ -189,8 +190,7 @@ class TorchBackend(Backend):
         # FP8 runs on an fp16 model on the GPU (as a TensorRT FP8 engine keeps fp16 elsewhere),
         # on an fp32 model on the CPU, where fp16 convolutions are slow.
         fp8_base = torch.float16 if study_device(self.device).gpu else torch.float32
-        source, folded = self._source
-        built = variant_module(source, variant, calibration, fp8_base, self._calibrations)
+        built = variant_module(self._source.module, variant, calibration, fp8_base, self._calibrations)
         bake_fp8_weights(built)
         structure = model_structure(self._reference, self.static_input)
         engine = TorchEngine(built.module, self.device, built.dtype, self.static_input, built.quantized, structure)
@@ -198,6 +198,7 @@ class TorchBackend(Backend):
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
             simulated=built.recipe is not None, recipe=built.recipe, build_s=time.perf_counter() - start,
-            artifact_bytes=state_bytes(built.module), batchnorm_folded=folded, notes=built.notes,
+            artifact_bytes=state_bytes(built.module), batchnorm_folded=self._source.batchnorm_folded,
+            notes=[*built.notes, *computed_weights_notes(self._source.computed)],
         )
         return BuildResult(engine, result)

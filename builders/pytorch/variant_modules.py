@@ -19,10 +19,12 @@ import dataclasses
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 
 from builders.fp8.format import E4M3_MAX, MIN_SCALE
+from builders.models.computed_weights import plain_convolutions
 from builders.models.structure import model_structure
 from builders.recipes.fp8 import OPS, check_selections, select
 from sessions.analyses.captions import SIMULATED_FP8
@@ -126,6 +128,7 @@ def _calibrate(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths
     """`_calibrated_module` in `dtype` only: the module and how many BatchNorm layers it folded."""
     mtq = _modelopt()
     module = copy.deepcopy(reference)
+    plain_convolutions(module)  # ModelOpt quantizes the weight a convolution computes, as TensorRT folds it
     folded = fold_batchnorm(module, conv_bn)
     module = module.to(dtype=dtype)
     calib = calibration.to(device=next(module.parameters()).device, dtype=dtype)
@@ -157,7 +160,11 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     key = (recipe_def.weights, dtype, calibration.data_ptr(), tuple(calibration.shape))
     calibrated = calibrations.calibrated(key, calibrate)
     module, folded = calibrated.module, calibrated.folded
-    keep = set(selection.quantized)
+    modules = dict(module.named_modules())
+    # a module type ModelOpt does not convert gets no quantizer: its layer runs in the base precision, not in FP8
+    unquantized = [path for path in selection.quantized if getattr(modules[path], "weight_quantizer", None) is None]
+    quantized = [path for path in selection.quantized if path not in unquantized]
+    keep = set(quantized)
     disable_fp8_quantizers(module, set(candidates) - keep)
     shared = share_input_scales(module, structure.shared_inputs(keep)) if recipe_def.share_input_scale else 0
     zero_amax, small_amax = _floor_amax(module, keep)
@@ -167,8 +174,8 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         number_format="fp8 e4m3 (simulated)",
         layout=recipe_def.name,
         exclude_patterns=list(variant.exclude),
-        quantized=selection.quantized,
-        excluded=selection.excluded,
+        quantized=quantized,
+        excluded=[*selection.excluded, *unquantized],
         scales=f"weights: {recipe_def.weights} amax / 448; activations: static per-tensor amax / 448, max calibration"
         + ("; layers reading one tensor share its input scale" if recipe_def.share_input_scale else ""),
         calibration_source="",  # filled in by the study, which owns the images
@@ -183,6 +190,11 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     notes = [SIMULATED_FP8, f"base precision {precision_name(calibrated.dtype)}"]
     if calibrated.overflow:
         notes.append(calibration_fallback_note(dtype, calibrated.overflow))
+    if unquantized:
+        kinds = ", ".join(sorted({type(modules[path]).__name__ for path in unquantized}))
+        notes.append(f"{len(unquantized)} layers the recipe selects have no FP8 quantizer ({unquantized[0]} first): "
+                     f"ModelOpt converts no module of their type ({kinds}), so they run in "
+                     f"{precision_name(calibrated.dtype)} and are counted as excluded")
     if folded:
         notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
     if shared:
@@ -251,15 +263,26 @@ def _absent(libraries: tuple[str, ...]) -> Iterator[None]:
                 del sys.modules[name]
 
 
-def folded_reference(reference: torch.nn.Module, sample: torch.Tensor) -> tuple[torch.nn.Module, int]:
-    """A copy of `reference` with every BatchNorm that reads a convolution's output folded into it, and how many.
+class Source(NamedTuple):
+    """What every variant of a study is made from (`folded_reference`)."""
+
+    module: torch.nn.Module
+    batchnorm_folded: int  # BatchNorm layers folded into the convolutions they read
+    computed: list[str]  # convolutions that computed their weight at every call, made plain (`plain_convolutions`)
+
+
+def folded_reference(reference: torch.nn.Module, sample: torch.Tensor) -> Source:
+    """A copy of `reference` with its convolutions that compute their weight at every call made plain convolutions
+    of that weight (`plain_convolutions`, as TensorRT's constant folding builds them), then every BatchNorm that reads
+    a convolution's output folded into it; how many of each.
 
     `sample` (one input batch) runs the model once to find the pairs. The copy computes what `reference`
-    computes, up to rounding; an FP8 variant made from it finds nothing left to fold.
+    computes, up to rounding; an FP8 variant made from it finds nothing left to fold or make plain.
     """
     structure = model_structure(reference, sample.to(next(reference.parameters()).device))
     module = copy.deepcopy(reference)
-    return module, fold_batchnorm(module, structure.conv_bn)
+    computed = plain_convolutions(module)
+    return Source(module, fold_batchnorm(module, structure.conv_bn), computed)
 
 
 def bake_fp8_weights(built: VariantModule) -> int:

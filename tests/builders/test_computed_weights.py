@@ -17,6 +17,9 @@ from builders.engine.graph import record_run, trace
 from builders.engine.lowering import lower
 from builders.models.computed_weights import plain_convolutions
 from builders.models.structure import model_structure
+from builders.pytorch.variant_modules import folded_reference, variant_module
+from builders.recipes.fp8 import select
+from sessions.documents.plan import VariantPlan
 from tests.engine_stand_in import stand_in_engine
 
 timm = pytest.importorskip("timm")
@@ -177,15 +180,13 @@ def test_a_forward_that_is_more_than_a_convolution_of_constants_is_left_as_it_is
     assert model[0] is first and model[1] is second
 
 
-def test_a_weight_normalized_at_every_call_keeps_its_settings_and_is_skipped_where_kept():
+def test_a_weight_normalized_at_every_call_keeps_its_settings():
     torch.manual_seed(0)
     model = torch.nn.Sequential(UnitNorm(4, 8, 3, stride=2, padding=1, groups=2), UnitNorm(8, 8, 1),
                                 StrideFromWeight(8, 8, 3, stride=1, padding=1))
     x = torch.randn(2, 4, 17, 17)
     with torch.no_grad():
         expected = model(x)
-    kept = copy.deepcopy(model)
-    assert plain_convolutions(kept, keep={"1"}) == ["0", "2"] and type(kept[1]) is UnitNorm
     assert plain_convolutions(model) == ["0", "1", "2"]
     conv = model[0]
     assert (conv.stride, conv.padding, conv.groups, conv.in_channels) == ((2, 2), (1, 1), 2, 4)
@@ -194,10 +195,7 @@ def test_a_weight_normalized_at_every_call_keeps_its_settings_and_is_skipped_whe
         torch.testing.assert_close(model(x), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_the_engines_model_has_them_plain_before_batchnorm_is_folded_and_never_one_the_recipe_quantizes():
-    """`CudnnBackend._plain`: a BatchNorm after a weight-standardized convolution folds into the weight it computes
-    (folded into the weight it standardizes, the BatchNorm's scale would be normalized away); a convolution an FP8
-    recipe quantizes keeps its module (its scales are of its weight as held)."""
+def _standardized_then_batchnorm() -> torch.nn.Sequential:
     torch.manual_seed(0)
     model = torch.nn.Sequential(std_conv.StdConv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
                                 std_conv.StdConv2d(8, 8, 3, padding=1)).eval()
@@ -205,6 +203,13 @@ def test_the_engines_model_has_them_plain_before_batchnorm_is_folded_and_never_o
         model[1].weight.uniform_(0.5, 2.0)
         model[1].running_var.uniform_(0.5, 2.0)
         model[1].running_mean.uniform_(-1.0, 1.0)
+    return model
+
+
+def test_the_engines_model_has_them_plain_before_batchnorm_is_folded():
+    """`CudnnBackend._plain`: a BatchNorm after a weight-standardized convolution folds into the weight it computes
+    (folded into the weight it standardizes, the BatchNorm's scale would be normalized away)."""
+    model = _standardized_then_batchnorm()
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         expected = model(x)
@@ -215,6 +220,36 @@ def test_the_engines_model_has_them_plain_before_batchnorm_is_folded_and_never_o
     with torch.no_grad():
         error = (plain.float()(x) - expected).abs().max() / expected.abs().max()
     assert error < 1e-2  # fp16 weights; the BatchNorm folded into the standardized weight misses by far more
-    recipe = SimpleNamespace(batchnorm_folded=True)
-    _, computed = CudnnBackend._plain(backend, SimpleNamespace(quantized={"3"}, recipe=recipe))  # type: ignore[arg-type]
-    assert computed == ["0"]
+
+
+def test_every_pytorch_variant_starts_from_them_plain_and_fp8_quantizes_the_weight_they_compute():
+    """`folded_reference` (what every PyTorch variant is made from) and the FP8 calibration make them plain first,
+    so ModelOpt puts its quantizers on them (it has none for timm's classes) and the engine's scales are of the weight
+    the engine runs; the source still computes the model."""
+    model = _standardized_then_batchnorm()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        expected = model(x)
+    source = folded_reference(model, x[:1])
+    assert source.computed == ["0", "3"] and source.batchnorm_folded == 1
+    with torch.no_grad():
+        torch.testing.assert_close(source.module(x), expected, rtol=1e-4, atol=1e-4)
+    built = variant_module(model, VariantPlan("fp8", "all"), x, torch.float32)
+    modules = dict(built.module.named_modules())
+    assert built.quantized == set(select(model_structure(model, x[:1]), "all", []).quantized) == {"3"}
+    assert all(modules[path].weight_quantizer.is_enabled for path in built.quantized)
+
+
+def test_a_selected_layer_modelopt_gives_no_quantizer_is_counted_as_excluded_and_said():
+    """A convolution of a type ModelOpt does not convert (and that is not made plain: it pads its input first) gets
+    no quantizer: the FP8 variant must not count it among its FP8 layers."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), PaddedFirst(16, 16, 3),
+                                torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3)).eval()
+    x = torch.randn(2, 3, 16, 16)
+    selected = select(model_structure(model, x[:1]), "all", []).quantized
+    assert "2" in selected and "4" in selected
+    built = variant_module(model, VariantPlan("fp8", "all"), x, torch.float32)
+    assert built.quantized == set(selected) - {"2"}
+    assert built.recipe is not None and "2" in built.recipe.excluded and "2" not in built.recipe.quantized
+    assert any("PaddedFirst" in note and "no FP8 quantizer" in note for note in built.notes)
