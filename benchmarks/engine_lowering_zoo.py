@@ -4,10 +4,12 @@
 
 Per model (timm, pretrained=False, two images at its own input size, fp32 on the CPU): the model prepared as the
 engine prepares it (convolutions that compute their weight made plain, BatchNorm folded), traced and lowered
-(`builders.engine.lowering.lower`, no FP8), then run by the engine's interpreter with PyTorch standing in for cuDNN
-(`tests.engine_stand_in`); the largest difference from the model's outputs over their largest magnitude. A lowering
-that fuses an epilogue onto the wrong operand, aliases a value it should not or drops a step misses by far more than
-1e-3; the engine's kernels themselves are not run (no GPU).
+(`builders.engine.lowering.lower`) in fp16 and with FP8 recipe `all` (its quantize layers standing in as
+pass-throughs), then run by the engine's interpreter with PyTorch standing in for cuDNN (`tests.engine_stand_in`):
+the largest difference from the model's outputs over their largest magnitude, and for FP8 the layers the recipe
+quantizes that run fp16 without a reason (`unexplained_fp16`: the engine refuses to build with any). A lowering that
+fuses an epilogue onto the wrong operand, aliases a value it should not, drops a step or has a layer read the wrong
+quantize misses by far more than 1e-3; the engine's kernels themselves are not run (no GPU).
 """
 
 from __future__ import annotations
@@ -30,37 +32,47 @@ AGREEMENT = 1e-3  # of the outputs' largest magnitude: fp32 arithmetic in anothe
 
 
 def lowering_row(name: str) -> str:
-    """One line: the relative difference, the verdict and what the lowering made of `name`."""
+    """One line: per lowering (fp16, FP8 `all`) the relative difference and the verdict, and what it made of `name`."""
     import timm
 
-    from builders.engine.build import static_refusals
+    from builders.engine.build import static_refusals, unexplained_fp16
     from builders.engine.graph import record_run, trace
     from builders.engine.lowering import lower
     from builders.models.computed_weights import plain_convolutions
     from builders.models.structure import model_structure
     from builders.pytorch.variant_modules import fold_batchnorm
+    from builders.recipes.fp8 import select
     from tests.engine_stand_in import stand_in_engine
 
     torch.manual_seed(0)
     model = timm.create_model(name, pretrained=False).eval()
     size = tuple(model.pretrained_cfg.get("input_size", (3, 224, 224)))
     shape = (2, *size)
+    structure = model_structure(model, torch.zeros(1, *size))
+    fp8 = set(select(structure, "all", []).quantized)
+    keys = {node.path: node.input_key for node in structure.layers}  # one input tensor, one amax: one scale
     prepared = copy.deepcopy(model)
     computed = plain_convolutions(prepared)
     folded = fold_batchnorm(prepared, model_structure(prepared, torch.zeros(1, *size)).conv_bn)
     traced = trace(prepared, torch.zeros(shape))
-    program = lower(traced.nodes, set(), {}, static_refusals(prepared, set()), None,
-                    record_run(traced, torch.zeros(shape)).shapes)
+    shapes = record_run(traced, torch.zeros(shape)).shapes
     x = torch.randn(shape)
     with torch.no_grad():
         expected = model(x)
-        got = stand_in_engine(program, traced, x).infer(x)
-    error = float((got - expected).abs().max() / expected.abs().max())
+    cells = []
+    for label, quantized in (("fp16", set()), ("FP8 all", fp8)):
+        program = lower(traced.nodes, quantized, keys, static_refusals(prepared, quantized), None, shapes)
+        with torch.no_grad():
+            got = stand_in_engine(program, traced, x).infer(x)
+        error = float((got - expected).abs().max() / expected.abs().max())
+        silent = unexplained_fp16(program, quantized)
+        fp8_layers = len({step.name for step in program.steps if step.name in quantized and step.precision == "fp8"})
+        cells.append(f"{label} {error:.2e} {'agrees' if error < AGREEMENT and not silent else 'DIFFERS'}"
+                     + (f" ({fp8_layers} of {len(quantized)} quantized layers FP8, {len(silent)} fp16 without a "
+                        "reason)" if quantized else ""))
     convs = [step for step in program.steps if step.kind == "conv"]
-    return (f"{name}: relative difference {error:.2e} {'agrees' if error < AGREEMENT else 'DIFFERS'}; "
-            f"{len(program.steps)} steps, {len(convs)} convolutions ({sum(bool(s.epilogue) for s in convs)} with an "
-            f"epilogue, {len(computed)} made plain), {folded} BatchNorm folded, {len(traced.leaves)} modules not "
-            "traced into")
+    return (f"{name}: {'; '.join(cells)}; {len(convs)} convolutions ({len(computed)} made plain), {folded} "
+            f"BatchNorm folded, {len(traced.leaves)} modules not traced into")
 
 
 def main(names: list[str]) -> None:

@@ -94,6 +94,9 @@ def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
               and (module.in_features % 16 or module.out_features % 16)):
             refused[path] = (f"torch._scaled_mm needs in and out features divisible by 16 "
                                  f"(got {module.in_features} -> {module.out_features})")
+        elif isinstance(module, torch.nn.modules.conv._ConvNd) and path in fp8:  # a convolution, not a Conv2d
+            refused[path] = (f"a {type(module).__name__}: the engine's convolutions are 2-D (cuDNN graphs); it runs "
+                             "as a PyTorch op")
     return refused
 
 

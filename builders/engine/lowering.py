@@ -136,7 +136,7 @@ def lower(nodes: list[OpNode], fp8: set[str], scale_keys: Mapping[str, object],
             absorbed.update(step.absorbed)
         main[node.name] = step
     _fuse_output_quantize(main, users, scale_keys, output_refused or {})
-    steps = _ordered_steps(nodes, main, absorbed)
+    steps = _ordered_steps(nodes, main, absorbed, fp8, refused)
     output = next(node for node in nodes if node.kind == "output")
     model_input = next((node.name for node in nodes if node.kind == "input"), "")
     return Program(_insert_quantizers(steps, scale_keys), output.args[0] if output.args else "", model_input)
@@ -228,8 +228,11 @@ def _fuse_output_quantize(main: dict[str, Step], users: Mapping[str, list[str]],
             step.output_fp8, step.output_scale_of = True, readers[0].name
 
 
-def _ordered_steps(nodes: list[OpNode], main: dict[str, Step], absorbed: set[str]) -> list[Step]:
-    """Steps in graph order; a conv with an epilogue runs where its last fused node stood."""
+def _ordered_steps(nodes: list[OpNode], main: dict[str, Step], absorbed: set[str], fp8: set[str],
+                   refused: Mapping[str, str]) -> list[Step]:
+    """Steps in graph order; a conv with an epilogue runs where its last fused node stood. A module the recipe
+    quantizes that runs as a PyTorch op (a convolution that is not 2-D) asked for FP8 and says why it runs fp16
+    (`refused`)."""
     at_node = {step.node: step for step in main.values()}
     steps: list[Step] = []
     for node in nodes:
@@ -238,8 +241,10 @@ def _ordered_steps(nodes: list[OpNode], main: dict[str, Step], absorbed: set[str
         elif node.name in absorbed or node.name in main or node.kind in ("input", "output", "const"):
             continue
         else:
+            asked = "fp8" if node.label and node.label in fp8 else "fp16"
+            reason = refused.get(node.label) if asked == "fp8" else None
             steps.append(Step(_torch_name(node), "torch", node.name, node.args, "fp16",
-                              OP_WORDS.get(node.kind, "other"), fallback=node.leaf_reason))
+                              OP_WORDS.get(node.kind, "other"), fallback=node.leaf_reason or reason, asked=asked))
     return steps
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from builders.engine.build import _layer, static_refusals, unexplained_fp16
+from builders.engine.fusion_regions import find_regions
 from builders.engine.graph import record_run, trace
 from builders.engine.lowering import QUANTIZE_SUFFIX, OpNode, Program, Step, lower
 from builders.models.structure import model_structure
@@ -219,3 +220,26 @@ def test_an_add_fuses_only_where_both_operands_shapes_are_known_and_equal(known,
              OpNode("add", "add", ("conv", "other")), OpNode("out", "output", ("add",))]
     conv = _steps(lower(nodes, set(), {}, {}, value_shapes=known))["conv"]
     assert (conv.epilogue == ("add",)) is fused and (conv.residual == "other") is fused
+
+
+def test_a_recipe_layer_the_engine_runs_as_a_pytorch_op_is_asked_for_fp8_and_says_why():
+    """eca_resnet33ts's channel attention convolves with a Conv1d, which recipe `all` selects (a convolution) and the
+    engine has no kernel for (its convolutions are 2-D cuDNN graphs): each runs as a PyTorch op in fp16, asked for in
+    FP8, with its reason, so the engine builds (a layer in fp16 without one stops it), and the outputs hold."""
+    model, fp8, program, traced = _lowered("eca_resnet33ts", "all")
+    one_d = [path for path, module in model.named_modules() if isinstance(module, torch.nn.Conv1d)]
+    assert one_d and set(one_d) <= fp8
+    steps = _steps(program)
+    for path in one_d:
+        assert (steps[path].kind, steps[path].asked, steps[path].precision) == ("torch", "fp8", "fp16")
+        assert "Conv1d" in str(steps[path].fallback)
+    assert unexplained_fp16(program, fp8) == []
+    # an fp16 PyTorch op still: fused with its attention block's other ops into one region, as in the fp16 engine
+    in_regions = {program.steps[index].name for region in find_regions(traced.nodes, program.steps)
+                  for index in region.steps}
+    assert set(one_d) <= in_regions
+    torch.manual_seed(0)
+    x = torch.randn(TRACED_INPUT)
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(stand_in_engine(program, traced, x).infer(x), expected, rtol=1e-4, atol=1e-4)
