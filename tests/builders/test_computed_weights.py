@@ -12,14 +12,16 @@ from typing import Any
 import pytest
 import torch
 
+from builders.backend import BackendContext
 from builders.engine.cudnn_backend import CudnnBackend
 from builders.engine.graph import record_run, trace
 from builders.engine.lowering import lower
 from builders.models.computed_weights import plain_convolutions
 from builders.models.structure import model_structure
+from builders.pytorch.torch_backend import TorchBackend
 from builders.pytorch.variant_modules import folded_reference, variant_module
 from builders.recipes.fp8 import select
-from sessions.documents.plan import VariantPlan
+from sessions.documents.plan import StudyPlan, TimingPlan, VariantPlan, parse_variants
 from tests.engine_stand_in import stand_in_engine
 
 timm = pytest.importorskip("timm")
@@ -253,3 +255,16 @@ def test_a_selected_layer_modelopt_gives_no_quantizer_is_counted_as_excluded_and
     assert built.quantized == set(selected) - {"2"}
     assert built.recipe is not None and "2" in built.recipe.excluded and "2" not in built.recipe.quantized
     assert any("PaddedFirst" in note and "no FP8 quantizer" in note for note in built.notes)
+
+
+def test_the_pytorch_backends_variants_say_how_many_they_made_plain():
+    plan = StudyPlan(model="standardized", backend="torch", device="cpu", batch=1, tracer="none",
+                     variants=parse_variants("fp32,fp8", ["all"], []), timing=TimingPlan(0.0, 1, 1))
+    x = torch.randn(2, 3, 16, 16)
+    model = SimpleNamespace(name="standardized", module=_standardized_then_batchnorm())
+    backend = TorchBackend(BackendContext(plan, model, x[:1]))  # type: ignore[arg-type]
+    for variant in plan.variants:
+        built = backend.build(variant, x).variant
+        said = [note for note in built.notes if "weight standardization" in note]
+        assert built.batchnorm_folded == 1 and len(said) == 1
+        assert said[0].startswith("2 convolution(s)") and "; 0 first" in said[0]
