@@ -3,8 +3,8 @@
     python benchmarks/engine_lowering_zoo.py [MODEL ...] > benchmarks/results/cpu/engine-lowering-unseen.txt
 
 Per model (timm, pretrained=False, two images at its own input size, fp32 on the CPU): the model prepared as the
-engine prepares it (convolutions that compute their weight made plain, BatchNorm folded), traced and lowered
-(`builders.engine.lowering.lower`) in fp16 and with FP8 recipe `all` (its quantize layers standing in as
+engine prepares it (`fold_into_weights`: convolutions that compute their weight made plain, BatchNorm folded), traced
+and lowered (`builders.engine.lowering.lower`) in fp16 and with FP8 recipe `all` (its quantize layers standing in as
 pass-throughs), then run by the engine's interpreter with PyTorch standing in for cuDNN (`tests.engine_stand_in`):
 the largest difference from the model's outputs over their largest magnitude, and for FP8 the layers the recipe
 quantizes that run fp16 without a reason (`unexplained_fp16`: the engine refuses to build with any). A lowering that
@@ -38,9 +38,8 @@ def lowering_row(name: str) -> str:
     from builders.engine.build import static_refusals, unexplained_fp16
     from builders.engine.graph import record_run, trace
     from builders.engine.lowering import lower
-    from builders.models.computed_weights import plain_convolutions
     from builders.models.structure import model_structure
-    from builders.pytorch.variant_modules import fold_batchnorm
+    from builders.pytorch.variant_modules import fold_into_weights
     from builders.recipes.fp8 import select
     from tests.engine_stand_in import stand_in_engine
 
@@ -52,8 +51,7 @@ def lowering_row(name: str) -> str:
     fp8 = set(select(structure, "all", []).quantized)
     keys = {node.path: node.input_key for node in structure.layers}  # one input tensor, one amax: one scale
     prepared = copy.deepcopy(model)
-    computed = plain_convolutions(prepared)
-    folded = fold_batchnorm(prepared, model_structure(prepared, torch.zeros(1, *size)).conv_bn)
+    computed, folded = fold_into_weights(prepared, structure.conv_bn)
     traced = trace(prepared, torch.zeros(shape))
     shapes = record_run(traced, torch.zeros(shape)).shapes
     x = torch.randn(shape)

@@ -8,7 +8,8 @@ layer) with numbered names, then a `--dumpProfile` table of the same layers and 
 trtexec's, the engine is not one. `--checkout` runs another checkout's code on the same file (an earlier commit's
 worktree), so two figures compare on one machine; `--repeat` runs the command that many times, a line each (on a
 shared machine the least CPU time is the one least inflated by the others' work), after one uncounted run that
-writes the modules' bytecode, as an installed tool has it. `--stages` adds a line of each
+writes the modules' bytecode, as an installed tool has it (peak RSS: the largest of the command's runs so far,
+that one's included, as the OS counts its waited-for children). `--stages` adds a line of each
 stage's CPU seconds in one process (`STAGES`): the folder classified, the import, the session's encode, its save
 check (`storage.check_loads`, or `storage.decode` in a checkout without it), the file written, and the session
 freed.

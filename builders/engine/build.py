@@ -95,8 +95,8 @@ def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
             refused[path] = (f"torch._scaled_mm needs in and out features divisible by 16 "
                                  f"(got {module.in_features} -> {module.out_features})")
         elif isinstance(module, torch.nn.modules.conv._ConvNd) and path in fp8:  # a convolution, not a Conv2d
-            refused[path] = (f"a {type(module).__name__}: the engine's convolutions are 2-D (cuDNN graphs); it runs "
-                             "as a PyTorch op")
+            refused[path] = (f"a {type(module).__name__}, not a Conv2d: the engine's convolutions are Conv2d's, as "
+                             "cuDNN graphs; it runs as a PyTorch op")
     return refused
 
 
@@ -104,6 +104,13 @@ def unexplained_fp16(program: Program, fp8: set[str]) -> list[str]:
     """Recipe layers that would run in fp16 without a recorded reason: the engine refuses to build with any."""
     steps = {s.name: s for s in program.steps if s.kind in ("conv", "linear", "torch")}
     return sorted(path for path in fp8 if path in steps and steps[path].precision != "fp8" and not steps[path].fallback)
+
+
+def unlowered(program: Program, fp8: set[str]) -> list[str]:
+    """Recipe layers with no step of their own (inside a module run as one PyTorch call), sorted: not a conv or
+    linear step, nor a PyTorch op asked for in FP8 (a recipe layer the engine runs as one says why)."""
+    lowered = {s.name for s in program.steps if s.kind in ("conv", "linear") or s.asked == "fp8"}
+    return sorted(fp8 - lowered)
 
 
 def _fp16_by_choice(program: Program) -> list[Step]:
@@ -142,8 +149,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     silent = unexplained_fp16(program, fp8)
     if silent:
         raise RuntimeError(f"{len(silent)} FP8 layers would run in fp16 without a reason: {', '.join(silent[:5])}")
-    lowered = {s.name for s in program.steps if s.kind in ("conv", "linear")}
-    hidden = sorted(fp8 - lowered)
+    hidden = unlowered(program, fp8)
     if hidden:
         notes.append(f"{len(hidden)} of {len(fp8)} layers the recipe quantizes were not lowered (inside modules run as "
                      f"one PyTorch call, in fp16): {', '.join(hidden[:8])}{' ...' if len(hidden) > 8 else ''}")

@@ -23,9 +23,9 @@ from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
-from builders.models.computed_weights import computed_weights_notes, plain_convolutions
+from builders.models.computed_weights import computed_weights_notes
 from builders.pytorch.inductor_workers import end_compile_workers
-from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_batchnorm, variant_module
+from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_into_weights, variant_module
 from builders.recipes.fp8 import get_recipe
 from profilers.device import study_device
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
@@ -168,12 +168,11 @@ class CudnnBackend(Backend):
     def _plain(self, twin: Twin | None) -> tuple[torch.nn.Module, list[str]]:
         """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8), its
         convolutions that compute their weight from their own tensors made plain convolutions of that weight first
-        (`plain_convolutions`, as the FP8 calibration makes them: the scales are of the weight they compute); and the
+        (`fold_into_weights`, as the FP8 calibration makes them: the scales are of the weight they compute); and the
         paths of those."""
         module = copy.deepcopy(self._reference)
-        computed = plain_convolutions(module)
-        if twin is None or twin.recipe.batchnorm_folded:
-            fold_batchnorm(module, self.structure.conv_bn)
+        folds = twin is None or twin.recipe.batchnorm_folded
+        computed, _ = fold_into_weights(module, self.structure.conv_bn if folds else [])
         return module.to(dtype=torch.float16).eval(), computed
 
     def _make_quantizer(self) -> Quantizer:

@@ -133,10 +133,8 @@ def widened(nodes: list[OpNode], steps: list[Step], regions: list[Region],
 
 
 def _runs_fp16(step: Step, kept: frozenset[str]) -> bool:
-    """Whether `step` runs fp16 and nothing makes it FP8: asked so, or a PyTorch op (a recipe layer the engine runs as
-    one has no FP8 form), none of its nodes kept."""
-    return (step.precision == "fp16" and (step.asked == "fp16" or step.kind == "torch")
-            and not step_nodes(step) & kept)
+    """Whether `step` runs fp16 as asked, none of its nodes kept."""
+    return step.asked == "fp16" and step.precision == "fp16" and not step_nodes(step) & kept
 
 
 def _sole_1x1_conv(readers: list[str], by_source: Mapping[str, int], by_name: Mapping[str, OpNode]) -> int | None:

@@ -231,7 +231,7 @@ def _fuse_output_quantize(main: dict[str, Step], users: Mapping[str, list[str]],
 def _ordered_steps(nodes: list[OpNode], main: dict[str, Step], absorbed: set[str], fp8: set[str],
                    refused: Mapping[str, str]) -> list[Step]:
     """Steps in graph order; a conv with an epilogue runs where its last fused node stood. A module the recipe
-    quantizes that runs as a PyTorch op (a convolution that is not 2-D) asked for FP8 and says why it runs fp16
+    quantizes that runs as a PyTorch op (a convolution that is not a Conv2d) asked for FP8 and says why it runs fp16
     (`refused`)."""
     at_node = {step.node: step for step in main.values()}
     steps: list[Step] = []

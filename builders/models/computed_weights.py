@@ -52,8 +52,11 @@ def computed_weights_notes(paths: list[str]) -> list[str]:
 def _plain_form(conv: torch.nn.Conv2d) -> torch.nn.Conv2d | None:
     """The plain convolution `conv`'s forward computes, or None where its forward is anything else: it must trace to
     one image in, a 2-D convolution of that image as it came out, and the convolution's weight, bias and settings
-    computed without the image (they are computed with no image given: any that reads it fails); and the plain
-    convolution must give `conv`'s output (`_same_outputs`: a weight drawn anew at every call does not)."""
+    computed without the image (they are computed with no image given: any that reads it fails), the weight or the
+    bias not the module's own as held; and the plain convolution must give `conv`'s output (`_same_outputs`: a weight
+    drawn anew at every call does not). A module on the meta device holds no values to compute from."""
+    if conv.weight.is_meta:
+        return None
     try:
         graph = torch.fx.symbolic_trace(conv).graph
     except Exception:  # noqa: BLE001  (a forward torch.fx cannot trace is left as it is)
@@ -69,6 +72,8 @@ def _plain_form(conv: torch.nn.Conv2d) -> torch.nn.Conv2d | None:
     try:
         values = dict(zip(arguments, _values(conv, graph, list(arguments.values())), strict=True))
         weight, bias = values["weight"], values["bias"]
+        if weight is conv.weight and bias is conv.bias:
+            return None  # nothing computed: a subclass that convolves as Conv2d does stays what it is
         plain = torch.nn.Conv2d(weight.shape[1] * values["groups"], weight.shape[0], tuple(weight.shape[2:]),
                                 values["stride"], values["padding"], values["dilation"], values["groups"],
                                 bias is not None, device=weight.device, dtype=weight.dtype)
@@ -97,7 +102,7 @@ def _values(conv: torch.nn.Conv2d, graph: torch.fx.Graph, wanted: list[Any]) -> 
 
 def _same_outputs(conv: torch.nn.Conv2d, plain: torch.nn.Conv2d) -> bool:
     """Whether `plain` gives `conv`'s output, to within rounding, on one random input of its channels (drawn from a
-    generator of its own: the caller's random state is left as it was)."""
+    generator of its own; a forward that draws numbers itself draws them from the global generator)."""
     size = max(8, *(d * (k - 1) + 1 for d, k in zip(plain.dilation, plain.kernel_size, strict=True)))
     generator = torch.Generator(device="cpu").manual_seed(0)
     image = torch.randn(1, plain.in_channels, size, size, generator=generator).to(plain.weight)

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 
 from builders.fp8.format import E4M3_MAX, MIN_SCALE
-from builders.models.computed_weights import plain_convolutions
+from builders.models.computed_weights import computed_weights_notes, plain_convolutions
 from builders.models.structure import model_structure
 from builders.recipes.fp8 import OPS, check_selections, select
 from sessions.analyses.captions import SIMULATED_FP8
@@ -73,6 +73,7 @@ class Calibrated:
     folded: int  # BatchNorm layers folded into their convolutions
     dtype: torch.dtype  # the precision it calibrated in, and the one its variant runs in
     overflow: str | None = None  # why the asked-for precision was given up for fp32 (ModelOpt's line); None: it held
+    computed: list[str] = field(default_factory=list)  # convolutions made plain first (`fold_into_weights`)
 
 
 class Calibrations:
@@ -110,26 +111,25 @@ def _calibrated_module(reference: torch.nn.Module, conv_bn: list[tuple[str, str]
     one line.
     """
     try:
-        return Calibrated(*_calibrate(reference, conv_bn, paths, weights, calibration, dtype), dtype)
+        return _calibrate(reference, conv_bn, paths, weights, calibration, dtype)
     except AssertionError as exc:  # ModelOpt's calibrators check their tensors with assertions
         reason = f"ModelOpt: {first_line(exc)}"
         if dtype == torch.float32:
             raise InspectError(f"max calibration failed in fp32 ({reason})") from None
     try:
-        module, folded = _calibrate(reference, conv_bn, paths, weights, calibration, torch.float32)
+        in_fp32 = _calibrate(reference, conv_bn, paths, weights, calibration, torch.float32)
     except AssertionError as exc:
         raise InspectError(f"max calibration failed in {precision_name(dtype)} ({reason}) and in fp32 "
                            f"(ModelOpt: {first_line(exc)})") from None
-    return Calibrated(module, folded, torch.float32, reason)
+    return dataclasses.replace(in_fp32, overflow=reason)
 
 
 def _calibrate(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths: list[str], weights: str,
-               calibration: torch.Tensor, dtype: torch.dtype) -> tuple[torch.nn.Module, int]:
-    """`_calibrated_module` in `dtype` only: the module and how many BatchNorm layers it folded."""
+               calibration: torch.Tensor, dtype: torch.dtype) -> Calibrated:
+    """`_calibrated_module` in `dtype` only."""
     mtq = _modelopt()
     module = copy.deepcopy(reference)
-    plain_convolutions(module)  # ModelOpt quantizes the weight a convolution computes, as TensorRT folds it
-    folded = fold_batchnorm(module, conv_bn)
+    computed, folded = fold_into_weights(module, conv_bn)  # ModelOpt quantizes the weights as TensorRT folds them
     module = module.to(dtype=dtype)
     calib = calibration.to(device=next(module.parameters()).device, dtype=dtype)
 
@@ -142,7 +142,7 @@ def _calibrate(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths
         module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
         enable_fp8_quantizers(module, paths, weights)
         mtq.calibrate(module, "max", forward_loop=forward_loop)
-    return module, folded
+    return Calibrated(module, folded, dtype, computed=computed)
 
 
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
@@ -195,6 +195,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         notes.append(f"{len(unquantized)} layers the recipe selects have no FP8 quantizer ({unquantized[0]} first): "
                      f"ModelOpt converts no module of their type ({kinds}), so they run in "
                      f"{precision_name(calibrated.dtype)} and are counted as excluded")
+    notes.extend(computed_weights_notes(calibrated.computed))
     if folded:
         notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
     if shared:
@@ -281,8 +282,8 @@ def folded_reference(reference: torch.nn.Module, sample: torch.Tensor) -> Source
     """
     structure = model_structure(reference, sample.to(next(reference.parameters()).device))
     module = copy.deepcopy(reference)
-    computed = plain_convolutions(module)
-    return Source(module, fold_batchnorm(module, structure.conv_bn), computed)
+    computed, folded = fold_into_weights(module, structure.conv_bn)
+    return Source(module, folded, computed)
 
 
 def bake_fp8_weights(built: VariantModule) -> int:
@@ -325,6 +326,16 @@ def disable_fp8_quantizers(module: torch.nn.Module, paths: set[str]) -> None:
                 quantizer = getattr(sub, kind, None)
                 if quantizer is not None:
                     quantizer.disable()
+
+
+def fold_into_weights(module: torch.nn.Module, conv_bn: list[tuple[str, str]]) -> tuple[list[str], int]:
+    """In place, what every graph the tool builds from a model folds into its weights, in this order: the
+    convolutions that compute their weight at every call made plain convolutions of that weight
+    (`plain_convolutions`), then each BatchNorm of the `conv_bn` pairs folded into the convolution it reads
+    (`fold_batchnorm`; folded into a weight that is then standardized, its scale would be normalized away). The paths
+    made plain, and how many BatchNorm layers were folded."""
+    computed = plain_convolutions(module)
+    return computed, fold_batchnorm(module, conv_bn)
 
 
 def fold_batchnorm(module: torch.nn.Module, pairs: list[tuple[str, str]]) -> int:

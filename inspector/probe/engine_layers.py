@@ -42,7 +42,7 @@ from builders.engine.tactics import GRAPH_LIBRARIES
 from builders.fp8.format import calibrated_scale
 from builders.fp8.quantizer import make_quantizer
 from builders.models.layer_spec import LayerSpec
-from builders.pytorch.variant_modules import fold_batchnorm
+from builders.pytorch.variant_modules import fold_into_weights
 from builders.recipes.fp8 import FP8Recipe, get_recipe
 from sessions.documents.options import FP8_LAYERS_KEPT, default
 from sessions.documents.plan import DEFAULT_FP8_RECIPES
@@ -202,11 +202,11 @@ def _grow_workspace(context: BuildContext, graph: ConvGraph) -> None:
 
 
 def plain_model(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], dtype: torch.dtype) -> torch.nn.Module:
-    """A copy of `reference` (fp32) as the engine builds it, whatever the recipe: the `conv_bn` pairs folded (the
-    engine folds every BatchNorm that reads a convolution), in `dtype` (fp16; fp32 where the engine's calibration
-    falls back to it)."""
+    """A copy of `reference` (fp32) as the engine builds it, whatever the recipe: its convolutions that compute their
+    weight made plain, then the `conv_bn` pairs folded (`fold_into_weights`: the engine folds every BatchNorm that
+    reads a convolution), in `dtype` (fp16; fp32 where the engine's calibration falls back to it)."""
     module = copy.deepcopy(reference)
-    fold_batchnorm(module, conv_bn)
+    fold_into_weights(module, conv_bn)
     return module.to(dtype=dtype).eval()
 
 

@@ -107,7 +107,7 @@ class StrideFromInput(torch.nn.Conv2d):
 
 
 class StrideFromWeight(torch.nn.Conv2d):
-    """Its stride is computed from its own weight's shape: computed without the input, so converted."""
+    """Its stride is computed from its own weight's shape, its weight and bias its own: nothing to fold."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.conv2d(x, self.weight, self.bias, self.weight.shape[-1] - 2, self.padding)
@@ -143,6 +143,13 @@ class ConvolutionLookalike(torch.nn.Conv2d):
         return clamped_conv2d(x, self.weight * 1.0, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
 
+class AsConv2d(torch.nn.Conv2d):
+    """Convolves as Conv2d does, with its own weight and bias: nothing computed, nothing to fold."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(x, self.weight, self.bias)
+
+
 class TwoConvolutions(torch.nn.Conv2d):
     """Convolves twice with its weight: more than one convolution."""
 
@@ -174,7 +181,8 @@ class UnitNorm(torch.nn.Conv2d):
 
 
 @pytest.mark.parametrize("kind", [PaddedFirst, ClampedFirst, ClampedAfter, ConvolutionLookalike, WeightFromInput,
-                                  ActivatedAfter, StrideFromInput, TwoConvolutions, NoisyWeight, SecondInput])
+                                  ActivatedAfter, StrideFromInput, TwoConvolutions, NoisyWeight, SecondInput, AsConv2d,
+                                  StrideFromWeight])
 def test_a_forward_that_is_more_than_a_convolution_of_constants_is_left_as_it_is(kind):
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), kind(8, 8, 3, padding=1))
     first, second = model[0], model[1]
@@ -184,15 +192,13 @@ def test_a_forward_that_is_more_than_a_convolution_of_constants_is_left_as_it_is
 
 def test_a_weight_normalized_at_every_call_keeps_its_settings():
     torch.manual_seed(0)
-    model = torch.nn.Sequential(UnitNorm(4, 8, 3, stride=2, padding=1, groups=2), UnitNorm(8, 8, 1),
-                                StrideFromWeight(8, 8, 3, stride=1, padding=1))
+    model = torch.nn.Sequential(UnitNorm(4, 8, 3, stride=2, padding=1, groups=2), UnitNorm(8, 8, 1))
     x = torch.randn(2, 4, 17, 17)
     with torch.no_grad():
         expected = model(x)
-    assert plain_convolutions(model) == ["0", "1", "2"]
+    assert plain_convolutions(model) == ["0", "1"]
     conv = model[0]
     assert (conv.stride, conv.padding, conv.groups, conv.in_channels) == ((2, 2), (1, 1), 2, 4)
-    assert model[2].stride == (1, 1)  # computed from the weight's shape
     with torch.no_grad():
         torch.testing.assert_close(model(x), expected, rtol=1e-5, atol=1e-5)
 
@@ -240,6 +246,7 @@ def test_every_pytorch_variant_starts_from_them_plain_and_fp8_quantizes_the_weig
     modules = dict(built.module.named_modules())
     assert built.quantized == set(select(model_structure(model, x[:1]), "all", []).quantized) == {"3"}
     assert all(modules[path].weight_quantizer.is_enabled for path in built.quantized)
+    assert [note for note in built.notes if "weight standardization; 0 first" in note]  # as the TensorRT variant's
 
 
 def test_a_selected_layer_modelopt_gives_no_quantizer_is_counted_as_excluded_and_said():
@@ -268,3 +275,10 @@ def test_the_pytorch_backends_variants_say_how_many_they_made_plain():
         said = [note for note in built.notes if "weight standardization" in note]
         assert built.batchnorm_folded == 1 and len(said) == 1
         assert said[0].startswith("2 convolution(s)") and "; 0 first" in said[0]
+
+
+def test_a_model_on_the_meta_device_is_left_as_it_is():
+    with torch.device("meta"):
+        model = torch.nn.Sequential(UnitNorm(3, 8, 3))
+    standardized = model[0]
+    assert plain_convolutions(model) == [] and model[0] is standardized

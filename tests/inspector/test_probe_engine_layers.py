@@ -212,6 +212,39 @@ def test_the_scales_are_those_of_the_engines_calibration():
     assert twin.scales["idle"][0] == 2.0**-14 and twin.scales["conv"][1][3] == 2.0**-14  # the floors were met
 
 
+@pytest.mark.slow  # ModelOpt calibrates on the CPU
+def test_the_scales_of_weight_standardized_convolutions_are_of_the_weight_the_engine_runs():
+    """A convolution that standardizes its weight at every call, then a BatchNorm: the probe's model is the engine's
+    (made plain, then the BatchNorm folded into the weight it computes), so its weight scales are the twin's and it
+    computes the model."""
+    std_conv = pytest.importorskip("timm.layers.std_conv")
+    from builders.engine.twin import Twin
+    from builders.models.structure import model_structure
+    from builders.pytorch.variant_modules import variant_module
+    from sessions.documents.plan import VariantPlan
+
+    torch.manual_seed(0)
+    model = nn.Sequential(std_conv.StdConv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          std_conv.StdConv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                          std_conv.StdConv2d(16, 16, 1)).eval()
+    with torch.no_grad():
+        for norm in (model[1], model[4]):
+            norm.weight.uniform_(0.5, 2.0)
+            norm.running_var.uniform_(0.5, 2.0)
+    calibration = torch.randn(20, 3, 12, 12)
+    recipe = engine_layers.probe_recipe()
+    twin = Twin.of("key", variant_module(model, VariantPlan("fp8", recipe.name, ()), calibration, torch.float16))
+    plain = engine_layers.plain_model(model, model_structure(model, calibration[:1]).conv_bn, torch.float32)
+    assert twin.scales and set(twin.scales) <= {"3", "6"}
+    for name, (_, w_scale) in twin.scales.items():
+        probe_w = engine_layers.weight_scales(plain.get_submodule(name).weight.half(), recipe.weights == "per-channel")
+        assert torch.equal(probe_w, w_scale), name
+    with torch.no_grad():
+        expected = model(calibration)
+        error = (plain(calibration) - expected).abs().max() / expected.abs().max()
+    assert error < 1e-4
+
+
 def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals: dict, library_us: dict,
                      plan_limit: int = 4, scaled_us: dict | None = None,
                      matmul_us: dict | None = None) -> BuildContext:
