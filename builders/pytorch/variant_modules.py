@@ -191,10 +191,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     if calibrated.overflow:
         notes.append(calibration_fallback_note(dtype, calibrated.overflow))
     if unquantized:
-        kinds = ", ".join(sorted({type(modules[path]).__name__ for path in unquantized}))
-        notes.append(f"{len(unquantized)} layers the recipe selects have no FP8 quantizer ({unquantized[0]} first): "
-                     f"ModelOpt converts no module of their type ({kinds}), so they run in "
-                     f"{precision_name(calibrated.dtype)} and are counted as excluded")
+        notes.append(_unquantized_note(unquantized, modules, calibrated.dtype))
     notes.extend(computed_weights_notes(calibrated.computed))
     if folded:
         notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
@@ -206,6 +203,13 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
                      "only zeros in calibration or hold all-zero weight channels): raised to it, so their scale is "
                      "2^-14, the smallest normal fp16 value, the ONNX graph's floor")
     return VariantModule(module, calibrated.dtype, keep, recipe, notes)
+
+
+def _unquantized_note(paths: list[str], modules: dict[str, torch.nn.Module], dtype: torch.dtype) -> str:
+    """The variant's note on the layers at `paths` its recipe selects that ModelOpt gave no quantizer."""
+    kinds = ", ".join(sorted({type(modules[path]).__name__ for path in paths}))
+    return (f"{len(paths)} layers the recipe selects have no FP8 quantizer ({paths[0]} first): ModelOpt converts no "
+            f"module of their type ({kinds}), so they run in {precision_name(dtype)} and are counted as excluded")
 
 
 def calibration_fallback_note(asked: torch.dtype, reason: str) -> str:
