@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import torch.fx
 
-CONV_FUNCTIONS = (torch.nn.functional.conv2d, torch.conv2d)
+CONV2D = torch.conv2d  # what a traced call of torch.nn.functional.conv2d names: the same function
 CONV_PARAMETERS = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")  # conv2d's, in order
 CONV_DEFAULTS = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1}
 
@@ -31,8 +31,8 @@ def plain_convolutions(module: torch.nn.Module) -> list[str]:
     does not match it on a test input is left as it is."""
     replaced = []
     for path, conv in list(module.named_modules()):
-        if not isinstance(conv, torch.nn.Conv2d) or type(conv).forward is torch.nn.Conv2d.forward:
-            continue
+        if not path or not isinstance(conv, torch.nn.Conv2d) or type(conv).forward is torch.nn.Conv2d.forward:
+            continue  # the module itself cannot be replaced in place
         plain = _plain_form(conv)
         if plain is not None:
             module.set_submodule(path, plain)
@@ -64,7 +64,7 @@ def _plain_form(conv: torch.nn.Conv2d) -> torch.nn.Conv2d | None:
     inputs = [node for node in graph.nodes if node.op == "placeholder"]
     call = next(node for node in graph.nodes if node.op == "output").args[0]
     if not (len(inputs) == 1 and isinstance(call, torch.fx.Node) and call.op == "call_function"
-            and call.target in CONV_FUNCTIONS):
+            and call.target is CONV2D):
         return None
     arguments = {**CONV_DEFAULTS, **dict(zip(CONV_PARAMETERS, call.args, strict=False)), **call.kwargs}
     if arguments.pop("input") is not inputs[0]:

@@ -282,3 +282,8 @@ def test_a_model_on_the_meta_device_is_left_as_it_is():
         model = torch.nn.Sequential(UnitNorm(3, 8, 3))
     standardized = model[0]
     assert plain_convolutions(model) == [] and model[0] is standardized
+
+
+def test_a_model_that_is_itself_such_a_convolution_is_left_as_it_is():
+    model = UnitNorm(3, 8, 3)
+    assert plain_convolutions(model) == []
