@@ -3,7 +3,7 @@
     python benchmarks/engine_lowering_zoo.py [MODEL ...] > benchmarks/results/cpu/engine-lowering-unseen.txt
 
 Per model (timm, pretrained=False, two images at its own input size, fp32 on the CPU): the model prepared as the
-engine prepares it (`fold_into_weights`: convolutions that compute their weight made plain, BatchNorm folded), traced
+engine prepares it (`fold_into_weights`: layers of derived classes made plain, BatchNorm folded), traced
 and lowered (`builders.engine.lowering.lower`) in fp16 and with FP8 recipe `all` (its quantize layers standing in as
 pass-throughs), then run by the engine's interpreter with PyTorch standing in for cuDNN (`tests.engine_stand_in`):
 the largest difference from the model's outputs over their largest magnitude, and for FP8 the layers the recipe
@@ -51,7 +51,7 @@ def lowering_row(name: str) -> str:
     fp8 = set(select(structure, "all", []).quantized)
     keys = {node.path: node.input_key for node in structure.layers}  # one input tensor, one amax: one scale
     prepared = copy.deepcopy(model)
-    computed, folded = fold_into_weights(prepared, structure.conv_bn)
+    made_plain, folded = fold_into_weights(prepared, structure.conv_bn)
     traced = trace(prepared, torch.zeros(shape))
     shapes = record_run(traced, torch.zeros(shape)).shapes
     x = torch.randn(shape)
@@ -69,7 +69,7 @@ def lowering_row(name: str) -> str:
                      + (f" ({fp8_layers} of {len(quantized)} quantized layers FP8, {len(silent)} fp16 without a "
                         "reason)" if quantized else ""))
     convs = [step for step in program.steps if step.kind == "conv"]
-    return (f"{name}: {'; '.join(cells)}; {len(convs)} convolutions ({len(computed)} made plain), {folded} "
+    return (f"{name}: {'; '.join(cells)}; {len(convs)} convolutions ({len(made_plain)} layers made plain), {folded} "
             f"BatchNorm folded, {len(traced.leaves)} modules not traced into")
 
 

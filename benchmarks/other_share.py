@@ -61,14 +61,14 @@ def torch_roles(name: str) -> tuple[float, dict[str, float]]:
 
 
 def engine_roles(name: str) -> tuple[float, dict[str, float]]:
-    """CPU ms per role of the engine's fp16 lowering of `name` (`lowered_roles`), its convolutions that compute their
-    weight at every call made plain first, as the engine builds them (`plain_convolutions`)."""
+    """CPU ms per role of the engine's fp16 lowering of `name` (`lowered_roles`), its layers of derived classes that
+    compute their base class's operation made plain first, as the engine builds them (`plain_layers`)."""
     from builders.models.catalog import load_model
-    from builders.models.computed_weights import plain_convolutions
+    from builders.models.plain_layers import plain_layers
 
     model = load_model(name)
     module = model.module.float().eval()
-    plain_convolutions(module)
+    plain_layers(module)
     return lowered_roles(module, torch.randn(1, *model.input_size))
 
 

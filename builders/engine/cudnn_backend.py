@@ -23,7 +23,7 @@ from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
-from builders.models.computed_weights import computed_weights_notes
+from builders.models.plain_layers import PlainLayer, plain_layers_notes
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_into_weights, variant_module
 from builders.recipes.fp8 import get_recipe
@@ -108,7 +108,7 @@ class CudnnBackend(Backend):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
         start = time.perf_counter()
         twin = self._twin(variant, calibration) if variant.precision == "fp8" else None
-        plain, computed = self._plain(twin)
+        plain, made_plain = self._plain(twin)
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
         try:
             engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, twin)
@@ -121,7 +121,7 @@ class CudnnBackend(Backend):
                                f"{first_line(exc)}") from None
         self.context.cache.save()
         refused = self._quantizer.refused[refused_before:] if self._quantizer else []
-        notes.extend(computed_weights_notes(computed))
+        notes.extend(plain_layers_notes(made_plain))
         if refused:  # shapes are static: a call refused once is refused on every run
             notes.append(f"{len(refused)} quantize call(s) of a run ran PyTorch's eager kernels instead of the Triton "
                          f"kernel their layers' tactic names: {refused[0]}")
@@ -165,15 +165,14 @@ class CudnnBackend(Backend):
         twin.saved = self._twins.save
         return twin
 
-    def _plain(self, twin: Twin | None) -> tuple[torch.nn.Module, list[str]]:
-        """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8), its
-        convolutions that compute their weight from their own tensors made plain convolutions of that weight first
-        (`fold_into_weights`, as the FP8 calibration makes them: the scales are of the weight they compute); and the
-        paths of those."""
+    def _plain(self, twin: Twin | None) -> tuple[torch.nn.Module, list[PlainLayer]]:
+        """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8), its layers
+        of derived classes that compute their base class's operation made plain first (`fold_into_weights`, as the
+        FP8 calibration makes them: the scales are of the weight they compute); and those layers."""
         module = copy.deepcopy(self._reference)
         folds = twin is None or twin.recipe.batchnorm_folded
-        computed, _ = fold_into_weights(module, self.structure.conv_bn if folds else [])
-        return module.to(dtype=torch.float16).eval(), computed
+        made_plain, _ = fold_into_weights(module, self.structure.conv_bn if folds else [])
+        return module.to(dtype=torch.float16).eval(), made_plain
 
     def _make_quantizer(self) -> Quantizer:
         if self._quantizer is None:

@@ -17,7 +17,7 @@ import time
 import torch
 
 from builders.backend import BuildResult, register_backend
-from builders.models.computed_weights import computed_weights_notes
+from builders.models.plain_layers import plain_layers_notes
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.torch_backend import TorchBackend, TorchEngine
 from builders.pytorch.variant_modules import precision_name, state_bytes, variant_module
@@ -71,6 +71,6 @@ class CompileBackend(TorchBackend):
             batchnorm_folded=self._source.batchnorm_folded,
             notes=[(f"compiled by torch.compile (Inductor, torch {torch.__version__}); kernels attributed to the "
                     "whole graph, since Inductor fuses across modules"),
-                   *computed_weights_notes(self._source.computed)],
+                   *plain_layers_notes(self._source.made_plain)],
         )
         return BuildResult(engine, result)

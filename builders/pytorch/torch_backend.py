@@ -25,7 +25,7 @@ from builders.backend import (
     backend_class,
     register_backend,
 )
-from builders.models.computed_weights import computed_weights_notes
+from builders.models.plain_layers import plain_layers_notes
 from builders.models.structure import ModelStructure, model_structure
 from builders.pytorch.graph_capture import GraphTimed
 from builders.pytorch.variant_modules import (
@@ -199,6 +199,6 @@ class TorchBackend(Backend):
             name=variant.name, backend=self.name, precision=variant.precision, device=self.device,
             simulated=built.recipe is not None, recipe=built.recipe, build_s=time.perf_counter() - start,
             artifact_bytes=state_bytes(built.module), batchnorm_folded=self._source.batchnorm_folded,
-            notes=[*built.notes, *computed_weights_notes(self._source.computed)],
+            notes=[*built.notes, *plain_layers_notes(self._source.made_plain)],
         )
         return BuildResult(engine, result)

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import torch
 
 from builders.fp8.format import E4M3_MAX, MIN_SCALE
-from builders.models.computed_weights import computed_weights_notes, plain_convolutions
+from builders.models.plain_layers import PlainLayer, plain_layers, plain_layers_notes
 from builders.models.structure import model_structure
 from builders.recipes.fp8 import OPS, check_selections, select
 from sessions.analyses.captions import SIMULATED_FP8
@@ -73,7 +73,7 @@ class Calibrated:
     folded: int  # BatchNorm layers folded into their convolutions
     dtype: torch.dtype  # the precision it calibrated in, and the one its variant runs in
     overflow: str | None = None  # why the asked-for precision was given up for fp32 (ModelOpt's line); None: it held
-    computed: list[str] = field(default_factory=list)  # convolutions made plain first (`fold_into_weights`)
+    made_plain: list[PlainLayer] = field(default_factory=list)  # layers made plain first (`fold_into_weights`)
 
 
 class Calibrations:
@@ -129,7 +129,7 @@ def _calibrate(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths
     """`_calibrated_module` in `dtype` only."""
     mtq = _modelopt()
     module = copy.deepcopy(reference)
-    computed, folded = fold_into_weights(module, conv_bn)  # ModelOpt quantizes the weights as TensorRT folds them
+    made_plain, folded = fold_into_weights(module, conv_bn)  # ModelOpt quantizes the weights as TensorRT folds them
     module = module.to(dtype=dtype)
     calib = calibration.to(device=next(module.parameters()).device, dtype=dtype)
 
@@ -142,7 +142,7 @@ def _calibrate(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths
         module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
         enable_fp8_quantizers(module, paths, weights)
         mtq.calibrate(module, "max", forward_loop=forward_loop)
-    return Calibrated(module, folded, dtype, computed=computed)
+    return Calibrated(module, folded, dtype, made_plain=made_plain)
 
 
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
@@ -192,7 +192,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         notes.append(calibration_fallback_note(dtype, calibrated.overflow))
     if unquantized:
         notes.append(_unquantized_note(unquantized, modules, calibrated.dtype))
-    notes.extend(computed_weights_notes(calibrated.computed))
+    notes.extend(plain_layers_notes(calibrated.made_plain))
     if folded:
         notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
     if shared:
@@ -273,21 +273,21 @@ class Source(NamedTuple):
 
     module: torch.nn.Module
     batchnorm_folded: int  # BatchNorm layers folded into the convolutions they read
-    computed: list[str]  # convolutions that computed their weight at every call, made plain (`plain_convolutions`)
+    made_plain: list[PlainLayer]  # layers of derived classes made instances of their base class (`plain_layers`)
 
 
 def folded_reference(reference: torch.nn.Module, sample: torch.Tensor) -> Source:
-    """A copy of `reference` with its convolutions that compute their weight at every call made plain convolutions
-    of that weight (`plain_convolutions`, as TensorRT's constant folding builds them), then every BatchNorm that reads
-    a convolution's output folded into it; how many of each.
+    """A copy of `reference` with its layers of derived classes that compute their base class's operation made
+    instances of the base class (`plain_layers`: a weight computed at every call as TensorRT's constant folding builds
+    it), then every BatchNorm that reads a convolution's output folded into it; which layers, and how many folded.
 
     `sample` (one input batch) runs the model once to find the pairs. The copy computes what `reference`
     computes, up to rounding; an FP8 variant made from it finds nothing left to fold or make plain.
     """
     structure = model_structure(reference, sample.to(next(reference.parameters()).device))
     module = copy.deepcopy(reference)
-    computed, folded = fold_into_weights(module, structure.conv_bn)
-    return Source(module, folded, computed)
+    made_plain, folded = fold_into_weights(module, structure.conv_bn)
+    return Source(module, folded, made_plain)
 
 
 def bake_fp8_weights(built: VariantModule) -> int:
@@ -332,14 +332,14 @@ def disable_fp8_quantizers(module: torch.nn.Module, paths: set[str]) -> None:
                     quantizer.disable()
 
 
-def fold_into_weights(module: torch.nn.Module, conv_bn: list[tuple[str, str]]) -> tuple[list[str], int]:
-    """In place, what every graph the tool builds from a model folds into its weights, in this order: the
-    convolutions that compute their weight at every call made plain convolutions of that weight
-    (`plain_convolutions`), then each BatchNorm of the `conv_bn` pairs folded into the convolution it reads
-    (`fold_batchnorm`; folded into a weight that is then standardized, its scale would be normalized away). The paths
-    made plain, and how many BatchNorm layers were folded."""
-    computed = plain_convolutions(module)
-    return computed, fold_batchnorm(module, conv_bn)
+def fold_into_weights(module: torch.nn.Module, conv_bn: list[tuple[str, str]]) -> tuple[list[PlainLayer], int]:
+    """In place, what every graph the tool builds from a model folds into its weights, in this order: the layers
+    of derived classes that compute their base class's operation made instances of it (`plain_layers`: convolutions
+    of the weight they compute at every call, among them), then each BatchNorm of the `conv_bn` pairs folded into the
+    convolution it reads (`fold_batchnorm`; folded into a weight that is then standardized, its scale would be
+    normalized away). The layers made plain, and how many BatchNorm layers were folded."""
+    made_plain = plain_layers(module)
+    return made_plain, fold_batchnorm(module, conv_bn)
 
 
 def fold_batchnorm(module: torch.nn.Module, pairs: list[tuple[str, str]]) -> int:

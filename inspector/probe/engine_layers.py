@@ -202,9 +202,10 @@ def _grow_workspace(context: BuildContext, graph: ConvGraph) -> None:
 
 
 def plain_model(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], dtype: torch.dtype) -> torch.nn.Module:
-    """A copy of `reference` (fp32) as the engine builds it, whatever the recipe: its convolutions that compute their
-    weight made plain, then the `conv_bn` pairs folded (`fold_into_weights`: the engine folds every BatchNorm that
-    reads a convolution), in `dtype` (fp16; fp32 where the engine's calibration falls back to it)."""
+    """A copy of `reference` (fp32) as the engine builds it, whatever the recipe: its layers of derived classes that
+    compute their base class's operation made plain, then the `conv_bn` pairs folded (`fold_into_weights`: the
+    engine folds every BatchNorm that reads a convolution), in `dtype` (fp16; fp32 where the engine's calibration
+    falls back to it)."""
     module = copy.deepcopy(reference)
     fold_into_weights(module, conv_bn)
     return module.to(dtype=dtype).eval()

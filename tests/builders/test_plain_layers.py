@@ -1,7 +1,9 @@
-"""Convolutions that compute their weight at every call (weight standardization) built as plain convolutions of that
-weight, as TensorRT's constant folding builds them: which ones (read here from timm's own classes, which the code
-under test never names), the outputs kept, the engine's lowering then giving each one its own convolution layer and
-running the model's outputs, and the forwards that must be left alone."""
+"""Layers of derived classes whose forward is their base class's operation built as the base class: convolutions that
+compute their weight at every call (weight standardization) as plain convolutions of that weight, as TensorRT's
+constant folding builds them, and linears and convolutions that override forward only to run it on their own weight
+(timm's `Linear`), which ModelOpt would otherwise leave unquantized. Which ones (read here from timm's own classes,
+which the code under test never names), the outputs kept, the engine's lowering then giving each one its own layer
+and running the model's outputs, and the forwards that must be left alone."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from builders.backend import BackendContext
 from builders.engine.cudnn_backend import CudnnBackend
 from builders.engine.graph import record_run, trace
 from builders.engine.lowering import lower
-from builders.models.computed_weights import plain_convolutions
+from builders.models.plain_layers import plain_layers
 from builders.models.structure import model_structure
 from builders.pytorch.torch_backend import TorchBackend
 from builders.pytorch.variant_modules import folded_reference, variant_module
@@ -27,6 +29,11 @@ from tests.engine_stand_in import stand_in_engine
 timm = pytest.importorskip("timm")
 std_conv = pytest.importorskip("timm.layers.std_conv")
 TRACED_INPUT = (1, 3, 224, 224)
+
+
+def plain_paths(model: torch.nn.Module) -> list[str]:
+    """The paths `plain_layers` made plain in `model`, in its order."""
+    return [layer.path for layer in plain_layers(model)]
 
 
 def _standardized(model: torch.nn.Module) -> list[str]:
@@ -46,7 +53,7 @@ def test_weight_standardized_convolutions_become_plain_ones_with_the_models_outp
     with torch.no_grad():
         expected = model(x)
     plain = copy.deepcopy(model)
-    assert plain_convolutions(plain) == expected_paths and expected_paths
+    assert plain_paths(plain) == expected_paths and expected_paths
     modules = dict(plain.named_modules())
     assert all(type(modules[path]) is torch.nn.Conv2d for path in expected_paths)
     untouched = [path for path, module in model.named_modules()
@@ -66,7 +73,7 @@ def test_the_engine_lowers_each_such_convolution_as_its_own_convolution_layer_an
     as_written = trace(model, example)
     assert not [step for step in lower(as_written.nodes, set(), {}, {}).steps if step.kind == "conv"]
     plain = copy.deepcopy(model)
-    paths = plain_convolutions(plain)
+    paths = plain_paths(plain)
     traced = trace(plain, example)
     program = lower(traced.nodes, set(), {}, {}, value_shapes=record_run(traced, example).shapes)
     assert sorted(step.name for step in program.steps if step.kind == "conv") == sorted(paths)  # in call order
@@ -181,12 +188,11 @@ class UnitNorm(torch.nn.Conv2d):
 
 
 @pytest.mark.parametrize("kind", [PaddedFirst, ClampedFirst, ClampedAfter, ConvolutionLookalike, WeightFromInput,
-                                  ActivatedAfter, StrideFromInput, TwoConvolutions, NoisyWeight, SecondInput, AsConv2d,
-                                  StrideFromWeight])
+                                  ActivatedAfter, StrideFromInput, TwoConvolutions, NoisyWeight, SecondInput])
 def test_a_forward_that_is_more_than_a_convolution_of_constants_is_left_as_it_is(kind):
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), kind(8, 8, 3, padding=1))
     first, second = model[0], model[1]
-    assert plain_convolutions(model) == []
+    assert plain_layers(model) == []
     assert model[0] is first and model[1] is second
 
 
@@ -196,7 +202,7 @@ def test_a_weight_normalized_at_every_call_keeps_its_settings():
     x = torch.randn(2, 4, 17, 17)
     with torch.no_grad():
         expected = model(x)
-    assert plain_convolutions(model) == ["0", "1"]
+    assert plain_layers(model) == [("0", "UnitNorm", True), ("1", "UnitNorm", True)]
     conv = model[0]
     assert (conv.stride, conv.padding, conv.groups, conv.in_channels) == ((2, 2), (1, 1), 2, 4)
     with torch.no_grad():
@@ -223,8 +229,8 @@ def test_the_engines_model_has_them_plain_before_batchnorm_is_folded():
         expected = model(x)
     backend = SimpleNamespace(_reference=model, structure=model_structure(model, x))
     assert backend.structure.conv_bn == [("0", "1")]
-    plain, computed = CudnnBackend._plain(backend, None)  # type: ignore[arg-type]
-    assert computed == ["0", "3"] and type(plain[1]) is torch.nn.Identity
+    plain, made_plain = CudnnBackend._plain(backend, None)  # type: ignore[arg-type]
+    assert [layer.path for layer in made_plain] == ["0", "3"] and type(plain[1]) is torch.nn.Identity
     with torch.no_grad():
         error = (plain.float()(x) - expected).abs().max() / expected.abs().max()
     assert error < 1e-2  # fp16 weights; the BatchNorm folded into the standardized weight misses by far more
@@ -239,7 +245,7 @@ def test_every_pytorch_variant_starts_from_them_plain_and_fp8_quantizes_the_weig
     with torch.no_grad():
         expected = model(x)
     source = folded_reference(model, x[:1])
-    assert source.computed == ["0", "3"] and source.batchnorm_folded == 1
+    assert [layer.path for layer in source.made_plain] == ["0", "3"] and source.batchnorm_folded == 1
     with torch.no_grad():
         torch.testing.assert_close(source.module(x), expected, rtol=1e-4, atol=1e-4)
     built = variant_module(model, VariantPlan("fp8", "all"), x, torch.float32)
@@ -281,9 +287,97 @@ def test_a_model_on_the_meta_device_is_left_as_it_is():
     with torch.device("meta"):
         model = torch.nn.Sequential(UnitNorm(3, 8, 3))
     standardized = model[0]
-    assert plain_convolutions(model) == [] and model[0] is standardized
+    assert plain_layers(model) == [] and model[0] is standardized
 
 
 def test_a_model_that_is_itself_such_a_convolution_is_left_as_it_is():
     model = UnitNorm(3, 8, 3)
-    assert plain_convolutions(model) == []
+    assert plain_layers(model) == []
+
+
+class LinearAsLinear(torch.nn.Linear):
+    """Runs linear on its own weight and bias, as Linear does (timm's `Linear` does so outside TorchScript)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x, self.weight, self.bias)
+
+
+class LinearActivated(torch.nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.nn.functional.linear(x, self.weight, self.bias))
+
+
+class LinearOfScaledInput(torch.nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x * 2.0, self.weight, self.bias)
+
+
+class LinearWeightFromInput(torch.nn.Linear):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x, self.weight * x.mean(), self.bias)
+
+
+@pytest.mark.parametrize("kind", [AsConv2d, StrideFromWeight, LinearAsLinear, "timm"])
+def test_a_subclass_that_runs_its_base_operation_on_its_own_weight_becomes_the_base_sharing_its_parameters(kind):
+    """ModelOpt gives no quantizer to a derived class with a forward of its own: made the base class, it gets one."""
+    torch.manual_seed(0)
+    if kind == "timm":
+        layer, base, x = timm.layers.Linear(12, 5), torch.nn.Linear, torch.randn(4, 12)
+    elif issubclass(kind, torch.nn.Linear):
+        layer, base, x = kind(12, 5), torch.nn.Linear, torch.randn(4, 12)
+    else:
+        layer, base, x = kind(4, 8, 3, padding=1), torch.nn.Conv2d, torch.randn(2, 4, 9, 9)
+    model = torch.nn.Sequential(torch.nn.Identity(), layer)
+    with torch.no_grad():
+        expected = model(x)
+    assert plain_layers(model) == [("1", type(layer).__name__, False)]
+    plain = model[1]
+    assert type(plain) is base and plain.weight is layer.weight and plain.bias is layer.bias
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), expected)
+
+
+class LinearWithoutBias(torch.nn.Linear):
+    """Leaves out the bias it holds: the plain form is a linear of its own weight alone."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.linear(x, self.weight)
+
+
+def test_a_bias_held_and_left_out_makes_a_plain_layer_without_one_that_computes_nothing():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Identity(), LinearWithoutBias(12, 5))
+    x = torch.randn(4, 12)
+    with torch.no_grad():
+        expected = model(x)
+    assert plain_layers(model) == [("1", "LinearWithoutBias", False)]
+    assert type(model[1]) is torch.nn.Linear and model[1].bias is None
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), expected)
+
+
+@pytest.mark.parametrize("kind", [LinearActivated, LinearOfScaledInput, LinearWeightFromInput])
+def test_a_linear_forward_that_is_more_than_linear_of_its_input_is_left_as_it_is(kind):
+    model = torch.nn.Sequential(torch.nn.Linear(6, 12), kind(12, 5))
+    first, second = model[0], model[1]
+    assert plain_layers(model) == []
+    assert model[0] is first and model[1] is second
+
+
+def test_an_fp8_recipe_quantizes_a_timm_linear_it_selects_and_says_it_was_made_plain():
+    """timm's `Linear` (its class read here, from timm) gets no quantizer from ModelOpt: `all` ran one it selects
+    (a token MLP's first linear) unquantized and counted it excluded. Made plain, every selected layer is quantized;
+    the classifier, timm's `Linear` too, is the head, which `all` keeps out."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3),
+                                torch.nn.Flatten(2), timm.layers.Linear(16, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 16), torch.nn.Flatten(), timm.layers.Linear(128, 10)).eval()
+    x = torch.randn(4, 3, 8, 8)
+    body = [path for path, module in model.named_modules() if isinstance(module, timm.layers.Linear)][:1]
+    selected = select(model_structure(model, x[:1]), "all", []).quantized
+    assert body == ["4"] and "4" in selected and "8" not in selected
+    built = variant_module(model, VariantPlan("fp8", "all"), x, torch.float32)
+    assert built.quantized == set(selected) and dict(built.module.named_modules())["4"].weight_quantizer.is_enabled
+    assert built.recipe is not None and "4" not in built.recipe.excluded
+    assert not [note for note in built.notes if "no FP8 quantizer" in note]
+    assert [note for note in built.notes if note.startswith("2 layer(s) of derived classes (Linear; 4 first)")]
