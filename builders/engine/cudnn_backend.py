@@ -25,7 +25,13 @@ from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
 from builders.models.plain_layers import PlainLayer, plain_layers_notes
 from builders.pytorch.inductor_workers import end_compile_workers
-from builders.pytorch.variant_modules import Calibrations, VariantModule, fold_into_weights, variant_module
+from builders.pytorch.variant_modules import (
+    Calibrations,
+    VariantModule,
+    fold_into_weights,
+    unquantized_note,
+    variant_module,
+)
 from builders.recipes.fp8 import get_recipe
 from profilers.device import study_device
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
@@ -127,9 +133,7 @@ class CudnnBackend(Backend):
                          f"kernel their layers' tactic names: {refused[0]}")
         if twin is not None:
             twin.park()
-            if twin.cached:
-                notes.append("scales and the simulated variant's outputs from the FP8 calibration cache "
-                             "(same model weights, recipe and calibration images)")
+            notes.extend(twin_notes(twin, plain))
         torch.cuda.synchronize()
         versions = self.describe()
         label = (f"{ENGINE_LABEL}: real {'FP8' if twin else 'fp16'} kernels; cuDNN {versions['cudnn-backend']}, "
@@ -190,6 +194,19 @@ def _digest_in_background(module: torch.nn.Module) -> concurrent.futures.Future[
         return pool.submit(host_digest, structure, tensors)
     finally:
         pool.shutdown(wait=False)
+
+
+def twin_notes(twin: Twin, plain: torch.nn.Module) -> list[str]:
+    """The FP8 variant's notes on what it took from `twin` (`plain`: the model the engine built): the layers its
+    recipe selects that ModelOpt gave no quantizer, as the simulated variant says, and whether the scales came from
+    the FP8 calibration cache."""
+    notes = []
+    if twin.recipe.unquantized:
+        notes.append(unquantized_note(twin.recipe.unquantized, dict(plain.named_modules()), torch.float16))
+    if twin.cached:
+        notes.append("scales and the simulated variant's outputs from the FP8 calibration cache "
+                     "(same model weights, recipe and calibration images)")
+    return notes
 
 
 def _real_recipe(twin: Twin | None) -> Recipe | None:

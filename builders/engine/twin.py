@@ -36,7 +36,8 @@ from sessions.documents.model import Recipe
 from sessions.documents.paths import cache_dir
 from sessions.documents.storage import write_atomically
 
-FORMAT = 2  # 2: the document carries its digest (builders.cache_files.document_digest)
+FORMAT = 3  # 2: the document carries its digest (builders.cache_files.document_digest); 3: layers made plain first,
+# the recipe's unquantized layers apart
 SIMULATED_CHUNK = 16  # samples per call of the simulated module: one eager call of fake quantization costs about
 # what sixteen do on the GPU (9 s of a 50 s main job one sample a call: benchmarks/results/h200/mainjob-profile/)
 

@@ -175,7 +175,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         layout=recipe_def.name,
         exclude_patterns=list(variant.exclude),
         quantized=quantized,
-        excluded=[*selection.excluded, *unquantized],
+        excluded=selection.excluded,
         scales=f"weights: {recipe_def.weights} amax / 448; activations: static per-tensor amax / 448, max calibration"
         + ("; layers reading one tensor share its input scale" if recipe_def.share_input_scale else ""),
         calibration_source="",  # filled in by the study, which owns the images
@@ -186,12 +186,13 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         weight_bytes_base=weight_bytes(module, set()),
         weight_bytes_fp8=weight_bytes(module, keep),
         calibration_precision=precision_name(calibrated.dtype),
+        unquantized=unquantized,
     )
     notes = [SIMULATED_FP8, f"base precision {precision_name(calibrated.dtype)}"]
     if calibrated.overflow:
         notes.append(calibration_fallback_note(dtype, calibrated.overflow))
     if unquantized:
-        notes.append(_unquantized_note(unquantized, modules, calibrated.dtype))
+        notes.append(unquantized_note(unquantized, modules, calibrated.dtype))
     notes.extend(plain_layers_notes(calibrated.made_plain))
     if folded:
         notes.append(f"{folded} BatchNorm layers folded into their convolutions before quantization")
@@ -205,11 +206,12 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
     return VariantModule(module, calibrated.dtype, keep, recipe, notes)
 
 
-def _unquantized_note(paths: list[str], modules: dict[str, torch.nn.Module], dtype: torch.dtype) -> str:
-    """The variant's note on the layers at `paths` its recipe selects that ModelOpt gave no quantizer."""
+def unquantized_note(paths: list[str], modules: dict[str, torch.nn.Module], dtype: torch.dtype) -> str:
+    """An FP8 variant's note on the layers at `paths` (of `modules`) its recipe selects that ModelOpt gave no
+    quantizer (`Recipe.unquantized`), which run in `dtype`."""
     kinds = ", ".join(sorted({type(modules[path]).__name__ for path in paths}))
     return (f"{len(paths)} layers the recipe selects have no FP8 quantizer ({paths[0]} first): ModelOpt converts no "
-            f"module of their type ({kinds}), so they run in {precision_name(dtype)} and are counted as excluded")
+            f"module of their type ({kinds}), so they run in {precision_name(dtype)}, counted apart, never as FP8")
 
 
 def calibration_fallback_note(asked: torch.dtype, reason: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sessions.analyses.comparison import comparisons
-from sessions.documents.model import LatencyStats, Layer, Session, Variant
+from sessions.documents.model import LatencyStats, Layer, Recipe, Session, Variant
 from sessions.documents.plan import BASE_PRECISIONS
 from sessions.documents.state import unfinished_step
 from sessions.documents.vocab import gpu_state_kind
@@ -215,6 +215,10 @@ def precision_of(variant: Variant, layer: Layer) -> LayerPrecision:
         reason = f": {str(fallback)[:120]}" if fallback else ""
         return LayerPrecision(ran, f"{fmt} (recipe)", False,
                               f"quantized by the recipe, not run in {fmt}: the engine fell back to {ran}{reason}")
+    if recipe is not None and layer.name in recipe.unquantized:
+        return LayerPrecision(ran, f"{fmt} (recipe)", False,
+                              f"selected by the recipe, not run in {fmt}: no {fmt} quantizer (the quantizing library "
+                              f"converts no layer of its type), so it ran in {ran}")
     if recipe is not None and layer.name in recipe.excluded:
         return LayerPrecision(ran, "kept out (recipe)", True, f"kept out of {fmt} by the recipe")
     if recipe is not None:
@@ -229,6 +233,12 @@ def precision_of(variant: Variant, layer: Layer) -> LayerPrecision:
 def speedup_label(baseline: str | None) -> str:
     """The header of every speed-up column: what it divides, and which way is faster."""
     return f"speed-up vs {baseline} (>1 faster)" if baseline else "speed-up (>1 faster)"
+
+
+def unquantized_words(recipe: Recipe) -> str:
+    """`; N selected without a quantizer` where `recipe` selected layers that got none (`Recipe.unquantized`), else
+    nothing: the clause every recipe summary adds after its layer count."""
+    return f"; {len(recipe.unquantized)} selected without a quantizer" if recipe.unquantized else ""
 
 
 def variant_label(name: str, simulated: bool) -> str:

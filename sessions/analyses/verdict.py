@@ -130,8 +130,8 @@ def cpu_measured(variant: Variant, baseline: Variant) -> str:
     parts = []
     if variant.recipe is not None:
         r = variant.recipe
-        parts.append(f"the recipe ({r.number_format} on {len(r.quantized)} of {len(r.quantized) + len(r.excluded)} "
-                     "layers)")
+        parts.append(f"the recipe ({r.number_format} on {len(r.quantized)} of {r.layer_count} layers"
+                     f"{captions.unquantized_words(r)})")
     q = variant.quality
     if q is not None:
         stress = f", NaN/Inf on {q.stress_nonfinite} of {q.stress_inputs} stress inputs" if q.stress_inputs else ""

@@ -186,6 +186,14 @@ class Recipe:
     # the precision max calibration ran in: the base's, or fp32 where the base overflowed (the variant's notes say
     # why, and it then runs in fp32); None: not recorded (older sessions, engines from files)
     calibration_precision: str | None = None
+    # layers the recipe selects that got no quantizer (the quantizing library converts no module of their type):
+    # they ran in the base precision; in neither `quantized` nor `excluded` (older sessions counted them excluded)
+    unquantized: list[str] = field(default_factory=list)
+
+    @property
+    def layer_count(self) -> int:
+        """Every layer of the recipe's op kinds: quantized, kept out, or selected without a quantizer."""
+        return len(self.quantized) + len(self.excluded) + len(self.unquantized)
 
 
 @dataclass

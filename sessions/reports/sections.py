@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import TypeVar
 
-from sessions.analyses.captions import variant_label
+from sessions.analyses.captions import unquantized_words, variant_label
 from sessions.analyses.comparison import batch_words, reference
 from sessions.analyses.groups import Rules
 from sessions.analyses.verdict import verdict_lines
@@ -207,11 +207,13 @@ def recipe_section(session: Session) -> str:
             return (f"## Recipe\n\n{names}: quantized engines from files; how they were quantized is not in "
                     "TensorRT's files.")
         return "## Recipe\n\nNo quantized variant in this session."
-    headers = ["variant", "method", "format", "layout", "quantized", "excluded", "exclude patterns", "scales",
-               "calibration"]
+    unquantized = any(r.unquantized for _, r in recipes)  # a column only where a recipe has such layers
+    headers = ["variant", "method", "format", "layout", "quantized", "excluded",
+               *(["selected, no quantizer"] if unquantized else []), "exclude patterns", "scales", "calibration"]
     rows = [
         [name, r.method, r.number_format, r.layout, len(r.quantized), len(r.excluded),
-         ", ".join(r.exclude_patterns) or "-", r.scales, calibration_words(r)]
+         *([len(r.unquantized)] if unquantized else []), ", ".join(r.exclude_patterns) or "-", r.scales,
+         calibration_words(r)]
         for name, r in recipes
     ]
     return "\n\n".join(["## Recipe", render_markdown(headers, rows)])
@@ -286,12 +288,12 @@ def jobs_recipe_section(fp8: list[Variant]) -> str:
         if key in seen:
             continue
         seen.add(key)
-        total = len(recipe.quantized) + len(recipe.excluded)
         excluded = f"; kept out by pattern: {', '.join(recipe.exclude_patterns)}" if recipe.exclude_patterns else ""
         lines.append(f"- {variant_label(f'**{md_cell(variant.name)}**', variant.simulated)}: "
-                     + md_cell(f"{recipe.number_format} for {len(recipe.quantized)} of {total} layers (layout "
-                               f"{recipe.layout or '-'}{excluded}). Scales: {recipe.scales}. Calibration: "
-                               f"{calibration_words(recipe)}. Method: {recipe.method}."))
+                     + md_cell(f"{recipe.number_format} for {len(recipe.quantized)} of {recipe.layer_count} layers "
+                               f"(layout {recipe.layout or '-'}{excluded}{unquantized_words(recipe)}). "
+                               f"Scales: {recipe.scales}. Calibration: {calibration_words(recipe)}. "
+                               f"Method: {recipe.method}."))
     return "\n".join(lines) if len(lines) > 1 else "### Recipe\n\nNo FP8 variant records a recipe."
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from builders.backend import BackendContext
-from builders.engine.cudnn_backend import CudnnBackend
+from builders.engine.cudnn_backend import CudnnBackend, twin_notes
 from builders.engine.graph import record_run, trace
 from builders.engine.lowering import lower
 from builders.models.plain_layers import plain_layers
@@ -23,7 +23,11 @@ from builders.models.structure import model_structure
 from builders.pytorch.torch_backend import TorchBackend
 from builders.pytorch.variant_modules import folded_reference, variant_module
 from builders.recipes.fp8 import select
+from sessions.analyses.captions import precision_of
+from sessions.analyses.verdict import cpu_measured
+from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import StudyPlan, TimingPlan, VariantPlan, parse_variants
+from sessions.reports.sections import jobs_recipe_section, recipe_section
 from tests.engine_stand_in import stand_in_engine
 
 timm = pytest.importorskip("timm")
@@ -255,19 +259,51 @@ def test_every_pytorch_variant_starts_from_them_plain_and_fp8_quantizes_the_weig
     assert [note for note in built.notes if "weight standardization; 0 first" in note]  # as the TensorRT variant's
 
 
-def test_a_selected_layer_modelopt_gives_no_quantizer_is_counted_as_excluded_and_said():
-    """A convolution of a type ModelOpt does not convert (and that is not made plain: it pads its input first) gets
-    no quantizer: the FP8 variant must not count it among its FP8 layers."""
+def _padded_first_variant() -> tuple[Any, list[str]]:
+    """The FP8 `all` variant of a model whose two middle convolutions ModelOpt cannot quantize, and what `all`
+    selects."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), PaddedFirst(16, 16, 3),
-                                torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3)).eval()
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), PaddedFirst(16, 16, 3), torch.nn.ReLU(),
+                                PaddedFirst(16, 16, 3), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3)).eval()
     x = torch.randn(2, 3, 16, 16)
     selected = select(model_structure(model, x[:1]), "all", []).quantized
-    assert "2" in selected and "4" in selected
-    built = variant_module(model, VariantPlan("fp8", "all"), x, torch.float32)
-    assert built.quantized == set(selected) - {"2"}
-    assert built.recipe is not None and "2" in built.recipe.excluded and "2" not in built.recipe.quantized
+    return variant_module(model, VariantPlan("fp8", "all"), x, torch.float32), selected
+
+
+def test_a_selected_layer_modelopt_gives_no_quantizer_is_counted_apart_and_said():
+    """A convolution of a type ModelOpt does not convert (and that is not made plain: it pads its input first) gets
+    no quantizer: the FP8 variant must not count it among its FP8 layers, nor among those its recipe keeps out."""
+    built, selected = _padded_first_variant()
+    assert {"2", "4", "6"} <= set(selected)
+    assert built.quantized == set(selected) - {"2", "4"}
+    recipe = built.recipe
+    assert recipe is not None and recipe.unquantized == ["2", "4"]
+    assert not {"2", "4"} & {*recipe.excluded, *recipe.quantized}
+    assert recipe.layer_count == 4  # the model's four convolutions, each counted once
     assert any("PaddedFirst" in note and "no FP8 quantizer" in note for note in built.notes)
+
+
+def test_every_view_says_such_a_layer_was_selected_and_ran_without_a_quantizer():
+    """The layer's caption (TUI, `show --layers`) says the recipe asked FP8 and it did not run so, not that the recipe
+    kept it out; the recipe's summaries count it apart; the real engine's variant repeats the note."""
+    built, _ = _padded_first_variant()
+    recipe = built.recipe
+    assert recipe is not None
+    variant = Variant(name="fp8-all", backend="torch", precision="fp8", device="cpu", simulated=True, recipe=recipe,
+                      layers=[Layer(name="2", kind="Conv2d", op="conv", precision="fp32")])
+    caption = precision_of(variant, variant.layers[0])
+    assert caption.asked == "fp8 (recipe)" and not caption.honoured and "no fp8 quantizer" in caption.why
+    assert "kept out" not in caption.why
+    assert "2 selected without a quantizer" in jobs_recipe_section([variant])
+    assert "2 selected without a quantizer" in cpu_measured(variant, variant)
+    table = recipe_section(SimpleNamespace(variants=[variant])).splitlines()  # type: ignore[arg-type]
+    header = next(line for line in table if line.startswith("| variant"))
+    cells = [cell.strip() for cell in header.split("|")]
+    row = [cell.strip() for cell in next(line for line in table if "fp8-all" in line).split("|")]
+    assert row[cells.index("selected, no quantizer")] == "2" and row[cells.index("excluded")] == "1"
+    twin = SimpleNamespace(recipe=recipe, cached=False)
+    notes = twin_notes(twin, built.module)  # type: ignore[arg-type]
+    assert len(notes) == 1 and "PaddedFirst" in notes[0] and "no FP8 quantizer" in notes[0]
 
 
 def test_the_pytorch_backends_variants_say_how_many_they_made_plain():
