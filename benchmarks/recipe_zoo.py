@@ -39,6 +39,11 @@ ZOO: dict[str, tuple[str, bool]] = {
     "Swin": ("swin_tiny_patch4_window7_224", True),
     "PVT-v2": ("pvt_v2_b0", True),
     "VGG": ("vgg11", True),
+    "CaiT": ("cait_xxs24_224", True),
+    "GhostNetV2": ("ghostnetv2_100", True),
+    "EfficientViT-MIT": ("efficientvit_b0", True),
+    "RepVGG": ("repvgg_a0", True),
+    "SKNet": ("skresnet18", True),
     "SE-ResNeXt": ("seresnext26d_32x4d", False),
     "SENet-154": ("senet154", False),
     "SegFormer-B0": ("hf:segformer-b0", False),
@@ -90,9 +95,9 @@ def load_meta(model_name: str):
 
 def agrees(module, input_size: tuple[int, ...], structure: ModelStructure) -> bool:
     """Whether the independent reading finds the tool's stem, stages, head and roles, layer by layer."""
-    from tests.structure_reference import hf_head_roots, read_any_size
+    from tests.structure_reference import hf_head_roots, read_at_input_size
 
-    reading = read_any_size(module, input_size, hf_head_roots(module))
+    reading = read_at_input_size(module, input_size, hf_head_roots(module))
     return (reading.stages == structure.stage_layers()
             and sorted(reading.squeeze_excitation) == sorted(structure.paths(role="squeeze-excitation"))
             and sorted(reading.attention_output) == sorted(structure.paths(role="attention-output")))

@@ -17,6 +17,9 @@ import torch
 VIEW_NODES = ("View", "Reshape", "Permute", "Transpose", "Clone", "Squeeze", "Unsqueeze", "Expand", "Alias",
               "Contiguous", "Select", "Slice")
 PRODUCT_NODES = ("Bmm", "MmBackward", "Matmul", "ScaledDotProduct", "Einsum")
+REDUCE_NODES = ("Mean", "Sum", "Amax", "Amin", "MaxBackward", "AvgPool", "MaxPool", "AdaptiveAvgPool",
+                "AdaptiveMaxPool")
+SELECT_NODES = ("Select", "Slice", "Index", "Gather", "Unbind", "Split", "Narrow")
 
 
 @dataclass
@@ -180,9 +183,11 @@ class _Trunk:
                 wraps = (len(grand) == 1 and len(grand[0].layers) == len(kid.layers)
                          and self.merges(grand[0]) == self.merges(kid))
                 split = any(self.head(g) for g in grand) and not all(self.head(g) for g in grand)
+                reads_image = any(self.run.layer_in[p][1:] == self.run.example.shape[1:] for p in kid.layers)
+                stem_inside = bool(grand) and reads_image and self.chained(kid) and (in_sequence or self.merges(kid))
                 if self.sequence(kid):
                     walk(kid.path, True)
-                elif wraps or split or (plain and self.linked(kid)):
+                elif wraps or split or (plain and self.linked(kid)) or stem_inside:
                     walk(kid.path, in_sequence)
                 else:
                     result.append((kid, in_sequence))
@@ -218,6 +223,41 @@ def _fed_pooled(path: str, run: _Run) -> bool:
     return all(d == 1 for d in shape[2:])
 
 
+def _pooled_from_positions(path: str, run: _Run, graph: _Graph) -> bool:
+    """Whether the layer's input comes, back along its first computed input, from a reduction node (a mean, a
+    pooling) before any node that selects positions (a class token)."""
+    node = run.in_node[path]
+    while node is not None and graph.computed.get(id(node)):
+        name = type(node).__name__
+        if any(k in name for k in SELECT_NODES):
+            return False
+        if any(k in name for k in REDUCE_NODES):
+            return True
+        node = next((n for n, _ in node.next_functions if n is not None and graph.computed.get(id(n))), None)
+    return False
+
+
+def _second_product(path: str, node: Any, run: _Run, graph: _Graph) -> bool:
+    """Whether product `node` (feeding linear `path`) is fused attention or has, among the nodes made since the
+    innermost module around `path` that began before it, another product of two computed tensors behind it."""
+    if "ScaledDotProduct" in type(node).__name__:
+        return True
+    ancestors = [a for a in run.calls if a != path and (not a or path.startswith(a + "."))]
+    since = max((run.calls[a].begin for a in ancestors if run.calls[a].begin < node._sequence_nr()), default=-1)
+    pending = [n for n, _ in node.next_functions if n is not None and graph.computed.get(id(n))]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if id(current) in seen or type(current).__name__ == "AccumulateGrad" or current._sequence_nr() <= since:
+            continue
+        seen.add(id(current))
+        kids = [n for n, _ in current.next_functions if n is not None and graph.computed.get(id(n))]
+        if any(k in type(current).__name__ for k in PRODUCT_NODES) and len({id(k) for k in kids}) >= 2:
+            return True
+        pending.extend(kids)
+    return False
+
+
 def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | None = None) -> Reading:
     """Stem, stages, head and roles of `model` on `example` (meta tensors)."""
     example = example.detach().requires_grad_(True)
@@ -250,11 +290,12 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
         stages.setdefault(label, []).extend(unit.layers)
     head = set(stages.get("head", []))
     linears = [p for p in run.layer_out if isinstance(model.get_submodule(p), torch.nn.Linear)]
-    se = [p for p in run.layer_out if p not in head and _fed_pooled(p, run)]
+    se = [p for p in run.layer_out if p not in head and _fed_pooled(p, run) and _pooled_from_positions(p, run, graph)]
     attention = []
     for p in linears:
         node = _via_views(run.in_node[p])
-        if node is not None and any(k in type(node).__name__ for k in PRODUCT_NODES):
+        if node is not None and any(k in type(node).__name__ for k in PRODUCT_NODES) and _second_product(
+                p, node, run, graph):
             attention.append(p)
     return Reading(stages, se, attention, linears)
 
@@ -268,9 +309,6 @@ def hf_head_roots(model: torch.nn.Module) -> set[str] | None:
     return None
 
 
-def read_any_size(model: torch.nn.Module, input_size: tuple[int, ...], head_roots: set[str] | None) -> Reading:
-    """`read` on a 64 x 64 input where the model takes one, else on its own input size."""
-    try:
-        return read(model, torch.zeros(1, input_size[0], 64, 64, device="meta"), head_roots)
-    except (RuntimeError, AssertionError, ValueError):
-        return read(model, torch.zeros(1, *input_size, device="meta"), head_roots)
+def read_at_input_size(model: torch.nn.Module, input_size: tuple[int, ...], head_roots: set[str] | None) -> Reading:
+    """`read` on one input of the model's own size."""
+    return read(model, torch.zeros(1, *input_size, device="meta"), head_roots)

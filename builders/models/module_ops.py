@@ -9,7 +9,7 @@ A module's own time is one layer's time, so it gets one op: the op of the work t
   MixNet convolution that only splits and concatenates is a concatenation; a residual add is elementwise. Ties go
   to the first op of `FUNCTION_OPS`.
 Functions of no known op are "other" where nothing else was called; None where it called none (a module that only
-calls its children).
+calls its children) or only functions that do nothing at inference (`INFERENCE_IDENTITIES`: dropout).
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ FUNCTION_OPS: dict[Op, tuple[str, ...]] = {
 # data seen another way, not moved (a reshape that must copy is rare): no cost, a shuffle only where nothing else ran
 VIEWS = {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "squeeze", "unsqueeze", "expand", "narrow",
          "__getitem__"}
+# calls that return their input at inference (a model's own `F.dropout(x, training=self.training)`): no work
+INFERENCE_IDENTITIES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
 COMPUTE: tuple[Op, ...] = ("conv", "linear", "attention", "matmul")
 WINDOWED = {"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d"}
 _OP_OF = {name: op for op, names in FUNCTION_OPS.items() for name in names}
@@ -72,6 +74,7 @@ def own_op(functions: Mapping[str, float] | Iterable[str]) -> Op | None:
     """The op of a module whose own forward called `functions` (name -> total `call_cost` of its calls; names alone
     weigh one each): see the module's docstring. "other" where none is known, None where it called none."""
     costs = dict(functions) if isinstance(functions, Mapping) else dict.fromkeys(functions, 1.0)
+    costs = {name: cost for name, cost in costs.items() if name not in INFERENCE_IDENTITIES}
     if not costs:
         return None
     per_op: dict[Op, float] = {}

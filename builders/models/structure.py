@@ -7,9 +7,14 @@ produced each tensor from which. From that:
 - stem, stages, head: builders.models.trunk (the stem before the first block, stages at each drop of the
   trunk's resolution, the head after global pooling);
 - first stage: the layers of stage 1;
-- squeeze-excitation: a convolution fed a 1 x 1 map, or a linear fed flat (N, C) features, outside the head;
-- attention output projection: a linear fed (through reshapes) the product of two activations
-  (softmax(QK) @ V, or scaled_dot_product_attention);
+- squeeze-excitation: a convolution fed a 1 x 1 map, or a linear fed flat (N, C) features, outside the head, where
+  those features were pooled from positions (a mean, a pooling: the nearest op upstream that read more than pooled
+  features), not selected from them (a class token, `x[:, 0]`);
+- attention output projection: a linear fed (through reshapes) a product of two activations that is itself computed
+  from another such product (softmax(QK) @ V: the attention weights come from Q @ K^T), or fed
+  scaled_dot_product_attention; the second product is looked for among what the innermost module around the linear
+  computed, from its start on (a product of Q and K alone, fed to a linear that mixes heads, is not attention
+  output);
 - a module's own op: builders.models.module_ops, from the functions it called itself and the elements each call
   moved (its tensors' sizes, a pooling call's window).
 Layers that read the very same tensor (key and value) are recorded as sharing an input.
@@ -32,8 +37,11 @@ from sessions.documents.vocab import Op
 
 PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatten", "dropout", "clone", "to",
                 "float", "half", "type", "unflatten", "squeeze", "unsqueeze"}
-MATMULS = {"matmul", "bmm", "__matmul__", "scaled_dot_product_attention", "einsum", "baddbmm"}
-SMALL_SIDE = 64
+FUSED_ATTENTION = {"scaled_dot_product_attention"}
+MATMULS = {"matmul", "bmm", "__matmul__", "einsum", "baddbmm", *FUSED_ATTENTION}
+# ops that pick positions out of a tensor rather than pool them: features they give are not pooled features
+SELECTIONS = {"__getitem__", "select", "narrow", "index_select", "gather", "take", "take_along_dim", "unbind", "split",
+              "chunk", "tensor_split"}
 _CACHE: weakref.WeakKeyDictionary[torch.nn.Module, ModelStructure] = weakref.WeakKeyDictionary()
 
 
@@ -86,17 +94,13 @@ def _tensors(value: Any) -> Iterator[Any]:
 
 
 def model_structure(model: torch.nn.Module, example: torch.Tensor) -> ModelStructure:
-    """Roles of `model`'s layers, from one forward pass (cached per module object).
+    """Roles of `model`'s layers, from one forward pass on the first item of `example` (cached per module object).
 
-    The pass runs on `example` shrunk to 64 x 64 where the model takes that (a stride-32 network still
-    sees 2 x 2 maps, so only pooled features are 1 x 1), else on `example` as it is.
+    The pass runs at the study's own input size: a pooling that leaves a 3 x 3 map there leaves 1 x 1 on a smaller
+    input, where it would read as global pooling.
     """
     if model not in _CACHE:
-        small = example[:1, :, :SMALL_SIDE, :SMALL_SIDE] if example.dim() == 4 else example[:1]
-        try:
-            _CACHE[model] = _analyse(model, small)
-        except (RuntimeError, AssertionError, ValueError):  # a fixed input size (ViT): the model's own
-            _CACHE[model] = _analyse(model, example[:1])
+        _CACHE[model] = _analyse(model, example[:1])
     return _CACHE[model]
 
 
@@ -122,6 +126,8 @@ class _Recorder(TorchFunctionMode):
         self.bn_inputs: list[tuple[str, int]] = []
         self.attention: set[str] = set()
         self.made: dict[int, tuple[str, list[torch.Tensor]]] = {}
+        self.made_at: dict[int, int] = {}  # id(tensor) -> sequence number of the call that made it
+        self.reduced_input: set[str] = set()  # layers fed features pooled from positions (`reduced`)
         self.derived: set[int] = {id(example)}  # tensors computed from the input
         self.keep: list[Any] = [example]  # tensors kept alive, so ids stay unique
         self.input_shape = tuple(example.shape[1:])
@@ -150,18 +156,61 @@ class _Recorder(TorchFunctionMode):
             self.frontier[id(out)] = upstream
             if not any(out is i for i in inputs):
                 self.made[id(out)] = (name, inputs)
+                self.made_at[id(out)] = seq
                 self.derived.add(id(out))
                 self.keep.append(out)
         if not _pooled_shape(outputs[0].shape):
             self.last_unpooled = seq
         return result
 
-    def origin(self, tensor: torch.Tensor) -> tuple[str, list[torch.Tensor]]:
-        """The first operation behind `tensor` that is not a reshape, copy or dropout."""
+    def origin(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The tensor behind `tensor` that the first operation not a reshape, copy or dropout made (`made`)."""
         name, inputs = self.made.get(id(tensor), ("", []))
         while name in PASS_THROUGH and inputs:
-            name, inputs = self.made.get(id(inputs[0]), ("", []))
-        return name, inputs
+            tensor = inputs[0]
+            name, inputs = self.made.get(id(tensor), ("", []))
+        return tensor
+
+    def reduced(self, tensor: torch.Tensor) -> bool:
+        """Whether pooled features `tensor` were pooled from positions: made, through ops on pooled features alone,
+        by an op that read more than pooled features and does not select positions (`SELECTIONS`)."""
+        while True:
+            name, inputs = self.made.get(id(tensor), ("", []))
+            source = next((t for t in inputs if id(t) in self.derived), None)
+            if source is None:
+                return False  # the model's input, or made from constants
+            if not _pooled_shape(source.shape):
+                return name not in SELECTIONS
+            tensor = source
+
+    def attention_output(self, source: torch.Tensor) -> bool:
+        """Whether `source`, a linear's input, is attention's output (module docstring): a product of two activations
+        computed from another such product inside the innermost module call around the linear that began before it,
+        or fused attention."""
+        made = self.origin(source)
+        name, inputs = self.made.get(id(made), ("", []))
+        if not _product(name, inputs, self.derived):
+            return False
+        if name in FUSED_ATTENTION:
+            return True
+        at = self.made_at[id(made)]
+        since = next((self.calls[p].start for p in reversed(self.stack) if self.calls[p].start < at), 0)
+        return self._product_behind(inputs, since)
+
+    def _product_behind(self, tensors: list[torch.Tensor], since: int) -> bool:
+        """Whether any of `tensors` was computed, by calls after sequence number `since`, from a product of two
+        activations."""
+        pending, seen = [t for t in tensors if id(t) in self.derived], set()
+        while pending:
+            tensor = pending.pop()
+            if id(tensor) in seen or self.made_at.get(id(tensor), 0) <= since:
+                continue
+            seen.add(id(tensor))
+            name, inputs = self.made[id(tensor)]
+            if _product(name, inputs, self.derived):
+                return True
+            pending.extend(t for t in inputs if id(t) in self.derived)
+        return False
 
     def sources(self, tensor: torch.Tensor) -> set[int]:
         """`tensor` and the tensors it was reshaped, copied or dropped out from."""
@@ -208,14 +257,22 @@ class _Recorder(TorchFunctionMode):
         channels = output.shape[1] if op == "conv" else output.shape[-1]
         self.positions[seq] = output.numel() // max(channels, 1)  # windows folded into the batch count too
         self.pooled_input[seq] = _pooled(node)
+        if self.pooled_input[seq] and self.reduced(source):
+            self.reduced_input.add(path)
         self.reads_input[seq] = op == "conv" and node.input_shape[1:] == self.input_shape
         self.feeders[seq] = set(self.frontier.get(id(source), frozenset()))
         self.frontier[id(output)] = frozenset({seq})
         if op == "conv":
             self.conv_outputs[id(output)] = path
-        name, inputs = self.origin(source)
-        if op == "linear" and name in MATMULS and sum(isinstance(t, torch.nn.Parameter) for t in inputs) == 0:
+        if op == "linear" and self.attention_output(source):
             self.attention.add(path)
+
+
+def _product(name: str, inputs: list[torch.Tensor], derived: set[int]) -> bool:
+    """Whether a call of `name` on `inputs` is a product of two activations: a matmul of two computed tensors (no
+    parameter among them), or fused attention."""
+    return name in MATMULS and not any(isinstance(t, torch.nn.Parameter) for t in inputs) and (
+        name in FUSED_ATTENTION or sum(id(t) in derived for t in inputs) >= 2)
 
 
 def _kernel_size(args: tuple[Any, ...], kwargs: Any) -> tuple[int, ...]:
@@ -292,7 +349,7 @@ def _assign_roles(recorder: _Recorder, stages: dict[str, str]) -> None:
             continue
         if stage == first:
             node.roles.add("first-stage")
-        if _pooled(node):
+        if node.path in recorder.reduced_input:
             node.roles.add("squeeze-excitation")
         if node.path in recorder.attention:
             node.roles.add("attention-output")

@@ -4,7 +4,8 @@ Contract, in terms of what ran (never of names):
 - units: the root's children in call order, where a child that holds both trunk and head, or whose own children run
   as a chain (each reads what the one before wrote, reshaped or not) and include two or more that hold a chain of
   layers (one convolution or linear reading another's output: a sequence of blocks), or a child that only wraps one
-  module, is replaced, recursively, by its children;
+  module, or a block (below) that holds the layer reading the model's input, is replaced, recursively, by its
+  children (the stem is never inside a block);
 - a block: a unit that holds a chain of layers and either merges two computed tensors (a residual add, a
   concatenation, a gating multiply, a matmul of two activations) or sits in a sequence of blocks (not
   directly under the root); a container of parallel single layers (a split, convolutions, a concatenation)
@@ -100,7 +101,8 @@ def units(record: TrunkRecord, plain: bool = False) -> list[tuple[ModuleCall, bo
         for child in _ran_children(record, path):
             if _is_block_sequence(record, child.path):
                 expand(child.path, True)
-            elif _is_wrapper(record, child) or _holds_head(record, child) or (plain and _is_chain(record, child.path)):
+            elif (_is_wrapper(record, child) or _holds_head(record, child) or (plain and _is_chain(record, child.path))
+                  or _block_reading_input(record, child, in_sequence)):
                 expand(child.path, in_sequence)
             else:
                 found.append((child, in_sequence))
@@ -111,6 +113,13 @@ def units(record: TrunkRecord, plain: bool = False) -> list[tuple[ModuleCall, bo
 
 def _is_block(record: TrunkRecord, unit: ModuleCall, in_sequence: bool) -> bool:
     return deep(record, unit) and (unit.merges > 0 or in_sequence)
+
+
+def _block_reading_input(record: TrunkRecord, call: ModuleCall, in_sequence: bool) -> bool:
+    """Whether `call` is a block with children that holds a layer reading the model's input (a stem module that
+    holds a residual block): opened up, its layers before its first block are the stem."""
+    return (_is_block(record, call, in_sequence) and any(record.reads_input[s] for s in call.layers)
+            and bool(_ran_children(record, call.path)))
 
 
 def _trunk_positions(record: TrunkRecord, unit: ModuleCall) -> int | None:

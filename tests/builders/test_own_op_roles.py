@@ -89,6 +89,28 @@ def test_a_block_takes_the_op_of_the_work_its_own_forward_does(model):
     assert roles["mixed"] == "concat / copy"
 
 
+class _DropoutOnly(torch.nn.Module):
+    """A model whose own forward calls only dropout (timm's GhostNetV2 head): nothing at inference."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.dropout(self.conv(x), p=0.2, training=self.training)
+
+
+class _DropoutAndAdd(_DropoutOnly):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return F.dropout(y, p=0.2, training=self.training) + y
+
+
+def test_dropout_is_no_work_of_a_modules_own():
+    assert "" not in model_structure(_DropoutOnly().eval(), torch.zeros(1, 3, 16, 16)).ops
+    assert model_structure(_DropoutAndAdd().eval(), torch.zeros(1, 3, 16, 16)).ops[""] == "elementwise"
+
+
 @pytest.mark.parametrize("kind, op", [("BatchNorm2d", "normalization"), ("LayerNorm", "normalization"),
                                       ("GroupNorm", "normalization"), ("LayerNorm2d", "normalization"),
                                       ("Normalization", None), ("BatchNormAct2d", "normalization")])

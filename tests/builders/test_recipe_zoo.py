@@ -13,7 +13,7 @@ from benchmarks.recipe_zoo import COLUMNS, ZOO, describe, load_meta, tool_row
 from builders.models.structure import model_structure
 from builders.recipes.fp8 import select
 from tests.conftest import TESTS
-from tests.structure_reference import Reading, hf_head_roots, read_any_size
+from tests.structure_reference import Reading, hf_head_roots, read_at_input_size
 
 TABLE = TESTS / "data" / "recipe_zoo.txt"
 CI_MODELS = [name for name, in_ci in ZOO.values() if in_ci]
@@ -51,7 +51,7 @@ def test_the_zoo_covers_the_families_the_structure_rules_must_hold_on():
 @pytest.mark.parametrize("name", CI_MODELS)
 def test_structure_matches_an_independent_reading(name):
     module, input_size = load_meta(name)
-    reading = read_any_size(module, input_size, hf_head_roots(module))
+    reading = read_at_input_size(module, input_size, hf_head_roots(module))
     structure = model_structure(module, torch.zeros(1, *input_size))
 
     assert structure.stage_layers() == reading.stages
