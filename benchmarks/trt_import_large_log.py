@@ -10,9 +10,9 @@ worktree), so two figures compare on one machine; `--repeat` runs the command th
 shared machine the least CPU time is the one least inflated by the others' work), after one uncounted run that
 writes the modules' bytecode, as an installed tool has it (peak RSS: the largest of the command's runs so far,
 that one's included, as the OS counts its waited-for children). `--stages` adds a line of each
-stage's CPU seconds in one process (`STAGES`): the folder classified, the import, the session's encode, its save
-check (`storage.check_loads`, or `storage.decode` in a checkout without it), the file written, and the session
-freed.
+stage's CPU seconds in one process (`STAGES`): the folder classified, the import, the session's encode
+(`storage.encode_in_slices`, or `storage.encode` in a checkout without it), its save check (`storage.check_encoded`,
+or in a checkout without it `storage.check_loads`, or `storage.decode`), the file written, and the session freed.
 """
 
 from __future__ import annotations
@@ -65,8 +65,14 @@ imported = import_variant(engine.files, engine.name, None, None, folder_model=fo
 times["import"] = clock() - start
 session = new_session(imported, ["trt-inspect"])
 command._add(session, [imported], False)
-start = clock(); data = storage.encode(session); times["encode"] = clock() - start
-start = clock(); getattr(storage, "check_loads", storage.decode)(data, "s"); times["save check"] = clock() - start
+if hasattr(storage, "check_encoded"):
+    start = clock(); encoded = storage.encode_in_slices(session); times["encode"] = clock() - start
+    start = clock(); storage.check_encoded(encoded, "s"); times["save check"] = clock() - start
+    data = encoded.data
+    del encoded
+else:
+    start = clock(); data = storage.encode(session); times["encode"] = clock() - start
+    start = clock(); getattr(storage, "check_loads", storage.decode)(data, "s"); times["save check"] = clock() - start
 start = clock(); storage.write_atomically(Path(sys.argv[2]), data); times["write"] = clock() - start
 start = clock(); del session, imported, data; gc.collect(); times["free"] = clock() - start
 print("stages (CPU s)\t" + "\t".join(f"{name} {seconds:.2f}" for name, seconds in times.items()))

@@ -5,6 +5,7 @@ for writing (tests/test_architecture.py checks it; the caches under builders/ wr
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import fcntl
 import os
@@ -23,25 +24,101 @@ from sessions.documents.errors import InputError, InspectError
 from sessions.documents.gc_pause import gc_paused
 from sessions.documents.input_files import read_regular_file
 from sessions.documents.migrations import migrate
-from sessions.documents.model import SCHEMA_VERSION, TOOL, Session
+from sessions.documents.model import SCHEMA_VERSION, TOOL, Layer, Session, Variant
 from sessions.documents.paths import ChosenPath, sessions_dir
+
+ENCODING = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+LAYER_SLICE = 500  # layers encoded, and read back by the save check, at a time: a small document, its memory reused
 
 
 @gc_paused()  # the encoder's work on a large session's dicts otherwise starts collector passes over all of it
 def encode(session: Session) -> bytes:
-    return orjson.dumps(session, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+    return orjson.dumps(session, option=ENCODING)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A session's bytes and the parts the save check reads them by (`check_encoded`).
+
+    `data` is `encode(session)`, byte for byte. `rest` is the session encoded with every variant's layers left
+    empty; `slices` are the variants' layers, `LAYER_SLICE` at a time, each slice encoded as a list: `data` is
+    `rest` with each variant's empty list of layers replaced by the items of its slices, in order. A session whose
+    variants are not a list of variants, each with a list of layers (it would not load), is not cut: its `rest` is
+    its `data`, and it has no slices.
+    """
+
+    data: bytes
+    rest: bytes
+    slices: list[bytes]
+
+
+@gc_paused()
+def encode_in_slices(session: Session) -> Encoded:
+    """`session` encoded, as `encode` encodes it, with the parts `check_encoded` reads (`Encoded`)."""
+    if not _sliceable(session):
+        data = encode(session)
+        return Encoded(data, data, [])
+    sliced = [_layer_slices(variant.layers) for variant in session.variants]
+    segments = encode(_with_layers(session, [orjson.Fragment(LAYERS_MARK)] * len(sliced))).split(LAYERS_MARK)
+    return Encoded(b"".join(_with_slices(segments, sliced)), b"[]".join(segments),
+                   [piece for slices in sliced for piece in slices])
+
+
+def _sliceable(session: Session) -> bool:
+    """True where the session's variants are a list of variants, each with a list of layers: what is cut."""
+    variants = session.variants
+    return type(variants) is list and all(isinstance(variant, Variant) and type(variant.layers) is list
+                                          for variant in variants)
+
+
+LAYERS_MARK = b"\x00"  # where a variant's layers go: orjson writes this byte nowhere else (it escapes every control
+# character in a string, and writes nothing but strings, ASCII punctuation, digits and letters besides)
+
+
+def _layer_slices(layers: list[Layer]) -> list[bytes]:
+    """`layers` encoded `LAYER_SLICE` at a time, each slice as a list."""
+    return [orjson.dumps(layers[start:start + LAYER_SLICE], option=ENCODING)
+            for start in range(0, len(layers), LAYER_SLICE)]
+
+
+def _with_slices(segments: list[bytes], sliced: list[list[bytes]]) -> Iterator[bytes | memoryview]:
+    """The parts of the session's bytes: the session's own `segments`, and between each two one variant's list of
+    layers, the items of its slices (lists, none empty) in order. orjson writes a list as `[`, its items joined by
+    `,`, then `]`: so the items' list is written as orjson writes it."""
+    yield segments[0]
+    for slices, segment in zip(sliced, segments[1:], strict=True):
+        yield b"["
+        for index, piece in enumerate(slices):
+            if index:
+                yield b","
+            yield memoryview(piece)[1:-1]
+        yield b"]"
+        yield segment
+
+
+def _with_layers(session: Session, layers: list[Any]) -> Session:
+    """A shallow copy of `session` whose variants (shallow copies too) hold `layers`' values, one a variant, in place
+    of their layers; every other attribute the same object, in the same order (what orjson writes)."""
+    copied = copy.copy(session)
+    copied.variants = []
+    for variant, replacement in zip(session.variants, layers, strict=True):
+        twin = copy.copy(variant)
+        twin.layers = replacement
+        copied.variants.append(twin)
+    return copied
 
 
 def save(session: Session, path: Path) -> Path:
     """Write `session` to `path` atomically: a crash or a full disk never leaves a partial file; nor does it write
-    what would not load (`check_loads`): a NaN, an Inf or a wrong type fails here, and the old file stays whole."""
+    what would not load (`check_encoded`, `check_loads`'s verdict): a NaN, an Inf or a wrong type fails here, and
+    the old file stays whole."""
     path = Path(path)
-    data = encode(session)
+    encoded = encode_in_slices(session)
     try:
-        check_loads(data, "the session")
+        check_encoded(encoded, "the session")
     except InputError as exc:
         raise InspectError(f"cannot save {path}: {exc.message}") from None
-    return write_atomically(path, data, "session")
+    return write_atomically(path, encoded.data, "session")
 
 
 def write_atomically(path: Path, data: bytes, what: str = "file") -> Path:
@@ -376,6 +453,43 @@ def check_loads(data: bytes, origin: str) -> None:
     if builds_all(Session, [doc]):
         doc = {**doc, "variants": [{**variant, "layers": []} for variant in doc.get("variants", [])]}
     _session(doc, origin)
+
+
+@gc_paused()
+def check_encoded(encoded: Encoded, origin: str) -> None:
+    """Raise what `check_loads(encoded.data, origin)` raises, with its line, and nothing where it raises nothing;
+    the layers read one slice at a time.
+
+    Each slice of layers is parsed, shown to build by its columns (`codec.builds_all`) and let go of before the
+    next, so the check's memory is reused, not a 100,000-layer document held at once. The columns of all the
+    layers pass exactly where those of every slice do (each column check holds for a whole column where it holds
+    for each part of it); the rest of the session is then parsed and checked as `check_loads` checks a document
+    whose layers are shown, and its layers, empty, are the ones `check_loads` leaves out. Where a slice or the rest
+    is not shown (a value that fails, a schema to migrate), `check_loads` reads `encoded.data` whole and decides.
+    """
+    doc = _shown_rest(encoded)
+    if doc is None:
+        check_loads(encoded.data, origin)
+    else:
+        _session(doc, origin)
+
+
+def _shown_rest(encoded: Encoded) -> dict[str, Any] | None:
+    """The document of `encoded.rest` where every slice of layers and the rest are shown to build by their columns
+    and `_document` takes the rest as it is (`_as_written`); None where not."""
+    if not all(builds_all(Layer, orjson.loads(piece)) for piece in encoded.slices):
+        return None
+    doc = orjson.loads(encoded.rest)
+    return doc if _as_written(doc) and builds_all(Session, [doc]) else None
+
+
+def _as_written(doc: Any) -> bool:
+    """True where `_document` returns the parsed `doc` as it is: a trt-inspect session of this schema, nothing to
+    migrate and nothing it refuses."""
+    if not isinstance(doc, dict) or doc.get("tool") != TOOL:
+        return False
+    version = doc.get("schema_version")
+    return type(version) is int and version == SCHEMA_VERSION
 
 
 def _document(data: bytes, origin: str) -> dict[str, Any]:
