@@ -24,6 +24,7 @@ from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_ten
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
 from builders.models.plain_layers import PlainLayer, plain_layers_notes
+from builders.models.structure import ModelStructure
 from builders.pytorch.inductor_workers import end_compile_workers
 from builders.pytorch.variant_modules import (
     Calibrations,
@@ -35,8 +36,9 @@ from builders.pytorch.variant_modules import (
 from builders.recipes.fp8 import get_recipe
 from profilers.device import study_device
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
-from sessions.documents.model import Recipe, Variant
+from sessions.documents.model import Layer, Recipe, Variant
 from sessions.documents.plan import VariantPlan
+from sessions.documents.vocab import STRUCTURE_ROLE
 
 ENGINE_LABEL = "cuDNN / cuBLASLt engine (not TensorRT)"
 
@@ -118,6 +120,7 @@ class CudnnBackend(Backend):
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
         try:
             engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, twin)
+            _structure_roles(layers, self.structure)
             engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
             torch.cuda.synchronize()
         except (InputError, MissingEnvironment):
@@ -194,6 +197,15 @@ def _digest_in_background(module: torch.nn.Module) -> concurrent.futures.Future[
         return pool.submit(host_digest, structure, tensors)
     finally:
         pool.shutdown(wait=False)
+
+
+def _structure_roles(layers: list[Layer], structure: ModelStructure) -> None:
+    """Each engine layer named by the modules it runs (fused ones joined by " + ") given the role the model's
+    structure gives them (`attrs[STRUCTURE_ROLE]`); a layer named by a function's node keeps none."""
+    for layer in layers:
+        role = structure.structure_role(layer.name)
+        if role is not None:
+            layer.attrs[STRUCTURE_ROLE] = role
 
 
 def twin_notes(twin: Twin, plain: torch.nn.Module) -> list[str]:

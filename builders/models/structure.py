@@ -22,6 +22,7 @@ Layers that read the very same tensor (key and value) are recorded as sharing an
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -72,6 +73,31 @@ class ModelStructure:
         for node in self.layers:
             found.setdefault(self.stages.get(node.path, ""), []).append(node.path)
         return found
+
+    @functools.cached_property
+    def squeeze_excitation_modules(self) -> frozenset[str]:
+        """Modules of squeeze-excitation blocks: each module that ran whose convolutions and linears are all
+        squeeze-excitation layers (the block, its layers), and every module inside one (its gate, its activation)."""
+        layers: dict[str, int] = {}
+        excitation: dict[str, int] = {}
+        for node in self.layers:
+            parts = node.path.split(".")
+            for depth in range(1, len(parts) + 1):
+                owner = ".".join(parts[:depth])
+                layers[owner] = layers.get(owner, 0) + 1
+                excitation[owner] = excitation.get(owner, 0) + ("squeeze-excitation" in node.roles)
+        blocks = {path for path, count in layers.items() if excitation[path] == count}
+        return frozenset(path for path in self.stages if any(
+            path == block or path.startswith(block + ".") for block in blocks))
+
+    def structure_role(self, name: str) -> str | None:
+        """The role the structure gives a layer named `name` (a module path, or modules fused, joined by " + "):
+        "squeeze-excitation" where every module of it is one of a squeeze-excitation block, "" where it gives none;
+        None where a part of the name is no module that ran (a function's node): the structure does not know it."""
+        parts = name.split(" + ")
+        if not all(p in self.stages for p in parts):
+            return None
+        return "squeeze-excitation" if all(p in self.squeeze_excitation_modules for p in parts) else ""
 
     def shared_inputs(self, paths: set[str]) -> list[list[str]]:
         """Groups of two or more of `paths` that read one tensor."""

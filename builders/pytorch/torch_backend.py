@@ -42,16 +42,18 @@ from sessions.analyses.captions import SIMULATES
 from sessions.documents.errors import InputError, MissingEnvironment
 from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import VariantPlan
-from sessions.documents.vocab import Device
+from sessions.documents.vocab import STRUCTURE_ROLE, Device
 
 
 def module_layer(path: str, module: torch.nn.Module, structure: ModelStructure | None = None) -> Layer:
     """The session's layer for one module: a convolution or linear by its type; any other module's op is the
     one its own forward runs (`structure.ops`: a container that splits and concatenates is a concatenation,
-    not a convolution); its stage (stem, stage N, head) from `structure.stages` in `attrs["stage"]`."""
+    not a convolution); its stage (stem, stage N, head) from `structure.stages` in `attrs["stage"]` and its
+    structural role in `attrs[STRUCTURE_ROLE]`."""
     layer = Layer(name=module_name(path), kind=type(module).__name__)
     if structure is not None and path in structure.stages:
         layer.attrs["stage"] = structure.stages[path]
+        layer.attrs[STRUCTURE_ROLE] = structure.structure_role(path) or ""
     if isinstance(module, torch.nn.modules.conv._ConvNd):
         layer.op = "conv"
         layer.groups = module.groups

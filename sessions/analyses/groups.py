@@ -20,7 +20,7 @@ from sessions.analyses.user_regex import UserPattern
 from sessions.documents.errors import InputError
 from sessions.documents.input_files import read_toml_file
 from sessions.documents.model import Layer, Session, Variant
-from sessions.documents.vocab import OPS
+from sessions.documents.vocab import OPS, STRUCTURE_ROLE, STRUCTURE_ROLES
 
 OTHER = "other"
 ROLE_MEMO_SIZE = 1_000_000  # layers whose role is remembered (a few sessions of 100,000 layers)
@@ -306,8 +306,11 @@ def _hits_by_name(rule: RoleRule, layer: Layer) -> bool:
 
 
 def role_of(layer: Layer, rules: Rules) -> str:
-    """The first role whose rule matches `layer`, else `other`: a rule matches where the layer meets its
-    `requires_conv` and one of its pattern lists hits (a rule without lists matches on its requirements).
+    """The role the model's structure gave `layer` (`attrs[STRUCTURE_ROLE]`, squeeze-excitation), else the first role
+    whose rule matches it, else `other`: a rule matches where the layer meets its `requires_conv` and one of its
+    pattern lists hits (a rule without lists matches on its requirements). Where the structure knows the layer and
+    gives it none of `STRUCTURE_ROLES`, no name gives it one of them; names decide them only without a structure
+    (engines from files).
 
     Remembered per layer object in `rules.role_memo` (the overview, the groups and every drill of a 50,000-layer
     session ask for the same layers; a layer's fields are not changed once it is in a session), per the fields
@@ -317,15 +320,20 @@ def role_of(layer: Layer, rules: Rules) -> str:
     held = rules.role_memo.get(id(layer))
     if held is not None and held[0] is layer:
         return held[1]
+    structural = layer.attrs.get(STRUCTURE_ROLE)
+    if isinstance(structural, str) and structural:
+        return structural
+    known = isinstance(structural, str)  # the structure gives it no role of STRUCTURE_ROLES: names cannot either
     shape = conv_shape(layer)
-    fields = (layer.name, layer.kind, layer.op, layer.origin, tuple(layer.onnx_nodes), shape)
+    fields = (layer.name, layer.kind, layer.op, layer.origin, tuple(layer.onnx_nodes), shape, known)
     role = rules.role_by_fields.get(fields)
     if role is None:
         plan_key = (layer.kind, layer.op, layer.origin, shape)
         plan = rules.role_plans.get(plan_key)
         if plan is None:
             plan = rules.role_plans[plan_key] = _role_plan(rules, *plan_key)
-        role = next((rule.name for rule in plan.by_name if _hits_by_name(rule, layer)), plan.otherwise)
+        role = next((rule.name for rule in plan.by_name
+                     if not (known and rule.name in STRUCTURE_ROLES) and _hits_by_name(rule, layer)), plan.otherwise)
     if len(rules.role_memo) >= ROLE_MEMO_SIZE:
         rules.role_memo.clear()
         rules.role_by_fields.clear()

@@ -28,6 +28,11 @@ TraceUnit = Literal["kernel", "op"]
 Timer = Literal["cuda-events", "perf_counter", "trtexec", "unknown"]
 
 OPS: tuple[str, ...] = get_args(Op)
+# a layer attribute: the role a model's structure gives the layer ("squeeze-excitation": a layer or module of a
+# squeeze-excitation block, `builders.models.structure`), "" where the structure knows the layer and gives it none;
+# absent where no structure was read (engines from files), where only names can tell
+STRUCTURE_ROLE = "structure_role"
+STRUCTURE_ROLES = ("squeeze-excitation",)  # the roles it can hold: where it is present, names never decide them
 
 # `Environment.gpu_state` (profilers.gpu_contexts): the state a GPU study's CUDA graphs are timed in, or why not
 GPU_STATE_SETTLED = ("another process made and ended a CUDA context on the GPU after every graph was made, before "
