@@ -139,10 +139,46 @@ def _calibrate(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths
                 m(chunk)
 
     with contextlib.redirect_stdout(None):  # ModelOpt prints a summary line per call
-        module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
+        with _converting_only(module, paths):
+            module = mtq.quantize(module, {"quant_cfg": [{"quantizer_name": "*", "enable": False}], "algorithm": None})
         enable_fp8_quantizers(module, paths, weights)
         mtq.calibrate(module, "max", forward_loop=forward_loop)
     return Calibrated(module, folded, dtype, made_plain=made_plain)
+
+
+@contextlib.contextmanager
+def _converting_only(module: torch.nn.Module, paths: Sequence[str]) -> Iterator[None]:
+    """While it lasts, every submodule of `module` neither at one of `paths` nor holding one is out of `module`,
+    an `nn.Identity` in its place; on exit each is back at its path, whatever happened inside.
+
+    ModelOpt's quantize converts every module of a type it registers (pooling, norms, recurrent layers), each one
+    then running its forward through disabled quantizers; its recurrent layers swap torch's fused kernels for a
+    Python loop and hold a reference to torch's `_VF` module, which cannot be deep-copied (`Calibrations` copies).
+    Held out, only the layers at `paths` are converted, and every other layer runs as in the reference. Local to
+    this module, unlike `mtq.unregister`, which changes ModelOpt's registry for the whole process.
+    """
+    held = _held_out(module, set(paths))
+    for path, _ in held:
+        module.set_submodule(path, torch.nn.Identity())
+    try:
+        yield
+    finally:
+        for path, sub in held:
+            module.set_submodule(path, sub)
+
+
+def _held_out(module: torch.nn.Module, paths: set[str]) -> list[tuple[str, torch.nn.Module]]:
+    """The outermost submodules of `module` (path, module) that are neither at one of `paths` nor hold one."""
+    holders = {path.rpartition(".")[0] for path in paths}
+    holders |= {prefix for path in holders for prefix in _prefixes(path)}
+    return [(path, sub) for path, sub in module.named_modules(remove_duplicate=False)
+            if path and path not in paths and path not in holders and path.rpartition(".")[0] in holders]
+
+
+def _prefixes(path: str) -> list[str]:
+    """Every module path above `path` ("a.b.c": "", "a", "a.b")."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[:n]) for n in range(len(parts))]
 
 
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,

@@ -173,3 +173,54 @@ def test_recipes_of_a_study_share_one_calibration_and_keep_only_their_own_quanti
     alone = variant_module(reference, VariantPlan("fp8", "pointwise"), calib, torch.float32)
     with torch.no_grad():
         torch.testing.assert_close(pointwise.module(calib), alone.module(calib), rtol=0, atol=0)
+
+
+class _Recurrent(torch.nn.Module):
+    """Two convolutions and a linear over their pixels, an LSTM over those, a pooling layer and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3)
+        self.conv = torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.lstm = torch.nn.LSTM(8, 8, batch_first=True)
+        self.pool = torch.nn.AdaptiveAvgPool1d(1)
+        self.fc = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 4)
+
+    def features(self, x):
+        return self.fc(self.conv(self.stem(x)).flatten(2).transpose(1, 2))
+
+    def forward(self, x):
+        y, _ = self.lstm(self.features(x))
+        return self.head(self.pool(y.transpose(1, 2)).flatten(1))
+
+
+def test_only_the_layers_a_recipe_can_select_are_converted_so_recurrent_models_calibrate_and_copy():
+    from builders.pytorch.variant_modules import Calibrations
+
+    torch.manual_seed(5)
+    model = _Recurrent().eval()
+    calib = torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(6))
+    calibrations = Calibrations()
+    built = [variant_module(model, VariantPlan("fp8", "all"), calib, torch.float32, calibrations) for _ in range(2)]
+    for one in built:
+        assert one.quantized == {"conv", "fc"}
+        assert type(one.module.lstm) is torch.nn.LSTM and type(one.module.pool) is torch.nn.AdaptiveAvgPool1d
+        with torch.no_grad():
+            pixels = one.module.features(calib)
+            torch.testing.assert_close(one.module.lstm(pixels)[0], model.lstm(pixels)[0], rtol=0, atol=0)
+    assert built[0].module is not built[1].module
+
+
+def test_converting_only_holds_out_the_outermost_modules_without_a_selected_layer_and_puts_them_back():
+    from builders.pytorch.variant_modules import _converting_only
+
+    conv = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 1), torch.nn.ReLU())
+    inner = torch.nn.Sequential(conv, torch.nn.LSTM(3, 3), torch.nn.Sequential(torch.nn.ReLU()))
+    model = torch.nn.Sequential(inner, torch.nn.Linear(3, 3), torch.nn.Sequential(torch.nn.GRU(3, 3)))
+    before = dict(model.named_modules())
+    with _converting_only(model, ["0.0.0", "1"]):
+        inside = {path: type(sub).__name__ for path, sub in model.named_modules()}
+    assert inside == {"": "Sequential", "0": "Sequential", "0.0": "Sequential", "0.0.0": "Conv2d",
+                      "0.0.1": "Identity", "0.1": "Identity", "0.2": "Identity", "1": "Linear", "2": "Identity"}
+    assert dict(model.named_modules()) == before
