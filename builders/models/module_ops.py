@@ -2,8 +2,8 @@
 functions its own forward calls (not those its children call) and what each of them costs.
 
 A module's own time is one layer's time, so it gets one op: the op of the work that takes that time.
-- Where its own forward calls a convolution, linear, attention or matmul, that op names it (`COMPUTE`, in this
-  order): such a call outweighs the memory-bound ops around it.
+- Where its own forward calls a convolution, linear, attention, matmul or recurrent layer (LSTM, GRU, RNN: torch's
+  fused kernels), that op names it (`COMPUTE`, in this order): such a call outweighs the memory-bound ops around it.
 - Otherwise the op whose calls move the most elements (`call_cost`) names it: an Inception block that pools its
   input (a 3 x 3 window read for every output) and concatenates its branches is pooling, not a concatenation; a
   MixNet convolution that only splits and concatenates is a concatenation; a residual add is elementwise. Ties go
@@ -24,6 +24,7 @@ FUNCTION_OPS: dict[Op, tuple[str, ...]] = {
     "linear": ("linear", "addmm"),
     "attention": ("scaled_dot_product_attention", "multi_head_attention_forward"),
     "matmul": ("matmul", "__matmul__", "bmm", "mm", "einsum", "baddbmm"),
+    "recurrent": ("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"),
     "concat": ("cat", "concat", "concatenate", "stack", "split", "split_with_sizes", "chunk", "tensor_split",
                "unbind"),
     "normalization": ("batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize"),
@@ -44,7 +45,7 @@ VIEWS = {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "squ
          "__getitem__"}
 # calls that return their input at inference (a model's own `F.dropout(x, training=self.training)`): no work
 INFERENCE_IDENTITIES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
-COMPUTE: tuple[Op, ...] = ("conv", "linear", "attention", "matmul")
+COMPUTE: tuple[Op, ...] = ("conv", "linear", "attention", "matmul", "recurrent")
 WINDOWED = {"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d"}
 _OP_OF = {name: op for op, names in FUNCTION_OPS.items() for name in names}
 

@@ -22,7 +22,7 @@ DType = Literal["fp32", "fp16", "bf16", "fp8", "int8", "int4", "fp4", "int32", "
 # what a layer computes, in one dialect for every source
 Op = Literal[
     "conv", "linear", "matmul", "pooling", "elementwise", "activation", "normalization", "softmax", "attention",
-    "concat", "reformat", "shuffle", "quantize", "dequantize", "myelin", "noop", "dla", "other",
+    "recurrent", "concat", "reformat", "shuffle", "quantize", "dequantize", "myelin", "noop", "dla", "other",
 ]
 TraceUnit = Literal["kernel", "op"]
 Timer = Literal["cuda-events", "perf_counter", "trtexec", "unknown"]

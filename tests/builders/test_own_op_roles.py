@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from benchmarks.recipe_zoo import ZOO, load_meta
 from builders.engine.graph import trace
 from builders.engine.lowering import lower
+from builders.models.module_ops import own_op
 from builders.models.structure import model_structure
 from builders.pytorch.torch_backend import module_layer
 from sessions.analyses.groups import OTHER, builtin_rules, role_of
@@ -121,6 +122,37 @@ def test_normalization_is_a_role_of_its_own(kind, op):
 def test_a_module_that_runs_fused_attention_itself_is_attention():
     assert role_of(Layer(name="blocks.0.attn", kind="Attention", op="attention"), builtin_rules()) == "attention"
     assert role_of(Layer(name="blocks.0.mix", kind="SelfMixer", op="attention"), builtin_rules()) == "attention"
+
+
+class _Mixer(torch.nn.LSTM):
+    """An LSTM of another name: its role must come from what it runs, not from its class's name."""
+
+
+class _Recurrent(torch.nn.Module):
+    """Sequencer's kind of block: recurrent layers over a sequence, their outputs concatenated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm, self.gru = torch.nn.LSTM(8, 8, batch_first=True), torch.nn.GRU(8, 8, batch_first=True)
+        self.rnn, self.mixer = torch.nn.RNN(8, 8, nonlinearity="relu", batch_first=True), _Mixer(8, 8, batch_first=True)
+        self.cell = torch.nn.GRUCell(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outputs = [layer(x)[0] for layer in (self.lstm, self.gru, self.rnn, self.mixer)]
+        return torch.cat([*outputs, self.cell(x[:, 0]).unsqueeze(1)], 1)
+
+
+def test_recurrent_layers_are_a_role_of_their_own_by_what_they_run():
+    model = _Recurrent().eval()
+    structure = model_structure(model, torch.zeros(1, 5, 8))
+    layers = ("lstm", "gru", "rnn", "mixer", "cell")
+    assert {path: structure.ops[path] for path in layers} == dict.fromkeys(layers, "recurrent")
+    rules = builtin_rules()
+    roles = {path: role_of(module_layer(path, module, structure), rules) for path, module in model.named_modules()}
+    assert {path: roles[path] for path in layers} == dict.fromkeys(layers, "recurrent")
+    assert roles[""] == "concat / copy"
+    assert role_of(Layer(name="blocks.0.rnn_v", kind="LSTM", op=None), rules) == "recurrent"
+    assert own_op({"lstm": 1.0, "cat": 100.0}) == "recurrent"  # its matrix products outweigh the copies beside it
 
 
 def test_the_engines_lowered_layers_have_ops_for_functional_calls(model):
