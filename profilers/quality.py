@@ -3,12 +3,13 @@
 Classification: top-1 agreement, KL, largest logit error, and that error over the reference's scale (its largest
 |logit|). Segmentation (outputs N x C x H x W): the same per pixel, so `top1_agreement` is the fraction of pixels
 whose class equals fp32's; `agreement_baseline` the fraction equal to the baseline variant (fp16); mIoU against label
-maps. A reference whose logits are degenerate (huge, the same for every class, the same for every image, not finite)
-is named in `Quality.reference_warnings`: agreement and KL then say little about the variant.
+maps. A reference whose logits are degenerate (huge, the same or nearly the same for every class, the same for every
+image, not finite) is named in `Quality.reference_warnings`: agreement and KL then say little about the variant.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,10 @@ from sessions.documents.model import Quality
 
 FP16_MAX = 65504.0  # fp16's largest finite value: logits past it are not class scores an fp16 variant can hold
 SAME = 1e-5  # logits within this fraction of the reference's scale are taken as equal (fp32 rounds at about 1e-7)
+# A row whose most likely class is at most this fraction more likely than 1 / classes is near uniform: KL(p || uniform)
+# is then at most ln(1 + NEAR_UNIFORM), about 0.01 nats, so a variant that outputs one logit for every class scores a
+# KL no worse than an FP8 recipe's, and top-1 picks among classes the reference does not tell apart.
+NEAR_UNIFORM = 0.01
 
 
 def class_logits(output: Any) -> np.ndarray:
@@ -49,6 +54,7 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
     max_error = scale = 0.0  # scale: the reference's largest finite |logit|
     reference_nonfinite = 0
     spans: list[np.ndarray] = []  # per row (image or pixel): the reference's largest minus smallest logit
+    lifts: list[np.ndarray] = []  # per row: classes x the reference's largest probability, minus 1 (0: uniform)
     differences: list[float] = []  # per image: the largest |logit - the first finite image's logit| of the reference
     first: np.ndarray | None = None
     for ref_image, cand_image in zip(np.asarray(reference), np.asarray(candidate), strict=False):
@@ -65,6 +71,7 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
         scale = max(scale, float(np.abs(ref_clean).max()))
         # a row or image holding NaN/Inf is never "the same": its own line names it
         spans.append(np.where(finite.all(axis=1), ref_clean.max(axis=1) - ref_clean.min(axis=1), np.inf))
+        lifts.append(np.where(finite.all(axis=1), ref.shape[1] * np.exp(log_p.max(axis=1)) - 1.0, np.inf))
         if finite.all():
             first = ref_clean if first is None else first
         differences.append(float(np.abs(ref_clean - first).max()) if finite.all() and first is not None else np.inf)
@@ -81,7 +88,7 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
         reference_scale=scale,
         relative_error=max_error / scale if scale > 0 else None,
         reference_warnings=degenerate_reference(reference_name, scale, reference_nonfinite, np.concatenate(spans),
-                                                np.asarray(differences),
+                                                np.concatenate(lifts), np.asarray(differences),
                                                 "pixels" if task == "segmentation" else "images"),
     )
     classes = predicted_classes(candidate)
@@ -92,15 +99,18 @@ def compare(reference: Any, candidate: Any, reference_name: str, image_source: s
     return quality
 
 
-def degenerate_reference(name: str, scale: float, nonfinite: int, spans: np.ndarray, differences: np.ndarray,
-                         rows: str) -> list[str]:
+def degenerate_reference(name: str, scale: float, nonfinite: int, spans: np.ndarray, lifts: np.ndarray,
+                         differences: np.ndarray, rows: str) -> list[str]:
     """One line per way the reference `name`'s logits are degenerate, none where they look like class scores.
 
     `scale`: the largest finite |logit|; `nonfinite`: NaN/Inf logits; `spans`: per row (`rows`: images or pixels) the
-    largest minus the smallest logit; `differences`: per image the largest difference from the first image's logits.
+    largest minus the smallest logit; `lifts`: per row, classes x the largest softmax probability, minus 1;
+    `differences`: per image the largest difference from the first image's logits.
     Logits within SAME x `scale` of each other count as equal. Huge: past fp16's range (a trained classifier's logits
-    are tens). The same for every class: argmax is a tie and KL compares uniform distributions. The same for every
-    image (two or more): the output does not depend on the input.
+    are tens). The same for every class: argmax is a tie and KL compares uniform distributions. Nearly the same for
+    every class (a row not the same whose lift is at most NEAR_UNIFORM, whatever the logits' scale: tiny logits):
+    top-1 and KL say little (NEAR_UNIFORM). The same for every image (two or more): the output does not depend on the
+    input.
     """
     lines = []
     if nonfinite:
@@ -108,9 +118,14 @@ def degenerate_reference(name: str, scale: float, nonfinite: int, spans: np.ndar
     if scale > FP16_MAX:
         lines.append(f"{name} logits reach {scale:.3g}, past fp16's largest value {FP16_MAX:g}")
     tolerance = SAME * scale
-    constant = int((spans <= tolerance).sum())
-    if constant:
-        lines.append(f"{name} logits are the same for every class on {constant} of {len(spans)} {rows}")
+    constant = spans <= tolerance
+    if constant.any():
+        lines.append(f"{name} logits are the same for every class on {int(constant.sum())} of {len(spans)} {rows}")
+    near_uniform = int(((lifts <= NEAR_UNIFORM) & ~constant).sum())
+    if near_uniform:
+        lines.append(f"{name} logits are nearly the same for every class on {near_uniform} of {len(lifts)} {rows}: "
+                     f"no class is {NEAR_UNIFORM:.0%} more likely than uniform, so top-1 picks among near-ties, and "
+                     f"one logit for every class would score a KL below {math.log1p(NEAR_UNIFORM):.2g}")
     if len(differences) > 1 and bool((differences <= tolerance).all()):
         lines.append(f"{name} logits are the same for all {len(differences)} images: the output does not depend "
                      "on the input")

@@ -3,6 +3,8 @@ and a warning where the reference's logits are degenerate. Expected figures from
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -107,3 +109,76 @@ def test_an_inf_in_the_reference_leaves_every_figure_a_number_the_session_can_ho
     finite = np.isfinite(ref)
     assert quality.max_abs_logit_error == pytest.approx(float(np.abs(ref - cand)[finite].max()))
     assert np.isfinite(quality.max_abs_logit_error)
+
+
+def near_uniform_rows(ref: np.ndarray) -> int:
+    """Rows whose largest softmax probability is at most 1 % above 1 / classes, and whose logits are not all equal:
+    softmax by math.exp over each row's values."""
+    found = 0
+    for row in ref.tolist():
+        weights = [math.exp(v - max(row)) for v in row]
+        if max(weights) / sum(weights) * len(row) <= 1.01 and max(row) != min(row):
+            found += 1
+    return found
+
+
+def nearly_the_same(count: int, rows: int, unit: str = "images") -> str:
+    return (f"fp32 logits are nearly the same for every class on {count} of {rows} {unit}: no class is 1% more likely "
+            "than uniform, so top-1 picks among near-ties, and one logit for every class would score a KL below 0.01")
+
+
+def test_tiny_logits_whose_softmax_is_near_uniform_are_named_whatever_their_scale():
+    """lcnet_050's case: logits of about 1e-6, a softmax uniform to 1e-6, where top-1 and KL say nothing though every
+    logit differs from the others by far more than fp32 rounds."""
+    ref = logits() * np.float32(1e-6 / 3.0)
+    cand = ref + np.random.default_rng(2).normal(0.0, 2e-7, ref.shape).astype(np.float32)
+    assert near_uniform_rows(ref) == 8
+    quality = compare(ref, cand, "fp32", "test", len(ref))
+    assert quality.reference_warnings == [nearly_the_same(8, 8)]
+
+
+def test_near_uniform_rows_are_counted_apart_from_equal_ones_and_from_class_scores():
+    ref = logits(6, 100)
+    ref[1] = 0.5  # equal: named as the same, not again as nearly the same
+    ref[2] = 0.0
+    ref[2, 7] = 0.009  # the top class 0.9 % more likely than uniform
+    ref[3] = 0.0
+    ref[3, 7] = 0.012  # 1.2 %: class scores, barely
+    ref[4] *= np.float32(1e-4)
+    assert near_uniform_rows(ref) == 2
+    quality = compare(ref, ref.copy(), "fp32", "test", len(ref))
+    assert quality.reference_warnings == ["fp32 logits are the same for every class on 1 of 6 images",
+                                          nearly_the_same(2, 6)]
+
+
+def test_huge_and_constant_logits_are_not_called_nearly_the_same():
+    assert compare(logits() * np.float32(1e12), logits(), "fp32", "test", 8).reference_warnings == [
+        f"fp32 logits reach {largest_abs(logits() * np.float32(1e12)):.3g}, past fp16's largest value 65504"]
+    constant = np.full((3, 10), 2.5, np.float32)
+    assert compare(constant, logits(3), "fp32", "test", 3).reference_warnings == [
+        "fp32 logits are the same for every class on 3 of 3 images",
+        "fp32 logits are the same for all 3 images: the output does not depend on the input"]
+
+
+def test_segmentation_pixels_of_a_near_uniform_softmax_are_counted():
+    ref = np.random.default_rng(6).normal(0.0, 2.0, (1, 4, 2, 3)).astype(np.float32)  # 4 classes, 6 pixels
+    ref[0, :, 1, :] *= np.float32(1e-3)  # three pixels of near-uniform softmax
+    pixels = np.moveaxis(ref, 1, -1).reshape(-1, 4)
+    assert near_uniform_rows(pixels) == 3
+    assert compare(ref, ref.copy(), "fp32", "test", 1).reference_warnings == [nearly_the_same(3, 6, "pixels")]
+
+
+def test_a_model_whose_head_outputs_tiny_logits_is_named():
+    """A network as random initialisation can leave it: a head of weights near zero (lcnet_050's), so every image's
+    logits are about 1e-6 and its fp16 copy agrees on top-1 by chance."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                                torch.nn.Flatten(), torch.nn.Linear(16, 1000)).eval()
+    with torch.no_grad():
+        model[-1].weight.mul_(1e-6)
+        model[-1].bias.zero_()
+        images = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+        ref, cand = model(images).numpy(), model.half()(images.half()).float().numpy()
+    assert near_uniform_rows(ref) == 4
+    assert compare(ref, cand, "fp32", "test", 4).reference_warnings == [nearly_the_same(4, 4)]
