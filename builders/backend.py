@@ -15,11 +15,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from builders.study_inputs import StudyInputs
 from profilers.device import device_for, study_device
-from sessions.documents.errors import InputError, MissingEnvironment
+from sessions.documents.errors import InputError, MissingEnvironment, first_line
 from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import StudyPlan, VariantPlan
 from sessions.documents.vocab import Device, Precision
@@ -242,17 +242,26 @@ def backend_names() -> list[str]:
     return sorted(set(builtin_backends()) | set(_registered))
 
 
-def auto_backends() -> list[type[Backend]]:
-    """The backends `--backend auto` tries, in order; a built-in one that cannot be imported here is left out."""
-    found = []
+class AutoBackends(NamedTuple):
+    """What `--backend auto` may try: `backends` in order, and `unimportable`, one line per built-in backend left
+    out because its module cannot be imported here (`backend_class`'s reason: the module and the error)."""
+
+    backends: list[type[Backend]]
+    unimportable: list[str]
+
+
+def auto_backends() -> AutoBackends:
+    """The backends `--backend auto` tries, in order, and why each built-in one that cannot be imported is not."""
+    found, unimportable = [], []
     for name in backend_names():
         try:
             cls = backend_class(name)
-        except MissingEnvironment:
+        except MissingEnvironment as exc:
+            unimportable.append(str(exc))
             continue
         if cls.auto_rank is not None:
             found.append(cls)
-    return sorted(found, key=lambda cls: (cls.auto_rank, cls.name))
+    return AutoBackends(sorted(found, key=lambda cls: (cls.auto_rank, cls.name)), unimportable)
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -263,7 +272,7 @@ def backend_class(name: str) -> type[Backend]:
         try:
             importlib.import_module(modules[name])  # its class registers itself (@register_backend)
         except ImportError as exc:
-            raise MissingEnvironment(f"backend {name}: {exc}") from None
+            raise MissingEnvironment(f"backend {name}: importing {modules[name]} failed: {first_line(exc)}") from None
         if name not in _registered:
             raise InputError(f"{modules[name]} registers no backend named {name!r}")
     return _registered[name]

@@ -72,17 +72,20 @@ def choose_backend(request: StudyRequest, has_gpu: bool) -> tuple[type[Backend],
         if problem:
             raise MissingEnvironment(f"--backend {request.backend}: {problem}")
         return cls, device, f"{cls.choice_label(device)}, as asked"
+    candidates = auto_backends()
     passed: list[str] = []
-    for cls in auto_backends():
+    skipped = list(candidates.unimportable)
+    for cls in candidates.backends:
         device = cls.device_for(request.device, has_gpu)
         if device not in cls.auto_devices:
+            skipped.append(f"{cls.label}: --backend auto does not pick it on {device}")
             continue
         problem = cls.unavailable(device)
         if problem is None:
             why = "as asked" if request.device else ("a GPU is visible" if study_device(device).gpu else "no GPU here")
             return cls, device, f"{cls.choice_label(device)} ({'; '.join([why, *passed])})"
         passed.append(f"{cls.label}: {problem}")
-    raise MissingEnvironment("no backend runs here: " + "; ".join(passed))
+    raise MissingEnvironment("no backend runs here: " + "; ".join([*passed, *skipped]))
 
 
 def choose_tracer(requested: str, device: str, cupti_problem: str | None) -> tuple[str, str]:
