@@ -527,10 +527,20 @@ def _session(doc: dict[str, Any], origin: str) -> Session:
         for variant in session.variants:
             if variant.kernels is not None:
                 variant.kernels.validate()
+        _check_names(session)
         _check_jobs(session)
     except (ShapeError, ValueError) as exc:
         raise InputError(f"{origin} is not a valid session: {exc}") from None
     return session
+
+
+def _check_names(session: Session) -> None:
+    """Each variant of a session has a name no other variant has: views, baselines and diffs find variants by name."""
+    seen: set[str] = set()
+    for variant in session.variants:
+        if variant.name in seen:
+            raise ValueError(f"two variants are named {variant.name!r}; each variant needs a name of its own")
+        seen.add(variant.name)
 
 
 def _check_jobs(session: Session) -> None:

@@ -133,3 +133,27 @@ def test_listing_skips_bad_files(isolated_home):
     assert [e.model for e in entries] == ["senet154"]
     assert entries[0].gpu == "NVIDIA H200"
     assert len(problems) == 1 and "bad.json" in problems[0]
+
+
+def test_a_session_whose_variants_share_a_name_is_refused_on_load_and_on_save(tmp_path, capsys):
+    """An edited session with one variant renamed to another's: one line naming the name, exit 2, in every view."""
+    from inspector import cli
+
+    doc = orjson.loads(REAL.read_bytes())
+    doc["variants"][2]["name"] = "fp8-all"  # fp16, fp8-all, fp8-no-se -> fp16, fp8-all, fp8-all
+    edited = tmp_path / "edited.json"
+    edited.write_bytes(orjson.dumps(doc))
+    line = (f"{edited} is not a valid session: two variants are named 'fp8-all'; each variant needs a name of its "
+            "own")
+    with pytest.raises(InputError) as raised:
+        storage.load(edited)
+    assert raised.value.message == line
+    for command in (["show", str(edited)], ["groups", str(edited)]):
+        assert cli.main(command) == 2
+        assert capsys.readouterr().err.strip().splitlines() == [f"trt-inspect: error: {line}"]
+    session = storage.load(REAL)
+    session.variants[0].name = "fp8-no-se"
+    with pytest.raises(InspectError, match=r"cannot save .*: the session is not a valid session: two variants are "
+                                           r"named 'fp8-no-se'"):
+        storage.save(session, tmp_path / "dup.json")
+    assert not (tmp_path / "dup.json").exists()
