@@ -5,7 +5,7 @@ can run both side by side (`--fp8-recipe all --fp8-recipe all-per-tensor`).
 
 `select` applies a recipe and the user's `--fp8-exclude` patterns to a model's structure
 (builders.models.structure); `check_selections` refuses recipes that select nothing or what another
-one selects, before any work starts.
+one selects, and `check_exclusions` patterns that match no layer, before any work starts.
 """
 
 from __future__ import annotations
@@ -133,6 +133,17 @@ def check_selections(model: str, structure: ModelStructure, named: dict[str, Sel
         seen[key] = variant
 
 
+def check_exclusions(model: str, structure: ModelStructure, patterns: list[str] | tuple[str, ...]) -> None:
+    """One line and InputError where an `--fp8-exclude` pattern matches the path of none of the model's convolutions
+    and linears (the layers `select` matches patterns against): it would keep nothing out, silently."""
+    paths = [node.path for node in structure.layers]
+    for pattern in patterns:
+        if not any(fnmatch.fnmatchcase(path, pattern) for path in paths):
+            example = f", such as {paths[0]!r}" if paths else ""
+            raise InputError(f"--fp8-exclude {pattern!r} matches no layer of {model}: patterns match the module paths "
+                             f"of its convolutions and linears{example}")
+
+
 @lru_cache(maxsize=16)
 def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
     """The model's structure without its weights: built on the meta device (instant, no memory; that build is offered
@@ -173,12 +184,14 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
     """The FP8 variants checked against the model's structure before any work starts.
 
     Recipes the user named fail with one line; default recipes that select nothing new are left out,
-    with a note. Returns the variants to run and the notes.
+    with a note. An `--fp8-exclude` pattern that matches no layer fails with one line either way
+    (`check_exclusions`). Returns the variants to run and the notes.
     """
     fp8 = [v for v in variants if v.precision == "fp8"]
     if not fp8 or model_name.endswith(".onnx"):
         return variants, []
     structure = _structure_of(model_name, checkpoint)
+    check_exclusions(model_name, structure, list(dict.fromkeys(p for v in fp8 for p in v.exclude)))
     kept: list[VariantPlan] = []
     notes: list[str] = []
     # per backend: the real engine beside the simulation is no repeat
