@@ -167,6 +167,11 @@ class _Trunk:
             return any(call.path == h or call.path.startswith(h + ".") for h in self.head_roots)
         return call.order > self.last_spatial
 
+    def reads_image(self, path: str) -> bool:
+        """A convolution whose input has no layer upstream in the autograd graph: the image, or ops on it alone."""
+        kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+        return isinstance(self.run.model.get_submodule(path), kinds) and not self.graph.feeders(self.run.in_node[path])
+
     def linked(self, call: Call) -> bool:
         kids = self.children(call.path)
         return len(kids) > 1 and all(b.inp is not None and _reaches(b.inp, a.out) for a, b in pairwise(kids))
@@ -183,7 +188,7 @@ class _Trunk:
                 wraps = (len(grand) == 1 and len(grand[0].layers) == len(kid.layers)
                          and self.merges(grand[0]) == self.merges(kid))
                 split = any(self.head(g) for g in grand) and not all(self.head(g) for g in grand)
-                reads_image = any(self.run.layer_in[p][1:] == self.run.example.shape[1:] for p in kid.layers)
+                reads_image = any(self.reads_image(p) for p in kid.layers)
                 stem_inside = bool(grand) and reads_image and self.chained(kid) and (in_sequence or self.merges(kid))
                 if self.sequence(kid):
                     walk(kid.path, True)
@@ -271,8 +276,7 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
     first = next((i for i, (u, s) in enumerate(units) if trunk.chained(u) and (s or trunk.merges(u))), None)
     if first is None:
         units = trunk.units(plain=True)
-        first = 1 + max(i for i, (u, _) in enumerate(units) if any(
-            run.layer_in[p][1:] == example.shape[1:] for p in u.layers))
+        first = 1 + max(i for i, (u, _) in enumerate(units) if any(trunk.reads_image(p) for p in u.layers))
     stages: dict[str, list[str]] = {}
     stage, finest = 0, None
     for index, (unit, _) in enumerate(units):

@@ -232,7 +232,7 @@ def _kept(doc: Any, key: str, fit: TwinFit
             and isinstance(stored, dict) and set(quantized) == set(table) and len(set(quantized)) == len(quantized)):
         return None
     recipe = build(Recipe, doc.get("recipe"), "recipe")
-    if set(recipe.quantized) != set(quantized) or not set(quantized) <= set(fit.channels):
+    if set(recipe.quantized) != set(quantized) or not {*quantized, *recipe.unquantized} <= set(fit.channels):
         return None
     scales = {}
     for path, entry in table.items():

@@ -32,12 +32,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from builders.models.hooks import forward_once
-from builders.models.module_ops import call_cost, own_op
+from builders.models.module_ops import INFERENCE_IDENTITIES, call_cost, own_op
 from builders.models.trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
 from sessions.documents.vocab import Op
 
-PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatten", "dropout", "clone", "to",
-                "float", "half", "type", "unflatten", "squeeze", "unsqueeze"}
+PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatten", "clone", "to", "float", "half",
+                "type", "unflatten", "squeeze", "unsqueeze", *INFERENCE_IDENTITIES}
 FUSED_ATTENTION = {"scaled_dot_product_attention"}
 MATMULS = {"matmul", "bmm", "__matmul__", "einsum", "baddbmm", *FUSED_ATTENTION}
 # ops that pick positions out of a tensor rather than pool them: features they give are not pooled features
@@ -88,7 +88,7 @@ class ModelStructure:
                 excitation[owner] = excitation.get(owner, 0) + ("squeeze-excitation" in node.roles)
         blocks = {path for path, count in layers.items() if excitation[path] == count}
         return frozenset(path for path in self.stages if any(
-            path == block or path.startswith(block + ".") for block in blocks))
+            ".".join(path.split(".")[:depth]) in blocks for depth in range(1, path.count(".") + 2)))
 
     def structure_role(self, name: str) -> str | None:
         """The role the structure gives a layer named `name` (a module path, or modules fused, joined by " + "):
@@ -156,7 +156,6 @@ class _Recorder(TorchFunctionMode):
         self.reduced_input: set[str] = set()  # layers fed features pooled from positions (`reduced`)
         self.derived: set[int] = {id(example)}  # tensors computed from the input
         self.keep: list[Any] = [example]  # tensors kept alive, so ids stay unique
-        self.input_shape = tuple(example.shape[1:])
 
     def tick(self) -> int:
         self.seq += 1
@@ -199,14 +198,15 @@ class _Recorder(TorchFunctionMode):
 
     def reduced(self, tensor: torch.Tensor) -> bool:
         """Whether pooled features `tensor` were pooled from positions: made, through ops on pooled features alone,
-        by an op that read more than pooled features and does not select positions (`SELECTIONS`)."""
+        by an op that read more than pooled features, wrote fewer elements than it read (a reshape that folds
+        positions into the batch pools nothing) and does not select positions (`SELECTIONS`)."""
         while True:
             name, inputs = self.made.get(id(tensor), ("", []))
             source = next((t for t in inputs if id(t) in self.derived), None)
             if source is None:
                 return False  # the model's input, or made from constants
             if not _pooled_shape(source.shape):
-                return name not in SELECTIONS
+                return name not in SELECTIONS and tensor.numel() < source.numel()
             tensor = source
 
     def attention_output(self, source: torch.Tensor) -> bool:
@@ -285,8 +285,9 @@ class _Recorder(TorchFunctionMode):
         self.pooled_input[seq] = _pooled(node)
         if self.pooled_input[seq] and self.reduced(source):
             self.reduced_input.add(path)
-        self.reads_input[seq] = op == "conv" and node.input_shape[1:] == self.input_shape
         self.feeders[seq] = set(self.frontier.get(id(source), frozenset()))
+        # the model's input reaches it through no other layer (a convolution of an input-shaped map does not)
+        self.reads_input[seq] = op == "conv" and id(source) in self.derived and not self.feeders[seq]
         self.frontier[id(output)] = frozenset({seq})
         if op == "conv":
             self.conv_outputs[id(output)] = path

@@ -52,7 +52,7 @@ class TrunkRecord:
     children: dict[str, list[str]]  # module path -> its children's paths, in declaration order
     positions: dict[int, int]  # layer -> spatial positions of its output (1: pooled)
     pooled_input: dict[int, bool]  # layer -> fed a 1 x 1 map or flat features
-    reads_input: dict[int, bool]  # layer -> reads a tensor of the model input's shape
+    reads_input: dict[int, bool]  # layer -> a convolution the model's input reaches through no other layer
     feeders: dict[int, set[int]]  # layer -> the nearest layers upstream of its input
     last_unpooled: int  # sequence number of the last operation whose output is not pooled
     head_roots: set[str] | None = None  # modules outside a Hugging Face base model, where there is one

@@ -56,6 +56,7 @@ class Rules:
     name_ops: list[NameOp] = field(default_factory=list)
     inserted: list[Pattern] = field(default_factory=list)  # name parts TensorRT adds around a node, named after it
     constants: list[Pattern] = field(default_factory=list)  # name parts that are weight tensors, not nodes
+    user_roles: int = 0  # the leading `roles` that are the user's (`--groups`): tried before a structural role
     role_memo: dict[int, tuple[Layer, str]] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
     role_by_fields: dict[tuple[object, ...], str] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
     role_plans: dict[tuple[object, ...], RolePlan] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
@@ -181,6 +182,7 @@ def load_rules(user_file: Path | None = None) -> Rules:
     user = _parse(read_toml_file(Path(user_file), "rules file"), str(user_file), _user)
     return Rules(
         roles=user.roles + rules.roles,
+        user_roles=len(user.roles),
         kernel_classes=user.kernel_classes + rules.kernel_classes,
         stage=user.stage or rules.stage,
         name_ops=user.name_ops + rules.name_ops,
@@ -274,11 +276,16 @@ def _hits(patterns: list[Pattern], text: str) -> bool:
     return False
 
 
-def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shape: str | None) -> RolePlan:
-    """The plan of `role_of` for layers of these fields (a session has a few dozen of them)."""
+def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shape: str | None,
+               structural: str | None) -> RolePlan:
+    """The plan of `role_of` for layers of these fields (a session has a few dozen of them). `structural`: the role
+    the model's structure gives the layer (`STRUCTURE_ROLE`), met right after the user's rules; "" where it gives
+    none of `STRUCTURE_ROLES`, whose rules then never apply; None where no structure was read."""
     by_name: list[RoleRule] = []
-    for rule in rules.roles:
-        if not _conv_allows(rule, shape):
+    for index, rule in enumerate(rules.roles):
+        if structural and index == rules.user_roles:
+            return RolePlan(by_name, structural)
+        if not _conv_allows(rule, shape) or (structural is not None and rule.name in STRUCTURE_ROLES):
             continue
         with_names = bool(rule.names or rule.onnx or rule.all_parts)
         if not (with_names or rule.ops or rule.origins or rule.kinds):
@@ -288,7 +295,7 @@ def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shap
             return RolePlan(by_name, rule.name)
         if with_names:
             by_name.append(rule)
-    return RolePlan(by_name, OTHER)
+    return RolePlan(by_name, structural or OTHER)
 
 
 def _hits_by_name(rule: RoleRule, layer: Layer) -> bool:
@@ -306,11 +313,11 @@ def _hits_by_name(rule: RoleRule, layer: Layer) -> bool:
 
 
 def role_of(layer: Layer, rules: Rules) -> str:
-    """The role the model's structure gave `layer` (`attrs[STRUCTURE_ROLE]`, squeeze-excitation), else the first role
-    whose rule matches it, else `other`: a rule matches where the layer meets its `requires_conv` and one of its
-    pattern lists hits (a rule without lists matches on its requirements). Where the structure knows the layer and
-    gives it none of `STRUCTURE_ROLES`, no name gives it one of them; names decide them only without a structure
-    (engines from files).
+    """The first role whose rule matches `layer`, else `other`: a rule matches where the layer meets its
+    `requires_conv` and one of its pattern lists hits (a rule without lists matches on its requirements). The role
+    the model's structure gave the layer (`attrs[STRUCTURE_ROLE]`, squeeze-excitation) is met right after the user's
+    rules (`--groups`), before the built-in ones; where the structure knows the layer and gives it none of
+    `STRUCTURE_ROLES`, no rule gives it one of them; they come from rules only without a structure (files).
 
     Remembered per layer object in `rules.role_memo` (the overview, the groups and every drill of a 50,000-layer
     session ask for the same layers; a layer's fields are not changed once it is in a session), per the fields
@@ -320,20 +327,17 @@ def role_of(layer: Layer, rules: Rules) -> str:
     held = rules.role_memo.get(id(layer))
     if held is not None and held[0] is layer:
         return held[1]
-    structural = layer.attrs.get(STRUCTURE_ROLE)
-    if isinstance(structural, str) and structural:
-        return structural
-    known = isinstance(structural, str)  # the structure gives it no role of STRUCTURE_ROLES: names cannot either
+    held_role = layer.attrs.get(STRUCTURE_ROLE)
+    structural = held_role if isinstance(held_role, str) else None
     shape = conv_shape(layer)
-    fields = (layer.name, layer.kind, layer.op, layer.origin, tuple(layer.onnx_nodes), shape, known)
+    fields = (layer.name, layer.kind, layer.op, layer.origin, tuple(layer.onnx_nodes), shape, structural)
     role = rules.role_by_fields.get(fields)
     if role is None:
-        plan_key = (layer.kind, layer.op, layer.origin, shape)
+        plan_key = (layer.kind, layer.op, layer.origin, shape, structural)
         plan = rules.role_plans.get(plan_key)
         if plan is None:
             plan = rules.role_plans[plan_key] = _role_plan(rules, *plan_key)
-        role = next((rule.name for rule in plan.by_name
-                     if not (known and rule.name in STRUCTURE_ROLES) and _hits_by_name(rule, layer)), plan.otherwise)
+        role = next((rule.name for rule in plan.by_name if _hits_by_name(rule, layer)), plan.otherwise)
     if len(rules.role_memo) >= ROLE_MEMO_SIZE:
         rules.role_memo.clear()
         rules.role_by_fields.clear()

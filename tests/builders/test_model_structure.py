@@ -193,3 +193,65 @@ def test_an_in_place_residual_add_makes_a_block():
     assert found.stage_layers() == read(model, torch.zeros(1, 3, 64, 64, device="meta")).stages
     assert found.paths(role="stem") == ["stem", "stem2"]
     assert found.paths(role="first-stage") == ["block1.conv1", "block1.conv2"]
+
+
+class _Residual(torch.nn.Module):
+    def __init__(self, channels: int, stride: int = 1, inputs: int | None = None) -> None:
+        super().__init__()
+        inputs = inputs or channels
+        self.conv1 = torch.nn.Conv2d(inputs, channels, 3, stride, 1)
+        self.conv2 = torch.nn.Conv2d(channels, channels, 3, 1, 1)
+        self.down = torch.nn.Conv2d(inputs, channels, 1, stride) if stride != 1 or inputs != channels else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv2(torch.relu(self.conv1(x)))
+        return torch.relu(y + (self.down(x) if self.down is not None else x))
+
+
+class _FeatureNet(torch.nn.Module):
+    """Reads a 16-channel feature map; its stem and first stage keep that shape: only the stem reads the input."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(16, 16, 3, 1, 1)
+        self.layer1 = torch.nn.Sequential(_Residual(16), _Residual(16))
+        self.layer2 = torch.nn.Sequential(_Residual(32, 2, 16), _Residual(32))
+        self.fc = torch.nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.layer2(self.layer1(torch.relu(self.stem(x)))).mean((2, 3)))
+
+
+class _TokensFolded(torch.nn.Module):
+    """A token MLP that folds the tokens into the batch before its linears: flat features, not pooled ones."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = torch.nn.Conv2d(3, 32, 4, 4)
+        self.fc1, self.fc2 = torch.nn.Linear(32, 64), torch.nn.Linear(64, 32)
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x).flatten(2).transpose(1, 2)
+        batch, tokens, channels = x.shape
+        y = self.fc2(torch.relu(self.fc1(x.reshape(batch * tokens, channels)))).reshape(batch, tokens, channels)
+        return self.head((x + y).mean(1))
+
+
+def test_a_layer_of_the_inputs_shape_does_not_read_the_input():
+    from tests.structure_reference import read
+
+    model = _FeatureNet().to("meta").eval()
+    found = model_structure(model, torch.zeros(1, 16, 32, 32))
+    assert found.stage_layers() == read(model, torch.zeros(1, 16, 32, 32, device="meta")).stages
+    assert found.paths(role="stem") == ["stem"]
+    assert found.paths(role="first-stage") == [f"layer1.{b}.conv{c}" for b in (0, 1) for c in (1, 2)]
+
+
+def test_tokens_folded_into_the_batch_are_not_pooled_features():
+    from tests.structure_reference import read
+
+    model = _TokensFolded().to("meta").eval()
+    found = model_structure(model, torch.zeros(1, 3, 32, 32))
+    assert found.paths(role="squeeze-excitation") == []
+    assert read(model, torch.zeros(1, 3, 32, 32, device="meta")).squeeze_excitation == []

@@ -85,3 +85,19 @@ def test_the_engines_layers_named_by_modules_take_the_structures_role_and_functi
                                                          "layer1_0_se_mean")]
     _structure_roles(layers, structure)
     assert [layer.attrs.get("structure_role") for layer in layers] == [SE, "", "", None]
+
+
+def test_the_users_rules_come_before_the_structures_role_and_no_rule_gives_a_role_the_structure_denies(tmp_path):
+    from sessions.analyses.groups import load_rules
+
+    rules_file = tmp_path / "rules.toml"
+    rules_file.write_text("[[roles]]\nname = \"mine\"\nnames = ['^layer1[.]']\n\n"
+                          "[[roles]]\nname = \"squeeze-excitation\"\nkinds = ['Conv2d']\n")
+    rules = load_rules(rules_file)
+    excited = Layer(name="layer1.0.se.fc1", kind="Conv2d", op="conv", attrs={"structure_role": SE})
+    assert role_of(excited, rules) == "mine"
+    assert role_of(Layer(name="layer2.0.se.fc1", kind="Linear", op="linear", attrs={"structure_role": SE}),
+                   rules) == SE
+    denied = Layer(name="layer2.0.conv1", kind="Conv2d", op="conv", kernel_shape=[3, 3], attrs={"structure_role": ""})
+    assert role_of(denied, rules) != SE
+    assert role_of(Layer(name="layer2.0.conv1", kind="Conv2d", op="conv", kernel_shape=[3, 3]), rules) == SE
