@@ -140,3 +140,18 @@ def test_the_digest_thread_refuses_a_tensor_it_would_have_to_copy():
 
     with pytest.raises(ValueError, match="not on the host"):
         host_digest("a model", [("weight", torch.empty(3, device="meta"))])
+
+
+def test_a_kept_twin_whose_unquantized_layers_are_not_the_models_is_a_miss(made, tmp_path):
+    """Its notes name those layers' modules: a kept list that names another model's layers must cost a rebuild."""
+    from builders.cache_files import document_digest
+
+    _, _, key, twin = made
+    cache = TwinCache(tmp_path)
+    cache.save(twin)
+    path = tmp_path / f"{key}.json"
+    doc = json.loads(path.read_text())
+    doc["recipe"]["unquantized"] = ["no.such.layer"]
+    doc["digest"] = document_digest({k: v for k, v in doc.items() if k != "digest"})
+    path.write_text(json.dumps(doc))
+    assert cache.load(key, lambda: pytest.fail("made"), fit_of(made)) is None
