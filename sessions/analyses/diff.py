@@ -6,7 +6,8 @@ A latency, group or layer time counts as a regression only where `sessions.analy
 than A (the two sessions' bands do not overlap) and the change passes `threshold`; per-layer and
 per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. Layer and group
 times are judged with the variant's common factor (`sessions.analyses.noise.common_factor`: what a change of
-machine load did to every layer) removed from B; the latency is judged as measured unless
+machine load did to every layer) removed from B, and on the CPU a change against the rest that the recorded loads
+explain (`sessions.analyses.noise.load_moved`) is stated, and not judged; the latency is judged as measured unless
 `sessions.analyses.noise.machine_latency` finds the machine's load moved it with every layer, or, on the CPU with no
 layer or group a regression, finds it within what the host's load can do (then it is stated, and not judged). A time
 without a stored spread on either side is not judged against bands, only against the threshold, and counted in the
@@ -37,6 +38,7 @@ from sessions.analyses.noise import (
     judge,
     latency_band,
     layer_band,
+    load_moved,
     machine_latency,
     without_factor,
 )
@@ -239,6 +241,7 @@ class VariantComparison:
     notes: list[str] = field(default_factory=list)
     judged: dict[str, int] = field(default_factory=dict)  # per kind of time change: pairs judged against their bands
     unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
+    load_excused: dict[str, int] = field(default_factory=dict)  # ... judged pairs whose change the load explains
 
     def __post_init__(self) -> None:
         # each variant's latency band: judged itself, and the drift that widens its layers' and groups' bands
@@ -246,6 +249,8 @@ class VariantComparison:
         self._drift_b = latency_band(self.vb.latency) if self.vb.latency else None
         self._alignment: Alignment = align_layers(self.va.layers, self.vb.layers)
         self._factor = self._common_factor()
+        # the load rule holds where the study's threads shared the CPU with the load
+        self._shared_cpu = self.va.device == self.vb.device == "cpu"
 
     def _common_factor(self) -> CommonFactor | None:
         """The variant-wide factor B / A over the paired layers judged against bands (a per-call spread on both sides).
@@ -271,7 +276,7 @@ class VariantComparison:
     def changes(self) -> list[Change]:
         groups, layers = self._groups(), self._layers()
         # the load explains a latency with the layers steady only where the study's threads shared the CPU with it
-        steady = self.va.device == self.vb.device == "cpu" and self._factor is not None and not any(
+        steady = self._shared_cpu and self._factor is not None and not any(
             c is not None and c.what in ("group time", "layer time") and c.regression for c in groups + layers)
         found = [self._latency(steady), self._layer_total(), self._count("kernels", self.label, *self._per_call())]
         found += groups
@@ -288,7 +293,9 @@ class VariantComparison:
         for what in ("group time", "layer time"):
             judged, unjudged = self.judged.get(what, 0), self.unjudged.get(what, 0)
             if judged + unjudged:
-                notes.append(f"{self.label}: {what}s outside both sessions' bands flagged; {judged} judged, "
+                load = self.load_excused.get(what, 0)
+                loads = f", {load} of them slower against the rest within the load's reach (stated)" if load else ""
+                notes.append(f"{self.label}: {what}s outside both sessions' bands flagged; {judged} judged{loads}, "
                              f"{unjudged} not judged (no per-call spread stored)")
         return notes
 
@@ -366,10 +373,21 @@ class VariantComparison:
             return None  # small and not a regression: not worth a row
         note = (f"bands {_span(band_a)} and {_span(band_b)} ms" if verdict is not None
                 else "threshold only: no per-call spread stored")
+        load = self._load_moved(band_a, band_b, factor) if regression else None
+        if load is not None:
+            self.load_excused[what] = self.load_excused.get(what, 0) + 1
+            regression, verdict, note = False, None, f"{load}; {note}"
         if factor is not None:
             relative = f"{(b_level - a) / a * 100:+.1f}%" if a else "new"
             note = f"B / x{factor.ratio:.4g} = {b_level:.4g} ms ({relative}); {note}"
         return Change(self.label, what, item, a, b, regression, note, verdict)
+
+    def _load_moved(self, band_a: Band | None, band_b: Band | None, factor: CommonFactor | None) -> str | None:
+        """Why a time judged against the rest (`band_b`: B's band divided by `factor`) moved by the load's hand, on the
+        CPU (`sessions.analyses.noise.load_moved`); None where it did not, or nothing was judged."""
+        if not self._shared_cpu or band_a is None or band_b is None:
+            return None
+        return load_moved(band_a, band_b, factor, *self.loads)
 
     def _total_a(self) -> float:
         return sum(layer.time_ms or 0.0 for layer in self.va.layers) / self.scale_a

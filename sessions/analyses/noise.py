@@ -25,21 +25,30 @@ ratios (its distribution-free 95 % interval is stated, not added: the median of 
 band by it. It needs the ratios of at least `FACTOR_MIN_LAYERS` layers, the fewest whose interval
 leaves out the most extreme ratio at each end, so that no one layer can carry the factor.
 
-The end-to-end latency is judged as measured, except where the machine explains its change (`machine_latency`):
-`judge` calls it faster or slower, both studies recorded their host's load (`HostLoad`), and either (a) the loads
-differ materially (`HostLoad.differs_from`: the spans of their 1, 5 and 15-minute averages per core lie
-`LOAD_CHANGE_PER_CORE` apart), the busier study is the slower one, the common factor's 95 % interval lies on the
-latency's side of 1 (the layers moved too), and B's latency band divided by some factor inside that interval meets
-A's band (the whole variant moved as its layers did); or (b), for times taken on the CPU (where the study's threads
-share the cores with the load), no layer or group moved against the rest (the model is unchanged), the threads are
-the same, where the loads differ materially the busier study is the slower one (a load that came within a minute of
-a study's start, or during it, is not in its start record, so where the averages spread which study ran busier is
-not known), and the change is within what the load can do to a thread's share of the cores (`contention_bound`:
-nothing on a host whose load leaves the study its cores): layers are traced at another moment than the timed rounds,
-so on a loaded host their factor need not follow the latency. Then the change is stated with the factor and the
-loads, and not judged. A layer slowed alone is judged a regression itself (the factor, a median, stays where it
-was), so neither (a) nor (b) holds and the latency is judged as measured. On a GPU, where the host's load moves
-launch gaps more than kernels, (b) does not hold: a latency that moved without its layers is still judged.
+The load rule (`load_reach`), for times taken on the CPU, where the study's threads share the cores with the load:
+a time that moved by a ratio B / A is the load's where both studies recorded their host's load (`HostLoad`), ran the
+same threads on the same cores, where the loads differ materially (`HostLoad.differs_from`: the spans of their 1, 5
+and 15-minute averages per core lie `LOAD_CHANGE_PER_CORE` apart) the busier study is the slower one (a load that came
+within a minute of a study's start, or during it, is not in its start record, so where the averages spread which study
+ran busier is not known), and the change is within what the load can do to a thread's share of the cores
+(`contention_bound`: nothing on a host whose load leaves the study its cores). It is asked of:
+
+- a group's or layer's time (`load_moved`), judged slower or faster with the common factor removed: each operation
+  loses its own share of the cores (quantizers, light on arithmetic and heavy on memory, more than convolutions), so
+  on a loaded host the times do not all move by the factor; the ratio is B / factor / A, the change against the rest.
+  A layer slowed tenfold stays past the bound unless the host carried a peak load of 13 on 2 cores at one thread.
+- the end-to-end latency (`machine_latency`), judged as measured, except where the machine explains its change:
+  `judge` calls it faster or slower, both loads are recorded, and either (a) the loads differ materially, the busier
+  study is the slower one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too),
+  and B's latency band divided by some factor inside that interval meets A's band (the whole variant moved as its
+  layers did); or (b), on the CPU, no layer or group is a regression once the common factor and the load rule have
+  had their say (the model is unchanged), and the load rule holds for the latency's ratio: layers are traced at
+  another moment than the timed rounds, so on a loaded host their factor need not follow the latency.
+
+Then the change is stated with the factor and the loads, and not judged. A layer slowed alone is judged a regression
+itself (the factor, a median, stays where it was, and the layer's ratio against it is past the bound), so neither (a)
+nor (b) holds and the latency is judged as measured. On a GPU, where the host's load moves launch gaps more than
+kernels, the load rule does not hold: a time that moved against the rest, or a latency without its layers, is judged.
 
 `judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
 0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
@@ -297,28 +306,68 @@ def contention_bound(load_a: HostLoad, load_b: HostLoad) -> float:
     return 1.0 + max(0.0, worst - 1.0) * SHARED_MEMORY_MARGIN
 
 
+def load_reach(ratio: float, load_a: HostLoad | None, load_b: HostLoad | None) -> float | None:
+    """The load rule, for a time of a CPU study that moved by `ratio` (B / A): the most the recorded loads can
+    stretch a time (`contention_bound`) where they explain the change; None where they do not.
+
+    They explain it where both loads are recorded, both studies ran the same threads on the same cores, where the
+    loads differ materially (`HostLoad.differs_from`) the busier study is the slower one, and max(ratio, 1 / ratio)
+    is within the bound (on a host whose load leaves the study its cores, no change is).
+    """
+    if load_a is None or load_b is None or ratio <= 0:
+        return None
+    if (load_a.threads, load_a.cores) != (load_b.threads, load_b.cores):
+        return None
+    if load_b.differs_from(load_a) and (load_b.per_core > load_a.per_core) != (ratio > 1):
+        return None
+    bound = contention_bound(load_a, load_b)
+    return bound if max(ratio, 1 / ratio) <= bound else None
+
+
+def _load_words(load_a: HostLoad, load_b: HostLoad, bound: float) -> str:
+    """The loads behind `load_reach`'s bound, in words."""
+    return (f"load average up to {max(load_a.peak, load_b.peak):.2f} on {load_a.cores} cores, "
+            f"{load_a.threads or 1} thread(s), which can stretch a time up to x{bound:.3g}")
+
+
 def _load_explains(verdict: Judgement, ratio: float, factor: CommonFactor | None, load_a: HostLoad,
                    load_b: HostLoad) -> str | None:
     """Why a latency change, with every layer steady against the rest (no layer or group judged a regression with
-    the common factor removed), is the loaded host's; None where it is not.
+    the common factor removed), is the loaded host's (`load_reach`); None where it is not.
 
     Layers are traced at another moment than the timed rounds, so on a loaded host their common factor need not move
-    with the latency (the issue's reruns: +21.9 % latency, layers x0.85). The change is the host's where: the threads
-    and cores are the same; where the loads differ materially, the busier study is the slower one; and the change is
-    within `contention_bound` (on a host without load enough to take a core from the study, nothing is).
+    with the latency.
     """
-    if (load_a.threads, load_a.cores) != (load_b.threads, load_b.cores):
-        return None
-    busier_slower = (load_b.per_core > load_a.per_core) == (verdict == SLOWER)
-    if load_b.differs_from(load_a) and not busier_slower:
-        return None
-    bound = contention_bound(load_a, load_b)
-    if max(ratio, 1 / ratio) > bound:
+    bound = load_reach(ratio, load_a, load_b)
+    if bound is None:
         return None
     layers = f"common factor x{factor.ratio:.4g}" if factor is not None else "no common factor"
     return (f"{verdict} by x{ratio:.3g} with no layer or group moved against the rest ({layers}), on a loaded host: "
-            f"load average up to {max(load_a.peak, load_b.peak):.2f} on {load_a.cores} cores, "
-            f"{load_a.threads or 1} thread(s), which can stretch a time up to x{bound:.3g}: the load's, not judged")
+            f"{_load_words(load_a, load_b, bound)}: the load's, not judged")
+
+
+def load_moved(band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: HostLoad | None,
+               load_b: HostLoad | None) -> str | None:
+    """Why a group's or layer's time of a CPU study, which `judge` calls slower or faster than A's once B is divided
+    by the common factor (`band_b`: B's band so divided, `without_factor`), is the loaded host's, in words; None
+    where it is not, and the time is judged.
+
+    The study's threads share the cores with the load, and each operation loses its own share (quantizers, light
+    on arithmetic and heavy on memory, more than convolutions), so on a loaded host the layers' times do not all
+    move by the common factor. The change against the rest, `band_b`'s median over `band_a`'s, is the load's where
+    `load_reach` holds for it. Without a common factor there is no rest to judge against, and nothing is the load's.
+    A layer slowed tenfold is past the reach unless `contention_bound` reaches 10 (at `SHARED_MEMORY_MARGIN` 1.5, a
+    peak load of 13 on 2 cores at one thread).
+    """
+    verdict = judge(band_a, band_b)
+    if factor is None or verdict == WITHIN or band_a.center_ms <= 0 or load_a is None or load_b is None:
+        return None
+    ratio = band_b.center_ms / band_a.center_ms
+    bound = load_reach(ratio, load_a, load_b)
+    if bound is None:
+        return None
+    return (f"{verdict} by x{ratio:.3g} against the rest (common factor x{factor.ratio:.4g}), on a loaded host: "
+            f"{_load_words(load_a, load_b, bound)}: the load's, not judged")
 
 
 def machine_latency(band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: HostLoad | None,
@@ -330,8 +379,8 @@ def machine_latency(band_a: Band, band_b: Band, factor: CommonFactor | None, loa
     (`HostLoad.differs_from`); the busier study is the slower one; the layers moved the same way (the common
     factor's 95 % interval lies wholly on the latency's side of 1); and the latency moved with them
     (`latency_moved_with_layers`). Or where the load explains it with the model unchanged: `layers_steady` (the
-    caller timed both on the CPU, found the common factor and no layer or group a regression once it is removed)
-    and `_load_explains`.
+    caller timed both on the CPU, found the common factor and no layer or group a regression once it is removed and
+    `load_moved` asked) and `_load_explains`.
     """
     verdict = judge(band_a, band_b)
     if verdict == WITHIN or load_a is None or load_b is None or band_a.center_ms <= 0:
