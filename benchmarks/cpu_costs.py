@@ -41,7 +41,7 @@ def main(model_name: str) -> None:
             print(f"fp32 forward, {threads} thread(s): best of 3 {best(lambda: model(sample), 3):.3f} s "
                   f"(load {os.getloadavg()[0]:.1f})")
     torch.set_num_threads(1)
-    print(f"bf16 / fp32, 3 x 3 convolution: {bf16_ratio():.1f}x")
+    print(f"bf16 / fp32: {bf16_ratio().words()}")
     with torch.no_grad():
         fp32 = best(lambda: model(sample), 3)
         started = time.perf_counter()

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 BUDGET_S = 200.0  # the study after start-up: the main job within 5 minutes on 2 cores that others also use
 BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more than this times fp32's
+# alternated calls of the probe convolution in fp32 and in bf16, each side's least kept (`bf16_ratio`): the other work
+# lengthens a call it preempts, never shortens one, so the least of several is the call it left alone
+BF16_CALLS = 7
 STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_steady`)
 
 # Steps of a study, in fp32 forwards of the model at the study's batch: senet154, 1 thread, the shared 2-core
@@ -97,7 +100,7 @@ class Machine:
     threads: int
     forward_s: float  # work of one fp32 forward at the study's batch and `threads`, after the first call: `_steady`
     single_s: float  # work of one fp32 forward of one sample (stress inputs), as `forward_s`
-    bf16_ratio: float  # the model's forward in bf16 / fp32 where a convolution's is below BF16_SLOW, else that one
+    bf16: Bf16Timing  # the model's forward in bf16 against fp32 where a convolution's ratio is below BF16_SLOW, else it
     # a simulated FP8 variant's forward / the fp32 forward, by variant name, over the layers its recipe quantizes
     # (`fp8_forward_ratios`); FP8_FORWARD for a variant it does not name
     fp8_ratios: Mapping[str, float] = field(default_factory=dict)
@@ -105,6 +108,11 @@ class Machine:
     share: float = 1.0  # the share of a core each thread gets: wall seconds = work / share (`process_share`)
     fp8_build_s: float | None = None  # work of building the first FP8 variant on one calibration sample (measured)
     traced_s: float | None = None  # work of one fp32 call traced as a variant's (`traced_call_s`); None: not timed
+
+    @property
+    def bf16_ratio(self) -> float:
+        """bf16 / fp32 of what was timed (`bf16`)."""
+        return self.bf16.ratio
 
     @property
     def forward_wall_s(self) -> float:
@@ -165,11 +173,11 @@ def measure_machine(plan: StudyPlan) -> Machine:
             scale = fp8_scale(fp8_ratios.get(fp8[0].name, FP8_FORWARD), forward / single_s)
             fp8_ratios = {name: 1.0 + (value - 1.0) * scale for name, value in fp8_ratios.items()}
             calibration_ratio = 1.0 + (calibration_ratio - 1.0) * scale
-    ratio = bf16_ratio()
-    if ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
-        ratio = _model_bf16_ratio(module, single, single_s, threads)
+    bf16 = bf16_ratio()
+    if bf16.ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
+        bf16 = _model_bf16_ratio(module, single, single_s, threads)
     share = process_share() if threads == ONE_THREAD else None
-    return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, ratio, fp8_ratios,
+    return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, bf16, fp8_ratios,
                    calibration_ratio, share or forward_pace.share(threads), fp8_build_s, traced_s)
 
 
@@ -313,10 +321,31 @@ def quantizers_s(shapes: Mapping[str, list[torch.Size]]) -> dict[str, float]:
     return seconds
 
 
-def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float, threads: int) -> float:
-    """The model's forward in bf16 over its fp32 forward (`_steady` both): a study that keeps bf16 runs the model, and
-    a convolution's ratio said 1.3 where resnet18's forward in bf16 took 0.63 of fp32's (its quality step, on the
-    2-core CPU here)."""
+@dataclass(frozen=True)
+class Bf16Timing:
+    """The same work timed in bf16 and in fp32 on this CPU, in seconds, and how (`how`: what each figure is)."""
+
+    subject: str  # what was timed, e.g. "a 3 x 3 convolution"
+    fp32_s: float
+    bf16_s: float
+    how: str
+
+    @property
+    def ratio(self) -> float:
+        """bf16 / fp32."""
+        return self.bf16_s / self.fp32_s
+
+    def words(self) -> str:
+        """The figures behind the ratio, e.g. "a 3 x 3 convolution took 44.1 ms in bf16 against 0.501 ms in fp32 (the
+        least of 7 alternated calls each)"."""
+        return (f"{self.subject} took {self.bf16_s * 1e3:.3g} ms in bf16 against {self.fp32_s * 1e3:.3g} ms in fp32 "
+                f"({self.how})")
+
+
+def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float, threads: int) -> Bf16Timing:
+    """The model's forward in bf16 against its fp32 forward (`_steady` both, at one thread the process's CPU seconds,
+    which the load does not lengthen): a study that keeps bf16 runs the model, and a convolution's ratio said 1.3
+    where resnet18's forward in bf16 took 0.63 of fp32's (its quality step, on the 2-core CPU here)."""
     import copy
 
     import torch
@@ -324,23 +353,43 @@ def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: f
     converted = copy.deepcopy(module).to(torch.bfloat16)
     sample = single.to(torch.bfloat16)
     with torch.no_grad():
-        return _steady(lambda: converted(sample)).work_s(threads) / single_s
+        bf16_s = _steady(lambda: converted(sample)).work_s(threads)
+    return Bf16Timing("the model's forward", single_s, bf16_s, f"the work of one call over {STEADY_S:g} s of calls")
 
 
-def bf16_ratio() -> float:
-    """A 3 x 3 convolution's time in bf16 over fp32 on this CPU: where the CPU has no fast bf16 path, PyTorch runs it
-    many times slower (88x on the 2-core AMD EPYC here: benchmarks/results/cpu/costs.txt). fp32 best of three;
-    bf16 once after one untimed call, since a slow bf16 is what this looks for."""
+def bf16_ratio(clock: Callable[[], float] = time.perf_counter) -> Bf16Timing:
+    """A 3 x 3 convolution in bf16 against fp32 on this CPU: where the CPU has no fast bf16 path, PyTorch runs it
+    many times slower (88x on the 2-core AMD EPYC here: benchmarks/results/cpu/costs.txt). One untimed call of
+    each, then `BF16_CALLS` of each alternated (`least_alternated`), so that a load that comes and goes meets both."""
+    import copy
+
     import torch
 
     conv = torch.nn.Conv2d(32, 32, 3, padding=1).eval()
     sample = torch.randn(1, 32, 28, 28)
     with torch.no_grad():
-        fp32 = _best(lambda: conv(sample), 3)
-        conv_bf16, sample_bf16 = conv.to(torch.bfloat16), sample.to(torch.bfloat16)
-        conv_bf16(sample_bf16)
-        bf16 = _best(lambda: conv_bf16(sample_bf16), 1)
-    return bf16 / fp32
+        conv_bf16 = copy.deepcopy(conv).to(torch.bfloat16)  # `to` converts in place: fp32's calls keep their own
+        sample_bf16 = sample.to(torch.bfloat16)
+        fp32_s, bf16_s = least_alternated(lambda: conv(sample), lambda: conv_bf16(sample_bf16), BF16_CALLS, clock)
+    return Bf16Timing("a 3 x 3 convolution", fp32_s, bf16_s, f"the least of {BF16_CALLS} alternated calls each")
+
+
+def least_alternated(first: Callable[[], object], second: Callable[[], object], calls: int,
+                     clock: Callable[[], float] = time.perf_counter) -> tuple[float, float]:
+    """The least seconds of one call of `first` and of `second` by `clock`, after one untimed call of each, over
+    `calls` of each taken in turn (first, second, first, ...): the other work only lengthens a call, so each
+    least is a call it left alone, and taking them in turn exposes both to the same load."""
+    first()
+    second()
+    least_first = least_second = math.inf
+    for _ in range(calls):
+        started = clock()
+        first()
+        middle = clock()
+        second()
+        ended = clock()
+        least_first, least_second = min(least_first, middle - started), min(least_second, ended - middle)
+    return least_first, least_second
 
 
 @dataclass(frozen=True)
@@ -389,15 +438,6 @@ def _steady(step: Callable[[], object]) -> Pace:
         step()
         calls += 1
     return started.pace(calls)
-
-
-def _best(step: Callable[[], object], repeats: int) -> float:
-    best = math.inf
-    for _ in range(repeats):
-        started = time.perf_counter()
-        step()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 @dataclass(frozen=True)
@@ -509,8 +549,8 @@ def fit_cpu_plan(plan: StudyPlan, request: StudyRequest) -> tuple[StudyPlan, lis
     slow_bf16 = machine.bf16_ratio > BF16_SLOW and any(v.precision == "bf16" for v in plan.variants)
     if request.variants is None and slow_bf16:
         plan = replace(plan, variants=tuple(v for v in plan.variants if v.precision != "bf16"))
-        notes.append(f"bf16 left out: it ran {machine.bf16_ratio:.0f}x slower than fp32 on this "
-                     "CPU just now (--variants fp32,bf16,fp8 runs it)")
+        notes.append(f"bf16 left out: it ran {machine.bf16_ratio:.3g}x slower than fp32 on this CPU just now: "
+                     f"{machine.bf16.words()} (--variants fp32,bf16,fp8 runs it)")
     images = _available_images(plan)
     chosen = _fit(plan, request, machine, images)
     dropped = [v.name for v in plan.variants if v not in chosen.variants]

@@ -5,7 +5,16 @@ from dataclasses import replace
 import pytest
 
 from inspector import cpu_defaults
-from inspector.cpu_defaults import BUDGET_S, LADDER, Machine, choose_threads, estimate_s, fit_cpu_plan
+from inspector.cpu_defaults import (
+    BUDGET_S,
+    LADDER,
+    Bf16Timing,
+    Machine,
+    choose_threads,
+    estimate_s,
+    fit_cpu_plan,
+    least_alternated,
+)
 from inspector.request import CPU_TIMING, StudyRequest
 from profilers.images import STRESS_CASES, stress_inputs
 from sessions.analyses.captions import session_caveats
@@ -14,8 +23,8 @@ from sessions.documents.plan import StudyPlan, parse_variants
 
 
 def machine(forward_s: float, bf16_ratio: float = 1.0, threads: int = 1) -> Machine:
-    return Machine(cores=2, load=(1.5, 1.0, 0.5), threads=threads, forward_s=forward_s, single_s=forward_s,
-                   bf16_ratio=bf16_ratio)
+    bf16 = Bf16Timing("a 3 x 3 convolution", 0.001, 0.001 * bf16_ratio, "the least of 7 alternated calls each")
+    return Machine(cores=2, load=(1.5, 1.0, 0.5), threads=threads, forward_s=forward_s, single_s=forward_s, bf16=bf16)
 
 
 def cpu_plan(variants: str = "fp32,bf16,fp8", recipes: tuple[str, ...] = (), **changes) -> StudyPlan:
@@ -53,6 +62,8 @@ def test_a_costly_model_gets_fewer_counts_within_the_budget_and_no_slow_bf16(mea
     plan, notes = fit_cpu_plan(cpu_plan(), StudyRequest("senet154"))
     assert "bf16" not in [v.name for v in plan.variants]
     assert any(note.startswith("bf16 left out: it ran 33x slower") for note in notes)
+    assert any("a 3 x 3 convolution took 33 ms in bf16 against 1 ms in fp32 (the least of 7 alternated calls each)"
+               in note for note in notes)
     assert plan.eval_count is not None and plan.eval_count < 18 and plan.stress_count < STRESS_CASES
     estimate = estimate_s(plan, measured.value, 18, plan.stress_count)
     assert estimate <= BUDGET_S
@@ -345,3 +356,43 @@ def test_a_traced_call_is_timed_with_the_studys_tracer_and_a_failing_tracer_leav
 
     monkeypatch.setattr(torch_trace, "trace", failing)
     assert cpu_defaults.traced_call_s(counted, 1) is None
+
+
+def scripted_clock(durations: list[tuple[float, float]]):
+    """A stand-in for `time.perf_counter` under `cpu_defaults.least_alternated`: it reads the clock before the first
+    call of a turn, between the two, and after the second; round i's readings are 10 s apart from the last round's
+    and take durations[i] (fp32's call, bf16's call)."""
+    readings = []
+    now = 0.0
+    for fp32_s, bf16_s in durations:
+        now += 10.0
+        readings += [now, now + fp32_s, now + fp32_s + bf16_s]
+        now += fp32_s + bf16_s
+    return iter(readings).__next__
+
+
+SPIKE = 271.21  # the ratio one timing of bf16 gave under a load spike on the 2-core CPU
+
+
+@pytest.mark.parametrize("spiked", ["bf16", "fp32"])
+@pytest.mark.parametrize("turn", range(7))
+def test_a_load_spike_on_one_call_does_not_flip_the_bf16_decision(spiked, turn):
+    """bf16 as fast as fp32 (1.04 ms against 1 ms) but one call of seven 271x longer, whichever: kept either way."""
+    turns = [(0.001, 0.00104)] * 7
+    turns[turn] = (0.001 * SPIKE, 0.00104) if spiked == "fp32" else (0.001, 0.001 * SPIKE)
+    timing = cpu_defaults.bf16_ratio(scripted_clock(turns))
+    assert timing.ratio == pytest.approx(1.04)
+    assert timing.ratio <= cpu_defaults.BF16_SLOW
+
+
+def test_a_bf16_slow_on_every_call_is_left_out_whatever_the_spikes():
+    turns = [(0.001, 0.088)] * 7
+    turns[0] = (0.001 * SPIKE, 0.088)
+    assert cpu_defaults.bf16_ratio(scripted_clock(turns)).ratio == pytest.approx(88.0)
+
+
+def test_calls_are_alternated_after_one_untimed_call_of_each():
+    order: list[str] = []
+    least_alternated(lambda: order.append("fp32"), lambda: order.append("bf16"), 3,
+                     scripted_clock([(0.001, 0.002)] * 3))
+    assert order == ["fp32", "bf16"] * 4
