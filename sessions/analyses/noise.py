@@ -34,9 +34,11 @@ ran busier is not known), and the change is within what the load can do to a thr
 (`contention_bound`: nothing on a host whose load leaves the study its cores). It is asked of:
 
 - a group's or layer's time (`load_moved`), judged slower or faster with the common factor removed: each operation
-  loses its own share of the cores (quantizers, light on arithmetic and heavy on memory, more than convolutions), so
-  on a loaded host the times do not all move by the factor; the ratio is B / factor / A, the change against the rest.
-  A layer slowed tenfold stays past the bound unless the host carried a peak load of 13 on 2 cores at one thread.
+  loses its own share of the cores (quantizers, light on arithmetic and heavy on memory, more than convolutions), and
+  a short call the other work preempts waits out its turn, so on a loaded host the times do not all move by the
+  factor. The ratios asked are against the rest (B / factor / A), of the medians and of the least calls (the call the
+  load delayed least); either within the bound is the load's. Work that grew moves every call, the least too: a layer
+  slowed tenfold stays past the bound unless the host carried a peak load of 13 on 2 cores at one thread.
 - the end-to-end latency (`machine_latency`), judged as measured, except where the machine explains its change:
   `judge` calls it faster or slower, both loads are recorded, and either (a) the loads differ materially, the busier
   study is the slower one, the common factor's 95 % interval lies on the latency's side of 1 (the layers moved too),
@@ -60,7 +62,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from sessions.documents.model import Environment, LatencyStats, Layer
@@ -86,10 +88,12 @@ class Band:
     low_ms: float
     high_ms: float
     statistic: str  # in words, e.g. "median of 5 rounds x 20; band: ..."
+    least_ms: float | None = None  # the least of the per-call times it was built from (`calls_band`); None: a latency
 
     def scaled(self, divisor: float) -> Band:
         """The same band per image (or per any unit): every figure divided by `divisor`."""
-        return Band(self.center_ms / divisor, self.low_ms / divisor, self.high_ms / divisor, self.statistic)
+        least = self.least_ms / divisor if self.least_ms is not None else None
+        return Band(self.center_ms / divisor, self.low_ms / divisor, self.high_ms / divisor, self.statistic, least)
 
 
 def judge(baseline: Band, variant: Band) -> Judgement:
@@ -164,7 +168,7 @@ def calls_band(call_times_ms: Sequence[float], drift: Band | None = None, what: 
         low *= max(0.0, drift.low_ms / drift.center_ms)
         high *= max(1.0, drift.high_ms / drift.center_ms)
         statistic += ", widened by the relative width of the variant's latency band"
-    return Band(center, low, high, statistic)
+    return Band(center, low, high, statistic, min(call_times_ms))
 
 
 @dataclass(frozen=True)
@@ -209,8 +213,7 @@ def without_factor(band: Band, factor: CommonFactor | None) -> Band:
     """B's band at A's common level: every figure divided by the factor's median ratio."""
     if factor is None:
         return band
-    return Band(band.center_ms / factor.ratio, band.low_ms / factor.ratio, band.high_ms / factor.ratio,
-                f"{band.statistic}; divided by the {factor.statistic}")
+    return replace(band.scaled(factor.ratio), statistic=f"{band.statistic}; divided by the {factor.statistic}")
 
 
 def layer_band(layer: Layer, drift: Band | None = None) -> Band | None:
@@ -352,22 +355,29 @@ def load_moved(band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: 
     by the common factor (`band_b`: B's band so divided, `without_factor`), is the loaded host's, in words; None
     where it is not, and the time is judged.
 
-    The study's threads share the cores with the load, and each operation loses its own share (quantizers, light
-    on arithmetic and heavy on memory, more than convolutions), so on a loaded host the layers' times do not all
-    move by the common factor. The change against the rest, `band_b`'s median over `band_a`'s, is the load's where
-    `load_reach` holds for it. Without a common factor there is no rest to judge against, and nothing is the load's.
-    A layer slowed tenfold is past the reach unless `contention_bound` reaches 10 (at `SHARED_MEMORY_MARGIN` 1.5, a
-    peak load of 13 on 2 cores at one thread).
+    The study's threads share the cores with the load, which stretches a call in two ways: each operation loses its
+    own share of the cores and of memory bandwidth (quantizers, light on arithmetic and heavy on memory, more than
+    convolutions), so the layers' times do not all move by the common factor; and a call the other work preempts
+    waits out its turn, which can make a call of a fraction of a millisecond ten times longer, where a longer call
+    only loses its share. The change against the rest is the load's where `load_reach` holds for either of two
+    ratios of B's over A's: the medians (the typical call), or the least calls (`Band.least_ms`: the call the load
+    delayed least, which no preemption inflates unless every call was preempted). Work that grew moves every call,
+    the least too: a layer slowed tenfold is past the reach by both unless `contention_bound` reaches 10 (at
+    `SHARED_MEMORY_MARGIN` 1.5, a peak load of 13 on 2 cores at one thread). Without a common factor there is no
+    rest to judge against, and nothing is the load's.
     """
     verdict = judge(band_a, band_b)
     if factor is None or verdict == WITHIN or band_a.center_ms <= 0 or load_a is None or load_b is None:
         return None
-    ratio = band_b.center_ms / band_a.center_ms
-    bound = load_reach(ratio, load_a, load_b)
-    if bound is None:
-        return None
-    return (f"{verdict} by x{ratio:.3g} against the rest (common factor x{factor.ratio:.4g}), on a loaded host: "
-            f"{_load_words(load_a, load_b, bound)}: the load's, not judged")
+    ratios = {"median": band_b.center_ms / band_a.center_ms}
+    if band_a.least_ms and band_b.least_ms:
+        ratios["least call"] = band_b.least_ms / band_a.least_ms
+    for which, ratio in ratios.items():
+        bound = load_reach(ratio, load_a, load_b)
+        if bound is not None:
+            return (f"{verdict} against the rest (common factor x{factor.ratio:.4g}), its {which} by x{ratio:.3g}, "
+                    f"on a loaded host: {_load_words(load_a, load_b, bound)}: the load's, not judged")
+    return None
 
 
 def machine_latency(band_a: Band, band_b: Band, factor: CommonFactor | None, load_a: HostLoad | None,

@@ -254,3 +254,21 @@ def test_a_layer_slowed_tenfold_is_judged_against_the_rest_not_as_measured(base:
                     layer.time_ms = sum(layer.call_times_ms) / len(layer.call_times_ms)
     found = regressions(diff_sessions(a, b, load_rules()))
     assert {("layer time", v.name, "layer2.0.conv1") for v in base.variants} <= found
+
+
+def test_a_short_layer_preempted_in_most_of_its_calls_is_the_loads(base: Session) -> None:
+    """fc (0.24 ms) under load 4.4: three of its calls 2.5x longer (its share of the cores), four preempted, each
+    waiting 10 ms for its turn: the median moved x40 against the rest, the least call x2.5, within the x3.55 that load
+    4.4 can do on 2 cores at one thread."""
+    a = rerun(base, 31, 0.8, [0.8] * ROUNDS, 0.8)
+    b = contended(base, 32, 4.4, 1.55)
+    for variant in b.variants:
+        fc = next(layer for layer in variant.layers if layer.name == "fc")
+        fc_a = next(layer for layer in a.variant(variant.name).layers if layer.name == "fc")
+        share = [t * 2.5 * 1.55 for t in fc_a.call_times_ms]
+        fc.call_times_ms = share[:3] + [t + 10.0 for t in share[3:]]
+        fc.time_ms = sum(fc.call_times_ms) / len(fc.call_times_ms)
+    diff = diff_sessions(a, b, load_rules())
+    assert regressions(diff) == set()
+    rows = [c for c in diff.changes if c.what == "layer time" and c.item == "fc"]
+    assert len(rows) == len(base.variants) and all("its least call by" in c.note for c in rows)
