@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -87,12 +88,18 @@ def test_the_key_follows_the_weights_the_images_and_the_recipe(made):
     assert twin_key(model_digest(model), other, (), tensors_digest([calibration]), torch.float16) != key
 
 
-def test_a_damaged_or_foreign_cache_file_is_a_miss(made, tmp_path):
+def _kept(made, folder) -> tuple[TwinCache, Path, dict]:
+    """The made twin kept in a cache in `folder`: the cache, the file and its document."""
     _, _, key, twin = made
-    cache = TwinCache(tmp_path)
+    cache = TwinCache(folder)
     cache.save(twin)
-    path = tmp_path / f"{key}.json"
-    doc = json.loads(path.read_text())
+    path = folder / f"{key}.json"
+    return cache, path, json.loads(path.read_text())
+
+
+def test_a_damaged_or_foreign_cache_file_is_a_miss(made, tmp_path):
+    key = made[2]
+    cache, path, doc = _kept(made, tmp_path)
     path.write_text(json.dumps({**doc, "key": "another"}))
     assert cache.load(key, lambda: pytest.fail("made"), fit_of(made)) is None
     path.write_text(path.read_text()[:-40])
@@ -146,11 +153,8 @@ def test_a_kept_twin_whose_unquantized_layers_are_not_the_models_is_a_miss(made,
     """Its notes name those layers' modules: a kept list that names another model's layers must cost a rebuild."""
     from builders.cache_files import document_digest
 
-    _, _, key, twin = made
-    cache = TwinCache(tmp_path)
-    cache.save(twin)
-    path = tmp_path / f"{key}.json"
-    doc = json.loads(path.read_text())
+    key = made[2]
+    cache, path, doc = _kept(made, tmp_path)
     doc["recipe"]["unquantized"] = ["no.such.layer"]
     doc["digest"] = document_digest({k: v for k, v in doc.items() if k != "digest"})
     path.write_text(json.dumps(doc))
