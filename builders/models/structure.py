@@ -43,7 +43,8 @@ MATMULS = {"matmul", "bmm", "__matmul__", "einsum", "baddbmm", *FUSED_ATTENTION}
 # ops that pick positions out of a tensor rather than pool them: features they give are not pooled features
 SELECTIONS = {"__getitem__", "select", "narrow", "index_select", "gather", "take", "take_along_dim", "unbind", "split",
               "chunk", "tensor_split"}
-_CACHE: weakref.WeakKeyDictionary[torch.nn.Module, ModelStructure] = weakref.WeakKeyDictionary()
+# per module object, then per input shape (one image's): a structure read at one size is not another size's
+_CACHE: weakref.WeakKeyDictionary[torch.nn.Module, dict[tuple[int, ...], ModelStructure]] = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -120,14 +121,17 @@ def _tensors(value: Any) -> Iterator[Any]:
 
 
 def model_structure(model: torch.nn.Module, example: torch.Tensor) -> ModelStructure:
-    """Roles of `model`'s layers, from one forward pass on the first item of `example` (cached per module object).
+    """Roles of `model`'s layers, from one forward pass on the first item of `example` (cached per module object and
+    one item's shape).
 
     The pass runs at the study's own input size: a pooling that leaves a 3 x 3 map there leaves 1 x 1 on a smaller
     input, where it would read as global pooling.
     """
-    if model not in _CACHE:
-        _CACHE[model] = _analyse(model, example[:1])
-    return _CACHE[model]
+    by_shape = _CACHE.setdefault(model, {})
+    shape = tuple(example.shape[1:])
+    if shape not in by_shape:
+        by_shape[shape] = _analyse(model, example[:1])
+    return by_shape[shape]
 
 
 class _Recorder(TorchFunctionMode):

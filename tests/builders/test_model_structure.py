@@ -255,3 +255,23 @@ def test_tokens_folded_into_the_batch_are_not_pooled_features():
     found = model_structure(model, torch.zeros(1, 3, 32, 32))
     assert found.paths(role="squeeze-excitation") == []
     assert read(model, torch.zeros(1, 3, 32, 32, device="meta")).squeeze_excitation == []
+
+
+class _LocalPool(torch.nn.Module):
+    """A 4 x 4 pooling between two convolutions: global on a 4 x 4 map, local on an 8 x 8 one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv2(torch.nn.functional.avg_pool2d(torch.relu(self.conv1(x)), 4))
+        return self.fc(y.mean((2, 3)))
+
+
+def test_a_structure_read_at_one_input_size_is_not_used_for_another():
+    """On a 4 x 4 input the pooling is global and `conv2` runs after it, in the head; on 8 x 8 it runs on 2 x 2 maps."""
+    model = _LocalPool().eval()
+    assert model_structure(model, torch.zeros(1, 3, 4, 4)).paths(role="head") == ["conv2", "fc"]
+    assert model_structure(model, torch.zeros(1, 3, 8, 8)).paths(role="head") == ["fc"]
