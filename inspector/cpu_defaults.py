@@ -53,7 +53,9 @@ STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_
 FP8_FORWARD = 1.4
 FP8_CALIBRATION = 1.6 / 1.4  # a calibration forward (max amax on every quantizer) over a simulated FP8 forward
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it, where it could not be timed
-STRUCTURE_FORWARD = 2.0  # finding the model's structure (a forward with module hooks), then copying and folding
+# finding the model's structure (a recorded forward at the input size), then copying and folding: the pass at the
+# input size costs 0.6-1.8 forwards more than it did at 64 x 64 (benchmarks/results/cpu/structure-pass-cost.txt)
+STRUCTURE_FORWARD = 3.0
 FP8_BUILD = 6.0  # ModelOpt's quantize, the amax floor and the baked weights, per FP8 variant
 # Work (CPU seconds) whatever the model's size, beside its forwards (traced ones timed with their export, `traced_s`):
 # per variant, the trace attributed to layers and the session saved (a quality and a trace step held 0.05-0.4 s beyond
