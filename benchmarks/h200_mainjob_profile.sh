@@ -2,7 +2,8 @@
 # Where the main job's time goes on the lent H200: `trt-inspect senet154` twice under benchmarks/stack_sampler.py
 # (a first run that times cuDNN's plans and compiles what it imports, a second that takes both from its caches),
 # each output line stamped with the seconds since its run started, and the sampler's report of each run.
-# Run through the device tool with carry [".whl"]; logs land in $OUT.
+# Run through the device tool with carry [".whl"]; logs and both sessions (`sessions.tar.gz`) land in $OUT, and in
+# `diffs.txt` the first run's diff against the second and, with REF=SESSION, each run's diff against that session.
 rm -rf /tmp/pycache /tmp/site /tmp/tih
 source "$(dirname "$0")/h200_setup.sh"
 S="$OUT/sessions"
@@ -16,4 +17,10 @@ profiled() {  # profiled NAME: the main job sampled, stamped log in $OUT/NAME.lo
 }
 profiled first
 profiled second
-rm -rf "$S"
+differ() {  # differ A B: `trt-inspect diff A B` under a header in diffs.txt, its exit code echoed
+    echo "== trt-inspect diff $1 $2" >> "$OUT/diffs.txt"
+    trt-inspect diff "$1" "$2" >> "$OUT/diffs.txt"; echo "rc=$?" | tee -a "$OUT/diffs.txt"
+}
+differ "$S/senet154-first.json" "$S/senet154-second.json"
+for RUN in first second; do [ -z "${REF:-}" ] || differ "$REF" "$S/senet154-$RUN.json"; done
+tar -C "$S" -czf "$OUT/sessions.tar.gz" . && rm -rf "$S"
