@@ -80,6 +80,9 @@ class BuildContext:
     quantize_us: dict[tuple[int, ...], float] = field(default_factory=dict)  # the quantize layer's time by shape
     library_us: dict[tuple[ConvSignature, str], float | str] = field(default_factory=dict)
     fusion: FusedTactics = field(default_factory=FusedTactics)  # fused tactics: compiled functions, times
+    # whether convolutions' tactics are timed with their weights read from memory (`weight_residency.weights_cold`
+    # of the model: one answer for every variant of a study), in their signatures (`ConvSignature.cold_weights`)
+    cold_weights: bool = False
 
 
 def static_refusals(plain: torch.nn.Module, fp8: set[str]) -> dict[str, str]:
@@ -206,7 +209,7 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
             continue
         if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
             break
-    for name, sig in _conv_signatures(program, plain, shapes).items():
+    for name, sig in _conv_signatures(program, plain, shapes, backend.cold_weights).items():
         tactics = _tactics(backend, sig)
         if len(tactics) > 1:
             _keep_tactics(timed, name, *tactics)
@@ -241,18 +244,18 @@ def conv_input_shapes(traced: TracedModel, value_shapes: dict[str, tuple[int, ..
     return shapes
 
 
-def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...]) -> ConvSignature:
+def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...], cold_weights: bool) -> ConvSignature:
     pair = cast(Callable[[Any], tuple[int, int]], tuple)
     return ConvSignature(step.precision, cast(tuple[int, int, int, int], tuple(shape)), conv.out_channels,
                          pair(conv.kernel_size), pair(conv.stride), pair(conv.padding), pair(conv.dilation),
-                         conv.groups, step.epilogue, step.output_fp8)
+                         conv.groups, step.epilogue, step.output_fp8, cold_weights=cold_weights)
 
 
 def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
                   refused: dict[str, str], output_refused: dict[str, str]) -> bool:
     """Every conv step's graph, built once per signature (the plans the cache does not hold sent to the workers and
     taken back in order: `CompileJobs.take`); False where nothing was refused (the program stands)."""
-    sigs = _conv_signatures(program, plain, shapes)
+    sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
     make_graphs(backend, sigs.values())
     changed = False
     for step in program.steps:
@@ -270,10 +273,10 @@ def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Modul
     return changed
 
 
-def _conv_signatures(program: Program, plain: torch.nn.Module,
-                     shapes: dict[str, tuple[int, ...]]) -> dict[str, ConvSignature]:
-    return {step.name: _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name])
-            for step in program.steps if step.kind == "conv"}
+def _conv_signatures(program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
+                     cold_weights: bool) -> dict[str, ConvSignature]:
+    return {step.name: _signature(step, cast(torch.nn.Conv2d, plain.get_submodule(step.name)), shapes[step.name],
+                                  cold_weights) for step in program.steps if step.kind == "conv"}
 
 
 def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
@@ -310,7 +313,7 @@ def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.M
     save; where no precision changes (and always with FP8 kept, whose layers keep their precision), each convolution
     that writes FP8 against writing fp16 plus a quantize layer. The tactics timed go to `timed`; True where a choice
     changed the program."""
-    sigs = _conv_signatures(program, plain, shapes)
+    sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
     if backend.fp8_layers == FP8_LAYERS_TIMED and _choose_precisions(backend, program, sigs, refused, timed):
         return True
     _build_fp16_writers(backend, sigs.values())
@@ -506,7 +509,7 @@ def _bind(backend: BuildContext, program: Program, traced: TracedModel, plain: t
         layer = _layer(step)
         if step.kind == "conv":
             conv = cast(torch.nn.Conv2d, plain.get_submodule(step.name))
-            sig = _signature(step, conv, shapes[step.name])
+            sig = _signature(step, conv, shapes[step.name], backend.cold_weights)
             library = conv_library(backend, sig)
             graph = library_graph(backend, sig, library if library in GRAPH_LIBRARIES else CUDNN)
             _describe_conv(layer, conv, graph, library)

@@ -21,6 +21,7 @@ from builders.engine.graph import trace
 from builders.engine.kernels import engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
+from builders.engine.weight_residency import gpu_l2_bytes, weights_cold
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
 from builders.models.plain_layers import PlainLayer, plain_layers_notes
@@ -85,7 +86,7 @@ class CudnnBackend(Backend):
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
                                     PLANS_PER_OPT_LEVEL[self.plan.opt_level], engine_timing_cache(cudnn),
                                     PlanCompiler(torch.cuda.current_device()), self._make_quantizer,
-                                    self.plan.fp8_layers)
+                                    self.plan.fp8_layers, cold_weights=weights_cold(self._reference, gpu_l2_bytes()))
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
         self._twins = TwinCache()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 import torch
 
 from builders.engine.plans import Choice, CompiledPlans, TimingCache, choose_plan, timing_cache_path
+from builders.engine.weight_residency import gpu_l2_bytes, weight_packs
 from builders.fp8.format import FP8, quantize_weight
 from builders.pytorch.graph_capture import capture_graph
 from builders.pytorch.inductor_workers import end_compile_workers
@@ -55,6 +57,9 @@ class ConvSignature:
     # (N*H*W, Cin) @ (Cin, Cout), with the same epilogue: cuDNN lists other plans for it
     # (`conv_tactics.matmul_companion`)
     as_matmul: bool = False
+    # how its tactics are timed: each timed call reads another copy of the weights, as a layer of an engine whose
+    # weights exceed L2 reads its own from memory (`weight_residency`); part of the key, so cached choices are apart
+    cold_weights: bool = False
 
     def output_shape(self) -> tuple[int, int, int, int]:
         n, _, h, w = self.input_shape
@@ -67,7 +72,8 @@ class ConvSignature:
         return (f"conv {self.precision} in={'x'.join(map(str, self.input_shape))} k={self.out_channels} "
                 f"r={self.kernel} s={self.stride} p={self.padding} d={self.dilation} g={self.groups} "
                 f"epi={'+'.join(self.epilogue) or '-'} out={'fp8' if self.output_fp8 else 'fp16'}"
-                + (" scale=1" if self.unit_scale else "") + (" matmul" if self.as_matmul else ""))
+                + (" scale=1" if self.unit_scale else "") + (" matmul" if self.as_matmul else "")
+                + (" cold-w" if self.cold_weights else ""))
 
     def graph_words(self) -> str:
         """What runs the layer, in a layer's `kind`: "cuDNN conv graph (fp16)", "cuDNN conv graph (fp16, scaled by
@@ -210,6 +216,14 @@ def scratch_tensors(sig: ConvSignature, device: str = "cuda") -> dict[int, torch
     return {TENSOR_UIDS[name]: data[name] for name in tensor_names(sig)}
 
 
+def scratch_packs(sig: ConvSignature, device: str = "cuda") -> Callable[[], dict[int, torch.Tensor]]:
+    """What each timed call of `sig`'s plans reads, one call's tensors at a time: `scratch_tensors` every call, or,
+    with `sig.cold_weights`, the next of its copies with another copy of the weights (`weight_residency`)."""
+    scratch = scratch_tensors(sig, device)
+    packs = weight_packs(scratch, TENSOR_UIDS["w"], gpu_l2_bytes(device)) if sig.cold_weights else [scratch]
+    return itertools.cycle(packs).__next__
+
+
 def serialize_selected(graph: Any) -> bytes | None:
     """The graph's selected plan in cuDNN's serialized form, or None where cuDNN does not serialize it."""
     try:
@@ -249,23 +263,23 @@ class ConvGraph:
         """Microseconds per execution of the chosen plan: as timed when it was chosen (here or in the run that
         cached it), else timed now on scratch tensors as plans are (`time_execution`)."""
         if self.choice.time_us is None:
-            scratch = scratch_tensors(self.sig)
+            pack = scratch_packs(self.sig)
             workspace = torch.empty(max(self.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
             self.cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
-            self.choice.time_us = time_execution(lambda: self.graph.execute(scratch, workspace, handle=self.handle))
+            self.choice.time_us = time_execution(lambda: self.graph.execute(pack(), workspace, handle=self.handle))
         return self.choice.time_us
 
 
 def select_in_process(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None) -> ConvGraph:
     """Builds and times up to `limit` of `sig`'s plans here, keeps the fastest (or the choice the cache names)."""
     graph = define_graph(sig, cudnn, handle)
-    scratch = scratch_tensors(sig)
+    pack = scratch_packs(sig)
     cudnn.set_stream(handle, torch.cuda.current_stream().cuda_stream)
 
     def time_plan(index: int) -> float:
         graph.build_plan_at_index(index)
         workspace = torch.empty(max(graph.get_workspace_size_plan_at_index(index), 1), dtype=torch.uint8, device="cuda")
-        return time_execution(lambda: graph.execute_plan_at_index(scratch, workspace, index, handle=handle))
+        return time_execution(lambda: graph.execute_plan_at_index(pack(), workspace, index, handle=handle))
 
     choice = choose_plan(graph, sig.key(), limit, time_plan, cache)
     return ConvGraph(sig, cudnn, handle, graph, choice, serialize_selected(graph))
@@ -274,7 +288,7 @@ def select_in_process(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, c
 def select_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, names: list[str],
                     plans: dict[int, bytes | str]) -> ConvGraph:
     """The fastest of the plans a worker compiled and serialized (`plans_compiled`), each loaded and timed here."""
-    scratch = scratch_tensors(sig)
+    pack = scratch_packs(sig)
     loaded: dict[int, Any] = {}
 
     def load(index: int, plan: bytes) -> Any:
@@ -288,7 +302,7 @@ def select_compiled(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, nam
     def time_plan(index: int) -> float:
         graph = compiled.build_plan_at_index(index)
         workspace = torch.empty(max(graph.get_workspace_size(), 1), dtype=torch.uint8, device="cuda")
-        return time_execution(lambda: graph.execute(scratch, workspace, handle=handle))
+        return time_execution(lambda: graph.execute(pack(), workspace, handle=handle))
 
     choice = choose_plan(compiled, sig.key(), limit, time_plan, None)
     return ConvGraph(sig, cudnn, handle, loaded[choice.index], choice, compiled.plans[choice.index])

@@ -39,6 +39,7 @@ from builders.engine.kernels import ConvGraph, ConvLayer, ConvSignature, Fp8Line
 from builders.engine.lowering import Step, lower
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.tactics import GRAPH_LIBRARIES
+from builders.engine.weight_residency import gpu_l2_bytes, weights_cold
 from builders.fp8.format import calibrated_scale
 from builders.fp8.quantizer import make_quantizer
 from builders.models.layer_spec import LayerSpec
@@ -75,12 +76,14 @@ def _pair(values: tuple[int, ...]) -> tuple[int, int]:
     return height, width
 
 
-def signature(spec: LayerSpec, precision: str) -> ConvSignature:
+def signature(spec: LayerSpec, precision: str, cold_weights: bool) -> ConvSignature:
     """The engine's `ConvSignature` of the convolution `spec`: in `precision`, with the spec's epilogue (what the
-    engine fuses after it), an fp16 output."""
+    engine fuses after it), an fp16 output, its tactics timed with the weights where the engine's are
+    (`cold_weights`: `BuildContext.cold_weights`)."""
     n, c, h, w = spec.input_shape
     return ConvSignature(precision, (n, c, h, w), spec.out_channels, _pair(spec.kernel), _pair(spec.stride),
-                         _pair(spec.padding), _pair(spec.dilation), spec.groups, spec.epilogue, False)
+                         _pair(spec.padding), _pair(spec.dilation), spec.groups, spec.epilogue, False,
+                         cold_weights=cold_weights)
 
 
 @dataclass(frozen=True)
@@ -108,14 +111,15 @@ def engine_epilogues(traced: TracedModel, refused: dict[str, str],
     return {path: Epilogue(step.epilogue, step.residual) for path, step in first.items() if step.epilogue}
 
 
-def ask(spec: LayerSpec, precision: str, refused: dict[str, str], name: str) -> Kernel:
+def ask(spec: LayerSpec, precision: str, refused: dict[str, str], name: str, cold_weights: bool) -> Kernel:
     """The kernel the probe asks the engine for, for layer `name` of `spec` in `precision`; `refused` holds what the
-    engine refuses before building (`static_refusals`: `name` for FP8, `name@fp16` for fp16)."""
+    engine refuses before building (`static_refusals`: `name` for FP8, `name@fp16` for fp16); `cold_weights` as the
+    engine's context says (`signature`)."""
     reason = refused.get(name if precision == "fp8" else f"{name}@fp16")
     if spec.op == "linear":
         return Kernel(precision, GEMM, refusal=reason) if precision == "fp8" else Kernel(precision, TORCH)
     if reason is None:
-        return Kernel(precision, CONV, signature(spec, precision))
+        return Kernel(precision, CONV, signature(spec, precision, cold_weights))
     return Kernel(precision, CONV if precision == "fp8" else TORCH, refusal=reason)
 
 
@@ -211,12 +215,13 @@ def plain_model(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], dtyp
     return module.to(dtype=dtype).eval()
 
 
-def engine_context(cudnn: Any, static_input: torch.Tensor) -> BuildContext:
-    """The engine's build context for the probe's layers, on the GPU: a cuDNN handle, the plan limit of the default
-    `--opt-level`, the engine's timing cache and plan workers (the caller closes them), its quantize kernel; the
-    layers' FP8 kept (the probe times FP8 wherever the engine has a kernel for it)."""
+def engine_context(cudnn: Any, static_input: torch.Tensor, model: torch.nn.Module) -> BuildContext:
+    """The engine's build context for the probe's layers of `model`, on the GPU: a cuDNN handle, the plan limit of
+    the default `--opt-level`, the engine's timing cache and plan workers (the caller closes them), its quantize
+    kernel, where the weights are timed as the engine's build of `model` says (`weights_cold`); the layers' FP8 kept
+    (the probe times FP8 wherever the engine has a kernel for it)."""
     quantizer = make_quantizer()
     return BuildContext(cudnn=cudnn, handle=cudnn.create_handle(), static_input=static_input,
                         plan_limit=PLANS_PER_OPT_LEVEL[default("opt_level")], cache=engine_timing_cache(cudnn),
                         compiler=PlanCompiler(torch.cuda.current_device()), quantizer=lambda: quantizer,
-                        fp8_layers=FP8_LAYERS_KEPT)
+                        fp8_layers=FP8_LAYERS_KEPT, cold_weights=weights_cold(model, gpu_l2_bytes()))

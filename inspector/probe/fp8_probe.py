@@ -376,7 +376,7 @@ def probe_layers(captured: list[CapturedLayer], plan, context, refused: dict[str
 
     by_name = {layer.name: layer for layer in captured}
     groups = group_by_spec((layer.name, layer.spec) for layer in captured)
-    asked = {spec: [ask(spec, precision, refused, names[0]) for precision in PRECISIONS]
+    asked = {spec: [ask(spec, precision, refused, names[0], context.cold_weights) for precision in PRECISIONS]
              for spec, names in groups.items()}
     build_graphs(context, (kernel for kernels in asked.values() for kernel in kernels))
     chosen = {spec: [choose(context, kernel) for kernel in kernels] for spec, kernels in asked.items()}
@@ -621,7 +621,7 @@ def _probe_session(options: ProbeOptions, command: list[str], report: Report, cr
     _warm_gpu(built.model, built.static, 0.5)
     refused = static_refusals(built.model, {c.name for c in captured})
     captured = with_engine_epilogues(built.model, built.static, captured, refused)
-    context = engine_context(cudnn, built.static)  # its plan workers are closed below, whatever happens
+    context = engine_context(cudnn, built.static, built.model)  # its plan workers are closed below, whatever happens
     try:
         with torch.no_grad():
             probed, times, runs, quantize_impl = probe_layers(captured, plan, context, refused,

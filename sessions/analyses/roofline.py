@@ -73,9 +73,10 @@ BANDWIDTH: list[tuple[str, int, int, float, str]] = [
     ("9.0", 132, 143_771, 4800.0, "H200 SXM"),
 ]
 # a cuDNN graph's signature (the engine's `ConvSignature.key`): the convolution, then words after `out=` that say how
-# the same convolution is defined (` scale=1`, ` matmul`) and change none of its work
+# the same convolution is defined (` scale=1`, ` matmul`) or timed (` cold-w`) and change none of its work
 _SIGNATURE = re.compile(r"^conv (\w+) in=(\d+)x(\d+)x(\d+)x(\d+) k=(\d+) r=\((\d+), (\d+)\) s=\((\d+), (\d+)\) "
-                        r"p=\((\d+), (\d+)\) d=\((\d+), (\d+)\) g=(\d+) .*out=(\w+)(?: scale=1)?(?: matmul)?$")
+                        r"p=\((\d+), (\d+)\) d=\((\d+), (\d+)\) g=(\d+) .*out=(\w+)"
+                        r"(?: scale=1)?(?: matmul)?(?: cold-w)?$")
 
 
 @dataclass(frozen=True)

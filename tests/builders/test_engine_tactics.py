@@ -77,9 +77,11 @@ class Times:
     matmul: dict[tuple[str, str], float] = field(default_factory=dict)  # the matmul graph's plan by (layer, precision)
 
 
-def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: int = 1) -> tuple[BuildContext, dict]:
+def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: int = 1,
+            cold_weights: bool = False) -> tuple[BuildContext, dict]:
     """A BuildContext whose graphs and other libraries' tactics are stand-ins timed from `times` (a tactic the
-    table does not time did not run), and the conv input shapes (from hooks)."""
+    table does not time did not run), and the conv input shapes (from hooks); `cold_weights`: the context's, and
+    that of every signature it holds a graph of."""
     shapes: dict[str, tuple[int, ...]] = {}
     def record(path: str):
         def hook(_module: torch.nn.Module, args: tuple) -> None:  # None: the inputs stay as they are
@@ -100,7 +102,7 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: i
                 for epilogue in ((), ("relu",)):
                     sig = ConvSignature(precision, shapes[name], module.out_channels, module.kernel_size,
                                         module.stride, module.padding, module.dilation, module.groups, epilogue,
-                                        writes_fp8)
+                                        writes_fp8, cold_weights=cold_weights)
                     time_us = times.table[(name, precision, writes_fp8)]
                     graphs[sig] = ConvGraph(sig, None, None, None, Choice(0, f"plan-{name}", 1, 1, time_us, False, []),
                                             None)
@@ -115,16 +117,16 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: i
                         library_us[sig, library] = times.libraries.get((name, library, precision), "not timed here")
     backend = BuildContext(None, None, torch.zeros(1), plan_limit, None, None,  # type: ignore[arg-type]
                            lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"), fp8_layers, graphs,
-                           library_us=library_us)
+                           library_us=library_us, cold_weights=cold_weights)
     return backend, shapes
 
 
 def lowered(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Module | None = None,
-            plan_limit: int = 1, fp8: frozenset[str] = frozenset({"grouped", "pointwise"})):
+            plan_limit: int = 1, fp8: frozenset[str] = frozenset({"grouped", "pointwise"}), cold_weights: bool = False):
     """The stand-in context, the program lowered with its choices made, the tactics timed, the output choices, the
     traced model, the model and the conv input shapes (`fp8`: the layers the recipe quantizes)."""
     model = (model or TwoConvs()).eval()
-    backend, shapes = context(model, times, fp8_layers, plan_limit)
+    backend, shapes = context(model, times, fp8_layers, plan_limit, cold_weights)
     backend.quantize_us = {sig.output_shape(): times.quantize_us for sig in backend.graphs}
     keys = {"grouped": 0.5, "pointwise": 0.5}  # one input scale: the grouped conv may write FP8 for the pointwise
     example = torch.randn(1, 8, 6, 6)
@@ -135,10 +137,11 @@ def lowered(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Mo
 
 
 def choose(times: Times, fp8_layers: str = FP8_LAYERS_TIMED, model: torch.nn.Module | None = None,
-           plan_limit: int = 1, fp8: frozenset[str] = frozenset({"grouped", "pointwise"})):
+           plan_limit: int = 1, fp8: frozenset[str] = frozenset({"grouped", "pointwise"}), cold_weights: bool = False):
     """The program's steps by name, the tactics timed by layer, the output choices, and each conv's library."""
-    backend, program, timed, outputs, _, model, shapes = lowered(times, fp8_layers, model, plan_limit, fp8)
-    signatures = build._conv_signatures(program, model, shapes)
+    backend, program, timed, outputs, _, model, shapes = lowered(times, fp8_layers, model, plan_limit, fp8,
+                                                                 cold_weights)
+    signatures = build._conv_signatures(program, model, shapes, cold_weights)
     libraries = {name: conv_library(backend, sig) for name, sig in signatures.items()}
     return {step.name: step for step in program.steps}, timed, outputs, libraries
 
@@ -272,11 +275,12 @@ def test_output_reason(fused, unfused, quantize, apart):
 
 
 
-def test_each_convolution_runs_the_fastest_librarys_tactic():
+@pytest.mark.parametrize("cold_weights", [False, True])  # the context's, in every signature it builds and times
+def test_each_convolution_runs_the_fastest_librarys_tactic(cold_weights):
     # cuDNN's plans 10 us; the 1x1 GEMM 5 us in FP8, 7 in fp16; ATen's depthwise dispatch 4 us (fp16 only)
     times = Times(uniform(), 1.0, {("pointwise", CUBLASLT, "fp8"): 5.0, ("pointwise", CUBLASLT, "fp16"): 7.0,
                                    ("grouped", PYTORCH, "fp16"): 4.0})
-    steps, timed, _, libraries = choose(times, model=DepthwiseConvs(), plan_limit=4)
+    steps, timed, _, libraries = choose(times, model=DepthwiseConvs(), plan_limit=4, cold_weights=cold_weights)
     assert libraries == {"stem": CUDNN, "grouped": PYTORCH, "pointwise": CUBLASLT}
     assert steps["pointwise"].precision == "fp8"
     grouped = steps["grouped"]  # its best FP8 tactic (cuDNN, 10 us) loses to PyTorch's fp16 kernel (4 us)
@@ -662,7 +666,7 @@ def test_an_fp8_input_a_linear_also_reads_is_not_priced_by_the_convolutions_alon
     linear = Step("fc", "linear", "fc", ("relu_1",), "fp8", "linear", asked="fp8")
     program = Program([grouped, pointwise, linear], "pointwise")
     model = TwoConvs()
-    sigs = {step.name: build._signature(step, model.get_submodule(step.name), shapes[step.name])
+    sigs = {step.name: build._signature(step, model.get_submodule(step.name), shapes[step.name], False)
             for step in (grouped, pointwise)}
     fp8 = {"pointwise": sigs["pointwise"]}
     fp16 = {"pointwise": dataclasses.replace(sigs["pointwise"], precision="fp16")}

@@ -70,7 +70,7 @@ def engine_signatures(model: nn.Module, x: torch.Tensor, precision: str) -> dict
     paths = {p for p, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))}
     fp8 = paths if precision == "fp8" else set()
     program = lower(trace(model, x).nodes, fp8, {}, static_refusals(model, fp8))
-    return build._conv_signatures(program, model, conv_inputs(model, x))
+    return build._conv_signatures(program, model, conv_inputs(model, x), False)
 
 
 def probe_specs(model: nn.Module, x: torch.Tensor) -> dict:
@@ -93,7 +93,7 @@ def test_each_convolution_is_the_engines_graph_of_that_layer_with_its_epilogue(p
     assert expected["stem"].epilogue == ("relu",) and expected["grouped"].epilogue == ()
     specs = probe_specs(model, x)
     for name, sig in expected.items():  # what the engine fuses, the probe times; its output stays fp16
-        assert signature(specs[name], precision) == dataclasses.replace(sig, output_fp8=False), name
+        assert signature(specs[name], precision, False) == dataclasses.replace(sig, output_fp8=False), name
 
 
 class Residual(nn.Module):
@@ -132,7 +132,7 @@ def test_what_the_probe_asks_the_engine_for_per_layer():
     model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
     specs = probe_specs(model, x)
     refused = static_refusals(model, set(specs))
-    asked = {(name, p): ask(spec, p, refused, name) for name, spec in specs.items() for p in ("fp16", "fp8")}
+    asked = {(name, p): ask(spec, p, refused, name, False) for name, spec in specs.items() for p in ("fp16", "fp8")}
     pointwise = ConvSignature("fp8", (2, 32, 8, 8), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",), False)
     assert asked["pointwise", "fp8"] == Kernel("fp8", CONV, pointwise)
     assert asked["pointwise", "fp16"] == Kernel("fp16", CONV, dataclasses.replace(pointwise, precision="fp16"))
@@ -257,7 +257,7 @@ def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals
     times: dict = {}
     for name, spec in probe_specs(model, x).items():
         for precision in ("fp16", "fp8") if spec.op == "conv" else ():
-            sig = signature(spec, precision)
+            sig = signature(spec, precision, False)
             if sig in graphs:  # a layer of a spec seen before: the first one's times stand
                 continue
             reason = refusals.get((name, precision))
@@ -286,7 +286,7 @@ def test_each_layer_runs_the_library_the_engine_would_pick():
          ("depthwise", PYTORCH, "fp16"): 8.0, ("depthwise", PYTORCH_NCHW, "fp16"): 3.0})
     specs = probe_specs(model, x)
     refused = static_refusals(model, set(specs))
-    chosen = {(n, p): choose(context, ask(s, p, refused, n)) for n, s in specs.items() for p in ("fp16", "fp8")}
+    chosen = {(n, p): choose(context, ask(s, p, refused, n, False)) for n, s in specs.items() for p in ("fp16", "fp8")}
     assert chosen["pointwise", "fp8"].library == CUBLASLT  # 4 us against its graph's 9
     assert chosen["pointwise", "fp16"].library == CUDNN  # 10 us against the GEMM's 12
     assert chosen["depthwise", "fp16"].library == PYTORCH_NCHW  # 3 us against 7 and 8
@@ -312,7 +312,7 @@ def test_a_layer_runs_the_engines_companion_graph_where_it_is_fastest(monkeypatc
     context = stand_in_context(model, x, {}, {}, {}, **built)
     specs = probe_specs(model, x)
     refused = static_refusals(model, set(specs))
-    kernel = choose(context, ask(specs[layer], precision, refused, layer))
+    kernel = choose(context, ask(specs[layer], precision, refused, layer, False))
     assert kernel.library == library
     bound: list[ConvGraph] = []
     monkeypatch.setattr(engine_layers, "bind_graph", lambda _c, graph, *_a: bound.append(graph) or (lambda t: t))
@@ -320,14 +320,14 @@ def test_a_layer_runs_the_engines_companion_graph_where_it_is_fastest(monkeypatc
     path = engine_layers.bind(context, kernel, model.get_submodule(layer), *scales).path
     assert bound[0].sig.key() != kernel.signature.key() and path == words
     plain = stand_in_context(model, x, {}, {}, {})
-    assert choose(plain, ask(specs[layer], precision, refused, layer)).library == CUDNN
+    assert choose(plain, ask(specs[layer], precision, refused, layer, False)).library == CUDNN
 
 
 def test_a_graph_cudnn_refuses_in_fp16_leaves_the_layer_to_pytorch():
     torch.manual_seed(0)
     model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
     context = stand_in_context(model, x, {}, {("stem", "fp16"): "cuDNN: no engine"}, {})
-    stem = choose(context, ask(probe_specs(model, x)["stem"], "fp16", {}, "stem"))
+    stem = choose(context, ask(probe_specs(model, x)["stem"], "fp16", {}, "stem", False))
     assert stem == Kernel("fp16", TORCH, refusal="cuDNN: no engine")
     bound = engine_layers.bind(context, stem, model.stem, None, None)
     assert bound is not None and bound.path == "PyTorch Conv2d (fp16): cuDNN: no engine"
@@ -342,7 +342,7 @@ def test_a_fused_graph_cudnn_refuses_in_fp16_leaves_the_convolution_alone_to_pyt
     model, x = Residual().eval(), torch.randn(2, 8, 6, 6)
     conv2 = {layer.name: layer for layer in probe_layers(model, x)}["conv2"]
     context = stand_in_context(model, x, {}, {("conv2", "fp16"): "cuDNN: no engine"}, {})
-    kernel = choose(context, ask(conv2.spec, "fp16", {}, "conv2"))
+    kernel = choose(context, ask(conv2.spec, "fp16", {}, "conv2", False))
     assert kernel.kind == TORCH and conv2.epilogue_args()
     bound = engine_layers.bind(context, kernel, model.conv2, None, None)
     with torch.no_grad():
@@ -401,7 +401,7 @@ def test_one_weight_scale_binds_as_one_per_output_channel(monkeypatch):
     torch.manual_seed(0)
     model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
     context = stand_in_context(model, x, {}, {}, {})
-    stem = choose(context, ask(probe_specs(model, x)["stem"], "fp8", {}, "stem"))
+    stem = choose(context, ask(probe_specs(model, x)["stem"], "fp8", {}, "stem", False))
     engine_layers.bind(context, stem, model.stem, 0.5, torch.tensor([0.25]))
     assert bound[0].tolist() == [0.25] * 16
 

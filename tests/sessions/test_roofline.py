@@ -307,3 +307,18 @@ def test_a_layer_on_the_matmul_graph_has_its_own_signatures_work(variant_name):
             work = work_of(session, engine, layer)
             assert work is not None and work.how == "signature", layer.name
             assert work.flops == torch_conv_flops(matmul[layer.name])
+
+
+@pytest.mark.parametrize("words", [{}, {"unit_scale": True}, {"as_matmul": True}, {"cold_weights": True},
+                                   {"unit_scale": True, "cold_weights": True},
+                                   {"as_matmul": True, "cold_weights": True}])
+def test_every_way_the_engine_defines_or_times_a_graph_keeps_its_convolutions_work(words):
+    """Each signature the engine writes (`ConvSignature.key`, whatever graph defines the convolution or however its
+    tactics were timed) gets the work PyTorch's counter gives its convolution."""
+    from builders.engine.kernels import ConvSignature
+    from sessions.analyses.roofline import _signature_work
+
+    key = ConvSignature("fp16", (2, 64, 14, 14), 128, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",), False,
+                        **words).key()
+    work = _signature_work(key, None)
+    assert work is not None and work.flops == torch_conv_flops(key)
