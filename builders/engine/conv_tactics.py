@@ -36,7 +36,7 @@ from builders.engine.kernels import (
 )
 from builders.engine.plans import tactics_timed
 from builders.engine.tactics import CUBLASLT, CUDNN_MATMUL, CUDNN_SCALED, PYTORCH, PYTORCH_NCHW
-from builders.engine.weight_residency import gpu_l2_bytes, weight_copies
+from builders.engine.weight_residency import FP16_BYTES, gpu_l2_bytes, weight_copies
 from builders.fp8.quantizer import Quantizer
 
 TORCH_ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
@@ -242,13 +242,12 @@ def time_library(library: str, sig: ConvSignature, quantizer: Callable[[], Quant
     """Microseconds per call of `library`'s tactic for `sig` on scratch tensors on `device` (the cuDNN plans' own:
     NHWC input, residual), as the engine runs it (`time_captured`: replays of a captured CUDA graph; RuntimeError
     where it does not capture, and the tactic is not offered); with `sig.cold_weights`, one graph of one call per copy
-    of the weights (`weight_residency.weight_copies`), each reading its own, as the cuDNN plans of such a signature
-    are timed. On the GPU (the CPU only where a test stands in for the timer)."""
+    of the weights (`weight_residency.weight_copies`), each reading its own, the graph's time divided by the calls.
+    On the GPU (the CPU only where a test stands in for the timer)."""
     scratch = scratch_tensors(sig, device)
     k, cin = sig.out_channels, sig.input_shape[1]
     shape = (k, cin // sig.groups, *sig.kernel)
-    copies = weight_copies(math.prod(shape) * (1 if sig.precision == "fp8" else 2),
-                           gpu_l2_bytes(device)) if sig.cold_weights else 1
+    copies = weight_copies(math.prod(shape) * FP16_BYTES, gpu_l2_bytes(device)) if sig.cold_weights else 1
     bias, w_scale = torch.zeros(k, device=device), torch.full((k,), 0.01, device=device)
     runners = [library_conv(library, sig, torch.randn(shape, device=device) * 0.05, bias, 1.0, w_scale, 1.0, quantizer)
                for _ in range(copies)]

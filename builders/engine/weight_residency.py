@@ -5,45 +5,59 @@ L2, the other layers' weights pass through L2 between two reads of one layer's, 
 memory; a tactic timed back to back on one weight tensor reads it from L2 instead. On the H200 the two orders
 disagree: senet154's 1x1 convolutions as cuDNN matmul graphs, timed back to back, put two plans 2 % apart, and
 which won moved between machines; with the weights read from memory they are 9 % apart, the one that wins there also
-runs faster in the graph (4.46 against 5.45 us traced), and each plan's time is nearer what the graph's trace shows
+ran faster in the graph (4.46 against 5.45 us traced), and each shape's time is nearer what the graph's trace shows
 (`benchmarks/plan_timing_stability.py`, `benchmarks/results/h200/plan-timing/`).
 
-So where `weights_cold` says so, a tactic's timed calls cycle through copies of its weights (`weight_copies`): the
-copies read between two reads of one copy hold twice the L2, and the input stays the one tensor (a layer's input was
-just written by the layer before it).
+So where `weights_cold` says so, a tactic's timed calls read copies of its weights that L2 no longer holds, the
+input the one tensor (a layer's input was just written by the layer before it). cuDNN's plans cycle through copies
+laid one after another in a buffer of twice the L2 (`weight_packs`: however small the weight); another library's
+tactic runs one call per copy in one captured graph, at most WEIGHT_COPIES_MAX copies (`weight_copies`), so a weight
+under twice the L2 over that many (1.6 MiB on the H200) is read partly from L2 there. Both precisions of a layer get
+the copies of its fp16 weight's size, so FP8 and fp16 are timed alike.
 """
 
 from __future__ import annotations
 
 import torch
 
-WEIGHT_COPIES_MAX = 64  # copies a timing cycles through, at most: memory and set-up stay small for small weights
+WEIGHT_COPIES_MAX = 64  # calls per captured graph of another library's tactic, at most
 FP16_BYTES = 2
 
 
-def gpu_l2_bytes(device: torch.device | int | None = None) -> int:
+def gpu_l2_bytes(device: torch.device | int | str | None = None) -> int:
     """The L2 cache size of the GPU `device` (the current one by default), in bytes."""
     return int(torch.cuda.get_device_properties(torch.cuda.current_device() if device is None else device)
                .L2_cache_size)
 
 
 def weights_cold(module: torch.nn.Module, l2_bytes: int) -> bool:
-    """Whether an engine of `module` reads each layer's weights from memory, not from L2: its parameters in fp16 take
-    more than `l2_bytes` (the same answer for every variant of a study, FP8 ones too: one rule per model)."""
-    return sum(parameter.numel() for parameter in module.parameters()) * FP16_BYTES > l2_bytes
+    """Whether an engine of `module` reads each layer's weights from memory, not from L2: its convolutions' and
+    linears' weights in fp16 take more than `l2_bytes` (biases, BatchNorm and other parameters left out, so a model
+    and its BatchNorm-folded copy get one answer; the same for every variant of a study, FP8 ones too)."""
+    layers = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
+    weights = sum(m.weight.numel() for m in module.modules() if isinstance(m, layers) and m.weight is not None)
+    return weights * FP16_BYTES > l2_bytes
 
 
-def weight_copies(weight_bytes: int, l2_bytes: int) -> int:
-    """How many copies of a weight of `weight_bytes` a timing with cold weights cycles through: enough that the other
-    copies read between two reads of one hold twice `l2_bytes`, at least 2, at most WEIGHT_COPIES_MAX (smaller
-    weights then partly stay in L2, where reading them costs little beside a layer's other traffic)."""
-    return max(2, min(WEIGHT_COPIES_MAX, -(-2 * l2_bytes // max(weight_bytes, 1))))
+def copies_to_evict(fp16_weight_bytes: int, l2_bytes: int) -> int:
+    """How many copies of a weight of `fp16_weight_bytes` (its size in fp16, whatever precision it is timed in) hold
+    twice `l2_bytes` together, at least 2: reading them in turn, each read finds its copy evicted."""
+    return max(2, -(-2 * l2_bytes // max(fp16_weight_bytes, 1)))
+
+
+def weight_copies(fp16_weight_bytes: int, l2_bytes: int) -> int:
+    """Calls, each on its own copy of the weight, in one captured graph of another library's tactic: `copies_to_evict`,
+    at most WEIGHT_COPIES_MAX (smaller weights then partly stay in L2)."""
+    return min(WEIGHT_COPIES_MAX, copies_to_evict(fp16_weight_bytes, l2_bytes))
 
 
 def weight_packs(tensors: dict[int, torch.Tensor], weight_uid: int, l2_bytes: int) -> list[dict[int, torch.Tensor]]:
-    """`tensors` (a graph's tensors by uid) once per copy of its weight (`weight_copies`; the first is `tensors`
-    itself), every other tensor shared: calls cycling through them read a weight L2 no longer holds."""
+    """`tensors` (a graph's tensors by uid) once per copy of its weight, every other tensor shared: the copies
+    (`copies_to_evict` of the weight's fp16 size) lie one after another in one buffer, written in order, so the first
+    are out of L2 when timing starts and each is again by the time the cycle comes back to it."""
     weight = tensors[weight_uid]
-    count = weight_copies(weight.numel() * weight.element_size(), l2_bytes)
-    copies = [weight.clone(memory_format=torch.preserve_format) for _ in range(count - 1)]
-    return [tensors, *({**tensors, weight_uid: copy} for copy in copies)]
+    count = copies_to_evict(weight.numel() * FP16_BYTES, l2_bytes)
+    buffer = torch.empty_strided((count, *weight.shape), (weight.numel(), *weight.stride()), dtype=weight.dtype,
+                                 device=weight.device)  # each copy laid out as the weight (a dense tensor) is
+    buffer.copy_(weight.unsqueeze(0).expand_as(buffer))
+    return [{**tensors, weight_uid: copy} for copy in buffer.unbind(0)]

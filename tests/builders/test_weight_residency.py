@@ -4,6 +4,7 @@ through, the packs of cuDNN's plans and the calls of other libraries' tactics (o
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 import torch
@@ -12,7 +13,13 @@ from builders.engine import conv_tactics, kernels
 from builders.engine.conv_tactics import companions
 from builders.engine.kernels import TENSOR_UIDS, ConvSignature
 from builders.engine.tactics import CUBLASLT, CUDNN_MATMUL
-from builders.engine.weight_residency import WEIGHT_COPIES_MAX, weight_copies, weight_packs, weights_cold
+from builders.engine.weight_residency import (
+    WEIGHT_COPIES_MAX,
+    copies_to_evict,
+    weight_copies,
+    weight_packs,
+    weights_cold,
+)
 from builders.fp8.quantizer import Quantizer
 
 POINTWISE = ConvSignature("fp16", (1, 64, 7, 7), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, (), False)
@@ -23,33 +30,43 @@ def stand_in_quantizer() -> Quantizer:
     return Quantizer(lambda x, s, c: x, "stand-in quantize")
 
 
-@pytest.mark.parametrize("parameters, l2_bytes, cold", [
-    (1000, 1999, True),  # 2,000 bytes in fp16 against an L2 of 1,999
-    (1000, 2000, False),  # exactly the L2: they fit
-    (1000, 4000, False),
+@pytest.mark.parametrize("l2_bytes, cold", [
+    (2 * 1000 - 1, True),  # the convolution's and linear's 1,000 weights take 2,000 bytes in fp16
+    (2 * 1000, False),  # exactly the L2: they fit
+    (4000, False),
 ])
-def test_weights_are_cold_where_the_models_fp16_parameters_exceed_l2(parameters, l2_bytes, cold):
-    model = torch.nn.Sequential(torch.nn.Linear(10, 90, bias=False), torch.nn.Linear(parameters - 900, 1, bias=False))
-    assert weights_cold(model, l2_bytes) is cold
+def test_weights_are_cold_where_the_models_fp16_weights_exceed_l2(l2_bytes, cold):
+    """Only convolutions' and linears' weights count: a model and its BatchNorm-folded copy (biases added, BatchNorm
+    gone) get one answer, as the engine and the probe each ask it of one of them."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(4, 10, 3, bias=False), torch.nn.BatchNorm2d(10),  # 360 weights
+                                torch.nn.Flatten(), torch.nn.Linear(64, 10))  # 640 weights and 10 biases
+    folded = torch.nn.Sequential(torch.nn.Conv2d(4, 10, 3), torch.nn.Flatten(), torch.nn.Linear(64, 10))
+    assert weights_cold(model, l2_bytes) is cold and weights_cold(folded, l2_bytes) is cold
 
 
-@pytest.mark.parametrize("weight_bytes, l2_bytes, copies", [
-    (10, 50, 10),  # 2 x 50 / 10: the other nine copies hold 90 bytes, more than the L2 twice over less one copy
+@pytest.mark.parametrize("weight_bytes, l2_bytes, evicting", [
+    (10, 50, 10),  # 2 x 50 / 10
     (30, 50, 4),  # 100 / 30 rounded up
     (100, 50, 2),  # one weight larger than the L2: two copies evict each other
-    (1, 10**6, WEIGHT_COPIES_MAX),  # a tiny weight: the copies are capped
+    (1, 10**6, 2 * 10**6),  # a tiny weight: as many as twice the L2 takes
 ])
-def test_weight_copies_hold_twice_the_l2(weight_bytes, l2_bytes, copies):
-    assert weight_copies(weight_bytes, l2_bytes) == copies
+def test_copies_hold_twice_the_l2_and_a_captured_graphs_calls_are_capped(weight_bytes, l2_bytes, evicting):
+    assert copies_to_evict(weight_bytes, l2_bytes) == evicting
+    assert weight_copies(weight_bytes, l2_bytes) == min(evicting, WEIGHT_COPIES_MAX)
 
 
-def test_weight_packs_share_every_tensor_but_the_weight():
-    tensors = {TENSOR_UIDS["x"]: torch.randn(4), TENSOR_UIDS["w"]: torch.randn(8), TENSOR_UIDS["y"]: torch.empty(4)}
-    packs = weight_packs(tensors, TENSOR_UIDS["w"], l2_bytes=64)  # 32 bytes of weight: 4 copies hold 128
-    assert len(packs) == 4 and packs[0] is tensors
-    weights = [pack[TENSOR_UIDS["w"]] for pack in packs]
-    assert len({w.data_ptr() for w in weights}) == 4
-    assert all(torch.equal(w, tensors[TENSOR_UIDS["w"]]) for w in weights)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e4m3fn])
+def test_weight_packs_share_every_tensor_but_the_weight(dtype):
+    """The copies: as many as the weight's fp16 size needs (FP8 gets fp16's count), each the weight's values and
+    layout at its own address, one after another in one buffer; every other tensor shared."""
+    weight = torch.randn(8, 4, 3, 3).to(dtype).contiguous(memory_format=torch.channels_last)  # 288 values
+    tensors = {TENSOR_UIDS["x"]: torch.randn(4), TENSOR_UIDS["w"]: weight, TENSOR_UIDS["y"]: torch.empty(4)}
+    packs = weight_packs(tensors, TENSOR_UIDS["w"], l2_bytes=1000)  # 576 bytes in fp16: 4 copies hold 2,000
+    assert len(packs) == 4
+    copies = [pack[TENSOR_UIDS["w"]] for pack in packs]
+    assert all(torch.equal(c.float(), weight.float()) and c.stride() == weight.stride() for c in copies)
+    starts = sorted(c.data_ptr() for c in copies)
+    assert [b - a for a, b in itertools.pairwise(starts)] == [weight.numel() * weight.element_size()] * 3
     for uid in (TENSOR_UIDS["x"], TENSOR_UIDS["y"]):
         assert all(pack[uid] is tensors[uid] for pack in packs)
 
@@ -72,21 +89,25 @@ def test_plans_of_a_cold_signature_cycle_through_copies_of_the_weights(monkeypat
     assert len({p[TENSOR_UIDS["x"]].data_ptr() for p in seen}) == 1  # one input: just written, as in the graph
 
 
-@pytest.mark.parametrize("sig, copies", [(POINTWISE, 1), (COLD, 5)])
-def test_a_library_tactic_of_a_cold_signature_runs_one_call_per_weight_copy(monkeypatch, sig, copies):
+@pytest.mark.parametrize("sig, copies", [(POINTWISE, 1), (COLD, 5), (dataclasses.replace(COLD, precision="fp8"), 5)])
+def test_a_library_tactic_of_a_cold_signature_runs_each_weight_copy_once(monkeypatch, sig, copies):
+    """One captured graph of one call per copy (FP8 gets the copies of its fp16 size, as the cuDNN plans do), each
+    runner called once a run, the graph's time divided by the calls."""
     weight_bytes = 32 * 64 * 2
     monkeypatch.setattr(conv_tactics, "gpu_l2_bytes", lambda device=None: 2 * weight_bytes + 1)
     built: list[torch.Tensor] = []
+    calls: list[int] = []
     library_conv = conv_tactics.library_conv
 
     def recording(library, sig, weight, *args, **kwargs):
         built.append(weight)
-        return library_conv(library, sig, weight, *args, **kwargs)
+        runner, index = library_conv(library, sig, weight, *args, **kwargs), len(built) - 1
+        return lambda x, residual: (calls.append(index), runner(x, residual))[1]
 
     ran: list[torch.Tensor] = []
     monkeypatch.setattr(conv_tactics, "library_conv", recording)
     monkeypatch.setattr(conv_tactics, "time_captured", lambda run: (ran.append(run()), 40.0)[1])
     assert conv_tactics.time_library(CUBLASLT, sig, stand_in_quantizer, "cpu") == 40.0 / copies
-    assert len(built) == copies and len({w.data_ptr() for w in built}) == copies
+    assert len({w.data_ptr() for w in built}) == copies and sorted(calls) == list(range(copies))
     (out,) = ran
     assert out.shape == sig.output_shape()
