@@ -12,8 +12,9 @@ So where `weights_cold` says so, a tactic's timed calls read copies of its weigh
 input the one tensor (a layer's input was just written by the layer before it). cuDNN's plans cycle through copies
 laid one after another in a buffer of twice the L2 (`weight_packs`: however small the weight); another library's
 tactic runs one call per copy in one captured graph, at most WEIGHT_COPIES_MAX copies (`weight_copies`), so a weight
-under twice the L2 over that many (1.6 MiB on the H200) is read partly from L2 there. Both precisions of a layer get
-the copies of its fp16 weight's size, so FP8 and fp16 are timed alike.
+under twice the L2 over that many (1.9 MiB on the H200, whose L2 torch reports as 60 MiB) is read partly from L2
+there. Both precisions of a layer get the copies of its fp16 weight's size, so FP8 and fp16 are timed alike. On the
+H200 the main job so built chose as the committed session did (`benchmarks/results/h200/cold-weights/`).
 """
 
 from __future__ import annotations
