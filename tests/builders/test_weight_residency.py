@@ -111,3 +111,76 @@ def test_a_library_tactic_of_a_cold_signature_runs_each_weight_copy_once(monkeyp
     assert len({w.data_ptr() for w in built}) == copies and sorted(calls) == list(range(copies))
     (out,) = ran
     assert out.shape == sig.output_shape()
+
+
+class FakeGraph:
+    """A cuDNN frontend graph as the engine's plan timing calls it: two plans, each execution's tensors recorded."""
+
+    def __init__(self) -> None:
+        self.read: list[dict[int, torch.Tensor]] = []
+
+    def get_execution_plan_count(self) -> int:
+        return 2
+
+    def get_plan_name_at_index(self, index: int) -> str:
+        return f"plan{index}"
+
+    def build_plan_at_index(self, index: int) -> None:
+        pass
+
+    def get_workspace_size_plan_at_index(self, index: int) -> int:
+        return 0
+
+    def get_workspace_size(self) -> int:
+        return 0
+
+    def execute_plan_at_index(self, tensors, workspace, index, handle=None) -> None:
+        self.read.append(tensors)
+
+    def execute(self, tensors, workspace, handle=None) -> None:
+        self.read.append(tensors)
+
+    def serialize(self, as_bytes=True) -> bytes:
+        return b"plan"
+
+    def deserialize(self, handle, plan) -> None:
+        pass
+
+
+@pytest.mark.parametrize("how", ["in process", "compiled", "chosen before"])
+def test_every_plan_timing_reads_the_signatures_packs(monkeypatch, how):
+    """Plans built here, plans a worker compiled, and a chosen plan timed again: each timed execution reads the next
+    of `scratch_packs`' tensors (on the CPU: the GPU's stream, workspace and timer stand in)."""
+    from types import SimpleNamespace
+
+    from builders.engine.plans import Choice
+
+    graph = FakeGraph()
+    handed: list[dict[int, torch.Tensor]] = []
+
+    def packs(sig, device="cuda"):
+        def pack():
+            handed.append({TENSOR_UIDS["w"]: torch.zeros(1)})
+            return handed[-1]
+        return pack
+
+    def time_execution(run):
+        for _ in range(3):
+            run()
+        return 1.0
+
+    empty = torch.empty
+    monkeypatch.setattr(kernels, "scratch_packs", packs)
+    monkeypatch.setattr(kernels, "time_execution", time_execution)
+    monkeypatch.setattr(kernels, "define_graph", lambda sig, cudnn, handle: graph)
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: empty(*a, **{**k, "device": "cpu"}))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: SimpleNamespace(cuda_stream=0))
+    cudnn = SimpleNamespace(set_stream=lambda handle, stream: None, pygraph=lambda handle=None: graph)
+    if how == "in process":
+        kernels.select_in_process(COLD, cudnn, None, 2, None)
+    elif how == "compiled":
+        kernels.select_compiled(COLD, cudnn, None, 2, ["plan0", "plan1"], {0: b"a", 1: b"b"})
+    else:
+        chosen = kernels.ConvGraph(COLD, cudnn, None, graph, Choice(0, "plan0", 1, 2, None, True, []), None)
+        assert chosen.time_us() == 1.0
+    assert handed and [id(t) for t in graph.read] == [id(t) for t in handed]
