@@ -136,6 +136,8 @@ def test_what_the_probe_asks_the_engine_for_per_layer():
     pointwise = ConvSignature("fp8", (2, 32, 8, 8), 48, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",), False)
     assert asked["pointwise", "fp8"] == Kernel("fp8", CONV, pointwise)
     assert asked["pointwise", "fp16"] == Kernel("fp16", CONV, dataclasses.replace(pointwise, precision="fp16"))
+    cold = ask(specs["pointwise"], "fp8", refused, "pointwise", True)  # timed on cold weights, as the engine's context
+    assert cold == Kernel("fp8", CONV, dataclasses.replace(pointwise, cold_weights=True))
     reflect16, reflect8 = asked["reflect", "fp16"], asked["reflect", "fp8"]
     assert reflect16.kind == TORCH and "reflect" in str(reflect16.refusal)  # PyTorch's op, as the engine runs it
     assert reflect8.signature is None and "reflect" in str(reflect8.refusal)  # no FP8 kernel
