@@ -1,4 +1,5 @@
-"""cuDNN plan compilation spread over worker processes, for a first build.
+"""cuDNN plan compilation spread over worker processes, for a first build (and fused regions' Inductor compiles,
+`PlanCompiler.submit_regions`, once the plans are chosen).
 
 cuDNN's runtime-fusion plans (every FP8 convolution graph) compile their kernels when built: about half a second a
 plan, on one thread (the frontend builds one plan at a time and holds the interpreter lock while it does), so a
@@ -71,6 +72,26 @@ def _compile(device: int, sig: ConvSignature, limit: int) -> Compiled | str:
         return joined_message(exc, 300)
 
 
+def _compile_region(device: int, module: Any, specs: list[Any]) -> bytes | str:
+    """In a worker: a fused region's function compiled by Inductor on scratch tensors of `specs`
+    (`region_artifacts.compile_region`, its compile threads the worker's own: the workers are the parallelism), as
+    the compiled code's bytes; or why not (the engine's process then compiles the region itself)."""
+    try:
+        import torch
+        from torch._inductor import config
+
+        from builders.engine.region_artifacts import compile_region
+
+        scratch = [spec.scratch() for spec in specs]  # on the devices the specs name
+        if any(tensor.is_cuda for tensor in scratch):
+            torch.cuda.set_device(device)
+        config.compile_threads = 1
+        _, blob = compile_region(module, scratch)
+        return blob if blob is not None else "Inductor could not serialize the compiled region"
+    except Exception as exc:  # noqa: BLE001  (any reason: the region compiles in the engine's process)
+        return joined_message(exc, 300)
+
+
 def worker_count(graphs: int) -> int:
     """Workers for `graphs` graphs: one a graph, at most MAX_WORKERS and one fewer than the cores this process may
     use; 0 (compile in process) below MIN_GRAPHS graphs or two cores."""
@@ -131,17 +152,41 @@ class PlanCompiler:
     def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
         """`sigs` sent to the workers to compile (`CompileJobs.take` gets each back); none sent where the work is too
         small to spread or the pool cannot run (the caller then compiles in its process)."""
-        workers = worker_count(len(sigs))
-        if self.broken or not sigs or (workers == 0 and self._pool is None):
+        pool = self._pool_for(len(sigs))
+        if pool is None:
             return CompileJobs({}, self, self._warm)
         try:
-            if self._pool is None:
-                self._pool, self._warm = _new_pool(workers), threading.Event()
-            jobs = {sig: self._pool.submit(_compile, self.device, sig, limit) for sig in sigs}
+            jobs = {sig: pool.submit(_compile, self.device, sig, limit) for sig in sigs}
             return CompileJobs(jobs, self, self._warm)
         except (BrokenProcessPool, OSError, RuntimeError):
             self.break_pool()
             return CompileJobs({}, self, self._warm)
+
+    def submit_regions(self, jobs: dict[str, tuple[Any, list[Any]]]) -> dict[str, concurrent.futures.Future[Any]]:
+        """Fused regions sent to the workers to compile (`jobs`: signature -> the region's function and the
+        `TensorSpec`s of its arguments), each answer the compiled code's bytes or why there is none; {} where the work
+        is too small to spread or the pool cannot run (the caller compiles them in its process)."""
+        pool = self._pool_for(len(jobs))
+        if pool is None:
+            return {}
+        try:
+            return {signature: pool.submit(_compile_region, self.device, module, specs)
+                    for signature, (module, specs) in jobs.items()}
+        except (BrokenProcessPool, OSError, RuntimeError):
+            self.break_pool()
+            return {}
+
+    def _pool_for(self, jobs: int) -> concurrent.futures.ProcessPoolExecutor | None:
+        """The pool to send `jobs` jobs to, started where there is none and they are enough to spread
+        (`worker_count`); None where the pool is broken, there is no job, or too few to start one."""
+        if self.broken or jobs == 0:
+            return None
+        if self._pool is None:
+            workers = worker_count(jobs)
+            if workers == 0:
+                return None
+            self._pool, self._warm = _new_pool(workers), threading.Event()
+        return self._pool
 
     def break_pool(self) -> None:
         """The pool is taken as broken: its jobs are dropped and later compiles run in the caller's process."""

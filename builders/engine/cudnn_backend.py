@@ -17,6 +17,7 @@ import torch
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, register_backend
 from builders.engine.build import BuildContext, build_engine
 from builders.engine.compiler import PlanCompiler
+from builders.engine.fused_tactics import FusedTactics
 from builders.engine.graph import trace
 from builders.engine.kernels import engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
@@ -83,10 +84,12 @@ class CudnnBackend(Backend):
         self.plan = context.plan
         cudnn = import_cudnn()
         self.structure = model_structure(self._reference, context.static_input[:1].to("cuda"))
+        compiler = PlanCompiler(torch.cuda.current_device())
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
-                                    PLANS_PER_OPT_LEVEL[self.plan.opt_level], engine_timing_cache(cudnn),
-                                    PlanCompiler(torch.cuda.current_device()), self._make_quantizer,
-                                    self.plan.fp8_layers, cold_weights=weights_cold(self._reference, gpu_l2_bytes()))
+                                    PLANS_PER_OPT_LEVEL[self.plan.opt_level], engine_timing_cache(cudnn), compiler,
+                                    self._make_quantizer, self.plan.fp8_layers,
+                                    fusion=FusedTactics(workers=compiler.submit_regions),
+                                    cold_weights=weights_cold(self._reference, gpu_l2_bytes()))
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
         self._twins = TwinCache()

@@ -1,7 +1,7 @@
 """Generated fused tactics: a region of the steps the engine runs as PyTorch ops (builders.engine.fusion_regions:
 pointwise chains, normalizations, concatenations, interpolations, fp16 linears and what surrounds them,
-squeeze-excitation blocks with their 1x1 convolutions) run by kernels Inductor generates for it (torch.compile,
-default mode: no CUDA graphs of its own, the engine captures its whole forward in one), timed against the engine's
+squeeze-excitation blocks with their 1x1 convolutions) run by kernels Inductor generates for it (default options:
+no CUDA graphs of its own, the engine captures its whole forward in one), timed against the engine's
 own steps for the same region; the faster runs, as TensorRT's Myelin and pointwise fusion are tactics its builder
 times. Values that leave a region in the middle are outputs of its function, written beside the fused step's own.
 
@@ -9,8 +9,7 @@ times. Values that leave a region in the middle are outputs of its function, wri
   inputs, so one compiled function serves every region of one signature (ops, constants, shapes, strides, dtypes,
   torch's version), compiled once per study, the signatures that cover the most steps first, while the study's
   compiles have taken less than COMPILE_BUDGET_S seconds (a compile under way finishes; the regions left keep the
-  engine's steps, and the variant's notes say how many and why). Inductor's caches on disk make a later study's
-  compile of the same signature short.
+  engine's steps, and the variant's notes say how many and why).
 - Every signature a build needs compiles first; then Inductor's compile workers are asked to shut down
   (`begin_ending_compile_workers`); the engine's timer (`kernels.time_execution`) waits until they have ended before
   it times a region, and the backend once every variant is built, so none is alive while the regions, and later the
@@ -18,9 +17,14 @@ times. Values that leave a region in the middle are outputs of its function, wri
 - Both candidates run on the same scratch tensors (the shapes and strides one eager forward of the engine made), each
   captured in a CUDA graph as the engine runs it, the replays timed by `kernels.time_execution`
   (`kernels.time_captured`).
+- A region's function is compiled without dynamo (`region_artifacts.compile_region`: traced to ATen operations,
+  then Inductor's `standalone_compile`), and the compiled code kept in the engine's timing cache
+  (`TimingCache.put_compiled_region`), so a later build loads it in milliseconds instead of compiling. Where a build
+  needs several signatures compiled and the plan compiler's workers can run (`FusedTactics.workers`), they compile
+  them side by side and hand the code back. Code loaded from the cache or a worker runs only where it computes
+  what the region computes on the scratch tensors (`region_artifacts.disagreement`); else it is compiled here.
 - The two times are kept in the engine's timing cache (an entry of its own, `plans.FUSED_PREFIX`), so a later build
-  re-times nothing and compiles only the regions whose fused tactic won (Inductor's own on-disk caches then make that
-  compile shorter).
+  re-times nothing and loads only the regions whose fused tactic won.
 - A fused region is one layer named as TensorRT names a fused layer, its layers' names joined by ' + ': its kernels
   are launched in one range, so the profiler can attribute them to the region only, never to one of its layers. Where
   the engine's steps win, each layer records the fused tactic it was timed against (`attrs["fusion"]`).
@@ -35,6 +39,7 @@ times. Values that leave a region in the middle are outputs of its function, wri
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -56,6 +61,7 @@ from builders.engine.graph import TracedModel
 from builders.engine.kernels import time_captured
 from builders.engine.lowering import Program, Step
 from builders.engine.plans import TimingCache, tactics_timed
+from builders.engine.region_artifacts import COMPILE_WORDS, compile_region, disagreement, load_region
 from builders.engine.region_graph import Subgraph, module_tensors, subgraph
 from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
@@ -77,13 +83,17 @@ REGION_KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor",  # a 
 POINTWISE_KIND = "PointWise ops fused by Inductor"
 Runner = Callable[[dict[str, Any]], Any]
 Timer = Callable[[str, Callable[[], object]], float]  # (INDUCTOR or ENGINE_STEPS, one run) -> microseconds
-Compiler = Callable[[torch.fx.GraphModule], Callable[..., Any]]
+# (a region's function, example arguments) -> its compiled function and the compiled code's bytes (or None)
+Compiler = Callable[[torch.fx.GraphModule, list[torch.Tensor]], tuple[Callable[..., Any], bytes | None]]
+Loader = Callable[[bytes], Callable[..., Any]]  # compiled code's bytes -> its function (raises where they do not load)
+Answer = concurrent.futures.Future[Any]  # a worker's answer for one region: the compiled code's bytes, or why none
+# {signature: (the region's function, the specs of its arguments)} -> the workers' answers, by signature ({}: none)
+Workers = Callable[[dict[str, tuple[torch.fx.GraphModule, list[TensorSpec]]]], Mapping[str, Answer]]
 
 
-def compile_inductor(module: torch.fx.GraphModule) -> Callable[..., Any]:
-    """`module` compiled by Inductor in its default mode (no CUDA graphs of its own) for the shapes it is called
-    with."""
-    return torch.compile(module, dynamic=False, fullgraph=True)
+def no_workers(_jobs: dict[str, tuple[torch.fx.GraphModule, list[TensorSpec]]]) -> Mapping[str, Answer]:
+    """Where no worker process can compile: every region compiles in the build's process."""
+    return {}
 
 
 def time_region(_library: str, run: Callable[[], object]) -> float:
@@ -102,26 +112,78 @@ class FusedTactics:
     compile_s: float = 0.0
     budget_s: float = COMPILE_BUDGET_S
     timer: Timer = time_region
-    compiler: Compiler = compile_inductor
+    compiler: Compiler = compile_region
+    loader: Loader = load_region
+    workers: Workers = no_workers
     ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
 
-    def function(self, sub: Subgraph, scratch: list[torch.Tensor]) -> Callable[..., Any] | str:
-        """`sub`'s compiled function, compiled here (and called once on `scratch`, where Inductor compiles) where
-        this study has not yet; or why there is none (it failed, or the study's compiles took `budget_s` already)."""
+    def function(self, sub: Subgraph, scratch: list[torch.Tensor], cache: TimingCache | None = None,
+                 answer: Answer | None = None) -> Callable[..., Any] | str:
+        """`sub`'s compiled function where this study has none yet: the code `cache` holds, else a worker's
+        (`answer`, kept in `cache`), where it computes what the region computes on `scratch`; else compiled here
+        (and kept in `cache`). Or why there is none (it failed, or the study's compiles took `budget_s` already).
+        Getting it counts against the budget, waiting for a worker included."""
         if sub.signature not in self.compiled:
             if self.compile_s >= self.budget_s:
                 return f"{NOT_COMPILED} ({self.compile_s:.1f} s of {self.budget_s:.0f} s)"
             started = time.perf_counter()
-            try:
-                function = self.compiler(sub.module)
-                with torch.no_grad():
-                    function(*scratch, *sub.tensors)
-                _synchronize(scratch)
-                self.compiled[sub.signature] = function
-            except Exception as exc:  # noqa: BLE001  (a region Inductor cannot compile keeps the engine's steps)
-                self.compiled[sub.signature] = f"Inductor: {joined_message(exc, 200)}"
+            args = [*scratch, *sub.tensors]
+            loaded = self._loaded(cache.compiled_region(sub.signature) if cache is not None else None, sub, args)
+            if loaded is None:
+                loaded = self._loaded(_bytes_of(answer), sub, args)
+                if loaded is not None and cache is not None:
+                    cache.put_compiled_region(sub.signature, loaded[1])
+            self.compiled[sub.signature] = loaded[0] if loaded is not None else self._compiled(sub, args, cache)
             self.compile_s += time.perf_counter() - started
         return self.compiled[sub.signature]
+
+    def _loaded(self, blob: bytes | None, sub: Subgraph, args: list[torch.Tensor]
+                ) -> tuple[Callable[..., Any], bytes] | None:
+        """The function `blob` holds, with `blob`, where it loads, runs and computes what `sub` computes on `args`
+        (`region_artifacts.disagreement`); else None (the caller compiles)."""
+        if blob is None:
+            return None
+        try:
+            function = self.loader(blob)
+            if disagreement(function, sub.module, args) is not None:
+                return None
+        except Exception:  # noqa: BLE001  (code that does not load or run is compiled again)
+            return None
+        _synchronize(args)
+        return function, blob
+
+    def _compiled(self, sub: Subgraph, args: list[torch.Tensor], cache: TimingCache | None) -> Callable[..., Any] | str:
+        """`sub` compiled here and called once on `args`, its code kept in `cache`; or why it did not compile."""
+        try:
+            function, blob = self.compiler(sub.module, args)
+            with torch.no_grad():
+                function(*args)
+            _synchronize(args)
+        except Exception as exc:  # noqa: BLE001  (a region Inductor cannot compile keeps the engine's steps)
+            return f"Inductor: {joined_message(exc, 200)}"
+        if blob is not None and cache is not None:
+            cache.put_compiled_region(sub.signature, blob)
+        return function
+
+    def send_to_workers(self, subs: list[Subgraph], specs: Mapping[str, Any],
+                        cache: TimingCache | None) -> Mapping[str, Answer]:
+        """The workers' answers for the signatures of `subs` this study has not compiled and `cache` does not hold,
+        by signature ({} where no worker can compile them, or none is needed)."""
+        jobs = {sub.signature: (sub.module, [*(specs[name] for name in sub.inputs), *map(TensorSpec.of, sub.tensors)])
+                for sub in subs if sub.signature not in self.compiled
+                and (cache is None or cache.compiled_region(sub.signature) is None)}
+        return self.workers(jobs) if jobs else {}
+
+
+def _bytes_of(answer: Answer | None) -> bytes | None:
+    """A worker's compiled code, or None where there is no answer, it failed, or it says why there is none."""
+    if answer is None:
+        return None
+    try:
+        result = answer.result()
+    except Exception:  # noqa: BLE001  (a broken pool, an answer that does not unpickle: compiled here instead)
+        return None
+    return result if isinstance(result, bytes) else None
 
 
 def _synchronize(tensors: list[torch.Tensor]) -> None:
@@ -195,8 +257,8 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
     decisions = [prepare(tactics, cache, traced, region, list(region.steps), specs) for region in found]
     forms = [(decisions[position], decisions[len(regions) + k]) for k, position in enumerate(wider)]
     prefer(forms, held=True)
-    compile_needed(tactics, decisions, specs)
-    compile_stranded(tactics, forms, specs)
+    compile_needed(tactics, decisions, specs, cache)
+    compile_stranded(tactics, forms, specs, cache)
     tactics.ask_workers_to_end()  # nothing compiles after this; the timer waits until they have ended
     for decision in decisions:
         choose(tactics, cache, engine, decision, specs)
@@ -265,9 +327,11 @@ def prepare(tactics: FusedTactics, cache: TimingCache | None, traced: TracedMode
     return decision
 
 
-def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapping[str, Any]) -> None:
+def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapping[str, Any],
+                   cache: TimingCache | None = None) -> None:
     """Compiles each signature that must be timed or runs (its held times say the fused tactic won), those covering
-    the most steps first, within the study's compile budget."""
+    the most steps first, within the study's compile budget: loaded from `cache` where it holds the code, else sent
+    to the workers at once and taken back in that order (`FusedTactics.function`)."""
     weight: dict[str, int] = {}
     first: dict[str, Decision] = {}
     for decision in decisions:
@@ -276,13 +340,15 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
         signature = decision.sub.signature
         weight[signature] = weight.get(signature, 0) + len(decision.indices)
         first.setdefault(signature, decision)
-    for signature in sorted(weight, key=lambda key: -weight[key]):
-        sub = first[signature].sub
-        assert sub is not None
-        tactics.function(sub, _scratch(sub, specs))
+    order = sorted(weight, key=lambda key: -weight[key])
+    subs = [sub for sub in (first[signature].sub for signature in order) if sub is not None]
+    answers = tactics.send_to_workers(subs, specs, cache)
+    for sub in subs:
+        tactics.function(sub, _scratch(sub, specs), cache, answers.get(sub.signature))
 
 
-def compile_stranded(tactics: FusedTactics, forms: list[tuple[Decision, Decision]], specs: Mapping[str, Any]) -> None:
+def compile_stranded(tactics: FusedTactics, forms: list[tuple[Decision, Decision]], specs: Mapping[str, Any],
+                     cache: TimingCache | None = None) -> None:
     """Each form outdone before compiling (`prefer` on held times) whose other form then did not compile (it failed,
     or the study's compile budget was spent) is no longer outdone and is compiled (within the budget), so a region
     that has a form to run runs it."""
@@ -291,7 +357,7 @@ def compile_stranded(tactics: FusedTactics, forms: list[tuple[Decision, Decision
             failed = winner.sub is not None and isinstance(tactics.compiled.get(winner.sub.signature), str)
             if loser.outdone and failed and loser.sub is not None:
                 loser.outdone = loser.why = None
-                tactics.function(loser.sub, _scratch(loser.sub, specs))
+                tactics.function(loser.sub, _scratch(loser.sub, specs), cache)
 
 
 def _scratch(sub: Subgraph, specs: Mapping[str, Any]) -> list[torch.Tensor]:
@@ -421,7 +487,7 @@ def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None 
     kind = REGION_KINDS.get(decision.region.kind, POINTWISE_KIND)
     layer = Layer(name=" + ".join(inner.name for inner in layers), kind=f"{kind} ({decision.fused.precision})",
                   op="elementwise", precision=decision.fused.precision,  # type: ignore[arg-type]
-                  tactic=f"torch.compile (Inductor, default mode): {decision.fused.plan}")
+                  tactic=f"{COMPILE_WORDS}: {decision.fused.plan}")
     record = fusion_record(decision)
     if other is not None:
         record["other form"] = fusion_record(other)
@@ -446,7 +512,7 @@ def notes(tactics: FusedTactics, decisions: list[Decision], forms: list[tuple[De
                                                                                            for d in offered}))
         sources = ", ".join(f"{sum(d.source == s for d in offered)} {s}" for s in (TIMED, EARLIER, CACHED)
                             if any(d.source == s for d in offered))
-        lines.append(f"fused tactics (Inductor, torch.compile default mode) against the engine's steps for {kinds} "
+        lines.append(f"fused tactics ({COMPILE_WORDS}) against the engine's steps for {kinds} "
                      f"regions: {sum(d.runs_fused for d in offered)} run fused, "
                      f"{sum(not d.runs_fused for d in offered)} the engine's steps (times: {sources}); "
                      f"{sum(not isinstance(f, str) for f in tactics.compiled.values())} signatures compiled in "

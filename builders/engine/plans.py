@@ -46,6 +46,8 @@ CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry car
 # the times of other libraries' tactics and the winning library: `libraries_read`)
 FUSED_PREFIX = "fused "  # the signature of a fused tactic's entry (builders.engine.fused_tactics): times, no plan
 QUANTIZE_PREFIX = "quantize "  # the signature of a quantize layer's time (its shape and implementation), no plan
+COMPILED_PREFIX = "compiled "  # before a fused tactic's signature: the entry naming its compiled region's file
+PLAN_SUFFIX, REGION_SUFFIX = ".plan", ".inductor"  # the files beside the cache: cuDNN plans, compiled regions
 SAVE_LOCK_WAIT_S = 30.0  # a save waits this long for another study's save of the same cache, then is left for later
 PRUNE_AFTER_S = 24 * 3600.0  # a plan file no entry names is removed once older than this: a study writes its plans
 # as it chooses them and names them at its next save (minutes later), so a younger one may be another study's
@@ -79,9 +81,11 @@ def timing_cache_path(gpu: str, capability: str, versions: str) -> Path:
 
 class TimingCache:
     """Chosen plans by layer signature, one JSON file per GPU and library versions, each winner's serialized plan
-    in a folder beside it (`<cache stem>.plans/<sha256 of the plan>.plan`, cuDNN's bytes as cuDNN wrote them);
-    never a pickle. A plan file whose bytes no longer hash to its name is not loaded. Loading a plan loads the
-    native code cuDNN compiled into it: the cache is the user's own folder, as a TensorRT timing cache or engine is.
+    in a folder beside it (`<cache stem>.plans/<sha256 of the plan>.plan`, cuDNN's bytes as cuDNN wrote them), and
+    fused regions' compiled code there too (`<sha256>.inductor`, Inductor's standalone artifacts:
+    `builders.engine.region_artifacts`); never a pickle. A file whose bytes no longer hash to its name is not
+    loaded. Loading a plan or a region loads the native code compiled into it: the cache is the user's own folder, as
+    a TensorRT timing cache or engine is.
 
     Read through `builders.cache_files`: an entry that does not read (`timing_entry`, `libraries_read`) is a miss,
     built again and replaced at the next save. Studies sharing the cache merge on save, under its lock (`save`).
@@ -118,11 +122,44 @@ class TimingCache:
     def plan(self, signature: str) -> tuple[bytes, dict[str, Any]] | None:
         """The serialized winner for `signature` and its entry, where the cache holds one whose bytes are intact."""
         entry = self.entries.get(signature)
-        name = entry.get("plan") if entry is not None else None
-        if not (isinstance(name, str) and PLAN_NAME.fullmatch(name)):  # a digest, never a path
+        blob = self._file(entry.get("plan") if entry is not None else None, PLAN_SUFFIX, "serialized plan")
+        return (blob, entry) if blob is not None and entry is not None else None
+
+    def compiled_region(self, signature: str) -> bytes | None:
+        """The compiled code of the fused region of `signature` (a FUSED_PREFIX key: `put_compiled_region`), where
+        the cache holds it intact."""
+        entry = self.entries.get(COMPILED_PREFIX + signature)
+        return self._file(entry.get("artifact") if entry is not None else None, REGION_SUFFIX, "compiled region")
+
+    def _file(self, name: Any, suffix: str, what: str) -> bytes | None:
+        """The bytes of the file `name` + `suffix` in `plans_dir`, where `name` is a digest (never a path) and the
+        bytes still hash to it."""
+        if not (isinstance(name, str) and PLAN_NAME.fullmatch(name)):
             return None
-        blob = read_cache_bytes(self.plans_dir / f"{name}.plan", "serialized plan", MAX_PLAN_BYTES)
-        return (blob, entry) if blob is not None and hashlib.sha256(blob).hexdigest() == name else None
+        blob = read_cache_bytes(self.plans_dir / f"{name}{suffix}", what, MAX_PLAN_BYTES)
+        return blob if blob is not None and hashlib.sha256(blob).hexdigest() == name else None
+
+    def put_compiled_region(self, signature: str, blob: bytes) -> None:
+        """Keeps the compiled code of the fused region of `signature` (a FUSED_PREFIX key) in a file named by its
+        digest, and an entry naming it; nothing where the folder cannot be written (the next build compiles
+        again)."""
+        name = self._write(blob, REGION_SUFFIX, "compiled region")
+        if name is None:
+            return
+        self.entries[COMPILED_PREFIX + signature] = {"artifact": name}
+        self.changed.add(COMPILED_PREFIX + signature)
+        self.dirty = True
+
+    def _write(self, blob: bytes, suffix: str, what: str) -> str | None:
+        """`blob` written into `plans_dir` under its digest; the digest, or None where it could not be written."""
+        digest = hashlib.sha256(blob).hexdigest()
+        try:
+            if not cache_folder(self.plans_dir):  # a link: never written through
+                raise InspectError(f"{self.plans_dir} is not a folder of its own")
+            write_atomically(self.plans_dir / f"{digest}{suffix}", blob, what)
+        except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
+            return None
+        return digest
 
     def library_times(self, signature: str, timing: str) -> dict[str, float]:
         """The microseconds of other libraries' tactics held for `signature` (`put_libraries`), by library, where
@@ -186,14 +223,11 @@ class TimingCache:
             entry = {"index": choice.index, "name": choice.name, "tried": choice.tried, "offered": choice.offered,
                      "time_us": choice.time_us}
         if plan is not None:
-            digest = hashlib.sha256(plan).hexdigest()
-            try:
-                if not cache_folder(self.plans_dir):  # a link: never written through
-                    raise InspectError(f"{self.plans_dir} is not a folder of its own")
-                write_atomically(self.plans_dir / f"{digest}.plan", plan, "serialized plan")
-                entry["plan"] = digest
-            except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
+            digest = self._write(plan, PLAN_SUFFIX, "serialized plan")
+            if digest is None:
                 entry.pop("plan", None)
+            else:
+                entry["plan"] = digest
         self.entries[signature] = entry
         self.changed.add(signature)
         self.dirty = True
@@ -213,21 +247,22 @@ class TimingCache:
                 body = {"version": CACHE_VERSION, "key": self.header,
                         "plans": {s: {**e, "digest": document_digest([s, e])} for s, e in merged.items()}}
                 write_atomically(self.path, json.dumps(body, indent=1, sort_keys=True).encode(), "timing cache")
-                self._prune({entry["plan"] for entry in merged.values() if "plan" in entry})
+                self._prune({entry[k] for entry in merged.values() for k in ("plan", "artifact") if k in entry})
         except (OSError, InspectError):  # a cache that cannot be written costs the next run's time, not this build
             return
         self.entries, self.changed, self.dirty = merged, set(), False
 
     def _prune(self, named: set[str]) -> None:
-        """Removes the plan files of `plans_dir` that no entry names, once older than PRUNE_AFTER_S (a younger one
-        may be a plan another study chose and has not saved yet); a folder that is a link is left alone."""
+        """Removes the plan and region files of `plans_dir` that no entry names, once older than PRUNE_AFTER_S (a
+        younger one may be a file another study wrote and has not saved yet); a folder that is a link is left
+        alone."""
         if not self.plans_dir.is_dir() or self.plans_dir.is_symlink():
             return
         cutoff = time.time() - PRUNE_AFTER_S
-        for plan in self.plans_dir.glob("*.plan"):
+        for file in [*self.plans_dir.glob(f"*{PLAN_SUFFIX}"), *self.plans_dir.glob(f"*{REGION_SUFFIX}")]:
             with contextlib.suppress(OSError):  # removed meanwhile by another study's save
-                if plan.stem not in named and plan.lstat().st_mtime < cutoff:
-                    plan.unlink()
+                if file.stem not in named and file.lstat().st_mtime < cutoff:
+                    file.unlink()
 
 
 def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
@@ -242,6 +277,9 @@ def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
         return entry if fused_entry_reads(entry) else None
     if signature.startswith(QUANTIZE_PREFIX):
         return entry if quantize_entry_reads(entry) else None
+    if signature.startswith(COMPILED_PREFIX):
+        return entry if set(entry) == {"artifact"} and isinstance(entry["artifact"], str) \
+            and PLAN_NAME.fullmatch(entry["artifact"]) else None
     read = timing_entry(entry)
     return read if read is not None and libraries_read(read) else None
 

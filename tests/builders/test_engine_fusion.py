@@ -316,9 +316,9 @@ def engine_of(model: torch.nn.Module, dtype: torch.dtype = torch.float32,
                        "cpu", dtype), traced
 
 
-def eager(module: torch.fx.GraphModule) -> Callable[..., object]:
-    """A stand-in for Inductor: the region's function as it is."""
-    return module
+def eager(module: torch.fx.GraphModule, _args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
+    """A stand-in for Inductor: the region's function as it is, no compiled code to keep."""
+    return module, None
 
 
 def stand_in_times(fused_us: float, unfused_us: float, calls: list[str] | None = None):
@@ -421,10 +421,10 @@ def test_opt_level_0_offers_no_fused_tactic():
     assert fused is None and calls == [] and not [s for s in engine.program.steps if s.kind == "fused"]
 
 
-def counting(calls: list[str]) -> Callable[[torch.fx.GraphModule], Callable[..., object]]:
-    def compiler(module: torch.fx.GraphModule) -> Callable[..., object]:
+def counting(calls: list[str]):
+    def compiler(module: torch.fx.GraphModule, _args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
         calls.append("compile")
-        return module
+        return module, None
 
     return compiler
 
@@ -458,10 +458,10 @@ def test_regions_of_one_signature_compile_once_and_every_signature_compiles_with
 def test_past_the_compile_budget_no_signature_compiles_the_largest_first_and_the_notes_say_what_was_left():
     calls: list[str] = []
 
-    def slow(module: torch.fx.GraphModule) -> Callable[..., object]:
+    def slow(module: torch.fx.GraphModule, _args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
         calls.append("compile")
         time.sleep(0.05)
-        return module
+        return module, None
 
     engine, fused = fused_engine(Mixed(), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=slow, budget_s=0.01))
     assert fused is not None and calls.count("compile") == 1
@@ -662,10 +662,11 @@ def test_a_form_outdone_before_compiling_is_compiled_and_runs_where_the_other_do
                  cache=cache)  # the wider form saves 15 us, the narrower 6
     cache.save()
 
-    def refusing_convolutions(module: torch.fx.GraphModule) -> Callable[..., object]:
+    def refusing_convolutions(module: torch.fx.GraphModule, _args: list[torch.Tensor]
+                              ) -> tuple[Callable[..., object], None]:
         if "conv2d" in module.code:
             raise RuntimeError("no kernel for this")
-        return module
+        return module, None
 
     model = Projected((1,))
     engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn([]),

@@ -1,0 +1,110 @@
+"""A fused region's function compiled by Inductor without dynamo, and kept as bytes: Inductor's standalone
+artifact (`torch._inductor.standalone_compile`, saved and loaded in its binary format), so that a later build loads
+the compiled code in milliseconds instead of tracing the region with dynamo again, and so that worker processes can
+compile regions side by side and hand the code back (`builders.engine.compiler`).
+
+The region's function (`builders.engine.region_graph.Subgraph.module`) is first traced to ATen operations on example
+tensors (`aten_graph`, `make_fx`): the graph Inductor compiles then holds only operator calls, which Inductor's
+caches can serialize (a graph that calls modules or tensor methods cannot be saved). It always returns a tuple;
+`RegionFunction` gives the caller the region's one output, or the tuple of its outputs, as the function did.
+
+The bytes start with the hash of the torch build that compiled them: another build refuses to load them
+(`load_region` raises; the caller compiles again). Loading runs the native code the bytes hold: they come from the
+user's own cache folder, as cuDNN's serialized plans do (`builders.engine.plans.TimingCache`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx
+
+from builders.cache_files import MAX_PLAN_BYTES
+from sessions.documents.input_files import read_regular_file
+from sessions.documents.storage import scratch_path, write_atomically
+
+COMPILE_WORDS = "Inductor, default options, no CUDA graphs of its own"  # how a fused tactic's code was made
+AGREEMENT = 2e-2  # a loaded function's largest difference from the region's own, relative to the largest value
+
+
+class RegionFunction:
+    """A compiled region's function called as the region is: its one output, or the tuple of its outputs."""
+
+    def __init__(self, compiled: Callable[..., Any]) -> None:
+        self.compiled = compiled
+
+    def __call__(self, *args: torch.Tensor) -> Any:
+        outputs = self.compiled(*args)
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def aten_graph(module: torch.fx.GraphModule, args: Sequence[torch.Tensor]) -> torch.fx.GraphModule:
+    """`module` traced to ATen operations on `args` (their values are read, not kept), returning a tuple of its
+    outputs whatever `module` returns."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def tupled(*values: torch.Tensor) -> tuple[Any, ...]:
+        result = module(*values)
+        return result if isinstance(result, tuple) else (result,)
+
+    with torch.no_grad():
+        return make_fx(tupled)(*args)
+
+
+def compile_region(module: torch.fx.GraphModule, args: Sequence[torch.Tensor]) -> tuple[RegionFunction, bytes | None]:
+    """`module` compiled by Inductor for the shapes, strides and dtypes of `args` (`aten_graph`, then
+    `standalone_compile`), and the artifact's bytes, None where Inductor could not serialize it (the function still
+    runs). Raises what Inductor raises where it cannot compile."""
+    graph = aten_graph(module, args)
+    with torch.no_grad():
+        artifact = torch._inductor.standalone_compile(graph, list(args), dynamic_shapes="from_example_inputs",
+                                                      options={})
+    try:
+        blob = _saved_bytes(artifact)
+    except Exception:  # noqa: BLE001  (an artifact Inductor cannot serialize runs, but is compiled again next time)
+        blob = None
+    return RegionFunction(artifact), blob
+
+
+def _saved_bytes(artifact: Any) -> bytes:
+    with scratch_path(".inductor") as kept:
+        artifact.save(path=str(kept), format="binary")
+        return read_regular_file(kept, "compiled region", MAX_PLAN_BYTES)
+
+
+def load_region(blob: bytes) -> RegionFunction:
+    """The function an artifact's bytes (`compile_region`) hold. Raises where they do not load (another torch
+    build's, or damaged bytes)."""
+    with scratch_path(".inductor") as kept:
+        write_atomically(kept, blob, "compiled region")
+        artifact = torch._inductor.CompiledArtifact.load(path=str(kept), format="binary")  # type: ignore[attr-defined]
+        return RegionFunction(artifact)
+
+
+def disagreement(function: Callable[..., Any], module: torch.fx.GraphModule,
+                 args: Sequence[torch.Tensor]) -> str | None:
+    """Why `function` does not compute what `module` computes on `args` (a loaded artifact that is another region's
+    code, or damaged), or None where every output has the region's shape and dtype and differs from it by at most
+    AGREEMENT of its largest finite magnitude (at least 1), with NaN and infinities where the region has them."""
+    with torch.no_grad():
+        got, expected = function(*args), module(*args)
+    got_all = got if isinstance(got, tuple) else (got,)
+    expected_all = expected if isinstance(expected, tuple) else (expected,)
+    if len(got_all) != len(expected_all):
+        return f"{len(got_all)} outputs where the region has {len(expected_all)}"
+    for position, (mine, theirs) in enumerate(zip(got_all, expected_all, strict=True)):
+        if mine.shape != theirs.shape or mine.dtype != theirs.dtype:
+            return (f"output {position} is {mine.dtype} {tuple(mine.shape)} where the region's is {theirs.dtype} "
+                    f"{tuple(theirs.shape)}")
+        a, b = mine.float(), theirs.float()
+        finite = torch.isfinite(b)
+        if not torch.equal(finite, torch.isfinite(a)) or not torch.equal(a[~finite].nan_to_num(), b[~finite]
+                                                                          .nan_to_num()):
+            return f"output {position} has NaN or infinities where the region's has none, or the other way"
+        scale = max(1.0, float(b[finite].abs().max())) if bool(finite.any()) else 1.0
+        worst = float((a[finite] - b[finite]).abs().max()) if bool(finite.any()) else 0.0
+        if worst > AGREEMENT * scale:
+            return f"output {position} differs from the region's by {worst:.3g} (largest value {scale:.3g})"
+    return None

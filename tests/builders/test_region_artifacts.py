@@ -1,0 +1,269 @@
+"""A fused region's compiled code kept as bytes: compiled without dynamo, loaded back, kept in the timing cache,
+compiled by workers, and refused where it does not compute what the region computes."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import os
+import time
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from builders.engine import compiler as plan_compiler
+from builders.engine.compiler import PlanCompiler, _compile_region
+from builders.engine.fused_tactics import INDUCTOR, FusedTactics
+from builders.engine.plans import PRUNE_AFTER_S, TimingCache
+from builders.engine.region_artifacts import compile_region, disagreement, load_region
+from builders.engine.shaped_tracer import TensorSpec
+from tests.builders.test_engine_fusion import Block, Recalibrate, eager, fused_engine, stand_in_times
+
+
+class Gate(torch.nn.Module):
+    """A squeeze-excitation region as the engine makes one: weights as inputs, an activation module called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = torch.nn.ReLU()
+
+    def forward(self, x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor) -> torch.Tensor:
+        s = self.act(F.conv2d(x.mean((2, 3), keepdim=True), w1))
+        return x * torch.sigmoid(F.conv2d(s, w2))
+
+
+class TwoOut(torch.nn.Module):
+    """A region two values leave: the middle one and the last."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.tanh(x)
+        return y, torch.relu(y) + x
+
+
+def gate_args() -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    return [torch.randn(1, 8, 5, 5), torch.randn(4, 8, 1, 1), torch.randn(8, 4, 1, 1)]
+
+
+def reference(module: torch.nn.Module, args: list[torch.Tensor]):
+    """What the region computes, from the module as written (not traced, not compiled)."""
+    with torch.no_grad():
+        return module(*args)
+
+
+@pytest.mark.slow
+def test_a_region_compiled_without_dynamo_and_loaded_from_its_bytes_computes_what_the_region_computes():
+    args = gate_args()
+    module = torch.fx.symbolic_trace(Gate())
+    function, blob = compile_region(module, args)
+    assert blob is not None
+    expected = reference(Gate(), args)
+    torch.testing.assert_close(function(*args), expected)
+    loaded = load_region(blob)
+    torch.testing.assert_close(loaded(*args), expected)
+    assert disagreement(loaded, module, args) is None
+    with pytest.raises(Exception):  # noqa: B017  (whatever Inductor raises on damaged bytes)
+        load_region(blob[: len(blob) // 2])
+
+
+@pytest.mark.slow
+def test_a_region_two_values_leave_returns_both_in_order_compiled_and_loaded():
+    args = [torch.randn(2, 3)]
+    module = torch.fx.symbolic_trace(TwoOut())
+    function, blob = compile_region(module, args)
+    assert blob is not None
+    for run in (function, load_region(blob)):
+        got = run(*args)
+        assert isinstance(got, tuple) and len(got) == 2
+        for mine, theirs in zip(got, reference(TwoOut(), args), strict=True):
+            torch.testing.assert_close(mine, theirs)
+
+
+def test_code_that_computes_another_regions_values_disagrees():
+    args = gate_args()
+    module = torch.fx.symbolic_trace(Gate())
+    assert disagreement(module, module, args) is None
+    assert "differs" in disagreement(lambda x, w1, w2: x * 0.5, module, args)
+    assert "(1, 4, 5, 5)" in disagreement(lambda x, w1, w2: x[:, :4], module, args)
+    assert "outputs" in disagreement(lambda x, w1, w2: (x, x), module, args)
+    nan = disagreement(lambda x, w1, w2: module(x, w1, w2).masked_fill(x > 2, float("nan")), module, args)
+    assert nan is not None and "NaN" in nan
+    close = disagreement(lambda x, w1, w2: module(x, w1, w2) * 1.001, module, args)
+    assert close is None  # within the tolerance of another kernel's rounding
+
+
+def test_the_timing_cache_keeps_a_regions_code_by_its_hash_and_refuses_altered_bytes(tmp_path):
+    path = tmp_path / "cache.json"
+    cache = TimingCache(path, {"gpu": "x"})
+    cache.put_compiled_region("fused SE a", b"compiled code")
+    cache.save()
+    reloaded = TimingCache(path, {"gpu": "x"})
+    assert reloaded.compiled_region("fused SE a") == b"compiled code"
+    assert reloaded.compiled_region("fused SE b") is None
+    stored = reloaded.plans_dir / f"{hashlib.sha256(b'compiled code').hexdigest()}.inductor"
+    assert stored.read_bytes() == b"compiled code"
+    stored.write_bytes(b"compiled codf")
+    assert reloaded.compiled_region("fused SE a") is None
+
+
+@pytest.mark.parametrize("name", ["../../etc/passwd", "ABC", 7, None])
+def test_an_entry_naming_its_code_by_anything_but_a_digest_is_a_miss(tmp_path, name):
+    path = tmp_path / "cache.json"
+    cache = TimingCache(path, {"gpu": "x"})
+    cache.put_compiled_region("fused SE a", b"code")
+    key = next(iter(cache.entries))
+    cache.entries[key] = {"artifact": name}
+    cache.changed.add(key)
+    cache.save()
+    assert TimingCache(path, {"gpu": "x"}).compiled_region("fused SE a") is None
+
+
+def test_code_files_no_entry_names_are_pruned_once_old_and_named_ones_kept(tmp_path):
+    path = tmp_path / "cache.json"
+    cache = TimingCache(path, {"gpu": "x"})
+    cache.put_compiled_region("fused SE a", b"kept")
+    orphan = cache.plans_dir / f"{hashlib.sha256(b'orphan').hexdigest()}.inductor"
+    orphan.write_bytes(b"orphan")
+    old = time.time() - PRUNE_AFTER_S - 60
+    for file in cache.plans_dir.iterdir():
+        os.utime(file, (old, old))
+    cache.save()
+    assert not orphan.exists()
+    assert TimingCache(path, {"gpu": "x"}).compiled_region("fused SE a") == b"kept"
+
+
+class Counts:
+    """Stand-ins for Inductor's compiler and loader that count their calls; the "code" is the region's own function,
+    looked up by the bytes it was kept as (`wrong` makes every load return a function that computes nothing like
+    it)."""
+
+    def __init__(self, wrong: bool = False) -> None:
+        self.compiles, self.loads, self.wrong = 0, 0, wrong
+        self.functions: dict[bytes, Callable[..., object]] = {}
+
+    def compiler(self, module: torch.fx.GraphModule, _args: list[torch.Tensor]):
+        self.compiles += 1
+        blob = hashlib.sha256(module.code.encode()).digest()
+        self.functions[blob] = module
+        return module, blob
+
+    def loader(self, blob: bytes) -> Callable[..., object]:
+        self.loads += 1
+        if self.wrong:
+            return lambda *args: args[0] * 3.0
+        return self.functions[blob]
+
+
+def fused_runs(engine) -> int:
+    return sum(layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR for layer in engine.layers())
+
+
+def test_a_later_build_loads_the_code_the_cache_holds_and_compiles_nothing(tmp_path):
+    path = tmp_path / "timing.json"
+    counts = Counts()
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
+    fused_engine(Block(Recalibrate), tactics, cache=(cache := TimingCache(path, {"gpu": "stand-in"})))
+    cache.save()
+    assert (counts.compiles, counts.loads) == (1, 0)
+    later = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
+    engine, _ = fused_engine(Block(Recalibrate), later, cache=TimingCache(path, {"gpu": "stand-in"}))
+    assert (counts.compiles, counts.loads) == (1, 1) and fused_runs(engine) == 1
+
+
+def test_code_from_the_cache_that_computes_something_else_is_compiled_again(tmp_path):
+    path = tmp_path / "timing.json"
+    counts = Counts()
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
+    fused_engine(Block(Recalibrate), tactics, cache=(cache := TimingCache(path, {"gpu": "stand-in"})))
+    cache.save()
+    counts.wrong = True
+    later = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
+    model = Block(Recalibrate)
+    engine, _ = fused_engine(model, later, cache=TimingCache(path, {"gpu": "stand-in"}))
+    assert (counts.compiles, counts.loads) == (2, 1) and fused_runs(engine) == 1
+    x = torch.randn(1, 16, 8, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(engine.infer(x), model.eval()(x))
+
+
+def answered(value: object) -> concurrent.futures.Future:
+    future: concurrent.futures.Future = concurrent.futures.Future()
+    future.set_result(value)
+    return future
+
+
+def test_code_a_worker_compiled_runs_is_kept_in_the_cache_and_a_workers_refusal_compiles_here(tmp_path):
+    counts = Counts()
+    sent: list[dict] = []
+
+    def workers(jobs):
+        sent.append(jobs)
+        answers = {}
+        for signature, (module, specs) in jobs.items():
+            assert all(isinstance(spec, TensorSpec) for spec in specs)
+            answers[signature] = answered(counts.compiler(module, [])[1])
+        return answers
+
+    cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers)
+    engine, _ = fused_engine(Block(Recalibrate), tactics, cache=cache)
+    assert len(sent) == 1 and counts.loads == 1 and fused_runs(engine) == 1
+    (signature,) = sent[0]
+    assert cache.compiled_region(signature) is not None
+
+    refused = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader,
+                           workers=lambda jobs: {s: answered("Inductor: no kernel") for s in jobs})
+    before = counts.compiles
+    engine, _ = fused_engine(Block(Recalibrate), refused)
+    assert counts.compiles == before + 1 and fused_runs(engine) == 1
+
+
+def test_regions_whose_code_the_cache_holds_are_not_sent_to_the_workers(tmp_path):
+    path = tmp_path / "timing.json"
+    counts = Counts()
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
+    fused_engine(Block(Recalibrate), tactics, cache=(cache := TimingCache(path, {"gpu": "stand-in"})))
+    cache.save()
+    sent: list[dict] = []
+    later = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader,
+                         workers=lambda jobs: sent.append(jobs) or {})
+    fused_engine(Block(Recalibrate), later, cache=TimingCache(path, {"gpu": "stand-in"}))
+    assert sent == []
+
+
+@pytest.mark.slow
+def test_a_worker_compiles_a_region_from_the_specs_of_its_arguments_into_bytes_that_load():
+    args = gate_args()
+    module = torch.fx.symbolic_trace(Gate())
+    blob = _compile_region(0, module, [TensorSpec.of(a) for a in args])
+    assert isinstance(blob, bytes)
+    torch.testing.assert_close(load_region(blob)(*args), reference(Gate(), args))
+    assert "missing" in _compile_region(0, module, [TensorSpec.of(args[0])])  # arguments missing: why, not a raise
+
+
+@pytest.mark.slow
+def test_regions_sent_to_a_real_pool_come_back_as_bytes_that_load(monkeypatch):
+    monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 2)
+    args = gate_args()
+    specs = [TensorSpec.of(a) for a in args]
+    compiler = PlanCompiler(0)
+    try:
+        answers = compiler.submit_regions({"a": (torch.fx.symbolic_trace(Gate()), specs),
+                                           "b": (torch.fx.symbolic_trace(TwoOut()), [TensorSpec.of(args[0])])})
+        first = answers["a"].result(timeout=300)
+        assert isinstance(first, bytes) and isinstance(answers["b"].result(timeout=300), bytes)
+        torch.testing.assert_close(load_region(first)(*args), reference(Gate(), args))
+    finally:
+        compiler.close()
+
+
+def test_no_region_is_sent_where_too_few_to_spread_or_the_pool_is_broken(monkeypatch):
+    monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 0)
+    assert PlanCompiler(0).submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])}) == {}
+    broken = PlanCompiler(0)
+    broken.broken = True
+    monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 2)
+    assert broken.submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])}) == {}
