@@ -251,12 +251,18 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
 
 def _batch(info: LayerInfo, facts: RunFacts, batch: int | None,
            notes: list[str]) -> tuple[int | None, list[int] | None]:
-    """The batch (given, else the first input's leading dimension, else trtexec's shape options) and the input shape."""
+    """The batch (the first input's leading dimension, else trtexec's shape options, else `batch`, given) and the
+    input shape. Raises InputError where `batch` is given and the files state another: --batch fills a gap, it never
+    overrides what the files say ran."""
     layered = _input_shape(info)
     dynamic = layered is not None and layered[0] <= 0  # a dynamic dimension: the run's shape says what ran
     from_options = facts.input_shape is not None and (layered is None or dynamic)
     shape = facts.input_shape if from_options else layered
-    found = batch or (shape[0] if shape and shape[0] > 0 else None)
+    stated = shape[0] if shape and shape[0] > 0 else None
+    if batch is not None and stated is not None and batch != stated:
+        raise InputError(f"--batch {batch}: the files give batch {stated} (input shape "
+                         f"{'x'.join(map(str, shape or []))}); --batch applies only where they give none")
+    found = stated or batch
     if batch is None and found is not None and from_options:
         notes.append(f"batch {found} from trtexec's {facts.shape_from} option")
     if found is None:

@@ -183,3 +183,16 @@ def test_the_quick_time_check_passes_only_what_the_full_one_returns_unchanged(va
         assert full == quick and type(full) is float
     expected_quick = type(value) is float and not math.isnan(value) and 0.0 <= value <= 1e9  # floats in range
     assert (quick is not None) is expected_quick
+
+
+def test_batch_given_where_the_layer_file_states_another_is_refused_and_the_same_one_taken(tmp_path):
+    """--batch fills a gap; it never overrides the batch the files say ran (the graph's input, read here by hand)."""
+    folder = SHARED / "trt" / "trt10-alexnet-fp16-trtexec-rtx3060"
+    if not folder.is_dir():
+        pytest.skip("shared fixtures are not beside the checkout")
+    layers = folder / "alexnet_fp16.graph.json"
+    stated = json.loads(layers.read_text())["Layers"][0]["Inputs"][0]["Dimensions"][0]
+    files = ImportFiles.of(layers=layers, profile=folder / "alexnet_fp16.profile.json")
+    with pytest.raises(InputError, match=rf"--batch {stated * 8}: the files give batch {stated}"):
+        import_variant(files, batch=stated * 8)
+    assert import_variant(files, batch=stated).batch == stated
