@@ -5,8 +5,8 @@ graph, then loaded from their bytes).
 
 Regions: squeeze-excitation blocks of distinct widths, the regions a senet154 build fuses most (one signature a
 width). Each mode runs in its own process; each way has an Inductor cache folder of its own, empty at the start, so
-"cold" means a first study and "warm" / "loaded" what a second study finds. Figures: seconds from the first compile or load to the last
-region's first call returning, excluding the process's start and torch's import.
+"cold" means a first study and "warm" / "loaded" what a second study finds. Figures: seconds from the first compile
+or load to the last region's first call returning, excluding the process's start and torch's import.
 
     python benchmarks/region_load_cost.py [--regions 8] [--device cpu|cuda]
 """

@@ -9,6 +9,7 @@ finite, in range, and non-negative where it is a time or a count.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,18 @@ def read_json(path: Path, what: str) -> Any:
     return parse_json(read_regular_file(Path(path), what, limit=MAX_JSON_BYTES), str(path), what)
 
 
+def text_of(data: bytes) -> str:
+    """`data` decoded as a JSON text may be written: UTF-8, or the UTF-16 or UTF-32 that a byte-order mark or the zero
+    bytes around its first characters show (`json.detect_encoding`, as the standard library reads JSON); bytes that
+    do not decode replaced."""
+    return data.decode(json.detect_encoding(data), "replace")
+
+
 def parse_json(data: bytes | str, origin: str, what: str) -> Any:
-    """A JSON document the session writer could write back; InputError (one line) for anything else."""
+    """A JSON document the session writer could write back, in UTF-8 or (with or without a byte-order mark) UTF-16
+    or UTF-32 (`text_of`); InputError (one line) for anything else."""
+    if isinstance(data, bytes) and json.detect_encoding(data) != "utf-8":
+        data = text_of(data)
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

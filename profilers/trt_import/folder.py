@@ -83,12 +83,13 @@ def _shown(paths: list[Path]) -> str:
 
 
 def _listing(folder: Path) -> list[Path]:
-    """The regular files of `folder`; InputError (one line) for a folder that is none or cannot be read."""
+    """The entries of `folder` (files, and anything else, which `_classify` leaves saying why); InputError (one
+    line) for a folder that is none or cannot be read."""
     shown = str(folder) if len(str(folder)) <= 200 else f"{str(folder)[:200]}..."
     try:
         if not folder.is_dir():
             raise InputError(f"{shown} is not a folder")
-        paths = sorted(p for p in folder.iterdir() if p.is_file())
+        paths = sorted(folder.iterdir())
     except OSError as exc:
         raise InputError(f"{shown}: the folder cannot be read ({exc.strerror or exc})") from None
     if len(paths) > MAX_FILES:
@@ -104,9 +105,11 @@ def _json_engine(path: Path) -> str | None:
 def _classify(path: Path) -> Found | str:
     """What `path` can fill, or why it is left (unreadable, too large, no kind this tool reads)."""
     try:
-        head = read_file_head(path, "file", HEAD_BYTES).decode("utf-8", "replace")
+        head = documents.text_of(read_file_head(path, "file", HEAD_BYTES))
     except InputError as exc:
         return exc.message
+    if not head.strip():
+        return "empty"
     if opens_as_json(head) or head.lstrip().startswith('"'):  # a JSON document, or one double-encoded as a string
         kind = kind_of_head(head) or _kind_of_whole(path)
         return (Found(path, {kind.role: RANKS["json"]}, _json_engine(path)) if kind

@@ -108,7 +108,7 @@ def is_text(path: Path) -> bool:
     path = Path(path)
     if not path.is_file():
         return False
-    return not opens_as_json(read_file_head(path, "file", HEAD_BYTES).decode("utf-8", "replace"))
+    return not opens_as_json(documents.text_of(read_file_head(path, "file", HEAD_BYTES)))
 
 
 def is_trtexec_log(path: Path) -> bool:

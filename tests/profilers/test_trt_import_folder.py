@@ -6,6 +6,7 @@ folders of trtexec logs, from `_raw_engine` below (a regular expression over eac
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from pathlib import Path
@@ -189,3 +190,39 @@ def test_logs_of_two_engine_files_are_two_variants_named_by_what_differs(tmp_pat
     assert [e.files.one("layers").name for e in found.engines] == ["other-02.log", "result-02.log"]
     assert [e.name for e in files_of_folder(tmp_path, "*int8*").engines] == ["int8"]
     assert [e.name for e in files_of_folder(tmp_path, "result-05.log").engines] == ["fp16"]  # by a file's name
+
+
+ALEXNET = SHARED / "trt" / "trt10-alexnet-fp16-trtexec-rtx3060"
+
+
+@pytest.mark.parametrize("encode", [
+    lambda text: codecs.BOM_UTF8 + text.encode("utf-8"),
+    lambda text: codecs.BOM_UTF16_LE + text.encode("utf-16-le"),
+    lambda text: text.encode("utf-16-be"),  # no byte-order mark: the zero bytes show it
+    lambda text: codecs.BOM_UTF32_LE + text.encode("utf-32-le"),
+], ids=["utf-8 bom", "utf-16 bom", "utf-16-be", "utf-32 bom"])
+def test_a_layer_file_in_another_unicode_encoding_is_read_as_the_utf8_one(tmp_path, encode):
+    if not ALEXNET.is_dir():
+        pytest.skip("shared fixtures are not beside the checkout")
+    for path in ALEXNET.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    layers = tmp_path / "alexnet_fp16.graph.json"
+    layers.write_bytes(encode(layers.read_text(encoding="utf-8")))
+    expected = [layer["Name"] for layer in json.loads((ALEXNET / layers.name).read_text())["Layers"]]
+    (engine,) = files_of_folder(tmp_path).engines
+    assert engine.files.one("layers") == layers
+    out = tmp_path / "s.json"
+    assert run_cli("import", "--layers", str(layers), "--out", str(out)).returncode == 0
+    variant = storage.load(out).variants[0]
+    assert [layer.name for layer in variant.layers] == expected and variant.layers[1].tactic
+
+
+def test_a_folder_or_an_empty_file_among_an_engines_files_is_left_saying_why(tmp_path):
+    if not ALEXNET.is_dir():
+        pytest.skip("shared fixtures are not beside the checkout")
+    for path in ALEXNET.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    (tmp_path / "other.profile.json").mkdir()
+    (tmp_path / "empty.graph.json").write_bytes(b"")
+    left = dict(entry.split(" (", 1) for entry in files_of_folder(tmp_path).left)
+    assert "folder" in left["other.profile.json"] and left["empty.graph.json"] == "empty)"
