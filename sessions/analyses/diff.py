@@ -10,8 +10,10 @@ machine load did to every layer) removed from B, and on the CPU a change against
 explain (`sessions.analyses.noise.load_moved`) is stated, and not judged; the latency is judged as measured unless
 `sessions.analyses.noise.machine_latency` finds the machine's load moved it with every layer, or, on the CPU with no
 layer or group a regression, finds it within what the host's load can do (then it is stated, and not judged). A time
-without a stored spread on either side is not judged against bands, only against the threshold, and counted in the
-notes.
+without a stored spread on either side is not judged against bands, only against the threshold, which says "faster"
+or "slower" either way (`noise.threshold_verdict`), and counted in the notes. Latencies timed by different clocks
+(`latencies_alike`: a script's own clock against trtexec's GPU compute time) are not compared: a warning says so and
+the summed layer times stand in, as where one side has no latency.
 Without a spread on both sides, or where the batches differ, no factor is removed.
 A per-group split counts where a paired layer splits in B and not in A; with no layer paired, nothing
 per layer is compared, and the notes say so.
@@ -40,6 +42,7 @@ from sessions.analyses.noise import (
     layer_band,
     load_moved,
     machine_latency,
+    threshold_verdict,
     without_factor,
 )
 from sessions.documents.errors import InputError
@@ -143,7 +146,22 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
     ):
         if left != right:
             warnings.append(f"different {what}: {left} against {right}")
+    if not latencies_alike(a, b):
+        warnings.append(f"latencies timed differently: {_timed_words(a)} against {_timed_words(b)}: not compared "
+                        "(the summed layer times stand in)")
     return warnings
+
+
+def latencies_alike(a: Session, b: Session) -> bool:
+    """Whether the two sessions' latencies were timed by the same kind of clock around the same kind of region
+    (`TimingMethod.timer`: CUDA events, trtexec's GPU compute time, a script's own clock, ...): only then do they
+    compare."""
+    return a.method.timer == b.method.timer
+
+
+def _timed_words(session: Session) -> str:
+    region = " ".join(session.method.timed_region.split())
+    return f"{session.method.timer} ({region[:120]}{'...' if len(region) > 120 else ''})"
 
 
 def _folding_warnings(pairs: list[VariantPair], a: dict[str, Variant], b: dict[str, Variant]) -> list[str]:
@@ -208,7 +226,7 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     for pair, (batch_a, batch_b) in zip(chosen, batches, strict=False):
         scale_a, scale_b = (batch_a, batch_b) if result.per_image else (1, 1)
         compared = VariantComparison(pair.label, by_name_a[pair.a], by_name_b[pair.b], scale_a, scale_b, rules,
-                                     threshold, loads)
+                                     threshold, loads, latencies_alike(a, b))
         result.changes.extend(compared.changes())
         result.notes.extend(compared.notes)
     return result
@@ -238,6 +256,7 @@ class VariantComparison:
     rules: Rules
     threshold: float
     loads: tuple[HostLoad | None, HostLoad | None] = (None, None)  # A's and B's host load; None: not recorded
+    latency_alike: bool = True  # the latencies were timed alike (`latencies_alike`): else not compared
     notes: list[str] = field(default_factory=list)
     judged: dict[str, int] = field(default_factory=dict)  # per kind of time change: pairs judged against their bands
     unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
@@ -313,16 +332,16 @@ class VariantComparison:
     def _latency(self, layers_steady: bool) -> Change | None:
         """The latency change; `layers_steady`: no layer or group time is a regression with the common factor removed
         (`sessions.analyses.noise.machine_latency` may then find the loaded host's hand in it)."""
-        if not (self.va.latency and self.vb.latency):
+        if not (self.va.latency and self.vb.latency and self.latency_alike):
             return None
         a, b = self.va.latency.median_ms / self.scale_a, self.vb.latency.median_ms / self.scale_b
         band_a, band_b = self._drift_a, self._drift_b
         per = " per image" if self.scale_a != self.scale_b else ""
         if band_a is None or band_b is None:
             # no spread stored (trtexec's performance summary of an import): the threshold alone decides, and says so
-            rel = (b - a) / a if a else 0.0
-            return Change(self.label, "latency", self.label, a, b, rel > self.threshold,
-                          f"threshold only: no spread stored{per}")
+            verdict = threshold_verdict(a, b, self.threshold)
+            return Change(self.label, "latency", self.label, a, b, verdict == SLOWER,
+                          f"threshold only: no spread stored{per}", verdict)
         band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
         bands = f"bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
         machine = machine_latency(band_a, band_b, self._factor, *self.loads, layers_steady=layers_steady)
@@ -335,14 +354,17 @@ class VariantComparison:
                       verdict)
 
     def _layer_total(self) -> Change | None:
-        """Without a latency on both sides, the summed layer time is the only whole-engine figure: compared as one."""
-        if (self.va.latency and self.vb.latency) or not (_timed(self.va) and _timed(self.vb)):
+        """Without latencies on both sides timed alike, the summed layer time is the only whole-engine figure:
+        compared as one, by the threshold alone (no spread is stored for a sum)."""
+        if (self.va.latency and self.vb.latency and self.latency_alike) or not (_timed(self.va) and _timed(self.vb)):
             return None
         a = self._total_a()
         b = sum(layer.time_ms or 0.0 for layer in self.vb.layers) / self.scale_b
-        rel = (b - a) / a if a else 0.0
-        return Change(self.label, "summed layer time", self.label, a, b, rel > self.threshold,
-                      "no per-inference times in one of the sessions: the sum of per-layer times stands in for latency")
+        verdict = threshold_verdict(a, b, self.threshold)
+        why = ("the latencies were timed differently" if self.va.latency and self.vb.latency
+               else "no per-inference times in one of the sessions")
+        return Change(self.label, "summed layer time", self.label, a, b, verdict == SLOWER,
+                      f"{why}: the sum of per-layer times stands in for latency (threshold only)", verdict)
 
     def _count(self, what: str, item: str, a: float | None, b: float | None) -> Change | None:
         if a is None or b is None or abs(b - a) < 0.5 / max(self.scale_a, self.scale_b):
@@ -373,6 +395,8 @@ class VariantComparison:
             return None  # small and not a regression: not worth a row
         note = (f"bands {_span(band_a)} and {_span(band_b)} ms" if verdict is not None
                 else "threshold only: no per-call spread stored")
+        if verdict is None:
+            verdict = threshold_verdict(a, b_level, self.threshold)
         load = self._load_moved(band_a, band_b, factor) if regression else None
         if load is not None:
             self.load_excused[what] = self.load_excused.get(what, 0) + 1

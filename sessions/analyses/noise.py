@@ -105,6 +105,17 @@ def judge(baseline: Band, variant: Band) -> Judgement:
     return WITHIN
 
 
+def threshold_verdict(baseline_ms: float, variant_ms: float, threshold: float) -> Judgement | None:
+    """Where neither side stores a spread (an imported profile's averages, trtexec's summary, a sum of layer times):
+    "slower" where the variant exceeds the baseline by more than `threshold` of it (a time that was 0 and is not:
+    slower), "faster" where it falls short by more than that; None (not judged) between, where no band can tell."""
+    if variant_ms > baseline_ms * (1 + threshold) and variant_ms > baseline_ms:
+        return SLOWER
+    if variant_ms < baseline_ms * (1 - threshold):
+        return FASTER
+    return None
+
+
 def median(values: Sequence[float]) -> float:
     ordered = sorted(values)
     mid = len(ordered) // 2

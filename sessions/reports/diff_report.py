@@ -26,7 +26,7 @@ def _row(c: Change) -> list:
     ]
 
 
-TIMES = ("latency", "group time", "layer time")
+TIMES = ("latency", "summed layer time", "group time", "layer time")
 
 
 def _status(c: Change) -> str:

@@ -18,6 +18,7 @@ from sessions.documents import storage
 from sessions.documents.errors import InputError
 from sessions.documents.model import Tensor
 from tests.conftest import fixture_dir, run_cli
+from tests.trt_sets import SHARED
 
 RULES = load_rules()
 
@@ -180,7 +181,8 @@ def test_diff_of_fp16_against_qat_pairs_the_single_variants_and_compares_layer_t
     assert any("24 layers paired (23 by nodes, 1 by signature)" in note for note in diff.notes)
     times = {c.item: c for c in diff.changes if c.what == "layer time"}
     first = times["Conv_0 + Relu_1 -> conv1.weight + QuantizeLinear_7 + Conv_9"]  # matched by nodes across exports
-    assert first.b > first.a and first.verdict is None  # a profile's average: no spread, the threshold decides
+    # a profile's average: no spread, the threshold (5 %) decides, and says which way
+    assert first.b > first.a * 1.05 and first.verdict == "slower"
     assert first.note == "threshold only: no per-call spread stored"
     assert any("24 not judged (no per-call spread stored)" in note for note in diff.notes)  # the 24 pairs
     assert any(item.startswith("Conv_43 + Add_44 + Relu_45 -> layer4.1.conv2.weight + ") for item in times)
@@ -265,3 +267,25 @@ def test_pairing_notes_are_kept_and_shown(tmp_path):
 def test_import_names_refuse_bad_batches():
     with pytest.raises(InputError, match="give --layers, --profile or both"):
         import_variant(ImportFiles.of())
+
+
+def test_latencies_timed_by_different_clocks_are_not_compared_and_the_layer_sums_stand_in(tmp_path):
+    """A script's own clock around each run (transfers and all) against trtexec's GPU compute time: the latencies
+    are not compared (the 5x the two latencies make is not a speed-up), the summed layer times are, both ways."""
+    sessions = []
+    for folder in ("trt10-resnet18-tf32-onnxapi-rtx3060", "trt10-resnet18-fp16-trtexec-rtx3060"):
+        out = tmp_path / f"{folder}.json"
+        assert run_cli("import", str(SHARED / "trt" / folder), "--out", str(out)).returncode == 0
+        sessions.append(storage.load(out))
+    timers = {session.method.timer for session in sessions}
+    assert len(timers) == 2  # what the files say timed each: the premise of the test
+    for a, b in (sessions, sessions[::-1]):
+        diff = diff_sessions(a, b, RULES)
+        assert any(w.startswith("latencies timed differently") for w in diff.warnings)
+        assert not [c for c in diff.changes if c.what == "latency"]
+        (summed,) = [c for c in diff.changes if c.what == "summed layer time"]
+        sums = [sum(layer.time_ms or 0.0 for layer in s.variants[0].layers) for s in (a, b)]
+        assert (summed.a, summed.b) == pytest.approx(sums)
+        assert summed.verdict == ("slower" if sums[1] > sums[0] * 1.05 else "faster" if sums[1] < sums[0] * 0.95
+                                  else None)
+        assert summed.regression == (summed.verdict == "slower")
