@@ -33,17 +33,17 @@ MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")
 
 
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
-    """The lowest precision any computing layer runs in; from trtexec's build option where layers say nothing.
+    """The variant's precision: the lowest that trtexec's build option allowed (what the build asked for: an
+    `--fp16` build whose every layer kept fp32 is an fp16 build whose layers kept fp32) or that any computing layer
+    runs in, whichever is lower.
 
     Layers that only move or convert data (reformats, shuffles, Q/DQ, no-ops) do not count: an fp16 input
     binding's reformat does not make a TF32 engine fp16.
     """
     seen = {layer.precision for layer in variant_layers if layer.op not in MOVES_DATA} or {
         layer.precision for layer in variant_layers}
-    found: str | None = next((p for p in PRECISION_ORDER if p in seen), None)
-    if found is None and build_precision:
-        words = build_precision.lower()
-        found = next((p for p in PRECISION_ORDER if p in words), None)
+    words = (build_precision or "").lower()
+    found: str | None = next((p for p in PRECISION_ORDER if p in seen or p in words), None)
     return found or "unknown"
 
 

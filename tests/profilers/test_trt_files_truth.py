@@ -5,6 +5,8 @@ test, in the shape of TensorRT's files (names copied from the real sets describe
 branch's tests/data/trt/README.md); none is presented as real output.
 """
 
+import re
+
 import orjson
 import pytest
 
@@ -289,3 +291,21 @@ def test_latencies_timed_by_different_clocks_are_not_compared_and_the_layer_sums
         assert summed.verdict == ("slower" if sums[1] > sums[0] * 1.05 else "faster" if sums[1] < sums[0] * 0.95
                                   else None)
         assert summed.regression == (summed.verdict == "slower")
+
+
+def test_a_build_that_allowed_fp16_is_fp16_and_its_layers_that_kept_fp32_say_so(tmp_path):
+    """trtexec --fp16 on a GTX 1070 (no fast fp16): every layer kept fp32. The variant is what the build asked for
+    (the log's `Precision:` line, read here by hand), each layer what it ran."""
+    folder = SHARED / "trt" / "trt8.4.1-mnist-cnn-fp16-gtx1070-build-profile"
+    log = (folder / "result-FP16.txt").read_text()
+    asked = re.search(r"\] Precision: (\S+)", log).group(1).lower()
+    assert "fp16" in asked.split("+")  # the premise
+    out = tmp_path / "s.json"
+    assert run_cli("import", str(folder), "--out", str(out)).returncode == 0
+    variant = storage.load(out).variants[0]
+    assert variant.precision == "fp16"
+    computing = [layer for layer in variant.layers if layer.precision == "fp32"]
+    assert computing
+    shown = run_cli("show", str(out), "--layers").stdout
+    conv = next(line for line in shown.splitlines() if line.startswith(computing[0].name))
+    assert re.search(r"\sfp32\s+fp16\s", conv)  # ran fp32, asked fp16
