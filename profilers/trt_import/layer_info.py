@@ -20,6 +20,7 @@ from sessions.analyses.groups import builtin_rules, name_parts, op_from_name
 from sessions.documents.errors import InputError
 from sessions.documents.layer_ops import trt_op
 from sessions.documents.model import Layer, Tensor
+from sessions.documents.trt_names import tactic_math
 from sessions.documents.trt_names import tactic_precision as vocab_tactic_precision
 from sessions.documents.vocab import dtype_of as vocab_dtype_of
 
@@ -244,11 +245,14 @@ def _detailed_layer(item: dict) -> Layer:
     name = normalize_name(item["Name"])
     if _is_dla(kind):
         attrs["device"] = "dla"
+    precision = compute_precision(tensors_in, attrs.get("weights"), str(item.get("TacticName") or ""), tensors_out)
+    if precision == "fp32" and tactic_math(str(item.get("TacticName") or "")):
+        attrs["math"] = tactic_math(str(item.get("TacticName")))
     return Layer(
         name=name,
         kind=kind,
         op=layer_op(kind, parameter_type if isinstance(parameter_type, str) else None, name, nodes),
-        precision=compute_precision(tensors_in, attrs.get("weights"), str(item.get("TacticName") or ""), tensors_out),
+        precision=precision,
         groups=_int(_field(item, "Groups")),
         kernel_shape=_ints(_field(item, "Kernel")),
         in_channels=(tensors_in[0].shape[1] if tensors_in and tensors_in[0].shape and len(tensors_in[0].shape) >= 2

@@ -154,7 +154,8 @@ NONFINITE_VALUES = "NaN/Inf values"  # the variant table's column: non-finite lo
 
 
 def layer_precision(layer: Layer, variant: Variant | None = None) -> str | None:
-    """What a layer ran in, as views print it: its kernels' precision, and the format it simulates, if any.
+    """What a layer ran in, as views print it: its kernels' precision, the format it simulates, if any, and the
+    math its kernels do where it is not the precision's own (`attrs["math"]`: an fp32 layer on TF32 kernels).
 
     With its `variant`, a quantized layer of a simulated variant is said to be simulated even where an older session
     recorded the simulated format as the layer's precision (no such kernel ran).
@@ -167,7 +168,8 @@ def layer_precision(layer: Layer, variant: Variant | None = None) -> str | None:
         if layer.precision in (None, fmt):
             return f"{fmt} {SIMULATED_TAG}"
         return f"{layer.precision}, {SIMULATED_TAG} {fmt}"
-    return layer.precision
+    math = layer.attrs.get("math")
+    return f"{layer.precision} ({math} math)" if math and layer.precision else layer.precision
 
 
 def quantized_format(variant: Variant) -> str | None:

@@ -124,6 +124,16 @@ def tactic_precision(tactic: str | None) -> str | None:
     return next((name for name, pattern in _TACTIC_PATTERNS if pattern.search(tactic)), None)
 
 
+# fp32 tensors whose kernels multiply in TF32 (Ampere on): the A100 fp32 ResNet sets' CaskConvolution tactics
+# `..._f32f32_tf32f32_f32_...`; a kernel that multiplies in full fp32 names no tf32
+_TF32_TACTIC = re.compile(r"tf32", re.IGNORECASE)
+
+
+def tactic_math(tactic: str | None) -> str | None:
+    """`tf32` where a tactic's name says its fp32 layer multiplies in TF32; None for any other name."""
+    return "tf32" if tactic and _TF32_TACTIC.search(tactic) else None
+
+
 def layer_type_op(layer_type: str | None, parameter_type: str | None) -> str | None:
     """The op of TensorRT's type words (ParameterType first, then LayerType); None where neither is known."""
     if parameter_type and parameter_type in PARAMETER_TYPES:

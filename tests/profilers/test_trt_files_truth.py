@@ -5,6 +5,7 @@ test, in the shape of TensorRT's files (names copied from the real sets describe
 branch's tests/data/trt/README.md); none is presented as real output.
 """
 
+import json
 import re
 
 import orjson
@@ -14,6 +15,7 @@ from profilers.trt_import.importer import ImportFiles, import_variant
 from profilers.trt_import.layer_info import compute_precision, parse_layer_info
 from profilers.trt_import.metadata import facts_from
 from profilers.trt_import.profile import layers_from_profile, parse_profile
+from sessions.analyses.captions import layer_precision
 from sessions.analyses.diff import diff_sessions
 from sessions.analyses.groups import load_rules, role_of, stage_of
 from sessions.documents import storage
@@ -309,3 +311,28 @@ def test_a_build_that_allowed_fp16_is_fp16_and_its_layers_that_kept_fp32_say_so(
     shown = run_cli("show", str(out), "--layers").stdout
     conv = next(line for line in shown.splitlines() if line.startswith(computing[0].name))
     assert re.search(r"\sfp32\s+fp16\s", conv)  # ran fp32, asked fp16
+
+
+def test_fp32_layers_on_tf32_kernels_say_so_and_the_others_do_not(tmp_path):
+    """The A100 fp32 ResNet: convolutions whose tactic multiplies in TF32 (`..._tf32f32_...`, read from the raw
+    layer file here) show as fp32 with TF32 math, every other layer as plain fp32."""
+    folder = SHARED / "trt" / "trt8.4-resnet-a100-fp32"
+    raw = json.loads((folder / "resnet.onnx.engine.graph.json").read_text())["Layers"]
+    tf32 = {layer["Name"] for layer in raw if "tf32" in str(layer.get("TacticName", "")).lower()}
+    assert tf32 and len(tf32) < len(raw)  # the premise: some layers, not all
+    out = tmp_path / "s.json"
+    assert run_cli("import", str(folder), "--out", str(out)).returncode == 0
+    variant = storage.load(out).variants[0]
+    shown = {layer.name: layer_precision(layer, variant) for layer in variant.layers}
+    assert {name for name, words in shown.items() if words == "fp32 (tf32 math)"} == tf32
+    assert all(words != "fp32 (tf32 math)" for name, words in shown.items() if name not in tf32)
+
+
+@pytest.mark.parametrize("tactic, math", [
+    ("sm80_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize256x64x32", "tf32"),  # the A100 set's
+    ("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nhwckrsc_nhwc_tilesize128x128x8", None),  # CONSTRUCTED: full fp32
+    ("ampere_scudnn_128x64_relu_xregs_large_nn_v1", None), (None, None)])
+def test_only_a_tactic_that_names_tf32_is_tf32_math(tactic, math):
+    from sessions.documents.trt_names import tactic_math
+
+    assert tactic_math(tactic) == math
