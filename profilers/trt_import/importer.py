@@ -216,6 +216,9 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     facts = facts_from([*metadata, *logs, *(p for p in found if p not in metadata)])
     if facts.sources:
         notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
+    if facts.unfinished:
+        notes.append(f"{', '.join(facts.unfinished)}: the log opens a trtexec run and lacks its closing '&&&& PASSED' "
+                     "(or FAILED) line: cut, or the run did not finish; what it holds may be partial")
     info, profile = _layers(files, notes)
     _apply_log([*metadata, *logs], info, notes)
     notes.extend(info.notes)

@@ -33,6 +33,8 @@ COMMAND_SHAPE = re.compile(r":(\d+(?:x\d+)+)")  # `x:4x1x28x28`, 8.0's `x:0:4x1x
 NAMING = ("--onnx", "Model", "--loadEngine", "--saveEngine")
 SHAPING = ("--shapes", "Input inference shape", "Input inference shapes", "--optShapes", "--batch")
 SUMMARY = "performance summary"  # the options' key for a file's PerformanceSummary
+UNFINISHED = "unfinished log"  # the options' key for a log that opens a trtexec run and never closes it
+CLOSED = re.compile(r"^&&&& (?:PASSED|FAILED|WAIVED) ", re.MULTILINE)  # trtexec's last line, whatever the outcome
 OPTION_LINES = 400  # trtexec prints its options within a log's first lines
 # trtexec's build options (log and *.build.metadata.json spell them alike, 8.x-10.x) that change what the engine is
 BUILD_FLAGS = ("Precision", "LayerPrecisions", "Sparsity", "Refit", "Version Compatible", "Strongly Typed",
@@ -84,6 +86,7 @@ class RunFacts:
     cuda: str | None = None  # the CUDA version trex's device file records
     build_flags: dict[str, str] = field(default_factory=dict)  # trtexec's build options that change the engine
     sources: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)  # logs that open a run and lack trtexec's closing line
 
 
 def engine_stem(path: Path) -> str:
@@ -105,6 +108,8 @@ def companions(path: Path) -> list[Path]:
 
 def _options_from_log(text: str, source: str) -> dict[str, Any]:
     options: dict[str, Any] = {}
+    if "&&&& RUNNING" in text and CLOSED.search(text) is None:  # cut, or the run never ended
+        options[UNFINISHED] = source
     version = LOG_VERSION.search(text[:2000])
     if version:
         digits = version.group(1)
@@ -227,10 +232,13 @@ def facts_from(paths: list[Path]) -> RunFacts:
     """What the files say about the run; every number checked (`documents`), a fact no file gives None."""
     options: dict[str, Any] = {}
     summaries: list[PerformanceSummary] = []
+    unfinished: list[str] = []
     for path in paths:
         for key, value in read_options(path).items():
             if key == SUMMARY:
                 summaries.append(value)
+            if key == UNFINISHED:
+                unfinished.append(value)
             if value not in (None, ""):
                 options.setdefault(key, value)
     duration = str(options.get("Duration", ""))
@@ -273,6 +281,7 @@ def facts_from(paths: list[Path]) -> RunFacts:
         cuda=str(options["CUDA version"]) if options.get("CUDA version") else None,
         build_flags={key: str(options[key]) for key in BUILD_FLAGS if options.get(key) not in (None, "")},
         sources=[str(p) for p in paths],
+        unfinished=unfinished,
     )
 
 

@@ -226,3 +226,19 @@ def test_a_folder_or_an_empty_file_among_an_engines_files_is_left_saying_why(tmp
     (tmp_path / "empty.graph.json").write_bytes(b"")
     left = dict(entry.split(" (", 1) for entry in files_of_folder(tmp_path).left)
     assert "folder" in left["other.profile.json"] and left["empty.graph.json"] == "empty)"
+
+
+def test_a_log_cut_before_trtexecs_closing_line_is_said_to_be_cut_and_a_whole_one_is_not(tmp_path):
+    source = SHARED / "trt" / "trt8.0.3-mnist-cnn-fp32-gtx1070-build-profile" / "result-FP32.txt"
+    if not source.is_file():
+        pytest.skip("shared fixtures are not beside the checkout")
+    text = source.read_text()
+    assert re.search(r"^&&&& PASSED ", text, re.MULTILINE)  # the premise: the whole log closes its run
+    for name, body, cut in (("whole", text, False), ("cut", text[: len(text) // 2], True)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / source.name).write_text(body)
+        out = tmp_path / f"{name}.json"
+        assert run_cli("import", str(folder), "--out", str(out)).returncode == 0
+        notes = " ".join(storage.load(out).variants[0].notes)
+        assert ("lacks its closing '&&&& PASSED'" in notes) == cut
