@@ -111,6 +111,29 @@ def _apply_log(logs: list[Path], info: LayerInfo, notes: list[str]) -> None:
             return
 
 
+def _log_layer_names(path: Path) -> set[str]:
+    """The names of the layers a trtexec log lists (its layer information block, else its `Layer(...)` lines)."""
+    try:
+        return {layer.name for layer in read_text_layers(path).layers}
+    except InputError:
+        return set(logged_layers(path))
+
+
+def _foreign_logs(paths: list[Path], layer_file: Path | None, info: LayerInfo) -> dict[Path, str]:
+    """The logs of `paths` that list layers, none of them or not all of them this engine's (`info`, read from
+    `layer_file`): another engine's run, whose facts (GPU, version, summary) are not this engine's; each with why."""
+    mine = {layer.name for layer in info.layers}
+    foreign: dict[Path, str] = {}
+    for path in paths:
+        if layer_file is None or path == layer_file or not is_text(path):
+            continue
+        theirs = _log_layer_names(path)
+        if theirs and theirs != mine:
+            foreign[path] = (f"another engine's log: {len(theirs - mine)} of its {len(theirs)} layers are not among "
+                             f"the {len(mine)} of {layer_file.name}, so its run facts are not taken")
+    return foreign
+
+
 def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | None]:
     """The engine's layers (from the layer file, else from the profile) and the profile, paired with them."""
     layers_path, profile_path = files.one(LAYERS), files.one(PROFILE)
@@ -213,13 +236,18 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     found = companions(source) if files.find_metadata and source is not None else []
     logs = list(dict.fromkeys(p for p in (files.one(LAYERS), files.one(PROFILE)) if p is not None and p not in metadata
                               and is_trtexec_log(p)))
-    facts = facts_from([*metadata, *logs, *(p for p in found if p not in metadata)])
+    candidates = [*metadata, *logs, *(p for p in found if p not in metadata)]
+    layer_notes: list[str] = []
+    info, profile = _layers(files, layer_notes)
+    foreign = _foreign_logs(candidates, files.one(LAYERS), info)
+    facts = facts_from([p for p in candidates if p not in foreign])
     if facts.sources:
         notes.append(f"trtexec metadata: {', '.join(Path(s).name for s in facts.sources)}")
+    notes.extend(f"{path.name} left: {why}" for path, why in foreign.items())
     if facts.unfinished:
         notes.append(f"{', '.join(facts.unfinished)}: the log opens a trtexec run and lacks its closing '&&&& PASSED' "
                      "(or FAILED) line: cut, or the run did not finish; what it holds may be partial")
-    info, profile = _layers(files, notes)
+    notes.extend(layer_notes)
     _apply_log([*metadata, *logs], info, notes)
     notes.extend(info.notes)
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")

@@ -242,3 +242,26 @@ def test_a_log_cut_before_trtexecs_closing_line_is_said_to_be_cut_and_a_whole_on
         assert run_cli("import", str(folder), "--out", str(out)).returncode == 0
         notes = " ".join(storage.load(out).variants[0].notes)
         assert ("lacks its closing '&&&& PASSED'" in notes) == cut
+
+
+def test_a_log_of_another_engine_beside_a_layer_file_is_left_and_its_run_facts_not_taken(tmp_path):
+    """The RTX 6000 Ada engine's layer listing beside the H100 engine's run log (both public sets, same network,
+    another TensorRT and GPU): the log lists its own layers, and not these, so its GPU and version are not this
+    engine's. Each set's own pair is one engine and keeps its facts."""
+    ada, h100 = SHARED / "trt" / "trt10.14-mnist-cnn-fp32-rtx6000ada", SHARED / "trt" / "trt10.16-mnist-cnn-fp32-h100"
+    if not (ada.is_dir() and h100.is_dir()):
+        pytest.skip("shared fixtures are not beside the checkout")
+    gpu_of = {s: re.search(r"Selected Device: (.+)", (s / "result-04.log").read_text()).group(1).strip()
+              for s in (ada, h100)}
+    assert gpu_of[ada] != gpu_of[h100]  # the premise, read from the logs by hand
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "model-trained-exportLayerInfo.log").write_bytes((ada / "model-trained-exportLayerInfo.log").read_bytes())
+    (mixed / "result-04.log").write_bytes((h100 / "result-04.log").read_bytes())
+    for folder, gpu, foreign in ((mixed, None, True), (ada, gpu_of[ada], False), (h100, gpu_of[h100], False)):
+        out = tmp_path / f"{folder.name}.json"
+        assert run_cli("import", str(folder), "--out", str(out)).returncode == 0
+        session = storage.load(out)
+        assert (session.environment.gpu.name if session.environment.gpu else None) == gpu
+        notes = " ".join(session.variants[0].notes)
+        assert ("result-04.log left: another engine's log" in notes) == foreign
