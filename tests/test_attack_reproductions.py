@@ -563,3 +563,19 @@ def test_a_malformed_cached_config_of_a_segformer_id_is_not_built_from_the_table
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     assert run_small("nvidia/segformer-b0-finetuned-ade-512-512") == 2
     assert "config.json is malformed: model_type is list" in one_error_line(capsys)
+
+
+def test_a_model_type_transformers_cannot_build_from_its_config_is_named_in_full_and_not_called_weights(
+        monkeypatch, capsys):
+    """hf:levit and hf:deit: transformers' from_config raised ('NoneType' object is not iterable) and the line said
+    the weights did not load, of "levit", where no weights are loaded. A stand-in from_config raises as theirs did."""
+    import transformers
+
+    def refuses(config, **kwargs):
+        raise TypeError("'NoneType' object is not iterable")
+
+    monkeypatch.setattr(transformers.AutoModelForImageClassification, "from_config", refuses)
+    assert run_small("hf:vit") == 2
+    line = one_error_line(capsys)
+    assert line == ("trt-inspect: error: cannot build hf:vit from its config (transformers' "
+                    "AutoModelForImageClassification.from_config, random weights): 'NoneType' object is not iterable")

@@ -79,7 +79,7 @@ def load_model(name: str, checkpoint: Path | None = None,
     elif source == "segformer-table":
         model = _segformer_model(name, construct)
     elif source == "hf-model-type":
-        model = _hf_model(name[3:], construct, model_type=True)
+        model = _hf_model(name[3:], construct, model_type=True, shown=name)
     elif source == "hf-cache":
         model = _hf_model(name, construct)
     else:
@@ -173,7 +173,9 @@ def _segformer_model(name: str, construct: Callable[[], AbstractContextManager[A
 
 
 def _hf_model(name: str, construct: Callable[[], AbstractContextManager[Any]], local: bool = False,
-              model_type: bool = False) -> LoadedModel:
+              model_type: bool = False, shown: str | None = None) -> LoadedModel:
+    """The Hugging Face model `name` (a folder, a cached hub id, or a model type); `shown`, the name as given
+    (`hf:levit`) where it differs, is what error lines name."""
     import transformers
 
     if local:
@@ -195,7 +197,7 @@ def _hf_model(name: str, construct: Callable[[], AbstractContextManager[Any]], l
     except Exception as exc:  # noqa: BLE001  (transformers raises TypeError, KeyError, ... on configs it cannot read)
         raise InputError(f"cannot read the Hugging Face config of {name}: {first_line(exc)}") from None
     with construct():
-        model = _hf_module(name, config, local)
+        model = _hf_module(name, config, local, shown or name)
     size = getattr(config, "image_size", 224)
     size = size if isinstance(size, int) else int(size[0])
     channels = getattr(config, "num_channels", 3)
@@ -209,8 +211,10 @@ def _hf_model(name: str, construct: Callable[[], AbstractContextManager[Any]], l
     )
 
 
-def _hf_module(name: str, config: Any, local: bool) -> Any:
-    """The image-classification or segmentation model, with a folder's weights that must all fit."""
+def _hf_module(name: str, config: Any, local: bool, shown: str) -> Any:
+    """The image-classification or segmentation model, built from `config` with random weights (a model type, a
+    cached config, or inside a meta-device build), else with a folder's weights that must all fit. `shown`: the name
+    as the user gave it (`hf:levit`), which every error line names. Raises InputError in one line."""
     import transformers
 
     autos = [transformers.AutoModelForImageClassification, transformers.AutoModelForSemanticSegmentation]
@@ -220,19 +224,35 @@ def _hf_module(name: str, config: Any, local: bool) -> Any:
     for auto in autos:
         try:
             if not local or _on_meta_device():
-                return auto.from_config(config)
+                return _from_config(auto, config, shown)
+        except ValueError as exc:  # not this kind of model
+            errors.append(first_line(exc))
+            continue
+        try:
             model, info = auto.from_pretrained(name, local_files_only=True, output_loading_info=True)
         except (ValueError, OSError) as exc:  # not this kind of model, or no weights file it reads
             errors.append(first_line(exc))
             continue
         except Exception as exc:  # noqa: BLE001  (weights that are not plain tensors, shapes that differ, ...)
-            raise InputError(f"cannot load the weights in {name}: {load_error(exc)}") from None
+            raise InputError(f"cannot load the weights in {shown}: {load_error(exc)}") from None
         if info["missing_keys"]:
             missing = sorted(info["missing_keys"])
-            raise InputError(f"the weights in {name} do not fit {type(model).__name__}: {len(missing)} missing "
+            raise InputError(f"the weights in {shown} do not fit {type(model).__name__}: {len(missing)} missing "
                              f"(first: {missing[0]})")
         return model
-    raise InputError(f"{name!r} is not an image-classification or segmentation model ({errors[-1]})")
+    raise InputError(f"{shown!r} is not an image-classification or segmentation model ({errors[-1]})")
+
+
+def _from_config(auto: Any, config: Any, shown: str) -> Any:
+    """`auto.from_config(config)`: random weights, nothing loaded. ValueError (not this kind of model) passes on to
+    the next auto class; any other failure of transformers' building is one InputError naming `shown`."""
+    try:
+        return auto.from_config(config)
+    except ValueError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (transformers raises TypeError, KeyError, ... building some types)
+        raise InputError(f"cannot build {shown} from its config (transformers' {auto.__name__}.from_config, random "
+                         f"weights): {first_line(exc)}") from None
 
 
 def _on_meta_device() -> bool:
