@@ -6,10 +6,11 @@ which apply to a session.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sessions.analyses.comparison import comparisons
-from sessions.documents.model import LatencyStats, Layer, Recipe, Session, Variant
+from sessions.documents.model import LatencyStats, Layer, Quality, Recipe, Session, Variant
 from sessions.documents.plan import BASE_PRECISIONS
 from sessions.documents.state import unfinished_step
 from sessions.documents.vocab import gpu_state_kind
@@ -132,8 +133,14 @@ def quality_caveats(session: Session) -> list[str]:
         return []
     studies = [session.study, *(job.study for job in session.merge.jobs)] if session.merge else [session.study]
     random = [line for line in dict.fromkeys(weights_caveat(study.weights) for study in studies) if line]
-    warnings = dict.fromkeys(warning for quality in measured for warning in quality.reference_warnings)
-    return [*random[:1], *(DEGENERATE_REFERENCE.format(warning=warning) for warning in warnings)]
+    return [*random[:1], *reference_caveats(measured)]
+
+
+def reference_caveats(qualities: Iterable[Quality | None]) -> list[str]:
+    """Each degenerate-reference warning of `qualities` (`Quality.reference_warnings`, made by
+    `profilers.quality.degenerate_reference`) once, as every view prints it: `quality figures say little: ...`."""
+    warnings = dict.fromkeys(w for quality in qualities if quality is not None for w in quality.reference_warnings)
+    return [DEGENERATE_REFERENCE.format(warning=warning) for warning in warnings]
 
 
 def unstable_line(session: Session, names: list[str]) -> str:

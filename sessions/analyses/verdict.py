@@ -124,8 +124,9 @@ CPU_NO_SPEED = "FP8 speed needs an FP8 GPU (compute capability 8.9 or later) or 
 
 def cpu_measured(variant: Variant, baseline: Variant) -> str:
     """What a simulated variant timed on a CPU measured: `CPU_NO_SPEED`, then its recipe (layers quantized), its
-    numerics (agreement, KL, NaN/Inf on stress inputs) and its structure (layers simulating the format, records per
-    traced call against the baseline's); a part the session lacks is left out. No speed words."""
+    numerics (agreement, KL, NaN/Inf on stress inputs, each warning of a degenerate reference:
+    `captions.reference_caveats`) and its structure (layers simulating the format, records per traced call against the
+    baseline's); a part the session lacks is left out. No speed words."""
     label = captions.variant_label(variant.name, variant.simulated)
     parts = []
     if variant.recipe is not None:
@@ -135,8 +136,9 @@ def cpu_measured(variant: Variant, baseline: Variant) -> str:
     q = variant.quality
     if q is not None:
         stress = f", NaN/Inf on {q.stress_nonfinite} of {q.stress_inputs} stress inputs" if q.stress_inputs else ""
+        caveats = "".join(f"; {line}" for line in captions.reference_caveats([q]))
         parts.append(f"the numerics (top-1 agreement {q.top1_agreement * 100:.1f} % with {q.reference} on {q.images} "
-                     f"images, mean KL {q.mean_kl:.2g}{stress})")
+                     f"images, mean KL {q.mean_kl:.2g}{stress}{caveats})")
     structure = []
     simulating = sum(1 for layer in variant.layers if layer.attrs.get(SIMULATES))
     if simulating:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePath
 from typing import TypeVar
 
-from sessions.analyses.captions import unquantized_words, variant_label
+from sessions.analyses.captions import quality_caveats, unquantized_words, variant_label
 from sessions.analyses.comparison import batch_words, reference
 from sessions.analyses.groups import Rules
 from sessions.analyses.verdict import verdict_lines
@@ -57,7 +57,7 @@ def quality_section(session: Session) -> str:
         return "## Quality\n\nNot measured in this session."
     images = next(v.quality.image_source for v in session.variants if v.quality)
     weights = md_text(f"Weights: {session.study.weights}; images: {images}.")
-    return "\n\n".join(["## Quality", render_markdown(headers, rows), weights])
+    return "\n\n".join(["## Quality", render_markdown(headers, rows), weights, *map(md_text, quality_caveats(session))])
 
 
 def quality_cells(quality: Quality, stress: str) -> list[Cell]:
@@ -329,10 +329,18 @@ def jobs_quality_section(jobs: Labelled) -> str:
     if not body:
         return "### Quality\n\nNot measured."
     sources = ", ".join(dict.fromkeys(f"{session.study.weights}" for _, session in jobs))
-    parts = ["### Quality", render_markdown(headers, body), md_text(f"Weights: {sources}.")]
-    if any(session.study.weights.startswith("random") for _, session in jobs):
-        parts.append("With random weights these figures compare numerics only, not accuracy.")
-    return "\n\n".join(parts)
+    return "\n\n".join(["### Quality", render_markdown(headers, body), md_text(f"Weights: {sources}."),
+                         *map(md_text, jobs_caveats(jobs))])
+
+
+def jobs_caveats(jobs: Labelled) -> list[str]:
+    """Each job's quality caveats (`captions.quality_caveats`: random weights, a degenerate reference) once; where
+    the jobs differ in them, each line is labelled with the jobs it holds for."""
+    holders: dict[str, list[str]] = {}
+    for label, session in jobs:
+        for line in quality_caveats(session):
+            holders.setdefault(line, []).append(label)
+    return [line if len(labels) == len(jobs) else f"{'; '.join(labels)}: {line}" for line, labels in holders.items()]
 
 
 def jobs_kernels_section(jobs: Labelled, rules: Rules) -> str:

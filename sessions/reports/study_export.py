@@ -154,7 +154,8 @@ def summary_section(jobs: list[Job], rows: list[Row], axes: list[str]) -> str:
         lines.append(f"- FP8 top-1 agreement with fp32: {span([q.top1_agreement * 100 for q in quality], ' %')}; "
                      f"mean KL {min(q.mean_kl for q in quality):.2g} to {max(q.mean_kl for q in quality):.2g}; "
                      f"{sum(q.nonfinite for q in quality)} NaN / Inf outputs; "
-                     f"stress inputs with NaN / Inf: {stress_span(quality)}.")
+                     f"stress inputs with NaN / Inf: {stress_span(quality)}"
+                     f"{''.join(f'; {line}' for line in captions.reference_caveats(quality))}.")
     if any(r.fp8.simulated for r in rows):
         lines.append(f"- *simulated*: {SIMULATED}.")
     return "\n".join(lines)

@@ -106,3 +106,66 @@ def test_a_live_study_reports_the_caveats_once_quality_is_measured(tmp_path, mon
     last = seen[-1].caveats
     assert last[0] == captions.weights_caveat(weights)
     assert len(last) == 2 and last[1].startswith("quality figures say little: ") and "65504" in last[1]
+
+
+def test_a_zero_initialised_head_is_warned_of_wherever_quality_is_shown(tmp_path, monkeypatch, capsys):
+    """timm's Sequencer with random weights: a zero-initialised head makes every logit 0, so the study export read
+    fp8 at 100 % top-1, KL 0, error 0 with no caveat. The stand-in reference is such a head: zeros for every class
+    and every image. Each warning the session stores is printed by show, show --json, export md (whole and its
+    quality section alone), export study (the quality section and the decision's quality bullet) and the verdict."""
+    monkeypatch.setattr(tests.fake_backend.FakeBackend, "reference", lambda self, batch: np.zeros_like(batch))
+    monkeypatch.setattr(tests.fake_backend.FakeEngine, "infer", lambda self, batch: np.zeros_like(batch))
+    _, path = run_study(fake_plan(tmp_path), [], lambda p: None)
+    raw = orjson.loads(path.read_bytes())["variants"]
+    warnings = raw[-1]["quality"]["reference_warnings"]
+    assert raw[-1]["quality"]["top1_agreement"] == 1.0 and raw[-1]["quality"]["mean_kl"] == 0.0  # reads lossless
+    assert any("same for every class" in w for w in warnings) and any("does not depend" in w for w in warnings)
+    lines = [f"quality figures say little: {w}" for w in warnings]
+    capsys.readouterr()
+    assert main(["show", str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert main(["show", str(path), "--json"]) == 0
+    caveats = json.loads(capsys.readouterr().out)["quality_caveats"]
+    assert all(line in caveats for line in lines)
+    outputs = {"show": shown}
+    for name, options in {"md": ["--format", "md"], "md quality": ["--format", "md", "--sections", "quality"],
+                          "study": ["--format", "study"]}.items():
+        out = tmp_path / f"{name.replace(' ', '-')}.md"
+        assert main(["export", str(path), *options, "-o", str(out)]) == 0
+        outputs[name] = out.read_text()
+    for name, text in outputs.items():
+        assert all(line in text for line in lines), name
+    study_text = outputs["study"]
+    quality = study_text.split("### Quality")[1].split("###")[0]
+    assert all(line in quality for line in lines)
+    bullet = next(b for b in study_text.splitlines() if b.startswith("- FP8 top-1 agreement with fp32"))
+    assert "quality figures say little" in bullet
+
+
+def test_a_cpu_verdicts_numerics_carry_the_references_warnings(tmp_path, monkeypatch):
+    """The verdict of a simulated variant on a CPU states its numerics (top-1 100 %, KL 0 on a zero head): each
+    warning the session stores stands inside them, so the line read alone (export --format json) keeps its caveat."""
+    from sessions.analyses.groups import load_rules
+    from sessions.analyses.verdict import verdict_lines
+
+    monkeypatch.setattr(tests.fake_backend.FakeBackend, "reference", lambda self, batch: np.zeros_like(batch))
+    path = study(tmp_path)
+    warnings = {v["name"]: v["quality"]["reference_warnings"] for v in orjson.loads(path.read_bytes())["variants"]}
+    session = storage.load(path)
+    session.variant("fp8-all").simulated = True  # as ModelOpt's fake quantization on a CPU
+    line = next(v for v in verdict_lines(session, load_rules()) if v.startswith("fp8-all (simulated) ran on a CPU"))
+    numerics = line.split("the numerics (")[1]
+    assert warnings["fp8-all"] and all(f"quality figures say little: {w}" in numerics for w in warnings["fp8-all"])
+
+
+def test_a_study_of_two_jobs_labels_a_warning_that_holds_for_one_of_them(tmp_path, monkeypatch):
+    from sessions.reports.sections import jobs_quality_section
+
+    healthy = storage.load(study(tmp_path / "healthy"))
+    monkeypatch.setattr(tests.fake_backend.FakeBackend, "reference", lambda self, batch: np.zeros_like(batch))
+    path = study(tmp_path / "zero")
+    warnings = orjson.loads(path.read_bytes())["variants"][0]["quality"]["reference_warnings"]
+    text = jobs_quality_section([("healthy job", healthy), ("zero job", storage.load(path))])
+    assert warnings and all(f"zero job: quality figures say little: {w}" in text for w in warnings)
+    assert "healthy job: quality figures say little" not in text
+    assert text.count("random weights (") == 1  # both jobs' random weights: said once, unlabelled
