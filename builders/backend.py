@@ -81,6 +81,11 @@ class Engine(ABC):
         order and as one array (float32 CPU), or None."""
         return None
 
+    def layer_outputs(self, visit: Callable[[Any], None]) -> contextlib.AbstractContextManager[None]:
+        """While active, an eager inference (`infer` on the CPU) passes each layer's output tensors to `visit`; an
+        engine without per-layer outputs (the default) passes none."""
+        return contextlib.nullcontext()
+
     def layer_times(self, calls: int) -> dict[str, list[float]]:
         """Each layer's times (ms) as the profiler reported them over `calls` inferences, one per report
         (one per call where the layer runs once a call); only where Capabilities.layer_times."""

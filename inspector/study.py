@@ -8,6 +8,7 @@ keeps everything measured so far.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable
@@ -275,7 +276,7 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
         return
     count = inputs.image_count
     recorder.step("quality", f"{variant.name}: quality on {count} images", variant.name, saved=False)
-    outputs = np.concatenate([np.asarray(engine.infer(batch)) for batch in inputs.quality_batches])
+    outputs = quality_outputs(variant, engine, inputs)
     baseline = baselines.get(BASELINE_PRECISION)
     variant.quality = compare(reference, outputs, "fp32 (PyTorch)", inputs.image_source, count, baseline, inputs.masks)
     if variant.precision == BASELINE_PRECISION and baseline is None:
@@ -292,6 +293,22 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
     variant.quality.stress_inputs, variant.quality.stress_nonfinite = len(inputs.stress), len(failed)
     if failed:
         variant.notes.append(f"NaN or Inf on {len(failed)} of {len(inputs.stress)} stress inputs: {', '.join(failed)}")
+
+
+def quality_outputs(variant: Variant, engine: Engine, inputs: StudyInputs) -> np.ndarray:
+    """The variant's outputs on the quality images, as one array; the first image's forward and every output sampled
+    for subnormal values (`profilers.subnormal`, kept in `variant.subnormal_values`) on the way."""
+    from profilers.subnormal import Sampler
+
+    sampler = Sampler()
+    outputs = []
+    for index, batch in enumerate(inputs.quality_batches):
+        with engine.layer_outputs(sampler.visit) if index == 0 else contextlib.nullcontext():
+            outputs.append(np.asarray(engine.infer(batch)))
+    joined = np.concatenate(outputs)
+    sampler.visit(joined)
+    variant.subnormal_values = sampler.result()
+    return joined
 
 
 def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: str) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import torch
@@ -116,6 +116,21 @@ class TorchEngine(GraphTimed, Engine):
 
     def layer_ranges(self, kind: str) -> contextlib.AbstractContextManager[None]:
         return module_ranges(self._module(), kind)
+
+    @contextlib.contextmanager
+    def layer_outputs(self, visit: Callable[[Any], None]) -> Iterator[None]:
+        """Forward hooks on every leaf module: each output tensor (or each of a tuple's) goes to `visit`."""
+        def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
+            for tensor in output if isinstance(output, (tuple, list)) else (output,):
+                visit(tensor)
+
+        leaves = [m for m in self._module().modules() if next(m.children(), None) is None]
+        handles = [m.register_forward_hook(hook) for m in leaves]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
 
     def layers(self) -> list[Layer]:
         layers = []

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sessions.analyses.comparison import comparisons
+from sessions.analyses.subnormals import subnormal_lines
 from sessions.documents.model import LatencyStats, Layer, Quality, Recipe, Session, Variant
 from sessions.documents.plan import BASE_PRECISIONS
 from sessions.documents.state import unfinished_step
@@ -107,6 +108,7 @@ def session_caveats(session: Session) -> list[str]:
     state = session.environment.gpu_state if session.environment is not None else None
     if gpu_state_kind(state) == "not settled":
         lines.append(UNSETTLED_GPU.format(state=state))
+    lines += subnormal_lines(session)
     lines += quality_caveats(session)
     folded = {v.name: v.batchnorm_folded for v in session.variants
               if v.status == "ok" and v.batchnorm_folded is not None}

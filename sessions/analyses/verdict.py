@@ -8,6 +8,9 @@ A real FP8 variant on a GPU whose peaks are known also says how much of its laye
 (`sessions.analyses.roofline.fp8_floor`): launch-bound products and layers that compute no product, and apart from
 them the products far below every roof (latency bound).
 
+A verdict whose variant or baseline was timed on subnormal values says so last, naming the cause
+(`sessions.analyses.subnormals`).
+
 A simulated variant timed on a CPU gets no speed words: its time is fake quantization's on a CPU, which says
 nothing of FP8 kernels. Its line says so first (`CPU_NO_SPEED`) and then what the run did measure: the recipe,
 the numerics and the structure. Its `Verdict` still carries the speed-up and judgement for a caller that asks.
@@ -25,6 +28,7 @@ from sessions.analyses.groups import Rules, compare_groups
 from sessions.analyses.lowering import diagnose
 from sessions.analyses.noise import WITHIN
 from sessions.analyses.roofline import LATENCY_FACTOR, fp8_floor
+from sessions.analyses.subnormals import subnormal_line
 from sessions.documents.model import Session, Variant
 
 
@@ -41,12 +45,14 @@ class Verdict:
     splits: str | None
     measured: str | None = None  # set for a simulated variant timed on a CPU: what the run measured, in place of speed
     floor: str | None = None  # a real FP8 variant's time FP8 cannot speed up (roofline.fp8_floor), in words
+    subnormal: str | None = None  # either side timed on subnormal values (sessions.analyses.subnormals), in words
 
     @property
     def text(self) -> str:
         if self.measured is not None:
             return self.measured
-        return "; ".join(part for part in (self._speed(), self._group(), self.splits, self.floor) if part)
+        return "; ".join(part for part in (self._speed(), self._group(), self.splits, self.floor, self.subnormal)
+                         if part)
 
     def _speed(self) -> str:
         if self.judgement == WITHIN:
@@ -98,6 +104,7 @@ def _verdict(session: Session, c: Comparison, rules: Rules) -> Verdict:
         splits=_splits(session, variant, baseline),
         measured=cpu_measured(variant, baseline) if variant.simulated and variant.device == "cpu" else None,
         floor=floor_words(session, variant),
+        subnormal="; ".join(line for v in (baseline, variant) if (line := subnormal_line(session, v))) or None,
     )
 
 

@@ -221,6 +221,19 @@ class Quality:
 
 
 @dataclass
+class SubnormalValues:
+    """What one forward on a quality image held, sampled by `profilers.subnormal`: nonzero finite values of the
+    layers' outputs and the variant's output, and those below the smallest normal of their dtype
+    (torch.finfo(dtype).tiny), which a CPU computes many times slower. `sessions.analyses.subnormals` judges it."""
+
+    values: int  # nonzero finite values sampled
+    subnormal: int  # of those, below their dtype's smallest normal
+    tensors: int  # tensors sampled (layer outputs, the output)
+    smallest_normal: float  # the smallest normal of the widest dtype sampled, as the line names it
+    dtype: str  # that dtype (float32, ...)
+
+
+@dataclass
 class Tensor:
     name: str = ""
     dtype: DType | None = None
@@ -328,6 +341,7 @@ class Variant:
     trace: TraceSummary | None = None
     quality: Quality | None = None
     simulation: Quality | None = None  # a real-FP8 engine against the simulated variant of its recipe (same images)
+    subnormal_values: SubnormalValues | None = None  # None: not sampled (older sessions, no quality step)
     notes: list[str] = field(default_factory=list)
     command: list[str] = field(default_factory=list)  # what made this variant, where not the study's command (imports)
     # merged sessions only: the job the variant was measured in (index into Session.merge.jobs) and its
