@@ -296,10 +296,13 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
 
 
 def quality_outputs(variant: Variant, engine: Engine, inputs: StudyInputs) -> np.ndarray:
-    """The variant's outputs on the quality images, as one array; the first image's forward and every output sampled
-    for subnormal values (`profilers.subnormal`, kept in `variant.subnormal_values`) on the way."""
+    """The variant's outputs on the quality images, as one array; on a CPU, the first image's forward and every output
+    sampled for subnormal values on the way (`profilers.subnormal`, kept in `variant.subnormal_values`: a GPU computes
+    them at full speed, and its hooks' copies to the host would cost the study time for nothing)."""
     from profilers.subnormal import Sampler
 
+    if study_device(variant.device).gpu:
+        return np.concatenate([np.asarray(engine.infer(batch)) for batch in inputs.quality_batches])
     sampler = Sampler()
     outputs = []
     for index, batch in enumerate(inputs.quality_batches):

@@ -77,3 +77,27 @@ def test_a_variant_timed_on_subnormal_outputs_is_said_so_by_show_and_its_verdict
     assert len(verdicts) == 1 and verdicts[0].endswith("; " + line)
     assert not any(row.startswith("fp16 timed on subnormal") for row in out)
     assert storage.load(path).variant("fp32").subnormal_values.subnormal == 40
+
+
+class NoHooks:
+    """An engine whose layer hooks must not be asked for (they copy every layer's output to the host)."""
+
+    def infer(self, batch):
+        return np.ones((len(batch), 3), dtype=np.float32)
+
+    def layer_outputs(self, visit):
+        raise AssertionError("sampled on a GPU")
+
+
+def test_a_gpu_variants_outputs_are_not_sampled(tmp_path):
+    from inspector.study import quality_outputs
+
+    class Inputs:
+        quality_batches = (torch.ones(2, 4), torch.ones(1, 4))
+
+    for device, sampled_here in (("cuda", False), ("cpu", True)):
+        variant = Variant("fp16", "torch", "fp16", device)
+        engine = NoHooks() if not sampled_here else TorchEngine(shrinking(1.0, width=4), "cpu", torch.float32,
+                                                                torch.zeros(2, 4))
+        outputs = quality_outputs(variant, engine, Inputs())
+        assert outputs.shape[0] == 3 and (variant.subnormal_values is not None) == sampled_here
