@@ -261,6 +261,7 @@ class VariantComparison:
     judged: dict[str, int] = field(default_factory=dict)  # per kind of time change: pairs judged against their bands
     unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
     load_excused: dict[str, int] = field(default_factory=dict)  # ... judged pairs whose change the load explains
+    moved: int = 0  # layer times that gained what a neighbour lost (`moved_time`): stated, not regressions
 
     def __post_init__(self) -> None:
         # each variant's latency band: judged itself, and the drift that widens its layers' and groups' bands
@@ -314,8 +315,10 @@ class VariantComparison:
             if judged + unjudged:
                 load = self.load_excused.get(what, 0)
                 loads = f", {load} of them slower against the rest within the load's reach (stated)" if load else ""
-                notes.append(f"{self.label}: {what}s outside both sessions' bands flagged; {judged} judged{loads}, "
-                             f"{unjudged} not judged (no per-call spread stored)")
+                moved = (f", {self.moved} gaining what a neighbour lost (stated)" if what == "layer time" and self.moved
+                         else "")
+                notes.append(f"{self.label}: {what}s outside both sessions' bands flagged; {judged} judged{loads}"
+                             f"{moved}, {unjudged} not judged (no per-call spread stored)")
         return notes
 
     def _band_a(self, band: Band | None) -> Band | None:
@@ -449,6 +452,7 @@ class VariantComparison:
         ka, kb = kernels_per_layer(va), kernels_per_layer(vb)
         changes: list[Change | None] = []
         total = self._total_a()
+        timed: list[tuple[int, int, Change]] = []
         for i, j in alignment.pairs:
             la, lb = va.layers[i], vb.layers[j]
             item = lb.name if la.name == lb.name else f"{la.name} -> {lb.name}"
@@ -459,8 +463,13 @@ class VariantComparison:
                 changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
             if la.time_ms is not None and lb.time_ms is not None:
                 bands = self._band_a(layer_band(la, self._drift_a)), self._band_b(layer_band(lb, self._drift_b))
-                changes.append(self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b,
-                                          total, bands))
+                change = self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b, total,
+                                    bands)
+                changes.append(change)
+                if change is not None and change.regression:
+                    timed.append((i, j, change))
+        for i, j, change in timed:
+            self._moved_between(i, j, change)
         for i, j in alignment.fused_a.items():
             layer = va.layers[i]
             changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
@@ -486,6 +495,31 @@ class VariantComparison:
         )
         return changes
 
+    def _moved_between(self, i: int, j: int, change: Change) -> None:
+        """A layer time judged a regression that a neighbour's loss matches (`moved_time`: the layer that runs just
+        before or after it in B, or the module holding it or held by it) is stated as time moved between the two, not
+        a regression: the profiler gave one of them what the other ran (an unchanged rerun on a CPU moved 0.7 ms
+        between timm's ECA block and its last convolution)."""
+        timed: dict[str, Timed] = {}
+        for name, a, b in self._paired_times():
+            band_a, band_b = self._band_a(layer_band(a, self._drift_a)), self._band_b(layer_band(b, self._drift_b))
+            time_a, time_b = (a.time_ms or 0.0) / self.scale_a, (b.time_ms or 0.0) / self.scale_b
+            if band_a is None or band_b is None:  # judged as `_time` judges it: raw, by the threshold
+                timed[name] = (time_a, time_b, None, None)
+            else:  # at A's common level, as `_time` judged it
+                ratio = self._factor.ratio if self._factor is not None else 1.0
+                timed[name] = (time_a, time_b / ratio, band_a, without_factor(band_b, self._factor))
+        found = moved_time(self.vb.layers, j, timed, self.threshold)
+        if found is not None:
+            self.moved += 1
+            change.regression, change.verdict = False, None
+            change.note = f"{found}; {change.note}"
+
+    def _paired_times(self) -> list[tuple[str, Layer, Layer]]:
+        """B's name and both layers of each paired layer timed on both sides."""
+        return [(self.vb.layers[j].name, self.va.layers[i], self.vb.layers[j]) for i, j in self._alignment.pairs
+                if self.va.layers[i].time_ms is not None and self.vb.layers[j].time_ms is not None]
+
     def _splits(self) -> list[Change]:
         """Paired layers that split per group in B and not in A; a layer without a partner in A is not compared."""
         split_a = {flag.layer for flag in diagnose(self.va) if flag.reason == "per-group split"}
@@ -498,6 +532,40 @@ class VariantComparison:
             for flag in diagnose(self.vb)
             if flag.reason == "per-group split" and any(name not in split_a for name in partners.get(flag.layer, ()))
         ]
+
+
+Timed = tuple[float, float, Band | None, Band | None]  # a layer's time in A and in B at A's level, and their bands
+
+
+def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], threshold: float) -> str | None:
+    """Why the time layer `index` of `layers` (B's) gained is another layer's it took over, or None: a neighbour (the
+    layer before or after it, or the module holding it or held by it) lost at least half as much, and the two
+    together are not slower (`noise.judge` of their summed bands; the threshold where either has no band). `timed`:
+    each paired layer's times and bands, B's at A's level (the common factor divided out), by B's name. A layer
+    slowed alone (tenfold) finds no such neighbour."""
+    name = layers[index].name
+    a, b, band_a, band_b = timed[name]
+    near = [layers[k].name for k in (index - 1, index + 1) if 0 <= k < len(layers)]
+    near += [other for other in timed if other != name
+             and (name.startswith(other + ".") or other.startswith(name + "."))]
+    for other in dict.fromkeys(n for n in near if n in timed):
+        other_a, other_b, other_band_a, other_band_b = timed[other]
+        if b <= a or other_a - other_b < (b - a) / 2:
+            continue
+        if None in (band_a, band_b, other_band_a, other_band_b):
+            slower = threshold_verdict(a + other_a, b + other_b, threshold) == SLOWER
+        else:
+            slower = judge(_summed(band_a, other_band_a), _summed(band_b, other_band_b)) == SLOWER
+        if not slower:
+            return (f"time moved from {other} ({other_a:.4g} -> {other_b:.4g} ms): the two together "
+                    f"{a + other_a:.4g} -> {b + other_b:.4g} ms, not slower")
+    return None
+
+
+def _summed(*bands: Band | None) -> Band:
+    """The band of a sum of times: each end the sum of the bands' ends (wider than the sum's own: a cautious band)."""
+    held = [band for band in bands if band is not None]
+    return Band(sum(b.center_ms for b in held), sum(b.low_ms for b in held), sum(b.high_ms for b in held), "a sum")
 
 
 def _timed(variant: Variant) -> bool:

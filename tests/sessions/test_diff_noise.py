@@ -17,10 +17,11 @@ import pytest
 from scipy.stats import binom
 
 from inspector.cli import main
-from sessions.analyses.diff import Change, SessionDiff, diff_sessions
+from sessions.analyses.diff import Change, SessionDiff, diff_sessions, moved_time
 from sessions.analyses.groups import load_rules, role_of
+from sessions.analyses.noise import Band
 from sessions.documents import storage
-from sessions.documents.model import Session
+from sessions.documents.model import Layer, Session
 from sessions.reports.diff_report import diff_text
 from tests.conftest import H200
 
@@ -274,3 +275,57 @@ def test_a_diff_warns_where_the_gpu_states_differ(session: Session):
     assert warned(session, settled) == ["different CUDA-graph state: not recorded against settled"]
     assert warned(settled, failed) == ["different CUDA-graph state: settled against not settled"]
     assert warned(failed, failed_otherwise) == [] and warned(settled, copy.deepcopy(settled)) == []
+
+
+def _band(ms: float, spread: float = 0.05) -> Band:
+    return Band(ms, ms * (1 - spread), ms * (1 + spread), "constructed")
+
+
+def _timed(a: float, b: float) -> tuple[float, float, Band, Band]:
+    return a, b, _band(a), _band(b)
+
+
+LAYERS = [Layer(name=n, kind="Conv2d") for n in ("stem", "block", "block.conv1", "block.conv3", "head")]
+
+
+@pytest.mark.parametrize("timed, moved", [
+    # the child gains what its block loses (an unchanged rerun's attribution): stated
+    ({"block": _timed(1.0, 0.3), "block.conv3": _timed(2.8, 3.5), "stem": _timed(5, 5), "head": _timed(1, 1)},
+     "block"),
+    # the layer after it loses it instead
+    ({"block.conv3": _timed(2.8, 3.5), "head": _timed(1.0, 0.35), "block": _timed(1, 1)}, "head"),
+    # slowed tenfold alone: no neighbour lost anything like it
+    ({"block.conv3": _timed(2.8, 28.0), "block": _timed(1.0, 0.3), "head": _timed(1, 1)}, None),
+    # a neighbour lost under half of the gain (bands wide enough that the two together are not slower)
+    ({"block.conv3": (2.8, 3.5, _band(2.8, 0.3), _band(3.5, 0.3)), "block": (1.0, 0.8, _band(1.0, 0.3),
+                                                                             _band(0.8, 0.3)), "head": _timed(1, 1)},
+     None),
+    # a neighbour lost enough, but the two together are slower than their bands allow
+    ({"block.conv3": _timed(2.8, 5.0), "block": _timed(2.0, 0.8), "head": _timed(1, 1)}, None),
+    # the loss is in a layer neither next to it nor holding it
+    ({"block.conv3": _timed(2.8, 3.5), "stem": _timed(1.0, 0.3), "block": _timed(1, 1), "head": _timed(1, 1)}, None),
+])
+def test_a_layer_that_gains_what_a_neighbour_loses_is_time_moved_not_a_regression(timed, moved):
+    found = moved_time(LAYERS, 3, timed, 0.05)
+    assert (found is None) == (moved is None)
+    if moved is not None:
+        assert found.startswith(f"time moved from {moved} ")
+
+
+def test_time_moved_between_adjacent_layers_of_a_rerun_is_stated_and_a_tenfold_slowdown_still_flagged(session):
+    base = drawn(session, 1, spread=0.01)
+    layers = base.variants[0].layers
+    moved = copy.deepcopy(base)
+    giver, taker = moved.variants[0].layers[4], moved.variants[0].layers[5]  # adjacent in the variant's order
+    share = 0.3 * giver.time_ms
+    giver.call_times_ms = [t - share for t in giver.call_times_ms]
+    taker.call_times_ms = [t + share for t in taker.call_times_ms]
+    giver.time_ms, taker.time_ms = giver.time_ms - share, taker.time_ms + share
+    assert share / layers[5].time_ms > 0.05  # the premise: the taker gains past the threshold
+    diff = diff_sessions(base, moved, load_rules())
+    assert not diff.regressions
+    (stated,) = [c for c in diff.changes if c.item == taker.name and c.what == "layer time"]
+    assert stated.note.startswith(f"time moved from {giver.name} ")
+    slowed = drawn(session, 1, spread=0.01, slowed={layers[5].name: 10.0})
+    assert [c.item for c in diff_sessions(base, slowed, load_rules()).regressions if c.what == "layer time"] == [
+        layers[5].name]
