@@ -44,6 +44,7 @@ ZOO: dict[str, tuple[str, bool]] = {
     "EfficientViT-MIT": ("efficientvit_b0", True),
     "RepVGG": ("repvgg_a0", True),
     "SKNet": ("skresnet18", True),
+    "ECA-ResNet": ("ecaresnet26t", True),
     "SE-ResNeXt": ("seresnext26d_32x4d", False),
     "SENet-154": ("senet154", False),
     "SegFormer-B0": ("hf:segformer-b0", False),

@@ -222,10 +222,10 @@ def _positions(path: str, run: _Run) -> int:
 
 
 def _fed_pooled(path: str, run: _Run) -> bool:
-    shape = run.layer_in[path]
-    if isinstance(run.model.get_submodule(path), torch.nn.Linear):
-        return len(shape) == 2
-    return all(d == 1 for d in shape[2:])
+    """Whether the layer's input holds no positions: past the batch, its size is the size of its largest dimension
+    (flat features, 1 x 1 maps, a (N, 1, C) row of pooled channels)."""
+    shape = run.layer_in[path][1:]
+    return shape.numel() == max(shape, default=1)
 
 
 def _pooled_from_positions(path: str, run: _Run, graph: _Graph) -> bool:

@@ -7,7 +7,8 @@ produced each tensor from which. From that:
 - stem, stages, head: builders.models.trunk (the stem before the first block, stages at each drop of the
   trunk's resolution, the head after global pooling);
 - first stage: the layers of stage 1;
-- squeeze-excitation: a convolution fed a 1 x 1 map, or a linear fed flat (N, C) features, outside the head, where
+- squeeze-excitation: a convolution or linear fed pooled features (flat, 1 x 1 maps, or one row of them: ECA's Conv1d
+  reads (N, 1, C)), outside the head, where
   those features were pooled from positions (a mean, a pooling: the nearest op upstream that read more than pooled
   features), not selected from them (a class token, `x[:, 0]`);
 - attention output projection: a linear fed (through reshapes) a product of two activations that is itself computed
@@ -387,6 +388,6 @@ def _assign_roles(recorder: _Recorder, stages: dict[str, str]) -> None:
 
 
 def _pooled(node: LayerNode) -> bool:
-    if node.op == "conv":
-        return len(node.input_shape) > 2 and all(d == 1 for d in node.input_shape[2:])
-    return len(node.input_shape) == 2
+    """Whether the layer is fed pooled features (`_pooled_shape`): flat features, 1 x 1 maps, or one row of them
+    (ECA's Conv1d reads the channels pooled from positions as (N, 1, C): C is channels there, not positions)."""
+    return _pooled_shape(torch.Size(node.input_shape))

@@ -51,7 +51,7 @@ class TrunkRecord:
     calls: dict[str, ModuleCall]
     children: dict[str, list[str]]  # module path -> its children's paths, in declaration order
     positions: dict[int, int]  # layer -> spatial positions of its output (1: pooled)
-    pooled_input: dict[int, bool]  # layer -> fed a 1 x 1 map or flat features
+    pooled_input: dict[int, bool]  # layer -> fed pooled features: flat, 1 x 1 maps or one row of them (N, 1, C)
     reads_input: dict[int, bool]  # layer -> a convolution the model's input reaches through no other layer
     feeders: dict[int, set[int]]  # layer -> the nearest layers upstream of its input
     last_unpooled: int  # sequence number of the last operation whose output is not pooled
