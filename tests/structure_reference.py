@@ -8,6 +8,7 @@ and autograd sequence numbers to tell which graph nodes a module made.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
@@ -107,7 +108,8 @@ class _Graph:
     def __init__(self, run: _Run, output: torch.Tensor) -> None:
         self.layer_of = {id(node): p for p, node in run.out_node.items() if node is not None}
         self.input_leaf: set[int] = set()
-        nodes: dict[int, Any] = {}
+        self.nodes: dict[int, Any] = {}
+        nodes = self.nodes
         stack = [output.grad_fn]
         while stack:
             node = stack.pop()
@@ -228,18 +230,60 @@ def _fed_pooled(path: str, run: _Run) -> bool:
     return shape.numel() == max(shape, default=1)
 
 
-def _pooled_from_positions(path: str, run: _Run, graph: _Graph) -> bool:
-    """Whether the layer's input comes, back along its first computed input, from a reduction node (a mean, a
-    pooling) before any node that selects positions (a class token)."""
+def _weighted_sum(node: Any) -> bool:
+    """Whether `node` is a product that wrote fewer elements than its largest operand (attention pooling over
+    positions: a map's (C, HW) times softmax weights (HW, 1))."""
+    if not any(k in type(node).__name__ for k in PRODUCT_NODES):
+        return False
+    operands = [getattr(node, a) for a in dir(node) if a.startswith("_saved_") and a != "_saved_tensors"]
+    sizes = [t.numel() for t in operands if isinstance(t, torch.Tensor)]
+    return bool(sizes) and math.prod(node._input_metadata[0].shape) < max(sizes)
+
+
+def _pooling_node(path: str, run: _Run, graph: _Graph) -> Any:
+    """The reduction node (a mean, a pooling, a weighted sum) the layer's input comes from, back along its first
+    computed input, before any node that selects positions (a class token); None where there is none."""
     node = run.in_node[path]
     while node is not None and graph.computed.get(id(node)):
         name = type(node).__name__
         if any(k in name for k in SELECT_NODES):
-            return False
-        if any(k in name for k in REDUCE_NODES):
-            return True
+            return None
+        if any(k in name for k in REDUCE_NODES) or _weighted_sum(node):
+            return node
         node = next((n for n, _ in node.next_functions if n is not None and graph.computed.get(id(n))), None)
-    return False
+    return None
+
+
+def _since(start: Any, floor: int, graph: _Graph) -> set[int]:
+    """Ids of the computed nodes behind `start` (itself included) made at sequence number `floor` or later."""
+    found: set[int] = set()
+    pending = [start]
+    while pending:
+        node = pending.pop()
+        if (node is None or id(node) in found or not graph.computed.get(id(node))
+                or type(node).__name__ == "AccumulateGrad" or node._sequence_nr() < floor):
+            continue
+        found.add(id(node))
+        pending.extend(n for n, _ in node.next_functions)
+    return found
+
+
+def _gating(run: _Run, graph: _Graph, pooled: dict[str, Any]) -> set[str]:
+    """Layers of `pooled` (layer -> its reduction node) whose output one factor of a Mul node was computed from,
+    after the other factor, where the reduction read that other factor or what was computed from it."""
+    found: set[str] = set()
+    for node in graph.nodes.values():
+        factors = [n for n, _ in node.next_functions if n is not None and graph.computed.get(id(n))]
+        if "MulBackward" not in type(node).__name__ or len({id(f) for f in factors}) != 2:
+            continue
+        for gated, gate in (factors, factors[::-1]):
+            floor = gated._sequence_nr() if type(gated).__name__ != "AccumulateGrad" else 0
+            behind_gate = _since(gate, floor + 1, graph)
+            for path, reduction in pooled.items():
+                read = next(n for n, _ in reduction.next_functions if n is not None and graph.computed.get(id(n)))
+                if id(run.out_node[path]) in behind_gate and id(gated) in _since(read, floor, graph):
+                    found.add(path)
+    return found
 
 
 def _second_product(path: str, node: Any, run: _Run, graph: _Graph) -> bool:
@@ -294,7 +338,10 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
         stages.setdefault(label, []).extend(unit.layers)
     head = set(stages.get("head", []))
     linears = [p for p in run.layer_out if isinstance(model.get_submodule(p), torch.nn.Linear)]
-    se = [p for p in run.layer_out if p not in head and _fed_pooled(p, run) and _pooled_from_positions(p, run, graph)]
+    pooled = {p: node for p in run.layer_out if p not in head and _fed_pooled(p, run)
+              and (node := _pooling_node(p, run, graph)) is not None}
+    gating = _gating(run, graph, pooled)
+    se = [p for p in pooled if p in gating]
     attention = []
     for p in linears:
         node = _via_views(run.in_node[p])

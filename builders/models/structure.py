@@ -9,8 +9,10 @@ produced each tensor from which. From that:
 - first stage: the layers of stage 1;
 - squeeze-excitation: a convolution or linear fed pooled features (flat, 1 x 1 maps, or one row of them: ECA's Conv1d
   reads (N, 1, C)), outside the head, where
-  those features were pooled from positions (a mean, a pooling: the nearest op upstream that read more than pooled
-  features), not selected from them (a class token, `x[:, 0]`);
+  those features were pooled from positions (a mean, a pooling, a weighted sum: the nearest op upstream that read
+  more than pooled features), not selected from them (a class token, `x[:, 0]`), and where what the layer computes
+  multiplies the tensor they were pooled from, or one it was computed from (a channel gate: x * sigmoid(...));
+  pooled features added to the map (a global context block's `x + mlp(context)`) gate nothing;
 - attention output projection: a linear fed (through reshapes) a product of two activations that is itself computed
   from another such product (softmax(QK) @ V: the attention weights come from Q @ K^T), or fed
   scaled_dot_product_attention; the second product is looked for among what the innermost module around the linear
@@ -41,6 +43,7 @@ PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatte
                 "type", "unflatten", "squeeze", "unsqueeze", *INFERENCE_IDENTITIES}
 FUSED_ATTENTION = {"scaled_dot_product_attention"}
 MATMULS = {"matmul", "bmm", "__matmul__", "einsum", "baddbmm", *FUSED_ATTENTION}
+GATES = {"mul", "mul_", "__mul__", "__rmul__", "__imul__"}
 # ops that pick positions out of a tensor rather than pool them: features they give are not pooled features
 SELECTIONS = {"__getitem__", "select", "narrow", "index_select", "gather", "take", "take_along_dim", "unbind", "split",
               "chunk", "tensor_split"}
@@ -158,7 +161,9 @@ class _Recorder(TorchFunctionMode):
         self.attention: set[str] = set()
         self.made: dict[int, tuple[str, list[torch.Tensor]]] = {}
         self.made_at: dict[int, int] = {}  # id(tensor) -> sequence number of the call that made it
-        self.reduced_input: set[str] = set()  # layers fed features pooled from positions (`reduced`)
+        self.reduced_input: dict[str, torch.Tensor] = {}  # layer fed features pooled from positions -> pooled from
+        self.layer_outputs: dict[int, str] = {}  # id(layer output) -> layer path
+        self.gating: set[str] = set()  # layers whose pooled features gate the tensor they were pooled from (`gate`)
         self.derived: set[int] = {id(example)}  # tensors computed from the input
         self.keep: list[Any] = [example]  # tensors kept alive, so ids stay unique
 
@@ -191,6 +196,8 @@ class _Recorder(TorchFunctionMode):
                 self.keep.append(out)
         if not _pooled_shape(outputs[0].shape):
             self.last_unpooled = seq
+        if name in GATES:
+            self.gate(inputs)
         return result
 
     def origin(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -201,18 +208,62 @@ class _Recorder(TorchFunctionMode):
             name, inputs = self.made.get(id(tensor), ("", []))
         return tensor
 
-    def reduced(self, tensor: torch.Tensor) -> bool:
-        """Whether pooled features `tensor` were pooled from positions: made, through ops on pooled features alone,
-        by an op that read more than pooled features, wrote fewer elements than it read (a reshape that folds
-        positions into the batch pools nothing) and does not select positions (`SELECTIONS`)."""
+    def pooled_from(self, tensor: torch.Tensor) -> torch.Tensor | None:
+        """The tensor with positions that pooled features `tensor` were pooled from: the one read by the op that
+        made them, through ops on pooled features alone, where that op read more than pooled features, wrote fewer
+        elements than it read (a reshape that folds positions into the batch pools nothing) and does not select
+        positions (`SELECTIONS`); None where they were not pooled from positions."""
         while True:
             name, inputs = self.made.get(id(tensor), ("", []))
             source = next((t for t in inputs if id(t) in self.derived), None)
             if source is None:
-                return False  # the model's input, or made from constants
+                return None  # the model's input, or made from constants
             if not _pooled_shape(source.shape):
-                return name not in SELECTIONS and tensor.numel() < source.numel()
+                return source if name not in SELECTIONS and tensor.numel() < source.numel() else None
             tensor = source
+
+    def gate(self, inputs: list[torch.Tensor]) -> None:
+        """A multiply of two computed tensors: where one factor was computed, after the other was made, by layers fed
+        features pooled from that other factor (or from what was computed from it), those layers gate it
+        (`gating`: squeeze-excitation, ECA, selective kernel attention)."""
+        computed = [t for t in inputs if id(t) in self.derived]
+        if len(computed) != 2 or computed[0] is computed[1]:
+            return
+        for gated, factor in (computed, computed[::-1]):
+            after = self.made_at.get(id(gated), 0)
+            for path in self._layers_behind(factor, after):
+                if self._computed_from(self.reduced_input[path], gated, after):
+                    self.gating.add(path)
+
+    def _layers_behind(self, tensor: torch.Tensor, after: int) -> set[str]:
+        """Layers fed features pooled from positions whose outputs `tensor` was computed from, by calls after
+        sequence number `after`."""
+        found: set[str] = set()
+        pending, seen = [tensor], set()
+        while pending:
+            current = pending.pop()
+            if id(current) in seen or self.made_at.get(id(current), 0) <= after:
+                continue
+            seen.add(id(current))
+            path = self.layer_outputs.get(id(current))
+            if path in self.reduced_input:
+                found.add(path)
+            pending.extend(t for t in self.made[id(current)][1] if id(t) in self.derived)
+        return found
+
+    def _computed_from(self, tensor: torch.Tensor, target: torch.Tensor, after: int) -> bool:
+        """Whether `tensor` is `target` or was computed from it by calls after sequence number `after` (when `target`
+        was made)."""
+        pending, seen = [tensor], set()
+        while pending:
+            current = pending.pop()
+            if current is target:
+                return True
+            if id(current) in seen or self.made_at.get(id(current), 0) <= after:
+                continue
+            seen.add(id(current))
+            pending.extend(t for t in self.made[id(current)][1] if id(t) in self.derived)
+        return False
 
     def attention_output(self, source: torch.Tensor) -> bool:
         """Whether `source`, a linear's input, is attention's output (module docstring): a product of two activations
@@ -288,8 +339,10 @@ class _Recorder(TorchFunctionMode):
         channels = output.shape[1] if op == "conv" else output.shape[-1]
         self.positions[seq] = output.numel() // max(channels, 1)  # windows folded into the batch count too
         self.pooled_input[seq] = _pooled(node)
-        if self.pooled_input[seq] and self.reduced(source):
-            self.reduced_input.add(path)
+        pooled_from = self.pooled_from(source) if self.pooled_input[seq] else None
+        if pooled_from is not None:
+            self.reduced_input[path] = pooled_from
+        self.layer_outputs[id(output)] = path
         self.feeders[seq] = set(self.frontier.get(id(source), frozenset()))
         # the model's input reaches it through no other layer (a convolution of an input-shaped map does not)
         self.reads_input[seq] = op == "conv" and id(source) in self.derived and not self.feeders[seq]
@@ -381,7 +434,7 @@ def _assign_roles(recorder: _Recorder, stages: dict[str, str]) -> None:
             continue
         if stage == first:
             node.roles.add("first-stage")
-        if node.path in recorder.reduced_input:
+        if node.path in recorder.gating:
             node.roles.add("squeeze-excitation")
         if node.path in recorder.attention:
             node.roles.add("attention-output")

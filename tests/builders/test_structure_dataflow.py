@@ -18,6 +18,7 @@ from tests.structure_reference import read_at_input_size
 
 timm = pytest.importorskip("timm")
 LAYERS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)
+SE = "squeeze-excitation"
 
 
 def test_eca_reads_pooled_channels_as_a_row_and_changes_no_resolution():
@@ -32,3 +33,74 @@ def test_eca_reads_pooled_channels_as_a_row_and_changes_no_resolution():
     reading = read_at_input_size(model, size, None).stages
     for stages_found in (found, reading):
         assert {k: sorted(v) for k, v in stages_found.items() if k.startswith("stage")} == expected
+
+
+def _layers_in(model: torch.nn.Module, classes: tuple[type, ...], child: str = "") -> set[str]:
+    """Convolutions and linears inside the instances of `classes` (inside their child `child`, where given)."""
+    blocks = [f"{p}.{child}" if child else p for p, m in model.named_modules() if isinstance(m, classes)]
+    return {p for p, m in model.named_modules() if isinstance(m, LAYERS) and any(p.startswith(b + ".") for b in blocks)}
+
+
+def _se_layers(model: torch.nn.Module, size: tuple[int, ...]) -> tuple[set[str], set[str]]:
+    """Squeeze-excitation layers as the tool finds them and as the independent reading does."""
+    found = model_structure(model, torch.zeros(1, *size)).paths(role=SE)
+    return set(found), set(read_at_input_size(model, size, None).squeeze_excitation)
+
+
+def test_eca_channel_attention_is_squeeze_excitation():
+    """ecaresnet26t's EcaModule: mean over positions, a Conv1d across the channels, a sigmoid gating those channels."""
+    model, size = load_meta("ecaresnet26t")
+    expected = _layers_in(model, (timm.layers.EcaModule,))
+    assert expected and _se_layers(model, size) == (expected, expected)
+
+
+class _Context(torch.nn.Module):
+    """timm's GlobalContext with both fusions: `mlp_scale` gates the channels (x * sigmoid), `mlp_add` is added."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 32, 3, padding=1)
+        self.context = timm.layers.GlobalContext(32, fuse_add=True, fuse_scale=True)
+        self.fc = torch.nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.context(self.stem(x)).mean((2, 3)))
+
+
+@pytest.mark.parametrize("use_attn", [True, False])
+def test_pooled_features_added_to_the_map_are_not_squeeze_excitation(use_attn):
+    """Pooled (by a mean or by attention over positions) features that gate the map's channels are squeeze-excitation;
+    the same features added to the map are not: no multiplicative gate."""
+    model = _Context().to("meta").eval()
+    if not use_attn:
+        model.context.conv_attn = None
+    expected = _layers_in(model, (timm.layers.GlobalContext,), "mlp_scale")
+    assert expected and _se_layers(model, (3, 16, 16)) == (expected, expected)
+
+
+def test_a_global_context_block_that_only_adds_is_not_squeeze_excitation():
+    """gcresnext26ts: every GlobalContext block fuses by addition only (timm: mlp_scale is None)."""
+    model, size = load_meta("gcresnext26ts")
+    blocks = [m for m in model.modules() if isinstance(m, timm.layers.GlobalContext)]
+    assert blocks and all(b.mlp_scale is None and b.mlp_add is not None for b in blocks)
+    assert _se_layers(model, size) == (set(), set())
+
+
+class _CrossGate(torch.nn.Module):
+    """Features pooled from one branch gate another branch, not computed from the first: no squeeze-excitation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.excite, self.after = torch.nn.Conv2d(8, 8, 1), torch.nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gated = self.a(x) * torch.sigmoid(self.excite(self.b(x).mean((2, 3), keepdim=True)))
+        return self.fc(self.after(gated).mean((2, 3)))
+
+
+def test_pooled_features_gating_another_tensor_are_not_squeeze_excitation():
+    model = _CrossGate().to("meta").eval()
+    assert model_structure(model, torch.zeros(1, 3, 16, 16)).stages["excite"] == "stage 1"  # not the head's
+    assert _se_layers(model, (3, 16, 16)) == (set(), set())
