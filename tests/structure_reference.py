@@ -307,6 +307,23 @@ def _second_product(path: str, node: Any, run: _Run, graph: _Graph) -> bool:
     return False
 
 
+def _spatial(tensor: Any) -> bool:
+    return tensor is not None and sum(d > 1 for d in tensor.shape[1:]) > 1
+
+
+def _last_trunk_call(run: _Run, graph: _Graph, output: torch.Tensor) -> int:
+    """Post-hook position of the trunk's last module: where the output has no positions (logits), the latest module
+    with a spatial output that a classifier (a layer nearest the output in the graph) has behind its input; else the
+    latest module with a spatial output."""
+    spatial = [c for c in run.calls.values() if _spatial(c.out)]
+    if not _spatial(output):
+        behind: set[int] = set()
+        for layer in graph.feeders(output.grad_fn):
+            behind |= _since(run.in_node[layer], 0, graph)
+        spatial = [c for c in spatial if id(c.out.grad_fn) in behind] or spatial
+    return max(c.last for c in spatial)
+
+
 def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | None = None) -> Reading:
     """Stem, stages, head and roles of `model` on `example` (meta tensors)."""
     example = example.detach().requires_grad_(True)
@@ -314,8 +331,7 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
     run.run()
     output = _first_tensor(run.calls[""].out)
     graph = _Graph(run, output)
-    spatial = [c.last for c in run.calls.values() if c.out is not None and sum(d > 1 for d in c.out.shape[1:]) > 1]
-    trunk = _Trunk(run, graph, head_roots, max(spatial))
+    trunk = _Trunk(run, graph, head_roots, _last_trunk_call(run, graph, output))
     units = trunk.units()
     first = next((i for i, (u, s) in enumerate(units) if trunk.chained(u) and (s or trunk.merges(u))), None)
     if first is None:

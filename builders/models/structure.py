@@ -163,6 +163,7 @@ class _Recorder(TorchFunctionMode):
         self.made_at: dict[int, int] = {}  # id(tensor) -> sequence number of the call that made it
         self.reduced_input: dict[str, torch.Tensor] = {}  # layer fed features pooled from positions -> pooled from
         self.layer_outputs: dict[int, str] = {}  # id(layer output) -> layer path
+        self.layer_inputs: dict[int, torch.Tensor] = {}  # layer sequence number -> its input
         self.gating: set[str] = set()  # layers whose pooled features gate the tensor they were pooled from (`gate`)
         self.derived: set[int] = {id(example)}  # tensors computed from the input
         self.keep: list[Any] = [example]  # tensors kept alive, so ids stay unique
@@ -221,6 +222,33 @@ class _Recorder(TorchFunctionMode):
             if not _pooled_shape(source.shape):
                 return source if name not in SELECTIONS and tensor.numel() < source.numel() else None
             tensor = source
+
+    def trunk_end(self, output_id: int | None) -> int:
+        """Sequence number of the trunk's last op: where the model's output is pooled (logits), the latest op that
+        made the features its classifiers (the layers nearest upstream of the output) read, through pooled features,
+        reshapes and selections (`_features_made`), so a classifier applied to every position and reduced after
+        (VOLO's aux_head, then a max over tokens) is the head's; else the last op whose output is not pooled."""
+        output = next((t for t in self.keep if id(t) == output_id), None) if output_id is not None else None
+        if output is None or not _pooled_shape(output.shape):
+            return self.last_unpooled
+        ends = [self._features_made(self.layer_inputs[s]) for s in self.frontier.get(id(output), frozenset())]
+        return max(ends, default=self.last_unpooled)
+
+    def _features_made(self, tensor: torch.Tensor) -> int:
+        """When the features behind `tensor` were made: the latest sequence number of the tensors with positions
+        that `tensor` was computed from through pooled features, reshapes and selections alone (0: the input)."""
+        latest, pending, seen = 0, [tensor], set()
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            name, inputs = self.made.get(id(current), ("", []))
+            if _pooled_shape(current.shape) or name in PASS_THROUGH or name in SELECTIONS:
+                pending.extend(t for t in inputs if id(t) in self.derived)
+            else:
+                latest = max(latest, self.made_at.get(id(current), 0))
+        return latest
 
     def gate(self, inputs: list[torch.Tensor]) -> None:
         """A multiply of two computed tensors: where one factor was computed, after the other was made, by layers fed
@@ -343,6 +371,7 @@ class _Recorder(TorchFunctionMode):
         if pooled_from is not None:
             self.reduced_input[path] = pooled_from
         self.layer_outputs[id(output)] = path
+        self.layer_inputs[seq] = source
         self.feeders[seq] = set(self.frontier.get(id(source), frozenset()))
         # the model's input reaches it through no other layer (a convolution of an input-shaped map does not)
         self.reads_input[seq] = op == "conv" and id(source) in self.derived and not self.feeders[seq]
@@ -393,7 +422,7 @@ def _analyse(model: torch.nn.Module, example: torch.Tensor) -> ModelStructure:
         },
         positions=recorder.positions, pooled_input=recorder.pooled_input, reads_input=recorder.reads_input,
         feeders=recorder.feeders,
-        last_unpooled=recorder.last_unpooled, head_roots=_hf_head_roots(model),
+        trunk_end=recorder.trunk_end(recorder.calls[""].output_id), head_roots=_hf_head_roots(model),
     )
     stages = module_stages(record)
     _assign_roles(recorder, stages)

@@ -14,8 +14,11 @@ Contract, in terms of what ran (never of names):
   and the units up to the last one whose layers read the input);
 - stages: from the first block on, a new stage starts at each unit that hands on a lower resolution (fewer
   positions out of its last convolution or linear not fed pooled features) than any unit before it;
-- head: every module called after the last operation whose output is not pooled (global pooling and
-  what follows it); for a Hugging Face task model, what lies outside its base model.
+- head: every module called after the trunk's last operation: where the model's output is pooled (logits), the
+  latest that made the features its classifiers (the layers nearest upstream of the output) read through pooled
+  features, reshapes and selections (global pooling, a class token), so a classifier applied to every position and
+  reduced after it is the head's; else the last operation whose output is not pooled; for a Hugging Face task model,
+  what lies outside its base model.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class TrunkRecord:
     pooled_input: dict[int, bool]  # layer -> fed pooled features: flat, 1 x 1 maps or one row of them (N, 1, C)
     reads_input: dict[int, bool]  # layer -> a convolution the model's input reaches through no other layer
     feeders: dict[int, set[int]]  # layer -> the nearest layers upstream of its input
-    last_unpooled: int  # sequence number of the last operation whose output is not pooled
+    trunk_end: int  # sequence number of the trunk's last operation (structure's `_Recorder.trunk_end`)
     head_roots: set[str] | None = None  # modules outside a Hugging Face base model, where there is one
 
 
@@ -132,7 +135,7 @@ def _trunk_positions(record: TrunkRecord, unit: ModuleCall) -> int | None:
 def _in_head(record: TrunkRecord, call: ModuleCall) -> bool:
     if record.head_roots is not None:
         return any(call.path == h or call.path.startswith(h + ".") for h in record.head_roots)
-    return call.start > record.last_unpooled
+    return call.start > record.trunk_end
 
 
 def unit_stages(record: TrunkRecord) -> list[tuple[ModuleCall, str]]:

@@ -14,7 +14,8 @@ import torch
 
 from benchmarks.recipe_zoo import load_meta
 from builders.models.structure import model_structure
-from tests.structure_reference import read_at_input_size
+from builders.recipes.fp8 import select
+from tests.structure_reference import read, read_at_input_size
 
 timm = pytest.importorskip("timm")
 LAYERS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)
@@ -104,3 +105,32 @@ def test_pooled_features_gating_another_tensor_are_not_squeeze_excitation():
     model = _CrossGate().to("meta").eval()
     assert model_structure(model, torch.zeros(1, 3, 16, 16)).stages["excite"] == "stage 1"  # not the head's
     assert _se_layers(model, (3, 16, 16)) == (set(), set())
+
+
+def test_volo_classifiers_are_its_head_though_a_max_over_tokens_follows_one():
+    """volo_d1_224: timm names its classifiers (`pretrained_cfg["classifier"]`: head, aux_head); aux_head reads every
+    token and a max over them follows it, after `head` ran. Recipe `all` keeps both out."""
+    model, size = load_meta("volo_d1_224")
+    expected = set(model.pretrained_cfg["classifier"])
+    structure = model_structure(model, torch.zeros(1, *size))
+    assert set(structure.paths(role="head")) == expected
+    assert set(read_at_input_size(model, size, None).stages["head"]) == expected
+    assert not expected & set(select(structure, "all", []).quantized)
+
+
+class _ClassifyThenPool(torch.nn.Module):
+    """A 1 x 1 convolution classifies every position, then a global max pools the logits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 3, padding=1))
+        self.classify = torch.nn.Conv2d(8, 5, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classify(torch.relu(self.body(x))).amax((2, 3))
+
+
+def test_a_classifier_before_the_global_pooling_is_the_head():
+    model = _ClassifyThenPool().to("meta").eval()
+    assert model_structure(model, torch.zeros(1, 3, 16, 16)).paths(role="head") == ["classify"]
+    assert read(model, torch.zeros(1, 3, 16, 16, device="meta")).stages["head"] == ["classify"]
