@@ -286,6 +286,24 @@ def _gating(run: _Run, graph: _Graph, pooled: dict[str, Any]) -> set[str]:
     return found
 
 
+def _past_local_add(node: Any, run: _Run, graph: _Graph) -> Any:
+    """`node`, or, where it is an AddBackward of two computed nodes, the one that is (through views) a product node
+    when the other was made after the innermost module call around that product began (attn @ v + q in one module;
+    not the residual stream, made before)."""
+    kids = [n for n, _ in node.next_functions if n is not None and graph.computed.get(id(n))] if node else []
+    if node is None or "AddBackward" not in type(node).__name__ or len({id(k) for k in kids}) != 2:
+        return node
+    for kid, other in (kids, kids[::-1]):
+        product = _via_views(kid)
+        if product is None or not any(k in type(product).__name__ for k in PRODUCT_NODES):
+            continue
+        seq = product._sequence_nr()
+        began = max((c.begin for c in run.calls.values() if c.begin < seq < c.finish), default=-1)
+        if type(other).__name__ != "AccumulateGrad" and other._sequence_nr() > began:
+            return product
+    return node
+
+
 def _second_product(path: str, node: Any, run: _Run, graph: _Graph) -> bool:
     """Whether product `node` (feeding linear `path`) is fused attention or has, among the nodes made since the
     innermost module around `path` that began before it, another product of two computed tensors behind it."""
@@ -360,7 +378,7 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
     se = [p for p in pooled if p in gating]
     attention = []
     for p in linears:
-        node = _via_views(run.in_node[p])
+        node = _past_local_add(_via_views(run.in_node[p]), run, graph)
         if node is not None and any(k in type(node).__name__ for k in PRODUCT_NODES) and _second_product(
                 p, node, run, graph):
             attention.append(p)

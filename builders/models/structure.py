@@ -13,8 +13,9 @@ produced each tensor from which. From that:
   more than pooled features), not selected from them (a class token, `x[:, 0]`), and where what the layer computes
   multiplies the tensor they were pooled from, or one it was computed from (a channel gate: x * sigmoid(...));
   pooled features added to the map (a global context block's `x + mlp(context)`) gate nothing;
-- attention output projection: a linear fed (through reshapes) a product of two activations that is itself computed
-  from another such product (softmax(QK) @ V: the attention weights come from Q @ K^T), or fed
+- attention output projection: a linear fed (through reshapes, and through an add of a tensor made inside the
+  module call that made the product: MViTv2's residual pooling, attn @ v + q) a product of two activations that is
+  itself computed from another such product (softmax(QK) @ V: the attention weights come from Q @ K^T), or fed
   scaled_dot_product_attention; the second product is looked for among what the innermost module around the linear
   computed, from its start on (a product of Q and K alone, fed to a linear that mixes heads, is not attention
   output);
@@ -43,6 +44,7 @@ PASS_THROUGH = {"view", "reshape", "permute", "transpose", "contiguous", "flatte
                 "type", "unflatten", "squeeze", "unsqueeze", *INFERENCE_IDENTITIES}
 FUSED_ATTENTION = {"scaled_dot_product_attention"}
 MATMULS = {"matmul", "bmm", "__matmul__", "einsum", "baddbmm", *FUSED_ATTENTION}
+ADDS = {"add", "add_", "__add__", "__radd__", "__iadd__"}
 GATES = {"mul", "mul_", "__mul__", "__rmul__", "__imul__"}
 # ops that pick positions out of a tensor rather than pool them: features they give are not pooled features
 SELECTIONS = {"__getitem__", "select", "narrow", "index_select", "gather", "take", "take_along_dim", "unbind", "split",
@@ -161,6 +163,7 @@ class _Recorder(TorchFunctionMode):
         self.attention: set[str] = set()
         self.made: dict[int, tuple[str, list[torch.Tensor]]] = {}
         self.made_at: dict[int, int] = {}  # id(tensor) -> sequence number of the call that made it
+        self.scope: dict[int, int] = {}  # id(tensor) -> start of the innermost module call that made it
         self.reduced_input: dict[str, torch.Tensor] = {}  # layer fed features pooled from positions -> pooled from
         self.layer_outputs: dict[int, str] = {}  # id(layer output) -> layer path
         self.layer_inputs: dict[int, torch.Tensor] = {}  # layer sequence number -> its input
@@ -193,6 +196,7 @@ class _Recorder(TorchFunctionMode):
             if not any(out is i for i in inputs):
                 self.made[id(out)] = (name, inputs)
                 self.made_at[id(out)] = seq
+                self.scope[id(out)] = self.calls[self.stack[-1]].start if self.stack else 0
                 self.derived.add(id(out))
                 self.keep.append(out)
         if not _pooled_shape(outputs[0].shape):
@@ -297,7 +301,7 @@ class _Recorder(TorchFunctionMode):
         """Whether `source`, a linear's input, is attention's output (module docstring): a product of two activations
         computed from another such product inside the innermost module call around the linear that began before it,
         or fused attention."""
-        made = self.origin(source)
+        made = self._through_add(self.origin(source))
         name, inputs = self.made.get(id(made), ("", []))
         if not _product(name, inputs, self.derived):
             return False
@@ -306,6 +310,22 @@ class _Recorder(TorchFunctionMode):
         at = self.made_at[id(made)]
         since = next((self.calls[p].start for p in reversed(self.stack) if self.calls[p].start < at), 0)
         return self._product_behind(inputs, since)
+
+    def _through_add(self, made: torch.Tensor) -> torch.Tensor:
+        """`made`, or, where an add of two computed tensors made it, the operand that is (through reshapes) a product
+        of two activations, where the other operand was made inside the module call that made the product
+        (MViTv2's residual pooling: attn @ v + q); the residual stream, made before that call, is not followed."""
+        name, inputs = self.made.get(id(made), ("", []))
+        computed = [t for t in inputs if id(t) in self.derived]
+        if name not in ADDS or len(computed) != 2:
+            return made
+        for operand, other in (computed, computed[::-1]):
+            product = self.origin(operand)
+            p_name, p_inputs = self.made.get(id(product), ("", []))
+            if (_product(p_name, p_inputs, self.derived)
+                    and self.made_at.get(id(other), 0) > self.scope.get(id(product), 0)):
+                return product
+        return made
 
     def _product_behind(self, tensors: list[torch.Tensor], since: int) -> bool:
         """Whether any of `tensors` was computed, by calls after sequence number `since`, from a product of two

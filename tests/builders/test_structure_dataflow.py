@@ -134,3 +134,51 @@ def test_a_classifier_before_the_global_pooling_is_the_head():
     model = _ClassifyThenPool().to("meta").eval()
     assert model_structure(model, torch.zeros(1, 3, 16, 16)).paths(role="head") == ["classify"]
     assert read(model, torch.zeros(1, 3, 16, 16, device="meta")).stages["head"] == ["classify"]
+
+
+def test_mvitv2_attention_output_is_found_through_its_residual_pooling():
+    """mvitv2_tiny's MultiScaleAttention adds its query to attn @ v (residual pooling), then projects: `proj`."""
+    model, size = load_meta("mvitv2_tiny")
+    expected = {f"{p}.proj" for p, m in model.named_modules() if isinstance(m, timm.models.mvitv2.MultiScaleAttention)}
+    assert expected and set(model_structure(model, torch.zeros(1, *size)).paths(role="attention-output")) == expected
+    assert set(read_at_input_size(model, size, None).attention_output) == expected
+
+
+class _RawAttention(torch.nn.Module):
+    """Attention without an output projection: softmax(Q K^T) V."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).chunk(3, -1)
+        return (q @ k.transpose(-2, -1)).softmax(-1) @ v
+
+
+class _ResidualBlock(torch.nn.Module):
+    """The residual stream plus raw attention, then an MLP: fc1 reads the residual stream, not attention's output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn, self.fc1, self.fc2 = _RawAttention(), torch.nn.Linear(16, 32), torch.nn.Linear(32, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(x)
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class _Tokens(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.blocks = torch.nn.Conv2d(3, 16, 4, 4), torch.nn.Sequential(_ResidualBlock(), _ResidualBlock())
+        self.head = torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.embed(x).flatten(2).transpose(1, 2)).mean(1))
+
+
+def test_an_add_of_the_residual_stream_and_attention_is_not_attention_output():
+    model = _Tokens().to("meta").eval()
+    assert model_structure(model, torch.zeros(1, 3, 16, 16)).paths(role="attention-output") == []
+    assert read(model, torch.zeros(1, 3, 16, 16, device="meta")).attention_output == []
