@@ -4,6 +4,8 @@ functions its own forward calls (not those its children call) and what each of t
 A module's own time is one layer's time, so it gets one op: the op of the work that takes that time.
 - Where its own forward calls a convolution, linear, attention, matmul or recurrent layer (LSTM, GRU, RNN: torch's
   fused kernels), that op names it (`COMPUTE`, in this order): such a call outweighs the memory-bound ops around it.
+- Else, where it computes the statistic a normalization scales by (`STATISTICS`: a norm, a variance, a reciprocal
+  square root), it is a normalization, written by hand (GlobalResponseNorm, RMSNorm).
 - Otherwise the op whose calls move the most elements (`call_cost`) names it: an Inception block that pools its
   input (a 3 x 3 window read for every output) and concatenates its branches is pooling, not a concatenation; a
   MixNet convolution that only splits and concatenates is a concatenation; a residual add is elementwise. Ties go
@@ -27,7 +29,8 @@ FUNCTION_OPS: dict[Op, tuple[str, ...]] = {
     "recurrent": ("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"),
     "concat": ("cat", "concat", "concatenate", "stack", "split", "split_with_sizes", "chunk", "tensor_split",
                "unbind"),
-    "normalization": ("batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize"),
+    "normalization": ("batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize", "norm",
+                      "linalg_vector_norm", "vector_norm", "var", "std", "var_mean", "std_mean", "rsqrt"),
     "softmax": ("softmax", "log_softmax"),
     "pooling": ("avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
                 "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "mean", "amax", "sum"),
@@ -46,6 +49,11 @@ VIEWS = {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "squ
 # calls that return their input at inference (a model's own `F.dropout(x, training=self.training)`): no work
 INFERENCE_IDENTITIES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
 COMPUTE: tuple[Op, ...] = ("conv", "linear", "attention", "matmul", "recurrent")
+# the statistic a normalization scales by (a norm, a variance, a standard deviation, a reciprocal square root): a module
+# whose own forward computes one, and no COMPUTE op, is a normalization however much its elementwise work around it
+# moves (ConvNeXt-V2's GlobalResponseNorm: x.norm over positions, then divisions and products; a hand-written
+# LayerNorm or RMSNorm)
+STATISTICS = {"norm", "linalg_vector_norm", "vector_norm", "var", "std", "var_mean", "std_mean", "rsqrt"}
 WINDOWED = {"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d"}
 _OP_OF = {name: op for op, names in FUNCTION_OPS.items() for name in names}
 
@@ -86,5 +94,7 @@ def own_op(functions: Mapping[str, float] | Iterable[str]) -> Op | None:
     compute = next((op for op in COMPUTE if op in per_op), None)
     if compute is not None:
         return compute
+    if STATISTICS & set(costs):
+        return "normalization"
     order = list(FUNCTION_OPS)
     return max(per_op, key=lambda op: (per_op[op], -order.index(op)), default="other")

@@ -163,6 +163,7 @@ class _Recorder(TorchFunctionMode):
         self.attention: set[str] = set()
         self.made: dict[int, tuple[str, list[torch.Tensor]]] = {}
         self.made_at: dict[int, int] = {}  # id(tensor) -> sequence number of the call that made it
+        self.written_at: dict[int, int] = {}  # id(tensor) -> sequence number of its last write (in place too)
         self.scope: dict[int, int] = {}  # id(tensor) -> start of the innermost module call that made it
         self.reduced_input: dict[str, torch.Tensor] = {}  # layer fed features pooled from positions -> pooled from
         self.layer_outputs: dict[int, str] = {}  # id(layer output) -> layer path
@@ -193,6 +194,7 @@ class _Recorder(TorchFunctionMode):
         upstream = frozenset().union(*(self.frontier.get(i, frozenset()) for i in computed))
         for out in outputs:  # an in-place op (x += shortcut) returns its input: same producer, wider frontier
             self.frontier[id(out)] = upstream
+            self.written_at[id(out)] = seq
             if not any(out is i for i in inputs):
                 self.made[id(out)] = (name, inputs)
                 self.made_at[id(out)] = seq
@@ -239,8 +241,10 @@ class _Recorder(TorchFunctionMode):
         return max(ends, default=self.last_unpooled)
 
     def _features_made(self, tensor: torch.Tensor) -> int:
-        """When the features behind `tensor` were made: the latest sequence number of the tensors with positions
-        that `tensor` was computed from through pooled features, reshapes and selections alone (0: the input)."""
+        """When the features behind `tensor` were made: the latest sequence number at which the tensors with positions
+        that `tensor` was computed from through pooled features, reshapes and selections alone were written (in place
+        too: timm's ResNet adds its shortcut to, and applies its last ReLU on, the main path's tensor) (0: the
+        input)."""
         latest, pending, seen = 0, [tensor], set()
         while pending:
             current = pending.pop()
@@ -250,8 +254,8 @@ class _Recorder(TorchFunctionMode):
             name, inputs = self.made.get(id(current), ("", []))
             if _pooled_shape(current.shape) or name in PASS_THROUGH or name in SELECTIONS:
                 pending.extend(t for t in inputs if id(t) in self.derived)
-            else:
-                latest = max(latest, self.made_at.get(id(current), 0))
+            else:  # its last write: an in-place residual add and ReLU finish the features after the shortcut's layers
+                latest = max(latest, self.written_at.get(id(current), self.made_at.get(id(current), 0)))
         return latest
 
     def gate(self, inputs: list[torch.Tensor]) -> None:

@@ -176,3 +176,46 @@ def test_no_module_of_the_zoo_that_computes_is_in_other(name):
     unnamed = {path: (type(m).__name__, structure.ops[path]) for path, m in module.named_modules()
                if path in structure.ops and role_of(module_layer(path, m, structure), rules) == OTHER}
     assert not unnamed
+
+
+class _HandNorms(torch.nn.Module):
+    """Normalizations written by hand, each as its paper writes it, beside a squeeze-excitation-like gate (a mean
+    and a product: no statistic a normalization scales by)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(8, 8, 1)
+        self.grn, self.rms, self.layer, self.gate = _Grn(), _Rms(), _LayerNormByHand(), _Gate()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gate(self.layer(self.rms(self.grn(self.stem(x)))))
+
+
+class _Grn(torch.nn.Module):
+    """ConvNeXt-V2's global response normalization: the L2 norm over positions, divided by its channel mean."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        g = x.norm(p=2, dim=(2, 3), keepdim=True)
+        return x + x * (g / (g.mean(dim=1, keepdim=True) + 1e-6))
+
+
+class _Rms(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6)
+
+
+class _LayerNormByHand(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean, var = x.mean(1, keepdim=True), x.var(1, keepdim=True, unbiased=False)
+        return (x - mean) / (var + 1e-5).sqrt()
+
+
+class _Gate(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(x.mean((2, 3), keepdim=True))
+
+
+def test_a_normalization_written_by_hand_is_normalization_and_a_gate_is_not():
+    ops = model_structure(_HandNorms().eval(), torch.randn(1, 8, 4, 4)).ops
+    assert [ops[name] for name in ("grn", "rms", "layer")] == ["normalization"] * 3
+    assert ops["gate"] != "normalization"

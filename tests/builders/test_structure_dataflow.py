@@ -182,3 +182,14 @@ def test_an_add_of_the_residual_stream_and_attention_is_not_attention_output():
     model = _Tokens().to("meta").eval()
     assert model_structure(model, torch.zeros(1, 3, 16, 16)).paths(role="attention-output") == []
     assert read(model, torch.zeros(1, 3, 16, 16, device="meta")).attention_output == []
+
+
+@pytest.mark.parametrize("name, size", [("test_resnet", (3, 64, 64)), ("resnet18", (3, 64, 64))])
+def test_a_shortcut_called_after_the_main_path_and_added_in_place_is_trunk_not_head(name, size):
+    """timm's ResNet blocks run their shortcut's convolution after the main path, then add it and apply the ReLU in
+    place: the features the pooled classifier reads are finished by those in-place ops, so only timm's classifier
+    (`pretrained_cfg["classifier"]`) and the pooling are head."""
+    model = timm.create_model(name, pretrained=False).eval()
+    head = set(model_structure(model, torch.zeros(1, *size)).paths(role="head"))
+    assert head == {model.pretrained_cfg["classifier"]}
+    assert set(read(model, torch.zeros(1, *size)).stages["head"]) == head  # the reference, from autograd
