@@ -161,28 +161,30 @@ def fused_runs(engine) -> int:
     return sum(layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR for layer in engine.layers())
 
 
-def test_a_later_build_loads_the_code_the_cache_holds_and_compiles_nothing(tmp_path):
-    path = tmp_path / "timing.json"
-    counts = Counts()
+def first_build(path, counts: Counts, **workers) -> FusedTactics:
+    """A first build's fused tactics, its cache saved at `path`; the tactics a later build starts from (`workers`:
+    its stand-in workers, if any)."""
     tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
     fused_engine(Block(Recalibrate), tactics, cache=(cache := TimingCache(path, {"gpu": "stand-in"})))
     cache.save()
+    return FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader, **workers)
+
+
+def test_a_later_build_loads_the_code_the_cache_holds_and_compiles_nothing(tmp_path):
+    counts = Counts()
+    later = first_build(tmp_path / "timing.json", counts)
     assert (counts.compiles, counts.loads) == (1, 0)
-    later = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
-    engine, _ = fused_engine(Block(Recalibrate), later, cache=TimingCache(path, {"gpu": "stand-in"}))
+    cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
+    engine, _ = fused_engine(Block(Recalibrate), later, cache=cache)
     assert (counts.compiles, counts.loads) == (1, 1) and fused_runs(engine) == 1
 
 
 def test_code_from_the_cache_that_computes_something_else_is_compiled_again(tmp_path):
-    path = tmp_path / "timing.json"
     counts = Counts()
-    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
-    fused_engine(Block(Recalibrate), tactics, cache=(cache := TimingCache(path, {"gpu": "stand-in"})))
-    cache.save()
+    later = first_build(tmp_path / "timing.json", counts)
     counts.wrong = True
-    later = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
     model = Block(Recalibrate)
-    engine, _ = fused_engine(model, later, cache=TimingCache(path, {"gpu": "stand-in"}))
+    engine, _ = fused_engine(model, later, cache=TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"}))
     assert (counts.compiles, counts.loads) == (2, 1) and fused_runs(engine) == 1
     x = torch.randn(1, 16, 8, 8)
     with torch.no_grad():
@@ -222,15 +224,9 @@ def test_code_a_worker_compiled_runs_is_kept_in_the_cache_and_a_workers_refusal_
 
 
 def test_regions_whose_code_the_cache_holds_are_not_sent_to_the_workers(tmp_path):
-    path = tmp_path / "timing.json"
-    counts = Counts()
-    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader)
-    fused_engine(Block(Recalibrate), tactics, cache=(cache := TimingCache(path, {"gpu": "stand-in"})))
-    cache.save()
     sent: list[dict] = []
-    later = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader,
-                         workers=lambda jobs: sent.append(jobs) or {})
-    fused_engine(Block(Recalibrate), later, cache=TimingCache(path, {"gpu": "stand-in"}))
+    later = first_build(tmp_path / "timing.json", Counts(), workers=lambda jobs: sent.append(jobs) or {})
+    fused_engine(Block(Recalibrate), later, cache=TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"}))
     assert sent == []
 
 
