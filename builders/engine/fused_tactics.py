@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from builders.engine.compiler import ANSWER_TIMEOUT_S
 from builders.engine.fusion_regions import (
     SQUEEZE_EXCITATION,
     SUBGRAPH,
@@ -168,20 +169,33 @@ class FusedTactics:
     def send_to_workers(self, subs: list[Subgraph], specs: Mapping[str, Any],
                         cache: TimingCache | None) -> Mapping[str, Answer]:
         """The workers' answers for the signatures of `subs` this study has not compiled and `cache` does not hold,
-        by signature ({} where no worker can compile them, or none is needed)."""
+        by signature ({} where no worker can compile them, none is needed, or the study's compile budget is spent:
+        nothing would take the answers)."""
+        if self.compile_s >= self.budget_s:
+            return {}
         jobs = {sub.signature: (sub.module, [*(specs[name] for name in sub.inputs), *map(TensorSpec.of, sub.tensors)])
                 for sub in subs if sub.signature not in self.compiled
                 and (cache is None or cache.compiled_region(sub.signature) is None)}
         return self.workers(jobs) if jobs else {}
 
 
+def settle(answers: Mapping[str, Answer]) -> None:
+    """Every worker job of `answers` withdrawn where it has not started, and waited for (at most ANSWER_TIMEOUT_S)
+    where it has: none compiles, or benchmarks a kernel on the GPU (Inductor tunes some while compiling), while the
+    build times its regions (those the budget left uncompiled had answers nobody took)."""
+    for answer in answers.values():
+        if not answer.cancel():
+            _bytes_of(answer)
+
+
 def _bytes_of(answer: Answer | None) -> bytes | None:
-    """A worker's compiled code, or None where there is no answer, it failed, or it says why there is none."""
+    """A worker's compiled code, or None where there is no answer, it failed, it says why there is none, or it did not
+    come within ANSWER_TIMEOUT_S (a worker that hangs: compiled here instead)."""
     if answer is None:
         return None
     try:
-        result = answer.result()
-    except Exception:  # noqa: BLE001  (a broken pool, an answer that does not unpickle: compiled here instead)
+        result = answer.result(timeout=ANSWER_TIMEOUT_S)
+    except Exception:  # noqa: BLE001  (a broken pool, a timeout, an answer that does not unpickle: compiled here)
         return None
     return result if isinstance(result, bytes) else None
 
@@ -343,8 +357,11 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     order = sorted(weight, key=lambda key: -weight[key])
     subs = [sub for sub in (first[signature].sub for signature in order) if sub is not None]
     answers = tactics.send_to_workers(subs, specs, cache)
-    for sub in subs:
-        tactics.function(sub, _scratch(sub, specs), cache, answers.get(sub.signature))
+    try:
+        for sub in subs:
+            tactics.function(sub, _scratch(sub, specs), cache, answers.get(sub.signature))
+    finally:
+        settle(answers)
 
 
 def compile_stranded(tactics: FusedTactics, forms: list[tuple[Decision, Decision]], specs: Mapping[str, Any],

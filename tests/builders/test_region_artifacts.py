@@ -20,7 +20,7 @@ from builders.engine.fused_tactics import INDUCTOR, FusedTactics
 from builders.engine.plans import PRUNE_AFTER_S, TimingCache
 from builders.engine.region_artifacts import compile_region, disagreement, load_region
 from builders.engine.shaped_tracer import TensorSpec
-from tests.builders.test_engine_fusion import Block, Recalibrate, eager, fused_engine, stand_in_times
+from tests.builders.test_engine_fusion import Block, Recalibrate, Widths, eager, fused_engine, stand_in_times
 
 
 class Gate(torch.nn.Module):
@@ -263,3 +263,40 @@ def test_no_region_is_sent_where_too_few_to_spread_or_the_pool_is_broken(monkeyp
     broken.broken = True
     monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 2)
     assert broken.submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])}) == {}
+
+
+class Pool:
+    """A stand-in pool whose jobs the test finishes or leaves pending, recording what was sent and withdrawn."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.futures: list[concurrent.futures.Future] = []
+
+    def __call__(self, jobs):
+        answers = {}
+        for signature in jobs:
+            future: concurrent.futures.Future = concurrent.futures.Future()
+            if not self.sent:  # the first job's worker answers at once (it could not compile): compiled here
+                future.set_result("Inductor: no kernel")
+            self.sent.append(signature)
+            self.futures.append(future)
+            answers[signature] = future
+        return answers
+
+
+def test_past_the_budget_no_region_is_sent_and_no_job_is_left_pending_when_the_regions_are_timed():
+    pool = Pool()
+    calls: list[str] = []
+
+    def timer(library, run):
+        assert all(f.done() for f in pool.futures), "a worker job was left while a region was timed"
+        calls.append(library)
+        return 1.0 if library == INDUCTOR else 5.0
+
+    spent = FusedTactics(timer=timer, compiler=eager, loader=Counts().loader, workers=pool, budget_s=0.0)
+    fused_engine(Block(Recalibrate), spent)
+    assert pool.sent == [] and calls == []  # nothing compiled, nothing sent, nothing timed
+    tactics = FusedTactics(timer=timer, compiler=eager, loader=Counts().loader, workers=pool, budget_s=1e-9)
+    tactics.compile_s = 0.0
+    fused_engine(Widths(), tactics)  # twenty signatures sent; the budget ends after the first compile
+    assert len(pool.sent) == 20 and sum(f.cancelled() for f in pool.futures) == 19
