@@ -31,6 +31,7 @@ from sessions.analyses.groups import Rules, group_rows, kernels_per_layer, role_
 from sessions.analyses.layer_match import Alignment, align_layers
 from sessions.analyses.lowering import diagnose
 from sessions.analyses.noise import (
+    FASTER,
     SLOWER,
     Band,
     CommonFactor,
@@ -262,6 +263,7 @@ class VariantComparison:
     unjudged: dict[str, int] = field(default_factory=dict)  # ... and pairs without a spread on one side or both
     load_excused: dict[str, int] = field(default_factory=dict)  # ... judged pairs whose change the load explains
     moved: int = 0  # layer times that gained what a neighbour lost (`moved_time`): stated, not regressions
+    _spent: dict[str, float] = field(default_factory=dict)  # of each neighbour's loss, what `moved_time` gave away
 
     def __post_init__(self) -> None:
         # each variant's latency band: judged itself, and the drift that widens its layers' and groups' bands
@@ -509,7 +511,7 @@ class VariantComparison:
             else:  # at A's common level, as `_time` judged it
                 ratio = self._factor.ratio if self._factor is not None else 1.0
                 timed[name] = (time_a, time_b / ratio, band_a, without_factor(band_b, self._factor))
-        found = moved_time(self.vb.layers, j, timed, self.threshold)
+        found = moved_time(self.vb.layers, j, timed, self.threshold, self._spent)
         if found is not None:
             self.moved += 1
             change.regression, change.verdict = False, None
@@ -537,29 +539,52 @@ class VariantComparison:
 Timed = tuple[float, float, Band | None, Band | None]  # a layer's time in A and in B at A's level, and their bands
 
 
-def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], threshold: float) -> str | None:
+def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], threshold: float,
+               spent: dict[str, float]) -> str | None:
     """Why the time layer `index` of `layers` (B's) gained is another layer's it took over, or None: a neighbour (the
-    layer before or after it, or the module holding it or held by it) lost at least half as much, and the two
-    together are not slower (`noise.judge` of their summed bands; the threshold where either has no band). `timed`:
-    each paired layer's times and bands, B's at A's level (the common factor divided out), by B's name. A layer
-    slowed alone (tenfold) finds no such neighbour."""
+    layer before or after it, or its nearest timed parent module or a module whose nearest timed parent it is) lost a
+    real amount of its own (faster by its own bands, or by the threshold without them, and by at least `threshold`
+    of its time) and, of what is left of that loss (`spent`: what earlier rows were given of it), at least half of
+    this gain, and the two together are not slower (`noise.judge` of their summed bands; the threshold where either
+    has no band). `timed`: each paired layer's times and bands, B's at A's level (the common factor divided out), by
+    B's name. A layer slowed alone (tenfold) finds no such neighbour; one loss excuses no more than itself."""
     name = layers[index].name
     a, b, band_a, band_b = timed[name]
-    near = [layers[k].name for k in (index - 1, index + 1) if 0 <= k < len(layers)]
-    near += [other for other in timed if other != name
-             and (name.startswith(other + ".") or other.startswith(name + "."))]
-    for other in dict.fromkeys(n for n in near if n in timed):
+    if b <= a:
+        return None
+    for other in _neighbours(layers, index, timed):
         other_a, other_b, other_band_a, other_band_b = timed[other]
-        if b <= a or other_a - other_b < (b - a) / 2:
+        lost = other_a - other_b - spent.get(other, 0.0)
+        own = (judge(other_band_a, other_band_b) == FASTER if other_band_a is not None and other_band_b is not None
+               else threshold_verdict(other_a, other_b, threshold) == FASTER)
+        if not own or other_a - other_b < threshold * other_a or lost < (b - a) / 2:
             continue
         if None in (band_a, band_b, other_band_a, other_band_b):
             slower = threshold_verdict(a + other_a, b + other_b, threshold) == SLOWER
         else:
             slower = judge(_summed(band_a, other_band_a), _summed(band_b, other_band_b)) == SLOWER
         if not slower:
+            spent[other] = spent.get(other, 0.0) + min(b - a, lost)
             return (f"time moved from {other} ({other_a:.4g} -> {other_b:.4g} ms): the two together "
                     f"{a + other_a:.4g} -> {b + other_b:.4g} ms, not slower")
     return None
+
+
+def _neighbours(layers: list[Layer], index: int, timed: dict[str, Timed]) -> list[str]:
+    """The layers run just before and after layer `index`, its nearest timed parent module and the timed modules whose
+    nearest timed parent it is, timed ones only, in that order."""
+    name = layers[index].name
+    near = [layers[k].name for k in (index - 1, index + 1) if 0 <= k < len(layers)]
+    parent = _nearest_parent(name, timed)
+    near += [parent] if parent is not None else []
+    near += [other for other in timed if other != name and _nearest_parent(other, timed) == name]
+    return [n for n in dict.fromkeys(near) if n in timed and n != name]
+
+
+def _nearest_parent(name: str, timed: dict[str, Timed]) -> str | None:
+    """The longest module path holding `name` that has a timed row, or None."""
+    parts = name.split(".")
+    return next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1) if ".".join(parts[:k]) in timed), None)
 
 
 def _summed(*bands: Band | None) -> Band:

@@ -17,7 +17,7 @@ import pytest
 from scipy.stats import binom
 
 from inspector.cli import main
-from sessions.analyses.diff import Change, SessionDiff, diff_sessions, moved_time
+from sessions.analyses.diff import Change, SessionDiff, _neighbours, diff_sessions, moved_time
 from sessions.analyses.groups import load_rules, role_of
 from sessions.analyses.noise import Band
 from sessions.documents import storage
@@ -304,9 +304,16 @@ LAYERS = [Layer(name=n, kind="Conv2d") for n in ("stem", "block", "block.conv1",
     ({"block.conv3": _timed(2.8, 5.0), "block": _timed(2.0, 0.8), "head": _timed(1, 1)}, None),
     # the loss is in a layer neither next to it nor holding it
     ({"block.conv3": _timed(2.8, 3.5), "stem": _timed(1.0, 0.3), "block": _timed(1, 1), "head": _timed(1, 1)}, None),
+    # a tiny layer slowed tenfold beside a large one whose dip is no change of its own (3 %, under the threshold)
+    ({"block.conv3": (0.1, 1.0, _band(0.1, 0.01), _band(1.0, 0.01)), "block": (20.0, 19.4, _band(20.0, 0.01),
+                                                                              _band(19.4, 0.01)), "head": _timed(1, 1)},
+     None),
+    # the parent's loss lies within its own band: no change of its own
+    ({"block.conv3": _timed(2.8, 3.5), "block": (1.0, 0.3, _band(1.0, 0.9), _band(0.3, 0.9)), "head": _timed(1, 1)},
+     None),
 ])
 def test_a_layer_that_gains_what_a_neighbour_loses_is_time_moved_not_a_regression(timed, moved):
-    found = moved_time(LAYERS, 3, timed, 0.05)
+    found = moved_time(LAYERS, 3, timed, 0.05, {})
     assert (found is None) == (moved is None)
     if moved is not None:
         assert found.startswith(f"time moved from {moved} ")
@@ -329,3 +336,19 @@ def test_time_moved_between_adjacent_layers_of_a_rerun_is_stated_and_a_tenfold_s
     slowed = drawn(session, 1, spread=0.01, slowed={layers[5].name: 10.0})
     assert [c.item for c in diff_sessions(base, slowed, load_rules()).regressions if c.what == "layer time"] == [
         layers[5].name]
+
+
+def test_one_neighbours_loss_excuses_no_more_than_itself():
+    """conv2 loses 1 ms; conv1 and conv3 around it each gain 1 ms: one of them took conv2's time, the other did not."""
+    layers = [Layer(name=n, kind="Conv2d") for n in ("conv1", "conv2", "conv3")]
+    timed = {"conv1": _timed(3.0, 4.0), "conv2": _timed(3.0, 2.0), "conv3": _timed(3.0, 4.0)}
+    spent: dict[str, float] = {}
+    found = [moved_time(layers, k, timed, 0.05, spent) for k in (0, 2)]
+    assert found[0] is not None and found[0].startswith("time moved from conv2 ") and found[1] is None
+
+
+def test_only_the_nearest_timed_parent_and_children_are_neighbours():
+    layers = [Layer(name=n, kind="Conv2d") for n in ("net", "net.a", "net.a.conv", "net.b")]
+    timed = {n.name: _timed(1.0, 1.0) for n in layers}
+    assert set(_neighbours(layers, 2, timed)) == {"net.a", "net.b"}  # its parent, the next row; never `net`
+    assert set(_neighbours(layers, 0, timed)) == {"net.a", "net.b"}  # its children's rows, not its grandchild's
