@@ -36,7 +36,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from builders.models.hooks import forward_once
-from builders.models.module_ops import INFERENCE_IDENTITIES, call_cost, own_op
+from builders.models.module_ops import INFERENCE_IDENTITIES, call_cost, function_op, own_op
 from builders.models.trunk import HEAD, STEM, ModuleCall, TrunkRecord, module_stages, stage_name
 from sessions.documents.vocab import Op
 
@@ -168,6 +168,7 @@ class _Recorder(TorchFunctionMode):
         self.reduced_input: dict[str, torch.Tensor] = {}  # layer fed features pooled from positions -> pooled from
         self.layer_outputs: dict[int, str] = {}  # id(layer output) -> layer path
         self.layer_inputs: dict[int, torch.Tensor] = {}  # layer sequence number -> its input
+        self.layer_output_ids: dict[int, int] = {}  # layer sequence number -> id(its output)
         self.gating: set[str] = set()  # layers whose pooled features gate the tensor they were pooled from (`gate`)
         self.derived: set[int] = {id(example)}  # tensors computed from the input
         self.keep: list[Any] = [example]  # tensors kept alive, so ids stay unique
@@ -237,8 +238,28 @@ class _Recorder(TorchFunctionMode):
         output = next((t for t in self.keep if id(t) == output_id), None) if output_id is not None else None
         if output is None or not _pooled_shape(output.shape):
             return self.last_unpooled
-        ends = [self._features_made(self.layer_inputs[s]) for s in self.frontier.get(id(output), frozenset())]
+        classifiers = [s for s in self.frontier.get(id(output), frozenset())
+                       if self._writes_logits(self.layer_output_ids[s], output)]
+        ends = [self._features_made(self.layer_inputs[s]) for s in classifiers]
         return max(ends, default=self.last_unpooled)
+
+    def _writes_logits(self, layer_output: int, output: torch.Tensor) -> bool:
+        """Whether the layer whose output is `layer_output` reaches the model's `output` with nothing normalizing or
+        activating its values on the way (logits are taken as a classifier writes them, pooled, reshaped, selected or
+        summed at most): the last layer of a trunk whose pooled features are the output (a model without a
+        classifier) has its normalization, residual ReLU or layer norm after it, and classifies nothing."""
+        pending, seen = [output], set()
+        while pending:
+            current = pending.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            if id(current) == layer_output:
+                return True
+            name, inputs = self.made.get(id(current), ("", []))
+            if function_op(name) not in ("normalization", "activation"):
+                pending.extend(t for t in inputs if id(t) in self.derived)
+        return False
 
     def _features_made(self, tensor: torch.Tensor) -> int:
         """When the features behind `tensor` were made: the latest sequence number at which the tensors with positions
@@ -396,6 +417,7 @@ class _Recorder(TorchFunctionMode):
             self.reduced_input[path] = pooled_from
         self.layer_outputs[id(output)] = path
         self.layer_inputs[seq] = source
+        self.layer_output_ids[seq] = id(output)
         self.feeders[seq] = set(self.frontier.get(id(source), frozenset()))
         # the model's input reaches it through no other layer (a convolution of an input-shaped map does not)
         self.reads_input[seq] = op == "conv" and id(source) in self.derived and not self.feeders[seq]

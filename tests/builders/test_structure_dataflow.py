@@ -193,3 +193,15 @@ def test_a_shortcut_called_after_the_main_path_and_added_in_place_is_trunk_not_h
     head = set(model_structure(model, torch.zeros(1, *size)).paths(role="head"))
     assert head == {model.pretrained_cfg["classifier"]}
     assert set(read(model, torch.zeros(1, *size)).stages["head"]) == head  # the reference, from autograd
+
+
+@pytest.mark.parametrize("name", ["resnet18", "vit_tiny_patch16_224", "efficientnet_b0"])
+def test_a_model_without_a_classifier_has_no_head_layer(name):
+    """Built with num_classes=0, timm's models return their pooled features: no layer classifies (timm's classifier is
+    an Identity), so no layer is head, and every layer keeps its trunk stage."""
+    model = timm.create_model(name, pretrained=False, num_classes=0).eval()
+    assert isinstance(model.get_classifier(), torch.nn.Identity)  # the premise, from timm
+    size = model.pretrained_cfg["input_size"]
+    layers = {path for path, module in model.named_modules() if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear))}
+    head = set(model_structure(model, torch.zeros(1, *size)).paths(role="head"))
+    assert not head & layers
