@@ -1,8 +1,9 @@
 """Subnormal values in what a variant computes, sampled: the counts `sessions.analyses.subnormals` judges.
 
-A value below its dtype's smallest normal (torch.finfo(dtype).tiny: 1.18e-38 in fp32 and bf16, 6.1e-5 in fp16) is
-subnormal; a CPU's arithmetic on such values runs many times slower (hf:mobilevit with random weights: fp32 842 ms a
-forward, 73 ms with torch.set_flush_denormal(True)). `Sampler.visit` takes each layer output of one forward (as the
+A value below the smallest normal of the dtype a CPU computes it in (torch.finfo(dtype).tiny: 1.18e-38 in fp32, and
+for fp16 and bf16, which PyTorch's CPU kernels widen to fp32) is subnormal there; a CPU's arithmetic on such values
+runs many times slower (hf:mobilevit with random weights: fp32 842 ms a forward, 73 ms with
+torch.set_flush_denormal(True)). `Sampler.visit` takes each layer output of one forward (as the
 engine's hooks pass them) and the variant's output, and keeps up to SAMPLE values of each, evenly strided, so the
 cost stays far below the forward's. Zeros and NaN/Inf are not counted: a ReLU's zeros are exact and cost nothing.
 """
@@ -18,6 +19,14 @@ from sessions.documents.model import SubnormalValues
 SAMPLE = 4096  # values kept per tensor, evenly strided over it
 
 
+def _computed_as(dtype: Any) -> Any:
+    """The dtype a CPU computes `dtype`'s arithmetic in: fp32 for the 16-bit floats (PyTorch's CPU kernels widen
+    them, so an fp16 value below fp16's smallest normal, 6.1e-5, is a normal fp32 value and costs nothing extra)."""
+    import torch
+
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
 class Sampler:
     """Counts the nonzero finite values of the tensors it visits and those below their dtype's smallest normal."""
 
@@ -31,14 +40,15 @@ class Sampler:
         if isinstance(tensor, np.ndarray):
             if not np.issubdtype(tensor.dtype, np.floating):
                 return
-            flat, tiny, dtype = tensor.reshape(-1), float(np.finfo(tensor.dtype).tiny), str(tensor.dtype)
+            computed = np.float32 if tensor.dtype == np.float16 else tensor.dtype
+            flat, tiny, dtype = tensor.reshape(-1), float(np.finfo(computed).tiny), str(np.dtype(computed))
         else:
             import torch
 
             if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
                 return
-            flat, tiny = tensor.detach().reshape(-1), float(torch.finfo(tensor.dtype).tiny)
-            dtype = str(tensor.dtype).removeprefix("torch.")
+            flat, tiny = tensor.detach().reshape(-1), float(torch.finfo(_computed_as(tensor.dtype)).tiny)
+            dtype = str(_computed_as(tensor.dtype)).removeprefix("torch.")
         sample = flat[::max(1, flat.shape[0] // SAMPLE)]
         if not isinstance(sample, np.ndarray):
             sample = sample.float().cpu().numpy()  # after the dtype's own smallest normal is known: bf16 has none here

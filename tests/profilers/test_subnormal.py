@@ -101,3 +101,15 @@ def test_a_gpu_variants_outputs_are_not_sampled(tmp_path):
                                                                 torch.zeros(2, 4))
         outputs = quality_outputs(variant, engine, Inputs())
         assert outputs.shape[0] == 3 and (variant.subnormal_values is not None) == sampled_here
+
+
+def test_fp16_values_below_fp16s_smallest_normal_are_not_slow_on_a_cpu_that_computes_them_in_fp32():
+    """6e-6 is below fp16's smallest normal (2^-14, about 6.1e-5) and far above fp32's (2^-126): a CPU widens fp16
+    to fp32, where it is a normal value."""
+    values = torch.full((64,), 6e-6, dtype=torch.float16)
+    assert 0 < float(values[0]) < 2.0 ** -14  # the premise: an fp16 subnormal
+    for tensor in (values, values.numpy()):
+        sampler = Sampler()
+        sampler.visit(tensor)
+        counts = sampler.result()
+        assert counts.values == 64 and counts.subnormal == 0 and counts.smallest_normal == FP32_SMALLEST_NORMAL
