@@ -29,21 +29,23 @@ from sessions.documents.model import Environment, GpuInfo, Layer, Session, Timin
 from sessions.documents.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
+FLOAT_PRECISIONS = ("bf16", "fp16", "fp32")  # a build option that allows one asks for it; a quantized one must run
 MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")
 
 
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
-    """The variant's precision: the lowest that trtexec's build option allowed (what the build asked for: an
-    `--fp16` build whose every layer kept fp32 is an fp16 build whose layers kept fp32) or that any computing layer
-    runs in, whichever is lower.
+    """The variant's precision: the lowest that any computing layer runs in, or the lowest float precision trtexec's
+    build option allowed where that is lower (what the build asked for: an `--fp16` build whose every layer kept fp32
+    is an fp16 build whose layers kept fp32). A quantized format (int8, fp8) counts only where a layer ran it: a
+    `--best` build (`FP32+FP16+INT8`) whose layers ran fp16 is fp16.
 
     Layers that only move or convert data (reformats, shuffles, Q/DQ, no-ops) do not count: an fp16 input
     binding's reformat does not make a TF32 engine fp16.
     """
     seen = {layer.precision for layer in variant_layers if layer.op not in MOVES_DATA} or {
         layer.precision for layer in variant_layers}
-    words = (build_precision or "").lower()
-    found: str | None = next((p for p in PRECISION_ORDER if p in seen or p in words), None)
+    allowed = {p for p in FLOAT_PRECISIONS if p in (build_precision or "").lower()}
+    found: str | None = next((p for p in PRECISION_ORDER if p in seen or p in allowed), None)
     return found or "unknown"
 
 
@@ -120,15 +122,16 @@ def _log_layer_names(path: Path) -> set[str]:
 
 
 def _foreign_logs(paths: list[Path], layer_file: Path | None, info: LayerInfo) -> dict[Path, str]:
-    """The logs of `paths` that list layers, none of them or not all of them this engine's (`info`, read from
-    `layer_file`): another engine's run, whose facts (GPU, version, summary) are not this engine's; each with why."""
+    """The logs of `paths` that list a layer this engine (`info`, read from `layer_file`) does not have: another
+    engine's run, whose facts (GPU, version, summary) are not this engine's; each with why. A log listing some of
+    this engine's layers and no other (a cut log) is this engine's."""
     mine = {layer.name for layer in info.layers}
     foreign: dict[Path, str] = {}
     for path in paths:
         if layer_file is None or path == layer_file or not is_text(path):
             continue
         theirs = _log_layer_names(path)
-        if theirs and theirs != mine:
+        if theirs - mine:
             foreign[path] = (f"another engine's log: {len(theirs - mine)} of its {len(theirs)} layers are not among "
                              f"the {len(mine)} of {layer_file.name}, so its run facts are not taken")
     return foreign

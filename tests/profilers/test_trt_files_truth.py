@@ -20,7 +20,7 @@ from sessions.analyses.diff import diff_sessions
 from sessions.analyses.groups import load_rules, role_of, stage_of
 from sessions.documents import storage
 from sessions.documents.errors import InputError
-from sessions.documents.model import Tensor
+from sessions.documents.model import Layer, Tensor
 from tests.conftest import fixture_dir, run_cli
 from tests.trt_sets import SHARED
 
@@ -336,3 +336,17 @@ def test_only_a_tactic_that_names_tf32_is_tf32_math(tactic, math):
     from sessions.documents.trt_names import tactic_math
 
     assert tactic_math(tactic) == math
+
+
+@pytest.mark.parametrize("ran, option, expected", [
+    (["fp32", "fp32"], "FP32+FP16", "fp16"),  # asked fp16, every layer kept fp32
+    (["fp16", "fp32"], "FP32+FP16+INT8", "fp16"),  # --best: int8 allowed, none ran
+    (["int8", "fp16"], "FP32+FP16+INT8", "int8"),
+    (["fp16"], "FP32+FP16+FP8", "fp16"),
+    (["fp32"], None, "fp32"),
+])
+def test_a_variants_precision_is_what_ran_or_the_float_precision_its_build_asked_for(ran, option, expected):
+    from profilers.trt_import.importer import dominant_precision
+
+    layers = [Layer(name=f"l{k}", kind="CaskConvolution", op="conv", precision=p) for k, p in enumerate(ran)]
+    assert dominant_precision(layers, option) == expected

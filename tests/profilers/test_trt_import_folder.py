@@ -258,7 +258,13 @@ def test_a_log_of_another_engine_beside_a_layer_file_is_left_and_its_run_facts_n
     mixed.mkdir()
     (mixed / "model-trained-exportLayerInfo.log").write_bytes((ada / "model-trained-exportLayerInfo.log").read_bytes())
     (mixed / "result-04.log").write_bytes((h100 / "result-04.log").read_bytes())
-    for folder, gpu, foreign in ((mixed, None, True), (ada, gpu_of[ada], False), (h100, gpu_of[h100], False)):
+    cut = tmp_path / "cut"  # the H100 set with its run log cut before its layer listing's last line: still its own
+    cut.mkdir()
+    (cut / "model-trained-exportLayerInfo.log").write_bytes((h100 / "model-trained-exportLayerInfo.log").read_bytes())
+    log = (h100 / "result-04.log").read_text()
+    (cut / "result-04.log").write_text(log[: log.rfind("\n", 0, log.rfind("Name: "))])
+    for folder, gpu, foreign in ((mixed, None, True), (ada, gpu_of[ada], False), (h100, gpu_of[h100], False),
+                                 (cut, gpu_of[h100], False)):
         out = tmp_path / f"{folder.name}.json"
         assert run_cli("import", str(folder), "--out", str(out)).returncode == 0
         session = storage.load(out)
