@@ -1,14 +1,14 @@
 """A fused region's function compiled by Inductor without dynamo, and kept as bytes: Inductor's standalone
 artifact (`torch._inductor.standalone_compile`, saved and loaded in its binary format), so that a later build loads
-the compiled code in milliseconds instead of tracing the region with dynamo again, and so that worker processes can
-compile regions side by side and hand the code back (`builders.engine.compiler`).
+the compiled code instead of tracing the region with dynamo again, and so that worker processes can compile regions
+side by side and hand the code back (`builders.engine.compiler`).
 
 The region's function (`builders.engine.region_graph.Subgraph.module`) is first traced to ATen operations on example
 tensors (`aten_graph`, `make_fx`): the graph Inductor compiles then holds only operator calls, which Inductor's
 caches can serialize (a graph that calls modules or tensor methods cannot be saved). It always returns a tuple;
 `RegionFunction` gives the caller the region's one output, or the tuple of its outputs, as the function did.
 
-The bytes start with the hash of the torch build that compiled them: another build refuses to load them
+The bytes carry the hash of the torch build that compiled them: another build refuses to load them
 (`load_region` raises; the caller compiles again). Loading runs the native code the bytes hold: they come from the
 user's own cache folder, as cuDNN's serialized plans do (`builders.engine.plans.TimingCache`).
 """

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from builders.engine.fusion_regions import Region
 from builders.engine.graph import TracedModel
 from builders.engine.plans import FUSED_PREFIX
-from builders.engine.region_artifacts import compile_region
+from builders.engine.region_artifacts import aten_graph, compile_region
 from builders.engine.shaped_tracer import TensorSpec
 
 BATCH_NORMS = (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)
@@ -161,7 +161,8 @@ def _signature(region: Region, module: torch.fx.GraphModule, inputs: list[Tensor
     compiled code and its time (the function's code, how it is compiled and the source of the functions it calls
     here, the modules it calls, every input's shape, strides and dtype, torch's version)."""
     held = [TensorSpec.of(t).words() for t in tensors]
-    text = "\n".join([module.code, inspect.getsource(compile_region), inspect.getsource(folded_linear),
+    text = "\n".join([module.code, inspect.getsource(aten_graph), inspect.getsource(compile_region),
+                      inspect.getsource(folded_linear),
                       inspect.getsource(_merge_without_copy), *map(repr, module.children()),
                       *(s.words() for s in inputs), *held, torch.__version__])
     first = inputs[0].words().split(" s(")[0] if inputs else "-"
