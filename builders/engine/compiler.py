@@ -189,11 +189,10 @@ class PlanCompiler:
         return self._pool
 
     def break_pool(self) -> None:
-        """The pool is taken as broken: its jobs are dropped and later compiles run in the caller's process."""
+        """The pool is taken as broken: its jobs are dropped, its workers ended (`close`: one that hangs holds a core
+        and a CUDA context), and later compiles run in the caller's process."""
         self.broken = True
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self.close()
 
     def close(self) -> None:
         """Stops the workers and returns once they are gone: jobs not started are dropped, a job still running (one

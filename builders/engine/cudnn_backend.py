@@ -88,7 +88,8 @@ class CudnnBackend(Backend):
         self.context = BuildContext(cudnn, cudnn.create_handle(), context.static_input,
                                     PLANS_PER_OPT_LEVEL[self.plan.opt_level], engine_timing_cache(cudnn), compiler,
                                     self._make_quantizer, self.plan.fp8_layers,
-                                    fusion=FusedTactics(workers=compiler.submit_regions),
+                                    fusion=FusedTactics(workers=compiler.submit_regions,
+                                                        workers_hung=compiler.break_pool),
                                     cold_weights=weights_cold(self._reference, gpu_l2_bytes()))
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()

@@ -116,6 +116,7 @@ class FusedTactics:
     compiler: Compiler = compile_region
     loader: Loader = load_region
     workers: Workers = no_workers
+    workers_hung: Callable[[], None] = lambda: None  # a worker's answer did not come in time: stop sending them work
     ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor], cache: TimingCache | None = None,
@@ -131,7 +132,7 @@ class FusedTactics:
             args = [*scratch, *sub.tensors]
             loaded = self._loaded(cache.compiled_region(sub.signature) if cache is not None else None, sub, args)
             if loaded is None:
-                loaded = self._loaded(_bytes_of(answer), sub, args)
+                loaded = self._loaded(_bytes_of(answer, self.workers_hung), sub, args)
                 if loaded is not None and cache is not None:
                     cache.put_compiled_region(sub.signature, loaded[1])
             self.compiled[sub.signature] = loaded[0] if loaded is not None else self._compiled(sub, args, cache)
@@ -179,23 +180,32 @@ class FusedTactics:
         return self.workers(jobs) if jobs else {}
 
 
-def settle(answers: Mapping[str, Answer]) -> None:
-    """Every worker job of `answers` withdrawn where it has not started, and waited for (at most ANSWER_TIMEOUT_S)
-    where it has: none compiles, or benchmarks a kernel on the GPU (Inductor tunes some while compiling), while the
-    build times its regions (those the budget left uncompiled had answers nobody took)."""
-    for answer in answers.values():
-        if not answer.cancel():
-            _bytes_of(answer)
+def settle(answers: Mapping[str, Answer], hung: Callable[[], None], wait: bool = True) -> None:
+    """Every worker job of `answers` withdrawn where it has not started (all at once, before any wait: a pool hands
+    its next jobs to a worker while one is waited for), then, with `wait`, each one that has waited for (at most
+    ANSWER_TIMEOUT_S in all: past it the workers are taken as hung, `hung()`): none compiles, or benchmarks a kernel
+    on the GPU (Inductor tunes some while compiling), while the build times its regions. Without `wait` (the build
+    is interrupted) nothing is waited for."""
+    running = [answer for answer in answers.values() if not answer.cancel()]
+    if not wait or not running:
+        return
+    _, late = concurrent.futures.wait(running, timeout=ANSWER_TIMEOUT_S)
+    if late:
+        hung()
 
 
-def _bytes_of(answer: Answer | None) -> bytes | None:
+def _bytes_of(answer: Answer | None, hung: Callable[[], None]) -> bytes | None:
     """A worker's compiled code, or None where there is no answer, it failed, it says why there is none, or it did not
-    come within ANSWER_TIMEOUT_S (a worker that hangs: compiled here instead)."""
+    come within ANSWER_TIMEOUT_S (a worker that hangs: the workers are taken as hung, `hung()`, and the region is
+    compiled here)."""
     if answer is None:
         return None
     try:
         result = answer.result(timeout=ANSWER_TIMEOUT_S)
-    except Exception:  # noqa: BLE001  (a broken pool, a timeout, an answer that does not unpickle: compiled here)
+    except concurrent.futures.TimeoutError:
+        hung()
+        return None
+    except Exception:  # noqa: BLE001  (a broken pool, an answer that does not unpickle: compiled here)
         return None
     return result if isinstance(result, bytes) else None
 
@@ -360,8 +370,10 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     try:
         for sub in subs:
             tactics.function(sub, _scratch(sub, specs), cache, answers.get(sub.signature))
-    finally:
-        settle(answers)
+    except BaseException:  # Ctrl-C included: the jobs not started are withdrawn, none is waited for
+        settle(answers, tactics.workers_hung, wait=False)
+        raise
+    settle(answers, tactics.workers_hung)
 
 
 def compile_stranded(tactics: FusedTactics, forms: list[tuple[Decision, Decision]], specs: Mapping[str, Any],

@@ -300,3 +300,31 @@ def test_past_the_budget_no_region_is_sent_and_no_job_is_left_pending_when_the_r
     tactics.compile_s = 0.0
     fused_engine(Widths(), tactics)  # twenty signatures sent; the budget ends after the first compile
     assert len(pool.sent) == 20 and sum(f.cancelled() for f in pool.futures) == 19
+
+
+def _nap(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
+
+
+def test_settle_withdraws_every_job_not_started_at_once_on_a_real_pool_and_says_when_one_hangs(monkeypatch):
+    from builders.engine import fused_tactics
+
+    hung: list[bool] = []
+    with concurrent.futures.ProcessPoolExecutor(2) as pool:
+        answers = {str(k): pool.submit(_nap, 2.0) for k in range(8)}
+        while not any(a.running() for a in answers.values()):  # two jobs run, at most one more is queued
+            time.sleep(0.05)
+        fused_tactics.settle(answers, lambda: hung.append(True))
+        assert sum(a.cancelled() for a in answers.values()) >= 4 and all(a.done() for a in answers.values())
+        assert hung == []
+        monkeypatch.setattr(fused_tactics, "ANSWER_TIMEOUT_S", 0.2)
+        slow = {"x": pool.submit(_nap, 2.0)}
+        time.sleep(0.5)
+        fused_tactics.settle(slow, lambda: hung.append(True))
+        assert hung == [True]
+        late = pool.submit(_nap, 2.0)
+        while not late.running():
+            time.sleep(0.05)
+        fused_tactics.settle({"y": late}, lambda: hung.append(True), wait=False)
+        assert hung == [True] and not late.done()  # interrupted: nothing waited for
