@@ -238,27 +238,29 @@ class _Recorder(TorchFunctionMode):
         output = next((t for t in self.keep if id(t) == output_id), None) if output_id is not None else None
         if output is None or not _pooled_shape(output.shape):
             return self.last_unpooled
-        classifiers = [s for s in self.frontier.get(id(output), frozenset())
-                       if self._writes_logits(self.layer_output_ids[s], output)]
+        classifiers = [s for s in self.frontier.get(id(output), frozenset()) if self._classifies(s, output)]
         ends = [self._features_made(self.layer_inputs[s]) for s in classifiers]
         return max(ends, default=self.last_unpooled)
 
-    def _writes_logits(self, layer_output: int, output: torch.Tensor) -> bool:
-        """Whether the layer whose output is `layer_output` reaches the model's `output` with nothing normalizing or
-        activating its values on the way (logits are taken as a classifier writes them, pooled, reshaped, selected or
-        summed at most): the last layer of a trunk whose pooled features are the output (a model without a
-        classifier) has its normalization, residual ReLU or layer norm after it, and classifies nothing."""
-        pending, seen = [output], set()
+    def _classifies(self, seq: int, output: torch.Tensor) -> bool:
+        """Whether layer `seq` classifies: it reads pooled features (a flat vector, a 1 x 1 map, a class token), or its
+        output reaches the model's pooled `output` through pooling, reshapes and selections alone (a 1 x 1
+        convolution classifying every position before a global pooling). The last layer of a trunk whose pooled
+        features are the output (a model without a classifier) reads positions and meets a residual add, a
+        normalization or an activation before the pooling: it classifies nothing."""
+        if self.pooled_input.get(seq):
+            return True
+        target, pending, seen = self.layer_output_ids[seq], [output], set()
         while pending:
             current = pending.pop()
             if id(current) in seen:
                 continue
             seen.add(id(current))
-            if id(current) == layer_output:
+            if id(current) == target:
                 return True
             name, inputs = self.made.get(id(current), ("", []))
-            if function_op(name) not in ("normalization", "activation"):
-                pending.extend(t for t in inputs if id(t) in self.derived)
+            if function_op(name) == "pooling" or name in PASS_THROUGH or name in SELECTIONS:
+                pending.extend(t for t in inputs[:1] if id(t) in self.derived)
         return False
 
     def _features_made(self, tensor: torch.Tensor) -> int:

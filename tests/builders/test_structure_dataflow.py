@@ -205,3 +205,34 @@ def test_a_model_without_a_classifier_has_no_head_layer(name):
     layers = {path for path, module in model.named_modules() if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear))}
     head = set(model_structure(model, torch.zeros(1, *size)).paths(role="head"))
     assert not head & layers
+
+
+class _Headless(torch.nn.Module):
+    """Pooled features, no classifier, in the ways the review found fooling the head rule: the last layer's output
+    meets a residual add (no final norm), a normalization written by hand (x * rsqrt(mean(x^2))), a reshape_as
+    whose second argument is the layer's output, or a gather whose index it makes."""
+
+    def __init__(self, ending: str) -> None:
+        super().__init__()
+        self.ending = ending
+        self.stem, self.mix = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.stem(x)
+        z = self.mix(y)
+        if self.ending == "residual":
+            y = y + z
+        elif self.ending == "rms":
+            y = z * torch.rsqrt(z.pow(2).mean(1, keepdim=True) + 1e-6)
+        elif self.ending == "reshape_as":
+            y = torch.relu(y).reshape_as(z)
+        else:  # the layer's output only picks which position each channel's value is gathered from
+            where = z.flatten(2)[..., :1].to(torch.int64)  # |z| < 1 on the zero input: position 0
+            return torch.gather(torch.relu(y).flatten(2), 2, where).squeeze(-1)
+        return y.mean((2, 3))
+
+
+@pytest.mark.parametrize("ending", ["residual", "rms", "reshape_as", "gather"])
+def test_pooled_features_with_no_classifier_have_no_head_layer(ending):
+    model = _Headless(ending).eval()
+    assert model_structure(model, torch.zeros(1, 3, 8, 8)).paths(role="head") == []
