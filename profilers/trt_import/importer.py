@@ -29,24 +29,30 @@ from sessions.documents.model import Environment, GpuInfo, Layer, Session, Timin
 from sessions.documents.options import default
 
 PRECISION_ORDER = ("fp8", "int8", "bf16", "fp16", "fp32")
-FLOAT_PRECISIONS = ("bf16", "fp16", "fp32")  # a build option that allows one asks for it; a quantized one must run
+FLOAT_PRECISIONS = ("fp16", "bf16")  # a build option that allows one asks for it (fp16 first: trtexec's --best
+# allows both); a quantized one (int8, fp8) counts only where a layer ran it
 MOVES_DATA = ("reformat", "shuffle", "noop", "quantize", "dequantize")
 
 
 def dominant_precision(variant_layers: list[Layer], build_precision: str | None = None) -> str:
-    """The variant's precision: the lowest that any computing layer runs in, or the lowest float precision trtexec's
-    build option allowed where that is lower (what the build asked for: an `--fp16` build whose every layer kept fp32
-    is an fp16 build whose layers kept fp32). A quantized format (int8, fp8) counts only where a layer ran it: a
-    `--best` build (`FP32+FP16+INT8`) whose layers ran fp16 is fp16.
+    """The variant's precision: the lowest that any computing layer runs in; where every one ran fp32, the 16-bit
+    float precision trtexec's build option allowed (what the build asked for: an `--fp16` build whose every layer kept
+    fp32 is an fp16 build whose layers kept fp32; fp16 before bf16); where no layer says (names-only files), the
+    lowest the option allowed. A quantized format (int8, fp8) the option allowed counts only where a layer ran it,
+    or no layer says: a `--best` build (`FP32+FP16+BF16+INT8`) whose layers ran fp16 is fp16.
 
     Layers that only move or convert data (reformats, shuffles, Q/DQ, no-ops) do not count: an fp16 input
     binding's reformat does not make a TF32 engine fp16.
     """
     seen = {layer.precision for layer in variant_layers if layer.op not in MOVES_DATA} or {
         layer.precision for layer in variant_layers}
-    allowed = {p for p in FLOAT_PRECISIONS if p in (build_precision or "").lower()}
-    found: str | None = next((p for p in PRECISION_ORDER if p in seen or p in allowed), None)
-    return found or "unknown"
+    words = (build_precision or "").lower()
+    ran = next((p for p in PRECISION_ORDER if p in seen), None)
+    if ran is None:  # names-only layers: the build's option is all there is
+        return next((p for p in PRECISION_ORDER if p in words), "unknown")
+    if ran != "fp32":
+        return ran
+    return next((p for p in FLOAT_PRECISIONS if p in words), ran)
 
 
 @dataclass

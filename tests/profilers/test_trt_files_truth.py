@@ -344,6 +344,10 @@ def test_only_a_tactic_that_names_tf32_is_tf32_math(tactic, math):
     (["int8", "fp16"], "FP32+FP16+INT8", "int8"),
     (["fp16"], "FP32+FP16+FP8", "fp16"),
     (["fp32"], None, "fp32"),
+    (["fp16", "fp32"], "FP32+FP16+BF16+INT8", "fp16"),  # --best on sm80+: bf16 allowed, fp16 ran
+    (["fp32"], "FP32+FP16+BF16", "fp16"),
+    ([None, None], "FP32+INT8", "int8"),  # names-only layers: the option is all there is
+    ([None], None, "unknown"),
 ])
 def test_a_variants_precision_is_what_ran_or_the_float_precision_its_build_asked_for(ran, option, expected):
     from profilers.trt_import.importer import dominant_precision
