@@ -543,30 +543,29 @@ def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], thresho
                spent: dict[str, float]) -> str | None:
     """Why the time layer `index` of `layers` (B's) gained is another layer's it took over, or None: a neighbour (the
     layer before or after it, or its nearest timed parent module or a module whose nearest timed parent it is) lost a
-    real amount of its own (faster by its own bands, or by the threshold without them, and by at least `threshold`
-    of its time) and, of what is left of that loss (`spent`: what earlier rows were given of it), at least half of
-    this gain, and the two together are not slower (`noise.judge` of their summed bands; the threshold where either
-    has no band). `timed`: each paired layer's times and bands, B's at A's level (the common factor divided out), by
-    B's name. A layer slowed alone (tenfold) finds no such neighbour; one loss excuses no more than itself."""
+    real amount of its own (faster by its own bands and by at least `threshold` of its time) and, of what is left of
+    that loss (`spent`: what earlier rows were given of it, added back to its time in B), at least half of this gain,
+    and the two together are not slower (`noise.judge` of their summed bands). Only layers timed with a per-call
+    spread on both sides (a profile's averages say nothing of how far a time wanders). `timed`: each paired layer's
+    times and bands, B's at A's level (the common factor divided out), by B's name. A layer slowed alone (tenfold)
+    finds no such neighbour; one loss excuses no more than itself."""
     name = layers[index].name
     a, b, band_a, band_b = timed[name]
-    if b <= a:
+    if b <= a or band_a is None or band_b is None:
         return None
     for other in _neighbours(layers, index, timed):
         other_a, other_b, other_band_a, other_band_b = timed[other]
-        lost = other_a - other_b - spent.get(other, 0.0)
-        own = (judge(other_band_a, other_band_b) == FASTER if other_band_a is not None and other_band_b is not None
-               else threshold_verdict(other_a, other_b, threshold) == FASTER)
-        if not own or other_a - other_b < threshold * other_a or lost < (b - a) / 2:
+        if other_band_a is None or other_band_b is None:
             continue
-        if None in (band_a, band_b, other_band_a, other_band_b):
-            slower = threshold_verdict(a + other_a, b + other_b, threshold) == SLOWER
-        else:
-            slower = judge(_summed(band_a, other_band_a), _summed(band_b, other_band_b)) == SLOWER
-        if not slower:
-            spent[other] = spent.get(other, 0.0) + min(b - a, lost)
+        given = spent.get(other, 0.0)
+        lost = other_a - other_b - given
+        if judge(other_band_a, other_band_b) != FASTER or other_a - other_b < threshold * other_a or lost < (b - a) / 2:
+            continue
+        after = Band(other_band_b.center_ms + given, other_band_b.low_ms + given, other_band_b.high_ms + given, "")
+        if judge(_summed(band_a, other_band_a), _summed(band_b, after)) != SLOWER:
+            spent[other] = given + min(b - a, lost)
             return (f"time moved from {other} ({other_a:.4g} -> {other_b:.4g} ms): the two together "
-                    f"{a + other_a:.4g} -> {b + other_b:.4g} ms, not slower")
+                    f"{a + other_a:.4g} -> {b + other_b + given:.4g} ms, not slower")
     return None
 
 

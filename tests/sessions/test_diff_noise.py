@@ -352,3 +352,28 @@ def test_only_the_nearest_timed_parent_and_children_are_neighbours():
     timed = {n.name: _timed(1.0, 1.0) for n in layers}
     assert set(_neighbours(layers, 2, timed)) == {"net.a", "net.b"}  # its parent, the next row; never `net`
     assert set(_neighbours(layers, 0, timed)) == {"net.a", "net.b"}  # its children's rows, not its grandchild's
+
+
+def test_without_a_spread_no_time_is_said_to_have_moved():
+    """A profile's averages (no per-call spread): a tiny layer 21 times slower beside a 20 ms layer 5.5 % faster is
+    judged, not excused."""
+    layers = [Layer(name=n, kind="Conv2d") for n in ("big", "tiny")]
+    timed = {"big": (20.0, 18.9, None, None), "tiny": (0.1, 2.1, None, None)}
+    assert moved_time(layers, 1, timed, 0.05, {}) is None
+    timed["big"] = (20.0, 18.9, _band(20.0, 0.01), _band(18.9, 0.01))  # the big one has a spread, the tiny one not
+    assert moved_time(layers, 1, timed, 0.05, {}) is None
+    timed = {"big": (20.0, 18.9, None, None), "tiny": (0.1, 2.1, _band(0.1, 0.01), _band(2.1, 0.01))}  # and not
+    assert moved_time(layers, 1, timed, 0.05, {}) is None
+
+
+@pytest.mark.parametrize("gains", [(0.5, 1.0), (0.6, 0.6)])
+def test_what_is_left_of_a_loss_is_all_a_second_gain_may_take(gains):
+    """A loss of 1 ms beside two gains that together exceed it: the first is excused, the second is judged with what
+    the first took added back to the neighbour."""
+    layers = [Layer(name=n, kind="Conv2d") for n in ("block.conv1", "block", "block.conv3")]
+    first, second = gains
+    tight = lambda a, b: (a, b, _band(a, 0.01), _band(b, 0.01))  # noqa: E731
+    timed = {"block.conv1": tight(3.0, 3.0 + first), "block": tight(5.0, 4.0), "block.conv3": tight(3.0, 3.0 + second)}
+    spent: dict[str, float] = {}
+    assert moved_time(layers, 0, timed, 0.05, spent) is not None
+    assert moved_time(layers, 2, timed, 0.05, spent) is None
