@@ -54,6 +54,9 @@ from sessions.documents.vocab import gpu_state_kind
 TIME_FLOOR = 0.01  # a layer or group time change under 1 % of the variant's total time is too small to matter
 
 
+Timed = tuple[float, float, Band | None, Band | None]  # a layer's time in A and in B at A's level, and their bands
+
+
 @dataclass
 class Change:
     variant: str  # the pair's label: the name, or "a=b" where the names differ
@@ -382,11 +385,8 @@ class VariantComparison:
         """A group or layer time per call; `bands` are A's and B's (None: not judged), already per image."""
         if a is None or b is None:
             return None
-        band_a, band_b = bands
-        # no spread stored: nothing says what the machine did between the sessions; the threshold decides on raw times
-        factor = self._factor if band_a is not None and band_b is not None else None
-        b_level = b / factor.ratio if factor is not None else b  # B at A's common level
-        band_b = without_factor(band_b, factor) if band_b is not None else None
+        a, b_level, band_a, band_b = self._at_level(a, b, bands)
+        factor = self._factor if band_a is not None else None
         verdict = judge(band_a, band_b) if band_a is not None and band_b is not None else None
         self.judged[what] = self.judged.get(what, 0) + (verdict is not None)
         self.unjudged[what] = self.unjudged.get(what, 0) + (verdict is None)
@@ -410,6 +410,16 @@ class VariantComparison:
             relative = f"{(b_level - a) / a * 100:+.1f}%" if a else "new"
             note = f"B / x{factor.ratio:.4g} = {b_level:.4g} ms ({relative}); {note}"
         return Change(self.label, what, item, a, b, regression, note, verdict)
+
+    def _at_level(self, a: float, b: float, bands: tuple[Band | None, Band | None]) -> Timed:
+        """A time per call in A and B with their bands, B at A's common level (the common factor divided out of B and
+        its band) where both have a band; raw and without bands where either has none (no spread stored: nothing says
+        what the machine did between the sessions, the threshold decides on raw times)."""
+        band_a, band_b = bands
+        if band_a is None or band_b is None:
+            return a, b, None, None
+        ratio = self._factor.ratio if self._factor is not None else 1.0
+        return a, b / ratio, band_a, without_factor(band_b, self._factor)
 
     def _load_moved(self, band_a: Band | None, band_b: Band | None, factor: CommonFactor | None) -> str | None:
         """Why a time judged against the rest (`band_b`: B's band divided by `factor`) moved by the load's hand, on the
@@ -454,7 +464,8 @@ class VariantComparison:
         ka, kb = kernels_per_layer(va), kernels_per_layer(vb)
         changes: list[Change | None] = []
         total = self._total_a()
-        timed: list[tuple[int, int, Change]] = []
+        regressions: list[tuple[int, Change]] = []
+        levels: dict[str, Timed] = {}  # each paired layer timed on both sides, by B's name (`_at_level`)
         for i, j in alignment.pairs:
             la, lb = va.layers[i], vb.layers[j]
             item = lb.name if la.name == lb.name else f"{la.name} -> {lb.name}"
@@ -465,13 +476,14 @@ class VariantComparison:
                 changes.append(self._count("layer kernels", item, ka[i] / self.scale_a, kb[j] / self.scale_b))
             if la.time_ms is not None and lb.time_ms is not None:
                 bands = self._band_a(layer_band(la, self._drift_a)), self._band_b(layer_band(lb, self._drift_b))
-                change = self._time("layer time", item, la.time_ms / self.scale_a, lb.time_ms / self.scale_b, total,
-                                    bands)
+                a, b = la.time_ms / self.scale_a, lb.time_ms / self.scale_b
+                levels[lb.name] = self._at_level(a, b, bands)
+                change = self._time("layer time", item, a, b, total, bands)
                 changes.append(change)
                 if change is not None and change.regression:
-                    timed.append((i, j, change))
-        for i, j, change in timed:
-            self._moved_between(i, j, change)
+                    regressions.append((j, change))
+        for j, change in regressions:
+            self._moved_between(j, change, levels)
         for i, j in alignment.fused_a.items():
             layer = va.layers[i]
             changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
@@ -497,30 +509,17 @@ class VariantComparison:
         )
         return changes
 
-    def _moved_between(self, i: int, j: int, change: Change) -> None:
+    def _moved_between(self, j: int, change: Change, levels: dict[str, Timed]) -> None:
         """A layer time judged a regression that a neighbour's loss matches (`moved_time`: the layer that runs just
         before or after it in B, or the module holding it or held by it) is stated as time moved between the two, not
-        a regression: the profiler gave one of them what the other ran (an unchanged rerun on a CPU moved 0.7 ms
-        between timm's ECA block and its last convolution)."""
-        timed: dict[str, Timed] = {}
-        for name, a, b in self._paired_times():
-            band_a, band_b = self._band_a(layer_band(a, self._drift_a)), self._band_b(layer_band(b, self._drift_b))
-            time_a, time_b = (a.time_ms or 0.0) / self.scale_a, (b.time_ms or 0.0) / self.scale_b
-            if band_a is None or band_b is None:  # judged as `_time` judges it: raw, by the threshold
-                timed[name] = (time_a, time_b, None, None)
-            else:  # at A's common level, as `_time` judged it
-                ratio = self._factor.ratio if self._factor is not None else 1.0
-                timed[name] = (time_a, time_b / ratio, band_a, without_factor(band_b, self._factor))
-        found = moved_time(self.vb.layers, j, timed, self.threshold, self._spent)
+        a regression: the profiler gave one of them what the other ran (an unchanged rerun on a CPU moved 0.66 ms
+        between a bottleneck block's own row and its last convolution). `levels`: the paired layers' times, as
+        `_time` judged them."""
+        found = moved_time(self.vb.layers, j, levels, self.threshold, self._spent)
         if found is not None:
             self.moved += 1
             change.regression, change.verdict = False, None
             change.note = f"{found}; {change.note}"
-
-    def _paired_times(self) -> list[tuple[str, Layer, Layer]]:
-        """B's name and both layers of each paired layer timed on both sides."""
-        return [(self.vb.layers[j].name, self.va.layers[i], self.vb.layers[j]) for i, j in self._alignment.pairs
-                if self.va.layers[i].time_ms is not None and self.vb.layers[j].time_ms is not None]
 
     def _splits(self) -> list[Change]:
         """Paired layers that split per group in B and not in A; a layer without a partner in A is not compared."""
@@ -534,9 +533,6 @@ class VariantComparison:
             for flag in diagnose(self.vb)
             if flag.reason == "per-group split" and any(name not in split_a for name in partners.get(flag.layer, ()))
         ]
-
-
-Timed = tuple[float, float, Band | None, Band | None]  # a layer's time in A and in B at A's level, and their bands
 
 
 def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], threshold: float,
@@ -586,10 +582,9 @@ def _nearest_parent(name: str, timed: dict[str, Timed]) -> str | None:
     return next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1) if ".".join(parts[:k]) in timed), None)
 
 
-def _summed(*bands: Band | None) -> Band:
+def _summed(*bands: Band) -> Band:
     """The band of a sum of times: each end the sum of the bands' ends (wider than the sum's own: a cautious band)."""
-    held = [band for band in bands if band is not None]
-    return Band(sum(b.center_ms for b in held), sum(b.low_ms for b in held), sum(b.high_ms for b in held), "a sum")
+    return Band(sum(b.center_ms for b in bands), sum(b.low_ms for b in bands), sum(b.high_ms for b in bands), "a sum")
 
 
 def _timed(variant: Variant) -> bool:
