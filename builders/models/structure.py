@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,36 +250,33 @@ class _Recorder(TorchFunctionMode):
         normalization or an activation before the pooling: it classifies nothing."""
         if self.pooled_input.get(seq):
             return True
-        target, pending, seen = self.layer_output_ids[seq], [output], set()
-        while pending:
-            current = pending.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            if id(current) == target:
-                return True
-            name, inputs = self.made.get(id(current), ("", []))
-            if function_op(name) == "pooling" or name in PASS_THROUGH or name in SELECTIONS:
-                pending.extend(t for t in inputs[:1] if id(t) in self.derived)
-        return False
+        target = self.layer_output_ids[seq]
+        return any(id(t) == target for t in self._upstream([output], self._data_through_pooling))
+
+    def _data_through_pooling(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """The data operand (the first: not a shape's or an index's tensor) of the pooling, reshape or selection that
+        made `tensor`; none for any other op."""
+        name, _ = self.made.get(id(tensor), ("", []))
+        passes = function_op(name) == "pooling" or name in PASS_THROUGH or name in SELECTIONS
+        return self._computed_inputs(tensor)[:1] if passes else []
 
     def _features_made(self, tensor: torch.Tensor) -> int:
         """When the features behind `tensor` were made: the latest sequence number at which the tensors with positions
         that `tensor` was computed from through pooled features, reshapes and selections alone were written (in place
         too: timm's ResNet adds its shortcut to, and applies its last ReLU on, the main path's tensor) (0: the
         input)."""
-        latest, pending, seen = 0, [tensor], set()
-        while pending:
-            current = pending.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            name, inputs = self.made.get(id(current), ("", []))
-            if _pooled_shape(current.shape) or name in PASS_THROUGH or name in SELECTIONS:
-                pending.extend(t for t in inputs if id(t) in self.derived)
-            else:  # its last write: an in-place residual add and ReLU finish the features after the shortcut's layers
-                latest = max(latest, self.written_at.get(id(current), self.made_at.get(id(current), 0)))
-        return latest
+        ends = [t for t in self._upstream([tensor], self._feature_inputs) if not self._passes_features(t)]
+        # each end's last write: an in-place residual add and ReLU finish the features after the shortcut's layers
+        return max((self.written_at.get(id(t), self.made_at.get(id(t), 0)) for t in ends), default=0)
+
+    def _feature_inputs(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """The computed inputs of the op that made `tensor` where features pass through it (`_passes_features`)."""
+        return self._computed_inputs(tensor) if self._passes_features(tensor) else []
+
+    def _passes_features(self, tensor: torch.Tensor) -> bool:
+        """Whether `tensor` holds pooled features, or a reshape or selection made it (features pass through it)."""
+        name, _ = self.made.get(id(tensor), ("", []))
+        return _pooled_shape(tensor.shape) or name in PASS_THROUGH or name in SELECTIONS
 
     def gate(self, inputs: list[torch.Tensor]) -> None:
         """A multiply of two computed tensors: where one factor was computed, after the other was made, by layers fed
@@ -297,32 +294,35 @@ class _Recorder(TorchFunctionMode):
     def _layers_behind(self, tensor: torch.Tensor, after: int) -> set[str]:
         """Layers fed features pooled from positions whose outputs `tensor` was computed from, by calls after
         sequence number `after`."""
-        found: set[str] = set()
-        pending, seen = [tensor], set()
-        while pending:
-            current = pending.pop()
-            if id(current) in seen or self.made_at.get(id(current), 0) <= after:
-                continue
-            seen.add(id(current))
-            path = self.layer_outputs.get(id(current))
-            if path in self.reduced_input:
-                found.add(path)
-            pending.extend(t for t in self.made[id(current)][1] if id(t) in self.derived)
-        return found
+        reached = self._upstream([tensor], self._inputs_after(after))
+        return {path for t in reached if self.made_at.get(id(t), 0) > after
+                and (path := self.layer_outputs.get(id(t), "")) in self.reduced_input}
 
     def _computed_from(self, tensor: torch.Tensor, target: torch.Tensor, after: int) -> bool:
         """Whether `tensor` is `target` or was computed from it by calls after sequence number `after` (when `target`
         was made)."""
-        pending, seen = [tensor], set()
+        return any(t is target for t in self._upstream([tensor], self._inputs_after(after)))
+
+    def _upstream(self, starts: Iterable[torch.Tensor],
+                  follow: Callable[[torch.Tensor], Iterable[torch.Tensor]]) -> Iterator[torch.Tensor]:
+        """Each tensor reached from `starts` going upstream, once, depth first: `follow(tensor)` gives the tensors to
+        go on to from it (none: the walk stops there)."""
+        pending, seen = list(starts), set()
         while pending:
             current = pending.pop()
-            if current is target:
-                return True
-            if id(current) in seen or self.made_at.get(id(current), 0) <= after:
+            if id(current) in seen:
                 continue
             seen.add(id(current))
-            pending.extend(t for t in self.made[id(current)][1] if id(t) in self.derived)
-        return False
+            yield current
+            pending.extend(follow(current))
+
+    def _computed_inputs(self, tensor: torch.Tensor) -> list[torch.Tensor]:
+        """The inputs computed from the model's input of the op that made `tensor` (none for the input itself)."""
+        return [t for t in self.made.get(id(tensor), ("", []))[1] if id(t) in self.derived]
+
+    def _inputs_after(self, after: int) -> Callable[[torch.Tensor], list[torch.Tensor]]:
+        """A walk's `follow` that goes on from tensors made after sequence number `after` only."""
+        return lambda t: self._computed_inputs(t) if self.made_at.get(id(t), 0) > after else []
 
     def attention_output(self, source: torch.Tensor) -> bool:
         """Whether `source`, a linear's input, is attention's output (module docstring): a product of two activations
@@ -357,17 +357,8 @@ class _Recorder(TorchFunctionMode):
     def _product_behind(self, tensors: list[torch.Tensor], since: int) -> bool:
         """Whether any of `tensors` was computed, by calls after sequence number `since`, from a product of two
         activations."""
-        pending, seen = [t for t in tensors if id(t) in self.derived], set()
-        while pending:
-            tensor = pending.pop()
-            if id(tensor) in seen or self.made_at.get(id(tensor), 0) <= since:
-                continue
-            seen.add(id(tensor))
-            name, inputs = self.made[id(tensor)]
-            if _product(name, inputs, self.derived):
-                return True
-            pending.extend(t for t in inputs if id(t) in self.derived)
-        return False
+        reached = self._upstream([t for t in tensors if id(t) in self.derived], self._inputs_after(since))
+        return any(self.made_at.get(id(t), 0) > since and _product(*self.made[id(t)], self.derived) for t in reached)
 
     def sources(self, tensor: torch.Tensor) -> set[int]:
         """`tensor` and the tensors it was reshaped, copied or dropped out from."""
