@@ -19,7 +19,7 @@ times. Values that leave a region in the middle are outputs of its function, wri
   (`kernels.time_captured`).
 - A region's function is compiled without dynamo (`region_artifacts.compile_region`: traced to ATen operations,
   then Inductor's `standalone_compile`), and the compiled code kept in the engine's timing cache
-  (`TimingCache.put_compiled_region`), so a later build loads it in milliseconds instead of compiling. Where a build
+  (`TimingCache.put_compiled_region`), so a later build loads it instead of compiling. Where a build
   needs several signatures compiled and the plan compiler's workers can run (`FusedTactics.workers`), they compile
   them side by side and hand the code back. Code loaded from the cache or a worker runs only where it computes
   what the region computes on the scratch tensors (`region_artifacts.disagreement`); else it is compiled here.
