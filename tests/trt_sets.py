@@ -158,7 +158,8 @@ class Truth:
     stated_precision: int  # layers with a tensor type in the file
     all_int8: int  # layers whose every tensor is Int8 (INT8 compute whatever else)
     all_fp16: int  # layers whose every tensor is FP16 / Half and no INT8 tactic or weights
-    reformat: int  # TensorRT's Reformat layers that are not Q/DQ, or names-only `Reformatting CopyNode`s
+    reformat: int  # TensorRT's Reformat layers that are not Q/DQ nor a concatenation's `X copy`, or names-only
+    # `Reformatting CopyNode`s
     qdq: int
     shuffle: int  # Shuffle, Slice, Padding, Gather
     depthwise: int
@@ -186,9 +187,13 @@ def truth(engine: Engine) -> Truth:
                         for p in parts)
                 and any(re.search(r"(Quantize|Dequantize)Linear|QuantLinearNode|DequantLinearNode", p) for p in parts))
 
+    def concat_copy(name: str) -> bool:  # a concatenation's input copied into its output, whatever kind it has
+        return name.endswith(" copy") and not name.startswith("Reformatting CopyNode")
+
     if detailed:
         reformat = sum(1 for e in detailed
-                       if e["LayerType"] == "Reformat" and e.get("Origin") != "QDQ" and not qdq_name(e["Name"]))
+                       if e["LayerType"] == "Reformat" and e.get("Origin") != "QDQ" and not qdq_name(e["Name"])
+                       and not concat_copy(e["Name"]))
         qdq = sum(1 for e in detailed if e.get("Origin") == "QDQ" or e["LayerType"] in ("Quantize", "Dequantize")
                   or qdq_name(e["Name"]))
         shuffle = sum(1 for e in detailed if e["LayerType"] in ("Shuffle", "Slice", "Padding", "Gather"))

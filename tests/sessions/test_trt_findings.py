@@ -16,7 +16,7 @@ from profilers.trt_import.importer import ImportFiles, import_variant, new_sessi
 from sessions.analyses.diff import diff_sessions
 from sessions.analyses.groups import compare_groups, load_rules, role_of, stages_of
 from sessions.documents import storage
-from sessions.documents.model import Session
+from sessions.documents.model import Layer, Session
 from sessions.reports.export import export_markdown
 from tests.conftest import run_cli
 from tests.trt_sets import SHARED
@@ -108,6 +108,29 @@ def test_yolo_constants_are_constants_and_its_stem_is_where_the_network_starts()
     assert all(stage != "stem" for stage in stages[first_stage:])  # no neck layer named conv1 in the stem
     assert [layer.name for layer, stage in zip(variant.layers, stages, strict=False) if stage == "stem"] == [
         n for n in names[:first_stage] if re.search(r"/backbone/(conv1|maxpool)/", n)]
+
+
+def test_a_concatenations_copies_are_concat_copy_whether_the_file_calls_them_reformat_or_gives_no_kind():
+    """TensorRT names the copy of a concatenation's input into its output `<input> copy`: TensorRT 8.5's layer
+    information (YOLO) gives it the kind Reformat, TensorRT 7's profile (GoogLeNet) no kind; a `Reformatting CopyNode`
+    stays a reformat."""
+    yolo = folder("trt8.5-yolo-int8-qat-orin-namesonly")
+    raw = json.loads((yolo / "layer_info.json").read_text())["Layers"]
+    googlenet = folder("trt7.1-googlenet-xavier-dla-gpu-profiles") / "googlenet_gpu_transition_at_-1.profile"
+    with_log = ImportFiles.of(layers=yolo / "layer_info.json", profile=yolo / "profile.json",
+                              metadata=[yolo / "trt.out"])  # the log's layer listing gives the kinds
+    assert re.search(r"Layer\(Reformat\): \S+ copy", (yolo / "trt.out").read_text())
+    for files, names in ((with_log, raw), (ImportFiles.of(layers=yolo / "layer_info.json"), raw),
+                         (ImportFiles.of(profile=googlenet), [r.get("name", "") for r in json.loads(
+                             googlenet.read_text()) if isinstance(r, dict)])):
+        copies = {n for n in names if n.endswith(" copy") and not n.startswith("Reformatting CopyNode")}
+        reformats = {n for n in names if n.startswith("Reformatting CopyNode")}
+        roles = {layer.name: role_of(layer, RULES) for layer in import_variant(files).variant.layers}
+        assert copies and {roles[n] for n in copies} == {"concat / copy"}
+        assert {roles[n] for n in reformats} <= {"reformat"}
+    # a reformat of such a copy's output is named after it, and stays a reformat
+    reformat_of_copy = Layer(name="Reformatting CopyNode for Output Tensor 0 to inception_3a/1x1 copy", kind="unknown")
+    assert role_of(reformat_of_copy, RULES) == "reformat"
 
 
 def test_googlenet_pool_projections_are_convolutions():
