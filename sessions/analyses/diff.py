@@ -150,6 +150,11 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
     ):
         if left != right:
             warnings.append(f"different {what}: {left} against {right}")
+    graphs = a.method.cuda_graph, b.method.cuda_graph
+    if None not in graphs and graphs[0] != graphs[1]:
+        launch = {True: "replayed CUDA graphs", False: "launched every kernel from the host"}
+        warnings.append(f"A {launch[bool(graphs[0])]}, B {launch[bool(graphs[1])]}: the host's launch time is in one "
+                        "side's latency only")
     if not latencies_alike(a, b):
         warnings.append(f"latencies timed differently: {_timed_words(a)} against {_timed_words(b)}: not compared "
                         "(the summed layer times stand in)")

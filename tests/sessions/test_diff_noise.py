@@ -277,6 +277,20 @@ def test_a_diff_warns_where_the_gpu_states_differ(session: Session):
     assert warned(failed, failed_otherwise) == [] and warned(settled, copy.deepcopy(settled)) == []
 
 
+def test_a_diff_warns_where_one_side_replayed_cuda_graphs_and_the_other_launched_from_the_host(session: Session):
+    """trtexec with and without --useCudaGraph: the host's launch time is in one latency only; unknown on either side
+    (files without trtexec's options) or the same on both: no warning."""
+    def warned(a: Session, b: Session) -> list[str]:
+        return [w for w in diff_sessions(a, b, load_rules(None)).warnings if "launch time" in w]
+
+    graphed, eager, unknown = (copy.deepcopy(session) for _ in range(3))
+    graphed.method.cuda_graph, eager.method.cuda_graph, unknown.method.cuda_graph = True, False, None
+    assert warned(graphed, eager) == [("A replayed CUDA graphs, B launched every kernel from the host: the host's "
+                                       "launch time is in one side's latency only")]
+    assert len(warned(eager, graphed)) == 1 and warned(eager, graphed)[0].startswith("A launched every kernel")
+    assert warned(graphed, unknown) == warned(unknown, eager) == warned(eager, copy.deepcopy(eager)) == []
+
+
 def _band(ms: float, spread: float = 0.05) -> Band:
     return Band(ms, ms * (1 - spread), ms * (1 + spread), "constructed")
 
