@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 import orjson
 
 from sessions.documents.codec import ShapeError, build, builds_all
+from sessions.documents.consistency import check_figures
 from sessions.documents.errors import InputError, InspectError
 from sessions.documents.gc_pause import gc_paused
 from sessions.documents.input_files import read_regular_file
@@ -50,6 +51,7 @@ class Encoded:
     data: bytes
     rest: bytes
     slices: list[bytes]
+    layer_counts: list[int] | None = None  # each variant's number of layers, where cut (the save check's)
 
 
 @gc_paused()
@@ -61,7 +63,7 @@ def encode_in_slices(session: Session) -> Encoded:
     sliced = [_layer_slices(variant.layers) for variant in session.variants]
     segments = encode(_with_layers(session, [orjson.Fragment(LAYERS_MARK)] * len(sliced))).split(LAYERS_MARK)
     return Encoded(b"".join(_with_slices(segments, sliced)), b"[]".join(segments),
-                   [piece for slices in sliced for piece in slices])
+                   [piece for slices in sliced for piece in slices], [len(v.layers) for v in session.variants])
 
 
 def _sliceable(session: Session) -> bool:
@@ -451,8 +453,11 @@ def check_loads(data: bytes, origin: str) -> None:
     """
     doc = _document(data, origin)
     if builds_all(Session, [doc]):
-        doc = {**doc, "variants": [{**variant, "layers": []} for variant in doc.get("variants", [])]}
-    _session(doc, origin)
+        variants = doc.get("variants", [])
+        doc = {**doc, "variants": [{**variant, "layers": []} for variant in variants]}
+        _session(doc, origin, [len(variant.get("layers", [])) for variant in variants])
+    else:
+        _session(doc, origin)
 
 
 @gc_paused()
@@ -471,7 +476,7 @@ def check_encoded(encoded: Encoded, origin: str) -> None:
     if doc is None:
         check_loads(encoded.data, origin)
     else:
-        _session(doc, origin)
+        _session(doc, origin, encoded.layer_counts)
 
 
 def _shown_rest(encoded: Encoded) -> dict[str, Any] | None:
@@ -520,13 +525,12 @@ def _document(data: bytes, origin: str) -> dict[str, Any]:
     return doc
 
 
-def _session(doc: dict[str, Any], origin: str) -> Session:
-    """The session a parsed document holds, built and checked; one InputError line where it is not one."""
+def _session(doc: dict[str, Any], origin: str, layer_counts: list[int] | None = None) -> Session:
+    """The session a parsed document holds, built and checked; one InputError line where it is not one.
+    `layer_counts`: each variant's number of layers where the document's were left out (`check_figures`)."""
     try:
         session = build(Session, doc)
-        for variant in session.variants:
-            if variant.kernels is not None:
-                variant.kernels.validate()
+        check_figures(session, layer_counts)
         _check_names(session)
         _check_jobs(session)
     except (ShapeError, ValueError) as exc:

@@ -24,6 +24,7 @@ from sessions.documents import storage
 from sessions.documents.model import Layer, Session
 from sessions.reports.diff_report import diff_text
 from tests.conftest import H200
+from tests.sessions.latency_edits import moved
 
 MAINJOB = H200 / "senet154-mainjob-warm.json"  # schema 2, one traced call: no per-call times stored
 
@@ -133,14 +134,10 @@ def test_a_layer_slowed_inside_a_uniformly_slowed_variant_is_flagged(session: Se
 
 
 def with_latency(session: Session, factor: float = 1.0, added_ms: float = 0.0, load: float | None = None) -> Session:
-    """`session` with its latency samples x `factor` + `added_ms` (medians recomputed here) and `load` recorded."""
+    """`session` with its latency samples and figures x `factor` + `added_ms` and `load` recorded."""
     latency = session.variants[0].latency
     assert latency is not None
-    latency.samples_ms = [s * factor + added_ms for s in latency.samples_ms]
-    per_round = len(latency.samples_ms) // len(latency.round_medians_ms)
-    latency.round_medians_ms = [statistics.median(latency.samples_ms[i:i + per_round])
-                                for i in range(0, len(latency.samples_ms), per_round)]
-    latency.median_ms = statistics.median(latency.samples_ms)
+    moved(latency, factor, added_ms)
     session.environment.load_average = [load, load, load] if load is not None else None
     return session
 

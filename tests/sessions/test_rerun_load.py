@@ -22,6 +22,7 @@ from sessions.analyses.diff import SessionDiff, diff_sessions
 from sessions.analyses.groups import load_rules
 from sessions.documents import storage
 from sessions.documents.model import Session
+from tests.sessions.latency_edits import moved
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "benchmarks" / "results" / "cpu" / "run-1.json"  # resnet18, fp32 and fp8-all, 2 cores, 1 thread
@@ -70,6 +71,7 @@ def rerun(base: Session, seed: int, start_load: float, round_loads: list[float],
         ordered = sorted(latency.samples_ms)
         latency.median_ms = ordered[len(ordered) // 2]
         latency.min_ms, latency.max_ms = ordered[0], ordered[-1]
+        latency.p90_ms, latency.p99_ms = ordered[len(ordered) * 9 // 10], ordered[len(ordered) * 99 // 100]
         latency.mean_ms = sum(ordered) / len(ordered)
     return session
 
@@ -127,9 +129,7 @@ def test_a_latency_change_past_what_the_load_can_do_is_judged(base: Session) -> 
     b = rerun(base, 10, 1.3, [0.2] * ROUNDS, 0.2)
     for variant in b.variants:
         assert variant.latency is not None
-        variant.latency.samples_ms = [s * 1.6 for s in variant.latency.samples_ms]
-        variant.latency.round_medians_ms = [s * 1.6 for s in variant.latency.round_medians_ms]
-        variant.latency.median_ms *= 1.6
+        moved(variant.latency, 1.6)
     assert regressions(diff_sessions(a, b, load_rules())) == {("latency", v.name, v.name) for v in base.variants}
 
 
@@ -138,9 +138,7 @@ def test_on_an_idle_host_a_slower_latency_is_judged(base: Session) -> None:
     b = rerun(base, 12, 0.3, [0.1] * ROUNDS, 0.1)
     for variant in b.variants:
         assert variant.latency is not None
-        variant.latency.samples_ms = [s * 1.1 for s in variant.latency.samples_ms]
-        variant.latency.round_medians_ms = [s * 1.1 for s in variant.latency.round_medians_ms]
-        variant.latency.median_ms *= 1.1
+        moved(variant.latency, 1.1)
     assert regressions(diff_sessions(a, b, load_rules())) == {("latency", v.name, v.name) for v in base.variants}
 
 
@@ -148,9 +146,7 @@ def slowed_latency(session: Session, factor: float) -> Session:
     """`session` with every latency sample `factor` times slower and its layers as they were."""
     for variant in session.variants:
         assert variant.latency is not None
-        variant.latency.samples_ms = [s * factor for s in variant.latency.samples_ms]
-        variant.latency.round_medians_ms = [s * factor for s in variant.latency.round_medians_ms]
-        variant.latency.median_ms *= factor
+        moved(variant.latency, factor)
     return session
 
 
