@@ -291,7 +291,7 @@ def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shap
         if not (with_names or rule.ops or rule.origins or rule.kinds):
             return RolePlan(by_name, rule.name)  # a rule of requirements alone: met
         if ((rule.ops and op in rule.ops) or (rule.origins and origin in rule.origins)
-                or (rule.kinds and _hits(rule.kinds, kind))):
+                or (rule.kinds and op is None and _hits(rule.kinds, kind))):
             return RolePlan(by_name, rule.name)
         if with_names:
             by_name.append(rule)

@@ -177,3 +177,15 @@ def test_only_fp8_layers_whose_every_kernel_names_an_architecture_below_8_9_are_
 ])
 def test_names_of_torch_onnx_nodes_give_their_op(name, op):
     assert op_from_name(name, builtin_rules()) == op
+
+
+def test_a_layers_op_decides_before_its_class_name():
+    """A module class whose name holds another role's word (rexnet's `LinearBottleneck`, whose own ops slice, add and
+    concatenate) is what its ops are; unfused attention computed by the module itself is a matmul whatever its class
+    is called; a kind decides where no op is known (a TensorRT layer type the vocabulary lacks)."""
+    rules = load_rules(None)
+    assert role_of(Layer(name="features.3", kind="LinearBottleneck", op="elementwise"), rules) == (
+        "pooling / elementwise / activation")
+    assert {role_of(Layer(name="blocks.0.attn", kind=kind, op="matmul"), rules)
+            for kind in ("Attention", "CrossAttention", "Attention2d")} == {"GEMM / linear"}
+    assert role_of(Layer(name="x", kind="Reformat"), rules) == "reformat"
