@@ -19,7 +19,7 @@ from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
 from profilers.device import CUDA, study_device
 from profilers.tracers import Tracer, get_tracer, tracer_names
 from sessions.documents.errors import InputError, MissingEnvironment
-from sessions.documents.plan import StudyPlan, TimingPlan, parse_variants
+from sessions.documents.plan import StudyPlan, TimingPlan, named_variants, parse_variants
 from sessions.documents.vocab import Device
 
 
@@ -151,8 +151,9 @@ def resolve(request: StudyRequest) -> RunPlan:
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem, prepared)
     variants = parse_variants(request.variants or backend.default_variants(device), list(request.fp8_recipes),
                               list(request.fp8_exclude))
-    explicit = bool(request.fp8_recipes) or "fp8-" in (request.variants or "")
-    variants, recipe_notes = preflight(request.model, request.checkpoint, variants, explicit)
+    named = (named_variants(request.variants, list(request.fp8_recipes), list(request.fp8_exclude))
+             if request.variants else frozenset(v.name for v in variants if request.fp8_recipes))
+    variants, recipe_notes = preflight(request.model, request.checkpoint, variants, named)
     chosen: dict[str, Any] = {"backend": backend.name, "device": device, "variants": variants,
                               "timing": default_timing(request, device), "tracer": tracer}
     given = {name: getattr(request, name) for name in StudyPlan.__dataclass_fields__ if name not in chosen}

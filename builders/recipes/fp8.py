@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
@@ -180,12 +181,13 @@ def quantized_paths(model_name: str, checkpoint: str | None, variant: VariantPla
 
 
 def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPlan, ...],
-              explicit: bool) -> tuple[tuple[VariantPlan, ...], list[str]]:
+              named: Collection[str]) -> tuple[tuple[VariantPlan, ...], list[str]]:
     """The FP8 variants checked against the model's structure before any work starts.
 
-    Recipes the user named fail with one line; default recipes that select nothing new are left out,
-    with a note. An `--fp8-exclude` pattern that matches no layer fails with one line either way
-    (`check_exclusions`). Returns the variants to run and the notes.
+    Variants the user named (`named`: their names; `sessions.documents.plan.named_variants`) fail with one line;
+    those a default recipe brought in that select nothing new are left out, with a note. An `--fp8-exclude` pattern
+    that matches no layer fails with one line either way (`check_exclusions`). Returns the variants to run and the
+    notes.
     """
     fp8 = [v for v in variants if v.precision == "fp8"]
     if not fp8 or model_name.endswith(".onnx"):
@@ -204,7 +206,7 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
         try:
             check_selections(model_name, structure, {**chosen.get(variant.backend, {}), variant.name: selection})
         except InputError as exc:
-            if explicit:
+            if variant.name in named:
                 raise
             notes.append(f"left out: {exc.message}")
             continue

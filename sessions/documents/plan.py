@@ -9,6 +9,7 @@ the session, and replayed as it is by `rerun`. A sweep is a list of plans. Its o
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from sessions.documents.errors import InputError
@@ -69,24 +70,35 @@ def parse_variants(text: str, recipes: list[str], exclude: list[str]) -> tuple[V
     """`fp16,fp8` with recipes [all, no-se] -> fp16, fp8-all, fp8-no-se; `fp8-no-se` names one directly;
     `cudnn-fp16` names the backend that builds it (whether that backend builds it is its own check:
     `builders.backend.Backend.variant_problem`)."""
-    plans: list[VariantPlan] = []
+    unique = tuple(dict.fromkeys(plan for plan, _ in _parsed(text, recipes, exclude)))
+    if not unique:
+        raise InputError("no variants given")
+    return unique
+
+
+def named_variants(text: str, recipes: list[str], exclude: list[str]) -> frozenset[str]:
+    """The names of the variants of `parse_variants(text, recipes, exclude)` the user named: all but those the bare
+    word `fp8` brought in with the default recipes (`DEFAULT_FP8_RECIPES`, no `--fp8-recipe` given) and no other
+    word names."""
+    parsed = list(_parsed(text, recipes, exclude))
+    return frozenset(plan.name for plan, named in parsed if named)
+
+
+def _parsed(text: str, recipes: list[str], exclude: list[str]) -> Iterator[tuple[VariantPlan, bool]]:
+    """Each variant `text` gives, in order, with whether its word named it (False: a default recipe of `fp8`)."""
     for item in filter(None, (part.strip() for part in text.split(","))):
         prefixed = None if _unprefixed(item) else _PREFIXED.fullmatch(item)
         backend, word = (prefixed["backend"], prefixed["word"]) if prefixed else (None, item)
         match = re.fullmatch(r"fp8(?:-(.+))?", word)
         if match:
             for recipe in [match.group(1)] if match.group(1) else recipes or list(DEFAULT_FP8_RECIPES):
-                plans.append(VariantPlan("fp8", recipe, tuple(exclude), backend))
+                yield VariantPlan("fp8", recipe, tuple(exclude), backend), bool(match.group(1) or recipes)
         elif word in BASE_PRECISIONS:
             # the word is one of BASE_PRECISIONS, which mypy cannot narrow to the Literal it is
-            plans.append(VariantPlan(word, backend=backend))  # type: ignore[arg-type]
+            yield VariantPlan(word, backend=backend), True  # type: ignore[arg-type]
         else:
             raise InputError(f"unknown variant {item!r}; use {', '.join(BASE_PRECISIONS)}, fp8 or fp8-<recipe>, "
                              "or one of these after the name of a backend that builds it (<backend>-fp16)")
-    unique = tuple(dict.fromkeys(plans))
-    if not unique:
-        raise InputError("no variants given")
-    return unique
 
 
 def _unprefixed(item: str) -> bool:

@@ -136,6 +136,13 @@ def test_resolve_refuses_a_named_recipe_and_drops_a_default_one_with_a_note():
     run = resolve(StudyRequest(**base, variants="fp32,fp8"))  # defaults: all and no-se
     assert [v.name for v in run.plan.variants] == ["fp32", "fp8-all"]
     assert any(note.startswith("left out: fp8-no-se: resnet18 has no squeeze-excitation") for note in run.notes)
+    # another recipe named beside the bare `fp8` leaves the defaults defaults; naming no-se itself is refused
+    beside = resolve(StudyRequest(**base, variants="fp32,fp8,fp8-pointwise"))
+    assert [v.name for v in beside.plan.variants] == ["fp32", "fp8-all", "fp8-pointwise"]
+    with pytest.raises(InputError, match="fp8-no-se: resnet18 has no squeeze-excitation layers"):
+        resolve(StudyRequest(**base, variants="fp32,fp8,fp8-no-se"))
+    with pytest.raises(InputError, match="fp8-no-se: resnet18 has no squeeze-excitation layers"):
+        resolve(StudyRequest(**base, fp8_recipes=("no-se",)))
 
 
 def test_pointwise_takes_the_1x1_convolutions_by_their_kernel_not_their_names(seresnext):

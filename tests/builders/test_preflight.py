@@ -25,7 +25,7 @@ def _recording_loads(monkeypatch) -> list[str]:
 
 def test_the_preflight_builds_the_model_on_the_meta_device(monkeypatch):
     devices = _recording_loads(monkeypatch)
-    variants, _ = fp8_recipes.preflight("resnet18", None, parse_variants("fp16,fp8", ["all"], []), True)
+    variants, _ = fp8_recipes.preflight("resnet18", None, parse_variants("fp16,fp8", ["all"], []), {"fp8-all"})
     assert devices == ["meta"]
     assert [v.name for v in variants] == ["fp16", "fp8-all"]
 
@@ -42,7 +42,7 @@ def test_a_model_that_cannot_run_on_meta_is_loaded_for_real(monkeypatch):
         return real(module, example)
 
     monkeypatch.setattr(model_structure, "model_structure", structure)
-    variants, _ = fp8_recipes.preflight("resnet18", None, parse_variants("fp8", ["all"], []), True)
+    variants, _ = fp8_recipes.preflight("resnet18", None, parse_variants("fp8", ["all"], []), {"fp8-all"})
     assert devices == ["meta", "cpu"]
     assert [v.name for v in variants] == ["fp8-all"]
     assert torch.get_default_device().type == "cpu"

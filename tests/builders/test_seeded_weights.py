@@ -290,7 +290,7 @@ def test_the_study_fills_the_module_the_preflight_built_and_finds_its_structure_
     real = model_structure._analyse
     monkeypatch.setattr(model_structure, "_analyse",
                         lambda module, example: analysed.append(module) or real(module, example))
-    fp8_recipes.preflight("test_resnet", None, parse_variants("fp8", ["all"], []), True)
+    fp8_recipes.preflight("test_resnet", None, parse_variants("fp8", ["all"], []), {"fp8-all"})
     [meta_module] = analysed
     model = SeededWeights(tmp_path).load("test_resnet", 9)
     state = torch.get_rng_state()
