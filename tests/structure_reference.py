@@ -365,7 +365,9 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
         else:
             trunk_layers = [p for p in unit.layers if not _fed_pooled(p, run) and _positions(p, run) > 1]
             size = _positions(trunk_layers[-1], run) if trunk_layers else None
-            if stage == 0 or (size is not None and finest is not None and size < finest):
+            # a new resolution leaves at most 3 of 4 positions (stride 2 on one axis: ceil(n/2)/n); a class token
+            # more or less, or a convolution without padding, leaves more
+            if stage == 0 or (size is not None and finest is not None and 4 * size <= 3 * finest):
                 stage += 1
             finest = size if finest is None else min(finest, size or finest)
             label = f"stage {stage}"

@@ -46,6 +46,7 @@ FUSED_ATTENTION = {"scaled_dot_product_attention"}
 MATMULS = {"matmul", "bmm", "__matmul__", "einsum", "baddbmm", *FUSED_ATTENTION}
 ADDS = {"add", "add_", "__add__", "__radd__", "__iadd__"}
 GATES = {"mul", "mul_", "__mul__", "__rmul__", "__imul__"}
+SCALINGS = {*GATES, "div", "div_", "__truediv__", "__itruediv__", "true_divide"}  # x * c, x / c: the same tensor scaled
 # ops that pick positions out of a tensor rather than pool them: features they give are not pooled features
 SELECTIONS = {"__getitem__", "select", "narrow", "index_select", "gather", "take", "take_along_dim", "unbind", "split",
               "chunk", "tensor_split"}
@@ -328,7 +329,7 @@ class _Recorder(TorchFunctionMode):
         """Whether `source`, a linear's input, is attention's output (module docstring): a product of two activations
         computed from another such product inside the innermost module call around the linear that began before it,
         or fused attention."""
-        made = self._through_add(self.origin(source))
+        made = self._through_add(self._unscaled(source))
         name, inputs = self.made.get(id(made), ("", []))
         if not _product(name, inputs, self.derived):
             return False
@@ -347,11 +348,23 @@ class _Recorder(TorchFunctionMode):
         if name not in ADDS or len(computed) != 2:
             return made
         for operand, other in (computed, computed[::-1]):
-            product = self.origin(operand)
+            product = self._unscaled(operand)
             p_name, p_inputs = self.made.get(id(product), ("", []))
             if (_product(p_name, p_inputs, self.derived)
                     and self.made_at.get(id(other), 0) > self.scope.get(id(product), 0)):
                 return product
+        return made
+
+    def _unscaled(self, tensor: torch.Tensor) -> torch.Tensor:
+        """`origin(tensor)`, and behind each multiply or divide of it by a constant (a number, or a tensor not computed
+        from the input: attention's scale, CoaT's `self.scale * factor_att`) the tensor scaled, and its origin."""
+        made = self.origin(tensor)
+        name, inputs = self.made.get(id(made), ("", []))
+        computed = [t for t in inputs if id(t) in self.derived]
+        while name in SCALINGS and len(computed) == 1 and len(inputs) <= 2:
+            made = self.origin(computed[0])
+            name, inputs = self.made.get(id(made), ("", []))
+            computed = [t for t in inputs if id(t) in self.derived]
         return made
 
     def _product_behind(self, tensors: list[torch.Tensor], since: int) -> bool:

@@ -12,8 +12,9 @@ Contract, in terms of what ran (never of names):
   holds no chain;
 - stem: the units before the first block (without any block: the trunk opened down to its plain chains,
   and the units up to the last one whose layers read the input);
-- stages: from the first block on, a new stage starts at each unit that hands on a lower resolution (fewer
-  positions out of its last convolution or linear not fed pooled features) than any unit before it;
+- stages: from the first block on, a new stage starts at each unit that hands on a lower resolution (at most
+  `LOWER_RESOLUTION` of the positions out of its last convolution or linear not fed pooled features) than any unit
+  before it;
 - head: every module called after the trunk's last operation: where the model's output is pooled (logits), the
   latest that made the features its classifiers (the layers nearest upstream of the output) read through pooled
   features, reshapes and selections (global pooling, a class token), so a classifier applied to every position and
@@ -28,6 +29,10 @@ from itertools import pairwise
 
 STEM = "stem"
 HEAD = "head"
+# a lower resolution: at most this share of the fewest positions handed on before. A stride of 2 on one axis of n >= 2
+# positions leaves ceil(n / 2) / n <= 2 / 3 of them; one class token fewer (CoaT's 3,136 map positions against its
+# 3,137 tokens) or a convolution without padding (56 x 56 -> 54 x 54: 0.93) is the same resolution
+LOWER_RESOLUTION = 3 / 4
 
 
 def stage_name(index: int) -> str:
@@ -156,7 +161,7 @@ def unit_stages(record: TrunkRecord) -> list[tuple[ModuleCall, str]]:
             labelled.append((unit, STEM))
             continue
         size = _trunk_positions(record, unit)
-        if stage == 0 or (size is not None and smallest is not None and size < smallest):
+        if stage == 0 or (size is not None and smallest is not None and size <= smallest * LOWER_RESOLUTION):
             stage += 1
         if size is not None:
             smallest = size if smallest is None else min(smallest, size)

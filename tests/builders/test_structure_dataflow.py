@@ -236,3 +236,39 @@ class _Headless(torch.nn.Module):
 def test_pooled_features_with_no_classifier_have_no_head_layer(ending):
     model = _Headless(ending).eval()
     assert model_structure(model, torch.zeros(1, 3, 8, 8)).paths(role="head") == []
+
+
+def test_coat_factorized_attention_output_and_its_stages_despite_the_class_token():
+    """coat_lite_tiny: `FactorAttnConvRelPosEnc` computes `scale * (q @ (softmax(k)^T @ v)) + crpe`, then `proj`:
+    attention's output, scaled and added to before the projection. Its blocks read 3,137 tokens (a class token and
+    56 x 56 positions) and its shared convolutional position encodings 3,136 positions: the same resolution, so
+    timm's four feature levels (`feature_info`: serial_blocks1..4) are the four stages."""
+    model, size = load_meta("coat_lite_tiny")
+    attention = {f"{p}.proj" for p, m in model.named_modules()
+                 if type(m).__name__ == "FactorAttnConvRelPosEnc"}
+    found = model_structure(model, torch.zeros(1, *size))
+    assert len(attention) == 8 and set(found.paths(role="attention-output")) == attention
+    stages = [f["module"] for f in model.feature_info]
+    found_stages = found.stage_layers()
+    assert sorted(k for k in found_stages if k.startswith("stage")) == [f"stage {i}" for i in range(1, 5)]
+    for i, stage in enumerate(stages, 1):
+        assert {p for p in found_stages[f"stage {i}"] if p.startswith("serial_blocks")} == {
+            p for p, m in model.named_modules() if isinstance(m, LAYERS) and p.startswith(stage + ".")}
+
+
+class _ScaledAttentionOutput(torch.nn.Module):
+    """Attention whose output is scaled by a constant before its projection (no residual add between)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.qkv, self.proj = torch.nn.Linear(8, 16), torch.nn.Linear(16, 48), torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.embed(x)).chunk(3, dim=-1)
+        attention = (q @ k.transpose(-1, -2)).softmax(-1)
+        return self.proj((attention @ v) / 4.0)
+
+
+def test_attention_scaled_by_a_constant_before_its_projection_is_attention_output():
+    model = _ScaledAttentionOutput().to("meta").eval()
+    assert model_structure(model, torch.zeros(1, 5, 8)).paths(role="attention-output") == ["proj"]
