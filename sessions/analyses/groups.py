@@ -65,6 +65,9 @@ class Rules:
 CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
 
 
+# ops that name no work: a layer with one of these is what its kind (TensorRT type, module class) says it is
+UNNAMED_OPS = (None, "other")
+
 def _patterns(patterns, where: str) -> list[str]:
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise InputError(f"{where}: expected a list of regular expressions")
@@ -291,7 +294,7 @@ def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shap
         if not (with_names or rule.ops or rule.origins or rule.kinds):
             return RolePlan(by_name, rule.name)  # a rule of requirements alone: met
         if ((rule.ops and op in rule.ops) or (rule.origins and origin in rule.origins)
-                or (rule.kinds and op is None and _hits(rule.kinds, kind))):
+                or (rule.kinds and op in UNNAMED_OPS and _hits(rule.kinds, kind))):
             return RolePlan(by_name, rule.name)
         if with_names:
             by_name.append(rule)

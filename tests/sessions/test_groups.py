@@ -189,3 +189,4 @@ def test_a_layers_op_decides_before_its_class_name():
     assert {role_of(Layer(name="blocks.0.attn", kind=kind, op="matmul"), rules)
             for kind in ("Attention", "CrossAttention", "Attention2d")} == {"GEMM / linear"}
     assert role_of(Layer(name="x", kind="Reformat"), rules) == "reformat"
+    assert role_of(Layer(name="head.drop", kind="Dropout", op="other"), rules) == "pooling / elementwise / activation"
