@@ -83,7 +83,7 @@ def check_quality(quality: Quality, where: str) -> None:
 
 def check_kernels(kernels: KernelTable, layers: int, where: str) -> None:
     """Columns of one length; each name in the table of names; each record in one of the variant's `layers` layers or
-    outside all (-1); calls, starts and durations not negative."""
+    outside all (-1); each in a traced call or outside every one (-1); starts and durations not negative."""
     try:
         kernels.validate()
     except ValueError as exc:
@@ -92,6 +92,8 @@ def check_kernels(kernels: KernelTable, layers: int, where: str) -> None:
         return
     if min(kernels.layer) < -1 or max(kernels.layer) >= layers:
         raise ValueError(f"{where}: kernels.layer points outside the variant's {layers} layers (-1: outside all)")
-    for column in ("call", "start_ns", "duration_ns"):
+    if min(kernels.call) < -1:
+        raise ValueError(f"{where}: kernels.call holds a call below -1 (-1: outside every traced call)")
+    for column in ("start_ns", "duration_ns"):
         if min(getattr(kernels, column)) < 0:
             raise ValueError(f"{where}: kernels.{column} holds a negative value")
