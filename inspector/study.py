@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,18 @@ from inspector.resolve import RunPlan, checked, resolve
 from profilers.device import study_device
 from profilers.memory import device_memory
 from profilers.tracers import Tracer
-from sessions.analyses.captions import CONSTANT_LAYERS, CONSTANT_WHY_RANDOM, NO_REFERENCE, quality_caveats
+from sessions.analyses.captions import (
+    CONSTANT_FP8_LAYERS,
+    CONSTANT_LAYERS,
+    CONSTANT_WHY_RANDOM,
+    NO_REFERENCE,
+    quality_caveats,
+)
 from sessions.analyses.comparison import BASELINE_PRECISION
 from sessions.analyses.summary import VariantSummary, summarize_session
 from sessions.documents import document
 from sessions.documents.errors import InspectError, first_line
-from sessions.documents.model import Session, TimingMethod, Variant
+from sessions.documents.model import Layer, Session, TimingMethod, Variant
 from sessions.documents.paths import session_file
 from sessions.documents.plan import StudyPlan, VariantPlan
 from sessions.documents.storage import SessionWriter, session_writer
@@ -286,7 +292,7 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
         recipe = variant.recipe.layout if variant.recipe else "its recipe"
         variant.simulation = compare(np.asarray(simulated), outputs,
                                      f"fp8-{recipe} simulated (ModelOpt, same scales)", inputs.image_source, count)
-    constant = constant_layers_note(variant, inputs, recorder.session.study.weights)
+    constant = constant_layers_note(variant, inputs, recorder.session.study.weights, engine.layers())
     if constant is not None:
         variant.notes.append(constant)
     failed = stress_check(engine.infer, inputs.stress)
@@ -314,11 +320,14 @@ def quality_outputs(variant: Variant, engine: Engine, inputs: StudyInputs) -> np
     return joined
 
 
-def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: str) -> str | None:
+def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: str,
+                         built: Sequence[Layer] = ()) -> str | None:
     """The note a quantized variant carries where layers its recipe quantizes output the same in any precision
     (all-zero weights once BatchNorm is folded, `builders.models.constant_layers`), so its quality figures hold none
-    of their FP8 error; `weights_from` (Study.weights) says whether random initialisation explains them. None where
-    there are none, no recipe, no PyTorch module, or its structure cannot be found (the note is advice, never a
+    of their FP8 error; where every layer of `built` (the engine's layers, with the precision each runs in) that
+    runs in FP8 is one of them (an engine that kept the rest fp16 by timing), the note says the figures hold no FP8
+    error at all. `weights_from` (Study.weights) says whether random initialisation explains them. None where there
+    are none, no recipe, no PyTorch module, or its structure cannot be found (the note is advice, never a
     failure)."""
     module = getattr(inputs.model, "module", None)
     if variant.recipe is None or not variant.recipe.quantized or module is None:
@@ -339,6 +348,9 @@ def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: st
     if not names:
         return None
     why = CONSTANT_WHY_RANDOM if weights_from.startswith("random") else ""
+    ran_fp8 = {layer.name for layer in built if layer.precision == "fp8"} & set(quantized)
+    if ran_fp8 and ran_fp8 <= set(names) and len(ran_fp8) < len(quantized):
+        return CONSTANT_FP8_LAYERS.format(count=len(ran_fp8), total=len(quantized), why=why)
     return CONSTANT_LAYERS.format(count=len(names), total=len(quantized), why=why)
 
 

@@ -50,6 +50,11 @@ CONSTANT_LAYERS = (
     "outputs are the same in any precision, so the quality figures say nothing of their FP8 error, nor of the error "
     "of layers whose only input or only reader they are"
 )
+CONSTANT_FP8_LAYERS = (
+    "every one of the {count} layers that run in FP8 (of the {total} its recipe quantizes; the rest run fp16, chosen "
+    "by timing) has all-zero weights once BatchNorm is folded{why}: their outputs are the same in any precision, so "
+    "the quality figures hold no FP8 error at all"
+)
 CONSTANT_WHY_RANDOM = (" (random initialisation may zero the last BatchNorm of a residual branch, as timm's models "
                        "do)")
 DEGENERATE_REFERENCE = "quality figures say little: {warning}"  # a Quality.reference_warnings line

@@ -10,7 +10,7 @@ from torch import nn
 
 from builders.models.constant_layers import constant_output_layers
 from inspector.study import constant_layers_note
-from sessions.documents.model import Recipe, Variant
+from sessions.documents.model import Layer, Recipe, Variant
 
 
 class Branchy(nn.Module):
@@ -65,6 +65,25 @@ def test_the_note_counts_the_constant_layers_the_structure_pass_finds_and_says_w
     assert "random initialisation" in note
     trained = constant_layers_note(variant, _inputs(Branchy()), "model.safetensors")
     assert trained is not None and trained.startswith("2 of the 4") and "random initialisation" not in trained
+
+
+def test_where_every_layer_that_runs_fp8_is_constant_the_note_says_the_figures_hold_no_fp8_error():
+    """An engine that kept the live layers fp16 by timing and ran only the zero-weight ones in FP8 (senet154's four
+    conv3 layers at batch 32): its quality is fp16's by construction. One live layer in FP8, or every quantized layer
+    in FP8, keeps the count of constant layers."""
+    variant = Variant(name="cudnn-fp8-all", backend="cudnn", precision="fp8", device="cuda",
+                      recipe=_recipe(["stem", "branch", "dead", "head"]))
+    ran = {"stem": "fp16", "branch": "fp8", "dead": "fp8", "head": "fp16"}
+    built = [Layer(name=name, kind="conv", precision=precision) for name, precision in ran.items()]
+    note = constant_layers_note(variant, _inputs(Branchy()), "random (pretrained=False, seed 0)", built)
+    assert note is not None and note.startswith("every one of the 2 layers that run in FP8 (of the 4 its recipe")
+    assert "hold no FP8 error at all" in note
+    built[0].precision = "fp8"  # the stem, live, runs FP8 too
+    note = constant_layers_note(variant, _inputs(Branchy()), "random", built)
+    assert note is not None and note.startswith("2 of the 4 layers its recipe quantizes")
+    everything = [Layer(name=name, kind="conv", precision="fp8") for name in ran]
+    note = constant_layers_note(variant, _inputs(Branchy()), "random", everything)
+    assert note is not None and note.startswith("2 of the 4 layers its recipe quantizes")
 
 
 class NormAndGate(nn.BatchNorm2d):
