@@ -143,6 +143,7 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
     warnings = []
     for what, left, right in (
         ("model", a.study.model, b.study.model),
+        ("device", a.study.device, b.study.device),
         ("GPU", _gpu(a) or "unknown", _gpu(b) or "unknown"),
         ("backend", a.study.backend, b.study.backend),
         ("tracer", ", ".join(sorted(_tracers(a))) or "none", ", ".join(sorted(_tracers(b))) or "none"),

@@ -288,6 +288,14 @@ def test_a_diff_warns_where_one_side_replayed_cuda_graphs_and_the_other_launched
     assert warned(graphed, unknown) == warned(unknown, eager) == warned(eager, copy.deepcopy(eager)) == []
 
 
+def test_a_diff_of_a_gpu_session_against_a_cpu_session_says_the_devices_differ(session: Session):
+    cpu = copy.deepcopy(session)
+    cpu.study.device = "cpu"
+    warnings = diff_sessions(session, cpu, load_rules(None)).warnings
+    assert "different device: cuda against cpu" in warnings
+    assert not [w for w in diff_sessions(session, copy.deepcopy(session), load_rules(None)).warnings if "device" in w]
+
+
 def _band(ms: float, spread: float = 0.05) -> Band:
     return Band(ms, ms * (1 - spread), ms * (1 + spread), "constructed")
 
