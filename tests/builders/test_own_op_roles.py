@@ -219,3 +219,27 @@ def test_a_normalization_written_by_hand_is_normalization_and_a_gate_is_not():
     ops = model_structure(_HandNorms().eval(), torch.randn(1, 8, 4, 4)).ops
     assert [ops[name] for name in ("grn", "rms", "layer")] == ["normalization"] * 3
     assert ops["gate"] != "normalization"
+
+
+class _Affine(torch.nn.Module):
+    """ResMLP's `Affine`, which timm passes as its norm layer: alpha * x + beta by `torch.addcmul`, no statistic."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alpha, self.beta = torch.nn.Parameter(torch.ones(8)), torch.nn.Parameter(torch.zeros(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.addcmul(self.beta, self.alpha, x)
+
+
+class _Rescale(torch.nn.Module):
+    """Elementwise math of one input: an exponent, a power and a negation."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return -(x.exp() ** 2)
+
+
+def test_elementwise_math_written_with_torch_functions_is_elementwise():
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), _Affine(), _Rescale()).eval()
+    ops = model_structure(model, torch.randn(1, 4, 8)).ops
+    assert [ops["1"], ops["2"]] == ["elementwise", "elementwise"]
