@@ -153,6 +153,9 @@ def unit_stages(record: TrunkRecord) -> list[tuple[ModuleCall, str]]:
         first_block = reading[-1] + 1 if reading else 0
     labelled: list[tuple[ModuleCall, str]] = []
     stage, smallest = 0, None
+    found = found[:first_block] + [(part, seq) for unit, seq in found[first_block:]
+                                   for part in ([unit] if _is_block(record, unit, seq)
+                                                else _resolution_steps(record, unit))]
     for index, (unit, _) in enumerate(found):
         if _in_head(record, unit):
             labelled.append((unit, HEAD))
@@ -167,6 +170,20 @@ def unit_stages(record: TrunkRecord) -> list[tuple[ModuleCall, str]]:
             smallest = size if smallest is None else min(smallest, size)
         labelled.append((unit, stage_name(stage)))
     return labelled
+
+
+def _resolution_steps(record: TrunkRecord, unit: ModuleCall) -> list[ModuleCall]:
+    """`unit` (not a block), or, where it is a plain chain (its children run one after another and none holds a chain
+    of layers: selecsls's `head`, four convolutions at /32 and /64) whose layers step down to a lower resolution
+    inside it, its children, each opened up the same way: each step down starts its own stage. A block's layers stay
+    in one stage, its output's (an inverted residual that strides inside)."""
+    children = _ran_children(record, unit.path)
+    if not _is_chain(record, unit.path) or any(deep(record, child) for child in children):
+        return [unit]
+    sizes = [record.positions[s] for s in unit.layers if not record.pooled_input[s] and record.positions[s] > 1]
+    if not any(after <= before * LOWER_RESOLUTION for before, after in pairwise(sizes)):
+        return [unit]
+    return [part for child in children for part in _resolution_steps(record, child)]
 
 
 def module_stages(record: TrunkRecord) -> dict[str, str]:

@@ -272,3 +272,24 @@ class _ScaledAttentionOutput(torch.nn.Module):
 def test_attention_scaled_by_a_constant_before_its_projection_is_attention_output():
     model = _ScaledAttentionOutput().to("meta").eval()
     assert model_structure(model, torch.zeros(1, 5, 8)).paths(role="attention-output") == ["proj"]
+
+
+def test_a_plain_chain_that_steps_down_twice_after_the_blocks_is_two_stages():
+    """selecsls42b's `head`: four convolutions after its blocks, the first and the third of stride 2 (timm's
+    feature_info: head.1 at /32, head.3 at /64): two stages, as timm's five feature levels after the stem say."""
+    model, size = load_meta("selecsls42b")
+    levels = [f["module"] for f in model.feature_info if f["reduction"] > 2]
+    containers = ("features.", "head.")
+
+    def level_of(path: str) -> int:  # the first feature level at or after the layer's block, in the same container
+        container, index = path.split(".")[0] + ".", int(path.split(".")[1])
+        return next(i for i, level in enumerate(levels, 1)
+                    if level.startswith(container) and int(level.split(".")[1]) >= index)
+
+    expected: dict[str, set[str]] = {}
+    for path, module in model.named_modules():
+        if isinstance(module, LAYERS) and path.startswith(containers):
+            expected.setdefault(f"stage {level_of(path)}", set()).add(path)
+    found = model_structure(model, torch.zeros(1, *size)).stage_layers()
+    assert {k: set(v) for k, v in found.items() if k.startswith("stage")} == expected
+    assert len(expected) == 5
