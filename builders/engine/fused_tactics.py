@@ -69,6 +69,7 @@ from builders.engine.tactics import Tactic
 from builders.pytorch.inductor_workers import begin_ending_compile_workers
 from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
+from sessions.documents.vocab import COVERS
 
 if TYPE_CHECKING:
     from builders.engine.runtime import CudnnEngine
@@ -521,7 +522,7 @@ def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None 
     if other is not None:
         record["other form"] = fusion_record(other)
     layer.attrs = {"asked": "fp16", "fusion": record,
-                   "covers": [{"name": inner.name, "kind": inner.kind, "tactic": inner.tactic} for inner in layers]}
+                   COVERS: [{"name": inner.name, "kind": inner.kind, "tactic": inner.tactic} for inner in layers]}
     return layer
 
 

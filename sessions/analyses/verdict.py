@@ -8,6 +8,13 @@ A real FP8 variant on a GPU whose peaks are known also says how much of its laye
 (`sessions.analyses.roofline.fp8_floor`): launch-bound products and layers that compute no product, and apart from
 them the products far below every roof (latency bound).
 
+The group is named only where the groups can hold the time on both sides: more than half (`GROUPED_MAJORITY`) of
+each variant's kernel time per call lies in layers of one group (`time_held`). Time no layer owns
+(torch.compile's kernels, which belong to the whole graph) and time of a region fused across layers (a layer that
+covers several of the model's, `attrs[COVERS]`: one role for the work of several groups) lies in none, so a group
+that seems to vanish there says nothing of the speed-up. Otherwise the verdict gives the speed-up and says why it
+names no group (`Verdict.no_group`).
+
 A verdict whose variant or baseline was timed on subnormal values says so last, naming the cause
 (`sessions.analyses.subnormals`).
 
@@ -30,6 +37,7 @@ from sessions.analyses.noise import WITHIN
 from sessions.analyses.roofline import LATENCY_FACTOR, fp8_floor
 from sessions.analyses.subnormals import subnormal_line
 from sessions.documents.model import Session, Variant
+from sessions.documents.vocab import COVERS
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,7 @@ class Verdict:
     measured: str | None = None  # set for a simulated variant timed on a CPU: what the run measured, in place of speed
     floor: str | None = None  # a real FP8 variant's time FP8 cannot speed up (roofline.fp8_floor), in words
     subnormal: str | None = None  # either side timed on subnormal values (sessions.analyses.subnormals), in words
+    no_group: str | None = None  # why no group explains it (`ungrouped_words`), in words
 
     @property
     def text(self) -> str:
@@ -61,8 +70,10 @@ class Verdict:
         return f"{self.variant} is {speed_factor(self.speedup)} than {self.baseline}{unjudged}"
 
     def _group(self) -> str | None:
-        if self.group is None or self.group_delta_ms is None or self.judgement == WITHIN:
+        if self.judgement == WITHIN:
             return None
+        if self.group is None or self.group_delta_ms is None:
+            return self.no_group
         moved, latency = abs(self.group_delta_ms), abs(self.latency_delta_ms)
         verb = "adds" if self.group_delta_ms > 0 else "saves"
         if moved <= latency:
@@ -91,7 +102,8 @@ def _verdict(session: Session, c: Comparison, rules: Rules) -> Verdict:
     variant, baseline = c.variant, c.baseline
     assert baseline is not None and variant.latency is not None and baseline.latency is not None and c.speedup
     delta = variant.latency.median_ms - baseline.latency.median_ms
-    group, moved = _moving_group(session, variant, baseline, rules, delta)
+    no_group = ungrouped_words(baseline, variant)
+    group, moved = (None, None) if no_group else _moving_group(session, variant, baseline, rules, delta)
     return Verdict(
         variant=captions.variant_label(variant.name, variant.simulated),
         baseline=baseline.name,
@@ -105,7 +117,58 @@ def _verdict(session: Session, c: Comparison, rules: Rules) -> Verdict:
         measured=cpu_measured(variant, baseline) if variant.simulated and variant.device == "cpu" else None,
         floor=floor_words(session, variant),
         subnormal="; ".join(line for v in (baseline, variant) if (line := subnormal_line(session, v))) or None,
+        no_group=no_group,
     )
+
+
+GROUPED_MAJORITY = 0.5  # a verdict names a group where more than this share of each side's time lies in groups
+
+
+@dataclass(frozen=True)
+class TimeHeld:
+    """Where a variant's kernel time per call lies, as shares of it: outside every layer, in regions fused across
+    layers (`attrs[COVERS]`), and the rest, in layers of one group (`grouped`)."""
+
+    outside: float
+    regions: float
+
+    @property
+    def grouped(self) -> float:
+        return 1.0 - self.outside - self.regions
+
+
+def time_held(variant: Variant) -> TimeHeld | None:
+    """Where `variant`'s kernel time lies (`TimeHeld`): read from the kernel table where the variant has one, else
+    from its layer times (all in layers); None where neither holds any time."""
+    regions = {i for i, layer in enumerate(variant.layers) if COVERS in layer.attrs}
+    table = variant.kernels
+    if table is not None and variant.trace is not None and len(table):
+        owned = list(zip(table.duration_ns, table.layer, strict=True))
+        total = sum(table.duration_ns)
+        outside = sum(ns for ns, owner in owned if owner < 0)
+        fused = sum(ns for ns, owner in owned if owner in regions)
+    else:
+        times = [(i, layer.time_ms) for i, layer in enumerate(variant.layers) if layer.time_ms]
+        total, outside = sum(ms for _, ms in times), 0.0
+        fused = sum(ms for i, ms in times if i in regions)
+    return TimeHeld(outside / total, fused / total) if total > 0 else None
+
+
+def ungrouped_words(baseline: Variant, variant: Variant) -> str | None:
+    """Why a verdict of `variant` against `baseline` names no group: each side whose share of kernel time in layers of
+    one group (`time_held`) is at or under `GROUPED_MAJORITY`, or unknown, with where the rest lies; None where both
+    are over it and a group may explain the speed-up."""
+    parts = []
+    for side in (baseline, variant):
+        held = time_held(side)
+        if held is None:
+            parts.append(f"{side.name} records no kernel or layer time")
+        elif held.grouped <= GROUPED_MAJORITY:
+            rest = [f"{share * 100:.0f} % {where}" for share, where in
+                    ((held.outside, "outside every layer"), (held.regions, "in regions fused across layers")) if share]
+            parts.append(f"{held.grouped * 100:.0f} % of {side.name}'s kernel time lies in layers of one group "
+                         f"({', '.join(rest)})")
+    return f"no group named: {' and '.join(parts)}" if parts else None
 
 
 def floor_words(session: Session, variant: Variant) -> str | None:

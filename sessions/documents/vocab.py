@@ -33,6 +33,9 @@ OPS: tuple[str, ...] = get_args(Op)
 # absent where no structure was read (engines from files), where only names can tell
 STRUCTURE_ROLE = "structure_role"
 STRUCTURE_ROLES = ("squeeze-excitation",)  # the roles it can hold: where it is present, names never decide them
+# a layer attribute: the layers of the model a region fused across layers runs as one (Inductor's fused regions in the
+# engine: `builders.engine.fused_tactics`), each with its name, kind and tactic; absent on a layer that is one step
+COVERS = "covers"
 
 # `Environment.gpu_state` (profilers.gpu_contexts): the state a GPU study's CUDA graphs are timed in, or why not
 GPU_STATE_SETTLED = ("another process made and ended a CUDA context on the GPU after every graph was made, before "
