@@ -163,7 +163,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     fallbacks = [s for s in program.steps if precision_as_run(s.asked, s.precision, s.fallback) == FP16_REFUSED]
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
-    notes += library_notes(backend, layers, timed_before)
+    notes += library_notes(backend, timed_before)
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
     fused = fuse_regions(backend.fusion, backend.plan_limit, backend.cache, traced, engine)  # regions' fused tactics
@@ -173,22 +173,14 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     return engine, layers, notes
 
 
-def library_notes(backend: BuildContext, layers: list[Layer],
-                  timed_before: set[tuple[ConvSignature, str]]) -> list[str]:
-    """The variant's notes on convolutions' libraries: how many run each library's tactic where another library's
-    was timed too, and the tactics this variant's build timed that did not run (the first reason); `timed_before`:
-    the tactics an earlier variant of the study had timed (theirs, not this one's)."""
-    chosen = [str(layer.attrs["library"]) for layer in layers if len(layer.attrs.get("tactics", [])) > 1
-              and "library" in layer.attrs]
-    notes = []
-    if any(library != CUDNN for library in chosen):
-        counts = ", ".join(f"{library} {chosen.count(library)}" for library in sorted(set(chosen)))
-        notes.append(f"convolutions by the library whose tactic timed fastest: {counts}")
+def library_notes(backend: BuildContext, timed_before: set[tuple[ConvSignature, str]]) -> list[str]:
+    """The variant's note on the tactics of other libraries than cuDNN that its build timed and that did not run
+    (the first reason); `timed_before`: the tactics an earlier variant of the study had timed (theirs, not this
+    one's). How many layers each library runs is no note: the views count it from the layers the session holds
+    (`sessions.analyses.precision_choice.library_line`)."""
     failed = sorted({reason for key, reason in backend.library_us.items()
                      if isinstance(reason, str) and key not in timed_before})
-    if failed:
-        notes.append(f"{len(failed)} tactics of other libraries than cuDNN did not run: {failed[0]}")
-    return notes
+    return [f"{len(failed)} tactics of other libraries than cuDNN did not run: {failed[0]}"] if failed else []
 
 
 def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, fp8: set[str],

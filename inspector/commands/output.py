@@ -28,6 +28,7 @@ def print_json(document: Any) -> None:
 
 def _print_summary(session: Any, path: Path | str | None) -> None:
     from sessions.analyses.groups import load_rules
+    from sessions.analyses.precision_choice import variant_notes
     from sessions.analyses.summary import simulation_lines
     from sessions.analyses.verdict import verdict_lines
     from sessions.reports import views
@@ -44,7 +45,7 @@ def _print_summary(session: Any, path: Path | str | None) -> None:
     for line in (verdict_lines(session, rules) or layer_time_lines(session, rules)) + simulation_lines(session):
         print(terminal_text(line))
     for variant in session.variants:
-        for note in variant.notes:
+        for note in variant_notes(variant):
             print(terminal_text(f"note ({variant.name}): {note}"))
     if path is not None:
         print(terminal_text(f"session: {path}"))

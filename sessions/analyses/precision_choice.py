@@ -4,6 +4,11 @@ fp16 tactic timed faster, how many because FP8 was refused, and the libraries wh
 Read from the layers the engine records (`attrs["asked"]`, `attrs["fallback"]`, `attrs["library"]`; the one rule of
 what a layer ran: `sessions.documents.vocab.precision_as_run`), quantize layers left out (`asked_fp8`); a variant
 whose layers record no asked precision (PyTorch variants, imported TensorRT files) has no rows.
+
+The libraries are counted from the layers the session holds, and only from them (`layer_library`): by role here,
+over the whole variant in `library_line`, which every view prints in place of the count engines before it stored
+as a note (`STORED_LIBRARY_NOTE`: counted before Inductor's regions replaced layers, and only where several
+libraries' tactics were timed, so it could disagree with the layers).
 """
 
 from __future__ import annotations
@@ -47,9 +52,38 @@ def precision_by_role(variant: Variant, rules: Rules) -> list[RolePrecision]:
     for layer, outcome in asked_fp8(variant):
         role = role_of(layer, rules)
         ran.setdefault(role, Counter())[outcome] += 1
-        library = layer.attrs.get("library")
-        if isinstance(library, str):
+        library = layer_library(layer)
+        if library is not None:
             libraries.setdefault(role, Counter())[library] += 1
     return [RolePrecision(role, sum(counts.values()), {word: counts[word] for word in PRECISIONS_AS_RUN},
                           dict(sorted(libraries.get(role, Counter()).items())))
             for role, counts in ran.items()]
+
+
+def layer_library(layer: Layer) -> str | None:
+    """The library whose tactic runs `layer` (the engine's `attrs["library"]`); None where the layer records none."""
+    library = layer.attrs.get("library")
+    return library if isinstance(library, str) else None
+
+
+# what engines before `library_line` stored as a variant's note, with counts the layers need not bear out
+STORED_LIBRARY_NOTE = "convolutions by the library whose tactic timed fastest: "
+
+
+def library_line(variant: Variant) -> str | None:
+    """How many of `variant`'s layers each library's tactic runs, counted over the layers it holds (`layer_library`;
+    the engine records a library on its convolutions only), libraries in name order; None where no layer records
+    one."""
+    counts = Counter(library for layer in variant.layers if (library := layer_library(layer)) is not None)
+    if not counts:
+        return None
+    return "convolutions by the library whose tactic runs them: " + ", ".join(
+        f"{library} {count}" for library, count in sorted(counts.items()))
+
+
+def variant_notes(variant: Variant) -> list[str]:
+    """The notes every view prints under a variant: those stored, the library count an engine stored
+    (`STORED_LIBRARY_NOTE`) left out, then `library_line`, counted from the layers."""
+    line = library_line(variant)
+    kept = [note for note in variant.notes if not note.startswith(STORED_LIBRARY_NOTE)]
+    return kept + ([line] if line else [])

@@ -20,6 +20,7 @@ from typing import TypeVar
 from sessions.analyses.captions import quality_caveats, unquantized_words, variant_label
 from sessions.analyses.comparison import batch_words, reference
 from sessions.analyses.groups import Rules
+from sessions.analyses.precision_choice import variant_notes
 from sessions.analyses.verdict import verdict_lines
 from sessions.documents.engines import engine_label, engine_options
 from sessions.documents.model import Quality, Recipe, Session, Variant
@@ -39,7 +40,7 @@ def comparison_section(session: Session, rules: Rules) -> str:
     levels = sorted({level for study, _ in studies if (level := engine_options(study).get("opt_level"))})
     level = f", builder optimization level {' / '.join(levels)}" if levels else ""
     where = md_text(f"{gpu}; {backends}{level}; {batch_words(session)}.")
-    notes = [md_text(f"{v.name}: {note}") for v in session.variants for note in v.notes]
+    notes = [md_text(f"{v.name}: {note}") for v in session.variants for note in variant_notes(v)]
     return "\n\n".join(["## Comparison", where, table_markdown(views.session_variant_table(session)),
                          *map(md_text, verdict_lines(session, rules)), *notes])
 

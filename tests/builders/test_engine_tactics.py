@@ -375,9 +375,9 @@ def test_a_variant_notes_only_the_tactics_that_failed_in_its_own_build():
 
     earlier, own = ("sig-a", "cuBLASLt"), ("sig-b", "cuBLASLt")
     backend = SimpleNamespace(library_us={earlier: "an earlier variant's failure", own: "this variant's failure"})
-    notes = library_notes(backend, [], {earlier})  # type: ignore[arg-type]
+    notes = library_notes(backend, {earlier})  # type: ignore[arg-type]
     assert notes == ["1 tactics of other libraries than cuDNN did not run: this variant's failure"]
-    assert library_notes(backend, [], {earlier, own}) == []  # type: ignore[arg-type]
+    assert library_notes(backend, {earlier, own}) == []  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("quantize_us, runs_fp16", [(2.0, True), (1.0, False), (0.5, False)])

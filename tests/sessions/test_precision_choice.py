@@ -104,3 +104,39 @@ def test_groups_prints_and_exports_the_table(session):
     exported = run_cli("export", str(ENGINE_SESSION), "--format", "md")
     assert exported.returncode == 0, exported.stderr
     assert "Layers asked for in FP8, by role" in exported.stdout
+
+
+LIBRARY_SESSIONS = [ROOT / "benchmarks/results/h200/matmul-tactic/final/recipes/senet154-b32-kept.json",
+                    ROOT / "benchmarks/results/h200/matmul-tactic/final/main/senet154-warm.json"]
+
+
+def raw_libraries(variant: dict) -> str | None:
+    """From the raw JSON: how many of the variant's layers record each library, as `library 12` in name order."""
+    counts = Counter(layer["attrs"]["library"] for layer in variant["layers"] if "library" in (layer["attrs"] or {}))
+    return ", ".join(f"{name} {counts[name]}" for name in sorted(counts)) or None
+
+
+@pytest.mark.parametrize("path", LIBRARY_SESSIONS, ids=lambda p: p.parent.name + "/" + p.name)
+def test_show_and_export_count_libraries_from_the_layers_the_session_holds(path):
+    """The note engines stored counted layers before Inductor's regions replaced some, and only where several
+    libraries were timed (senet154's cudnn-fp8-no-se: "cuDNN 3, cuDNN matmul 151" beside 53 and 54 layers): `show`
+    and the Markdown export print the count of the layers held, the count `groups` gives by role, instead."""
+    raw = json.loads(path.read_text())
+    shown = run_cli("show", str(path)).stdout.splitlines()
+    exported = run_cli("export", str(path), "--sections", "comparison").stdout
+    session = storage.load(path)
+    rules = load_rules()
+    for variant in raw["variants"]:
+        name, expected = variant["name"], raw_libraries(variant)
+        lines = [line for line in shown if line.startswith(f"note ({name}): convolutions by the library")]
+        assert lines == ([f"note ({name}): convolutions by the library whose tactic runs them: {expected}"]
+                         if expected else [])
+        assert (f"{name}: convolutions by the library whose tactic runs them: {expected}" in exported) == bool(expected)
+        assert "timed fastest" not in "\n".join(shown) + exported
+        by_role: Counter[str] = Counter()
+        for row in precision_by_role(session.variant(name), rules):
+            by_role.update(row.libraries)
+        asked = Counter(layer["attrs"]["library"] for layer in variant["layers"]
+                        if (layer["attrs"] or {}).get("asked") == "fp8" and "library" in layer["attrs"]
+                        and layer["op"] not in ("quantize", "dequantize"))
+        assert by_role == asked
