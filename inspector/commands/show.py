@@ -18,7 +18,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--layers", action="store_true",
                    help="every layer: tactic, input / output formats and dtypes, reformats, precision as run and "
-                        "as asked")
+                        "as asked, and for a layer asked for in FP8 what it ran (fp8, fp16 by timing, fp16 refused) "
+                        "and why")
     p.add_argument("--variant", action="append", dest="variants",
                    help="with --layers: only these variants (repeatable)")
 

@@ -14,7 +14,7 @@ from sessions.analyses.subnormals import subnormal_lines
 from sessions.documents.model import LatencyStats, Layer, Quality, Recipe, Session, Variant
 from sessions.documents.plan import BASE_PRECISIONS
 from sessions.documents.state import unfinished_step
-from sessions.documents.vocab import gpu_state_kind
+from sessions.documents.vocab import CHOSEN_FP16, chose_fp16, gpu_state_kind
 
 SIMULATED_FP8 = (
     "simulated FP8 (ModelOpt fake quantization): quality reflects the FP8 recipe, time is not FP8 kernel speed"
@@ -207,7 +207,9 @@ class LayerPrecision:
 
 
 def precision_of(variant: Variant, layer: Layer) -> LayerPrecision:
-    """What `layer` ran in and whether `variant` asked for it: the TUI's detail pane and `show --layers` say this."""
+    """What `layer` ran in and whether `variant` asked for it: the TUI's detail pane and `show --layers` say this. A
+    layer the recipe quantizes that runs fp16 says whether the engine chose fp16 by timing (`chose_fp16`, with the
+    times) or fell back to it, with the reason it recorded."""
     ran = layer_precision(layer, variant) or "unknown"
     fmt = quantized_format(variant)
     if fmt is None:
@@ -228,6 +230,9 @@ def precision_of(variant: Variant, layer: Layer) -> LayerPrecision:
         if simulated or layer.precision == fmt:
             return LayerPrecision(ran, f"{fmt} (recipe)", True, f"quantized by the recipe; {kind}")
         fallback = layer.attrs.get("fallback")
+        if chose_fp16(fallback):  # the build's choice, its times after CHOSEN_FP16: no fallback
+            return LayerPrecision(ran, f"{fmt} (recipe)", False, f"quantized by the recipe; the engine chose {ran} "
+                                  f"by timing{str(fallback)[len(CHOSEN_FP16):]}")
         reason = f": {str(fallback)[:120]}" if fallback else ""
         return LayerPrecision(ran, f"{fmt} (recipe)", False,
                               f"quantized by the recipe, not run in {fmt}: the engine fell back to {ran}{reason}")

@@ -33,15 +33,25 @@ class RolePrecision:
     libraries: dict[str, int]
 
 
+def fp8_outcome(layer: Layer) -> PrecisionAsRun | None:
+    """What became of `layer` where its recipe asked for it in FP8 (`precision_as_run`: FP8, fp16 by timing, fp16
+    refused); None where it was not asked for in FP8, and for the quantize and dequantize layers a build adds around
+    those: the one reading `groups`, `show --layers` and the layer exports share."""
+    if layer.op in QUANTIZER_OPS:
+        return None
+    return precision_as_run(layer.attrs.get("asked"), layer.precision, layer.attrs.get("fallback"))
+
+
+def fallback_reason(layer: Layer) -> str | None:
+    """Why `layer` did not run in the precision its recipe asked for, as the engine recorded it (`attrs["fallback"]`:
+    cuDNN's refusal, or the times that chose fp16); None where it recorded none."""
+    reason = layer.attrs.get("fallback")
+    return str(reason) if reason else None
+
+
 def asked_fp8(variant: Variant) -> list[tuple[Layer, PrecisionAsRun]]:
-    """The layers of `variant` its recipe asked for in FP8, with what each ran; the quantize and dequantize layers a
-    build adds around them are none of them."""
-    found = []
-    for layer in variant.layers:
-        outcome = precision_as_run(layer.attrs.get("asked"), layer.precision, layer.attrs.get("fallback"))
-        if outcome is not None and layer.op not in QUANTIZER_OPS:
-            found.append((layer, outcome))
-    return found
+    """The layers of `variant` its recipe asked for in FP8, with what each ran (`fp8_outcome`)."""
+    return [(layer, outcome) for layer in variant.layers if (outcome := fp8_outcome(layer)) is not None]
 
 
 def precision_by_role(variant: Variant, rules: Rules) -> list[RolePrecision]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions.analyses.captions import precision_of
+from sessions.analyses.precision_choice import fallback_reason, fp8_outcome
 from sessions.documents.model import Layer, Session, Tensor, Variant
 from sessions.reports.tables import format_value, table_csv, table_records
 from sessions.reports.views import Column, Table, Tone
@@ -65,20 +66,24 @@ def layer_facts(variant: Variant, layer: Layer) -> list[tuple[str, str]]:
 
 
 DETAIL_COLUMNS = (Column("layer"), Column("kind"), Column("ms", "ms"), Column("precision"), Column("asked"),
-                  Column("tactic"), Column("inputs"), Column("outputs"), Column("reformats", "count"),
-                  Column("reformat ms", "ms"))
+                  Column("fp8 choice"), Column("tactic"), Column("inputs"), Column("outputs"),
+                  Column("reformats", "count"), Column("reformat ms", "ms"), Column("why"))
 
 
 def layer_detail_table(variant: Variant) -> Table:
-    """Every layer of `variant` with tactic, formats and reformats: `show --layers`, CSV and JSON."""
+    """Every layer of `variant` with tactic, formats and reformats: `show --layers`, CSV and JSON. A layer the recipe
+    asked for in FP8 says what became of it (`fp8 choice`: fp8, fp16 by timing, fp16 refused, as `groups` counts them:
+    `sessions.analyses.precision_choice.fp8_outcome`) and, where it runs fp16, why (`why`: the reason the engine
+    recorded, in full; last, so its length widens no other column)."""
     rows: list[tuple[Any, ...]] = []
     tones: list[Tone] = []
     for layer in variant.layers:
         reformats = reformats_of(variant, layer)
         precision = precision_of(variant, layer)
-        rows.append((layer.name, layer.kind, layer.time_ms, precision.ran, precision.asked, layer.tactic,
-                     "; ".join(tensor_text(t) for t in layer.inputs), "; ".join(tensor_text(t) for t in layer.outputs),
-                     len(reformats), sum(r.time_ms or 0.0 for r in reformats) if reformats else None))
+        rows.append((layer.name, layer.kind, layer.time_ms, precision.ran, precision.asked, fp8_outcome(layer),
+                     layer.tactic, "; ".join(tensor_text(t) for t in layer.inputs),
+                     "; ".join(tensor_text(t) for t in layer.outputs), len(reformats),
+                     sum(r.time_ms or 0.0 for r in reformats) if reformats else None, fallback_reason(layer)))
         tones.append("" if precision.honoured else "warn")
     return Table(DETAIL_COLUMNS, rows, [layer.name for layer in variant.layers], tones,
                  title=f"layers of {variant.name}", time_column=2)

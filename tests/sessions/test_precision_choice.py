@@ -3,6 +3,8 @@ notes, and on hand-made layers."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 from collections import Counter
@@ -14,6 +16,7 @@ from sessions.analyses.precision_choice import precision_by_role
 from sessions.documents import storage
 from sessions.documents.model import Layer, Variant
 from sessions.reports import views
+from sessions.reports.layer_detail import layer_facts
 from tests.conftest import ROOT, run_cli
 
 ENGINE_SESSION = ROOT / "benchmarks/results/h200/scaled-fp16/main/senet154-warm.json"
@@ -140,3 +143,57 @@ def test_show_and_export_count_libraries_from_the_layers_the_session_holds(path)
                         if (layer["attrs"] or {}).get("asked") == "fp8" and "library" in layer["attrs"]
                         and layer["op"] not in ("quantize", "dequantize"))
         assert by_role == asked
+
+
+LAYERS_SESSION = ROOT / "benchmarks/results/h200/matmul-tactic/final/main/senet154-warm.json"
+
+
+def raw_choice(layer: dict) -> tuple[str | None, str | None]:
+    """From the raw JSON: what became of a layer asked for in FP8 (no quantize layer), and the reason it recorded."""
+    attrs = layer.get("attrs") or {}
+    if attrs.get("asked") != "fp8" or layer.get("op") in ("quantize", "dequantize"):
+        return None, attrs.get("fallback")
+    if layer["precision"] == "fp8":
+        return "fp8", attrs.get("fallback")
+    timing = str(attrs.get("fallback", "")).startswith("FP8 asked; fp16 chosen by timing")
+    return ("fp16 by timing" if timing else "fp16 refused"), attrs.get("fallback")
+
+
+def test_the_layer_views_tell_fp16_by_timing_from_fp16_refused():
+    """`show --layers`, its JSON and the CSV / JSON layer exports say what became of each layer asked for in FP8 and
+    why, so the split `groups` prints (here 210 by timing, 3 refused in cudnn-fp8-all) can be rebuilt from them."""
+    raw = json.loads(LAYERS_SESSION.read_text())
+    csv_rows = list(csv.DictReader(io.StringIO(run_cli("export", str(LAYERS_SESSION), "--format", "csv", "--sections",
+                                                       "layers").stdout)))
+    exported = json.loads(run_cli("export", str(LAYERS_SESSION), "--format", "json", "--sections", "layers").stdout)
+    shown = json.loads(run_cli("show", str(LAYERS_SESSION), "--layers", "--json").stdout)
+    assert len(csv_rows) == sum(len(variant["layers"]) for variant in raw["variants"])
+    rows = iter(csv_rows)
+    for variant in raw["variants"]:
+        records = exported["variants"][variant["name"]]
+        assert records == shown["variants"][variant["name"]]
+        for layer, record in zip(variant["layers"], records, strict=True):
+            row = next(rows)
+            choice, why = raw_choice(layer)
+            assert (row["variant"], row["layer"], record["layer"]) == (variant["name"], layer["name"], layer["name"])
+            assert (record["fp8 choice"], record["why"]) == (choice, why)
+            assert (row["fp8 choice"], row["why"]) == (choice or "", why or "")
+        counted = Counter(record["fp8 choice"] for record in records if record["fp8 choice"])
+        assert counted == raw_outcomes(variant)
+    fp8_all = Counter(record["fp8 choice"] for record in exported["variants"]["cudnn-fp8-all"])
+    assert (fp8_all["fp16 by timing"], fp8_all["fp16 refused"]) == (210, 3)
+    text = run_cli("show", str(LAYERS_SESSION), "--layers", "--variant", "cudnn-fp8-all").stdout.splitlines()
+    by_timing = next(line for line in text if line.startswith("layer2.0.conv2 "))
+    refused = next(line for line in text if line.startswith("layer1.0.conv2 "))
+    assert "fp16 by timing" in by_timing and "6.6x slower" in by_timing
+    assert "fp16 refused" in refused and "CUDNN_STATUS_NOT_SUPPORTED" in refused
+
+
+def test_the_detail_pane_calls_a_choice_by_timing_a_choice():
+    variant = storage.load(LAYERS_SESSION).variant("cudnn-fp8-all")
+    layers = {layer.name: layer for layer in variant.layers}
+    chosen = dict(layer_facts(variant, layers["layer2.0.conv2"]))["precision"]
+    refused = dict(layer_facts(variant, layers["layer1.0.conv2"]))["precision"]
+    assert chosen.startswith("fp16 (quantized by the recipe; the engine chose fp16 by timing: best FP8 tactic (cuDNN) "
+                             "6.6x slower") and "fell back" not in chosen
+    assert "the engine fell back to fp16: cuDNN: no engine" in refused
