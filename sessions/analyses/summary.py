@@ -26,7 +26,7 @@ class VariantSummary:
     judgement: str | None  # faster, slower, within noise; None where not judged
     per_call: float | None  # kernels (or ops) per call
     unit: str | None
-    unattributed: int | None
+    unattributed_per_call: float | None  # kernels (or ops) no layer owns, per call, as `per_call` counts them
     top1_agreement: float | None
     mean_kl: float | None
     max_abs_logit_error: float | None
@@ -61,7 +61,7 @@ def summarize_variant(comparison: Comparison, batch: int | None) -> VariantSumma
         judgement=comparison.judgement,
         per_call=trace.per_call if trace else None,
         unit=trace.unit if trace else None,
-        unattributed=trace.unattributed if trace else None,
+        unattributed_per_call=trace.unattributed_per_call if trace else None,
         top1_agreement=q.top1_agreement if q else None,
         mean_kl=q.mean_kl if q else None,
         max_abs_logit_error=q.max_abs_logit_error if q else None,

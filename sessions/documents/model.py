@@ -316,6 +316,11 @@ class TraceSummary:
     def per_call(self) -> float:
         return self.records / self.calls if self.calls else 0.0
 
+    @property
+    def unattributed_per_call(self) -> float:
+        """Records outside any layer in one traced call (`unattributed` holds them over every call)."""
+        return self.unattributed / self.calls if self.calls else 0.0
+
 
 @dataclass
 class Variant:

@@ -63,7 +63,8 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
     """A row per variant: what `show`, `export` and the TUI overview (live or saved) print.
 
     Speed-ups are each against the variant's own baseline (sessions.analyses.comparison); where the rows do not
-    share one baseline, a `vs` column names each row's. Colour only for what the noise rule judged.
+    share one baseline, a `vs` column names each row's. Kernels and those outside every layer are both per traced
+    call (the trace stores the records of every call). Colour only for what the noise rule judged.
     """
     units = {s.unit for s in summaries if s.unit}
     per_call = f"{units.pop()}s / call" if len(units) == 1 else "kernels / call"
@@ -85,7 +86,7 @@ def variant_table(summaries: Sequence[VariantSummary]) -> Table:
     for s in summaries:
         rows.append((
             s.name, s.median_ms, s.p99_ms, _percent(s.cov), s.speedup, *([s.baseline] if len(baselines) > 1 else []),
-            s.per_call, s.unattributed,
+            s.per_call, s.unattributed_per_call,
             _percent(s.top1_agreement), s.mean_kl, s.max_abs_logit_error, s.relative_error, s.nonfinite,
             s.images_per_s, s.artifact_mib,
             s.peak_memory_mib,

@@ -1,5 +1,7 @@
 """The one view model (sessions/reports/views.py, verdict.py) and what `show`, `groups` and `export` print from it."""
 
+import csv
+import io
 import subprocess
 import sys
 
@@ -11,7 +13,7 @@ from sessions.analyses.verdict import verdict_lines
 from sessions.documents import storage
 from sessions.reports import views
 from sessions.reports.tables import format_value
-from tests.conftest import H200, run_cli
+from tests.conftest import H200, ROOT, run_cli
 
 SESSION = H200 / "senet154-h200.json"
 
@@ -90,3 +92,31 @@ def test_kineto_lines_stay_off_stderr():
     result = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "USDT" not in result.stderr and "profiler_start" not in result.stderr and "kept" in result.stderr
+
+
+COMPILE_SESSION = ROOT / "benchmarks/results/h200/engine-vs-compile/resnet50-b1-vs-compile.json"
+
+
+def test_outside_layers_is_per_call_beside_kernels_per_call():
+    """compile-fp16 traced 7 calls of 122 kernels, none in a layer: `show`, the CSV and the JSON summary say 122 outside
+    layers per call, as they say 122 kernels per call (the session stores 854 over the 7 calls)."""
+    raw = {v["name"]: v for v in orjson.loads(COMPILE_SESSION.read_bytes())["variants"]}
+    expected = {}
+    for name, variant in raw.items():
+        calls = len(set(variant["kernels"]["call"]))
+        expected[name] = (len(variant["kernels"]["layer"]) / calls,
+                          sum(1 for owner in variant["kernels"]["layer"] if owner < 0) / calls)
+    assert expected["compile-fp16"] == (122, 122)
+    shown = run_cli("show", str(COMPILE_SESSION)).stdout.splitlines()
+    header = next(line for line in shown if line.startswith("variant "))
+    end = header.index("outside layers") + len("outside layers")
+    for name, (per_call, outside) in expected.items():
+        row = next(line for line in shown if line.startswith(f"{name} "))
+        assert row[:end].split()[-2:] == [f"{per_call:.0f}", f"{outside:.0f}"]
+    rows = {row["variant"]: row for row in csv.DictReader(io.StringIO(
+        run_cli("export", str(COMPILE_SESSION), "--format", "csv").stdout))}
+    document = orjson.loads(run_cli("show", str(COMPILE_SESSION), "--json").stdout)
+    summaries = {v["name"]: v for v in document["variants"]}
+    for name, (per_call, outside) in expected.items():
+        assert float(rows[name]["kernels / call"]) == per_call and float(rows[name]["outside layers"]) == outside
+        assert (summaries[name]["per_call"], summaries[name]["unattributed_per_call"]) == (per_call, outside)
