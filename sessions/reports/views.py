@@ -16,9 +16,9 @@ from typing import Any, Literal
 from sessions.analyses import captions
 from sessions.analyses.comparison import Tone, baseline_for, ratio, reference, tone
 from sessions.analyses.diff import SessionDiff, align_layers
-from sessions.analyses.groups import Rules, compare_groups, kernels_per_layer, role_of, stage_of
+from sessions.analyses.groups import GroupComparison, Rules, compare_groups, kernels_per_layer, role_of, stage_of
 from sessions.analyses.lowering import Flag, diagnose
-from sessions.analyses.noise import WITHIN, Band, group_band, judge, latency_band, layer_band
+from sessions.analyses.noise import WITHIN, Band, Judgement, group_band, judge, latency_band, layer_band
 from sessions.analyses.precision_choice import RolePrecision, precision_by_role
 from sessions.analyses.summary import VariantSummary, median_cell, summarize_session
 from sessions.documents.model import Layer, Session, Variant
@@ -166,9 +166,26 @@ def group_table(session: Session, rules: Rules, by: str = "role", variants: list
     bases = sorted(set(base_of.values()))
     notes = [captions.GROUP_SPEEDUP.replace("baseline", bases[0] if len(bases) == 1 else "each variant's baseline")]
     notes = notes if bases else []
+    notes += [line for name, base in base_of.items() if name != base
+              for line in _noise_lines(session, rules, by, base, name, comparisons)]
     if session.variants and all(v.kernels is None for v in session.variants):
         notes.append(captions.NO_KERNEL_TABLE)
     return _table(columns, rows, [c.group for c in comparisons], notes=tuple(notes), time_column=None)
+
+
+def _noise_lines(session: Session, rules: Rules, by: str, baseline: str, variant: str,
+                 comparisons: list[GroupComparison]) -> list[str]:
+    """One line naming the groups whose speed-up of `variant` over `baseline` is within noise (their per-call bands
+    overlap, `_group_judgement`), with the ratio each shows; none where no group's is."""
+    judged = _group_judgement(session, rules, by, baseline, variant)
+    within = [f"{c.group} {speedup:.2f}x" for c in comparisons
+              if judged(c.group) == WITHIN and (speedup := _group_speedup(c, baseline, variant)) is not None]
+    return [captions.GROUPS_WITHIN_NOISE.format(variant=variant, groups="; ".join(within))] if within else []
+
+
+def _group_speedup(comparison: GroupComparison, baseline: str, variant: str) -> float | None:
+    a, b = comparison.rows.get(baseline), comparison.rows.get(variant)
+    return ratio(a.time_ms if a else None, b.time_ms if b else None)
 
 
 def _group_baselines(session: Session, names: list[str]) -> dict[str, str]:
@@ -217,16 +234,29 @@ def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, var
 
 
 def _group_tones(session: Session, rules: Rules, by: str, a: str, b: str) -> Callable[[str], Tone]:
-    """Each group's change coloured by the noise rule on its per-call times; kernel classes are not judged.
+    """Each group's change coloured by the noise rule on its per-call times (`_group_judgement`): within noise dim,
+    not judged plain."""
+    judged = _group_judgement(session, rules, by, a, b)
+    return lambda group: _judgement_tone(judged(group))
+
+
+def _group_judgement(session: Session, rules: Rules, by: str, a: str, b: str) -> Callable[[str], Judgement | None]:
+    """Each group's change from variant `a` to `b` by the noise rule on its per-call times, widened by each variant's
+    drift (`_drift`); None (not judged) where either side stores no spread, and for kernel classes.
 
     The layers of every group are gathered in one pass over each variant (not one pass per group)."""
     if by not in ("role", "stage"):
-        return lambda group: ""
+        return lambda group: None
     key = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
     va, vb = session.variant(a), session.variant(b)
     members_a, members_b = _members(va.layers, key), _members(vb.layers, key)
-    return lambda group: _judged_tone(group_band(members_a.get(group, []), _drift(va)),
-                                      group_band(members_b.get(group, []), _drift(vb)))
+
+    def judged(group: str) -> Judgement | None:
+        band_a = group_band(members_a.get(group, []), _drift(va))
+        band_b = group_band(members_b.get(group, []), _drift(vb))
+        return judge(band_a, band_b) if band_a is not None and band_b is not None else None
+
+    return judged
 
 
 def _members(layers: list[Layer], key: Callable[[Layer], str]) -> dict[str, list[Layer]]:
@@ -444,7 +474,8 @@ def comparison_table(session: Session, a: str, b: str, rules: Rules) -> Table:
         elif la is None or lb is None:
             tones.append("bad" if lb is not None else "good")  # a layer of its own: all its time is new or gone
         else:
-            tones.append(_judged_tone(layer_band(la, drift_a), layer_band(lb, drift_b)))
+            band_a, band_b = layer_band(la, drift_a), layer_band(lb, drift_b)
+            tones.append(_judgement_tone(judge(band_a, band_b) if band_a is not None and band_b is not None else None))
     return _table(columns, rows, keys, tones, notes=notes, title=f"{b} against {a}, per layer", time_column=4)
 
 
@@ -462,11 +493,10 @@ def _drift(variant: Variant) -> Band | None:
     return latency_band(variant.latency) if variant.latency is not None else None
 
 
-def _judged_tone(a: Band | None, b: Band | None) -> Tone:
-    """B against A by the noise rule: within noise dim, not judged (no spread stored) plain."""
-    if a is None or b is None:
+def _judgement_tone(judgement: Judgement | None) -> Tone:
+    """A judgement's colour: within noise dim, not judged (None: no spread stored) plain."""
+    if judgement is None:
         return ""
-    judgement = judge(a, b)
     return "dim" if judgement == WITHIN else tone(judgement)
 
 

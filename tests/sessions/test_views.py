@@ -120,3 +120,34 @@ def test_outside_layers_is_per_call_beside_kernels_per_call():
     for name, (per_call, outside) in expected.items():
         assert float(rows[name]["kernels / call"]) == per_call and float(rows[name]["outside layers"]) == outside
         assert (summaries[name]["per_call"], summaries[name]["unattributed_per_call"]) == (per_call, outside)
+
+
+def test_the_group_table_says_which_speedups_are_within_noise(session):
+    """fp8-all's squeeze-excitation layers drawn 0.3x and 3x of fp16's in alternate calls (bands that must overlap
+    fp16's, whatever the ratio of the means), every other layer 2x slower on every call (bands far apart): the table
+    names squeeze-excitation alone as within noise."""
+    import copy
+    import random
+
+    from sessions.analyses.groups import role_of
+
+    edited = copy.deepcopy(session)
+    rules, rng = load_rules(), random.Random(3)
+    base, fp8 = edited.variant("fp16"), edited.variant("fp8-all")
+    for layer in base.layers:
+        if layer.time_ms:
+            layer.call_times_ms = [layer.time_ms * rng.uniform(0.99, 1.01) for _ in range(7)]
+    fp16_time = {layer.name: layer.time_ms for layer in base.layers}
+    for layer in fp8.layers:
+        reference = fp16_time.get(layer.name) or layer.time_ms
+        if not reference:
+            continue
+        if role_of(layer, rules) == "squeeze-excitation":
+            layer.call_times_ms = [reference * (0.3 if call % 2 else 3.0) for call in range(7)]
+        else:
+            layer.call_times_ms = [reference * 2 * rng.uniform(0.99, 1.01) for _ in range(7)]
+        layer.time_ms = sum(layer.call_times_ms) / 7
+    notes = [n for n in views.group_table(edited, rules, "role", ["fp16", "fp8-all"]).notes if "within noise" in n]
+    assert len(notes) == 1 and notes[0].startswith("fp8-all: within noise")
+    named = [part.rsplit(" ", 1)[0] for part in notes[0].split("): ", 1)[1].split("; ")]
+    assert named == ["squeeze-excitation"]
