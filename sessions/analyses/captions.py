@@ -41,6 +41,23 @@ UNSTABLE_CPU = (
     "trusting small differences"
 )
 NO_KERNEL_TABLE = "no kernel table: these files hold layers and times, not kernel launches"
+NOT_TRACED = "no kernel table: {how}"  # the study's method words (`TimingMethod.kernels`), or the variant's
+IMPORTED = "trtexec"  # the source, and backend, of what `import` makes of TensorRT's files
+
+
+def no_kernel_table(session: Session) -> str:
+    """Why a session whose variants hold no kernel table has none: TensorRT's files hold none (imported), or the
+    study traced no kernels (the method says how)."""
+    if session.study.source == IMPORTED:
+        return NO_KERNEL_TABLE
+    return NOT_TRACED.format(how=session.method.kernels)
+
+
+def no_variant_kernel_table(variant: Variant) -> str:
+    """Why a variant holds no kernel table: `no_kernel_table`'s words, from what the variant records."""
+    if variant.backend == IMPORTED:
+        return NO_KERNEL_TABLE
+    return NOT_TRACED.format(how="no trace was recorded for this variant")
 RANDOM_WEIGHTS = (
     "random weights {how}: quality compares each variant's numerics with fp32, not accuracy; "
     "--checkpoint FILE (.safetensors or a torch file) gives figures of trained weights"
@@ -111,7 +128,7 @@ def session_caveats(session: Session) -> list[str]:
     if unstable:
         lines.append(unstable_line(session, unstable))
     if session.variants and all(v.kernels is None for v in session.variants):
-        lines.append(NO_KERNEL_TABLE)
+        lines.append(no_kernel_table(session))
     state = session.environment.gpu_state if session.environment is not None else None
     if gpu_state_kind(state) == "not settled":
         lines.append(UNSETTLED_GPU.format(state=state))

@@ -169,7 +169,7 @@ def group_table(session: Session, rules: Rules, by: str = "role", variants: list
     notes += [line for name, base in base_of.items() if name != base
               for line in _noise_lines(session, rules, by, base, name, comparisons)]
     if session.variants and all(v.kernels is None for v in session.variants):
-        notes.append(captions.NO_KERNEL_TABLE)
+        notes.append(captions.no_kernel_table(session))
     return _table(columns, rows, [c.group for c in comparisons], notes=tuple(notes), time_column=None)
 
 
@@ -226,7 +226,7 @@ def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, var
     rows.sort(key=lambda r: -(r[3] if r[3] is not None else float("-inf")))
     notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
     if session.variants and all(v.kernels is None for v in session.variants):
-        notes.append(captions.NO_KERNEL_TABLE)
+        notes.append(captions.no_kernel_table(session))
     tone_of = _group_tones(session, rules, by, baseline, variant)
     tones = [tone_of(r[0]) if r[3] is not None else "warn" for r in rows]
     return _table(columns, rows, [r[0] for r in rows], tones,
@@ -338,7 +338,8 @@ def kernel_table(variant: Variant, layer: str | None) -> Table:
     index = layer_index(variant, layer) if layer is not None else None
     notes: tuple[str, ...] = ()
     if table is None or (layer is not None and index is None):
-        notes = (captions.NO_KERNEL_TABLE,) if table is None else (f"{variant.name} has no layer {layer}",)
+        missing = captions.no_variant_kernel_table(variant) if table is None else f"{variant.name} has no layer {layer}"
+        notes = (missing,)
         return _table(KERNEL_COLUMNS, [], [], notes=notes, title=title, time_column=2)
     calls = max(variant.trace.calls if variant.trace else 1, 1)
     count: Counter[int] = Counter()
@@ -370,7 +371,8 @@ def all_kernels_table(variant: Variant) -> Table:
                Column("stream", "count"), Column("grid"), Column("block"))
     table = variant.kernels
     if table is None:
-        return _table(columns, [], [], notes=(captions.NO_KERNEL_TABLE,), title=f"all kernels of {variant.name}")
+        return _table(columns, [], [], notes=(captions.no_variant_kernel_table(variant),),
+                      title=f"all kernels of {variant.name}")
     names = [layer.name for layer in variant.layers]
     rows = [
         (i, table.call[i], names[table.layer[i]] if table.layer[i] >= 0 else "(outside layers)",

@@ -151,3 +151,17 @@ def test_the_group_table_says_which_speedups_are_within_noise(session):
     assert len(notes) == 1 and notes[0].startswith("fp8-all: within noise")
     named = [part.rsplit(" ", 1)[0] for part in notes[0].split("): ", 1)[1].split("; ")]
     assert named == ["squeeze-excitation"]
+
+
+def test_a_study_traced_with_no_tracer_says_so_where_imported_files_say_they_hold_no_kernels():
+    untraced = storage.load(ROOT / "benchmarks/results/cpu/dpn68-fp32-fp8.json")
+    assert all(v.kernels is None for v in untraced.variants) and untraced.study.source == "timm"
+    lines = [n for n in views.group_table(untraced, load_rules()).notes if n.startswith("no kernel table")]
+    assert lines == [f"no kernel table: {untraced.method.kernels}"]
+    assert "files" not in views.kernel_table(untraced.variants[0], None).notes[0]
+    imported = storage.load(SESSION)  # any session with variants: only the source decides
+    imported.study.source = "trtexec"
+    for variant in imported.variants:
+        variant.kernels = None
+    assert "these files hold layers and times" in next(n for n in views.group_table(imported, load_rules()).notes
+                                                       if n.startswith("no kernel table"))
