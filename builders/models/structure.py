@@ -342,7 +342,8 @@ class _Recorder(TorchFunctionMode):
     def _through_add(self, made: torch.Tensor) -> torch.Tensor:
         """`made`, or, where an add of two computed tensors made it, the operand that is (through reshapes) a product
         of two activations, where the other operand was made inside the module call that made the product
-        (MViTv2's residual pooling: attn @ v + q); the residual stream, made before that call, is not followed."""
+        (MViTv2's residual pooling: attn @ v + q); the residual stream, made before that call, or a part cut from it
+        (`_selected_from`), is not followed."""
         name, inputs = self.made.get(id(made), ("", []))
         computed = [t for t in inputs if id(t) in self.derived]
         if name not in ADDS or len(computed) != 2:
@@ -351,9 +352,19 @@ class _Recorder(TorchFunctionMode):
             product = self._unscaled(operand)
             p_name, p_inputs = self.made.get(id(product), ("", []))
             if (_product(p_name, p_inputs, self.derived)
-                    and self.made_at.get(id(other), 0) > self.scope.get(id(product), 0)):
+                    and self.made_at.get(id(self._selected_from(other)), 0) > self.scope.get(id(product), 0)):
                 return product
         return made
+
+    def _selected_from(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The tensor `tensor` was cut from (a chunk, a split, an index) or reshaped from, through every such op: a
+        chunk of a module's input (EfficientViT-M's cascaded heads add one to the head before's output) is that
+        input, made before the call."""
+        name = self.made.get(id(tensor), ("", []))[0]
+        while (name in SELECTIONS or name in PASS_THROUGH) and (computed := self._computed_inputs(tensor)):
+            tensor = computed[0]
+            name = self.made.get(id(tensor), ("", []))[0]
+        return tensor
 
     def _unscaled(self, tensor: torch.Tensor) -> torch.Tensor:
         """`origin(tensor)`, and behind each multiply or divide of it by a constant (a number, or a tensor not computed
@@ -430,7 +441,8 @@ class _Recorder(TorchFunctionMode):
         self.frontier[id(output)] = frozenset({seq})
         if op == "conv":
             self.conv_outputs[id(output)] = path
-        if op == "linear" and self.attention_output(source):
+        pointwise = op == "conv" and bool(kernel) and all(k == 1 for k in kernel)  # a linear over channels
+        if (op == "linear" or pointwise) and self.attention_output(source):
             self.attention.add(path)
 
 

@@ -293,3 +293,17 @@ def test_a_plain_chain_that_steps_down_twice_after_the_blocks_is_two_stages():
     found = model_structure(model, torch.zeros(1, *size)).stage_layers()
     assert {k: set(v) for k, v in found.items() if k.startswith("stage")} == expected
     assert len(expected) == 5
+
+
+def test_a_pointwise_convolution_projecting_attention_is_attention_output_and_a_head_fed_a_cut_of_the_input_is_not():
+    """visformer_tiny's `Attention` projects `attn @ v` with a 1 x 1 convolution (`proj`): attention output, as a
+    linear there would be. efficientvit_m0's cascaded heads feed each head's qkv convolution the head before's output
+    plus a chunk of the block's input (made before the block): that sum is no attention output."""
+    model, size = load_meta("visformer_tiny")
+    expected = {f"{p}.proj" for p, m in model.named_modules() if type(m).__name__ == "Attention"}
+    assert len(expected) == 8
+    assert set(model_structure(model, torch.zeros(1, *size)).paths(role="attention-output")) == expected
+    cascaded, size = load_meta("efficientvit_m0")
+    heads = {p for p, m in cascaded.named_modules() if ".qkvs." in p and isinstance(m, torch.nn.Conv2d)}
+    found = set(model_structure(cascaded, torch.zeros(1, *size)).paths(role="attention-output"))
+    assert heads and not heads & found
