@@ -14,6 +14,7 @@ import pytest
 from sessions.documents import storage
 from sessions.reports.tables import markdown_table_problems
 from tests.conftest import H200, run_cli, run_cli_process
+from tests.sessions.latency_edits import moved
 
 # A name that tries every way out of a Markdown cell or line: row and line breaks, a pipe, a heading,
 # a list item, a link label, a code fence and raw HTML.
@@ -101,8 +102,7 @@ def test_crafted_names_cannot_change_the_markdown_diff(tmp_path):
     changed = storage.load(b)
     for variant in changed.variants:  # every variant regresses: the head table lists them all
         lat = variant.latency
-        lat.samples_ms, lat.round_medians_ms = [s * 2 for s in lat.samples_ms], [m * 2 for m in lat.round_medians_ms]
-        lat.median_ms *= 2
+        moved(lat, 2.0)
     storage.save(changed, b)
     result = run_cli("diff", str(a), str(b), "--format", "md")
     assert result.returncode == 1, result.stderr  # the regression

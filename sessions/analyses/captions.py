@@ -84,7 +84,7 @@ STAND_IN_LAYER_TIMES = "synthetic per-layer times reported by the TensorRT stand
 NO_REFERENCE = "quality not measured: an .onnx model has no fp32 PyTorch reference to compare with"
 PRECISION_BY_ROLE = "layers asked for in FP8, by role: what each ran, and whose tactic"
 GROUP_SPEEDUP = "speed-up = baseline ms / variant ms of the group's kernels per call: above 1 is faster"
-GROUPS_WITHIN_NOISE = ("{variant}: within noise, whatever the ratio (the group's per-call bands overlap its "
+OVERLAPPING_GROUPS = ("{variant}: within noise, whatever the ratio (the group's per-call bands overlap its "
                        "baseline's): {groups}")
 INTERRUPTED = "interrupted; finished variants are saved in {path}"
 CANCELLED = "study cancelled; finished variants are saved in {path}"

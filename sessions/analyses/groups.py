@@ -65,7 +65,8 @@ class Rules:
 CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
 
 
-# ops that name no work: a layer with one of these is what its kind (TensorRT type, module class) says it is
+# ops that name no work: a layer with one of these is what its kind (TensorRT type, module class) says it is; a
+# built-in rule's kinds read no other layer (the user's rules, `--groups`, match kinds whatever the op)
 UNNAMED_OPS = (None, "other")
 
 def _patterns(patterns, where: str) -> list[str]:
@@ -294,7 +295,7 @@ def _role_plan(rules: Rules, kind: str, op: str | None, origin: str | None, shap
         if not (with_names or rule.ops or rule.origins or rule.kinds):
             return RolePlan(by_name, rule.name)  # a rule of requirements alone: met
         if ((rule.ops and op in rule.ops) or (rule.origins and origin in rule.origins)
-                or (rule.kinds and op in UNNAMED_OPS and _hits(rule.kinds, kind))):
+                or (rule.kinds and (index < rules.user_roles or op in UNNAMED_OPS) and _hits(rule.kinds, kind))):
             return RolePlan(by_name, rule.name)
         if with_names:
             by_name.append(rule)

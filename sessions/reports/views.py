@@ -180,7 +180,7 @@ def _noise_lines(session: Session, rules: Rules, by: str, baseline: str, variant
     judged = _group_judgement(session, rules, by, baseline, variant)
     within = [f"{c.group} {speedup:.2f}x" for c in comparisons
               if judged(c.group) == WITHIN and (speedup := _group_speedup(c, baseline, variant)) is not None]
-    return [captions.GROUPS_WITHIN_NOISE.format(variant=variant, groups="; ".join(within))] if within else []
+    return [captions.OVERLAPPING_GROUPS.format(variant=variant, groups="; ".join(within))] if within else []
 
 
 def _group_speedup(comparison: GroupComparison, baseline: str, variant: str) -> float | None:
