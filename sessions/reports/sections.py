@@ -25,7 +25,16 @@ from sessions.analyses.verdict import verdict_lines
 from sessions.documents.engines import engine_label, engine_options
 from sessions.documents.model import Quality, Recipe, Session, Variant
 from sessions.reports import views
-from sessions.reports.tables import Cell, md_cell, md_code, md_fence, md_text, render_markdown, table_markdown
+from sessions.reports.tables import (
+    Cell,
+    format_value,
+    md_cell,
+    md_code,
+    md_fence,
+    md_text,
+    render_markdown,
+    table_markdown,
+)
 
 T = TypeVar("T")
 Labelled = list[tuple[str, Session]]  # a study's jobs: each job's label (`senet154 H200 PyTorch 2.11.0 b1`) and session
@@ -58,14 +67,21 @@ def quality_section(session: Session) -> str:
         return "## Quality\n\nNot measured in this session."
     images = next(v.quality.image_source for v in session.variants if v.quality)
     weights = md_text(f"Weights: {session.study.weights}; images: {images}.")
-    return "\n\n".join(["## Quality", render_markdown(headers, rows), weights, *map(md_text, quality_caveats(session))])
+    table = render_markdown(headers, rows, {1 + i for i in QUALITY_FIGURES})
+    return "\n\n".join(["## Quality", table, weights, *map(md_text, quality_caveats(session))])
 
 
 def quality_cells(quality: Quality, stress: str) -> list[Cell]:
     """A quality table's figures after its variant: reference, images, top-1 agreement %, mean KL, max abs logit
-    error, NaN/Inf values, then `stress` (`stress_cell`, or "-" where no stress inputs apply)."""
-    return [quality.reference, quality.images, quality.top1_agreement * 100, quality.mean_kl,
-            quality.max_abs_logit_error, quality.nonfinite, stress]
+    error, NaN/Inf values, then `stress` (`stress_cell`, or "-" where no stress inputs apply); each figure written
+    as the variant table writes it (`format_value` with that table's column kinds), so one number reads the same in
+    both. `QUALITY_FIGURES`: the positions of the figures among these cells."""
+    return [quality.reference, quality.images, format_value(quality.top1_agreement * 100, "pct"),
+            format_value(quality.mean_kl, "sci"), format_value(quality.max_abs_logit_error, "sci"), quality.nonfinite,
+            stress]
+
+
+QUALITY_FIGURES = (1, 2, 3, 4, 5)  # the cells of `quality_cells` that are numbers, right-aligned
 
 
 def stress_cell(quality: Quality) -> str:
@@ -330,7 +346,8 @@ def jobs_quality_section(jobs: Labelled) -> str:
     if not body:
         return "### Quality\n\nNot measured."
     sources = ", ".join(dict.fromkeys(f"{session.study.weights}" for _, session in jobs))
-    return "\n\n".join(["### Quality", render_markdown(headers, body), md_text(f"Weights: {sources}."),
+    return "\n\n".join(["### Quality", render_markdown(headers, body, {2 + i for i in QUALITY_FIGURES}),
+                         md_text(f"Weights: {sources}."),
                          *map(md_text, jobs_caveats(jobs))])
 
 

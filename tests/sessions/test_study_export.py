@@ -142,9 +142,9 @@ def test_the_quality_tables_count_the_stress_inputs_that_gave_nan_or_inf():
     assert (fp16.stress_nonfinite, fp16.stress_inputs) == (1, 15)  # the +-65504 input overflows fp16
     rules = load_rules()
     study = study_markdown([("b1", session)], rules)
-    assert "| fp16 | fp32 (PyTorch) | 18 | 100 | 8.25e-11 | 9.11e-05 | 0 | 1 of 15 |" in study
+    assert "| fp16 | fp32 (PyTorch) | 18 | 100.0 | 8.25e-11 | 9.11e-05 | 0 | 1 of 15 |" in study
     assert "stress inputs with NaN / Inf: 1 to 1 of 15" in study
-    assert "| fp32 | fp32 (PyTorch) | 18 | 100 | 0 | 0 | 0 | 0 of 15 |" in export_markdown(session, rules)
+    assert "| fp32 | fp32 (PyTorch) | 18 | 100.0 | 0.0000 | 0.0000 | 0 | 0 of 15 |" in export_markdown(session, rules)
     assert not markdown_table_problems(study)
 
 

@@ -165,3 +165,20 @@ def test_a_study_traced_with_no_tracer_says_so_where_imported_files_say_they_hol
         variant.kernels = None
     assert "these files hold layers and times" in next(n for n in views.group_table(imported, load_rules()).notes
                                                        if n.startswith("no kernel table"))
+
+
+def test_a_quality_figure_reads_the_same_in_the_variant_table_and_the_markdown_quality_table():
+    from sessions.reports.sections import quality_section
+
+    real = storage.load(ROOT / "benchmarks/results/h200/matmul-tactic/final/main/senet154-warm.json")
+    table = views.session_variant_table(real)
+    shown = {key: dict(zip(table.labels, (format_value(v, c.kind) for v, c in zip(row, table.columns, strict=True)),
+                           strict=True))
+             for key, row in zip(table.keys, table.rows, strict=True)}
+    rows = [line.split(" | ") for line in quality_section(real).splitlines() if line.startswith("| ")][1:]
+    fp32_rows = [cells for cells in rows if cells[1] == "fp32 (PyTorch)"]
+    assert len(fp32_rows) == len([v for v in real.variants if v.quality])
+    for cells in fp32_rows:
+        name = cells[0].removeprefix("| ")
+        assert (cells[3], cells[4], cells[5]) == (shown[name]["top-1 %"], shown[name]["mean KL"],
+                                                  shown[name]["max abs err"])
