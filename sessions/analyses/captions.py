@@ -42,22 +42,24 @@ UNSTABLE_CPU = (
 )
 NO_KERNEL_TABLE = "no kernel table: these files hold layers and times, not kernel launches"
 NOT_TRACED = "no kernel table: {how}"  # the study's method words (`TimingMethod.kernels`), or the variant's
-IMPORTED = "trtexec"  # the source, and backend, of what `import` makes of TensorRT's files
+IMPORTED = "trtexec"  # the source (Study.source) of what `import` makes of TensorRT's files
 
 
 def no_kernel_table(session: Session) -> str:
     """Why a session whose variants hold no kernel table has none: TensorRT's files hold none (imported), or the
-    study traced no kernels (the method says how)."""
+    study traced no kernels (the method says how, where the session holds one yet)."""
     if session.study.source == IMPORTED:
         return NO_KERNEL_TABLE
-    return NOT_TRACED.format(how=session.method.kernels)
+    return NOT_TRACED.format(how=session.method.kernels if session.method is not None
+                             else "no tracer recorded kernel launches")
 
 
-def no_variant_kernel_table(variant: Variant) -> str:
-    """Why a variant holds no kernel table: `no_kernel_table`'s words, from what the variant records."""
-    if variant.backend == IMPORTED:
-        return NO_KERNEL_TABLE
-    return NOT_TRACED.format(how="no trace was recorded for this variant")
+def no_variant_kernel_table(session: Session, variant: Variant) -> str:
+    """Why `variant` of `session` holds no kernel table: `no_kernel_table`'s words where no variant of the session
+    holds one; else its own trace is missing."""
+    if session.study.source == IMPORTED or all(v.kernels is None for v in session.variants):
+        return no_kernel_table(session)
+    return NOT_TRACED.format(how=f"no trace was recorded for {variant.name}")
 RANDOM_WEIGHTS = (
     "random weights {how}: quality compares each variant's numerics with fp32, not accuracy; "
     "--checkpoint FILE (.safetensors or a torch file) gives figures of trained weights"
@@ -68,9 +70,9 @@ CONSTANT_LAYERS = (
     "of layers whose only input or only reader they are"
 )
 CONSTANT_FP8_LAYERS = (
-    "every one of the {count} layers that run in FP8 (of the {total} its recipe quantizes; the rest run fp16, chosen "
-    "by timing) has all-zero weights once BatchNorm is folded{why}: their outputs are the same in any precision, so "
-    "the quality figures hold no FP8 error at all"
+    "every one of the {count} layers that run in FP8 (of the {total} its recipe quantizes; {rest}) has all-zero "
+    "weights once BatchNorm is folded{why}: their outputs are the same in any precision, so the quality figures hold "
+    "no FP8 error at all"
 )
 CONSTANT_WHY_RANDOM = (" (random initialisation may zero the last BatchNorm of a residual branch, as timm's models "
                        "do)")

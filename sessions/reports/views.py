@@ -331,14 +331,15 @@ KERNEL_COLUMNS = (Column("kernel"), Column("count/call", "count"), Column("us/ca
                   Column("grid"), Column("block"))
 
 
-def kernel_table(variant: Variant, layer: str | None) -> Table:
+def kernel_table(session: Session, variant: Variant, layer: str | None) -> Table:
     """Kernels of one layer (or all) aggregated by name: launches and time per call, launch shape."""
     title = f"{layer or 'all layers'} in {variant.name}"
     table = variant.kernels
     index = layer_index(variant, layer) if layer is not None else None
     notes: tuple[str, ...] = ()
     if table is None or (layer is not None and index is None):
-        missing = captions.no_variant_kernel_table(variant) if table is None else f"{variant.name} has no layer {layer}"
+        missing = (captions.no_variant_kernel_table(session, variant) if table is None
+                   else f"{variant.name} has no layer {layer}")
         notes = (missing,)
         return _table(KERNEL_COLUMNS, [], [], notes=notes, title=title, time_column=2)
     calls = max(variant.trace.calls if variant.trace else 1, 1)
@@ -365,13 +366,13 @@ def _dim3(value: Sequence[int]) -> str:
     return "x".join(map(str, value))
 
 
-def all_kernels_table(variant: Variant) -> Table:
+def all_kernels_table(session: Session, variant: Variant) -> Table:
     """Every kernel record in launch order: the large table."""
     columns = (Column("#", "count"), Column("call", "count"), Column("layer"), Column("kernel"), Column("us", "us"),
                Column("stream", "count"), Column("grid"), Column("block"))
     table = variant.kernels
     if table is None:
-        return _table(columns, [], [], notes=(captions.no_variant_kernel_table(variant),),
+        return _table(columns, [], [], notes=(captions.no_variant_kernel_table(session, variant),),
                       title=f"all kernels of {variant.name}")
     names = [layer.name for layer in variant.layers]
     rows = [

@@ -230,7 +230,7 @@ async def test_flagged_layer_then_next_variant_shows_that_variants_layer(session
         assert kernels.crumbs[-1] == "layer1.0.conv2 in fp16"
         await pilot.press("right_square_bracket", "x")
         assert kernels.crumbs[-1] == "layer1.0.conv2 in fp8-all"
-        assert kernels.panel.table.rows == kernel_table(session.variant("fp8-all"), "layer1.0.conv2").rows
+        assert kernels.panel.table.rows == kernel_table(session, session.variant("fp8-all"), "layer1.0.conv2").rows
     (written,) = (isolated_home / "exports").glob("*.md")
     assert written.name == "senet154-layer1.0.conv2-in-fp8-all.md"
     assert written.read_text().startswith("senet154 > flagged layers > layer1.0.conv2 in fp8-all")

@@ -8,6 +8,7 @@ import sys
 import orjson
 import pytest
 
+from sessions.analyses import captions
 from sessions.analyses.groups import load_rules
 from sessions.analyses.verdict import verdict_lines
 from sessions.documents import storage
@@ -34,6 +35,7 @@ def test_numbers_integers_one_unit_no_negative_zero():
     assert format_value(1636.0, "count") == "1636"
     assert format_value(-0.00001, "pct") == "0.0" and format_value(-0.0001, "delta_ms") == "0.000"
     assert format_value(4.72e-05, "seconds") == "0.00" and format_value(0.27, "seconds") == "0.27"
+    assert format_value(1 / 50, "count") == "0.02" and format_value(0.0, "count") == "0"  # above zero never reads 0
     assert format_value(0.4256, "speedup") == "0.43x" and format_value(4572.0, "delta_count") == "+4572"
 
 
@@ -158,13 +160,22 @@ def test_a_study_traced_with_no_tracer_says_so_where_imported_files_say_they_hol
     assert all(v.kernels is None for v in untraced.variants) and untraced.study.source == "timm"
     lines = [n for n in views.group_table(untraced, load_rules()).notes if n.startswith("no kernel table")]
     assert lines == [f"no kernel table: {untraced.method.kernels}"]
-    assert "files" not in views.kernel_table(untraced.variants[0], None).notes[0]
+    assert "files" not in views.kernel_table(untraced, untraced.variants[0], None).notes[0]
     imported = storage.load(SESSION)  # any session with variants: only the source decides
     imported.study.source = "trtexec"
     for variant in imported.variants:
         variant.kernels = None
     assert "these files hold layers and times" in next(n for n in views.group_table(imported, load_rules()).notes
                                                        if n.startswith("no kernel table"))
+    # the kernel views say the same of each variant, whatever backend the import named (trtexec, tensorrt)
+    for variant in imported.variants:
+        variant.backend = "tensorrt"
+        assert views.kernel_table(imported, variant, None).notes == (captions.NO_KERNEL_TABLE,)
+        assert views.all_kernels_table(imported, variant).notes == (captions.NO_KERNEL_TABLE,)
+    one_untraced = storage.load(SESSION)
+    one_untraced.variants[1].kernels = None
+    assert views.kernel_table(one_untraced, one_untraced.variants[1], None).notes == (
+        f"no kernel table: no trace was recorded for {one_untraced.variants[1].name}",)
 
 
 def test_a_quality_figure_reads_the_same_in_the_variant_table_and_the_markdown_quality_table():

@@ -238,14 +238,14 @@ class KernelsScreen(VariantTableScreen):
         super().__init__(session, rules, variant, crumbs)
 
     def build(self) -> views.Table:
-        return views.kernel_table(self.variant, self.layer_name)
+        return views.kernel_table(self.session, self.variant, self.layer_name)
 
 
 class AllKernelsScreen(VariantTableScreen):
     DETAIL = True
 
     def build(self) -> views.Table:
-        return views.all_kernels_table(self.variant)
+        return views.all_kernels_table(self.session, self.variant)
 
 
 class FlagsScreen(TableScreen):
@@ -307,8 +307,8 @@ class SideBySideScreen(Screen):
     def __init__(self, session: Session, a: str, b: str, pair: views.LayerPair, crumbs: list[str]) -> None:
         super().__init__()
         name = pair.b or pair.a or ""
-        self.left = views.kernel_table(session.variant(a), pair.a) if pair.a else views.absent_layer(a, name)
-        self.right = views.kernel_table(session.variant(b), pair.b) if pair.b else views.absent_layer(b, name)
+        self.left = views.kernel_table(session, session.variant(a), pair.a) if pair.a else views.absent_layer(a, name)
+        self.right = views.kernel_table(session, session.variant(b), pair.b) if pair.b else views.absent_layer(b, name)
         self.crumbs = [*crumbs, name]
 
     def compose(self) -> ComposeResult:
