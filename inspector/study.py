@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from sessions.analyses.captions import (
     quality_caveats,
 )
 from sessions.analyses.comparison import BASELINE_PRECISION
+from sessions.analyses.precision_choice import fp8_outcome
 from sessions.analyses.summary import VariantSummary, summarize_session
 from sessions.documents import document
 from sessions.documents.errors import InspectError, first_line
@@ -40,6 +42,7 @@ from sessions.documents.model import Layer, Session, TimingMethod, Variant
 from sessions.documents.paths import session_file
 from sessions.documents.plan import StudyPlan, VariantPlan
 from sessions.documents.storage import SessionWriter, session_writer
+from sessions.documents.vocab import RAN_FP8
 
 
 @dataclass(frozen=True)
@@ -350,7 +353,9 @@ def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: st
     why = CONSTANT_WHY_RANDOM if weights_from.startswith("random") else ""
     ran_fp8 = {layer.name for layer in built if layer.precision == "fp8"} & set(quantized)
     if ran_fp8 and ran_fp8 <= set(names) and len(ran_fp8) < len(quantized):
-        return CONSTANT_FP8_LAYERS.format(count=len(ran_fp8), total=len(quantized), why=why)
+        outcomes = Counter(outcome for layer in built if (outcome := fp8_outcome(layer)) not in (None, RAN_FP8))
+        rest = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()) or "the rest run fp16"
+        return CONSTANT_FP8_LAYERS.format(count=len(ran_fp8), total=len(quantized), rest=rest, why=why)
     return CONSTANT_LAYERS.format(count=len(names), total=len(quantized), why=why)
 
 
