@@ -151,8 +151,8 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
     ):
         if left != right:
             warnings.append(f"different {what}: {left} against {right}")
-    graphs = a.method.cuda_graph, b.method.cuda_graph
-    if None not in graphs and graphs[0] != graphs[1]:
+    graphs = a.method.cuda_graph, b.method.cuda_graph  # a CPU study launches no kernels: the device line says it
+    if None not in graphs and graphs[0] != graphs[1] and a.study.device == b.study.device == "cuda":
         launch = {True: "replayed CUDA graphs", False: "launched every kernel from the host"}
         warnings.append(f"A {launch[bool(graphs[0])]}, B {launch[bool(graphs[1])]}: the host's launch time is in one "
                         "side's latency only")

@@ -286,6 +286,8 @@ def test_a_diff_warns_where_one_side_replayed_cuda_graphs_and_the_other_launched
                                        "launch time is in one side's latency only")]
     assert len(warned(eager, graphed)) == 1 and warned(eager, graphed)[0].startswith("A launched every kernel")
     assert warned(graphed, unknown) == warned(unknown, eager) == warned(eager, copy.deepcopy(eager)) == []
+    eager.study.device = "cpu"  # a CPU study launches no kernels at all: the device line says what differs
+    assert warned(graphed, eager) == []
 
 
 def test_a_diff_of_a_gpu_session_against_a_cpu_session_says_the_devices_differ(session: Session):
