@@ -196,11 +196,17 @@ class TraceRecords:
 
 
 def summarize(records: TraceRecords, layers: LayerIndex) -> tuple[KernelTable, TraceSummary]:
-    """Attribute a trace and turn it into the session's kernel table and trace summary."""
-    attribution = attribute(records.kernels, records.launches, records.ranges)
-    table = kernel_table(records.kernels, attribution, layers)
+    """Attribute a trace and turn it into the session's kernel table and trace summary. A record that ends before
+    it starts (an activity record the tracer never completed) is left out and counted with the dropped ones."""
+    kernels = [k for k in records.kernels if k.end >= k.start]
+    incomplete = len(records.kernels) - len(kernels)
+    attribution = attribute(kernels, records.launches, records.ranges)
+    table = kernel_table(kernels, attribution, layers)
     assign_layer_times(table, layers.layers, records.calls)
     notes = [records.note] if records.note else []
+    if incomplete:
+        notes.append(f"{incomplete} {records.unit} records ended before they started (never completed): left out, "
+                     "counted as dropped")
     if attribution.unmatched_launch:
         notes.append(f"{attribution.unmatched_launch} {records.unit}s had no launch record")
     if attribution.call_count != records.calls:
@@ -209,9 +215,9 @@ def summarize(records: TraceRecords, layers: LayerIndex) -> tuple[KernelTable, T
         tracer=records.tracer,
         unit=records.unit,
         calls=records.calls,
-        records=len(records.kernels),
+        records=len(kernels),
         unattributed=sum(1 for owner in attribution.owners if owner is None),
-        dropped=records.dropped,
+        dropped=records.dropped + incomplete,
         note="; ".join(notes),
     )
     return table, summary

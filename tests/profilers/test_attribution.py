@@ -69,6 +69,17 @@ def test_summary_reports_dropped_records_and_missing_calls():
     assert "expected 2 call ranges, found 0" in summary.note
 
 
+def test_a_record_that_ends_before_it_starts_is_left_out_and_counted_as_dropped():
+    """A kernel record the tracer never completed (end 0): not a negative duration in the session (which a session
+    file may not hold), one more dropped record, and a note."""
+    ranges = [Range(f"{CALL_RANGE_PREFIX}0", 1, 0, 100), Range("conv", 1, 10, 20)]
+    kernels = [KernelRecord("k", 50, 60, 1), KernelRecord("k", 70, 0, 2)]
+    records = TraceRecords("cupti", "kernel", 1, kernels, [Launch(1, 1, 15), Launch(2, 1, 16)], ranges, dropped=3)
+    table, summary = summarize(records, LayerIndex())
+    assert table.duration_ns == [10] and summary.records == 1 and summary.dropped == 4
+    assert "1 kernel records ended before they started" in summary.note
+
+
 def test_layer_time_is_own_kernel_time_per_call():
     ranges = [Range(f"{CALL_RANGE_PREFIX}{i}", 1, i * 100, i * 100 + 90) for i in range(2)]
     ranges += [Range("conv", 1, i * 100 + 10, i * 100 + 20) for i in range(2)]
