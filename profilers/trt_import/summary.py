@@ -18,6 +18,7 @@ from typing import Any
 
 from profilers.trt_import import documents
 from profilers.trt_import.text_layers import LOG_PREFIX, log_line
+from sessions.documents.consistency import check_latency
 from sessions.documents.errors import InputError
 from sessions.documents.model import LatencyStats, PerformanceSummary, StatedTime
 
@@ -132,8 +133,15 @@ def summary_of_json(doc: Any, source: str) -> PerformanceSummary | None:
 
 
 def latency_of(summary: PerformanceSummary) -> LatencyStats:
-    """The variant's latency: the summary's GPU compute time, with no samples (no spread is stored behind it)."""
+    """The variant's latency: the summary's GPU compute time, with no samples (no spread is stored behind it).
+    InputError (one line naming the file) where its figures contradict each other (`check_latency`: a median or
+    percentile outside min..max), as a session may not hold them."""
     gpu = summary.gpu_compute
-    return LatencyStats(samples_ms=[], min_ms=gpu.min_ms, median_ms=gpu.median_ms, mean_ms=gpu.mean_ms,
-                        p90_ms=gpu.percentiles_ms.get("90"), p99_ms=gpu.percentiles_ms.get("99"), max_ms=gpu.max_ms,
-                        std_ms=None, cov=None)
+    latency = LatencyStats(samples_ms=[], min_ms=gpu.min_ms, median_ms=gpu.median_ms, mean_ms=gpu.mean_ms,
+                           p90_ms=gpu.percentiles_ms.get("90"), p99_ms=gpu.percentiles_ms.get("99"),
+                           max_ms=gpu.max_ms, std_ms=None, cov=None)
+    try:
+        check_latency(latency, f"{summary.source}: GPU Compute Time")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return latency

@@ -183,3 +183,27 @@ def test_an_imported_file_names_its_variant_and_model_by_its_whole_engine_name(t
     path.write_bytes(source.read_bytes())
     imported = import_variant(ImportFiles.of(profile=path, find_metadata=False))
     assert (imported.variant.name, imported.model) == (expected, expected)
+
+
+def test_a_summary_whose_mean_lies_outside_its_min_and_max_is_refused_naming_the_file(tmp_path):
+    """trtexec's GPU Compute Time is [min, max, mean, median, p90, p95, p99]: a mean above the max is a file that
+    lies; the one line names the metadata file, not the session the import would write."""
+    from tests.trt_sets import SHARED
+
+    source = SHARED / "trt/trt10-resnet18-fp16-trtexec-rtx3060"
+    if not source.is_dir():
+        pytest.skip("the shared set is not beside the checkout")
+    folder = tmp_path / "set"
+    folder.mkdir()
+    for name in ("resnet18_fp16.graph.json", "resnet18_fp16.profile.json", "resnet18_fp16.profile.metadata.json"):
+        (folder / name).write_bytes((source / name).read_bytes())
+    metadata = folder / "resnet18_fp16.profile.metadata.json"
+    doc = json.loads(metadata.read_text())
+    summary = next(v for v in doc.values() if isinstance(v, dict) and "GPU Compute Time" in v)
+    stated = summary["GPU Compute Time"]
+    stated[2] = stated[1] * 1.01  # the mean above the max
+    metadata.write_text(json.dumps(doc))
+    result = run_cli("import", str(folder), "--out", str(tmp_path / "s.json"))
+    assert result.returncode == 2
+    line = result.stderr.strip().splitlines()[-1]
+    assert "resnet18_fp16.profile.metadata.json: GPU Compute Time: latency.mean_ms" in line and "s.json" not in line
