@@ -3,7 +3,10 @@
 It implements the contract that builders/models/trunk.py and builders/models/structure.py document, with
 other evidence and none of their code: the autograd graph of one forward pass (meta tensors that require
 grad) instead of a torch-function mode, module outputs instead of function outputs for global pooling,
-and autograd sequence numbers to tell which graph nodes a module made.
+and autograd sequence numbers to tell which graph nodes a module made. Constants are what the input does not
+reach in that graph (a MulBackward/DivBackward node with one computed operand scales it), a 1 x 1 convolution is read
+from the weight its ConvolutionBackward node saved, and a plain chain's steps down in resolution from its layers'
+output shapes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import torch
 VIEW_NODES = ("View", "Reshape", "Permute", "Transpose", "Clone", "Squeeze", "Unsqueeze", "Expand", "Alias",
               "Contiguous", "Select", "Slice")
 PRODUCT_NODES = ("Bmm", "MmBackward", "Matmul", "ScaledDotProduct", "Einsum")
+# a multiply or a divide: where one operand is computed from the input and the other is not (a number, a parameter, a
+# buffer), the computed one comes out scaled, the same tensor in other units
+SCALE_NODES = ("MulBackward", "DivBackward")
 REDUCE_NODES = ("Mean", "Sum", "Amax", "Amin", "MaxBackward", "AvgPool", "MaxPool", "AdaptiveAvgPool",
                 "AdaptiveMaxPool")
 SELECT_NODES = ("Select", "Slice", "Index", "Gather", "Unbind", "Split", "Narrow")
@@ -142,6 +148,16 @@ def _via_views(node: Any) -> Any:
     return node
 
 
+def _block(trunk: _Trunk, call: Call, in_sequence: bool) -> bool:
+    """A unit holding a chain of layers that merges two computed tensors or sits in a sequence of blocks."""
+    return trunk.chained(call) and (in_sequence or bool(trunk.merges(call)))
+
+
+def _steps_down(sizes: list[int]) -> bool:
+    """Whether any of these positions (layers in call order) is at most 3/4 of the one before it: a new resolution."""
+    return any(4 * after <= 3 * before for before, after in pairwise(sizes))
+
+
 class _Trunk:
     def __init__(self, run: _Run, graph: _Graph, head_roots: set[str] | None, last_spatial: int) -> None:
         self.run, self.graph, self.head_roots, self.last_spatial = run, graph, head_roots, last_spatial
@@ -201,6 +217,25 @@ class _Trunk:
 
         walk("", False)
         return result
+
+    def resolution_parts(self, call: Call) -> list[Call]:
+        """Following trunk.py's `_resolution_steps` clause (a unit after the first block that is no block): where
+        `call` runs its children one after another (`linked`), none of them holds a chain of layers, and its layers'
+        positions fall to at most 3/4 inside it (selecsls's `head`: convolutions at /32, then /64), the pieces it is
+        made of, each opened the same way while that holds for it, so every step down can start a stage; else
+        `call` itself. Read here as a worklist over the module tree, from module outputs and layer shapes."""
+        parts: list[Call] = []
+        pending = [call]
+        while pending:
+            current = pending.pop(0)
+            kids = self.children(current.path)
+            sizes = [_positions(p, self.run) for p in current.layers
+                     if not _fed_pooled(p, self.run) and _positions(p, self.run) > 1]
+            if self.linked(current) and not any(self.chained(k) for k in kids) and _steps_down(sizes):
+                pending[:0] = kids  # in place of `current`, in call order
+            else:
+                parts.append(current)
+        return parts
 
 
 def _reaches(tensor: torch.Tensor, target: Any) -> bool:
@@ -286,27 +321,69 @@ def _gating(run: _Run, graph: _Graph, pooled: dict[str, Any]) -> set[str]:
     return found
 
 
+def _unscaled(node: Any, graph: _Graph) -> Any:
+    """`node` through views, and on through every multiply or divide of it by something not computed from the input
+    (a MulBackward/DivBackward node with one computed operand; for a divide, the dividend): following structure.py's
+    clause that attention output scaled by a constant (CoaT's `self.scale * factor_att`) is still attention output.
+    A square (x * x) or a quotient of two activations (EfficientViT-MIT's linear attention) scales nothing."""
+    node = _via_views(node)
+    while node is not None and any(k in type(node).__name__ for k in SCALE_NODES):
+        operands = [n for n, _ in node.next_functions]
+        computed = [i for i, n in enumerate(operands) if n is not None and graph.computed.get(id(n))]
+        if len(computed) != 1 or ("DivBackward" in type(node).__name__ and computed != [0]):
+            break
+        node = _via_views(operands[computed[0]])
+    return node
+
+
+def _cut_from(node: Any, graph: _Graph) -> Any:
+    """The node `node` was cut (a chunk, a split, an index, a slice) or viewed from, back through every such node
+    along the first computed operand: following structure.py's clause that a part of a tensor made before a module
+    call (EfficientViT-M's cascaded heads add a chunk of the block's input to the head before's output) was made
+    before that call, as the tensor itself was."""
+    while node is not None and any(k in type(node).__name__ for k in (*VIEW_NODES, *SELECT_NODES)):
+        source = next((n for n, _ in node.next_functions if n is not None and graph.computed.get(id(n))), None)
+        if source is None:
+            break
+        node = source
+    return node
+
+
 def _past_local_add(node: Any, run: _Run, graph: _Graph) -> Any:
-    """`node`, or, where it is an AddBackward of two computed nodes, the one that is (through views) a product node
-    when the other was made after the innermost module call around that product began (attn @ v + q in one module;
-    not the residual stream, made before)."""
+    """`node`, or, where it is an AddBackward of two computed nodes, the one that is (through views and constant
+    scalings, `_unscaled`) a product node when the other, or what it was cut from (`_cut_from`), was made after the
+    innermost module call around that product began (attn @ v + q in one module, CoaT's scale * factor_att + crpe;
+    not the residual stream, made before, nor a chunk of it)."""
     kids = [n for n, _ in node.next_functions if n is not None and graph.computed.get(id(n))] if node else []
     if node is None or "AddBackward" not in type(node).__name__ or len({id(k) for k in kids}) != 2:
         return node
     for kid, other in (kids, kids[::-1]):
-        product = _via_views(kid)
+        product = _unscaled(kid, graph)
         if product is None or not any(k in type(product).__name__ for k in PRODUCT_NODES):
             continue
         seq = product._sequence_nr()
         began = max((c.begin for c in run.calls.values() if c.begin < seq < c.finish), default=-1)
-        if type(other).__name__ != "AccumulateGrad" and other._sequence_nr() > began:
+        origin = _cut_from(other, graph)
+        if type(origin).__name__ != "AccumulateGrad" and origin._sequence_nr() > began:
             return product
     return node
 
 
+def _over_channels(path: str, run: _Run) -> bool:
+    """Whether layer `path` mixes channels alone at each position: a linear, or a convolution whose autograd node
+    (ConvolutionBackward) saved a weight of kernel 1 on every spatial axis; following structure.py's clause that a
+    1 x 1 convolution fed attention's output (visformer's and CoAtNet's `proj`) is attention output."""
+    if isinstance(run.model.get_submodule(path), torch.nn.Linear):
+        return True
+    node = run.out_node.get(path)
+    weight = getattr(node, "_saved_weight", None) if "ConvolutionBackward" in type(node).__name__ else None
+    return isinstance(weight, torch.Tensor) and weight.dim() > 2 and all(k == 1 for k in weight.shape[2:])
+
+
 def _second_product(path: str, node: Any, run: _Run, graph: _Graph) -> bool:
-    """Whether product `node` (feeding linear `path`) is fused attention or has, among the nodes made since the
-    innermost module around `path` that began before it, another product of two computed tensors behind it."""
+    """Whether product `node` (feeding layer `path`, a linear or a 1 x 1 convolution) is fused attention or has,
+    among the nodes made since the innermost module around `path` that began before it, another product of two
+    computed tensors behind it."""
     if "ScaledDotProduct" in type(node).__name__:
         return True
     ancestors = [a for a in run.calls if a != path and (not a or path.startswith(a + "."))]
@@ -351,11 +428,16 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
     graph = _Graph(run, output)
     trunk = _Trunk(run, graph, head_roots, _last_trunk_call(run, graph, output))
     units = trunk.units()
-    first = next((i for i, (u, s) in enumerate(units) if trunk.chained(u) and (s or trunk.merges(u))), None)
+    first = next((i for i, (u, s) in enumerate(units) if _block(trunk, u, s)), None)
     if first is None:
         units = trunk.units(plain=True)
-        first = 1 + max(i for i, (u, _) in enumerate(units) if any(trunk.reads_image(p) for p in u.layers))
-    stages: dict[str, list[str]] = {}
+        # the stem: the units up to the last that reads the image; none where no convolution does (linears alone)
+        first = 1 + max((i for i, (u, _) in enumerate(units) if any(trunk.reads_image(p) for p in u.layers)),
+                        default=-1)
+    # after the first block, a unit that is no block and steps down in resolution inside is read piece by piece
+    units = units[:first] + [(part, s) for unit, s in units[first:]
+                             for part in ([unit] if _block(trunk, unit, s) else trunk.resolution_parts(unit))]
+    label_of: dict[str, str] = {}
     stage, finest = 0, None
     for index, (unit, _) in enumerate(units):
         if trunk.head(unit):
@@ -371,7 +453,13 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
                 stage += 1
             finest = size if finest is None else min(finest, size or finest)
             label = f"stage {stage}"
-        stages.setdefault(label, []).extend(unit.layers)
+        label_of.update((p, label) for p in unit.layers)
+    # each label's layers in call order, labels in the order their first layers ran (a module shared by a stage's
+    # blocks, CoaT's `cpe1`, is its own unit after the block that first calls it, but runs inside that block)
+    stages: dict[str, list[str]] = {}
+    for p in run.layer_out:
+        if p in label_of:
+            stages.setdefault(label_of[p], []).append(p)
     head = set(stages.get("head", []))
     linears = [p for p in run.layer_out if isinstance(model.get_submodule(p), torch.nn.Linear)]
     pooled = {p: node for p in run.layer_out if p not in head and _fed_pooled(p, run)
@@ -379,8 +467,8 @@ def read(model: torch.nn.Module, example: torch.Tensor, head_roots: set[str] | N
     gating = _gating(run, graph, pooled)
     se = [p for p in pooled if p in gating]
     attention = []
-    for p in linears:
-        node = _past_local_add(_via_views(run.in_node[p]), run, graph)
+    for p in (p for p in run.layer_out if _over_channels(p, run)):
+        node = _past_local_add(_unscaled(run.in_node[p], graph), run, graph)
         if node is not None and any(k in type(node).__name__ for k in PRODUCT_NODES) and _second_product(
                 p, node, run, graph):
             attention.append(p)

@@ -272,6 +272,7 @@ class _ScaledAttentionOutput(torch.nn.Module):
 def test_attention_scaled_by_a_constant_before_its_projection_is_attention_output():
     model = _ScaledAttentionOutput().to("meta").eval()
     assert model_structure(model, torch.zeros(1, 5, 8)).paths(role="attention-output") == ["proj"]
+    assert read(model, torch.zeros(1, 5, 8, device="meta")).attention_output == ["proj"]  # the reference, too
 
 
 def test_a_plain_chain_that_steps_down_twice_after_the_blocks_is_two_stages():
@@ -303,7 +304,9 @@ def test_a_pointwise_convolution_projecting_attention_is_attention_output_and_a_
     expected = {f"{p}.proj" for p, m in model.named_modules() if type(m).__name__ == "Attention"}
     assert len(expected) == 8
     assert set(model_structure(model, torch.zeros(1, *size)).paths(role="attention-output")) == expected
+    assert set(read_at_input_size(model, size, None).attention_output) == expected  # the reference, too
     cascaded, size = load_meta("efficientvit_m0")
     heads = {p for p, m in cascaded.named_modules() if ".qkvs." in p and isinstance(m, torch.nn.Conv2d)}
     found = set(model_structure(cascaded, torch.zeros(1, *size)).paths(role="attention-output"))
     assert heads and not heads & found
+    assert not heads & set(read_at_input_size(cascaded, size, None).attention_output)
