@@ -46,7 +46,8 @@ FUSED_ATTENTION = {"scaled_dot_product_attention"}
 MATMULS = {"matmul", "bmm", "__matmul__", "einsum", "baddbmm", *FUSED_ATTENTION}
 ADDS = {"add", "add_", "__add__", "__radd__", "__iadd__"}
 GATES = {"mul", "mul_", "__mul__", "__rmul__", "__imul__"}
-SCALINGS = {*GATES, "div", "div_", "__truediv__", "__itruediv__", "true_divide"}  # x * c, x / c: the same tensor scaled
+DIVISIONS = {"div", "div_", "__truediv__", "__itruediv__", "true_divide"}
+SCALINGS = {*GATES, *DIVISIONS}  # x * c, c * x, x / c: the same tensor scaled (c / x is not)
 # ops that pick positions out of a tensor rather than pool them: features they give are not pooled features
 SELECTIONS = {"__getitem__", "select", "narrow", "index_select", "gather", "take", "take_along_dim", "unbind", "split",
               "chunk", "tensor_split"}
@@ -368,11 +369,13 @@ class _Recorder(TorchFunctionMode):
 
     def _unscaled(self, tensor: torch.Tensor) -> torch.Tensor:
         """`origin(tensor)`, and behind each multiply or divide of it by a constant (a number, or a tensor not computed
-        from the input: attention's scale, CoaT's `self.scale * factor_att`) the tensor scaled, and its origin."""
+        from the input: attention's scale, CoaT's `self.scale * factor_att`) the tensor scaled, and its origin; a
+        constant divided by it (`c / x`) is not it scaled."""
         made = self.origin(tensor)
         name, inputs = self.made.get(id(made), ("", []))
         computed = [t for t in inputs if id(t) in self.derived]
-        while name in SCALINGS and len(computed) == 1 and len(inputs) <= 2:
+        while (name in SCALINGS and len(computed) == 1 and len(inputs) <= 2
+               and (name not in DIVISIONS or inputs[0] is computed[0])):
             made = self.origin(computed[0])
             name, inputs = self.made.get(id(made), ("", []))
             computed = [t for t in inputs if id(t) in self.derived]

@@ -310,3 +310,21 @@ def test_a_pointwise_convolution_projecting_attention_is_attention_output_and_a_
     found = set(model_structure(cascaded, torch.zeros(1, *size)).paths(role="attention-output"))
     assert heads and not heads & found
     assert not heads & set(read_at_input_size(cascaded, size, None).attention_output)
+
+
+class _ReciprocalOfAttention(_ScaledAttentionOutput):
+    """A constant divided by attention's output: a reciprocal, not attention's output scaled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("one", torch.ones(16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(self.embed(x)).chunk(3, dim=-1)
+        attention = (q @ k.transpose(-1, -2)).softmax(-1)
+        return self.proj(torch.div(self.one, attention @ v))
+
+
+def test_a_constant_divided_by_attention_output_is_not_attention_output():
+    model = _ReciprocalOfAttention().to("meta").eval()
+    assert model_structure(model, torch.zeros(1, 5, 8)).paths(role="attention-output") == []
