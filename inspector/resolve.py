@@ -151,8 +151,10 @@ def resolve(request: StudyRequest) -> RunPlan:
         tracer, tracer_note = fit_tracer(tracer, tracer_note, backend, device, cupti_problem, prepared)
     variants = parse_variants(request.variants or backend.default_variants(device), list(request.fp8_recipes),
                               list(request.fp8_exclude))
-    named = (named_variants(request.variants, list(request.fp8_recipes), list(request.fp8_exclude))
-             if request.variants else frozenset(v.name for v in variants if request.fp8_recipes))
+    if request.variants:
+        named = named_variants(request.variants, list(request.fp8_recipes), list(request.fp8_exclude))
+    else:  # the backend's default variants: named only where the user named their recipes
+        named = frozenset(v.name for v in variants) if request.fp8_recipes else frozenset()
     variants, recipe_notes = preflight(request.model, request.checkpoint, variants, named)
     chosen: dict[str, Any] = {"backend": backend.name, "device": device, "variants": variants,
                               "timing": default_timing(request, device), "tracer": tracer}

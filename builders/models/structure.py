@@ -372,14 +372,13 @@ class _Recorder(TorchFunctionMode):
         from the input: attention's scale, CoaT's `self.scale * factor_att`) the tensor scaled, and its origin; a
         constant divided by it (`c / x`) is not it scaled."""
         made = self.origin(tensor)
-        name, inputs = self.made.get(id(made), ("", []))
-        computed = [t for t in inputs if id(t) in self.derived]
-        while (name in SCALINGS and len(computed) == 1 and len(inputs) <= 2
-               and (name not in DIVISIONS or inputs[0] is computed[0])):
-            made = self.origin(computed[0])
+        while True:
             name, inputs = self.made.get(id(made), ("", []))
-            computed = [t for t in inputs if id(t) in self.derived]
-        return made
+            computed = self._computed_inputs(made)
+            if not (name in SCALINGS and len(computed) == 1 and len(inputs) <= 2
+                    and (name not in DIVISIONS or inputs[0] is computed[0])):
+                return made
+            made = self.origin(computed[0])
 
     def _product_behind(self, tensors: list[torch.Tensor], since: int) -> bool:
         """Whether any of `tensors` was computed, by calls after sequence number `since`, from a product of two

@@ -130,10 +130,15 @@ def _block_reading_input(record: TrunkRecord, call: ModuleCall, in_sequence: boo
             and bool(_ran_children(record, call.path)))
 
 
+def _trunk_sizes(record: TrunkRecord, unit: ModuleCall) -> list[int]:
+    """Positions out of each of the unit's layers not fed pooled features, in call order."""
+    return [record.positions[s] for s in unit.layers if not record.pooled_input[s] and record.positions[s] > 1]
+
+
 def _trunk_positions(record: TrunkRecord, unit: ModuleCall) -> int | None:
     """Positions of the unit's last layer not fed pooled features: the resolution it hands on (a layer
     inside it may run coarser, as attention's spatial reduction does)."""
-    sizes = [record.positions[s] for s in unit.layers if not record.pooled_input[s] and record.positions[s] > 1]
+    sizes = _trunk_sizes(record, unit)
     return sizes[-1] if sizes else None
 
 
@@ -180,8 +185,7 @@ def _resolution_steps(record: TrunkRecord, unit: ModuleCall) -> list[ModuleCall]
     children = _ran_children(record, unit.path)
     if not _is_chain(record, unit.path) or any(deep(record, child) for child in children):
         return [unit]
-    sizes = [record.positions[s] for s in unit.layers if not record.pooled_input[s] and record.positions[s] > 1]
-    if not any(after <= before * LOWER_RESOLUTION for before, after in pairwise(sizes)):
+    if not any(after <= before * LOWER_RESOLUTION for before, after in pairwise(_trunk_sizes(record, unit))):
         return [unit]
     return [part for child in children for part in _resolution_steps(record, child)]
 

@@ -45,9 +45,12 @@ NOT_TRACED = "no kernel table: {how}"  # the study's method words (`TimingMethod
 IMPORTED = "trtexec"  # the source (Study.source) of what `import` makes of TensorRT's files
 
 
-def no_kernel_table(session: Session) -> str:
-    """Why a session whose variants hold no kernel table has none: TensorRT's files hold none (imported), or the
-    study traced no kernels (the method says how, where the session holds one yet)."""
+def no_kernel_table(session: Session) -> str | None:
+    """Why the session's variants hold no kernel table: TensorRT's files hold none (imported), or the study traced
+    no kernels (the method says how, where the session holds one yet); None where it has no variant, or one holds a
+    table."""
+    if not session.variants or any(v.kernels is not None for v in session.variants):
+        return None
     if session.study.source == IMPORTED:
         return NO_KERNEL_TABLE
     return NOT_TRACED.format(how=session.method.kernels if session.method is not None
@@ -57,9 +60,7 @@ def no_kernel_table(session: Session) -> str:
 def no_variant_kernel_table(session: Session, variant: Variant) -> str:
     """Why `variant` of `session` holds no kernel table: `no_kernel_table`'s words where no variant of the session
     holds one; else its own trace is missing."""
-    if session.study.source == IMPORTED or all(v.kernels is None for v in session.variants):
-        return no_kernel_table(session)
-    return NOT_TRACED.format(how=f"no trace was recorded for {variant.name}")
+    return no_kernel_table(session) or NOT_TRACED.format(how=f"no trace was recorded for {variant.name}")
 RANDOM_WEIGHTS = (
     "random weights {how}: quality compares each variant's numerics with fp32, not accuracy; "
     "--checkpoint FILE (.safetensors or a torch file) gives figures of trained weights"
@@ -129,8 +130,9 @@ def session_caveats(session: Session) -> list[str]:
     unstable = unstable_variants(session)
     if unstable:
         lines.append(unstable_line(session, unstable))
-    if session.variants and all(v.kernels is None for v in session.variants):
-        lines.append(no_kernel_table(session))
+    untraced = no_kernel_table(session)
+    if untraced:
+        lines.append(untraced)
     state = session.environment.gpu_state if session.environment is not None else None
     if gpu_state_kind(state) == "not settled":
         lines.append(UNSETTLED_GPU.format(state=state))

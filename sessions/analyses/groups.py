@@ -69,6 +69,7 @@ CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
 # built-in rule's kinds read no other layer (the user's rules, `--groups`, match kinds whatever the op)
 UNNAMED_OPS = (None, "other")
 
+
 def _patterns(patterns, where: str) -> list[str]:
     if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
         raise InputError(f"{where}: expected a list of regular expressions")

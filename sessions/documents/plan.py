@@ -80,8 +80,7 @@ def named_variants(text: str, recipes: list[str], exclude: list[str]) -> frozens
     """The names of the variants of `parse_variants(text, recipes, exclude)` the user named: all but those the bare
     word `fp8` brought in with the default recipes (`DEFAULT_FP8_RECIPES`, no `--fp8-recipe` given) and no other
     word names."""
-    parsed = list(_parsed(text, recipes, exclude))
-    return frozenset(plan.name for plan, named in parsed if named)
+    return frozenset(plan.name for plan, named in _parsed(text, recipes, exclude) if named)
 
 
 def _parsed(text: str, recipes: list[str], exclude: list[str]) -> Iterator[tuple[VariantPlan, bool]]:

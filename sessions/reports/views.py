@@ -168,8 +168,9 @@ def group_table(session: Session, rules: Rules, by: str = "role", variants: list
     notes = notes if bases else []
     notes += [line for name, base in base_of.items() if name != base
               for line in _noise_lines(session, rules, by, base, name, comparisons)]
-    if session.variants and all(v.kernels is None for v in session.variants):
-        notes.append(captions.no_kernel_table(session))
+    untraced = captions.no_kernel_table(session)
+    if untraced:
+        notes.append(untraced)
     return _table(columns, rows, [c.group for c in comparisons], notes=tuple(notes), time_column=None)
 
 
@@ -225,8 +226,9 @@ def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, var
                      a.kernels_per_call if a else None, _percent(b.share if b else None)))
     rows.sort(key=lambda r: -(r[3] if r[3] is not None else float("-inf")))
     notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
-    if session.variants and all(v.kernels is None for v in session.variants):
-        notes.append(captions.no_kernel_table(session))
+    untraced = captions.no_kernel_table(session)
+    if untraced:
+        notes.append(untraced)
     tone_of = _group_tones(session, rules, by, baseline, variant)
     tones = [tone_of(r[0]) if r[3] is not None else "warn" for r in rows]
     return _table(columns, rows, [r[0] for r in rows], tones,
