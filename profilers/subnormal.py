@@ -51,7 +51,8 @@ class Sampler:
             dtype = str(_computed_as(tensor.dtype)).removeprefix("torch.")
         sample = flat[::max(1, flat.shape[0] // SAMPLE)]
         if not isinstance(sample, np.ndarray):
-            sample = sample.float().cpu().numpy()  # after the dtype's own smallest normal is known: bf16 has none here
+            # float64 holds every float dtype exactly (numpy has no bf16; float32 would zero a float64 subnormal)
+            sample = sample.double().cpu().numpy()
         magnitude = np.abs(sample.astype(np.float64))
         counted = (magnitude > 0) & np.isfinite(magnitude)
         self.values += int(counted.sum())

@@ -21,6 +21,11 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from sessions.documents.vocab import Op
 
+# the statistic a normalization scales by (a norm, a variance, a standard deviation, a reciprocal square root): a module
+# whose own forward computes one, and no COMPUTE op, is a normalization however much its elementwise work around it
+# moves (ConvNeXt-V2's GlobalResponseNorm: x.norm over positions, then divisions and products; a hand-written
+# LayerNorm or RMSNorm)
+STATISTICS = ("norm", "linalg_vector_norm", "vector_norm", "var", "std", "var_mean", "std_mean", "rsqrt")
 FUNCTION_OPS: dict[Op, tuple[str, ...]] = {
     "conv": ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution"),
     "linear": ("linear", "addmm"),
@@ -29,8 +34,7 @@ FUNCTION_OPS: dict[Op, tuple[str, ...]] = {
     "recurrent": ("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"),
     "concat": ("cat", "concat", "concatenate", "stack", "split", "split_with_sizes", "chunk", "tensor_split",
                "unbind"),
-    "normalization": ("batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize", "norm",
-                      "linalg_vector_norm", "vector_norm", "var", "std", "var_mean", "std_mean", "rsqrt"),
+    "normalization": ("batch_norm", "layer_norm", "group_norm", "instance_norm", "rms_norm", "normalize", *STATISTICS),
     "softmax": ("softmax", "log_softmax"),
     "pooling": ("avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",
                 "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "mean", "amax", "sum"),
@@ -50,11 +54,6 @@ VIEWS = {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "squ
 # calls that return their input at inference (a model's own `F.dropout(x, training=self.training)`): no work
 INFERENCE_IDENTITIES = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"}
 COMPUTE: tuple[Op, ...] = ("conv", "linear", "attention", "matmul", "recurrent")
-# the statistic a normalization scales by (a norm, a variance, a standard deviation, a reciprocal square root): a module
-# whose own forward computes one, and no COMPUTE op, is a normalization however much its elementwise work around it
-# moves (ConvNeXt-V2's GlobalResponseNorm: x.norm over positions, then divisions and products; a hand-written
-# LayerNorm or RMSNorm)
-STATISTICS = {"norm", "linalg_vector_norm", "vector_norm", "var", "std", "var_mean", "std_mean", "rsqrt"}
 WINDOWED = {"avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d"}
 _OP_OF = {name: op for op, names in FUNCTION_OPS.items() for name in names}
 
@@ -95,7 +94,7 @@ def own_op(functions: Mapping[str, float] | Iterable[str]) -> Op | None:
     compute = next((op for op in COMPUTE if op in per_op), None)
     if compute is not None:
         return compute
-    if STATISTICS & set(costs):
+    if set(STATISTICS) & set(costs):
         return "normalization"
     order = list(FUNCTION_OPS)
     return max(per_op, key=lambda op: (per_op[op], -order.index(op)), default="other")

@@ -113,3 +113,13 @@ def test_fp16_values_below_fp16s_smallest_normal_are_not_slow_on_a_cpu_that_comp
         sampler.visit(tensor)
         counts = sampler.result()
         assert counts.values == 64 and counts.subnormal == 0 and counts.smallest_normal == FP32_SMALLEST_NORMAL
+
+
+def test_a_float64_subnormal_is_counted_as_one():
+    """1e-310 is below float64's smallest normal (2.2e-308): converting the sample to float32 first would make it 0
+    and count nothing."""
+    sampler = Sampler()
+    sampler.visit(torch.tensor([1e-310, 1.0, 2.0], dtype=torch.float64))
+    counted = sampler.result()
+    assert counted is not None and (counted.values, counted.subnormal) == (3, 1)
+    assert counted.smallest_normal == torch.finfo(torch.float64).tiny
