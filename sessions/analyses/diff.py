@@ -488,8 +488,9 @@ class VariantComparison:
                 changes.append(change)
                 if change is not None and change.regression:
                     regressions.append((j, change))
+        family = Family.of(levels) if regressions else None
         for j, change in regressions:
-            self._moved_between(j, change, levels)
+            self._moved_between(j, change, levels, family)
         for i, j in alignment.fused_a.items():
             layer = va.layers[i]
             changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
@@ -515,13 +516,13 @@ class VariantComparison:
         )
         return changes
 
-    def _moved_between(self, j: int, change: Change, levels: dict[str, Timed]) -> None:
+    def _moved_between(self, j: int, change: Change, levels: dict[str, Timed], family: Family | None) -> None:
         """A layer time judged a regression that a neighbour's loss matches (`moved_time`: the layer that runs just
         before or after it in B, or the module holding it or held by it) is stated as time moved between the two, not
         a regression: the profiler gave one of them what the other ran (an unchanged rerun on a CPU moved 0.66 ms
         between a bottleneck block's own row and its last convolution). `levels`: the paired layers' times, as
         `_time` judged them."""
-        found = moved_time(self.vb.layers, j, levels, self.threshold, self._spent)
+        found = moved_time(self.vb.layers, j, levels, self.threshold, self._spent, family)
         if found is not None:
             self.moved += 1
             change.regression, change.verdict = False, None
@@ -541,8 +542,26 @@ class VariantComparison:
         ]
 
 
+@dataclass(frozen=True)
+class Family:
+    """Each timed layer's nearest timed parent module (`_nearest_parent`) and, inverted, the timed modules each one is
+    the nearest timed parent of: made once for a variant pair's `timed` layers, read for each regression."""
+
+    parent: dict[str, str | None]
+    children: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, timed: dict[str, Timed]) -> Family:
+        parent = {name: _nearest_parent(name, timed) for name in timed}
+        children: dict[str, list[str]] = {}
+        for name, holder in parent.items():
+            if holder is not None:
+                children.setdefault(holder, []).append(name)
+        return cls(parent, children)
+
+
 def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], threshold: float,
-               spent: dict[str, float]) -> str | None:
+               spent: dict[str, float], family: Family | None = None) -> str | None:
     """Why the time layer `index` of `layers` (B's) gained is another layer's it took over, or None: a neighbour (the
     layer before or after it, or its nearest timed parent module or a module whose nearest timed parent it is) lost a
     real amount of its own (faster by its own bands and by at least `threshold` of its time) and, of what is left of
@@ -550,12 +569,13 @@ def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], thresho
     and the two together are not slower (`noise.judge` of their summed bands). Only layers timed with a per-call
     spread on both sides (a profile's averages say nothing of how far a time wanders). `timed`: each paired layer's
     times and bands, B's at A's level (the common factor divided out), by B's name. A layer slowed alone (tenfold)
-    finds no such neighbour; one loss excuses no more than itself."""
+    finds no such neighbour; one loss excuses no more than itself. `family`: `Family.of(timed)`, made here where not
+    given (a caller judging many layers of one pair makes it once)."""
     name = layers[index].name
     a, b, band_a, band_b = timed[name]
     if b <= a or band_a is None or band_b is None:
         return None
-    for other in _neighbours(layers, index, timed):
+    for other in _neighbours(layers, index, timed, family or Family.of(timed)):
         other_a, other_b, other_band_a, other_band_b = timed[other]
         if other_band_a is None or other_band_b is None:
             continue
@@ -571,14 +591,14 @@ def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], thresho
     return None
 
 
-def _neighbours(layers: list[Layer], index: int, timed: dict[str, Timed]) -> list[str]:
+def _neighbours(layers: list[Layer], index: int, timed: dict[str, Timed], family: Family) -> list[str]:
     """The layers run just before and after layer `index`, its nearest timed parent module and the timed modules whose
-    nearest timed parent it is, timed ones only, in that order."""
+    nearest timed parent it is (`family`), timed ones only, in that order."""
     name = layers[index].name
     near = [layers[k].name for k in (index - 1, index + 1) if 0 <= k < len(layers)]
-    parent = _nearest_parent(name, timed)
+    parent = family.parent.get(name)
     near += [parent] if parent is not None else []
-    near += [other for other in timed if other != name and _nearest_parent(other, timed) == name]
+    near += family.children.get(name, [])
     return [n for n in dict.fromkeys(near) if n in timed and n != name]
 
 

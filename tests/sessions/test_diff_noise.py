@@ -17,7 +17,7 @@ import pytest
 from scipy.stats import binom
 
 from inspector.cli import main
-from sessions.analyses.diff import Change, SessionDiff, _neighbours, diff_sessions, moved_time
+from sessions.analyses.diff import Change, Family, SessionDiff, _neighbours, diff_sessions, moved_time
 from sessions.analyses.groups import load_rules, role_of
 from sessions.analyses.noise import Band
 from sessions.documents import storage
@@ -371,8 +371,9 @@ def test_one_neighbours_loss_excuses_no_more_than_itself():
 def test_only_the_nearest_timed_parent_and_children_are_neighbours():
     layers = [Layer(name=n, kind="Conv2d") for n in ("net", "net.a", "net.a.conv", "net.b")]
     timed = {n.name: _timed(1.0, 1.0) for n in layers}
-    assert set(_neighbours(layers, 2, timed)) == {"net.a", "net.b"}  # its parent, the next row; never `net`
-    assert set(_neighbours(layers, 0, timed)) == {"net.a", "net.b"}  # its children's rows, not its grandchild's
+    family = Family.of(timed)
+    assert set(_neighbours(layers, 2, timed, family)) == {"net.a", "net.b"}  # its parent, the next row; never `net`
+    assert set(_neighbours(layers, 0, timed, family)) == {"net.a", "net.b"}  # its children's rows, not its grandchild's
 
 
 def test_without_a_spread_no_time_is_said_to_have_moved():
