@@ -177,7 +177,7 @@ class FusedTactics:
             return {}
         jobs = {sub.signature: (sub.module, [*(specs[name] for name in sub.inputs), *map(TensorSpec.of, sub.tensors)])
                 for sub in subs if sub.signature not in self.compiled
-                and (cache is None or cache.compiled_region(sub.signature) is None)}
+                and (cache is None or not cache.holds_compiled_region(sub.signature))}
         return self.workers(jobs) if jobs else {}
 
 

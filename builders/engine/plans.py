@@ -131,6 +131,14 @@ class TimingCache:
         entry = self.entries.get(COMPILED_PREFIX + signature)
         return self._file(entry.get("artifact") if entry is not None else None, REGION_SUFFIX, "compiled region")
 
+    def holds_compiled_region(self, signature: str) -> bool:
+        """Whether the cache names a file of compiled code for the fused region of `signature`, without reading it
+        (`compiled_region` reads and checks it where it is used)."""
+        entry = self.entries.get(COMPILED_PREFIX + signature)
+        name = entry.get("artifact") if entry is not None else None
+        return isinstance(name, str) and PLAN_NAME.fullmatch(name) is not None and (
+            self.plans_dir / f"{name}{REGION_SUFFIX}").is_file()
+
     def _file(self, name: Any, suffix: str, what: str) -> bytes | None:
         """The bytes of the file `name` + `suffix` in `plans_dir`, where `name` is a digest (never a path) and the
         bytes still hash to it."""
