@@ -19,6 +19,7 @@ import concurrent.futures
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import threading
 from concurrent.futures.process import BrokenProcessPool
@@ -72,10 +73,13 @@ def _compile(device: int, sig: ConvSignature, limit: int) -> Compiled | str:
         return joined_message(exc, 300)
 
 
-def _compile_region(device: int, module: Any, specs: list[Any]) -> bytes | str:
-    """In a worker: a fused region's function compiled by Inductor on scratch tensors of `specs`
-    (`region_artifacts.compile_region`, its compile threads the worker's own: the workers are the parallelism), as
-    the compiled code's bytes; or why not (the engine's process then compiles the region itself)."""
+def _compile_region(device: int, pickled: bytes, specs: list[Any]) -> bytes | str:
+    """In a worker: a fused region's function (`pickled`, as `submit_regions` sends it) compiled by Inductor on
+    scratch tensors of `specs` (`region_artifacts.compile_region`, its compile threads the worker's own: the workers
+    are the parallelism), as the compiled code's bytes; or why not (the engine's process then compiles the region
+    itself). The function is unpickled here, not by the pool: a function that does not rebuild (unpickling a
+    `GraphModule` traces its code again) is this region's answer, where a pool that unpickles a job's arguments
+    loses the worker, and the pool with it, to such a job."""
     try:
         import torch
         from torch._inductor import config
@@ -86,10 +90,19 @@ def _compile_region(device: int, module: Any, specs: list[Any]) -> bytes | str:
         if any(tensor.is_cuda for tensor in scratch):
             torch.cuda.set_device(device)
         config.compile_threads = 1
-        _, blob = compile_region(module, scratch)
+        _, blob = compile_region(pickle.loads(pickled), scratch)
         return blob if blob is not None else "Inductor could not serialize the compiled region"
     except Exception as exc:  # noqa: BLE001  (any reason: the region compiles in the engine's process)
         return joined_message(exc, 300)
+
+
+def _pickled(module: Any) -> bytes | None:
+    """A region's function as a worker's job carries it; None where it does not pickle (the engine's process then
+    compiles that region)."""
+    try:
+        return pickle.dumps(module)
+    except Exception:  # noqa: BLE001  (PicklingError, or what a module's own __reduce__ raises)
+        return None
 
 
 def worker_count(graphs: int) -> int:
@@ -165,13 +178,15 @@ class PlanCompiler:
     def submit_regions(self, jobs: dict[str, tuple[Any, list[Any]]]) -> dict[str, concurrent.futures.Future[Any]]:
         """Fused regions sent to the workers to compile (`jobs`: signature -> the region's function and the
         `TensorSpec`s of its arguments), each answer the compiled code's bytes or why there is none; {} where the work
-        is too small to spread or the pool cannot run (the caller compiles them in its process)."""
+        is too small to spread or the pool cannot run, and no answer for a function that does not pickle (the caller
+        compiles those in its process)."""
         pool = self._pool_for(len(jobs))
         if pool is None:
             return {}
+        pickled = {signature: (_pickled(module), specs) for signature, (module, specs) in jobs.items()}
         try:
-            return {signature: pool.submit(_compile_region, self.device, module, specs)
-                    for signature, (module, specs) in jobs.items()}
+            return {signature: pool.submit(_compile_region, self.device, blob, specs)
+                    for signature, (blob, specs) in pickled.items() if blob is not None}
         except (BrokenProcessPool, OSError, RuntimeError):
             self.break_pool()
             return {}

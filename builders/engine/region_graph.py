@@ -142,7 +142,12 @@ def folded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     as eager PyTorch folds them (one GEMM). Compiled, `F.linear` of a transposed view with a leading dimension of 1
     (SegFormer's `flatten(2).transpose(1, 2)` at batch 1) and weights that do not require grad is decomposed into a
     batched matmul of the broadcast weight, which Inductor may rewrite as pointwise code: the decomposition's fold
-    test (`torch._decomp.decompositions.matmul`) refuses such an input, which eager PyTorch views as a matrix."""
+    test (`torch._decomp.decompositions.matmul`) refuses such an input, which eager PyTorch views as a matrix.
+
+    Traced symbolically (as a region's function is when unpickled in a compile worker) it is one call, as `F.linear`
+    is: its shape test cannot run on a proxy."""
+    if torch.overrides.has_torch_function((x, weight, bias)):
+        return torch.overrides.handle_torch_function(folded_linear, (x, weight, bias), x, weight, bias)
     if x.dim() > 2 and _merge_without_copy(tuple(x.shape[:-1]), tuple(x.stride()[:-1])):
         folded = F.linear(x.reshape(-1, x.shape[-1]), weight, bias)
         return folded.view(*x.shape[:-1], folded.shape[-1])

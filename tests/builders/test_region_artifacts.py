@@ -6,6 +6,8 @@ from __future__ import annotations
 import concurrent.futures
 import hashlib
 import os
+import pickle
+import threading
 import time
 from collections.abc import Callable
 
@@ -234,10 +236,48 @@ def test_regions_whose_code_the_cache_holds_are_not_sent_to_the_workers(tmp_path
 def test_a_worker_compiles_a_region_from_the_specs_of_its_arguments_into_bytes_that_load():
     args = gate_args()
     module = torch.fx.symbolic_trace(Gate())
-    blob = _compile_region(0, module, [TensorSpec.of(a) for a in args])
+    blob = _compile_region(0, pickle.dumps(module), [TensorSpec.of(a) for a in args])
     assert isinstance(blob, bytes)
     torch.testing.assert_close(load_region(blob)(*args), reference(Gate(), args))
-    assert "missing" in _compile_region(0, module, [TensorSpec.of(args[0])])  # arguments missing: why, not a raise
+    assert "missing" in _compile_region(0, pickle.dumps(module), [TensorSpec.of(args[0])])  # why, not a raise
+
+
+def sign_by_rank(x: torch.Tensor) -> torch.Tensor:
+    """A function whose code branches on its input's rank: a graph calling it cannot be traced again on unpickling."""
+    return x if x.dim() > 2 else -x
+
+
+def unrebuildable() -> torch.fx.GraphModule:
+    """A region's function that pickles but does not unpickle (unpickling a GraphModule traces its code again)."""
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(sign_by_rank, (graph.placeholder("x"),)))
+    return torch.fx.GraphModule(torch.nn.Module(), graph)
+
+
+class Locked(torch.nn.Module):
+    """A module holding what does not pickle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+def unpicklable() -> torch.fx.GraphModule:
+    """A region's function calling a module that does not pickle."""
+    graph, root = torch.fx.Graph(), torch.nn.Module()
+    root.add_module("held", Locked())
+    graph.output(graph.call_module("held", (graph.placeholder("x"),)))
+    return torch.fx.GraphModule(root, graph)
+
+
+def test_a_region_that_does_not_unpickle_is_its_own_answer_not_a_raise():
+    with pytest.raises(Exception):  # noqa: B017  (what torch.fx raises is its own)
+        pickle.loads(pickle.dumps(unrebuildable()))
+    answer = _compile_region(0, pickle.dumps(unrebuildable()), [TensorSpec.of(torch.randn(2, 3))])
+    assert isinstance(answer, str) and answer
 
 
 @pytest.mark.slow
@@ -248,7 +288,11 @@ def test_regions_sent_to_a_real_pool_come_back_as_bytes_that_load(monkeypatch):
     compiler = PlanCompiler(0)
     try:
         answers = compiler.submit_regions({"a": (torch.fx.symbolic_trace(Gate()), specs),
-                                           "b": (torch.fx.symbolic_trace(TwoOut()), [TensorSpec.of(args[0])])})
+                                           "b": (torch.fx.symbolic_trace(TwoOut()), [TensorSpec.of(args[0])]),
+                                           "c": (unrebuildable(), [TensorSpec.of(args[0])]),
+                                           "d": (unpicklable(), [TensorSpec.of(args[0])])})
+        assert "d" not in answers  # its function does not pickle: compiled in the engine's process
+        assert isinstance(answers["c"].result(timeout=300), str)  # its own answer: the pool and the others go on
         first = answers["a"].result(timeout=300)
         assert isinstance(first, bytes) and isinstance(answers["b"].result(timeout=300), bytes)
         torch.testing.assert_close(load_region(first)(*args), reference(Gate(), args))

@@ -5,8 +5,11 @@ not fold; which ones merge is computed here from the strides, apart from the cod
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
+import torch.fx
 import torch.nn.functional as F
 from torch._inductor.utils import run_and_get_code
 
@@ -69,3 +72,14 @@ def test_the_leading_dimensions_merge_exactly_where_eager_views_them_as_a_matrix
 def test_inductor_calls_one_gemm_wherever_eager_would_fold(name):
     batched, gemm = _compiled_matmuls(CASES[name])
     assert gemm and not batched
+
+
+def test_a_function_calling_the_folded_linear_unpickles_and_computes_what_f_linear_computes():
+    """A compile worker receives a region's function pickled, and unpickling a GraphModule traces its code again with
+    proxies, on which the linear's shape test cannot run: the linear must trace as one call."""
+    graph = torch.fx.Graph()
+    x, weight, bias = (graph.placeholder(name) for name in ("x", "weight", "bias"))
+    graph.output(graph.call_function(folded_linear, (x, weight, bias)))
+    rebuilt = pickle.loads(pickle.dumps(torch.fx.GraphModule(torch.nn.Module(), graph)))
+    args = CASES["batch 1, transposed"], torch.randn(8, 24), torch.randn(8)
+    torch.testing.assert_close(rebuilt(*args), F.linear(*args), rtol=1e-5, atol=1e-5)
