@@ -9,8 +9,10 @@ process, on the GPU it measures on, so the choice is made as before and only the
 
 The engine's process takes the answers back one graph at a time (`CompileJobs.take`), loading and timing each while
 the workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs
-itself. A pool that cannot start or breaks leaves the work to the caller's process (`take` answers None); what is
-chosen does not depend on where a plan was compiled.
+itself. A pool that cannot start or breaks leaves its work to the caller's process (`take` answers None); a pool that
+broke is replaced at the next submit, `RESTARTS` times a study (a worker that dies once, on one job, would otherwise
+leave every later plan of the study to the engine's process: 140 s of a first senet154 study on an H100, where a fused
+region's function killed a worker); what is chosen does not depend on where a plan was compiled.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import pickle
 import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -31,6 +34,7 @@ from sessions.documents.errors import joined_message
 MAX_WORKERS = 12  # each holds a CUDA context (about 0.5 GiB of GPU memory)
 MIN_GRAPHS = 4  # fewer graphs than this compile in the engine's process: a worker takes seconds to start
 ANSWER_TIMEOUT_S = 600  # a graph's plans not back by then: the pool is taken as broken, the engine compiles itself
+RESTARTS = 1  # pools started again after one broke; past that the study's later plans compile in its own process
 
 _WORKER: dict[str, Any] = {}
 
@@ -119,9 +123,10 @@ class CompileJobs:
     still starting (a cold pool: no answer back yet), instead of waiting seconds for them."""
 
     def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future[Compiled | str]], compiler: PlanCompiler,
-                 warm: threading.Event) -> None:
-        """`warm`: set once a worker of the pool that runs `jobs` has answered (one event per pool)."""
-        self._jobs, self._compiler, self._warm = jobs, compiler, warm
+                 warm: threading.Event, pool: int = 0) -> None:
+        """`warm`: set once a worker of the pool that runs `jobs` has answered (one event per pool); `pool`: that
+        pool's number (`PlanCompiler.pools`)."""
+        self._jobs, self._compiler, self._warm, self._pool = jobs, compiler, warm, pool
 
         def answered(job: concurrent.futures.Future[Compiled | str]) -> None:
             if not job.cancelled():
@@ -137,7 +142,7 @@ class CompileJobs:
         the worker could not build it (cuDNN's reason is found again here), the job was withdrawn by `close`, or the
         pool broke, did not answer in time or sent back what does not read."""
         job = self._jobs.pop(sig, None)
-        if job is None or self._compiler.broken:
+        if job is None or self._compiler.has_broken(self._pool):
             return None
         if not job.done() and not self._warm.is_set():
             job.cancel()
@@ -147,7 +152,7 @@ class CompileJobs:
         except concurrent.futures.CancelledError:
             return None
         except Exception:  # noqa: BLE001  (BrokenProcessPool, TimeoutError, an answer that does not unpickle)
-            self._compiler.break_pool()
+            self._compiler.break_pool(self._pool)
             return None
         return None if isinstance(answer, str) else answer
 
@@ -159,37 +164,46 @@ class PlanCompiler:
     def __init__(self, device: int) -> None:
         self.device = device
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
-        self.broken = False
+        self.pools = 0  # pools started; the current one's number
+        self._broken: set[int] = set()  # the numbers of the pools that broke
         self._warm = threading.Event()  # the current pool's: a worker has answered (for every later submit too)
+
+    @property
+    def broken(self) -> bool:
+        """No pool is started again: more than `RESTARTS` broke (later compiles run in the caller's process)."""
+        return len(self._broken) > RESTARTS
+
+    def has_broken(self, pool: int) -> bool:
+        """Whether pool number `pool` broke (its answers are not used), or none may run any more."""
+        return pool in self._broken or self.broken
 
     def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
         """`sigs` sent to the workers to compile (`CompileJobs.take` gets each back); none sent where the work is too
         small to spread or the pool cannot run (the caller then compiles in its process)."""
-        pool = self._pool_for(len(sigs))
-        if pool is None:
-            return CompileJobs({}, self, self._warm)
-        try:
-            jobs = {sig: pool.submit(_compile, self.device, sig, limit) for sig in sigs}
-            return CompileJobs(jobs, self, self._warm)
-        except (BrokenProcessPool, OSError, RuntimeError):
-            self.break_pool()
-            return CompileJobs({}, self, self._warm)
+        jobs = self._sent(len(sigs), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit) for sig in sigs})
+        return CompileJobs(jobs or {}, self, self._warm, self.pools)
 
     def submit_regions(self, jobs: dict[str, tuple[Any, list[Any]]]) -> dict[str, concurrent.futures.Future[Any]]:
         """Fused regions sent to the workers to compile (`jobs`: signature -> the region's function and the
         `TensorSpec`s of its arguments), each answer the compiled code's bytes or why there is none; {} where the work
         is too small to spread or the pool cannot run, and no answer for a function that does not pickle (the caller
         compiles those in its process)."""
-        pool = self._pool_for(len(jobs))
-        if pool is None:
-            return {}
         pickled = {signature: (_pickled(module), specs) for signature, (module, specs) in jobs.items()}
-        try:
-            return {signature: pool.submit(_compile_region, self.device, blob, specs)
-                    for signature, (blob, specs) in pickled.items() if blob is not None}
-        except (BrokenProcessPool, OSError, RuntimeError):
-            self.break_pool()
-            return {}
+        sent = self._sent(len(jobs), lambda pool: {
+            signature: pool.submit(_compile_region, self.device, blob, specs)
+            for signature, (blob, specs) in pickled.items() if blob is not None})
+        return sent or {}
+
+    def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]]
+              ) -> dict[Any, Any] | None:
+        """`send(pool)`'s jobs, `count` of them, on the pool (`_pool_for`); a pool found broken while sending is
+        replaced and sent to again, as `RESTARTS` allows; None where no pool takes them."""
+        while (pool := self._pool_for(count)) is not None:
+            try:
+                return send(pool)
+            except (BrokenProcessPool, OSError, RuntimeError):
+                self.break_pool()
+        return None
 
     def _pool_for(self, jobs: int) -> concurrent.futures.ProcessPoolExecutor | None:
         """The pool to send `jobs` jobs to, started where there is none and they are enough to spread
@@ -201,13 +215,19 @@ class PlanCompiler:
             if workers == 0:
                 return None
             self._pool, self._warm = _new_pool(workers), threading.Event()
+            self.pools += 1
         return self._pool
 
-    def break_pool(self) -> None:
-        """The pool is taken as broken: its jobs are dropped, its workers ended (`close`: one that hangs holds a core
-        and a CUDA context), and later compiles run in the caller's process."""
-        self.broken = True
-        self.close()
+    def break_pool(self, pool: int | None = None) -> None:
+        """Pool number `pool` (None: the current one) is taken as broken: its jobs are dropped, its workers ended
+        (`close`: one that hangs holds a core and a CUDA context); the next submit starts another unless more than
+        `RESTARTS` broke. A pool already taken as broken or already replaced is left as it is."""
+        number = self.pools if pool is None else pool
+        if number in self._broken:
+            return
+        self._broken.add(number)
+        if number == self.pools:
+            self.close()
 
     def close(self) -> None:
         """Stops the workers and returns once they are gone: jobs not started are dropped, a job still running (one

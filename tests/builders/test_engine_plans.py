@@ -347,14 +347,37 @@ def test_an_answer_already_back_is_used_and_a_workers_refusal_is_built_here():
     assert jobs.take("sig1") is None
 
 
-def test_a_broken_pool_leaves_every_graph_to_this_process():
+def test_a_broken_pool_leaves_its_graphs_to_this_process_and_is_replaced_as_often_as_restarts_allow(monkeypatch):
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     compiler = PlanCompiler(0)
-    jobs, futures, _ = _jobs("answered", "running", "answered", "running", compiler=compiler)
-    futures[1].set_exception(BrokenProcessPool("a worker died"))
-    assert jobs.take("sig1") is None and compiler.broken
-    assert jobs.take("sig2") is None  # an answer from a pool taken as broken is not used
-    later = compiler.submit([SIG] * 4, 4)  # type: ignore[list-item]
-    assert later.take(SIG) is None and compiler._pool is None  # type: ignore[arg-type]
+    for broken in range(plan_compiler.RESTARTS + 1):
+        jobs = compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+        assert len(pools) == broken + 1  # a pool of its own: the one before broke
+        for job in pools[-1].jobs:
+            job.set_running_or_notify_cancel()
+        pools[-1].jobs[0].set_exception(BrokenProcessPool("a worker died"))
+        pools[-1].jobs[1].set_result((["p0"], {0: b"plan"}))
+        assert jobs.take("a") is None  # type: ignore[arg-type]
+        assert jobs.take("b") is None  # type: ignore[arg-type]  (an answer from a broken pool is not used)
+    assert compiler.broken
+    later = compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    assert later.take("a") is None and len(pools) == plan_compiler.RESTARTS + 1  # type: ignore[arg-type]
+
+
+def test_a_pool_found_broken_while_sending_is_replaced_and_sent_to_again(monkeypatch):
+    pools: list[RefusingPool | HandDrivenPool] = []
+
+    def new_pool(workers: int) -> RefusingPool | HandDrivenPool:
+        pools.append(RefusingPool(workers) if not pools else HandDrivenPool(workers))
+        return pools[-1]
+
+    monkeypatch.setattr(plan_compiler, "_new_pool", new_pool)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    assert len(pools) == 2 and len(pools[1].jobs) == 4 and not compiler.broken  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("failure", [concurrent.futures.CancelledError(), ValueError("an answer that did not unpickle"),
@@ -364,7 +387,7 @@ def test_any_failure_of_a_job_leaves_the_graph_to_this_process(failure):
     jobs, futures, _ = _jobs("answered", "running", compiler=compiler)
     futures[1].set_exception(failure)
     assert jobs.take("sig1") is None
-    assert compiler.broken is not isinstance(failure, concurrent.futures.CancelledError)  # a withdrawal breaks nothing
+    assert compiler.has_broken(0) is not isinstance(failure, concurrent.futures.CancelledError)  # a withdrawal: not
 
 
 def test_once_a_worker_has_answered_later_builds_wait_for_the_workers():
@@ -389,6 +412,13 @@ class HandDrivenPool:
     def shutdown(self, wait: bool, cancel_futures: bool) -> None:
         for job in self.jobs:
             job.cancel()
+
+
+class RefusingPool(HandDrivenPool):
+    """A stand-in for a pool whose worker died before the jobs were sent."""
+
+    def submit(self, fn, *args) -> concurrent.futures.Future:
+        raise BrokenProcessPool("a worker died")
 
 
 def test_an_answer_from_a_closed_pool_does_not_make_the_next_pool_warm(monkeypatch):

@@ -304,7 +304,8 @@ def test_no_region_is_sent_where_too_few_to_spread_or_the_pool_is_broken(monkeyp
     monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 0)
     assert PlanCompiler(0).submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])}) == {}
     broken = PlanCompiler(0)
-    broken.broken = True
+    for pool in range(plan_compiler.RESTARTS + 1):
+        broken.break_pool(pool)
     monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 2)
     assert broken.submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])}) == {}
 
