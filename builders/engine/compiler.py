@@ -189,9 +189,10 @@ class PlanCompiler:
         is too small to spread or the pool cannot run, and no answer for a function that does not pickle (the caller
         compiles those in its process)."""
         pickled = {signature: (_pickled(module), specs) for signature, (module, specs) in jobs.items()}
-        sent = self._sent(len(jobs), lambda pool: {
+        sendable = {signature: (blob, specs) for signature, (blob, specs) in pickled.items() if blob is not None}
+        sent = self._sent(len(sendable), lambda pool: {
             signature: pool.submit(_compile_region, self.device, blob, specs)
-            for signature, (blob, specs) in pickled.items() if blob is not None})
+            for signature, (blob, specs) in sendable.items()})
         return sent or {}
 
     def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]]
@@ -221,13 +222,13 @@ class PlanCompiler:
     def break_pool(self, pool: int | None = None) -> None:
         """Pool number `pool` (None: the current one) is taken as broken: its jobs are dropped, its workers ended
         (`close`: one that hangs holds a core and a CUDA context); the next submit starts another unless more than
-        `RESTARTS` broke. A pool already taken as broken or already replaced is left as it is."""
+        `RESTARTS` broke. Only the running pool can break: one already closed or replaced (its workers ended by
+        `close`, so its jobs fail as a broken pool's do) is left as it is."""
         number = self.pools if pool is None else pool
-        if number in self._broken:
-            return
+        if number != self.pools or self._pool is None:
+            return  # a pool already replaced or closed: its jobs end as a closed pool's do, which breaks nothing
         self._broken.add(number)
-        if number == self.pools:
-            self.close()
+        self.close()
 
     def close(self) -> None:
         """Stops the workers and returns once they are gone: jobs not started are dropped, a job still running (one

@@ -117,7 +117,7 @@ class FusedTactics:
     compiler: Compiler = compile_region
     loader: Loader = load_region
     workers: Workers = no_workers
-    workers_hung: Callable[[], None] = lambda: None  # a worker's answer did not come in time: stop sending them work
+    workers_hung: Callable[[], None] = lambda: None  # a worker's answer did not come in time: end the workers' pool
     ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor], cache: TimingCache | None = None,

@@ -319,7 +319,8 @@ def _jobs(*states: str, compiler: PlanCompiler | None = None,
     futures: list[concurrent.futures.Future] = [concurrent.futures.Future() for _ in states]
     warm = warm or threading.Event()
     by_sig = {f"sig{i}": f for i, f in enumerate(futures)}
-    jobs = CompileJobs(by_sig, compiler or PlanCompiler(0), warm)  # type: ignore[arg-type]
+    compiler = compiler or PlanCompiler(0)
+    jobs = CompileJobs(by_sig, compiler, warm, compiler.pools)  # type: ignore[arg-type]
     for future, state in zip(futures, states, strict=True):
         if state != "pending":
             future.set_running_or_notify_cancel()
@@ -382,12 +383,27 @@ def test_a_pool_found_broken_while_sending_is_replaced_and_sent_to_again(monkeyp
 
 @pytest.mark.parametrize("failure", [concurrent.futures.CancelledError(), ValueError("an answer that did not unpickle"),
                                      TimeoutError()])
-def test_any_failure_of_a_job_leaves_the_graph_to_this_process(failure):
-    compiler = PlanCompiler(0)
+def test_any_failure_of_a_job_leaves_the_graph_to_this_process(failure, monkeypatch):
+    compiler = running_compiler(monkeypatch)
     jobs, futures, _ = _jobs("answered", "running", compiler=compiler)
     futures[1].set_exception(failure)
     assert jobs.take("sig1") is None
-    assert compiler.has_broken(0) is not isinstance(failure, concurrent.futures.CancelledError)  # a withdrawal: not
+    withdrawn = isinstance(failure, concurrent.futures.CancelledError)
+    assert compiler.has_broken(compiler.pools) is not withdrawn and (compiler._pool is None) is not withdrawn
+
+
+def test_the_jobs_of_a_pool_closed_as_planned_break_nothing(monkeypatch):
+    compiler = running_compiler(monkeypatch)
+    jobs, futures, _ = _jobs("answered", "running", compiler=compiler)
+    compiler.close()  # the builds are done: its running workers are ended, their jobs fail as a broken pool's do
+    futures[1].set_exception(BrokenProcessPool("terminated by close"))
+    assert jobs.take("sig1") is None and not compiler.has_broken(compiler.pools)
+    compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    jobs_of_closed, futures, _ = _jobs("running", compiler=compiler)
+    jobs_of_closed._pool = compiler.pools - 1  # a job of the pool before
+    futures[0].set_exception(BrokenProcessPool("terminated by close"))
+    assert jobs_of_closed.take("sig0") is None
+    assert compiler._pool is not None and not compiler.has_broken(compiler.pools)
 
 
 def test_once_a_worker_has_answered_later_builds_wait_for_the_workers():
@@ -397,6 +413,15 @@ def test_once_a_worker_has_answered_later_builds_wait_for_the_workers():
     threading.Timer(0.2, lambda: (futures[0].set_running_or_notify_cancel(),
                                   futures[0].set_result((["p0"], {0: b"nine"})))).start()
     assert later.take("sig0") == (["p0"], {0: b"nine"})
+
+
+def running_compiler(monkeypatch) -> PlanCompiler:
+    """A compiler whose pool (a `HandDrivenPool`) is running."""
+    monkeypatch.setattr(plan_compiler, "_new_pool", HandDrivenPool)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    return compiler
 
 
 class HandDrivenPool:

@@ -23,6 +23,7 @@ from builders.engine.plans import PRUNE_AFTER_S, TimingCache
 from builders.engine.region_artifacts import compile_region, disagreement, load_region
 from builders.engine.shaped_tracer import TensorSpec
 from tests.builders.test_engine_fusion import Block, Recalibrate, Widths, eager, fused_engine, stand_in_times
+from tests.builders.test_engine_plans import HandDrivenPool
 
 
 class Gate(torch.nn.Module):
@@ -303,11 +304,16 @@ def test_regions_sent_to_a_real_pool_come_back_as_bytes_that_load(monkeypatch):
 def test_no_region_is_sent_where_too_few_to_spread_or_the_pool_is_broken(monkeypatch):
     monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 0)
     assert PlanCompiler(0).submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])}) == {}
-    broken = PlanCompiler(0)
-    for pool in range(plan_compiler.RESTARTS + 1):
-        broken.break_pool(pool)
     monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 2)
+    started: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool",
+                        lambda workers: started.append(HandDrivenPool(workers)) or started[-1])
+    broken = PlanCompiler(0)
+    for _ in range(plan_compiler.RESTARTS + 1):
+        assert broken.submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])})  # a pool runs, then breaks
+        broken.break_pool()
     assert broken.submit_regions({"a": (torch.fx.symbolic_trace(TwoOut()), [])}) == {}
+    assert len(started) == plan_compiler.RESTARTS + 1
 
 
 class Pool:
@@ -373,3 +379,14 @@ def test_settle_withdraws_every_job_not_started_at_once_on_a_real_pool_and_says_
             time.sleep(0.05)
         fused_tactics.settle({"y": late}, lambda: hung.append(True), wait=False)
         assert hung == [True] and not late.done()  # interrupted: nothing waited for
+
+
+def test_regions_that_do_not_pickle_start_no_pool(monkeypatch):
+    started: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool",
+                        lambda workers: started.append(HandDrivenPool(workers)) or started[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    spec = [TensorSpec.of(torch.randn(2, 3))]
+    assert compiler.submit_regions({name: (unpicklable(), spec) for name in "abcd"}) == {}
+    assert started == []  # four jobs asked, none sendable: fewer than a pool is started for

@@ -81,5 +81,6 @@ def test_a_function_calling_the_folded_linear_unpickles_and_computes_what_f_line
     x, weight, bias = (graph.placeholder(name) for name in ("x", "weight", "bias"))
     graph.output(graph.call_function(folded_linear, (x, weight, bias)))
     rebuilt = pickle.loads(pickle.dumps(torch.fx.GraphModule(torch.nn.Module(), graph)))
+    assert [node.target for node in rebuilt.graph.nodes if node.op == "call_function"] == [folded_linear]
     args = CASES["batch 1, transposed"], torch.randn(8, 24), torch.randn(8)
     torch.testing.assert_close(rebuilt(*args), F.linear(*args), rtol=1e-5, atol=1e-5)
