@@ -11,6 +11,9 @@ Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temp
 over all of them instead of favouring whichever ran first. After each switch of variant the first
 inferences run cold (caches and the graph just came from another variant), so
 `TimingPlan.switch_warmup` inferences are run and discarded before the round's samples.
+Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off: a full pass over a
+study's objects stalls the host for milliseconds, which on the CPU lands in a sample and on a GPU can let the queue
+of inferences run dry (a gap the events then time).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from profilers.device import study_device
+from sessions.documents.gc_pause import gc_paused
 from sessions.documents.plan import TimingPlan
 
 Step = Callable[[], None]
@@ -132,7 +136,19 @@ def measure(
 ) -> dict[str, list[float]]:
     """Samples in milliseconds per inference, per variant (each the mean of the inferences one sample spans:
     `Clock.inferences_per_sample`, chosen per variant after its warm-up and given to `on_sized` before the rounds);
-    `on_round` sees the samples so far after every round."""
+    `on_round` sees the samples so far after every round. The garbage collector is off from the warm-ups to the last
+    round (`gc_paused`); what `on_round` and `on_sized` do runs with it off too."""
+    with gc_paused():
+        return _measured(steps, plan, clock, on_round, on_sized)
+
+
+def _measured(
+    steps: dict[str, Step],
+    plan: TimingPlan,
+    clock: Clock,
+    on_round: Callable[[int, dict[str, list[float]]], None] | None,
+    on_sized: Callable[[dict[str, int]], None] | None,
+) -> dict[str, list[float]]:
     per_sample: dict[str, int] = {}
     for name, step in steps.items():
         _warm(step, plan.warmup_s, clock)
@@ -159,12 +175,13 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
             f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
             f"rounds of {plan.iters} samples per variant, each after {plan.switch_warmup} discarded inferences; "
-            "GPU clocks as found (recorded, not locked); once every graph is made, before the rounds, another process "
+            "Python's garbage collector off during warm-ups and rounds; GPU clocks as found (recorded, not locked); once every graph is made, before the rounds, another process "
             "makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower on the "
             "H200: profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "
         f"{plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved rounds of "
-        f"{plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences"
+        f"{plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences; Python's "
+        "garbage collector off during warm-ups and rounds"
     )

@@ -165,3 +165,17 @@ def test_the_host_clock_times_one_forward_pass_per_sample(monkeypatch):
     timing.measure({"a": clock.step("a")}, TimingPlan(warmup_s=0, rounds=1, iters=3, switch_warmup=0),
                    timing.HostClock(), on_sized=sized.update)
     assert sized == {"a": 1}
+
+
+def test_the_garbage_collector_is_off_while_the_rounds_run_and_back_after():
+    import gc
+
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    seen: list[bool] = []
+    assert gc.isenabled()
+    timing.measure({"a": lambda: seen.append(gc.isenabled())}, TimingPlan(warmup_s=0, rounds=2, iters=3,
+                                                                         switch_warmup=1), timing.HostClock())
+    assert len(seen) >= 2 * (3 + 1) and not any(seen)  # every inference of every round ran with it off
+    assert gc.isenabled()
