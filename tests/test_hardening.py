@@ -95,6 +95,8 @@ def test_no_pickle_no_shell_strings_in_the_code():
     for path in SOURCES:
         text = path.read_text()
         assert not re.search(r"^\s*(import|from)\s+(c?pickle|dill|shelve)\b", text, re.MULTILINE), path
+        # the one exception: the compile workers' jobs, in memory, in their pool's own transport
+        assert "ForkingPickler" not in text or path == ROOT / "builders" / "engine" / "compiler.py", path
         assert "shell=True" not in text and "os.system(" not in text, path
         for call in re.findall(r"torch\.load\([^)]*\)", text):
             assert "weights_only=True" in call, (path, call)

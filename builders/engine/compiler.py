@@ -21,11 +21,11 @@ import concurrent.futures
 import multiprocessing
 import multiprocessing.connection
 import os
-import pickle
 import signal
 import threading
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from builders.engine.kernels import Compiled, ConvSignature, plans_compiled
@@ -94,17 +94,18 @@ def _compile_region(device: int, pickled: bytes, specs: list[Any]) -> bytes | st
         if any(tensor.is_cuda for tensor in scratch):
             torch.cuda.set_device(device)
         config.compile_threads = 1
-        _, blob = compile_region(pickle.loads(pickled), scratch)
+        _, blob = compile_region(ForkingPickler.loads(pickled), scratch)
         return blob if blob is not None else "Inductor could not serialize the compiled region"
     except Exception as exc:  # noqa: BLE001  (any reason: the region compiles in the engine's process)
         return joined_message(exc, 300)
 
 
 def _pickled(module: Any) -> bytes | None:
-    """A region's function as a worker's job carries it; None where it does not pickle (the engine's process then
-    compiles that region)."""
+    """A region's function as a worker's job carries it, in the pool's own transport (multiprocessing's
+    `ForkingPickler`, in memory between this process and its workers: nothing is written or read from a file); None
+    where it does not pickle (the engine's process then compiles that region)."""
     try:
-        return pickle.dumps(module)
+        return bytes(ForkingPickler.dumps(module))
     except Exception:  # noqa: BLE001  (PicklingError, or what a module's own __reduce__ raises)
         return None
 
