@@ -22,7 +22,19 @@ from builders.engine.fused_tactics import INDUCTOR, FusedTactics
 from builders.engine.plans import PRUNE_AFTER_S, TimingCache
 from builders.engine.region_artifacts import compile_region, disagreement, load_region
 from builders.engine.shaped_tracer import TensorSpec
-from tests.builders.test_engine_fusion import Block, Recalibrate, Widths, eager, fused_engine, stand_in_times
+from tests.builders.test_engine_fusion import (
+    INPUT,
+    Block,
+    LinearGate,
+    Mlp,
+    Recalibrate,
+    Widths,
+    counting,
+    eager,
+    engine_of,
+    fused_engine,
+    stand_in_times,
+)
 from tests.builders.test_engine_plans import HandDrivenPool
 
 
@@ -390,3 +402,27 @@ def test_regions_that_do_not_pickle_start_no_pool(monkeypatch):
     spec = [TensorSpec.of(torch.randn(2, 3))]
     assert compiler.submit_regions({name: (unpicklable(), spec) for name in "abcd"}) == {}
     assert started == []  # four jobs asked, none sendable: fewer than a pool is started for
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", [lambda: Block(LinearGate), Mlp])
+def test_regions_with_linears_are_compiled_by_real_workers_and_the_engine_computes_what_the_model_computes(
+        model, monkeypatch):
+    """The path a first build takes on a GPU machine of several cores: the engine's own regions (linears among their
+    layers) sent to a real pool, each compiled there and loaded here; none compiled in the engine's process."""
+    monkeypatch.setattr(plan_compiler, "worker_count", lambda jobs: 2)
+    torch.manual_seed(0)
+    built, x = model(), torch.randn(INPUT)
+    unfused, _ = engine_of(built)
+    calls: list[str] = []
+    compiler = PlanCompiler(0)
+    try:
+        tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counting(calls),
+                               workers=compiler.submit_regions, workers_hung=compiler.break_pool)
+        engine, fused = fused_engine(built, tactics)
+    finally:
+        compiler.close()
+    assert fused is not None and [s for s in engine.program.steps if s.kind == "fused"]
+    assert calls == [] and not compiler.has_broken(compiler.pools)  # every region's code came from a worker
+    with torch.no_grad():
+        torch.testing.assert_close(engine.infer(x), unfused.infer(x), rtol=1e-5, atol=1e-5)
