@@ -11,13 +11,15 @@ Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temp
 over all of them instead of favouring whichever ran first. After each switch of variant the first
 inferences run cold (caches and the graph just came from another variant), so
 `TimingPlan.switch_warmup` inferences are run and discarded before the round's samples.
-Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off: a full pass over a
-study's objects stalls the host for milliseconds, which on the CPU lands in a sample and on a GPU can let the queue
-of inferences run dry (a gap the events then time).
+Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
+thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
+on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
+young generations are collected (milliseconds, outside every sample), so a live display's garbage does not pile up.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 import statistics
 import time
@@ -25,7 +27,6 @@ from collections.abc import Callable
 from typing import Protocol
 
 from profilers.device import study_device
-from sessions.documents.gc_pause import gc_paused
 from sessions.documents.plan import TimingPlan
 
 Step = Callable[[], None]
@@ -136,10 +137,15 @@ def measure(
 ) -> dict[str, list[float]]:
     """Samples in milliseconds per inference, per variant (each the mean of the inferences one sample spans:
     `Clock.inferences_per_sample`, chosen per variant after its warm-up and given to `on_sized` before the rounds);
-    `on_round` sees the samples so far after every round. The garbage collector is off from the warm-ups to the last
-    round (`gc_paused`); what `on_round` and `on_sized` do runs with it off too."""
-    with gc_paused():
+    `on_round` sees the samples so far after every round. The garbage collector is off, in every thread, from the
+    warm-ups to the last round (back as it was after); the young generations are collected after each round."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
         return _measured(steps, plan, clock, on_round, on_sized)
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _measured(
@@ -162,6 +168,7 @@ def _measured(
             samples[name].extend(clock.samples(step, plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)
+        gc.collect(1)
     return samples
 
 

@@ -11,8 +11,8 @@ The engine's process takes the answers back one graph at a time (`CompileJobs.ta
 the workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs
 itself. A pool that cannot start or breaks leaves its work to the caller's process (`take` answers None); a pool that
 broke is replaced at the next submit, `RESTARTS` times a study (a worker that dies once, on one job, would otherwise
-leave every later plan of the study to the engine's process: 140 s of a first senet154 study on an H100, where a fused
-region's function killed a worker); what is chosen does not depend on where a plan was compiled.
+leave every later plan of the study to the engine's process: up to 140 s of a first senet154 study on an H100, where a
+fused region's function killed a worker); what is chosen does not depend on where a plan was compiled.
 """
 
 from __future__ import annotations

@@ -698,7 +698,8 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
             f"{REPLAY_TARGET_MS:g} ms), divided by R; the layer's real input from the study images, static "
             "(inputs and weights stay in L2 where they fit); fp16, FP8, quantize and amax steps of one shape "
             f"interleaved; {plan.warmup_s:g} s warm-up per step, {plan.rounds} rounds of {plan.iters} replays; "
-            "GPU clocks as found; each shape's graphs timed after another process made and ended a CUDA context "
+            "Python's garbage collector off during warm-ups and rounds; GPU clocks as found; "
+            "each shape's graphs timed after another process made and ended a CUDA context "
             "(the state the engine's rows are timed in: profilers/gpu_contexts.py; the environment's CUDA-graph "
             "state says whether it did)"
         ),

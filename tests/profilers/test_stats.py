@@ -179,3 +179,26 @@ def test_the_garbage_collector_is_off_while_the_rounds_run_and_back_after():
                                                                          switch_warmup=1), timing.HostClock())
     assert len(seen) >= 2 * (3 + 1) and not any(seen)  # every inference of every round ran with it off
     assert gc.isenabled()
+
+
+def test_garbage_made_between_rounds_is_collected_before_the_next_round():
+    import weakref
+
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    class Node:
+        """An object in a reference cycle: only the cyclic collector frees it."""
+
+    alive: list[bool] = []
+    made: list[weakref.ref] = []
+
+    def on_round(index: int, samples: dict) -> None:
+        alive.extend(ref() is not None for ref in made)
+        node = Node()
+        node.me = node  # type: ignore[attr-defined]
+        made[:] = [weakref.ref(node)]
+
+    timing.measure({"a": lambda: None}, TimingPlan(warmup_s=0, rounds=3, iters=2, switch_warmup=0),
+                   timing.HostClock(), on_round=on_round)
+    assert alive == [False, False]  # each round's cycle was gone by the next round's report
