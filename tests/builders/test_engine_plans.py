@@ -363,8 +363,8 @@ def test_a_broken_pool_leaves_its_graphs_to_this_process_and_is_replaced_as_ofte
         assert jobs.take("a") is None  # type: ignore[arg-type]
         assert jobs.take("b") is None  # type: ignore[arg-type]  (an answer from a broken pool is not used)
     assert compiler.broken
-    later = compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
-    assert later.take("a") is None and len(pools) == plan_compiler.RESTARTS + 1  # type: ignore[arg-type]
+    compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    assert len(pools) == plan_compiler.RESTARTS + 1  # no pool started past the restarts: built in this process
 
 
 def test_a_pool_found_broken_while_sending_is_replaced_and_sent_to_again(monkeypatch):
