@@ -56,14 +56,15 @@ def parse_json(data: bytes | str, origin: str, what: str) -> Any:
 
 
 def read_text(path: Path, what: str) -> str:
-    """The text of a log file (undecodable bytes replaced), under the same regular-file and size check. The last
-    log read is kept while its file is unchanged (`file_identity`): an import reads a log for its roles, its options
-    and summary, its layers and its table, and a 100 MB log is read from the disk once."""
+    """The text of a log file, in UTF-8 or the UTF-16 or UTF-32 its first bytes show (`text_of`: a log PowerShell's
+    `>` wrote is UTF-16 with a byte-order mark; undecodable bytes replaced), under the same regular-file and size
+    check. The last log read is kept while its file is unchanged (`file_identity`): an import reads a log for its
+    roles, its options and summary, its layers and its table, and a 100 MB log is read from the disk once."""
     path = Path(path)
     key = file_identity(path)
     if key is not None and _LAST_TEXT[0] == key:
         return _LAST_TEXT[1]
-    text = read_regular_file(path, what, limit=MAX_LOG_BYTES).decode("utf-8", "replace")
+    text = text_of(read_regular_file(path, what, limit=MAX_LOG_BYTES))
     if key is not None:
         _LAST_TEXT[:] = [key, text]
     return text

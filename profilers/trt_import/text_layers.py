@@ -115,7 +115,7 @@ def is_trtexec_log(path: Path) -> bool:
     """True for a text file whose head has trtexec's marks: its options and device are run facts (`metadata`)."""
     if not is_text(path):
         return False
-    return has_log_marks(read_file_head(Path(path), "trtexec log", LOG_HEAD).decode("utf-8", "replace"))
+    return has_log_marks(documents.text_of(read_file_head(Path(path), "trtexec log", LOG_HEAD)))
 
 
 def has_log_marks(head: str) -> bool:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from profilers.trt_import.folder import files_of_folder
+from profilers.trt_import.text_layers import is_trtexec_log
 from sessions.documents import storage
 from sessions.documents.errors import InputError
 from tests.conftest import run_cli
@@ -215,6 +216,31 @@ def test_a_layer_file_in_another_unicode_encoding_is_read_as_the_utf8_one(tmp_pa
     assert run_cli("import", "--layers", str(layers), "--out", str(out)).returncode == 0
     variant = storage.load(out).variants[0]
     assert [layer.name for layer in variant.layers] == expected and variant.layers[1].tactic
+
+
+MNIST_LOG = SHARED / "trt" / "trt8.0.3-mnist-cnn-fp32-gtx1070-build-profile" / "result-FP32.txt"
+
+
+@pytest.mark.parametrize("encode", [
+    lambda text: codecs.BOM_UTF16_LE + text.replace("\n", "\r\n").encode("utf-16-le"),  # PowerShell's `>`
+    lambda text: codecs.BOM_UTF16_LE + text.encode("utf-16-le"),
+    lambda text: codecs.BOM_UTF8 + text.encode("utf-8"),
+], ids=["utf-16 bom crlf", "utf-16 bom", "utf-8 bom"])
+def test_a_trtexec_log_in_another_unicode_encoding_is_read_as_the_utf8_one(tmp_path, encode):
+    if not MNIST_LOG.is_file():
+        pytest.skip("shared fixtures are not beside the checkout")
+    sessions = []
+    for name, body in (("utf-8", MNIST_LOG.read_bytes()), ("other", encode(MNIST_LOG.read_text(encoding="utf-8")))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / MNIST_LOG.name).write_bytes(body)
+        out = tmp_path / f"{name}.json"
+        assert run_cli("import", str(tmp_path / name), "--out", str(out)).returncode == 0
+        sessions.append(storage.load(out).variants[0])
+    assert is_trtexec_log(tmp_path / "other" / MNIST_LOG.name)  # its options and device are run facts too
+    utf8, other = sessions
+    assert utf8.layers and [(layer.name, layer.time_ms) for layer in other.layers] == [
+        (layer.name, layer.time_ms) for layer in utf8.layers]
+    assert utf8.latency is not None and other.latency == utf8.latency and other.name == utf8.name
 
 
 def test_a_folder_or_an_empty_file_among_an_engines_files_is_left_saying_why(tmp_path):
