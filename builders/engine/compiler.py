@@ -124,7 +124,7 @@ class CompileJobs:
     still starting (a cold pool: no answer back yet), instead of waiting seconds for them."""
 
     def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future[Compiled | str]], compiler: PlanCompiler,
-                 warm: threading.Event, pool: int = 0) -> None:
+                 warm: threading.Event, pool: int) -> None:
         """`warm`: set once a worker of the pool that runs `jobs` has answered (one event per pool); `pool`: that
         pool's number (`PlanCompiler.pools`)."""
         self._jobs, self._compiler, self._warm, self._pool = jobs, compiler, warm, pool
@@ -189,8 +189,8 @@ class PlanCompiler:
         `TensorSpec`s of its arguments), each answer the compiled code's bytes or why there is none; {} where the work
         is too small to spread or the pool cannot run, and no answer for a function that does not pickle (the caller
         compiles those in its process)."""
-        pickled = {signature: (_pickled(module), specs) for signature, (module, specs) in jobs.items()}
-        sendable = {signature: (blob, specs) for signature, (blob, specs) in pickled.items() if blob is not None}
+        sendable = {signature: (blob, specs) for signature, (module, specs) in jobs.items()
+                    if (blob := _pickled(module)) is not None}
         sent = self._sent(len(sendable), lambda pool: {
             signature: pool.submit(_compile_region, self.device, blob, specs)
             for signature, (blob, specs) in sendable.items()})
