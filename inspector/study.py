@@ -295,7 +295,7 @@ def measure_quality(variant: Variant, engine: Engine, reference: Any, inputs: St
         recipe = variant.recipe.layout if variant.recipe else "its recipe"
         variant.simulation = compare(np.asarray(simulated), outputs,
                                      f"fp8-{recipe} simulated (ModelOpt, same scales)", inputs.image_source, count)
-    constant = constant_layers_note(variant, inputs, recorder.session.study.weights, engine.layers())
+    constant = constant_layers_note(variant, inputs, recorder.session.study.weights, engine.layers)
     if constant is not None:
         variant.notes.append(constant)
     failed = stress_check(engine.infer, inputs.stress)
@@ -324,14 +324,14 @@ def quality_outputs(variant: Variant, engine: Engine, inputs: StudyInputs) -> np
 
 
 def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: str,
-                         built: Sequence[Layer] = ()) -> str | None:
+                         built: Callable[[], Sequence[Layer]] = tuple) -> str | None:
     """The note a quantized variant carries where layers its recipe quantizes output the same in any precision
     (all-zero weights once BatchNorm is folded, `builders.models.constant_layers`), so its quality figures hold none
-    of their FP8 error; where every layer of `built` (the engine's layers, with the precision each runs in) that
-    runs in FP8 is one of them (an engine that kept the rest fp16 by timing), the note says the figures hold no FP8
-    error at all. `weights_from` (Study.weights) says whether random initialisation explains them. None where there
-    are none, no recipe, no PyTorch module, or its structure cannot be found (the note is advice, never a
-    failure)."""
+    of their FP8 error; where every layer `built()` gives (the engine's layers, with the precision each runs in,
+    asked for only where such layers exist) that runs in FP8 is one of them (an engine that kept the rest fp16 by
+    timing), the note says the figures hold no FP8 error at all. `weights_from` (Study.weights) says whether random
+    initialisation explains them. None where there are none, no recipe, no PyTorch module, or its structure cannot
+    be found (the note is advice, never a failure)."""
     module = getattr(inputs.model, "module", None)
     if variant.recipe is None or not variant.recipe.quantized or module is None:
         return None
@@ -351,9 +351,10 @@ def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: st
     if not names:
         return None
     why = CONSTANT_WHY_RANDOM if weights_from.startswith("random") else ""
-    ran_fp8 = {layer.name for layer in built if layer.precision == "fp8"} & set(quantized)
+    layers = built()
+    ran_fp8 = {layer.name for layer in layers if layer.precision == "fp8"} & set(quantized)
     if ran_fp8 and ran_fp8 <= set(names) and len(ran_fp8) < len(quantized):
-        outcomes = Counter(outcome for layer in built if (outcome := fp8_outcome(layer)) not in (None, RAN_FP8))
+        outcomes = Counter(outcome for layer in layers if (outcome := fp8_outcome(layer)) not in (None, RAN_FP8))
         rest = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()) or "the rest run fp16"
         return CONSTANT_FP8_LAYERS.format(count=len(ran_fp8), total=len(quantized), rest=rest, why=why)
     return CONSTANT_LAYERS.format(count=len(names), total=len(quantized), why=why)

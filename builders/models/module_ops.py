@@ -94,7 +94,7 @@ def own_op(functions: Mapping[str, float] | Iterable[str]) -> Op | None:
     compute = next((op for op in COMPUTE if op in per_op), None)
     if compute is not None:
         return compute
-    if set(STATISTICS) & set(costs):
+    if not costs.keys().isdisjoint(STATISTICS):
         return "normalization"
     order = list(FUNCTION_OPS)
     return max(per_op, key=lambda op: (per_op[op], -order.index(op)), default="other")

@@ -488,9 +488,10 @@ class VariantComparison:
                 changes.append(change)
                 if change is not None and change.regression:
                     regressions.append((j, change))
-        family = Family.of(levels) if regressions else None
-        for j, change in regressions:
-            self._moved_between(j, change, levels, family)
+        if regressions:
+            family = Family.of(levels)
+            for j, change in regressions:
+                self._moved_between(j, change, levels, family)
         for i, j in alignment.fused_a.items():
             layer = va.layers[i]
             changes.append(Change(self.label, "fused layer", layer.name, _ms(layer.time_ms, self.scale_a), None, False,
@@ -516,7 +517,7 @@ class VariantComparison:
         )
         return changes
 
-    def _moved_between(self, j: int, change: Change, levels: dict[str, Timed], family: Family | None) -> None:
+    def _moved_between(self, j: int, change: Change, levels: dict[str, Timed], family: Family) -> None:
         """A layer time judged a regression that a neighbour's loss matches (`moved_time`: the layer that runs just
         before or after it in B, or the module holding it or held by it) is stated as time moved between the two, not
         a regression: the profiler gave one of them what the other ran (an unchanged rerun on a CPU moved 0.66 ms
@@ -561,7 +562,7 @@ class Family:
 
 
 def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], threshold: float,
-               spent: dict[str, float], family: Family | None = None) -> str | None:
+               spent: dict[str, float], family: Family) -> str | None:
     """Why the time layer `index` of `layers` (B's) gained is another layer's it took over, or None: a neighbour (the
     layer before or after it, or its nearest timed parent module or a module whose nearest timed parent it is) lost a
     real amount of its own (faster by its own bands and by at least `threshold` of its time) and, of what is left of
@@ -569,13 +570,13 @@ def moved_time(layers: list[Layer], index: int, timed: dict[str, Timed], thresho
     and the two together are not slower (`noise.judge` of their summed bands). Only layers timed with a per-call
     spread on both sides (a profile's averages say nothing of how far a time wanders). `timed`: each paired layer's
     times and bands, B's at A's level (the common factor divided out), by B's name. A layer slowed alone (tenfold)
-    finds no such neighbour; one loss excuses no more than itself. `family`: `Family.of(timed)`, made here where not
-    given (a caller judging many layers of one pair makes it once)."""
+    finds no such neighbour; one loss excuses no more than itself. `family`: `Family.of(timed)` (made once by a caller
+    judging many layers of one pair)."""
     name = layers[index].name
     a, b, band_a, band_b = timed[name]
     if b <= a or band_a is None or band_b is None:
         return None
-    for other in _neighbours(layers, index, timed, family or Family.of(timed)):
+    for other in _neighbours(layers, index, timed, family):
         other_a, other_b, other_band_a, other_band_b = timed[other]
         if other_band_a is None or other_band_b is None:
             continue

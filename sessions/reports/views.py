@@ -252,10 +252,11 @@ def _group_judgement(session: Session, rules: Rules, by: str, a: str, b: str) ->
     key = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
     va, vb = session.variant(a), session.variant(b)
     members_a, members_b = _members(va.layers, key), _members(vb.layers, key)
+    drift_a, drift_b = _drift(va), _drift(vb)
 
     def judged(group: str) -> Judgement | None:
-        band_a = group_band(members_a.get(group, []), _drift(va))
-        band_b = group_band(members_b.get(group, []), _drift(vb))
+        band_a = group_band(members_a.get(group, []), drift_a)
+        band_b = group_band(members_b.get(group, []), drift_b)
         return judge(band_a, band_b) if band_a is not None and band_b is not None else None
 
     return judged

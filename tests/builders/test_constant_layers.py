@@ -77,15 +77,15 @@ def test_where_every_layer_that_runs_fp8_is_constant_the_note_says_the_figures_h
     why = {"stem": "FP8 asked; fp16 chosen by timing: best FP8 tactic 3.1x slower", "head": "cuDNN refused FP8"}
     built = [Layer(name=name, kind="conv", precision=precision, attrs={"asked": "fp8", "fallback": why.get(name)})
              for name, precision in ran.items()]
-    note = constant_layers_note(variant, _inputs(Branchy()), "random (pretrained=False, seed 0)", built)
+    note = constant_layers_note(variant, _inputs(Branchy()), "random (pretrained=False, seed 0)", lambda: built)
     assert note is not None and note.startswith("every one of the 2 layers that run in FP8 (of the 4 its recipe "
                                                 "quantizes; 1 fp16 by timing, 1 fp16 refused)")
     assert "hold no FP8 error at all" in note
     built[0].precision = "fp8"  # the stem, live, runs FP8 too
-    note = constant_layers_note(variant, _inputs(Branchy()), "random", built)
+    note = constant_layers_note(variant, _inputs(Branchy()), "random", lambda: built)
     assert note is not None and note.startswith("2 of the 4 layers its recipe quantizes")
     everything = [Layer(name=name, kind="conv", precision="fp8") for name in ran]
-    note = constant_layers_note(variant, _inputs(Branchy()), "random", everything)
+    note = constant_layers_note(variant, _inputs(Branchy()), "random", lambda: everything)
     assert note is not None and note.startswith("2 of the 4 layers its recipe quantizes")
 
 

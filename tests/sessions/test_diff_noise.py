@@ -334,7 +334,7 @@ LAYERS = [Layer(name=n, kind="Conv2d") for n in ("stem", "block", "block.conv1",
      None),
 ])
 def test_a_layer_that_gains_what_a_neighbour_loses_is_time_moved_not_a_regression(timed, moved):
-    found = moved_time(LAYERS, 3, timed, 0.05, {})
+    found = moved_time(LAYERS, 3, timed, 0.05, {}, Family.of(timed))
     assert (found is None) == (moved is None)
     if moved is not None:
         assert found.startswith(f"time moved from {moved} ")
@@ -364,7 +364,7 @@ def test_one_neighbours_loss_excuses_no_more_than_itself():
     layers = [Layer(name=n, kind="Conv2d") for n in ("conv1", "conv2", "conv3")]
     timed = {"conv1": _timed(3.0, 4.0), "conv2": _timed(3.0, 2.0), "conv3": _timed(3.0, 4.0)}
     spent: dict[str, float] = {}
-    found = [moved_time(layers, k, timed, 0.05, spent) for k in (0, 2)]
+    found = [moved_time(layers, k, timed, 0.05, spent, Family.of(timed)) for k in (0, 2)]
     assert found[0] is not None and found[0].startswith("time moved from conv2 ") and found[1] is None
 
 
@@ -381,11 +381,11 @@ def test_without_a_spread_no_time_is_said_to_have_moved():
     judged, not excused."""
     layers = [Layer(name=n, kind="Conv2d") for n in ("big", "tiny")]
     timed = {"big": (20.0, 18.9, None, None), "tiny": (0.1, 2.1, None, None)}
-    assert moved_time(layers, 1, timed, 0.05, {}) is None
+    assert moved_time(layers, 1, timed, 0.05, {}, Family.of(timed)) is None
     timed["big"] = (20.0, 18.9, _band(20.0, 0.01), _band(18.9, 0.01))  # the big one has a spread, the tiny one not
-    assert moved_time(layers, 1, timed, 0.05, {}) is None
+    assert moved_time(layers, 1, timed, 0.05, {}, Family.of(timed)) is None
     timed = {"big": (20.0, 18.9, None, None), "tiny": (0.1, 2.1, _band(0.1, 0.01), _band(2.1, 0.01))}  # and not
-    assert moved_time(layers, 1, timed, 0.05, {}) is None
+    assert moved_time(layers, 1, timed, 0.05, {}, Family.of(timed)) is None
 
 
 @pytest.mark.parametrize("gains", [(0.5, 1.0), (0.6, 0.6)])
@@ -397,5 +397,5 @@ def test_what_is_left_of_a_loss_is_all_a_second_gain_may_take(gains):
     tight = lambda a, b: (a, b, _band(a, 0.01), _band(b, 0.01))  # noqa: E731
     timed = {"block.conv1": tight(3.0, 3.0 + first), "block": tight(5.0, 4.0), "block.conv3": tight(3.0, 3.0 + second)}
     spent: dict[str, float] = {}
-    assert moved_time(layers, 0, timed, 0.05, spent) is not None
-    assert moved_time(layers, 2, timed, 0.05, spent) is None
+    assert moved_time(layers, 0, timed, 0.05, spent, Family.of(timed)) is not None
+    assert moved_time(layers, 2, timed, 0.05, spent, Family.of(timed)) is None

@@ -28,19 +28,8 @@ def session():
 
 
 def raw_outcomes(variant: dict) -> Counter[str]:
-    """From the raw JSON: each layer asked for in FP8 (no quantize layer) by what it ran."""
-    counts: Counter[str] = Counter()
-    for layer in variant["layers"]:
-        attrs = layer.get("attrs") or {}
-        if attrs.get("asked") != "fp8" or layer.get("op") in ("quantize", "dequantize"):
-            continue
-        if layer["precision"] == "fp8":
-            counts["fp8"] += 1
-        elif str(attrs.get("fallback", "")).startswith("FP8 asked; fp16 chosen by timing"):
-            counts["fp16 by timing"] += 1
-        else:
-            counts["fp16 refused"] += 1
-    return counts
+    """From the raw JSON: each layer asked for in FP8 (no quantize layer) by what it ran (`raw_choice`)."""
+    return Counter(outcome for layer in variant["layers"] if (outcome := raw_choice(layer)[0]) is not None)
 
 
 def test_counts_by_role_add_up_to_the_raw_layers_and_to_the_engines_own_notes(session):

@@ -193,3 +193,30 @@ def test_a_quality_figure_reads_the_same_in_the_variant_table_and_the_markdown_q
         name = cells[0].removeprefix("| ")
         assert (cells[3], cells[4], cells[5]) == (shown[name]["top-1 %"], shown[name]["mean KL"],
                                                   shown[name]["max abs err"])
+
+
+def test_a_group_change_within_the_baselines_drift_is_within_noise(session):
+    """Every group of fp8-all 3 % slower than fp16's on every call, each call within 0.1 %: bands apart, no group is
+    within noise; the same calls where fp16's timed rounds drifted 5 % either way (per-call bands are widened by their
+    variant's drift): every group is."""
+    import copy
+
+    def within(edited) -> list[str]:
+        notes = [n for n in views.group_table(edited, rules, "role", ["fp16", "fp8-all"]).notes if "within noise" in n]
+        return [part.rsplit(" ", 1)[0] for note in notes for part in note.split("): ", 1)[1].split("; ")]
+
+    edited, rules = copy.deepcopy(session), load_rules()
+    base, fp8 = edited.variant("fp16"), edited.variant("fp8-all")
+    fp16_time = {layer.name: layer.time_ms for layer in base.layers}
+    for layer in base.layers:
+        if layer.time_ms:
+            layer.call_times_ms = [layer.time_ms * (1 + 0.001 * (call % 2)) for call in range(7)]
+    for layer in fp8.layers:
+        reference = fp16_time.get(layer.name) or layer.time_ms
+        if reference:
+            layer.call_times_ms = [reference * 1.03 * (1 + 0.001 * (call % 2)) for call in range(7)]
+            layer.time_ms = sum(layer.call_times_ms) / 7
+    assert within(edited) == []
+    median = base.latency.median_ms
+    base.latency.round_medians_ms = [median * 0.95, median, median * 1.05]
+    assert len(within(edited)) >= 2
