@@ -278,7 +278,7 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
         return None
     wider = widened(traced.nodes, steps, regions, unpassable(traced))
     found = [*regions, *wider.values()]
-    specs = value_specs(engine, {name for region in found for name in (*region.inputs, region.output)})
+    specs = value_specs(engine, {name for region in found for name in (*region.inputs, *region.outputs)})
     decisions = [prepare(tactics, cache, traced, region, list(region.steps), specs) for region in found]
     forms = [(decisions[position], decisions[len(regions) + k]) for k, position in enumerate(wider)]
     prefer(forms, held=True)

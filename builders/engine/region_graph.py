@@ -84,11 +84,21 @@ def subgraph(traced: TracedModel, region: Region, specs: Mapping[str, Any]) -> S
             values[name] = _call_module(graph, root, modules[name], args, kwargs, weights[name])
         else:
             values[name] = graph.create_node(node.op, node.target, args, kwargs)
-    outputs = [values[name] for name in region.outputs]
+    outputs = [_laid_out_as(graph, values[name], specs.get(name)) for name in region.outputs]
     graph.output(outputs[0] if len(outputs) == 1 else tuple(outputs))  # several: a tuple, in `outputs`' order
     module = torch.fx.GraphModule(root, graph)
     return Subgraph(module, tuple(inputs), tuple(tensors), _signature(region, module, [specs[n] for n in inputs],
                                                                       tensors))
+
+
+def _laid_out_as(graph: torch.fx.Graph, value: Any, spec: Any) -> Any:
+    """`value` (an output of the region's function) returned in the layout `spec` records for it, where it records
+    one: the layout the engine's steps gave that value, which the steps and compiled regions reading it were built
+    for (a compiled region asserts the strides it was compiled for). The function's ops need not give that layout
+    (the engine's convolutions write NHWC whatever their input's layout; `F.conv2d` follows its input's)."""
+    if not isinstance(spec, TensorSpec):
+        return value
+    return graph.call_function(laid_out, (value, spec.stride))
 
 
 def _constant(value: Any) -> bool:
@@ -154,6 +164,17 @@ def folded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return F.linear(x, weight, bias)
 
 
+def laid_out(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
+    """`x` with strides `stride`: `x` itself where its strides are those (dimensions of size 1 ignored: any stride
+    lays them out alike), else a copy so laid out. Compiled, the copy is the store of the kernel that computes `x`.
+    Traced symbolically it is one call (see `folded_linear`)."""
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(laid_out, (x,), x, stride)
+    if all(size == 1 or have == want for size, have, want in zip(x.shape, x.stride(), stride, strict=True)):
+        return x
+    return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
+
+
 def _merge_without_copy(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """Whether dimensions of `sizes` and `strides` view as one (dimensions of size 1 ignored: any stride merges)."""
     kept = [(size, stride) for size, stride in zip(sizes, strides, strict=True) if size != 1]
@@ -167,7 +188,7 @@ def _signature(region: Region, module: torch.fx.GraphModule, inputs: list[Tensor
     here, the modules it calls, every input's shape, strides and dtype, torch's version)."""
     held = [TensorSpec.of(t).words() for t in tensors]
     text = "\n".join([module.code, inspect.getsource(aten_graph), inspect.getsource(compile_region),
-                      inspect.getsource(folded_linear),
+                      inspect.getsource(folded_linear), inspect.getsource(laid_out),
                       inspect.getsource(_merge_without_copy), *map(repr, module.children()),
                       *(s.words() for s in inputs), *held, torch.__version__])
     first = inputs[0].words().split(" s(")[0] if inputs else "-"

@@ -163,8 +163,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("warmup_s", ("--warmup",), float, "warm-up per variant (per timed step in the probe)", commands=(RUN, PROBE),
            command_defaults={PROBE: 0.05}, machine_defaults={"cuda": 0.2, "cpu": 0.5}, low=0, high=3600,
            metavar="SECONDS"),
-    Option("switch_warmup", ("--switch-warmup",), int, "inferences discarded after each switch of variant inside a "
-           "round", machine_defaults={"cuda": 5, "cpu": 1}, low=0, high=10000, metavar="N"),
+    Option("switch_warmup", ("--switch-warmup",), int, "samples' worth of inferences discarded after each switch of "
+           "variant inside a round", machine_defaults={"cuda": 5, "cpu": 1}, low=0, high=10000, metavar="N"),
     Option("threads", ("--threads",), int, "PyTorch CPU threads (default: PyTorch's choice)", low=1, high=1024,
            metavar="N"),
     Option("stress_count", ("--stress-count",), int, "stress inputs run through every variant, spread over their kinds",

@@ -43,7 +43,7 @@ class TimingPlan:
     warmup_s: float  # per variant, before the first round
     rounds: int  # interleaved over the variants
     iters: int  # samples per variant per round
-    switch_warmup: int = 0  # replays discarded after each switch of variant inside a round, before sampling
+    switch_warmup: int = 0  # samples' worth of inferences discarded at each switch of variant in a round
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,10 @@ from builders.engine.fusion_regions import POINTWISE, SQUEEZE_EXCITATION, SUBGRA
 from builders.engine.graph import TracedModel, trace
 from builders.engine.lowering import lower
 from builders.engine.plans import TimingCache
+from builders.engine.region_artifacts import compile_region
+from builders.engine.region_graph import subgraph
 from builders.engine.runtime import CudnnEngine
+from builders.engine.shaped_tracer import TensorSpec
 from builders.engine.tactics import Tactic
 from tests.engine_stand_in import stand_in_engine
 
@@ -224,6 +227,21 @@ def test_every_value_that_leaves_a_region_is_one_of_its_outputs():
     assert set(regions[0].outputs) == set(readers.values()) and ops[regions[0].outputs[0]].fn == "tanh"
 
 
+NCHW = TensorSpec((2, 16, 8, 8), (1024, 64, 8, 1), torch.float32, torch.device("cpu"))
+NHWC = TensorSpec((2, 16, 8, 8), (1024, 1, 128, 16), torch.float32, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("recorded", [NHWC, NCHW])
+def test_each_value_a_regions_function_returns_is_laid_out_as_the_engines_steps_laid_it_out(recorded):
+    (region,), _, traced = regions_of(TwoReaders())
+    # the inputs NCHW, so the ops give NCHW; the engine's steps gave both outputs the `recorded` layout
+    sub = subgraph(traced, region, {**dict.fromkeys(region.inputs, NCHW), **dict.fromkeys(region.outputs, recorded)})
+    assert not isinstance(sub, str) and len(region.outputs) == 2
+    with torch.no_grad():
+        outputs = sub.module(*(NCHW.scratch() for _ in sub.inputs), *sub.tensors)
+    assert [tuple(value.stride()) for value in outputs] == [recorded.stride] * 2
+
+
 def test_a_region_is_cut_where_a_step_between_its_steps_reads_it():
     regions, program, traced = regions_of(ReadBetween())
     assert [[program.steps[i].name for i in r.steps] for r in regions] == [["mul", "sigmoid"]]  # tanh alone: one act
@@ -302,18 +320,24 @@ def test_every_squeeze_excitation_module_of_a_timm_model_is_found(name, blocks):
     assert all({program.steps[i].kind for i in r.steps} <= {"torch", "conv", "linear"} for r in found)
 
 
-def engine_of(model: torch.nn.Module, dtype: torch.dtype = torch.float32,
-              fp8: set[str] | None = None) -> tuple[CudnnEngine, TracedModel]:
+def engine_of(model: torch.nn.Module, dtype: torch.dtype = torch.float32, fp8: set[str] | None = None,
+              nhwc: bool = False) -> tuple[CudnnEngine, TracedModel]:
     """The engine's steps for `model` (FP8 where `fp8` says) with the CPU stand-ins of its kernels, and each step's
-    layer, in `dtype`."""
+    layer, in `dtype`; `nhwc`: each convolution step writes NHWC whatever its input's layout, as cuDNN's plans do."""
     torch.manual_seed(0)
     model = model.eval().to(dtype)
     x = torch.randn(INPUT).to(dtype)
     traced = trace(model, x)
     program = lower(traced.nodes, fp8 or set(), {}, {})
     base = stand_in_engine(program, traced, x)
-    return CudnnEngine(base.runners, program, base.consts, base.frees, x, [_layer(s) for s in program.steps], None,
+    runners = [(step, _writing_nhwc(runner) if nhwc and step.kind == "conv" else runner)
+               for step, runner in base.runners]
+    return CudnnEngine(runners, program, base.consts, base.frees, x, [_layer(s) for s in program.steps], None,
                        "cpu", dtype), traced
+
+
+def _writing_nhwc(runner: Callable[[dict], torch.Tensor]) -> Callable[[dict], torch.Tensor]:
+    return lambda env: runner(env).contiguous(memory_format=torch.channels_last)
 
 
 def eager(module: torch.fx.GraphModule, _args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
@@ -332,8 +356,9 @@ def stand_in_times(fused_us: float, unfused_us: float, calls: list[str] | None =
 
 
 def fused_engine(model: torch.nn.Module, tactics: FusedTactics, dtype: torch.dtype = torch.float32,
-                 cache: TimingCache | None = None, plan_limit: int = 4, fp8: set[str] | None = None):
-    engine, traced = engine_of(model, dtype, fp8)
+                 cache: TimingCache | None = None, plan_limit: int = 4, fp8: set[str] | None = None,
+                 nhwc: bool = False):
+    engine, traced = engine_of(model, dtype, fp8, nhwc)
     fused = fuse_regions(tactics, plan_limit, cache, traced, engine)
     if fused is not None:
         engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
@@ -634,6 +659,56 @@ def test_of_a_regions_two_forms_the_one_that_saves_more_runs_and_the_other_says_
     expected = "1 run wider, 0 as they are" if wide_saves_more else "0 run wider, 1 as they are"
     assert any(expected in note for note in fused.notes), fused.notes
     assert "1 run fused, 0 the engine's steps" in fused.notes[0]  # the outdone form is counted apart
+    x = torch.randn(INPUT)
+    with torch.no_grad():
+        torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+class ProjectedThenChain(Projected):
+    """`Projected`'s tokens made an NCHW image (a SUBGRAPH region) and a 1x1 convolution of it (the region's wider
+    form), then a pointwise chain that reads that convolution's value (a second region), then a 3x3 convolution."""
+
+    def __init__(self) -> None:
+        super().__init__((1,))
+        self.tail = torch.nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x)
+        n, c, h, w = x.shape
+        image = self.fc(self.norm(x.flatten(2).transpose(1, 2))).transpose(1, 2).contiguous().view(n, c, h, w)
+        return self.tail(torch.tanh(torch.relu(self.heads[0](image))) * 0.5 + 1.0)
+
+
+def strided(module: torch.fx.GraphModule, args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
+    """A stand-in for Inductor's code: the region's function, refusing inputs laid out otherwise than those it was
+    compiled for (dimensions of size 1 aside), as Inductor's compiled code asserts."""
+    def laid_out(tensor: torch.Tensor) -> tuple[int, ...]:
+        return tuple(stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size != 1)
+
+    compiled_for = [laid_out(arg) for arg in args]
+
+    def run(*values: torch.Tensor) -> object:
+        got = [laid_out(value) for value in values]
+        assert got == compiled_for, f"strides {got} against {compiled_for}"
+        return module(*values)
+
+    return run, None
+
+
+@pytest.mark.parametrize("compiler", [strided, pytest.param(compile_region, marks=pytest.mark.slow)],
+                         ids=["stand-in", "inductor"])
+def test_a_fused_region_gives_its_outputs_the_layout_the_engines_steps_gave_them_for_the_regions_that_read_them(
+        compiler):
+    model = ProjectedThenChain()
+    # the SUBGRAPH region 4 us fused against 10 us of steps, the chain 1 against 5, the wider form 5 against 20: the
+    # wider form runs, its 1x1 convolution computed by `F.conv2d` of the region's NCHW value, where the engine's
+    # convolution wrote NHWC: the chain was compiled for the NHWC value
+    engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn([4.0, 10.0, 1.0, 5.0, 5.0,
+                                                                                         20.0]), compiler=compiler),
+                                 nhwc=True)
+    assert fused is not None
+    runs = [layer.name for layer in engine.layers() if layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR]
+    assert len(runs) == 2 and any("heads.0" in name for name in runs), runs
     x = torch.randn(INPUT)
     with torch.no_grad():
         torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
