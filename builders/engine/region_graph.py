@@ -95,10 +95,23 @@ def _laid_out_as(graph: torch.fx.Graph, value: Any, spec: Any) -> Any:
     """`value` (an output of the region's function) returned in the layout `spec` records for it, where it records
     one: the layout the engine's steps gave that value, which the steps and compiled regions reading it were built
     for (a compiled region asserts the strides it was compiled for). The function's ops need not give that layout
-    (the engine's convolutions write NHWC whatever their input's layout; `F.conv2d` follows its input's)."""
-    if not isinstance(spec, TensorSpec):
+    (the engine's convolutions write NHWC whatever their input's layout; `F.conv2d` follows its input's). A recorded
+    layout whose elements may share memory (a broadcast view's zero strides) is left to the ops: no copy can be laid
+    out so."""
+    if not isinstance(spec, TensorSpec) or not _apart(spec.shape, spec.stride):
         return value
     return graph.call_function(laid_out, (value, spec.stride))
+
+
+def _apart(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Whether `stride` gives every element of `shape` memory of its own (dimensions of size 1 ignored): each stride,
+    smallest first, reaches past every element the smaller ones address (gaps allowed, as a slice's)."""
+    reach = 1
+    for held, size in sorted((held, size) for size, held in zip(shape, stride, strict=True) if size != 1):
+        if held < reach:
+            return False
+        reach = held * size
+    return True
 
 
 def _constant(value: Any) -> bool:

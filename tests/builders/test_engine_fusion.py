@@ -231,15 +231,22 @@ NCHW = TensorSpec((2, 16, 8, 8), (1024, 64, 8, 1), torch.float32, torch.device("
 NHWC = TensorSpec((2, 16, 8, 8), (1024, 1, 128, 16), torch.float32, torch.device("cpu"))
 
 
-@pytest.mark.parametrize("recorded", [NHWC, NCHW])
-def test_each_value_a_regions_function_returns_is_laid_out_as_the_engines_steps_laid_it_out(recorded):
+GAPPED = TensorSpec((2, 16, 8, 8), (2048, 128, 16, 2), torch.float32, torch.device("cpu"))  # every other element
+BROADCAST = TensorSpec((2, 16, 8, 8), (0, 64, 8, 1), torch.float32, torch.device("cpu"))  # one image, expanded
+OVERLAPPING = TensorSpec((2, 16, 8, 8), (512, 32, 4, 1), torch.float32, torch.device("cpu"))  # rows 4 apart, 8 long
+
+
+@pytest.mark.parametrize("recorded, laid_out", [(NHWC, NHWC), (NCHW, NCHW), (GAPPED, GAPPED), (BROADCAST, NCHW),
+                                                (OVERLAPPING, NCHW)],
+                         ids=["nhwc", "nchw", "gapped", "broadcast: as the ops give it", "overlapping: as the ops"])
+def test_each_value_a_regions_function_returns_is_laid_out_as_the_engines_steps_laid_it_out(recorded, laid_out):
     (region,), _, traced = regions_of(TwoReaders())
     # the inputs NCHW, so the ops give NCHW; the engine's steps gave both outputs the `recorded` layout
     sub = subgraph(traced, region, {**dict.fromkeys(region.inputs, NCHW), **dict.fromkeys(region.outputs, recorded)})
     assert not isinstance(sub, str) and len(region.outputs) == 2
     with torch.no_grad():
         outputs = sub.module(*(NCHW.scratch() for _ in sub.inputs), *sub.tensors)
-    assert [tuple(value.stride()) for value in outputs] == [recorded.stride] * 2
+    assert [tuple(value.stride()) for value in outputs] == [laid_out.stride] * 2
 
 
 def test_a_region_is_cut_where_a_step_between_its_steps_reads_it():
