@@ -11,8 +11,8 @@ Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temp
 over all of them instead of favouring whichever ran first. After each switch of variant the first
 inferences run cold (caches and the graph just came from another variant), so `TimingPlan.switch_warmup` samples'
 worth of inferences are run and discarded before the round's samples: counted in samples, the discard lasts as long for
-a short model as for a long one (on an H100 every sample more than 3 % slow came within 8 samples of its round's start,
-after 5 discarded inferences: benchmarks/results/h100/figures/round-start-spikes.txt).
+a short model as for a long one (on an H100, after 5 discarded inferences, 5 of the 9 samples more than 3 % slow in 29
+sessions were their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt).
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
@@ -183,8 +183,8 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             f"{MAX_INFERENCES_PER_SAMPLE}; each variant's count is stored with its latency), so its percentiles are "
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
             f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
-            f"rounds of {plan.iters} samples per variant, each after {plan.switch_warmup} samples' worth of discarded "
-            "inferences; "
+            f"rounds of {plan.iters} samples per variant, each after discarding the inferences of {plan.switch_warmup} "
+            "sample(s); "
             "Python's garbage collector off during warm-ups and rounds; GPU clocks as found (recorded, not locked); "
             "once every graph is made, before the rounds, another process "
             "makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower on the "

@@ -1,10 +1,10 @@
 """A fusion region (builders.engine.fusion_regions) as one function of tensors, for Inductor to compile once per
 signature: its values from outside, then its layers' weights, are the function's inputs, so regions of one shape
 share the compiled code whatever their weights; it returns the region's output, or a tuple of its outputs where
-several values leave it. A module with weights is called as its functional form (a convolution
-as `F.conv2d` of its weight and bias, a normalization as `F.batch_norm` of its statistics); a module without tensors
-(an activation) is called as it is; functions and methods are copied as traced. Constants the engine's forward made
-(a shape read as a value) are written into the function."""
+several values leave it, each laid out as the engine's steps laid it out (`laid_out`). A module with weights is
+called as its functional form (a convolution as `F.conv2d` of its weight and bias, a normalization as `F.batch_norm`
+of its statistics); a module without tensors (an activation) is called as it is; functions and methods are copied
+as traced. Constants the engine's forward made (a shape read as a value) are written into the function."""
 
 from __future__ import annotations
 
@@ -42,8 +42,14 @@ class Subgraph:
 
 def subgraph(traced: TracedModel, region: Region, specs: Mapping[str, Any]) -> Subgraph | str:
     """`region` of `traced` as a function (`Subgraph`), or why it cannot be one: a value from outside that is neither a
-    tensor nor a constant, a module holding tensors the function cannot pass. `specs`: the spec of each value from
-    outside (`TensorSpec`, or the constant itself)."""
+    tensor nor a constant, a module holding tensors the function cannot pass, an output the engine's steps laid out
+    so that elements share memory (a broadcast view: no function's output can be laid out so, and its readers were
+    built for that layout). `specs`: the spec of each value from outside and of each output (`TensorSpec`, or the
+    constant itself)."""
+    for name in region.outputs:
+        spec = specs.get(name)
+        if isinstance(spec, TensorSpec) and not _apart(spec.shape, spec.stride):
+            return f"{name} is a view whose elements share memory (strides {spec.stride})"
     fx_nodes = {node.name: node for node in traced.module.graph.nodes}
     graph, root = torch.fx.Graph(), torch.nn.Module()
     values: dict[str, Any] = {}
@@ -95,17 +101,16 @@ def _laid_out_as(graph: torch.fx.Graph, value: Any, spec: Any) -> Any:
     """`value` (an output of the region's function) returned in the layout `spec` records for it, where it records
     one: the layout the engine's steps gave that value, which the steps and compiled regions reading it were built
     for (a compiled region asserts the strides it was compiled for). The function's ops need not give that layout
-    (the engine's convolutions write NHWC whatever their input's layout; `F.conv2d` follows its input's). A recorded
-    layout whose elements may share memory (a broadcast view's zero strides) is left to the ops: no copy can be laid
-    out so."""
-    if not isinstance(spec, TensorSpec) or not _apart(spec.shape, spec.stride):
+    (the engine's convolutions write NHWC whatever their input's layout; `F.conv2d` follows its input's)."""
+    if not isinstance(spec, TensorSpec):
         return value
     return graph.call_function(laid_out, (value, spec.stride))
 
 
 def _apart(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
-    """Whether `stride` gives every element of `shape` memory of its own (dimensions of size 1 ignored): each stride,
-    smallest first, reaches past every element the smaller ones address (gaps allowed, as a slice's)."""
+    """Whether `stride` lays `shape` out nested (dimensions of size 1 ignored): each stride, smallest first, past the
+    span of the smaller ones (gaps allowed, as a slice's), so every element has memory of its own. Layouts that are
+    not nested yet do not overlap are rare enough to be refused with the overlapping ones."""
     reach = 1
     for held, size in sorted((held, size) for size, held in zip(shape, stride, strict=True) if size != 1):
         if held < reach:
@@ -179,8 +184,9 @@ def folded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 
 def laid_out(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     """`x` with strides `stride`: `x` itself where its strides are those (dimensions of size 1 ignored: any stride
-    lays them out alike), else a copy so laid out. Compiled, the copy is the store of the kernel that computes `x`.
-    Traced symbolically it is one call (see `folded_linear`)."""
+    lays them out alike), else a copy so laid out (compiled, Inductor writes it in the store of the kernel computing
+    `x` where that kernel is its own, or as a pass of its own after an external kernel such as a convolution's: the
+    fused tactic's time holds it either way). Traced symbolically it is one call (see `folded_linear`)."""
     if torch.overrides.has_torch_function((x,)):
         return torch.overrides.handle_torch_function(laid_out, (x,), x, stride)
     if all(size == 1 or have == want for size, have, want in zip(x.shape, x.stride(), stride, strict=True)):
@@ -197,7 +203,8 @@ def _merge_without_copy(sizes: tuple[int, ...], strides: tuple[int, ...]) -> boo
 def _signature(region: Region, module: torch.fx.GraphModule, inputs: list[TensorSpec],
                tensors: list[torch.Tensor]) -> str:
     """The timing-cache key of a region's function: its kind and first input, then a digest of what decides the
-    compiled code and its time (the function's code, how it is compiled and the source of the functions it calls
+    compiled code and its time (the function's code, its outputs' layouts written in it, how it is compiled and the
+    source of the functions it calls
     here, the modules it calls, every input's shape, strides and dtype, torch's version)."""
     held = [TensorSpec.of(t).words() for t in tensors]
     text = "\n".join([module.code, inspect.getsource(aten_graph), inspect.getsource(compile_region),

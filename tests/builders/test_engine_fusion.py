@@ -11,6 +11,7 @@ import itertools
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -236,17 +237,32 @@ BROADCAST = TensorSpec((2, 16, 8, 8), (0, 64, 8, 1), torch.float32, torch.device
 OVERLAPPING = TensorSpec((2, 16, 8, 8), (512, 32, 4, 1), torch.float32, torch.device("cpu"))  # rows 4 apart, 8 long
 
 
-@pytest.mark.parametrize("recorded, laid_out", [(NHWC, NHWC), (NCHW, NCHW), (GAPPED, GAPPED), (BROADCAST, NCHW),
-                                                (OVERLAPPING, NCHW)],
-                         ids=["nhwc", "nchw", "gapped", "broadcast: as the ops give it", "overlapping: as the ops"])
-def test_each_value_a_regions_function_returns_is_laid_out_as_the_engines_steps_laid_it_out(recorded, laid_out):
+def region_outputs(recorded: TensorSpec) -> tuple[Any, list[torch.Tensor] | None]:
+    """TwoReaders' region (two outputs) as a function, its inputs NCHW (so its ops give NCHW) and both outputs
+    recorded in the `recorded` layout; its outputs on one seeded input (None where it is no function)."""
     (region,), _, traced = regions_of(TwoReaders())
-    # the inputs NCHW, so the ops give NCHW; the engine's steps gave both outputs the `recorded` layout
     sub = subgraph(traced, region, {**dict.fromkeys(region.inputs, NCHW), **dict.fromkeys(region.outputs, recorded)})
-    assert not isinstance(sub, str) and len(region.outputs) == 2
+    if isinstance(sub, str):
+        return sub, None
+    assert len(region.outputs) == 2
+    torch.manual_seed(0)
     with torch.no_grad():
-        outputs = sub.module(*(NCHW.scratch() for _ in sub.inputs), *sub.tensors)
-    assert [tuple(value.stride()) for value in outputs] == [laid_out.stride] * 2
+        return sub, list(sub.module(*(NCHW.scratch() for _ in sub.inputs), *sub.tensors))
+
+
+@pytest.mark.parametrize("recorded", [NHWC, NCHW, GAPPED], ids=["nhwc", "nchw", "gapped"])
+def test_each_value_a_regions_function_returns_is_laid_out_as_the_engines_steps_laid_it_out(recorded):
+    _, outputs = region_outputs(recorded)
+    _, as_the_ops_give = region_outputs(NCHW)
+    assert outputs is not None and as_the_ops_give is not None
+    assert [tuple(value.stride()) for value in outputs] == [recorded.stride] * 2
+    torch.testing.assert_close(outputs, as_the_ops_give, rtol=0, atol=0)  # the same values, laid out otherwise
+
+
+@pytest.mark.parametrize("recorded", [BROADCAST, OVERLAPPING], ids=["broadcast", "overlapping"])
+def test_a_region_whose_output_the_engine_left_as_a_view_sharing_memory_is_no_function(recorded):
+    why, _ = region_outputs(recorded)
+    assert isinstance(why, str) and "share memory" in why and str(recorded.stride) in why
 
 
 def test_a_region_is_cut_where_a_step_between_its_steps_reads_it():
