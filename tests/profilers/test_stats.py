@@ -146,20 +146,22 @@ class ColdAfterSwitchGpu(QueuedGpu):
         return step
 
 
-def test_a_short_models_samples_after_a_switch_are_warm_whatever_its_inferences_per_sample(monkeypatch):
-    """The discard after a switch is counted in samples: a 0.3 ms model's sample spans 14 inferences, so 5 discarded
-    samples run 21 ms, past the 20 ms the GPU runs cold (5 discarded inferences ran 1.5 ms of it)."""
+@pytest.mark.parametrize("work_ms", [0.3, 2.5])
+def test_the_samples_after_a_switch_are_warm_whatever_a_models_inferences_per_sample(monkeypatch, work_ms):
+    """The discard after a switch is counted in samples: a 0.3 ms model's sample spans 14 inferences, a 2.5 ms one's 2,
+    so 5 discarded samples run 21 or 25 ms, past the 20 ms the GPU runs cold (5 discarded inferences ran 1.5 or 12.5 ms
+    of it)."""
     from profilers import timing
     from sessions.documents.plan import TimingPlan
 
-    gpu = ColdAfterSwitchGpu(launch_ms=0.01, work_ms=0.3, cold_ms=20.0, slow=1.5)
+    gpu = ColdAfterSwitchGpu(launch_ms=0.01, work_ms=work_ms, cold_ms=20.0, slow=1.5)
     monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
     clock = timing.EventClock(gpu.new_event, gpu.synchronize)
     plan = TimingPlan(warmup_s=0.05, rounds=3, iters=20, switch_warmup=5)
     samples = timing.measure({"a": gpu.variant("a"), "b": gpu.variant("b")}, plan, clock)
     for values in samples.values():
         assert len(values) == 60
-        assert max(values) == pytest.approx(0.3)
+        assert max(values) == pytest.approx(work_ms)
 
 
 class AlternatingGpu(QueuedGpu):
