@@ -184,11 +184,10 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
             f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
             f"rounds of {plan.iters} samples per variant, each after discarding the inferences of {plan.switch_warmup} "
-            "sample(s); "
-            "Python's garbage collector off during warm-ups and rounds; GPU clocks as found (recorded, not locked); "
-            "once every graph is made, before the rounds, another process "
-            "makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower on the "
-            "H200: profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
+            "sample(s); Python's garbage collector off during warm-ups and rounds; GPU clocks as found (recorded, not "
+            "locked); once every graph is made, before the rounds, another process makes and ends a CUDA context on "
+            "the GPU (until one did, a graph's replays ran about 10 % slower on the H200: profilers/gpu_contexts.py; "
+            "the environment's CUDA-graph state says whether it did)"
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "

@@ -185,8 +185,9 @@ def folded_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
 def laid_out(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     """`x` with strides `stride`: `x` itself where its strides are those (dimensions of size 1 ignored: any stride
     lays them out alike), else a copy so laid out (compiled, Inductor writes it in the store of the kernel computing
-    `x` where that kernel is its own, or as a pass of its own after an external kernel such as a convolution's: the
-    fused tactic's time holds it either way). Traced symbolically it is one call (see `folded_linear`)."""
+    `x` where that kernel is its own, and, as seen on the CPU, as a pass of its own after an external kernel such as a
+    convolution's: the fused tactic's time holds it either way). Traced symbolically it is one call (see
+    `folded_linear`)."""
     if torch.overrides.has_torch_function((x,)):
         return torch.overrides.handle_torch_function(laid_out, (x,), x, stride)
     if all(size == 1 or have == want for size, have, want in zip(x.shape, x.stride(), stride, strict=True)):
@@ -204,8 +205,8 @@ def _signature(region: Region, module: torch.fx.GraphModule, inputs: list[Tensor
                tensors: list[torch.Tensor]) -> str:
     """The timing-cache key of a region's function: its kind and first input, then a digest of what decides the
     compiled code and its time (the function's code, its outputs' layouts written in it, how it is compiled and the
-    source of the functions it calls
-    here, the modules it calls, every input's shape, strides and dtype, torch's version)."""
+    source of the functions it calls here, the modules it calls, every input's shape, strides and dtype, torch's
+    version)."""
     held = [TensorSpec.of(t).words() for t in tensors]
     text = "\n".join([module.code, inspect.getsource(aten_graph), inspect.getsource(compile_region),
                       inspect.getsource(folded_linear), inspect.getsource(laid_out),

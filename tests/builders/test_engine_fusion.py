@@ -477,6 +477,19 @@ def counting(calls: list[str]):
     return compiler
 
 
+def test_every_value_that_leaves_a_fused_region_is_laid_out_as_the_engines_steps_laid_it_out():
+    codes: list[str] = []
+
+    def recording(module: torch.fx.GraphModule, _args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
+        codes.append(module.code)
+        return module, None
+
+    (region,), _, _ = regions_of(TwoReaders())  # two values leave it: the tanh's and the shift's
+    fused_engine(TwoReaders(), FusedTactics(timer=stand_in_times(1.0, 2.0), compiler=recording))
+    assert len(region.outputs) == 2 and len(codes) == 1
+    assert codes[0].count("laid_out(") == 2
+
+
 class Widths(torch.nn.Module):
     """Twenty convolutions of growing widths, each followed by tanh and relu: twenty pointwise regions, each of its
     own signature."""
