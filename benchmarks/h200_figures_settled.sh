@@ -3,7 +3,7 @@
 # part's files tarred as it ends, so a call cut short keeps the parts done):
 #   state   the replay-state probe with the tool's settle (benchmarks/replay_state_probe.py --settle)
 #   main    the main job with Inductor's, Triton's and the engine's caches cold, then twice warm; the three diffs
-#           (each must exit 0)
+#           (each must exit 0); with REF=SESSION, each run's diff against that session too
 #   rows    each main-job variant alone against the whole study (benchmarks/row_independence.py)
 #   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
@@ -29,6 +29,9 @@ for PART in ${PARTS:-state main rows}; do
     for PAIR in "cold warm" "cold warm2" "warm warm2"; do  # three reruns of unchanged code: each diff must exit 0
       set -- $PAIR; trt-inspect diff "$OUT/main/senet154-$1.json" "$OUT/main/senet154-$2.json" \
         > "$OUT/main/diff-$1-$2.txt"; echo "diff $1 $2: exit $?"
+    done
+    for RUN in ${REF:+cold warm warm2}; do  # against a committed session of this main job
+      trt-inspect diff "$REF" "$OUT/main/senet154-$RUN.json" > "$OUT/main/diff-ref-$RUN.txt"; echo "diff ref $RUN: exit $?"
     done ;;
   matmul) python3 benchmarks/cudnn_matmul_tactic.py --check --batch 1 --batch 32 2>&1 | tee "$OUT/matmul/check.txt" ;;
   b32)

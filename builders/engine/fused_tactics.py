@@ -63,7 +63,7 @@ from builders.engine.kernels import time_captured
 from builders.engine.lowering import Program, Step
 from builders.engine.plans import TimingCache, tactics_timed
 from builders.engine.region_artifacts import COMPILE_WORDS, compile_region, disagreement, load_region
-from builders.engine.region_graph import Subgraph, module_tensors, subgraph
+from builders.engine.region_graph import Subgraph, as_recorded, module_tensors, subgraph
 from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
 from builders.pytorch.inductor_workers import begin_ending_compile_workers
@@ -219,19 +219,19 @@ def _synchronize(tensors: list[torch.Tensor]) -> None:
 class FusedRunner:
     """A fused region's step: the compiled function on the region's values from outside and its layers' tensors.
     It returns the region's last output (the step's own value) and writes its other outputs into `env` by name, for
-    the steps after it that read them."""
+    the steps after it that read them, each with the strides the engine's steps recorded for it (`as_recorded`)."""
 
-    def __init__(self, function: Callable[..., Any], inputs: tuple[str, ...], tensors: tuple[torch.Tensor, ...],
-                 outputs: tuple[str, ...]) -> None:
-        self.function, self.inputs, self.tensors, self.outputs = function, inputs, tensors, outputs
+    def __init__(self, function: Callable[..., Any], sub: Subgraph, outputs: tuple[str, ...]) -> None:
+        self.function, self.inputs, self.tensors, self.strides = function, sub.inputs, sub.tensors, sub.strides
+        self.outputs = outputs
 
     def __call__(self, env: dict[str, Any]) -> Any:
         with torch.no_grad():  # compiled without autograd: the same guards on every call, captured or not
             result = self.function(*(env[name] for name in self.inputs), *self.tensors)
-        if len(self.outputs) == 1:
-            return result
-        env.update(zip(self.outputs[:-1], result[:-1], strict=True))
-        return result[-1]
+        values = [result] if len(self.outputs) == 1 else list(result)
+        values = [as_recorded(value, stride) for value, stride in zip(values, self.strides, strict=True)]
+        env.update(zip(self.outputs[:-1], values[:-1], strict=True))
+        return values[-1]
 
 
 @dataclass
@@ -311,7 +311,7 @@ def _new_steps(program: Program, replaced: list[tuple[list[int], Decision]]) -> 
 
 def _runner(decision: Decision) -> Runner:
     assert decision.function is not None and decision.sub is not None
-    return FusedRunner(decision.function, decision.sub.inputs, decision.sub.tensors, decision.region.outputs)
+    return FusedRunner(decision.function, decision.sub, decision.region.outputs)
 
 
 def unpassable(traced: TracedModel) -> frozenset[str]:

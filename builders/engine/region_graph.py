@@ -1,7 +1,8 @@
 """A fusion region (builders.engine.fusion_regions) as one function of tensors, for Inductor to compile once per
 signature: its values from outside, then its layers' weights, are the function's inputs, so regions of one shape
 share the compiled code whatever their weights; it returns the region's output, or a tuple of its outputs where
-several values leave it, each laid out as the engine's steps laid it out (`laid_out`). A module with weights is
+several values leave it, each laid out as the engine's steps laid it out (`laid_out`, and `as_recorded` on the
+compiled code's outputs for the strides of dimensions of size 1). A module with weights is
 called as its functional form (a convolution as `F.conv2d` of its weight and bias, a normalization as `F.batch_norm`
 of its statistics); a module without tensors (an activation) is called as it is; functions and methods are copied
 as traced. Constants the engine's forward made (a shape read as a value) are written into the function."""
@@ -32,12 +33,14 @@ Weights = list[torch.fx.Node | None]  # a module's tensors as the function's inp
 @dataclass
 class Subgraph:
     """A region as a function of its values from outside (`inputs`, by name) then its layers' tensors (`tensors`);
-    `signature`: what decides the compiled code and its time (a timing-cache key, `plans.FUSED_PREFIX`)."""
+    `signature`: what decides the compiled code and its time (a timing-cache key, `plans.FUSED_PREFIX`); `strides`:
+    what `as_recorded` gives each output of the compiled code."""
 
     module: torch.fx.GraphModule
     inputs: tuple[str, ...]
     tensors: tuple[torch.Tensor, ...]
     signature: str
+    strides: tuple[tuple[int, ...] | None, ...]  # each output's strides as the steps recorded them (None: no tensor)
 
 
 def subgraph(traced: TracedModel, region: Region, specs: Mapping[str, Any]) -> Subgraph | str:
@@ -93,8 +96,9 @@ def subgraph(traced: TracedModel, region: Region, specs: Mapping[str, Any]) -> S
     outputs = [_laid_out_as(graph, values[name], specs.get(name)) for name in region.outputs]
     graph.output(outputs[0] if len(outputs) == 1 else tuple(outputs))  # several: a tuple, in `outputs`' order
     module = torch.fx.GraphModule(root, graph)
+    strides = tuple(spec.stride if isinstance(spec, TensorSpec) else None for spec in map(specs.get, region.outputs))
     return Subgraph(module, tuple(inputs), tuple(tensors), _signature(region, module, [specs[n] for n in inputs],
-                                                                      tensors))
+                                                                      tensors), strides)
 
 
 def _laid_out_as(graph: torch.fx.Graph, value: Any, spec: Any) -> Any:
@@ -193,6 +197,19 @@ def laid_out(x: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
     if all(size == 1 or have == want for size, have, want in zip(x.shape, x.stride(), stride, strict=True)):
         return x
     return torch.empty_strided(x.shape, stride, dtype=x.dtype, device=x.device).copy_(x)
+
+
+def as_recorded(value: Any, stride: tuple[int, ...] | None) -> Any:
+    """`value` (an output of a region's compiled code, laid out as recorded in every dimension of more than one
+    element: `laid_out`) as a view with exactly the recorded `stride`, those of dimensions of size 1 too: compiled code
+    keeps only the others, and a size-1 dimension's stride moves no element, yet the layout of what reads the value
+    follows it (PyTorch's memory-format heuristic reads a batch of 1's stride: a convolution then writes another
+    layout than the one a compiled region reading it was compiled for). Applied outside the compiled code, so Inductor
+    never reinterprets a buffer whose layout it chose. `value` itself where its strides are those already or `stride`
+    is None."""
+    if stride is None or not isinstance(value, torch.Tensor) or value.stride() == stride:
+        return value
+    return value.as_strided(value.shape, stride)
 
 
 def _merge_without_copy(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:

@@ -32,7 +32,7 @@ from builders.engine.graph import TracedModel, trace
 from builders.engine.lowering import lower
 from builders.engine.plans import TimingCache
 from builders.engine.region_artifacts import compile_region
-from builders.engine.region_graph import subgraph
+from builders.engine.region_graph import as_recorded, subgraph
 from builders.engine.runtime import CudnnEngine
 from builders.engine.shaped_tracer import TensorSpec
 from builders.engine.tactics import Tactic
@@ -259,6 +259,15 @@ def test_each_value_a_regions_function_returns_is_laid_out_as_the_engines_steps_
     torch.testing.assert_close(outputs, as_the_ops_give, rtol=0, atol=0)  # the same values, laid out otherwise
 
 
+def test_a_compiled_output_takes_the_recorded_strides_of_its_dimensions_of_size_1_without_a_copy():
+    x = torch.randn(1, 16, 8, 8).contiguous(memory_format=torch.channels_last)  # batch stride 1024
+    recorded = (16, 1, 128, 16)  # the same elements, the batch of 1 given another stride (as a view can leave it)
+    kept = as_recorded(x, recorded)
+    assert kept.stride() == recorded and kept.data_ptr() == x.data_ptr()
+    torch.testing.assert_close(kept, x, rtol=0, atol=0)
+    assert as_recorded(x, None) is x and as_recorded(x, x.stride()) is x
+
+
 @pytest.mark.parametrize("recorded", [BROADCAST, OVERLAPPING], ids=["broadcast", "overlapping"])
 def test_a_region_whose_output_the_engine_left_as_a_view_sharing_memory_is_no_function(recorded):
     why, _ = region_outputs(recorded)
@@ -344,12 +353,13 @@ def test_every_squeeze_excitation_module_of_a_timm_model_is_found(name, blocks):
 
 
 def engine_of(model: torch.nn.Module, dtype: torch.dtype = torch.float32, fp8: set[str] | None = None,
-              nhwc: bool = False) -> tuple[CudnnEngine, TracedModel]:
+              nhwc: bool = False, shape: tuple[int, ...] = INPUT) -> tuple[CudnnEngine, TracedModel]:
     """The engine's steps for `model` (FP8 where `fp8` says) with the CPU stand-ins of its kernels, and each step's
-    layer, in `dtype`; `nhwc`: each convolution step writes NHWC whatever its input's layout, as cuDNN's plans do."""
+    layer, in `dtype`, for an input of `shape`; `nhwc`: each convolution step writes NHWC whatever its input's layout,
+    as cuDNN's plans do."""
     torch.manual_seed(0)
     model = model.eval().to(dtype)
-    x = torch.randn(INPUT).to(dtype)
+    x = torch.randn(shape).to(dtype)
     traced = trace(model, x)
     program = lower(traced.nodes, fp8 or set(), {}, {})
     base = stand_in_engine(program, traced, x)
@@ -380,8 +390,8 @@ def stand_in_times(fused_us: float, unfused_us: float, calls: list[str] | None =
 
 def fused_engine(model: torch.nn.Module, tactics: FusedTactics, dtype: torch.dtype = torch.float32,
                  cache: TimingCache | None = None, plan_limit: int = 4, fp8: set[str] | None = None,
-                 nhwc: bool = False):
-    engine, traced = engine_of(model, dtype, fp8, nhwc)
+                 nhwc: bool = False, shape: tuple[int, ...] = INPUT):
+    engine, traced = engine_of(model, dtype, fp8, nhwc, shape)
     fused = fuse_regions(tactics, plan_limit, cache, traced, engine)
     if fused is not None:
         engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
@@ -718,13 +728,13 @@ class ProjectedThenChain(Projected):
 def strided(module: torch.fx.GraphModule, args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
     """A stand-in for Inductor's code: the region's function, refusing inputs laid out otherwise than those it was
     compiled for (dimensions of size 1 aside), as Inductor's compiled code asserts."""
-    def laid_out(tensor: torch.Tensor) -> tuple[int, ...]:
+    def significant(tensor: torch.Tensor) -> tuple[int, ...]:
         return tuple(stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size != 1)
 
-    compiled_for = [laid_out(arg) for arg in args]
+    compiled_for = [significant(arg) for arg in args]
 
     def run(*values: torch.Tensor) -> object:
-        got = [laid_out(value) for value in values]
+        got = [significant(value) for value in values]
         assert got == compiled_for, f"strides {got} against {compiled_for}"
         return module(*values)
 
@@ -746,6 +756,44 @@ def test_a_fused_region_gives_its_outputs_the_layout_the_engines_steps_gave_them
     runs = [layer.name for layer in engine.layers() if layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR]
     assert len(runs) == 2 and any("heads.0" in name for name in runs), runs
     x = torch.randn(INPUT)
+    with torch.no_grad():
+        torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
+
+
+class MixFfn(torch.nn.Module):
+    """SegFormer's Mix-FFN on a convolution's tokens: LayerNorm and a linear (one region), the tokens viewed as an
+    NHWC image and a depthwise 3x3 convolution of it, back to tokens, GELU, a linear and the residual add (a second
+    region, and its wider form with the convolution)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.norm, self.fc1, self.fc2 = torch.nn.LayerNorm(16), torch.nn.Linear(16, 64), torch.nn.Linear(64, 16)
+        self.dwconv, self.act = torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.GELU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch(x)
+        n, c, h, w = x.shape
+        t = x.flatten(2).transpose(1, 2)
+        hidden = self.fc1(self.norm(t)).transpose(1, 2).view(n, 64, h, w)
+        t = t + self.fc2(self.act(self.dwconv(hidden).flatten(2).transpose(1, 2)))
+        return t.transpose(1, 2).reshape(n, c, h, w)
+
+
+@pytest.mark.slow
+def test_a_convolution_compiled_in_a_region_reads_a_batch_of_one_as_the_engines_steps_laid_it_out():
+    # Inductor compiles the wider form's convolution for the layout the first region's output had in the engine's
+    # steps, batch stride included (PyTorch's memory-format heuristic reads it), and asserts the layout the real
+    # convolution then writes: the first region must return its output with that batch stride, not Inductor's
+    model = MixFfn()
+    regions, wider, _ = widened_of(model)
+    assert [r.kind for r in regions] == [SUBGRAPH, SUBGRAPH] and list(wider) == [1]
+    times = [1.0, 10.0, 1.0, 10.0, 1.0, 30.0]  # each region's fused tactic against its steps, then the wider form
+    engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn(times),
+                                                                    compiler=compile_region),
+                                 nhwc=True, shape=(1, *INPUT[1:]))
+    assert fused is not None and "1 run wider" in fused.notes[-1], fused.notes
+    x = torch.randn(1, *INPUT[1:])
     with torch.no_grad():
         torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
 
