@@ -48,3 +48,25 @@ def test_an_os_error_out_of_a_command_is_one_line_naming_its_file(monkeypatch, c
     monkeypatch.setitem(cli.COMMANDS, "show", fails)
     assert cli.main(["show", "x.json"]) == 1
     assert capsys.readouterr().err == "trt-inspect: error: /some/where.json: Permission denied\n"
+
+
+POOL_THEN_EXIT = """
+import inspector.process as process
+from builders.engine.compiler import _new_pool
+process.holds_cuda = lambda: True
+if __name__ == "__main__":
+    pool = _new_pool(2)  # the plan compiler's pool, its workers alive: they end when this process does
+    assert pool.submit(abs, -3).result() == 3
+    process.exit_process(0)
+"""
+
+
+def test_the_fast_exit_leaves_no_semaphore_of_a_live_worker_pool_to_the_resource_tracker(tmp_path):
+    # the tracker outlives the process and prints its warning on the stderr they share: the run waits for it (and
+    # for the workers, which hold that stderr too until they see the process gone)
+    script = tmp_path / "pool_then_exit.py"
+    script.write_text(POOL_THEN_EXIT)
+    ended = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert ended.returncode == 0, ended.stderr
+    assert "leaked semaphore" not in ended.stderr, ended.stderr
