@@ -266,6 +266,7 @@ def test_a_compiled_output_takes_the_recorded_strides_of_its_dimensions_of_size_
     assert kept.stride() == recorded and kept.data_ptr() == x.data_ptr()
     torch.testing.assert_close(kept, x, rtol=0, atol=0)
     assert as_recorded(x, None) is x and as_recorded(x, x.stride()) is x
+    assert as_recorded(x, (1024, 64, 8, 1)) is x  # NCHW recorded: a reinterpreted view would misread the NHWC value
 
 
 @pytest.mark.parametrize("recorded", [BROADCAST, OVERLAPPING], ids=["broadcast", "overlapping"])
