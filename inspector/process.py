@@ -76,13 +76,14 @@ def holds_cuda() -> bool:
     return torch is not None and bool(torch.cuda.is_initialized())
 
 
-def release_named_semaphores() -> None:
-    """Runs the finalizers multiprocessing runs first at a normal exit (priority 0 and up: each named semaphore of a
-    worker pool's queues unlinked and unregistered, each queue closed; a fraction of a millisecond), which `os._exit`
-    skips: without them the resource tracker, outliving this process, prints "There appear to be N leaked semaphore
-    objects" after the study's output (11 after the main job on the H100,
-    benchmarks/results/h100/laid-out-outputs/call-main-compile-log.txt). Nothing where multiprocessing never
-    loaded; where its private hook is missing (another Python), the warning stays, nothing else changes."""
+def run_exit_finalizers() -> None:
+    """Runs the finalizers multiprocessing runs first at a normal exit (priority 0 and up, in its order: each named
+    semaphore of a worker pool's queues unlinked and unregistered, each queue closed, a `multiprocessing.Pool`
+    terminated, a manager shut down; 0.2 ms with the plan compiler's pool alive), which `os._exit` skips: without
+    them the resource tracker, outliving this process, prints "There appear to be N leaked semaphore objects" after
+    the study's output (5-12 after each study on the H100,
+    benchmarks/results/h100/laid-out-outputs/call-main-compile-log.txt). Nothing where multiprocessing never loaded;
+    where its private hook is missing (another Python), the warning stays, nothing else changes."""
     util = sys.modules.get("multiprocessing.util")
     finalizers = getattr(util, "_run_finalizers", None)
     if finalizers is not None:
@@ -92,8 +93,10 @@ def release_named_semaphores() -> None:
 def exit_process(code: int) -> NoReturn:
     """End the process with `code`. Everything is saved by now; CUDA's and CUPTI's teardown at exit took 2-2.4 s
     on the H200 after a study (benchmarks/results/h200/mainjob-earlier-runs.txt, A), so a process that holds CUDA
-    ends without it, once its output is out, its named semaphores released (`release_named_semaphores`)."""
+    ends without it, once its output is out, multiprocessing's exit finalizers run (`run_exit_finalizers`)."""
     if holds_cuda():
-        release_named_semaphores()
-        os._exit(flushed(code))
+        try:
+            run_exit_finalizers()
+        finally:  # a second Ctrl-C among them still ends the process here
+            os._exit(flushed(code))
     sys.exit(code)

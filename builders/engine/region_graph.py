@@ -205,12 +205,13 @@ def as_recorded(value: Any, stride: tuple[int, ...] | None) -> Any:
     keeps only the others, and a size-1 dimension's stride moves no element, yet the layout of what reads the value
     follows it (PyTorch's memory-format heuristic reads a batch of 1's stride: a convolution then writes another
     layout than the one a compiled region reading it was compiled for). Applied outside the compiled code, so Inductor
-    never reinterprets a buffer whose layout it chose. `value` itself where its strides are those already, `stride` is
-    None, or a dimension of more than one element is laid out otherwise (reinterpreting it would misread it)."""
+    never reinterprets a buffer whose layout it chose. `value` itself where its strides are those already or `stride`
+    is None; a copy so laid out (`laid_out`) where a dimension of more than one element is laid out otherwise
+    (reinterpreting it would misread it; not seen: compiled code keeps those strides)."""
     if stride is None or not isinstance(value, torch.Tensor) or value.stride() == stride:
         return value
     if any(size != 1 and have != want for size, have, want in zip(value.shape, value.stride(), stride, strict=True)):
-        return value
+        return laid_out(value, stride)
     return value.as_strided(value.shape, stride)
 
 

@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 
-from inspector.process import release_named_semaphores
+from inspector.process import run_exit_finalizers
 from inspector.request import StudyRequest
 from sessions.documents.errors import ExitCode
 
@@ -39,6 +39,8 @@ def open_tui(session: str | None = None, request: StudyRequest | None = None, fo
     if app.exit_note:
         print(f"trt-inspect: {app.exit_note}", file=sys.stderr, flush=True)
     if code == ExitCode.INTERRUPTED and threading.active_count() > 1:
-        release_named_semaphores()
-        os._exit(code)  # a study step still unwinding: its session file is already saved (atomic writes)
+        try:
+            run_exit_finalizers()
+        finally:  # a study step still unwinding: its session file is already saved (atomic writes)
+            os._exit(code)
     return code

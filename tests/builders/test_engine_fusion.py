@@ -259,14 +259,16 @@ def test_each_value_a_regions_function_returns_is_laid_out_as_the_engines_steps_
     torch.testing.assert_close(outputs, as_the_ops_give, rtol=0, atol=0)  # the same values, laid out otherwise
 
 
-def test_a_compiled_output_takes_the_recorded_strides_of_its_dimensions_of_size_1_without_a_copy():
+def test_a_compiled_output_takes_the_recorded_size_1_strides_as_a_view_and_a_misfit_is_copied():
     x = torch.randn(1, 16, 8, 8).contiguous(memory_format=torch.channels_last)  # batch stride 1024
     recorded = (16, 1, 128, 16)  # the same elements, the batch of 1 given another stride (as a view can leave it)
     kept = as_recorded(x, recorded)
     assert kept.stride() == recorded and kept.data_ptr() == x.data_ptr()
     torch.testing.assert_close(kept, x, rtol=0, atol=0)
     assert as_recorded(x, None) is x and as_recorded(x, x.stride()) is x
-    assert as_recorded(x, (1024, 64, 8, 1)) is x  # NCHW recorded: a reinterpreted view would misread the NHWC value
+    nchw = as_recorded(x, (1024, 64, 8, 1))  # a reinterpreted view would misread the NHWC value: a copy
+    assert nchw.stride() == (1024, 64, 8, 1) and nchw.data_ptr() != x.data_ptr()
+    torch.testing.assert_close(nchw, x, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("recorded", [BROADCAST, OVERLAPPING], ids=["broadcast", "overlapping"])
@@ -728,16 +730,23 @@ class ProjectedThenChain(Projected):
 
 def strided(module: torch.fx.GraphModule, args: list[torch.Tensor]) -> tuple[Callable[..., object], None]:
     """A stand-in for Inductor's code: the region's function, refusing inputs laid out otherwise than those it was
-    compiled for (dimensions of size 1 aside), as Inductor's compiled code asserts."""
-    def significant(tensor: torch.Tensor) -> tuple[int, ...]:
-        return tuple(stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True) if size != 1)
+    compiled for, in every dimension (Inductor's code asserts the strides of those of more than one element, and code
+    compiled for a layout takes another where PyTorch's memory-format heuristic reads a size-1 dimension's stride),
+    and returning its tensors with the strides of their dimensions of size 1 changed, as compiled code may leave
+    them."""
+    compiled_for = [arg.stride() for arg in args]
 
-    compiled_for = [significant(arg) for arg in args]
+    def moved(value: object) -> object:
+        if not isinstance(value, torch.Tensor):
+            return value
+        return value.as_strided(value.shape, [stride + 1 if size == 1 else stride
+                                              for size, stride in zip(value.shape, value.stride(), strict=True)])
 
     def run(*values: torch.Tensor) -> object:
-        got = [significant(value) for value in values]
+        got = [value.stride() for value in values]
         assert got == compiled_for, f"strides {got} against {compiled_for}"
-        return module(*values)
+        result = module(*values)
+        return tuple(map(moved, result)) if isinstance(result, tuple) else moved(result)
 
     return run, None
 
@@ -781,8 +790,9 @@ class MixFfn(torch.nn.Module):
         return t.transpose(1, 2).reshape(n, c, h, w)
 
 
-@pytest.mark.slow
-def test_a_convolution_compiled_in_a_region_reads_a_batch_of_one_as_the_engines_steps_laid_it_out():
+@pytest.mark.parametrize("compiler", [strided, pytest.param(compile_region, marks=pytest.mark.slow)],
+                         ids=["stand-in", "inductor"])
+def test_a_convolution_compiled_in_a_region_reads_a_batch_of_one_as_the_engines_steps_laid_it_out(compiler):
     # Inductor compiles the wider form's convolution for the layout the first region's output had in the engine's
     # steps, batch stride included (PyTorch's memory-format heuristic reads it), and asserts the layout the real
     # convolution then writes: the first region must return its output with that batch stride, not Inductor's
@@ -790,8 +800,7 @@ def test_a_convolution_compiled_in_a_region_reads_a_batch_of_one_as_the_engines_
     regions, wider, _ = widened_of(model)
     assert [r.kind for r in regions] == [SUBGRAPH, SUBGRAPH] and list(wider) == [1]
     times = [1.0, 10.0, 1.0, 10.0, 1.0, 30.0]  # each region's fused tactic against its steps, then the wider form
-    engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn(times),
-                                                                    compiler=compile_region),
+    engine, fused = fused_engine(copy.deepcopy(model), FusedTactics(timer=times_in_turn(times), compiler=compiler),
                                  nhwc=True, shape=(1, *INPUT[1:]))
     assert fused is not None and "1 run wider" in fused.notes[-1], fused.notes
     x = torch.randn(1, *INPUT[1:])

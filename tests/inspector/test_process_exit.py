@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from tests.conftest import ROOT
+
 SESSION = "tests/data/h200/segformer-b0-probe-b1.json"
 RUN = ("import sys, inspector.cli as cli, inspector.process as process; process.holds_cuda = lambda: {holds}; "
        "sys.argv = ['trt-inspect', *sys.argv[1:]]; cli.run()")
@@ -67,6 +69,6 @@ def test_the_fast_exit_leaves_no_semaphore_of_a_live_worker_pool_to_the_resource
     script = tmp_path / "pool_then_exit.py"
     script.write_text(POOL_THEN_EXIT)
     ended = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": os.getcwd()})
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert ended.returncode == 0, ended.stderr
     assert "leaked semaphore" not in ended.stderr, ended.stderr
