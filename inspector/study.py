@@ -34,7 +34,7 @@ from sessions.analyses.captions import (
     quality_caveats,
 )
 from sessions.analyses.comparison import BASELINE_PRECISION
-from sessions.analyses.precision_choice import fp8_outcome
+from sessions.analyses.precision_choice import fp8_outcome, with_covered
 from sessions.analyses.summary import VariantSummary, summarize_session
 from sessions.documents import document
 from sessions.documents.errors import InspectError, first_line
@@ -354,7 +354,8 @@ def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: st
     layers = built()
     ran_fp8 = {layer.name for layer in layers if layer.precision == "fp8"} & set(quantized)
     if ran_fp8 and ran_fp8 <= set(names) and len(ran_fp8) < len(quantized):
-        outcomes = Counter(outcome for layer in layers if (outcome := fp8_outcome(layer)) not in (None, RAN_FP8))
+        outcomes = Counter(outcome for layer in with_covered(layers)
+                           if (outcome := fp8_outcome(layer)) not in (None, RAN_FP8))
         rest = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()) or "the rest run fp16"
         return CONSTANT_FP8_LAYERS.format(count=len(ran_fp8), total=len(quantized), rest=rest, why=why)
     return CONSTANT_LAYERS.format(count=len(names), total=len(quantized), why=why)

@@ -37,6 +37,7 @@ from builders.pytorch.variant_modules import (
 )
 from builders.recipes.fp8 import get_recipe
 from profilers.device import study_device
+from sessions.documents.covers import covered_records
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
 from sessions.documents.model import Layer, Recipe, Variant
 from sessions.documents.plan import VariantPlan
@@ -205,12 +206,14 @@ def _digest_in_background(module: torch.nn.Module) -> concurrent.futures.Future[
 
 
 def _structure_roles(layers: list[Layer], structure: ModelStructure) -> None:
-    """Each engine layer named by the modules it runs (fused ones joined by " + ") given the role the model's
-    structure gives them (`attrs[STRUCTURE_ROLE]`); a layer named by a function's node keeps none."""
+    """Each engine layer named by the modules it runs (fused ones joined by " + "), and each record of a layer asked
+    for in FP8 that a fused one covers (`covered_records`), given the role the model's structure gives them
+    (`attrs[STRUCTURE_ROLE]`); a layer named by a function's node keeps none."""
     for layer in layers:
-        role = structure.structure_role(layer.name)
-        if role is not None:
-            layer.attrs[STRUCTURE_ROLE] = role
+        for attrs, name in [(layer.attrs, layer.name), *((r["attrs"], r["name"]) for r in covered_records(layer))]:
+            role = structure.structure_role(name)
+            if role is not None:
+                attrs[STRUCTURE_ROLE] = role
 
 
 def twin_notes(twin: Twin, plain: torch.nn.Module) -> list[str]:

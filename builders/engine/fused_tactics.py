@@ -33,8 +33,8 @@ times. Values that leave a region in the middle are outputs of its function, wri
   (`OUTDONE`). Where both forms' times are held, the one that saves less is not compiled, unless the other then
   does not compile.
 - Offered from `--opt-level` 1 (level 0 times one tactic per layer), and only where every layer of the region runs
-  fp16 as asked: a layer a recipe quantizes keeps the precision chosen for it (a recipe that excludes the
-  squeeze-excitation blocks leaves them fp16, and fusable).
+  fp16 and writes fp16 (`fusion_regions`): a layer a recipe quantizes keeps the precision chosen for it, and joins
+  where that is fp16, its record kept in the fused layer's (`sessions.documents.covers`).
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ from builders.engine.region_graph import Subgraph, as_recorded, module_tensors, 
 from builders.engine.shaped_tracer import DTYPE_WORDS, TensorSpec
 from builders.engine.tactics import Tactic
 from builders.pytorch.inductor_workers import begin_ending_compile_workers
+from sessions.documents.covers import cover
 from sessions.documents.errors import joined_message
 from sessions.documents.model import Layer
 from sessions.documents.vocab import COVERS
@@ -511,8 +512,9 @@ def fusion_record(decision: Decision) -> dict[str, Any]:
 
 def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None = None) -> Layer:
     """The one layer a fused region runs as (its kernels are launched in one range): named as TensorRT names a fused
-    layer, `layers`' names joined by ' + ', each of them listed with its kind and tactic; where the region had another
-    form (`other`: narrower or wider), that form's record under `attrs["fusion"]["other form"]`."""
+    layer, `layers`' names joined by ' + ', each of them listed with its kind and tactic (and, for one its recipe
+    asked for in FP8, its record: `sessions.documents.covers`); where the region had another form (`other`: narrower
+    or wider), that form's record under `attrs["fusion"]["other form"]`."""
     assert decision.fused is not None
     kind = REGION_KINDS.get(decision.region.kind, POINTWISE_KIND)
     layer = Layer(name=" + ".join(inner.name for inner in layers), kind=f"{kind} ({decision.fused.precision})",
@@ -522,7 +524,7 @@ def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None 
     if other is not None:
         record["other form"] = fusion_record(other)
     layer.attrs = {"asked": "fp16", "fusion": record,
-                   COVERS: [{"name": inner.name, "kind": inner.kind, "tactic": inner.tactic} for inner in layers]}
+                   COVERS: [cover(inner, decision.fused.library) for inner in layers]}
     return layer
 
 

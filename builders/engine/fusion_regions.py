@@ -9,7 +9,8 @@ program's steps, so every decision is testable on the CPU:
   global average pool of x -> a 1x1 convolution or linear -> an activation -> a 1x1 convolution or linear -> sigmoid
   or hard-sigmoid -> the product with x; views between them allowed, each value read by the next op only); never a
   cuDNN convolution graph or library convolution tactic otherwise, an FP8 GEMM, a quantize, nor a step that runs
-  anything but fp16 as asked (a layer a recipe quantizes keeps the precision chosen for it);
+  anything but fp16 or writes FP8 (a layer a recipe quantizes joins where timing or a refusal made it fp16: it is then
+  an fp16 layer like any other, and its record stays countable);
 - a region is a maximal connected set of such steps (linked by the values they read from each other) that one step
   can run where the last of them stood: no step between its first and its last reads a value it computes (a
   connected set that breaks this is cut where such a step stands);
@@ -133,13 +134,15 @@ def widened(nodes: list[OpNode], steps: list[Step], regions: list[Region],
 
 
 def _runs_fp16(step: Step, kept: frozenset[str]) -> bool:
-    """Whether `step` runs fp16 as asked, none of its nodes kept."""
-    return step.asked == "fp16" and step.precision == "fp16" and not step_nodes(step) & kept
+    """Whether `step` runs fp16 and writes fp16, none of its nodes kept: as asked, or where its recipe asked for FP8
+    and timing or a refusal chose fp16 (the layer then is an fp16 layer reading fp16, no quantize before it, and the
+    region that covers it keeps its record: `sessions.documents.covers`)."""
+    return step.precision == "fp16" and not step.output_fp8 and not step_nodes(step) & kept
 
 
 def _sole_1x1_conv(readers: list[str], by_source: Mapping[str, int], by_name: Mapping[str, OpNode]) -> int | None:
     """The index of the step that is the only reader in `readers` where it is one of `by_source`'s convolutions
-    (fp16 as asked, none of its nodes kept) and a 1x1 one; else None."""
+    (fp16: `_runs_fp16`, none of its nodes kept) and a 1x1 one; else None."""
     if len(readers) != 1 or readers[0] not in by_source:
         return None
     return by_source[readers[0]] if by_name[readers[0]].fn == CONV_1X1 else None
@@ -154,7 +157,7 @@ def _runs_in_place(indices: list[int], computed: list[set[str]], reads: list[set
 
 
 def _joins(step: Step, computed: set[str], se_nodes: set[str], kept: frozenset[str]) -> bool:
-    """Whether `step` may be in a region: fp16 as asked, none of its nodes kept, and run as PyTorch ops (or a
+    """Whether `step` may be in a region: fp16 (`_runs_fp16`), none of its nodes kept, and run as PyTorch ops (or a
     squeeze-excitation block's own convolution)."""
     if not computed or not _runs_fp16(step, kept):
         return False

@@ -2,7 +2,8 @@
 fp16 tactic timed faster, how many because FP8 was refused, and the libraries whose tactics ran them.
 
 Read from the layers the engine records (`attrs["asked"]`, `attrs["fallback"]`, `attrs["library"]`; the one rule of
-what a layer ran: `sessions.documents.vocab.precision_as_run`), quantize layers left out (`asked_fp8`); a variant
+what a layer ran: `sessions.documents.vocab.precision_as_run`), and from the records a fused region keeps of the
+layers it covers (`sessions.documents.covers`), quantize layers left out (`asked_fp8`); a variant
 whose layers record no asked precision (PyTorch variants, imported TensorRT files) has no rows.
 
 The libraries are counted from the layers the session holds, and only from them (`layer_library`): by role here,
@@ -14,10 +15,12 @@ libraries' tactics were timed, so it could disagree with the layers).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from sessions.analyses.captions import QUANTIZER_OPS
 from sessions.analyses.groups import Rules, role_of
+from sessions.documents.covers import covered_layers
 from sessions.documents.model import Layer, Variant
 from sessions.documents.vocab import PRECISIONS_AS_RUN, PrecisionAsRun, precision_as_run
 
@@ -49,9 +52,18 @@ def fallback_reason(layer: Layer) -> str | None:
     return str(reason) if reason else None
 
 
+def with_covered(layers: Iterable[Layer]) -> Iterator[Layer]:
+    """Each layer of `layers`, then the layers asked for in FP8 that it covers where it is a region fused across
+    layers (`covered_layers`): every layer a recipe asked for, whether or not a region now runs it."""
+    for layer in layers:
+        yield layer
+        yield from covered_layers(layer)
+
+
 def asked_fp8(variant: Variant) -> list[tuple[Layer, PrecisionAsRun]]:
-    """The layers of `variant` its recipe asked for in FP8, with what each ran (`fp8_outcome`)."""
-    return [(layer, outcome) for layer in variant.layers if (outcome := fp8_outcome(layer)) is not None]
+    """The layers of `variant` its recipe asked for in FP8, those fused regions cover included (`with_covered`),
+    with what each ran (`fp8_outcome`)."""
+    return [(layer, outcome) for layer in with_covered(variant.layers) if (outcome := fp8_outcome(layer)) is not None]
 
 
 def precision_by_role(variant: Variant, rules: Rules) -> list[RolePrecision]:

@@ -7,6 +7,7 @@ entry and the bound on compiles. The engine's steps run through the CPU stand-in
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 import json
 import time
@@ -36,6 +37,11 @@ from builders.engine.region_graph import as_recorded, subgraph
 from builders.engine.runtime import CudnnEngine
 from builders.engine.shaped_tracer import TensorSpec
 from builders.engine.tactics import Tactic
+from sessions.analyses.groups import builtin_rules
+from sessions.analyses.precision_choice import asked_fp8, precision_by_role
+from sessions.documents.model import Variant
+from sessions.documents.storage import decode, encode, load
+from sessions.documents.vocab import CHOSEN_FP16, FP16_BY_TIMING
 from tests.engine_stand_in import stand_in_engine
 
 INPUT = (2, 16, 8, 8)
@@ -325,17 +331,36 @@ def test_a_module_a_region_cannot_pass_stays_a_step_and_the_ops_around_it_still_
     assert not any("offered no fused tactic" in note for note in fused.notes)
 
 
-def test_a_block_the_recipe_quantizes_keeps_its_layers_and_one_it_excludes_is_offered():
-    se = {"gates.0.shrink", "gates.0.grow"}
-    regions, program, traced = regions_of(Block(Recalibrate), fp8=se)
+SE_LAYERS = {"gates.0.shrink", "gates.0.grow"}  # Block(Recalibrate)'s squeeze-excitation convolutions
+CHOSEN_BY_TIMING = {path: f"{CHOSEN_FP16}: best FP8 plan 1.5x slower" for path in SE_LAYERS}
+STORED_SESSION = "tests/data/h200/segformer-b0-probe-b1.json"  # a committed session to hold the variant
+
+
+def test_a_block_whose_layers_run_fp8_keeps_them_and_one_that_runs_fp16_is_offered_asked_or_not():
+    regions, program, traced = regions_of(Block(Recalibrate), fp8=SE_LAYERS)
     taken = {program.steps[i].name for r in regions for i in r.steps}
-    assert not taken & se and SQUEEZE_EXCITATION not in [r.kind for r in regions]  # FP8 layers keep their precision
-    fp16_by_choice = lower(traced.nodes, se, {}, {path: "fp16 chosen by timing" for path in se})
-    assert {s.precision for s in fp16_by_choice.steps if s.name in se} == {"fp16"}
-    regions = find_regions(traced.nodes, fp16_by_choice.steps)
-    assert not {fp16_by_choice.steps[i].name for r in regions for i in r.steps} & se  # asked FP8: not folded in fp16
+    assert not taken & SE_LAYERS and SQUEEZE_EXCITATION not in [r.kind for r in regions]  # FP8 layers stay FP8
+    fp16_by_choice = lower(traced.nodes, SE_LAYERS, {}, CHOSEN_BY_TIMING)
+    assert {s.precision for s in fp16_by_choice.steps if s.name in SE_LAYERS} == {"fp16"}
+    regions = find_regions(traced.nodes, fp16_by_choice.steps)  # asked FP8, run fp16 by timing: an fp16 layer
+    assert [r.kind for r in regions] == [SQUEEZE_EXCITATION]
+    assert {fp16_by_choice.steps[i].name for i in regions[0].steps} >= SE_LAYERS
     regions, program, _ = regions_of(Block(Recalibrate), fp8={"bodies.0", "head"})
     assert [r.kind for r in regions] == [SQUEEZE_EXCITATION]
+
+
+def test_a_fused_region_keeps_the_record_of_each_layer_asked_for_in_fp8_it_covers():
+    engine, fused = fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager),
+                                 fp8=SE_LAYERS, refused=CHOSEN_BY_TIMING)
+    assert fused is not None and any(step.kind == "fused" for step in engine.program.steps)
+    variant = Variant("cudnn-fp8-all", "cudnn", "fp8", "cpu", layers=engine.layers())
+    asked = {layer.name: outcome for layer, outcome in asked_fp8(variant)}
+    assert asked == dict.fromkeys(SE_LAYERS, FP16_BY_TIMING)  # counted, though no layer of its own runs them
+    (role,) = precision_by_role(variant, builtin_rules())
+    assert role.asked == 2 and role.ran[FP16_BY_TIMING] == 2 and role.libraries == {INDUCTOR: 2}
+    session = dataclasses.replace(load(STORED_SESSION), variants=[variant])
+    stored = decode(encode(session), "round trip").variants[0]  # the records are JSON: written and read back
+    assert {layer.name: outcome for layer, outcome in asked_fp8(stored)} == asked
 
 
 @pytest.mark.slow
@@ -356,15 +381,16 @@ def test_every_squeeze_excitation_module_of_a_timm_model_is_found(name, blocks):
 
 
 def engine_of(model: torch.nn.Module, dtype: torch.dtype = torch.float32, fp8: set[str] | None = None,
-              nhwc: bool = False, shape: tuple[int, ...] = INPUT) -> tuple[CudnnEngine, TracedModel]:
-    """The engine's steps for `model` (FP8 where `fp8` says) with the CPU stand-ins of its kernels, and each step's
-    layer, in `dtype`, for an input of `shape`; `nhwc`: each convolution step writes NHWC whatever its input's layout,
-    as cuDNN's plans do."""
+              nhwc: bool = False, shape: tuple[int, ...] = INPUT, refused: dict[str, str] | None = None
+              ) -> tuple[CudnnEngine, TracedModel]:
+    """The engine's steps for `model` (FP8 where `fp8` says, fp16 where `refused` gives a reason) with the CPU
+    stand-ins of its kernels, and each step's layer, in `dtype`, for an input of `shape`; `nhwc`: each convolution step
+    writes NHWC whatever its input's layout, as cuDNN's plans do."""
     torch.manual_seed(0)
     model = model.eval().to(dtype)
     x = torch.randn(shape).to(dtype)
     traced = trace(model, x)
-    program = lower(traced.nodes, fp8 or set(), {}, {})
+    program = lower(traced.nodes, fp8 or set(), {}, refused or {})
     base = stand_in_engine(program, traced, x)
     runners = [(step, _writing_nhwc(runner) if nhwc and step.kind == "conv" else runner)
                for step, runner in base.runners]
@@ -393,8 +419,8 @@ def stand_in_times(fused_us: float, unfused_us: float, calls: list[str] | None =
 
 def fused_engine(model: torch.nn.Module, tactics: FusedTactics, dtype: torch.dtype = torch.float32,
                  cache: TimingCache | None = None, plan_limit: int = 4, fp8: set[str] | None = None,
-                 nhwc: bool = False, shape: tuple[int, ...] = INPUT):
-    engine, traced = engine_of(model, dtype, fp8, nhwc, shape)
+                 nhwc: bool = False, shape: tuple[int, ...] = INPUT, refused: dict[str, str] | None = None):
+    engine, traced = engine_of(model, dtype, fp8, nhwc, shape, refused)
     fused = fuse_regions(tactics, plan_limit, cache, traced, engine)
     if fused is not None:
         engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
@@ -664,6 +690,7 @@ def test_a_subgraph_region_read_by_1x1_convolutions_alone_is_also_offered_with_t
     (lambda: Projected((3,)), None),  # a 3x3 convolution reads the region
     (lambda: Projected((1,), tapped=True), None),  # the region's output has a second reader
     (lambda: Projected((1,)), {"heads.0"}),  # the 1x1 convolution runs in FP8
+    (lambda: Projected((1, 1)), {"heads.1"}),  # the fp16 1x1 convolution writes FP8 for the FP8 one after it
     (lambda: Chain(), None),  # a pointwise region read by a 1x1 convolution
     (lambda: Block(Recalibrate), None),  # a squeeze-excitation region read by one
 ])

@@ -87,6 +87,23 @@ def test_the_engines_layers_named_by_modules_take_the_structures_role_and_functi
     assert [layer.attrs.get("structure_role") for layer in layers] == [SE, "", "", None]
 
 
+def test_a_layer_asked_for_in_fp8_that_a_fused_region_covers_takes_the_structures_role_too():
+    """skresnet18's attention convolutions are squeeze-excitation by its structure alone (no name says so)."""
+    from builders.engine.cudnn_backend import _structure_roles
+    from sessions.documents.covers import cover, covered_layers
+
+    model, size = load_meta("skresnet18")
+    structure = model_structure(model, torch.zeros(1, *size))
+    attention = sorted(path for path, m in model.named_modules() if isinstance(m, torch.nn.Conv2d)
+                       and type(model.get_submodule(path.rsplit(".", 1)[0])).__name__ == "SelectiveKernelAttn")
+    asked = [Layer(name=path, kind="conv", op="conv", precision="fp16", kernel_shape=[1, 1],
+                   attrs={"asked": "fp8", "fallback": "FP8 asked; fp16 chosen by timing"}) for path in attention[:2]]
+    region = Layer(name=" + ".join(layer.name for layer in asked), kind="fused",
+                   attrs={"covers": [cover(layer, "Inductor") for layer in asked]})
+    _structure_roles([region], structure)
+    assert len(asked) == 2 and [role_of(layer, builtin_rules()) for layer in covered_layers(region)] == [SE, SE]
+
+
 def test_the_users_rules_come_before_the_structures_role_and_no_rule_gives_a_role_the_structure_denies(tmp_path):
     from sessions.analyses.groups import load_rules
 
