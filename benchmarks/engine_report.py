@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from sessions.analyses.lowering import kernel_arch
+from sessions.analyses.precision_choice import with_covered
 from sessions.documents.model import Session, Variant
 from sessions.documents.storage import decode, read_regular_file
 from sessions.documents.trt_names import tactic_precision
@@ -63,7 +64,7 @@ def report(session: Session, path: Path) -> None:
                 for arch, count in sorted(archs.items(), key=lambda item: str(item[0]))))
             for name, count in names.most_common(6):
                 print(f"      {count:4d} x {name}")
-        reasons = collections.Counter(str(layer.attrs.get("fallback"))[:160] for layer in v.layers
+        reasons = collections.Counter(str(layer.attrs.get("fallback"))[:160] for layer in with_covered(v.layers)
                                       if layer.attrs.get("fallback"))
         for reason, count in reasons.most_common(8):
             print(f"    fell back ({count} layers): {reason}")

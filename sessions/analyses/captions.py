@@ -6,15 +6,17 @@ which apply to a session.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sessions.analyses.comparison import comparisons
 from sessions.analyses.subnormals import subnormal_lines
+from sessions.documents.covers import covered_layers
 from sessions.documents.model import LatencyStats, Layer, Quality, Recipe, Session, Variant
 from sessions.documents.plan import BASE_PRECISIONS
 from sessions.documents.state import unfinished_step
-from sessions.documents.vocab import CHOSEN_FP16, chose_fp16, gpu_state_kind
+from sessions.documents.vocab import CHOSEN_FP16, chose_fp16, gpu_state_kind, precision_as_run
 
 SIMULATED_FP8 = (
     "simulated FP8 (ModelOpt fake quantization): quality reflects the FP8 recipe, time is not FP8 kernel speed"
@@ -259,6 +261,13 @@ def precision_of(variant: Variant, layer: Layer) -> LayerPrecision:
         reason = f": {str(fallback)[:120]}" if fallback else ""
         return LayerPrecision(ran, f"{fmt} (recipe)", False,
                               f"quantized by the recipe, not run in {fmt}: the engine fell back to {ran}{reason}")
+    covered = covered_layers(layer)
+    if covered:  # a region fused across layers that runs layers the recipe quantizes, each fp16 (regions take no FP8)
+        outcomes = Counter(precision_as_run(inner.attrs.get("asked"), inner.precision or "",
+                                            inner.attrs.get("fallback")) for inner in covered)
+        said = ", ".join(f"{count} {outcome}" for outcome, count in outcomes.items())
+        return LayerPrecision(ran, f"{fmt} (recipe)", False, f"a region fused across layers; it runs {len(covered)} "
+                              f"layer(s) the recipe quantizes, in {ran}: {said}")
     if recipe is not None and layer.name in recipe.unquantized:
         return LayerPrecision(ran, f"{fmt} (recipe)", False,
                               f"selected by the recipe, not run in {fmt}: no {fmt} quantizer (the quantizing library "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sessions.documents.codec import ShapeError, build
 from sessions.documents.model import Layer
 from sessions.documents.vocab import COVERS, STRUCTURE_ROLE
 
@@ -34,13 +35,21 @@ def covered_records(layer: Layer) -> list[dict[str, Any]]:
     """The records `layer`'s covered layers keep (`COVERED_LAYER`), in the order it covers them, those without a name
     and kind left out (a file that lies); [] for a layer that covers none or none asked for in FP8. The builder writes
     a structure's roles into their attrs."""
-    records = [entry.get(COVERED_LAYER) for entry in layer.attrs.get(COVERS, ()) if isinstance(entry, dict)]
+    entries = layer.attrs.get(COVERS)
+    records = [entry.get(COVERED_LAYER) for entry in entries if isinstance(entry, dict)] if isinstance(entries,
+                                                                                                       list) else []
     return [record for record in records if isinstance(record, dict) and isinstance(record.get("name"), str)
             and isinstance(record.get("kind"), str)]
 
 
 def covered_layers(layer: Layer) -> list[Layer]:
-    """The layers asked for in FP8 that `layer` covers, each made again from its record (`covered_records`), with no
+    """The layers asked for in FP8 that `layer` covers, each made again from its record (`covered_records`) as the
+    session's reader makes a layer (`codec.build`: a record whose fields have the wrong types is left out), with no
     time of its own (the region's time is `layer`'s)."""
-    return [Layer(**{field: record.get(field) for field in _FIELDS},
-                  attrs=dict(record.get("attrs") or {})) for record in covered_records(layer)]
+    made = []
+    for record in covered_records(layer):
+        try:
+            made.append(build(Layer, {key: record[key] for key in (*_FIELDS, "attrs") if key in record}))
+        except ShapeError:
+            continue
+    return made

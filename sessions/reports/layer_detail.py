@@ -10,6 +10,7 @@ from typing import Any
 
 from sessions.analyses.captions import precision_of
 from sessions.analyses.precision_choice import fallback_reason, fp8_outcome
+from sessions.documents.covers import covered_layers
 from sessions.documents.model import Layer, Session, Tensor, Variant
 from sessions.reports.tables import format_value, table_csv, table_records
 from sessions.reports.views import Column, Table, Tone
@@ -70,13 +71,18 @@ DETAIL_COLUMNS = (Column("layer"), Column("kind"), Column("ms", "ms"), Column("p
                   Column("reformats", "count"), Column("reformat ms", "ms"), Column("why"))
 
 
+IN_REGION = "(in the fused region above)"  # the kind word of a row for a layer a fused region runs
+
+
 def layer_detail_table(variant: Variant) -> Table:
-    """Every layer of `variant` with tactic, formats and reformats: `show --layers`, CSV and JSON. A layer the recipe
-    asked for in FP8 says what became of it (`fp8 choice`: fp8, fp16 by timing, fp16 refused, as `groups` counts them:
-    `sessions.analyses.precision_choice.fp8_outcome`) and, where it runs fp16, why (`why`: the reason the engine
-    recorded, in full; last, so its length widens no other column)."""
+    """Every layer of `variant` with tactic, formats and reformats: `show --layers`, CSV and JSON; after a region fused
+    across layers, a row for each layer the recipe asked for in FP8 that it runs (`covered_layers`: no time of its
+    own). A layer the recipe asked for in FP8 says what became of it (`fp8 choice`: fp8, fp16 by timing, fp16
+    refused, as `groups` counts them: `sessions.analyses.precision_choice.fp8_outcome`) and, where it runs fp16, why
+    (`why`: the reason the engine recorded, in full; last, so its length widens no other column)."""
     rows: list[tuple[Any, ...]] = []
     tones: list[Tone] = []
+    keys: list[str] = []
     for layer in variant.layers:
         reformats = reformats_of(variant, layer)
         precision = precision_of(variant, layer)
@@ -85,8 +91,14 @@ def layer_detail_table(variant: Variant) -> Table:
                      "; ".join(tensor_text(t) for t in layer.outputs), len(reformats),
                      sum(r.time_ms or 0.0 for r in reformats) if reformats else None, fallback_reason(layer)))
         tones.append("" if precision.honoured else "warn")
-    return Table(DETAIL_COLUMNS, rows, [layer.name for layer in variant.layers], tones,
-                 title=f"layers of {variant.name}", time_column=2)
+        keys.append(layer.name)
+        for inner in covered_layers(layer):  # after its region: no time of its own, the region's tactic
+            held = precision_of(variant, inner)
+            rows.append((inner.name, f"{inner.kind} {IN_REGION}", None, held.ran, held.asked, fp8_outcome(inner),
+                         layer.tactic, "", "", 0, None, fallback_reason(inner)))
+            tones.append("" if held.honoured else "warn")
+            keys.append(inner.name)
+    return Table(DETAIL_COLUMNS, rows, keys, tones, title=f"layers of {variant.name}", time_column=2)
 
 
 def layer_facts_table(variant: Variant, layer: Layer) -> Table:

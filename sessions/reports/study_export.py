@@ -18,6 +18,7 @@ from sessions.analyses.groups import Rules
 from sessions.analyses.lowering import diagnose
 from sessions.analyses.merge import axis_values, split_merged, varying_axes
 from sessions.analyses.noise import FASTER
+from sessions.analyses.precision_choice import with_covered
 from sessions.analyses.verdict import verdicts
 from sessions.documents.engines import engine_label, engine_options, ran_tensorrt
 from sessions.documents.errors import InspectError
@@ -225,7 +226,7 @@ def fp16_layers_section(rows: list[Row]) -> str:
                "examples"]
     body = []
     for r in rows:
-        compute = [layer for layer in r.fp8.layers if layer.op in COMPUTE_OPS]
+        compute = [layer for layer in with_covered(r.fp8.layers) if layer.op in COMPUTE_OPS]
         if not compute:
             continue
         other = [layer for layer in compute if "fp8" not in (layer.precision, layer.attrs.get(SIMULATES))]

@@ -37,11 +37,14 @@ from builders.engine.region_graph import as_recorded, subgraph
 from builders.engine.runtime import CudnnEngine
 from builders.engine.shaped_tracer import TensorSpec
 from builders.engine.tactics import Tactic
+from sessions.analyses.captions import precision_of
 from sessions.analyses.groups import builtin_rules
 from sessions.analyses.precision_choice import asked_fp8, precision_by_role
-from sessions.documents.model import Variant
+from sessions.documents.covers import COVERED_LAYER, cover, covered_layers
+from sessions.documents.model import Layer, Variant
 from sessions.documents.storage import decode, encode, load
-from sessions.documents.vocab import CHOSEN_FP16, FP16_BY_TIMING
+from sessions.documents.vocab import CHOSEN_FP16, COVERS, FP16_BY_TIMING
+from sessions.reports.layer_detail import layer_detail_table
 from tests.engine_stand_in import stand_in_engine
 
 INPUT = (2, 16, 8, 8)
@@ -349,6 +352,27 @@ def test_a_block_whose_layers_run_fp8_keeps_them_and_one_that_runs_fp16_is_offer
     assert [r.kind for r in regions] == [SQUEEZE_EXCITATION]
 
 
+@pytest.mark.parametrize("lie", [{"groups": "2"}, {"kernel_shape": 3}, {"op": ["conv"]}, {"attrs": [1, 2]},
+                                 {"name": None}])
+def test_a_covered_record_that_lies_is_left_out_and_covers_that_are_no_list_are_none(lie):
+    asked = Layer(name="fc", kind="conv", op="conv", precision="fp16", kernel_shape=[1, 1],
+                  attrs={"asked": "fp8", "fallback": CHOSEN_BY_TIMING["gates.0.grow"]})
+    good = cover(asked, INDUCTOR)
+    bad = {**good, COVERED_LAYER: {**good[COVERED_LAYER], **lie}}
+    assert [layer.name for layer in covered_layers(Layer(name="r", kind="fused", attrs={COVERS: [good, bad]}))] == [
+        "fc"]
+    assert all(covered_layers(Layer(name="r", kind="fused", attrs={COVERS: held})) == [] for held in (5, None, "x"))
+
+
+def test_a_layer_run_fp16_that_writes_fp8_for_its_fp8_reader_joins_no_region():
+    _, _, traced = regions_of(Block(Recalibrate), fp8=SE_LAYERS)
+    program = lower(traced.nodes, SE_LAYERS, {}, {"gates.0.shrink": CHOSEN_BY_TIMING["gates.0.shrink"]})
+    shrink = next(step for step in program.steps if step.name == "gates.0.shrink")
+    assert shrink.precision == "fp16" and shrink.output_fp8  # its quantize fused, for the FP8 grow
+    taken = {program.steps[i].name for r in find_regions(traced.nodes, program.steps) for i in r.steps}
+    assert taken and "gates.0.shrink" not in taken
+
+
 def test_a_fused_region_keeps_the_record_of_each_layer_asked_for_in_fp8_it_covers():
     engine, fused = fused_engine(Block(Recalibrate), FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager),
                                  fp8=SE_LAYERS, refused=CHOSEN_BY_TIMING)
@@ -361,6 +385,13 @@ def test_a_fused_region_keeps_the_record_of_each_layer_asked_for_in_fp8_it_cover
     session = dataclasses.replace(load(STORED_SESSION), variants=[variant])
     stored = decode(encode(session), "round trip").variants[0]  # the records are JSON: written and read back
     assert {layer.name: outcome for layer, outcome in asked_fp8(stored)} == asked
+    region = next(layer for layer in stored.layers if layer.attrs.get("covers"))
+    said = precision_of(stored, region)  # the detail pane and `show --layers` say what the region runs
+    assert not said.honoured and "2 layer(s) the recipe quantizes" in said.words and FP16_BY_TIMING in said.words
+    table = layer_detail_table(stored)
+    labels = [column.label for column in table.columns]
+    rows = {key: dict(zip(labels, row, strict=True)) for key, row in zip(table.keys, table.rows, strict=True)}
+    assert all(rows[name]["fp8 choice"] == FP16_BY_TIMING and rows[name]["ms"] is None for name in SE_LAYERS)
 
 
 @pytest.mark.slow
