@@ -41,10 +41,11 @@ from sessions.analyses.captions import precision_of
 from sessions.analyses.groups import builtin_rules
 from sessions.analyses.precision_choice import asked_fp8, precision_by_role
 from sessions.documents.covers import COVERED_LAYER, cover, covered_layers
-from sessions.documents.model import Layer, Variant
+from sessions.documents.model import Layer, Recipe, Variant
 from sessions.documents.storage import decode, encode, load
 from sessions.documents.vocab import CHOSEN_FP16, COVERS, FP16_BY_TIMING
 from sessions.reports.layer_detail import layer_detail_table
+from sessions.reports.study_export import Job, Row, fp16_layers_section
 from tests.engine_stand_in import stand_in_engine
 
 INPUT = (2, 16, 8, 8)
@@ -392,6 +393,10 @@ def test_a_fused_region_keeps_the_record_of_each_layer_asked_for_in_fp8_it_cover
     labels = [column.label for column in table.columns]
     rows = {key: dict(zip(labels, row, strict=True)) for key, row in zip(table.keys, table.rows, strict=True)}
     assert all(rows[name]["fp8 choice"] == FP16_BY_TIMING and rows[name]["ms"] is None for name in SE_LAYERS)
+    stored.recipe = Recipe("stand-in", "fp8 e4m3", None, [], sorted(SE_LAYERS), [], "max", "images", 1)
+    section = fp16_layers_section([Row(Job("-", session, {}), stored, stored, 1.0, None)])
+    # the export: 5 convolutions (stem, body, head and the region's two), none in FP8, 2 of them quantized by the recipe
+    assert "| 5 | 0 | 5 | 2 | gates.0.shrink, gates.0.grow |" in section
 
 
 @pytest.mark.slow
