@@ -210,9 +210,7 @@ def as_recorded(value: Any, stride: tuple[int, ...] | None) -> Any:
     (reinterpreting it would misread it; not seen: compiled code keeps those strides)."""
     if stride is None or not isinstance(value, torch.Tensor) or value.stride() == stride:
         return value
-    if any(size != 1 and have != want for size, have, want in zip(value.shape, value.stride(), stride, strict=True)):
-        return laid_out(value, stride)
-    return value.as_strided(value.shape, stride)
+    return laid_out(value, stride).as_strided(value.shape, stride)
 
 
 def _merge_without_copy(sizes: tuple[int, ...], strides: tuple[int, ...]) -> bool:

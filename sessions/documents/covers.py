@@ -36,8 +36,9 @@ def covered_records(layer: Layer) -> list[dict[str, Any]]:
     and kind left out (a file that lies); [] for a layer that covers none or none asked for in FP8. The builder writes
     a structure's roles into their attrs."""
     entries = layer.attrs.get(COVERS)
-    records = [entry.get(COVERED_LAYER) for entry in entries if isinstance(entry, dict)] if isinstance(entries,
-                                                                                                       list) else []
+    if not isinstance(entries, list):
+        return []
+    records = [entry.get(COVERED_LAYER) for entry in entries if isinstance(entry, dict)]
     return [record for record in records if isinstance(record, dict) and isinstance(record.get("name"), str)
             and isinstance(record.get("kind"), str)]
 
