@@ -81,8 +81,8 @@ def run_exit_finalizers() -> None:
     semaphore of a worker pool's queues unlinked and unregistered, each queue closed, a `multiprocessing.Pool`
     terminated, a manager shut down; 0.2 ms on the CPU with the plan compiler's pool alive), which `os._exit` skips:
     without them the resource tracker, outliving this process, prints "There appear to be N leaked semaphore objects"
-    after the study's output (5-12 after each study on the H100,
-    benchmarks/results/h100/laid-out-outputs/call-main-compile-log.txt). Nothing where multiprocessing never loaded;
+    after the output, five for a worker pool still alive at the exit. (The 5-12 after each study on the H100 were
+    locks made in the workers: `builders.engine.compiler._worker_init`.) Nothing where multiprocessing never loaded;
     where its private hook is missing (another Python), the warning stays, nothing else changes."""
     util = sys.modules.get("multiprocessing.util")
     finalizers = getattr(util, "_run_finalizers", None)

@@ -42,8 +42,16 @@ _WORKER: dict[str, Any] = {}
 def _worker_init() -> None:
     """In a worker, first: Ctrl-C is the engine's process's to handle (the terminal sends it to every process of
     its group), and the worker ends when that process does, however it ends (an exit that skips Python's exit
-    hooks leaves no worker holding a CUDA context)."""
+    hooks leaves no worker holding a CUDA context).
+
+    Locks a library makes in the worker with multiprocessing's default context (tqdm's, made when Inductor traces
+    a region) are unnamed: the default is fork here, not the pool's spawn. A spawn-context lock is a named semaphore
+    the engine's process's resource tracker is told of, which a worker ended by `close` (SIGTERM) or by that
+    process's exit never unlinks: the tracker then printed "There appear to be N leaked semaphore objects" after a
+    study's output, one per worker. The worker starts no process of its own (Inductor compiles in it on one thread)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if "fork" in multiprocessing.get_all_start_methods():  # every POSIX system; Windows has spawn alone
+        multiprocessing.set_start_method("fork", force=True)
     parent = multiprocessing.parent_process()
     if parent is not None:
         sentinel = parent.sentinel

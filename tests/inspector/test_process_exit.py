@@ -72,3 +72,32 @@ def test_the_fast_exit_leaves_no_semaphore_of_a_live_worker_pool_to_the_resource
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert ended.returncode == 0, ended.stderr
     assert "leaked semaphore" not in ended.stderr, ended.stderr
+
+
+WORKER_LOCK_THEN_EXIT = """
+import multiprocessing
+import inspector.process as process
+from builders.engine.compiler import PlanCompiler, _new_pool
+process.holds_cuda = lambda: True
+
+def make_lock():
+    global LOCK
+    LOCK = multiprocessing.RLock()  # as tqdm makes one in a worker when Inductor traces a region
+    return True
+
+if __name__ == "__main__":
+    compiler = PlanCompiler(0)
+    compiler._pool = _new_pool(2)  # as `PlanCompiler._pool_for` starts it on a machine with the cores for it
+    assert all(compiler._pool.submit(make_lock).result() for _ in range(4))
+    compiler.close()  # the workers ended by SIGTERM, as before a study's timing rounds
+    process.exit_process(0)
+"""
+
+
+def test_a_lock_a_library_makes_in_a_plan_compiler_worker_leaves_no_semaphore_to_the_resource_tracker(tmp_path):
+    script = tmp_path / "worker_lock_then_exit.py"
+    script.write_text(WORKER_LOCK_THEN_EXIT)
+    ended = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ended.returncode == 0, ended.stderr
+    assert "leaked semaphore" not in ended.stderr, ended.stderr
