@@ -6,6 +6,7 @@ the fp16 PyTorch ops, re-lowering where cuDNN refuses; and the engine's layer ta
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -134,6 +135,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     `tactics`."""
     fp8 = set(twin.quantized) if twin is not None else set()
     scales = twin.scales if twin is not None else {}
+    graphs_before = dataclasses.replace(backend.compiler.ledger)
     keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
     refused = static_refusals(plain, fp8)
     timed_before = set(backend.library_us)  # the context is shared by the study's variants: this one's are the rest
@@ -164,6 +166,8 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     if fallbacks:
         notes.append(f"{len(fallbacks)} layers asked for in FP8 ran in fp16 (each layer says why)")
     notes += library_notes(backend, timed_before)
+    made = backend.compiler.ledger.since(graphs_before).words()
+    notes += [made] if made else []
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
     fused = fuse_regions(backend.fusion, backend.plan_limit, backend.cache, traced, engine)  # regions' fused tactics
@@ -287,14 +291,18 @@ def _build_new(backend: BuildContext, signatures: list[ConvSignature]) -> None:
     new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
     if not new:
         return
-    jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
-                                   backend.plan_limit)
+    cached = {sig for sig in new if backend.cache.holds_plan(sig.key())}
+    jobs = backend.compiler.submit([sig for sig in new if sig not in cached], backend.plan_limit)
     for sig in new:
+        answer = jobs.take(sig)
+        started = time.perf_counter()
         try:
             backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache,
-                                                 jobs.take(sig))
+                                                 answer)
         except RuntimeError as exc:
             backend.graphs[sig] = str(exc)
+        source = "cached" if sig in cached else "answered" if answer is not None else "built"
+        backend.compiler.ledger.record(source, time.perf_counter() - started)
 
 
 def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.Module,

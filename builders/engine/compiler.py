@@ -23,8 +23,10 @@ import multiprocessing.connection
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, fields
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
@@ -37,6 +39,51 @@ ANSWER_TIMEOUT_S = 600  # a graph's plans not back by then: the pool is taken as
 RESTARTS = 1  # pools started again after one broke; past that the study's later plans compile in its own process
 
 _WORKER: dict[str, Any] = {}
+
+
+@dataclass(frozen=True)
+class WorkerAnswer:
+    """A graph's answer from a worker: its plans compiled (`plans_compiled`) or why not, and the worker's seconds on
+    it."""
+
+    answer: Compiled | str
+    seconds: float
+
+
+@dataclass
+class CompileLedger:
+    """How the cuDNN graphs of this backend's builds were made and what that cost, summed over the study (the first
+    run's time is mostly here): from a plan the timing cache held, from plans a worker compiled (loaded and timed in
+    the engine's process), or compiled and timed in that process. A build's note is what it added (`since`,
+    `words`)."""
+
+    cached: int = 0  # graphs whose plan the timing cache held
+    cached_s: float = 0.0
+    answered: int = 0  # graphs from plans a worker compiled
+    answered_s: float = 0.0  # ... loading and timing them here
+    built: int = 0  # graphs compiled and timed here (no worker answer: too few to send, a cold pool, a refusal)
+    built_s: float = 0.0
+    worker_plans: int = 0  # plans in the workers' answers taken: compiled and serialized, or refused by cuDNN
+    worker_s: float = 0.0  # the workers' own seconds on every answer taken (refusals too), summed over workers
+    waited_s: float = 0.0  # the engine's process waiting for answers not back yet
+
+    def record(self, source: str, seconds: float) -> None:
+        """A graph made from `source` ("cached", "answered" or "built") in `seconds`."""
+        setattr(self, source, getattr(self, source) + 1)
+        setattr(self, f"{source}_s", getattr(self, f"{source}_s") + seconds)
+
+    def since(self, before: CompileLedger) -> CompileLedger:
+        """What was added after `before` (a `dataclasses.replace` copy taken earlier)."""
+        return CompileLedger(**{f.name: getattr(self, f.name) - getattr(before, f.name) for f in fields(self)})
+
+    def words(self) -> str | None:
+        """One line for a build's notes; None where it made no graph."""
+        if not self.cached + self.answered + self.built:
+            return None
+        return (f"cuDNN graphs made: {self.answered} from plans the compile workers built ({self.worker_plans} plans, "
+                f"{self.worker_s:.1f} s of the workers' time; {self.waited_s:.1f} s waiting for them, "
+                f"{self.answered_s:.1f} s loading and timing them here), {self.built} compiled and timed here "
+                f"({self.built_s:.1f} s), {self.cached} from the timing cache ({self.cached_s:.1f} s)")
 
 
 def _worker_init() -> None:
@@ -76,13 +123,17 @@ def _worker_cudnn(device: int) -> tuple[Any, Any]:
     return _WORKER["cudnn"], _WORKER["handle"]
 
 
-def _compile(device: int, sig: ConvSignature, limit: int) -> Compiled | str:
+def _compile(device: int, sig: ConvSignature, limit: int) -> WorkerAnswer:
     """In a worker: `sig`'s plans compiled and serialized (plans_compiled), or why not (cuDNN has no engine for the
-    graph, or the worker has no cuDNN): the engine's process then builds that graph itself and says why."""
+    graph, or the worker has no cuDNN: the engine's process then builds that graph itself and says why), with the
+    seconds it took."""
+    started = time.perf_counter()
+    answer: Compiled | str
     try:
-        return plans_compiled(sig, *_worker_cudnn(device), limit)
+        answer = plans_compiled(sig, *_worker_cudnn(device), limit)
     except Exception as exc:  # noqa: BLE001  (any reason: the work falls back to the engine's process)
-        return joined_message(exc, 300)
+        answer = joined_message(exc, 300)
+    return WorkerAnswer(answer, time.perf_counter() - started)
 
 
 def _compile_region(device: int, pickled: bytes, specs: list[Any]) -> bytes | str:
@@ -131,13 +182,13 @@ class CompileJobs:
     and times each answer while the workers compile the next ones, and builds a graph itself while the workers are
     still starting (a cold pool: no answer back yet), instead of waiting seconds for them."""
 
-    def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future[Compiled | str]], compiler: PlanCompiler,
+    def __init__(self, jobs: dict[ConvSignature, concurrent.futures.Future[WorkerAnswer]], compiler: PlanCompiler,
                  warm: threading.Event, pool: int) -> None:
         """`warm`: set once a worker of the pool that runs `jobs` has answered (one event per pool); `pool`: that
         pool's number (`PlanCompiler.pools`)."""
         self._jobs, self._compiler, self._warm, self._pool = jobs, compiler, warm, pool
 
-        def answered(job: concurrent.futures.Future[Compiled | str]) -> None:
+        def answered(job: concurrent.futures.Future[WorkerAnswer]) -> None:
             if not job.cancelled():
                 warm.set()
 
@@ -156,14 +207,22 @@ class CompileJobs:
         if not job.done() and not self._warm.is_set():
             job.cancel()
             return None
+        waiting_from = time.perf_counter()
         try:
-            answer = job.result(timeout=ANSWER_TIMEOUT_S)
+            answered = job.result(timeout=ANSWER_TIMEOUT_S)
         except concurrent.futures.CancelledError:
             return None
         except Exception:  # noqa: BLE001  (BrokenProcessPool, TimeoutError, an answer that does not unpickle)
             self._compiler.break_pool(self._pool)
             return None
-        return None if isinstance(answer, str) else answer
+        finally:
+            self._compiler.ledger.waited_s += time.perf_counter() - waiting_from
+        ledger = self._compiler.ledger
+        ledger.worker_s += answered.seconds
+        if isinstance(answered.answer, str):
+            return None
+        ledger.worker_plans += len(answered.answer[1])
+        return answered.answer
 
 
 class PlanCompiler:
@@ -176,6 +235,7 @@ class PlanCompiler:
         self.pools = 0  # pools started; the current one's number
         self._broken: set[int] = set()  # the numbers of the pools that broke
         self._warm = threading.Event()  # the current pool's: a worker has answered (for every later submit too)
+        self.ledger = CompileLedger()
 
     @property
     def broken(self) -> bool:

@@ -16,7 +16,7 @@ import pytest
 
 from builders.cache_files import document_digest
 from builders.engine import compiler as plan_compiler
-from builders.engine.compiler import CompileJobs, PlanCompiler, worker_count
+from builders.engine.compiler import CompileJobs, PlanCompiler, WorkerAnswer, worker_count
 from builders.engine.kernels import NOT_SERIALIZED, answer_covers
 from builders.engine.plans import CACHE_VERSION, PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
 from sessions.documents.storage import decode, read_regular_file
@@ -325,7 +325,7 @@ def _jobs(*states: str, compiler: PlanCompiler | None = None,
         if state != "pending":
             future.set_running_or_notify_cancel()
         if state == "answered":
-            future.set_result((["p0"], {0: b"plan"}))
+            future.set_result(WorkerAnswer((["p0"], {0: b"plan"}), 0.5))
     return jobs, futures, warm
 
 
@@ -334,18 +334,44 @@ def test_before_any_worker_answers_this_process_builds_and_withdraws_the_job(mon
     jobs, futures, _ = _jobs("pending", "running", "pending")
     assert jobs.take("sig0") is None and futures[0].cancelled()  # withdrawn: no worker compiles it now
     assert jobs.take("sig1") is None and not futures[1].cancelled()  # started: left to finish, unused
-    futures[1].set_result((["p0"], {0: b"late"}))  # the first answer: the pool is warm
+    futures[1].set_result(WorkerAnswer((["p0"], {0: b"late"}), 0.5))  # the first answer: the pool is warm
     threading.Timer(0.2, lambda: (futures[2].set_running_or_notify_cancel(),
-                                  futures[2].set_result((["p0"], {0: b"two"})))).start()
+                                  futures[2].set_result(WorkerAnswer((["p0"], {0: b"two"}), 0.5)))).start()
     assert jobs.take("sig2") == (["p0"], {0: b"two"})  # waited for, not built here
     assert jobs.take("sig2") is None and jobs.take("unsent") is None
 
 
 def test_an_answer_already_back_is_used_and_a_workers_refusal_is_built_here():
     jobs, futures, _ = _jobs("answered", "running")
-    futures[1].set_result("CUDNN_STATUS_NOT_SUPPORTED")
+    futures[1].set_result(WorkerAnswer("CUDNN_STATUS_NOT_SUPPORTED", 0.5))
     assert jobs.take("sig0") == (["p0"], {0: b"plan"})
     assert jobs.take("sig1") is None
+
+
+def test_the_ledger_counts_the_workers_plans_and_seconds_and_the_wait_for_them():
+    warm = threading.Event()
+    warm.set()  # a worker of the pool has answered before: answers not back are waited for
+    jobs, futures, _ = _jobs("running", "running", "running", warm=warm)
+    futures[0].set_result(WorkerAnswer((["p0", "p1"], {0: b"plan", 1: "CUDNN_STATUS_NOT_SUPPORTED"}), 2.0))
+    futures[1].set_result(WorkerAnswer("no engine for this graph", 0.25))
+    threading.Timer(0.3, lambda: futures[2].set_result(WorkerAnswer((["p0"], {0: b"late"}), 1.5))).start()
+    assert jobs.take("sig0") is not None and jobs.take("sig1") is None and jobs.take("sig2") is not None
+    ledger = jobs._compiler.ledger
+    assert (ledger.worker_plans, ledger.worker_s) == (3, 3.75)  # a refusal's seconds count, it has no plan
+    assert 0.2 < ledger.waited_s < 5  # the wait for the third answer only
+
+
+def test_a_builds_graphs_are_what_it_added_to_the_ledger_in_one_line():
+    from builders.engine.compiler import CompileLedger
+
+    before = CompileLedger(cached=3, cached_s=0.5, built=1, built_s=1.0)
+    after = CompileLedger(cached=5, cached_s=0.75, answered=4, answered_s=2.0, built=2, built_s=3.5,
+                          worker_plans=12, worker_s=30.0, waited_s=6.0)
+    assert after.since(before).words() == (
+        "cuDNN graphs made: 4 from plans the compile workers built (12 plans, 30.0 s of the workers' time; 6.0 s "
+        "waiting for them, 2.0 s loading and timing them here), 1 compiled and timed here (2.5 s), 2 from the "
+        "timing cache (0.2 s)")
+    assert after.since(after).words() is None
 
 
 def test_a_broken_pool_leaves_its_graphs_to_this_process_and_is_replaced_as_often_as_restarts_allow(monkeypatch):
@@ -359,7 +385,7 @@ def test_a_broken_pool_leaves_its_graphs_to_this_process_and_is_replaced_as_ofte
         for job in pools[-1].jobs:
             job.set_running_or_notify_cancel()
         pools[-1].jobs[0].set_exception(BrokenProcessPool("a worker died"))
-        pools[-1].jobs[1].set_result((["p0"], {0: b"plan"}))
+        pools[-1].jobs[1].set_result(WorkerAnswer((["p0"], {0: b"plan"}), 0.5))
         assert jobs.take("a") is None  # type: ignore[arg-type]
         assert jobs.take("b") is None  # type: ignore[arg-type]  (an answer from a broken pool is not used)
     assert compiler.broken
@@ -411,7 +437,7 @@ def test_once_a_worker_has_answered_later_builds_wait_for_the_workers():
     assert jobs.take("sig0") is not None
     later, futures, _ = _jobs("pending", warm=warm)
     threading.Timer(0.2, lambda: (futures[0].set_running_or_notify_cancel(),
-                                  futures[0].set_result((["p0"], {0: b"nine"})))).start()
+                                  futures[0].set_result(WorkerAnswer((["p0"], {0: b"nine"}), 0.5)))).start()
     assert later.take("sig0") == (["p0"], {0: b"nine"})
 
 
@@ -454,11 +480,12 @@ def test_an_answer_from_a_closed_pool_does_not_make_the_next_pool_warm(monkeypat
     first = compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
     pools[0].jobs[0].set_running_or_notify_cancel()
     pools[0].jobs[1].set_running_or_notify_cancel()
-    pools[0].jobs[0].set_result((["p0"], {0: b"a"}))
+    pools[0].jobs[0].set_result(WorkerAnswer((["p0"], {0: b"a"}), 0.5))
     assert first.take("a") is not None  # type: ignore[arg-type]
     compiler.close()
     second = compiler.submit(["e", "f", "g", "h"], 4)  # type: ignore[list-item]
-    pools[0].jobs[1].set_result((["p0"], {0: b"late"}))  # the closed pool's running job ends after the new pool began
+    # the closed pool's running job ends after the new pool began
+    pools[0].jobs[1].set_result(WorkerAnswer((["p0"], {0: b"late"}), 0.5))
     assert second.take("e") is None and pools[1].jobs[0].cancelled()  # type: ignore[arg-type]  # cold: built here
 
 

@@ -16,6 +16,7 @@ import torch
 
 from builders.engine import build, plans
 from builders.engine.build import BuildContext, conv_library, lower_and_choose
+from builders.engine.compiler import CompileLedger
 from builders.engine.conv_tactics import companions, matmul_companion, offered, scaled_companion
 from builders.engine.graph import record_run, trace
 from builders.engine.kernels import CAPTURED_TIMING, ConvGraph, ConvSignature
@@ -566,11 +567,12 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
 
     def submit(sigs, _limit):
         submitted.append(list(sigs))
-        return SimpleNamespace(take=lambda sig: None)
+        return SimpleNamespace(take=lambda sig: (["p"], {0: b"plan"}) if sig == dense else None)  # a worker's answer
 
     monkeypatch.setattr(build, "build_graph", build_graph)
     cache = SimpleNamespace(holds_plan=lambda key: key in held)
-    backend = BuildContext(None, None, torch.zeros(1), 4, cache, SimpleNamespace(submit=submit),  # type: ignore[arg-type]
+    compiler = SimpleNamespace(submit=submit, ledger=CompileLedger())
+    backend = BuildContext(None, None, torch.zeros(1), 4, cache, compiler,  # type: ignore[arg-type]
                            lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"))
     grouped = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 4, (), False)
     dense = dataclasses.replace(grouped, groups=1)
@@ -587,8 +589,10 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     assert sorted(built, key=ConvSignature.key) == sorted(
         [grouped, dense, relu, refused, pointwise, strided, scaled, scaled_relu, matmul], key=ConvSignature.key)
     assert isinstance(backend.graphs[scaled], ConvGraph) and backend.graphs[scaled_relu] == "cuDNN: no engine"
+    made = (compiler.ledger.cached, compiler.ledger.answered, compiler.ledger.built)
+    assert made == (1, 1, 7)  # the held plan; the worker's answer; the rest, refusals included, built here
     build.make_graphs(backend, [grouped])
-    assert len(built) == 9
+    assert len(built) == 9 and (compiler.ledger.cached, compiler.ledger.answered, compiler.ledger.built) == made
 
 @pytest.mark.parametrize("change, plan_limit, offered_one", [
     ({}, 4, True),  # 1x1, stride 1, no padding, one group: a GEMM over the pixels
