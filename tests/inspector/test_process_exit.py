@@ -63,15 +63,20 @@ if __name__ == "__main__":
 """
 
 
-def test_the_fast_exit_leaves_no_semaphore_of_a_live_worker_pool_to_the_resource_tracker(tmp_path):
-    # the tracker outlives the process and prints its warning on the stderr they share: the run waits for it (and
-    # for the workers, which hold that stderr too until they see the process gone)
-    script = tmp_path / "pool_then_exit.py"
-    script.write_text(POOL_THEN_EXIT)
+def stderr_of_script(tmp_path, text: str) -> str:
+    """The standard error of `text` run as a script (it must exit 0), the resource tracker's warnings included: the
+    tracker outlives the process and prints on the stderr they share, so the run waits for it (and for the workers,
+    which hold that stderr too until they see the process gone)."""
+    script = tmp_path / "script.py"
+    script.write_text(text)
     ended = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert ended.returncode == 0, ended.stderr
-    assert "leaked semaphore" not in ended.stderr, ended.stderr
+    return ended.stderr
+
+
+def test_the_fast_exit_leaves_no_semaphore_of_a_live_worker_pool_to_the_resource_tracker(tmp_path):
+    assert "leaked semaphore" not in stderr_of_script(tmp_path, POOL_THEN_EXIT)
 
 
 WORKER_LOCK_THEN_EXIT = """
@@ -95,9 +100,4 @@ if __name__ == "__main__":
 
 
 def test_a_lock_a_library_makes_in_a_plan_compiler_worker_leaves_no_semaphore_to_the_resource_tracker(tmp_path):
-    script = tmp_path / "worker_lock_then_exit.py"
-    script.write_text(WORKER_LOCK_THEN_EXIT)
-    ended = subprocess.run([sys.executable, str(script)], check=False, capture_output=True, text=True, timeout=120,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert ended.returncode == 0, ended.stderr
-    assert "leaked semaphore" not in ended.stderr, ended.stderr
+    assert "leaked semaphore" not in stderr_of_script(tmp_path, WORKER_LOCK_THEN_EXIT)
