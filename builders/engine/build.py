@@ -291,18 +291,18 @@ def _build_new(backend: BuildContext, signatures: list[ConvSignature]) -> None:
     new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
     if not new:
         return
-    cached = {sig for sig in new if backend.cache.holds_plan(sig.key())}
-    jobs = backend.compiler.submit([sig for sig in new if sig not in cached], backend.plan_limit)
+    jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
+                                   backend.plan_limit)
     for sig in new:
         answer = jobs.take(sig)
         started = time.perf_counter()
         try:
-            backend.graphs[sig], _ = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit, backend.cache,
-                                                 answer)
+            backend.graphs[sig], seconds, source = build_graph(sig, backend.cudnn, backend.handle, backend.plan_limit,
+                                                               backend.cache, answer)
+            backend.compiler.ledger.record(source, seconds)
         except RuntimeError as exc:
             backend.graphs[sig] = str(exc)
-        source = "cached" if sig in cached else "answered" if answer is not None else "built"
-        backend.compiler.ledger.record(source, time.perf_counter() - started)
+            backend.compiler.ledger.record("refused", time.perf_counter() - started)
 
 
 def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.Module,

@@ -28,9 +28,9 @@ from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields
 from multiprocessing.reduction import ForkingPickler
-from typing import Any
+from typing import Any, Literal
 
-from builders.engine.kernels import Compiled, ConvSignature, plans_compiled
+from builders.engine.kernels import Compiled, ConvSignature, GraphSource, plans_compiled
 from sessions.documents.errors import joined_message
 
 MAX_WORKERS = 12  # each holds a CUDA context (about 0.5 GiB of GPU memory)
@@ -52,23 +52,25 @@ class WorkerAnswer:
 
 @dataclass
 class CompileLedger:
-    """How the cuDNN graphs of this backend's builds were made and what that cost, summed over the study (the first
-    run's time is mostly here): from a plan the timing cache held, from plans a worker compiled (loaded and timed in
-    the engine's process), or compiled and timed in that process. A build's note is what it added (`since`,
-    `words`)."""
+    """How this backend's builds made their cuDNN graphs and what that cost, summed over the study: from a plan the
+    timing cache held, from plans a worker compiled (loaded and timed in the engine's process), compiled and timed in
+    that process, or refused by cuDNN; and the workers' side. A build's note is what it added (`since`, `words`).
+    Fused regions' compiles are not in it (the fused tactics' note counts them)."""
 
-    cached: int = 0  # graphs whose plan the timing cache held
+    cached: int = 0
     cached_s: float = 0.0
-    answered: int = 0  # graphs from plans a worker compiled
-    answered_s: float = 0.0  # ... loading and timing them here
-    built: int = 0  # graphs compiled and timed here (no worker answer: too few to send, a cold pool, a refusal)
+    answered: int = 0
+    answered_s: float = 0.0  # loading and timing the workers' plans here
+    built: int = 0
     built_s: float = 0.0
-    worker_plans: int = 0  # plans in the workers' answers taken: compiled and serialized, or refused by cuDNN
-    worker_s: float = 0.0  # the workers' own seconds on every answer taken (refusals too), summed over workers
+    refused: int = 0
+    refused_s: float = 0.0
+    worker_plans: int = 0  # plans compiled and serialized in the answers taken
+    worker_s: float = 0.0  # the workers' seconds on every answer taken (refusals too, a worker's start included)
     waited_s: float = 0.0  # the engine's process waiting for answers not back yet
 
-    def record(self, source: str, seconds: float) -> None:
-        """A graph made from `source` ("cached", "answered" or "built") in `seconds`."""
+    def record(self, source: GraphSource | Literal["refused"], seconds: float) -> None:
+        """A graph made (`build_graph`'s source) or refused in `seconds`."""
         setattr(self, source, getattr(self, source) + 1)
         setattr(self, f"{source}_s", getattr(self, f"{source}_s") + seconds)
 
@@ -77,13 +79,18 @@ class CompileLedger:
         return CompileLedger(**{f.name: getattr(self, f.name) - getattr(before, f.name) for f in fields(self)})
 
     def words(self) -> str | None:
-        """One line for a build's notes; None where it made no graph."""
-        if not self.cached + self.answered + self.built:
+        """One line for a build's notes, its empty parts left out; None where it made no graph."""
+        parts = [f"{count} {what} ({seconds:.1f} s)" for count, what, seconds in (
+            (self.answered, "from plans the compile workers built, loaded and timed here", self.answered_s),
+            (self.built, "compiled and timed here", self.built_s),
+            (self.refused, "refused by cuDNN", self.refused_s),
+            (self.cached, "from the timing cache", self.cached_s)) if count]
+        if not parts:
             return None
-        return (f"cuDNN graphs made: {self.answered} from plans the compile workers built ({self.worker_plans} plans, "
-                f"{self.worker_s:.1f} s of the workers' time; {self.waited_s:.1f} s waiting for them, "
-                f"{self.answered_s:.1f} s loading and timing them here), {self.built} compiled and timed here "
-                f"({self.built_s:.1f} s), {self.cached} from the timing cache ({self.cached_s:.1f} s)")
+        workers = (f"; the compile workers: {self.worker_plans} plans compiled, {self.worker_s:.1f} s of their time "
+                   f"(their start included), {self.waited_s:.1f} s waited for" if self.worker_s or self.waited_s
+                   else "")
+        return f"cuDNN graphs made: {', '.join(parts)}{workers}"
 
 
 def _worker_init() -> None:
@@ -221,7 +228,7 @@ class CompileJobs:
         ledger.worker_s += answered.seconds
         if isinstance(answered.answer, str):
             return None
-        ledger.worker_plans += len(answered.answer[1])
+        ledger.worker_plans += sum(isinstance(plan, bytes) for plan in answered.answer[1].values())
         return answered.answer
 
 

@@ -11,7 +11,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -395,27 +395,33 @@ class Fp8Linear:
         return out.view(*x8.shape[:-1], -1)
 
 
+GraphSource = Literal["cached", "answered", "built"]  # how `build_graph` made a graph
+
+
 def build_graph(sig: ConvSignature, cudnn: Any, handle: Any, limit: int, cache: TimingCache | None,
-                compiled: Compiled | None = None) -> tuple[ConvGraph, float]:
-    """The graph for `sig` with its plan chosen, and the seconds it took: loaded from the cache's serialized plan
-    where it holds one, else the fastest of the plans a worker compiled (`compiled`, where its answer covers every
-    plan to try: `answer_covers`), else built and timed here; the choice recorded in the cache. RuntimeError with
-    cuDNN's reason."""
+                compiled: Compiled | None = None) -> tuple[ConvGraph, float, GraphSource]:
+    """The graph for `sig` with its plan chosen, the seconds it took and how it was made: loaded from the cache's
+    serialized plan where it holds one ("cached"), else the fastest of the plans a worker compiled (`compiled`, where
+    its answer covers every plan to try: `answer_covers`; "answered"), else built and timed here ("built"); the
+    choice recorded in the cache. RuntimeError with cuDNN's reason."""
     started = time.perf_counter()
+    source: GraphSource = "cached"
     try:
         graph = _cached(sig, cudnn, handle, cache)
         if graph is None and compiled is not None and answer_covers(compiled, limit):
+            source = "answered"
             try:
                 graph = select_compiled(sig, cudnn, handle, limit, *compiled)
             except Exception:  # noqa: BLE001  (the plans compiled elsewhere did not load or run here: built here)
                 graph = None
         if graph is None:
+            source = "built"
             graph = select_in_process(sig, cudnn, handle, limit, cache)
     except Exception as exc:  # noqa: BLE001  (cudnnGraphNotSupportedError and its kin: no engine for this graph)
         raise RuntimeError(f"cuDNN: {joined_message(exc, 300)}") from None
     if cache is not None:
         cache.put(sig.key(), graph.choice, graph.plan)
-    return graph, time.perf_counter() - started
+    return graph, time.perf_counter() - started, source
 
 
 def answer_covers(compiled: Compiled, limit: int) -> bool:

@@ -120,13 +120,13 @@ def test_an_entry_that_does_not_read_is_a_miss_built_again_and_replaced_not_cudn
 
     monkeypatch.setattr(kernels, "select_in_process", select_here)
     cache = TimingCache(path, HEADER)
-    graph, _ = build_graph(Signature(), StandInCudnn(), None, 3, cache)  # type: ignore[arg-type]
-    assert built == [Signature().key()] and graph.plan == b"built again"
+    graph, _, source = build_graph(Signature(), StandInCudnn(), None, 3, cache)  # type: ignore[arg-type]
+    assert built == [Signature().key()] and graph.plan == b"built again" and source == "built"
     cache.save()
     entry = json.loads(path.read_text())["plans"][Signature().key()]
     assert (entry["index"], entry["offered"], entry["plan"]) == (1, 3, hashlib.sha256(b"built again").hexdigest())
-    again, _ = build_graph(Signature(), StandInCudnn(), None, 3, TimingCache(path, HEADER))  # type: ignore[arg-type]
-    assert again.choice.cached and built == [Signature().key()]  # repaired: the next study loads it
+    again, _, source = build_graph(Signature(), StandInCudnn(), None, 3, TimingCache(path, HEADER))  # type: ignore[arg-type]
+    assert again.choice.cached and built == [Signature().key()] and source == "cached"  # repaired: loaded next time
 
 
 @pytest.mark.parametrize("index", [-1, True, 3, 1.0, "1"])

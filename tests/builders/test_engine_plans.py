@@ -16,8 +16,9 @@ import pytest
 
 from builders.cache_files import document_digest
 from builders.engine import compiler as plan_compiler
+from builders.engine import kernels
 from builders.engine.compiler import CompileJobs, PlanCompiler, WorkerAnswer, worker_count
-from builders.engine.kernels import NOT_SERIALIZED, answer_covers
+from builders.engine.kernels import NOT_SERIALIZED, ConvGraph, ConvSignature, answer_covers
 from builders.engine.plans import CACHE_VERSION, PLANS_PER_OPT_LEVEL, Choice, CompiledPlans, TimingCache, choose_plan
 from sessions.documents.storage import decode, read_regular_file
 from tests.conftest import ROOT
@@ -357,8 +358,29 @@ def test_the_ledger_counts_the_workers_plans_and_seconds_and_the_wait_for_them()
     threading.Timer(0.3, lambda: futures[2].set_result(WorkerAnswer((["p0"], {0: b"late"}), 1.5))).start()
     assert jobs.take("sig0") is not None and jobs.take("sig1") is None and jobs.take("sig2") is not None
     ledger = jobs._compiler.ledger
-    assert (ledger.worker_plans, ledger.worker_s) == (3, 3.75)  # a refusal's seconds count, it has no plan
+    assert (ledger.worker_plans, ledger.worker_s) == (2, 3.75)  # plans serialized; a refusal's seconds count
     assert 0.2 < ledger.waited_s < 5  # the wait for the third answer only
+
+
+@pytest.mark.parametrize("answer, loads, source", [
+    ((["p0", "p1"], {0: b"zero", 1: "no kernel"}), True, "answered"),
+    ((["p0", "p1"], {0: b"zero", 1: NOT_SERIALIZED}), True, "built"),  # the answer does not cover plan 1
+    ((["p0"], {0: b"zero"}), False, "built"),  # the worker's plans do not load here
+    (None, True, "built"),
+])
+def test_a_graph_says_whether_a_workers_plans_made_it(monkeypatch, answer, loads, source):
+    def select_compiled(sig, *_args):
+        if not loads:
+            raise RuntimeError("plan does not deserialize")
+        return ConvGraph(sig, None, None, None, Choice(0, "p0", 2, 2, 1.0, False, []), b"zero")
+
+    def select_in_process(sig, *_args):
+        return ConvGraph(sig, None, None, None, Choice(1, "p1", 2, 2, 2.0, False, []), b"one")
+
+    monkeypatch.setattr(kernels, "select_compiled", select_compiled)
+    monkeypatch.setattr(kernels, "select_in_process", select_in_process)
+    sig = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (), False)
+    assert kernels.build_graph(sig, None, None, 2, None, answer)[2] == source
 
 
 def test_a_builds_graphs_are_what_it_added_to_the_ledger_in_one_line():
@@ -368,9 +390,11 @@ def test_a_builds_graphs_are_what_it_added_to_the_ledger_in_one_line():
     after = CompileLedger(cached=5, cached_s=0.75, answered=4, answered_s=2.0, built=2, built_s=3.5,
                           worker_plans=12, worker_s=30.0, waited_s=6.0)
     assert after.since(before).words() == (
-        "cuDNN graphs made: 4 from plans the compile workers built (12 plans, 30.0 s of the workers' time; 6.0 s "
-        "waiting for them, 2.0 s loading and timing them here), 1 compiled and timed here (2.5 s), 2 from the "
-        "timing cache (0.2 s)")
+        "cuDNN graphs made: 4 from plans the compile workers built, loaded and timed here (2.0 s), 1 compiled and "
+        "timed here (2.5 s), 2 from the timing cache (0.2 s); the compile workers: 12 plans compiled, 30.0 s of "
+        "their time (their start included), 6.0 s waited for")
+    warm = CompileLedger(cached=7, cached_s=1.25)
+    assert warm.since(CompileLedger()).words() == "cuDNN graphs made: 7 from the timing cache (1.2 s)"
     assert after.since(after).words() is None
 
 

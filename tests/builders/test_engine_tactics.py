@@ -559,11 +559,12 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     submitted: list[list[ConvSignature]] = []
     held: set[str] = set()
 
-    def build_graph(sig, *_args):
+    def build_graph(sig, _cudnn, _handle, _limit, cache, answer):  # as kernels.build_graph says how it made one
         built.append(sig)
         if sig.unit_scale and sig.epilogue or sig.epilogue == ("swish",):
             raise RuntimeError("cuDNN: no engine")
-        return ConvGraph(sig, None, None, None, Choice(0, "p", 1, 1, 1.0, False, []), None), 0.0
+        source = "cached" if cache.holds_plan(sig.key()) else "answered" if answer is not None else "built"
+        return ConvGraph(sig, None, None, None, Choice(0, "p", 1, 1, 1.0, False, []), None), 0.5, source
 
     def submit(sigs, _limit):
         submitted.append(list(sigs))
@@ -589,10 +590,11 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     assert sorted(built, key=ConvSignature.key) == sorted(
         [grouped, dense, relu, refused, pointwise, strided, scaled, scaled_relu, matmul], key=ConvSignature.key)
     assert isinstance(backend.graphs[scaled], ConvGraph) and backend.graphs[scaled_relu] == "cuDNN: no engine"
-    made = (compiler.ledger.cached, compiler.ledger.answered, compiler.ledger.built)
-    assert made == (1, 1, 7)  # the held plan; the worker's answer; the rest, refusals included, built here
+    ledger = compiler.ledger
+    made = (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s)
+    assert made == (1, 1, 5, 2, 2.5)  # the held plan; the worker's answer; the rest built here; two refusals
     build.make_graphs(backend, [grouped])
-    assert len(built) == 9 and (compiler.ledger.cached, compiler.ledger.answered, compiler.ledger.built) == made
+    assert len(built) == 9 and (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s) == made
 
 @pytest.mark.parametrize("change, plan_limit, offered_one", [
     ({}, 4, True),  # 1x1, stride 1, no padding, one group: a GEMM over the pixels
