@@ -39,11 +39,14 @@ def _install():
 
         if rtype != "semaphore":
             return
-        folder = os.environ.get("SEMAPHORE_LOG", "/tmp/semaphore-log")
-        os.makedirs(folder, exist_ok=True)
-        stack = "".join(traceback.format_stack(limit=14)[:-2])
-        with open(os.path.join(folder, f"{os.getpid()}.txt"), "a") as out:
-            out.write(f"== {kind} {name} pid={os.getpid()} ppid={os.getppid()} argv={sys.argv[:4]}\\n{stack}\\n")
+        try:  # a log that cannot be written must not break the program it watches
+            folder = os.environ.get("SEMAPHORE_LOG", "/tmp/semaphore-log")
+            os.makedirs(folder, exist_ok=True)
+            stack = "".join(traceback.format_stack(limit=14)[:-2])
+            with open(os.path.join(folder, f"{os.getpid()}.txt"), "a") as out:
+                out.write(f"== {kind} {name} pid={os.getpid()} ppid={os.getppid()} argv={sys.argv[:4]}\\n{stack}\\n")
+        except Exception:
+            pass
 
     def logged_register(name, rtype):
         log("register", name, rtype)
@@ -91,7 +94,7 @@ def report(folder: Path) -> None:
     made: dict[str, tuple[str, str, str, str]] = {}  # name -> pid, parent pid, command line, stack
     ended: set[str] = set()
     for path in sorted(folder.glob("*.txt")):
-        for block in path.read_text().split("== ")[1:]:
+        for block in re.split(r"^== ", path.read_text(), flags=re.MULTILINE)[1:]:  # a record opens a line
             head, _, stack = block.partition("\n")
             found = HEAD.match(head)
             if found is None:
