@@ -14,6 +14,7 @@ it and the last frames of the stack that made it.
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import os
 import re
@@ -80,13 +81,23 @@ def uninstall() -> None:
         (_site() / f"{MODULE}{suffix}").unlink(missing_ok=True)
 
 
+def _short(path: str) -> str:
+    """An absolute path as its last two parts (`package/file.py`), so that a report names no machine's folders."""
+    return "/".join(Path(path).parts[-2:]) if os.path.isabs(path) else path
+
+
+def _command(argv: str) -> str:
+    """A logged command line (the repr of a list of words) as words, its absolute paths shortened."""
+    try:
+        words = ast.literal_eval(argv)
+    except (ValueError, SyntaxError):
+        return argv
+    return " ".join(_short(str(word)) for word in words)
+
+
 def _frames(stack: str) -> list[str]:
     """A logged stack's frames as `package/file.py:line in function`, outermost first."""
-    frames = []
-    for found in FRAME.finditer(stack):
-        path, line, function = found.groups()
-        frames.append(f"{'/'.join(Path(path).parts[-2:])}:{line} in {function}")
-    return frames
+    return [f"{_short(path)}:{line} in {function}" for path, line, function in FRAME.findall(stack)]
 
 
 def report(folder: Path) -> None:
@@ -101,7 +112,7 @@ def report(folder: Path) -> None:
                 continue
             kind, name, pid, ppid, argv = found.groups()
             if kind == "register":
-                made[name] = (pid, ppid, argv, stack)
+                made[name] = (pid, ppid, _command(argv), stack)
             else:
                 ended.add(name)
     left = {name: what for name, what in made.items() if name not in ended}
