@@ -304,6 +304,25 @@ def test_compile_workers_ignore_ctrl_c_and_end_with_the_engines_process():
     assert not _running(int(pid)), "the worker outlived the process that started it"
 
 
+@pytest.mark.slow
+def test_a_real_workers_answer_comes_back_through_the_pool_and_into_the_ledger():
+    """The worker's job as the pool runs it (`_compile` in a spawned process, its `WorkerAnswer` pickled back): on a
+    machine without cuDNN or a GPU the answer is the worker's reason, so the graph is this process's to build, and the
+    worker's seconds are counted."""
+    compiler = PlanCompiler(0)
+    compiler._pool = plan_compiler._new_pool(2)
+    warm = threading.Event()
+    warm.set()  # wait for the answer, as once a worker of the pool has answered
+    sig = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (), False)
+    try:
+        jobs = CompileJobs({sig: compiler._pool.submit(plan_compiler._compile, 0, sig, 1)}, compiler, warm,
+                           compiler.pools)
+        assert jobs.take(sig) is None and not compiler.has_broken(compiler.pools)
+    finally:
+        compiler.close()
+    assert compiler.ledger.worker_s > 0 and compiler.ledger.waited_s > 0 and compiler.ledger.worker_plans == 0
+
+
 def test_a_timing_cache_that_cannot_be_written_is_kept_for_a_later_save(tmp_path):
     blocked = tmp_path / "a file where the folder would be"
     blocked.write_text("")
