@@ -201,7 +201,9 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
     timed: Timed = {}
     for _ in range(LOWERING_ROUNDS):
         program = lower(traced.nodes, fp8, keys, refused, output_refused, value_shapes)
-        if _build_graphs(backend, program, plain, shapes, refused, output_refused):
+        sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
+        _send_ahead(backend, round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers))
+        if _build_graphs(backend, program, sigs, refused, output_refused):
             continue
         if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
             break
@@ -247,11 +249,11 @@ def _signature(step: Step, conv: torch.nn.Conv2d, shape: tuple[int, ...], cold_w
                          conv.groups, step.epilogue, step.output_fp8, cold_weights=cold_weights)
 
 
-def _build_graphs(backend: BuildContext, program: Program, plain: torch.nn.Module, shapes: dict[str, tuple[int, ...]],
-                  refused: dict[str, str], output_refused: dict[str, str]) -> bool:
-    """Every conv step's graph, built once per signature (the plans the cache does not hold sent to the workers and
-    taken back in order: `CompileJobs.take`); False where nothing was refused (the program stands)."""
-    sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
+def _build_graphs(backend: BuildContext, program: Program, sigs: dict[str, ConvSignature], refused: dict[str, str],
+                  output_refused: dict[str, str]) -> bool:
+    """Every conv step's graph (`sigs`: by step), built once per signature (the plans the cache does not hold sent
+    to the workers and taken back in order: `CompileJobs.take`); False where nothing was refused (the program
+    stands)."""
     make_graphs(backend, sigs.values())
     changed = False
     for step in program.steps:
@@ -275,11 +277,38 @@ def _conv_signatures(program: Program, plain: torch.nn.Module, shapes: dict[str,
                                   cold_weights) for step in program.steps if step.kind == "conv"}
 
 
+def with_companions(sigs: Iterable[ConvSignature], plan_limit: int) -> list[ConvSignature]:
+    """`sigs` (each once, in order), then their companions (`companions`), as `make_graphs` asks for them."""
+    asked = list(dict.fromkeys(sigs))
+    return [*asked, *(companion for sig in asked for companion in companions(sig, plan_limit).values())]
+
+
+def round_graphs(program_sigs: Iterable[ConvSignature], plan_limit: int, fp8_layers: str) -> list[ConvSignature]:
+    """The graphs a round of lowering asks for when cuDNN refuses none, in the order it asks: the program's
+    convolutions (`program_sigs`) with their companions, then, with `fp8_layers` timed, each FP8 one in fp16 with
+    its companions (`_choose_precisions`). A later step's graphs (the fp16 writers, which only a round whose
+    precisions stand asks for) are not in it."""
+    program = list(dict.fromkeys(program_sigs))
+    in_fp16 = [dataclasses.replace(sig, precision="fp16") for sig in program if sig.precision == "fp8"]
+    timed = fp8_layers == FP8_LAYERS_TIMED
+    return [*with_companions(program, plan_limit), *(with_companions(in_fp16, plan_limit) if timed else [])]
+
+
+def _send_ahead(backend: BuildContext, sigs: list[ConvSignature]) -> None:
+    """Those of `sigs` neither built nor in the timing cache sent to the workers at once, in order
+    (`PlanCompiler.send_ahead`), so that they compile while the build loads and times the graphs before them."""
+    new = [sig for sig in sigs if sig not in backend.graphs]
+    if new:
+        backend.compiler.send_ahead([sig for sig in new if not backend.cache.holds_plan(sig.key())],
+                                    backend.plan_limit)
+
+
 def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:
     """The graph of every signature not built yet, then the companions (`companions`: scaled, matmul) of each whose
     graph cuDNN built (a refused graph's layer runs elsewhere: its companions would never run), in `backend.graphs`
     (or cuDNN's reason it has none)."""
     asked = list(dict.fromkeys(signatures))
+    _send_ahead(backend, with_companions(asked, backend.plan_limit))  # companions compile while `asked` are timed
     _build_new(backend, asked)
     built = [sig for sig in asked if isinstance(backend.graphs.get(sig), ConvGraph)]
     _build_new(backend, [companion for sig in built for companion in companions(sig, backend.plan_limit).values()])

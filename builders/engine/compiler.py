@@ -24,7 +24,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields
 from multiprocessing.reduction import ForkingPickler
@@ -184,6 +184,16 @@ def worker_count(graphs: int) -> int:
     return workers if graphs >= MIN_GRAPHS and workers >= 2 else 0
 
 
+def _warms(jobs: Iterable[concurrent.futures.Future[Any]], warm: threading.Event) -> None:
+    """`warm` set by the first of `jobs` a worker answers (a withdrawn job answers nothing)."""
+    def answered(job: concurrent.futures.Future[Any]) -> None:
+        if not job.cancelled():
+            warm.set()
+
+    for job in jobs:
+        job.add_done_callback(answered)
+
+
 class CompileJobs:
     """The graphs sent to the workers, taken back one at a time in the engine's process (`take`), so that it loads
     and times each answer while the workers compile the next ones, and builds a graph itself while the workers are
@@ -194,13 +204,7 @@ class CompileJobs:
         """`warm`: set once a worker of the pool that runs `jobs` has answered (one event per pool); `pool`: that
         pool's number (`PlanCompiler.pools`)."""
         self._jobs, self._compiler, self._warm, self._pool = jobs, compiler, warm, pool
-
-        def answered(job: concurrent.futures.Future[WorkerAnswer]) -> None:
-            if not job.cancelled():
-                warm.set()
-
-        for job in jobs.values():
-            job.add_done_callback(answered)
+        _warms(jobs.values(), warm)
 
     def take(self, sig: ConvSignature) -> Compiled | None:
         """`sig`'s plans as a worker compiled them; None where this process is to build the graph: no worker of the
@@ -242,6 +246,7 @@ class PlanCompiler:
         self.pools = 0  # pools started; the current one's number
         self._broken: set[int] = set()  # the numbers of the pools that broke
         self._warm = threading.Event()  # the current pool's: a worker has answered (for every later submit too)
+        self._ahead: dict[ConvSignature, concurrent.futures.Future[WorkerAnswer]] = {}  # the current pool's
         self.ledger = CompileLedger()
 
     @property
@@ -254,10 +259,26 @@ class PlanCompiler:
         return pool in self._broken or self.broken
 
     def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
-        """`sigs` sent to the workers to compile (`CompileJobs.take` gets each back); none sent where the work is too
-        small to spread or the pool cannot run (the caller then compiles in its process)."""
-        jobs = self._sent(len(sigs), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit) for sig in sigs})
-        return CompileJobs(jobs or {}, self, self._warm, self.pools)
+        """`sigs` to compile, each taken back by `CompileJobs.take`: one sent ahead (`send_ahead`) is that job, the
+        others are sent now; none sent where the work is too small to spread or the pool cannot run (the caller then
+        compiles in its process)."""
+        ahead = {sig: self._ahead.pop(sig) for sig in sigs if sig in self._ahead}
+        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in ahead]
+        jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
+                                                    for sig in fresh})
+        return CompileJobs({**ahead, **(jobs or {})}, self, self._warm, self.pools)
+
+    def send_ahead(self, sigs: list[ConvSignature], limit: int) -> None:
+        """`sigs` sent to the workers now, in this order, for a later `submit` that asks for them: the workers
+        compile the graphs a build will ask for next while it loads and times the ones before (one batch instead of
+        a pause at each step that asks). Signatures already sent are not sent again; none is sent where the work is
+        too small to spread or the pool cannot run. Jobs never asked for end with the pool (`close`)."""
+        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
+        jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
+                                                    for sig in fresh})
+        if jobs:
+            _warms(jobs.values(), self._warm)
+            self._ahead.update(jobs)
 
     def submit_regions(self, jobs: dict[str, tuple[Any, list[Any]]]) -> dict[str, concurrent.futures.Future[Any]]:
         """Fused regions sent to the workers to compile (`jobs`: signature -> the region's function and the
@@ -311,6 +332,7 @@ class PlanCompiler:
         this process built itself, its answer unused) is ended with its worker, so nothing compiles, holds a CUDA
         context or a core while the study times its variants; a later `submit` starts new workers."""
         pool, self._pool = self._pool, None
+        self._ahead.clear()
         if pool is None:
             return
         # CPython has no public way to end running workers before 3.14 (`terminate_workers`)

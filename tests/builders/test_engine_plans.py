@@ -545,3 +545,42 @@ def test_close_returns_once_no_worker_is_left_running_a_job():
     compiler.close()
     assert not any(process.is_alive() for process in processes)
     assert time.monotonic() - started < 30
+
+
+def test_graphs_sent_ahead_are_the_jobs_a_later_submit_takes_and_end_with_their_pool(monkeypatch):
+    """A signature sent ahead is sent once, in the order given: the submit that asks for it takes that job (its
+    answer included) and sends only the others; what a closed pool had sent ahead is sent again to the next."""
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    compiler.send_ahead(["c", "d", "e", "f", "e"], 4)  # type: ignore[list-item]
+    assert len(pools) == 1 and len(pools[0].jobs) == 6  # c and d not sent twice, e once
+    for job in pools[0].jobs[:2]:
+        job.set_running_or_notify_cancel()
+    pools[0].jobs[1].set_result(WorkerAnswer((["p0"], {0: b"b"}), 0.5))  # b's answer: the pool is warm
+    jobs = compiler.submit(["b", "g", "c"], 4)  # type: ignore[list-item]
+    assert len(pools[0].jobs) == 7  # only g sent now
+    assert jobs.take("b") == (["p0"], {0: b"b"})  # type: ignore[arg-type]
+    pools[0].jobs[2].set_running_or_notify_cancel()
+    pools[0].jobs[2].set_result(WorkerAnswer((["p0"], {0: b"c"}), 0.5))
+    assert jobs.take("c") == (["p0"], {0: b"c"})  # type: ignore[arg-type]  (the job sent ahead, not a new one)
+    compiler.close()
+    compiler.submit(["d", "e", "f", "h"], 4)  # type: ignore[list-item]
+    assert len(pools) == 2 and len(pools[1].jobs) == 4  # the closed pool's jobs sent ahead are not taken
+
+
+def test_a_worker_answering_a_job_sent_ahead_makes_the_pool_warm(monkeypatch):
+    """Once a job sent ahead is answered, a later submit's jobs are waited for, not built in this process."""
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    pools[0].jobs[0].set_running_or_notify_cancel()
+    pools[0].jobs[0].set_result(WorkerAnswer((["p0"], {0: b"a"}), 0.5))
+    later = compiler.submit(["e", "f", "g", "h"], 4)  # type: ignore[list-item]
+    threading.Timer(0.2, lambda: (pools[0].jobs[4].set_running_or_notify_cancel(),
+                                  pools[0].jobs[4].set_result(WorkerAnswer((["p0"], {0: b"e"}), 0.5)))).start()
+    assert later.take("e") == (["p0"], {0: b"e"})  # type: ignore[arg-type]

@@ -237,6 +237,7 @@ def test_the_graphs_writing_fp16_are_built_before_an_fp8_input_is_priced(monkeyp
                 if sig.precision == "fp8" and not sig.output_fp8 and sig.groups > 1}
     monkeypatch.setattr(build, "_build_new", lambda ctx, sigs: ctx.graphs.update(
         {sig: compiled[sig] for sig in sigs if sig in compiled and sig not in ctx.graphs}))
+    monkeypatch.setattr(build, "_send_ahead", lambda ctx, sigs: None)  # no workers here
     example = torch.randn(1, 8, 6, 6)
     traced = trace(model, example)
     program, _, _ = lower_and_choose(backend, traced, model, {"grouped", "pointwise"},
@@ -552,11 +553,13 @@ def test_an_fp8_grouped_conv_that_loses_to_its_scaled_fp16_graph_runs_fp16_and_s
 
 def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch):
     """The asked graphs first, then the scaled companion of each that cuDNN built (a refused graph's layer runs
-    elsewhere); each sent to the workers once unless the cache holds its plan; a refused companion is its reason."""
+    elsewhere); each sent to the workers once unless the cache holds its plan, every companion sent ahead with the
+    asked graphs (before cuDNN is known to build them); a refused companion is its reason."""
     from types import SimpleNamespace
 
     built: list[ConvSignature] = []
     submitted: list[list[ConvSignature]] = []
+    ahead: list[list[ConvSignature]] = []
     held: set[str] = set()
 
     def build_graph(sig, _cudnn, _handle, _limit, cache, answer):  # as kernels.build_graph says how it made one
@@ -572,7 +575,8 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
 
     monkeypatch.setattr(build, "build_graph", build_graph)
     cache = SimpleNamespace(holds_plan=lambda key: key in held)
-    compiler = SimpleNamespace(submit=submit, ledger=CompileLedger())
+    compiler = SimpleNamespace(submit=submit, send_ahead=lambda sigs, _limit: ahead.append(list(sigs)),
+                               ledger=CompileLedger())
     backend = BuildContext(None, None, torch.zeros(1), 4, cache, compiler,  # type: ignore[arg-type]
                            lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"))
     grouped = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 4, (), False)
@@ -585,7 +589,9 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     matmul = dataclasses.replace(pointwise, as_matmul=True)
     held.add(scaled.key())
     build.make_graphs(backend, [grouped, dense, relu, refused, grouped, pointwise, strided])
-    # the held plan is not sent; no companion of the refused graph
+    # the held plan is not sent; no companion of the refused graph is asked for, though it was sent ahead
+    assert ahead == [[grouped, dense, relu, refused, pointwise, strided, scaled_relu,
+                      dataclasses.replace(refused, unit_scale=True), matmul]]
     assert submitted == [[grouped, dense, relu, refused, pointwise, strided], [scaled_relu, matmul]]
     assert sorted(built, key=ConvSignature.key) == sorted(
         [grouped, dense, relu, refused, pointwise, strided, scaled, scaled_relu, matmul], key=ConvSignature.key)
@@ -594,7 +600,8 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     made = (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s)
     assert made == (1, 1, 5, 2, 2.5)  # the held plan; the worker's answer; the rest built here; two refusals
     build.make_graphs(backend, [grouped])
-    assert len(built) == 9 and (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s) == made
+    assert len(ahead) == 1 and len(built) == 9
+    assert (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s) == made
 
 @pytest.mark.parametrize("change, plan_limit, offered_one", [
     ({}, 4, True),  # 1x1, stride 1, no padding, one group: a GEMM over the pixels
@@ -754,3 +761,50 @@ def _elements(dim: list[int]) -> int:
     for size in dim:
         total *= size
     return total
+
+
+@pytest.mark.parametrize("fp8_layers", [FP8_LAYERS_TIMED, FP8_LAYERS_KEPT])
+def test_a_round_sends_its_graphs_ahead_in_the_order_it_asks_for_them(fp8_layers):
+    """The program's graphs with their companions, then (precisions timed) each FP8 one in fp16 with its
+    companions: so the workers compile the fp16 graphs while the FP8 ones are timed. Listed here by hand."""
+    pointwise = ConvSignature("fp8", (1, 16, 6, 6), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",), True)
+    grouped = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 4, (), False)
+    stem = ConvSignature("fp8", (1, 8, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (), False)
+    pointwise16, stem16 = (dataclasses.replace(sig, precision="fp16") for sig in (pointwise, stem))
+    expected = [pointwise, grouped, stem, dataclasses.replace(pointwise, as_matmul=True),
+                dataclasses.replace(grouped, unit_scale=True)]
+    if fp8_layers == FP8_LAYERS_TIMED:
+        expected += [pointwise16, stem16, dataclasses.replace(pointwise16, as_matmul=True)]
+    assert build.round_graphs([pointwise, grouped, stem, grouped], 4, fp8_layers) == expected
+
+
+def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_asks_for_them(monkeypatch, tmp_path):
+    """A first build (no graph built yet): the first round's graphs go to the workers in one batch, the fp16 ones
+    that the precision choice asks for included, before any graph is asked for."""
+    from types import SimpleNamespace
+
+    model = TwoConvs().eval()
+    backend, shapes = context(model, Times(uniform(), 5.0), FP8_LAYERS_TIMED)
+    backend.quantize_us = {sig.output_shape(): 5.0 for sig in backend.graphs}
+    compiled, backend.graphs = backend.graphs, {}
+    events: list[tuple[str, list[ConvSignature]]] = []
+    backend.compiler = SimpleNamespace(  # type: ignore[assignment]
+        send_ahead=lambda sigs, _limit: events.append(("ahead", list(sigs))))
+
+    def build_new(ctx, sigs):
+        events.append(("asked", [sig for sig in sigs if sig not in ctx.graphs]))
+        ctx.graphs.update({sig: compiled[sig] for sig in sigs if sig in compiled})
+
+    monkeypatch.setattr(build, "_build_new", build_new)
+    backend.cache = TimingCache(tmp_path / "cache.json", {"gpu": "stand-in"})  # empty: every plan is to compile
+    example = torch.randn(1, 8, 6, 6)
+    traced = trace(model, example)
+    lower_and_choose(backend, traced, model, {"grouped", "pointwise"}, {"grouped": 0.5, "pointwise": 0.5}, {},
+                     shapes, value_shapes=record_run(traced, example).shapes)
+    first_ahead = events[0]
+    assert first_ahead[0] == "ahead"
+    asked_in_fp16 = [sig for what, sigs in events if what == "asked" for sig in sigs
+                     if sig.precision == "fp16" and sig.groups > 1 and not sig.unit_scale]
+    grouped_fp8 = [sig for sig in first_ahead[1] if sig.precision == "fp8" and sig.groups > 1]
+    assert grouped_fp8 and asked_in_fp16
+    assert {dataclasses.replace(sig, precision="fp16") for sig in grouped_fp8} <= set(first_ahead[1])
