@@ -207,6 +207,7 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
             continue
         if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
             break
+    backend.compiler.withdraw_ahead()
     for name, sig in _conv_signatures(program, plain, shapes, backend.cold_weights).items():
         tactics = _tactics(backend, sig)
         if len(tactics) > 1:

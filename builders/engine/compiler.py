@@ -272,7 +272,8 @@ class PlanCompiler:
         """`sigs` sent to the workers now, in this order, for a later `submit` that asks for them: the workers
         compile the graphs a build will ask for next while it loads and times the ones before (one batch instead of
         a pause at each step that asks). Signatures already sent are not sent again; none is sent where the work is
-        too small to spread or the pool cannot run. Jobs never asked for end with the pool (`close`)."""
+        too small to spread or the pool cannot run. Jobs never asked for are withdrawn by `withdraw_ahead` or end with
+        the pool (`close`)."""
         fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
         jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
                                                     for sig in fresh})
@@ -291,6 +292,14 @@ class PlanCompiler:
             signature: pool.submit(_compile_region, self.device, blob, specs)
             for signature, (blob, specs) in sendable.items()})
         return sent or {}
+
+    def withdraw_ahead(self) -> None:
+        """The jobs sent ahead and not asked for withdrawn, where no worker has taken them yet (one that has finishes,
+        its answer unused): a build whose graphs are all made leaves the workers free for what comes next (its fused
+        regions), not queued behind graphs it did not need."""
+        for job in self._ahead.values():
+            job.cancel()
+        self._ahead.clear()
 
     def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]]
               ) -> dict[Any, Any] | None:

@@ -584,3 +584,16 @@ def test_a_worker_answering_a_job_sent_ahead_makes_the_pool_warm(monkeypatch):
     threading.Timer(0.2, lambda: (pools[0].jobs[4].set_running_or_notify_cancel(),
                                   pools[0].jobs[4].set_result(WorkerAnswer((["p0"], {0: b"e"}), 0.5)))).start()
     assert later.take("e") == (["p0"], {0: b"e"})  # type: ignore[arg-type]
+
+
+def test_jobs_sent_ahead_and_never_asked_for_are_withdrawn_unless_a_worker_took_them(monkeypatch):
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    pools[0].jobs[0].set_running_or_notify_cancel()  # a worker took a
+    compiler.withdraw_ahead()
+    assert [job.cancelled() for job in pools[0].jobs] == [False, True, True, True]
+    compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    assert len(pools) == 1 and len(pools[0].jobs) == 8  # asked for later: sent again, to the same pool

@@ -16,7 +16,7 @@ import torch
 
 from builders.engine import build, plans
 from builders.engine.build import BuildContext, conv_library, lower_and_choose
-from builders.engine.compiler import CompileLedger
+from builders.engine.compiler import CompileLedger, PlanCompiler
 from builders.engine.conv_tactics import companions, matmul_companion, offered, scaled_companion
 from builders.engine.graph import record_run, trace
 from builders.engine.kernels import CAPTURED_TIMING, ConvGraph, ConvSignature
@@ -116,7 +116,7 @@ def context(model: torch.nn.Module, times: Times, fp8_layers: str, plan_limit: i
                             None)
                     for library in offered(sig, plan_limit):
                         library_us[sig, library] = times.libraries.get((name, library, precision), "not timed here")
-    backend = BuildContext(None, None, torch.zeros(1), plan_limit, None, None,  # type: ignore[arg-type]
+    backend = BuildContext(None, None, torch.zeros(1), plan_limit, None, PlanCompiler(0),  # type: ignore[arg-type]
                            lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"), fp8_layers, graphs,
                            library_us=library_us, cold_weights=cold_weights)
     return backend, shapes
@@ -789,7 +789,8 @@ def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_a
     compiled, backend.graphs = backend.graphs, {}
     events: list[tuple[str, list[ConvSignature]]] = []
     backend.compiler = SimpleNamespace(  # type: ignore[assignment]
-        send_ahead=lambda sigs, _limit: events.append(("ahead", list(sigs))))
+        send_ahead=lambda sigs, _limit: events.append(("ahead", list(sigs))),
+        withdraw_ahead=lambda: events.append(("withdrawn", [])))
 
     def build_new(ctx, sigs):
         events.append(("asked", [sig for sig in sigs if sig not in ctx.graphs]))
@@ -808,3 +809,4 @@ def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_a
     grouped_fp8 = [sig for sig in first_ahead[1] if sig.precision == "fp8" and sig.groups > 1]
     assert grouped_fp8 and asked_in_fp16
     assert {dataclasses.replace(sig, precision="fp16") for sig in grouped_fp8} <= set(first_ahead[1])
+    assert events[-1][0] == "withdrawn"  # what was sent ahead and never asked for leaves the workers once all are made
