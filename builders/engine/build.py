@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -199,15 +199,17 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
     `value_shapes`: each node's (`graph.record_run`), so that an add that broadcasts is not fused."""
     output_refused: dict[str, str] = {}
     timed: Timed = {}
-    for _ in range(LOWERING_ROUNDS):
-        program = lower(traced.nodes, fp8, keys, refused, output_refused, value_shapes)
-        sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
-        _send_ahead(backend, round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers))
-        if _build_graphs(backend, program, sigs, refused, output_refused):
-            continue
-        if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
-            break
-    backend.compiler.withdraw_ahead()
+    try:
+        for _ in range(LOWERING_ROUNDS):
+            program = lower(traced.nodes, fp8, keys, refused, output_refused, value_shapes)
+            sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
+            _send_ahead(backend, round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers, backend.graphs))
+            if _build_graphs(backend, program, sigs, refused, output_refused):
+                continue
+            if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
+                break
+    finally:  # a build that fails leaves nothing queued for the next
+        backend.compiler.withdraw_ahead()
     for name, sig in _conv_signatures(program, plain, shapes, backend.cold_weights).items():
         tactics = _tactics(backend, sig)
         if len(tactics) > 1:
@@ -278,25 +280,30 @@ def _conv_signatures(program: Program, plain: torch.nn.Module, shapes: dict[str,
                                   cold_weights) for step in program.steps if step.kind == "conv"}
 
 
-def with_companions(sigs: Iterable[ConvSignature], plan_limit: int) -> list[ConvSignature]:
-    """`sigs` (each once, in order), then their companions (`companions`), as `make_graphs` asks for them."""
+def with_companions(sigs: Iterable[ConvSignature], plan_limit: int,
+                    graphs: Mapping[ConvSignature, object]) -> list[ConvSignature]:
+    """`sigs` (each once, in order), then their companions (`companions`), as `make_graphs` asks for them: none of
+    a signature whose graph cuDNN refused already (a reason in `graphs`), whose companions are never asked for."""
     asked = list(dict.fromkeys(sigs))
-    return [*asked, *(companion for sig in asked for companion in companions(sig, plan_limit).values())]
+    return [*asked, *(companion for sig in asked if not isinstance(graphs.get(sig), str)
+                      for companion in companions(sig, plan_limit).values())]
 
 
-def round_graphs(program_sigs: Iterable[ConvSignature], plan_limit: int, fp8_layers: str) -> list[ConvSignature]:
+def round_graphs(program_sigs: Iterable[ConvSignature], plan_limit: int, fp8_layers: str,
+                 graphs: Mapping[ConvSignature, object]) -> list[ConvSignature]:
     """The graphs a round of lowering asks for when cuDNN refuses none, in the order it asks: the program's
     convolutions (`program_sigs`) with their companions, then, with `fp8_layers` timed, each FP8 one in fp16 with
-    its companions (`_choose_precisions`). A later step's graphs (the fp16 writers, which only a round whose
-    precisions stand asks for) are not in it."""
+    its companions (`_choose_precisions`); `graphs`: those made so far (`with_companions`). A later step's graphs
+    (the fp16 writers, which only a round whose precisions stand asks for) are not in it."""
     program = list(dict.fromkeys(program_sigs))
     in_fp16 = [dataclasses.replace(sig, precision="fp16") for sig in program if sig.precision == "fp8"]
     timed = fp8_layers == FP8_LAYERS_TIMED
-    return [*with_companions(program, plan_limit), *(with_companions(in_fp16, plan_limit) if timed else [])]
+    return [*with_companions(program, plan_limit, graphs),
+            *(with_companions(in_fp16, plan_limit, graphs) if timed else [])]
 
 
 def _send_ahead(backend: BuildContext, sigs: list[ConvSignature]) -> None:
-    """Those of `sigs` neither built nor in the timing cache sent to the workers at once, in order
+    """Those of `sigs` neither made (built or refused) nor in the timing cache sent to the workers at once, in order
     (`PlanCompiler.send_ahead`), so that they compile while the build loads and times the graphs before them."""
     new = [sig for sig in sigs if sig not in backend.graphs]
     if new:
@@ -309,7 +316,7 @@ def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> N
     graph cuDNN built (a refused graph's layer runs elsewhere: its companions would never run), in `backend.graphs`
     (or cuDNN's reason it has none)."""
     asked = list(dict.fromkeys(signatures))
-    _send_ahead(backend, with_companions(asked, backend.plan_limit))  # companions compile while `asked` are timed
+    _send_ahead(backend, with_companions(asked, backend.plan_limit, backend.graphs))  # compiling while `asked` time
     _build_new(backend, asked)
     built = [sig for sig in asked if isinstance(backend.graphs.get(sig), ConvGraph)]
     _build_new(backend, [companion for sig in built for companion in companions(sig, backend.plan_limit).values()])

@@ -7,12 +7,14 @@ first senet154 study spent most of its time there. Workers, spawned processes wi
 each, build the plans the engine would time and return them serialized; the engine loads and times them in its own
 process, on the GPU it measures on, so the choice is made as before and only the compilation moved.
 
-The engine's process takes the answers back one graph at a time (`CompileJobs.take`), loading and timing each while
-the workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs
-itself. A pool that cannot start or breaks leaves its work to the caller's process (`take` answers None); a pool that
-broke is replaced at the next submit, `RESTARTS` times a study (a worker that dies once, on one job, would otherwise
-leave every later plan of the study to the engine's process: up to 140 s of a first senet154 study on an H100, where a
-fused region's function killed a worker); what is chosen does not depend on where a plan was compiled.
+The engine's process takes the answers back one graph at a time (`CompileJobs.take`), loading and timing each while the
+workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs itself. A
+build sends each step's graphs ahead (`PlanCompiler.send_ahead`), so the workers compile the next step's while it times
+this one's. A pool that cannot start or breaks leaves its work to the caller's process (`take` answers None); a pool
+that broke is replaced at the next submit or sending ahead, `RESTARTS` times a study (a worker that dies once, on one
+job, would otherwise leave every later plan of the study to the engine's process: up to 140 s of a first senet154 study
+on an H100, where a fused region's function killed a worker); what is chosen does not depend on where a plan was
+compiled.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ class WorkerAnswer:
 class CompileLedger:
     """How this backend's builds made their cuDNN graphs and what that cost, summed over the study: from a plan the
     timing cache held, from plans a worker compiled (loaded and timed in the engine's process), compiled and timed in
-    that process, or refused by cuDNN; and the workers' side. A build's note is what it added (`since`, `words`).
+    that process, or refused by cuDNN; the workers' side; and the graphs sent ahead that no build asked for. A build's
+    note is what it added (`since`, `words`).
     Fused regions' compiles are not in it (the fused tactics' note counts them)."""
 
     cached: int = 0
@@ -68,6 +71,8 @@ class CompileLedger:
     worker_plans: int = 0  # plans compiled and serialized in the answers taken
     worker_s: float = 0.0  # the workers' seconds on every answer taken (refusals too, a worker's start included)
     waited_s: float = 0.0  # the engine's process waiting for answers not back yet
+    ahead_unasked: int = 0  # graphs sent ahead that no build asked for (`PlanCompiler.withdraw_ahead`)
+    ahead_withdrawn: int = 0  # of those, withdrawn before a worker took them (the others were compiled, unused)
 
     def record(self, source: GraphSource | Literal["refused"], seconds: float) -> None:
         """A graph made (`build_graph`'s source) or refused in `seconds`."""
@@ -90,7 +95,9 @@ class CompileLedger:
         workers = (f"; the compile workers: {self.worker_plans} plans compiled, {self.worker_s:.1f} s of their time "
                    f"(their start included), {self.waited_s:.1f} s waited for" if self.worker_s or self.waited_s
                    else "")
-        return f"cuDNN graphs made: {', '.join(parts)}{workers}"
+        unasked = (f"; {self.ahead_unasked} graphs sent ahead and not asked for ({self.ahead_withdrawn} withdrawn "
+                   f"before a worker took them)" if self.ahead_unasked else "")
+        return f"cuDNN graphs made: {', '.join(parts)}{workers}{unasked}"
 
 
 def _worker_init() -> None:
@@ -259,21 +266,22 @@ class PlanCompiler:
         return pool in self._broken or self.broken
 
     def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
-        """`sigs` to compile, each taken back by `CompileJobs.take`: one sent ahead (`send_ahead`) is that job, the
-        others are sent now; none sent where the work is too small to spread or the pool cannot run (the caller then
-        compiles in its process)."""
-        ahead = {sig: self._ahead.pop(sig) for sig in sigs if sig in self._ahead}
-        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in ahead]
+        """`sigs` to compile, each taken back by `CompileJobs.take`: one sent ahead (`send_ahead`) and still waiting
+        is that job, the others are sent now; none sent where the work is too small to spread or the pool cannot run
+        (the caller then compiles in its process). Every job of the answer is the current pool's: where sending found
+        the pool broken and replaced it, the jobs sent ahead went with it (`close`) and are the caller's to build."""
+        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
         jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
                                                     for sig in fresh})
+        ahead = {sig: self._ahead.pop(sig) for sig in sigs if sig in self._ahead}  # after: a pool replaced took them
         return CompileJobs({**ahead, **(jobs or {})}, self, self._warm, self.pools)
 
     def send_ahead(self, sigs: list[ConvSignature], limit: int) -> None:
         """`sigs` sent to the workers now, in this order, for a later `submit` that asks for them: the workers
         compile the graphs a build will ask for next while it loads and times the ones before (one batch instead of
-        a pause at each step that asks). Signatures already sent are not sent again; none is sent where the work is
-        too small to spread or the pool cannot run. Jobs never asked for are withdrawn by `withdraw_ahead` or end with
-        the pool (`close`)."""
+        a pause at each step that asks). A signature sent ahead and still waiting for its `submit` is not sent again;
+        none is sent where the work is too small to spread or the pool cannot run. Jobs never asked for are withdrawn
+        by `withdraw_ahead` or end with the pool (`close`)."""
         fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
         jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
                                                     for sig in fresh})
@@ -295,10 +303,12 @@ class PlanCompiler:
 
     def withdraw_ahead(self) -> None:
         """The jobs sent ahead and not asked for withdrawn, where no worker has taken them yet (one that has finishes,
-        its answer unused): a build whose graphs are all made leaves the workers free for what comes next (its fused
-        regions), not queued behind graphs it did not need."""
+        its answer unused), each counted in the ledger (`ahead_unasked`, `ahead_withdrawn`): a build whose graphs are
+        all made leaves the workers free for what comes next (its fused regions, the study's timing), not queued
+        behind graphs it did not need."""
         for job in self._ahead.values():
-            job.cancel()
+            self.ledger.ahead_unasked += 1
+            self.ledger.ahead_withdrawn += int(job.cancel())
         self._ahead.clear()
 
     def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]]

@@ -125,8 +125,10 @@ def ask(spec: LayerSpec, precision: str, refused: dict[str, str], name: str, col
 
 def build_graphs(context: BuildContext, kernels: Iterable[Kernel]) -> None:
     """The engine's graph of every convolution kernel not refused, in `context.graphs` (or cuDNN's reason it has
-    none), built as the engine builds its own (`make_graphs`)."""
+    none), built as the engine builds its own (`make_graphs`); nothing left compiling once they are made (the
+    probe times its layers next)."""
     make_graphs(context, [k.signature for k in kernels if k.signature is not None and k.refusal is None])
+    context.compiler.withdraw_ahead()
 
 
 def choose(context: BuildContext, kernel: Kernel) -> Kernel:

@@ -597,3 +597,39 @@ def test_jobs_sent_ahead_and_never_asked_for_are_withdrawn_unless_a_worker_took_
     assert [job.cancelled() for job in pools[0].jobs] == [False, True, True, True]
     compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
     assert len(pools) == 1 and len(pools[0].jobs) == 8  # asked for later: sent again, to the same pool
+
+
+def test_a_submit_that_finds_the_pool_broken_holds_only_the_new_pools_jobs(monkeypatch):
+    """Jobs sent ahead to a pool that sending then finds broken went with it: the submit's jobs are the new pool's
+    alone, so the old pool's failure neither breaks the new one nor makes it warm, and the graph sent ahead is built
+    in this process."""
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    monkeypatch.setattr(plan_compiler, "ANSWER_TIMEOUT_S", 5)  # a wait that should not happen fails the test soon
+    compiler = PlanCompiler(0)
+    compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    pools[0].jobs[0].set_running_or_notify_cancel()  # a worker of the first pool took a
+    pools[0].submit = RefusingPool.submit.__get__(pools[0])  # type: ignore[method-assign]  (a worker died)
+    jobs = compiler.submit(["a", "e", "f", "g", "h"], 4)  # type: ignore[list-item]
+    assert len(pools) == 2 and len(pools[1].jobs) == 4
+    pools[0].jobs[0].set_exception(BrokenProcessPool("the first pool's worker died"))
+    assert jobs.take("a") is None  # type: ignore[arg-type]  (not the dead pool's job: this process builds it)
+    assert not compiler.has_broken(compiler.pools) and not compiler.broken
+    assert jobs.take("e") is None and pools[1].jobs[0].cancelled()  # type: ignore[arg-type]  (the new pool is cold)
+
+
+def test_the_ledger_says_how_many_graphs_were_sent_ahead_and_never_asked_for(monkeypatch):
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler.send_ahead(["a", "b", "c", "d", "e"], 4)  # type: ignore[list-item]
+    pools[0].jobs[1].set_running_or_notify_cancel()  # a worker took b
+    compiler.submit(["a"], 4)  # type: ignore[list-item]
+    compiler.withdraw_ahead()
+    assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (4, 3)
+    assert compiler.ledger.words() is None  # no graph made: no line
+    compiler.ledger.built, compiler.ledger.built_s = 1, 0.5
+    assert compiler.ledger.words() == ("cuDNN graphs made: 1 compiled and timed here (0.5 s); 4 graphs sent ahead and "
+                                       "not asked for (3 withdrawn before a worker took them)")

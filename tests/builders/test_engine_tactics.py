@@ -775,7 +775,10 @@ def test_a_round_sends_its_graphs_ahead_in_the_order_it_asks_for_them(fp8_layers
                 dataclasses.replace(grouped, unit_scale=True)]
     if fp8_layers == FP8_LAYERS_TIMED:
         expected += [pointwise16, stem16, dataclasses.replace(pointwise16, as_matmul=True)]
-    assert build.round_graphs([pointwise, grouped, stem, grouped], 4, fp8_layers) == expected
+    assert build.round_graphs([pointwise, grouped, stem, grouped], 4, fp8_layers, {}) == expected
+    # a graph cuDNN refused before: its companions are never asked for, so none is sent
+    refused = build.round_graphs([pointwise, grouped, stem], 4, fp8_layers, {pointwise: "cuDNN: no engine"})
+    assert refused == [sig for sig in expected if sig != dataclasses.replace(pointwise, as_matmul=True)]
 
 
 def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_asks_for_them(monkeypatch, tmp_path):
@@ -809,4 +812,26 @@ def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_a
     grouped_fp8 = [sig for sig in first_ahead[1] if sig.precision == "fp8" and sig.groups > 1]
     assert grouped_fp8 and asked_in_fp16
     assert {dataclasses.replace(sig, precision="fp16") for sig in grouped_fp8} <= set(first_ahead[1])
-    assert events[-1][0] == "withdrawn"  # what was sent ahead and never asked for leaves the workers once all are made
+    # what was sent ahead and never asked for leaves the workers once, when every graph is made
+    assert [what for what, _ in events].count("withdrawn") == 1 and events[-1][0] == "withdrawn"
+
+
+def test_a_build_that_fails_leaves_nothing_sent_ahead_for_the_next(monkeypatch):
+    from types import SimpleNamespace
+
+    model = TwoConvs().eval()
+    backend, shapes = context(model, Times(uniform(), 5.0), FP8_LAYERS_TIMED)
+    withdrawn: list[bool] = []
+    backend.compiler = SimpleNamespace(  # type: ignore[assignment]
+        send_ahead=lambda sigs, _limit: None, withdraw_ahead=lambda: withdrawn.append(True))
+
+    def broken(*_args):
+        raise RuntimeError("cuDNN: out of memory")
+
+    monkeypatch.setattr(build, "_build_graphs", broken)
+    example = torch.randn(1, 8, 6, 6)
+    traced = trace(model, example)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        lower_and_choose(backend, traced, model, {"grouped"}, {"grouped": 0.5}, {}, shapes,
+                         value_shapes=record_run(traced, example).shapes)
+    assert withdrawn == [True]

@@ -13,6 +13,7 @@ from torch import nn
 
 from builders.engine import build
 from builders.engine.build import BuildContext, static_refusals
+from builders.engine.compiler import PlanCompiler
 from builders.engine.conv_tactics import companions, offered
 from builders.engine.graph import record_run, trace
 from builders.engine.kernels import ConvGraph, ConvSignature
@@ -274,7 +275,7 @@ def stand_in_context(model: nn.Module, x: torch.Tensor, graph_us: dict, refusals
                 graphs[companion] = "not built here" if time_us is None else ConvGraph(
                     companion, None, None, None, Choice(0, f"{word}-plan-{name}", 1, 1, time_us, False, []), None)
     eager = Quantizer(quantize, "eager (test)")
-    return BuildContext(None, None, x, plan_limit, None, None,  # type: ignore[arg-type]
+    return BuildContext(None, None, x, plan_limit, None, PlanCompiler(0),  # type: ignore[arg-type]
                         lambda: eager, FP8_LAYERS_KEPT, graphs, library_us=times)
 
 
@@ -441,3 +442,19 @@ def test_the_engines_convolution_input_shapes_come_from_one_run_of_its_graph(mak
     x = torch.randn(2, 3, 16, 16) if isinstance(model, Shapes) else torch.randn(2, 8, 6, 6)
     traced = trace(model, x)
     assert build.conv_input_shapes(traced, record_run(traced, x).shapes) == conv_inputs(model, x)
+
+
+def test_the_probe_leaves_nothing_compiling_once_its_graphs_are_made(monkeypatch):
+    """The companions sent ahead with the probe's graphs (some never asked for: a refused graph's) are withdrawn
+    before the probe times its layers."""
+    from types import SimpleNamespace
+
+    model, x = Shapes().eval(), torch.randn(2, 3, 16, 16)
+    context = stand_in_context(model, x, {}, {}, {})
+    calls: list[str] = []
+    monkeypatch.setattr(engine_layers, "make_graphs", lambda _context, _sigs: calls.append("made"))
+    context.compiler = SimpleNamespace(withdraw_ahead=lambda: calls.append("withdrawn"))  # type: ignore[assignment]
+    specs = probe_specs(model, x)
+    refused = static_refusals(model, set(specs))
+    engine_layers.build_graphs(context, [ask(spec, "fp8", refused, name, False) for name, spec in specs.items()])
+    assert calls == ["made", "withdrawn"]
