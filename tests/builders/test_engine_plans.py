@@ -550,10 +550,7 @@ def test_close_returns_once_no_worker_is_left_running_a_job():
 def test_graphs_sent_ahead_are_the_jobs_a_later_submit_takes_and_end_with_their_pool(monkeypatch):
     """A signature sent ahead is sent once, in the order given: the submit that asks for it takes that job (its
     answer included) and sends only the others; what a closed pool had sent ahead is sent again to the next."""
-    pools: list[HandDrivenPool] = []
-    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    compiler = PlanCompiler(0)
+    compiler, pools = hand_driven_compiler(monkeypatch)
     compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
     compiler.send_ahead(["c", "d", "e", "f", "e"], 4)  # type: ignore[list-item]
     assert len(pools) == 1 and len(pools[0].jobs) == 6  # c and d not sent twice, e once
@@ -573,10 +570,7 @@ def test_graphs_sent_ahead_are_the_jobs_a_later_submit_takes_and_end_with_their_
 
 def test_a_worker_answering_a_job_sent_ahead_makes_the_pool_warm(monkeypatch):
     """Once a job sent ahead is answered, a later submit's jobs are waited for, not built in this process."""
-    pools: list[HandDrivenPool] = []
-    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    compiler = PlanCompiler(0)
+    compiler, pools = hand_driven_compiler(monkeypatch)
     compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
     pools[0].jobs[0].set_running_or_notify_cancel()
     pools[0].jobs[0].set_result(WorkerAnswer((["p0"], {0: b"a"}), 0.5))
@@ -587,10 +581,7 @@ def test_a_worker_answering_a_job_sent_ahead_makes_the_pool_warm(monkeypatch):
 
 
 def test_jobs_sent_ahead_and_never_asked_for_are_withdrawn_unless_a_worker_took_them(monkeypatch):
-    pools: list[HandDrivenPool] = []
-    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    compiler = PlanCompiler(0)
+    compiler, pools = hand_driven_compiler(monkeypatch)
     compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
     pools[0].jobs[0].set_running_or_notify_cancel()  # a worker took a
     compiler.withdraw_ahead()
@@ -620,10 +611,7 @@ def test_a_submit_that_finds_the_pool_broken_holds_only_the_new_pools_jobs(monke
 
 
 def test_the_ledger_says_how_many_graphs_were_sent_ahead_and_never_asked_for(monkeypatch):
-    pools: list[HandDrivenPool] = []
-    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    compiler = PlanCompiler(0)
+    compiler, pools = hand_driven_compiler(monkeypatch)
     compiler.send_ahead(["a", "b", "c", "d", "e"], 4)  # type: ignore[list-item]
     pools[0].jobs[1].set_running_or_notify_cancel()  # a worker took b
     compiler.submit(["a"], 4)  # type: ignore[list-item]
@@ -633,3 +621,11 @@ def test_the_ledger_says_how_many_graphs_were_sent_ahead_and_never_asked_for(mon
     compiler.ledger.built, compiler.ledger.built_s = 1, 0.5
     assert compiler.ledger.words() == ("cuDNN graphs made: 1 compiled and timed here (0.5 s); 4 graphs sent ahead and "
                                        "not asked for (3 withdrawn before a worker took them)")
+
+
+def hand_driven_compiler(monkeypatch) -> tuple[PlanCompiler, list[HandDrivenPool]]:
+    """A compiler on a machine of 16 cores whose pools are `HandDrivenPool`s, listed as they start."""
+    pools: list[HandDrivenPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    return PlanCompiler(0), pools
