@@ -4,6 +4,7 @@ engine's H200 sessions: no layer of an FP8 recipe ran in fp16 without a recorded
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import hashlib
 import json
 import os
@@ -321,6 +322,30 @@ def test_a_real_workers_answer_comes_back_through_the_pool_and_into_the_ledger()
     finally:
         compiler.close()
     assert compiler.ledger.worker_s > 0 and compiler.ledger.waited_s > 0 and compiler.ledger.worker_plans == 0
+
+
+@pytest.mark.slow
+def test_jobs_sent_ahead_to_real_workers_are_taken_by_a_submit_and_the_rest_withdrawn(monkeypatch):
+    """Through a real pool of two spawned workers: the jobs sent ahead that a submit asks for come back from the
+    workers (on a machine without cuDNN or a GPU each answer is the worker's reason, so this process builds the
+    graph, and the worker's seconds are counted); the others are counted as never asked for when withdrawn."""
+    monkeypatch.setattr(plan_compiler, "MAX_WORKERS", 2)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    sigs = [ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (), False, cold_weights=cold)
+            for cold in (False, True)]
+    sigs += [dataclasses.replace(sig, out_channels=32) for sig in sigs] + [dataclasses.replace(sigs[0], groups=4)]
+    compiler = PlanCompiler(0)
+    try:
+        compiler.send_ahead(sigs, 1)
+        assert compiler.pools == 1 and compiler._warm.wait(timeout=120)  # a worker has answered: the pool is warm
+        jobs = compiler.submit(sigs[:2], 1)
+        assert jobs.take(sigs[0]) is None and jobs.take(sigs[1]) is None  # answered with the worker's reason
+        compiler.withdraw_ahead()
+    finally:
+        compiler.close()
+    ledger = compiler.ledger
+    assert ledger.worker_s > 0 and ledger.worker_plans == 0 and not compiler.has_broken(compiler.pools)
+    assert ledger.ahead_unasked == 3 and 0 <= ledger.ahead_withdrawn <= 3
 
 
 def test_a_timing_cache_that_cannot_be_written_is_kept_for_a_later_save(tmp_path):
