@@ -295,11 +295,11 @@ def round_graphs(program_sigs: Iterable[ConvSignature], plan_limit: int, fp8_lay
     convolutions (`program_sigs`) with their companions, then, with `fp8_layers` timed, each FP8 one in fp16 with
     its companions (`_choose_precisions`); `graphs`: those made so far (`with_companions`). A later step's graphs
     (the fp16 writers, which only a round whose precisions stand asks for) are not in it."""
-    program = list(dict.fromkeys(program_sigs))
-    in_fp16 = [dataclasses.replace(sig, precision="fp16") for sig in program if sig.precision == "fp8"]
-    timed = fp8_layers == FP8_LAYERS_TIMED
-    return [*with_companions(program, plan_limit, graphs),
-            *(with_companions(in_fp16, plan_limit, graphs) if timed else [])]
+    asked = list(dict.fromkeys(program_sigs))
+    in_fp16 = [dataclasses.replace(sig, precision="fp16") for sig in asked if sig.precision == "fp8"]
+    precisions_timed = fp8_layers == FP8_LAYERS_TIMED
+    return [*with_companions(asked, plan_limit, graphs),
+            *(with_companions(in_fp16, plan_limit, graphs) if precisions_timed else [])]
 
 
 def _send_ahead(backend: BuildContext, sigs: list[ConvSignature]) -> None:
@@ -316,7 +316,7 @@ def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> N
     graph cuDNN built (a refused graph's layer runs elsewhere: its companions would never run), in `backend.graphs`
     (or cuDNN's reason it has none)."""
     asked = list(dict.fromkeys(signatures))
-    _send_ahead(backend, with_companions(asked, backend.plan_limit, backend.graphs))  # compiling while `asked` time
+    _send_ahead(backend, with_companions(asked, backend.plan_limit, backend.graphs))  # they compile as `asked` time
     _build_new(backend, asked)
     built = [sig for sig in asked if isinstance(backend.graphs.get(sig), ConvGraph)]
     _build_new(backend, [companion for sig in built for companion in companions(sig, backend.plan_limit).values()])

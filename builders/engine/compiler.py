@@ -9,12 +9,12 @@ process, on the GPU it measures on, so the choice is made as before and only the
 
 The engine's process takes the answers back one graph at a time (`CompileJobs.take`), loading and timing each while the
 workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs itself. A
-build sends each step's graphs ahead (`PlanCompiler.send_ahead`), so the workers compile the next step's while it times
-this one's. A pool that cannot start or breaks leaves its work to the caller's process (`take` answers None); a pool
-that broke is replaced at the next submit or sending ahead, `RESTARTS` times a study (a worker that dies once, on one
-job, would otherwise leave every later plan of the study to the engine's process: up to 140 s of a first senet154 study
-on an H100, where a fused region's function killed a worker); what is chosen does not depend on where a plan was
-compiled.
+build sends each round's graphs ahead (`PlanCompiler.send_ahead`, to a running pool), so the workers compile a step's
+graphs while the build times the step's before. A pool that cannot start or breaks leaves its work to the caller's
+process (`take` answers None); a pool that broke is replaced at the next submit, `RESTARTS` times a study (a worker that
+dies once, on one job, would otherwise leave every later plan of the study to the engine's process: up to 140 s of a
+first senet154 study on an H100, where a fused region's function killed a worker); what is chosen does not depend on
+where a plan was compiled.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ class CompileLedger:
     worker_plans: int = 0  # plans compiled and serialized in the answers taken
     worker_s: float = 0.0  # the workers' seconds on every answer taken (refusals too, a worker's start included)
     waited_s: float = 0.0  # the engine's process waiting for answers not back yet
-    ahead_unasked: int = 0  # graphs sent ahead that no build asked for (`PlanCompiler.withdraw_ahead`)
+    ahead_unasked: int = 0  # graphs sent ahead that no build asked for (`withdraw_ahead`, also by `close`)
     ahead_withdrawn: int = 0  # of those, withdrawn before a worker took them (the others were compiled, unused)
 
     def record(self, source: GraphSource | Literal["refused"], seconds: float) -> None:
@@ -279,12 +279,13 @@ class PlanCompiler:
     def send_ahead(self, sigs: list[ConvSignature], limit: int) -> None:
         """`sigs` sent to the workers now, in this order, for a later `submit` that asks for them: the workers
         compile the graphs a build will ask for next while it loads and times the ones before (one batch instead of
-        a pause at each step that asks). A signature sent ahead and still waiting for its `submit` is not sent again;
-        none is sent where the work is too small to spread or the pool cannot run. Jobs never asked for are withdrawn
-        by `withdraw_ahead` or end with the pool (`close`)."""
+        a pause at each step that asks). Only to a running pool: work that may never be asked for starts no workers
+        (a `submit` starts them), so a build whose graphs the timing cache holds starts none. A signature sent ahead
+        and still waiting for its `submit` is not sent again. Jobs never asked for are withdrawn by `withdraw_ahead`
+        or `close`."""
         fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
         jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
-                                                    for sig in fresh})
+                                                    for sig in fresh}, start=False)
         if jobs:
             _warms(jobs.values(), self._warm)
             self._ahead.update(jobs)
@@ -311,23 +312,24 @@ class PlanCompiler:
             self.ledger.ahead_withdrawn += int(job.cancel())
         self._ahead.clear()
 
-    def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]]
-              ) -> dict[Any, Any] | None:
-        """`send(pool)`'s jobs, `count` of them, on the pool (`_pool_for`); a pool found broken while sending is
-        replaced and sent to again, as `RESTARTS` allows; None where no pool takes them."""
-        while (pool := self._pool_for(count)) is not None:
+    def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]],
+              start: bool = True) -> dict[Any, Any] | None:
+        """`send(pool)`'s jobs, `count` of them, on the pool (`_pool_for`, which starts one only with `start`); a pool
+        found broken while sending is replaced and sent to again, as `RESTARTS` allows; None where no pool takes
+        them."""
+        while (pool := self._pool_for(count, start)) is not None:
             try:
                 return send(pool)
             except (BrokenProcessPool, OSError, RuntimeError):
                 self.break_pool()
         return None
 
-    def _pool_for(self, jobs: int) -> concurrent.futures.ProcessPoolExecutor | None:
-        """The pool to send `jobs` jobs to, started where there is none and they are enough to spread
-        (`worker_count`); None where the pool is broken, there is no job, or too few to start one."""
+    def _pool_for(self, jobs: int, start: bool = True) -> concurrent.futures.ProcessPoolExecutor | None:
+        """The pool to send `jobs` jobs to, started (with `start`) where there is none and they are enough to spread
+        (`worker_count`); None where the pool is broken, there is no job, or none runs and none is started."""
         if self.broken or jobs == 0:
             return None
-        if self._pool is None:
+        if self._pool is None and start:
             workers = worker_count(jobs)
             if workers == 0:
                 return None
@@ -350,8 +352,8 @@ class PlanCompiler:
         """Stops the workers and returns once they are gone: jobs not started are dropped, a job still running (one
         this process built itself, its answer unused) is ended with its worker, so nothing compiles, holds a CUDA
         context or a core while the study times its variants; a later `submit` starts new workers."""
+        self.withdraw_ahead()
         pool, self._pool = self._pool, None
-        self._ahead.clear()
         if pool is None:
             return
         # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
