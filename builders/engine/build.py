@@ -316,20 +316,21 @@ def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> N
     graph cuDNN built (a refused graph's layer runs elsewhere: its companions would never run), in `backend.graphs`
     (or cuDNN's reason it has none)."""
     asked = list(dict.fromkeys(signatures))
-    _send_ahead(backend, with_companions(asked, backend.plan_limit, backend.graphs))  # they compile as `asked` time
-    _build_new(backend, asked)
+    _build_new(backend, asked, then=with_companions(asked, backend.plan_limit, backend.graphs)[len(asked):])
     built = [sig for sig in asked if isinstance(backend.graphs.get(sig), ConvGraph)]
     _build_new(backend, [companion for sig in built for companion in companions(sig, backend.plan_limit).values()])
 
 
-def _build_new(backend: BuildContext, signatures: list[ConvSignature]) -> None:
+def _build_new(backend: BuildContext, signatures: list[ConvSignature], then: list[ConvSignature] | None = None) -> None:
     """The graphs of `signatures` not built yet: the plans the cache does not hold sent to the workers and taken
-    back in order (`CompileJobs.take`)."""
+    back in order (`CompileJobs.take`). `then`: graphs a later step asks for, sent ahead right after these
+    (`_send_ahead`; the submit may have just started the pool), so that they compile while these are timed."""
     new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
     if not new:
         return
     jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
                                    backend.plan_limit)
+    _send_ahead(backend, then or [])
     for sig in new:
         answer = jobs.take(sig)
         started = time.perf_counter()

@@ -235,7 +235,7 @@ def test_the_graphs_writing_fp16_are_built_before_an_fp8_input_is_priced(monkeyp
     backend.quantize_us = {sig.output_shape(): times.quantize_us for sig in backend.graphs}
     compiled = {sig: backend.graphs.pop(sig) for sig in list(backend.graphs)
                 if sig.precision == "fp8" and not sig.output_fp8 and sig.groups > 1}
-    monkeypatch.setattr(build, "_build_new", lambda ctx, sigs: ctx.graphs.update(
+    monkeypatch.setattr(build, "_build_new", lambda ctx, sigs, then=None: ctx.graphs.update(
         {sig: compiled[sig] for sig in sigs if sig in compiled and sig not in ctx.graphs}))
     monkeypatch.setattr(build, "_send_ahead", lambda ctx, sigs: None)  # no workers here
     example = torch.randn(1, 8, 6, 6)
@@ -553,13 +553,12 @@ def test_an_fp8_grouped_conv_that_loses_to_its_scaled_fp16_graph_runs_fp16_and_s
 
 def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch):
     """The asked graphs first, then the scaled companion of each that cuDNN built (a refused graph's layer runs
-    elsewhere); each sent to the workers once unless the cache holds its plan, every companion sent ahead with the
-    asked graphs (before cuDNN is known to build them); a refused companion is its reason."""
+    elsewhere); each sent to the workers once unless the cache holds its plan, every companion sent ahead right after
+    the asked graphs (before cuDNN is known to build them); a refused companion is its reason."""
     from types import SimpleNamespace
 
     built: list[ConvSignature] = []
-    submitted: list[list[ConvSignature]] = []
-    ahead: list[list[ConvSignature]] = []
+    sent: list[tuple[str, list[ConvSignature]]] = []  # ("submit" or "ahead", the signatures) in the order sent
     held: set[str] = set()
 
     def build_graph(sig, _cudnn, _handle, _limit, cache, answer):  # as kernels.build_graph says how it made one
@@ -570,12 +569,12 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
         return ConvGraph(sig, None, None, None, Choice(0, "p", 1, 1, 1.0, False, []), None), 0.5, source
 
     def submit(sigs, _limit):
-        submitted.append(list(sigs))
+        sent.append(("submit", list(sigs)))
         return SimpleNamespace(take=lambda sig: (["p"], {0: b"plan"}) if sig == dense else None)  # a worker's answer
 
     monkeypatch.setattr(build, "build_graph", build_graph)
     cache = SimpleNamespace(holds_plan=lambda key: key in held)
-    compiler = SimpleNamespace(submit=submit, send_ahead=lambda sigs, _limit: ahead.append(list(sigs)),
+    compiler = SimpleNamespace(submit=submit, send_ahead=lambda sigs, _limit: sent.append(("ahead", list(sigs))),
                                ledger=CompileLedger())
     backend = BuildContext(None, None, torch.zeros(1), 4, cache, compiler,  # type: ignore[arg-type]
                            lambda: Quantizer(lambda x, s, c: x, "stand-in quantize"))
@@ -590,9 +589,9 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     held.add(scaled.key())
     build.make_graphs(backend, [grouped, dense, relu, refused, grouped, pointwise, strided])
     # the held plan is not sent; no companion of the refused graph is asked for, though it was sent ahead
-    assert ahead == [[grouped, dense, relu, refused, pointwise, strided, scaled_relu,
-                      dataclasses.replace(refused, unit_scale=True), matmul]]
-    assert submitted == [[grouped, dense, relu, refused, pointwise, strided], [scaled_relu, matmul]]
+    assert sent == [("submit", [grouped, dense, relu, refused, pointwise, strided]),
+                    ("ahead", [scaled_relu, dataclasses.replace(refused, unit_scale=True), matmul]),
+                    ("submit", [scaled_relu, matmul])]
     assert sorted(built, key=ConvSignature.key) == sorted(
         [grouped, dense, relu, refused, pointwise, strided, scaled, scaled_relu, matmul], key=ConvSignature.key)
     assert isinstance(backend.graphs[scaled], ConvGraph) and backend.graphs[scaled_relu] == "cuDNN: no engine"
@@ -600,7 +599,7 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     made = (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s)
     assert made == (1, 1, 5, 2, 2.5)  # the held plan; the worker's answer; the rest built here; two refusals
     build.make_graphs(backend, [grouped])
-    assert len(ahead) == 1 and len(built) == 9
+    assert len(sent) == 3 and len(built) == 9
     assert (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s) == made
 
 @pytest.mark.parametrize("change, plan_limit, offered_one", [
@@ -795,7 +794,7 @@ def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_a
         send_ahead=lambda sigs, _limit: events.append(("ahead", list(sigs))),
         withdraw_ahead=lambda: events.append(("withdrawn", [])))
 
-    def build_new(ctx, sigs):
+    def build_new(ctx, sigs, then=None):
         events.append(("asked", [sig for sig in sigs if sig not in ctx.graphs]))
         ctx.graphs.update({sig: compiled[sig] for sig in sigs if sig in compiled})
 
