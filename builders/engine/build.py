@@ -280,13 +280,19 @@ def _conv_signatures(program: Program, plain: torch.nn.Module, shapes: dict[str,
                                   cold_weights) for step in program.steps if step.kind == "conv"}
 
 
+def companions_of(sigs: Iterable[ConvSignature], plan_limit: int,
+                  graphs: Mapping[ConvSignature, object]) -> list[ConvSignature]:
+    """The companions (`companions`) of `sigs`, in order, as `make_graphs` asks for them: none of a signature whose
+    graph cuDNN refused (a reason in `graphs`), whose companions are never asked for."""
+    return [companion for sig in dict.fromkeys(sigs) if not isinstance(graphs.get(sig), str)
+            for companion in companions(sig, plan_limit).values()]
+
+
 def with_companions(sigs: Iterable[ConvSignature], plan_limit: int,
                     graphs: Mapping[ConvSignature, object]) -> list[ConvSignature]:
-    """`sigs` (each once, in order), then their companions (`companions`), as `make_graphs` asks for them: none of
-    a signature whose graph cuDNN refused already (a reason in `graphs`), whose companions are never asked for."""
+    """`sigs` (each once, in order), then their companions (`companions_of`)."""
     asked = list(dict.fromkeys(sigs))
-    return [*asked, *(companion for sig in asked if not isinstance(graphs.get(sig), str)
-                      for companion in companions(sig, plan_limit).values())]
+    return [*asked, *companions_of(asked, plan_limit, graphs)]
 
 
 def round_graphs(program_sigs: Iterable[ConvSignature], plan_limit: int, fp8_layers: str,
@@ -316,9 +322,8 @@ def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> N
     graph cuDNN built (a refused graph's layer runs elsewhere: its companions would never run), in `backend.graphs`
     (or cuDNN's reason it has none)."""
     asked = list(dict.fromkeys(signatures))
-    _build_new(backend, asked, then=with_companions(asked, backend.plan_limit, backend.graphs)[len(asked):])
-    built = [sig for sig in asked if isinstance(backend.graphs.get(sig), ConvGraph)]
-    _build_new(backend, [companion for sig in built for companion in companions(sig, backend.plan_limit).values()])
+    _build_new(backend, asked, then=companions_of(asked, backend.plan_limit, backend.graphs))
+    _build_new(backend, companions_of(asked, backend.plan_limit, backend.graphs))  # every asked graph is made now
 
 
 def _build_new(backend: BuildContext, signatures: list[ConvSignature], then: list[ConvSignature] | None = None) -> None:

@@ -270,9 +270,7 @@ class PlanCompiler:
         is that job, the others are sent now; none sent where the work is too small to spread or the pool cannot run
         (the caller then compiles in its process). Every job of the answer is the current pool's: where sending found
         the pool broken and replaced it, the jobs sent ahead went with it (`close`) and are the caller's to build."""
-        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
-        jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
-                                                    for sig in fresh})
+        jobs = self._compiles(sigs, limit, start=True)
         ahead = {sig: self._ahead.pop(sig) for sig in sigs if sig in self._ahead}  # after: a pool replaced took them
         return CompileJobs({**ahead, **(jobs or {})}, self, self._warm, self.pools)
 
@@ -283,9 +281,7 @@ class PlanCompiler:
         (a `submit` starts them), so a build whose graphs the timing cache holds starts none. A signature sent ahead
         and still waiting for its `submit` is not sent again. Jobs never asked for are withdrawn by `withdraw_ahead`
         or `close`."""
-        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
-        jobs = self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
-                                                    for sig in fresh}, start=False)
+        jobs = self._compiles(sigs, limit, start=False)
         if jobs:
             _warms(jobs.values(), self._warm)
             self._ahead.update(jobs)
@@ -301,6 +297,14 @@ class PlanCompiler:
             signature: pool.submit(_compile_region, self.device, blob, specs)
             for signature, (blob, specs) in sendable.items()})
         return sent or {}
+
+    def _compiles(self, sigs: list[ConvSignature], limit: int,
+                  start: bool) -> dict[ConvSignature, concurrent.futures.Future[WorkerAnswer]] | None:
+        """A compile job for each of `sigs` not sent ahead and waiting (`_sent`; `start`: whether a pool may be
+        started for them)."""
+        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
+        return self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
+                                                    for sig in fresh}, start)
 
     def withdraw_ahead(self) -> None:
         """The jobs sent ahead and not asked for withdrawn, where no worker has taken them yet (one that has finishes,
