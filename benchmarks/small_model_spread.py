@@ -2,6 +2,7 @@
 variant its median, per-sample CoV, p99 / median and round-median CoV, each judged against the spread targets.
 
     python benchmarks/small_model_spread.py [--models a,b,...] [--out DIR] [-- RUN OPTIONS ...]
+    python benchmarks/small_model_spread.py --sessions SESSION.json ...   # judge sessions already run, run nothing
 
 The default models are seven families meant to span 0.2-5 ms of fp16 forward on an H200 at batch 1 (each run's
 median shows where it lands): split attention (resnest14d), ConvNeXt (convnext_atto), DenseNet (densenet121), ResNet
@@ -47,15 +48,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--out", type=Path, default=Path("small-model-spread"))
+    parser.add_argument("--sessions", type=Path, nargs="+", help="judge these sessions instead of running studies")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     args, options = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: options for every run
-    args.out.mkdir(parents=True, exist_ok=True)
     print("| model | variant | median ms | inferences / sample | per-sample CoV % | p99 / median | round CoV % | "
           "targets missed |")
     print("|---|---|---|---|---|---|---|---|")
-    missed = judged = 0
-    for model in args.models.split(","):
+    counts = [0, 0]  # variants judged, variants missing a target
+    for path in args.sessions or []:
+        session = load(path)
+        _judge(f"{session.study.model} batch {session.study.batch}", path, counts)
+    for model in [] if args.sessions else args.models.split(","):
+        args.out.mkdir(parents=True, exist_ok=True)
         path = args.out / f"{model}.json"
         start = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "inspector", "run", model, *options, "--out", str(path),
@@ -63,23 +68,27 @@ def main() -> int:
         if done.returncode != 0 or not path.exists():
             print(f"| {model} | - | - | - | - | - | - | the study exited {done.returncode} |", flush=True)
             continue
-        for variant in load(path).variants:
-            latency = variant.latency
-            if latency is None:
-                print(f"| {model} | {variant.name} | - | - | - | - | - | {variant.status}: {variant.error} |")
-                continue
-            found = misses(latency.median_ms, latency.cov, latency.p99_ms)
-            judged += found != ["not judged"]
-            missed += bool(found) and found != ["not judged"]
-            cov = f"{100 * latency.cov:.2f}" if latency.cov is not None else "-"
-            p99 = f"{latency.p99_ms / latency.median_ms:.3f}" if latency.p99_ms is not None else "-"
-            rounds = f"{100 * latency.round_cov:.2f}" if latency.round_cov is not None else "-"
-            print(f"| {model} | {variant.name} | {latency.median_ms:.4f} | {latency.inferences_per_sample} | {cov} | "
-                  f"{p99} | {rounds} | "
-                  f"{'; '.join(found) or 'none'} |", flush=True)
+        _judge(model, path, counts)
         print(f"# {model}: {time.monotonic() - start:.0f} s", flush=True)
-    print(f"variants judged: {judged}; missing a target: {missed}")
+    print(f"variants judged: {counts[0]}; missing a target: {counts[1]}")
     return 0
+
+
+def _judge(model: str, path: Path, counts: list[int]) -> None:
+    """One table row per variant of the session at `path`, judged (`misses`); `counts` (judged, missing) updated."""
+    for variant in load(path).variants:
+        latency = variant.latency
+        if latency is None:
+            print(f"| {model} | {variant.name} | - | - | - | - | - | {variant.status}: {variant.error} |")
+            continue
+        found = misses(latency.median_ms, latency.cov, latency.p99_ms)
+        counts[0] += found != ["not judged"]
+        counts[1] += bool(found) and found != ["not judged"]
+        cov = f"{100 * latency.cov:.2f}" if latency.cov is not None else "-"
+        p99 = f"{latency.p99_ms / latency.median_ms:.3f}" if latency.p99_ms is not None else "-"
+        rounds = f"{100 * latency.round_cov:.2f}" if latency.round_cov is not None else "-"
+        print(f"| {model} | {variant.name} | {latency.median_ms:.4f} | {latency.inferences_per_sample} | {cov} | "
+              f"{p99} | {rounds} | {'; '.join(found) or 'none'} |", flush=True)
 
 
 if __name__ == "__main__":
