@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -122,12 +122,12 @@ def _fp16_by_choice(program: Program) -> list[Step]:
     return [s for s in program.steps if precision_as_run(s.asked, s.precision, s.fallback) == FP16_BY_TIMING]
 
 
-def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module,
-                 twin: Twin | None) -> tuple[CudnnEngine, list[Layer], list[str]]:
-    """The engine of `plain` (fp16, BatchNorm folded as the recipe folds it), FP8 where `twin` (the simulated
-    variant of its recipe) quantizes, with its scales; its layer table and notes. Regions the engine runs as several
-    steps (squeeze-excitation blocks, pointwise chains) run Inductor's fused kernels where those time faster
-    (`builders.engine.fused_tactics`).
+def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, twin: Twin | None,
+                 value_shapes: dict[str, tuple[int, ...]]) -> tuple[CudnnEngine, list[Layer], list[str]]:
+    """The engine of `plain` (fp16, BatchNorm folded as the recipe folds it; `traced` its graph, `value_shapes` its
+    values' shapes: `recorded_shapes`), FP8 where `twin` (the simulated variant of its recipe) quantizes, with its
+    scales; its layer table and notes. Regions the engine runs as several steps (squeeze-excitation blocks,
+    pointwise chains) run Inductor's fused kernels where those time faster (`builders.engine.fused_tactics`).
 
     With `backend.fp8_layers` timed (the default), a quantized convolution whose fp16 tactic is faster than its best
     FP8 tactic runs fp16; with either, a convolution writes FP8 for its readers only where that is faster than
@@ -139,7 +139,6 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     keys: dict[str, object] = {path: round(scale[0], 12) for path, scale in scales.items()}
     refused = static_refusals(plain, fp8)
     timed_before = set(backend.library_us)  # the context is shared by the study's variants: this one's are the rest
-    value_shapes = record_run(traced, backend.static_input.to(device="cuda", dtype=torch.float16)).shapes
     shapes = conv_input_shapes(traced, value_shapes)
     program, timed, output_refused = lower_and_choose(backend, traced, plain, fp8, keys, refused, shapes,
                                                       value_shapes=value_shapes)
@@ -175,6 +174,29 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
         engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
         layers, notes = fused.layers, notes + fused.notes
     return engine, layers, notes
+
+
+def recorded_shapes(backend: BuildContext, traced: TracedModel) -> dict[str, tuple[int, ...]]:
+    """The shape of each value of `traced` (`graph.record_run`), run once on the engine's static input in fp16."""
+    return record_run(traced, backend.static_input.to(device="cuda", dtype=torch.float16)).shapes
+
+
+def foreseen_scale_keys(fp8: set[str], reads: Mapping[str, Hashable]) -> dict[str, object]:
+    """The input-scale key (`lowering.lower`'s `scale_keys`) of each of `fp8` before calibration: layers that read
+    one tensor (`reads`: layer -> the tensor it reads, as `ModelStructure` keys it) calibrate one amax from it, and
+    the recipe's shared input scale gives them one too, so they share a key; every other layer has its own."""
+    return {path: ("reads", reads[path]) if path in reads else ("layer", path) for path in fp8}
+
+
+def send_first_round_ahead(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, fp8: set[str],
+                           scale_keys: Mapping[str, object], value_shapes: dict[str, tuple[int, ...]]) -> None:
+    """The graphs the first round of lowering `plain` with `fp8` asks for (`round_graphs`) sent to a running pool now
+    (`_send_ahead`), so that they compile during what a build does before it lowers (an FP8 build's calibration).
+    `scale_keys`: as foreseen (`foreseen_scale_keys`); a graph sent that the build, lowering with its calibrated
+    keys, never asks for is withdrawn when its graphs are made (`lower_and_choose`) and counted in the ledger."""
+    program = lower(traced.nodes, fp8, scale_keys, static_refusals(plain, fp8), {}, value_shapes)
+    sigs = _conv_signatures(program, plain, conv_input_shapes(traced, value_shapes), backend.cold_weights)
+    _send_ahead(backend, round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers, backend.graphs))
 
 
 def library_notes(backend: BuildContext, timed_before: set[tuple[ConvSignature, str]]) -> list[str]:

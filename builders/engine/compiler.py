@@ -261,6 +261,11 @@ class PlanCompiler:
         """No pool is started again: more than `RESTARTS` broke (later compiles run in the caller's process)."""
         return len(self._broken) > RESTARTS
 
+    @property
+    def running(self) -> bool:
+        """A pool is started and not closed: `send_ahead` sends to it (what a build sends ahead starts none)."""
+        return self._pool is not None
+
     def has_broken(self, pool: int) -> bool:
         """Whether pool number `pool` broke (its answers are not used), or none may run any more."""
         return pool in self._broken or self.broken

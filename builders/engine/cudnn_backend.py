@@ -8,17 +8,25 @@ epilogue.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import copy
 import dataclasses
 import time
+from collections.abc import Iterator
 
 import torch
 
 from builders.backend import Backend, BackendContext, BuildResult, Capabilities, register_backend
-from builders.engine.build import BuildContext, build_engine
+from builders.engine.build import (
+    BuildContext,
+    build_engine,
+    foreseen_scale_keys,
+    recorded_shapes,
+    send_first_round_ahead,
+)
 from builders.engine.compiler import PlanCompiler
 from builders.engine.fused_tactics import FusedTactics
-from builders.engine.graph import trace
+from builders.engine.graph import TracedModel, trace
 from builders.engine.kernels import engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
@@ -35,7 +43,7 @@ from builders.pytorch.variant_modules import (
     unquantized_note,
     variant_module,
 )
-from builders.recipes.fp8 import get_recipe
+from builders.recipes.fp8 import get_recipe, select
 from profilers.device import study_device
 from sessions.documents.covers import covered_records
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
@@ -121,19 +129,23 @@ class CudnnBackend(Backend):
         if variant.precision not in ("fp16", "fp8"):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
         start = time.perf_counter()
+        with _as_build_failure(variant):
+            plain, made_plain = self._plain(folds=True)  # as every FP8 recipe's calibration folds BatchNorm
+            traced = trace(plain, self.context.static_input)
+            value_shapes = recorded_shapes(self.context, traced)
+            if variant.precision == "fp8" and self.context.compiler.running:  # a first build's pool: busy meanwhile
+                self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
         twin = self._twin(variant, calibration) if variant.precision == "fp8" else None
-        plain, made_plain = self._plain(twin)
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
-        try:
-            engine, layers, notes = build_engine(self.context, trace(plain, self.context.static_input), plain, twin)
+        with _as_build_failure(variant):
+            if twin is not None and not twin.recipe.batchnorm_folded:  # a twin calibrated on BatchNorm as it is
+                plain, made_plain = self._plain(folds=False)
+                traced = trace(plain, self.context.static_input)
+                value_shapes = recorded_shapes(self.context, traced)
+            engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
             _structure_roles(layers, self.structure)
             engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
             torch.cuda.synchronize()
-        except (InputError, MissingEnvironment):
-            raise
-        except Exception as exc:  # noqa: BLE001  (the variant fails with one line; the study goes on)
-            raise RuntimeError(f"the cuDNN engine could not build {variant.name}: {type(exc).__name__}: "
-                               f"{first_line(exc)}") from None
         self.context.cache.save()
         refused = self._quantizer.refused[refused_before:] if self._quantizer else []
         notes.extend(plain_layers_notes(made_plain))
@@ -178,19 +190,40 @@ class CudnnBackend(Backend):
         twin.saved = self._twins.save
         return twin
 
-    def _plain(self, twin: Twin | None) -> tuple[torch.nn.Module, list[PlainLayer]]:
-        """The model in fp16 with BatchNorm folded into the convolutions (as the recipe folds it for FP8), its layers
-        of derived classes that compute their base class's operation made plain first (`fold_into_weights`, as the
-        FP8 calibration makes them: the scales are of the weight they compute); and those layers."""
+    def _plain(self, folds: bool) -> tuple[torch.nn.Module, list[PlainLayer]]:
+        """The model in fp16, with BatchNorm folded into the convolutions where `folds` (as the FP8 calibration folds
+        it), its layers of derived classes that compute their base class's operation made plain first
+        (`fold_into_weights`, as the FP8 calibration makes them: the scales are of the weight they compute); and those
+        layers."""
         module = copy.deepcopy(self._reference)
-        folds = twin is None or twin.recipe.batchnorm_folded
         made_plain, _ = fold_into_weights(module, self.structure.conv_bn if folds else [])
         return module.to(dtype=torch.float16).eval(), made_plain
+
+    def _send_ahead_of_calibration(self, variant: VariantPlan, traced: TracedModel, plain: torch.nn.Module,
+                                   value_shapes: dict[str, tuple[int, ...]]) -> None:
+        """The first round of `variant`'s graphs sent to the running pool (`send_first_round_ahead`), foreseen from
+        the layers its recipe selects in the model's structure, so that they compile while ModelOpt calibrates."""
+        fp8 = set(select(self.structure, variant.recipe or "all", variant.exclude).quantized)
+        reads = {layer.path: layer.input_key for layer in self.structure.layers}
+        send_first_round_ahead(self.context, traced, plain, fp8, foreseen_scale_keys(fp8, reads), value_shapes)
 
     def _make_quantizer(self) -> Quantizer:
         if self._quantizer is None:
             self._quantizer = make_quantizer()
         return self._quantizer
+
+
+@contextlib.contextmanager
+def _as_build_failure(variant: VariantPlan) -> Iterator[None]:
+    """An exception of the block becomes the variant's one-line failure (the study goes on), but for bad input and a
+    missing environment, which keep their own words."""
+    try:
+        yield
+    except (InputError, MissingEnvironment):
+        raise
+    except Exception as exc:  # noqa: BLE001  (the variant fails with one line; the study goes on)
+        raise RuntimeError(f"the cuDNN engine could not build {variant.name}: {type(exc).__name__}: "
+                           f"{first_line(exc)}") from None
 
 
 def _digest_in_background(module: torch.nn.Module) -> concurrent.futures.Future[str]:

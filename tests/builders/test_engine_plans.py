@@ -686,3 +686,90 @@ def test_close_counts_the_jobs_sent_ahead_that_it_drops(monkeypatch):
     compiler.close()
     assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (3, 3)
     assert all(job.cancelled() for job in pools[0].jobs)
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_to_a_running_pool(monkeypatch,
+                                                                                                 running):
+    """`CudnnBackend.build`: with the compile workers running (a first build's pool), the FP8 build's first round goes
+    to them before ModelOpt calibrates; without them nothing is foreseen (a warm build starts no workers). Everything
+    the build calls stands in, recording the order."""
+    from types import SimpleNamespace
+
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    events: list[str] = []
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace(compiler=SimpleNamespace(running=running), static_input=torch.zeros(1))
+    instance._quantizer = None
+    instance._plain = lambda folds: (events.append(f"plain folds={folds}"), (torch.nn.Identity(), []))[1]
+    instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
+    instance._twin = lambda *_args: (events.append("calibrated"),
+                                     SimpleNamespace(recipe=SimpleNamespace(batchnorm_folded=True)))[1]
+    monkeypatch.setattr(cudnn_backend, "trace", lambda *_args: events.append("traced"))
+    monkeypatch.setattr(cudnn_backend, "recorded_shapes", lambda *_args: {})
+
+    def lowered(*_args):
+        events.append("lowered")
+        raise RuntimeError("stand-in stops here")
+
+    monkeypatch.setattr(cudnn_backend, "build_engine", lowered)
+    with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all: RuntimeError: stand-in stops here"):
+        instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
+    ahead = ["sent ahead"] if running else []
+    assert events == ["plain folds=True", "traced", *ahead, "calibrated", "lowered"]
+    events.clear()
+    with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
+        instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
+    assert events == ["plain folds=True", "traced", "lowered"]  # an fp16 build foresees nothing
+
+
+def test_a_twin_calibrated_on_batchnorm_as_it_is_gets_the_model_unfolded_again(monkeypatch):
+    """The model is folded before calibration, as every FP8 recipe's calibration folds it; a twin that says it did
+    not (one read from an older cache) gets the model with BatchNorm as it is, traced again."""
+    from types import SimpleNamespace
+
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    events: list[str] = []
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace(compiler=SimpleNamespace(running=False), static_input=torch.zeros(1))
+    instance._quantizer = None
+    instance._plain = lambda folds: (events.append(f"plain folds={folds}"), (torch.nn.Identity(), []))[1]
+    instance._twin = lambda *_args: (events.append("calibrated"),
+                                     SimpleNamespace(recipe=SimpleNamespace(batchnorm_folded=False)))[1]
+    monkeypatch.setattr(cudnn_backend, "trace", lambda *_args: events.append("traced"))
+    monkeypatch.setattr(cudnn_backend, "recorded_shapes", lambda *_args: {})
+    monkeypatch.setattr(cudnn_backend, "build_engine", lambda *_args: (_ for _ in ()).throw(RuntimeError("stop")))
+    with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all"):
+        instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
+    assert events == ["plain folds=True", "traced", "calibrated", "plain folds=False", "traced"]
+
+
+def test_what_is_sent_ahead_of_calibration_is_the_recipes_selection_with_one_key_per_tensor_read(monkeypatch):
+    """`_send_ahead_of_calibration` foresees the FP8 layers from the recipe and the model's structure (seresnet18,
+    random weights): `no-se` leaves the squeeze-excitation convolutions out, the first block of a stage's first
+    convolution and its shortcut read one tensor and share a key, its two convolutions in a row do not."""
+    from types import SimpleNamespace
+
+    from builders.models.structure import model_structure
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    timm = pytest.importorskip("timm")
+    model = timm.create_model("seresnet18", pretrained=False).eval()
+    sent: list[tuple[set[str], dict[str, object]]] = []
+    monkeypatch.setattr(cudnn_backend, "send_first_round_ahead",
+                        lambda _ctx, _traced, _plain, fp8, keys, _shapes: sent.append((fp8, keys)))
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace()
+    instance.structure = model_structure(model, torch.randn(1, 3, 64, 64))
+    instance._send_ahead_of_calibration(VariantPlan("fp8", "no-se", (), "cudnn"), None, model, {})
+    (fp8, keys), = sent
+    assert {"layer2.0.conv1", "layer2.0.conv2", "layer2.0.downsample.0", "layer4.1.conv2"} <= fp8
+    assert not [path for path in fp8 if ".se." in path]
+    assert keys["layer2.0.conv1"] == keys["layer2.0.downsample.0"]
+    assert keys["layer2.0.conv1"] != keys["layer2.0.conv2"]
+    assert set(keys) == fp8

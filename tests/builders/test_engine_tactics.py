@@ -834,3 +834,82 @@ def test_a_build_that_fails_leaves_nothing_sent_ahead_for_the_next(monkeypatch):
         lower_and_choose(backend, traced, model, {"grouped"}, {"grouped": 0.5}, {}, shapes,
                          value_shapes=record_run(traced, example).shapes)
     assert withdrawn == [True]
+
+
+def test_layers_reading_one_tensor_are_foreseen_to_share_an_input_scale():
+    """Before calibration: one tensor read by two layers gives them one amax, so one key; other layers differ."""
+    keys = build.foreseen_scale_keys({"a", "b", "c", "d"}, {"a": 7, "b": 7, "c": 9})
+    assert set(keys) == {"a", "b", "c", "d"}
+    assert keys["a"] == keys["b"]
+    assert len({keys["a"], keys["c"], keys["d"]}) == 3
+
+
+class SharedInput(torch.nn.Module):
+    """stem -> relu -> two 1x1 convolutions reading that one tensor, added: stem writes for two readers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = torch.nn.Conv2d(8, 16, 3, padding=1)
+        self.left = torch.nn.Conv2d(16, 16, 1)
+        self.right = torch.nn.Conv2d(16, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.stem(x))
+        return self.left(y) + self.right(y)
+
+
+def test_foreseen_keys_lower_two_readers_of_one_tensor_as_calibrated_keys_do():
+    """The stem writes FP8 for its two FP8 readers only where they share a key: with the keys foreseen from the
+    structure, as with the equal scales calibration gives them, and not where the keys differ."""
+    from builders.engine.lowering import lower
+    from builders.models.structure import model_structure
+
+    model = SharedInput().eval()
+    example = torch.randn(1, 8, 6, 6)
+    traced = trace(model, example)
+    shapes = record_run(traced, example).shapes
+    fp8 = {"left", "right"}
+    reads = {layer.path: layer.input_key for layer in model_structure(model, example).layers}
+    foreseen = build.foreseen_scale_keys(fp8, reads)
+
+    def stem_writes_fp8(keys) -> bool:
+        program = lower(traced.nodes, fp8, keys, {}, {}, shapes)
+        return next(step for step in program.steps if step.name == "stem").output_fp8
+
+    assert stem_writes_fp8({"left": 0.25, "right": 0.25})  # calibrated: one tensor, one amax
+    assert stem_writes_fp8(foreseen)
+    assert not stem_writes_fp8({"left": 0.25, "right": 0.5})
+
+
+def test_the_first_round_sent_before_calibration_is_what_the_build_then_asks_for(monkeypatch, tmp_path):
+    """`send_first_round_ahead` sends each graph of the first round once (FP8 and, precisions timed, fp16), and
+    every one of them is a graph the build then asks for: nothing sent is wasted where the keys were foreseen."""
+    from types import SimpleNamespace
+
+    model = TwoConvs().eval()
+    backend, shapes = context(model, Times(uniform(), 5.0), FP8_LAYERS_TIMED)
+    backend.quantize_us = {sig.output_shape(): 5.0 for sig in backend.graphs}
+    compiled, backend.graphs = backend.graphs, {}
+    sent: list[ConvSignature] = []
+    backend.compiler = SimpleNamespace(  # type: ignore[assignment]
+        send_ahead=lambda sigs, _limit: sent.extend(sigs), withdraw_ahead=lambda: None)
+    backend.cache = TimingCache(tmp_path / "cache.json", {"gpu": "stand-in"})  # empty: every plan is to compile
+    example = torch.randn(1, 8, 6, 6)
+    traced = trace(model, example)
+    value_shapes = record_run(traced, example).shapes
+    fp8 = {"grouped", "pointwise"}
+    build.send_first_round_ahead(backend, traced, model, fp8, {"grouped": 0.5, "pointwise": 0.5}, value_shapes)
+    assert len(sent) == len(set(sent))
+    layers = {(sig.groups, sig.kernel[0], sig.precision) for sig in sent if not sig.as_matmul and not sig.unit_scale}
+    assert {(4, 3, "fp8"), (4, 3, "fp16"), (1, 1, "fp8"), (1, 1, "fp16"), (1, 3, "fp16")} <= layers
+
+    asked: list[ConvSignature] = []
+
+    def build_new(ctx, sigs, then=None):
+        asked.extend(sig for sig in sigs if sig not in ctx.graphs)
+        ctx.graphs.update({sig: compiled[sig] for sig in sigs if sig in compiled})
+
+    monkeypatch.setattr(build, "_build_new", build_new)
+    lower_and_choose(backend, traced, model, fp8, {"grouped": 0.5, "pointwise": 0.5}, {}, shapes,
+                     value_shapes=value_shapes)
+    assert set(sent) <= set(asked)
