@@ -688,25 +688,19 @@ def test_close_counts_the_jobs_sent_ahead_that_it_drops(monkeypatch):
     assert all(job.cancelled() for job in pools[0].jobs)
 
 
-@pytest.mark.parametrize("running", [True, False])
-def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_to_a_running_pool(monkeypatch,
-                                                                                                 running):
-    """`CudnnBackend.build`: with the compile workers running (a first build's pool), the FP8 build's first round goes
-    to them before ModelOpt calibrates; without them nothing is foreseen (a warm build starts no workers). Everything
-    the build calls stands in, recording the order."""
+def recording_backend(monkeypatch, events: list[str], running: bool, twin_folded: bool):
+    """A `CudnnBackend` whose every step of `build` stands in, appending what it does to `events`: the pool running
+    or not, a twin that says whether its calibration folded BatchNorm, and the lowering failing once reached."""
     from types import SimpleNamespace
 
-    from sessions.documents.plan import VariantPlan
-
     cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
-    events: list[str] = []
     instance = object.__new__(cudnn_backend.CudnnBackend)
     instance.context = SimpleNamespace(compiler=SimpleNamespace(running=running), static_input=torch.zeros(1))
     instance._quantizer = None
     instance._plain = lambda folds: (events.append(f"plain folds={folds}"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
     instance._twin = lambda *_args: (events.append("calibrated"),
-                                     SimpleNamespace(recipe=SimpleNamespace(batchnorm_folded=True)))[1]
+                                     SimpleNamespace(recipe=SimpleNamespace(batchnorm_folded=twin_folded)))[1]
     monkeypatch.setattr(cudnn_backend, "trace", lambda *_args: events.append("traced"))
     monkeypatch.setattr(cudnn_backend, "recorded_shapes", lambda *_args: {})
 
@@ -715,6 +709,18 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
         raise RuntimeError("stand-in stops here")
 
     monkeypatch.setattr(cudnn_backend, "build_engine", lowered)
+    return instance
+
+
+@pytest.mark.parametrize("running", [True, False])
+def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_to_a_running_pool(monkeypatch,
+                                                                                                 running):
+    """`CudnnBackend.build`: with the compile workers running (a first build's pool), the FP8 build's first round goes
+    to them before ModelOpt calibrates; without them nothing is foreseen (a warm build starts no workers)."""
+    from sessions.documents.plan import VariantPlan
+
+    events: list[str] = []
+    instance = recording_backend(monkeypatch, events, running, twin_folded=True)
     with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all: RuntimeError: stand-in stops here"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
     ahead = ["sent ahead"] if running else []
@@ -728,24 +734,13 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
 def test_a_twin_calibrated_on_batchnorm_as_it_is_gets_the_model_unfolded_again(monkeypatch):
     """The model is folded before calibration, as every FP8 recipe's calibration folds it; a twin that says it did
     not (one read from an older cache) gets the model with BatchNorm as it is, traced again."""
-    from types import SimpleNamespace
-
     from sessions.documents.plan import VariantPlan
 
-    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
     events: list[str] = []
-    instance = object.__new__(cudnn_backend.CudnnBackend)
-    instance.context = SimpleNamespace(compiler=SimpleNamespace(running=False), static_input=torch.zeros(1))
-    instance._quantizer = None
-    instance._plain = lambda folds: (events.append(f"plain folds={folds}"), (torch.nn.Identity(), []))[1]
-    instance._twin = lambda *_args: (events.append("calibrated"),
-                                     SimpleNamespace(recipe=SimpleNamespace(batchnorm_folded=False)))[1]
-    monkeypatch.setattr(cudnn_backend, "trace", lambda *_args: events.append("traced"))
-    monkeypatch.setattr(cudnn_backend, "recorded_shapes", lambda *_args: {})
-    monkeypatch.setattr(cudnn_backend, "build_engine", lambda *_args: (_ for _ in ()).throw(RuntimeError("stop")))
+    instance = recording_backend(monkeypatch, events, running=False, twin_folded=False)
     with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
-    assert events == ["plain folds=True", "traced", "calibrated", "plain folds=False", "traced"]
+    assert events == ["plain folds=True", "traced", "calibrated", "plain folds=False", "traced", "lowered"]
 
 
 def test_what_is_sent_ahead_of_calibration_is_the_recipes_selection_with_one_key_per_tensor_read(monkeypatch):
