@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
 
+from sessions.documents.model import Session
 from sessions.documents.storage import load
 
 MODELS = ("resnest14d", "convnext_atto", "densenet121", "resnet50", "efficientnet_b0", "vit_tiny_patch16_224", "dpn68")
@@ -46,9 +47,10 @@ def misses(median_ms: float, cov: float | None, p99_ms: float | None) -> list[st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--out", type=Path, default=Path("small-model-spread"))
-    parser.add_argument("--sessions", type=Path, nargs="+", help="judge these sessions instead of running studies")
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--models", default=",".join(MODELS))
+    chosen.add_argument("--sessions", type=Path, nargs="+", help="judge these sessions instead of running studies")
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
     args, options = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: options for every run
@@ -58,7 +60,7 @@ def main() -> int:
     counts = [0, 0]  # variants judged, variants missing a target
     for path in args.sessions or []:
         session = load(path)
-        _judge(f"{session.study.model} batch {session.study.batch}", path, counts)
+        _judge(f"{session.study.model} batch {session.study.batch}", session, counts)
     for model in [] if args.sessions else args.models.split(","):
         args.out.mkdir(parents=True, exist_ok=True)
         path = args.out / f"{model}.json"
@@ -68,15 +70,15 @@ def main() -> int:
         if done.returncode != 0 or not path.exists():
             print(f"| {model} | - | - | - | - | - | - | the study exited {done.returncode} |", flush=True)
             continue
-        _judge(model, path, counts)
+        _judge(model, load(path), counts)
         print(f"# {model}: {time.monotonic() - start:.0f} s", flush=True)
     print(f"variants judged: {counts[0]}; missing a target: {counts[1]}")
     return 0
 
 
-def _judge(model: str, path: Path, counts: list[int]) -> None:
-    """One table row per variant of the session at `path`, judged (`misses`); `counts` (judged, missing) updated."""
-    for variant in load(path).variants:
+def _judge(model: str, session: Session, counts: list[int]) -> None:
+    """One table row per variant of `session`, judged (`misses`); `counts` (judged, missing) updated."""
+    for variant in session.variants:
         latency = variant.latency
         if latency is None:
             print(f"| {model} | {variant.name} | - | - | - | - | - | {variant.status}: {variant.error} |")

@@ -130,18 +130,19 @@ class CudnnBackend(Backend):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
         start = time.perf_counter()
         with _as_build_failure(variant):
-            plain, made_plain = self._plain(folds=True)  # as every FP8 recipe's calibration folds BatchNorm
+            plain, made_plain = self._plain()
             traced = trace(plain, self.context.static_input)
             value_shapes = recorded_shapes(self.context, traced)
-            if variant.precision == "fp8" and self.context.compiler.running:  # a first build's pool: busy meanwhile
-                self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
-        twin = self._twin(variant, calibration) if variant.precision == "fp8" else None
+        fp8 = variant.precision == "fp8"
+        if fp8 and self.context.compiler.running:  # a first build's pool: busy while ModelOpt calibrates
+            self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
+        try:
+            twin = self._twin(variant, calibration) if fp8 else None
+        except BaseException:
+            self.context.compiler.withdraw_ahead()  # a build that fails leaves nothing queued for the next
+            raise
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
         with _as_build_failure(variant):
-            if twin is not None and not twin.recipe.batchnorm_folded:  # a twin calibrated on BatchNorm as it is
-                plain, made_plain = self._plain(folds=False)
-                traced = trace(plain, self.context.static_input)
-                value_shapes = recorded_shapes(self.context, traced)
             engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
             _structure_roles(layers, self.structure)
             engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
@@ -190,22 +191,27 @@ class CudnnBackend(Backend):
         twin.saved = self._twins.save
         return twin
 
-    def _plain(self, folds: bool) -> tuple[torch.nn.Module, list[PlainLayer]]:
-        """The model in fp16, with BatchNorm folded into the convolutions where `folds` (as the FP8 calibration folds
-        it), its layers of derived classes that compute their base class's operation made plain first
+    def _plain(self) -> tuple[torch.nn.Module, list[PlainLayer]]:
+        """The model in fp16 with BatchNorm folded into the convolutions (as every FP8 recipe's calibration folds it:
+        `variant_modules`), its layers of derived classes that compute their base class's operation made plain first
         (`fold_into_weights`, as the FP8 calibration makes them: the scales are of the weight they compute); and those
         layers."""
         module = copy.deepcopy(self._reference)
-        made_plain, _ = fold_into_weights(module, self.structure.conv_bn if folds else [])
+        made_plain, _ = fold_into_weights(module, self.structure.conv_bn)
         return module.to(dtype=torch.float16).eval(), made_plain
 
     def _send_ahead_of_calibration(self, variant: VariantPlan, traced: TracedModel, plain: torch.nn.Module,
                                    value_shapes: dict[str, tuple[int, ...]]) -> None:
         """The first round of `variant`'s graphs sent to the running pool (`send_first_round_ahead`), foreseen from
-        the layers its recipe selects in the model's structure, so that they compile while ModelOpt calibrates."""
+        the layers its recipe selects in the model's structure, so that they compile while ModelOpt calibrates.
+        Speculative work: where foreseeing fails, what it sent is withdrawn and the build goes on, its own lowering
+        (the same code, on the calibrated scales) saying why where it fails too."""
         fp8 = set(select(self.structure, variant.recipe or "all", variant.exclude).quantized)
         reads = {layer.path: layer.input_key for layer in self.structure.layers}
-        send_first_round_ahead(self.context, traced, plain, fp8, foreseen_scale_keys(fp8, reads), value_shapes)
+        try:
+            send_first_round_ahead(self.context, traced, plain, fp8, foreseen_scale_keys(fp8, reads), value_shapes)
+        except Exception:  # noqa: BLE001  (an optimisation must not fail the build)
+            self.context.compiler.withdraw_ahead()
 
     def _make_quantizer(self) -> Quantizer:
         if self._quantizer is None:

@@ -688,19 +688,27 @@ def test_close_counts_the_jobs_sent_ahead_that_it_drops(monkeypatch):
     assert all(job.cancelled() for job in pools[0].jobs)
 
 
-def recording_backend(monkeypatch, events: list[str], running: bool, twin_folded: bool):
+def recording_backend(monkeypatch, events: list[str], running: bool, calibrates: bool = True):
     """A `CudnnBackend` whose every step of `build` stands in, appending what it does to `events`: the pool running
-    or not, a twin that says whether its calibration folded BatchNorm, and the lowering failing once reached."""
+    or not, the calibration failing unless `calibrates`, and the lowering failing once reached."""
     from types import SimpleNamespace
 
     cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
     instance = object.__new__(cudnn_backend.CudnnBackend)
-    instance.context = SimpleNamespace(compiler=SimpleNamespace(running=running), static_input=torch.zeros(1))
+    instance.context = SimpleNamespace(compiler=SimpleNamespace(running=running,
+                                                                withdraw_ahead=lambda: events.append("withdrawn")),
+                                       static_input=torch.zeros(1))
     instance._quantizer = None
-    instance._plain = lambda folds: (events.append(f"plain folds={folds}"), (torch.nn.Identity(), []))[1]
+    instance._plain = lambda: (events.append("plain"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
-    instance._twin = lambda *_args: (events.append("calibrated"),
-                                     SimpleNamespace(recipe=SimpleNamespace(batchnorm_folded=twin_folded)))[1]
+
+    def twin(*_args):
+        events.append("calibrated")
+        if not calibrates:
+            raise ValueError("detected inf values in amax")
+        return SimpleNamespace()
+
+    instance._twin = twin
     monkeypatch.setattr(cudnn_backend, "trace", lambda *_args: events.append("traced"))
     monkeypatch.setattr(cudnn_backend, "recorded_shapes", lambda *_args: {})
 
@@ -720,27 +728,48 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
     from sessions.documents.plan import VariantPlan
 
     events: list[str] = []
-    instance = recording_backend(monkeypatch, events, running, twin_folded=True)
+    instance = recording_backend(monkeypatch, events, running)
     with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all: RuntimeError: stand-in stops here"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
     ahead = ["sent ahead"] if running else []
-    assert events == ["plain folds=True", "traced", *ahead, "calibrated", "lowered"]
+    assert events == ["plain", "traced", *ahead, "calibrated", "lowered"]
     events.clear()
     with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
         instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
-    assert events == ["plain folds=True", "traced", "lowered"]  # an fp16 build foresees nothing
+    assert events == ["plain", "traced", "lowered"]  # an fp16 build foresees nothing
 
 
-def test_a_twin_calibrated_on_batchnorm_as_it_is_gets_the_model_unfolded_again(monkeypatch):
-    """The model is folded before calibration, as every FP8 recipe's calibration folds it; a twin that says it did
-    not (one read from an older cache) gets the model with BatchNorm as it is, traced again."""
+def test_a_calibration_that_fails_withdraws_what_was_sent_ahead_of_it(monkeypatch):
+    """A build that fails leaves nothing queued for the next: the calibration's own error, after the withdrawal."""
     from sessions.documents.plan import VariantPlan
 
     events: list[str] = []
-    instance = recording_backend(monkeypatch, events, running=False, twin_folded=False)
-    with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all"):
+    instance = recording_backend(monkeypatch, events, running=True, calibrates=False)
+    with pytest.raises(ValueError, match="inf values in amax"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
-    assert events == ["plain folds=True", "traced", "calibrated", "plain folds=False", "traced", "lowered"]
+    assert events == ["plain", "traced", "sent ahead", "calibrated", "withdrawn"]
+
+
+def test_foreseeing_that_fails_withdraws_and_leaves_the_build_to_its_own_lowering(monkeypatch):
+    """Sending ahead is speculative: where it fails, what it sent is withdrawn and the build is not failed by it."""
+    from types import SimpleNamespace
+
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    events: list[str] = []
+
+    def fails(*_args):
+        events.append("foreseen")
+        raise KeyError("layer1.0.conv1")
+
+    monkeypatch.setattr(cudnn_backend, "send_first_round_ahead", fails)
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace(compiler=SimpleNamespace(withdraw_ahead=lambda: events.append("withdrawn")))
+    instance.structure = SimpleNamespace(layers=[])
+    monkeypatch.setattr(cudnn_backend, "select", lambda *_args: SimpleNamespace(quantized=["conv"]))
+    instance._send_ahead_of_calibration(VariantPlan("fp8", "all", (), "cudnn"), None, None, {})
+    assert events == ["foreseen", "withdrawn"]
 
 
 def test_what_is_sent_ahead_of_calibration_is_the_recipes_selection_with_one_key_per_tensor_read(monkeypatch):

@@ -882,9 +882,12 @@ def test_foreseen_keys_lower_two_readers_of_one_tensor_as_calibrated_keys_do():
 
 
 def test_the_first_round_sent_before_calibration_is_what_the_build_then_asks_for(monkeypatch, tmp_path):
-    """`send_first_round_ahead` sends each graph of the first round once (FP8 and, precisions timed, fp16), and
-    every one of them is a graph the build then asks for: nothing sent is wasted where the keys were foreseen."""
+    """`send_first_round_ahead`, with the keys foreseen from the model's structure, sends each graph of the first
+    round once (FP8 and, precisions timed, fp16), and every one of them is a graph the build, lowering with its
+    calibrated keys, then asks for: nothing sent is wasted where the keys were foreseen right."""
     from types import SimpleNamespace
+
+    from builders.models.structure import model_structure
 
     model = TwoConvs().eval()
     backend, shapes = context(model, Times(uniform(), 5.0), FP8_LAYERS_TIMED)
@@ -898,9 +901,12 @@ def test_the_first_round_sent_before_calibration_is_what_the_build_then_asks_for
     traced = trace(model, example)
     value_shapes = record_run(traced, example).shapes
     fp8 = {"grouped", "pointwise"}
-    build.send_first_round_ahead(backend, traced, model, fp8, {"grouped": 0.5, "pointwise": 0.5}, value_shapes)
-    assert len(sent) == len(set(sent))
-    layers = {(sig.groups, sig.kernel[0], sig.precision) for sig in sent if not sig.as_matmul and not sig.unit_scale}
+    reads = {layer.path: layer.input_key for layer in model_structure(model, example).layers}
+    build.send_first_round_ahead(backend, traced, model, fp8, build.foreseen_scale_keys(fp8, reads), value_shapes)
+    sent_before = list(sent)  # what the build then sends itself is not this function's
+    assert sent_before and len(sent_before) == len(set(sent_before))
+    layers = {(sig.groups, sig.kernel[0], sig.precision) for sig in sent_before
+              if not sig.as_matmul and not sig.unit_scale}
     assert {(4, 3, "fp8"), (4, 3, "fp16"), (1, 1, "fp8"), (1, 1, "fp16"), (1, 3, "fp16")} <= layers
 
     asked: list[ConvSignature] = []
@@ -910,6 +916,6 @@ def test_the_first_round_sent_before_calibration_is_what_the_build_then_asks_for
         ctx.graphs.update({sig: compiled[sig] for sig in sigs if sig in compiled})
 
     monkeypatch.setattr(build, "_build_new", build_new)
-    lower_and_choose(backend, traced, model, fp8, {"grouped": 0.5, "pointwise": 0.5}, {}, shapes,
-                     value_shapes=value_shapes)
-    assert set(sent) <= set(asked)
+    lower_and_choose(backend, traced, model, fp8, {"grouped": 0.5, "pointwise": 0.25}, {}, shapes,
+                     value_shapes=value_shapes)  # the calibrated keys: each layer its own scale
+    assert set(sent_before) <= set(asked)

@@ -233,7 +233,7 @@ def test_the_engines_model_has_them_plain_before_batchnorm_is_folded():
         expected = model(x)
     backend = SimpleNamespace(_reference=model, structure=model_structure(model, x))
     assert backend.structure.conv_bn == [("0", "1")]
-    plain, made_plain = CudnnBackend._plain(backend, folds=True)  # type: ignore[arg-type]
+    plain, made_plain = CudnnBackend._plain(backend)  # type: ignore[arg-type]
     assert [layer.path for layer in made_plain] == ["0", "3"] and type(plain[1]) is torch.nn.Identity
     with torch.no_grad():
         error = (plain.float()(x) - expected).abs().max() / expected.abs().max()
