@@ -195,8 +195,7 @@ def send_first_round_ahead(backend: BuildContext, traced: TracedModel, plain: to
     `scale_keys`: as foreseen (`foreseen_scale_keys`); a graph sent that the build, lowering with its calibrated
     keys, never asks for is withdrawn when its graphs are made (`lower_and_choose`) and counted in the ledger."""
     program = lower(traced.nodes, fp8, scale_keys, static_refusals(plain, fp8), {}, value_shapes)
-    sigs = _conv_signatures(program, plain, conv_input_shapes(traced, value_shapes), backend.cold_weights)
-    _send_ahead(backend, round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers, backend.graphs))
+    _send_round_ahead(backend, program, plain, conv_input_shapes(traced, value_shapes))
 
 
 def library_notes(backend: BuildContext, timed_before: set[tuple[ConvSignature, str]]) -> list[str]:
@@ -224,8 +223,7 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
     try:
         for _ in range(LOWERING_ROUNDS):
             program = lower(traced.nodes, fp8, keys, refused, output_refused, value_shapes)
-            sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
-            _send_ahead(backend, round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers, backend.graphs))
+            sigs = _send_round_ahead(backend, program, plain, shapes)
             if _build_graphs(backend, program, sigs, refused, output_refused):
                 continue
             if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
@@ -328,6 +326,15 @@ def round_graphs(program_sigs: Iterable[ConvSignature], plan_limit: int, fp8_lay
     precisions_timed = fp8_layers == FP8_LAYERS_TIMED
     return [*with_companions(asked, plan_limit, graphs),
             *(with_companions(in_fp16, plan_limit, graphs) if precisions_timed else [])]
+
+
+def _send_round_ahead(backend: BuildContext, program: Program, plain: torch.nn.Module,
+                      shapes: dict[str, tuple[int, ...]]) -> dict[str, ConvSignature]:
+    """The signature of each conv step of `program` (by step; `shapes`: each convolution's input shape), its round's
+    graphs (`round_graphs`) sent ahead to a running pool (`_send_ahead`)."""
+    sigs = _conv_signatures(program, plain, shapes, backend.cold_weights)
+    _send_ahead(backend, round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers, backend.graphs))
+    return sigs
 
 
 def _send_ahead(backend: BuildContext, sigs: list[ConvSignature]) -> None:

@@ -43,7 +43,7 @@ from builders.pytorch.variant_modules import (
     unquantized_note,
     variant_module,
 )
-from builders.recipes.fp8 import get_recipe, select
+from builders.recipes.fp8 import get_recipe, variant_selection
 from profilers.device import study_device
 from sessions.documents.covers import covered_records
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
@@ -138,15 +138,15 @@ class CudnnBackend(Backend):
             self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
         try:
             twin = self._twin(variant, calibration) if fp8 else None
+            refused_before = len(self._quantizer.refused) if self._quantizer else 0
+            with _as_build_failure(variant):
+                engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
+                _structure_roles(layers, self.structure)
+                engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
+                torch.cuda.synchronize()
         except BaseException:
             self.context.compiler.withdraw_ahead()  # a build that fails leaves nothing queued for the next
             raise
-        refused_before = len(self._quantizer.refused) if self._quantizer else 0
-        with _as_build_failure(variant):
-            engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
-            _structure_roles(layers, self.structure)
-            engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
-            torch.cuda.synchronize()
         self.context.cache.save()
         refused = self._quantizer.refused[refused_before:] if self._quantizer else []
         notes.extend(plain_layers_notes(made_plain))
@@ -206,7 +206,7 @@ class CudnnBackend(Backend):
         the layers its recipe selects in the model's structure, so that they compile while ModelOpt calibrates.
         Speculative work: where foreseeing fails, what it sent is withdrawn and the build goes on, its own lowering
         (the same code, on the calibrated scales) saying why where it fails too."""
-        fp8 = set(select(self.structure, variant.recipe or "all", variant.exclude).quantized)
+        fp8 = set(variant_selection(self.structure, variant).quantized)
         reads = {layer.path: layer.input_key for layer in self.structure.layers}
         try:
             send_first_round_ahead(self.context, traced, plain, fp8, foreseen_scale_keys(fp8, reads), value_shapes)

@@ -26,7 +26,7 @@ import torch
 from builders.fp8.format import E4M3_MAX, MIN_SCALE
 from builders.models.plain_layers import PlainLayer, plain_layers, plain_layers_notes
 from builders.models.structure import model_structure
-from builders.recipes.fp8 import OPS, check_exclusions, check_selections, select
+from builders.recipes.fp8 import OPS, check_exclusions, check_selections, variant_selection
 from sessions.analyses.captions import SIMULATED_FP8
 from sessions.documents.errors import InspectError, MissingEnvironment, first_line
 from sessions.documents.model import Recipe
@@ -185,7 +185,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
                 dtype: torch.dtype, calibrations: Calibrations) -> VariantModule:
     mtq = _modelopt()
     structure = model_structure(reference, calibration[:1].to(next(reference.parameters()).device))
-    selection = select(structure, variant.recipe or "all", variant.exclude)
+    selection = variant_selection(structure, variant)
     check_exclusions("this model", structure, variant.exclude)
     check_selections("this model", structure, {variant.name: selection})
     recipe_def = selection.recipe

@@ -113,6 +113,11 @@ def select(structure: ModelStructure, name: str, exclude_patterns: list[str] | t
     return selection
 
 
+def variant_selection(structure: ModelStructure, variant: VariantPlan) -> Selection:
+    """What `variant`'s recipe (`all` where it names none) and exclusions select in `structure`."""
+    return select(structure, variant.recipe or "all", variant.exclude)
+
+
 def check_selections(model: str, structure: ModelStructure, named: dict[str, Selection]) -> None:
     """One line and InputError where a variant selects nothing, lacks a role it needs, or repeats another."""
     seen: dict[tuple, str] = {}
@@ -177,7 +182,7 @@ def _structure_of(model_name: str, checkpoint: str | None) -> ModelStructure:
 def quantized_paths(model_name: str, checkpoint: str | None, variant: VariantPlan) -> list[str]:
     """The module paths `variant` quantizes in `model_name`: its recipe and exclusions applied to the structure that
     `preflight` checks them on (found once per model and checkpoint in a process)."""
-    return select(_structure_of(model_name, checkpoint), variant.recipe or "all", variant.exclude).quantized
+    return variant_selection(_structure_of(model_name, checkpoint), variant).quantized
 
 
 def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPlan, ...],
@@ -202,7 +207,7 @@ def preflight(model_name: str, checkpoint: str | None, variants: tuple[VariantPl
         if variant.precision != "fp8":
             kept.append(variant)
             continue
-        selection = select(structure, variant.recipe or "all", variant.exclude)
+        selection = variant_selection(structure, variant)
         try:
             check_selections(model_name, structure, {**chosen.get(variant.backend, {}), variant.name: selection})
         except InputError as exc:

@@ -625,12 +625,8 @@ def test_a_submit_that_finds_the_pool_broken_holds_only_the_new_pools_jobs(monke
     """Jobs sent ahead to a pool that sending then finds broken went with it: the submit's jobs are the new pool's
     alone, so the old pool's failure neither breaks the new one nor makes it warm, and the graph sent ahead is built
     in this process."""
-    pools: list[HandDrivenPool] = []
-    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler, pools = hand_driven_compiler(monkeypatch)
     monkeypatch.setattr(plan_compiler, "ANSWER_TIMEOUT_S", 5)  # a wait that should not happen fails the test soon
-    compiler = PlanCompiler(0)
-    compiler._pool_for(4)  # a running pool: jobs are sent ahead only to one
     compiler.send_ahead(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
     pools[0].jobs[0].set_running_or_notify_cancel()  # a worker of the first pool took a
     pools[0].submit = RefusingPool.submit.__get__(pools[0])  # type: ignore[method-assign]  (a worker died)
@@ -655,24 +651,22 @@ def test_the_ledger_says_how_many_graphs_were_sent_ahead_and_never_asked_for(mon
                                        "not asked for (3 withdrawn before a worker took them)")
 
 
-def hand_driven_compiler(monkeypatch) -> tuple[PlanCompiler, list[HandDrivenPool]]:
-    """A compiler on a machine of 16 cores whose pools are `HandDrivenPool`s, listed as they start; its first pool
-    running, no job sent to it yet (jobs are sent ahead only to a running pool)."""
+def hand_driven_compiler(monkeypatch, running: bool = True) -> tuple[PlanCompiler, list[HandDrivenPool]]:
+    """A compiler on a machine of 16 cores whose pools are `HandDrivenPool`s, listed as they start; with `running`,
+    its first pool started, no job sent to it yet (jobs are sent ahead only to a running pool)."""
     pools: list[HandDrivenPool] = []
     monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
     compiler = PlanCompiler(0)
-    compiler._pool_for(4)
+    if running:
+        compiler._pool_for(4)
     return compiler, pools
 
 
 def test_graphs_are_sent_ahead_only_to_a_running_pool(monkeypatch):
     """Work that may never be asked for starts no workers: with no pool running nothing is sent ahead, and a submit
     that needs workers starts them."""
-    pools: list[HandDrivenPool] = []
-    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(HandDrivenPool(workers)) or pools[-1])
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
-    compiler = PlanCompiler(0)
+    compiler, pools = hand_driven_compiler(monkeypatch, running=False)
     compiler.send_ahead(["a", "b", "c", "d", "e"], 4)  # type: ignore[list-item]
     assert pools == [] and compiler.pools == 0
     compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
@@ -732,11 +726,11 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
     with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all: RuntimeError: stand-in stops here"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
     ahead = ["sent ahead"] if running else []
-    assert events == ["plain", "traced", *ahead, "calibrated", "lowered"]
+    assert events == ["plain", "traced", *ahead, "calibrated", "lowered", "withdrawn"]  # failed: nothing left queued
     events.clear()
     with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
         instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
-    assert events == ["plain", "traced", "lowered"]  # an fp16 build foresees nothing
+    assert events == ["plain", "traced", "lowered", "withdrawn"]  # an fp16 build foresees nothing
 
 
 def test_a_calibration_that_fails_withdraws_what_was_sent_ahead_of_it(monkeypatch):
@@ -767,7 +761,7 @@ def test_foreseeing_that_fails_withdraws_and_leaves_the_build_to_its_own_lowerin
     instance = object.__new__(cudnn_backend.CudnnBackend)
     instance.context = SimpleNamespace(compiler=SimpleNamespace(withdraw_ahead=lambda: events.append("withdrawn")))
     instance.structure = SimpleNamespace(layers=[])
-    monkeypatch.setattr(cudnn_backend, "select", lambda *_args: SimpleNamespace(quantized=["conv"]))
+    monkeypatch.setattr(cudnn_backend, "variant_selection", lambda *_args: SimpleNamespace(quantized=["conv"]))
     instance._send_ahead_of_calibration(VariantPlan("fp8", "all", (), "cudnn"), None, None, {})
     assert events == ["foreseen", "withdrawn"]
 
