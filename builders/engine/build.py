@@ -188,14 +188,30 @@ def foreseen_scale_keys(fp8: set[str], reads: Mapping[str, Hashable]) -> dict[st
     return {path: ("reads", reads[path]) if path in reads else ("layer", path) for path in fp8}
 
 
+def first_round_graphs(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, fp8: set[str],
+                       scale_keys: Mapping[str, object],
+                       value_shapes: dict[str, tuple[int, ...]]) -> list[ConvSignature]:
+    """The graphs the first round of lowering `plain` (`traced`) with `fp8` asks for (`round_graphs`), in order.
+    `scale_keys`: as foreseen before calibration (`foreseen_scale_keys`)."""
+    program = lower(traced.nodes, fp8, scale_keys, static_refusals(plain, fp8), {}, value_shapes)
+    sigs = _conv_signatures(program, plain, conv_input_shapes(traced, value_shapes), backend.cold_weights)
+    return round_graphs(sigs.values(), backend.plan_limit, backend.fp8_layers, backend.graphs)
+
+
 def send_first_round_ahead(backend: BuildContext, traced: TracedModel, plain: torch.nn.Module, fp8: set[str],
                            scale_keys: Mapping[str, object], value_shapes: dict[str, tuple[int, ...]]) -> None:
-    """The graphs the first round of lowering `plain` with `fp8` asks for (`round_graphs`) sent to a running pool now
-    (`_send_ahead`), so that they compile during what a build does before it lowers (an FP8 build's calibration).
-    `scale_keys`: as foreseen (`foreseen_scale_keys`); a graph sent that the build, lowering with its calibrated
-    keys, never asks for is withdrawn when its graphs are made (`lower_and_choose`) and counted in the ledger."""
-    program = lower(traced.nodes, fp8, scale_keys, static_refusals(plain, fp8), {}, value_shapes)
-    _send_round_ahead(backend, program, plain, conv_input_shapes(traced, value_shapes))
+    """The first round's graphs (`first_round_graphs`) sent to a running pool now (`_send_ahead`), so that they
+    compile during what a build does before it lowers (an FP8 build's calibration). A graph sent that the build,
+    lowering with its calibrated keys, never asks for is withdrawn when its graphs are made (`lower_and_choose`) and
+    counted in the ledger."""
+    _send_ahead(backend, first_round_graphs(backend, traced, plain, fp8, scale_keys, value_shapes))
+
+
+def foresee(backend: BuildContext, rounds: Iterable[list[ConvSignature]]) -> None:
+    """The graphs of `rounds` (the first rounds of the study's builds, `first_round_graphs`, in the order they will be
+    built) neither made nor in the timing cache, sent to the workers as foreseen (`PlanCompiler.foresee`: a pool
+    started where they are enough to spread), so that a later build's graphs compile while the builds before it run."""
+    backend.compiler.foresee(_to_compile(backend, [sig for graphs in rounds for sig in graphs]), backend.plan_limit)
 
 
 def library_notes(backend: BuildContext, timed_before: set[tuple[ConvSignature, str]]) -> list[str]:
@@ -340,10 +356,14 @@ def _send_round_ahead(backend: BuildContext, program: Program, plain: torch.nn.M
 def _send_ahead(backend: BuildContext, sigs: list[ConvSignature]) -> None:
     """Those of `sigs` neither made (built or refused) nor in the timing cache sent to the workers at once, in order
     (`PlanCompiler.send_ahead`), so that they compile while the build loads and times the graphs before them."""
-    new = [sig for sig in sigs if sig not in backend.graphs]
+    new = _to_compile(backend, sigs)
     if new:
-        backend.compiler.send_ahead([sig for sig in new if not backend.cache.holds_plan(sig.key())],
-                                    backend.plan_limit)
+        backend.compiler.send_ahead(new, backend.plan_limit)
+
+
+def _to_compile(backend: BuildContext, sigs: list[ConvSignature]) -> list[ConvSignature]:
+    """Those of `sigs` neither made (built or refused) nor held in the timing cache: the ones workers would compile."""
+    return [sig for sig in sigs if sig not in backend.graphs and not backend.cache.holds_plan(sig.key())]
 
 
 def make_graphs(backend: BuildContext, signatures: Iterable[ConvSignature]) -> None:

@@ -10,7 +10,9 @@ process, on the GPU it measures on, so the choice is made as before and only the
 The engine's process takes the answers back one graph at a time (`CompileJobs.take`), loading and timing each while the
 workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs itself. A
 build sends each round's graphs ahead (`PlanCompiler.send_ahead`, to a running pool), so the workers compile a step's
-graphs while the build times the step's before. A pool that cannot start or breaks leaves its work to the caller's
+graphs while the build times the step's before; a backend's first build sends the first round of every build of the
+study (`PlanCompiler.foresee`), which wait at the back of the queue, so that a later build's graphs compile while the
+builds before it run. A pool that cannot start or breaks leaves its work to the caller's
 process (`take` answers None); a pool that broke is replaced at the next submit, `RESTARTS` times a study (a worker that
 dies once, on one job, would otherwise leave every later plan of the study to the engine's process: up to 140 s of a
 first senet154 study on an H100, where a fused region's function killed a worker); what is chosen does not depend on
@@ -254,6 +256,7 @@ class PlanCompiler:
         self._broken: set[int] = set()  # the numbers of the pools that broke
         self._warm = threading.Event()  # the current pool's: a worker has answered (for every later submit too)
         self._ahead: dict[ConvSignature, concurrent.futures.Future[WorkerAnswer]] = {}  # the current pool's
+        self._foreseen: dict[ConvSignature, int] = {}  # those of `_ahead` no build has sent yet (`foresee`): plan limit
         self.ledger = CompileLedger()
 
     @property
@@ -275,6 +278,7 @@ class PlanCompiler:
         is that job, the others are sent now; none sent where the work is too small to spread or the pool cannot run
         (the caller then compiles in its process). Every job of the answer is the current pool's: where sending found
         the pool broken and replaced it, the jobs sent ahead went with it (`close`) and are the caller's to build."""
+        self._claim(sigs)
         jobs = self._compiles(sigs, limit, start=True)
         ahead = {sig: self._ahead.pop(sig) for sig in sigs if sig in self._ahead}  # after: a pool replaced took them
         return CompileJobs({**ahead, **(jobs or {})}, self, self._warm, self.pools)
@@ -284,12 +288,38 @@ class PlanCompiler:
         compile the graphs a build will ask for next while it loads and times the ones before (one batch instead of
         a pause at each step that asks). Only to a running pool: work that may never be asked for starts no workers
         (a `submit` starts them), so a build whose graphs the timing cache holds starts none. A signature sent ahead
-        and still waiting for its `submit` is not sent again. Jobs never asked for are withdrawn by `withdraw_ahead`
-        or `close`."""
+        and still waiting for its `submit` is not sent again (one foreseen, `foresee`, becomes the caller's and keeps
+        its place). Jobs never asked for are withdrawn by `withdraw_ahead` or `close`."""
+        self._claim(sigs)
         jobs = self._compiles(sigs, limit, start=False)
         if jobs:
             _warms(jobs.values(), self._warm)
             self._ahead.update(jobs)
+
+    def foresee(self, sigs: list[ConvSignature], limit: int) -> None:
+        """`sigs`, graphs the study's later builds are foreseen to ask for, sent to the workers now, a pool started for
+        them where they are enough to spread (`worker_count`), so that they compile while the builds before them run.
+        Foreseen jobs stay at the back of the queue (every job a build sends goes before those no worker has taken,
+        `_sent`), and no build's `withdraw_ahead` withdraws them until a build sends one ahead or asks for it (it is
+        then that build's); `close` withdraws those left."""
+        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
+        jobs = self._sent(len(fresh), lambda pool: self._foreseen_jobs(pool, [(sig, limit) for sig in fresh]),
+                          start=True, foreseen=True)
+        if jobs:
+            self._foreseen.update(dict.fromkeys(jobs, limit))
+
+    def _claim(self, sigs: Iterable[ConvSignature]) -> None:
+        """Those of `sigs` foreseen (`foresee`) made the calling build's: its `withdraw_ahead` withdraws them."""
+        for sig in sigs:
+            self._foreseen.pop(sig, None)
+
+    def _foreseen_jobs(self, pool: concurrent.futures.ProcessPoolExecutor,
+                       jobs: list[tuple[ConvSignature, int]]) -> dict[ConvSignature, concurrent.futures.Future[Any]]:
+        """A compile job on `pool` for each signature of `jobs` (with its plan limit), in order, held as sent ahead."""
+        sent = {sig: pool.submit(_compile, self.device, sig, limit) for sig, limit in jobs}
+        _warms(sent.values(), self._warm)
+        self._ahead.update(sent)
+        return sent
 
     def submit_regions(self, jobs: dict[str, tuple[Any, list[Any]]]) -> dict[str, concurrent.futures.Future[Any]]:
         """Fused regions sent to the workers to compile (`jobs`: signature -> the region's function and the
@@ -315,23 +345,39 @@ class PlanCompiler:
         """The jobs sent ahead and not asked for withdrawn, where no worker has taken them yet (one that has finishes,
         its answer unused), each counted in the ledger (`ahead_unasked`, `ahead_withdrawn`): a build whose graphs are
         all made leaves the workers free for what comes next (its fused regions, the study's timing), not queued
-        behind graphs it did not need."""
-        for job in self._ahead.values():
+        behind graphs it did not need. Jobs foreseen for later builds (`foresee`) and no build's yet stay."""
+        self._withdraw([sig for sig in self._ahead if sig not in self._foreseen])
+
+    def _withdraw(self, sigs: list[ConvSignature]) -> None:
+        """The jobs of `sigs` sent ahead withdrawn where no worker has taken them, each counted in the ledger."""
+        for sig in sigs:
+            self._foreseen.pop(sig, None)
             self.ledger.ahead_unasked += 1
-            self.ledger.ahead_withdrawn += int(job.cancel())
-        self._ahead.clear()
+            self.ledger.ahead_withdrawn += int(self._ahead.pop(sig).cancel())
 
     def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]],
-              start: bool = True) -> dict[Any, Any] | None:
+              start: bool = True, foreseen: bool = False) -> dict[Any, Any] | None:
         """`send(pool)`'s jobs, `count` of them, on the pool (`_pool_for`, which starts one only with `start`); a pool
         found broken while sending is replaced and sent to again, as `RESTARTS` allows; None where no pool takes
-        them."""
+        them. Unless they are `foreseen` themselves, they go before the foreseen jobs no worker has taken yet: those
+        are withdrawn and sent again after them, in their order."""
         while (pool := self._pool_for(count, start)) is not None:
             try:
-                return send(pool)
+                behind = [] if foreseen else self._take_back_foreseen()
+                sent = send(pool)
+                self._foreseen_jobs(pool, behind)
+                return sent
             except (BrokenProcessPool, OSError, RuntimeError):
                 self.break_pool()
         return None
+
+    def _take_back_foreseen(self) -> list[tuple[ConvSignature, int]]:
+        """The foreseen jobs no worker has taken yet, withdrawn uncounted (they are sent again): each signature with
+        its plan limit, in the order sent."""
+        taken = [sig for sig in self._ahead if sig in self._foreseen and self._ahead[sig].cancel()]
+        for sig in taken:
+            del self._ahead[sig]
+        return [(sig, self._foreseen[sig]) for sig in taken]
 
     def _pool_for(self, jobs: int, start: bool = True) -> concurrent.futures.ProcessPoolExecutor | None:
         """The pool to send `jobs` jobs to, started (with `start`) where there is none and they are enough to spread
@@ -361,7 +407,8 @@ class PlanCompiler:
         """Stops the workers and returns once they are gone: jobs not started are dropped, a job still running (one
         this process built itself, its answer unused) is ended with its worker, so nothing compiles, holds a CUDA
         context or a core while the study times its variants; a later `submit` starts new workers."""
-        self.withdraw_ahead()
+        self._withdraw(list(self._ahead))
+        self._foreseen.clear()  # any taken back to be sent again went with the pool
         pool, self._pool = self._pool, None
         if pool is None:
             return

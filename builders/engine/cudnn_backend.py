@@ -20,6 +20,8 @@ from builders.backend import Backend, BackendContext, BuildResult, Capabilities,
 from builders.engine.build import (
     BuildContext,
     build_engine,
+    first_round_graphs,
+    foresee,
     foreseen_scale_keys,
     recorded_shapes,
     send_first_round_ahead,
@@ -103,6 +105,7 @@ class CudnnBackend(Backend):
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
         self._twins = TwinCache()
+        self._foreseen = False  # whether a build has sent every build's first round to the workers
         planned_fp8 = any(variant.precision == "fp8" for variant in self.plan.variants)
         self._model_digest = _digest_in_background(self._reference) if planned_fp8 else None
 
@@ -133,6 +136,9 @@ class CudnnBackend(Backend):
             plain, made_plain = self._plain()
             traced = trace(plain, self.context.static_input)
             value_shapes = recorded_shapes(self.context, traced)
+        if not self._foreseen:  # this backend's first build
+            self._foreseen = True
+            self._foresee_builds(variant, traced, plain, value_shapes)
         fp8 = variant.precision == "fp8"
         if fp8 and self.context.compiler.running:  # a first build's pool: busy while ModelOpt calibrates
             self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
@@ -203,15 +209,39 @@ class CudnnBackend(Backend):
     def _send_ahead_of_calibration(self, variant: VariantPlan, traced: TracedModel, plain: torch.nn.Module,
                                    value_shapes: dict[str, tuple[int, ...]]) -> None:
         """The first round of `variant`'s graphs sent to the running pool (`send_first_round_ahead`), foreseen from
-        the layers its recipe selects in the model's structure, so that they compile while ModelOpt calibrates.
-        Speculative work: where foreseeing fails, what it sent is withdrawn and the build goes on, its own lowering
-        (the same code, on the calibrated scales) saying why where it fails too."""
-        fp8 = set(variant_selection(self.structure, variant).quantized)
-        reads = {layer.path: layer.input_key for layer in self.structure.layers}
+        the layers its recipe selects in the model's structure (`_foreseen_fp8`), so that they compile while ModelOpt
+        calibrates (those a first build foresaw, `_foresee_builds`, are then this build's). Speculative work: where
+        foreseeing fails, what it sent is withdrawn and the build goes on, its own lowering (the same code, on the
+        calibrated scales) saying why where it fails too."""
         try:
-            send_first_round_ahead(self.context, traced, plain, fp8, foreseen_scale_keys(fp8, reads), value_shapes)
+            send_first_round_ahead(self.context, traced, plain, *self._foreseen_fp8(variant), value_shapes)
         except Exception:  # noqa: BLE001  (an optimisation must not fail the build)
             self.context.compiler.withdraw_ahead()
+
+    def _foresee_builds(self, first: VariantPlan, traced: TracedModel, plain: torch.nn.Module,
+                        value_shapes: dict[str, tuple[int, ...]]) -> None:
+        """The first round of each build of the study on this backend, `first` (the one starting) then the others in
+        the plan's order, sent to the compile workers as foreseen (`build.foresee`: a pool started for them where
+        they are enough to spread), each FP8 build's layers and scale keys foreseen (`_foreseen_fp8`), so that a
+        later build's graphs compile while the builds before it run (an engine's fp16 build, ModelOpt calibrating).
+        All from `first`'s model: every build lowers the same folded fp16 model (`_plain`). Speculative work: where
+        foreseeing fails, the builds go on, and what was sent ends with the pool (`PlanCompiler.close`)."""
+        later = [v for v in self.plan.variants
+                 if v.name != first.name and (v.backend or self.plan.backend) == self.name]
+        try:
+            foresee(self.context, [first_round_graphs(self.context, traced, plain, *self._foreseen_fp8(v), value_shapes)
+                                   for v in [first, *later]])
+        except Exception:  # noqa: BLE001, S110  (an optimisation must not fail the build)
+            pass
+
+    def _foreseen_fp8(self, variant: VariantPlan) -> tuple[set[str], dict[str, object]]:
+        """The layers `variant` runs in FP8 as foreseen before it calibrates (its recipe's selection in the model's
+        structure; none for fp16) and their input-scale keys (`foreseen_scale_keys`)."""
+        if variant.precision != "fp8":
+            return set(), {}
+        fp8 = set(variant_selection(self.structure, variant).quantized)
+        reads = {layer.path: layer.input_key for layer in self.structure.layers}
+        return fp8, foreseen_scale_keys(fp8, reads)
 
     def _make_quantizer(self) -> Quantizer:
         if self._quantizer is None:

@@ -529,9 +529,11 @@ class HandDrivenPool:
 
     def __init__(self, workers: int) -> None:
         self.jobs: list[concurrent.futures.Future] = []
+        self.sent: list[object] = []  # what each job compiles: a signature, or a region's pickled function
 
     def submit(self, fn, *args) -> concurrent.futures.Future:
         self.jobs.append(concurrent.futures.Future())
+        self.sent.append(args[1])
         return self.jobs[-1]
 
     def shutdown(self, wait: bool, cancel_futures: bool) -> None:
@@ -682,6 +684,51 @@ def test_close_counts_the_jobs_sent_ahead_that_it_drops(monkeypatch):
     assert all(job.cancelled() for job in pools[0].jobs)
 
 
+def queued(pool: HandDrivenPool) -> list[object]:
+    """What `pool`'s jobs no worker has taken or that were withdrawn compile, in the order a worker would take them."""
+    return [sent for sent, job in zip(pool.sent, pool.jobs, strict=True) if not (job.cancelled() or job.running())]
+
+
+def test_foreseen_graphs_start_a_pool_and_wait_behind_every_job_a_build_sends(monkeypatch):
+    """`foresee` starts the workers (they compile a later build's graphs while the builds before it run); a build's
+    jobs, sent ahead or asked for, and a fused region's compile go before the foreseen ones no worker has taken, which
+    are sent again after them in their order; one a worker has taken stays where it is."""
+    compiler, pools = hand_driven_compiler(monkeypatch, running=False)
+    compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    assert len(pools) == 1 and queued(pools[0]) == ["a", "b", "c", "d"]
+    pools[0].jobs[0].set_running_or_notify_cancel()  # a worker took a
+    compiler.send_ahead(["e", "f"], 4)  # type: ignore[list-item]
+    assert queued(pools[0]) == ["e", "f", "b", "c", "d"]
+    compiler.submit(["g", "c"], 4)  # type: ignore[list-item]  (c: a foreseen job asked for keeps its place)
+    assert queued(pools[0]) == ["e", "f", "c", "g", "b", "d"]
+    monkeypatch.setattr(plan_compiler, "_pickled", lambda module: b"region")
+    compiler.submit_regions({"se": (None, [])})
+    assert queued(pools[0]) == ["e", "f", "c", "g", b"region", "b", "d"]
+
+
+def test_foreseen_graphs_are_withdrawn_by_the_build_that_sends_them_and_the_rest_by_close(monkeypatch):
+    """A build's `withdraw_ahead` leaves the graphs foreseen for later builds queued, unless it sent one ahead itself
+    (it is then that build's, and withdrawn unasked); `close` withdraws the rest, each counted in the ledger."""
+    compiler, pools = hand_driven_compiler(monkeypatch, running=False)
+    compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    compiler.send_ahead(["b", "e"], 4)  # type: ignore[list-item]
+    compiler.withdraw_ahead()
+    assert queued(pools[0]) == ["a", "c", "d"]
+    assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (2, 2)
+    compiler.close()
+    assert queued(pools[0]) == [] and (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (5, 5)
+
+
+def test_too_few_foreseen_graphs_start_no_pool_and_a_foreseen_one_is_sent_once(monkeypatch):
+    compiler, pools = hand_driven_compiler(monkeypatch, running=False)
+    compiler.foresee(["a", "b", "c"], 4)  # type: ignore[list-item]  (fewer than MIN_GRAPHS: compiled in process)
+    assert pools == []
+    compiler.foresee(["a", "b", "c", "d", "a"], 4)  # type: ignore[list-item]
+    compiler.foresee(["d", "e"], 4)  # type: ignore[list-item]
+    compiler.send_ahead(["a"], 4)  # type: ignore[list-item]
+    assert len(pools) == 1 and sorted(queued(pools[0])) == ["a", "b", "c", "d", "e"]
+
+
 def recording_backend(monkeypatch, events: list[str], running: bool, calibrates: bool = True):
     """A `CudnnBackend` whose every step of `build` stands in, appending what it does to `events`: the pool running
     or not, the calibration failing unless `calibrates`, and the lowering failing once reached."""
@@ -693,6 +740,8 @@ def recording_backend(monkeypatch, events: list[str], running: bool, calibrates:
                                                                 withdraw_ahead=lambda: events.append("withdrawn")),
                                        static_input=torch.zeros(1))
     instance._quantizer = None
+    instance._foreseen = False
+    instance._foresee_builds = lambda first, *_args: events.append(f"foresaw from {first.name}")
     instance._plain = lambda: (events.append("plain"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
 
@@ -726,11 +775,12 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
     with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all: RuntimeError: stand-in stops here"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
     ahead = ["sent ahead"] if running else []
-    assert events == ["plain", "traced", *ahead, "calibrated", "lowered", "withdrawn"]  # failed: nothing left queued
+    # the backend's first build foresees every build's first round; failed: nothing of its own left queued
+    assert events == ["plain", "traced", "foresaw from cudnn-fp8-all", *ahead, "calibrated", "lowered", "withdrawn"]
     events.clear()
     with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
         instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
-    assert events == ["plain", "traced", "lowered", "withdrawn"]  # an fp16 build foresees nothing
+    assert events == ["plain", "traced", "lowered", "withdrawn"]  # an fp16 build sends nothing ahead of itself
 
 
 def test_a_calibration_that_fails_withdraws_what_was_sent_ahead_of_it(monkeypatch):
@@ -739,6 +789,7 @@ def test_a_calibration_that_fails_withdraws_what_was_sent_ahead_of_it(monkeypatc
 
     events: list[str] = []
     instance = recording_backend(monkeypatch, events, running=True, calibrates=False)
+    instance._foreseen = True  # not the backend's first build
     with pytest.raises(ValueError, match="inf values in amax"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
     assert events == ["plain", "traced", "sent ahead", "calibrated", "withdrawn"]
@@ -791,3 +842,39 @@ def test_what_is_sent_ahead_of_calibration_is_the_recipes_selection_with_one_key
     assert keys["layer2.0.conv1"] == keys["layer2.0.downsample.0"]
     assert keys["layer2.0.conv1"] != keys["layer2.0.conv2"]
     assert set(keys) == fp8
+
+
+def test_the_first_build_foresees_the_first_round_of_each_of_the_backends_builds_in_the_order_built(monkeypatch):
+    """`_foresee_builds` (seresnet18, random weights): the starting build's round first, then the plan's other builds
+    on this backend in order (not PyTorch's variants), each FP8 one with its recipe's layers and foreseen keys; a
+    failure while foreseeing sends nothing and fails no build."""
+    from types import SimpleNamespace
+
+    from builders.models.structure import model_structure
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    timm = pytest.importorskip("timm")
+    model = timm.create_model("seresnet18", pretrained=False).eval()
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace()
+    instance.structure = model_structure(model, torch.randn(1, 3, 64, 64))
+    variants = [VariantPlan("fp32"), VariantPlan("fp16"), VariantPlan("fp16", backend="cudnn"),
+                VariantPlan("fp8", "all", (), "cudnn"), VariantPlan("fp8", "no-se", (), "cudnn")]
+    instance.plan = SimpleNamespace(variants=variants, backend="torch")
+    monkeypatch.setattr(cudnn_backend, "first_round_graphs",
+                        lambda _ctx, _traced, _plain, fp8, keys, _shapes: [(len(fp8), len(keys))])
+    foreseen: list[list[tuple[int, int]]] = []
+    monkeypatch.setattr(cudnn_backend, "foresee", lambda _ctx, rounds: foreseen.append(rounds))
+    instance._foresee_builds(variants[3], None, model, {})
+    all_layers = len(set(cudnn_backend.variant_selection(instance.structure, variants[3]).quantized))
+    no_se = len(set(cudnn_backend.variant_selection(instance.structure, variants[4]).quantized))
+    assert foreseen == [[[(all_layers, all_layers)], [(0, 0)], [(no_se, no_se)]]] and 0 < no_se < all_layers
+
+    def fails(*_args):
+        raise KeyError("layer1.0.conv1")
+
+    monkeypatch.setattr(cudnn_backend, "first_round_graphs", fails)
+    foreseen.clear()
+    instance._foresee_builds(variants[2], None, model, {})
+    assert foreseen == []
