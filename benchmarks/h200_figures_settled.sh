@@ -4,6 +4,8 @@
 #   state   the replay-state probe with the tool's settle (benchmarks/replay_state_probe.py --settle)
 #   main    the main job with Inductor's, Triton's and the engine's caches cold, then twice warm; the three diffs
 #           (each must exit 0); with REF=SESSION, each run's diff against that session too
+#   sampled the main job once more on the caches it left, under benchmarks/stack_sampler.py (where a warm run's
+#           time goes: sampled.top.txt; its progress lines in sampled.log)
 #   rows    each main-job variant alone against the whole study (benchmarks/row_independence.py)
 #   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
@@ -33,6 +35,8 @@ for PART in ${PARTS:-state main rows}; do
     for RUN in ${REF:+cold warm warm2}; do  # against a committed session of this main job
       trt-inspect diff "$REF" "$OUT/main/senet154-$RUN.json" > "$OUT/main/diff-ref-$RUN.txt"; echo "diff ref $RUN: exit $?"
     done ;;
+  sampled) python3 benchmarks/stack_sampler.py "$OUT/sampled/sampled.top.txt" senet154 --out "$OUT/sampled/senet154.json" \
+             > "$OUT/sampled/sampled.log" 2>&1; echo "sampled rc=$?"; rm -f "$OUT/sampled/senet154.json" ;;
   matmul) python3 benchmarks/cudnn_matmul_tactic.py --check --batch 1 --batch 32 2>&1 | tee "$OUT/matmul/check.txt" ;;
   b32)
     for CHOICE in ${CHOICES:-timed kept}; do
