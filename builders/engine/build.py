@@ -169,7 +169,10 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     notes += [made] if made else []
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
-    fused = fuse_regions(backend.fusion, backend.plan_limit, backend.cache, traced, engine)  # regions' fused tactics
+    try:
+        fused = fuse_regions(backend.fusion, backend.plan_limit, backend.cache, traced, engine)  # fused tactics
+    finally:  # the foreseen compiles its timing held (`cudnn_backend._compiles_end`)
+        backend.compiler.resume_foreseen()
     if fused is not None:
         engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
         layers, notes = fused.layers, notes + fused.notes

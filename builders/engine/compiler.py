@@ -11,12 +11,12 @@ The engine's process takes the answers back one graph at a time (`CompileJobs.ta
 workers compile the next; until the first answer is back (workers take seconds to start) it builds the graphs itself. A
 build sends each round's graphs ahead (`PlanCompiler.send_ahead`, to a running pool), so the workers compile a step's
 graphs while the build times the step's before; a backend's first build sends the first round of every build of the
-study (`PlanCompiler.foresee`), which wait at the back of the queue, so that a later build's graphs compile while the
-builds before it run. A pool that cannot start or breaks leaves its work to the caller's
-process (`take` answers None); a pool that broke is replaced at the next submit, `RESTARTS` times a study (a worker that
-dies once, on one job, would otherwise leave every later plan of the study to the engine's process: up to 140 s of a
-first senet154 study on an H100, where a fused region's function killed a worker); what is chosen does not depend on
-where a plan was compiled.
+study (`PlanCompiler.foresee`), fed to the pool at most one per worker, so that a later build's graphs compile while
+the builds before it run and a build's own jobs wait behind none of them in the queue. A pool that cannot start or
+breaks leaves its work to the caller's process (`take` answers None); a pool that broke is replaced at the next
+submit, `RESTARTS` times a study (a worker that dies once, on one job, would otherwise leave every later plan of the
+study to the engine's process: up to 140 s of a first senet154 study on an H100, where a fused region's function killed
+a worker); what is chosen does not depend on where a plan was compiled.
 """
 
 from __future__ import annotations
@@ -246,17 +246,23 @@ class CompileJobs:
 
 
 class PlanCompiler:
-    """Worker processes for one engine backend, started at its first large compile and kept until `close` (which the
-    backend calls when the study's builds are done: never from a finalizer, where stopping a pool can deadlock)."""
+    """Worker processes for one engine backend, started at its first large compile (or foresight, `foresee`) and kept
+    until `close` (which the backend calls when the study's builds are done: never from a finalizer, where stopping a
+    pool can deadlock)."""
 
     def __init__(self, device: int) -> None:
         self.device = device
         self._pool: concurrent.futures.ProcessPoolExecutor | None = None
+        self._workers = 0  # the current pool's
         self.pools = 0  # pools started; the current one's number
         self._broken: set[int] = set()  # the numbers of the pools that broke
         self._warm = threading.Event()  # the current pool's: a worker has answered (for every later submit too)
         self._ahead: dict[ConvSignature, concurrent.futures.Future[WorkerAnswer]] = {}  # the current pool's
         self._foreseen: dict[ConvSignature, int] = {}  # those of `_ahead` no build has sent yet (`foresee`): plan limit
+        self._feeder: concurrent.futures.ThreadPoolExecutor | None = None  # the current pool's foresight (`_fed`)
+        self._feeding = threading.Condition()  # guards `_held` and `_in_pool`
+        self._held = False  # whether the feeder sends no foreseen job to the pool (`hold_foreseen`)
+        self._in_pool: set[concurrent.futures.Future[WorkerAnswer]] = set()  # foreseen jobs the feeder has in the pool
         self.ledger = CompileLedger()
 
     @property
@@ -275,9 +281,10 @@ class PlanCompiler:
 
     def submit(self, sigs: list[ConvSignature], limit: int) -> CompileJobs:
         """`sigs` to compile, each taken back by `CompileJobs.take`: one sent ahead (`send_ahead`) and still waiting
-        is that job, the others are sent now; none sent where the work is too small to spread or the pool cannot run
-        (the caller then compiles in its process). Every job of the answer is the current pool's: where sending found
-        the pool broken and replaced it, the jobs sent ahead went with it (`close`) and are the caller's to build."""
+        is that job (one foreseen and not yet in the pool is sent now, `_claim`), the others are sent now; none sent
+        where the work is too small to spread or the pool cannot run (the caller then compiles in its process).
+        Every job of the answer is the current pool's: where sending found the pool broken and replaced it, the jobs
+        sent ahead went with it (`close`) and are the caller's to build."""
         self._claim(sigs)
         jobs = self._compiles(sigs, limit, start=True)
         ahead = {sig: self._ahead.pop(sig) for sig in sigs if sig in self._ahead}  # after: a pool replaced took them
@@ -286,10 +293,10 @@ class PlanCompiler:
     def send_ahead(self, sigs: list[ConvSignature], limit: int) -> None:
         """`sigs` sent to the workers now, in this order, for a later `submit` that asks for them: the workers
         compile the graphs a build will ask for next while it loads and times the ones before (one batch instead of
-        a pause at each step that asks). Only to a running pool: work that may never be asked for starts no workers
-        (a `submit` starts them), so a build whose graphs the timing cache holds starts none. A signature sent ahead
-        and still waiting for its `submit` is not sent again (one foreseen, `foresee`, becomes the caller's and keeps
-        its place). Jobs never asked for are withdrawn by `withdraw_ahead` or `close`."""
+        a pause at each step that asks). Only to a running pool: a build's work that may never be asked for starts
+        no workers (a `submit` or `foresee` starts them), so a build whose graphs the timing cache holds starts none.
+        A signature sent ahead and still waiting for its `submit` is not sent again; one foreseen becomes the
+        caller's (`_claim`). Jobs never asked for are withdrawn by `withdraw_ahead` or `close`."""
         self._claim(sigs)
         jobs = self._compiles(sigs, limit, start=False)
         if jobs:
@@ -297,29 +304,58 @@ class PlanCompiler:
             self._ahead.update(jobs)
 
     def foresee(self, sigs: list[ConvSignature], limit: int) -> None:
-        """`sigs`, graphs the study's later builds are foreseen to ask for, sent to the workers now, a pool started for
-        them where they are enough to spread (`worker_count`), so that they compile while the builds before them run.
-        Foreseen jobs stay at the back of the queue (every job a build sends goes before those no worker has taken,
-        `_sent`), and no build's `withdraw_ahead` withdraws them until a build sends one ahead or asks for it (it is
-        then that build's); `close` withdraws those left."""
+        """`sigs`, graphs the study's later builds are foreseen to ask for, compiled by the workers while the builds
+        before them run, a pool started for them where they are enough to spread (`worker_count`). A feeder keeps at
+        most one foreseen job per worker in the pool, in order (`_fed`), so a job a build sends waits for at most one
+        foreseen job a worker is compiling, and none is queued ahead of it. No build's `withdraw_ahead` withdraws a
+        foreseen job until a build sends it ahead or asks for it (`_claim`); `close` withdraws those left."""
         fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
-        jobs = self._sent(len(fresh), lambda pool: self._foreseen_jobs(pool, [(sig, limit) for sig in fresh]),
-                          start=True, foreseen=True)
-        if jobs:
-            self._foreseen.update(dict.fromkeys(jobs, limit))
+        pool = self._pool_for(len(fresh))
+        if pool is None:
+            return
+        if self._feeder is None:
+            self._feeder = concurrent.futures.ThreadPoolExecutor(self._workers, thread_name_prefix="foreseen-plans")
+        feeder = self._feeder
+        jobs = {sig: feeder.submit(self._fed, pool, sig, limit) for sig in fresh}
+        _warms(jobs.values(), self._warm)
+        self._ahead.update(jobs)
+        self._foreseen.update(dict.fromkeys(jobs, limit))
+
+    def _fed(self, pool: concurrent.futures.ProcessPoolExecutor, sig: ConvSignature, limit: int) -> WorkerAnswer:
+        """In a feeder thread: `sig`'s job sent to `pool` once the feeder is not held (`hold_foreseen`), its answer
+        waited for there (the feeder's threads, one per worker, bound the foreseen jobs in the pool)."""
+        with self._feeding:
+            self._feeding.wait_for(lambda: not self._held)
+            job = pool.submit(_compile, self.device, sig, limit)
+            self._in_pool.add(job)
+        try:
+            return job.result()
+        finally:
+            with self._feeding:
+                self._in_pool.discard(job)
+
+    def hold_foreseen(self) -> None:
+        """No foreseen job sent to the pool until `resume_foreseen`, and those in it waited for (at most
+        ANSWER_TIMEOUT_S in all; past it the workers are taken as hung and their pool broken), so that no worker
+        compiles while a build times what it cannot time beside them (its fused regions)."""
+        with self._feeding:
+            self._held = True
+            running = list(self._in_pool)
+        if running and concurrent.futures.wait(running, timeout=ANSWER_TIMEOUT_S).not_done:
+            self.break_pool()
+
+    def resume_foreseen(self) -> None:
+        """The feeder sends foreseen jobs again (`hold_foreseen`)."""
+        with self._feeding:
+            self._held = False
+            self._feeding.notify_all()
 
     def _claim(self, sigs: Iterable[ConvSignature]) -> None:
-        """Those of `sigs` foreseen (`foresee`) made the calling build's: its `withdraw_ahead` withdraws them."""
+        """Those of `sigs` foreseen (`foresee`) made the calling build's: its `withdraw_ahead` withdraws them, and one
+        not yet in the pool leaves the feeder (withdrawn, uncounted), for the caller to send it with its own jobs."""
         for sig in sigs:
-            self._foreseen.pop(sig, None)
-
-    def _foreseen_jobs(self, pool: concurrent.futures.ProcessPoolExecutor,
-                       jobs: list[tuple[ConvSignature, int]]) -> dict[ConvSignature, concurrent.futures.Future[Any]]:
-        """A compile job on `pool` for each signature of `jobs` (with its plan limit), in order, held as sent ahead."""
-        sent = {sig: pool.submit(_compile, self.device, sig, limit) for sig, limit in jobs}
-        _warms(sent.values(), self._warm)
-        self._ahead.update(sent)
-        return sent
+            if self._foreseen.pop(sig, None) is not None and self._ahead[sig].cancel():
+                del self._ahead[sig]
 
     def submit_regions(self, jobs: dict[str, tuple[Any, list[Any]]]) -> dict[str, concurrent.futures.Future[Any]]:
         """Fused regions sent to the workers to compile (`jobs`: signature -> the region's function and the
@@ -356,28 +392,16 @@ class PlanCompiler:
             self.ledger.ahead_withdrawn += int(self._ahead.pop(sig).cancel())
 
     def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]],
-              start: bool = True, foreseen: bool = False) -> dict[Any, Any] | None:
+              start: bool = True) -> dict[Any, Any] | None:
         """`send(pool)`'s jobs, `count` of them, on the pool (`_pool_for`, which starts one only with `start`); a pool
         found broken while sending is replaced and sent to again, as `RESTARTS` allows; None where no pool takes
-        them. Unless they are `foreseen` themselves, they go before the foreseen jobs no worker has taken yet: those
-        are withdrawn and sent again after them, in their order."""
+        them."""
         while (pool := self._pool_for(count, start)) is not None:
             try:
-                behind = [] if foreseen else self._take_back_foreseen()
-                sent = send(pool)
-                self._foreseen_jobs(pool, behind)
-                return sent
+                return send(pool)
             except (BrokenProcessPool, OSError, RuntimeError):
                 self.break_pool()
         return None
-
-    def _take_back_foreseen(self) -> list[tuple[ConvSignature, int]]:
-        """The foreseen jobs no worker has taken yet, withdrawn uncounted (they are sent again): each signature with
-        its plan limit, in the order sent."""
-        taken = [sig for sig in self._ahead if sig in self._foreseen and self._ahead[sig].cancel()]
-        for sig in taken:
-            del self._ahead[sig]
-        return [(sig, self._foreseen[sig]) for sig in taken]
 
     def _pool_for(self, jobs: int, start: bool = True) -> concurrent.futures.ProcessPoolExecutor | None:
         """The pool to send `jobs` jobs to, started (with `start`) where there is none and they are enough to spread
@@ -388,7 +412,7 @@ class PlanCompiler:
             workers = worker_count(jobs)
             if workers == 0:
                 return None
-            self._pool, self._warm = _new_pool(workers), threading.Event()
+            self._pool, self._warm, self._workers = _new_pool(workers), threading.Event(), workers
             self.pools += 1
         return self._pool
 
@@ -408,11 +432,14 @@ class PlanCompiler:
         this process built itself, its answer unused) is ended with its worker, so nothing compiles, holds a CUDA
         context or a core while the study times its variants; a later `submit` starts new workers."""
         self._withdraw(list(self._ahead))
-        self._foreseen.clear()  # any taken back to be sent again went with the pool
         pool, self._pool = self._pool, None
+        feeder, self._feeder = self._feeder, None
         if pool is None:
             return
         # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
         for process in list((getattr(pool, "_processes", None) or {}).values()):
             process.terminate()
         pool.shutdown(wait=True, cancel_futures=True)
+        if feeder is not None:  # its threads end: the jobs they waited for are ended, one held sends to a closed pool
+            self.resume_foreseen()
+            feeder.shutdown(wait=True, cancel_futures=True)

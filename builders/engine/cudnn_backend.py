@@ -12,7 +12,7 @@ import contextlib
 import copy
 import dataclasses
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -37,7 +37,7 @@ from builders.fp8.format import gpu_problem as fp8_gpu_problem
 from builders.fp8.quantizer import Quantizer, make_quantizer
 from builders.models.plain_layers import PlainLayer, plain_layers_notes
 from builders.models.structure import ModelStructure
-from builders.pytorch.inductor_workers import end_compile_workers
+from builders.pytorch.inductor_workers import begin_ending_compile_workers, end_compile_workers
 from builders.pytorch.variant_modules import (
     Calibrations,
     VariantModule,
@@ -100,12 +100,13 @@ class CudnnBackend(Backend):
                                     PLANS_PER_OPT_LEVEL[self.plan.opt_level], engine_timing_cache(cudnn), compiler,
                                     self._make_quantizer, self.plan.fp8_layers,
                                     fusion=FusedTactics(workers=compiler.submit_regions,
-                                                        workers_hung=compiler.break_pool),
+                                                        workers_hung=compiler.break_pool,
+                                                        ask_workers_to_end=_compiles_end(compiler)),
                                     cold_weights=weights_cold(self._reference, gpu_l2_bytes()))
         self._quantizer: Quantizer | None = None
         self._calibrations = Calibrations()
         self._twins = TwinCache()
-        self._foreseen = False  # whether a build has sent every build's first round to the workers
+        self._builds_foreseen = False  # whether a build has sent every build's first round to the workers
         planned_fp8 = any(variant.precision == "fp8" for variant in self.plan.variants)
         self._model_digest = _digest_in_background(self._reference) if planned_fp8 else None
 
@@ -136,8 +137,8 @@ class CudnnBackend(Backend):
             plain, made_plain = self._plain()
             traced = trace(plain, self.context.static_input)
             value_shapes = recorded_shapes(self.context, traced)
-        if not self._foreseen:  # this backend's first build
-            self._foreseen = True
+        if not self._builds_foreseen:  # this backend's first build
+            self._builds_foreseen = True
             self._foresee_builds(variant, traced, plain, value_shapes)
         fp8 = variant.precision == "fp8"
         if fp8 and self.context.compiler.running:  # a first build's pool: busy while ModelOpt calibrates
@@ -220,19 +221,22 @@ class CudnnBackend(Backend):
 
     def _foresee_builds(self, first: VariantPlan, traced: TracedModel, plain: torch.nn.Module,
                         value_shapes: dict[str, tuple[int, ...]]) -> None:
-        """The first round of each build of the study on this backend, `first` (the one starting) then the others in
-        the plan's order, sent to the compile workers as foreseen (`build.foresee`: a pool started for them where
-        they are enough to spread), each FP8 build's layers and scale keys foreseen (`_foreseen_fp8`), so that a
-        later build's graphs compile while the builds before it run (an engine's fp16 build, ModelOpt calibrating).
-        All from `first`'s model: every build lowers the same folded fp16 model (`_plain`). Speculative work: where
-        foreseeing fails, the builds go on, and what was sent ends with the pool (`PlanCompiler.close`)."""
-        later = [v for v in self.plan.variants
-                 if v.name != first.name and (v.backend or self.plan.backend) == self.name]
-        try:
-            foresee(self.context, [first_round_graphs(self.context, traced, plain, *self._foreseen_fp8(v), value_shapes)
-                                   for v in [first, *later]])
-        except Exception:  # noqa: BLE001, S110  (an optimisation must not fail the build)
-            pass
+        """The first round of each build of the study on this backend from `first` (the one starting) on, in the
+        plan's order, sent to the compile workers as foreseen (`build.foresee`: a pool started for them where they
+        are enough to spread), each FP8 build's layers and scale keys foreseen (`_foreseen_fp8`), so that a later
+        build's graphs compile while the builds before it run (an engine's fp16 build, ModelOpt calibrating). All
+        from `first`'s model: every build lowers the same folded fp16 model (`_plain`). Speculative work: a build
+        whose round cannot be foreseen is left out, and what was sent ends with the pool (`PlanCompiler.close`)."""
+        builds = [v for v in self.plan.variants
+                  if (v.backend or self.plan.backend) == self.name and v.precision in self.variant_precisions]
+        rounds = []
+        for variant in builds[builds.index(first):] if first in builds else [first]:
+            try:
+                rounds.append(first_round_graphs(self.context, traced, plain, *self._foreseen_fp8(variant),
+                                                 value_shapes))
+            except Exception:  # noqa: BLE001, S112  (an optimisation must not fail a build)
+                continue
+        foresee(self.context, rounds)
 
     def _foreseen_fp8(self, variant: VariantPlan) -> tuple[set[str], dict[str, object]]:
         """The layers `variant` runs in FP8 as foreseen before it calibrates (its recipe's selection in the model's
@@ -247,6 +251,17 @@ class CudnnBackend(Backend):
         if self._quantizer is None:
             self._quantizer = make_quantizer()
         return self._quantizer
+
+
+def _compiles_end(compiler: PlanCompiler) -> Callable[[], None]:
+    """What a build's fused tactics call before they time their regions (`FusedTactics.ask_workers_to_end`):
+    Inductor's compile workers asked to end, and the foreseen plan compiles held until the build resumes them
+    (`PlanCompiler.hold_foreseen`; `build_engine` resumes them), so no worker compiles while regions are timed."""
+    def end() -> None:
+        begin_ending_compile_workers()
+        compiler.hold_foreseen()
+
+    return end
 
 
 @contextlib.contextmanager

@@ -689,44 +689,107 @@ def queued(pool: HandDrivenPool) -> list[object]:
     return [sent for sent, job in zip(pool.sent, pool.jobs, strict=True) if not (job.cancelled() or job.running())]
 
 
-def test_foreseen_graphs_start_a_pool_and_wait_behind_every_job_a_build_sends(monkeypatch):
-    """`foresee` starts the workers (they compile a later build's graphs while the builds before it run); a build's
-    jobs, sent ahead or asked for, and a fused region's compile go before the foreseen ones no worker has taken, which
-    are sent again after them in their order; one a worker has taken stays where it is."""
-    compiler, pools = hand_driven_compiler(monkeypatch, running=False)
-    compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
-    assert len(pools) == 1 and queued(pools[0]) == ["a", "b", "c", "d"]
-    pools[0].jobs[0].set_running_or_notify_cancel()  # a worker took a
-    compiler.send_ahead(["e", "f"], 4)  # type: ignore[list-item]
-    assert queued(pools[0]) == ["e", "f", "b", "c", "d"]
-    compiler.submit(["g", "c"], 4)  # type: ignore[list-item]  (c: a foreseen job asked for keeps its place)
-    assert queued(pools[0]) == ["e", "f", "c", "g", "b", "d"]
+def settled(condition, what: str) -> None:
+    """Waits (up to 5 s) for `condition()`, which a feeder thread makes true; fails naming `what` otherwise."""
+    deadline = time.monotonic() + 5
+    while not condition():
+        assert time.monotonic() < deadline, f"not seen within 5 s: {what}"
+        time.sleep(0.01)
+
+
+def answer(pool: HandDrivenPool, sig: object) -> None:
+    """The worker's answer to `pool`'s job for `sig`: taken and done."""
+    job = pool.jobs[pool.sent.index(sig)]
+    job.set_running_or_notify_cancel()
+    job.set_result(WorkerAnswer((["p0"], {0: str(sig).encode()}), 0.5))
+
+
+def foreseeing_compiler(monkeypatch, workers: int = 2) -> tuple[PlanCompiler, list[HandDrivenPool]]:
+    """`hand_driven_compiler` with no pool running, on a machine whose pools have `workers` workers."""
+    monkeypatch.setattr(plan_compiler, "MAX_WORKERS", workers)
+    return hand_driven_compiler(monkeypatch, running=False)
+
+
+def test_foreseen_graphs_start_a_pool_and_are_fed_to_it_one_per_worker_behind_a_builds_jobs(monkeypatch):
+    """`foresee` starts the workers (they compile a later build's graphs while the builds before it run), and its
+    jobs enter the pool at most one per worker, in order, each as one before it is answered: a build's jobs (sent
+    ahead, asked for, a fused region's compile) queue behind none of them that no worker has taken."""
+    compiler, pools = foreseeing_compiler(monkeypatch)
+    compiler.foresee(["a", "b", "c", "d", "e"], 4)  # type: ignore[list-item]
+    settled(lambda: len(pools) == 1 and pools[0].sent == ["a", "b"], "a and b in the pool")
+    compiler.send_ahead(["f", "g"], 4)  # type: ignore[list-item]
+    answer(pools[0], "a")
+    settled(lambda: pools[0].sent == ["a", "b", "f", "g", "c"], "c in the pool once a is answered")
     monkeypatch.setattr(plan_compiler, "_pickled", lambda module: b"region")
     compiler.submit_regions({"se": (None, [])})
-    assert queued(pools[0]) == ["e", "f", "c", "g", b"region", "b", "d"]
+    jobs = compiler.submit(["h"], 4)  # type: ignore[list-item]
+    answer(pools[0], "b")
+    settled(lambda: pools[0].sent == ["a", "b", "f", "g", "c", b"region", "h", "d"], "d once b is answered")
+    answer(pools[0], "h")
+    assert jobs.take("h") == (["p0"], {0: b"h"})  # type: ignore[arg-type]  (a foreseen answer made the pool warm)
+    compiler.close()
+
+
+def test_a_foreseen_graph_a_build_asks_for_leaves_the_feeder_for_the_builds_own_jobs(monkeypatch):
+    """A foreseen graph the feeder has not sent yet, once a build sends it ahead or asks for it, is sent with that
+    build's jobs (not behind the other foreseen ones); one the feeder has sent stays that job and is taken back."""
+    compiler, pools = foreseeing_compiler(monkeypatch)
+    compiler.foresee(["a", "b", "c", "d", "e"], 4)  # type: ignore[list-item]
+    settled(lambda: len(pools) == 1 and pools[0].sent == ["a", "b"], "a and b in the pool")
+    answer(pools[0], "a")
+    settled(lambda: pools[0].sent == ["a", "b", "c"], "c in the pool")
+    jobs = compiler.submit(["a", "e"], 4)  # type: ignore[list-item]
+    assert pools[0].sent == ["a", "b", "c", "e"]  # e sent now; a is the feeder's job, answered
+    assert jobs.take("a") == (["p0"], {0: b"a"})  # type: ignore[arg-type]
+    answer(pools[0], "b")
+    settled(lambda: pools[0].sent == ["a", "b", "c", "e", "d"], "d after e")
+    compiler.close()
 
 
 def test_foreseen_graphs_are_withdrawn_by_the_build_that_sends_them_and_the_rest_by_close(monkeypatch):
-    """A build's `withdraw_ahead` leaves the graphs foreseen for later builds queued, unless it sent one ahead itself
-    (it is then that build's, and withdrawn unasked); `close` withdraws the rest, each counted in the ledger."""
-    compiler, pools = hand_driven_compiler(monkeypatch, running=False)
+    """A build's `withdraw_ahead` leaves the graphs foreseen for later builds, unless it sent one ahead itself (it is
+    then that build's, withdrawn unasked); `close` withdraws the rest, each counted in the ledger, and ends the
+    feeder's threads."""
+    compiler, pools = foreseeing_compiler(monkeypatch)
     compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
-    compiler.send_ahead(["b", "e"], 4)  # type: ignore[list-item]
-    compiler.withdraw_ahead()
-    assert queued(pools[0]) == ["a", "c", "d"]
+    settled(lambda: len(pools) == 1 and pools[0].sent == ["a", "b"], "a and b in the pool")
+    compiler.send_ahead(["c", "e"], 4)  # type: ignore[list-item]
+    compiler.withdraw_ahead()  # c and e: withdrawn before a worker took them
     assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (2, 2)
+    answer(pools[0], "a")
+    settled(lambda: pools[0].sent == ["a", "b", "c", "e", "d"], "d fed, foreseen still")
+    feeder = compiler._feeder
+    compiler.close()  # b and d running: not withdrawn, ended with the pool
+    assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (5, 2)
+    assert feeder is not None and all(not thread.is_alive() for thread in feeder._threads)
+
+
+def test_held_foreseen_graphs_are_waited_for_and_none_is_fed_until_resumed(monkeypatch):
+    """`hold_foreseen` (a build about to time its fused regions) returns once the foreseen jobs in the pool are
+    answered, and sends no other until `resume_foreseen`."""
+    compiler, pools = foreseeing_compiler(monkeypatch)
+    compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    settled(lambda: len(pools) == 1 and pools[0].sent == ["a", "b"], "a and b in the pool")
+    threading.Timer(0.2, lambda: (answer(pools[0], "a"), answer(pools[0], "b"))).start()
+    compiler.hold_foreseen()
+    assert all(job.done() for job in pools[0].jobs)
+    time.sleep(0.2)
+    assert pools[0].sent == ["a", "b"]  # c and d held
+    compiler.resume_foreseen()
+    settled(lambda: pools[0].sent == ["a", "b", "c", "d"], "c and d once resumed")
     compiler.close()
-    assert queued(pools[0]) == [] and (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (5, 5)
 
 
 def test_too_few_foreseen_graphs_start_no_pool_and_a_foreseen_one_is_sent_once(monkeypatch):
-    compiler, pools = hand_driven_compiler(monkeypatch, running=False)
+    compiler, pools = foreseeing_compiler(monkeypatch, workers=4)
     compiler.foresee(["a", "b", "c"], 4)  # type: ignore[list-item]  (fewer than MIN_GRAPHS: compiled in process)
     assert pools == []
     compiler.foresee(["a", "b", "c", "d", "a"], 4)  # type: ignore[list-item]
     compiler.foresee(["d", "e"], 4)  # type: ignore[list-item]
-    compiler.send_ahead(["a"], 4)  # type: ignore[list-item]
-    assert len(pools) == 1 and sorted(queued(pools[0])) == ["a", "b", "c", "d", "e"]
+    settled(lambda: len(pools) == 1 and pools[0].sent == ["a", "b", "c", "d"], "one job a worker")
+    answer(pools[0], "a")
+    settled(lambda: pools[0].sent == ["a", "b", "c", "d", "e"], "e once a is answered")
+    compiler.close()
 
 
 def recording_backend(monkeypatch, events: list[str], running: bool, calibrates: bool = True):
@@ -740,7 +803,7 @@ def recording_backend(monkeypatch, events: list[str], running: bool, calibrates:
                                                                 withdraw_ahead=lambda: events.append("withdrawn")),
                                        static_input=torch.zeros(1))
     instance._quantizer = None
-    instance._foreseen = False
+    instance._builds_foreseen = False
     instance._foresee_builds = lambda first, *_args: events.append(f"foresaw from {first.name}")
     instance._plain = lambda: (events.append("plain"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
@@ -789,7 +852,7 @@ def test_a_calibration_that_fails_withdraws_what_was_sent_ahead_of_it(monkeypatc
 
     events: list[str] = []
     instance = recording_backend(monkeypatch, events, running=True, calibrates=False)
-    instance._foreseen = True  # not the backend's first build
+    instance._builds_foreseen = True  # not the backend's first build
     with pytest.raises(ValueError, match="inf values in amax"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
     assert events == ["plain", "traced", "sent ahead", "calibrated", "withdrawn"]
@@ -845,9 +908,10 @@ def test_what_is_sent_ahead_of_calibration_is_the_recipes_selection_with_one_key
 
 
 def test_the_first_build_foresees_the_first_round_of_each_of_the_backends_builds_in_the_order_built(monkeypatch):
-    """`_foresee_builds` (seresnet18, random weights): the starting build's round first, then the plan's other builds
-    on this backend in order (not PyTorch's variants), each FP8 one with its recipe's layers and foreseen keys; a
-    failure while foreseeing sends nothing and fails no build."""
+    """`_foresee_builds` (seresnet18, random weights): the round of the build starting, then those of the plan's later
+    builds on this backend in order (not PyTorch's variants, nor those before it), each FP8 one with its recipe's
+    layers and foreseen keys; a plan of this backend's own leaves out the precisions it does not build; a build
+    whose round cannot be foreseen is left out, the others kept."""
     from types import SimpleNamespace
 
     from builders.models.structure import model_structure
@@ -859,22 +923,44 @@ def test_the_first_build_foresees_the_first_round_of_each_of_the_backends_builds
     instance = object.__new__(cudnn_backend.CudnnBackend)
     instance.context = SimpleNamespace()
     instance.structure = model_structure(model, torch.randn(1, 3, 64, 64))
-    variants = [VariantPlan("fp32"), VariantPlan("fp16"), VariantPlan("fp16", backend="cudnn"),
-                VariantPlan("fp8", "all", (), "cudnn"), VariantPlan("fp8", "no-se", (), "cudnn")]
-    instance.plan = SimpleNamespace(variants=variants, backend="torch")
-    monkeypatch.setattr(cudnn_backend, "first_round_graphs",
-                        lambda _ctx, _traced, _plain, fp8, keys, _shapes: [(len(fp8), len(keys))])
+    fp16, fp8_all, no_se = (VariantPlan("fp16", backend="cudnn"), VariantPlan("fp8", "all", (), "cudnn"),
+                            VariantPlan("fp8", "no-se", (), "cudnn"))
+    instance.plan = SimpleNamespace(variants=[VariantPlan("fp32"), VariantPlan("fp16"), fp16, fp8_all, no_se],
+                                    backend="torch")
+    refused: set[int] = set()
+
+    def first_round(_ctx, _traced, _plain, fp8, keys, _shapes):
+        if len(fp8) in refused:
+            raise KeyError("layer1.0.conv1")
+        return [(len(fp8), len(keys))]
+
+    monkeypatch.setattr(cudnn_backend, "first_round_graphs", first_round)
     foreseen: list[list[tuple[int, int]]] = []
     monkeypatch.setattr(cudnn_backend, "foresee", lambda _ctx, rounds: foreseen.append(rounds))
-    instance._foresee_builds(variants[3], None, model, {})
-    all_layers = len(set(cudnn_backend.variant_selection(instance.structure, variants[3]).quantized))
-    no_se = len(set(cudnn_backend.variant_selection(instance.structure, variants[4]).quantized))
-    assert foreseen == [[[(all_layers, all_layers)], [(0, 0)], [(no_se, no_se)]]] and 0 < no_se < all_layers
-
-    def fails(*_args):
-        raise KeyError("layer1.0.conv1")
-
-    monkeypatch.setattr(cudnn_backend, "first_round_graphs", fails)
+    n_all = len(set(cudnn_backend.variant_selection(instance.structure, fp8_all).quantized))
+    n_no_se = len(set(cudnn_backend.variant_selection(instance.structure, no_se).quantized))
+    assert 0 < n_no_se < n_all
+    instance._foresee_builds(fp16, None, model, {})
+    instance._foresee_builds(fp8_all, None, model, {})
+    refused.add(n_all)
+    instance._foresee_builds(fp16, None, model, {})
+    assert foreseen == [[[(0, 0)], [(n_all, n_all)], [(n_no_se, n_no_se)]],
+                        [[(n_all, n_all)], [(n_no_se, n_no_se)]],
+                        [[(0, 0)], [(n_no_se, n_no_se)]]]
     foreseen.clear()
-    instance._foresee_builds(variants[2], None, model, {})
-    assert foreseen == []
+    instance.plan = SimpleNamespace(variants=[VariantPlan("fp32"), VariantPlan("fp16"), VariantPlan("fp8", "no-se")],
+                                    backend="cudnn")
+    instance._foresee_builds(VariantPlan("fp16"), None, model, {})
+    assert foreseen == [[[(0, 0)], [(n_no_se, n_no_se)]]]
+
+
+def test_a_build_about_to_time_its_regions_ends_inductors_workers_and_holds_the_foreseen_compiles(monkeypatch):
+    """The fused tactics' `ask_workers_to_end` on the engine: Inductor's compile workers asked to end, then the
+    foreseen plan compiles held (`PlanCompiler.hold_foreseen`), so no worker compiles while regions are timed."""
+    from types import SimpleNamespace
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    events: list[str] = []
+    monkeypatch.setattr(cudnn_backend, "begin_ending_compile_workers", lambda: events.append("inductor's end"))
+    cudnn_backend._compiles_end(SimpleNamespace(hold_foreseen=lambda: events.append("held")))()
+    assert events == ["inductor's end", "held"]
