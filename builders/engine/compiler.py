@@ -73,7 +73,9 @@ class CompileLedger:
     worker_plans: int = 0  # plans compiled and serialized in the answers taken
     worker_s: float = 0.0  # the workers' seconds on every answer taken (refusals too, a worker's start included)
     waited_s: float = 0.0  # the engine's process waiting for answers not back yet
-    ahead_unasked: int = 0  # graphs sent ahead that no build asked for (`withdraw_ahead`, also by `close`)
+    # graphs sent ahead that no build asked for (`withdraw_ahead`, also by `close`: the foreseen ones no build took
+    # are counted there, after every build's note)
+    ahead_unasked: int = 0
     ahead_withdrawn: int = 0  # of those, withdrawn before a worker took them (the others were compiled, unused)
 
     def record(self, source: GraphSource | Literal["refused"], seconds: float) -> None:
