@@ -385,8 +385,7 @@ def _build_new(backend: BuildContext, signatures: list[ConvSignature], then: lis
     new = [sig for sig in dict.fromkeys(signatures) if sig not in backend.graphs]
     if not new:
         return
-    jobs = backend.compiler.submit([sig for sig in new if not backend.cache.holds_plan(sig.key())],
-                                   backend.plan_limit)
+    jobs = backend.compiler.submit(_to_compile(backend, new), backend.plan_limit)
     _send_ahead(backend, then or [])
     for sig in new:
         answer = jobs.take(sig)

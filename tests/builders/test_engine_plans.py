@@ -964,3 +964,34 @@ def test_a_build_about_to_time_its_regions_ends_inductors_workers_and_holds_the_
     monkeypatch.setattr(cudnn_backend, "begin_ending_compile_workers", lambda: events.append("inductor's end"))
     cudnn_backend._compiles_end(SimpleNamespace(hold_foreseen=lambda: events.append("held")))()
     assert events == ["inductor's end", "held"]
+
+
+@dataclasses.dataclass(frozen=True)
+class NamedSignature:
+    """A stand-in signature: its timing-cache key is its name."""
+
+    name: str
+
+    def key(self) -> str:
+        return self.name
+
+
+def test_foresight_sends_only_the_graphs_neither_made_nor_cached_in_the_order_of_the_builds():
+    """`build.foresee`: the first rounds joined in order, less the graphs a build made (or cuDNN refused) and those
+    the timing cache holds, so a warm run foresees nothing and starts no workers."""
+    from types import SimpleNamespace
+
+    from builders.engine.build import foresee
+
+    sent: list[tuple[list[str], int]] = []
+    cached = {"c"}
+    a, b, c, d, e, r = map(NamedSignature, "abcder")
+    backend = SimpleNamespace(graphs={a: object(), r: "refused"}, plan_limit=4,
+                              cache=SimpleNamespace(holds_plan=lambda key: key in cached),
+                              compiler=SimpleNamespace(foresee=lambda sigs, limit: sent.append(
+                                  ([sig.name for sig in sigs], limit))))
+    foresee(backend, [[a, b, c], [r, d, b], [e]])  # type: ignore[arg-type]
+    assert sent == [(["b", "d", "b", "e"], 4)]  # repeats are the compiler's to drop (`PlanCompiler.foresee`)
+    cached.update("bde")
+    foresee(backend, [[a, b, c], [r, d], [e]])  # type: ignore[arg-type]
+    assert sent[1] == ([], 4)
