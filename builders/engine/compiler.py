@@ -308,9 +308,10 @@ class PlanCompiler:
     def foresee(self, sigs: list[ConvSignature], limit: int) -> None:
         """`sigs`, graphs the study's later builds are foreseen to ask for, compiled by the workers while the builds
         before them run, a pool started for them where they are enough to spread (`worker_count`). A feeder keeps at
-        most one foreseen job per worker in the pool, in order (`_fed`), so a job a build sends waits for at most one
-        foreseen job a worker is compiling, and none is queued ahead of it. No build's `withdraw_ahead` withdraws a
-        foreseen job until a build sends it ahead or asks for it (`_claim`); `close` withdraws those left."""
+        most one foreseen job per worker in the pool, in order (jobs its threads send side by side may swap: `_fed`),
+        so a job a build sends waits for at most one foreseen job a worker is compiling, and none is queued ahead of
+        it. No build's `withdraw_ahead` withdraws a foreseen job until a build sends it ahead or asks for it
+        (`_claim`); `close` withdraws those left."""
         fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
         pool = self._pool_for(len(fresh))
         if pool is None:
