@@ -6,6 +6,8 @@
 #           (each must exit 0); with REF=SESSION, each run's diff against that session too
 #   sampled the main job once more on the caches it left, under benchmarks/stack_sampler.py (where a warm run's
 #           time goes: sampled.top.txt; its progress lines in sampled.log)
+#   coldsampled  the main job under the stack sampler after emptying the tool's, Inductor's and Triton's caches (where a
+#           first run's time goes: coldsampled.top.txt; the CUDA driver's kernel cache stays as the runs before left it)
 #   rows    each main-job variant alone against the whole study (benchmarks/row_independence.py)
 #   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
@@ -37,6 +39,11 @@ for PART in ${PARTS:-state main rows}; do
     done ;;
   sampled) python3 benchmarks/stack_sampler.py "$OUT/sampled/sampled.top.txt" senet154 --out "$OUT/sampled/senet154.json" \
              > "$OUT/sampled/sampled.log" 2>&1; echo "sampled rc=$?"; rm -f "$OUT/sampled/senet154.json" ;;
+  coldsampled)
+    rm -rf "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache
+    python3 benchmarks/stack_sampler.py "$OUT/coldsampled/coldsampled.top.txt" senet154 \
+      --out "$OUT/coldsampled/senet154.json" > "$OUT/coldsampled/coldsampled.log" 2>&1
+    echo "coldsampled rc=$?"; rm -f "$OUT/coldsampled/senet154.json" ;;
   matmul) python3 benchmarks/cudnn_matmul_tactic.py --check --batch 1 --batch 32 2>&1 | tee "$OUT/matmul/check.txt" ;;
   b32)
     for CHOICE in ${CHOICES:-timed kept}; do

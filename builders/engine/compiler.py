@@ -312,7 +312,7 @@ class PlanCompiler:
         so a job a build sends waits for at most one foreseen job a worker is compiling, and none is queued ahead of
         it. No build's `withdraw_ahead` withdraws a foreseen job until a build sends it ahead or asks for it
         (`_claim`); `close` withdraws those left."""
-        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
+        fresh = self._not_ahead(sigs)
         pool = self._pool_for(len(fresh))
         if pool is None:
             return
@@ -376,9 +376,13 @@ class PlanCompiler:
                   start: bool) -> dict[ConvSignature, concurrent.futures.Future[WorkerAnswer]] | None:
         """A compile job for each of `sigs` not sent ahead and waiting (`_sent`; `start`: whether a pool may be
         started for them)."""
-        fresh = [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
+        fresh = self._not_ahead(sigs)
         return self._sent(len(fresh), lambda pool: {sig: pool.submit(_compile, self.device, sig, limit)
                                                     for sig in fresh}, start)
+
+    def _not_ahead(self, sigs: list[ConvSignature]) -> list[ConvSignature]:
+        """`sigs` without repeats and without those already sent ahead or foreseen, in their order."""
+        return [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
 
     def withdraw_ahead(self) -> None:
         """The jobs sent ahead and not asked for withdrawn, where no worker has taken them yet (one that has finishes,
