@@ -34,7 +34,7 @@ from builders.engine.kernels import (
     time_captured,
 )
 from builders.engine.lowering import Program, Step, lower
-from builders.engine.plans import QUANTIZE_PREFIX, TimingCache
+from builders.engine.plans import QUANTIZE_PREFIX, REFUSED, UNASKED, TimingCache
 from builders.engine.runtime import CudnnEngine
 from builders.engine.tactics import (
     CUDNN,
@@ -206,15 +206,31 @@ def send_first_round_ahead(backend: BuildContext, traced: TracedModel, plain: to
     """The first round's graphs (`first_round_graphs`) sent to a running pool now (`_send_ahead`), so that they
     compile during what a build does before it lowers (an FP8 build's calibration). A graph sent that the build,
     lowering with its calibrated keys, never asks for is withdrawn when its graphs are made (`lower_and_choose`) and
-    counted in the ledger."""
-    _send_ahead(backend, first_round_graphs(backend, traced, plain, fp8, scale_keys, value_shapes))
+    counted in the ledger. A graph marked as not to be foreseen (`mark_unforeseen`) is not sent."""
+    _send_ahead(backend, _foreseeable(backend, first_round_graphs(backend, traced, plain, fp8, scale_keys,
+                                                                   value_shapes)))
 
 
 def foresee(backend: BuildContext, rounds: Iterable[list[ConvSignature]]) -> None:
     """The graphs of `rounds` (the first rounds of the study's builds, `first_round_graphs`, in the order they will be
-    built) neither made nor in the timing cache, sent to the workers as foreseen (`PlanCompiler.foresee`: a pool
-    started where they are enough to spread), so that a later build's graphs compile while the builds before it run."""
-    backend.compiler.foresee(_to_compile(backend, [sig for graphs in rounds for sig in graphs]), backend.plan_limit)
+    built) neither made nor in the timing cache, nor marked there as not to be foreseen (`mark_unforeseen`), sent to
+    the workers as foreseen (`PlanCompiler.foresee`: a pool started where they are enough to spread), so that a later
+    build's graphs compile while the builds before it run; a run whose graphs are all cached sends none."""
+    sigs = _foreseeable(backend, [sig for graphs in rounds for sig in graphs])
+    backend.compiler.foresee(_to_compile(backend, sigs), backend.plan_limit)
+
+
+def _foreseeable(backend: BuildContext, sigs: list[ConvSignature]) -> list[ConvSignature]:
+    """Those of `sigs` the timing cache does not mark as not to be foreseen (`mark_unforeseen`), in order."""
+    return [sig for sig in sigs if not backend.cache.unforeseen(sig.key())]
+
+
+def mark_unforeseen(backend: BuildContext, sigs: Iterable[ConvSignature], why: str) -> None:
+    """Each of `sigs` marked in the timing cache as not to be foreseen, and why (`TimingCache.put_unforeseen`): a
+    graph cuDNN refused (REFUSED), or one sent ahead that no build of a study that built its variants asked for
+    (UNASKED). Neither holds a plan, so foresight would otherwise send it to the workers in every run."""
+    for sig in sigs:
+        backend.cache.put_unforeseen(sig.key(), why)
 
 
 def library_notes(backend: BuildContext, timed_before: set[tuple[ConvSignature, str]]) -> list[str]:
@@ -247,8 +263,10 @@ def lower_and_choose(backend: BuildContext, traced: TracedModel, plain: torch.nn
                 continue
             if not _choose_by_timing(backend, program, plain, shapes, refused, output_refused, timed):
                 break
-    finally:  # a build that fails leaves nothing queued for the next
+    except BaseException:  # a build that fails leaves nothing queued for the next
         backend.compiler.withdraw_ahead()
+        raise
+    mark_unforeseen(backend, backend.compiler.withdraw_ahead(), UNASKED)
     for name, sig in _conv_signatures(program, plain, shapes, backend.cold_weights).items():
         tactics = _tactics(backend, sig)
         if len(tactics) > 1:
@@ -397,6 +415,7 @@ def _build_new(backend: BuildContext, signatures: list[ConvSignature], then: lis
         except RuntimeError as exc:
             backend.graphs[sig] = str(exc)
             backend.compiler.ledger.record("refused", time.perf_counter() - started)
+            mark_unforeseen(backend, [sig], REFUSED)
 
 
 def _choose_by_timing(backend: BuildContext, program: Program, plain: torch.nn.Module,

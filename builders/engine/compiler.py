@@ -384,19 +384,22 @@ class PlanCompiler:
         """`sigs` without repeats and without those already sent ahead or foreseen, in their order."""
         return [sig for sig in dict.fromkeys(sigs) if sig not in self._ahead]
 
-    def withdraw_ahead(self) -> None:
+    def withdraw_ahead(self) -> list[ConvSignature]:
         """The jobs sent ahead and not asked for withdrawn, where no worker has taken them yet (one that has finishes,
         its answer unused), each counted in the ledger (`ahead_unasked`, `ahead_withdrawn`): a build whose graphs are
         all made leaves the workers free for what comes next (its fused regions, the study's timing), not queued
-        behind graphs it did not need. Jobs foreseen for later builds (`foresee`) and no build's yet stay."""
-        self._withdraw([sig for sig in self._ahead if sig not in self._foreseen])
+        behind graphs it did not need. Jobs foreseen for later builds (`foresee`) and no build's yet stay. Returns
+        the graphs withdrawn."""
+        return self._withdraw([sig for sig in self._ahead if sig not in self._foreseen])
 
-    def _withdraw(self, sigs: list[ConvSignature]) -> None:
-        """The jobs of `sigs` sent ahead withdrawn where no worker has taken them, each counted in the ledger."""
+    def _withdraw(self, sigs: list[ConvSignature]) -> list[ConvSignature]:
+        """The jobs of `sigs` sent ahead withdrawn where no worker has taken them, each counted in the ledger;
+        `sigs`."""
         for sig in sigs:
             self._foreseen.pop(sig, None)
             self.ledger.ahead_unasked += 1
             self.ledger.ahead_withdrawn += int(self._ahead.pop(sig).cancel())
+        return sigs
 
     def _sent(self, count: int, send: Callable[[concurrent.futures.ProcessPoolExecutor], dict[Any, Any]],
               start: bool = True) -> dict[Any, Any] | None:
@@ -434,15 +437,16 @@ class PlanCompiler:
         self._broken.add(number)
         self.close()
 
-    def close(self) -> None:
+    def close(self) -> list[ConvSignature]:
         """Stops the workers and returns once they are gone: jobs not started are dropped, a job still running (one
         this process built itself, its answer unused) is ended with its worker, so nothing compiles, holds a CUDA
-        context or a core while the study times its variants; a later `submit` starts new workers."""
-        self._withdraw(list(self._ahead))
+        context or a core while the study times its variants; a later `submit` starts new workers. Returns the
+        graphs sent ahead or foreseen that no build asked for, withdrawn (`_withdraw`)."""
+        unasked = self._withdraw(list(self._ahead))
         pool, self._pool = self._pool, None
         feeder, self._feeder = self._feeder, None
         if pool is None:
-            return
+            return unasked
         # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
         for process in list((getattr(pool, "_processes", None) or {}).values()):
             process.terminate()
@@ -450,3 +454,4 @@ class PlanCompiler:
         if feeder is not None:  # its threads end: the jobs they waited for are ended, one held sends to a closed pool
             self.resume_foreseen()
             feeder.shutdown(wait=True, cancel_futures=True)
+        return unasked

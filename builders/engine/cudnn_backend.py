@@ -23,6 +23,7 @@ from builders.engine.build import (
     first_round_graphs,
     foresee,
     foreseen_scale_keys,
+    mark_unforeseen,
     recorded_shapes,
     send_first_round_ahead,
 )
@@ -30,7 +31,7 @@ from builders.engine.compiler import PlanCompiler
 from builders.engine.fused_tactics import FusedTactics
 from builders.engine.graph import TracedModel, trace
 from builders.engine.kernels import engine_timing_cache
-from builders.engine.plans import PLANS_PER_OPT_LEVEL
+from builders.engine.plans import PLANS_PER_OPT_LEVEL, UNASKED
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.engine.weight_residency import gpu_l2_bytes, weights_cold
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
@@ -125,8 +126,10 @@ class CudnnBackend(Backend):
     def builds_done(self) -> None:
         """The plan compiler's and Inductor's worker processes end once every variant is built (the fused tactics
         ask Inductor's to end after their compiles, and the engine's timer waits for them): none is alive while the
-        rows are timed."""
-        self.context.compiler.close()
+        rows are timed. The graphs foreseen that no build asked for are marked so in the timing cache
+        (`mark_unforeseen`), so that a later run does not foresee them again."""
+        mark_unforeseen(self.context, self.context.compiler.close(), UNASKED)
+        self.context.cache.save()
         end_compile_workers()
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:

@@ -47,6 +47,9 @@ CACHE_VERSION = 3  # 2: each choice names its serialized plan; 3: each entry car
 FUSED_PREFIX = "fused "  # the signature of a fused tactic's entry (builders.engine.fused_tactics): times, no plan
 QUANTIZE_PREFIX = "quantize "  # the signature of a quantize layer's time (its shape and implementation), no plan
 COMPILED_PREFIX = "compiled "  # before a fused tactic's signature: the entry naming its compiled region's file
+UNFORESEEN_PREFIX = "unforeseen "  # before a graph's signature: the entry saying foresight does not send it, and why
+REFUSED, UNASKED = "refused", "unasked"  # why a graph is unforeseen: cuDNN made no plan; sent ahead, never asked
+UNFORESEEN_REASONS = (REFUSED, UNASKED)
 PLAN_SUFFIX, REGION_SUFFIX = ".plan", ".inductor"  # the files beside the cache: cuDNN plans, compiled regions
 SAVE_LOCK_WAIT_S = 30.0  # a save waits this long for another study's save of the same cache, then is left for later
 PRUNE_AFTER_S = 24 * 3600.0  # a plan file no entry names is removed once older than this: a study writes its plans
@@ -219,6 +222,22 @@ class TimingCache:
         self.changed.add(signature)
         self.dirty = True
 
+    def unforeseen(self, signature: str) -> bool:
+        """Whether the cache says the graph of `signature` is not to be foreseen (`put_unforeseen`)."""
+        return UNFORESEEN_PREFIX + signature in self.entries
+
+    def put_unforeseen(self, signature: str, why: str) -> None:
+        """Records that the graph of `signature` is not to be foreseen, and why (one of UNFORESEEN_REASONS): cuDNN
+        built no plan for it, or it was sent ahead and no build asked for it. Neither kind ever holds a plan, so
+        without the entry every run, however warm, would send it to the workers again (starting a pool for it). A
+        build that asks for such a graph still makes it (the entry says nothing of the graph itself)."""
+        key = UNFORESEEN_PREFIX + signature
+        if self.entries.get(key) == {"why": why}:
+            return
+        self.entries[key] = {"why": why}
+        self.changed.add(key)
+        self.dirty = True
+
     def put(self, signature: str, choice: Choice, plan: bytes | None) -> None:
         """Records `choice` for `signature`, with its serialized plan where cuDNN serialized it; a choice the cache
         made (`choice.cached`) keeps the cache's record and only adds the plan it lacked."""
@@ -285,6 +304,8 @@ def _checked(signature: str, raw: Any) -> dict[str, Any] | None:
         return entry if fused_entry_reads(entry) else None
     if signature.startswith(QUANTIZE_PREFIX):
         return entry if quantize_entry_reads(entry) else None
+    if signature.startswith(UNFORESEEN_PREFIX):
+        return entry if set(entry) == {"why"} and entry["why"] in UNFORESEEN_REASONS else None
     if signature.startswith(COMPILED_PREFIX):
         return entry if set(entry) == {"artifact"} and isinstance(entry["artifact"], str) \
             and PLAN_NAME.fullmatch(entry["artifact"]) else None

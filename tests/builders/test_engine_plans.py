@@ -761,12 +761,12 @@ def test_foreseen_graphs_are_withdrawn_by_the_build_that_sends_them_and_the_rest
     compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
     settled(lambda: len(pools) == 1 and fed(pools[0], ("a", "b")), "a and b in the pool")
     compiler.send_ahead(["c", "e"], 4)  # type: ignore[list-item]
-    compiler.withdraw_ahead()  # c and e: withdrawn before a worker took them
+    assert compiler.withdraw_ahead() == ["c", "e"]  # withdrawn before a worker took them
     assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (2, 2)
     answer(pools[0], "a")
     settled(lambda: fed(pools[0], ("a", "b"), "c", "e", "d"), "d fed, foreseen still")
     feeder = compiler._feeder
-    compiler.close()  # b and d running: not withdrawn, ended with the pool
+    assert compiler.close() == ["a", "b", "d"]  # no build asked for them; b and d running, ended with the pool
     assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (5, 2)
     assert feeder is not None and all(not thread.is_alive() for thread in feeder._threads)
 
@@ -797,6 +797,105 @@ def test_too_few_foreseen_graphs_start_no_pool_and_a_foreseen_one_is_sent_once(m
     answer(pools[0], "a")
     settled(lambda: fed(pools[0], ("a", "b", "c", "d"), "e"), "e once a is answered")
     compiler.close()
+
+
+def test_graphs_marked_unforeseen_are_not_foreseen_in_a_later_run_and_a_bad_mark_does_not_read(tmp_path):
+    """`mark_unforeseen` (a graph cuDNN refused, or one no build asked for: neither holds a plan) persists in the
+    timing cache, and the next run's foresight and send ahead of calibration leave those graphs out, so a run whose
+    other graphs are cached starts no workers; a mark that does not read is no mark."""
+    from types import SimpleNamespace
+
+    from builders.engine import build
+    from builders.engine.plans import REFUSED, UNASKED, UNFORESEEN_PREFIX
+
+    path, header = tmp_path / "cache.json", {"gpu": "x"}
+    sent: list[list[str]] = []
+    a, b, c, d = map(NamedSignature, "abcd")
+    backend = SimpleNamespace(graphs={}, plan_limit=4, cache=TimingCache(path, header), compiler=SimpleNamespace(
+        foresee=lambda sigs, limit: sent.append([sig.name for sig in sigs]),
+        send_ahead=lambda sigs, limit: sent.append([sig.name for sig in sigs])))
+    build.mark_unforeseen(backend, [b], REFUSED)  # type: ignore[arg-type]
+    build.mark_unforeseen(backend, [d], UNASKED)  # type: ignore[arg-type]
+    backend.cache.save()
+    backend.cache = TimingCache(path, header)  # the next run
+    build.foresee(backend, [[a, b], [c, d]])  # type: ignore[arg-type]
+    assert sent == [["a", "c"]]
+    build._send_ahead(backend, build._foreseeable(backend, [a, b, c, d]))  # type: ignore[arg-type]
+    assert sent[1] == ["a", "c"]
+    stored = json.loads(path.read_text())
+    for why in (REFUSED, "another reason"):
+        entry = {"why": why, "extra": 1} if why == REFUSED else {"why": why}
+        key = UNFORESEEN_PREFIX + "c"
+        stored["plans"][key] = {**entry, "digest": document_digest([key, entry])}
+        path.write_text(json.dumps(stored))
+        assert not TimingCache(path, header).unforeseen("c")
+    assert TimingCache(path, header).unforeseen("b")
+
+
+def test_a_graph_cudnn_refuses_is_marked_unforeseen_and_one_it_builds_is_not(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from builders.engine import build
+    from builders.engine.plans import REFUSED, UNFORESEEN_PREFIX
+
+    made, refused = NamedSignature("made"), NamedSignature("refused")
+
+    def build_graph(sig, *_args):
+        if sig == refused:
+            raise RuntimeError("cuDNN: no engine proposed a plan for this graph")
+        return object(), 0.0, "compiled"
+
+    monkeypatch.setattr(build, "build_graph", build_graph)
+    cache = TimingCache(tmp_path / "cache.json", {"gpu": "x"})
+    compiler = SimpleNamespace(submit=lambda sigs, limit: SimpleNamespace(take=lambda sig: None),
+                               ledger=SimpleNamespace(record=lambda source, seconds: None))
+    backend = SimpleNamespace(graphs={}, cache=cache, compiler=compiler, plan_limit=4, cudnn=None, handle=None)
+    build._build_new(backend, [made, refused])  # type: ignore[arg-type]
+    assert backend.graphs[refused] == "cuDNN: no engine proposed a plan for this graph"
+    assert cache.entries[UNFORESEEN_PREFIX + "refused"] == {"why": REFUSED} and not cache.unforeseen("made")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_build_marks_what_it_sent_ahead_and_never_asked_for_unless_it_fails(tmp_path, monkeypatch, fails):
+    """`lower_and_choose` marks the graphs its end withdraws as unasked (`mark_unforeseen`); a build that fails
+    withdraws them unmarked (a build that would have gone on might ask for them)."""
+    from types import SimpleNamespace
+
+    from builders.engine import build
+
+    def graphs_built(*_args):
+        if fails:
+            raise RuntimeError("a lowering that fails")
+        return False
+
+    for name, stand_in in [("lower", lambda *_args: SimpleNamespace()), ("_send_round_ahead", lambda *_args: {}),
+                           ("_build_graphs", graphs_built), ("_choose_by_timing", lambda *_args: False),
+                           ("_conv_signatures", lambda *_args: {})]:
+        monkeypatch.setattr(build, name, stand_in)
+    cache = TimingCache(tmp_path / "cache.json", {"gpu": "x"})
+    backend = SimpleNamespace(cache=cache, cold_weights=False,
+                              compiler=SimpleNamespace(withdraw_ahead=lambda: [NamedSignature("unasked")]))
+    try:
+        build.lower_and_choose(backend, SimpleNamespace(nodes=[]), torch.nn.Identity(), set(), {}, {}, {},  # type: ignore[arg-type]
+                               value_shapes={})
+    except RuntimeError:
+        assert fails
+    assert cache.unforeseen("unasked") is not fails
+
+
+def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are_done(tmp_path, monkeypatch):
+    """`CudnnBackend.builds_done`: what the plan compiler's `close` withdrew unasked is marked and saved, so the
+    next run does not foresee it."""
+    from types import SimpleNamespace
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    monkeypatch.setattr(cudnn_backend, "end_compile_workers", lambda: None)
+    path, header = tmp_path / "cache.json", {"gpu": "x"}
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace(cache=TimingCache(path, header),
+                                       compiler=SimpleNamespace(close=lambda: [NamedSignature("foreseen")]))
+    instance.builds_done()
+    assert TimingCache(path, header).unforeseen("foreseen")
 
 
 def recording_backend(monkeypatch, events: list[str], running: bool, calibrates: bool = True):
@@ -994,7 +1093,7 @@ def test_foresight_sends_only_the_graphs_neither_made_nor_cached_in_the_order_of
     cached = {"c"}
     a, b, c, d, e, r = map(NamedSignature, "abcder")
     backend = SimpleNamespace(graphs={a: object(), r: "refused"}, plan_limit=4,
-                              cache=SimpleNamespace(holds_plan=lambda key: key in cached),
+                              cache=SimpleNamespace(holds_plan=lambda key: key in cached, unforeseen=lambda key: False),
                               compiler=SimpleNamespace(foresee=lambda sigs, limit: sent.append(
                                   ([sig.name for sig in sigs], limit))))
     foresee(backend, [[a, b, c], [r, d, b], [e]])  # type: ignore[arg-type]
