@@ -573,7 +573,8 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
         return SimpleNamespace(take=lambda sig: (["p"], {0: b"plan"}) if sig == dense else None)  # a worker's answer
 
     monkeypatch.setattr(build, "build_graph", build_graph)
-    cache = SimpleNamespace(holds_plan=lambda key: key in held)
+    marked: dict[str, str] = {}  # what the build marks in the timing cache as not to be foreseen
+    cache = SimpleNamespace(holds_plan=lambda key: key in held, put_unforeseen=marked.__setitem__)
     compiler = SimpleNamespace(submit=submit, send_ahead=lambda sigs, _limit: sent.append(("ahead", list(sigs))),
                                ledger=CompileLedger())
     backend = BuildContext(None, None, torch.zeros(1), 4, cache, compiler,  # type: ignore[arg-type]
@@ -598,6 +599,7 @@ def test_make_graphs_builds_the_companions_of_the_graphs_cuDNN_built(monkeypatch
     ledger = compiler.ledger
     made = (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s)
     assert made == (1, 1, 5, 2, 2.5)  # the held plan; the worker's answer; the rest built here; two refusals
+    assert marked == {refused.key(): "refused", scaled_relu.key(): "refused"}  # no plan: never foreseen again
     build.make_graphs(backend, [grouped])
     assert len(sent) == 3 and len(built) == 9
     assert (ledger.cached, ledger.answered, ledger.built, ledger.refused, ledger.built_s) == made
@@ -792,7 +794,7 @@ def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_a
     events: list[tuple[str, list[ConvSignature]]] = []
     backend.compiler = SimpleNamespace(  # type: ignore[assignment]
         send_ahead=lambda sigs, _limit: events.append(("ahead", list(sigs))),
-        withdraw_ahead=lambda: events.append(("withdrawn", [])))
+        withdraw_ahead=lambda: (events.append(("withdrawn", [])), [])[1])
 
     def build_new(ctx, sigs, then=None):
         events.append(("asked", [sig for sig in sigs if sig not in ctx.graphs]))
@@ -822,7 +824,7 @@ def test_a_build_that_fails_leaves_nothing_sent_ahead_for_the_next(monkeypatch):
     backend, shapes = context(model, Times(uniform(), 5.0), FP8_LAYERS_TIMED)
     withdrawn: list[bool] = []
     backend.compiler = SimpleNamespace(  # type: ignore[assignment]
-        send_ahead=lambda sigs, _limit: None, withdraw_ahead=lambda: withdrawn.append(True))
+        send_ahead=lambda sigs, _limit: None, withdraw_ahead=lambda: (withdrawn.append(True), [])[1])
 
     def broken(*_args):
         raise RuntimeError("cuDNN: out of memory")
@@ -895,7 +897,7 @@ def test_the_first_round_sent_before_calibration_is_what_the_build_then_asks_for
     compiled, backend.graphs = backend.graphs, {}
     sent: list[ConvSignature] = []
     backend.compiler = SimpleNamespace(  # type: ignore[assignment]
-        send_ahead=lambda sigs, _limit: sent.extend(sigs), withdraw_ahead=lambda: None)
+        send_ahead=lambda sigs, _limit: sent.extend(sigs), withdraw_ahead=list)
     backend.cache = TimingCache(tmp_path / "cache.json", {"gpu": "stand-in"})  # empty: every plan is to compile
     example = torch.randn(1, 8, 6, 6)
     traced = trace(model, example)
