@@ -108,6 +108,7 @@ class CudnnBackend(Backend):
         self._calibrations = Calibrations()
         self._twins = TwinCache()
         self._builds_foreseen = False  # whether a build has sent every build's first round to the workers
+        self._a_build_failed = False  # whether a build of this study failed (what was foreseen for it went unasked)
         planned_fp8 = any(variant.precision == "fp8" for variant in self.plan.variants)
         self._model_digest = _digest_in_background(self._reference) if planned_fp8 else None
 
@@ -126,10 +127,13 @@ class CudnnBackend(Backend):
     def builds_done(self) -> None:
         """The plan compiler's and Inductor's worker processes end once every variant is built (the fused tactics
         ask Inductor's to end after their compiles, and the engine's timer waits for them): none is alive while the
-        rows are timed. The graphs foreseen that no build asked for are marked so in the timing cache
-        (`mark_unforeseen`), so that a later run does not foresee them again."""
-        mark_unforeseen(self.context, self.context.compiler.close(), UNASKED)
-        self.context.cache.save()
+        rows are timed. Where every build succeeded, the graphs foreseen that no build asked for are marked so in the
+        timing cache (`mark_unforeseen`), so that a later run does not foresee them again (a build that failed asked
+        for nothing: its graphs are not marked)."""
+        unasked = self.context.compiler.close()
+        if not self._a_build_failed:
+            mark_unforeseen(self.context, unasked, UNASKED)
+            self.context.cache.save()
         end_compile_workers()
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
@@ -155,6 +159,7 @@ class CudnnBackend(Backend):
                 engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
                 torch.cuda.synchronize()
         except BaseException:
+            self._a_build_failed = True
             self.context.compiler.withdraw_ahead()  # a build that fails leaves nothing queued for the next
             raise
         self.context.cache.save()

@@ -883,9 +883,11 @@ def test_a_build_marks_what_it_sent_ahead_and_never_asked_for_unless_it_fails(tm
     assert cache.unforeseen("unasked") is not fails
 
 
-def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are_done(tmp_path, monkeypatch):
+@pytest.mark.parametrize("a_build_failed", [False, True])
+def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are_done(tmp_path, monkeypatch,
+                                                                                      a_build_failed):
     """`CudnnBackend.builds_done`: what the plan compiler's `close` withdrew unasked is marked and saved, so the
-    next run does not foresee it."""
+    next run does not foresee it; not where a build failed (it would have asked for its graphs)."""
     from types import SimpleNamespace
 
     cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
@@ -894,8 +896,9 @@ def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are
     instance = object.__new__(cudnn_backend.CudnnBackend)
     instance.context = SimpleNamespace(cache=TimingCache(path, header),
                                        compiler=SimpleNamespace(close=lambda: [NamedSignature("foreseen")]))
+    instance._a_build_failed = a_build_failed
     instance.builds_done()
-    assert TimingCache(path, header).unforeseen("foreseen")
+    assert TimingCache(path, header).unforeseen("foreseen") is not a_build_failed
 
 
 def recording_backend(monkeypatch, events: list[str], running: bool, calibrates: bool = True):
@@ -910,6 +913,7 @@ def recording_backend(monkeypatch, events: list[str], running: bool, calibrates:
                                        static_input=torch.zeros(1))
     instance._quantizer = None
     instance._builds_foreseen = False
+    instance._a_build_failed = False
     instance._foresee_builds = lambda first, *_args: events.append(f"foresaw from {first.name}")
     instance._plain = lambda: (events.append("plain"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
@@ -946,6 +950,7 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
     ahead = ["sent ahead"] if running else []
     # the backend's first build foresees every build's first round; failed: nothing of its own left queued
     assert events == ["plain", "traced", "foresaw from cudnn-fp8-all", *ahead, "calibrated", "lowered", "withdrawn"]
+    assert instance._a_build_failed  # so the graphs foreseen for it are not marked unasked (`builds_done`)
     events.clear()
     with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
         instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
