@@ -108,7 +108,8 @@ class CudnnBackend(Backend):
         self._calibrations = Calibrations()
         self._twins = TwinCache()
         self._builds_foreseen = False  # whether a build has sent every build's first round to the workers
-        self._a_build_failed = False  # whether a build of this study failed (what was foreseen for it went unasked)
+        self._foreseen_builds: set[str] = set()  # the builds whose first round `_foresee_builds` sent
+        self._built: set[str] = set()  # the builds that succeeded
         planned_fp8 = any(variant.precision == "fp8" for variant in self.plan.variants)
         self._model_digest = _digest_in_background(self._reference) if planned_fp8 else None
 
@@ -127,16 +128,27 @@ class CudnnBackend(Backend):
     def builds_done(self) -> None:
         """The plan compiler's and Inductor's worker processes end once every variant is built (the fused tactics
         ask Inductor's to end after their compiles, and the engine's timer waits for them): none is alive while the
-        rows are timed. Where every build succeeded, the graphs foreseen that no build asked for are marked so in the
-        timing cache (`mark_unforeseen`), so that a later run does not foresee them again (a build that failed asked
-        for nothing: its graphs are not marked)."""
+        rows are timed. Where every build foreseen succeeded, the graphs foreseen that no build asked for are marked
+        so in the timing cache (`mark_unforeseen`), so that a later run does not foresee them again; not where one
+        failed or never ran (an interrupted study): it would have asked for its own."""
         unasked = self.context.compiler.close()
-        if not self._a_build_failed:
+        end_compile_workers()
+        if self._foreseen_builds <= self._built:
             mark_unforeseen(self.context, unasked, UNASKED)
             self.context.cache.save()
-        end_compile_workers()
 
     def build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
+        """`variant` built (`_build`), counted among the builds that succeeded; a build that fails, however, leaves
+        nothing it sent ahead queued for the next."""
+        try:
+            result = self._build(variant, calibration)
+        except BaseException:
+            self.context.compiler.withdraw_ahead()
+            raise
+        self._built.add(variant.name)
+        return result
+
+    def _build(self, variant: VariantPlan, calibration: torch.Tensor) -> BuildResult:
         if variant.precision not in ("fp16", "fp8"):
             raise InputError(f"the cuDNN engine builds fp16 and fp8 variants, not {variant.precision}")
         start = time.perf_counter()
@@ -150,18 +162,13 @@ class CudnnBackend(Backend):
         fp8 = variant.precision == "fp8"
         if fp8 and self.context.compiler.running:  # a first build's pool: busy while ModelOpt calibrates
             self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
-        try:
-            twin = self._twin(variant, calibration) if fp8 else None
-            refused_before = len(self._quantizer.refused) if self._quantizer else 0
-            with _as_build_failure(variant):
-                engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
-                _structure_roles(layers, self.structure)
-                engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
-                torch.cuda.synchronize()
-        except BaseException:
-            self._a_build_failed = True
-            self.context.compiler.withdraw_ahead()  # a build that fails leaves nothing queued for the next
-            raise
+        twin = self._twin(variant, calibration) if fp8 else None
+        refused_before = len(self._quantizer.refused) if self._quantizer else 0
+        with _as_build_failure(variant):
+            engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
+            _structure_roles(layers, self.structure)
+            engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
+            torch.cuda.synchronize()
         self.context.cache.save()
         refused = self._quantizer.refused[refused_before:] if self._quantizer else []
         notes.extend(plain_layers_notes(made_plain))
@@ -244,6 +251,7 @@ class CudnnBackend(Backend):
                                                  value_shapes))
             except Exception:  # noqa: BLE001, S112  (an optimisation must not fail a build)
                 continue
+            self._foreseen_builds.add(variant.name)
         foresee(self.context, rounds)
 
     def _foreseen_fp8(self, variant: VariantPlan) -> tuple[set[str], dict[str, object]]:

@@ -799,7 +799,7 @@ def test_too_few_foreseen_graphs_start_no_pool_and_a_foreseen_one_is_sent_once(m
     compiler.close()
 
 
-def test_graphs_marked_unforeseen_are_not_foreseen_in_a_later_run_and_a_bad_mark_does_not_read(tmp_path):
+def test_graphs_marked_unforeseen_are_not_foreseen_in_a_later_run_and_a_bad_mark_does_not_read(tmp_path, monkeypatch):
     """`mark_unforeseen` (a graph cuDNN refused, or one no build asked for: neither holds a plan) persists in the
     timing cache, and the next run's foresight and send ahead of calibration leave those graphs out, so a run whose
     other graphs are cached starts no workers; a mark that does not read is no mark."""
@@ -820,7 +820,8 @@ def test_graphs_marked_unforeseen_are_not_foreseen_in_a_later_run_and_a_bad_mark
     backend.cache = TimingCache(path, header)  # the next run
     build.foresee(backend, [[a, b], [c, d]])  # type: ignore[arg-type]
     assert sent == [["a", "c"]]
-    build._send_ahead(backend, build._foreseeable(backend, [a, b, c, d]))  # type: ignore[arg-type]
+    monkeypatch.setattr(build, "first_round_graphs", lambda *_args: [a, b, c, d])
+    build.send_first_round_ahead(backend, None, None, set(), {}, {})  # type: ignore[arg-type]  (ahead of calibration)
     assert sent[1] == ["a", "c"]
     stored = json.loads(path.read_text())
     for why in (REFUSED, "another reason"):
@@ -883,11 +884,13 @@ def test_a_build_marks_what_it_sent_ahead_and_never_asked_for_unless_it_fails(tm
     assert cache.unforeseen("unasked") is not fails
 
 
-@pytest.mark.parametrize("a_build_failed", [False, True])
+@pytest.mark.parametrize(("foreseen", "built", "marked"), [({"a", "b"}, {"a", "b"}, True), (set(), set(), True),
+                                                           ({"a", "b"}, {"a"}, False)])
 def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are_done(tmp_path, monkeypatch,
-                                                                                      a_build_failed):
+                                                                                      foreseen, built, marked):
     """`CudnnBackend.builds_done`: what the plan compiler's `close` withdrew unasked is marked and saved, so the
-    next run does not foresee it; not where a build failed (it would have asked for its graphs)."""
+    next run does not foresee it; not where a build whose round was foreseen failed or never ran (an interrupted
+    study): it would have asked for its graphs."""
     from types import SimpleNamespace
 
     cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
@@ -896,9 +899,38 @@ def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are
     instance = object.__new__(cudnn_backend.CudnnBackend)
     instance.context = SimpleNamespace(cache=TimingCache(path, header),
                                        compiler=SimpleNamespace(close=lambda: [NamedSignature("foreseen")]))
-    instance._a_build_failed = a_build_failed
+    instance._foreseen_builds, instance._built = foreseen, built
     instance.builds_done()
-    assert TimingCache(path, header).unforeseen("foreseen") is not a_build_failed
+    assert TimingCache(path, header).unforeseen("foreseen") is marked
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_build_that_succeeds_is_counted_and_one_that_fails_withdraws_what_it_sent_ahead(fails):
+    """`CudnnBackend.build` around `_build`: a success joins the builds `builds_done` counts; a failure anywhere in
+    it (before its lowering too) leaves nothing it sent ahead queued, and is not counted."""
+    from types import SimpleNamespace
+
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    withdrawn: list[bool] = []
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace(compiler=SimpleNamespace(withdraw_ahead=lambda: withdrawn.append(True)))
+    instance._built = set()
+
+    def build(variant, _calibration):
+        if fails:
+            raise MemoryError("out of memory copying the model")
+        return variant.name
+
+    instance._build = build
+    variant = VariantPlan("fp16", backend="cudnn")
+    if fails:
+        with pytest.raises(MemoryError):
+            instance.build(variant, torch.zeros(1))
+    else:
+        assert instance.build(variant, torch.zeros(1)) == variant.name
+    assert (instance._built, withdrawn) == ((set(), [True]) if fails else ({variant.name}, []))
 
 
 def recording_backend(monkeypatch, events: list[str], running: bool, calibrates: bool = True):
@@ -913,7 +945,7 @@ def recording_backend(monkeypatch, events: list[str], running: bool, calibrates:
                                        static_input=torch.zeros(1))
     instance._quantizer = None
     instance._builds_foreseen = False
-    instance._a_build_failed = False
+    instance._foreseen_builds, instance._built = set(), set()
     instance._foresee_builds = lambda first, *_args: events.append(f"foresaw from {first.name}")
     instance._plain = lambda: (events.append("plain"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
@@ -950,7 +982,7 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
     ahead = ["sent ahead"] if running else []
     # the backend's first build foresees every build's first round; failed: nothing of its own left queued
     assert events == ["plain", "traced", "foresaw from cudnn-fp8-all", *ahead, "calibrated", "lowered", "withdrawn"]
-    assert instance._a_build_failed  # so the graphs foreseen for it are not marked unasked (`builds_done`)
+    assert instance._built == set()  # so the graphs foreseen for it are not marked unasked (`builds_done`)
     events.clear()
     with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
         instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
@@ -1033,6 +1065,7 @@ def test_the_first_build_foresees_the_first_round_of_each_of_the_backends_builds
     model = timm.create_model("seresnet18", pretrained=False).eval()
     instance = object.__new__(cudnn_backend.CudnnBackend)
     instance.context = SimpleNamespace()
+    instance._foreseen_builds = set()
     instance.structure = model_structure(model, torch.randn(1, 3, 64, 64))
     fp16, fp8_all, no_se = (VariantPlan("fp16", backend="cudnn"), VariantPlan("fp8", "all", (), "cudnn"),
                             VariantPlan("fp8", "no-se", (), "cudnn"))
@@ -1053,8 +1086,11 @@ def test_the_first_build_foresees_the_first_round_of_each_of_the_backends_builds
     assert 0 < n_no_se < n_all
     instance._foresee_builds(fp16, None, model, {})
     instance._foresee_builds(fp8_all, None, model, {})
+    assert instance._foreseen_builds == {fp16.name, fp8_all.name, no_se.name}  # what `builds_done` waits for
     refused.add(n_all)
+    instance._foreseen_builds = set()
     instance._foresee_builds(fp16, None, model, {})
+    assert instance._foreseen_builds == {fp16.name, no_se.name}  # a round not foreseen: its build is not waited for
     assert foreseen == [[[(0, 0)], [(n_all, n_all)], [(n_no_se, n_no_se)]],
                         [[(n_all, n_all)], [(n_no_se, n_no_se)]],
                         [[(0, 0)], [(n_no_se, n_no_se)]]]
