@@ -260,7 +260,7 @@ class PlanCompiler:
         self._broken: set[int] = set()  # the numbers of the pools that broke
         self._warm = threading.Event()  # the current pool's: a worker has answered (for every later submit too)
         self._ahead: dict[ConvSignature, concurrent.futures.Future[WorkerAnswer]] = {}  # the current pool's
-        self._foreseen: dict[ConvSignature, int] = {}  # those of `_ahead` no build has sent yet (`foresee`): plan limit
+        self._foreseen: set[ConvSignature] = set()  # those of `_ahead` no build has sent yet (`foresee`)
         self._feeder: concurrent.futures.ThreadPoolExecutor | None = None  # the current pool's foresight (`_fed`)
         self._feeding = threading.Condition()  # guards `_held` and `_in_pool`
         self._held = False  # whether the feeder sends no foreseen job to the pool (`hold_foreseen`)
@@ -322,7 +322,7 @@ class PlanCompiler:
         jobs = {sig: feeder.submit(self._fed, pool, sig, limit) for sig in fresh}
         _warms(jobs.values(), self._warm)
         self._ahead.update(jobs)
-        self._foreseen.update(dict.fromkeys(jobs, limit))
+        self._foreseen.update(jobs)
 
     def _fed(self, pool: concurrent.futures.ProcessPoolExecutor, sig: ConvSignature, limit: int) -> WorkerAnswer:
         """In a feeder thread: `sig`'s job sent to `pool` once the feeder is not held (`hold_foreseen`), its answer
@@ -357,8 +357,10 @@ class PlanCompiler:
         """Those of `sigs` foreseen (`foresee`) made the calling build's: its `withdraw_ahead` withdraws them, and one
         not yet in the pool leaves the feeder (withdrawn, uncounted), for the caller to send it with its own jobs."""
         for sig in sigs:
-            if self._foreseen.pop(sig, None) is not None and self._ahead[sig].cancel():
-                del self._ahead[sig]
+            if sig in self._foreseen:
+                self._foreseen.discard(sig)
+                if self._ahead[sig].cancel():
+                    del self._ahead[sig]
 
     def submit_regions(self, jobs: dict[str, tuple[Any, list[Any]]]) -> dict[str, concurrent.futures.Future[Any]]:
         """Fused regions sent to the workers to compile (`jobs`: signature -> the region's function and the
@@ -396,7 +398,7 @@ class PlanCompiler:
         """The jobs of `sigs` sent ahead withdrawn where no worker has taken them, each counted in the ledger;
         `sigs`."""
         for sig in sigs:
-            self._foreseen.pop(sig, None)
+            self._foreseen.discard(sig)
             self.ledger.ahead_unasked += 1
             self.ledger.ahead_withdrawn += int(self._ahead.pop(sig).cancel())
         return sigs
