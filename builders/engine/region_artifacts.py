@@ -76,8 +76,16 @@ def _saved_bytes(artifact: Any) -> bytes:
 
 def load_region(blob: bytes) -> RegionFunction:
     """The function an artifact's bytes (`compile_region`) hold. Raises where they do not load (another torch
-    build's, or damaged bytes)."""
-    with scratch_path(".inductor") as kept:
+    build's, or damaged bytes).
+
+    Loaded with one Inductor compile thread: the code the bytes hold asks Inductor for each of its GPU kernels, and
+    with more than one thread Inductor starts its compile-worker pool for that ask even where the kernel is already
+    compiled (the bytes carry Triton's compiled kernels, or Triton's cache holds them), a pool whose start and end
+    cost seconds of a build (docs/engine.md, "The warm run"). A kernel that is in neither is compiled in this
+    process."""
+    from torch._inductor import config
+
+    with scratch_path(".inductor") as kept, config.patch(compile_threads=1):
         write_atomically(kept, blob, "compiled region")
         artifact = torch._inductor.CompiledArtifact.load(path=str(kept), format="binary")  # type: ignore[attr-defined]
         return RegionFunction(artifact)

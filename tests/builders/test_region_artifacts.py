@@ -85,6 +85,29 @@ def test_a_region_compiled_without_dynamo_and_loaded_from_its_bytes_computes_wha
 
 
 @pytest.mark.slow
+def test_code_is_loaded_with_one_compile_thread_so_that_no_worker_pool_starts(monkeypatch):
+    from torch._inductor import config
+
+    args = gate_args()
+    module = torch.fx.symbolic_trace(Gate())
+    _, blob = compile_region(module, args)
+    assert blob is not None
+    artifact_class = torch._inductor.CompiledArtifact
+    real_load, threads_while_loading = artifact_class.load, []
+
+    def recording_load(*load_args, **load_kwargs):
+        threads_while_loading.append(config.compile_threads)
+        return real_load(*load_args, **load_kwargs)
+
+    monkeypatch.setattr(artifact_class, "load", staticmethod(recording_load))
+    monkeypatch.setattr(config, "compile_threads", 4)
+    loaded = load_region(blob)
+    assert threads_while_loading == [1]
+    assert config.compile_threads == 4  # the caller's setting is back once the code is loaded
+    torch.testing.assert_close(loaded(*args), reference(Gate(), args))
+
+
+@pytest.mark.slow
 def test_a_region_two_values_leave_returns_both_in_order_compiled_and_loaded():
     args = [torch.randn(2, 3)]
     module = torch.fx.symbolic_trace(TwoOut())
