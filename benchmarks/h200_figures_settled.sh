@@ -8,6 +8,9 @@
 #           time goes: sampled.top.txt; its progress lines in sampled.log)
 #   coldsampled  the main job under the stack sampler after emptying the tool's, Inductor's and Triton's caches (where a
 #           first run's time goes: coldsampled.top.txt; the CUDA driver's kernel cache stays as the runs before left it)
+#   freshsampled  the same, with the CUDA driver's kernel cache (CUDA_CACHE_PATH, default ~/.nv/ComputeCache) emptied
+#           too: a fresh machine's first run but for the OS's file cache (freshsampled.top.txt; then the cache's size);
+#           run before coldsampled, the two tell the driver's cache apart from the rest
 #   rows    each main-job variant alone against the whole study (benchmarks/row_independence.py)
 #   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
@@ -44,6 +47,12 @@ for PART in ${PARTS:-state main rows}; do
     python3 benchmarks/stack_sampler.py "$OUT/coldsampled/coldsampled.top.txt" senet154 \
       --out "$OUT/coldsampled/senet154.json" > "$OUT/coldsampled/coldsampled.log" 2>&1
     echo "coldsampled rc=$?"; rm -f "$OUT/coldsampled/senet154.json" ;;
+  freshsampled)
+    rm -rf "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache "${CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}"
+    python3 benchmarks/stack_sampler.py "$OUT/freshsampled/freshsampled.top.txt" senet154 \
+      --out "$OUT/freshsampled/senet154.json" > "$OUT/freshsampled/freshsampled.log" 2>&1
+    echo "freshsampled rc=$?"; rm -f "$OUT/freshsampled/senet154.json"
+    du -sh "${CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}" | tee "$OUT/freshsampled/driver-cache-size.txt" ;;
   matmul) python3 benchmarks/cudnn_matmul_tactic.py --check --batch 1 --batch 32 2>&1 | tee "$OUT/matmul/check.txt" ;;
   b32)
     for CHOICE in ${CHOICES:-timed kept}; do
