@@ -81,6 +81,8 @@ NOT_COMPILED = "not compiled: the study's compile budget was spent"  # why a reg
 CHOSEN_UNFUSED = "engine steps chosen by timing"  # how a layer says its region's fused tactic lost
 OUTDONE = "the region's other form runs fused: it saves more"  # why one of a region's two forms is not chosen
 TIMED, EARLIER, CACHED = "timed", "timed before in this study", "timing cache"  # where a region's times came from
+# where a signature's compiled code came from: the timing cache, a compile worker, or compiled in the build's process
+FROM_CACHE, FROM_WORKERS, COMPILED_HERE = "loaded from the timing cache", "from the compile workers", "compiled here"
 REGION_KINDS = {SQUEEZE_EXCITATION: "SqueezeExcitation fused by Inductor",  # a fused layer's kind; else POINTWISE_KIND
                 SUBGRAPH: "Ops fused by Inductor"}
 POINTWISE_KIND = "PointWise ops fused by Inductor"
@@ -106,11 +108,13 @@ def time_region(_library: str, run: Callable[[], object]) -> float:
 
 @dataclass
 class FusedTactics:
-    """What a study's builds share: each signature's compiled function (or why it has none) and its two times
-    timed in this study, the seconds compiling took against the budget; and how builds time, compile and ask the
-    compile workers to end (`ask_workers_to_end`; the timer waits until they have) (stand-ins on the CPU)."""
+    """What a study's builds share: each signature's compiled function (or why it has none) and where its code
+    came from (`origins`: FROM_CACHE, FROM_WORKERS or COMPILED_HERE), its two times timed in this study, the seconds
+    getting the code took against the budget; and how builds time, compile and ask the compile workers to end
+    (`ask_workers_to_end`; the timer waits until they have) (stand-ins on the CPU)."""
 
     compiled: dict[str, Callable[..., Any] | str] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
     times: dict[str, tuple[float, float]] = field(default_factory=dict)
     compile_s: float = 0.0
     budget_s: float = COMPILE_BUDGET_S
@@ -132,12 +136,16 @@ class FusedTactics:
                 return f"{NOT_COMPILED} ({self.compile_s:.1f} s of {self.budget_s:.0f} s)"
             started = time.perf_counter()
             args = [*scratch, *sub.tensors]
-            loaded = self._loaded(cache.compiled_region(sub.signature) if cache is not None else None, sub, args)
+            origin, loaded = FROM_CACHE, self._loaded(cache.compiled_region(sub.signature) if cache is not None
+                                                      else None, sub, args)
             if loaded is None:
-                loaded = self._loaded(_bytes_of(answer, self.workers_hung), sub, args)
+                origin, loaded = FROM_WORKERS, self._loaded(_bytes_of(answer, self.workers_hung), sub, args)
                 if loaded is not None and cache is not None:
                     cache.put_compiled_region(sub.signature, loaded[1])
+            if loaded is None:
+                origin = COMPILED_HERE
             self.compiled[sub.signature] = loaded[0] if loaded is not None else self._compiled(sub, args, cache)
+            self.origins[sub.signature] = origin
             self.compile_s += time.perf_counter() - started
         return self.compiled[sub.signature]
 
@@ -528,6 +536,16 @@ def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None 
     return layer
 
 
+def _code_origins(tactics: FusedTactics) -> str:
+    """How many signatures have compiled code this study, by where it came from ("10 signatures' code: 10 loaded
+    from the timing cache")."""
+    made = [tactics.origins[signature] for signature, function in tactics.compiled.items()
+            if not isinstance(function, str)]
+    counts = ", ".join(f"{made.count(origin)} {origin}" for origin in (FROM_CACHE, FROM_WORKERS, COMPILED_HERE)
+                       if origin in made)
+    return f"{len(made)} signatures' code" + (f": {counts}" if counts else "")
+
+
 def notes(tactics: FusedTactics, decisions: list[Decision], forms: list[tuple[Decision, Decision]]) -> list[str]:
     """The variant's notes on fused tactics, each region counted once (by the form that runs, else by its own form
     where that is not outdone, else by the other): regions by kind and how many run fused, where the times came from,
@@ -547,8 +565,8 @@ def notes(tactics: FusedTactics, decisions: list[Decision], forms: list[tuple[De
         lines.append(f"fused tactics ({COMPILE_WORDS}) against the engine's steps for {kinds} "
                      f"regions: {sum(d.runs_fused for d in offered)} run fused, "
                      f"{sum(not d.runs_fused for d in offered)} the engine's steps (times: {sources}); "
-                     f"{sum(not isinstance(f, str) for f in tactics.compiled.values())} signatures compiled in "
-                     f"{tactics.compile_s:.1f} s so far this study (budget {tactics.budget_s:.0f} s)")
+                     f"{_code_origins(tactics)} in {tactics.compile_s:.1f} s so far this study "
+                     f"(budget {tactics.budget_s:.0f} s)")
     unfused = [d for d in leads if not d.runs_fused and (d.why or "").startswith(NOT_COMPILED)]
     if unfused:
         lines.append(f"{len(unfused)} regions ({sum(len(d.indices) for d in unfused)} steps) keep the engine's steps: "

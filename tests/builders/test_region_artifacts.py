@@ -199,6 +199,12 @@ def fused_runs(engine) -> int:
     return sum(layer.attrs.get("fusion", {}).get("chosen") == INDUCTOR for layer in engine.layers())
 
 
+def said_of_code(fused) -> str:
+    """What the fused tactics' note says of the signatures' code: the words between the times' source and " in "."""
+    (note,) = [line for line in fused.notes if line.startswith("fused tactics")]
+    return note.split("); ", 1)[1].split(" in ", 1)[0]
+
+
 def first_build(path, counts: Counts, **workers) -> FusedTactics:
     """A first build's fused tactics, its cache saved at `path`; the tactics a later build starts from (`workers`:
     its stand-in workers, if any)."""
@@ -213,8 +219,9 @@ def test_a_later_build_loads_the_code_the_cache_holds_and_compiles_nothing(tmp_p
     later = first_build(tmp_path / "timing.json", counts)
     assert (counts.compiles, counts.loads) == (1, 0)
     cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
-    engine, _ = fused_engine(Block(Recalibrate), later, cache=cache)
+    engine, fused = fused_engine(Block(Recalibrate), later, cache=cache)
     assert (counts.compiles, counts.loads) == (1, 1) and fused_runs(engine) == 1
+    assert said_of_code(fused) == "1 signatures' code: 1 loaded from the timing cache"
 
 
 def test_code_from_the_cache_that_computes_something_else_is_compiled_again(tmp_path):
@@ -249,16 +256,18 @@ def test_code_a_worker_compiled_runs_is_kept_in_the_cache_and_a_workers_refusal_
 
     cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
     tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers)
-    engine, _ = fused_engine(Block(Recalibrate), tactics, cache=cache)
+    engine, fused = fused_engine(Block(Recalibrate), tactics, cache=cache)
     assert len(sent) == 1 and counts.loads == 1 and fused_runs(engine) == 1
+    assert said_of_code(fused) == "1 signatures' code: 1 from the compile workers"
     (signature,) = sent[0]
     assert cache.compiled_region(signature) is not None
 
     refused = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader,
                            workers=lambda jobs: {s: answered("Inductor: no kernel") for s in jobs})
     before = counts.compiles
-    engine, _ = fused_engine(Block(Recalibrate), refused)
+    engine, fused = fused_engine(Block(Recalibrate), refused)
     assert counts.compiles == before + 1 and fused_runs(engine) == 1
+    assert said_of_code(fused) == "1 signatures' code: 1 compiled here"
 
 
 def test_regions_whose_code_the_cache_holds_are_not_sent_to_the_workers(tmp_path):
