@@ -1,8 +1,9 @@
 """Inductor's compile worker processes, ended before anything is timed.
 
 A pool's sidecar process reads the request to shut down only once it has started (it imports torch), so a build
-that only loaded its fused regions from Inductor's caches would wait for a start-up it never used (measured:
-docs/engine.md, "The warm run"). Hence two calls: `begin_ending_compile_workers` asks and returns,
+that started a pool and compiled little in it would wait for a start-up it hardly used (measured when loading a fused
+region's code still started one: docs/engine.md, "The warm run"; loading starts none now,
+`builders.engine.region_artifacts.load_region`). Hence two calls: `begin_ending_compile_workers` asks and returns,
 `end_compile_workers` returns once every pool asked to end has ended. Whatever times with CUDA events calls the
 second first: the engine's timer (`builders.engine.kernels.time_execution`: plans, quantize shapes, fused regions)
 and the backends once every variant is built, before the study's rounds.
