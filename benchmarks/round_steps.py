@@ -1,0 +1,54 @@
+"""Do a variant's samples step within a round? For every timed variant of the sessions given, each round's per-sample
+CoV and its largest step: over every split of the round's samples into a first part and the rest (each at least
+`--least` samples), the largest difference of the two parts' means, in per cent of the round's mean, with the
+split's position (the first sample after the split, 0 being the round's first). A level that moves within a round
+and holds to its end shows as a step much larger than the round's CoV; noise alone gives steps of about the CoV.
+
+    python benchmarks/round_steps.py SESSION.json ... [--least 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's session reader
+
+from sessions.documents.storage import load
+
+
+def largest_step(samples: list[float], least: int) -> tuple[float, int]:
+    """The largest |mean(after) - mean(before)| over the splits leaving at least `least` samples on each side, in
+    per cent of the mean of all, and the index of the first sample after that split; (0.0, 0) where no split does."""
+    whole = statistics.fmean(samples)
+    steps = [(abs(statistics.fmean(samples[cut:]) - statistics.fmean(samples[:cut])) / whole * 100, cut)
+             for cut in range(least, len(samples) - least + 1)]
+    return max(steps, default=(0.0, 0))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("sessions", nargs="+", type=Path)
+    parser.add_argument("--least", type=int, default=2, help="samples at least on each side of a step")
+    args = parser.parse_args()
+    print("session  variant  per round: CoV % | largest step % @ position")
+    for path in args.sessions:
+        for variant in load(path).variants:
+            latency = variant.latency
+            if latency is None or not latency.round_medians_ms or not latency.samples_ms:
+                continue
+            per_round = len(latency.samples_ms) // len(latency.round_medians_ms)
+            rounds = [latency.samples_ms[start:start + per_round]
+                      for start in range(0, per_round * len(latency.round_medians_ms), per_round)]
+            cells = []
+            for samples in rounds:
+                cov = statistics.pstdev(samples) / statistics.fmean(samples) * 100
+                step, position = largest_step(samples, args.least)
+                cells.append(f"{cov:.2f} | {step:.2f} @ {position}")
+            print(f"{path.name}  {variant.name}  " + "   ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
