@@ -34,6 +34,7 @@ from sessions.documents.plan import TimingPlan
 Step = Callable[[], None]
 
 SAMPLE_MIN_MS = 4.0  # on a GPU, one sample spans back-to-back inferences lasting at least this long together
+SWITCH_MIN_MS = 250.0  # on a GPU, the inferences discarded after a switch of variant last at least this long
 MAX_INFERENCES_PER_SAMPLE = 16  # ... and at most this many of them
 SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how many one sample spans
 
@@ -49,6 +50,11 @@ class Clock(Protocol):
 
     def inferences_per_sample(self, step: Step) -> int:
         """How many back-to-back runs of `step` (warm) one sample spans."""
+        ...
+
+    def switch_inferences(self, step: Step, samples_worth: int, per_sample: int) -> int:
+        """How many runs of `step` are run and dropped after a switch to it: `samples_worth` samples' worth
+        (`per_sample` runs each), or more."""
         ...
 
 
@@ -69,6 +75,10 @@ class HostClock:
         """One: the host's clock times forward passes of milliseconds, whose spread is the host's, not a GPU's."""
         return 1
 
+    def switch_inferences(self, step: Step, samples_worth: int, per_sample: int) -> int:
+        """`samples_worth` samples' worth."""
+        return samples_worth * per_sample
+
 
 class Event(Protocol):
     def record(self) -> None: ...
@@ -83,6 +93,7 @@ class EventClock:
 
     def __init__(self, new_event: Callable[[], Event], synchronize: Callable[[], None]) -> None:
         self.new_event, self.synchronize = new_event, synchronize
+        self.single_ms: dict[Step, float] = {}  # each step's single inference, as `inferences_per_sample` timed it
 
     def samples(self, step: Step, iters: int, per_sample: int = 1) -> list[float]:
         events = [self.new_event() for _ in range(iters + 1)]
@@ -97,10 +108,22 @@ class EventClock:
     def inferences_per_sample(self, step: Step) -> int:
         """Enough inferences that a sample lasts at least `SAMPLE_MIN_MS` (from the median of `SIZING_INFERENCES`
         single ones), at least one, at most `MAX_INFERENCES_PER_SAMPLE`."""
-        single_ms = statistics.median(self.samples(step, SIZING_INFERENCES))
+        single_ms = self.single_ms[step] = statistics.median(self.samples(step, SIZING_INFERENCES))
         if single_ms <= 0:
             return MAX_INFERENCES_PER_SAMPLE
         return max(1, min(MAX_INFERENCES_PER_SAMPLE, math.ceil(SAMPLE_MIN_MS / single_ms)))
+
+    def switch_inferences(self, step: Step, samples_worth: int, per_sample: int) -> int:
+        """`samples_worth` samples' worth and, where that is any, enough inferences to last `SWITCH_MIN_MS` (from
+        the single inferences `inferences_per_sample` timed; without them, the samples' worth): on an H100 a
+        variant's replays ran up to 1.8 % faster or slower for the first 50-300 ms after a switch, at the speed the
+        variant before had left the GPU in, and a study's rows then differed from each variant's alone by up to
+        1.7 % (docs/method.md, "Latency")."""
+        counted = samples_worth * per_sample
+        single_ms = self.single_ms.get(step, 0.0)
+        if counted == 0 or single_ms <= 0:
+            return counted
+        return max(counted, math.ceil(SWITCH_MIN_MS / single_ms))
 
 
 def clock_for(device: str) -> Clock:
@@ -163,15 +186,22 @@ def _measured(
         per_sample[name] = clock.inferences_per_sample(step)
     if on_sized is not None:
         on_sized(per_sample)
+    discards = {name: clock.switch_inferences(step, plan.switch_warmup, per_sample[name])
+                for name, step in steps.items()}
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(plan.rounds):
         for name, step in steps.items():
-            _discard(step, plan.switch_warmup * per_sample[name])
+            _discard(step, discards[name])
             samples[name].extend(clock.samples(step, plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)
         gc.collect(1)
     return samples
+
+
+def _switch_floor(plan: TimingPlan) -> str:
+    """The GPU discard's floor in the method's words; nothing where no discard is asked."""
+    return f" and at least {SWITCH_MIN_MS:g} ms of them" if plan.switch_warmup > 0 else ""
 
 
 def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
@@ -184,10 +214,10 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
             f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
             f"rounds of {plan.iters} samples per variant, each after discarding the inferences of {plan.switch_warmup} "
-            "sample(s); Python's garbage collector off during warm-ups and rounds; GPU clocks as found (recorded, not "
-            "locked); once every graph is made, before the rounds, another process makes and ends a CUDA context on "
-            "the GPU (until one did, a graph's replays ran about 10 % slower on the H200: profilers/gpu_contexts.py; "
-            "the environment's CUDA-graph state says whether it did)"
+            f"sample(s){_switch_floor(plan)}; Python's garbage collector off during warm-ups and rounds; GPU clocks as "
+            "found (recorded, not locked); once every graph is made, before the rounds, another process makes and "
+            "ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower on the H200: "
+            "profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "

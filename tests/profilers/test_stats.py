@@ -164,6 +164,37 @@ def test_the_samples_after_a_switch_are_warm_whatever_a_models_inferences_per_sa
         assert max(values) == pytest.approx(work_ms)
 
 
+@pytest.mark.parametrize("work_ms", [0.3, 1.5, 3.7])
+def test_the_samples_after_a_switch_are_past_a_state_the_gpu_keeps_for_two_hundred_milliseconds(monkeypatch, work_ms):
+    """On an H100 a variant ran at the speed the variant before had left the GPU in for up to about 200 ms after a
+    switch: every sample after the discard is past it, whatever the model's length (5 samples' worth alone would
+    last 20-37 ms)."""
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    gpu = ColdAfterSwitchGpu(launch_ms=0.01, work_ms=work_ms, cold_ms=200.0, slow=1.02)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
+    clock = timing.EventClock(gpu.new_event, gpu.synchronize)
+    plan = TimingPlan(warmup_s=0.05, rounds=3, iters=20, switch_warmup=5)
+    samples = timing.measure({"a": gpu.variant("a"), "b": gpu.variant("b")}, plan, clock)
+    for values in samples.values():
+        assert len(values) == 60
+        assert max(values) == pytest.approx(work_ms)
+
+
+def test_no_discard_asked_is_none_on_a_gpu_and_the_hosts_is_the_samples_worth_asked():
+    from profilers import timing
+
+    gpu = QueuedGpu(launch_ms=0.01, work_ms=1.0)
+    clock = timing.EventClock(gpu.new_event, gpu.synchronize)
+    per_sample = clock.inferences_per_sample(gpu.step)
+    assert per_sample == 4
+    assert clock.switch_inferences(gpu.step, 0, per_sample) == 0
+    assert clock.switch_inferences(gpu.step, 5, per_sample) == 250  # 250 ms of 1 ms inferences, past 5 x 4
+    assert clock.switch_inferences(gpu.step, 100, per_sample) == 400
+    assert timing.HostClock().switch_inferences(gpu.step, 3, 1) == 3
+
+
 class AlternatingGpu(QueuedGpu):
     """A stream whose inferences alternate between `work_ms` plus and minus `jitter_ms` (the GPU's own jitter)."""
 
