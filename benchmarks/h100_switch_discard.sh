@@ -25,5 +25,5 @@ for DISCARD in ${DISCARDS:-5}; do
   grep together "$OUT/discard-$DISCARD/round-steps.txt"
 done
 kill "$sampler"
-tar -C "$OUT" -czf "$OUT/sessions.tar.gz" warm.json discard-* && rm -rf "$OUT"/warm.json "$OUT"/discard-*  # few files back
+(cd "$OUT" && tar -czf sessions.tar.gz warm.json discard-* && rm -rf warm.json discard-*)  # few files come back
 echo "#### done at ${SECONDS} s"
