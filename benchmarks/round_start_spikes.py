@@ -14,8 +14,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's session reader
 
+from session_rounds import timed_rounds
+
 from sessions.analyses.noise import median
-from sessions.documents.storage import load
 
 
 def main() -> None:
@@ -25,19 +26,15 @@ def main() -> None:
     parser.add_argument("--near", type=int, default=8, help="samples from a round's start counted as near it")
     args = parser.parse_args()
     slow = near = first = 0
-    for path in args.sessions:
-        for variant in load(path).variants:
-            latency = variant.latency
-            if latency is None or not latency.round_medians_ms or not latency.samples_ms:
-                continue
-            per_round = len(latency.samples_ms) // len(latency.round_medians_ms)
-            middle = median(latency.samples_ms)
-            for index, sample in enumerate(latency.samples_ms):
-                if sample > middle * (1 + args.over):
-                    slow, position = slow + 1, index % per_round
-                    near, first = near + (position < args.near), first + (position == 0)
-                    print(f"{path.name}  {variant.name}  sample {index} (round {index // per_round + 1}, position "
-                          f"{position})  {sample / middle:.3f}x the median")
+    for timed in timed_rounds(args.sessions):
+        samples = [sample for round_samples in timed.rounds for sample in round_samples]
+        per_round, middle = len(timed.rounds[0]), median(samples)
+        for index, sample in enumerate(samples):
+            if sample > middle * (1 + args.over):
+                slow, position = slow + 1, index % per_round
+                near, first = near + (position < args.near), first + (position == 0)
+                print(f"{timed.session.name}  {timed.variant}  sample {index} (round {index // per_round + 1}, "
+                      f"position {position})  {sample / middle:.3f}x the median")
     print(f"{len(args.sessions)} sessions: {slow} samples over {args.over:.0%} above their median; {near} within "
           f"{args.near} samples of a round's start, {first} the first of their round")
 

@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's session reader
-
-from sessions.documents.storage import load
+from session_rounds import timed_rounds
 
 
 def largest_step(samples: list[float], least: int) -> tuple[float, int]:
@@ -37,22 +34,14 @@ def main() -> None:
     parser.add_argument("--least", type=int, default=2, help="samples at least on each side of a step")
     args = parser.parse_args()
     print("session  variant  per round: CoV % | largest step % @ position, ms into the round's samples")
-    for path in args.sessions:
-        for variant in load(path).variants:
-            latency = variant.latency
-            if latency is None or not latency.round_medians_ms or not latency.samples_ms:
-                continue
-            per_round = len(latency.samples_ms) // len(latency.round_medians_ms)
-            rounds = [latency.samples_ms[start:start + per_round]
-                      for start in range(0, per_round * len(latency.round_medians_ms), per_round)]
-            cells = []
-            for samples in rounds:
-                cov = statistics.pstdev(samples) / statistics.fmean(samples) * 100
-                step, position = largest_step(samples, args.least)
-                into_ms = sum(samples[:position]) * latency.inferences_per_sample
-                cells.append(f"{cov:.2f} | {step:+.2f} @ {position}, {into_ms:.0f}")
-            print(f"{path.name}  {variant.name}  " + "   ".join(cells))
-
+    for timed in timed_rounds(args.sessions):
+        cells = []
+        for samples in timed.rounds:
+            cov = statistics.pstdev(samples) / statistics.fmean(samples) * 100
+            step, position = largest_step(samples, args.least)
+            into_ms = sum(samples[:position]) * timed.inferences_per_sample
+            cells.append(f"{cov:.2f} | {step:+.2f} @ {position}, {into_ms:.0f}")
+        print(f"{timed.session.name}  {timed.variant}  " + "   ".join(cells))
 
 if __name__ == "__main__":
     main()

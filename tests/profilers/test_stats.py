@@ -146,36 +146,24 @@ class ColdAfterSwitchGpu(QueuedGpu):
         return step
 
 
-@pytest.mark.parametrize("work_ms", [0.3, 2.5])
-def test_the_samples_after_a_switch_are_warm_whatever_a_models_inferences_per_sample(monkeypatch, work_ms):
-    """The discard after a switch is counted in samples: a 0.3 ms model's sample spans 14 inferences, a 2.5 ms one's 2,
-    so 5 discarded samples run 21 or 25 ms, past the 20 ms the GPU runs cold (5 discarded inferences ran 1.5 or 12.5 ms
-    of it)."""
+@pytest.mark.parametrize("work_ms, cold_ms, slow, discard", [
+    (0.3, 20.0, 1.5, 5), (2.5, 20.0, 1.5, 5), (0.3, 200.0, 1.02, 5), (1.5, 200.0, 1.02, 5), (3.7, 200.0, 1.02, 5),
+    (0.3, 400.0, 1.02, 100), (100.0, 400.0, 1.02, 5)])
+def test_the_samples_after_a_switch_are_past_what_the_switch_left_whatever_a_models_length(monkeypatch, work_ms,
+                                                                                          cold_ms, slow, discard):
+    """The discard after a switch is counted in samples, so a short model's lasts as long as a long one's (an H100
+    ran a short model's first 20 ms of a round up to 1.7x slow: 5 samples of 14 inferences of 0.3 ms, or of 2 of
+    2.5 ms, run 21 or 25 ms, where 5 inferences ran 1.5 or 12.5 ms), and on a GPU it lasts at least 250 ms (an H100
+    ran a variant at the speed the variant before had left it in for up to about 200 ms: 5 samples' worth lasts
+    20-37 ms); where the samples' worth lasts longer than that, all of it (100 samples of 14 inferences of 0.3 ms:
+    420 ms; 5 of one 100 ms inference: 500 ms)."""
     from profilers import timing
     from sessions.documents.plan import TimingPlan
 
-    gpu = ColdAfterSwitchGpu(launch_ms=0.01, work_ms=work_ms, cold_ms=20.0, slow=1.5)
+    gpu = ColdAfterSwitchGpu(launch_ms=0.01, work_ms=work_ms, cold_ms=cold_ms, slow=slow)
     monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
     clock = timing.EventClock(gpu.new_event, gpu.synchronize)
-    plan = TimingPlan(warmup_s=0.05, rounds=3, iters=20, switch_warmup=5)
-    samples = timing.measure({"a": gpu.variant("a"), "b": gpu.variant("b")}, plan, clock)
-    for values in samples.values():
-        assert len(values) == 60
-        assert max(values) == pytest.approx(work_ms)
-
-
-@pytest.mark.parametrize("work_ms", [0.3, 1.5, 3.7])
-def test_the_samples_after_a_switch_are_past_a_state_the_gpu_keeps_for_two_hundred_milliseconds(monkeypatch, work_ms):
-    """On an H100 a variant ran at the speed the variant before had left the GPU in for up to about 200 ms after a
-    switch: every sample after the discard is past it, whatever the model's length (5 samples' worth alone would
-    last 20-37 ms)."""
-    from profilers import timing
-    from sessions.documents.plan import TimingPlan
-
-    gpu = ColdAfterSwitchGpu(launch_ms=0.01, work_ms=work_ms, cold_ms=200.0, slow=1.02)
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
-    clock = timing.EventClock(gpu.new_event, gpu.synchronize)
-    plan = TimingPlan(warmup_s=0.05, rounds=3, iters=20, switch_warmup=5)
+    plan = TimingPlan(warmup_s=0.05, rounds=3, iters=20, switch_warmup=discard)
     samples = timing.measure({"a": gpu.variant("a"), "b": gpu.variant("b")}, plan, clock)
     for values in samples.values():
         assert len(values) == 60
