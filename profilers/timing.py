@@ -12,7 +12,9 @@ over all of them instead of favouring whichever ran first. After each switch of 
 inferences run cold (caches and the graph just came from another variant), so `TimingPlan.switch_warmup` samples'
 worth of inferences are run and discarded before the round's samples: counted in samples, the discard lasts as long for
 a short model as for a long one (on an H100, after 5 discarded inferences, 5 of the 9 samples more than 3 % slow in 29
-sessions were their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt).
+sessions were their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt),
+and on a GPU it lasts at least `SWITCH_MIN_MS` (`switch_inferences`: the speed a GPU runs a variant at lags behind the
+switch).
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
@@ -34,9 +36,10 @@ from sessions.documents.plan import TimingPlan
 Step = Callable[[], None]
 
 SAMPLE_MIN_MS = 4.0  # on a GPU, one sample spans back-to-back inferences lasting at least this long together
-SWITCH_MIN_MS = 250.0  # on a GPU, the inferences discarded after a switch of variant last at least this long
 MAX_INFERENCES_PER_SAMPLE = 16  # ... and at most this many of them
 SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how many one sample spans
+SWITCH_MIN_MS = 250.0  # on a GPU, the inferences discarded after a switch of variant last at least this long ...
+MAX_SWITCH_INFERENCES = 10_000  # ... in at most this many (launching a far shorter step takes the host longer)
 
 
 class Clock(Protocol):
@@ -48,13 +51,10 @@ class Clock(Protocol):
         """`iters` samples in ms, each the mean of `per_sample` back-to-back runs of `step`."""
         ...
 
-    def inferences_per_sample(self, step: Step) -> int:
-        """How many back-to-back runs of `step` (warm) one sample spans."""
-        ...
-
-    def switch_inferences(self, step: Step, samples_worth: int, per_sample: int) -> int:
-        """How many runs of `step` are run and dropped after a switch to it: `samples_worth` samples' worth
-        (`per_sample` runs each), or more."""
+    def inference_ms(self, step: Step) -> float | None:
+        """One warm run of `step` in ms as this clock reads the GPU, or None where this clock times one forward pass
+        a sample and sizes nothing (the host's clock: its forward passes last milliseconds and their spread is the
+        host's, not a GPU's)."""
         ...
 
 
@@ -71,13 +71,8 @@ class HostClock:
             samples.append((time.perf_counter() - t0) * 1e3 / per_sample)
         return samples
 
-    def inferences_per_sample(self, step: Step) -> int:
-        """One: the host's clock times forward passes of milliseconds, whose spread is the host's, not a GPU's."""
-        return 1
-
-    def switch_inferences(self, step: Step, samples_worth: int, per_sample: int) -> int:
-        """`samples_worth` samples' worth."""
-        return samples_worth * per_sample
+    def inference_ms(self, step: Step) -> float | None:
+        return None
 
 
 class Event(Protocol):
@@ -93,7 +88,6 @@ class EventClock:
 
     def __init__(self, new_event: Callable[[], Event], synchronize: Callable[[], None]) -> None:
         self.new_event, self.synchronize = new_event, synchronize
-        self.single_ms: dict[Step, float] = {}  # each step's single inference, as `inferences_per_sample` timed it
 
     def samples(self, step: Step, iters: int, per_sample: int = 1) -> list[float]:
         events = [self.new_event() for _ in range(iters + 1)]
@@ -105,25 +99,32 @@ class EventClock:
         events[-1].synchronize()
         return [events[i].elapsed_time(events[i + 1]) / per_sample for i in range(iters)]
 
-    def inferences_per_sample(self, step: Step) -> int:
-        """Enough inferences that a sample lasts at least `SAMPLE_MIN_MS` (from the median of `SIZING_INFERENCES`
-        single ones), at least one, at most `MAX_INFERENCES_PER_SAMPLE`."""
-        single_ms = self.single_ms[step] = statistics.median(self.samples(step, SIZING_INFERENCES))
-        if single_ms <= 0:
-            return MAX_INFERENCES_PER_SAMPLE
-        return max(1, min(MAX_INFERENCES_PER_SAMPLE, math.ceil(SAMPLE_MIN_MS / single_ms)))
+    def inference_ms(self, step: Step) -> float | None:
+        """The median of `SIZING_INFERENCES` single runs of `step`."""
+        return statistics.median(self.samples(step, SIZING_INFERENCES))
 
-    def switch_inferences(self, step: Step, samples_worth: int, per_sample: int) -> int:
-        """`samples_worth` samples' worth and, where that is any, enough inferences to last `SWITCH_MIN_MS` (from
-        the single inferences `inferences_per_sample` timed; without them, the samples' worth): on an H100 a
-        variant's replays ran up to 1.8 % faster or slower for the first 50-300 ms after a switch, at the speed the
-        variant before had left the GPU in, and a study's rows then differed from each variant's alone by up to
-        1.7 % (docs/method.md, "Latency")."""
-        counted = samples_worth * per_sample
-        single_ms = self.single_ms.get(step, 0.0)
-        if counted == 0 or single_ms <= 0:
-            return counted
-        return max(counted, math.ceil(SWITCH_MIN_MS / single_ms))
+
+def inferences_per_sample(single_ms: float | None) -> int:
+    """How many back-to-back inferences of `single_ms` (`Clock.inference_ms`) one sample spans: enough to last at
+    least `SAMPLE_MIN_MS`, at least one, at most `MAX_INFERENCES_PER_SAMPLE`; one where the clock sizes nothing."""
+    if single_ms is None:
+        return 1
+    if single_ms <= 0:
+        return MAX_INFERENCES_PER_SAMPLE
+    return max(1, min(MAX_INFERENCES_PER_SAMPLE, math.ceil(SAMPLE_MIN_MS / single_ms)))
+
+
+def switch_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
+    """How many inferences of `single_ms` are run and dropped after a switch to their variant: `samples_worth`
+    samples' worth (`per_sample` each) and, where that is any and the clock sized the inference, enough to last
+    `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at the speed the variant
+    before had left the GPU in for about 40-370 ms after a switch, then stepped by up to 1.8 % to its own speed, so a
+    study's rows differed from each variant's alone by up to 1.7 %; 250 ms is past most of those lags but not the
+    longest (PyTorch fp32's, 270-370 ms on one machine) and left rows within 0.6 % (docs/method.md, "Latency")."""
+    counted = samples_worth * per_sample
+    if counted == 0 or single_ms is None or single_ms <= 0:
+        return counted
+    return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(SWITCH_MIN_MS / single_ms)))
 
 
 def clock_for(device: str) -> Clock:
@@ -161,7 +162,7 @@ def measure(
     on_sized: Callable[[dict[str, int]], None] | None = None,
 ) -> dict[str, list[float]]:
     """Samples in milliseconds per inference, per variant (each the mean of the inferences one sample spans:
-    `Clock.inferences_per_sample`, chosen per variant after its warm-up and given to `on_sized` before the rounds);
+    `inferences_per_sample`, chosen per variant after its warm-up and given to `on_sized` before the rounds);
     `on_round` sees the samples so far after every round. The garbage collector is off, in every thread, from the
     warm-ups to the last round (back as it was after); the young generations are collected after each round."""
     was_enabled = gc.isenabled()
@@ -181,13 +182,14 @@ def _measured(
     on_sized: Callable[[dict[str, int]], None] | None,
 ) -> dict[str, list[float]]:
     per_sample: dict[str, int] = {}
+    discards: dict[str, int] = {}
     for name, step in steps.items():
         _warm(step, plan.warmup_s, clock)
-        per_sample[name] = clock.inferences_per_sample(step)
+        single_ms = clock.inference_ms(step)
+        per_sample[name] = inferences_per_sample(single_ms)
+        discards[name] = switch_inferences(plan.switch_warmup, per_sample[name], single_ms)
     if on_sized is not None:
         on_sized(per_sample)
-    discards = {name: clock.switch_inferences(step, plan.switch_warmup, per_sample[name])
-                for name, step in steps.items()}
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(plan.rounds):
         for name, step in steps.items():
@@ -201,7 +203,7 @@ def _measured(
 
 def _switch_floor(plan: TimingPlan) -> str:
     """The GPU discard's floor in the method's words; nothing where no discard is asked."""
-    return f" and at least {SWITCH_MIN_MS:g} ms of them" if plan.switch_warmup > 0 else ""
+    return f", lasting at least {SWITCH_MIN_MS:g} ms" if plan.switch_warmup > 0 else ""
 
 
 def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:

@@ -117,8 +117,8 @@ def test_a_variant_whose_samples_span_several_inferences_stores_the_count_and_sa
     from profilers import timing
 
     class ThreeClock(timing.HostClock):
-        def inferences_per_sample(self, step):
-            return 3
+        def inference_ms(self, step):
+            return 1.5  # a sample of 4 ms spans 3 of them
 
     monkeypatch.setattr(timing, "clock_for", lambda device: ThreeClock())
     _, path = run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)

@@ -170,17 +170,19 @@ def test_the_samples_after_a_switch_are_past_what_the_switch_left_whatever_a_mod
         assert max(values) == pytest.approx(work_ms)
 
 
-def test_no_discard_asked_is_none_on_a_gpu_and_the_hosts_is_the_samples_worth_asked():
+def test_a_gpus_discard_is_the_samples_worth_or_the_floor_whichever_is_longer_and_none_where_none_is_asked():
     from profilers import timing
 
+    assert timing.inferences_per_sample(1.0) == 4
+    assert timing.switch_inferences(0, 4, 1.0) == 0
+    assert timing.switch_inferences(5, 4, 1.0) == 250  # 250 ms of 1 ms inferences, past 5 x 4
+    assert timing.switch_inferences(100, 4, 1.0) == 400
+    assert timing.switch_inferences(5, 16, 0.0001) == 10_000  # 2.5 million past the floor: the most launched
+    assert timing.switch_inferences(3, 1, None) == 3  # the host's clock sizes nothing: the samples' worth
+    assert timing.inferences_per_sample(None) == 1
     gpu = QueuedGpu(launch_ms=0.01, work_ms=1.0)
-    clock = timing.EventClock(gpu.new_event, gpu.synchronize)
-    per_sample = clock.inferences_per_sample(gpu.step)
-    assert per_sample == 4
-    assert clock.switch_inferences(gpu.step, 0, per_sample) == 0
-    assert clock.switch_inferences(gpu.step, 5, per_sample) == 250  # 250 ms of 1 ms inferences, past 5 x 4
-    assert clock.switch_inferences(gpu.step, 100, per_sample) == 400
-    assert timing.HostClock().switch_inferences(gpu.step, 3, 1) == 3
+    assert timing.EventClock(gpu.new_event, gpu.synchronize).inference_ms(gpu.step) == pytest.approx(1.0)
+    assert timing.HostClock().inference_ms(gpu.step) is None
 
 
 class AlternatingGpu(QueuedGpu):
