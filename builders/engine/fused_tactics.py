@@ -108,10 +108,10 @@ def time_region(_library: str, run: Callable[[], object]) -> float:
 
 @dataclass
 class FusedTactics:
-    """What a study's builds share: each signature's compiled function (or why it has none) and where its code
-    came from (`origins`: FROM_CACHE, FROM_WORKERS or COMPILED_HERE), its two times timed in this study, the seconds
-    getting the code took against the budget; and how builds time, compile and ask the compile workers to end
-    (`ask_workers_to_end`; the timer waits until they have) (stand-ins on the CPU)."""
+    """What a study's builds share: each signature's compiled function (or why it has none) and, where it has one,
+    where its code came from (`origins`: FROM_CACHE, FROM_WORKERS or COMPILED_HERE), its two times timed in this
+    study, the seconds getting the code took against the budget; and how builds time, compile and ask the compile
+    workers to end (`ask_workers_to_end`; the timer waits until they have) (stand-ins on the CPU)."""
 
     compiled: dict[str, Callable[..., Any] | str] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
@@ -136,18 +136,28 @@ class FusedTactics:
                 return f"{NOT_COMPILED} ({self.compile_s:.1f} s of {self.budget_s:.0f} s)"
             started = time.perf_counter()
             args = [*scratch, *sub.tensors]
-            origin, loaded = FROM_CACHE, self._loaded(cache.compiled_region(sub.signature) if cache is not None
-                                                      else None, sub, args)
-            if loaded is None:
-                origin, loaded = FROM_WORKERS, self._loaded(_bytes_of(answer, self.workers_hung), sub, args)
-                if loaded is not None and cache is not None:
-                    cache.put_compiled_region(sub.signature, loaded[1])
-            if loaded is None:
-                origin = COMPILED_HERE
-            self.compiled[sub.signature] = loaded[0] if loaded is not None else self._compiled(sub, args, cache)
-            self.origins[sub.signature] = origin
+            found = self._code_loaded(sub, args, cache, answer)
+            origin, function = found if found is not None else (COMPILED_HERE, self._compiled(sub, args, cache))
+            self.compiled[sub.signature] = function
+            if not isinstance(function, str):
+                self.origins[sub.signature] = origin
             self.compile_s += time.perf_counter() - started
         return self.compiled[sub.signature]
+
+    def _code_loaded(self, sub: Subgraph, args: list[torch.Tensor], cache: TimingCache | None,
+                     answer: Answer | None) -> tuple[str, Callable[..., Any]] | None:
+        """`sub`'s function from the code `cache` holds (FROM_CACHE), else from the worker's `answer`
+        (FROM_WORKERS; its code is then kept in `cache`), where that code loads and computes what `sub` computes on
+        `args`; else None (the caller compiles). The worker's answer is waited for only where the cache has none."""
+        loaded = self._loaded(cache.compiled_region(sub.signature) if cache is not None else None, sub, args)
+        if loaded is not None:
+            return FROM_CACHE, loaded[0]
+        loaded = self._loaded(_bytes_of(answer, self.workers_hung), sub, args)
+        if loaded is None:
+            return None
+        if cache is not None:
+            cache.put_compiled_region(sub.signature, loaded[1])
+        return FROM_WORKERS, loaded[0]
 
     def _loaded(self, blob: bytes | None, sub: Subgraph, args: list[torch.Tensor]
                 ) -> tuple[Callable[..., Any], bytes] | None:
@@ -538,12 +548,12 @@ def fused_layer(decision: Decision, layers: list[Layer], other: Decision | None 
 
 def _code_origins(tactics: FusedTactics) -> str:
     """How many signatures have compiled code this study, by where it came from ("10 signatures' code: 10 loaded
-    from the timing cache")."""
-    made = [tactics.origins[signature] for signature, function in tactics.compiled.items()
-            if not isinstance(function, str)]
+    from the timing cache"; "1 signature's code: ...")."""
+    made = list(tactics.origins.values())
     counts = ", ".join(f"{made.count(origin)} {origin}" for origin in (FROM_CACHE, FROM_WORKERS, COMPILED_HERE)
                        if origin in made)
-    return f"{len(made)} signatures' code" + (f": {counts}" if counts else "")
+    owner = "signature's" if len(made) == 1 else "signatures'"
+    return f"{len(made)} {owner} code" + (f": {counts}" if counts else "")
 
 
 def notes(tactics: FusedTactics, decisions: list[Decision], forms: list[tuple[Decision, Decision]]) -> list[str]:

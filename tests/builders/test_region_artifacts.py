@@ -221,7 +221,7 @@ def test_a_later_build_loads_the_code_the_cache_holds_and_compiles_nothing(tmp_p
     cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
     engine, fused = fused_engine(Block(Recalibrate), later, cache=cache)
     assert (counts.compiles, counts.loads) == (1, 1) and fused_runs(engine) == 1
-    assert said_of_code(fused) == "1 signatures' code: 1 loaded from the timing cache"
+    assert said_of_code(fused) == "1 signature's code: 1 loaded from the timing cache"
 
 
 def test_code_from_the_cache_that_computes_something_else_is_compiled_again(tmp_path):
@@ -229,8 +229,9 @@ def test_code_from_the_cache_that_computes_something_else_is_compiled_again(tmp_
     later = first_build(tmp_path / "timing.json", counts)
     counts.wrong = True
     model = Block(Recalibrate)
-    engine, _ = fused_engine(model, later, cache=TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"}))
+    engine, fused = fused_engine(model, later, cache=TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"}))
     assert (counts.compiles, counts.loads) == (2, 1) and fused_runs(engine) == 1
+    assert said_of_code(fused) == "1 signature's code: 1 compiled here"
     x = torch.randn(1, 16, 8, 8)
     with torch.no_grad():
         torch.testing.assert_close(engine.infer(x), model.eval()(x))
@@ -258,7 +259,7 @@ def test_code_a_worker_compiled_runs_is_kept_in_the_cache_and_a_workers_refusal_
     tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers)
     engine, fused = fused_engine(Block(Recalibrate), tactics, cache=cache)
     assert len(sent) == 1 and counts.loads == 1 and fused_runs(engine) == 1
-    assert said_of_code(fused) == "1 signatures' code: 1 from the compile workers"
+    assert said_of_code(fused) == "1 signature's code: 1 from the compile workers"
     (signature,) = sent[0]
     assert cache.compiled_region(signature) is not None
 
@@ -267,7 +268,7 @@ def test_code_a_worker_compiled_runs_is_kept_in_the_cache_and_a_workers_refusal_
     before = counts.compiles
     engine, fused = fused_engine(Block(Recalibrate), refused)
     assert counts.compiles == before + 1 and fused_runs(engine) == 1
-    assert said_of_code(fused) == "1 signatures' code: 1 compiled here"
+    assert said_of_code(fused) == "1 signature's code: 1 compiled here"
 
 
 def test_regions_whose_code_the_cache_holds_are_not_sent_to_the_workers(tmp_path):
