@@ -908,6 +908,7 @@ def test_a_form_outdone_before_compiling_is_compiled_and_runs_where_the_other_do
     assert len(runs) == 1 and "heads.0" not in runs[0].name  # the narrower form runs
     assert not runs[0].attrs["fusion"].get("why")
     assert fused is not None and "0 run wider, 1 as they are" in fused.notes[-1]
+    assert "; 1 signature's code: 1 compiled here in " in fused.notes[0]  # the refused form has no code to count
     x = torch.randn(INPUT)
     with torch.no_grad():
         torch.testing.assert_close(engine.infer(x), model(x), rtol=1e-5, atol=1e-5)
