@@ -154,9 +154,9 @@ def test_the_samples_after_a_switch_are_past_what_the_switch_left_whatever_a_mod
     """The discard after a switch is counted in samples, so a short model's lasts as long as a long one's (an H100
     ran a short model's first 20 ms of a round up to 1.7x slow: 5 samples of 14 inferences of 0.3 ms, or of 2 of
     2.5 ms, run 21 or 25 ms, where 5 inferences ran 1.5 or 12.5 ms), and on a GPU it lasts at least 250 ms (an H100
-    ran a variant at the speed the variant before had left it in for up to about 200 ms: 5 samples' worth lasts
-    20-37 ms); where the samples' worth lasts longer than that, all of it (100 samples of 14 inferences of 0.3 ms:
-    420 ms; 5 of one 100 ms inference: 500 ms)."""
+    ran a variant at the speed the variant before had left it in for about 40-370 ms, most often under 200 ms: 5
+    samples' worth lasts 20-37 ms); where the samples' worth lasts longer than that, all of it (100 samples of 14
+    inferences of 0.3 ms: 420 ms; 5 of one 100 ms inference: 500 ms)."""
     from profilers import timing
     from sessions.documents.plan import TimingPlan
 
