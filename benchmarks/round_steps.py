@@ -3,8 +3,8 @@ CoV and its largest step: over every split of the round's samples into a first p
 `--least` samples), the largest difference of the two parts' means, in per cent of the round's mean, signed (+: the
 rest slower), with the split's position (the first sample after the split, 0 being the round's first) and how far
 into the round's samples it falls in milliseconds (the samples before it, each its inferences' mean times their
-count). A level that moves within a round
-and holds to its end shows as a step much larger than the round's CoV; noise alone gives steps of about the CoV.
+count). A level that moves within a round and holds to its end shows as a step much larger than the round's CoV;
+noise alone gives steps of about the CoV.
 
     python benchmarks/round_steps.py SESSION.json ... [--least 2]
 """
