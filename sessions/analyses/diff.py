@@ -159,6 +159,10 @@ def comparability_warnings(a: Session, b: Session) -> list[str]:
     if not latencies_alike(a, b):
         warnings.append(f"latencies timed differently: {_timed_words(a)} against {_timed_words(b)}: not compared "
                         "(the summed layer times stand in)")
+    elif _region_words(a) != _region_words(b):
+        warnings.append("latencies timed by the same clock, but the sessions describe the timed region differently "
+                        "(other timing options, or the tool's timing changed between them): a latency's change may "
+                        "be the method's; the method of each says how")
     return warnings
 
 
@@ -169,8 +173,13 @@ def latencies_alike(a: Session, b: Session) -> bool:
     return a.method.timer == b.method.timer
 
 
+def _region_words(session: Session) -> str:
+    """The session's timed region in its words, whitespace aside."""
+    return " ".join(session.method.timed_region.split())
+
+
 def _timed_words(session: Session) -> str:
-    region = " ".join(session.method.timed_region.split())
+    region = _region_words(session)
     return f"{session.method.timer} ({region[:120]}{'...' if len(region) > 120 else ''})"
 
 

@@ -257,6 +257,19 @@ def test_a_diff_says_where_a_samples_inferences_differ(session: Session):
                 if "a sample is the mean of" in w]
 
 
+def test_a_diff_warns_where_the_timed_region_is_described_otherwise_by_the_same_clock(session: Session):
+    """The same clock around a region described in other words (another discard after a switch, say): a warning;
+    the same words but for their line breaks: none."""
+    def warned(a: Session, b: Session) -> list[str]:
+        return [w for w in diff_sessions(a, b, load_rules(None)).warnings if "describe the timed region" in w]
+
+    other, rewrapped = copy.deepcopy(session), copy.deepcopy(session)
+    other.method.timed_region += "; each after 250 ms discarded"
+    rewrapped.method.timed_region = rewrapped.method.timed_region.replace(" ", "\n", 1)
+    assert len(warned(session, other)) == 1
+    assert warned(session, rewrapped) == [] and warned(session, copy.deepcopy(session)) == []
+
+
 def test_a_diff_warns_where_the_gpu_states_differ(session: Session):
     """A session timed after the GPU state was settled against one that records no state, or one whose helper failed:
     a warning naming both kinds; two sessions of one kind, whatever their words: none."""
