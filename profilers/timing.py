@@ -203,7 +203,7 @@ def _measured(
 
 def _switch_floor(plan: TimingPlan) -> str:
     """The GPU discard's floor in the method's words; nothing where no discard is asked."""
-    return f", lasting at least {SWITCH_MIN_MS:g} ms" if plan.switch_warmup > 0 else ""
+    return f", lasting at least {SWITCH_MIN_MS:g} ms" if plan.switch_warmup else ""
 
 
 def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:

@@ -264,3 +264,14 @@ def test_garbage_made_between_rounds_is_collected_before_the_next_round():
     timing.measure({"a": lambda: None}, TimingPlan(warmup_s=0, rounds=3, iters=2, switch_warmup=0),
                    timing.HostClock(), on_round=on_round)
     assert alive == [False, False]  # each round's cycle was gone by the next round's report
+
+
+def test_a_gpu_studys_method_words_name_the_discards_floor_only_where_a_discard_is_asked():
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    asked = timing.describe("cuda", True, TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=5))
+    none = timing.describe("cuda", True, TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=0))
+    assert "discarding the inferences of 5 sample(s), lasting at least 250 ms;" in asked
+    assert "lasting at least" not in none
+    assert "lasting at least" not in timing.describe("cpu", False, TimingPlan(0.5, 3, 5, 1))
