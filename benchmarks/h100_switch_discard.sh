@@ -6,7 +6,7 @@
 # on a GPU at least profilers/timing.py's SWITCH_MIN_MS; default "5", the default), each folder's sessions stepped
 # by benchmarks/round_steps.py;
 # nvidia-smi samples the SM and memory clocks, power and clock event reasons every 20 ms meanwhile (clocks.csv).
-# Between the two, a warm main job, timed (warm.log). The sessions, the rows and steps end in sessions.tar.gz.
+# Before the rows, a warm main job, timed (warm.log). The sessions, the rows and steps end in sessions.tar.gz.
 #   OUT=... PREPARE=0 bash benchmarks/h100_switch_discard.sh   # device tool, carry [".whl"]
 source "$(dirname "$0")/h200_setup.sh"
 exec > >(tee -a "$OUT/log.txt") 2>&1

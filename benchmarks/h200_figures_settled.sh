@@ -26,6 +26,13 @@ source "$(dirname "$0")/h200_setup.sh"
 exec > >(tee -a "$OUT/log.txt") 2>&1
 t() { local s=$(date +%s%N); run "$@"; echo "wall_ms=$(( ($(date +%s%N) - s) / 1000000 ))"; }
 pack() { tar -C "$OUT" -cf "$OUT/$1.tar" "$1" && rm -rf "${OUT:?}/$1"; }
+DRIVER_CACHE=${CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}  # the CUDA driver's compiled kernels
+sample_main() {  # part [path ...]: the paths removed, then the main job under the stack sampler (its session dropped)
+  local part=$1; shift; rm -rf "$@"
+  python3 benchmarks/stack_sampler.py "$OUT/$part/$part.top.txt" senet154 --out "$OUT/$part/senet154.json" \
+    > "$OUT/$part/$part.log" 2>&1
+  echo "$part rc=$?"; rm -f "$OUT/$part/senet154.json"
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,temperature.gpu --format=csv,noheader
 for PART in ${PARTS:-state main rows}; do
   mkdir -p "$OUT/$PART"; echo "#### part $PART at ${SECONDS} s"
@@ -40,19 +47,11 @@ for PART in ${PARTS:-state main rows}; do
     for RUN in ${REF:+cold warm warm2}; do  # against a committed session of this main job
       trt-inspect diff "$REF" "$OUT/main/senet154-$RUN.json" > "$OUT/main/diff-ref-$RUN.txt"; echo "diff ref $RUN: exit $?"
     done ;;
-  sampled) python3 benchmarks/stack_sampler.py "$OUT/sampled/sampled.top.txt" senet154 --out "$OUT/sampled/senet154.json" \
-             > "$OUT/sampled/sampled.log" 2>&1; echo "sampled rc=$?"; rm -f "$OUT/sampled/senet154.json" ;;
-  coldsampled)
-    rm -rf "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache
-    python3 benchmarks/stack_sampler.py "$OUT/coldsampled/coldsampled.top.txt" senet154 \
-      --out "$OUT/coldsampled/senet154.json" > "$OUT/coldsampled/coldsampled.log" 2>&1
-    echo "coldsampled rc=$?"; rm -f "$OUT/coldsampled/senet154.json" ;;
+  sampled) sample_main sampled ;;
+  coldsampled) sample_main coldsampled "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache ;;
   freshsampled)
-    rm -rf "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache "${CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}"
-    python3 benchmarks/stack_sampler.py "$OUT/freshsampled/freshsampled.top.txt" senet154 \
-      --out "$OUT/freshsampled/senet154.json" > "$OUT/freshsampled/freshsampled.log" 2>&1
-    echo "freshsampled rc=$?"; rm -f "$OUT/freshsampled/senet154.json"
-    du -sh "${CUDA_CACHE_PATH:-$HOME/.nv/ComputeCache}" | tee "$OUT/freshsampled/driver-cache-size.txt" ;;
+    sample_main freshsampled "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache "$DRIVER_CACHE"
+    du -sh "$DRIVER_CACHE" | tee "$OUT/freshsampled/driver-cache-size.txt" ;;
   matmul) python3 benchmarks/cudnn_matmul_tactic.py --check --batch 1 --batch 32 2>&1 | tee "$OUT/matmul/check.txt" ;;
   b32)
     for CHOICE in ${CHOICES:-timed kept}; do

@@ -43,5 +43,6 @@ def main() -> None:
             cells.append(f"{cov:.2f} | {step:+.2f} @ {position}, {into_ms:.0f}")
         print(f"{timed.session.name}  {timed.variant}  " + "   ".join(cells))
 
+
 if __name__ == "__main__":
     main()

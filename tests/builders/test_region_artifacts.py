@@ -85,7 +85,7 @@ def test_a_region_compiled_without_dynamo_and_loaded_from_its_bytes_computes_wha
 
 
 @pytest.mark.slow
-def test_code_is_loaded_with_one_compile_thread_so_that_no_worker_pool_starts(monkeypatch):
+def test_code_is_loaded_with_one_compile_thread_and_the_callers_setting_is_back_after(monkeypatch):
     from torch._inductor import config
 
     args = gate_args()
