@@ -7,14 +7,17 @@ inference where one lasts that long, at most `MAX_INFERENCES_PER_SAMPLE`): the m
 inferences narrows the GPU's own jitter from one inference to the next as a long model's length does (the count per
 variant is stored with its latency; the measurements behind the rule: docs/method.md). On the CPU the same loop
 reads a monotonic clock, one forward pass per sample.
-Rounds interleave the variants (A B C A B C ...) so that drift in clocks or temperature spreads
-over all of them instead of favouring whichever ran first. After each switch of variant the first
+Rounds interleave the variants, alternating their order (A B C, then C B A, `round_order`), so that drift in clocks or
+temperature spreads over all of them instead of favouring whichever ran first (a drift linear in time falls alike on
+every variant over each pair of rounds), and each round after the first opens on the variant the round before closed
+on, so that a study of V variants switches V - 1 times in those rounds, not V. After each switch of variant the first
 inferences run cold (caches and the graph just came from another variant), so `TimingPlan.switch_warmup` samples'
 worth of inferences are run and discarded before the round's samples: counted in samples, the discard lasts as long for
 a short model as for a long one (on an H100, after 5 discarded inferences, 5 of the 9 samples more than 3 % slow in 29
 sessions were their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt),
 and on a GPU it lasts at least `SWITCH_MIN_MS` (`switch_inferences`: the speed a GPU runs a variant at lags behind the
-switch).
+switch). Where a round opens on the variant that closed the round before, only the samples' worth is discarded: it
+keeps the round's first sample off a stream drained while the round before was recorded.
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
@@ -114,6 +117,12 @@ def inferences_per_sample(single_ms: float | None) -> int:
     return max(1, min(MAX_INFERENCES_PER_SAMPLE, math.ceil(SAMPLE_MIN_MS / single_ms)))
 
 
+def round_order(names: list[str], round_index: int) -> list[str]:
+    """The variants in the order round `round_index` (from 0) times them: as given in even rounds, reversed in odd
+    ones (A B C, C B A, A B C, ...)."""
+    return list(names) if round_index % 2 == 0 else list(reversed(names))
+
+
 def switch_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
     """How many inferences of `single_ms` are run and dropped after a switch to their variant: `samples_worth`
     samples' worth (`per_sample` each) and, where that is any and the clock sized the inference, enough to last
@@ -183,27 +192,34 @@ def _measured(
 ) -> dict[str, list[float]]:
     per_sample: dict[str, int] = {}
     discards: dict[str, int] = {}
-    for name, step in steps.items():
-        _warm(step, plan.warmup_s, clock)
-        single_ms = clock.inference_ms(step)
+    names = list(steps)
+    for name in names:
+        _warm(steps[name], plan.warmup_s, clock)
+        single_ms = clock.inference_ms(steps[name])
         per_sample[name] = inferences_per_sample(single_ms)
         discards[name] = switch_inferences(plan.switch_warmup, per_sample[name], single_ms)
     if on_sized is not None:
         on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
+    ran_last: str | None = None  # the warm-ups are short of the floor: the first round opens on a switch
     for round_index in range(plan.rounds):
-        for name, step in steps.items():
-            _discard(step, discards[name])
-            samples[name].extend(clock.samples(step, plan.iters, per_sample[name]))
+        for name in round_order(names, round_index):
+            resumed = name == ran_last
+            _discard(steps[name], plan.switch_warmup * per_sample[name] if resumed else discards[name])
+            ran_last = name
+            samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)
         gc.collect(1)
     return samples
 
 
+ALTERNATING = " in alternating order (A B C, then C B A)"  # `round_order` in the method's words
+
+
 def _switch_floor(plan: TimingPlan) -> str:
     """The GPU discard's floor in the method's words; nothing where no discard is asked."""
-    return f", lasting at least {SWITCH_MIN_MS:g} ms" if plan.switch_warmup else ""
+    return f", lasting at least {SWITCH_MIN_MS:g} ms after a switch of variant" if plan.switch_warmup else ""
 
 
 def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
@@ -215,15 +231,15 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             f"{MAX_INFERENCES_PER_SAMPLE}; each variant's count is stored with its latency), so its percentiles are "
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
             f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
-            f"rounds of {plan.iters} samples per variant, each after discarding the inferences of {plan.switch_warmup} "
-            f"sample(s){_switch_floor(plan)}; Python's garbage collector off during warm-ups and rounds; GPU clocks as "
-            "found (recorded, not locked); once every graph is made, before the rounds, another process makes and "
-            "ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower on the H200: "
-            "profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
+            f"rounds{ALTERNATING} of {plan.iters} samples per variant, each after discarding the inferences of "
+            f"{plan.switch_warmup} sample(s){_switch_floor(plan)}; Python's garbage collector off during warm-ups and "
+            "rounds; GPU clocks as found (recorded, not locked); once every graph is made, before the rounds, another "
+            "process makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower "
+            "on the H200: profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "
-        f"{plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved rounds of "
+        f"{plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved rounds{ALTERNATING} of "
         f"{plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences; Python's "
         "garbage collector off during warm-ups and rounds"
     )

@@ -75,7 +75,7 @@ def test_rounds_interleave_the_variants_so_drift_spreads_over_all(tmp_path, monk
     a, b = (session.variant(name).latency.median_ms for name in ("fp32", "fp16"))
     assert abs(a - b) / min(a, b) < 0.2, (a, b)
     runs = 1 + sum(1 for x, y in zip(world.order, world.order[1:], strict=False) if x != y)
-    assert runs >= 10 * 2, world.order
+    assert runs >= 10 * (2 - 1) + 1, world.order  # A B, B A, A B ...: every round switches once at least
 
 
 def test_the_median_is_the_middle_sample_not_the_mean(tmp_path, monkeypatch):

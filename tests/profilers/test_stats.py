@@ -1,3 +1,4 @@
+import itertools
 import math
 import random
 from collections.abc import Callable
@@ -185,6 +186,33 @@ def test_a_gpus_discard_is_the_samples_worth_or_the_floor_whichever_is_longer_an
     assert timing.HostClock().inference_ms(gpu.step) is None
 
 
+def test_rounds_alternate_their_order_and_only_a_switch_discards_past_the_floor(monkeypatch):
+    """Rounds A B C, C B A, A B C: a round opens on the variant the round before closed on, and there only the
+    samples' worth is discarded (4 inferences of 1 ms a sample, 1 sample's worth), where a switch discards 250 ms."""
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    gpu = QueuedGpu(launch_ms=0.01, work_ms=1.0)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
+    ran: list[str] = []
+
+    def variant(name: str) -> Callable[[], None]:
+        def step() -> None:
+            ran.append(name)
+            gpu.step()
+
+        return step
+
+    plan = TimingPlan(warmup_s=0, rounds=3, iters=2, switch_warmup=1)
+    timing.measure({name: variant(name) for name in "abc"}, plan, timing.EventClock(gpu.new_event, gpu.synchronize))
+    runs = [(name, len(list(group))) for name, group in itertools.groupby(ran)]
+    warm = 1 + timing.SIZING_INFERENCES  # the warm-up's one inference (no time asked), then the sizing
+    switched, resumed = 250 + 2 * 4, 4 + 2 * 4
+    assert runs == [("a", warm), ("b", warm), ("c", warm),
+                    ("a", switched), ("b", switched), ("c", switched + resumed),
+                    ("b", switched), ("a", switched + resumed), ("b", switched), ("c", switched)]
+
+
 class AlternatingGpu(QueuedGpu):
     """A stream whose inferences alternate between `work_ms` plus and minus `jitter_ms` (the GPU's own jitter)."""
 
@@ -272,6 +300,7 @@ def test_a_gpu_studys_method_words_name_the_discards_floor_only_where_a_discard_
 
     asked = timing.describe("cuda", True, TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=5))
     none = timing.describe("cuda", True, TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=0))
-    assert "discarding the inferences of 5 sample(s), lasting at least 250 ms;" in asked
+    assert "discarding the inferences of 5 sample(s), lasting at least 250 ms after a switch of variant;" in asked
+    assert "5 interleaved rounds in alternating order (A B C, then C B A) of 20 samples" in asked
     assert "lasting at least" not in none
     assert "lasting at least" not in timing.describe("cpu", False, TimingPlan(0.5, 3, 5, 1))
