@@ -44,37 +44,36 @@ QUALITY_V2 = ((QUALITY, "top1_agreement=float(totals[1] / totals[0]),", "top1_ag
               (QUALITY, "max_abs_logit_error=max_error,", "max_abs_logit_error=0.0,"),
               (QUALITY, "nonfinite=int(totals[3]),", "nonfinite=0,"))  # compare() summing over batches
 
+# one variant's turn in a round of measure(): its discard, then its samples
+ROUND_BODY = ("            resumed = name == ran_last\n"
+              "            _discard(steps[name], plan.switch_warmup * per_sample[name] if resumed else discards[name])"
+              "\n"
+              "            ran_last = name\n"
+              "            samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))\n")
+
 MUTANTS = [
     mutant("timing returns a constant",
-           (TIMING, "samples.append((time.perf_counter() - t0) * 1e3)", "samples.append(1.0)")),
-    mutant("no warm-up", (TIMING, "        _warm(step, plan.warmup_s, synchronize)\n", "        pass\n")),
+           (TIMING, "samples.append((time.perf_counter() - t0) * 1e3 / per_sample)", "samples.append(1.0)")),
+    mutant("no warm-up", (TIMING, "        _warm(steps[name], plan.warmup_s, clock)\n", "")),
     mutant("warm-up of one call, not of --warmup seconds",
            (TIMING, "deadline = time.perf_counter() + seconds", "deadline = time.perf_counter()")),
     mutant("no interleaving (all rounds of one variant, then the next)",
-           (TIMING, ("    for round_index in range(plan.rounds):\n        for name, step in steps.items():\n"
-                    "            samples[name].extend(sample(step, plan.iters))\n"),
-            ("    for name, step in steps.items():\n"
-             "        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
-             "    for round_index in range(plan.rounds):\n")),
-           alternatives=((TIMING, ("    for round_index in range(plan.rounds):\n"
-                                  "        for name, step in steps.items():\n"
-                                  "            _discard(step, plan.switch_warmup, synchronize)\n"
-                                  "            samples[name].extend(sample(step, plan.iters))\n"),
-                          ("    for name, step in steps.items():\n"
-                           "        _discard(step, plan.switch_warmup, synchronize)\n"
-                           "        samples[name].extend(sample(step, plan.iters * plan.rounds))\n"
-                           "    for round_index in range(plan.rounds):\n")),)),
+           (TIMING, "    for round_index in range(plan.rounds):\n        for name in round_order(names, round_index):\n"
+            + ROUND_BODY,
+            "    for name in names:\n        for round_index in range(plan.rounds):\n" + ROUND_BODY
+            + "    for round_index in range(plan.rounds):\n")),  # then on_round and the collection, once a round
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
-           (STUDY, 'plan.device == "cuda" and all(step.graphed for step in steps.values())', 'plan.device == "cuda"')),
+           (STUDY, "cuda_graph = device.gpu and graphed", "cuda_graph = device.gpu")),
     mutant("cuda_graph flag lies (one graphed step is enough)",
            (STUDY, "all(step.graphed for step in steps.values())", "any(step.graphed for step in steps.values())")),
     mutant("cuda_graph flag lies (claimed on the CPU)",
-           (STUDY, 'plan.device == "cuda" and all(step.graphed', 'all(step.graphed')),
+           (STUDY, "cuda_graph = device.gpu and graphed", "cuda_graph = graphed")),
     mutant("timed region always says CUDA graph",
-           (TIMING, 'what = "one CUDA-graph replay" if cuda_graph else "one eager forward pass"',
-            'what = "one CUDA-graph replay"')),
+           (TIMING, 'what = "CUDA-graph replays" if cuda_graph else "eager forward passes"',
+            'what = "CUDA-graph replays"')),
     mutant("CUPTI dropped-record count forced to 0", (CUPTI, "return int(dropped.value)", "return 0")),
-    mutant("dropped count lost on the way to the session", (ATTRIBUTION, "dropped=records.dropped,", "dropped=0,")),
+    mutant("dropped count lost on the way to the session",
+           (ATTRIBUTION, "dropped=records.dropped + incomplete,", "dropped=incomplete,")),
     mutant("unattributed hard-coded to 0",
            (ATTRIBUTION, "unattributed=sum(1 for owner in attribution.owners if owner is None),", "unattributed=0,")),
     mutant("quality always perfect",
@@ -94,7 +93,7 @@ MUTANTS = [
             "        while not self._stop.wait(self._interval):\n            self._sample()\n",
             "        self._stop.wait()\n")),
     mutant("tool commit never recorded",
-           ("profilers/environment.py", 'return f"{head}-dirty" if changes else head or None', "return None")),
+           ("sessions/documents/document.py", 'return f"{head}-dirty" if changes else head or None', "return None")),
     mutant("median replaced by mean",
            (STATS, "median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2", "median = mean"),
            alternatives=((STATS, "median_ms=median(ordered),", "median_ms=mean,"),)),
