@@ -62,6 +62,10 @@ MUTANTS = [
             + ROUND_BODY,
             "    for name in names:\n        for round_index in range(plan.rounds):\n" + ROUND_BODY
             + "    for round_index in range(plan.rounds):\n")),  # then on_round and the collection, once a round
+    mutant("rounds in one order (A B C, A B C), not alternating",
+           (TIMING, "return list(names) if round_index % 2 == 0 else list(reversed(names))", "return list(names)")),
+    mutant("a round opening on the variant that closed the last discards past the floor",
+           (TIMING, "plan.switch_warmup * per_sample[name] if resumed else discards[name]", "discards[name]")),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, "cuda_graph = device.gpu and graphed", "cuda_graph = device.gpu")),
     mutant("cuda_graph flag lies (one graphed step is enough)",
