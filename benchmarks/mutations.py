@@ -44,20 +44,24 @@ QUALITY_V2 = ((QUALITY, "top1_agreement=float(totals[1] / totals[0]),", "top1_ag
               (QUALITY, "max_abs_logit_error=max_error,", "max_abs_logit_error=0.0,"),
               (QUALITY, "nonfinite=int(totals[3]),", "nonfinite=0,"))  # compare() summing over batches
 
+# one variant's turn in a round of measure(): its discard, then its samples
+ROUND_BODY = ("            resumed = name == ran_last\n"
+              "            _discard(steps[name], plan.switch_warmup * per_sample[name] if resumed else discards[name])"
+              "\n"
+              "            ran_last = name\n"
+              "            samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))\n")
+
 MUTANTS = [
     mutant("timing returns a constant",
            (TIMING, "samples.append((time.perf_counter() - t0) * 1e3 / per_sample)", "samples.append(1.0)")),
-    mutant("no warm-up", (TIMING, "                _warm(step, plan.warmup_s, clock)\n", "")),
+    mutant("no warm-up", (TIMING, "        _warm(steps[name], plan.warmup_s, clock)\n", "")),
     mutant("warm-up of one call, not of --warmup seconds",
            (TIMING, "deadline = time.perf_counter() + seconds", "deadline = time.perf_counter()")),
     mutant("no interleaving (all rounds of one variant, then the next)",
-           (TIMING, ("    for round_index in range(plan.rounds):\n"
-                     "        for name in round_order(names, round_index):\n"),
-            "    for name in names:\n        for round_index in range(plan.rounds):\n"),
-           (TIMING, "        if round_index == 0 and on_sized is not None:\n",  # the reports, once a round
-            "    for round_index in range(plan.rounds):\n        if round_index == 0 and on_sized is not None:\n")),
-    mutant("a variant's warm-up not counted toward its first switch's floor",
-           (TIMING, "ran_ms=plan.warmup_s * 1e3))", "ran_ms=0.0))")),
+           (TIMING, "    for round_index in range(plan.rounds):\n        for name in round_order(names, round_index):\n"
+            + ROUND_BODY,
+            "    for name in names:\n        for round_index in range(plan.rounds):\n" + ROUND_BODY
+            + "    for round_index in range(plan.rounds):\n")),  # then on_round and the collection, once a round
     mutant("rounds in one order (A B C, A B C), not alternating",
            (TIMING, "return list(names) if round_index % 2 == 0 else list(reversed(names))", "return list(names)")),
     mutant("a round opening on the variant that closed the last discards past the floor",

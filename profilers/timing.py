@@ -17,9 +17,7 @@ a short model as for a long one (on an H100, after 5 discarded inferences, 5 of 
 sessions were their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt),
 and on a GPU it lasts at least `SWITCH_MIN_MS` (`switch_inferences`: the speed a GPU runs a variant at lags behind the
 switch). Where a round opens on the variant that closed the round before, only the samples' worth is discarded: it
-keeps the round's first sample off a stream drained while the round before was recorded. A variant is warmed up (for
-`TimingPlan.warmup_s`) and sized at its first turn, just before its first samples, so its warm-up counts toward the
-floor of that switch's discard.
+keeps the round's first sample off a stream drained while the round before was recorded.
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
@@ -125,18 +123,17 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
-def switch_inferences(samples_worth: int, per_sample: int, single_ms: float | None, ran_ms: float = 0.0) -> int:
+def switch_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
     """How many inferences of `single_ms` are run and dropped after a switch to their variant: `samples_worth`
     samples' worth (`per_sample` each) and, where that is any and the clock sized the inference, enough to last
-    `SWITCH_MIN_MS` with the `ran_ms` the variant has already run since the switch (its warm-up; at most
-    `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at the speed the variant
+    `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at the speed the variant
     before had left the GPU in for about 40-370 ms after a switch, then stepped by up to 1.8 % to its own speed, so a
     study's rows differed from each variant's alone by up to 1.7 %; 250 ms is past most of those lags but not the
     longest (PyTorch fp32's, 270-370 ms on one machine) and left rows within 0.6 % (docs/method.md, "Latency")."""
     counted = samples_worth * per_sample
     if counted == 0 or single_ms is None or single_ms <= 0:
         return counted
-    return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(max(0.0, SWITCH_MIN_MS - ran_ms) / single_ms)))
+    return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(SWITCH_MIN_MS / single_ms)))
 
 
 def clock_for(device: str) -> Clock:
@@ -174,8 +171,7 @@ def measure(
     on_sized: Callable[[dict[str, int]], None] | None = None,
 ) -> dict[str, list[float]]:
     """Samples in milliseconds per inference, per variant (each the mean of the inferences one sample spans:
-    `inferences_per_sample`, chosen per variant after its warm-up and given to `on_sized` once the first round has
-    run, before `on_round` sees it);
+    `inferences_per_sample`, chosen per variant after its warm-up and given to `on_sized` before the rounds);
     `on_round` sees the samples so far after every round. The garbage collector is off, in every thread, from the
     warm-ups to the last round (back as it was after); the young generations are collected after each round."""
     was_enabled = gc.isenabled()
@@ -197,25 +193,21 @@ def _measured(
     per_sample: dict[str, int] = {}
     discards: dict[str, int] = {}
     names = list(steps)
+    for name in names:
+        _warm(steps[name], plan.warmup_s, clock)
+        single_ms = clock.inference_ms(steps[name])
+        per_sample[name] = inferences_per_sample(single_ms)
+        discards[name] = switch_inferences(plan.switch_warmup, per_sample[name], single_ms)
+    if on_sized is not None:
+        on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
-    ran_last: str | None = None
+    ran_last: str | None = None  # the warm-ups are short of the floor: the first round opens on a switch
     for round_index in range(plan.rounds):
         for name in round_order(names, round_index):
-            step = steps[name]
-            if name in per_sample:
-                resumed = name == ran_last
-                _discard(step, plan.switch_warmup * per_sample[name] if resumed else discards[name])
-            else:  # its first turn: warmed up and sized here, the warm-up counted toward the switch's discard
-                _warm(step, plan.warmup_s, clock)
-                single_ms = clock.inference_ms(step)
-                per_sample[name] = inferences_per_sample(single_ms)
-                discards[name] = switch_inferences(plan.switch_warmup, per_sample[name], single_ms)
-                _discard(step, switch_inferences(plan.switch_warmup, per_sample[name], single_ms,
-                                                 ran_ms=plan.warmup_s * 1e3))
+            resumed = name == ran_last
+            _discard(steps[name], plan.switch_warmup * per_sample[name] if resumed else discards[name])
             ran_last = name
-            samples[name].extend(clock.samples(step, plan.iters, per_sample[name]))
-        if round_index == 0 and on_sized is not None:
-            on_sized(per_sample)
+            samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)
         gc.collect(1)
@@ -231,8 +223,6 @@ def _switch_floor(plan: TimingPlan) -> str:
 
 
 def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
-    warm_up = f"{plan.warmup_s:g} s warm-up per variant at its first turn, discarded"
-    rounds = f"{plan.rounds} interleaved rounds{ALTERNATING}"
     if study_device(device).gpu:
         what = "CUDA-graph replays" if cuda_graph else "eager forward passes"
         return (
@@ -240,15 +230,16 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             f"divided by their count: a sample spans at least {SAMPLE_MIN_MS:g} ms of inferences (1 to "
             f"{MAX_INFERENCES_PER_SAMPLE}; each variant's count is stored with its latency), so its percentiles are "
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
-            f"copies; static input; {warm_up}; {rounds} of {plan.iters} samples per variant, each after discarding "
-            f"the inferences of {plan.switch_warmup} sample(s){_switch_floor(plan)}; Python's garbage collector off "
-            "during warm-ups and rounds; GPU clocks as found (recorded, not locked); once every graph is made, before "
-            "the rounds, another process makes and ends a CUDA context on the GPU (until one did, a graph's replays "
-            "ran about 10 % slower on the H200: profilers/gpu_contexts.py; the environment's CUDA-graph state says "
-            "whether it did)"
+            f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
+            f"rounds{ALTERNATING} of {plan.iters} samples per variant, each after discarding the inferences of "
+            f"{plan.switch_warmup} sample(s){_switch_floor(plan)}; Python's garbage collector off during warm-ups and "
+            "rounds; GPU clocks as found (recorded, not locked); once every graph is made, before the rounds, another "
+            "process makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower "
+            "on the H200: profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "
-        f"{warm_up}; {rounds} of {plan.iters} inferences per variant, each after {plan.switch_warmup} discarded "
-        "inferences; Python's garbage collector off during warm-ups and rounds"
+        f"{plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved rounds{ALTERNATING} of "
+        f"{plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences; Python's "
+        "garbage collector off during warm-ups and rounds"
     )

@@ -206,40 +206,11 @@ def test_rounds_alternate_their_order_and_only_a_switch_discards_past_the_floor(
     plan = TimingPlan(warmup_s=0, rounds=3, iters=2, switch_warmup=1)
     timing.measure({name: variant(name) for name in "abc"}, plan, timing.EventClock(gpu.new_event, gpu.synchronize))
     runs = [(name, len(list(group))) for name, group in itertools.groupby(ran)]
-    warm = 1 + timing.SIZING_INFERENCES  # at a variant's first turn: one inference (no warm-up time asked), the sizing
+    warm = 1 + timing.SIZING_INFERENCES  # the warm-up's one inference (no time asked), then the sizing
     switched, resumed = 250 + 2 * 4, 4 + 2 * 4
-    assert runs == [("a", warm + switched), ("b", warm + switched), ("c", warm + switched + resumed),
+    assert runs == [("a", warm), ("b", warm), ("c", warm),
+                    ("a", switched), ("b", switched), ("c", switched + resumed),
                     ("b", switched), ("a", switched + resumed), ("b", switched), ("c", switched)]
-
-
-def test_a_variants_warm_up_runs_at_its_first_turn_and_counts_toward_the_floor(monkeypatch):
-    """200 ms of warm-up just before a variant's first samples leave 50 ms of the 250 ms floor to discard (1 ms
-    inferences: 50, past 1 sample's worth of 4); later switches discard the whole floor."""
-    from profilers import timing
-    from sessions.documents.plan import TimingPlan
-
-    gpu = QueuedGpu(launch_ms=0.01, work_ms=1.0)
-    monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
-    ran: list[str] = []
-    sized: list[dict[str, int]] = []
-
-    def variant(name: str) -> Callable[[], None]:
-        def step() -> None:
-            ran.append(name)
-            gpu.step()
-
-        return step
-
-    plan = TimingPlan(warmup_s=0.2, rounds=2, iters=2, switch_warmup=1)
-    reports: list[int] = []  # how many sizings were given when each round was reported
-    timing.measure({name: variant(name) for name in "ab"}, plan, timing.EventClock(gpu.new_event, gpu.synchronize),
-                   on_round=lambda index, samples: reports.append(len(sized)), on_sized=sized.append)
-    runs = [(name, len(list(group))) for name, group in itertools.groupby(ran)]
-    warm = 200 + timing.SIZING_INFERENCES  # 200 synchronised inferences of 1 ms (and the launches' 0.01 ms each)
-    assert [name for name, _ in runs] == ["a", "b", "a"]
-    assert runs[0][1] == pytest.approx(warm + 50 + 2 * 4, abs=3)
-    assert runs[2][1] == 250 + 2 * 4  # round 2 opens on b (resumed, 4 + 8, joined to round 1's b), then switches to a
-    assert sized == [{"a": 4, "b": 4}] and reports == [1, 1]  # given once both are sized, before the first report
 
 
 class AlternatingGpu(QueuedGpu):
