@@ -17,7 +17,10 @@ a short model as for a long one (on an H100, after 5 discarded inferences, 5 of 
 sessions were their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt),
 and on a GPU it lasts at least `SWITCH_MIN_MS` (`switch_inferences`: the speed a GPU runs a variant at lags behind the
 switch). Where a round opens on the variant that closed the round before, only the samples' worth is discarded: it
-keeps the round's first sample off a stream drained while the round before was recorded.
+keeps the round's first sample off a stream drained while the round before was recorded. The warm-ups all run before
+the first round, so that a variant's first samples, too, come after a switch's discard of back-to-back inferences:
+warmed at its first turn (a warm-up synchronises after every inference) and discarding only what the floor left, a
+variant ran its first round 0.4-0.8 % slow on an H100 (benchmarks/results/h100/warm-up-first-turn/).
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
