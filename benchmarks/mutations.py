@@ -44,13 +44,6 @@ QUALITY_V2 = ((QUALITY, "top1_agreement=float(totals[1] / totals[0]),", "top1_ag
               (QUALITY, "max_abs_logit_error=max_error,", "max_abs_logit_error=0.0,"),
               (QUALITY, "nonfinite=int(totals[3]),", "nonfinite=0,"))  # compare() summing over batches
 
-# one variant's turn in a round of measure(): its discard, then its samples
-ROUND_BODY = ("            resumed = name == ran_last\n"
-              "            _discard(steps[name], plan.switch_warmup * per_sample[name] if resumed else discards[name])"
-              "\n"
-              "            ran_last = name\n"
-              "            samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))\n")
-
 MUTANTS = [
     mutant("timing returns a constant",
            (TIMING, "samples.append((time.perf_counter() - t0) * 1e3 / per_sample)", "samples.append(1.0)")),
@@ -58,14 +51,17 @@ MUTANTS = [
     mutant("warm-up of one call, not of --warmup seconds",
            (TIMING, "deadline = time.perf_counter() + seconds", "deadline = time.perf_counter()")),
     mutant("no interleaving (all rounds of one variant, then the next)",
-           (TIMING, "    for round_index in range(plan.rounds):\n        for name in round_order(names, round_index):\n"
-            + ROUND_BODY,
-            "    for name in names:\n        for round_index in range(plan.rounds):\n" + ROUND_BODY
-            + "    for round_index in range(plan.rounds):\n")),  # then on_round and the collection, once a round
+           (TIMING, ("    for round_index in range(plan.rounds):\n"
+                     "        for name in round_order(names, round_index):\n"),
+            "    for name in names:\n        for round_index in range(plan.rounds):\n"),
+           (TIMING, "        if on_round is not None:\n",  # the reports and the collection, once a round
+            "    for round_index in range(plan.rounds):\n        if on_round is not None:\n")),
     mutant("rounds in one order (A B C, A B C), not alternating",
            (TIMING, "return list(names) if round_index % 2 == 0 else list(reversed(names))", "return list(names)")),
     mutant("a round opening on the variant that closed the last discards past the floor",
-           (TIMING, "plan.switch_warmup * per_sample[name] if resumed else discards[name]", "discards[name]")),
+           (TIMING, "discards[name][name != ran_last]", "discards[name][True]")),
+    mutant("a lone variant's first round opening without the floor after its warm-up",
+           (TIMING, "ran_last: str | None = None", "ran_last: str | None = names[-1] if len(names) == 1 else None")),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, "cuda_graph = device.gpu and graphed", "cuda_graph = device.gpu")),
     mutant("cuda_graph flag lies (one graphed step is enough)",

@@ -9,18 +9,18 @@ variant is stored with its latency; the measurements behind the rule: docs/metho
 reads a monotonic clock, one forward pass per sample.
 Rounds interleave the variants, alternating their order (A B C, then C B A, `round_order`), so that drift in clocks or
 temperature spreads over all of them instead of favouring whichever ran first (a drift linear in time falls alike on
-every variant over each pair of rounds), and each round after the first opens on the variant the round before closed
-on, so that a study of V variants switches V - 1 times in those rounds, not V. After each switch of variant the first
-inferences run cold (caches and the graph just came from another variant), so `TimingPlan.switch_warmup` samples'
-worth of inferences are run and discarded before the round's samples: counted in samples, the discard lasts as long for
-a short model as for a long one (on an H100, after 5 discarded inferences, 5 of the 9 samples more than 3 % slow in 29
-sessions were their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt),
-and on a GPU it lasts at least `SWITCH_MIN_MS` (`switch_inferences`: the speed a GPU runs a variant at lags behind the
-switch). Where a round opens on the variant that closed the round before, only the samples' worth is discarded: it
-keeps the round's first sample off a stream drained while the round before was recorded. The warm-ups all run before
-the first round, so that a variant's first samples, too, come after a switch's discard of back-to-back inferences:
-warmed at its first turn (a warm-up synchronises after every inference) and discarding only what the floor left, a
-variant ran its first round 0.4-0.8 % slow on an H100 (benchmarks/results/h100/warm-up-first-turn/).
+every variant over each pair of rounds; with an odd count of rounds the last is unpaired), and each round after the
+first opens on the variant the round before closed on, so that a study of V variants switches V - 1 times in those
+rounds, not V. At each variant's turn in a round, `TimingPlan.switch_warmup` samples' worth of inferences are run and
+discarded before its samples (`discard_inferences`): after a switch of variant the first inferences run cold (caches
+and the graph just came from another variant), and counted in samples the discard lasts as long for a short model as
+for a long one (on an H100, after 5 discarded inferences, 5 of the 9 samples more than 3 % slow in 29 sessions were
+their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt); on a GPU, after
+a switch, it lasts at least `SWITCH_MIN_MS` (the speed a GPU runs a variant at lags behind the switch). Where a round
+opens on the variant that closed the round before, only the samples' worth is discarded: it keeps the round's first
+sample off a stream drained while the round before was recorded. The warm-ups all run before the first round, which
+opens on a switch, so that each variant's first samples, too, follow a switch's discard of back-to-back inferences
+(a warm-up synchronises after every inference: docs/method.md, "Latency").
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
@@ -126,15 +126,16 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
-def switch_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
-    """How many inferences of `single_ms` are run and dropped after a switch to their variant: `samples_worth`
-    samples' worth (`per_sample` each) and, where that is any and the clock sized the inference, enough to last
-    `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at the speed the variant
+def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | None, switched: bool) -> int:
+    """How many inferences of `single_ms` are run and dropped at a variant's turn in a round, before its samples:
+    `samples_worth` samples' worth (`per_sample` each) and, where the turn follows a switch of variant (`switched`),
+    that is any and the clock sized the inference, enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES`
+    for that). On an H100 a variant ran at the speed the variant
     before had left the GPU in for about 40-370 ms after a switch, then stepped by up to 1.8 % to its own speed, so a
     study's rows differed from each variant's alone by up to 1.7 %; 250 ms is past most of those lags but not the
     longest (PyTorch fp32's, 270-370 ms on one machine) and left rows within 0.6 % (docs/method.md, "Latency")."""
     counted = samples_worth * per_sample
-    if counted == 0 or single_ms is None or single_ms <= 0:
+    if not switched or counted == 0 or single_ms is None or single_ms <= 0:
         return counted
     return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(SWITCH_MIN_MS / single_ms)))
 
@@ -194,21 +195,21 @@ def _measured(
     on_sized: Callable[[dict[str, int]], None] | None,
 ) -> dict[str, list[float]]:
     per_sample: dict[str, int] = {}
-    discards: dict[str, int] = {}
+    discards: dict[str, dict[bool, int]] = {}  # by variant, then by whether its turn follows a switch
     names = list(steps)
     for name in names:
         _warm(steps[name], plan.warmup_s, clock)
         single_ms = clock.inference_ms(steps[name])
         per_sample[name] = inferences_per_sample(single_ms)
-        discards[name] = switch_inferences(plan.switch_warmup, per_sample[name], single_ms)
+        discards[name] = {switched: discard_inferences(plan.switch_warmup, per_sample[name], single_ms, switched)
+                          for switched in (True, False)}
     if on_sized is not None:
         on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
-    ran_last: str | None = None  # the warm-ups are short of the floor: the first round opens on a switch
+    ran_last: str | None = None  # the first round opens on a switch, a lone variant's too (after its warm-up)
     for round_index in range(plan.rounds):
         for name in round_order(names, round_index):
-            resumed = name == ran_last
-            _discard(steps[name], plan.switch_warmup * per_sample[name] if resumed else discards[name])
+            _discard(steps[name], discards[name][name != ran_last])
             ran_last = name
             samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))
         if on_round is not None:
@@ -217,12 +218,12 @@ def _measured(
     return samples
 
 
-ALTERNATING = " in alternating order (A B C, then C B A)"  # `round_order` in the method's words
-
-
 def _switch_floor(plan: TimingPlan) -> str:
     """The GPU discard's floor in the method's words; nothing where no discard is asked."""
     return f", lasting at least {SWITCH_MIN_MS:g} ms after a switch of variant" if plan.switch_warmup else ""
+
+
+ROUND_ORDER_WORDS = " in alternating order (A B C, then C B A)"  # `round_order` in a method's words
 
 
 def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
@@ -234,7 +235,7 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             f"{MAX_INFERENCES_PER_SAMPLE}; each variant's count is stored with its latency), so its percentiles are "
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
             f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
-            f"rounds{ALTERNATING} of {plan.iters} samples per variant, each after discarding the inferences of "
+            f"rounds{ROUND_ORDER_WORDS} of {plan.iters} samples per variant, each after discarding the inferences of "
             f"{plan.switch_warmup} sample(s){_switch_floor(plan)}; Python's garbage collector off during warm-ups and "
             "rounds; GPU clocks as found (recorded, not locked); once every graph is made, before the rounds, another "
             "process makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower "
@@ -242,7 +243,7 @@ def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
         )
     return (
         "host wall time (time.perf_counter) around one forward pass under torch.no_grad(); static input; "
-        f"{plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved rounds{ALTERNATING} of "
+        f"{plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved rounds{ROUND_ORDER_WORDS} of "
         f"{plan.iters} inferences per variant, each after {plan.switch_warmup} discarded inferences; Python's "
         "garbage collector off during warm-ups and rounds"
     )

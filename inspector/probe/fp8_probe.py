@@ -688,6 +688,8 @@ def probe_gpu_state(times: Iterable[ShapeTimes]) -> str | None:
 
 
 def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> TimingMethod:
+    from profilers.timing import ROUND_ORDER_WORDS
+
     replay = ("one CUDA-graph replay" if graphed
               else "one CUDA-graph replay (eager calls where capture failed: see the layers)")
     return TimingMethod(
@@ -697,7 +699,8 @@ def probe_method(plan, graphed: bool, quantize_impl: str, traces: Traces) -> Tim
             f"calls of the layer alone (R up to {MAX_CALLS_PER_REPLAY}, so that a replay lasts about "
             f"{REPLAY_TARGET_MS:g} ms), divided by R; the layer's real input from the study images, static "
             "(inputs and weights stay in L2 where they fit); fp16, FP8, quantize and amax steps of one shape "
-            f"interleaved; {plan.warmup_s:g} s warm-up per step, {plan.rounds} rounds of {plan.iters} replays; "
+            f"interleaved; {plan.warmup_s:g} s warm-up per step, {plan.rounds} rounds{ROUND_ORDER_WORDS} of "
+            f"{plan.iters} replays; "
             "Python's garbage collector off during warm-ups and rounds; GPU clocks as found; "
             "each shape's graphs timed after another process made and ended a CUDA context "
             "(the state the engine's rows are timed in: profilers/gpu_contexts.py; the environment's CUDA-graph "

@@ -130,7 +130,7 @@ def _within(value: float, low: float | None, high: float | None) -> bool:
 TIMING = ("warmup_s", "rounds", "iters", "switch_warmup")  # the options that make a TimingPlan, in its order
 
 # Timing defaults: 5 rounds of 20 on CUDA after 200 ms of warm-up, samples' worth of inferences discarded at each
-# switch of variant;
+# variant's turn in a round;
 # what they rest on is in docs/evidence.md ("Why the timing defaults are what they are").
 # The probe times one layer per step: 50 ms of warm-up per step, 5 rounds of 20.
 OPTIONS: tuple[Option, ...] = (
@@ -164,8 +164,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("warmup_s", ("--warmup",), float, "warm-up per variant (per timed step in the probe)", commands=(RUN, PROBE),
            command_defaults={PROBE: 0.05}, machine_defaults={"cuda": 0.2, "cpu": 0.5}, low=0, high=3600,
            metavar="SECONDS"),
-    Option("switch_warmup", ("--switch-warmup",), int, "samples' worth of inferences discarded after each switch of "
-           "variant inside a round", machine_defaults={"cuda": 5, "cpu": 1}, low=0, high=1000, metavar="N"),
+    Option("switch_warmup", ("--switch-warmup",), int, "samples' worth of inferences discarded before each variant's "
+           "samples in a round (on a GPU, after a switch of variant, for at least the floor the method states)",
+           machine_defaults={"cuda": 5, "cpu": 1}, low=0, high=1000, metavar="N"),
     Option("threads", ("--threads",), int, "PyTorch CPU threads (default: PyTorch's choice)", low=1, high=1024,
            metavar="N"),
     Option("stress_count", ("--stress-count",), int, "stress inputs run through every variant, spread over their kinds",

@@ -43,7 +43,8 @@ class TimingPlan:
     warmup_s: float  # per variant, before the first round
     rounds: int  # interleaved over the variants
     iters: int  # samples per variant per round
-    switch_warmup: int = 0  # samples' worth of inferences discarded at each switch of variant in a round
+    switch_warmup: int = 0  # samples' worth of inferences discarded at each variant's turn in a round (on a GPU,
+    # after a switch of variant, at least a floor of time: profilers.timing.discard_inferences)
 
 
 @dataclass(frozen=True)

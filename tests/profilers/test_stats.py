@@ -175,11 +175,12 @@ def test_a_gpus_discard_is_the_samples_worth_or_the_floor_whichever_is_longer_an
     from profilers import timing
 
     assert timing.inferences_per_sample(1.0) == 4
-    assert timing.switch_inferences(0, 4, 1.0) == 0
-    assert timing.switch_inferences(5, 4, 1.0) == 250  # 250 ms of 1 ms inferences, past 5 x 4
-    assert timing.switch_inferences(100, 4, 1.0) == 400
-    assert timing.switch_inferences(5, 16, 0.0001) == 10_000  # 2.5 million past the floor: the most launched
-    assert timing.switch_inferences(3, 1, None) == 3  # the host's clock sizes nothing: the samples' worth
+    assert timing.discard_inferences(0, 4, 1.0, switched=True) == 0
+    assert timing.discard_inferences(5, 4, 1.0, switched=True) == 250  # 250 ms of 1 ms inferences, past 5 x 4
+    assert timing.discard_inferences(5, 4, 1.0, switched=False) == 20  # no switch: the samples' worth
+    assert timing.discard_inferences(100, 4, 1.0, switched=True) == 400
+    assert timing.discard_inferences(5, 16, 0.0001, switched=True) == 10_000  # 2.5 million past the floor: the most
+    assert timing.discard_inferences(3, 1, None, switched=True) == 3  # the host's clock sizes nothing: samples' worth
     assert timing.inferences_per_sample(None) == 1
     gpu = QueuedGpu(launch_ms=0.01, work_ms=1.0)
     assert timing.EventClock(gpu.new_event, gpu.synchronize).inference_ms(gpu.step) == pytest.approx(1.0)
@@ -211,6 +212,26 @@ def test_rounds_alternate_their_order_and_only_a_switch_discards_past_the_floor(
     assert runs == [("a", warm), ("b", warm), ("c", warm),
                     ("a", switched), ("b", switched), ("c", switched + resumed),
                     ("b", switched), ("a", switched + resumed), ("b", switched), ("c", switched)]
+
+
+def test_a_lone_variants_first_round_discards_the_floor_after_its_warm_up(monkeypatch):
+    """A warm-up synchronises after every inference, so the first round opens on a switch even where one variant is
+    timed: 250 ms of back-to-back inferences before its first samples, then only the samples' worth a round."""
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    gpu = QueuedGpu(launch_ms=0.01, work_ms=1.0)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
+    calls = 0
+
+    def step() -> None:
+        nonlocal calls
+        calls += 1
+        gpu.step()
+
+    plan = TimingPlan(warmup_s=0, rounds=3, iters=2, switch_warmup=1)
+    timing.measure({"a": step}, plan, timing.EventClock(gpu.new_event, gpu.synchronize))
+    assert calls == 1 + timing.SIZING_INFERENCES + (250 + 2 * 4) + 2 * (4 + 2 * 4)
 
 
 class AlternatingGpu(QueuedGpu):
@@ -303,4 +324,6 @@ def test_a_gpu_studys_method_words_name_the_discards_floor_only_where_a_discard_
     assert "discarding the inferences of 5 sample(s), lasting at least 250 ms after a switch of variant;" in asked
     assert "5 interleaved rounds in alternating order (A B C, then C B A) of 20 samples" in asked
     assert "lasting at least" not in none
-    assert "lasting at least" not in timing.describe("cpu", False, TimingPlan(0.5, 3, 5, 1))
+    cpu = timing.describe("cpu", False, TimingPlan(0.5, 3, 5, 1))
+    assert "lasting at least" not in cpu
+    assert "3 interleaved rounds in alternating order (A B C, then C B A) of 5 inferences" in cpu
