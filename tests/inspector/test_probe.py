@@ -634,3 +634,14 @@ def test_a_layer_whose_epilogue_adds_runs_on_its_input_and_residual_in_both_prec
     assert [torch.equal(a, b) for a, b in zip(got["fp8"], (x16 * 2, residual), strict=True)] == [True, True]
     residual_buffer = steps[2].run.args[0]  # the FP8 layer's residual: never the buffer its quantize read
     assert residual_buffer is inputs.buffer(residual, 1) and residual_buffer is not inputs.buffer(x16, 0)
+
+
+def test_the_probes_method_names_its_rounds_alternating_order():
+    """The probe times through `profilers.timing.measure`, whose rounds alternate their order: its method says so."""
+    from profilers.tracers import NoTracer
+    from sessions.documents.plan import TimingPlan
+
+    empty = TraceRecords("none", "kernel", 1, [], [], [])
+    method = fp8_probe.probe_method(TimingPlan(0.05, 5, 20), True, "torch.compile",
+                                    fp8_probe.Traces(empty, empty, NoTracer()))
+    assert "5 rounds in alternating order (A B C, then C B A) of 20 replays" in method.timed_region
