@@ -130,10 +130,10 @@ def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | N
     """How many inferences of `single_ms` are run and dropped at a variant's turn in a round, before its samples:
     `samples_worth` samples' worth (`per_sample` each) and, where the turn follows a switch of variant (`switched`),
     that is any and the clock sized the inference, enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES`
-    for that). On an H100 a variant ran at the speed the variant
-    before had left the GPU in for about 40-370 ms after a switch, then stepped by up to 1.8 % to its own speed, so a
-    study's rows differed from each variant's alone by up to 1.7 %; 250 ms is past most of those lags but not the
-    longest (PyTorch fp32's, 270-370 ms on one machine) and left rows within 0.6 % (docs/method.md, "Latency")."""
+    for that). On an H100 a variant ran at the speed the variant before had left the GPU in for about 40-370 ms after
+    a switch, then stepped by up to 1.8 % to its own speed, so a study's rows differed from each variant's alone by up
+    to 1.7 %; 250 ms is past most of those lags but not the longest (PyTorch fp32's, 270-370 ms on one machine) and
+    left rows within 0.6 % (docs/method.md, "Latency")."""
     counted = samples_worth * per_sample
     if not switched or counted == 0 or single_ms is None or single_ms <= 0:
         return counted
