@@ -12,6 +12,9 @@
 #           too: a fresh machine's first run but for the OS's file cache (freshsampled.top.txt; then the cache's size);
 #           run before coldsampled, the two tell the driver's cache apart from the rest
 #   rows    each main-job variant alone against the whole study (benchmarks/row_independence.py)
+#   placement  each variant in PLACEMENT_VARIANTS (default "fp32 cudnn-fp16") alone at eight placements of its memory
+#           (benchmarks/placement_shift.py senet154: 0, 0, 2, 4, 8, 16, 32 and 64 MiB held first), after one run of
+#           the engine's variant that fills the tool's caches (its session dropped)
 #   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
 #   compile the engine's fp16 against torch.compile, MODEL:BATCH jobs in COMPILE_JOBS (default: where it lost before,
@@ -64,6 +67,12 @@ for PART in ${PARTS:-state main rows}; do
           | tee "$OUT/rows/rows.txt" ;;
   spread) python3 benchmarks/small_model_spread.py --out "$OUT/spread" -- --variants fp16,cudnn-fp16,cudnn-fp8-all \
             | tee "$OUT/spread/spread.txt" ;;
+  placement)
+    trt-inspect run senet154 --variants cudnn-fp16 --out /tmp/prime.json --force >/dev/null 2>&1; echo "prime rc=$?"
+    for V in ${PLACEMENT_VARIANTS:-fp32 cudnn-fp16}; do
+      python3 benchmarks/placement_shift.py senet154 --out "$OUT/placement/$V" -- --variants "$V" \
+        2>"$OUT/placement/$V-progress.log" | tee "$OUT/placement/$V.txt"
+    done ;;
   probe) python3 benchmarks/probe_vs_engine.py senet154 --out "$OUT/probe" 2>"$OUT/probe/progress.log" \
            | tee "$OUT/probe/probe-vs-engine.txt" ;;
   compile)

@@ -8,8 +8,10 @@ that carries the figures it states), the time left is the whole study's: the pla
 times the study's pace (the measured time of the steps done plus the plan's seconds for the steps to go, over the
 plan's seconds for both: `Estimate._pace`). A change of load after the plan was made moves that pace more with each
 variant that finishes, so the figure follows the machine. Once two timing rounds
-have finished, the rounds to go are timed from the recent rounds themselves (`RECENT_ROUNDS`). Without a plan's
-estimate, the variants to go are timed from the variants done, and the timing rounds are counted once they start.
+have finished, the rounds to go are timed from the recent rounds themselves (`RECENT_ROUNDS`); after the first alone,
+from the first, counted from the study's last report at round 0: where the study reports the warm-ups' end there
+(`inspector.study.time_variants` does), the first round's time holds no warm-up. Without a plan's estimate, the
+variants to go are timed from the variants done, and the timing rounds are counted once they start.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ class Estimate:
         self.last: Progress | None = None  # the last step that says where the study stands
         self.step_started = self.started  # when the last finished variant (or round) finished
         self.timing_started: float | None = None
-        self.rounds: list[float] = []  # when each timing round finished; the first holds every variant's warm-up
+        self.rounds_from: float | None = None  # the last report at round 0: the warm-ups' end, where reported
+        self.rounds: list[float] = []  # when each timing round finished
         self.planned: StepEstimate | None = None  # the plan's seconds per step, where the study stated them
         self.variants_done: list[str] = []  # finished variants, in order
         self.variants_time = 0.0  # seconds from the first variant's start to the last one's end
@@ -54,10 +57,12 @@ class Estimate:
         elif p.phase == "timing":
             if self.timing_started is None:
                 self.timing_started = self.step_started = now
+            if p.done == 0:  # the warm-ups start or end; after rounds, the rounds start again (a variant failed)
+                self.rounds_from, self.rounds = now, []
             if self.last is None or p.done != self.last.done or self.last.phase != "timing":
                 self.step_started = now
                 if p.done > len(self.rounds):  # rounds not reported one by one share the time since the last
-                    last, missing = (self.rounds or [self.timing_started])[-1], p.done - len(self.rounds)
+                    last, missing = (self.rounds or [self._rounds_from()])[-1], p.done - len(self.rounds)
                     self.rounds += [last + (now - last) * (i + 1) / missing for i in range(missing)]
             self.last = p
         elif p.phase in VARIANT_PHASES and p.variant is not None and p.total > 0:
@@ -135,11 +140,17 @@ class Estimate:
         pace = self._pace()
         return pace * self.planned.timing - elapsed if pace is not None and self.planned is not None else None
 
+    def _rounds_from(self) -> float:
+        """When the first round started, as far as the reports tell (`rounds_from`, else the timing's start)."""
+        start = self.rounds_from if self.rounds_from is not None else self.timing_started
+        assert start is not None
+        return start
+
     def _round_s(self, done: int) -> float:
-        """Seconds per round to go: the median of the last `RECENT_ROUNDS` rounds after the first (which holds the
-        warm-up); after the first round alone, its time."""
-        assert self.timing_started is not None
-        ends = [self.timing_started, *self.rounds[:done]]
+        """Seconds per round to go: the median of the last `RECENT_ROUNDS` rounds after the first (which opens every
+        variant's turn on a switch, and holds the warm-ups where the study does not report their end); after the first
+        round alone, its time."""
+        ends = [self._rounds_from(), *self.rounds[:done]]
         durations = [b - a for a, b in itertools.pairwise(ends)]
         return statistics.median(durations[1:][-RECENT_ROUNDS:] or durations[:1])
 

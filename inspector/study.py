@@ -446,6 +446,11 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     last_save = time.monotonic()
     sizes = SampleSizes(session)
 
+    def on_sized(counts: dict[str, int]) -> None:  # every variant warmed up: the rounds start now
+        sizes(counts)
+        recorder.step("timing", f"warm-ups done; {plan.timing.rounds} rounds next", None, 0, plan.timing.rounds,
+                      saved=False)
+
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         nonlocal last_save
         for name, values in samples.items():
@@ -466,7 +471,7 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
                           None, 0, plan.timing.rounds, saved=False)
             try:
                 measure({name: _guarded(name, step.run) for name, step in steps.items()}, plan.timing,
-                        clock_for(plan.device), on_round, sizes)
+                        clock_for(plan.device), on_round, on_sized)
                 break
             except StepFailed as failed:
                 del steps[failed.name]

@@ -67,6 +67,52 @@ def test_rounds_after_the_first_are_timed_without_the_warm_up_the_first_one_hold
     assert eta.update(Progress("timing", "round 2/5", None, 2, 5)) == "timing: round 2 of 5; about 6 s left"
 
 
+
+def test_where_the_study_reports_the_warm_ups_end_the_first_round_alone_times_the_rounds_to_go():
+    now = [0.0]
+    eta = Estimate(clock=lambda: now[0])
+    eta.update(Progress("timing", "warm-up", None, 0, 5))
+    now[0] = 8.0
+    eta.update(Progress("timing", "warm-ups done", None, 0, 5))
+    now[0] = 10.0  # a round of 2 s after 8 s of warm-ups: four more take 8 s
+    assert eta.update(Progress("timing", "round 1/5", None, 1, 5)) == "timing: round 1 of 5; about 8 s left"
+
+
+def test_rounds_started_again_after_a_variant_failed_are_timed_from_their_own_start():
+    now = [0.0]
+    eta = Estimate(clock=lambda: now[0])
+    for done, at in [(0, 0.0), (1, 10.0), (2, 12.0)]:  # warm-ups, then rounds of 2 s
+        now[0] = at
+        eta.update(Progress("timing", f"round {done}/5", None, done, 5))
+    now[0] = 13.0
+    eta.update(Progress("timing", "fp8 failed; timing the others", "fp8"))
+    eta.update(Progress("timing", "warm-up", None, 0, 5))
+    now[0] = 16.0
+    eta.update(Progress("timing", "warm-ups done", None, 0, 5))
+    now[0] = 17.0  # the others' first round: 1 s
+    assert eta.update(Progress("timing", "round 1/5", None, 1, 5)) == "timing: round 1 of 5; about 4 s left"
+
+
+def test_a_study_reports_the_end_of_its_warm_ups_before_its_first_round(tmp_path, monkeypatch):
+    """Between the timing's first report and round 1, a report at round 0 made once every variant has warmed up."""
+    from inspector.request import StudyRequest
+    from inspector.study import run_requested_study
+    from profilers import timing
+
+    warmed: list[int] = []
+    warm = timing._warm
+    monkeypatch.setattr(timing, "_warm", lambda *args: (warm(*args), warmed.append(1)))
+    timing_reports: list[tuple[int, int]] = []  # (round done, variants warmed by then)
+
+    def report(p: Progress) -> None:
+        if p.phase == "timing":
+            timing_reports.append((p.done, len(warmed)))
+
+    request = StudyRequest(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=2, iters=1, warmup_s=0,
+                           calib_count=2, out=str(tmp_path / "warm.json"), command=("trt-inspect", "test_resnet"))
+    run_requested_study(request, report)
+    assert timing_reports == [(0, 0), (0, 2), (1, 2), (2, 2)]
+
 PLAN_LINE = PlanLine("CPU plan: fp32, fp8-all, fp8-no-se; 3 rounds of 5 inferences; estimated 1 min 05 s from here "
                      "(per variant: fp32 10.0 s, fp8-all 20.0 s, fp8-no-se 20.0 s; timing rounds 15.0 s)",
                      StepEstimate(0.0, {"fp32": 10.0, "fp8-all": 20.0, "fp8-no-se": 20.0}, 15.0))
