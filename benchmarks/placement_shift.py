@@ -17,7 +17,6 @@ allocate before it) can then differ by that much. Prints one table row per run a
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import re
 import subprocess
@@ -25,9 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-from row_independence import ROOT, cell
-from session_rounds import sessions_at
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
 
+from benchmarks.row_independence import cell, parsed, runs_parser
+from benchmarks.session_rounds import sessions_at
 from sessions.analyses.noise import WITHIN, Band, judge, latency_band
 
 CHILD = """
@@ -97,18 +98,11 @@ def judged(out: Path) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", nargs="?", help="the model to run (not needed with --judge)")
+    parser = runs_parser(__doc__.split("\n\n")[0], "placement-shift")
     parser.add_argument("--pads", default="0,0,2,4,8,16,32,64",
                         help="MiB of GPU memory held before each run, comma-separated (default 0,0,2,4,8,16,32,64)")
-    parser.add_argument("--out", type=Path, default=Path("placement-shift"))
-    parser.add_argument("--judge", action="store_true", help="judge the sessions already in --out; run nothing")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args, options = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: options for every run
+    args, options = parsed(parser)
     if not args.judge:
-        if args.model is None:
-            parser.error("a model is needed unless --judge")
         try:
             pads = [int(pad) for pad in args.pads.split(",")]
         except ValueError:

@@ -120,18 +120,31 @@ def judged(out: Path) -> int:
     return moved
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def runs_parser(description: str, default_out: str) -> argparse.ArgumentParser:
+    """The command line of a benchmark that runs studies of MODEL into --out, or with --judge judges the sessions
+    already there; its own options are added by the caller, then `parsed`."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("model", nargs="?", help="the model to run (not needed with --judge)")
-    parser.add_argument("--repeat", type=int, default=2, help="alternations of together / each alone (default 2)")
-    parser.add_argument("--out", type=Path, default=Path("row-independence"))
+    parser.add_argument("--out", type=Path, default=Path(default_out))
     parser.add_argument("--judge", action="store_true", help="judge the sessions already in --out; run nothing")
+    return parser
+
+
+def parsed(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, list[str]]:
+    """The arguments before `--` (a model required unless --judge) and the RUN OPTIONS after it, for every run."""
     argv = sys.argv[1:]
     split = argv.index("--") if "--" in argv else len(argv)
-    args, options = parser.parse_args(argv[:split]), argv[split + 1:]  # after --: options for every run
+    args = parser.parse_args(argv[:split])
+    if not args.judge and args.model is None:
+        parser.error("a model is needed unless --judge")
+    return args, argv[split + 1:]
+
+
+def main() -> int:
+    parser = runs_parser(__doc__.split("\n\n")[0], "row-independence")
+    parser.add_argument("--repeat", type=int, default=2, help="alternations of together / each alone (default 2)")
+    args, options = parsed(parser)
     if not args.judge:
-        if args.model is None:
-            parser.error("a model is needed unless --judge")
         args.out.mkdir(parents=True, exist_ok=True)
         measure(args.model, options, args.out, args.repeat)
     judged(args.out)
