@@ -68,7 +68,8 @@ for PART in ${PARTS:-state main rows}; do
   spread) python3 benchmarks/small_model_spread.py --out "$OUT/spread" -- --variants fp16,cudnn-fp16,cudnn-fp8-all \
             | tee "$OUT/spread/spread.txt" ;;
   placement)
-    trt-inspect run senet154 --variants cudnn-fp16 --out /tmp/prime.json --force >/dev/null 2>&1; echo "prime rc=$?"
+    trt-inspect run senet154 --variants cudnn-fp16 --out "$OUT/placement/prime.json" >/dev/null 2>&1
+    echo "prime rc=$?"; rm -f "$OUT/placement/prime.json"
     for V in ${PLACEMENT_VARIANTS:-fp32 cudnn-fp16}; do
       python3 benchmarks/placement_shift.py senet154 --out "$OUT/placement/$V" -- --variants "$V" \
         2>"$OUT/placement/$V-progress.log" | tee "$OUT/placement/$V.txt"

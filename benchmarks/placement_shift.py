@@ -1,17 +1,17 @@
-"""Does a variant's time move with where its memory lands on the GPU? The same study run in fresh processes, each
-after holding PAD MiB of GPU memory allocated before the study allocates anything, so that its weights, buffers and
-graphs land at other addresses; then each variant's median and band per run, and how many pairs of runs differ
-beyond their bands (`sessions.analyses.noise.judge`, the diff's rule).
+"""How far apart are the times of one study run in separate processes, each holding a different amount of GPU memory
+before the study allocates anything? The same study (one variant alone, with `-- --variants NAME`) run in a fresh
+process per entry of --pads, each process first holding PAD MiB of GPU memory for its whole run; then each variant's
+median and band per run, and how many pairs of runs differ beyond their bands (`sessions.analyses.noise.judge`, the
+diff's rule), counted apart for runs at the same pad and at different pads.
 
     python benchmarks/placement_shift.py MODEL [--pads 0,0,2,4,8,16,32,64] [--out DIR] [-- RUN OPTIONS ...]
     python benchmarks/placement_shift.py --judge --out DIR     (the sessions a run left in DIR, or in a .tar.gz of
                                                                 them, judged again)
 
-RUN OPTIONS go to every `trt-inspect run MODEL` (`--variants fp32` times one variant alone, as
-`benchmarks/row_independence.py` does). A pad repeated (0 twice by default) shows what a rerun of the same placement
-gives. Where runs at one placement agree and runs at different placements do not, a variant's time depends on where
-its memory lies, which no process controls: rows of one study and of another (alone, or beside other variants, which
-allocate before it) can then differ by that much. Prints one table row per run and variant; writes the sessions
+Where the runs differ beyond their bands, one process's band does not hold what varies between processes, and rows
+of two studies (a variant alone and in a whole study, each in its own process) can differ by that much with nothing
+else changed. Whether the pad decides it shows as runs at the same pad agreeing (a pad repeated: 0 twice by default)
+and runs at different pads not. Prints one table row per run and the counts per variant; writes the sessions
 (pad-PAD-N.json) to DIR, the progress to standard error.
 """
 
@@ -27,11 +27,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
 
-from benchmarks.row_independence import cell, parsed, runs_parser
 from benchmarks.session_rounds import sessions_at
+from benchmarks.study_runs import band_cell, parse_runs_args, runs_parser
 from sessions.analyses.noise import WITHIN, Band, judge, latency_band
 
-CHILD = """
+# What each run's process executes (`python -c`): {pad} MiB held on the GPU to its end, then the CLI on its arguments
+PADDED_CLI_SOURCE = """
 import sys, torch
 pad = torch.empty({pad} << 20, dtype=torch.uint8, device="cuda") if {pad} else None  # held to the end
 from inspector.cli import main
@@ -43,8 +44,9 @@ def run_padded(pad_mib: int, model: str, options: list[str], out: Path) -> float
     """One `trt-inspect run` in a fresh process holding `pad_mib` MiB of GPU memory first; its wall seconds (it must
     exit 0)."""
     start = time.monotonic()
-    subprocess.run([sys.executable, "-c", CHILD.format(pad=pad_mib), "run", model, *options, "--out", str(out),
-                    "--force"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    source = PADDED_CLI_SOURCE.format(pad=pad_mib)
+    subprocess.run([sys.executable, "-c", source, "run", model, *options, "--out", str(out), "--force"], check=True,
+                   cwd=ROOT, stdout=subprocess.DEVNULL)
     return time.monotonic() - start
 
 
@@ -82,7 +84,7 @@ def judged(out: Path) -> None:
     print("| pad MiB | run | " + " | ".join(f"{name} ms [band]" for name in names) + " |")
     print("|---:|---:|" + "---|" * len(names))
     for pad, index, found in runs:
-        print(f"| {pad} | {index} | " + " | ".join(cell(found[name]) if name in found else "-" for name in names)
+        print(f"| {pad} | {index} | " + " | ".join(band_cell(found[name]) if name in found else "-" for name in names)
               + " |")
     for name in names:
         measured = [(pad, found[name]) for pad, _, found in runs if name in found]
@@ -101,12 +103,14 @@ def main() -> int:
     parser = runs_parser(__doc__.split("\n\n")[0], "placement-shift")
     parser.add_argument("--pads", default="0,0,2,4,8,16,32,64",
                         help="MiB of GPU memory held before each run, comma-separated (default 0,0,2,4,8,16,32,64)")
-    args, options = parsed(parser)
+    args, options = parse_runs_args(parser, sys.argv[1:])
     if not args.judge:
         try:
             pads = [int(pad) for pad in args.pads.split(",")]
         except ValueError:
-            parser.error(f"--pads takes whole MiB, comma-separated: {args.pads!r}")
+            pads = []
+        if not pads or min(pads) < 0:
+            parser.error(f"--pads takes whole MiB from 0 up, comma-separated: {args.pads!r}")
         args.out.mkdir(parents=True, exist_ok=True)
         measure(args.model, options, args.out, pads)
     judged(args.out)

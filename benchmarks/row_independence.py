@@ -17,7 +17,6 @@ beyond their bands; writes the sessions to DIR, the progress to standard error.
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -27,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
 
+from benchmarks.study_runs import band_cell, parse_runs_args, runs_parser
 from sessions.analyses.noise import WITHIN, Band, judge, latency_band, median
 from sessions.documents.storage import load
 
@@ -60,10 +60,6 @@ def alone_options(options: list[str]) -> list[str]:
         elif not option.startswith("--variants="):
             kept.append(option)
     return kept
-
-
-def cell(band: Band) -> str:
-    return f"{band.center_ms:.4f} [{band.low_ms:.4f}, {band.high_ms:.4f}]"
 
 
 def hull(bands: list[Band]) -> Band:
@@ -113,37 +109,17 @@ def judged(out: Path) -> int:
         verdict = judge(hull(bands_together), hull(bands_alone)) if bands_alone else "not run alone"
         moved += verdict not in (WITHIN, "not run alone")
         ratio = hull(bands_alone).center_ms / hull(bands_together).center_ms if bands_alone else float("nan")
-        print(f"| {name} | {' | '.join(cell(b) for b in bands_together)} | {' | '.join(cell(b) for b in bands_alone)}"
-              f" | {ratio:.4f} | {verdict} |")
+        cells = [band_cell(b) for b in [*bands_together, *bands_alone]]
+        print(f"| {name} | {' | '.join(cells)} | {ratio:.4f} | {verdict} |")
     print(f"variants whose time alone differs from their time in the study: {moved} of {len(names)} (each side's band"
           f" the hull of its runs' bands, {len(together)} together and {runs} alone)")
     return moved
 
 
-def runs_parser(description: str, default_out: str) -> argparse.ArgumentParser:
-    """The command line of a benchmark that runs studies of MODEL into --out, or with --judge judges the sessions
-    already there; its own options are added by the caller, then `parsed`."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("model", nargs="?", help="the model to run (not needed with --judge)")
-    parser.add_argument("--out", type=Path, default=Path(default_out))
-    parser.add_argument("--judge", action="store_true", help="judge the sessions already in --out; run nothing")
-    return parser
-
-
-def parsed(parser: argparse.ArgumentParser) -> tuple[argparse.Namespace, list[str]]:
-    """The arguments before `--` (a model required unless --judge) and the RUN OPTIONS after it, for every run."""
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args = parser.parse_args(argv[:split])
-    if not args.judge and args.model is None:
-        parser.error("a model is needed unless --judge")
-    return args, argv[split + 1:]
-
-
 def main() -> int:
     parser = runs_parser(__doc__.split("\n\n")[0], "row-independence")
     parser.add_argument("--repeat", type=int, default=2, help="alternations of together / each alone (default 2)")
-    args, options = parsed(parser)
+    args, options = parse_runs_args(parser, sys.argv[1:])
     if not args.judge:
         args.out.mkdir(parents=True, exist_ok=True)
         measure(args.model, options, args.out, args.repeat)

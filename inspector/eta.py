@@ -10,8 +10,8 @@ plan's seconds for both: `Estimate._pace`). A change of load after the plan was 
 variant that finishes, so the figure follows the machine. Once two timing rounds
 have finished, the rounds to go are timed from the recent rounds themselves (`RECENT_ROUNDS`); after the first alone,
 from the first, counted from the study's last report at round 0: where the study reports the warm-ups' end there
-(`inspector.study.time_variants` does), the first round's time holds no warm-up. Without a plan's estimate, the
-variants to go are timed from the variants done, and the timing rounds are counted once they start.
+(`inspector.study.time_variants` does, and says so), the first round's time holds no warm-up. Without a plan's
+estimate, the variants to go are timed from the variants done, and the timing rounds are counted once they start.
 """
 
 from __future__ import annotations

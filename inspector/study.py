@@ -425,6 +425,10 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     A variant whose timing step cannot be made, or whose inference fails while it is timed, is marked failed with
     one line of reason and its engine let go (taken out of `engines`); the rounds then start again without it, so
     that the variants left are timed in the same rounds.
+
+    Reports, each time the rounds start: a timing step at round 0 as the warm-ups start, another at round 0 once every
+    variant has warmed up, then one per round done; the time left (`inspector.eta.Estimate`) counts the first round
+    from the last step at round 0.
     """
     from profilers import environment
     from profilers.stats import latency_stats
@@ -446,10 +450,10 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     last_save = time.monotonic()
     sizes = SampleSizes(session)
 
-    def on_sized(counts: dict[str, int]) -> None:  # every variant warmed up: the rounds start now
+    def on_sized(counts: dict[str, int]) -> None:  # every variant warmed up: round 1 starts
         sizes(counts)
-        recorder.step("timing", f"warm-ups done; {plan.timing.rounds} rounds next", None, 0, plan.timing.rounds,
-                      saved=False)
+        recorder.step("timing", f"every variant warmed up; round 1 of {plan.timing.rounds} starts", None, 0,
+                      plan.timing.rounds, saved=False)
 
     def on_round(index: int, samples: dict[str, list[float]]) -> None:
         nonlocal last_save

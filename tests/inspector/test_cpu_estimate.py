@@ -1,6 +1,8 @@
 """The CPU estimate counts what runs: the model's forward as the study's later calls run it, not the
-first call's set-up; the time left counts from the first variant, not from the set-up before it; and a headless run
-says what is left as each variant and each timing round finishes. Expected figures come from the steps written here."""
+first call's set-up; the time left counts from the first variant, not from the set-up before it; a headless run
+says what is left as each variant and each timing round finishes; and the rounds to go are timed without the
+warm-ups, from where the study reports their end, again after a variant fails and the rounds start over. Expected
+figures come from the steps written here."""
 
 from __future__ import annotations
 
@@ -67,7 +69,6 @@ def test_rounds_after_the_first_are_timed_without_the_warm_up_the_first_one_hold
     assert eta.update(Progress("timing", "round 2/5", None, 2, 5)) == "timing: round 2 of 5; about 6 s left"
 
 
-
 def test_where_the_study_reports_the_warm_ups_end_the_first_round_alone_times_the_rounds_to_go():
     now = [0.0]
     eta = Estimate(clock=lambda: now[0])
@@ -92,26 +93,6 @@ def test_rounds_started_again_after_a_variant_failed_are_timed_from_their_own_st
     now[0] = 17.0  # the others' first round: 1 s
     assert eta.update(Progress("timing", "round 1/5", None, 1, 5)) == "timing: round 1 of 5; about 4 s left"
 
-
-def test_a_study_reports_the_end_of_its_warm_ups_before_its_first_round(tmp_path, monkeypatch):
-    """Between the timing's first report and round 1, a report at round 0 made once every variant has warmed up."""
-    from inspector.request import StudyRequest
-    from inspector.study import run_requested_study
-    from profilers import timing
-
-    warmed: list[int] = []
-    warm = timing._warm
-    monkeypatch.setattr(timing, "_warm", lambda *args: (warm(*args), warmed.append(1)))
-    timing_reports: list[tuple[int, int]] = []  # (round done, variants warmed by then)
-
-    def report(p: Progress) -> None:
-        if p.phase == "timing":
-            timing_reports.append((p.done, len(warmed)))
-
-    request = StudyRequest(model="test_resnet", device="cpu", variants="fp32,bf16", rounds=2, iters=1, warmup_s=0,
-                           calib_count=2, out=str(tmp_path / "warm.json"), command=("trt-inspect", "test_resnet"))
-    run_requested_study(request, report)
-    assert timing_reports == [(0, 0), (0, 2), (1, 2), (2, 2)]
 
 PLAN_LINE = PlanLine("CPU plan: fp32, fp8-all, fp8-no-se; 3 rounds of 5 inferences; estimated 1 min 05 s from here "
                      "(per variant: fp32 10.0 s, fp8-all 20.0 s, fp8-no-se 20.0 s; timing rounds 15.0 s)",

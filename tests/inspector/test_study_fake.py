@@ -53,6 +53,51 @@ def test_the_backend_lets_go_of_its_build_resources_once_after_the_last_build_an
     assert events == ["build"] * 3 + ["builds done", "timing"]
 
 
+
+def timing_reports(tmp_path, monkeypatch, fail_after_warm_up: str | None = None) -> list[tuple[int, str | None, int]]:
+    """The timing steps a fake study reports, as (round done, variant named, inferences run by then); with
+    `fail_after_warm_up`, that variant's first inference after the second timing step (the warm-ups' end) raises."""
+    fake = tests.fake_backend.FakeBackend
+    build, run_once = fake.build, tests.fake_backend.FakeEngine.run_once
+    failing: list[object] = []  # the engine of `fail_after_warm_up`
+    armed, inferences, reports = [False], [0], []
+
+    def built(self, variant, calibration):
+        result = build(self, variant, calibration)
+        if variant.name == fail_after_warm_up:
+            failing.append(result.engine)
+        return result
+
+    def counted(self):
+        if armed[0] and failing and self is failing[0]:
+            armed[0] = False
+            raise RuntimeError("the device went away")
+        inferences[0] += 1
+        run_once(self)
+
+    def report(p) -> None:
+        if p.phase == "timing":
+            reports.append((p.done, p.variant, inferences[0]))
+            armed[0] = armed[0] or len(reports) == 2  # once, at the second timing step: the warm-ups' end
+
+    monkeypatch.setattr(fake, "build", built)
+    monkeypatch.setattr(tests.fake_backend.FakeEngine, "run_once", counted)
+    run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], report)
+    return reports
+
+
+def test_the_timing_reports_the_warm_ups_end_at_round_0_between_the_warm_ups_and_round_1(tmp_path, monkeypatch):
+    reports = timing_reports(tmp_path, monkeypatch)
+    assert [(done, variant) for done, variant, _ in reports] == [(0, None), (0, None), (1, None), (2, None)]
+    started, warmed, first_round = (ran for _, _, ran in reports[:3])
+    assert started < warmed < first_round  # the warm-ups ran before the second report, round 1's samples after it
+
+
+def test_after_a_variant_fails_in_timing_the_rounds_report_their_warm_ups_end_again(tmp_path, monkeypatch):
+    reports = timing_reports(tmp_path, monkeypatch, fail_after_warm_up="fp16")
+    assert [(done, variant) for done, variant, _ in reports] == [
+        (0, None), (0, None), (0, "fp16"), (0, None), (0, None), (1, None), (2, None)]
+
 def test_an_interrupted_build_still_lets_go_of_the_backends_build_resources(tmp_path, monkeypatch):
     events: list[str] = []
     fake = tests.fake_backend.FakeBackend
