@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from sessions.documents.paths import session_file
 from sessions.documents.plan import StudyPlan, VariantPlan
 from sessions.documents.storage import SessionWriter, session_writer
 from sessions.documents.vocab import RAN_FP8
+
+if TYPE_CHECKING:
+    from profilers.environment import ConditionSampler
 
 
 @dataclass(frozen=True)
@@ -426,12 +429,9 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
     one line of reason and its engine let go (taken out of `engines`); the rounds then start again without it, so
     that the variants left are timed in the same rounds.
 
-    Reports, each time the rounds start: a timing step at round 0 as the warm-ups start, another at round 0 once every
-    variant has warmed up, then one per round done; the time left (`inspector.eta.Estimate`) counts the first round
-    from the last step at round 0.
+    Reports what the rounds do as they go (`RoundReports`), again each time they start over.
     """
     from profilers import environment
-    from profilers.stats import latency_stats
     from profilers.timing import clock_for, measure
 
     session.environment.torch = environment.torch_settings()  # as in effect while timing
@@ -447,35 +447,14 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
             session.variant(name).notes.append(step.note)
     session.environment.gpu_state = study_device(plan.device).settle()  # every graph is made: one state for all
 
-    last_save = time.monotonic()
-    sizes = SampleSizes(session)
-
-    def on_sized(counts: dict[str, int]) -> None:  # every variant warmed up: round 1 starts
-        sizes(counts)
-        recorder.step("timing", f"every variant warmed up; round 1 of {plan.timing.rounds} starts", None, 0,
-                      plan.timing.rounds, saved=False)
-
-    def on_round(index: int, samples: dict[str, list[float]]) -> None:
-        nonlocal last_save
-        for name, values in samples.items():
-            latency = latency_stats(values, plan.timing.iters)
-            latency.inferences_per_sample = sizes.of(name)
-            session.variant(name).latency = latency
-        session.environment.during_timing = sampler.conditions()
-        due = index + 1 == plan.timing.rounds or time.monotonic() - last_save >= ROUND_SAVE_INTERVAL_S
-        recorder.step("timing", f"round {index + 1}/{plan.timing.rounds}", None, index + 1, plan.timing.rounds,
-                      saved=due)
-        if due:
-            last_save = time.monotonic()
-
+    reports = RoundReports(session, plan, recorder, sampler)
     with sampler:
         while steps:
             session.method = method(all(step.graphed for step in steps.values()))
-            recorder.step("timing", f"warm-up {plan.timing.warmup_s:g} s per variant, then {plan.timing.rounds} rounds",
-                          None, 0, plan.timing.rounds, saved=False)
+            reports.warm_ups_start()
             try:
                 measure({name: _guarded(name, step.run) for name, step in steps.items()}, plan.timing,
-                        clock_for(plan.device), on_round, on_sized)
+                        clock_for(plan.device), reports.round_done, reports.warmed_up)
                 break
             except StepFailed as failed:
                 del steps[failed.name]
@@ -483,6 +462,44 @@ def time_variants(session: Session, engines: dict[str, Engine], plan: StudyPlan,
                     session.variant(name).latency = None
                 fail_timing(session, engines, failed.name, failed.cause, recorder)
     session.environment.during_timing = sampler.conditions()
+
+
+class RoundReports:
+    """What the timing rounds report as they go: a timing step at round 0 as the warm-ups start (`warm_ups_start`),
+    another at round 0 once every variant has warmed up (`warmed_up`, given the inferences per sample `measure`
+    chose), then one per round done (`round_done`: every variant's latency so far stored, the NVML conditions read,
+    the session saved at most every `ROUND_SAVE_INTERVAL_S` and after the last round). The time left
+    (`inspector.eta.Estimate`) counts the first round from the last step at round 0."""
+
+    def __init__(self, session: Session, plan: StudyPlan, recorder: Recorder, sampler: ConditionSampler) -> None:
+        self.session, self.plan, self.recorder, self.sampler = session, plan, recorder, sampler
+        self.sizes = SampleSizes(session)
+        self.last_save = time.monotonic()
+
+    def warm_ups_start(self) -> None:
+        rounds = self.plan.timing.rounds
+        self.recorder.step("timing", f"warm-up {self.plan.timing.warmup_s:g} s per variant, then {rounds} rounds",
+                           None, 0, rounds, saved=False)
+
+    def warmed_up(self, counts: dict[str, int]) -> None:
+        self.sizes(counts)
+        rounds = self.plan.timing.rounds
+        self.recorder.step("timing", f"every variant warmed up; round 1 of {rounds} starts", None, 0, rounds,
+                           saved=False)
+
+    def round_done(self, index: int, samples: dict[str, list[float]]) -> None:
+        from profilers.stats import latency_stats
+
+        rounds = self.plan.timing.rounds
+        for name, values in samples.items():
+            latency = latency_stats(values, self.plan.timing.iters)
+            latency.inferences_per_sample = self.sizes.of(name)
+            self.session.variant(name).latency = latency
+        self.session.environment.during_timing = self.sampler.conditions()
+        due = index + 1 == rounds or time.monotonic() - self.last_save >= ROUND_SAVE_INTERVAL_S
+        self.recorder.step("timing", f"round {index + 1}/{rounds}", None, index + 1, rounds, saved=due)
+        if due:
+            self.last_save = time.monotonic()
 
 
 class SampleSizes:
