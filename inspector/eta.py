@@ -11,7 +11,10 @@ variant that finishes, so the figure follows the machine. Once two timing rounds
 have finished, the rounds to go are timed from the recent rounds themselves (`RECENT_ROUNDS`); after the first alone,
 from the first, counted from the study's last report at round 0: where the study reports the warm-ups' end there
 (`inspector.study.time_variants` does, and says so), the first round's time holds no warm-up. Without a plan's
-estimate, the variants to go are timed from the variants done, and the timing rounds are counted once they start.
+estimate, each variant to go is timed as the finished variants of its backend took on average, where the study
+reported its build order (`inspector.build_order.BuildOrder`), and not at all while none of its backend has finished
+(the time left then waits for one); without the order, as the variants done took on average. The timing rounds are
+counted once they start.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+from inspector.build_order import BuildOrder
 from inspector.cpu_defaults import PlanLine, StepEstimate
 from inspector.study import Progress
 
@@ -47,6 +51,8 @@ class Estimate:
         self.rounds: list[float] = []  # when each timing round finished
         self.planned: StepEstimate | None = None  # the plan's seconds per step, where the study stated them
         self.variants_done: list[str] = []  # finished variants, in order
+        self.variant_s: dict[str, float] = {}  # each finished variant's seconds, from the end of the one before
+        self.order: BuildOrder | None = None  # the variants and their backends, where the study reported them
         self.variants_time = 0.0  # seconds from the first variant's start to the last one's end
 
     def update(self, p: Progress) -> str:
@@ -54,6 +60,8 @@ class Estimate:
         now = self.clock()
         if p.phase == "setup" and self.planned is None and isinstance(p.message, PlanLine):
             self.planned = p.message.steps
+        elif p.phase == "setup" and isinstance(p.message, BuildOrder):
+            self.order = p.message
         elif p.phase == "timing":
             if self.timing_started is None:
                 self.timing_started = self.step_started = now
@@ -69,10 +77,11 @@ class Estimate:
             if self.last is None:  # the variants' time starts with the first of them, not with the set-up before
                 self.started = now
             if self.last is None or p.done != self.last.done:
-                self.step_started = now
                 if p.done > len(self.variants_done):  # `p` says its variant finished
                     self.variants_done.append(p.variant)
+                    self.variant_s[p.variant] = now - self.step_started
                     self.variants_time = now - self.started
+                self.step_started = now
             self.last = p
         return self.line()
 
@@ -100,8 +109,24 @@ class Estimate:
             return f"{p.done} of {p.total} variants done; {self._left(paced - running)} for the study"
         if p.done >= p.total:
             return f"{p.done} of {p.total} variants done; the timing rounds next"
+        if self.order is not None:
+            return self._by_backend(p, running)
         per_variant = (self.step_started - self.started) / p.done
         left = per_variant * (p.total - p.done) - running
+        return f"{p.done} of {p.total} variants done; {self._left(left)} for the rest, then the timing rounds"
+
+    def _by_backend(self, p: Progress, running: float) -> str:
+        """The variants to go, each timed as the finished variants of its backend took on average; while a variant
+        to go has no finished variant of its backend, no figure and the backend it waits for."""
+        assert self.order is not None
+        took: dict[str, list[float]] = {}
+        for name, seconds in self.variant_s.items():
+            took.setdefault(self.order.backends.get(name, ""), []).append(seconds)
+        to_go = [backend for name, backend in self.order.backends.items() if name not in self.variant_s]
+        waiting = [backend for backend in to_go if backend not in took]
+        if waiting:
+            return f"{p.done} of {p.total} variants done; the time left once one {waiting[0]} variant has been built"
+        left = sum(statistics.fmean(took[backend]) for backend in to_go) - running
         return f"{p.done} of {p.total} variants done; {self._left(left)} for the rest, then the timing rounds"
 
     def _pace(self) -> float | None:

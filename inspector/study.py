@@ -21,6 +21,7 @@ import numpy as np
 
 from builders.backend import Backend, BackendContext, Engine, TimingStep
 from builders.study_inputs import StudyInputs
+from inspector.build_order import BuildOrder
 from inspector.request import StudyRequest
 from inspector.resolve import RunPlan, checked, resolve
 from profilers.device import study_device
@@ -131,6 +132,7 @@ def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.da
     session = new_session(plan, command, inputs, backend, tracer, created)
     recorder = Recorder(session, writer, report)
     recorder.step("setup", f"session: {recorder.path}")
+    report(Progress("setup", build_order(run)))
     try:
         reference, no_reference = reference_outputs(backend, inputs), NO_REFERENCE
     except Exception as exc:  # noqa: BLE001  (the variants are still built and timed, without quality figures)
@@ -145,6 +147,16 @@ def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.da
     if not any(v.status == "ok" for v in session.variants):
         raise InspectError(f"every variant failed; see {recorder.path}")
     return session, recorder.finish()
+
+
+def build_order(run: RunPlan) -> BuildOrder:
+    """The plan's variants in the order they are built, each with the label of the backend that builds it (its own
+    where it names one, else the plan's)."""
+    def label(variant: VariantPlan) -> str:
+        name = variant.backend or run.plan.backend
+        return (run.backend if name == run.plan.backend else run.variant_backends[name]).label
+
+    return BuildOrder({variant.name: label(variant) for variant in run.plan.variants})
 
 
 def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:

@@ -74,6 +74,20 @@ def test_variants_of_another_backend_are_built_by_it_and_compared_with_its_own_f
     assert baselines == {"fp32": "fp16", "fp16": "fp16", "fake-side-fp16": "fp16", "fake-side-fp32": "fake-side-fp16"}
 
 
+
+def test_before_its_builds_a_study_reports_each_variant_with_the_backend_that_builds_it(tmp_path, monkeypatch):
+    from inspector.build_order import BuildOrder
+
+    monkeypatch.setattr(SideBackend, "label", "Side engine")  # the study's own backend is "Fake engine"
+    steps: list[tuple[str, str]] = []
+    run_study(side_plan(tmp_path, "fp32,fake-side-fp16,fp16,fake-side-fp32"), [],
+              lambda p: steps.append((p.phase, p.message)))
+    orders = [message for _, message in steps if isinstance(message, BuildOrder)]
+    assert len(orders) == 1 and orders[0].backends == {"fp32": "Fake engine", "fake-side-fp16": "Side engine",
+                                                        "fp16": "Fake engine", "fake-side-fp32": "Side engine"}
+    first_build = next(i for i, (phase, _) in enumerate(steps) if phase == "build")
+    assert steps.index(("setup", orders[0])) < first_build
+
 @pytest.mark.slow
 def test_a_cpu_study_times_pytorch_and_torch_compile_side_by_side_and_reads_back(tmp_path):
     out = tmp_path / "s.json"
