@@ -50,8 +50,7 @@ class Estimate:
         self.rounds_from: float | None = None  # the last report at round 0: the warm-ups' end, where reported
         self.rounds: list[float] = []  # when each timing round finished
         self.planned: StepEstimate | None = None  # the plan's seconds per step, where the study stated them
-        self.variants_done: list[str] = []  # finished variants, in order
-        self.variant_s: dict[str, float] = {}  # each finished variant's seconds, from the end of the one before
+        self.variant_s: dict[str, float] = {}  # finished variants in order, each its seconds since the one before
         self.order: BuildOrder | None = None  # the variants and their backends, where the study reported them
         self.variants_time = 0.0  # seconds from the first variant's start to the last one's end
 
@@ -77,8 +76,7 @@ class Estimate:
             if self.last is None:  # the variants' time starts with the first of them, not with the set-up before
                 self.started = now
             if self.last is None or p.done != self.last.done:
-                if p.done > len(self.variants_done):  # `p` says its variant finished
-                    self.variants_done.append(p.variant)
+                if p.done > len(self.variant_s):  # `p` says its variant finished
                     self.variant_s[p.variant] = now - self.step_started
                     self.variants_time = now - self.started
                 self.step_started = now
@@ -139,9 +137,9 @@ class Estimate:
         the variants done alone put 8 of 20 updates within 30 % of the time taken after them, this pace 18 of 20 (the
         studies it was chosen on); on eight later studies, 8 of 21 against 16 of 21
         (`benchmarks/results/cpu/estimate-logs/replay.txt`)."""
-        if self.planned is None or not self.variants_done:
+        if self.planned is None or not self.variant_s:
             return None
-        expected = sum(self.planned.variants.get(name, 0.0) for name in self.variants_done)
+        expected = sum(self.planned.variants.get(name, 0.0) for name in self.variant_s)
         ahead = self._planned_to_go()
         if expected + ahead <= 0 or self.variants_time <= 0:
             return None
@@ -150,7 +148,7 @@ class Estimate:
     def _planned_to_go(self) -> float:
         """The plan's seconds for the variants not finished and the timing rounds."""
         assert self.planned is not None
-        to_go = [seconds for name, seconds in self.planned.variants.items() if name not in self.variants_done]
+        to_go = [seconds for name, seconds in self.planned.variants.items() if name not in self.variant_s]
         return sum(to_go) + self.planned.timing
 
     def _paced_study(self) -> float | None:

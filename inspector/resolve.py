@@ -19,7 +19,7 @@ from inspector.request import CPU_TIMING, CUDA_TIMING, StudyRequest
 from profilers.device import CUDA, study_device
 from profilers.tracers import Tracer, get_tracer, tracer_names
 from sessions.documents.errors import InputError, MissingEnvironment
-from sessions.documents.plan import StudyPlan, TimingPlan, named_variants, parse_variants
+from sessions.documents.plan import StudyPlan, TimingPlan, VariantPlan, named_variants, parse_variants
 from sessions.documents.vocab import Device
 
 
@@ -34,6 +34,11 @@ class RunPlan:
     notes: tuple[str, ...] = ()
     # the classes of the backends that variants name as their own (`cudnn-fp16`), by name, looked up once
     variant_backends: Mapping[str, type[Backend]] = field(default_factory=dict)
+
+    def builder(self, variant: VariantPlan) -> type[Backend]:
+        """The class of the backend that builds `variant`: its own where it names one, else the plan's."""
+        name = variant.backend or self.plan.backend
+        return self.backend if name == self.plan.backend else self.variant_backends[name]
 
 
 class Prepared:

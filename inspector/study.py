@@ -150,13 +150,8 @@ def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.da
 
 
 def build_order(run: RunPlan) -> BuildOrder:
-    """The plan's variants in the order they are built, each with the label of the backend that builds it (its own
-    where it names one, else the plan's)."""
-    def label(variant: VariantPlan) -> str:
-        name = variant.backend or run.plan.backend
-        return (run.backend if name == run.plan.backend else run.variant_backends[name]).label
-
-    return BuildOrder({variant.name: label(variant) for variant in run.plan.variants})
+    """The plan's variants in the order they are built, each with the label of the backend that builds it."""
+    return BuildOrder({variant.name: run.builder(variant).label for variant in run.plan.variants})
 
 
 def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:
@@ -223,10 +218,10 @@ def build_variants(run: RunPlan, backend: Backend, inputs: StudyInputs, referenc
 def _variant_backend(variant_plan: VariantPlan, own: dict[str, Backend], run: RunPlan,
                      inputs: StudyInputs) -> Backend:
     """The backend that builds `variant_plan`: its own where it names one (made once), else the plan's."""
-    name = variant_plan.backend or run.plan.backend
-    if name not in own:
-        own[name] = run.variant_backends[name](BackendContext(run.plan, inputs.model, inputs.static_input))
-    return own[name]
+    builder = run.builder(variant_plan)
+    if builder.name not in own:
+        own[builder.name] = builder(BackendContext(run.plan, inputs.model, inputs.static_input))
+    return own[builder.name]
 
 
 def failed_variant(variant_plan: VariantPlan, plan: StudyPlan, exc: BaseException) -> Variant:
