@@ -28,7 +28,7 @@ import numpy as np
 
 from profilers.attribution import KernelRecord, Launch, Range, TraceRecords
 from profilers.cupti_buffers import ActivityBuffers, load_libcupti
-from sessions.documents.errors import MissingEnvironment
+from sessions.documents.errors import MissingEnvironment, first_line
 
 RANGE_KIND = "nvtx"
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
@@ -176,6 +176,7 @@ class CuptiTracer:
                                  int(k.DRIVER): np.fromiter(self._skipped.driver, np.int64)}
         self._switched_off: list[tuple[Callable[[int, int], object], int]] = []
         self._reader: ActivityBuffers | None = None  # the buffers' reader, from `start`
+        self.detach_note = ""  # from `stop`: why CUPTI stayed attached, where it did
 
     def _buffers(self) -> ActivityBuffers:
         """The reader of libcupti's buffers, one for the process (CUPTI may call its callbacks until it is done).
@@ -297,8 +298,8 @@ class CuptiTracer:
         self._switched_off.clear()
 
     def stop(self) -> int:
-        """Flush and disable (after `start`); returns the number of records CUPTI dropped. `MissingEnvironment` where
-        the records could not be read (`ActivityBuffers.errors`)."""
+        """Flush and disable (after `start`), then detach CUPTI from the process (`_detach`); returns the number of
+        records CUPTI dropped. `MissingEnvironment` where the records could not be read (`ActivityBuffers.errors`)."""
         cupti = self._cupti
         assert self._reader is not None, "stop() before start()"
         cupti.activity_flush_all(1)
@@ -311,9 +312,25 @@ class CuptiTracer:
         for kind in self._kinds:
             cupti.activity_disable(kind)
         cupti.activity_flush_all(1)
-        if errors := self._reader.release():
+        errors = self._reader.release()
+        self.detach_note = self._detach()
+        if errors:
             raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}")
         return int(dropped.value)
+
+    def _detach(self) -> str:
+        """CUPTI detached from the process (cuptiFinalize) once every record is read; "" where it was, else the note
+        that says it stayed. Attached, with every activity off, it still slowed each later CUDA-graph replay of the
+        process by about 0.5 % on an H100 (PyTorch fp32 senet154 3.802-3.812 ms after a trace, 3.785-3.794 after a
+        trace and a detach, 3.782-3.790 untraced: benchmarks/results/h100/cupti-detach/), so the timing rounds that
+        follow a study's traces would time CUPTI. The next `start` attaches it again (CUPTI's dynamic attach).
+        Called on the thread that traced, once the traced calls have synchronized: a finalize that races another
+        thread's CUDA call can crash (CUPTI's notes on dynamic detach), and no other thread of a study makes one."""
+        try:
+            self._cupti.finalize()
+        except Exception as exc:  # noqa: BLE001  (cuptiError; a binding without finalize: the trace stands)
+            return f"CUPTI stayed attached after the trace ({first_line(exc)}): later CUDA-graph replays may run slower"
+        return ""
 
 
 def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], None]) -> TraceRecords:
@@ -340,7 +357,7 @@ def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], No
     if calls and not tracer.kernels:
         raise MissingEnvironment(f"CUPTI delivered no kernel of {calls} traced call(s): {INJECTION_ENV} may name "
                                  "another libcupti than the one cupti-python loads")
-    notes = [tracer.api_note]
+    notes = [tracer.api_note, *([tracer.detach_note] if tracer.detach_note else [])]
     if tracer.open_markers:
         notes.append(f"{len(tracer.open_markers)} NVTX ranges left open")
     return TraceRecords(

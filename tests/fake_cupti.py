@@ -125,6 +125,8 @@ class FakeCupti:
     walk_stops_after: int | None = None  # cuptiActivityGetNextRecord answers `walk_status` after this many records
     walk_status: int = 0
     refused_kinds: frozenset[ActivityKind] = frozenset()  # kinds activity_enable refuses
+    finalize_error: Exception | None = None  # what finalize raises, where it fails
+    detached: int = 0  # how many times finalize detached CUPTI
     buffered: list[Activity] = field(default_factory=list)
     enabled: set[ActivityKind] = field(default_factory=set)
     api_switches: dict[tuple[ActivityKind, int], bool] = field(default_factory=dict)  # per-API switches in force
@@ -145,7 +147,7 @@ class FakeCupti:
             activity_kernel10_dtype=KERNEL_DTYPE, activity_marker2_dtype=MARKER_DTYPE, activity_api_dtype=API_DTYPE,
             activity_enable=self._enable_kind,
             activity_disable=self._disable_kind, activity_flush_all=self._flush,
-            activity_get_num_dropped_records=self._num_dropped,
+            activity_get_num_dropped_records=self._num_dropped, finalize=self._finalize,
         )
         if self.filter_calls != "missing":
             inner.activity_enable_runtime_api = lambda cbid, on: self._switch(ActivityKind.RUNTIME, cbid, on)
@@ -240,6 +242,17 @@ class FakeCupti:
         if a.object_id is not None:
             record["object_id"]["pt"]["thread_id"] = a.object_id.pt.thread_id
         return record.tobytes()
+
+    def _finalize(self) -> None:
+        """CUPTI detached, as cuptiFinalize does: what it had not handed back is lost, the buffer callbacks and
+        every kind and per-API switch forgotten (registering the callbacks again attaches it anew)."""
+        if self.finalize_error is not None:
+            raise self.finalize_error
+        self.detached += 1
+        self.buffered.clear()
+        self._callbacks = None
+        self.enabled.clear()
+        self.api_switches.clear()
 
     def _num_dropped(self, context: int, stream: int, address: int) -> None:
         ctypes.c_size_t.from_address(address).value = self.dropped

@@ -144,3 +144,22 @@ def test_the_installed_cupti_headers_agree_with_the_launch_rule() -> None:
 
     assert cbid("cudaLaunchKernel_v7000") not in apis.runtime and cbid("cudaMalloc_v3020") in apis.runtime
     assert len(apis.driver) > 100
+
+
+def test_cupti_is_detached_after_each_trace_once_its_records_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti()
+    first = traced(fake, monkeypatch)
+    assert fake.detached == 1 and fake.enabled == set()
+    second = kernel_trace.trace(fake.run_once, 1, lambda: None)  # attached again by the next trace
+    assert fake.detached == 2
+    assert [k.name for k in first.kernels] == ["conv1_kernel", "fc_kernel"] * 2
+    assert [k.name for k in second.kernels] == ["conv1_kernel", "fc_kernel"]
+    assert "stayed attached" not in first.note + second.note
+
+
+def test_a_detach_that_fails_leaves_the_trace_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti(finalize_error=RuntimeError("CUPTI_ERROR_NOT_SUPPORTED\nmore"))
+    records = traced(fake, monkeypatch)
+    assert [k.name for k in records.kernels] == ["conv1_kernel", "fc_kernel"] * 2
+    assert records.note.endswith("; CUPTI stayed attached after the trace (CUPTI_ERROR_NOT_SUPPORTED): later "
+                                 "CUDA-graph replays may run slower")
