@@ -11,9 +11,10 @@ PyTorch fp32 on an H100, each process's band 0.03-0.19 % wide).
     python benchmarks/capture_levels.py [--model senet154] [--dtype fp32] [--captures 6] [--copies] [--traced]
                                         [--attached] [--runs 3]
 
-With --traced, the study's CUPTI trace (`profilers.kernel_trace.trace`, 7 eager calls, twice, as a study traces one
-variant after another) runs after the captures, before the timing: the tracer detaches CUPTI once its records are
-read; --attached switches that detach off, to time what a process left with CUPTI attached runs at.
+With --traced, the study's CUPTI tracer (`profilers.kernel_trace.trace`) records 7 eager calls, twice, as a study
+traces one variant after another (the calls' own ranges only: no layer ranges), after the captures and before the
+timing; the tracer detaches CUPTI once a trace's records are read, and --attached switches that off
+(`kernel_trace.DETACH_AFTER_TRACE`), to time what a process left with CUPTI attached runs at.
 
 Where the captures of one process differ as processes do, a study that captured each variant's graph anew between
 rounds would see the spread in its own round medians, and its bands would hold it. Needs a GPU.
@@ -70,13 +71,13 @@ def child(args: argparse.Namespace) -> dict:
     if args.traced:  # as a study traces each variant after its graph is made: 7 eager calls under CUPTI
         from profilers import kernel_trace
 
-        if args.attached:  # the tracer's detach switched off: CUPTI stays attached, as it did before the tracer had one
-            kernel_trace.CuptiTracer._detach = lambda self: ""  # type: ignore[method-assign]
-        traced = []
+        kernel_trace.DETACH_AFTER_TRACE = not args.attached  # off: CUPTI stays attached after each trace
+        traced, stayed = [], []
         with torch.no_grad():
             for _ in range(2):  # twice, as a study traces one variant after another
                 records = kernel_trace.trace(lambda: folded(sample.to(dtype)), 7, torch.cuda.synchronize)
                 traced.append(len(records.kernels))
+                stayed.extend(note for note in records.note.split("; ") if "stayed attached" in note)
     state = study_device("cuda").settle()  # every graph made: the GPU state the study times its rows in
     plan = TimingPlan(warmup_s=0.2, rounds=args.rounds, iters=args.iters, switch_warmup=5)
     rounds: list[dict[str, float]] = []
@@ -88,7 +89,7 @@ def child(args: argparse.Namespace) -> dict:
     return {
         "gpu": torch.cuda.get_device_name(), "state": state, "model": args.model, "dtype": args.dtype,
         "copies": args.copies, "traced": args.traced, "detach": not args.attached,
-        "traced_kernels": traced if args.traced else [],
+        "traced_kernels": traced if args.traced else [], "stayed": stayed if args.traced else [],
         "captures": {name: {"median_ms": statistics.median(s),
                             "round_medians_ms": [r[name] for r in rounds]} for name, s in samples.items()},
     }
@@ -102,7 +103,9 @@ def spread_pct(values: list[float]) -> float:
 def _traced_words(run: dict) -> str:
     if not run["traced"]:
         return ""
-    detached = ", CUPTI detached (cuptiFinalize) after each" if run["detach"] else ""
+    detached = ", CUPTI detached (cuptiFinalize) after each" if run["detach"] and not run["stayed"] else ""
+    if run["stayed"]:
+        detached = f", {run['stayed'][0]}"
     kernels = " and ".join(map(str, run["traced_kernels"]))
     return f"CUPTI traced 7 eager calls twice first ({kernels} kernels){detached}; "
 
@@ -137,6 +140,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1, help="fresh processes, each timing its own captures")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.attached and not args.traced:
+        parser.error("--attached needs --traced")
     if args.child:
         print(json.dumps(child(args)))
         return
@@ -145,8 +150,10 @@ def main() -> None:
                  *(["--traced"] if args.traced else []), *(["--attached"] if args.attached else [])]
     firsts, within = [], []
     for index in range(1, args.runs + 1):
-        done = subprocess.run([sys.executable, __file__, *forwarded, "--child"], check=True, capture_output=True,
+        done = subprocess.run([sys.executable, __file__, *forwarded, "--child"], check=False, capture_output=True,
                               text=True, cwd=ROOT)
+        if done.returncode:
+            sys.exit(f"process {index} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
         medians = report(json.loads(done.stdout.strip().splitlines()[-1]), index)
         firsts.append(medians[0])
         within.append(spread_pct(medians))

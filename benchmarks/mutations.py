@@ -22,7 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/profilers/test_mutations.py", "tests/profilers/test_stats.py", "tests/profilers/test_attribution.py",
-         "tests/inspector/test_study_fake.py", "tests/profilers/test_reviewer_fields.py"]
+         "tests/inspector/test_study_fake.py", "tests/profilers/test_reviewer_fields.py",
+         "tests/profilers/test_kernel_trace.py"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ MUTANTS = [
            (TIMING, 'what = "CUDA-graph replays" if cuda_graph else "eager forward passes"',
             'what = "CUDA-graph replays"')),
     mutant("CUPTI dropped-record count forced to 0", (CUPTI, "return int(dropped.value)", "return 0")),
+    mutant("CUPTI left attached after a trace (every later row timed with it)",
+           (CUPTI, "        self.detach_note = self._detach()\n", '        self.detach_note = ""\n')),
     mutant("dropped count lost on the way to the session",
            (ATTRIBUTION, "dropped=records.dropped + incomplete,", "dropped=incomplete,")),
     mutant("unattributed hard-coded to 0",

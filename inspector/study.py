@@ -263,7 +263,7 @@ def timing_method(plan: StudyPlan, backend: Backend, tracer: Tracer, profiled: b
     cuda_graph = device.gpu and graphed
     return TimingMethod(
         timer=device.timer,
-        timed_region=describe(plan.device, cuda_graph, plan.timing), cuda_graph=cuda_graph,
+        timed_region=describe(plan.device, cuda_graph, plan.timing, tracer.timing_words()), cuda_graph=cuda_graph,
         warmup_s=plan.timing.warmup_s, rounds=plan.timing.rounds, iters=plan.timing.iters,
         interleaved=True, transfers_included=False, static_inputs=True,
         per_layer=per_layer_words(backend, tracer, plan.device, profiled), kernels=tracer.describe(plan.trace_calls),

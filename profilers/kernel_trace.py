@@ -32,6 +32,8 @@ from sessions.documents.errors import MissingEnvironment, first_line
 
 RANGE_KIND = "nvtx"
 INJECTION_ENV = "NVTX_INJECTION64_PATH"
+DETACH_AFTER_TRACE = True  # CUPTI detached once a trace is read (`CuptiTracer._detach`); off: kept attached, as the
+# benchmarks that measure what an attached CUPTI costs the timed rows run it (benchmarks/capture_levels.py)
 KERNEL_COLUMNS = ("start", "end", "correlation_id", "stream_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
                   "block_z")
 # the fields `CuptiTracer._records` reads, by cupti-python's record layout (a dotted name: a field of a field)
@@ -230,7 +232,9 @@ class CuptiTracer:
 
     def start(self) -> None:
         """Records on: the buffer callbacks registered, the kinds switched on, the APIs that launch nothing off.
-        `MissingEnvironment` where CUPTI refuses, with the kinds switched on before the refusal off again."""
+        `MissingEnvironment` where CUPTI refuses, with the kinds switched on before the refusal off again and, where it
+        had taken the callbacks, CUPTI detached (`_detach`). Where it refuses the callbacks, another profiler may hold
+        CUPTI, and nothing is detached from under it."""
         cupti = self._cupti
         buffers = self._reader = self._buffers()
         status = buffers.register(self._records)
@@ -248,8 +252,10 @@ class CuptiTracer:
                 with contextlib.suppress(cupti.cuptiError):  # the refusal is what the trace reports
                     cupti.activity_disable(kind)
             buffers.release()
+            stayed = self._detach()  # the callbacks registered: CUPTI attached for this trace
             raise MissingEnvironment(
                 f"CUPTI refused to trace ({exc}); another profiler may hold it: use --tracer torch"
+                + (f"; {stayed}" if stayed else "")
             ) from None
         self.api_note = self._switch_off_non_launch_apis()
 
@@ -298,34 +304,40 @@ class CuptiTracer:
         self._switched_off.clear()
 
     def stop(self) -> int:
-        """Flush and disable (after `start`), then detach CUPTI from the process (`_detach`); returns the number of
-        records CUPTI dropped. `MissingEnvironment` where the records could not be read (`ActivityBuffers.errors`)."""
+        """Flush and disable (after `start`), then detach CUPTI from the process (`_detach`, whatever happened before
+        it; `detach_note` says where it stayed); returns the number of records CUPTI dropped. `MissingEnvironment`
+        where the records could not be read (`ActivityBuffers.errors`), with the detach's note."""
         cupti = self._cupti
         assert self._reader is not None, "stop() before start()"
-        cupti.activity_flush_all(1)
-        dropped = ctypes.c_size_t(0)
         try:
-            cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(dropped))
-        except cupti.cuptiError:
-            pass
-        self._switch_apis_back_on()
-        for kind in self._kinds:
-            cupti.activity_disable(kind)
-        cupti.activity_flush_all(1)
-        errors = self._reader.release()
-        self.detach_note = self._detach()
+            cupti.activity_flush_all(1)
+            dropped = ctypes.c_size_t(0)
+            try:
+                cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(dropped))
+            except cupti.cuptiError:
+                pass
+            self._switch_apis_back_on()
+            for kind in self._kinds:
+                cupti.activity_disable(kind)
+            cupti.activity_flush_all(1)
+            errors = self._reader.release()
+        finally:
+            self.detach_note = self._detach()
         if errors:
-            raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}")
+            stayed = f"; {self.detach_note}" if self.detach_note else ""
+            raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}{stayed}")
         return int(dropped.value)
 
     def _detach(self) -> str:
-        """CUPTI detached from the process (cuptiFinalize) once every record is read; "" where it was, else the note
-        that says it stayed. Attached, with every activity off, it still slowed each later CUDA-graph replay of the
-        process by about 0.5 % on an H100 (PyTorch fp32 senet154 3.802-3.812 ms after a trace, 3.785-3.794 after a
-        trace and a detach, 3.782-3.790 untraced: benchmarks/results/h100/cupti-detach/), so the timing rounds that
-        follow a study's traces would time CUPTI. The next `start` attaches it again (CUPTI's dynamic attach).
-        Called on the thread that traced, once the traced calls have synchronized: a finalize that races another
-        thread's CUDA call can crash (CUPTI's notes on dynamic detach), and no other thread of a study makes one."""
+        """CUPTI detached from the process (cuptiFinalize) once every record is read, unless `DETACH_AFTER_TRACE` is
+        off; "" where it was (or is not to be), else the note that says it stayed. Attached, with every activity off,
+        CUPTI still slowed each later CUDA-graph replay of the process (benchmarks/results/h100/cupti-detach/), so
+        the timing rounds that follow a study's traces would time it. The next `start` attaches it again (CUPTI's
+        dynamic attach). Called on the thread that traced, once the traced calls have synchronized (or failed): a
+        finalize that races another thread's CUDA call can crash (CUPTI's notes on dynamic detach), and no other
+        thread of a study makes one."""
+        if not DETACH_AFTER_TRACE:
+            return ""
         try:
             self._cupti.finalize()
         except Exception as exc:  # noqa: BLE001  (cuptiError; a binding without finalize: the trace stands)
@@ -351,6 +363,8 @@ def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], No
         synchronize()
     except BaseException:
         with contextlib.suppress(Exception):  # the calls' own failure is the one to report
+            synchronize()  # what they launched has run before CUPTI detaches (`CuptiTracer._detach`)
+        with contextlib.suppress(Exception):
             tracer.stop()
         raise
     dropped = tracer.stop()

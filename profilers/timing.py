@@ -226,7 +226,13 @@ def _switch_floor(plan: TimingPlan) -> str:
 ROUND_ORDER_WORDS = " in alternating order (A B C, then C B A)"  # `round_order` in a method's words
 
 
-def describe(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
+def describe(device: str, cuda_graph: bool, plan: TimingPlan, tracing: str = "") -> str:
+    """The timed region of a study on `device` in the method's words; `tracing`: what the tracer left in the process
+    the rounds run in (`Tracer.timing_words`), added at the end where there is any."""
+    return _timed_region(device, cuda_graph, plan) + (f"; {tracing}" if tracing else "")
+
+
+def _timed_region(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
     if study_device(device).gpu:
         what = "CUDA-graph replays" if cuda_graph else "eager forward passes"
         return (

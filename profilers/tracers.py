@@ -46,6 +46,11 @@ class Tracer(ABC):
             MissingEnvironment: the tracer's library cannot record here (one line, with the fix).
         """
 
+    def timing_words(self) -> str:
+        """What tracing leaves in the process the timing rounds then run in, in the timing method's words (added to
+        `profilers.timing.describe`'s); "" where it leaves nothing that could move a row."""
+        return ""
+
     @abstractmethod
     def describe(self, calls: int) -> str:
         """How kernels were recorded and attributed, for the session's method."""
@@ -65,6 +70,14 @@ class CuptiTracer(Tracer):
         from profilers import kernel_trace
 
         return kernel_trace.trace(run_once, calls, synchronize)
+
+    def timing_words(self) -> str:
+        from profilers import kernel_trace
+
+        if not kernel_trace.DETACH_AFTER_TRACE:
+            return "CUPTI, which traced each variant's eager calls before the rounds, kept attached through them"
+        return ("CUPTI, which traced each variant's eager calls before the rounds, detached from the process after "
+                "each trace (attached, it slowed CUDA-graph replays; a trace's note says where it stayed)")
 
     def describe(self, calls: int) -> str:
         return (

@@ -126,7 +126,9 @@ class FakeCupti:
     walk_status: int = 0
     refused_kinds: frozenset[ActivityKind] = frozenset()  # kinds activity_enable refuses
     finalize_error: Exception | None = None  # what finalize raises, where it fails
-    detached: int = 0  # how many times finalize detached CUPTI
+    disable_error: Exception | None = None  # what activity_disable raises, where it fails
+    attached: bool = False  # CUPTI attached to the process: by registering the buffer callbacks, until finalize
+    events: list[str] = field(default_factory=list)  # "register", "flush", "disable", "finalize", in order
     buffered: list[Activity] = field(default_factory=list)
     enabled: set[ActivityKind] = field(default_factory=set)
     api_switches: dict[tuple[ActivityKind, int], bool] = field(default_factory=dict)  # per-API switches in force
@@ -162,8 +164,11 @@ class FakeCupti:
         """libcupti's two buffer functions the tracer calls through ctypes (plain functions: it sets their types)."""
 
         def register(requested: Callable[..., None], completed: Callable[..., None]) -> int:
-            self._callbacks = (requested, completed)
-            return self.register_status
+            self.events.append("register")
+            if self.register_status:
+                return self.register_status
+            self._callbacks, self.attached = (requested, completed), True
+            return 0
 
         def next_record(buffer: int, valid: int, record: ctypes._Pointer[ctypes.c_void_p]) -> int:
             current = record.contents.value
@@ -188,6 +193,9 @@ class FakeCupti:
         self._forget_switches(kind)
 
     def _disable_kind(self, kind: ActivityKind) -> None:
+        self.events.append("disable")
+        if self.disable_error is not None:
+            raise self.disable_error
         self.enabled.discard(kind)
         self._forget_switches(kind)
 
@@ -207,6 +215,7 @@ class FakeCupti:
         return switch if switch is not None else kind in self.enabled
 
     def _flush(self, forced: int) -> None:
+        self.events.append("flush")
         if self._callbacks is not None and self.buffered:
             self.delivered.extend(self.buffered)
             self.hand_back(self.buffered)
@@ -248,7 +257,8 @@ class FakeCupti:
         every kind and per-API switch forgotten (registering the callbacks again attaches it anew)."""
         if self.finalize_error is not None:
             raise self.finalize_error
-        self.detached += 1
+        self.events.append("finalize")
+        self.attached = False
         self.buffered.clear()
         self._callbacks = None
         self.enabled.clear()

@@ -11,6 +11,7 @@ import pytest
 
 from profilers import kernel_trace
 from profilers.attribution import LayerIndex, TraceRecords, summarize
+from sessions.documents.errors import MissingEnvironment
 from tests.fake_cupti import ActivityKind, DriverApiTraceCbid, FakeCupti, RuntimeApiTraceCbid
 
 BOUNDS = {"INVALID", "SIZE", "FORCE_INT"}
@@ -149,9 +150,11 @@ def test_the_installed_cupti_headers_agree_with_the_launch_rule() -> None:
 def test_cupti_is_detached_after_each_trace_once_its_records_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeCupti()
     first = traced(fake, monkeypatch)
-    assert fake.detached == 1 and fake.enabled == set()
+    assert not fake.attached and fake.events[-1] == "finalize"
+    assert fake.events.count("finalize") == 1 and fake.events.index("finalize") > max(
+        i for i, event in enumerate(fake.events) if event in ("flush", "disable"))
     second = kernel_trace.trace(fake.run_once, 1, lambda: None)  # attached again by the next trace
-    assert fake.detached == 2
+    assert not fake.attached and fake.events.count("finalize") == 2
     assert [k.name for k in first.kernels] == ["conv1_kernel", "fc_kernel"] * 2
     assert [k.name for k in second.kernels] == ["conv1_kernel", "fc_kernel"]
     assert "stayed attached" not in first.note + second.note
@@ -163,3 +166,53 @@ def test_a_detach_that_fails_leaves_the_trace_and_says_so(monkeypatch: pytest.Mo
     assert [k.name for k in records.kernels] == ["conv1_kernel", "fc_kernel"] * 2
     assert records.note.endswith("; CUPTI stayed attached after the trace (CUPTI_ERROR_NOT_SUPPORTED): later "
                                  "CUDA-graph replays may run slower")
+
+
+def test_a_failing_call_is_synchronized_before_cupti_is_detached(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti()
+    fake.install(monkeypatch)
+
+    def failing() -> None:
+        fake.run_once()
+        fake.events.append("failed call")
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory"):
+        kernel_trace.trace(failing, 1, lambda: fake.events.append("synchronize"))
+    assert not fake.attached
+    after_call = fake.events[fake.events.index("failed call"):]
+    assert "synchronize" in after_call[:after_call.index("finalize")]
+
+
+def test_unread_records_or_refused_kinds_still_detach_cupti_and_say_where_it_stayed(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti(walk_stops_after=1, walk_status=21, finalize_error=RuntimeError("CUPTI_ERROR_UNKNOWN"))
+    fake.install(monkeypatch)
+    with pytest.raises(MissingEnvironment, match=r"could not be read: .*; CUPTI stayed attached after the trace "
+                                                 r"\(CUPTI_ERROR_UNKNOWN\)"):
+        kernel_trace.trace(fake.run_once, 1, lambda: None)
+    fake = FakeCupti(refused_kinds=frozenset({ActivityKind.RUNTIME}))
+    fake.install(monkeypatch)
+    with pytest.raises(MissingEnvironment, match="CUPTI refused to trace"):
+        kernel_trace.trace(fake.run_once, 1, lambda: None)
+    assert not fake.attached and "finalize" in fake.events
+    fake = FakeCupti(disable_error=RuntimeError("CUPTI_ERROR_INVALID_KIND"))  # stop itself fails
+    fake.install(monkeypatch)
+    with pytest.raises(RuntimeError, match="CUPTI_ERROR_INVALID_KIND"):
+        kernel_trace.trace(fake.run_once, 1, lambda: None)
+    assert not fake.attached and fake.events[-1] == "finalize"
+
+
+def test_callbacks_refused_detach_nothing_another_profiler_may_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCupti(register_status=1)
+    fake.install(monkeypatch)
+    with pytest.raises(MissingEnvironment, match="refused the activity buffer callbacks"):
+        kernel_trace.trace(fake.run_once, 1, lambda: None)
+    assert "finalize" not in fake.events
+
+
+def test_the_detach_can_be_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kernel_trace, "DETACH_AFTER_TRACE", False)
+    fake = FakeCupti()
+    records = traced(fake, monkeypatch)
+    assert fake.attached and "finalize" not in fake.events and "stayed attached" not in records.note

@@ -133,6 +133,26 @@ def test_cuda_graph_is_claimed_only_when_every_timed_step_replays_one(tmp_path, 
         assert "CUDA" not in region, region
 
 
+@pytest.mark.parametrize("tracer, detach, said", [
+    ("cupti", True, ("; CUPTI, which traced each variant's eager calls before the rounds, detached from the process "
+                     "after each trace")),
+    ("cupti", False, "; CUPTI, which traced each variant's eager calls before the rounds, kept attached through them"),
+    ("torch", True, None), ("none", True, None),
+])
+def test_the_timing_method_says_what_the_tracer_left_attached_through_the_rounds(tmp_path, monkeypatch, tracer,
+                                                                                 detach, said):
+    from profilers import kernel_trace
+
+    monkeypatch.setattr(kernel_trace, "DETACH_AFTER_TRACE", detach)
+    session = timed_study(tmp_path, monkeypatch, TimedWorld({"fp32": constant(1.0)}))
+    plan = replace(session.study.plan, device="cuda")
+    region = study.timing_method(plan, fake_backend.FakeTimedBackend, get_tracer(tracer), graphed=True).timed_region
+    if said is None:
+        assert "CUPTI" not in region, region
+    else:
+        assert said in region and region.index(said) > region.index("CUDA events"), region
+
+
 # --- tracing and attribution --------------------------------------------------------------------------------------
 
 
