@@ -68,11 +68,12 @@ def child(args: argparse.Namespace) -> dict:
                 raise SystemExit(f"capture {k} failed: {captured.step.note}")
             steps[f"capture-{k}"] = captured.step.run
             kept.append((pad, module, x, captured))
+    traced: list[int] = []  # the kernels each trace recorded
+    stayed: list[str] = []  # the traces' notes that CUPTI stayed attached
     if args.traced:  # as a study traces each variant after its graph is made: 7 eager calls under CUPTI
         from profilers import kernel_trace
 
         kernel_trace.DETACH_AFTER_TRACE = not args.attached  # off: CUPTI stays attached after each trace
-        traced, stayed = [], []
         with torch.no_grad():
             for _ in range(2):  # twice, as a study traces one variant after another
                 records = kernel_trace.trace(lambda: folded(sample.to(dtype)), 7, torch.cuda.synchronize)
@@ -89,7 +90,7 @@ def child(args: argparse.Namespace) -> dict:
     return {
         "gpu": torch.cuda.get_device_name(), "state": state, "model": args.model, "dtype": args.dtype,
         "copies": args.copies, "traced": args.traced, "detach": not args.attached,
-        "traced_kernels": traced if args.traced else [], "stayed": stayed if args.traced else [],
+        "traced_kernels": traced, "stayed": stayed,
         "captures": {name: {"median_ms": statistics.median(s),
                             "round_medians_ms": [r[name] for r in rounds]} for name, s in samples.items()},
     }
@@ -103,11 +104,12 @@ def spread_pct(values: list[float]) -> float:
 def _traced_words(run: dict) -> str:
     if not run["traced"]:
         return ""
-    detached = ", CUPTI detached (cuptiFinalize) after each" if run["detach"] and not run["stayed"] else ""
     if run["stayed"]:
-        detached = f", {run['stayed'][0]}"
+        after = f", {run['stayed'][0]}"
+    else:
+        after = ", CUPTI detached (cuptiFinalize) after each" if run["detach"] else ""
     kernels = " and ".join(map(str, run["traced_kernels"]))
-    return f"CUPTI traced 7 eager calls twice first ({kernels} kernels){detached}; "
+    return f"CUPTI traced 7 eager calls twice first ({kernels} kernels){after}; "
 
 
 def report(run: dict, index: int) -> list[float]:

@@ -254,8 +254,7 @@ class CuptiTracer:
             buffers.release()
             stayed = self._detach()  # the callbacks registered: CUPTI attached for this trace
             raise MissingEnvironment(
-                f"CUPTI refused to trace ({exc}); another profiler may hold it: use --tracer torch"
-                + (f"; {stayed}" if stayed else "")
+                f"CUPTI refused to trace ({exc}); another profiler may hold it: use --tracer torch{_also(stayed)}"
             ) from None
         self.api_note = self._switch_off_non_launch_apis()
 
@@ -324,8 +323,7 @@ class CuptiTracer:
         finally:
             self.detach_note = self._detach()
         if errors:
-            stayed = f"; {self.detach_note}" if self.detach_note else ""
-            raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}{stayed}")
+            raise MissingEnvironment(f"CUPTI's records could not be read: {errors[0]}{_also(self.detach_note)}")
         return int(dropped.value)
 
     def _detach(self) -> str:
@@ -343,6 +341,11 @@ class CuptiTracer:
         except Exception as exc:  # noqa: BLE001  (cuptiError; a binding without finalize: the trace stands)
             return f"CUPTI stayed attached after the trace ({first_line(exc)}): later CUDA-graph replays may run slower"
         return ""
+
+
+def _also(note: str) -> str:
+    """`note` (`CuptiTracer.detach_note`) as the end of an error's line; "" where there is none."""
+    return f"; {note}" if note else ""
 
 
 def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], None]) -> TraceRecords:
@@ -370,7 +373,7 @@ def trace(run_once: Callable[[], None], calls: int, synchronize: Callable[[], No
     dropped = tracer.stop()
     if calls and not tracer.kernels:
         raise MissingEnvironment(f"CUPTI delivered no kernel of {calls} traced call(s): {INJECTION_ENV} may name "
-                                 "another libcupti than the one cupti-python loads")
+                                 f"another libcupti than the one cupti-python loads{_also(tracer.detach_note)}")
     notes = [tracer.api_note, *([tracer.detach_note] if tracer.detach_note else [])]
     if tracer.open_markers:
         notes.append(f"{len(tracer.open_markers)} NVTX ranges left open")

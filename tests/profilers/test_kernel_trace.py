@@ -196,6 +196,10 @@ def test_unread_records_or_refused_kinds_still_detach_cupti_and_say_where_it_sta
     with pytest.raises(MissingEnvironment, match="CUPTI refused to trace"):
         kernel_trace.trace(fake.run_once, 1, lambda: None)
     assert not fake.attached and "finalize" in fake.events
+    fake = FakeCupti(layers=(), finalize_error=RuntimeError("CUPTI_ERROR_UNKNOWN"))  # no kernel delivered
+    fake.install(monkeypatch)
+    with pytest.raises(MissingEnvironment, match=r"delivered no kernel .*; CUPTI stayed attached after the trace"):
+        kernel_trace.trace(fake.run_once, 1, lambda: None)
     fake = FakeCupti(disable_error=RuntimeError("CUPTI_ERROR_INVALID_KIND"))  # stop itself fails
     fake.install(monkeypatch)
     with pytest.raises(RuntimeError, match="CUPTI_ERROR_INVALID_KIND"):
