@@ -48,7 +48,7 @@ class InputChoice:
 
 
 # A model loaded before the study for the same plan (inspector.cpu_defaults times it), taken by the study once
-# instead of building it again (30 s for senet154 on a loaded 2-core machine). One at a time.
+# instead of building it again (what a build cost: docs/evidence.md ("Grounds of rules in the code")). One at a time.
 _KEPT: dict[tuple[str, str | None, int], Any] = {}
 
 

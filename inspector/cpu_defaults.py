@@ -12,11 +12,8 @@ is kept, and the estimate then covers it too.
 
 Every cost is work: seconds of this process on a core of its own (its CPU seconds at one thread), which the load does
 not change; the estimate divides it by the share of a core the load leaves (`Machine.share`, measured over the
-process's life so far). On the shared 2-core CPU, a small model's study took 0.69-1.30x the CPU seconds beside two
-busy processes that it took beside none (10 of 18 pairs within 10 %), and 1.01-2.43x the wall seconds; the share the
-process had from its start to the plan was within 0.1 of the study's after it wherever the load held
-(benchmarks/results/cpu/estimate-share/phases.txt). The warm-up alone is wall time (the study warms each variant up
-for `warmup_s` whatever the load).
+process's life so far; what both rest on: docs/evidence.md ("Grounds of rules in the code")). The warm-up alone is
+wall time (the study warms each variant up for `warmup_s` whatever the load).
 """
 
 from __future__ import annotations
@@ -43,26 +40,22 @@ BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more tha
 BF16_CALLS = 7
 STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_steady`)
 
-# Steps of a study, in fp32 forwards of the model at the study's batch: senet154, 1 thread, the shared 2-core
-# machine (benchmarks/results/cpu/costs.txt; mainjob.log lists each variant's median, build and traced call).
-# Step by step, under a load between 8 and 17, they vary up to 2x; summed, these values came within 11 % of the
-# main job's time after the estimate (0.89 and 1.01 of it: mainjob-earlier-runs.log, mainjob.log).
-# A simulated FP8 forward where neither it nor its quantizers could be timed: senet154's, 1.14 to 1.60 measured.
+# Steps of a study, in fp32 forwards of the model at the study's batch, measured on senet154 at 1 thread (where, and
+# how near their sum came to the time taken: docs/evidence.md ("Grounds of rules in the code")).
+# A simulated FP8 forward where neither it nor its quantizers could be timed (senet154's as measured: same section).
 # Measured, it is the fp32 forward plus one e4m3 input quantizer per convolution and linear the recipe quantizes, which
 # small models pay most for: the quantizers' time is per activation element and per call, a convolution's per multiply.
 FP8_FORWARD = 1.4
 FP8_CALIBRATION = 1.6 / 1.4  # a calibration forward (max amax on every quantizer) over a simulated FP8 forward
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it, where it could not be timed
-# finding the model's structure (a recorded forward at the input size), then copying and folding: the pass at the
-# input size costs 0.6-1.8 forwards more than it did at 64 x 64 (benchmarks/results/cpu/structure-pass-cost.txt)
+# finding the model's structure (a recorded forward at the input size), then copying and folding (what the pass at
+# the input size costs: docs/evidence.md ("Grounds of rules in the code"))
 STRUCTURE_FORWARD = 3.0
 FP8_BUILD = 6.0  # ModelOpt's quantize, the amax floor and the baked weights, per FP8 variant
 # Work (CPU seconds) whatever the model's size, beside its forwards (traced ones timed with their export, `traced_s`):
-# per variant, the trace attributed to layers and the session saved (a quality and a trace step held 0.05-0.4 s beyond
-# their forwards); per FP8 variant, ModelOpt's quantizers copied and their scales floored (a later FP8 variant's build,
-# 0.1-0.2 s); the first FP8 trace's set-up on top (its trace held 0.3-0.6 s more than the next FP8 variant's); before
-# the first variant, the model and the images loaded and the session written (0.3-0.6 s beyond the reference's
-# forwards). All in studies of models of 5-55 ms per forward (benchmarks/results/cpu/estimate-share/phases.txt).
+# per variant, the trace attributed to layers and the session saved; per FP8 variant, ModelOpt's quantizers copied
+# and their scales floored; the first FP8 trace's set-up on top; before the first variant, the model and the images
+# loaded and the session written (the steps they were read from: docs/evidence.md ("Grounds of rules in the code")).
 VARIANT_S = 0.25
 FP8_VARIANT_S = 0.1
 FIRST_FP8_TRACE_S = 0.4
@@ -125,8 +118,8 @@ class Machine:
 def choose_threads(cores: int, load_1min: float) -> int:
     """The cores that other work leaves free (the 1-minute load average, rounded), at least one.
 
-    More threads than free cores makes PyTorch's threads wait on each other: on 2 cores under load, 2 threads ran
-    senet154's fp32 forward 6x slower than 1 (benchmarks/results/cpu/costs.txt).
+    More threads than free cores makes PyTorch's threads wait on each other (by how much on 2 cores under load:
+    docs/evidence.md ("Grounds of rules in the code")).
     """
     return max(1, min(cores, math.floor(cores - load_1min + 0.5)))
 
@@ -188,8 +181,8 @@ def traced_call_s(step: Callable[[], None], threads: int) -> float | None:
     CPU: torch.profiler, its trace exported and read back), after one untimed traced call (the profiler's set-up,
     which the study's first trace pays); None where tracing fails (the study reports that on its variant).
 
-    A traced call costs its forward and a part per op recorded: 0.93-2.86 forwards on four small models, the most
-    where the forward is shortest and has the most ops (benchmarks/results/cpu/estimate-share/traced.txt)."""
+    A traced call costs its forward and a part per op recorded, the most where the forward is shortest and has the
+    most ops (docs/evidence.md ("Grounds of rules in the code"))."""
     from profilers.torch_trace import trace
 
     try:
@@ -207,9 +200,8 @@ def measure_fp8(module: torch.nn.Module, variant: VariantPlan, single: torch.Ten
     calibrated on `single`, and of one forward of `single` through it (`_steady`); None where either fails (the
     study meets that failure itself and reports it on its variant).
 
-    Its quantizers' time apart (`quantizers_s`) said 2.0-2.4x the fp32 forward for three small models whose FP8
-    forward took 2.4-8x in their studies: the quantized modules cost more per call than their quantizers alone
-    (benchmarks/results/cpu/estimate-share/phases.txt)."""
+    Its quantizers' time apart (`quantizers_s`) says less than its FP8 forward takes in a study: the quantized
+    modules cost more per call than their quantizers alone (docs/evidence.md ("Grounds of rules in the code"))."""
     import torch
 
     from builders.pytorch.variant_modules import bake_fp8_weights, variant_module
@@ -237,10 +229,10 @@ def process_share() -> float | None:
     """The share of a core this process got over its life so far: its CPU seconds over its wall seconds (Linux's
     /proc), between `MIN_SHARE` and 1; None where they cannot be read.
 
-    The resolver's imports, the model's build and the plan's timings run 8-22 s before the study, as CPU bound as it:
-    their share follows the load of that while, not of the one second the fp32 forward is timed in. Where the load
-    held, the study's own share (its CPU over wall seconds) came within 0.02 of it; where the load changed after the
-    plan, it did not (benchmarks/results/cpu/estimate-share/phases.txt: the plan's share and each study's)."""
+    The resolver's imports, the model's build and the plan's timings run seconds before the study, as CPU bound as
+    it: their share follows the load of that while, not of the one second the fp32 forward is timed in, and it tells
+    the study's own share (its CPU over wall seconds) where the load holds, not where it changes after the plan (how
+    near it came: docs/evidence.md ("Grounds of rules in the code"))."""
     try:
         return share_from_proc(Path("/proc/self/stat").read_text(), Path("/proc/uptime").read_text(),
                                os.sysconf("SC_CLK_TCK"))
@@ -346,8 +338,8 @@ class Bf16Timing:
 
 def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: float, threads: int) -> Bf16Timing:
     """The model's forward in bf16 against its fp32 forward (`_steady` both, at one thread the process's CPU seconds,
-    which the load does not lengthen): a study that keeps bf16 runs the model, and a convolution's ratio said 1.3
-    where resnet18's forward in bf16 took 0.63 of fp32's (its quality step, on the 2-core CPU here)."""
+    which the load does not lengthen): a study that keeps bf16 runs the model, whose ratio a convolution's need not
+    tell (an example: docs/evidence.md ("Grounds of rules in the code"))."""
     import copy
 
     import torch
@@ -361,8 +353,8 @@ def _model_bf16_ratio(module: torch.nn.Module, single: torch.Tensor, single_s: f
 
 def bf16_ratio(clock: Callable[[], float] = time.perf_counter) -> Bf16Timing:
     """A 3 x 3 convolution in bf16 against fp32 on this CPU: where the CPU has no fast bf16 path, PyTorch runs it
-    many times slower (88x on the 2-core AMD EPYC here: benchmarks/results/cpu/costs.txt). One untimed call of
-    each, then `BF16_CALLS` of each alternated (`least_alternated`), so that a load that comes and goes meets both."""
+    many times slower (docs/evidence.md ("Grounds of rules in the code")). One untimed call of each, then
+    `BF16_CALLS` of each alternated (`least_alternated`), so that a load that comes and goes meets both."""
     import copy
 
     import torch
@@ -428,9 +420,9 @@ def _steady(step: Callable[[], object]) -> Pace:
     """One call of `step` as the study's calls run: after the first call, calls for `STEADY_S` (at least one),
     their mean wall and CPU seconds: the throughput the load leaves, which is what a study's many calls get.
 
-    The first call sets up (allocations, oneDNN's primitives for each shape): resnet18's took 0.42 s against 0.14 s
-    per forward over its study on the loaded 2-core CPU, and counting it for every forward put the estimate 1.5-2.5x
-    over the time taken. A call of a few milliseconds can run between two of the other work's turns on
+    The first call sets up (allocations, oneDNN's primitives for each shape) and takes longer than the calls after
+    it, which are what a study's forwards cost (what counting it did to the estimate: docs/evidence.md ("Grounds of
+    rules in the code")). A call of a few milliseconds can run between two of the other work's turns on
     the cores; a second of them cannot, so their mean holds the load's share.
     """
     step()

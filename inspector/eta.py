@@ -133,10 +133,8 @@ class Estimate:
 
         The plan's own figure weighs as much as the steps it has yet to time: a variant's ratio to its plan is mostly
         the plan's error for that kind of variant (its fixed seconds), not the load, so the first variant moves the
-        estimate by its share of the study. Replayed from the logs of studies on the loaded 2-core CPU, the pace of
-        the variants done alone put 8 of 20 updates within 30 % of the time taken after them, this pace 18 of 20 (the
-        studies it was chosen on); on eight later studies, 8 of 21 against 16 of 21
-        (`benchmarks/results/cpu/estimate-logs/replay.txt`)."""
+        estimate by its share of the study (this pace against the pace of the variants done alone, replayed from
+        studies' logs: docs/evidence.md ("Grounds of rules in the code"))."""
         if self.planned is None or not self.variant_s:
             return None
         expected = sum(self.planned.variants.get(name, 0.0) for name in self.variant_s)

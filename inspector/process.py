@@ -79,11 +79,12 @@ def holds_cuda() -> bool:
 def run_exit_finalizers() -> None:
     """Runs the finalizers multiprocessing runs first at a normal exit (priority 0 and up, in its order: each named
     semaphore of a worker pool's queues unlinked and unregistered, each queue closed, a `multiprocessing.Pool`
-    terminated, a manager shut down; 0.2 ms on the CPU with the plan compiler's pool alive), which `os._exit` skips:
-    without them the resource tracker, outliving this process, prints "There appear to be N leaked semaphore objects"
-    after the output, five for a worker pool still alive at the exit. (The 5-12 after each study on the H100 were
-    locks made in the workers: `builders.engine.compiler._worker_init`.) Nothing where multiprocessing never loaded;
-    where its private hook is missing (another Python), the warning stays, nothing else changes."""
+    terminated, a manager shut down), which `os._exit` skips: without them the resource tracker, outliving this
+    process, prints "There appear to be N leaked semaphore objects" after the output, five for a worker pool still
+    alive at the exit (locks a library makes in the workers: `builders.engine.compiler._worker_init`).
+    Nothing where multiprocessing never loaded; where its private hook is missing (another Python), the warning stays,
+    nothing else changes. What the finalizers cost and what the warning counted after studies: docs/evidence.md
+    ("Grounds of rules in the code")."""
     util = sys.modules.get("multiprocessing.util")
     finalizers = getattr(util, "_run_finalizers", None)
     if finalizers is not None:
@@ -91,9 +92,9 @@ def run_exit_finalizers() -> None:
 
 
 def exit_process(code: int) -> NoReturn:
-    """End the process with `code`. Everything is saved by now; CUDA's and CUPTI's teardown at exit took 2-2.4 s
-    on the H200 after a study (benchmarks/results/h200/mainjob-earlier-runs.txt, A), so a process that holds CUDA
-    ends without it, once its output is out, multiprocessing's exit finalizers run (`run_exit_finalizers`)."""
+    """End the process with `code`. Everything is saved by now, and CUDA's and CUPTI's teardown at exit takes seconds
+    (what it took: docs/evidence.md ("Grounds of rules in the code")), so a process that holds CUDA ends without it,
+    once its output is out, multiprocessing's exit finalizers run (`run_exit_finalizers`)."""
     if holds_cuda():
         try:
             run_exit_finalizers()

@@ -1,12 +1,10 @@
 """CUPTI's activity buffers read in bulk: no Python object per record.
 
-cupti-python's own buffer callbacks hand the caller one Python object per activity record, about 60 us each on the
-H200: a trace of senet154's seven eager calls (36,000 kernel, marker and API records) spent 2.2-3.4 s flushing them,
-and a warm main job 9.3 s (docs/engine.md, "The trace's records read in bulk"). Here libcupti's buffer callbacks are
-registered by ctypes on the library NVTX injects (the one cupti-python drives), each completed buffer is walked with
-`cuptiActivityGetNextRecord` (CUPTI's own record sizes), and each kind's records are decoded at once with numpy
-through cupti-python's record layouts (its `activity_*_dtype`): that trace's flush 0.08-0.40 s, the tracer's handler
-included.
+cupti-python's own buffer callbacks hand the caller one Python object per activity record, so a large trace spends
+seconds flushing them. Here libcupti's buffer callbacks are registered by ctypes on the library NVTX injects (the one
+cupti-python drives), each completed buffer is walked with `cuptiActivityGetNextRecord` (CUPTI's own record sizes),
+and each kind's records are decoded at once with numpy through cupti-python's record layouts (its
+`activity_*_dtype`). The flush's time both ways: docs/evidence.md ("Grounds of rules in the code").
 """
 
 from __future__ import annotations

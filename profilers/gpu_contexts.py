@@ -1,14 +1,12 @@
 """The GPU state a study's rows are timed in: another process's CUDA context made and ended after every graph is made.
 
-On the H200 a CUDA graph's replays ran about 10 % slower (senet154 fp16, batch 1: 4.862-4.871 against 4.350-4.362
-ms; the GPU's own time: the same with the host's submission done before the GPU starts, host enqueue 0.007-0.027 ms a
-replay) until another process made or ended a CUDA context on the same GPU after the graph was made; from then on
-that graph ran at the faster time. A graph made while another context lived stayed slow until that context ended;
-a graph made after it ended stayed slow until another context was made (`benchmarks/replay_state_probe.py`,
-`benchmarks/replay_state_order.py`; `benchmarks/results/h200/replay-state/`). A cold build's plan-compiler workers
-make and end contexts after the first variants' graphs exist and a warm build makes none, so a first run's rows and
-a later run's differed by that much, every variant alike; another context made before the graphs, or held through
-the whole study, left a warm run's rows slow (`settle-before/`, `held-through/` there).
+On the H200 a CUDA graph's replays ran slower (the GPU's own time) until another process made or ended a CUDA
+context on the same GPU after the graph was made; from then on that graph ran at the faster time. A graph made while
+another context lived stayed slow until that context ended; a graph made after it ended stayed slow until another
+context was made. A cold build's plan-compiler workers make and end contexts after the first variants' graphs exist
+and a warm build makes none, so a first run's rows and a later run's differed, every variant alike; another context
+made before the graphs, or held through the whole study, left a warm run's rows slow. By how much, and the evidence:
+docs/evidence.md ("Why the timing defaults are what they are").
 
 So once every variant's graph is made and before the timing rounds, a GPU study has a short-lived process make a
 context on the study's GPU, run one memset on it and end (`settle_gpu`): every row is then timed in the state

@@ -2,10 +2,10 @@
 
 A value below the smallest normal of the dtype a CPU computes it in (torch.finfo(dtype).tiny: 1.18e-38 in fp32, and
 for fp16 and bf16, which PyTorch's CPU kernels widen to fp32) is subnormal there; a CPU's arithmetic on such values
-runs many times slower (hf:mobilevit with random weights: fp32 842 ms a forward, 73 ms with
-torch.set_flush_denormal(True)). `Sampler.visit` takes each layer output of one forward (as the
-engine's hooks pass them) and the variant's output, and keeps up to SAMPLE values of each, evenly strided, so the
-cost stays far below the forward's. Zeros and NaN/Inf are not counted: a ReLU's zeros are exact and cost nothing.
+runs many times slower (docs/evidence.md ("Grounds of rules in the code")). `Sampler.visit` takes each layer output
+of one forward (as the engine's hooks pass them) and the variant's output, and keeps up to SAMPLE values of each,
+evenly strided, so the cost stays far below the forward's. Zeros and NaN/Inf are not counted: a ReLU's zeros are
+exact and cost nothing.
 """
 
 from __future__ import annotations

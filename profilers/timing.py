@@ -14,9 +14,8 @@ first opens on the variant the round before closed on, so that a study of V vari
 rounds, not V. At each variant's turn in a round, `TimingPlan.switch_warmup` samples' worth of inferences are run and
 discarded before its samples (`discard_inferences`): after a switch of variant the first inferences run cold (caches
 and the graph just came from another variant), and counted in samples the discard lasts as long for a short model as
-for a long one (on an H100, after 5 discarded inferences, 5 of the 9 samples more than 3 % slow in 29 sessions were
-their round's first, where 1 sample in 20 is: benchmarks/results/h100/figures/round-start-spikes.txt); on a GPU, after
-a switch, it lasts at least `SWITCH_MIN_MS` (the speed a GPU runs a variant at lags behind the switch). Where a round
+for a long one (what that rests on: docs/evidence.md ("Why the timing defaults are what they are")); on a GPU, after a
+switch, it lasts at least `SWITCH_MIN_MS` (the speed a GPU runs a variant at lags behind the switch). Where a round
 opens on the variant that closed the round before, only the samples' worth is discarded: it keeps the round's first
 sample off a stream drained while the round before was recorded. The warm-ups all run before the first round, which
 opens on a switch, so that each variant's first samples, too, follow a switch's discard of back-to-back inferences
@@ -130,10 +129,9 @@ def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | N
     """How many inferences of `single_ms` are run and dropped at a variant's turn in a round, before its samples:
     `samples_worth` samples' worth (`per_sample` each) and, where the turn follows a switch of variant (`switched`),
     that is any and the clock sized the inference, enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES`
-    for that). On an H100 a variant ran at the speed the variant before had left the GPU in for about 40-370 ms after
-    a switch, then stepped by up to 1.8 % to its own speed, so a study's rows differed from each variant's alone by up
-    to 1.7 %; 250 ms is past most of those lags but not the longest (PyTorch fp32's, 270-370 ms on one machine) and
-    left rows within 0.6 % (docs/method.md, "Latency")."""
+    for that). On an H100 a variant ran at the speed the variant before had left the GPU in for a while after a
+    switch, then stepped to its own speed; the floor is past most of those lags but not the longest (the lags and what
+    the floor left: docs/evidence.md ("Why the timing defaults are what they are"))."""
     counted = samples_worth * per_sample
     if not switched or counted == 0 or single_ms is None or single_ms <= 0:
         return counted
@@ -161,8 +159,8 @@ def _warm(step: Step, seconds: float, clock: Clock) -> None:
 def _discard(step: Step, count: int) -> None:
     """Run and drop `count` inferences. No synchronisation after them: the timer's first event then
     queues behind them, so the first sample starts with the GPU busy instead of idle, and holds no
-    launch gap (a drained stream made every round's first sample 11-33 % slow on the H200:
-    benchmarks/results/h200/senet154-b1.json)."""
+    launch gap (what a drained stream did to a round's first sample: docs/evidence.md ("Why the timing defaults are
+    what they are"))."""
     for _ in range(count):
         step()
 

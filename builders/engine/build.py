@@ -592,11 +592,11 @@ def _keep_tactics(timed: Timed, layer: str, *tactics: Tactic) -> None:
 def _quantize_us(backend: BuildContext, shape: tuple[int, ...], device: str = "cuda") -> float:
     """Microseconds of the quantize layer on an fp16 NHWC tensor of `shape` (NCHW) on `device` (the GPU; the CPU only
     where a test stands in for the timer), as the engine runs it (`time_captured`: replays of a captured CUDA graph;
-    timed eagerly, the host's launches were timed, up to 40x the kernel at batch 1:
-    `benchmarks/results/h200/final-recipes/`): timed once per shape and
-    implementation and kept in the timing cache with how it was timed, so a later build weighs it as the first did
-    and makes the same choices (timed again in every process, it turned two layers' precision over between reruns
-    on the H200: `benchmarks/results/h200/final/`); a time held from another way of timing is timed again."""
+    timed eagerly, the host's launches would be timed): timed once per shape and implementation and kept in the
+    timing cache with how it was timed, so a later build weighs it as the first did and makes the same choices (timed
+    again in every process, it can turn a layer's precision over between reruns); a time held from another way of
+    timing is timed again. What eager timing and timing in every process did on the H200: docs/evidence.md ("Grounds
+    of rules in the code")."""
     if shape not in backend.quantize_us:
         quantizer = backend.quantizer()
         key = f"{QUANTIZE_PREFIX}{'x'.join(map(str, shape))} {quantizer.implementation}"

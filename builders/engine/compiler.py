@@ -15,8 +15,8 @@ study (`PlanCompiler.foresee`), fed to the pool at most one per worker, so that 
 the builds before it run and a build's own jobs wait behind none of them in the queue. A pool that cannot start or
 breaks leaves its work to the caller's process (`take` answers None); a pool that broke is replaced at the next
 submit, `RESTARTS` times a study (a worker that dies once, on one job, would otherwise leave every later plan of the
-study to the engine's process: up to 140 s of a first senet154 study on an H100, where a fused region's function killed
-a worker); what is chosen does not depend on where a plan was compiled.
+study to the engine's process; what that cost a study: docs/evidence.md ("Grounds of rules in the code")); what is
+chosen does not depend on where a plan was compiled.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from sessions.documents.storage import write_atomically
 FORMAT = 3  # 2: the document carries its digest (builders.cache_files.document_digest); 3: layers made plain first,
 # the recipe's unquantized layers apart
 SIMULATED_CHUNK = 16  # samples per call of the simulated module: one eager call of fake quantization costs about
-# what sixteen do on the GPU (9 s of a 50 s main job one sample a call: benchmarks/results/h200/mainjob-profile/)
+# what sixteen do on the GPU (what one sample a call cost: docs/evidence.md ("Grounds of rules in the code"))
 
 Scales = dict[str, tuple[float, torch.Tensor]]  # layer path -> (input scale, weight scales)
 

@@ -2,11 +2,8 @@
 
 In an engine's graph every layer reads its weights once a call. Where the model's weights take more than the GPU's
 L2, the other layers' weights pass through L2 between two reads of one layer's, so each layer reads its own from
-memory; a tactic timed back to back on one weight tensor reads it from L2 instead. On the H200 the two orders
-disagree: senet154's 1x1 convolutions as cuDNN matmul graphs, timed back to back, put two plans 2 % apart, and which
-won moved between machines; with the weights read from memory they are 9 % apart, the one that wins there also ran
-faster in the graph (a median 4.42 against 5.48 us traced), and each of four shapes times nearer its trace
-(`benchmarks/plan_timing_stability.py`, `benchmarks/results/h200/plan-timing/`).
+memory; a tactic timed back to back on one weight tensor reads it from L2 instead, and the two orders can rank a
+layer's tactics differently (how they did on the H200: docs/evidence.md ("Grounds of rules in the code")).
 
 So where `weights_cold` says so, a tactic's timed calls read copies of its weights that L2 no longer holds, the
 input the one tensor (a layer's input was just written by the layer before it). cuDNN's plans cycle through copies
@@ -14,8 +11,7 @@ laid one after another in a buffer of twice the L2 (`weight_packs`: however smal
 tactic runs one call per copy in one captured graph, at most WEIGHT_COPIES_MAX copies (`weight_copies`), so a weight
 under twice the L2 over that many (1.9 MiB on the H200, whose L2 torch reports as 60 MiB) is read partly (under half
 that, mostly or wholly) from L2 there. Both precisions of a layer get the copies of its fp16 weight's size, so FP8
-and fp16 are timed alike. On the H200 the main job so built diffs against the committed session with exit 0
-(`benchmarks/results/h200/cold-weights/`).
+and fp16 are timed alike.
 """
 
 from __future__ import annotations

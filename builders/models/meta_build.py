@@ -2,8 +2,7 @@
 
 Under `torch.device("meta")` a model's constructor still runs its initialisation, and PyTorch computes random
 fills of meta tensors through its Python references (`torch._refs`), and a forward pass runs batch normalisation
-through its Python decomposition: senet154's meta build takes 0.40 s and its structure pass 0.50 s that way, 0.20 s and
-0.29 s here (`benchmarks/meta_build_cost.py`, `benchmarks/results/cpu/meta-build.txt`, a 2-core CPU).
+through its Python decomposition, slow for a large model (docs/evidence.md ("Grounds of rules in the code")).
 Values do not exist there, so `meta_device` skips the in-place value ops (fills, random fills and the arithmetic
 that initialisers apply in place) on meta tensors and gives batch normalisation's result as an empty tensor shaped
 like its input; ops that change a tensor's shape or strides still run.

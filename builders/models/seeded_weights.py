@@ -1,12 +1,11 @@
 """A model's seeded random weights, kept in the cache folder after the first build.
 
 A study without a checkpoint builds its model right after `torch.manual_seed(seed)`: the random initialisation
-runs on the CPU, one generator, seconds for a large model (1.3 s of an 18 s senet154 study on the H200's host:
-`benchmarks/results/h200/mainjob-fast/machine-2/sampled.txt`). For the sources that build from the name alone
-(`builders.models.catalog.NAME_ONLY_SOURCES`) the result is a pure function of the model's name, the seed, the code
-that builds it and the CPU it runs on, so it is kept: a later study makes the model on the meta device (no memory,
-no initialisation), gives it the kept tensors, and sets torch's CPU generator to the state the initialisation left,
-so that whatever draws from it next draws what it would have.
+runs on the CPU, one generator, seconds for a large model (docs/evidence.md ("Grounds of rules in the code")). For
+the sources that build from the name alone (`builders.models.catalog.NAME_ONLY_SOURCES`) the result is a pure function
+of the model's name, the seed, the code that builds it and the CPU it runs on, so it is kept: a later study makes the
+model on the meta device (no memory, no initialisation), gives it the kept tensors, and sets torch's CPU generator to
+the state the initialisation left, so that whatever draws from it next draws what it would have.
 
 Kept under a SHA-256 of everything the weights depend on: the model name, the seed, the default dtype, the versions of
 torch (and its build), timm and transformers, the CPU's architecture and the vector instructions PyTorch's CPU kernels

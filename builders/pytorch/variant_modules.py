@@ -289,12 +289,11 @@ def _modelopt():
 def _absent(libraries: tuple[str, ...]) -> Iterator[None]:
     """The libraries not imported yet look absent while ModelOpt imports, so it skips their plugins.
 
-    ModelOpt imports every plugin whose library is installed (transformers alone took 3 s on the H200:
-    benchmarks/results/h200/modelopt-importtime.txt); a library's plugin is skipped on ModuleNotFoundError, which a
-    None entry in sys.modules raises. A library already imported (a Hugging Face model) keeps its plugin.
-    Process-wide while it lasts: another thread importing one of them then fails. ModelOpt imports once per
-    process, so a Hugging Face model studied later in the same process (the TUI) runs without the plugin,
-    which changes nothing a recipe here quantizes.
+    ModelOpt imports every plugin whose library is installed, and a library's import can take seconds
+    (docs/performance.md); a library's plugin is skipped on ModuleNotFoundError, which a None entry in sys.modules
+    raises. A library already imported (a Hugging Face model) keeps its plugin. Process-wide while it lasts: another
+    thread importing one of them then fails. ModelOpt imports once per process, so a Hugging Face model studied later
+    in the same process (the TUI) runs without the plugin, which changes nothing a recipe here quantizes.
     """
     hidden = [name for name in libraries if name not in sys.modules]
     try:
@@ -350,8 +349,7 @@ def enable_fp8_quantizers(module: torch.nn.Module, paths: Sequence[str], weights
     left off.
 
     One filter function per kind rather than a wildcard entry per layer: ModelOpt walks every module
-    for every entry of a quant_cfg, 8 s under cProfile for senet154's 508 entries
-    (benchmarks/results/h200/mainjob-prof.txt, set_quantizer_by_cfg).
+    for every entry of a quant_cfg (what that cost a large model: docs/performance.md).
     """
     mtq = _modelopt()
     weight_axis = 0 if weights == "per-channel" else None

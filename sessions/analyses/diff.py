@@ -226,7 +226,7 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     names_a = [v.name for v in a.variants if v.status == "ok"]
     names_b = [v.name for v in b.variants if v.status == "ok"]
     paired_a, paired_b = {p.a for p in chosen}, {p.b for p in chosen}
-    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants: 20,000 took minutes with lookups
+    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants (what lookups cost: docs/performance.md)
     batches = [(batch_of(a, by_name_a[p.a]) or 1, batch_of(b, by_name_b[p.b]) or 1) for p in chosen]
     result = SessionDiff(
         a_name, b_name, threshold, [p.label for p in chosen],
@@ -529,9 +529,8 @@ class VariantComparison:
     def _moved_between(self, j: int, change: Change, levels: dict[str, Timed], family: Family) -> None:
         """A layer time judged a regression that a neighbour's loss matches (`moved_time`: the layer that runs just
         before or after it in B, or the module holding it or held by it) is stated as time moved between the two, not
-        a regression: the profiler gave one of them what the other ran (an unchanged rerun on a CPU moved 0.66 ms
-        between a bottleneck block's own row and its last convolution). `levels`: the paired layers' times, as
-        `_time` judged them."""
+        a regression: the profiler gave one of them what the other ran (an example: docs/evidence.md ("Grounds of
+        rules in the code")). `levels`: the paired layers' times, as `_time` judged them."""
         found = moved_time(self.vb.layers, j, levels, self.threshold, self._spent, family)
         if found is not None:
             self.moved += 1

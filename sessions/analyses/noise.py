@@ -52,9 +52,9 @@ itself (the factor, a median, stays where it was, and the layer's ratio against 
 nor (b) holds and the latency is judged as measured. On a GPU, where the host's load moves launch gaps more than
 kernels, the load rule does not hold: a time that moved against the rest, or a latency without its layers, is judged.
 
-`judge` calls a difference only where the two bands do not overlap. On the H200 (per-sample CoV about
-0.1 %, `tests/data/h200/senet154-mainjob-warm.json`) a band is about ±0.1 % wide, so a 2 % change is
-called; on a loaded CPU the bands widen with the noise and the same rule says "within noise".
+`judge` calls a difference only where the two bands do not overlap: where the samples vary little, as on the H200,
+the bands are narrow and a small change is called (how narrow there: docs/evidence.md ("Why the timing defaults are
+what they are")); on a loaded CPU the bands widen with the noise and the same rule says "within noise".
 """
 
 from __future__ import annotations
@@ -74,9 +74,9 @@ WITHIN: Judgement = "within noise"
 COVERAGE = 0.95  # of each band: two 95 % intervals that do not overlap differ at far below 5 %
 EXACT_RANKS_UP_TO = 1000  # samples; above, the ranks come from the normal approximation of the binomial
 LOAD_CHANGE_PER_CORE = 0.5  # runnable tasks per core between two studies: what `HostLoad.differs_from` calls material
-# The other work takes memory bandwidth and cache as well as turns on the cores, and the load average lags: resnet18's
-# fp32 latency grew 3.87x between two reruns of unchanged code at loads 1.53 and 5.05 on 2 cores (benchmarks/results/
-# cpu/run-1.json, run-3.json), where the cores' shares alone give (5.05 + 1) / 2 = 3.03x: the growth past 1 times 1.5
+# The other work takes memory bandwidth and cache as well as turns on the cores, and the load average lags: a time may
+# grow past what the cores' shares alone give, so the growth past 1 they give is widened by this (the rerun it was set
+# from: docs/evidence.md ("Why the timing defaults are what they are"))
 SHARED_MEMORY_MARGIN = 1.5
 
 

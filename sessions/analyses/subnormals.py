@@ -3,10 +3,9 @@
 normal, its time is the CPU's slow path for such values, not the model's: every speed-up against it says little.
 
 A trained network's activations essentially never fall below fp32's 1.18e-38; random weights can shrink them there
-layer after layer (hf:mobilevit: 24 % of the values sampled, its fp32 forward 842 ms, 73 ms with denormals flushed
-to zero). GPUs compute subnormals at full speed, so the rule holds for CPU variants only. Views print the line
-`subnormal_line` makes: the variant table's notes (`captions.session_caveats`) and the verdicts
-(`sessions.analyses.verdict`).
+layer after layer (an example: docs/evidence.md ("Grounds of rules in the code")). GPUs compute subnormals at full
+speed, so the rule holds for CPU variants only. Views print the line `subnormal_line` makes: the variant table's notes
+(`captions.session_caveats`) and the verdicts (`sessions.analyses.verdict`).
 """
 
 from __future__ import annotations

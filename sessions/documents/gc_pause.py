@@ -2,9 +2,8 @@
 
 A 100,000-layer file decodes into millions of dicts, lists and strings, and a session of that size into
 as many dataclasses; every few hundred new containers the collector runs, and each full pass walks all
-of them again, so building one costs a multiple of the building itself (orjson's decode of a 114 MiB
-layer file: 2.6 s with the collector, 0.9 s without). Sessions and TensorRT documents hold no
-reference cycles: reference counting frees them, the collector finds nothing in them.
+of them again, so building one costs a multiple of the building itself (docs/performance.md). Sessions
+and TensorRT documents hold no reference cycles: reference counting frees them, the collector finds nothing in them.
 """
 
 from __future__ import annotations
