@@ -11,8 +11,10 @@ alternate (together, each alone, together ...) `--repeat` times, so a drift of t
 between the two "together" runs rather than as a difference between alone and together. A variant's band on each
 side is the hull of its runs' bands (`hull`): one process's band holds its own rounds' drift and its median's
 interval, but not what differs between processes (the graph's memory, the tactics a build chose), which only runs
-in separate processes show. Prints one table row per variant and a last line with the count of variants that moved
-beyond their bands; writes the sessions to DIR, the progress to standard error.
+in separate processes show. Each row is judged twice: on those hulls, and as `diff` judges two sessions' latencies
+(each hull widened for another process first: `sessions.analyses.noise.across_processes`). Prints one table row per
+variant and a last line with the count of variants that moved beyond their bands each way (the exit status counts
+the hulls'); writes the sessions to DIR, the progress to standard error.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's code, as the runs it starts
 
 from benchmarks.study_runs import band_cell, parse_runs_args, runs_parser
-from sessions.analyses.noise import WITHIN, Band, judge, latency_band, median
+from sessions.analyses.noise import WITHIN, Band, across_processes, judge, latency_band, median
 from sessions.documents.storage import load
 
 
@@ -100,19 +102,24 @@ def judged(out: Path) -> int:
     alone = {name: [band for path in alone_runs(out, name) for band in bands(path).values()] for name in names}
     runs = max(len(found) for found in alone.values())
     print(f"| variant | {' | '.join(f'together {i + 1} ms [band]' for i in range(len(together)))} "
-          f"| {' | '.join(f'alone {i + 1} ms [band]' for i in range(runs))} | alone / together | judged |")
-    print(f"|---|{'---|' * (len(together) + runs)}---|---|")
-    moved = 0
+          f"| {' | '.join(f'alone {i + 1} ms [band]' for i in range(runs))} | alone / together | judged "
+          "| as diff judges |")
+    print(f"|---|{'---|' * (len(together) + runs)}---|---|---|")
+    moved = moved_across = 0
     for name in names:
         bands_together = [run[name] for run in together if name in run]
         bands_alone = alone[name]
         verdict = judge(hull(bands_together), hull(bands_alone)) if bands_alone else "not run alone"
+        across = (judge(across_processes(hull(bands_together)), across_processes(hull(bands_alone)))
+                  if bands_alone else "not run alone")
         moved += verdict not in (WITHIN, "not run alone")
+        moved_across += across not in (WITHIN, "not run alone")
         ratio = hull(bands_alone).center_ms / hull(bands_together).center_ms if bands_alone else float("nan")
         cells = [band_cell(b) for b in [*bands_together, *bands_alone]]
-        print(f"| {name} | {' | '.join(cells)} | {ratio:.4f} | {verdict} |")
+        print(f"| {name} | {' | '.join(cells)} | {ratio:.4f} | {verdict} | {across} |")
     print(f"variants whose time alone differs from their time in the study: {moved} of {len(names)} (each side's band"
-          f" the hull of its runs' bands, {len(together)} together and {runs} alone)")
+          f" the hull of its runs' bands, {len(together)} together and {runs} alone); {moved_across} of {len(names)}"
+          " as diff judges")
     return moved
 
 

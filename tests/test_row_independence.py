@@ -1,12 +1,13 @@
 """benchmarks/row_independence.py judges a variant alone against the whole study by the hull of each side's runs'
-bands, and finds a variant's alone runs by its exact name: on hand-made bands and file names."""
+bands, and again as `diff` judges two sessions' latencies (each widened for another process), and finds a variant's
+alone runs by its exact name: on hand-made bands and file names."""
 
 from __future__ import annotations
 
 import pytest
 
 from benchmarks.row_independence import alone_runs, hull
-from sessions.analyses.noise import SLOWER, WITHIN, Band, judge
+from sessions.analyses.noise import SLOWER, WITHIN, Band, across_processes, judge
 
 
 def band(center: float, low: float, high: float) -> Band:
@@ -23,6 +24,15 @@ def test_alone_runs_that_meet_the_spread_of_the_together_runs_are_within_and_bey
     together = hull([band(1.00, 0.99, 1.01), band(1.04, 1.03, 1.05)])
     assert judge(together, hull([band(1.045, 1.044, 1.046), band(1.02, 1.019, 1.021)])) == WITHIN
     assert judge(together, hull([band(1.06, 1.055, 1.065), band(1.07, 1.06, 1.08)])) == SLOWER
+
+
+def test_as_diff_judges_a_row_moved_less_than_two_processes_differ_is_within_noise_and_further_is_not():
+    together = hull([band(2.000, 1.999, 2.001), band(2.0005, 1.9995, 2.0015)])
+    near = hull([band(2.008, 2.007, 2.009), band(2.0085, 2.0075, 2.0095)])  # 0.4 %: beyond the hulls, not the widening
+    far = hull([band(2.030, 2.029, 2.031), band(2.0305, 2.0295, 2.0315)])  # 1.5 %
+    assert judge(together, near) == SLOWER
+    assert judge(across_processes(together), across_processes(near)) == WITHIN
+    assert judge(across_processes(together), across_processes(far)) == SLOWER
 
 
 def test_a_variants_alone_runs_are_found_by_its_exact_name_in_run_order(tmp_path):

@@ -3,7 +3,8 @@
 Variants pair by name, by `--pair A=B`, or as the single variants of two one-variant sessions.
 When the batches differ, every figure is divided by the batch: the comparison is per image.
 A latency, group or layer time counts as a regression only where `sessions.analyses.noise.judge` calls B slower
-than A (the two sessions' bands do not overlap) and the change passes `threshold`; per-layer and
+than A (the two sessions' bands do not overlap; a latency's widened first for another process:
+`sessions.analyses.noise.across_processes`) and the change passes `threshold`; per-layer and
 per-group times also need an absolute change of `TIME_FLOOR` of the variant's time. Layer and group
 times are judged with the variant's common factor (`sessions.analyses.noise.common_factor`: what a change of
 machine load did to every layer) removed from B, and on the CPU a change against the rest that the recorded loads
@@ -36,6 +37,7 @@ from sessions.analyses.noise import (
     Band,
     CommonFactor,
     HostLoad,
+    across_processes,
     common_factor,
     group_band,
     judge,
@@ -365,7 +367,7 @@ class VariantComparison:
             verdict = threshold_verdict(a, b, self.threshold)
             return Change(self.label, "latency", self.label, a, b, verdict == SLOWER,
                           f"threshold only: no spread stored{per}", verdict)
-        band_a, band_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
+        band_a, band_b = across_processes(band_a.scaled(self.scale_a)), across_processes(band_b.scaled(self.scale_b))
         bands = f"bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
         machine = machine_latency(band_a, band_b, self._factor, *self.loads, layers_steady=layers_steady)
         if machine is not None:

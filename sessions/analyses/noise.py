@@ -55,6 +55,11 @@ kernels, the load rule does not hold: a time that moved against the rest, or a l
 `judge` calls a difference only where the two bands do not overlap: where the samples vary little, as on the H200,
 the bands are narrow and a small change is called (how narrow there: docs/evidence.md ("Why the timing defaults are
 what they are")); on a loaded CPU the bands widen with the noise and the same rule says "within noise".
+
+A latency band holds a repeat in the same process. Between two sessions (`diff`: two studies, two processes) each
+latency band is widened by `PROCESS_LEVEL` of its median at each end first (`across_processes`): a process times its
+variants at a level of its own that no band of one process can see, so with nothing changed two processes' medians
+lie further apart than their bands (what was seen: docs/method.md, "Noise").
 """
 
 from __future__ import annotations
@@ -78,6 +83,9 @@ LOAD_CHANGE_PER_CORE = 0.5  # runnable tasks per core between two studies: what 
 # grow past what the cores' shares alone give, so the growth past 1 they give is widened by this (the rerun it was set
 # from: docs/evidence.md ("Why the timing defaults are what they are"))
 SHARED_MEMORY_MARGIN = 1.5
+# Of a latency's median, at each end: how far a repeat in another process may land beyond the band of this one's
+# rounds (two bands so widened meet across a gap of twice this; the gaps seen: docs/method.md, "Noise")
+PROCESS_LEVEL = 0.005
 
 
 @dataclass(frozen=True)
@@ -166,6 +174,15 @@ def latency_band(latency: LatencyStats) -> Band | None:
     per_round = f"{len(rounds)} rounds x {len(samples) // len(rounds)}" if rounds else f"{len(samples)} samples"
     band = f"the wider, at each end, of {' and '.join(parts)}" if len(parts) == 2 else parts[0]
     return Band(center, low, high, f"median of {per_round}; band: {band}")
+
+
+def across_processes(band: Band) -> Band:
+    """`band` as a repeat in another process would land: `PROCESS_LEVEL` of its median added at each end (the rest
+    kept; the statistic says so). For a latency compared between two sessions, never within one study."""
+    reach = PROCESS_LEVEL * band.center_ms
+    return Band(band.center_ms, band.low_ms - reach, band.high_ms + reach,
+                f"{band.statistic}, widened by {PROCESS_LEVEL * 100:g} % of the median at each end for another process",
+                band.least_ms)
 
 
 def calls_band(call_times_ms: Sequence[float], drift: Band | None = None, what: str = "calls") -> Band | None:

@@ -165,3 +165,23 @@ def test_a_speed_factor_never_reads_one_where_the_times_differ(speedup):
     assert abs(float(number) - factor) <= 0.5 * 10 ** -len(number.split(".")[1]) + 1e-12  # the factor, rounded
     assert (float(number) == 1) == (speedup == 1)
     assert len(number.split(".")[1]) == 2 or abs(factor - 1) < 0.005  # two decimals wherever two tell them apart
+
+
+def test_variants_of_one_study_are_judged_on_their_own_bands_not_widened_for_another_process():
+    """Within one study both rows come from one process: a 0.4 % difference outside both bands is called (a diff of
+    two sessions would not call it: tests/sessions/test_diff_noise.py)."""
+    from tests.sessions.latency_edits import moved
+
+    session = storage.load(MAINJOB)
+    base = session.variant("fp16")
+    assert base is not None and base.latency is not None
+    variant = copy.deepcopy(base)
+    variant.name = "fp16-copy"
+    moved(variant.latency, 1.004)
+    session.variants.append(variant)
+    # the premise: the bands do not meet (100 samples: the median's 95 % interval is order statistics 40 to 61)
+    ordered_base, ordered_variant = sorted(base.latency.samples_ms), sorted(variant.latency.samples_ms)
+    assert len(ordered_base) == 100
+    assert max(ordered_base[60], *base.latency.round_medians_ms) < min(ordered_variant[39],
+                                                                       *variant.latency.round_medians_ms)
+    assert compare(session, variant).judgement == "slower"

@@ -244,6 +244,33 @@ def test_a_latency_within_noise_stays_within_noise_whatever_the_load(session: Se
     assert latency_row(diff).verdict == "within noise" and latency_row(diff).note.startswith("within noise")
 
 
+def one_process_band(latency_samples: list[float], rounds: list[float]) -> tuple[float, float]:
+    """What one study's band holds: the median's 95 % interval, widened to the round medians' range."""
+    low, high = interval_of_median(latency_samples)
+    return min(low, *rounds), max(high, *rounds)
+
+
+@pytest.mark.parametrize("factor", [1.004, 1 / 1.004])  # 0.4 %: two processes of unchanged code were seen 0.56 % apart
+def test_a_latency_moved_less_than_two_processes_differ_is_within_noise_though_one_process_bands_part(
+        session: Session, tmp_path: Path, capsys: pytest.CaptureFixture[str], factor: float) -> None:
+    a, b = with_latency(drawn(session, 80)), with_latency(drawn(session, 81), factor=factor)
+    band_a = one_process_band(samples(a), a.variants[0].latency.round_medians_ms)
+    band_b = one_process_band(samples(b), b.variants[0].latency.round_medians_ms)
+    assert band_a[1] < band_b[0] or band_b[1] < band_a[0]  # the premise: each process's own bands do not meet
+    row = latency_row(diff_sessions(a, b, load_rules()))
+    assert row.verdict == "within noise" and "for another process" in row.note
+    assert diff_exit(a, b, tmp_path) == 0
+
+
+@pytest.mark.parametrize("factor, exit_code", [(1.015, 0), (1.10, 1)])  # slower; past the 5 % threshold too
+def test_a_latency_moved_further_than_two_processes_differ_is_called(
+        session: Session, tmp_path: Path, capsys: pytest.CaptureFixture[str], factor: float, exit_code: int) -> None:
+    a, b = with_latency(drawn(session, 82)), with_latency(drawn(session, 83), factor=factor)
+    row = latency_row(diff_sessions(a, b, load_rules()))
+    assert row.verdict == "slower" and row.regression == (exit_code == 1)
+    assert diff_exit(a, b, tmp_path) == exit_code
+
+
 def test_a_diff_says_where_a_samples_inferences_differ(session: Session):
     """A session whose samples are single inferences against one whose samples are means of two: the diff warns for
     that variant only, since its bands and percentiles mean something else."""
