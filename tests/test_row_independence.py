@@ -1,13 +1,13 @@
 """benchmarks/row_independence.py judges a variant alone against the whole study by the hull of each side's runs'
-bands, and again as `diff` judges two sessions' latencies (each widened for another process), and finds a variant's
-alone runs by its exact name: on hand-made bands and file names."""
+bands, counts the pairs of runs `diff` would call apart, and finds a variant's alone runs by its exact name: on
+hand-made bands and file names."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.row_independence import alone_runs, hull
-from sessions.analyses.noise import SLOWER, WITHIN, Band, across_processes, judge
+from benchmarks.row_independence import alone_runs, apart_as_diff, hull
+from sessions.analyses.noise import SLOWER, WITHIN, Band, judge
 
 
 def band(center: float, low: float, high: float) -> Band:
@@ -26,13 +26,13 @@ def test_alone_runs_that_meet_the_spread_of_the_together_runs_are_within_and_bey
     assert judge(together, hull([band(1.06, 1.055, 1.065), band(1.07, 1.06, 1.08)])) == SLOWER
 
 
-def test_as_diff_judges_a_row_moved_less_than_two_processes_differ_is_within_noise_and_further_is_not():
-    together = hull([band(2.000, 1.999, 2.001), band(2.0005, 1.9995, 2.0015)])
-    near = hull([band(2.008, 2.007, 2.009), band(2.0085, 2.0075, 2.0095)])  # 0.4 %: beyond the hulls, not the widening
-    far = hull([band(2.030, 2.029, 2.031), band(2.0305, 2.0295, 2.0315)])  # 1.5 %
-    assert judge(together, near) == SLOWER
-    assert judge(across_processes(together), across_processes(near)) == WITHIN
-    assert judge(across_processes(together), across_processes(far)) == SLOWER
+def test_diff_calls_a_pair_apart_only_past_what_two_processes_differ_by():
+    together = [band(2.000, 1.999, 2.001), band(2.0005, 1.9995, 2.0015)]
+    near = [band(2.008, 2.007, 2.009), band(2.0085, 2.0075, 2.0095)]  # 0.4 %: beyond the hulls, not the widening
+    far = [band(2.030, 2.029, 2.031), band(2.0005, 1.9995, 2.0015)]  # one run 1.5 % off, one not
+    assert judge(hull(together), hull(near)) == SLOWER
+    assert apart_as_diff(together, near) == 0
+    assert apart_as_diff(together, far) == 2  # the far run against each run together
 
 
 def test_a_variants_alone_runs_are_found_by_its_exact_name_in_run_order(tmp_path):

@@ -33,7 +33,9 @@ from sessions.analyses.layer_match import Alignment, align_layers
 from sessions.analyses.lowering import diagnose
 from sessions.analyses.noise import (
     FASTER,
+    PROCESS_REACH,
     SLOWER,
+    WITHIN,
     Band,
     CommonFactor,
     HostLoad,
@@ -228,7 +230,7 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     names_a = [v.name for v in a.variants if v.status == "ok"]
     names_b = [v.name for v in b.variants if v.status == "ok"]
     paired_a, paired_b = {p.a for p in chosen}, {p.b for p in chosen}
-    by_name_a, by_name_b = _by_name(a), _by_name(b)  # linear in the variants (what lookups cost: docs/performance.md)
+    by_name_a, by_name_b = _by_name(a), _by_name(b)  # one table each: linear in the variants, not a lookup per pair
     batches = [(batch_of(a, by_name_a[p.a]) or 1, batch_of(b, by_name_b[p.b]) or 1) for p in chosen]
     result = SessionDiff(
         a_name, b_name, threshold, [p.label for p in chosen],
@@ -242,6 +244,11 @@ def diff_sessions(a: Session, b: Session, rules: Rules, threshold: float = 0.05,
     result.notes.extend(f"paired {p.a} (A) with {p.b} (B): {p.how}" for p in chosen if p.how != "name")
     result.warnings.extend(_folding_warnings(chosen, by_name_a, by_name_b))
     result.warnings.extend(_sample_warnings(chosen, by_name_a, by_name_b))
+    if threshold < 2 * PROCESS_REACH:
+        result.warnings.append(
+            f"threshold {threshold * 100:g}% is under the {2 * PROCESS_REACH * 100:g}% two processes' latencies may "
+            "lie apart before diff calls them apart: a latency change that small is within noise, whatever the "
+            "threshold")
     result.notes.extend(_load_notes(a, b))
     loads = HostLoad.of(a.environment), HostLoad.of(b.environment)
     for pair, (batch_a, batch_b) in zip(chosen, batches, strict=False):
@@ -367,12 +374,15 @@ class VariantComparison:
             verdict = threshold_verdict(a, b, self.threshold)
             return Change(self.label, "latency", self.label, a, b, verdict == SLOWER,
                           f"threshold only: no spread stored{per}", verdict)
-        band_a, band_b = across_processes(band_a.scaled(self.scale_a)), across_processes(band_b.scaled(self.scale_b))
+        own_a, own_b = band_a.scaled(self.scale_a), band_b.scaled(self.scale_b)
+        band_a, band_b = across_processes(own_a), across_processes(own_b)
         bands = f"bands {_span(band_a)} and {_span(band_b)} ms{per}; {band_b.statistic}"
-        machine = machine_latency(band_a, band_b, self._factor, *self.loads, layers_steady=layers_steady)
+        verdict = judge(band_a, band_b)
+        # the load's part is asked of each session's own bands: the layers' factor holds what the process moved
+        machine = (machine_latency(own_a, own_b, self._factor, *self.loads, layers_steady=layers_steady)
+                   if verdict != WITHIN else None)
         if machine is not None:
             return Change(self.label, "latency", self.label, a, b, False, f"{machine}; {bands}")
-        verdict = judge(band_a, band_b)
         rel = (b - a) / a if a else 0.0
         note = f"{verdict}; {bands}"
         return Change(self.label, "latency", self.label, a, b, verdict == SLOWER and rel > self.threshold, note,

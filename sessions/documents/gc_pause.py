@@ -2,7 +2,7 @@
 
 A 100,000-layer file decodes into millions of dicts, lists and strings, and a session of that size into
 as many dataclasses; every few hundred new containers the collector runs, and each full pass walks all
-of them again, so building one costs a multiple of the building itself (docs/performance.md). Sessions
+of them again, so building one costs a multiple of the building itself. Sessions
 and TensorRT documents hold no reference cycles: reference counting frees them, the collector finds nothing in them.
 """
 

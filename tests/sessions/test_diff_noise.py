@@ -271,6 +271,29 @@ def test_a_latency_moved_further_than_two_processes_differ_is_called(
     assert diff_exit(a, b, tmp_path) == exit_code
 
 
+def test_the_load_explains_a_latency_only_as_far_as_each_sessions_own_band_moved_with_its_layers(
+        session: Session) -> None:
+    """Layers 2 % slower on a busier machine, the latency 3 %: the 1 % the layers do not explain is judged, however
+    far another process might land (the layers' factor already holds what the process moved)."""
+    cores = session.environment.cpu_count
+    a = with_latency(drawn(session, 90, spread=0.003), load=0.1 * cores)
+    b = with_latency(drawn(session, 91, spread=0.003, load=1.02), factor=1.03, load=2.0 * cores)
+    low, high = interval_of_median(ratios(a, b))
+    assert 1 < low and high < 1.025  # the premise: every layer moved, by less than the latency
+    band_a = one_process_band(samples(a), a.variants[0].latency.round_medians_ms)
+    band_b = one_process_band(samples(b), b.variants[0].latency.round_medians_ms)
+    assert band_b[0] / high > band_a[1] * 1.005  # ... and the latency's own band moved past theirs by more than 0.5 %
+    row = latency_row(diff_sessions(a, b, load_rules()))
+    assert row.verdict == "slower" and not row.regression and "not judged" not in row.note
+
+
+@pytest.mark.parametrize("threshold, warned", [(0.005, True), (0.05, False)])
+def test_a_threshold_under_what_two_processes_differ_by_is_said_to_catch_nothing_smaller(
+        session: Session, threshold: float, warned: bool) -> None:
+    warnings = diff_sessions(session, copy.deepcopy(session), load_rules(), threshold=threshold).warnings
+    assert any(w.startswith(f"threshold {threshold * 100:g}% is under") for w in warnings) == warned
+
+
 def test_a_diff_says_where_a_samples_inferences_differ(session: Session):
     """A session whose samples are single inferences against one whose samples are means of two: the diff warns for
     that variant only, since its bands and percentiles mean something else."""

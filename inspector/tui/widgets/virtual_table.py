@@ -1,6 +1,6 @@
 """A table that renders only the rows on screen (Textual's line API), so 100k rows open at once.
 
-Textual's DataTable measures every cell on the main thread (its cost: docs/performance.md); this table
+Textual's DataTable measures every cell on the main thread (slow past thousands of rows); this table
 formats a row when it scrolls into view. The header is the first line and scrolls sideways with the
 body; the first column (the row's name) stays pinned. Rows are tuples of plain values; numbers sort
 as numbers.
