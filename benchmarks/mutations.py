@@ -1,4 +1,5 @@
-"""Break the measurement path one way at a time and check that a test fails (a mutation check).
+"""Break the measurement path (and the diff's noise rule) one way at a time and check that a test fails (a
+mutation check).
 
     python benchmarks/mutations.py            # the table; exit 1 if a mutant survives or a patch no longer applies
     python benchmarks/mutations.py --jobs 1   # one mutant at a time
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/profilers/test_mutations.py", "tests/profilers/test_stats.py", "tests/profilers/test_attribution.py",
          "tests/inspector/test_study_fake.py", "tests/profilers/test_reviewer_fields.py",
-         "tests/profilers/test_kernel_trace.py"]
+         "tests/profilers/test_kernel_trace.py", "tests/sessions/test_diff_noise.py"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ def mutant(name: str, *edits: tuple[str, str, str], alternatives: tuple[tuple[st
 
 TIMING, STATS, STUDY = "profilers/timing.py", "profilers/stats.py", "inspector/study.py"
 ATTRIBUTION, CUPTI, QUALITY = "profilers/attribution.py", "profilers/kernel_trace.py", "profilers/quality.py"
+DIFF = "sessions/analyses/diff.py"
 
 QUALITY_V2 = ((QUALITY, "top1_agreement=float(totals[1] / totals[0]),", "top1_agreement=1.0,"),
               (QUALITY, "mean_kl=max(0.0, float(totals[2] / totals[0])),", "mean_kl=0.0,"),
@@ -100,6 +102,11 @@ MUTANTS = [
     mutant("median replaced by mean",
            (STATS, "median = ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2", "median = mean"),
            alternatives=((STATS, "median_ms=median(ordered),", "median_ms=mean,"),)),
+    mutant("diff judges latencies on one process's bands (no widening for the other process)",
+           (DIFF, "band_a, band_b = across_processes(own_a), across_processes(own_b)",
+            "band_a, band_b = own_a, own_b")),
+    mutant("diff lets the load explain a latency on the widened bands",
+           (DIFF, "machine = (machine_latency(own_a, own_b,", "machine = (machine_latency(band_a, band_b,")),
 ]
 
 
