@@ -4,10 +4,15 @@ hand-made bands and file names."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
-from benchmarks.row_independence import alone_runs, apart_as_diff, hull
+from benchmarks.row_independence import alone_runs, apart_as_diff, hull, judged
 from sessions.analyses.noise import SLOWER, WITHIN, Band, judge
+from sessions.documents import storage
+from tests.conftest import H200
+from tests.sessions.latency_edits import moved
 
 
 def band(center: float, low: float, high: float) -> Band:
@@ -41,3 +46,30 @@ def test_a_variants_alone_runs_are_found_by_its_exact_name_in_run_order(tmp_path
         (tmp_path / name).write_text("{}")
     assert [p.name for p in alone_runs(tmp_path, "cudnn-fp8")] == ["alone-cudnn-fp8-1.json", "alone-cudnn-fp8-2.json",
                                                                    "alone-cudnn-fp8-10.json"]
+
+
+def test_the_table_counts_the_rows_apart_on_the_hulls_and_the_pairs_diff_would_call_apart(tmp_path, capsys):
+    """The committed H200 main job as the study together; each variant alone is a copy of that variant moved by a known
+    factor: fp16 by 0.4 % (apart on one process's bands, not on bands widened for the other process),
+    the simulated FP8 `all` by 3 % (apart both ways), the rest unmoved (within noise both ways)."""
+    session = storage.load(H200 / "senet154-mainjob-warm.json")
+    storage.save(session, tmp_path / "together-1.json")
+    factors = {"fp16": 1.004, "fp8-all": 1.03}
+    for variant in session.variants:
+        if variant.latency is None:
+            continue
+        alone = copy.deepcopy(session)
+        alone.variants = [v for v in alone.variants if v.name == variant.name]
+        moved(alone.variants[0].latency, factors.get(variant.name, 1.0))
+        storage.save(alone, tmp_path / f"alone-{variant.name}-1.json")
+    assert {"fp16", "fp8-all"} <= {v.name for v in session.variants}  # the premise: both are in the study
+    moved_rows = judged(tmp_path)
+    out = capsys.readouterr().out.splitlines()
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in out
+            if line.startswith("| ") and not line.startswith("| variant")}
+    assert rows["fp16"][-2:] == ["slower", "0 of 1 |"]
+    assert rows["fp8-all"][-2:] == ["slower", "1 of 1 |"]
+    assert all(row[-2:] == ["within noise", "0 of 1 |"] for name, row in rows.items() if name not in factors)
+    assert moved_rows == 2
+    assert out[-1].endswith(f"; 1 of {len(rows)} with a pair of sessions diff calls apart")
+
