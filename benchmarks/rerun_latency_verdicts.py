@@ -23,6 +23,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -41,9 +42,23 @@ EXCLUDED = {  # folder: why its pairs do not count
 }
 
 
+class Pair(NamedTuple):
+    """One variant timed in two sessions of one folder, and what the noise rule says of it."""
+
+    folder: str  # under benchmarks/results/
+    sessions: str  # the two file names
+    variant: str
+    kind: str  # "cold" where either session is a cold run, else "warm"
+    change: float  # B / A - 1 of the medians
+    own: str  # the verdict on each session's own band
+    widened: str  # the verdict on the bands widened for another process
+    reach: float  # the least widening at which the two bands meet (`reach_needed`)
+
+
 def sessions_of(folder: Path) -> dict[str, Session]:
     """The repeated sessions of one folder, loose or in its `sessions.tar.gz`, by file name (an archive's members
-    are its files' names at its top level); a file the readers refuse is left out."""
+    are its files' names at its top level); read by the tool's own reader, whose error on a file it refuses ends the
+    replay."""
     found = {path.name: storage.load(path) for path in sorted(folder.glob("*.json")) if _repeats(path.name)}
     archive = folder / "sessions.tar.gz"
     if not archive.exists():
@@ -71,7 +86,7 @@ def reach_needed(a: Band, b: Band) -> float:
 
 
 def repeated(names: list[str]) -> dict[str, list[str]]:
-    """The archive's file names grouped by the study they repeat."""
+    """A folder's session file names grouped by the study they repeat."""
     groups: dict[str, list[str]] = {}
     for name in sorted(names):
         for pattern in REPEATS:
@@ -83,7 +98,7 @@ def repeated(names: list[str]) -> dict[str, list[str]]:
 
 
 def main() -> int:
-    rows: list[tuple[str, str, str, str, float, str, str, float]] = []
+    rows: list[Pair] = []
     folders = sorted({path.parent for kind in ("h100", "h200") for path in (RESULTS / kind).rglob("*")
                       if path.name == "sessions.tar.gz" or (path.suffix == ".json" and _repeats(path.name))})
     used: dict[str, int] = {}
@@ -104,28 +119,28 @@ def main() -> int:
                     if band_a is None or band_b is None:
                         continue
                     change = vb.latency.median_ms / va.latency.median_ms - 1
-                    rows.append((where, f"{name_a} {name_b}", va.name, cold, change, judge(band_a, band_b),
-                                 judge(across_processes(band_a), across_processes(band_b)),
-                                 reach_needed(band_a, band_b)))
+                    rows.append(Pair(where, f"{name_a} {name_b}", va.name, cold, change, judge(band_a, band_b),
+                                     judge(across_processes(band_a), across_processes(band_b)),
+                                     reach_needed(band_a, band_b)))
     print("| folder | sessions | variant | pair | B / A - 1 | one process's bands | widened for another process |")
     print("|---|---|---|---|---:|---|---|")
-    for where, pair, variant, cold, change, own, widened, _ in rows:
-        print(f"| {where} | {pair} | {variant} | {cold} | {change:+.3%} | {own} | {widened} |")
+    for r in rows:
+        print(f"| {r.folder} | {r.sessions} | {r.variant} | {r.kind} | {r.change:+.3%} | {r.own} | {r.widened} |")
     print()
     for where, why in EXCLUDED.items():
         print(f"excluded: {where}: {why}")
     print(f"counted: {sum(used.values())} sessions in {len(used)} folders")
     for kind in ("warm", "cold"):
-        chosen = [r for r in rows if r[3] == kind and r[0] not in EXCLUDED]
+        chosen = [r for r in rows if r.kind == kind and r.folder not in EXCLUDED]
         if not chosen:
             continue
-        sizes = [abs(r[4]) for r in chosen]
-        called = sum(r[5] != WITHIN for r in chosen)
-        widened = sum(r[6] != WITHIN for r in chosen)
-        print(f"{kind} pairs: {len(chosen)} variant pairs from {len({r[0] for r in chosen})} folders; |B / A - 1| "
+        sizes = [abs(r.change) for r in chosen]
+        called = sum(r.own != WITHIN for r in chosen)
+        widened = sum(r.widened != WITHIN for r in chosen)
+        print(f"{kind} pairs: {len(chosen)} variant pairs from {len({r.folder for r in chosen})} folders; |B / A - 1| "
               f"median {statistics.median(sizes):.3%}, largest {max(sizes):.3%}; called faster or slower on one "
               f"process's bands: {called}, on bands widened for another process: {widened}; the least widening that "
-              f"calls none: {max(r[7] for r in chosen):.3%} of the median at each end")
+              f"calls none: {max(r.reach for r in chosen):.3%} of the median at each end")
     return 0
 
 

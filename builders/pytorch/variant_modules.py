@@ -272,7 +272,7 @@ def _modelopt():
     try:
         with _absent(UNUSED_MODELOPT_PLUGINS):
             # max calibration imports ModelOpt's export package: imported here, with the plug-ins' libraries hidden
-            # (its cost with and without them: docs/performance.md)
+            # (its cost: docs/performance.md)
             import modelopt.torch.export.layer_utils  # noqa: F401
             import modelopt.torch.quantization as mtq
             from modelopt.torch.quantization import extensions

@@ -87,9 +87,9 @@ LOAD_CHANGE_PER_CORE = 0.5  # runnable tasks per core between two studies: what 
 SHARED_MEMORY_MARGIN = 1.5
 # Of a latency's median, at each end of each of two sessions' bands: what `across_processes` adds, so that the bands
 # of two processes meet across a gap of about twice this. Over the committed GPU reruns of unchanged code (senet154's
-# variants of 1.5-19 ms on H100s and H200s) the least share that calls none of them apart is 0.33 %, between a cold
-# run and a warm one (docs/method.md, "Noise"); rounded up for GPUs and models not seen. Unmeasured on the CPU, whose
-# bands are far wider.
+# variants of 1.5-3.8 ms at batch 1, H100s and H200s) the least share that calls none of them apart is 0.33 %, between
+# a cold run and a warm one (docs/method.md, "Noise"); rounded up for GPUs and models not seen. Unmeasured on the CPU,
+# whose bands are far wider.
 PROCESS_REACH = 0.005
 
 
