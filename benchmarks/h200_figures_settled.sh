@@ -15,6 +15,8 @@
 #   placement  each variant in PLACEMENT_VARIANTS (default "fp32 cudnn-fp16") alone at eight placements of its memory
 #           (benchmarks/placement_shift.py senet154: 0, 0, 2, 4, 8, 16, 32 and 64 MiB held first), after one run of
 #           the engine's variant that fills the tool's caches (its session dropped)
+#   options the main job once more on the caches it left, with the study options in MAIN_OPTIONS (a timing plan
+#           weighed against the default: options/run.log)
 #   spread  seven families of 0.2-5 ms, PyTorch fp16, engine fp16 and FP8 (benchmarks/small_model_spread.py)
 #   probe   the FP8 probe against the engine, layer by layer (benchmarks/probe_vs_engine.py senet154)
 #   compile the engine's fp16 against torch.compile, MODEL:BATCH jobs in COMPILE_JOBS (default: where it lost before,
@@ -51,6 +53,8 @@ for PART in ${PARTS:-state main rows}; do
       trt-inspect diff "$REF" "$OUT/main/senet154-$RUN.json" > "$OUT/main/diff-ref-$RUN.txt"; echo "diff ref $RUN: exit $?"
     done ;;
   sampled) sample_main sampled ;;
+  options) t senet154 ${MAIN_OPTIONS:?MAIN_OPTIONS names the options} --out "$OUT/options/senet154.json" \
+             | tee "$OUT/options/run.log" ;;
   coldsampled) sample_main coldsampled "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache ;;
   freshsampled)
     sample_main freshsampled "$TRT_INSPECT_HOME" /tmp/torchinductor_* ~/.triton/cache "$DRIVER_CACHE"

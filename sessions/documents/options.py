@@ -129,7 +129,7 @@ def _within(value: float, low: float | None, high: float | None) -> bool:
 
 TIMING = ("warmup_s", "rounds", "iters", "switch_warmup")  # the options that make a TimingPlan, in its order
 
-# Timing defaults: 5 rounds of 20 on CUDA after 200 ms of warm-up, samples' worth of inferences discarded at each
+# Timing defaults: 4 rounds of 25 on CUDA after 50 ms of warm-up, samples' worth of inferences discarded at each
 # variant's turn in a round;
 # what they rest on is in docs/evidence.md ("Why the timing defaults are what they are").
 # The probe times one layer per step: 50 ms of warm-up per step, 5 rounds of 20.
@@ -157,12 +157,12 @@ OPTIONS: tuple[Option, ...] = (
            "taken at a fixed stride through --images (default: every image, calibration images included)",
            low=1, high=1000000),
     Option("rounds", ("--rounds",), int, "interleaved timing rounds", commands=(RUN, PROBE),
-           command_defaults={PROBE: 5}, machine_defaults={"cuda": 5, "cpu": 3}, low=1, high=100000),
+           command_defaults={PROBE: 5}, machine_defaults={"cuda": 4, "cpu": 3}, low=1, high=100000),
     Option("iters", ("--iters",), int, "timed samples per variant and round (a sample: one inference, or on a GPU "
            "the mean of a few back-to-back ones lasting a few milliseconds together)", commands=(RUN, PROBE),
-           command_defaults={PROBE: 20}, machine_defaults={"cuda": 20, "cpu": 5}, low=1, high=10**7),
+           command_defaults={PROBE: 20}, machine_defaults={"cuda": 25, "cpu": 5}, low=1, high=10**7),
     Option("warmup_s", ("--warmup",), float, "warm-up per variant (per timed step in the probe)", commands=(RUN, PROBE),
-           command_defaults={PROBE: 0.05}, machine_defaults={"cuda": 0.2, "cpu": 0.5}, low=0, high=3600,
+           command_defaults={PROBE: 0.05}, machine_defaults={"cuda": 0.05, "cpu": 0.5}, low=0, high=3600,
            metavar="SECONDS"),
     Option("switch_warmup", ("--switch-warmup",), int, "samples' worth of inferences discarded before each variant's "
            "samples in a round (on a GPU, after a switch of variant, for at least the floor the method states)",
