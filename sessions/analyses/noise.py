@@ -100,7 +100,7 @@ class Band:
     center_ms: float  # the statistic compared (the median)
     low_ms: float
     high_ms: float
-    statistic: str  # in words, e.g. "median of 5 rounds x 20; band: ..."
+    statistic: str  # in words, e.g. "median of 4 rounds x 25; band: ..."
     least_ms: float | None = None  # the least of the per-call times it was built from (`calls_band`); None: a latency
 
     def scaled(self, divisor: float) -> Band:
