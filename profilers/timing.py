@@ -9,17 +9,16 @@ variant is stored with its latency; the measurements behind the rule: docs/metho
 reads a monotonic clock, one forward pass per sample.
 Rounds interleave the variants, alternating their order (A B C, then C B A, `round_order`), so that drift in clocks or
 temperature spreads over all of them instead of favouring whichever ran first (a drift linear in time falls alike on
-every variant over each pair of rounds; with an odd count of rounds the last is unpaired), and each round after the
-first opens on the variant the round before closed on, so that a study of V variants switches V - 1 times in those
-rounds, not V. At each variant's turn in a round, `TimingPlan.switch_warmup` samples' worth of inferences are run and
-discarded before its samples (`discard_inferences`): after a switch of variant the first inferences run cold (caches
-and the graph just came from another variant), and counted in samples the discard lasts as long for a short model as
-for a long one (what that rests on: docs/evidence.md ("Why the timing defaults are what they are")); on a GPU, after a
-switch, it lasts at least `SWITCH_MIN_MS` (the speed a GPU runs a variant at lags behind the switch). Where a round
-opens on the variant that closed the round before, only the samples' worth is discarded: it keeps the round's first
-sample off a stream drained while the round before was recorded. The warm-ups all run before the first round, which
-opens on a switch, so that each variant's first samples, too, follow a switch's discard of back-to-back inferences
-(a warm-up synchronises after every inference: docs/method.md, "Latency").
+every variant over each pair of rounds; with an odd count of rounds the last is unpaired). At each variant's turn in a
+round, `TimingPlan.switch_warmup` samples' worth of inferences are run and discarded before its samples
+(`discard_inferences`): after a switch of variant the first inferences run cold (caches and the graph just came from
+another variant), and counted in samples the discard lasts as long for a short model as for a long one (what that
+rests on: docs/evidence.md ("Why the timing defaults are what they are")); on a GPU it lasts at least `SWITCH_MIN_MS`
+at every turn: the speed a GPU runs a variant at lags behind a switch, and behind the pause in which the round before
+is reported, so a round that opens on the variant the round before closed on gets the same floor (what a shorter
+discard there did: docs/evidence.md). The warm-ups all run before the first round, so each variant's first samples,
+too, follow a discard of back-to-back inferences (a warm-up synchronises after every inference: docs/method.md,
+"Latency").
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
@@ -43,7 +42,7 @@ Step = Callable[[], None]
 SAMPLE_MIN_MS = 4.0  # on a GPU, one sample spans back-to-back inferences lasting at least this long together
 MAX_INFERENCES_PER_SAMPLE = 16  # ... and at most this many of them
 SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how many one sample spans
-SWITCH_MIN_MS = 250.0  # on a GPU, the inferences discarded after a switch of variant last at least this long ...
+SWITCH_MIN_MS = 250.0  # on a GPU, the inferences discarded at a variant's turn last at least this long ...
 MAX_SWITCH_INFERENCES = 10_000  # ... in at most this many (launching a far shorter step takes the host longer)
 
 
@@ -125,15 +124,16 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
-def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | None, switched: bool) -> int:
+def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
     """How many inferences of `single_ms` are run and dropped at a variant's turn in a round, before its samples:
-    `samples_worth` samples' worth (`per_sample` each) and, where the turn follows a switch of variant (`switched`),
-    that is any and the clock sized the inference, enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES`
-    for that). On an H100 a variant ran at the speed the variant before had left the GPU in for a while after a
-    switch, then stepped to its own speed; the floor is past most of those lags but not the longest (the lags and what
-    the floor left: docs/evidence.md ("Why the timing defaults are what they are"))."""
+    `samples_worth` samples' worth (`per_sample` each) and, where that is any and the clock sized the inference,
+    enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at the speed
+    the variant before had left the GPU in for a while after a switch, then stepped to its own speed; the floor is
+    past most of those lags but not the longest (the lags and what the floor left: docs/evidence.md ("Why the timing
+    defaults are what they are")). A short model ran slower for tens of milliseconds, too, where it resumed after the
+    pause in which the round before was reported, so the floor holds at every turn."""
     counted = samples_worth * per_sample
-    if not switched or counted == 0 or single_ms is None or single_ms <= 0:
+    if counted == 0 or single_ms is None or single_ms <= 0:
         return counted
     return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(SWITCH_MIN_MS / single_ms)))
 
@@ -193,22 +193,19 @@ def _measured(
     on_sized: Callable[[dict[str, int]], None] | None,
 ) -> dict[str, list[float]]:
     per_sample: dict[str, int] = {}
-    discards: dict[str, dict[bool, int]] = {}  # by variant, then by whether its turn follows a switch
+    discards: dict[str, int] = {}
     names = list(steps)
     for name in names:
         _warm(steps[name], plan.warmup_s, clock)
         single_ms = clock.inference_ms(steps[name])
         per_sample[name] = inferences_per_sample(single_ms)
-        discards[name] = {switched: discard_inferences(plan.switch_warmup, per_sample[name], single_ms, switched)
-                          for switched in (True, False)}
+        discards[name] = discard_inferences(plan.switch_warmup, per_sample[name], single_ms)
     if on_sized is not None:
         on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
-    ran_last: str | None = None  # the first round opens on a switch, a lone variant's too (after its warm-up)
     for round_index in range(plan.rounds):
         for name in round_order(names, round_index):
-            _discard(steps[name], discards[name][name != ran_last])
-            ran_last = name
+            _discard(steps[name], discards[name])
             samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)
@@ -218,7 +215,7 @@ def _measured(
 
 def _switch_floor(plan: TimingPlan) -> str:
     """The GPU discard's floor in the method's words; nothing where no discard is asked."""
-    return f", lasting at least {SWITCH_MIN_MS:g} ms after a switch of variant" if plan.switch_warmup else ""
+    return f", lasting at least {SWITCH_MIN_MS:g} ms" if plan.switch_warmup else ""
 
 
 ROUND_ORDER_WORDS = " in alternating order (A B C, then C B A)"  # `round_order` in a method's words

@@ -165,7 +165,7 @@ OPTIONS: tuple[Option, ...] = (
            command_defaults={PROBE: 0.05}, machine_defaults={"cuda": 0.05, "cpu": 0.5}, low=0, high=3600,
            metavar="SECONDS"),
     Option("switch_warmup", ("--switch-warmup",), int, "samples' worth of inferences discarded before each variant's "
-           "samples in a round (on a GPU, after a switch of variant, for at least the floor the method states)",
+           "samples in a round (on a GPU, for at least the floor the method states)",
            machine_defaults={"cuda": 5, "cpu": 1}, low=0, high=1000, metavar="N"),
     Option("threads", ("--threads",), int, "PyTorch CPU threads (default: PyTorch's choice)", low=1, high=1024,
            metavar="N"),

@@ -44,7 +44,7 @@ class TimingPlan:
     rounds: int  # interleaved over the variants
     iters: int  # samples per variant per round
     switch_warmup: int = 0  # samples' worth of inferences discarded at each variant's turn in a round (on a GPU,
-    # after a switch of variant, at least a floor of time: profilers.timing.discard_inferences)
+    # at least a floor of time: profilers.timing.discard_inferences)
 
 
 @dataclass(frozen=True)
