@@ -2,6 +2,7 @@
 opens each timing round (profilers/timing.py): the round before is reported while the GPU has nothing to run.
 
     python benchmarks/idle_lag.py [--models a,b] [--gaps 0,2,10,50,200] [--repeats 12] [--samples 40]
+                                  [--windows 0,20,60,100,160]
 
 Per model (timm, random weights, fp16, batch 1, one CUDA graph) and per gap: `--repeats` times, 250 ms of
 back-to-back replays (the state every turn starts from), a synchronisation, the host idle for the gap (sleeping),
@@ -29,7 +30,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's code
 from profilers.timing import EventClock, inferences_per_sample
 
 BUSY_MS = 250.0  # back-to-back replays before each gap: the state every turn starts from
-WINDOWS_MS = ((0, 20), (20, 60), (60, 100), (100, 160), (160, 1e9))
+WINDOW_EDGES_MS = "0,20,60,100,160"  # the windows into the samples: between these edges, then past the last
 OVER = 0.002  # a window mean this far over the steady level counts as slow
 
 
@@ -51,7 +52,13 @@ def graphed(name: str) -> Callable[[], None]:
     return graph.replay
 
 
-def profile(name: str, gaps: list[float], repeats: int, count: int) -> None:
+def windows_of(edges: str) -> list[tuple[float, float]]:
+    """`--windows`' edges in ms as (start, end) pairs, the last window open-ended."""
+    points = [float(edge) for edge in edges.split(",")]
+    return list(zip(points, points[1:] + [math.inf], strict=True))
+
+
+def profile(name: str, gaps: list[float], repeats: int, count: int, windows: list[tuple[float, float]]) -> None:
     import torch
 
     step = graphed(name)
@@ -72,13 +79,13 @@ def profile(name: str, gaps: list[float], repeats: int, count: int) -> None:
     steady = statistics.median(s for run in runs[min(gaps)] for s in run[3 * count // 4:])
     span = per * steady  # ms one sample lasts
     print(f"\n## {name}: {single:.3f} ms an inference, {per} a sample ({span:.1f} ms), steady {steady:.4f} ms")
-    print("| gap ms | " + " | ".join(f"{lo:g}-{hi:g} ms" if hi < 1e9 else f"{lo:g} ms on" for lo, hi in WINDOWS_MS)
+    print("| gap ms | " + " | ".join(f"{lo:g}-{hi:g} ms" if hi < math.inf else f"{lo:g} ms on" for lo, hi in windows)
           + " |")
-    print("|---:|" + "---:|" * len(WINDOWS_MS))
+    print("|---:|" + "---:|" * len(windows))
     for gap in gaps:
         cells = []
-        for lo, hi in WINDOWS_MS:
-            first, last = int(lo // span), min(count, math.ceil(hi / span))
+        for lo, hi in windows:
+            first, last = int(lo // span), count if hi == math.inf else min(count, math.ceil(hi / span))
             means = [statistics.fmean(run[first:last]) / steady - 1 for run in runs[gap] if last > first]
             if not means:
                 cells.append("-")
@@ -94,12 +101,13 @@ def main() -> int:
     parser.add_argument("--gaps", default="0,2,10,50,200", help="ms the GPU idles, comma-separated")
     parser.add_argument("--repeats", type=int, default=12)
     parser.add_argument("--samples", type=int, default=40)
+    parser.add_argument("--windows", default=WINDOW_EDGES_MS, help="edges of the windows in ms, comma-separated")
     args = parser.parse_args()
     gaps = [float(g) for g in args.gaps.split(",")]
     print(f"idle lag: {args.repeats} repeats of {args.samples} samples per gap, after {BUSY_MS:g} ms of replays; "
           f"windows over the steady level by more than {100 * OVER:g} % counted slow")
     for name in args.models.split(","):
-        profile(name, gaps, args.repeats, args.samples)
+        profile(name, gaps, args.repeats, args.samples, windows_of(args.windows))
     return 0
 
 

@@ -61,10 +61,16 @@ MUTANTS = [
             "    for round_index in range(plan.rounds):\n        if on_round is not None:\n")),
     mutant("rounds in one order (A B C, A B C), not alternating",
            (TIMING, "return list(names) if round_index % 2 == 0 else list(reversed(names))", "return list(names)")),
-    mutant("a round opening on the variant that closed the last discards past the floor",
-           (TIMING, "discards[name][name != ran_last]", "discards[name][True]")),
-    mutant("a lone variant's first round opening without the floor after its warm-up",
-           (TIMING, "ran_last: str | None = None", "ran_last: str | None = names[-1] if len(names) == 1 else None")),
+    mutant("a later round's opening discards the samples' worth only, not the floor",
+           (TIMING, ("        for name in round_order(names, round_index):\n"
+                     "            _discard(steps[name], discards[name])\n"),
+            ("        for position, name in enumerate(round_order(names, round_index)):\n"
+             "            opening = position == 0 and round_index > 0\n"
+             "            _discard(steps[name],\n"
+             "                     plan.switch_warmup * per_sample[name] if opening else discards[name])\n"))),
+    mutant("no floor under the discard on a GPU",
+           (TIMING, "    return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(SWITCH_MIN_MS / single_ms)))",
+            "    return counted")),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, "cuda_graph = device.gpu and graphed", "cuda_graph = device.gpu")),
     mutant("cuda_graph flag lies (one graphed step is enough)",

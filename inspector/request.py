@@ -32,7 +32,7 @@ class AskedOptions:
     rounds: int | None = default("rounds")
     iters: int | None = default("iters")
     warmup_s: float | None = default("warmup_s")
-    switch_warmup: int | None = default("switch_warmup")  # samples' worth of inferences discarded per switch
+    switch_warmup: int | None = default("switch_warmup")  # samples' worth of inferences discarded per turn
     tracer: str = default("tracer")
 
 

@@ -126,12 +126,12 @@ def round_order(names: list[str], round_index: int) -> list[str]:
 
 def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
     """How many inferences of `single_ms` are run and dropped at a variant's turn in a round, before its samples:
-    `samples_worth` samples' worth (`per_sample` each) and, where that is any and the clock sized the inference,
-    enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at the speed
-    the variant before had left the GPU in for a while after a switch, then stepped to its own speed; the floor is
-    past most of those lags but not the longest (the lags and what the floor left: docs/evidence.md ("Why the timing
-    defaults are what they are")). A short model ran slower for tens of milliseconds, too, where it resumed after the
-    pause in which the round before was reported, so the floor holds at every turn."""
+    `samples_worth` samples' worth (`per_sample` each) and, where that is more than none and the clock sized the
+    inference, enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at
+    the speed the variant before had left the GPU in for a while after a switch, then stepped to its own speed; the
+    floor is past most of those lags but not the longest (the lags and what the floor left: docs/evidence.md ("Why
+    the timing defaults are what they are")). A GPU left idle ran a short model slower for over 100 ms after it, too,
+    and a round opens after a pause (the round before is reported), so the floor holds at every turn."""
     counted = samples_worth * per_sample
     if counted == 0 or single_ms is None or single_ms <= 0:
         return counted

@@ -235,9 +235,8 @@ def test_a_lone_variant_discards_the_floor_at_every_round(monkeypatch):
 
 class ColdAfterIdleGpu(QueuedGpu):
     """A stream whose inferences run `slow` times longer for the first `cold_ms` of GPU time after the stream idled
-    for more than `idle_ms` (as an H100 ran a short model up to 0.8 % slower for about 100 ms where a round opened on
-    the variant that closed the round before, after the pause in which that round was reported:
-    benchmarks/results/h100/idle-lag/)."""
+    for more than `idle_ms` (as an H100 left idle for 50 ms ran a short model up to 0.9 % slower for over 100 ms after
+    it: benchmarks/results/h100/floor-every-turn/idle-lag.txt)."""
 
     def __init__(self, launch_ms: float, work_ms: float, idle_ms: float, cold_ms: float, slow: float) -> None:
         super().__init__(launch_ms, work_ms)
