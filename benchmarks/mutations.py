@@ -69,7 +69,7 @@ MUTANTS = [
              "            _discard(steps[name],\n"
              "                     plan.switch_warmup * per_sample[name] if opening else discards[name])\n"))),
     mutant("no floor under the discard on a GPU",
-           (TIMING, "    return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(SWITCH_MIN_MS / single_ms)))",
+           (TIMING, "    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(DISCARD_MIN_MS / single_ms)))",
             "    return counted")),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, "cuda_graph = device.gpu and graphed", "cuda_graph = device.gpu")),

@@ -13,7 +13,7 @@ every variant over each pair of rounds; with an odd count of rounds the last is 
 round, `TimingPlan.switch_warmup` samples' worth of inferences are run and discarded before its samples
 (`discard_inferences`): after a switch of variant the first inferences run cold (caches and the graph just came from
 another variant), and counted in samples the discard lasts as long for a short model as for a long one (what that
-rests on: docs/evidence.md ("Why the timing defaults are what they are")); on a GPU it lasts at least `SWITCH_MIN_MS`
+rests on: docs/evidence.md ("Why the timing defaults are what they are")); on a GPU it lasts at least `DISCARD_MIN_MS`
 at every turn: the speed a GPU runs a variant at lags behind a switch, and behind the pause in which the round before
 is reported, so a round that opens on the variant the round before closed on gets the same floor (what a shorter
 discard there did: docs/evidence.md). The warm-ups all run before the first round, so each variant's first samples,
@@ -42,8 +42,8 @@ Step = Callable[[], None]
 SAMPLE_MIN_MS = 4.0  # on a GPU, one sample spans back-to-back inferences lasting at least this long together
 MAX_INFERENCES_PER_SAMPLE = 16  # ... and at most this many of them
 SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how many one sample spans
-SWITCH_MIN_MS = 250.0  # on a GPU, the inferences discarded at a variant's turn last at least this long ...
-MAX_SWITCH_INFERENCES = 10_000  # ... in at most this many (launching a far shorter step takes the host longer)
+DISCARD_MIN_MS = 250.0  # on a GPU, the inferences discarded at a variant's turn last at least this long ...
+MAX_DISCARD_INFERENCES = 10_000  # ... in at most this many (launching a far shorter step takes the host longer)
 
 
 class Clock(Protocol):
@@ -127,7 +127,7 @@ def round_order(names: list[str], round_index: int) -> list[str]:
 def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
     """How many inferences of `single_ms` are run and dropped at a variant's turn in a round, before its samples:
     `samples_worth` samples' worth (`per_sample` each) and, where that is more than none and the clock sized the
-    inference, enough to last `SWITCH_MIN_MS` (at most `MAX_SWITCH_INFERENCES` for that). On an H100 a variant ran at
+    inference, enough to last `DISCARD_MIN_MS` (at most `MAX_DISCARD_INFERENCES` for that). On an H100 a variant ran at
     the speed the variant before had left the GPU in for a while after a switch, then stepped to its own speed; the
     floor is past most of those lags but not the longest (the lags and what the floor left: docs/evidence.md ("Why
     the timing defaults are what they are")). A GPU left idle ran a short model slower for over 100 ms after it, too,
@@ -135,7 +135,7 @@ def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | N
     counted = samples_worth * per_sample
     if counted == 0 or single_ms is None or single_ms <= 0:
         return counted
-    return max(counted, min(MAX_SWITCH_INFERENCES, math.ceil(SWITCH_MIN_MS / single_ms)))
+    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(DISCARD_MIN_MS / single_ms)))
 
 
 def clock_for(device: str) -> Clock:
@@ -213,9 +213,9 @@ def _measured(
     return samples
 
 
-def _switch_floor(plan: TimingPlan) -> str:
+def _discard_floor(plan: TimingPlan) -> str:
     """The GPU discard's floor in the method's words; nothing where no discard is asked."""
-    return f", lasting at least {SWITCH_MIN_MS:g} ms" if plan.switch_warmup else ""
+    return f", lasting at least {DISCARD_MIN_MS:g} ms" if plan.switch_warmup else ""
 
 
 ROUND_ORDER_WORDS = " in alternating order (A B C, then C B A)"  # `round_order` in a method's words
@@ -237,7 +237,7 @@ def _timed_region(device: str, cuda_graph: bool, plan: TimingPlan) -> str:
             "of such means; events recorded back to back, so a sample also holds any launch gap; no host-device "
             f"copies; static input; {plan.warmup_s:g} s warm-up per variant discarded; {plan.rounds} interleaved "
             f"rounds{ROUND_ORDER_WORDS} of {plan.iters} samples per variant, each after discarding the inferences of "
-            f"{plan.switch_warmup} sample(s){_switch_floor(plan)}; Python's garbage collector off during warm-ups and "
+            f"{plan.switch_warmup} sample(s){_discard_floor(plan)}; Python's garbage collector off during warm-ups and "
             "rounds; GPU clocks as found (recorded, not locked); once every graph is made, before the rounds, another "
             "process makes and ends a CUDA context on the GPU (until one did, a graph's replays ran about 10 % slower "
             "on the H200: profilers/gpu_contexts.py; the environment's CUDA-graph state says whether it did)"
