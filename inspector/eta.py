@@ -168,9 +168,8 @@ class Estimate:
         return start
 
     def _round_s(self, done: int) -> float:
-        """Seconds per round to go: the median of the last `RECENT_ROUNDS` rounds after the first (which opens every
-        variant's turn on a switch, and holds the warm-ups where the study does not report their end); after the first
-        round alone, its time."""
+        """Seconds per round to go: the median of the last `RECENT_ROUNDS` rounds after the first (which holds the
+        warm-ups where the study does not report their end); after the first round alone, its time."""
         ends = [self._rounds_from(), *self.rounds[:done]]
         durations = [b - a for a, b in itertools.pairwise(ends)]
         return statistics.median(durations[1:][-RECENT_ROUNDS:] or durations[:1])
