@@ -9,8 +9,9 @@ back-to-back replays (the state every turn starts from), a synchronisation, the 
 then `--samples` samples read as the tool reads them (`profilers.timing.EventClock`, each spanning
 `inferences_per_sample` replays). The gaps run in a shuffled order each repeat. The table gives, per gap and window
 of milliseconds into the samples, the mean of the samples against the steady level (the median of the last quarter
-of the samples after a gap of 0) and how many repeats' window means lie over it by more than 0.2 %. A GPU that idles
-without consequence shows the same small figures for every gap. No figure here is a TensorRT one.
+of the samples after the shortest gap, 0 by default) and how many repeats' window means lie over it by more than
+0.2 %. A GPU that idles without consequence shows the same small figures for every gap. No figure here is a
+TensorRT one.
 """
 
 from __future__ import annotations
@@ -35,21 +36,16 @@ OVER = 0.002  # a window mean this far over the steady level counts as slow
 
 
 def graphed(name: str) -> Callable[[], None]:
+    """timm's `name` (random weights, fp16, batch 1) captured as the benchmarks capture a call (`cuda_timing.captured`);
+    the graph's replay."""
     import timm
     import torch
+    from cuda_timing import captured
 
     model = timm.create_model(name, pretrained=False).eval().cuda().half()
     x = torch.randn(1, 3, 224, 224, device="cuda", dtype=torch.half)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.no_grad(), torch.cuda.stream(stream):
-        for _ in range(3):
-            model(x)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.no_grad(), torch.cuda.graph(graph):
-        model(x)
-    return graph.replay
+    with torch.no_grad():
+        return captured(lambda: model(x))
 
 
 def windows_of(edges: str) -> list[tuple[float, float]]:
