@@ -62,14 +62,13 @@ MUTANTS = [
     mutant("rounds in one order (A B C, A B C), not alternating",
            (TIMING, "return list(names) if round_index % 2 == 0 else list(reversed(names))", "return list(names)")),
     mutant("a later round's opening discards the samples' worth only, not the floor",
-           (TIMING, ("        for name in round_order(names, round_index):\n"
-                     "            _discard(steps[name], discards[name])\n"),
-            ("        for position, name in enumerate(round_order(names, round_index)):\n"
-             "            opening = position == 0 and round_index > 0\n"
-             "            _discard(steps[name],\n"
-             "                     plan.switch_warmup * per_sample[name] if opening else discards[name])\n"))),
+           (TIMING, "first_discard if round_index == turn == 0 else discards[name])",
+            ("first_discard if round_index == turn == 0 else\n"
+             "                     plan.switch_warmup * per_sample[name] if turn == 0 else discards[name])"))),
+    mutant("the study's first turn discards the floor of every turn, not its own longer one",
+           (TIMING, "single_ms, FIRST_TURN_MIN_MS)", "single_ms)")),
     mutant("no floor under the discard on a GPU",
-           (TIMING, "    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(DISCARD_MIN_MS / single_ms)))",
+           (TIMING, "    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(floor_ms / single_ms)))",
             "    return counted")),
     mutant("cuda_graph flag lies (claimed on CUDA whatever the steps)",
            (STUDY, "cuda_graph = device.gpu and graphed", "cuda_graph = device.gpu")),

@@ -18,7 +18,8 @@ at every turn: the speed a GPU runs a variant at lags behind a switch, and behin
 is reported, so a round that opens on the variant the round before closed on gets the same floor (what a shorter
 discard there did: docs/evidence.md). The warm-ups all run before the first round, so each variant's first samples,
 too, follow a discard of back-to-back inferences (a warm-up synchronises after every inference: docs/method.md,
-"Latency").
+"Latency"). The study's first turn follows seconds in which the GPU ran only such single inferences, and an idle GPU
+runs slow for up to about 400 ms of work: that turn discards at least `FIRST_TURN_MIN_MS`.
 Python's cyclic garbage collector is held off while the rounds run, as `timeit` holds it off (process-wide: every
 thread's): a full pass over a study's objects stalls the host for milliseconds, which on the CPU lands in a sample and
 on a GPU can let the queue of inferences run dry (a gap the events then time). Between rounds, after `on_round`, the
@@ -44,6 +45,7 @@ MAX_INFERENCES_PER_SAMPLE = 16  # ... and at most this many of them
 SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how many one sample spans
 DISCARD_MIN_MS = 250.0  # on a GPU, the inferences discarded at a variant's turn last at least this long ...
 MAX_DISCARD_INFERENCES = 10_000  # ... in at most this many (launching a far shorter step takes the host longer)
+FIRST_TURN_MIN_MS = 1000.0  # ... and at the first round's first turn (after seconds of a GPU all but idle) this long
 
 
 class Clock(Protocol):
@@ -124,18 +126,23 @@ def round_order(names: list[str], round_index: int) -> list[str]:
     return list(names) if round_index % 2 == 0 else list(reversed(names))
 
 
-def discard_inferences(samples_worth: int, per_sample: int, single_ms: float | None) -> int:
+def discard_inferences(
+    samples_worth: int, per_sample: int, single_ms: float | None, floor_ms: float = DISCARD_MIN_MS
+) -> int:
     """How many inferences of `single_ms` are run and dropped at a variant's turn in a round, before its samples:
     `samples_worth` samples' worth (`per_sample` each) and, where that is more than none and the clock sized the
-    inference, enough to last `DISCARD_MIN_MS` (at most `MAX_DISCARD_INFERENCES` for that). On an H100 a variant ran at
+    inference, enough to last `floor_ms` (at most `MAX_DISCARD_INFERENCES` for that). On an H100 a variant ran at
     the speed the variant before had left the GPU in for a while after a switch, then stepped to its own speed; the
     floor is past most of those lags but not the longest (the lags and what the floor left: docs/evidence.md ("Why
     the timing defaults are what they are")). A GPU left idle ran a short model slower for over 100 ms after it, too,
-    and a round opens after a pause (the round before is reported), so the floor holds at every turn."""
+    and a round opens after a pause (the round before is reported), so the floor holds at every turn. `floor_ms` is
+    `DISCARD_MIN_MS` but at the study's first turn, which follows seconds in which the GPU ran little but the
+    warm-ups' single synchronised inferences: there an H100 ran short models slow for up to about 400 ms of work, and
+    `FIRST_TURN_MIN_MS` is past that (benchmarks/results/h100/first-turn-floor/README.md)."""
     counted = samples_worth * per_sample
     if counted == 0 or single_ms is None or single_ms <= 0:
         return counted
-    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(DISCARD_MIN_MS / single_ms)))
+    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(floor_ms / single_ms)))
 
 
 def clock_for(device: str) -> Clock:
@@ -195,17 +202,20 @@ def _measured(
     per_sample: dict[str, int] = {}
     discards: dict[str, int] = {}
     names = list(steps)
+    first_discard = 0
     for name in names:
         _warm(steps[name], plan.warmup_s, clock)
         single_ms = clock.inference_ms(steps[name])
         per_sample[name] = inferences_per_sample(single_ms)
         discards[name] = discard_inferences(plan.switch_warmup, per_sample[name], single_ms)
+        if name == names[0]:
+            first_discard = discard_inferences(plan.switch_warmup, per_sample[name], single_ms, FIRST_TURN_MIN_MS)
     if on_sized is not None:
         on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(plan.rounds):
-        for name in round_order(names, round_index):
-            _discard(steps[name], discards[name])
+        for turn, name in enumerate(round_order(names, round_index)):
+            _discard(steps[name], first_discard if round_index == turn == 0 else discards[name])
             samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)
@@ -215,7 +225,9 @@ def _measured(
 
 def _discard_floor(plan: TimingPlan) -> str:
     """The GPU discard's floor in the method's words; nothing where no discard is asked."""
-    return f", lasting at least {DISCARD_MIN_MS:g} ms" if plan.switch_warmup else ""
+    if not plan.switch_warmup:
+        return ""
+    return f", lasting at least {DISCARD_MIN_MS:g} ms (the first round's first turn at least {FIRST_TURN_MIN_MS:g} ms)"
 
 
 ROUND_ORDER_WORDS = " in alternating order (A B C, then C B A)"  # `round_order` in a method's words

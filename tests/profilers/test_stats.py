@@ -188,7 +188,8 @@ def test_a_gpus_discard_is_the_samples_worth_or_the_floor_whichever_is_longer_an
 
 def test_rounds_alternate_their_order_and_every_turn_discards_past_the_floor(monkeypatch):
     """Rounds A B C, C B A, A B C: a round opens on the variant the round before closed on, and there too 250 ms are
-    discarded (4 inferences of 1 ms a sample, 1 sample's worth), as at a switch."""
+    discarded (4 inferences of 1 ms a sample, 1 sample's worth), as at a switch; the study's first turn discards
+    1000 ms."""
     from profilers import timing
     from sessions.documents.plan import TimingPlan
 
@@ -209,13 +210,14 @@ def test_rounds_alternate_their_order_and_every_turn_discards_past_the_floor(mon
     warm = 1 + timing.SIZING_INFERENCES  # the warm-up's one inference (no time asked), then the sizing
     turn = 250 + 2 * 4
     assert runs == [("a", warm), ("b", warm), ("c", warm),
-                    ("a", turn), ("b", turn), ("c", 2 * turn),
+                    ("a", 1000 + 2 * 4), ("b", turn), ("c", 2 * turn),
                     ("b", turn), ("a", 2 * turn), ("b", turn), ("c", turn)]
 
 
 def test_a_lone_variant_discards_the_floor_at_every_round(monkeypatch):
     """A warm-up synchronises after every inference, and a round is reported while the GPU idles: 250 ms of
-    back-to-back inferences before each round's samples, even where one variant is timed."""
+    back-to-back inferences before each round's samples (1000 ms before the first), even where one variant is
+    timed."""
     from profilers import timing
     from sessions.documents.plan import TimingPlan
 
@@ -230,7 +232,7 @@ def test_a_lone_variant_discards_the_floor_at_every_round(monkeypatch):
 
     plan = TimingPlan(warmup_s=0, rounds=3, iters=2, switch_warmup=1)
     timing.measure({"a": step}, plan, timing.EventClock(gpu.new_event, gpu.synchronize))
-    assert calls == 1 + timing.SIZING_INFERENCES + 3 * (250 + 2 * 4)
+    assert calls == 1 + timing.SIZING_INFERENCES + 1000 + 2 * (250) + 3 * (2 * 4)
 
 
 class ColdAfterIdleGpu(QueuedGpu):
@@ -267,6 +269,47 @@ def test_no_round_holds_what_the_pause_before_it_left_a_short_model_in(monkeypat
     plan = TimingPlan(warmup_s=0.05, rounds=4, iters=25, switch_warmup=5)
     samples = timing.measure({"a": gpu.step, "b": gpu.step}, plan, timing.EventClock(gpu.new_event, gpu.synchronize),
                              on_round=reported)
+    for values in samples.values():
+        assert len(values) == 100
+        assert max(values) == pytest.approx(work_ms)
+
+
+class ColdFromTheStartGpu(QueuedGpu):
+    """A stream whose inferences run `slow` times longer until it has run `cold_ms` of back-to-back work, a gap of
+    more than `idle_ms` between two inferences starting the count again: a GPU that idled for seconds while a study
+    made its graphs, then ran only synchronised single inferences (the warm-ups, the sizing)."""
+
+    def __init__(self, launch_ms: float, work_ms: float, idle_ms: float, cold_ms: float, slow: float) -> None:
+        super().__init__(launch_ms, work_ms)
+        self.base, self.idle_ms, self.cold_ms, self.slow = work_ms, idle_ms, cold_ms, slow
+        self.busy_since: float | None = None
+
+    def step(self) -> None:
+        starts = max(self.host + self.launch_ms, self.free_at)
+        if self.busy_since is None or starts - self.free_at > self.idle_ms:
+            self.busy_since = starts
+        self.work_ms = self.base * (self.slow if starts - self.busy_since < self.cold_ms else 1.0)
+        super().step()
+
+
+@pytest.mark.parametrize("work_ms", [0.3, 0.45, 1.7, 3.7])
+def test_the_first_round_is_past_what_a_gpu_left_idle_before_the_study_runs_slow_for(monkeypatch, work_ms):
+    """The study's first turn follows seconds of a GPU all but idle; here it runs slow for its first 600 ms of
+    back-to-back work, each warm-up inference's synchronisation (0.05 ms on the host) starting the count again. No
+    sample of the first round holds that, for a short model or a long one."""
+    from profilers import timing
+    from sessions.documents.plan import TimingPlan
+
+    gpu = ColdFromTheStartGpu(launch_ms=0.01, work_ms=work_ms, idle_ms=0.02, cold_ms=600.0, slow=1.008)
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: gpu.host / 1e3)
+    real_synchronize = gpu.synchronize
+
+    def synchronize() -> None:
+        real_synchronize()
+        gpu.host += 0.05
+
+    plan = TimingPlan(warmup_s=0.05, rounds=4, iters=25, switch_warmup=5)
+    samples = timing.measure({"a": gpu.step, "b": gpu.step}, plan, timing.EventClock(gpu.new_event, synchronize))
     for values in samples.values():
         assert len(values) == 100
         assert max(values) == pytest.approx(work_ms)
@@ -373,7 +416,8 @@ def test_a_gpu_studys_method_words_name_the_discards_floor_only_where_a_discard_
 
     asked = timing.describe("cuda", True, TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=5))
     none = timing.describe("cuda", True, TimingPlan(warmup_s=0.2, rounds=5, iters=20, switch_warmup=0))
-    assert "discarding the inferences of 5 sample(s), lasting at least 250 ms;" in asked
+    assert ("discarding the inferences of 5 sample(s), lasting at least 250 ms (the first round's first turn at least "
+            "1000 ms);") in asked
     assert "5 interleaved rounds in alternating order (A B C, then C B A) of 20 samples" in asked
     assert "lasting at least" not in none
     cpu = timing.describe("cpu", False, TimingPlan(0.5, 3, 5, 1))
