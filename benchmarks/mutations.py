@@ -55,18 +55,18 @@ MUTANTS = [
            (TIMING, "deadline = time.perf_counter() + seconds", "deadline = time.perf_counter()")),
     mutant("no interleaving (all rounds of one variant, then the next)",
            (TIMING, ("    for round_index in range(plan.rounds):\n"
-                     "        for name in round_order(names, round_index):\n"),
-            "    for name in names:\n        for round_index in range(plan.rounds):\n"),
+                     "        for turn, name in enumerate(round_order(names, round_index)):\n"),
+            "    for turn, name in enumerate(names):\n        for round_index in range(plan.rounds):\n"),
            (TIMING, "        if on_round is not None:\n",  # the reports and the collection, once a round
             "    for round_index in range(plan.rounds):\n        if on_round is not None:\n")),
     mutant("rounds in one order (A B C, A B C), not alternating",
            (TIMING, "return list(names) if round_index % 2 == 0 else list(reversed(names))", "return list(names)")),
     mutant("a later round's opening discards the samples' worth only, not the floor",
-           (TIMING, "first_discard if round_index == turn == 0 else discards[name])",
-            ("first_discard if round_index == turn == 0 else\n"
+           (TIMING, "first_turn[name] if round_index == turn == 0 else discards[name])",
+            ("first_turn[name] if round_index == turn == 0 else\n"
              "                     plan.switch_warmup * per_sample[name] if turn == 0 else discards[name])"))),
     mutant("the study's first turn discards the floor of every turn, not its own longer one",
-           (TIMING, "single_ms, FIRST_TURN_MIN_MS)", "single_ms)")),
+           (TIMING, "single_ms[name], FIRST_TURN_MIN_MS)", "single_ms[name])")),
     mutant("no floor under the discard on a GPU",
            (TIMING, "    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(floor_ms / single_ms)))",
             "    return counted")),

@@ -46,6 +46,7 @@ SIZING_INFERENCES = 5  # single inferences timed after the warm-up to choose how
 DISCARD_MIN_MS = 250.0  # on a GPU, the inferences discarded at a variant's turn last at least this long ...
 MAX_DISCARD_INFERENCES = 10_000  # ... in at most this many (launching a far shorter step takes the host longer)
 FIRST_TURN_MIN_MS = 1000.0  # ... and at the first round's first turn (after seconds of a GPU all but idle) this long
+# (both floors in at most MAX_DISCARD_INFERENCES: this one is shorter for an inference under 0.1 ms)
 
 
 class Clock(Protocol):
@@ -201,21 +202,23 @@ def _measured(
 ) -> dict[str, list[float]]:
     per_sample: dict[str, int] = {}
     discards: dict[str, int] = {}
+    single_ms: dict[str, float | None] = {}
     names = list(steps)
-    first_discard = 0
     for name in names:
         _warm(steps[name], plan.warmup_s, clock)
-        single_ms = clock.inference_ms(steps[name])
-        per_sample[name] = inferences_per_sample(single_ms)
-        discards[name] = discard_inferences(plan.switch_warmup, per_sample[name], single_ms)
-        if name == names[0]:
-            first_discard = discard_inferences(plan.switch_warmup, per_sample[name], single_ms, FIRST_TURN_MIN_MS)
+        single_ms[name] = clock.inference_ms(steps[name])
+        per_sample[name] = inferences_per_sample(single_ms[name])
+        discards[name] = discard_inferences(plan.switch_warmup, per_sample[name], single_ms[name])
+    first_turn = {  # the study's first turn: the first round's first variant, where there is one
+        name: discard_inferences(plan.switch_warmup, per_sample[name], single_ms[name], FIRST_TURN_MIN_MS)
+        for name in names[:1]
+    }
     if on_sized is not None:
         on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
     for round_index in range(plan.rounds):
         for turn, name in enumerate(round_order(names, round_index)):
-            _discard(steps[name], first_discard if round_index == turn == 0 else discards[name])
+            _discard(steps[name], first_turn[name] if round_index == turn == 0 else discards[name])
             samples[name].extend(clock.samples(steps[name], plan.iters, per_sample[name]))
         if on_round is not None:
             on_round(round_index, samples)

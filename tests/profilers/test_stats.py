@@ -232,7 +232,7 @@ def test_a_lone_variant_discards_the_floor_at_every_round(monkeypatch):
 
     plan = TimingPlan(warmup_s=0, rounds=3, iters=2, switch_warmup=1)
     timing.measure({"a": step}, plan, timing.EventClock(gpu.new_event, gpu.synchronize))
-    assert calls == 1 + timing.SIZING_INFERENCES + 1000 + 2 * (250) + 3 * (2 * 4)
+    assert calls == 1 + timing.SIZING_INFERENCES + 1000 + 2 * 250 + 3 * 2 * 4
 
 
 class ColdAfterIdleGpu(QueuedGpu):
@@ -296,7 +296,8 @@ class ColdFromTheStartGpu(QueuedGpu):
 def test_the_first_round_is_past_what_a_gpu_left_idle_before_the_study_runs_slow_for(monkeypatch, work_ms):
     """The study's first turn follows seconds of a GPU all but idle; here it runs slow for its first 600 ms of
     back-to-back work, each warm-up inference's synchronisation (0.05 ms on the host) starting the count again. No
-    sample of the first round holds that, for a short model or a long one."""
+    sample holds that, the first round's included, for a short model or a long one (with 250 ms at the first turn,
+    every sample of that turn did)."""
     from profilers import timing
     from sessions.documents.plan import TimingPlan
 
