@@ -6,7 +6,7 @@ opens each timing round (profilers/timing.py): the round before is reported whil
 
 Per model (timm, random weights, fp16, batch 1, one CUDA graph) and per gap: `--repeats` times, 250 ms of
 back-to-back replays (the state every turn starts from), a synchronisation, the host idle for the gap (sleeping),
-then `--samples` samples read as the tool reads them (`profilers.timing.EventClock`, each spanning
+then `--samples` samples read as the tool reads them (`profilers.timing.clock_for`, each spanning
 `inferences_per_sample` replays). The gaps run in a shuffled order each repeat. The table gives, per gap and window
 of milliseconds into the samples, the mean of the samples against the steady level (the median of the last quarter
 of the samples after the shortest gap, 0 by default) and how many repeats' window means lie over it by more than
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's code
 
-from profilers.timing import EventClock, inferences_per_sample
+from profilers.timing import clock_for, inferences_per_sample
 
 BUSY_MS = 250.0  # back-to-back replays before each gap: the state every turn starts from
 WINDOW_EDGES_MS = "0,20,60,100,160"  # the windows into the samples: between these edges, then past the last
@@ -58,7 +58,7 @@ def profile(name: str, gaps: list[float], repeats: int, count: int, windows: lis
     import torch
 
     step = graphed(name)
-    clock = EventClock(lambda: torch.cuda.Event(enable_timing=True), torch.cuda.synchronize)
+    clock = clock_for("cuda")  # as a study on the GPU reads its samples
     single = clock.inference_ms(step)
     per = inferences_per_sample(single)
     busy = math.ceil(BUSY_MS / single)

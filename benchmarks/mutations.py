@@ -66,7 +66,7 @@ MUTANTS = [
             ("first_turn[name] if round_index == turn == 0 else\n"
              "                     plan.switch_warmup * per_sample[name] if turn == 0 else discards[name])"))),
     mutant("the study's first turn discards the floor of every turn, not its own longer one",
-           (TIMING, "single_ms[name], FIRST_TURN_MIN_MS)", "single_ms[name])")),
+           (TIMING, "single_ms, FIRST_TURN_MIN_MS)", "single_ms)")),
     mutant("no floor under the discard on a GPU",
            (TIMING, "    return max(counted, min(MAX_DISCARD_INFERENCES, math.ceil(floor_ms / single_ms)))",
             "    return counted")),

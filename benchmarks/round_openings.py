@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 
 from session_rounds import sessions_at
+from small_model_spread import MIN_MEDIAN_MS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's timing rules
 
 from profilers.timing import round_order
 
 OFF = 0.002  # a round median this far off its variant's median of round medians counts
-MIN_MEDIAN_MS = 0.2
 KINDS = ("first turn", "a later round's opening", "after a switch")
 
 

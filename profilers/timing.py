@@ -202,17 +202,15 @@ def _measured(
 ) -> dict[str, list[float]]:
     per_sample: dict[str, int] = {}
     discards: dict[str, int] = {}
-    single_ms: dict[str, float | None] = {}
+    first_turn: dict[str, int] = {}  # the study's first turn: the first round's first variant, where there is one
     names = list(steps)
     for name in names:
         _warm(steps[name], plan.warmup_s, clock)
-        single_ms[name] = clock.inference_ms(steps[name])
-        per_sample[name] = inferences_per_sample(single_ms[name])
-        discards[name] = discard_inferences(plan.switch_warmup, per_sample[name], single_ms[name])
-    first_turn = {  # the study's first turn: the first round's first variant, where there is one
-        name: discard_inferences(plan.switch_warmup, per_sample[name], single_ms[name], FIRST_TURN_MIN_MS)
-        for name in names[:1]
-    }
+        single_ms = clock.inference_ms(steps[name])
+        per_sample[name] = inferences_per_sample(single_ms)
+        discards[name] = discard_inferences(plan.switch_warmup, per_sample[name], single_ms)
+        if not first_turn:
+            first_turn[name] = discard_inferences(plan.switch_warmup, per_sample[name], single_ms, FIRST_TURN_MIN_MS)
     if on_sized is not None:
         on_sized(per_sample)
     samples: dict[str, list[float]] = {name: [] for name in steps}
