@@ -164,8 +164,8 @@ def measure_machine(plan: StudyPlan) -> Machine:
         calibration_ratio, fp8_ratios = fp8_forward_ratios(module, single, single_s, paths)
         measured = measure_fp8(module, fp8[0], single, threads)
         if measured is not None:
-            fp8_build_s, forward = measured
-            scale = fp8_scale(fp8_ratios.get(fp8[0].name, FP8_FORWARD), forward / single_s)
+            fp8_build_s, ratio = measured
+            scale = fp8_scale(fp8_ratios.get(fp8[0].name, FP8_FORWARD), ratio)
             fp8_ratios = {name: 1.0 + (value - 1.0) * scale for name, value in fp8_ratios.items()}
             calibration_ratio = 1.0 + (calibration_ratio - 1.0) * scale
     bf16 = bf16_ratio()
@@ -197,8 +197,8 @@ def traced_call_s(step: Callable[[], None], threads: int) -> float | None:
 def measure_fp8(module: torch.nn.Module, variant: VariantPlan, single: torch.Tensor,
                 threads: int) -> tuple[float, float] | None:
     """The work of building `variant` (simulated FP8) as the study builds it (`variant_module`, weights baked),
-    calibrated on `single`, and of one forward of `single` through it (`_steady`); None where either fails (the
-    study meets that failure itself and reports it on its variant).
+    calibrated on `single`, and its forward of `single` over `module`'s, the two timed in turn (`_steady_in_turn`);
+    None where either fails (the study meets that failure itself and reports it on its variant).
 
     Its quantizers' time apart (`quantizers_s`) says less than its FP8 forward takes in a study: the quantized
     modules cost more per call than their quantizers alone (docs/evidence.md ("Grounds of rules in the code"))."""
@@ -212,10 +212,10 @@ def measure_fp8(module: torch.nn.Module, variant: VariantPlan, single: torch.Ten
         bake_fp8_weights(built)
         build_s = started.work_s(threads)
         with torch.no_grad():
-            forward = _steady(lambda: built.module(single)).work_s(threads)
+            fp32, fp8 = _steady_in_turn(lambda: module(single), lambda: built.module(single))
     except Exception:  # noqa: BLE001  (ModelOpt's assertions, a library's own errors: the study reports them)
         return None
-    return build_s, forward
+    return build_s, fp8.work_s(threads) / fp32.work_s(threads)
 
 
 def fp8_scale(estimated: float, measured: float) -> float:
@@ -432,6 +432,29 @@ def _steady(step: Callable[[], object]) -> Pace:
         step()
         calls += 1
     return started.pace(calls)
+
+
+def _steady_in_turn(first: Callable[[], object], second: Callable[[], object]) -> tuple[Pace, Pace]:
+    """One call of `first` and one of `second` as the study's calls run, timed in turn: after one call of each
+    (`_steady`'s set-up call), a call of each in turn for `STEADY_S` (at least one of each), each side's mean wall and
+    CPU seconds.
+
+    In turn, both meet the same stretches of the machine (another process's burst, a slower spell of a shared host),
+    so their ratio holds where the means of two windows of a second each, one after the other, do not (how far those
+    moved: docs/evidence.md ("Grounds of rules in the code"))."""
+    first()
+    second()
+    spent = [Pace(0.0, 0.0), Pace(0.0, 0.0)]
+    calls = 0
+    started = time.perf_counter()
+    while calls == 0 or time.perf_counter() - started < STEADY_S:
+        for side, step in enumerate((first, second)):
+            clock = _Clock()
+            step()
+            pace = clock.pace()
+            spent[side] = Pace(spent[side].wall_s + pace.wall_s, spent[side].cpu_s + pace.cpu_s)
+        calls += 1
+    return Pace(spent[0].wall_s / calls, spent[0].cpu_s / calls), Pace(spent[1].wall_s / calls, spent[1].cpu_s / calls)
 
 
 @dataclass(frozen=True)

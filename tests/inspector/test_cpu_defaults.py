@@ -1,5 +1,7 @@
 """The CPU policy: threads from cores and load, bf16 from a measurement, counts and variants from the model's cost."""
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
@@ -313,12 +315,33 @@ def test_the_first_fp8_variant_is_built_and_timed_as_the_study_builds_it(monkeyp
     model, sample = _stem_trunk_head()
     measured = cpu_defaults.measure_fp8(model.eval(), VariantPlan("fp8", "all", ()), sample, 1)
     assert measured is not None and measured[0] > 0 and measured[1] > 0
+    timed = []
+
+    def in_turn(first, second):
+        timed.append((first(), second()))  # the fp32 forward first, the FP8 one second
+        return cpu_defaults.Pace(0.02, 0.01), cpu_defaults.Pace(0.09, 0.03)
+
+    monkeypatch.setattr(cpu_defaults, "_steady_in_turn", in_turn)
+    _build_s, ratio = cpu_defaults.measure_fp8(model.eval(), VariantPlan("fp8", "all", ()), sample, 1)
+    assert ratio == pytest.approx(3.0) and len(timed) == 1  # at one thread: CPU seconds, the FP8 call's over fp32's
 
     def failing(*args, **kwargs):
         raise AssertionError("detected inf values in amax")  # as ModelOpt's calibrator says it
 
     monkeypatch.setattr(variant_modules, "variant_module", failing)
     assert cpu_defaults.measure_fp8(model, VariantPlan("fp8", "all", ()), sample, 1) is None
+
+
+def test_the_fp8_forward_ratio_is_timed_in_turn_so_a_slow_spell_of_the_machine_meets_both_sides():
+    """A machine that runs every call 1.5x slower from half a second on: timed in turn, the FP8 call's 3x over the
+    fp32 call's holds; in two windows one after the other (the second wholly slow), it would read 3.6x."""
+    started = time.perf_counter()
+
+    def slowed(seconds: float) -> Callable[[], None]:
+        return lambda: time.sleep(seconds * (1.5 if time.perf_counter() - started > 0.5 else 1.0))
+
+    fp32, fp8 = cpu_defaults._steady_in_turn(slowed(0.01), slowed(0.03))
+    assert fp8.work_s(2) / fp32.work_s(2) == pytest.approx(3.0, rel=0.06)  # at two threads a call's work is its wall
 
 
 def test_a_variants_trace_is_costed_at_the_measured_traced_call():
