@@ -46,7 +46,10 @@ STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_
 # Measured, it is the fp32 forward plus one e4m3 input quantizer per convolution and linear the recipe quantizes, which
 # small models pay most for: the quantizers' time is per activation element and per call, a convolution's per multiply.
 FP8_FORWARD = 1.4
-FP8_CALIBRATION = 1.6 / 1.4  # a calibration forward (max amax on every quantizer) over a simulated FP8 forward
+# A calibration forward per sample, in fp32 forwards of one sample: ModelOpt's max calibrator only takes the largest
+# |x| at each quantizer, over batches of up to `builders.pytorch.variant_modules.CALIBRATION_CHUNK` samples (what it
+# cost on six models at the ladder's counts: docs/evidence.md ("Grounds of rules in the code")).
+CALIBRATION_FORWARD = 1.1
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it, where it could not be timed
 # finding the model's structure (a recorded forward at the input size), then copying and folding (what the pass at
 # the input size costs: docs/evidence.md ("Grounds of rules in the code"))
@@ -99,7 +102,6 @@ class Machine:
     # a simulated FP8 variant's forward / the fp32 forward, by variant name, over the layers its recipe quantizes
     # (`fp8_forward_ratios`); FP8_FORWARD for a variant it does not name
     fp8_ratios: Mapping[str, float] = field(default_factory=dict)
-    calibration_ratio: float = FP8_FORWARD  # the same over every convolution and linear: what calibration quantizes
     share: float = 1.0  # the share of a core each thread gets: wall seconds = work / share (`process_share`)
     fp8_build_s: float | None = None  # work of building the first FP8 variant on one calibration sample (measured)
     traced_s: float | None = None  # work of one fp32 call traced as a variant's (`traced_call_s`); None: not timed
@@ -154,26 +156,25 @@ def measure_machine(plan: StudyPlan) -> Machine:
         traced_s = traced_call_s(run_batch, threads)
     single_s, forward_s = single_pace.work_s(threads), forward_pace.work_s(threads)
     fp8 = [v for v in plan.variants if v.precision == "fp8"]
-    calibration_ratio, fp8_ratios, fp8_build_s = FP8_FORWARD, dict[str, float](), None
+    fp8_ratios, fp8_build_s = dict[str, float](), None
     if fp8:
         from builders.pytorch.variant_modules import prepare_fp8
         from builders.recipes.fp8 import quantized_paths
 
         prepare_fp8()
         paths = {v.name: set(quantized_paths(plan.model, plan.checkpoint, v)) for v in fp8}
-        calibration_ratio, fp8_ratios = fp8_forward_ratios(module, single, single_s, paths)
+        fp8_ratios = fp8_forward_ratios(module, single, single_s, paths)
         measured = measure_fp8(module, fp8[0], single, threads)
         if measured is not None:
             fp8_build_s, ratio = measured
             scale = fp8_scale(fp8_ratios.get(fp8[0].name, FP8_FORWARD), ratio)
             fp8_ratios = {name: 1.0 + (value - 1.0) * scale for name, value in fp8_ratios.items()}
-            calibration_ratio = 1.0 + (calibration_ratio - 1.0) * scale
     bf16 = bf16_ratio()
     if bf16.ratio <= BF16_SLOW and any(v.precision == "bf16" for v in plan.variants):
         bf16 = _model_bf16_ratio(module, single, single_s, threads)
     share = process_share() if threads == ONE_THREAD else None
     return Machine(cores, (load[0], load[1], load[2]), threads, forward_s, single_s, bf16, fp8_ratios,
-                   calibration_ratio, share or forward_pace.share(threads), fp8_build_s, traced_s)
+                   share or forward_pace.share(threads), fp8_build_s, traced_s)
 
 
 def traced_call_s(step: Callable[[], None], threads: int) -> float | None:
@@ -220,8 +221,8 @@ def measure_fp8(module: torch.nn.Module, variant: VariantPlan, single: torch.Ten
 
 def fp8_scale(estimated: float, measured: float) -> float:
     """What the quantizers' own time (`estimated`, a forward's ratio to fp32's) is multiplied by to give a variant's
-    `measured` ratio: applied to every FP8 variant and the calibration, whose quantized modules cost in proportion to
-    their quantizers; 1 where either adds nothing."""
+    `measured` ratio: applied to every FP8 variant, whose quantized modules cost in proportion to their quantizers; 1
+    where either adds nothing."""
     return (measured - 1.0) / (estimated - 1.0) if estimated > 1.0 and measured > 1.0 else 1.0
 
 
@@ -251,23 +252,21 @@ def share_from_proc(stat: str, uptime: str, ticks: int) -> float | None:
 
 
 def fp8_forward_ratios(module: torch.nn.Module, single: torch.Tensor, single_s: float,
-                       quantized: Mapping[str, Collection[str]]) -> tuple[float, dict[str, float]]:
-    """A calibration's forward and each simulated FP8 variant's over the fp32 one: the fp32 forward plus ModelOpt's
-    quantizer over the inputs it quantizes (`quantized_inputs`, `quantizers_s`): for the calibration, of every
-    convolution and linear (`builders.pytorch.variant_modules` calibrates them all, then keeps its recipe's); for
-    a variant, of the module paths `quantized` names for it (the layers its recipe quantizes). `FP8_FORWARD` where
-    none is found, and for all where timing them fails (the study meets that failure itself and reports it on its
-    variant; the plan keeps what else it measured)."""
+                       quantized: Mapping[str, Collection[str]]) -> dict[str, float]:
+    """Each simulated FP8 variant's forward over the fp32 one: the fp32 forward plus ModelOpt's quantizer over the
+    inputs it quantizes (`quantized_inputs`, `quantizers_s`) at the module paths `quantized` names for the variant
+    (the layers its recipe quantizes). `FP8_FORWARD` where none is found, and for all where timing them fails (the
+    study meets that failure itself and reports it on its variant; the plan keeps what else it measured)."""
     try:
         seconds = quantizers_s(quantized_inputs(module, single))
     except (RuntimeError, ValueError, TypeError):
-        return FP8_FORWARD, dict.fromkeys(quantized, FP8_FORWARD)
+        return dict.fromkeys(quantized, FP8_FORWARD)
 
     def ratio(paths: Collection[str]) -> float:
         added = sum(s for path, s in seconds.items() if path in paths)
         return (single_s + added) / single_s if added > 0 else FP8_FORWARD
 
-    return ratio(seconds.keys()), {name: ratio(paths) for name, paths in quantized.items()}
+    return {name: ratio(paths) for name, paths in quantized.items()}
 
 
 def quantized_inputs(module: torch.nn.Module, sample: torch.Tensor) -> dict[str, list[torch.Size]]:
@@ -537,8 +536,8 @@ def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) 
 def _fp8_build(plan: StudyPlan, machine: Machine) -> float:
     """Work of the first FP8 variant's build: the measured build on one sample and the calibration forwards of the
     others; where it was not measured, ModelOpt's quantize and the structure in forwards, and every sample's
-    calibration forward."""
-    per_sample = machine.single_s * machine.calibration_ratio * FP8_CALIBRATION
+    calibration forward (`CALIBRATION_FORWARD` fp32 forwards of one sample each)."""
+    per_sample = machine.single_s * CALIBRATION_FORWARD
     if machine.fp8_build_s is not None:
         return machine.fp8_build_s + max(plan.calib_count - 1, 0) * per_sample
     return (FP8_BUILD + STRUCTURE_FORWARD) * machine.single_s + plan.calib_count * per_sample
