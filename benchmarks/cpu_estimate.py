@@ -7,9 +7,10 @@ threads, variants and counts and states "estimated ... from here"), from this ch
 count of `--busy` processes that this script keeps busy beside it (`cpu_load.busy`, started 30 s before the first model
 of that count, so that the load average has risen when the plan reads it). From its progress lines on stderr (each
 stamped with the seconds since the start): the estimate and when it was made, the time taken from then to the end of
-the study ("saved ..." of the done step), their ratio; the headless time left after the first variant (the whole
-study's) and after the second timing round (the first holds every variant's warm-up), each against the time the study
-took after it (after round 2, where 0 s are left and the study took a fraction of a second, the ratio says little).
+the study ("saved ..." of the done step), their ratio (stated / taken); the headless time left after the first
+variant (the whole study's) and after the second timing round (the first holds every variant's warm-up), each against
+the time the study took after it (after round 2, where 0 s are left and the study took a fraction of a second, the
+ratio says little).
 The load average before and after each run is printed beside it: the host is shared, and other work changes its load
 too. The last lines count the ratios within 30 %. `--logs DIR` keeps each run's stderr there, and beside it the
 process's CPU seconds and the load average as each line arrived (`_watched`).
@@ -37,7 +38,7 @@ FORWARD = re.compile(r"(\d+) PyTorch threads?; one fp32 forward ([\d.]+) s(?:, a
 DURATION = r"(?:(\d+) min )?(\d+) s"
 FIRST = re.compile(rf"1 of \d+ variants done; about {DURATION} left")
 LEFT = re.compile(rf"round 2 of \d+; about {DURATION} left")
-WITHIN = (0.7, 1.3)  # taken / stated: the issue's 30 %
+WITHIN = (0.7, 1.3)  # stated / taken: an estimate within 30 % of the time taken
 
 
 def seconds(match: re.Match[str]) -> float:
@@ -110,7 +111,7 @@ def main() -> None:
     if args.logs is not None:
         args.logs.mkdir(parents=True, exist_ok=True)
     print(f"# {os.cpu_count()} cores; trt-inspect run MODEL --device cpu (the CPU defaults), beside N busy processes")
-    print("| model | busy | load before | threads | fp32 forward s | share | estimate s | taken s | taken / estimate "
+    print("| model | busy | load before | threads | fp32 forward s | share | estimate s | taken s | estimate / taken "
           "| after variant 1: left s | taken s | ratio | after round 2: left s | taken s | load after |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     ratios: dict[str, list[str]] = {"first estimate": [], "after variant 1": [], "after round 2": []}
@@ -124,7 +125,7 @@ def main() -> None:
                     for kind, (taken, stated) in (("first estimate", ("taken", "estimate")),
                                                   ("after variant 1", ("after_first", "first")),
                                                   ("after round 2", ("rest", "left"))):
-                        ratios[kind].append(_ratio(f[taken], f[stated]))
+                        ratios[kind].append(_ratio(f[stated], f[taken]))
                     cells = [model, str(count), f"{before:.1f}", _s(f["threads"], 0), _s(f["forward"], 2),
                              _s(f["share"], 2), _s(f["estimate"]), _s(f["taken"]), ratios["first estimate"][-1],
                              _s(f["first"]), _s(f["after_first"]), ratios["after variant 1"][-1], _s(f["left"]),
@@ -132,15 +133,15 @@ def main() -> None:
                     print("| " + " | ".join(cells) + " |", flush=True)
     for kind, values in ratios.items():
         within = sum(WITHIN[0] <= float(value) <= WITHIN[1] for value in values if value != "-")
-        print(f"{kind}: {within} of {len(values)} within 30 % (taken / stated {', '.join(values)})")
+        print(f"{kind}: {within} of {len(values)} within 30 % of the time taken (stated / taken {', '.join(values)})")
 
 
 def _s(value: float | None, decimals: int = 1) -> str:
     return f"{value:.{decimals}f}" if value is not None else "-"
 
 
-def _ratio(taken: float | None, estimate: float | None) -> str:
-    return f"{taken / estimate:.2f}" if taken is not None and estimate else "-"
+def _ratio(stated: float | None, taken: float | None) -> str:
+    return f"{stated / taken:.2f}" if stated is not None and taken else "-"
 
 
 if __name__ == "__main__":
