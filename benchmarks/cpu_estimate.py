@@ -141,7 +141,8 @@ def _s(value: float | None, decimals: int = 1) -> str:
 
 
 def _ratio(stated: float | None, taken: float | None) -> str:
-    return f"{stated / taken:.2f}" if stated is not None and taken else "-"
+    """stated / taken; "-" where either is missing or 0 (a "0 s left" says no more than that the end is near)."""
+    return f"{stated / taken:.2f}" if stated and taken else "-"
 
 
 if __name__ == "__main__":
