@@ -38,7 +38,7 @@ BF16_SLOW = 1.5  # bf16 leaves the defaults where its convolution takes more tha
 # alternated calls of the probe convolution in fp32 and in bf16, each side's least kept (`bf16_ratio`): the other work
 # lengthens a call it preempts, never shortens one, so the least of several is the call it left alone
 BF16_CALLS = 7
-STEADY_S = 1.0  # time spent on the forwards after the first, to measure one (`_steady`)
+STEADY_S = 1.0  # time spent on the calls after the first, to measure one (`_steady`; both sides: `_steady_in_turn`)
 
 # Steps of a study, in fp32 forwards of the model at the study's batch, measured on senet154 at 1 thread (where, and
 # how near their sum came to the time taken: docs/evidence.md ("Grounds of rules in the code")).
@@ -199,7 +199,8 @@ def measure_fp8(module: torch.nn.Module, variant: VariantPlan, single: torch.Ten
                 threads: int) -> tuple[float, float] | None:
     """The work of building `variant` (simulated FP8) as the study builds it (`variant_module`, weights baked),
     calibrated on `single`, and its forward of `single` over `module`'s, the two timed in turn (`_steady_in_turn`);
-    None where either fails (the study meets that failure itself and reports it on its variant).
+    None where either fails (the study meets that failure itself and reports it on its variant) or the fp32 call's
+    work reads 0 (a clock too coarse for it).
 
     Its quantizers' time apart (`quantizers_s`) says less than its FP8 forward takes in a study: the quantized
     modules cost more per call than their quantizers alone (docs/evidence.md ("Grounds of rules in the code"))."""
@@ -216,7 +217,8 @@ def measure_fp8(module: torch.nn.Module, variant: VariantPlan, single: torch.Ten
             fp32, fp8 = _steady_in_turn(lambda: module(single), lambda: built.module(single))
     except Exception:  # noqa: BLE001  (ModelOpt's assertions, a library's own errors: the study reports them)
         return None
-    return build_s, fp8.work_s(threads) / fp32.work_s(threads)
+    fp32_s = fp32.work_s(threads)
+    return (build_s, fp8.work_s(threads) / fp32_s) if fp32_s > 0 else None
 
 
 def fp8_scale(estimated: float, measured: float) -> float:
@@ -257,8 +259,10 @@ def fp8_forward_ratios(module: torch.nn.Module, single: torch.Tensor, single_s: 
     inputs it quantizes (`quantized_inputs`, `quantizers_s`) at the module paths `quantized` names for the variant
     (the layers its recipe quantizes). `FP8_FORWARD` where none is found, and for all where timing them fails (the
     study meets that failure itself and reports it on its variant; the plan keeps what else it measured)."""
+    placed = set().union(*quantized.values())
     try:
-        seconds = quantizers_s(quantized_inputs(module, single))
+        seconds = quantizers_s({path: shapes for path, shapes in quantized_inputs(module, single).items()
+                                if path in placed})
     except (RuntimeError, ValueError, TypeError):
         return dict.fromkeys(quantized, FP8_FORWARD)
 

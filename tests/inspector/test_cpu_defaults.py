@@ -1,6 +1,5 @@
 """The CPU policy: threads from cores and load, bf16 from a measurement, counts and variants from the model's cost."""
 
-import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -194,9 +193,15 @@ def test_a_variants_fp8_forward_counts_only_the_quantizers_its_recipe_places(mon
              for name, recipe, exclude in [("fp8-all", "all", []), ("fp8-pointwise", "pointwise", []),
                                            ("fp8-all-but-3", "all", ["3"])]}
     per_element_s = 1e-5  # a quantizer's time per input element, in this stand-in for ModelOpt's
-    monkeypatch.setattr(cpu_defaults, "quantizers_s", lambda shapes: {
-        path: sum(per_element_s * shape.numel() for shape in calls) for path, calls in shapes.items()})
+    timed = set()
+
+    def quantizers_s(shapes):
+        timed.update(shapes)
+        return {path: sum(per_element_s * shape.numel() for shape in calls) for path, calls in shapes.items()}
+
+    monkeypatch.setattr(cpu_defaults, "quantizers_s", quantizers_s)
     ratios = cpu_defaults.fp8_forward_ratios(model, sample, 0.01, paths)
+    assert timed == {"2", "3"}  # the stem ("0") and the head ("6") are no recipe's: not timed
     pointwise, spatial = 4 * 14 * 14, 4 * 14 * 14  # input elements of each layer
     assert ratios == pytest.approx({"fp8-all": 1 + (pointwise + spatial) * per_element_s / 0.01,
                                     "fp8-pointwise": 1 + pointwise * per_element_s / 0.01,
@@ -316,6 +321,8 @@ def test_the_first_fp8_variant_is_costed_at_its_measured_build_and_forward():
 
 
 def test_the_first_fp8_variant_is_built_and_timed_as_the_study_builds_it(monkeypatch):
+    import torch
+
     from builders.pytorch import variant_modules
     from sessions.documents.plan import VariantPlan
 
@@ -323,14 +330,20 @@ def test_the_first_fp8_variant_is_built_and_timed_as_the_study_builds_it(monkeyp
     measured = cpu_defaults.measure_fp8(model.eval(), VariantPlan("fp8", "all", ()), sample, 1)
     assert measured is not None and measured[0] > 0 and measured[1] > 0
     timed = []
+    paces = [cpu_defaults.Pace(0.02, 0.01), cpu_defaults.Pace(0.09, 0.03)]
 
     def in_turn(first, second):
-        timed.append((first(), second()))  # the fp32 forward first, the FP8 one second
-        return cpu_defaults.Pace(0.02, 0.01), cpu_defaults.Pace(0.09, 0.03)
+        timed.append((first(), second()))
+        return paces[0], paces[1]
 
     monkeypatch.setattr(cpu_defaults, "_steady_in_turn", in_turn)
     _build_s, ratio = cpu_defaults.measure_fp8(model.eval(), VariantPlan("fp8", "all", ()), sample, 1)
     assert ratio == pytest.approx(3.0) and len(timed) == 1  # at one thread: CPU seconds, the FP8 call's over fp32's
+    with torch.no_grad():
+        fp32_output = model(sample)
+    assert torch.equal(timed[0][0], fp32_output) and not torch.equal(timed[0][1], fp32_output)  # fp32 first
+    paces[0] = cpu_defaults.Pace(0.0, 0.0)  # a clock too coarse to see the fp32 call
+    assert cpu_defaults.measure_fp8(model.eval(), VariantPlan("fp8", "all", ()), sample, 1) is None
 
     def failing(*args, **kwargs):
         raise AssertionError("detected inf values in amax")  # as ModelOpt's calibrator says it
@@ -339,16 +352,32 @@ def test_the_first_fp8_variant_is_built_and_timed_as_the_study_builds_it(monkeyp
     assert cpu_defaults.measure_fp8(model, VariantPlan("fp8", "all", ()), sample, 1) is None
 
 
-def test_the_fp8_forward_ratio_is_timed_in_turn_so_a_slow_spell_of_the_machine_meets_both_sides():
-    """A machine that runs every call 1.5x slower from half a second on: timed in turn, the FP8 call's 3x over the
-    fp32 call's holds; in two windows one after the other (the second wholly slow), it would read 3.6x."""
-    started = time.perf_counter()
+class SlowingMachine:
+    """A clock (wall and CPU alike) that each call advances by its seconds, 1.5x from half of `STEADY_S` on."""
 
-    def slowed(seconds: float) -> Callable[[], None]:
-        return lambda: time.sleep(seconds * (1.5 if time.perf_counter() - started > 0.5 else 1.0))
+    def __init__(self) -> None:
+        self.now = 0.0
 
-    fp32, fp8 = cpu_defaults._steady_in_turn(slowed(0.01), slowed(0.03))
-    assert fp8.work_s(2) / fp32.work_s(2) == pytest.approx(3.0, rel=0.06)  # at two threads a call's work is its wall
+    def perf_counter(self) -> float:
+        return self.now
+
+    process_time = perf_counter
+
+    def call(self, seconds: float) -> Callable[[], None]:
+        def step() -> None:
+            self.now += seconds * (1.5 if self.now > cpu_defaults.STEADY_S / 2 else 1.0)
+
+        return step
+
+
+def test_the_fp8_forward_ratio_is_timed_in_turn_so_a_slow_spell_of_the_machine_meets_both_sides(monkeypatch):
+    """A machine that runs every call 1.5x slower from half the measuring time on: timed in turn, the FP8 call's 3x
+    over the fp32 call's holds; in two windows one after the other (the second wholly slow), it would read 3.6x."""
+    machine = SlowingMachine()
+    monkeypatch.setattr(cpu_defaults, "time", machine)
+    fp32, fp8 = cpu_defaults._steady_in_turn(machine.call(0.01), machine.call(0.03))
+    assert machine.now > cpu_defaults.STEADY_S  # the slow spell came and was measured
+    assert fp8.work_s(1) / fp32.work_s(1) == pytest.approx(3.0, rel=0.01)
 
 
 def test_a_variants_trace_is_costed_at_the_measured_traced_call():
