@@ -1,5 +1,6 @@
-"""What a max-calibration forward costs per sample on the CPU, in fp32 forwards of one sample: the figure the CPU
-plan's estimate takes for the calibration images after the first (`inspector.cpu_defaults.CALIBRATION_FORWARD`).
+"""What each calibration image after the first adds to a max calibration on the CPU, in fp32 forwards of one
+sample: the figure the CPU plan's estimate takes for them (`inspector.cpu_defaults.CALIBRATION_FORWARD`), on top of
+the first FP8 variant's build on one sample, which it measures.
 
     python benchmarks/calibration_cost.py [MODEL ...] > RESULTS.txt
 
@@ -7,7 +8,9 @@ Per model, at one thread: the model built and folded as the plan builds it, its 
 the plan times it (`_steady`); then its `fp8-all` variant built as the study builds it
 (`builders.pytorch.variant_modules.variant_module`) on random calibration batches of each of the CPU ladder's counts
 (`inspector.cpu_defaults.LADDER`, and one sample), twice each; ModelOpt's calibration forwards (the `forward_loop`
-it is handed) timed in CPU seconds, the lesser of the two kept, divided by the batch's samples and the fp32 forward.
+it is handed) timed in CPU seconds, the lesser of the two kept. Per count N: the seconds beyond one sample's over the
+N - 1 images that added them, over the fp32 forward; beside it, one sample's calibration in fp32 forwards (the part
+the measured build holds).
 """
 
 from __future__ import annotations
@@ -51,9 +54,9 @@ def timed_calibration(spent: list[float]) -> Callable[[], None]:
     return restore
 
 
-def per_sample(model: str, counts: list[int]) -> tuple[float, dict[int, float]]:
-    """`model`'s fp32 forward of one sample (CPU seconds) and, by calibration count, a calibration forward's CPU
-    seconds per sample over it."""
+def calibration_s(model: str, counts: list[int]) -> tuple[float, dict[int, float]]:
+    """`model`'s fp32 forward of one sample and, by calibration count, the calibration forwards' CPU seconds (the
+    least of `REPEATS`)."""
     import torch
 
     from builders.pytorch.variant_modules import folded_reference, variant_module
@@ -77,7 +80,7 @@ def per_sample(model: str, counts: list[int]) -> tuple[float, dict[int, float]]:
                 least[count] = min(least.get(count, float("inf")), spent[0])
     finally:
         restore()
-    return forward_s, {count: seconds / count / forward_s for count, seconds in least.items()}
+    return forward_s, least
 
 
 def main() -> None:
@@ -92,18 +95,19 @@ def main() -> None:
     torch.set_num_threads(1)
     prepare_fp8()
     counts = [1, *sorted({step.calibration for step in LADDER})]
-    print("# calibration forward per sample, in fp32 forwards of one sample (1 thread; least of "
-          f"{REPEATS} builds each)")
-    print(f"| model | fp32 forward ms | {' | '.join(f'{count} samples' for count in counts)} |")
-    print(f"|---|---|{'---|' * len(counts)}")
+    print("# each calibration image after the first, in fp32 forwards of one sample (1 thread; least of "
+          f"{REPEATS} builds each); first column: one sample's calibration")
+    print(f"| model | fp32 forward ms | 1 sample | {' | '.join(f'{count} samples' for count in counts[1:])} |")
+    print(f"|---|---|---|{'---|' * (len(counts) - 1)}")
     ladder: list[float] = []
     for model in args.models:
-        forward_s, ratios = per_sample(model, counts)
-        ladder += [ratios[count] for count in counts if count > 1]
-        print(f"| {model} | {forward_s * 1e3:.1f} | {' | '.join(f'{ratios[count]:.2f}' for count in counts)} |",
-              flush=True)
-    print(f"at the ladder's counts: median {statistics.median(ladder):.2f}, {min(ladder):.2f}-{max(ladder):.2f} "
-          f"over {len(ladder)}")
+        forward_s, seconds = calibration_s(model, counts)
+        added = {count: (seconds[count] - seconds[1]) / (count - 1) / forward_s for count in counts[1:]}
+        ladder += added.values()
+        print(f"| {model} | {forward_s * 1e3:.1f} | {seconds[1] / forward_s:.2f} | "
+              f"{' | '.join(f'{added[count]:.2f}' for count in counts[1:])} |", flush=True)
+    print(f"each image after the first, at the ladder's counts: median {statistics.median(ladder):.2f}, "
+          f"{min(ladder):.2f}-{max(ladder):.2f} over {len(ladder)}")
 
 
 if __name__ == "__main__":

@@ -46,10 +46,10 @@ STEADY_S = 1.0  # time spent on the calls after the first, to measure one (`_ste
 # Measured, it is the fp32 forward plus one e4m3 input quantizer per convolution and linear the recipe quantizes, which
 # small models pay most for: the quantizers' time is per activation element and per call, a convolution's per multiply.
 FP8_FORWARD = 1.4
-# A calibration forward per sample, in fp32 forwards of one sample: ModelOpt's max calibrator only takes the largest
-# |x| at each quantizer, over batches of up to `builders.pytorch.variant_modules.CALIBRATION_CHUNK` samples (what it
-# cost on six models at the ladder's counts: docs/evidence.md ("Grounds of rules in the code")).
-CALIBRATION_FORWARD = 1.1
+# What each calibration image after the first adds, in fp32 forwards of one sample: ModelOpt's max calibrator only
+# takes the largest |x| at each quantizer, over batches of up to `builders.pytorch.variant_modules.CALIBRATION_CHUNK`
+# images (what it added on six models at the ladder's counts: docs/evidence.md ("Grounds of rules in the code")).
+CALIBRATION_FORWARD = 0.9
 TRACE_FORWARD = 1.5  # a forward under torch.profiler, and the attribution after it, where it could not be timed
 # finding the model's structure (a recorded forward at the input size), then copying and folding (what the pass at
 # the input size costs: docs/evidence.md ("Grounds of rules in the code"))
