@@ -538,9 +538,10 @@ def estimate_steps(plan: StudyPlan, machine: Machine, images: int, stress: int) 
 
 
 def _fp8_build(plan: StudyPlan, machine: Machine) -> float:
-    """Work of the first FP8 variant's build: the measured build on one sample and the calibration forwards of the
-    others; where it was not measured, ModelOpt's quantize and the structure in forwards, and every sample's
-    calibration forward (`CALIBRATION_FORWARD` fp32 forwards of one sample each)."""
+    """Work of the first FP8 variant's build: the measured build on one sample and what each other sample adds to
+    the calibration (`CALIBRATION_FORWARD` fp32 forwards of one sample); where it was not measured, ModelOpt's
+    quantize and the structure in forwards, and `CALIBRATION_FORWARD` for every sample (the first one's set-up,
+    which the measured build holds, left out)."""
     per_sample = machine.single_s * CALIBRATION_FORWARD
     if machine.fp8_build_s is not None:
         return machine.fp8_build_s + max(plan.calib_count - 1, 0) * per_sample
