@@ -164,12 +164,14 @@ class TorchBackend(Backend):
 
     @classmethod
     def default_variants(cls, device: str) -> str:
-        """fp32, fp16 and FP8; FP8 from the real engine beside PyTorch (beside its fp16) where that backend runs on
-        `device` (its own `unavailable`, the one rule), else simulated."""
+        """Where the real engine runs on `device` (its own `unavailable`, the one rule): PyTorch's fp16 beside the
+        engine's fp16 and FP8, the question a study answers there (does FP8 pay against fp16); fp32 is the quality
+        reference every variant is compared with, not a timed row (`--variants fp32,...` times it). Elsewhere fp32,
+        fp16 (bf16 on the CPU) and simulated FP8."""
         beside = cls._engine_beside_here(device)
         if beside is not None:
             prefix = beside.variant_prefix()
-            return f"fp32,fp16,{prefix}fp16,{prefix}fp8"
+            return f"fp16,{prefix}fp16,{prefix}fp8"
         return super().default_variants(device)
 
     @classmethod

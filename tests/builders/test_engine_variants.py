@@ -25,10 +25,10 @@ def test_defaults_keep_simulated_fp8_off_fp8_gpus(monkeypatch):
     monkeypatch.setattr(engine_cls, "unavailable", classmethod(lambda cls, device: "no cuDNN frontend here"))
     assert torch_cls.default_variants("cuda") == "fp32,fp16,fp8"
     monkeypatch.setattr(engine_cls, "unavailable", classmethod(lambda cls, device: None))
-    assert torch_cls.default_variants("cuda") == "fp32,fp16,cudnn-fp16,cudnn-fp8"
+    assert torch_cls.default_variants("cuda") == "fp16,cudnn-fp16,cudnn-fp8"
     assert torch_cls.default_variants("cpu") == "fp32,bf16,fp8"  # the engine's variants on a GPU only
     monkeypatch.setattr(engine_cls, "variant_prefix", classmethod(lambda cls: "engine:"))
-    assert torch_cls.default_variants("cuda") == "fp32,fp16,engine:fp16,engine:fp8"  # named as the engine names them
+    assert torch_cls.default_variants("cuda") == "fp16,engine:fp16,engine:fp8"  # named as the engine names them
     assert backend_class("tensorrt").default_variants("cuda") == "fp32,fp16,fp8"
     assert backend_class("compile").default_variants("cuda") == "fp32,fp16,fp8"  # no engine beside it
 
