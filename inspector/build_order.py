@@ -10,9 +10,9 @@ from typing import Self
 
 
 class BuildOrder(str):
-    """`variants, in build order: fp32, fp16 (PyTorch); cudnn-fp16 (cuDNN engine)`, carrying `backends` (variant
-    name -> the label of the backend that builds it, in build order) as data: whoever reads the order takes
-    `backends`, never the names back out of the text."""
+    """`variants, in build order: fp16 (PyTorch); cudnn-fp16, cudnn-fp8-all (cuDNN / cuBLASLt engine)`, carrying
+    `backends` (variant name -> the label of the backend that builds it, in build order) as data: whoever reads the
+    order takes `backends`, never the names back out of the text."""
 
     backends: dict[str, str]
 

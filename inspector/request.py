@@ -25,7 +25,7 @@ class AskedOptions:
     model: str
     backend: str = default("backend")
     device: str | None = default("device")  # cuda | cpu; None picks
-    variants: str | None = default("variants")  # None: fp32,fp16,fp8 on CUDA; fp32,bf16,fp8 on the CPU
+    variants: str | None = default("variants")  # None: the backend's `default_variants`
     batch: int = default("batch")
     fp8_recipes: tuple[str, ...] = default("fp8_recipes")
     fp8_exclude: tuple[str, ...] = default("fp8_exclude")
