@@ -141,8 +141,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("device", ("--device",), str, "default: cuda where a GPU is visible", choices=("cuda", "cpu")),
     Option("variants", ("--variants",), str, "comma list of fp32, fp16, bf16, fp8, fp8-<recipe>", commands=(RUN, ONNX),
            command_defaults={ONNX: "fp16,fp8"},
-           unset="fp16 and the engine's fp16 and FP8 where the engine runs, else fp32,fp16,fp8 on CUDA, fp32,bf16,fp8 "
-           "on CPU"),
+           unset="PyTorch's fp16 and the engine's fp16 and FP8 where the engine runs, else fp32,fp16,fp8 on CUDA, "
+           "fp32,bf16,fp8 on CPU"),
     Option("batch", ("--batch",), int, "inputs per inference (default %(default)s)", commands=(RUN, PROBE, ONNX),
            default=1, low=1, high=65536),
     Option("fp8_recipes", ("--fp8-recipe", "--fp8-layout"), str, "repeatable (default: all and no-se)",
