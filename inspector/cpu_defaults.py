@@ -144,7 +144,7 @@ def measure_machine(plan: StudyPlan) -> Machine:
     model = build_model(plan.model, plan.checkpoint, plan.seed)
     keep_model(plan, model)
     single = torch.randn(1, *model.input_size)
-    module = folded_reference(model.module.float().eval(), single)[0]  # what the study runs
+    module = folded_reference(model.torch_module().float().eval(), single)[0]  # what the study runs
     with torch.no_grad():
         single_pace = _steady(lambda: module(single))
         batch = torch.randn(plan.batch, *model.input_size)

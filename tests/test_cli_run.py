@@ -127,3 +127,37 @@ def test_rerun_replays_the_stored_plan_exactly(resnet_run, tmp_path):
     old, new = storage.load(out).study.plan, storage.load(again).study.plan
     assert new == dataclasses.replace(old, out=str(again))
     assert storage.load(again).study.command == storage.load(out).study.command
+
+
+def test_an_onnx_file_on_the_cpu_is_one_line_not_a_traceback(tmp_path):
+    """An ONNX file has no PyTorch module: the CPU plan's sizing, the first to need one, says so in one line."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    shape = [1, 3, 8, 8]
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "relu",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    path = tmp_path / "relu.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    for extra in ((), ("--backend", "torch")):
+        result = run_cli_process("run", str(path), "--device", "cpu", *extra)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("trt-inspect: error")]
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert len(errors) == 1 and "ONNX files run on the TensorRT backend only" in errors[0]
+
+
+def test_onnx_leaves_out_a_default_recipe_the_model_gives_nothing_to_and_writes_the_rest(tmp_path):
+    """test_resnet has no squeeze-excitation: the default `no-se` recipe would quantize what `all` does, so it is left
+    out with a note before any file is written, as a study leaves it out; named, it is refused before any work."""
+    import timm
+
+    modules = timm.create_model("test_resnet", pretrained=False).named_modules()
+    assert not any(name.endswith(".se") for name, _ in modules)  # the premise
+    result = run_cli_process("onnx", "test_resnet", "--out", str(tmp_path / "files"))
+    assert result.returncode == 0, result.stderr
+    assert "left out: fp8-no-se" in result.stderr
+    written = sorted(p.name for p in (tmp_path / "files").iterdir())
+    assert written == ["test_resnet-fp16.onnx", "test_resnet-fp8-all.onnx"]
+    named = run_cli_process("onnx", "test_resnet", "--fp8-recipe", "no-se", "--out", str(tmp_path / "named"))
+    assert named.returncode == 2 and "no squeeze-excitation" in named.stderr and not (tmp_path / "named").exists()

@@ -90,9 +90,7 @@ class CudnnBackend(Backend):
         from builders.models.structure import model_structure
 
         model = context.model
-        if model.module is None:
-            raise InputError(f"{model.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
-        self._reference = model.module.to(device="cuda", dtype=torch.float32).eval()
+        self._reference = model.torch_module().to(device="cuda", dtype=torch.float32).eval()
         self.plan = context.plan
         cudnn = import_cudnn()
         self.structure = model_structure(self._reference, context.static_input[:1].to("cuda"))

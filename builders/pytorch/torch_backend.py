@@ -39,7 +39,7 @@ from builders.pytorch.variant_modules import (
 from profilers.device import study_device
 from profilers.module_ranges import module_name, module_ranges
 from sessions.analyses.captions import SIMULATES
-from sessions.documents.errors import InputError, MissingEnvironment
+from sessions.documents.errors import MissingEnvironment
 from sessions.documents.model import Layer, Variant
 from sessions.documents.plan import VariantPlan
 from sessions.documents.vocab import STRUCTURE_ROLE, Device
@@ -187,11 +187,9 @@ class TorchBackend(Backend):
 
     def __init__(self, context: BackendContext):
         model = context.model
-        if model.module is None:
-            raise InputError(f"{model.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
         self.device: Device = context.plan.device
         self.static_input = context.static_input
-        self._reference = model.module.to(device=self.device, dtype=torch.float32).eval()
+        self._reference = model.torch_module().to(device=self.device, dtype=torch.float32).eval()
         # what every variant is made from, BatchNorm folded, and how many BatchNorm layers it folded: made here,
         # before any variant, so that no variant's build time or peak memory (profilers.memory) holds it
         self._source = folded_reference(self._reference, self.static_input[:1])

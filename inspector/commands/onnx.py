@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from inspector.commands.output import print_json
+from inspector.commands.output import err, print_json
 from inspector.options import add_arguments
 from sessions.documents.errors import ExitCode
 from sessions.documents.options import ONNX
@@ -23,10 +23,11 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from builders.recipes.fp8 import preflight
     from builders.study_inputs import InputChoice, load_inputs
     from builders.tensorrt.onnx_files import write_onnx_files
     from inspector.options import check_variant, validate_request_values
-    from sessions.documents.plan import parse_variants
+    from sessions.documents.plan import named_variants, parse_variants
     from sessions.reports.tables import render_text
 
     variants = parse_variants(args.variants, args.fp8_recipes, args.fp8_exclude)
@@ -35,6 +36,11 @@ def run(args: argparse.Namespace) -> int:
                                                                        "checkpoint", "seed")})
     for variant in variants:  # the recipes named, before the model loads
         check_variant(variant)
+    # as a study's: a recipe the user named that selects nothing new fails here, a default one is left out with a note
+    variants, notes = preflight(args.model, args.checkpoint, variants,
+                                named_variants(args.variants, args.fp8_recipes, args.fp8_exclude))
+    for note in notes:
+        err(f"note: {note}")
     inputs = load_inputs(choice)
     files = write_onnx_files(inputs.model, list(variants), inputs.static_input, inputs.calibration, Path(args.out))
     if args.json:

@@ -104,6 +104,7 @@ def parse_profile(doc: Any, origin: str) -> Profile:
         raise wrong_kind(doc, origin, "a trtexec --exportProfile file (a JSON list of per-layer records)")
     count = None
     records: list[ProfileRecord] = []
+    stated: list[Stated] = []
     for position, item in enumerate(doc):
         if not isinstance(item, dict):
             raise InputError(f"{origin}: record {position} is not an object")
@@ -116,18 +117,67 @@ def parse_profile(doc: Any, origin: str) -> Profile:
             continue
         total = required_field(item, "timeMs", origin, position, documents.time_ms)
         average = optional_field(item, "averageMs", origin, position, documents.time_ms)
+        share = optional_field(item, "percentage", origin, position, documents.percent)
+        stated.append(Stated(position, total, average, share))
         records.append(
             ProfileRecord(
                 name=normalize_name(item["name"]),
                 total_ms=total,
                 average_ms=average if average is not None else total / max(count or 1, 1),
                 median_ms=optional_field(item, "medianMs", origin, position, documents.time_ms),
-                percentage=optional_field(item, "percentage", origin, position, documents.percent),
+                percentage=share,
             )
         )
     if not records:
         raise InputError(f"{origin}: the profile holds no layer records")
+    check_agreement(stated, count, origin)
     return Profile(count, records)
+
+
+@dataclass
+class Stated:
+    """What one record of an `--exportProfile` file states: its total over the run, average and share."""
+
+    position: int
+    total_ms: float
+    average_ms: float | None
+    percentage: float | None
+
+
+AVERAGE_AGREEMENT = 0.01  # a record's averageMs times the header's count against its timeMs, relative
+SHARE_AGREEMENT = 0.5  # a record's percentage against its timeMs' share of the run, in points
+
+
+def check_agreement(stated: list[Stated], count: int | None, origin: str) -> None:
+    """Refuse (one InputError line) a profile whose records contradict themselves. trtexec writes each record's
+    `averageMs` as its `timeMs` over the header's `count`, and its `percentage` as its `timeMs`' share of the whole
+    run (every public file in ../shared agrees to 1e-5 relative and 1e-4 points): a record whose average is off by
+    more than AVERAGE_AGREEMENT, or whose percentage is off by more than SHARE_AGREEMENT from the one share of the
+    run that the records' percentages and times imply together, was edited, or its file mixes runs, and no figure of
+    it can be trusted. Records may be missing (their share is then missing from the sum), never extra: the
+    percentages add up to at most 100, and where the records took time they hold some of it."""
+    for record in stated:
+        if count is None or record.average_ms is None:
+            continue
+        expected = record.total_ms / count
+        if abs(record.average_ms - expected) > AVERAGE_AGREEMENT * max(record.average_ms, expected):
+            raise InputError(f"{origin}: record {record.position} states averageMs {record.average_ms:g} but timeMs "
+                             f"{record.total_ms:g} over the header's {count} inferences is {expected:g}: a record "
+                             "edited, or the count of another run")
+    shared = [record for record in stated if record.percentage is not None]
+    timed, percent = sum(r.total_ms for r in shared), sum(r.percentage or 0.0 for r in shared)
+    if not shared or timed <= 0:
+        return
+    if percent > 100 + SHARE_AGREEMENT or percent <= 0:
+        raise InputError(f"{origin}: the records' percentages add up to {percent:g} %, where their times make them "
+                         "a share of one run: records edited, or of several runs")
+    per_ms = percent / timed  # the percentage one ms of the run is
+    for record in shared:
+        expected = per_ms * record.total_ms
+        if abs((record.percentage or 0.0) - expected) > SHARE_AGREEMENT:
+            raise InputError(f"{origin}: record {record.position} states {record.percentage:g} % of the run where its "
+                             f"timeMs makes {expected:.2f} % (as the other records' do): a record edited, or records "
+                             "of another run")
 
 
 @dataclass

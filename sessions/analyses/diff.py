@@ -395,6 +395,10 @@ class VariantComparison:
             return None
         a = self._total_a()
         b = sum(layer.time_ms or 0.0 for layer in self.vb.layers) / self.scale_b
+        missing = _untimed(self.va.layers), _untimed(self.vb.layers)
+        if any(missing):
+            return Change(self.label, "summed layer time", self.label, a, b, False,
+                          f"not compared: {_missing_words(*missing)}, which a sum leaves out")
         verdict = threshold_verdict(a, b, self.threshold)
         why = ("the latencies were timed differently" if self.va.latency and self.vb.latency
                else "no per-inference times in one of the sessions")
@@ -474,6 +478,11 @@ class VariantComparison:
             if _timed(self.va) and _timed(self.vb):
                 ta = (ra.time_ms or 0.0) / self.scale_a if ra else 0.0
                 tb = (rb.time_ms or 0.0) / self.scale_b if rb else 0.0
+                missing = _untimed(members_a.get(group, [])), _untimed(members_b.get(group, []))
+                if any(missing):
+                    changes.append(Change(self.label, "group time", group, ta, tb, False,
+                                          f"not compared: {_missing_words(*missing)}") if ta != tb else None)
+                    continue
                 bands = (self._band_a(group_band(members_a.get(group, []), self._drift_a)),
                          self._band_b(group_band(members_b.get(group, []), self._drift_b)))
                 changes.append(self._time("group time", group, ta, tb, total, bands))
@@ -636,6 +645,17 @@ def _summed(*bands: Band) -> Band:
 
 def _timed(variant: Variant) -> bool:
     return any(layer.time_ms is not None for layer in variant.layers)
+
+
+def _untimed(layers: list[Layer]) -> int:
+    """How many of `layers` have no time (a profile that lacks their records): a time summed over them leaves those
+    out, so it is not compared (it would call B faster for what it lacks)."""
+    return sum(layer.time_ms is None for layer in layers)
+
+
+def _missing_words(in_a: int, in_b: int) -> str:
+    """'layers without a time: 2 in A, 1 in B' (the sides that lack some)."""
+    return "layers without a time: " + ", ".join(f"{n} in {side}" for n, side in ((in_a, "A"), (in_b, "B")) if n)
 
 
 def _ms(value: float | None, scale: int) -> float | None:

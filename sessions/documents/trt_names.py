@@ -65,13 +65,15 @@ PARAMETER_TYPES: dict[str, str] = {
     "Reformat": "reformat", "Shuffle": "shuffle", "Normalization": "normalization", "Quantize": "quantize",
     "Dequantize": "dequantize", "Constant": "noop", "Reduce": "elementwise", "Slice": "shuffle", "Padding": "shuffle",
     "Gather": "shuffle", "Unary": "elementwise", "Resize": "elementwise",
+    "ConvActPool": "conv",  # 8.6 (LayerType CaskConvActPool): a convolution with its activation and pool fused
 }
 
 # `LayerType` (how a layer is run) of layer information and the `Layer(<Type>)` of a verbose log, 7.x-11.x:
-# CaskConvolution / CaskGemmConvolution / CudaDepthwiseConvolution / CudnnConvolution (7.x), ConvActPool,
+# CaskConvolution / CaskGemmConvolution / CudaDepthwiseConvolution / CudnnConvolution (7.x), ConvActPool (8.4) /
+# CaskConvActPool (8.6: kalfazed/tensorrt_starter@3782a93, `.../6.4-trt-engine-inspector/result/resnet50/`),
 # gemm / kgen / Myelin (10.x Myelin), TrainStation, signal / wait / shape_call (10.x files). First match wins.
 LAYER_TYPES: tuple[tuple[str, str], ...] = (
-    (r"Deconvolution|Convolution|^ConvActPool$", "conv"),  # ConvActPool: a convolution with its pool fused
+    (r"Deconvolution|Convolution|^(Cask)?ConvActPool$", "conv"),  # ConvActPool: a convolution with its pool fused
     (r"^(gemm|CaskGemmMatrixMultiply|CublasMatrixMultiply|MatrixMultiply)$", "matmul"),
     (r"FullyConnected", "linear"),
     (r"^(NoOp|Constant|signal|wait|shape_call|TrainStation)$", "noop"),

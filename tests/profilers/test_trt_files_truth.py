@@ -55,13 +55,14 @@ def test_names_only_fused_layers_take_the_role_of_their_dominant_op():
 
 def test_tensorrt7_dla_names_are_the_dla_role_and_device():
     # constructed TensorRT 7 profile, shaped like the GoogLeNet Xavier DLA profiles
-    doc = [{"count": 10}, {"name": "data to nvm", "timeMs": 1.0, "averageMs": 0.1, "percentage": 2},
-           {"name": "{conv1/7x7_s2,pool1/3x3_s2,loss3/classifier}", "timeMs": 1.0, "averageMs": 0.1, "percentage": 2},
+    doc = [{"count": 10}, {"name": "data to nvm", "timeMs": 1.0, "averageMs": 0.1, "percentage": 2.22},
+           {"name": "{conv1/7x7_s2,pool1/3x3_s2,loss3/classifier}", "timeMs": 1.0, "averageMs": 0.1,
+            "percentage": 2.22},
            {"name": "{conv1/7x7_s2,pool1/3x3_s2,loss3/classifier} output reformatter 0", "timeMs": 40, "averageMs": 4,
-            "percentage": 90},
-           {"name": "loss3/classifier finish", "timeMs": 0.1, "averageMs": 0.01, "percentage": 1},
-           {"name": "prob input reformatter 0", "timeMs": 2, "averageMs": 0.2, "percentage": 4},
-           {"name": "conv2/3x3 + conv2/relu_3x3", "timeMs": 1, "averageMs": 0.1, "percentage": 1}]
+            "percentage": 88.69},
+           {"name": "loss3/classifier finish", "timeMs": 0.1, "averageMs": 0.01, "percentage": 0.22},
+           {"name": "prob input reformatter 0", "timeMs": 2, "averageMs": 0.2, "percentage": 4.43},
+           {"name": "conv2/3x3 + conv2/relu_3x3", "timeMs": 1, "averageMs": 0.1, "percentage": 2.22}]
     layers = layers_from_profile(parse_profile(doc, "constructed"))
     assert [role_of(layer, RULES) for layer in layers] == ["DLA"] * 5 + ["other convolution"]
     assert all(layer.attrs["device"] == "dla" for layer in layers[:5]) and "device" not in layers[5].attrs
@@ -266,6 +267,97 @@ def test_pairing_notes_are_kept_and_shown(tmp_path):
     shown = run_cli("show", str(out)).stdout
     assert "partial pairing: 1 layers without a record" in shown
     assert "partial pairing" in run_cli("export", str(out)).stdout
+
+
+def test_diff_does_not_call_layers_a_profile_lacks_a_saving(tmp_path):
+    """The same engine twice, once with its four longest profile records removed: the sums over each side's layers
+    differ only by what one side lacks, so neither the summed layer time nor a group holding an untimed layer is
+    judged, either way round, and diff finds no regression."""
+    base, stem = fixture_dir("trt8.4-mobilenetv2-int8-qat"), "mobilenet.qat.onnx.engine"
+    profile = orjson.loads((base / f"{stem}.profile.json").read_bytes())
+    records = [r for r in profile if "name" in r]
+    longest = {r["name"] for r in sorted(records, key=lambda r: r["averageMs"])[-4:]}
+    paths = []
+    for name, kept in (("whole", profile), ("lacking", [r for r in profile if r.get("name") not in longest])):
+        path = tmp_path / f"{name}.profile.json"
+        path.write_bytes(orjson.dumps(kept))
+        out = tmp_path / f"{name}.json"
+        assert run_cli("import", "--layers", str(base / f"{stem}.graph.json"), "--profile", str(path),
+                       "--out", str(out)).returncode == 0
+        paths.append(out)
+    lacking = storage.load(paths[1]).variants[0]
+    untimed = [layer for layer in lacking.layers if layer.time_ms is None]
+    assert len(untimed) == 4  # the premise: the import keeps the layers, without a time
+    untimed_roles = {role_of(layer, RULES) for layer in untimed}
+    for a, b in (paths, paths[::-1]):
+        result = run_cli("diff", str(a), str(b), "--format", "json")
+        assert result.returncode == 0, result.stdout
+        changes = json.loads(result.stdout)["changes"]
+        (summed,) = [c for c in changes if c["what"] == "summed layer time"]
+        assert summed["verdict"] is None and not summed["regression"]
+        assert "layers without a time: 4 in" in summed["note"]
+        groups = [c for c in changes if c["what"] == "group time" and c["item"] in untimed_roles]
+        assert groups and all(c["verdict"] is None and not c["regression"] for c in groups)
+
+
+def _mobilenet_profile() -> tuple[list, int]:
+    """trtexec's profile of the MobileNetV2 QAT engine (count header first), and its records' position of the
+    longest."""
+    profile = orjson.loads((fixture_dir("trt8.4-mobilenetv2-int8-qat") / "mobilenet.qat.onnx.engine.profile.json")
+                           .read_bytes())
+    longest = max(range(1, len(profile)), key=lambda i: profile[i]["timeMs"])
+    return profile, longest
+
+
+def _scale_average(profile: list, at: int) -> None:
+    profile[at]["averageMs"] *= 50
+
+
+def _other_count(profile: list, at: int) -> None:
+    profile[0]["count"] = 10
+
+
+def _half_each(profile: list, at: int) -> None:
+    for record in profile[1:]:
+        record["percentage"] = 50.0
+
+
+def _no_share(profile: list, at: int) -> None:
+    for record in profile[1:]:
+        record["percentage"] = 0.0
+
+
+def _moved_share(profile: list, at: int) -> None:
+    profile[at]["percentage"] -= 2.0
+    profile[at + 1]["percentage"] += 2.0  # the sum still 100
+
+
+@pytest.mark.parametrize(("lie", "words"), [
+    (_scale_average, "states averageMs"), (_other_count, "over the header's 10 inferences"),
+    (_half_each, "add up to"), (_no_share, "add up to 0 %"), (_moved_share, "% of the run where its timeMs makes"),
+])
+def test_a_profile_whose_records_contradict_themselves_is_refused_in_one_line(tmp_path, lie, words):
+    """The fixture's records agree (averageMs = timeMs / count, percentage = timeMs' share: the premise, checked
+    here by hand); each edit breaks one of those and the import refuses it, where it read the edited figure before."""
+    profile, longest = _mobilenet_profile()
+    count, records = profile[0]["count"], profile[1:]
+    summed = sum(r["timeMs"] for r in records)
+    assert all(r["averageMs"] == pytest.approx(r["timeMs"] / count, rel=1e-4) for r in records)
+    assert all(r["percentage"] == pytest.approx(100 * r["timeMs"] / summed, abs=1e-3) for r in records)
+    lie(profile, longest)
+    path = tmp_path / "mobilenet.qat.onnx.engine.profile.json"
+    path.write_bytes(orjson.dumps(profile))
+    result = run_cli("import", "--profile", str(path), "--out", str(tmp_path / "s.json"))
+    assert result.returncode == 2 and words in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_profile_that_lacks_records_still_agrees_with_itself(tmp_path):
+    """Records removed (their share leaves the percentages' sum under 100): what is left still agrees, and imports."""
+    profile, longest = _mobilenet_profile()
+    del profile[longest]
+    path = tmp_path / "mobilenet.qat.onnx.engine.profile.json"
+    path.write_bytes(orjson.dumps(profile))
+    assert run_cli("import", "--profile", str(path), "--out", str(tmp_path / "s.json")).returncode == 0
 
 
 def test_import_names_refuse_bad_batches():

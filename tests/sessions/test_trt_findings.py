@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import statistics
 from pathlib import Path
 
@@ -236,3 +237,52 @@ def test_an_fp16_input_reformat_does_not_make_a_tf32_engine_fp16(name):
                                 for c in convolutions for t in c["Inputs"])
     assert any(re.search(r"FP16|Half", str(layer["Inputs"])) for layer in raw if layer["LayerType"] == "Reformat")
     assert import_variant(ImportFiles.of(layers=base / "trt_engine_info.json")).variant.precision == "fp32"
+
+
+def _resnet50_import(tmp_path, timed_by: str) -> str:
+    """Notes of the import of a folder holding the TF ResNet-50 fp16 engine's layers and profile with `timed_by`'s
+    (fp16 or fp32) per-inference times and trtexec metadata."""
+    stem = "resnet.onnx.engine"
+    files = tmp_path / timed_by
+    files.mkdir()
+    for source, suffixes in (("fp16", ("graph", "profile")), (timed_by, ("timing", "profile.metadata",
+                                                                          "build.metadata"))):
+        for suffix in suffixes:
+            name = f"{stem}.{suffix}.json"
+            shutil.copy(folder(f"trt8.4-tf-resnet50-rtx3090-{source}") / name, files / name)
+    out = tmp_path / f"{timed_by}.json"
+    result = run_cli("import", str(files), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return " ".join(storage.load(out).variants[0].notes)
+
+
+def test_a_latency_far_over_the_summed_layer_times_is_said_to_be_maybe_another_engines(tmp_path):
+    """The fp16 engine's layers with the fp32 engine's times: its median is 2.85x the layers' sum, where per-layer
+    times add up to more than the latency of their own run (the fp16 files' own: 1.06x), and the import says so."""
+    def ratio(timed_by: str) -> float:  # the files' own figures, read by hand: summed averageMs over the times' median
+        records = json.loads((folder("trt8.4-tf-resnet50-rtx3090-fp16") / "resnet.onnx.engine.profile.json")
+                             .read_text())
+        times = json.loads((folder(f"trt8.4-tf-resnet50-rtx3090-{timed_by}") / "resnet.onnx.engine.timing.json")
+                           .read_text())
+        return sum(r["averageMs"] for r in records if "name" in r) / statistics.median(t["computeMs"] for t in times)
+    assert ratio("fp32") < 0.5 and ratio("fp16") > 1  # the premise
+    assert "may not be these layers' engine's" in _resnet50_import(tmp_path, "fp32")
+    assert "may not be these layers' engine's" not in _resnet50_import(tmp_path, "fp16")
+
+
+def test_one_runs_summary_given_twice_is_said_to_repeat_not_to_be_another_run(tmp_path):
+    """The profile's trtexec summary beside the layers and a copy of it given with --metadata: one run written twice
+    (trex writes a log's summary out as JSON), not a second run; a second run's summary still is one."""
+    base, stem = folder("trt8.4-tf-resnet50-rtx3090-fp16"), "resnet.onnx.engine"
+    copy = tmp_path / "copy.profile.metadata.json"
+    shutil.copy(base / f"{stem}.profile.metadata.json", copy)
+    other = tmp_path / "other.profile.metadata.json"
+    summary = json.loads(copy.read_text())
+    times = summary["performance_summary"]["GPU Compute Time"]  # [min, max, mean, median, p99]
+    summary["performance_summary"]["GPU Compute Time"] = [t * 1.01 for t in times]  # another run, 1 % slower
+    other.write_text(json.dumps(summary))
+    for given, words in ((copy, "repeats copy.profile.metadata.json's (the same run)"), (other, "is another run")):
+        out = tmp_path / f"session-of-{given.stem}.json"
+        assert run_cli("import", "--layers", str(base / f"{stem}.graph.json"), "--profile",
+                       str(base / f"{stem}.profile.json"), "--metadata", str(given), "--out", str(out)).returncode == 0
+        assert words in " ".join(storage.load(out).variants[0].notes)

@@ -53,6 +53,7 @@ def test_tactic_names_spell_int8_and_fp8_arithmetic(tactic: str, precision: str 
 @pytest.mark.parametrize(("layer_type", "parameter_type", "op"), [
     ("CudnnConvolution", None, "conv"), ("CaskConvolution", "Convolution", "conv"),  # 7.x, 8.x
     ("CudaDepthwiseConvolution", None, "conv"), ("ConvActPool", None, "conv"), ("CaskGemmConvolution", None, "conv"),
+    ("CaskConvActPool", "ConvActPool", "conv"), ("CaskConvActPool", None, "conv"),  # 8.6: the pool fused in a conv
     ("gemm", None, "matmul"), ("kgen", None, "myelin"), ("Myelin", None, "myelin"), ("TrainStation", None, "noop"),
     ("PointWiseV2", None, "elementwise"), ("Reformat", "Reformat", "reformat"), ("shape_call", None, "noop"),
     ("CaskGemmMatrixMultiply", "MatrixMultiply", "matmul"), ("SomethingNew", None, None),
