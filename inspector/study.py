@@ -336,7 +336,8 @@ def quality_outputs(variant: Variant, engine: Engine, inputs: StudyInputs) -> np
 def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: str,
                          built: Callable[[], Sequence[Layer]] = tuple) -> str | None:
     """The note a quantized variant carries where layers its recipe quantizes output the same in any precision
-    (all-zero weights once BatchNorm is folded, `builders.models.constant_layers`), so its quality figures hold none
+    (all-zero weights, as stored or as their forward computes them, once BatchNorm is folded,
+    `builders.models.constant_layers`), so its quality figures hold none
     of their FP8 error; where every layer `built()` gives (the engine's layers, with the precision each runs in,
     asked for only where such layers exist) that runs in FP8 is one of them (an engine that kept the rest fp16 by
     timing), the note says the figures hold no FP8 error at all. `weights_from` (Study.weights) says whether random
@@ -355,7 +356,7 @@ def constant_layers_note(variant: Variant, inputs: StudyInputs, weights_from: st
         example = inputs.static_input[:1].to(device=parameter.device, dtype=parameter.dtype)
         modules = dict(module.named_modules())
         pairs = [(layer, norm) for layer, norm in model_structure(module, example).conv_bn if folds(modules[norm])]
-        names = constant_output_layers(module, pairs, quantized)
+        names = constant_output_layers(module, pairs, quantized, example)
     except (RuntimeError, ValueError, AssertionError, StopIteration):  # no parameters, a structure pass that fails
         return None
     if not names:

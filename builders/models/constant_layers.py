@@ -1,6 +1,8 @@
-"""Layers whose output does not depend on their input: all-zero weights, or read by a BatchNorm whose scale is all
-zero (folded into the layer, as the engines and the FP8 recipe fold it, its weights become zero). Layers whose only
-input or only reader is such a layer hide their error too; they are not counted here.
+"""Layers whose output does not depend on their input: all-zero weights (as stored, or as their forward computes them:
+a weight-standardised convolution whose gain is zero, as timm's NF-Nets initialise the last of each residual branch),
+or read by a BatchNorm whose scale is all zero (folded into the layer, as the engines and the FP8 recipe fold it, its
+weights become zero). Layers whose only input or only reader is such a layer hide their error too; they are not
+counted here.
 
 Random initialisation makes such layers on purpose: timm zero-initialises the last BatchNorm of every residual branch
 (`zero_init_last`), so with random weights those branches add nothing. Quantizing such a layer changes nothing, and
@@ -9,22 +11,51 @@ quality figures say nothing of its FP8 error; the study says so beside them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import torch
 
 
 def constant_output_layers(module: torch.nn.Module, conv_bn: Iterable[tuple[str, str]],
-                           names: Iterable[str]) -> list[str]:
+                           names: Iterable[str], example: torch.Tensor | None = None) -> list[str]:
     """The layers of `names` (module paths in `module`, each once) with an all-zero weight, or read directly by a
     BatchNorm of `conv_bn` (pairs of a layer's path and the path of a BatchNorm that reads its output, as
-    `ModelStructure.conv_bn`; the caller passes only the pairs its engines fold) whose weight is all zero; in the
-    order of `names`. A name that is not a module with a weight tensor is left out."""
+    `ModelStructure.conv_bn`; the caller passes only the pairs its engines fold) whose weight is all zero, or, where
+    `example` (an input of `module`) is given, whose output in a forward pass of it is what their input's double plus
+    one gives too (`input_independent`: a weight their forward computes as zero); in the order of `names`. A name
+    that is not a module with a weight tensor is left out."""
     modules = dict(module.named_modules())
     zero_scaled = {layer for layer, norm in conv_bn if _all_zero(getattr(modules.get(norm), "weight", None))}
     weighted = [name for name in dict.fromkeys(names)
                 if name in modules and isinstance(getattr(modules[name], "weight", None), torch.Tensor)]
-    return [name for name in weighted if name in zero_scaled or _all_zero(modules[name].weight)]
+    computed = input_independent(module, weighted, example) if example is not None else set()
+    return [name for name in weighted if name in zero_scaled or name in computed or _all_zero(modules[name].weight)]
+
+
+def input_independent(module: torch.nn.Module, names: Iterable[str], example: torch.Tensor) -> set[str]:
+    """The layers of `names` whose output, in one forward pass of `module` on `example`, equals bit for bit what
+    the same layer gives for its input doubled plus one: an output that does not depend on the input (zero weights
+    however the forward computes them; a bias alone). Each layer is called once more from a hook on its own call,
+    on its first tensor input (others passed as they came); nothing is kept beyond the pass."""
+    modules = dict(module.named_modules())
+    found: dict[str, bool] = {}
+
+    def hook(name: str, layer: torch.nn.Module, args: tuple, output: object) -> None:
+        if name in found or not args or not isinstance(args[0], torch.Tensor) or not isinstance(output, torch.Tensor):
+            return
+        found[name] = False  # before the call: the hook runs again inside it, and returns at once
+        found[name] = torch.equal(layer(args[0] * 2 + 1, *args[1:]), output)
+
+    handles = [modules[name].register_forward_hook(functools.partial(hook, name))
+               for name in dict.fromkeys(names) if name in modules]
+    try:
+        with torch.no_grad():
+            module(example)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {name for name, constant in found.items() if constant}
 
 
 def _all_zero(weight: object) -> bool:

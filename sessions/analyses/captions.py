@@ -68,17 +68,17 @@ RANDOM_WEIGHTS = (
     "--checkpoint FILE (.safetensors or a torch file) gives figures of trained weights"
 )
 CONSTANT_LAYERS = (
-    "{count} of the {total} layers its recipe quantizes have all-zero weights once BatchNorm is folded{why}: their "
-    "outputs are the same in any precision, so the quality figures say nothing of their FP8 error, nor of the error "
-    "of layers whose only input or only reader they are"
+    "{count} of the {total} layers its recipe quantizes have all-zero weights (as their forward computes them) once "
+    "BatchNorm is folded{why}: their outputs are the same in any precision, so the quality figures say nothing of "
+    "their FP8 error, nor of the error of layers whose only input or only reader they are"
 )
 CONSTANT_FP8_LAYERS = (
     "every one of the {count} layers that run in FP8 (of the {total} its recipe quantizes; {rest}) has all-zero "
-    "weights once BatchNorm is folded{why}: their outputs are the same in any precision, so the quality figures hold "
-    "no FP8 error at all"
+    "weights (as its forward computes them) once BatchNorm is folded{why}: their outputs are the same in any "
+    "precision, so the quality figures hold no FP8 error at all"
 )
-CONSTANT_WHY_RANDOM = (" (random initialisation may zero the last BatchNorm of a residual branch, as timm's models "
-                       "do)")
+CONSTANT_WHY_RANDOM = (" (random initialisation may zero the last BatchNorm, or gain, of a residual branch, as timm's "
+                       "models do)")
 DEGENERATE_REFERENCE = "quality figures say little: {warning}"  # a Quality.reference_warnings line
 RELATIVE_ERROR = "max rel err"  # the variant table's column: max abs err over the reference's largest |logit|
 STAND_IN = (

@@ -134,3 +134,27 @@ def test_timm_zero_initialises_each_residual_branch_and_every_such_conv_is_found
 
     pairs = model_structure(model, torch.zeros(1, 3, 64, 64)).conv_bn
     assert constant_output_layers(model, pairs, convs) == expected
+
+
+def test_a_weight_the_forward_computes_as_zero_is_found_by_the_output_and_only_with_an_input():
+    """timm's NF-Nets standardise each convolution's weight in its forward and scale it by a gain, zero-initialised in
+    the last convolution of every residual branch: the stored weight is live, the weight used is zero."""
+    timm = pytest.importorskip("timm")
+    model = timm.create_model("nf_regnet_b0", pretrained=False).eval()
+    # independently of the code under test: the layers whose gain parameter holds only zeros
+    expected = [name for name, m in model.named_modules()
+                if isinstance(getattr(m, "gain", None), torch.Tensor) and not m.gain.any()]
+    convs = [name for name, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    assert expected and all(model.get_submodule(name).weight.any() for name in expected)  # the premise
+    example = torch.randn(1, 3, 64, 64)
+    assert constant_output_layers(model, [], convs, example) == expected
+    assert constant_output_layers(model, [], convs) == []  # without an input, the stored weights alone
+    variant = Variant(name="fp8-all", backend="torch", precision="fp8", device="cpu", recipe=_recipe(convs))
+    note = constant_layers_note(variant, _inputs(model), "random (pretrained=False, seed 0)")
+    assert note is not None and note.startswith(f"{len(expected)} of the {len(convs)} layers")
+
+
+def test_a_live_layer_is_not_taken_for_a_constant_one_by_its_second_call():
+    model = Branchy().eval()
+    convs = ["stem", "branch", "dead", "head"]
+    assert constant_output_layers(model, [], convs, torch.randn(2, 3, 16, 16)) == ["dead"]
