@@ -91,6 +91,10 @@ PRECISION_BY_ROLE = "layers asked for in FP8, by role: what each ran, and whose 
 GROUP_SPEEDUP = "speed-up = baseline ms / variant ms of the group's kernels per call: above 1 is faster"
 OVERLAPPING_GROUPS = ("{variant}: within noise, whatever the ratio (the group's per-call bands overlap its "
                        "baseline's): {groups}")
+TRACES_APART = ("{variant}: no group speed-up over {baseline} judged, whatever the ratio: their traces ran at "
+                "different paces ({variant}'s layers' summed times per call {pace_b:.2f}x its timed median, "
+                "{baseline}'s {pace_a:.2f}x), so their group times differ by what the load did between the traces; "
+                "their latencies, timed in interleaved rounds, are judged")
 INTERRUPTED = "interrupted; finished variants are saved in {path}"
 CANCELLED = "study cancelled; finished variants are saved in {path}"
 INCOMPLETE = "incomplete session: the study stopped, or is still running, at {step}; the figures cover what finished"

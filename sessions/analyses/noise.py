@@ -72,7 +72,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from sessions.documents.model import Environment, LatencyStats, Layer
+from sessions.documents.model import Environment, LatencyStats, Layer, Variant
 
 Judgement = Literal["faster", "slower", "within noise"]
 FASTER: Judgement = "faster"
@@ -266,6 +266,31 @@ def group_band(layers: Sequence[Layer], drift: Band | None = None) -> Band | Non
         return None
     sums = [sum(values) for values in zip(*(layer.call_times_ms for layer in timed), strict=False)]
     return calls_band(sums, drift, "traced calls, summed over the group's layers")
+
+
+PACE_SPREAD = 1.5  # one variant's trace pace over another's (`trace_pace`): beyond it, their traces are not compared
+
+
+def trace_pace(variant: Variant) -> float | None:
+    """How fast the variant's trace ran against its timing: its layers' summed time per call over its timed median.
+    None where it has no timed median or no layer time. On a GPU a study's variants' paces lie within 1.22x of each
+    other (every session under benchmarks/results); on a CPU under a changing load a trace can run seconds after
+    the timing at another speed (4.5x one variant's median, 0.8x another's in the same study: the load, not the
+    variant), and its group times then say what the load did."""
+    if variant.latency is None or variant.latency.median_ms <= 0:
+        return None
+    times = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
+    return sum(times) / variant.latency.median_ms if times and sum(times) > 0 else None
+
+
+def paces_apart(a: Variant, b: Variant) -> tuple[float, float] | None:
+    """The two variants' trace paces where one is more than PACE_SPREAD times the other: their traces ran at
+    different speeds, so group and layer times between them are not judged; None where they agree or either is
+    unknown."""
+    pace_a, pace_b = trace_pace(a), trace_pace(b)
+    if pace_a is None or pace_b is None or max(pace_a, pace_b) <= PACE_SPREAD * min(pace_a, pace_b):
+        return None
+    return pace_a, pace_b
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from sessions.analyses.captions import SIMULATES
 from sessions.analyses.comparison import Comparison, comparisons, speed_factor
 from sessions.analyses.groups import Rules, compare_groups
 from sessions.analyses.lowering import diagnose
-from sessions.analyses.noise import WITHIN
+from sessions.analyses.noise import WITHIN, paces_apart
 from sessions.analyses.roofline import LATENCY_FACTOR, fp8_floor
 from sessions.analyses.subnormals import subnormal_line
 from sessions.documents.model import Session, Variant
@@ -157,7 +157,12 @@ def time_held(variant: Variant) -> TimeHeld | None:
 def ungrouped_words(baseline: Variant, variant: Variant) -> str | None:
     """Why a verdict of `variant` against `baseline` names no group: each side whose share of kernel time in layers of
     one group (`time_held`) is at or under `GROUPED_MAJORITY`, or unknown, with where the rest lies; None where both
-    are over it and a group may explain the speed-up."""
+    are over it and a group may explain the speed-up. Where the two traces ran at different paces
+    (`sessions.analyses.noise.paces_apart`), that is why."""
+    apart = paces_apart(baseline, variant)
+    if apart is not None:  # group times that differ by what the load did between the traces explain nothing
+        return (f"no group named: the traces ran at different paces ({variant.name}'s layers' summed times per call "
+                f"{apart[1]:.2f}x its timed median, {baseline.name}'s {apart[0]:.2f}x)")
     parts = []
     for side in (baseline, variant):
         held = time_held(side)

@@ -18,7 +18,16 @@ from sessions.analyses.comparison import Tone, baseline_for, ratio, reference, t
 from sessions.analyses.diff import SessionDiff, align_layers
 from sessions.analyses.groups import GroupComparison, Rules, compare_groups, kernels_per_layer, role_of, stage_of
 from sessions.analyses.lowering import Flag, diagnose
-from sessions.analyses.noise import WITHIN, Band, Judgement, group_band, judge, latency_band, layer_band
+from sessions.analyses.noise import (
+    WITHIN,
+    Band,
+    Judgement,
+    group_band,
+    judge,
+    latency_band,
+    layer_band,
+    paces_apart,
+)
 from sessions.analyses.precision_choice import RolePrecision, precision_by_role
 from sessions.analyses.summary import VariantSummary, median_cell, summarize_session
 from sessions.documents.model import Layer, Session, Variant
@@ -178,6 +187,9 @@ def _noise_lines(session: Session, rules: Rules, by: str, baseline: str, variant
                  comparisons: list[GroupComparison]) -> list[str]:
     """One line naming the groups whose speed-up of `variant` over `baseline` is within noise (their per-call bands
     overlap, `_group_judgement`), with the ratio each shows; none where no group's is."""
+    apart = paces_apart(session.variant(baseline), session.variant(variant))
+    if apart is not None:
+        return [captions.TRACES_APART.format(variant=variant, baseline=baseline, pace_a=apart[0], pace_b=apart[1])]
     judged = _group_judgement(session, rules, by, baseline, variant)
     within = [f"{c.group} {speedup:.2f}x" for c in comparisons
               if judged(c.group) == WITHIN and (speedup := _group_speedup(c, baseline, variant)) is not None]
@@ -226,6 +238,10 @@ def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, var
                      a.kernels_per_call if a else None, _percent(b.share if b else None)))
     rows.sort(key=lambda r: -(r[3] if r[3] is not None else float("-inf")))
     notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
+    apart = paces_apart(session.variant(baseline), session.variant(variant))
+    if apart is not None:
+        notes.append(captions.TRACES_APART.format(variant=variant, baseline=baseline, pace_a=apart[0],
+                                                  pace_b=apart[1]))
     untraced = captions.no_kernel_table(session)
     if untraced:
         notes.append(untraced)
@@ -244,13 +260,14 @@ def _group_tones(session: Session, rules: Rules, by: str, a: str, b: str) -> Cal
 
 def _group_judgement(session: Session, rules: Rules, by: str, a: str, b: str) -> Callable[[str], Judgement | None]:
     """Each group's change from variant `a` to `b` by the noise rule on its per-call times, widened by each variant's
-    drift (`_drift`); None (not judged) where either side stores no spread, and for kernel classes.
+    drift (`_drift`); None (not judged) where either side stores no spread, for kernel classes, and where the two
+    variants' traces ran at different paces (`sessions.analyses.noise.paces_apart`).
 
     The layers of every group are gathered in one pass over each variant (not one pass per group)."""
-    if by not in ("role", "stage"):
+    va, vb = session.variant(a), session.variant(b)
+    if by not in ("role", "stage") or paces_apart(va, vb) is not None:
         return lambda group: None
     key = (lambda layer: role_of(layer, rules)) if by == "role" else (lambda layer: stage_of(layer, rules))
-    va, vb = session.variant(a), session.variant(b)
     members_a, members_b = _members(va.layers, key), _members(vb.layers, key)
     drift_a, drift_b = _drift(va), _drift(vb)
 
