@@ -16,6 +16,8 @@ from collections.abc import Iterable
 
 import torch
 
+from builders.models.hooks import forward_once
+
 
 def constant_output_layers(module: torch.nn.Module, conv_bn: Iterable[tuple[str, str]],
                            names: Iterable[str], example: torch.Tensor | None = None) -> list[str]:
@@ -49,12 +51,7 @@ def input_independent(module: torch.nn.Module, names: Iterable[str], example: to
 
     handles = [modules[name].register_forward_hook(functools.partial(hook, name))
                for name in dict.fromkeys(names) if name in modules]
-    try:
-        with torch.no_grad():
-            module(example)
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_once(module, example, handles)
     return {name for name, constant in found.items() if constant}
 
 
