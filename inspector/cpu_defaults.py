@@ -134,6 +134,7 @@ def measure_machine(plan: StudyPlan) -> Machine:
     (`process_share`; at more than one thread, the forward's own: the load is low there)."""
     import torch
 
+    from builders.models.catalog import torch_module
     from builders.pytorch.variant_modules import folded_reference
     from builders.study_inputs import build_model, keep_model
 
@@ -144,7 +145,7 @@ def measure_machine(plan: StudyPlan) -> Machine:
     model = build_model(plan.model, plan.checkpoint, plan.seed)
     keep_model(plan, model)
     single = torch.randn(1, *model.input_size)
-    module = folded_reference(model.torch_module().float().eval(), single)[0]  # what the study runs
+    module = folded_reference(torch_module(model).float().eval(), single)[0]  # what the study runs
     with torch.no_grad():
         single_pace = _steady(lambda: module(single))
         batch = torch.randn(plan.batch, *model.input_size)

@@ -87,10 +87,11 @@ class CudnnBackend(Backend):
 
     def __init__(self, context: BackendContext) -> None:
         from builders.engine.cudnn_library import import_cudnn
+        from builders.models.catalog import torch_module
         from builders.models.structure import model_structure
 
         model = context.model
-        self._reference = model.torch_module().to(device="cuda", dtype=torch.float32).eval()
+        self._reference = torch_module(model).to(device="cuda", dtype=torch.float32).eval()
         self.plan = context.plan
         cudnn = import_cudnn()
         self.structure = model_structure(self._reference, context.static_input[:1].to("cuda"))

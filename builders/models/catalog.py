@@ -41,11 +41,13 @@ class LoadedModel(ModelInfo):
     onnx_path: Path | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
-    def torch_module(self) -> Any:
-        """The module; one InputError line for an ONNX file (no module), which only the TensorRT backend runs."""
-        if self.module is None:
-            raise InputError(f"{self.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
-        return self.module
+
+def torch_module(model: LoadedModel) -> Any:
+    """`model`'s PyTorch module; one InputError line for an ONNX file (no module), which only the TensorRT backend
+    runs."""
+    if model.module is None:
+        raise InputError(f"{model.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
+    return model.module
 
 
 # Sources whose model `load_model` builds from the name alone (architecture from code, random weights): the same

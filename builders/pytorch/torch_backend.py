@@ -25,6 +25,7 @@ from builders.backend import (
     backend_class,
     register_backend,
 )
+from builders.models.catalog import torch_module
 from builders.models.plain_layers import plain_layers_notes
 from builders.models.structure import ModelStructure, model_structure
 from builders.pytorch.graph_capture import GraphTimed
@@ -189,7 +190,7 @@ class TorchBackend(Backend):
         model = context.model
         self.device: Device = context.plan.device
         self.static_input = context.static_input
-        self._reference = model.torch_module().to(device=self.device, dtype=torch.float32).eval()
+        self._reference = torch_module(model).to(device=self.device, dtype=torch.float32).eval()
         # what every variant is made from, BatchNorm folded, and how many BatchNorm layers it folded: made here,
         # before any variant, so that no variant's build time or peak memory (profilers.memory) holds it
         self._source = folded_reference(self._reference, self.static_input[:1])
