@@ -144,7 +144,7 @@ def test_an_onnx_file_on_the_cpu_is_one_line_not_a_traceback(tmp_path):
         result = run_cli_process("run", str(path), "--device", "cpu", *extra)
         errors = [line for line in result.stderr.splitlines() if line.startswith("trt-inspect: error")]
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-        assert len(errors) == 1 and "ONNX files run on the TensorRT backend only" in errors[0]
+        assert len(errors) == 1 and "an ONNX file runs on TensorRT only" in errors[0]
 
 
 def test_onnx_leaves_out_a_default_recipe_the_model_gives_nothing_to_and_writes_the_rest(tmp_path):

@@ -46,7 +46,8 @@ def torch_module(model: LoadedModel) -> Any:
     """`model`'s PyTorch module; one InputError line for an ONNX file (no module), which only the TensorRT backend
     runs."""
     if model.module is None:
-        raise InputError(f"{model.name}: ONNX files run on the TensorRT backend only (--backend tensorrt)")
+        raise InputError(f"{model.name}: an ONNX file runs on TensorRT only (a GPU with TensorRT: --backend "
+                         "tensorrt); elsewhere give the model's name, with --checkpoint for its weights")
     return model.module
 
 

@@ -37,19 +37,24 @@ def constant_output_layers(module: torch.nn.Module, conv_bn: Iterable[tuple[str,
 
 def input_independent(module: torch.nn.Module, names: Iterable[str], example: torch.Tensor) -> set[str]:
     """The layers of `names` whose output, in one forward pass of `module` on `example`, equals bit for bit what
-    the same layer gives for its input doubled plus one: an output that does not depend on the input (zero weights
-    however the forward computes them; a bias alone). Each layer is called once more from a hook on its own call,
-    on its first tensor input (others passed as they came); nothing is kept beyond the pass."""
+    the same layer gives for its first input doubled plus one: an output that does not depend on the input (zero
+    weights however the forward computes them; a bias alone). Each layer is called once more from a hook on its
+    first call, its other arguments and keywords as they came; a layer that refuses the other input is not
+    constant. Nothing is kept beyond the pass."""
     modules = dict(module.named_modules())
     found: dict[str, bool] = {}
 
-    def hook(name: str, layer: torch.nn.Module, args: tuple, output: object) -> None:
+    def hook(name: str, layer: torch.nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         if name in found or not args or not isinstance(args[0], torch.Tensor) or not isinstance(output, torch.Tensor):
             return
         found[name] = False  # before the call: the hook runs again inside it, and returns at once
-        found[name] = torch.equal(layer(args[0] * 2 + 1, *args[1:]), output)
+        try:
+            other = layer(args[0] * 2 + 1, *args[1:], **kwargs)
+        except Exception:  # noqa: BLE001 - a layer that checks its input's values: not a constant one
+            return
+        found[name] = isinstance(other, torch.Tensor) and torch.equal(other, output)
 
-    handles = [modules[name].register_forward_hook(functools.partial(hook, name))
+    handles = [modules[name].register_forward_hook(functools.partial(hook, name), with_kwargs=True)
                for name in dict.fromkeys(names) if name in modules]
     forward_once(module, example, handles)
     return {name for name, constant in found.items() if constant}

@@ -155,7 +155,8 @@ def check_agreement(stated: list[Stated], count: int | None, origin: str) -> Non
     more than AVERAGE_AGREEMENT, or whose percentage is off by more than SHARE_AGREEMENT from the one share of the
     run that the records' percentages and times imply together, was edited, or its file mixes runs, and no figure of
     it can be trusted. Records may be missing (their share is then missing from the sum), never extra: the
-    percentages add up to at most 100, and where the records took time they hold some of it."""
+    percentages add up to at most 100 (to SHARE_AGREEMENT), and where the records took time they hold some of it.
+    The share of the run one ms is, is the records' median one, so an edited record is the one named."""
     for record in stated:
         if count is None or record.average_ms is None:
             continue
@@ -171,13 +172,17 @@ def check_agreement(stated: list[Stated], count: int | None, origin: str) -> Non
     if percent > 100 + SHARE_AGREEMENT or percent <= 0:
         raise InputError(f"{origin}: the records' percentages add up to {percent:g} %, where their times make them "
                          "a share of one run: records edited, or of several runs")
-    per_ms = percent / timed  # the percentage one ms of the run is
-    for record in shared:
-        expected = per_ms * record.total_ms
-        if abs((record.percentage or 0.0) - expected) > SHARE_AGREEMENT:
-            raise InputError(f"{origin}: record {record.position} states {record.percentage:g} % of the run where its "
-                             f"timeMs makes {expected:.2f} % (as the other records' do): a record edited, or records "
-                             "of another run")
+    # the percentage one ms of the run is, as most records state it: one edited record moves no other's expectation
+    stated_per_ms = [r.percentage / r.total_ms for r in shared if r.total_ms > 0 and r.percentage]
+    if not stated_per_ms:
+        raise InputError(f"{origin}: no record that took time states a share of the run: records edited")
+    per_ms = statistics.median(stated_per_ms)
+    worst = max(shared, key=lambda r: abs((r.percentage or 0.0) - per_ms * r.total_ms))
+    expected = per_ms * worst.total_ms
+    if abs((worst.percentage or 0.0) - expected) > SHARE_AGREEMENT:
+        raise InputError(f"{origin}: record {worst.position} states {worst.percentage:g} % of the run where its "
+                         f"timeMs makes {expected:.2f} % (as the other records' do): a record edited, or records "
+                         "of another run")
 
 
 @dataclass

@@ -396,9 +396,9 @@ class VariantComparison:
         a = self._total_a()
         b = sum(layer.time_ms or 0.0 for layer in self.vb.layers) / self.scale_b
         missing = _untimed(self.va.layers), _untimed(self.vb.layers)
-        if any(missing):
+        if missing[0] != missing[1]:
             return Change(self.label, "summed layer time", self.label, a, b, False,
-                          f"not compared: {_missing_words(*missing)}, which a sum leaves out")
+                          f"not compared: {_missing_words(missing[0], missing[1])}, which a sum leaves out")
         verdict = threshold_verdict(a, b, self.threshold)
         why = ("the latencies were timed differently" if self.va.latency and self.vb.latency
                else "no per-inference times in one of the sessions")
@@ -479,9 +479,10 @@ class VariantComparison:
                 ta = (ra.time_ms or 0.0) / self.scale_a if ra else 0.0
                 tb = (rb.time_ms or 0.0) / self.scale_b if rb else 0.0
                 missing = _untimed(members_a.get(group, [])), _untimed(members_b.get(group, []))
-                if any(missing):
+                if missing[0] != missing[1]:
                     changes.append(Change(self.label, "group time", group, ta, tb, False,
-                                          f"not compared: {_missing_words(*missing)}") if ta != tb else None)
+                                          f"not compared: {_missing_words(missing[0], missing[1])}")
+                                   if ta != tb else None)
                     continue
                 bands = (self._band_a(group_band(members_a.get(group, []), self._drift_a)),
                          self._band_b(group_band(members_b.get(group, []), self._drift_b)))
@@ -647,15 +648,17 @@ def _timed(variant: Variant) -> bool:
     return any(layer.time_ms is not None for layer in variant.layers)
 
 
-def _untimed(layers: list[Layer]) -> int:
-    """How many of `layers` have no time (a profile that lacks their records): a time summed over them leaves those
-    out, so it is not compared (it would call B faster for what it lacks)."""
-    return sum(layer.time_ms is None for layer in layers)
+def _untimed(layers: list[Layer]) -> Counter[str]:
+    """The names of `layers` that have no time (a profile that lacks their records), each as often as it occurs: a
+    time summed over layers leaves those out, so two sums are compared only where both sides lack the same ones (else
+    B would be called faster for what it lacks)."""
+    return Counter(layer.name for layer in layers if layer.time_ms is None)
 
 
-def _missing_words(in_a: int, in_b: int) -> str:
-    """'layers without a time: 2 in A, 1 in B' (the sides that lack some)."""
-    return "layers without a time: " + ", ".join(f"{n} in {side}" for n, side in ((in_a, "A"), (in_b, "B")) if n)
+def _missing_words(in_a: Counter[str], in_b: Counter[str]) -> str:
+    """'layers without a time: 2 in A, 1 in B' (what each side lacks that the other does not)."""
+    only = ((sum((in_a - in_b).values()), "A"), (sum((in_b - in_a).values()), "B"))
+    return "layers without a time: " + ", ".join(f"{n} in {side}" for n, side in only if n)
 
 
 def _ms(value: float | None, scale: int) -> float | None:

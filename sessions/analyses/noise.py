@@ -273,11 +273,13 @@ PACE_SPREAD = 1.5  # one variant's trace pace over another's (`trace_pace`): bey
 
 def trace_pace(variant: Variant) -> float | None:
     """How fast the variant's trace ran against its timing: its layers' summed time per call over its timed median.
-    None where it has no timed median or no layer time. On a GPU a study's variants' paces lie within 1.22x of each
-    other (every session under benchmarks/results); on a CPU under a changing load a trace can run seconds after
-    the timing at another speed (4.5x one variant's median, 0.8x another's in the same study: the load, not the
-    variant), and its group times then say what the load did."""
-    if variant.latency is None or variant.latency.median_ms <= 0:
+    None where it has no trace (imported files: their layer times are a profiler's, which adds its overhead to
+    every layer, 0.56x to 2.55x the latency across the public sets), no timed median or no layer time. On a GPU a
+    study's variants' paces lie within 1.22x of each other (every session under benchmarks/results); on a CPU
+    under a changing load a trace can run seconds after the timing at another speed (4.5x one variant's median,
+    0.8x another's in the same study: the load, not the variant), and its group times then say what the load
+    did."""
+    if variant.trace is None or variant.latency is None or variant.latency.median_ms <= 0:
         return None
     times = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
     return sum(times) / variant.latency.median_ms if times and sum(times) > 0 else None
@@ -285,8 +287,8 @@ def trace_pace(variant: Variant) -> float | None:
 
 def paces_apart(a: Variant, b: Variant) -> tuple[float, float] | None:
     """The two variants' trace paces where one is more than PACE_SPREAD times the other: their traces ran at
-    different speeds, so group and layer times between them are not judged; None where they agree or either is
-    unknown."""
+    different speeds, so the group times between them are not judged (`sessions.reports.views`) and no group is
+    named in the verdict (`sessions.analyses.verdict`); None where they agree or either is unknown."""
     pace_a, pace_b = trace_pace(a), trace_pace(b)
     if pace_a is None or pace_b is None or max(pace_a, pace_b) <= PACE_SPREAD * min(pace_a, pace_b):
         return None

@@ -158,3 +158,40 @@ def test_a_live_layer_is_not_taken_for_a_constant_one_by_its_second_call():
     model = Branchy().eval()
     convs = ["stem", "branch", "dead", "head"]
     assert constant_output_layers(model, [], convs, torch.randn(2, 3, 16, 16)) == ["dead"]
+
+
+class Gained(nn.Linear):
+    """A linear layer whose weight its forward scales by a gain (zero: the weight used is zero), and a keyword its
+    caller must give."""
+
+    def __init__(self, features: int, gain: float) -> None:
+        super().__init__(features, features)
+        self.gain = nn.Parameter(torch.full((), gain))
+
+    def forward(self, x: torch.Tensor, *, scale: float = 1.0) -> torch.Tensor:  # type: ignore[override]
+        return nn.functional.linear(x, self.weight * self.gain, self.bias) * scale
+
+
+class Keyed(Gained):
+    def forward(self, x: torch.Tensor, *, scale: float) -> torch.Tensor:  # type: ignore[override]
+        return super().forward(x, scale=scale)
+
+
+class SharedAndKeyed(nn.Module):
+    """A zero-gain layer called twice in a forward (its first call decides), a zero-gain one called with a keyword
+    it requires, and a live one with that keyword."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shared, self.keyed, self.live = Gained(4, 0.0), Keyed(4, 0.0), Keyed(4, 1.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.shared(x) + self.shared(x * 3) + x
+        return self.live(self.keyed(x, scale=0.5) + x, scale=2.0)
+
+
+def test_layers_called_twice_or_with_keywords_are_judged_by_their_first_call_with_their_keywords():
+    model = SharedAndKeyed().eval()
+    names = ["shared", "keyed", "live"]
+    assert all(model.get_submodule(name).weight.any() for name in names)  # the premise: no stored weight is zero
+    assert constant_output_layers(model, [], names, torch.randn(2, 4)) == ["shared", "keyed"]
