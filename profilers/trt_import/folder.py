@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,6 +51,8 @@ SHOWN = 6  # files a refusal names before it counts the rest
 # how well a file fills a role, best first: a JSON file; a log's --dumpLayerInfo block (or its table, or any other
 # block a log holds); a verbose build's layer lines
 RANKS = {"json": 0, "--dumpLayerInfo": 1, "log": 1, "verbose": 2}
+# a JSON document with nothing in it to read: `[]`, `{}`, or a profile's count header alone (a run that wrote none)
+NO_RECORDS = re.compile(r'\s*(\[\s*(\{\s*"count"\s*:\s*[0-9.eE+-]+\s*\}\s*)?\]|\{\s*\})\s*')
 
 
 @dataclass
@@ -112,8 +115,10 @@ def _classify(path: Path) -> Found | str:
         return "empty"
     if opens_as_json(head) or head.lstrip().startswith('"'):  # a JSON document, or one double-encoded as a string
         kind = kind_of_head(head) or _kind_of_whole(path)
-        return (Found(path, {kind.role: RANKS["json"]}, _json_engine(path)) if kind
-                else "not a TensorRT file this tool reads")
+        if kind:
+            return Found(path, {kind.role: RANKS["json"]}, _json_engine(path))
+        return "a JSON document with no records in it" if NO_RECORDS.fullmatch(head) else (
+            "not a TensorRT file this tool reads")
     try:
         text = documents.read_text(path, "file")
     except (InputError, OSError) as exc:

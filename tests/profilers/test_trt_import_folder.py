@@ -297,3 +297,18 @@ def test_a_log_of_another_engine_beside_a_layer_file_is_left_and_its_run_facts_n
         assert (session.environment.gpu.name if session.environment.gpu else None) == gpu
         notes = " ".join(session.variants[0].notes)
         assert ("result-04.log left: another engine's log" in notes) == foreign
+
+
+@pytest.mark.parametrize("empty", ["[]", "{}", '[{"count": 10}]', ' [ ] \n'])
+def test_a_json_file_with_no_records_is_left_as_empty_not_as_an_unknown_kind(tmp_path: Path, empty: str) -> None:
+    folder = next((f for f in SINGLE if f.name == "trt8.4-resnet-a100-fp32"), None)
+    if folder is None:
+        pytest.skip("shared fixtures are not beside the checkout")
+    copy = tmp_path / "files"
+    copy.mkdir()
+    (copy / "resnet.onnx.engine.graph.json").write_bytes((folder / "resnet.onnx.engine.graph.json").read_bytes())
+    (copy / "resnet.onnx.engine.profile.json").write_text(empty)
+    out = tmp_path / "s.json"
+    assert run_cli("import", str(copy), "--out", str(out)).returncode == 0
+    note = storage.load(out).variants[0].notes[0]
+    assert "left resnet.onnx.engine.profile.json (a JSON document with no records in it)" in note
