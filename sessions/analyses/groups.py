@@ -62,7 +62,7 @@ class Rules:
     role_plans: dict[tuple[object, ...], RolePlan] = field(default_factory=dict, repr=False, compare=False)  # `role_of`
 
 
-CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial")
+CONV_CHECKS = ("any", "grouped", "depthwise", "pointwise", "spatial", "unknown")
 
 
 # ops that name no work: a layer with one of these is what its kind (TensorRT type, module class) says it is; a
@@ -243,7 +243,9 @@ def is_conv(layer: Layer) -> bool:
 
 
 def conv_shape(layer: Layer) -> str | None:
-    """grouped | depthwise | pointwise | spatial, for convolutions; None otherwise."""
+    """grouped | depthwise | pointwise | spatial, for convolutions; unknown for one whose files state neither its
+    kernel nor more than one group (a names-only listing, a build log's layer lines): it may be any of the four;
+    None for other layers."""
     if not is_conv(layer):
         return None
     groups = layer.groups or 1
@@ -252,7 +254,9 @@ def conv_shape(layer: Layer) -> str | None:
         return "depthwise"
     if groups > 1:
         return "grouped"
-    if layer.kernel_shape and all(k == 1 for k in layer.kernel_shape):
+    if not layer.kernel_shape:
+        return "unknown"
+    if all(k == 1 for k in layer.kernel_shape):
         return "pointwise"
     return "spatial"
 

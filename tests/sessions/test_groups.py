@@ -190,3 +190,20 @@ def test_a_layers_op_decides_before_its_class_name():
             for kind in ("Attention", "CrossAttention", "Attention2d")} == {"GEMM / linear"}
     assert role_of(Layer(name="x", kind="Reformat"), rules) == "reformat"
     assert role_of(Layer(name="head.drop", kind="Dropout", op="other"), rules) == "pooling / elementwise / activation"
+
+
+@pytest.mark.parametrize(("kernel", "groups", "inputs", "role"), [
+    (None, None, None, "unknown-kernel convolution"),  # names alone: any shape
+    (None, 1, None, "unknown-kernel convolution"),  # one group, no kernel: pointwise or spatial
+    ([1, 1], None, None, "pointwise (1x1) convolution"),
+    ([3, 3], None, None, "other convolution"),
+    (None, 32, 32, "depthwise convolution"),  # a group per input channel, whatever the kernel
+    (None, 4, 32, "grouped convolution"),
+])
+def test_a_convolution_whose_files_state_no_kernel_is_not_called_spatial(kernel, groups, inputs, role):
+    from sessions.documents.model import Tensor
+
+    layer = Layer(name="block/conv", kind="Convolution", op="conv", kernel_shape=kernel, groups=groups,
+                  in_channels=inputs,
+                  inputs=[Tensor(name="x", shape=[1, inputs, 8, 8])] if inputs else [])
+    assert role_of(layer, load_rules()) == role
