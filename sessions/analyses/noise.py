@@ -281,8 +281,8 @@ def trace_pace(variant: Variant) -> float | None:
     did."""
     if variant.trace is None or variant.latency is None or variant.latency.median_ms <= 0:
         return None
-    times = [layer.time_ms for layer in variant.layers if layer.time_ms is not None]
-    return sum(times) / variant.latency.median_ms if times and sum(times) > 0 else None
+    summed = sum(layer.time_ms for layer in variant.layers if layer.time_ms is not None)
+    return summed / variant.latency.median_ms if summed > 0 else None
 
 
 def paces_apart(a: Variant, b: Variant) -> tuple[float, float] | None:

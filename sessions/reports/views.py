@@ -187,13 +187,22 @@ def _noise_lines(session: Session, rules: Rules, by: str, baseline: str, variant
                  comparisons: list[GroupComparison]) -> list[str]:
     """One line naming the groups whose speed-up of `variant` over `baseline` is within noise (their per-call bands
     overlap, `_group_judgement`), with the ratio each shows; none where no group's is."""
-    apart = paces_apart(session.variant(baseline), session.variant(variant))
+    apart = _traces_apart(session, baseline, variant)
     if apart is not None:
-        return [captions.TRACES_APART.format(variant=variant, baseline=baseline, pace_a=apart[0], pace_b=apart[1])]
+        return [apart]
     judged = _group_judgement(session, rules, by, baseline, variant)
     within = [f"{c.group} {speedup:.2f}x" for c in comparisons
               if judged(c.group) == WITHIN and (speedup := _group_speedup(c, baseline, variant)) is not None]
     return [captions.OVERLAPPING_GROUPS.format(variant=variant, groups="; ".join(within))] if within else []
+
+
+def _traces_apart(session: Session, baseline: str, variant: str) -> str | None:
+    """The line saying no group change of `variant` over `baseline` is judged, where their traces ran at different
+    paces (`sessions.analyses.noise.paces_apart`); None where they did not."""
+    apart = paces_apart(session.variant(baseline), session.variant(variant))
+    if apart is None:
+        return None
+    return captions.TRACES_APART.format(variant=variant, baseline=baseline, pace_a=apart[0], pace_b=apart[1])
 
 
 def _group_speedup(comparison: GroupComparison, baseline: str, variant: str) -> float | None:
@@ -238,10 +247,9 @@ def group_pair_table(session: Session, rules: Rules, by: str, baseline: str, var
                      a.kernels_per_call if a else None, _percent(b.share if b else None)))
     rows.sort(key=lambda r: -(r[3] if r[3] is not None else float("-inf")))
     notes = [captions.GROUP_SPEEDUP.replace("baseline", baseline), "delta = variant ms - baseline ms per call"]
-    apart = paces_apart(session.variant(baseline), session.variant(variant))
+    apart = _traces_apart(session, baseline, variant)
     if apart is not None:
-        notes.append(captions.TRACES_APART.format(variant=variant, baseline=baseline, pace_a=apart[0],
-                                                  pace_b=apart[1]))
+        notes.append(apart)
     untraced = captions.no_kernel_table(session)
     if untraced:
         notes.append(untraced)
