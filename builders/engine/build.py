@@ -356,13 +356,21 @@ def round_graphs(program_sigs: Iterable[ConvSignature], plan_limit: int, fp8_lay
                  graphs: Mapping[ConvSignature, object]) -> list[ConvSignature]:
     """The graphs a round of lowering asks for when cuDNN refuses none, in the order it asks: the program's
     convolutions (`program_sigs`) with their companions, then, with `fp8_layers` timed, each FP8 one in fp16 with
-    its companions (`_choose_precisions`); `graphs`: those made so far (`with_companions`). A later step's graphs
-    (the fp16 writers, which only a round whose precisions stand asks for) are not in it."""
+    its companions (`_choose_precisions`), then each of the program's convolutions that writes FP8 writing fp16
+    instead, with its companions (`_build_fp16_writers`: what the round asks for where its precisions stand, and
+    the graph a later round asks for where a layer keeps FP8 and its readers turn fp16); `graphs`: those made so far
+    (`with_companions`)."""
     asked = list(dict.fromkeys(program_sigs))
     in_fp16 = [dataclasses.replace(sig, precision="fp16") for sig in asked if sig.precision == "fp8"]
     precisions_timed = fp8_layers == FP8_LAYERS_TIMED
     return [*with_companions(asked, plan_limit, graphs),
-            *(with_companions(in_fp16, plan_limit, graphs) if precisions_timed else [])]
+            *(with_companions(in_fp16, plan_limit, graphs) if precisions_timed else []),
+            *with_companions(fp16_writers(asked), plan_limit, graphs)]
+
+
+def fp16_writers(sigs: Iterable[ConvSignature]) -> list[ConvSignature]:
+    """Each of `sigs` that writes FP8, writing fp16 instead (each once, in order)."""
+    return list(dict.fromkeys(dataclasses.replace(sig, output_fp8=False) for sig in sigs if sig.output_fp8))
 
 
 def _send_round_ahead(backend: BuildContext, program: Program, plain: torch.nn.Module,
@@ -510,7 +518,7 @@ def _fp8_input_pays(backend: BuildContext, program: Program, sigs: dict[str, Con
 def _build_fp16_writers(backend: BuildContext, sigs: Iterable[ConvSignature]) -> None:
     """The graph of each convolution of `sigs` that writes FP8, writing fp16 instead, built together (the workers
     compile them side by side) where not built yet."""
-    make_graphs(backend, [dataclasses.replace(sig, output_fp8=False) for sig in sigs if sig.output_fp8])
+    make_graphs(backend, fp16_writers(sigs))
 
 
 def _write_tactics(backend: BuildContext, sig: ConvSignature) -> tuple[list[Tactic], list[Tactic]] | None:

@@ -37,7 +37,8 @@ from typing import Any, Literal
 from builders.engine.kernels import Compiled, ConvSignature, GraphSource, plans_compiled
 from sessions.documents.errors import joined_message
 
-MAX_WORKERS = 12  # each holds a CUDA context (about 0.5 GiB of GPU memory)
+MAX_WORKERS = 15  # each holds a CUDA context (about 0.5 GiB of GPU memory); on a 16-core machine, all but one core
+# (benchmarks/results/h100/compile-timeline: a first main job 45.2 s with 15 against 47.1 s with 12, one H100 host)
 MIN_GRAPHS = 4  # fewer graphs than this compile in the engine's process: a worker takes seconds to start
 ANSWER_TIMEOUT_S = 600  # a graph's plans not back by then: the pool is taken as broken, the engine compiles itself
 RESTARTS = 1  # pools started again after one broke; past that the study's later plans compile in its own process
@@ -337,12 +338,19 @@ class PlanCompiler:
             with self._feeding:
                 self._in_pool.discard(job)
 
+    def pause_foreseen(self) -> None:
+        """No foreseen job sent to the pool until `resume_foreseen` (those in it go on): a build whose regions'
+        compiles have begun to answer pauses them, so that the ones running end while it loads the regions and its
+        `hold_foreseen` then finds none to wait for."""
+        with self._feeding:
+            self._held = True
+
     def hold_foreseen(self) -> None:
         """No foreseen job sent to the pool until `resume_foreseen`, and those in it waited for (at most
         ANSWER_TIMEOUT_S in all; past it the workers are taken as hung and their pool broken), so that no worker
         compiles while a build times what it cannot time beside them (its fused regions)."""
+        self.pause_foreseen()
         with self._feeding:
-            self._held = True
             running = list(self._in_pool)
         if running and concurrent.futures.wait(running, timeout=ANSWER_TIMEOUT_S).not_done:
             self.break_pool()

@@ -101,6 +101,7 @@ class CudnnBackend(Backend):
                                     self._make_quantizer, self.plan.fp8_layers,
                                     fusion=FusedTactics(workers=compiler.submit_regions,
                                                         workers_hung=compiler.break_pool,
+                                                        workers_answering=compiler.pause_foreseen,
                                                         ask_workers_to_end=_compiles_end(compiler)),
                                     cold_weights=weights_cold(self._reference, gpu_l2_bytes()))
         self._quantizer: Quantizer | None = None
@@ -108,6 +109,7 @@ class CudnnBackend(Backend):
         self._twins = TwinCache()
         self._builds_foreseen = False  # whether a build has sent every build's first round to the workers
         self._foreseen_builds: set[str] = set()  # the builds whose first round `_foresee_builds` sent
+        self._premade: dict[str, tuple[Twin, float]] = {}  # later FP8 builds' twins made early, and their seconds
         self._built: set[str] = set()  # the builds that succeeded
         planned_fp8 = any(variant.precision == "fp8" for variant in self.plan.variants)
         self._model_digest = _digest_in_background(self._reference) if planned_fp8 else None
@@ -155,13 +157,16 @@ class CudnnBackend(Backend):
             plain, made_plain = self._plain()
             traced = trace(plain, self.context.static_input)
             value_shapes = recorded_shapes(self.context, traced)
+        premade_s = 0.0  # seconds this build spent on later builds' twins (theirs, not its own)
         if not self._builds_foreseen:  # this backend's first build
             self._builds_foreseen = True
             self._foresee_builds(variant, traced, plain, value_shapes)
+            if self.context.compiler.running:  # the workers compile the foreseen graphs: the later twins meanwhile
+                premade_s = self._premake_twins(variant, calibration)
         fp8 = variant.precision == "fp8"
         if fp8 and self.context.compiler.running:  # a first build's pool: busy while ModelOpt calibrates
             self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
-        twin = self._twin(variant, calibration) if fp8 else None
+        twin, twin_premade_s = self._twin_for(variant, calibration)
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
         with _as_build_failure(variant):
             engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
@@ -185,7 +190,7 @@ class CudnnBackend(Backend):
             notes.insert(0, f"layers the recipe quantizes: --fp8-layers {self.plan.fp8_layers}")
         result = Variant(
             name=variant.name, backend=self.name, precision=variant.precision, device="cuda", simulated=False,
-            recipe=_real_recipe(twin), build_s=time.perf_counter() - start,
+            recipe=_real_recipe(twin), build_s=time.perf_counter() - start - premade_s + twin_premade_s,
             artifact_bytes=sum(t.numel() * t.element_size() for t in plain.state_dict().values()),
             notes=[label, *notes], layers=layers,
         )
@@ -211,6 +216,43 @@ class CudnnBackend(Backend):
             self._twins.save(twin)
         twin.saved = self._twins.save
         return twin
+
+    def _twin_for(self, variant: VariantPlan, calibration: torch.Tensor) -> tuple[Twin | None, float]:
+        """`variant`'s twin and the seconds an earlier build spent making it: the one made early
+        (`_premake_twins`), its scales moved to the engine's device, else made now (`_twin`; 0 s), or None for an fp16
+        build."""
+        premade, seconds = self._premade.pop(variant.name, (None, 0.0))
+        if premade is not None:
+            premade.scales_to("cuda")
+            return premade, seconds
+        return (self._twin(variant, calibration) if variant.precision == "fp8" else None), 0.0
+
+    def _premake_twins(self, first: VariantPlan, calibration: torch.Tensor) -> float:
+        """The twin of each later FP8 build of the study on this backend (`_later_builds` of `first`), made now
+        (`_twin`: ModelOpt calibrates) and parked in host memory, its scales too (`Twin.park`, `Twin.scales_to`), for
+        that build to take (`_premade`): a first run's engine's process calibrates while the workers compile the
+        graphs it foresaw, instead of waiting for them, and nothing of a later variant stays in this build's device
+        memory. Returns the seconds it took; each build counts its own twin's (`Variant.build_s`). Speculative
+        work: a twin that cannot be made is left to its build, which says why where it fails again."""
+        started = time.perf_counter()
+        for variant in self._later_builds(first)[1:]:
+            if variant.precision != "fp8":
+                continue
+            made = time.perf_counter()
+            try:
+                twin = self._twin(variant, calibration)
+            except Exception:  # noqa: BLE001, S112  (an optimisation must not fail a build)
+                continue
+            twin.park()
+            twin.scales_to("cpu")
+            self._premade[variant.name] = (twin, time.perf_counter() - made)
+        return time.perf_counter() - started
+
+    def _later_builds(self, first: VariantPlan) -> list[VariantPlan]:
+        """The builds of the study on this backend from `first` (the one starting) on, in the plan's order."""
+        builds = [v for v in self.plan.variants
+                  if (v.backend or self.plan.backend) == self.name and v.precision in self.variant_precisions]
+        return builds[builds.index(first):] if first in builds else [first]
 
     def _plain(self) -> tuple[torch.nn.Module, list[PlainLayer]]:
         """The model in fp16 with BatchNorm folded into the convolutions (as every FP8 recipe's calibration folds it:
@@ -241,10 +283,8 @@ class CudnnBackend(Backend):
         build's graphs compile while the builds before it run (an engine's fp16 build, ModelOpt calibrating). All
         from `first`'s model: every build lowers the same folded fp16 model (`_plain`). Speculative work: a build
         whose round cannot be foreseen is left out, and what was sent ends with the pool (`PlanCompiler.close`)."""
-        builds = [v for v in self.plan.variants
-                  if (v.backend or self.plan.backend) == self.name and v.precision in self.variant_precisions]
         rounds = []
-        for variant in builds[builds.index(first):] if first in builds else [first]:
+        for variant in self._later_builds(first):
             try:
                 rounds.append(first_round_graphs(self.context, traced, plain, *self._foreseen_fp8(variant),
                                                  value_shapes))

@@ -123,6 +123,9 @@ class FusedTactics:
     loader: Loader = load_region
     workers: Workers = no_workers
     workers_hung: Callable[[], None] = lambda: None  # a worker's answer did not come in time: end the workers' pool
+    # the first of a build's region compiles sent to the workers has answered: the engine pauses the foreseen plan
+    # compiles there (`PlanCompiler.pause_foreseen`), so those running end while the regions load
+    workers_answering: Callable[[], None] = lambda: None
     ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor], cache: TimingCache | None = None,
@@ -375,7 +378,8 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
                    cache: TimingCache | None = None) -> None:
     """Compiles each signature that must be timed or runs (its held times say the fused tactic won), those covering
     the most steps first, within the study's compile budget: loaded from `cache` where it holds the code, else sent
-    to the workers at once and taken back in that order (`FusedTactics.function`)."""
+    to the workers at once and taken back in that order (`FusedTactics.function`); `FusedTactics.workers_answering`
+    is called once the first of them has answered, before any is taken back."""
     weight: dict[str, int] = {}
     first: dict[str, Decision] = {}
     for decision in decisions:
@@ -388,6 +392,9 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     subs = [sub for sub in (first[signature].sub for signature in order) if sub is not None]
     answers = tactics.send_to_workers(subs, specs, cache)
     try:
+        if answers:
+            concurrent.futures.wait(answers.values(), ANSWER_TIMEOUT_S, concurrent.futures.FIRST_COMPLETED)
+            tactics.workers_answering()
         for sub in subs:
             tactics.function(sub, _scratch(sub, specs), cache, answers.get(sub.signature))
     except BaseException:  # Ctrl-C included: the jobs not started are withdrawn, none is waited for

@@ -160,6 +160,11 @@ class Twin:
         if self._module is not None:
             self._module.module.to("cpu")
 
+    def scales_to(self, device: torch.device | str) -> None:
+        """The weight scales moved to `device`: host memory while the twin waits for its build, the engine's device
+        for the build."""
+        self.scales = {path: (x_scale, w_scale.to(device)) for path, (x_scale, w_scale) in self.scales.items()}
+
     def document(self) -> dict[str, Any]:
         return {
             "format": FORMAT, "key": self.key, "quantized": sorted(self.quantized),

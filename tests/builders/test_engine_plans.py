@@ -199,7 +199,8 @@ def test_plans_compiled_elsewhere_are_loaded_timed_and_refusals_keep_their_reaso
         compiled.build_plan_at_index(3)
 
 
-@pytest.mark.parametrize(("cores", "graphs", "workers"), [(16, 34, 12), (16, 5, 5), (16, 3, 0), (4, 34, 3), (2, 34, 0)])
+@pytest.mark.parametrize(("cores", "graphs", "workers"),
+                         [(32, 34, 15), (16, 34, 15), (16, 5, 5), (16, 3, 0), (4, 34, 3), (2, 34, 0)])
 def test_plan_compilation_is_spread_only_where_it_pays(monkeypatch, cores, graphs, workers):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert worker_count(graphs) == workers
@@ -787,6 +788,22 @@ def test_held_foreseen_graphs_are_waited_for_and_none_is_fed_until_resumed(monke
     compiler.close()
 
 
+def test_paused_foreseen_graphs_are_not_waited_for_and_none_is_fed_until_resumed(monkeypatch):
+    """`pause_foreseen` (a build whose regions' compiles have begun to answer) returns at once, the foreseen jobs in
+    the pool left running, and sends no other until `resume_foreseen`."""
+    compiler, pools = foreseeing_compiler(monkeypatch)
+    compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    settled(lambda: len(pools) == 1 and fed(pools[0], ("a", "b")), "a and b in the pool")
+    compiler.pause_foreseen()
+    assert not any(job.done() for job in pools[0].jobs)  # nothing waited for
+    answer(pools[0], "a")
+    time.sleep(0.2)
+    assert fed(pools[0], ("a", "b"))  # c not fed in a's place
+    compiler.resume_foreseen()
+    settled(lambda: fed(pools[0], ("a", "b"), "c"), "c once resumed")
+    compiler.close()
+
+
 def test_too_few_foreseen_graphs_start_no_pool_and_a_foreseen_one_is_sent_once(monkeypatch):
     compiler, pools = foreseeing_compiler(monkeypatch, workers=4)
     compiler.foresee(["a", "b", "c"], 4)  # type: ignore[list-item]  (fewer than MIN_GRAPHS: compiled in process)
@@ -949,6 +966,8 @@ def recording_backend(monkeypatch, events: list[str], running: bool, calibrates:
     instance._foresee_builds = lambda first, *_args: events.append(f"foresaw from {first.name}")
     instance._plain = lambda: (events.append("plain"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
+    instance._premade = {}
+    instance._premake_twins = lambda first, _calibration: (events.append(f"later twins after {first.name}"), 0.0)[1]
 
     def twin(*_args):
         events.append("calibrated")
@@ -971,15 +990,16 @@ def recording_backend(monkeypatch, events: list[str], running: bool, calibrates:
 @pytest.mark.parametrize("running", [True, False])
 def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_to_a_running_pool(monkeypatch,
                                                                                                  running):
-    """`CudnnBackend.build`: with the compile workers running (a first build's pool), the FP8 build's first round goes
-    to them before ModelOpt calibrates; without them nothing is foreseen (a warm build starts no workers)."""
+    """`CudnnBackend.build`: with the compile workers running (a first build's pool), the later builds' twins are
+    made while they compile the foreseen graphs, and the FP8 build's first round goes to them before ModelOpt
+    calibrates; without them nothing is foreseen (a warm build starts no workers) and no twin is made early."""
     from sessions.documents.plan import VariantPlan
 
     events: list[str] = []
     instance = recording_backend(monkeypatch, events, running)
     with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all: RuntimeError: stand-in stops here"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
-    ahead = ["sent ahead"] if running else []
+    ahead = ["later twins after cudnn-fp8-all", "sent ahead"] if running else []
     # the backend's first build foresees every build's first round; failed: nothing of its own left queued
     assert events == ["plain", "traced", "foresaw from cudnn-fp8-all", *ahead, "calibrated", "lowered", "withdrawn"]
     assert instance._built == set()  # so the graphs foreseen for it are not marked unasked (`builds_done`)
@@ -1142,3 +1162,61 @@ def test_foresight_sends_only_the_graphs_neither_made_nor_cached_in_the_order_of
     cached.update("bde")
     foresee(backend, [[a, b, c], [r, d], [e]])  # type: ignore[arg-type]
     assert sent[1] == ([], 4)
+
+
+class StandInTwin:
+    """A twin as the engine's backend handles it: where it was parked and its scales moved."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.parked, self.scales_on = name, False, "cuda"
+
+    def park(self) -> None:
+        self.parked = True
+
+    def scales_to(self, device: str) -> None:
+        self.scales_on = device
+
+
+def test_a_first_run_makes_the_later_fp8_builds_twins_early_and_each_build_takes_its_own(monkeypatch):
+    """`_premake_twins` (a first run's first build, the workers compiling): the twin of each later FP8 build on this
+    backend, not the build starting nor an fp16 or PyTorch variant, made and parked with its scales in host memory;
+    `_twin_for` hands each build its own, scales on the device, once, with the seconds it took; a build without one
+    makes its twin then, an fp16 build none; a twin that cannot be made is left to its build."""
+    from types import SimpleNamespace
+
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance._premade = {}
+    fp16, fp8_all, no_se, pointwise = (VariantPlan("fp16", backend="cudnn"), VariantPlan("fp8", "all", (), "cudnn"),
+                                       VariantPlan("fp8", "no-se", (), "cudnn"),
+                                       VariantPlan("fp8", "pointwise", (), "cudnn"))
+    instance.plan = SimpleNamespace(variants=[VariantPlan("fp16"), fp16, fp8_all, VariantPlan("fp8", "all"), no_se,
+                                              pointwise], backend="torch")
+    made: list[str] = []
+
+    def twin(variant, _calibration):
+        made.append(variant.name)
+        if variant.recipe == "pointwise":
+            raise RuntimeError("ModelOpt: no quantizer")
+        time.sleep(0.01)
+        return StandInTwin(variant.name)
+
+    monkeypatch.setattr(instance, "_twin", twin)
+    seconds = instance._premake_twins(fp16, torch.zeros(1))
+    assert made == [fp8_all.name, no_se.name, pointwise.name]  # the torch backend's FP8 variant is not this one's
+    assert set(instance._premade) == {fp8_all.name, no_se.name}
+    assert all(t.parked and t.scales_on == "cpu" for t, _ in instance._premade.values())
+    assert seconds >= sum(s for _, s in instance._premade.values()) >= 0.02
+    taken, taken_s = instance._twin_for(no_se, torch.zeros(1))
+    assert taken.name == no_se.name and taken.scales_on == "cuda" and taken_s >= 0.01
+    assert no_se.name not in instance._premade
+    made.clear()
+    again, again_s = instance._twin_for(no_se, torch.zeros(1))  # taken once: a second build makes its own
+    assert made == [no_se.name] and again is not taken and again_s == 0.0
+    assert instance._twin_for(fp16, torch.zeros(1)) == (None, 0.0) and made == [no_se.name]
+    made.clear()
+    instance._premade.clear()
+    instance._premake_twins(fp8_all, torch.zeros(1))  # an FP8 first build: its own twin is made by its build
+    assert made == [no_se.name, pointwise.name]

@@ -767,17 +767,22 @@ def _elements(dim: list[int]) -> int:
 @pytest.mark.parametrize("fp8_layers", [FP8_LAYERS_TIMED, FP8_LAYERS_KEPT])
 def test_a_round_sends_its_graphs_ahead_in_the_order_it_asks_for_them(fp8_layers):
     """The program's graphs with their companions, then (precisions timed) each FP8 one in fp16 with its
-    companions: so the workers compile the fp16 graphs while the FP8 ones are timed. Listed here by hand."""
+    companions, then each of the program's that writes FP8 writing fp16, with its companions: so the workers compile
+    the fp16 graphs while the FP8 ones are timed, and the graphs of the round's output choice (and of a later round's
+    layers whose readers turn fp16) before they are asked for. Listed here by hand."""
     pointwise = ConvSignature("fp8", (1, 16, 6, 6), 32, (1, 1), (1, 1), (0, 0), (1, 1), 1, ("relu",), True)
     grouped = ConvSignature("fp16", (1, 16, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 4, (), False)
     stem = ConvSignature("fp8", (1, 8, 6, 6), 16, (3, 3), (1, 1), (1, 1), (1, 1), 1, (), False)
     pointwise16, stem16 = (dataclasses.replace(sig, precision="fp16") for sig in (pointwise, stem))
+    writes16 = dataclasses.replace(pointwise, output_fp8=False)
     expected = [pointwise, grouped, stem, dataclasses.replace(pointwise, as_matmul=True),
                 dataclasses.replace(grouped, unit_scale=True)]
     if fp8_layers == FP8_LAYERS_TIMED:
         expected += [pointwise16, stem16, dataclasses.replace(pointwise16, as_matmul=True)]
+    expected += [writes16, dataclasses.replace(writes16, as_matmul=True)]
     assert build.round_graphs([pointwise, grouped, stem, grouped], 4, fp8_layers, {}) == expected
-    # a graph cuDNN refused before: its companions are never asked for, so none is sent
+    # a graph cuDNN refused before: its companions are never asked for, so none is sent (its writer's are: where
+    # cuDNN refuses the FP8 output, the next round lowers the layer writing fp16)
     refused = build.round_graphs([pointwise, grouped, stem], 4, fp8_layers, {pointwise: "cuDNN: no engine"})
     assert refused == [sig for sig in expected if sig != dataclasses.replace(pointwise, as_matmul=True)]
 
@@ -810,7 +815,9 @@ def test_a_first_build_sends_the_fp16_graphs_of_its_fp8_layers_ahead_before_it_a
     assert first_ahead[0] == "ahead"
     asked_in_fp16 = [sig for what, sigs in events if what == "asked" for sig in sigs
                      if sig.precision == "fp16" and sig.groups > 1 and not sig.unit_scale]
-    grouped_fp8 = [sig for sig in first_ahead[1] if sig.precision == "fp8" and sig.groups > 1]
+    # the program's FP8 grouped graphs (not the ones sent for its output choice: the same writing fp16)
+    writers = {dataclasses.replace(sig, output_fp8=False) for sig in first_ahead[1] if sig.output_fp8}
+    grouped_fp8 = [sig for sig in first_ahead[1] if sig.precision == "fp8" and sig.groups > 1 and sig not in writers]
     assert grouped_fp8 and asked_in_fp16
     assert {dataclasses.replace(sig, precision="fp16") for sig in grouped_fp8} <= set(first_ahead[1])
     # what was sent ahead and never asked for leaves the workers once, when every graph is made

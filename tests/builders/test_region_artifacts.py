@@ -271,6 +271,34 @@ def test_code_a_worker_compiled_runs_is_kept_in_the_cache_and_a_workers_refusal_
     assert said_of_code(fused) == "1 signature's code: 1 compiled here"
 
 
+def test_the_workers_answering_is_told_once_the_first_answer_is_back_and_before_any_is_taken(tmp_path):
+    """`FusedTactics.workers_answering` (the engine pauses its foreseen compiles there) is called once, after the
+    first of the regions' answers is back and before the build loads any; not where nothing was sent."""
+    counts, events = Counts(), []
+    pending: concurrent.futures.Future = concurrent.futures.Future()
+
+    def workers(jobs):
+        ((signature, (module, _specs)),) = jobs.items()
+        threading.Timer(0.2, lambda: (events.append("answered"),
+                                      pending.set_result(counts.compiler(module, [])[1]))).start()
+        return {signature: pending}
+
+    def loader(blob):
+        events.append("loaded")
+        return counts.loader(blob)
+
+    cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=loader, workers=workers,
+                           workers_answering=lambda: events.append("told"))
+    fused_engine(Block(Recalibrate), tactics, cache=cache)
+    assert events == ["answered", "told", "loaded"]
+    events.clear()
+    cached = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers,
+                          workers_answering=lambda: events.append("told"))
+    fused_engine(Block(Recalibrate), cached, cache=cache)
+    assert events == []  # the code came from the cache: nothing sent, nobody told
+
+
 def test_regions_whose_code_the_cache_holds_are_not_sent_to_the_workers(tmp_path):
     sent: list[dict] = []
     later = first_build(tmp_path / "timing.json", Counts(), workers=lambda jobs: sent.append(jobs) or {})
