@@ -379,7 +379,8 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     """Compiles each signature that must be timed or runs (its held times say the fused tactic won), those covering
     the most steps first, within the study's compile budget: loaded from `cache` where it holds the code, else sent
     to the workers at once and taken back in that order (`FusedTactics.function`); `FusedTactics.workers_answering`
-    is called once the first of them has answered, before any is taken back."""
+    is called once the first of them has answered, before any is taken back (`workers_hung` where none answers within
+    ANSWER_TIMEOUT_S)."""
     weight: dict[str, int] = {}
     first: dict[str, Decision] = {}
     for decision in decisions:
@@ -392,9 +393,9 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     subs = [sub for sub in (first[signature].sub for signature in order) if sub is not None]
     answers = tactics.send_to_workers(subs, specs, cache)
     try:
-        if answers:
-            concurrent.futures.wait(answers.values(), ANSWER_TIMEOUT_S, concurrent.futures.FIRST_COMPLETED)
-            tactics.workers_answering()
+        if answers:  # none back in time: the workers are taken as hung (each region then compiles here)
+            done, _ = concurrent.futures.wait(answers.values(), ANSWER_TIMEOUT_S, concurrent.futures.FIRST_COMPLETED)
+            (tactics.workers_answering if done else tactics.workers_hung)()
         for sub in subs:
             tactics.function(sub, _scratch(sub, specs), cache, answers.get(sub.signature))
     except BaseException:  # Ctrl-C included: the jobs not started are withdrawn, none is waited for

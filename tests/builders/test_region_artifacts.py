@@ -299,6 +299,21 @@ def test_the_workers_answering_is_told_once_the_first_answer_is_back_and_before_
     assert events == []  # the code came from the cache: nothing sent, nobody told
 
 
+def test_workers_that_answer_no_region_in_time_are_taken_as_hung_and_the_regions_compile_here(monkeypatch):
+    """No answer within ANSWER_TIMEOUT_S: `workers_hung` (the engine ends the pool), never `workers_answering`, and
+    each region compiles in the build's process."""
+    from builders.engine import fused_tactics
+
+    monkeypatch.setattr(fused_tactics, "ANSWER_TIMEOUT_S", 0.1)
+    counts, events = Counts(), []
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=counts.compiler, loader=counts.loader,
+                           workers=lambda jobs: {s: concurrent.futures.Future() for s in jobs},
+                           workers_answering=lambda: events.append("told"), workers_hung=lambda: events.append("hung"))
+    engine, _ = fused_engine(Block(Recalibrate), tactics)
+    assert events[0] == "hung" and "told" not in events
+    assert counts.compiles == 1 and fused_runs(engine) == 1
+
+
 def test_regions_whose_code_the_cache_holds_are_not_sent_to_the_workers(tmp_path):
     sent: list[dict] = []
     later = first_build(tmp_path / "timing.json", Counts(), workers=lambda jobs: sent.append(jobs) or {})
