@@ -157,16 +157,18 @@ class CudnnBackend(Backend):
             plain, made_plain = self._plain()
             traced = trace(plain, self.context.static_input)
             value_shapes = recorded_shapes(self.context, traced)
-        premade_s = 0.0  # seconds this build spent on later builds' twins (theirs, not its own)
-        if not self._builds_foreseen:  # this backend's first build
+        first = not self._builds_foreseen  # this backend's first build
+        if first:
             self._builds_foreseen = True
             self._foresee_builds(variant, traced, plain, value_shapes)
-            if self.context.compiler.running:  # the workers compile the foreseen graphs: the later twins meanwhile
-                premade_s = self._premake_twins(variant, calibration)
         fp8 = variant.precision == "fp8"
         if fp8 and self.context.compiler.running:  # a first build's pool: busy while ModelOpt calibrates
             self._send_ahead_of_calibration(variant, traced, plain, value_shapes)
+        # its own twin before the later builds': the calibration their recipes share is the first FP8 build's
         twin, twin_premade_s = self._twin_for(variant, calibration)
+        premade_s = 0.0  # seconds this build spent on later builds' twins (theirs, not its own)
+        if first and self.context.compiler.running:  # the workers compile the foreseen graphs: the twins meanwhile
+            premade_s = self._premake_twins(variant, calibration)
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
         with _as_build_failure(variant):
             engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
@@ -241,10 +243,10 @@ class CudnnBackend(Backend):
             made = time.perf_counter()
             try:
                 twin = self._twin(variant, calibration)
+                twin.park()
+                twin.scales_to("cpu")
             except Exception:  # noqa: BLE001, S112  (an optimisation must not fail a build)
                 continue
-            twin.park()
-            twin.scales_to("cpu")
             self._premade[variant.name] = (twin, time.perf_counter() - made)
         return time.perf_counter() - started
 

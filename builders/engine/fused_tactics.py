@@ -394,7 +394,9 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     answers = tactics.send_to_workers(subs, specs, cache)
     try:
         if answers:  # none back in time: the workers are taken as hung (each region then compiles here)
+            waiting_from = time.perf_counter()
             done, _ = concurrent.futures.wait(answers.values(), ANSWER_TIMEOUT_S, concurrent.futures.FIRST_COMPLETED)
+            tactics.compile_s += time.perf_counter() - waiting_from  # waiting for a worker counts against the budget
             (tactics.workers_answering if done else tactics.workers_hung)()
         for sub in subs:
             tactics.function(sub, _scratch(sub, specs), cache, answers.get(sub.signature))
