@@ -131,9 +131,11 @@ class CudnnBackend(Backend):
         ask Inductor's to end after their compiles, and the engine's timer waits for them): none is alive while the
         rows are timed. Where every build foreseen succeeded, the graphs foreseen that no build asked for are marked
         so in the timing cache (`mark_unforeseen`), so that a later run does not foresee them again; not where one
-        failed or never ran (an interrupted study): it would have asked for its own."""
+        failed or never ran (an interrupted study): it would have asked for its own. A twin made early for a build
+        that never took it (`_premake_twins`: that build failed before it) is let go."""
         unasked = self.context.compiler.close()
         end_compile_workers()
+        self._premade.clear()
         if self._foreseen_builds <= self._built:
             mark_unforeseen(self.context, unasked, UNASKED)
             self.context.cache.save()

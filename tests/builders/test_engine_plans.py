@@ -917,8 +917,10 @@ def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are
     instance.context = SimpleNamespace(cache=TimingCache(path, header),
                                        compiler=SimpleNamespace(close=lambda: [NamedSignature("foreseen")]))
     instance._foreseen_builds, instance._built = foreseen, built
+    instance._premade = {"cudnn-fp8-no-se": (StandInTwin("cudnn-fp8-no-se"), 1.0)}  # its build never took it
     instance.builds_done()
     assert TimingCache(path, header).unforeseen("foreseen") is marked
+    assert instance._premade == {}
 
 
 @pytest.mark.parametrize("fails", [False, True])
