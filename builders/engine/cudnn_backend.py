@@ -32,6 +32,7 @@ from builders.engine.fused_tactics import FusedTactics
 from builders.engine.graph import TracedModel, trace
 from builders.engine.kernels import engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL, UNASKED
+from builders.engine.region_artifacts import import_loader
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.engine.weight_residency import gpu_l2_bytes, weights_cold
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
@@ -102,6 +103,7 @@ class CudnnBackend(Backend):
                                     fusion=FusedTactics(workers=compiler.submit_regions,
                                                         workers_hung=compiler.break_pool,
                                                         workers_answering=compiler.pause_foreseen,
+                                                        while_compiling=self._while_regions_compile,
                                                         ask_workers_to_end=_compiles_end(compiler)),
                                     cold_weights=weights_cold(self._reference, gpu_l2_bytes()))
         self._quantizer: Quantizer | None = None
@@ -110,6 +112,7 @@ class CudnnBackend(Backend):
         self._builds_foreseen = False  # whether a build has sent every build's first round to the workers
         self._foreseen_builds: set[str] = set()  # the builds whose first round `_foresee_builds` sent
         self._premade: dict[str, tuple[Twin, float]] = {}  # later FP8 builds' twins made early, and their seconds
+        self._twins_meanwhile: TwinsMeanwhile | None = None  # those a build makes while its regions compile
         self._built: set[str] = set()  # the builds that succeeded
         planned_fp8 = any(variant.precision == "fp8" for variant in self.plan.variants)
         self._model_digest = _digest_in_background(self._reference) if planned_fp8 else None
@@ -169,11 +172,18 @@ class CudnnBackend(Backend):
         # its own twin before the later builds': the calibration their recipes share is the first FP8 build's
         twin, twin_premade_s = self._twin_for(variant, calibration)
         premade_s = 0.0  # seconds this build spent on later builds' twins (theirs, not its own)
-        if first and self.context.compiler.running:  # the workers compile the foreseen graphs: the twins meanwhile
-            premade_s = self._premake_twins(variant, calibration)
+        if first and self.context.compiler.running:  # the workers compile: the later builds' twins meanwhile
+            later = self._later_fp8_builds(variant)
+            premade_s = self._premake_twins(later[:1], calibration)  # while the foreseen graphs compile
+            self._twins_meanwhile = TwinsMeanwhile(later[1:], calibration)  # while this build's regions compile
         refused_before = len(self._quantizer.refused) if self._quantizer else 0
         with _as_build_failure(variant):
-            engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
+            try:
+                engine, layers, notes = build_engine(self.context, traced, plain, twin, value_shapes)
+            finally:
+                meanwhile, self._twins_meanwhile = self._twins_meanwhile, None
+            if meanwhile is not None:  # those its regions' compiles left (none sent, or the build had none) now
+                premade_s += meanwhile.seconds + self._premake_twins(meanwhile.variants, calibration)
             _structure_roles(layers, self.structure)
             engine.run_once()  # a lowering that cannot run fails here, as the build, not later in a measurement
             torch.cuda.synchronize()
@@ -231,17 +241,16 @@ class CudnnBackend(Backend):
             return premade, seconds
         return (self._twin(variant, calibration) if variant.precision == "fp8" else None), 0.0
 
-    def _premake_twins(self, first: VariantPlan, calibration: torch.Tensor) -> float:
-        """The twin of each later FP8 build of the study on this backend (`_later_builds` of `first`), made now
-        (`_twin`: ModelOpt calibrates) and parked in host memory, its scales too (`Twin.park`, `Twin.scales_to`), for
-        that build to take (`_premade`): a first run's engine's process calibrates while the workers compile the
-        graphs it foresaw, instead of waiting for them, and nothing of a later variant stays in this build's device
-        memory. Returns the seconds it took; each build counts its own twin's (`Variant.build_s`). Speculative
-        work: a twin that cannot be made is left to its build, which says why where it fails again."""
+    def _premake_twins(self, variants: list[VariantPlan], calibration: torch.Tensor) -> float:
+        """The twin of each of `variants` (later FP8 builds of the study on this backend), made now (`_twin`:
+        ModelOpt calibrates) and parked in host memory, its scales too (`Twin.park`, `Twin.scales_to`), for that
+        build to take (`_premade`): a first run's first build calibrates the first of them while the workers compile
+        the graphs it foresaw, the others while they compile its fused regions (`_while_regions_compile`), instead
+        of waiting for them, and nothing of a later variant stays in this build's device memory. Returns the seconds
+        it took; each build counts its own twin's (`Variant.build_s`). Speculative work: a twin that cannot be made is
+        left to its build, which says why where it fails again."""
         started = time.perf_counter()
-        for variant in self._later_builds(first)[1:]:
-            if variant.precision != "fp8":
-                continue
+        for variant in variants:
             made = time.perf_counter()
             try:
                 twin = self._twin(variant, calibration)
@@ -251,6 +260,21 @@ class CudnnBackend(Backend):
                 continue
             self._premade[variant.name] = (twin, time.perf_counter() - made)
         return time.perf_counter() - started
+
+    def _while_regions_compile(self) -> None:
+        """What a build's process does once its fused regions' compiles are sent to the workers, before it waits for
+        them (`FusedTactics.while_compiling`): Inductor's loader imported (`region_artifacts.import_loader`: their
+        code loads next), and the later builds' twins queued for this wait (`_twins_meanwhile`) made, their seconds
+        kept there."""
+        import_loader()
+        meanwhile = self._twins_meanwhile
+        if meanwhile is not None and meanwhile.variants:
+            meanwhile.seconds += self._premake_twins(meanwhile.variants, meanwhile.calibration)
+            meanwhile.variants = []
+
+    def _later_fp8_builds(self, first: VariantPlan) -> list[VariantPlan]:
+        """The FP8 builds of the study on this backend after `first` (the one starting), in the plan's order."""
+        return [variant for variant in self._later_builds(first)[1:] if variant.precision == "fp8"]
 
     def _later_builds(self, first: VariantPlan) -> list[VariantPlan]:
         """The builds of the study on this backend from `first` (the one starting) on, in the plan's order."""
@@ -310,6 +334,16 @@ class CudnnBackend(Backend):
         if self._quantizer is None:
             self._quantizer = make_quantizer()
         return self._quantizer
+
+
+@dataclasses.dataclass
+class TwinsMeanwhile:
+    """The later FP8 builds whose twins a first build makes while the workers compile its fused regions
+    (`CudnnBackend._while_regions_compile`), the calibration they take, and the seconds those made so far took."""
+
+    variants: list[VariantPlan]
+    calibration: torch.Tensor
+    seconds: float = 0.0
 
 
 def _compiles_end(compiler: PlanCompiler) -> Callable[[], None]:

@@ -126,6 +126,9 @@ class FusedTactics:
     # the first of a build's region compiles sent to the workers has answered: the engine pauses the foreseen plan
     # compiles there (`PlanCompiler.pause_foreseen`), so those running end while the regions load
     workers_answering: Callable[[], None] = lambda: None
+    # a build's region compiles are sent to the workers and none is waited for yet: the engine's process does there
+    # the work that would otherwise follow the wait (the engine: `CudnnBackend._while_regions_compile`)
+    while_compiling: Callable[[], None] = lambda: None
     ask_workers_to_end: Callable[[], None] = begin_ending_compile_workers
 
     def function(self, sub: Subgraph, scratch: list[torch.Tensor], cache: TimingCache | None = None,
@@ -288,10 +291,12 @@ class Fused:
 
 
 def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | None, traced: TracedModel,
-                 engine: CudnnEngine) -> Fused | None:
-    """`engine` (built, not yet timed) with each region's fused tactic where it timed faster than the engine's steps
-    for the region, in the form that saves more where the region has two (`prefer`); None where no region is
-    offered one (`--opt-level` 0: `plan_limit` 1; no region found)."""
+                 engine: CudnnEngine, layers: list[Layer]) -> Fused | None:
+    """`engine` (built, not yet timed; `layers` its layer table, one per step, which the engine gives up to the
+    result: a layer of a region that keeps its steps records there the fused tactic it was timed against) with each
+    region's fused tactic where it timed faster than the engine's steps for the region, in the form that saves more
+    where the region has two (`prefer`); None where no region is offered one (`--opt-level` 0: `plan_limit` 1; no
+    region found)."""
     if not tactics_timed(plan_limit):
         return None
     steps = engine.program.steps
@@ -315,7 +320,6 @@ def fuse_regions(tactics: FusedTactics, plan_limit: int, cache: TimingCache | No
                       engine.program.output, engine.program.input)
     fused_runners = [(i, (step, _runner(d))) for (i, d), step in zip(replaced, _new_steps(program, replaced),
                                                                       strict=True)]
-    layers = engine.layers()
     for decision in reversed(decisions):  # a layer in both forms of a region keeps the narrower form's record
         if not decision.runs_fused:
             _keep_fusion(decision, [layers[k] for k in decision.indices])
@@ -378,9 +382,10 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
                    cache: TimingCache | None = None) -> None:
     """Compiles each signature that must be timed or runs (its held times say the fused tactic won), those covering
     the most steps first, within the study's compile budget: loaded from `cache` where it holds the code, else sent
-    to the workers at once and taken back in that order (`FusedTactics.function`); `FusedTactics.workers_answering`
-    is called once the first of them has answered, before any is taken back (`workers_hung` where none answers within
-    ANSWER_TIMEOUT_S)."""
+    to the workers at once and taken back in that order (`FusedTactics.function`). Once they are sent,
+    `FusedTactics.while_compiling` is called, before any wait (its seconds are not the compiles'); then
+    `FusedTactics.workers_answering` once the first of them has answered, before any is taken back (`workers_hung`
+    where none answers within ANSWER_TIMEOUT_S)."""
     weight: dict[str, int] = {}
     first: dict[str, Decision] = {}
     for decision in decisions:
@@ -394,6 +399,7 @@ def compile_needed(tactics: FusedTactics, decisions: list[Decision], specs: Mapp
     answers = tactics.send_to_workers(subs, specs, cache)
     try:
         if answers:  # none back in time: the workers are taken as hung (each region then compiles here)
+            tactics.while_compiling()
             waiting_from = time.perf_counter()
             done, _ = concurrent.futures.wait(answers.values(), ANSWER_TIMEOUT_S, concurrent.futures.FIRST_COMPLETED)
             tactics.compile_s += time.perf_counter() - waiting_from  # waiting for a worker counts against the budget

@@ -74,6 +74,12 @@ def _saved_bytes(artifact: Any) -> bytes:
         return read_regular_file(kept, "compiled region", MAX_PLAN_BYTES)
 
 
+def import_loader() -> None:
+    """Import what `load_region` imports the first time it runs (Inductor's `compile_fx`: about a second), so that a
+    build takes that second where it waits anyway (for its regions' compiles)."""
+    import torch._inductor.compile_fx  # noqa: F401
+
+
 def load_region(blob: bytes) -> RegionFunction:
     """The function an artifact's bytes (`compile_region`) hold. Raises where they do not load (another torch
     build's, or damaged bytes).

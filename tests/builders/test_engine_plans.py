@@ -954,8 +954,11 @@ def test_a_build_that_succeeds_is_counted_and_one_that_fails_withdraws_what_it_s
 
 def recording_backend(monkeypatch, events: list[str], running: bool, calibrates: bool = True):
     """A `CudnnBackend` whose every step of `build` stands in, appending what it does to `events`: the pool running
-    or not, the calibration failing unless `calibrates`, and the lowering failing once reached."""
+    or not, the calibration failing unless `calibrates`, and the lowering failing once reached. Its plan: engine
+    fp16, FP8 `all` and `no-se`; its twins made early (`_premake_twins`) are recorded by name, not made."""
     from types import SimpleNamespace
+
+    from sessions.documents.plan import VariantPlan
 
     cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
     instance = object.__new__(cudnn_backend.CudnnBackend)
@@ -969,7 +972,17 @@ def recording_backend(monkeypatch, events: list[str], running: bool, calibrates:
     instance._plain = lambda: (events.append("plain"), (torch.nn.Identity(), []))[1]
     instance._send_ahead_of_calibration = lambda *_args: events.append("sent ahead")
     instance._premade = {}
-    instance._premake_twins = lambda first, _calibration: (events.append(f"later twins after {first.name}"), 0.0)[1]
+    instance.plan = SimpleNamespace(variants=[VariantPlan("fp16", backend="cudnn"),
+                                              VariantPlan("fp8", "all", (), "cudnn"),
+                                              VariantPlan("fp8", "no-se", (), "cudnn")], backend="torch")
+    instance._twins_meanwhile = None
+
+    def premake(variants, _calibration):
+        if variants:
+            events.append(f"twins of {', '.join(v.name for v in variants)}")
+        return 0.0
+
+    instance._premake_twins = premake
 
     def twin(*_args):
         events.append("calibrated")
@@ -1001,7 +1014,7 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
     instance = recording_backend(monkeypatch, events, running)
     with pytest.raises(RuntimeError, match="could not build cudnn-fp8-all: RuntimeError: stand-in stops here"):
         instance.build(VariantPlan("fp8", "all", (), "cudnn"), torch.zeros(1))
-    ahead, later = (["sent ahead"], ["later twins after cudnn-fp8-all"]) if running else ([], [])
+    ahead, later = (["sent ahead"], ["twins of cudnn-fp8-no-se"]) if running else ([], [])
     # the backend's first build foresees every build's first round; its own twin before the later builds' (the
     # calibration their recipes share is its own); failed: nothing of its own left queued
     assert events == ["plain", "traced", "foresaw from cudnn-fp8-all", *ahead, "calibrated", *later, "lowered",
@@ -1011,6 +1024,49 @@ def test_an_fp8_build_sends_its_first_round_ahead_before_it_calibrates_and_only_
     with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
         instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
     assert events == ["plain", "traced", "lowered", "withdrawn"]  # an fp16 build sends nothing ahead of itself
+
+
+@pytest.mark.parametrize("regions_compile", [True, False])
+def test_a_first_build_makes_one_later_twin_before_it_lowers_and_the_others_while_its_regions_compile(
+        monkeypatch, regions_compile):
+    """An engine fp16 first build with the workers running: FP8 `all`'s twin before it lowers (the workers compile the
+    graphs foreseen), `no-se`'s once its fused regions' compiles are sent (`FusedTactics.while_compiling`, Inductor's
+    loader imported first), or, where it sent none, once the engine is built; where the build fails, not at all."""
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    events: list[str] = []
+    instance = recording_backend(monkeypatch, events, running=True)
+    monkeypatch.setattr(cudnn_backend, "import_loader", lambda: events.append("loader imported"))
+
+    def built(*_args):
+        events.append("lowered")
+        if regions_compile:
+            instance._while_regions_compile()  # as `compile_needed` calls it once the regions are sent
+        return object(), [], []
+
+    monkeypatch.setattr(cudnn_backend, "build_engine", built)
+    monkeypatch.setattr(cudnn_backend, "_structure_roles", lambda *_args: events.append("roles"))
+    instance.structure = None
+    with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):  # the stand-in engine does not run
+        instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
+    meanwhile = ["loader imported", "twins of cudnn-fp8-no-se"]
+    assert events == ["plain", "traced", "foresaw from cudnn-fp16", "twins of cudnn-fp8-all", "lowered",
+                      *(meanwhile if regions_compile else ["twins of cudnn-fp8-no-se"]), "roles", "withdrawn"]
+    assert instance._twins_meanwhile is None
+
+    events.clear()
+    instance._builds_foreseen = False
+
+    def fails(*_args):
+        events.append("lowered")
+        raise RuntimeError("cuDNN refused every plan")
+
+    monkeypatch.setattr(cudnn_backend, "build_engine", fails)
+    with pytest.raises(RuntimeError, match="could not build cudnn-fp16"):
+        instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
+    assert events == ["plain", "traced", "foresaw from cudnn-fp16", "twins of cudnn-fp8-all", "lowered", "withdrawn"]
+    assert instance._twins_meanwhile is None  # a later wait of another build makes none of them
 
 
 def test_a_calibration_that_fails_withdraws_what_was_sent_ahead_of_it(monkeypatch):
@@ -1208,7 +1264,7 @@ def test_a_first_run_makes_the_later_fp8_builds_twins_early_and_each_build_takes
         return StandInTwin(variant.name)
 
     monkeypatch.setattr(instance, "_twin", twin)
-    seconds = instance._premake_twins(fp16, torch.zeros(1))
+    seconds = instance._premake_twins(instance._later_fp8_builds(fp16), torch.zeros(1))
     assert made == [fp8_all.name, no_se.name, pointwise.name]  # the torch backend's FP8 variant is not this one's
     assert set(instance._premade) == {fp8_all.name, no_se.name}
     assert all(t.parked and t.scales_on == "cpu" for t, _ in instance._premade.values())
@@ -1222,5 +1278,5 @@ def test_a_first_run_makes_the_later_fp8_builds_twins_early_and_each_build_takes
     assert instance._twin_for(fp16, torch.zeros(1)) == (None, 0.0) and made == [no_se.name]
     made.clear()
     instance._premade.clear()
-    instance._premake_twins(fp8_all, torch.zeros(1))  # an FP8 first build: its own twin is made by its build
+    instance._premake_twins(instance._later_fp8_builds(fp8_all), torch.zeros(1))  # its own twin: made by its build
     assert made == [no_se.name, pointwise.name]

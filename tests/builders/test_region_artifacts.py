@@ -300,6 +300,36 @@ def test_the_workers_answering_is_told_once_the_first_answer_is_back_and_before_
     assert events == []  # the code came from the cache: nothing sent, nobody told
 
 
+def test_the_build_works_while_its_regions_compile_and_that_work_is_not_counted_as_compiling(tmp_path):
+    """`FusedTactics.while_compiling` (the engine makes later builds' twins there) is called once the regions are sent
+    and before any answer is waited for; its seconds are not the compile budget's; not called where nothing was
+    sent."""
+    counts, events = Counts(), []
+
+    def workers(jobs):
+        ((signature, (module, _specs)),) = jobs.items()
+        pending: concurrent.futures.Future = concurrent.futures.Future()
+        threading.Timer(0.1, lambda: (events.append("answered"),
+                                      pending.set_result(counts.compiler(module, [])[1]))).start()
+        return {signature: pending}
+
+    def meanwhile():
+        events.append("meanwhile")
+        time.sleep(0.4)
+
+    cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
+    tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers,
+                           workers_answering=lambda: events.append("told"), while_compiling=meanwhile)
+    fused_engine(Block(Recalibrate), tactics, cache=cache)
+    assert events == ["meanwhile", "answered", "told"]
+    assert tactics.compile_s < 0.3  # the answer came during the 0.4 s of work: nothing waited for
+    events.clear()
+    cached = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers,
+                          while_compiling=meanwhile)
+    fused_engine(Block(Recalibrate), cached, cache=cache)
+    assert events == []  # the code came from the cache: nothing sent, no wait to fill
+
+
 def test_workers_that_answer_no_region_in_time_are_taken_as_hung_and_the_regions_compile_here(monkeypatch):
     """No answer within ANSWER_TIMEOUT_S: `workers_hung` (the engine ends the pool), never `workers_answering`, and
     each region compiles in the build's process."""
