@@ -170,7 +170,7 @@ def build_engine(backend: BuildContext, traced: TracedModel, plain: torch.nn.Mod
     engine = CudnnEngine(runners, program, consts, _frees(program, traced), backend.static_input, layers,
                          twin)
     try:
-        fused = fuse_regions(backend.fusion, backend.plan_limit, backend.cache, traced, engine)  # fused tactics
+        fused = fuse_regions(backend.fusion, backend.plan_limit, backend.cache, traced, engine, layers)
     finally:  # the foreseen compiles its timing held (`cudnn_backend._compiles_end`)
         backend.compiler.resume_foreseen()
     if fused is not None:

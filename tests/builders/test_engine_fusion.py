@@ -457,7 +457,7 @@ def fused_engine(model: torch.nn.Module, tactics: FusedTactics, dtype: torch.dty
                  cache: TimingCache | None = None, plan_limit: int = 4, fp8: set[str] | None = None,
                  nhwc: bool = False, shape: tuple[int, ...] = INPUT, refused: dict[str, str] | None = None):
     engine, traced = engine_of(model, dtype, fp8, nhwc, shape, refused)
-    fused = fuse_regions(tactics, plan_limit, cache, traced, engine)
+    fused = fuse_regions(tactics, plan_limit, cache, traced, engine, engine.layers())
     if fused is not None:
         engine.rebind(fused.program, fused.runners, _frees(fused.program, traced), fused.layers)
     return engine, fused
