@@ -36,6 +36,8 @@ COMMAND_MODULES = (run_command, open_session, show, groups, list_sessions, impor
                    probe, sweep, merge)
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {module.NAME: module.run for module in COMMAND_MODULES}
 MODEL_COMMANDS = frozenset(module.NAME for module in COMMAND_MODULES if getattr(module, "BUILDS_MODELS", False))
+# the commands that run one study: the collector is held from their start until it is set up (`process.settle_heap`)
+STUDY_COMMANDS = frozenset(module.NAME for module in COMMAND_MODULES if getattr(module, "RUNS_A_STUDY", False))
 
 __all__ = ["COMMANDS", "build_parser", "main", "run", "study_request"]
 
@@ -134,9 +136,10 @@ def _main(argv: Sequence[str] | None) -> int:
     args.argv = ["trt-inspect", *argv]
     process.show_library_warnings(args.verbose)
     try:
-        if args.command in MODEL_COMMANDS:
-            torch_stack.check()
-        return COMMANDS[args.command](args)
+        with process.collection_held(args.command in STUDY_COMMANDS):
+            if args.command in MODEL_COMMANDS:
+                torch_stack.check()
+            return COMMANDS[args.command](args)
     except InspectError as exc:
         err(f"error: {exc.message or type(exc).__name__}")
         return exc.exit_code

@@ -21,6 +21,7 @@ import numpy as np
 
 from builders.backend import Backend, BackendContext, Engine, TimingStep
 from builders.study_inputs import StudyInputs
+from inspector import process
 from inspector.build_order import BuildOrder
 from inspector.request import StudyRequest
 from inspector.resolve import RunPlan, checked, resolve
@@ -138,6 +139,7 @@ def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.da
     except Exception as exc:  # noqa: BLE001  (the variants are still built and timed, without quality figures)
         reference, no_reference = None, f"quality not measured: the fp32 reference failed: {one_line(exc)}"
         report(Progress("setup", no_reference))
+    process.settle_heap()  # set up: the builds' garbage collections walk only what they make
     engines, profiled = build_variants(run, backend, inputs, (reference, no_reference), recorder)
     if engines:
         time_variants(session, engines, plan, recorder,

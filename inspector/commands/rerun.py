@@ -11,6 +11,7 @@ from sessions.documents.errors import InputError
 
 NAME = "rerun"
 BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
+RUNS_A_STUDY = True  # the CLI holds the garbage collector until the study is set up (`inspector.process`)
 
 
 def add_parser(sub: Any) -> None:

@@ -12,6 +12,7 @@ from sessions.documents.options import RUN
 
 NAME = "run"
 BUILDS_MODELS = True  # the CLI checks the torch / torchvision pair before it runs
+RUNS_A_STUDY = True  # the CLI holds the garbage collector until the study is set up (`inspector.process`)
 
 
 def add_parser(sub: Any) -> None:
