@@ -73,7 +73,8 @@ def settle_heap() -> None:
     """Ends `collection_held`'s hold once a study is set up: what the heap holds now (the libraries, the model, the
     set-up's objects; almost no garbage: the set-up's collections freed 0 to 20 objects) is frozen out of every later
     collection (`gc.freeze`), and the collector runs again as before the hold, so the builds' collections walk
-    only what came after. Nothing where no hold is on (the TUI, a sweep's worker)."""
+    only what came after (a session's save after it keeps the heap frozen: `sessions.documents.gc_pause`). Nothing
+    where no hold is on (the TUI, a sweep's worker)."""
     if not _HOLD.holding:
         return
     gc.freeze()

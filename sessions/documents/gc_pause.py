@@ -18,14 +18,17 @@ def gc_paused() -> Iterator[None]:
     """The collector off for the `with` block and back as it was after (nested blocks leave it to the outermost).
 
     What the block built is then moved to the oldest generation without a pass over it (`gc.freeze` and
-    `gc.unfreeze`): it stays collectable, but the next young collections do not walk millions of new objects.
+    `gc.unfreeze`): it stays collectable, but the next young collections do not walk millions of new objects. Where
+    the heap was frozen before the block (a study command's set-up: `inspector.process.settle_heap`), what it built
+    is frozen with it instead, and nothing is unfrozen: reference counting still frees it (it holds no cycles).
     """
-    was_enabled = gc.isenabled()
+    was_enabled, was_frozen = gc.isenabled(), gc.get_freeze_count() > 0
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
             gc.freeze()
-            gc.unfreeze()
+            if not was_frozen:
+                gc.unfreeze()
             gc.enable()

@@ -33,6 +33,24 @@ def test_the_hold_stops_the_collector_until_the_study_is_set_up_then_freezes_wha
     assert gc.isenabled() and gc.get_freeze_count() == 0  # nothing stays frozen after the command
 
 
+def test_a_document_built_after_the_study_is_set_up_leaves_the_heap_frozen():
+    """`gc_paused` (a session's save, a diff) inside a settled study freezes what it built with the rest instead of
+    unfreezing everything; outside one it unfreezes what it froze, as before."""
+    from sessions.documents.gc_pause import gc_paused
+
+    gc.enable()
+    with process.collection_held():
+        process.settle_heap()
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            built = [[index] for index in range(1000)]
+        assert gc.get_freeze_count() >= frozen + len(built) and gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    with gc_paused():
+        built = [[index] for index in range(1000)]
+    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
 def test_a_command_that_never_sets_up_a_study_gets_the_collector_back_as_it_was():
     gc.enable()
     with pytest.raises(KeyError), process.collection_held():
