@@ -54,7 +54,7 @@ def main() -> int:
         out.write(f"\nthe {LONGEST} longest (start, seconds, generation, objects freed)\n")
         for at, seconds, generation, freed in sorted(collections_seen, key=lambda c: -c[1])[:LONGEST]:
             out.write(f"{at:8.2f} s  {seconds:.3f} s  gen {generation}  freed {freed}\n")
-        out.write(f"\nobjects tracked at the end: {len(gc.get_objects())}; frozen {gc.get_freeze_count()}\n")
+        out.write(f"\nobjects tracked at the end: {len(gc.get_objects())}\n")
     return code
 
 

@@ -54,12 +54,12 @@ def collection_held(active: bool = True) -> Iterator[None]:
     its 22.9 s, six before its builds, each of those freeing at most 20 objects: benchmarks/results/h100/
     regions-wait/gc.txt). After the block the collector is as it was and nothing stays frozen (`gc.unfreeze`): a
     caller in the same process (a test calling `main`) collects as before."""
-    if not active:
+    if not active or _HOLD.holding:  # a hold inside one is the outer one's
         yield
         return
     _HOLD.holding, _HOLD.enabled_before, _HOLD.froze = True, gc.isenabled(), False
-    gc.disable()
     try:
+        gc.disable()
         yield
     finally:
         if _HOLD.froze:
@@ -73,12 +73,12 @@ def settle_heap() -> None:
     """Ends `collection_held`'s hold once a study is set up: what the heap holds now (the libraries, the model, the
     set-up's objects; almost no garbage: the set-up's collections freed 0 to 20 objects) is frozen out of every later
     collection (`gc.freeze`), and the collector runs again as before the hold, so the builds' collections walk
-    only what came after (a session's save after it keeps the heap frozen: `sessions.documents.gc_pause`). Nothing
-    where no hold is on (the TUI, a sweep's worker)."""
+    only what came after (a session's save after it neither unfreezes nor freezes more: `sessions.documents.
+    gc_pause`). Nothing where no hold is on (the TUI, a sweep's worker)."""
     if not _HOLD.holding:
         return
+    _HOLD.holding, _HOLD.froze = False, True  # before the freeze: an interrupt between them still unfreezes
     gc.freeze()
-    _HOLD.holding, _HOLD.froze = False, True
     if _HOLD.enabled_before:
         gc.enable()
 

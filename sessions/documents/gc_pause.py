@@ -19,8 +19,9 @@ def gc_paused() -> Iterator[None]:
 
     What the block built is then moved to the oldest generation without a pass over it (`gc.freeze` and
     `gc.unfreeze`): it stays collectable, but the next young collections do not walk millions of new objects. Where
-    the heap was frozen before the block (a study command's set-up: `inspector.process.settle_heap`), what it built
-    is frozen with it instead, and nothing is unfrozen: reference counting still frees it (it holds no cycles).
+    the heap was frozen before the block (a study command's set-up: `inspector.process.settle_heap`), nothing is
+    frozen or unfrozen: `gc.unfreeze` would undo that freeze, and `gc.freeze` would freeze with the block's objects
+    whatever garbage cycles the study has made since (a failed build's model copy on the GPU), never to be collected.
     """
     was_enabled, was_frozen = gc.isenabled(), gc.get_freeze_count() > 0
     gc.disable()
@@ -28,7 +29,7 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
-            gc.freeze()
             if not was_frozen:
+                gc.freeze()
                 gc.unfreeze()
             gc.enable()

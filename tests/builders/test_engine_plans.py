@@ -1069,6 +1069,47 @@ def test_a_first_build_makes_one_later_twin_before_it_lowers_and_the_others_whil
     assert instance._twins_meanwhile is None  # a later wait of another build makes none of them
 
 
+@pytest.mark.parametrize("regions_compile", [True, False])
+def test_a_first_builds_time_leaves_out_the_later_builds_twins_made_before_during_or_after_it(monkeypatch,
+                                                                                               regions_compile):
+    """`Variant.build_s` of an engine fp16 first build: its own 5 s of lowering, not the 3 s of each later build's twin
+    it made (FP8 `all`'s before it lowers, `no-se`'s in its regions' wait or after it), nor a failing import of
+    Inductor's loader in that wait (which fails nothing)."""
+    from types import SimpleNamespace
+
+    from sessions.documents.plan import VariantPlan
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    events: list[str] = []
+    instance = recording_backend(monkeypatch, events, running=True)
+    clock = [0.0]
+    monkeypatch.setattr(cudnn_backend, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def premake(variants, _calibration):
+        clock[0] += 3.0 * len(variants)
+        return 3.0 * len(variants)
+
+    def loader_fails():
+        raise ImportError("torch._inductor.compile_fx")
+
+    def built(*_args):
+        clock[0] += 5.0
+        if regions_compile:
+            instance._while_regions_compile()
+        return SimpleNamespace(run_once=lambda: None), [], []
+
+    instance._premake_twins = premake
+    monkeypatch.setattr(cudnn_backend, "import_loader", loader_fails)
+    monkeypatch.setattr(cudnn_backend, "build_engine", built)
+    monkeypatch.setattr(cudnn_backend, "_structure_roles", lambda *_args: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    instance.structure = None
+    instance.context.cache = SimpleNamespace(save=lambda: None)
+    instance.context.cudnn = SimpleNamespace(__version__="stand-in", backend_version=lambda: 0)
+    result = instance.build(VariantPlan("fp16", None, (), "cudnn"), torch.zeros(1))
+    assert clock[0] == 11.0 and result.variant.build_s == 5.0
+
+
 def test_a_calibration_that_fails_withdraws_what_was_sent_ahead_of_it(monkeypatch):
     """A build that fails leaves nothing queued for the next: the calibration's own error, after the withdrawal."""
     from sessions.documents.plan import VariantPlan

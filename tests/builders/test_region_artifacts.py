@@ -315,14 +315,14 @@ def test_the_build_works_while_its_regions_compile_and_that_work_is_not_counted_
 
     def meanwhile():
         events.append("meanwhile")
-        time.sleep(0.4)
+        time.sleep(1.0)
 
     cache = TimingCache(tmp_path / "timing.json", {"gpu": "stand-in"})
     tactics = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers,
                            workers_answering=lambda: events.append("told"), while_compiling=meanwhile)
     fused_engine(Block(Recalibrate), tactics, cache=cache)
     assert events == ["meanwhile", "answered", "told"]
-    assert tactics.compile_s < 0.3  # the answer came during the 0.4 s of work: nothing waited for
+    assert tactics.compile_s < 0.9  # the answer came during the 1 s of work: nothing waited for
     events.clear()
     cached = FusedTactics(timer=stand_in_times(1.0, 5.0), compiler=eager, loader=counts.loader, workers=workers,
                           while_compiling=meanwhile)

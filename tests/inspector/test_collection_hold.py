@@ -33,22 +33,47 @@ def test_the_hold_stops_the_collector_until_the_study_is_set_up_then_freezes_wha
     assert gc.isenabled() and gc.get_freeze_count() == 0  # nothing stays frozen after the command
 
 
-def test_a_document_built_after_the_study_is_set_up_leaves_the_heap_frozen():
-    """`gc_paused` (a session's save, a diff) inside a settled study freezes what it built with the rest instead of
-    unfreezing everything; outside one it unfreezes what it froze, as before."""
+class Cycle:
+    """Garbage only the collector frees: it refers to itself."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_a_save_after_the_study_is_set_up_neither_unfreezes_the_heap_nor_freezes_the_builds_garbage():
+    """`gc_paused` (a session's save, a diff) inside a settled study: the set-up's freeze stays, and a cycle the
+    builds left (a failed build's model copy) stays collectable; outside one it unfreezes what it froze, as before."""
+    import weakref
+
     from sessions.documents.gc_pause import gc_paused
 
     gc.enable()
     with process.collection_held():
         process.settle_heap()
         frozen = gc.get_freeze_count()
+        garbage = Cycle()
+        gone = weakref.ref(garbage)
+        del garbage
         with gc_paused():
             built = [[index] for index in range(1000)]
-        assert gc.get_freeze_count() >= frozen + len(built) and gc.isenabled()
+        assert gc.get_freeze_count() == frozen and gc.isenabled() and built
+        gc.collect()
+        assert gone() is None
     assert gc.get_freeze_count() == 0
     with gc_paused():
         built = [[index] for index in range(1000)]
     assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+
+def test_a_hold_inside_a_hold_is_the_outer_ones():
+    gc.enable()
+    with process.collection_held():
+        with process.collection_held():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block's end gave nothing back
+        process.settle_heap()
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_a_command_that_never_sets_up_a_study_gets_the_collector_back_as_it_was():
