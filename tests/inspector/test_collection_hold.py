@@ -17,13 +17,17 @@ from tests.inspector.test_study_fake import fake_plan
 def collector_restored():
     enabled, frozen = gc.isenabled(), gc.get_freeze_count()
     yield
-    gc.unfreeze() if gc.get_freeze_count() > frozen else None
-    gc.enable() if enabled else gc.disable()
+    if gc.get_freeze_count() > frozen:
+        gc.unfreeze()
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
 
 
 def test_the_hold_stops_the_collector_until_the_study_is_set_up_then_freezes_what_the_heap_holds():
     gc.enable()
-    kept = [object() for _ in range(10)]  # a few tracked objects: the heap is never empty
+    kept = [[] for _ in range(10)]  # a few objects the collector tracks: the heap is never empty
     with process.collection_held():
         assert not gc.isenabled()
         process.settle_heap()
@@ -118,19 +122,17 @@ def test_the_cli_holds_the_collector_for_the_commands_that_run_a_study_only(monk
     models for longer without a set-up to end the hold, and reading commands build none."""
     from inspector import cli
 
-    held: list[tuple[str, bool]] = []
+    held: list[bool] = []  # one hold asked for per command, active or not
     real = process.collection_held
 
     def recording(active: bool = True):
-        held.append((current[0], active))
+        held.append(active)
         return real(active)
 
     monkeypatch.setattr(process, "collection_held", recording)
     monkeypatch.setattr(cli.torch_stack, "check", lambda: None)
-    current = [""]
     for name in cli.COMMANDS:  # every command stands in: only the hold around it is under test
         monkeypatch.setitem(cli.COMMANDS, name, lambda args: 0)
     for argv in (["run", "senet154"], ["rerun", "s.json"], ["show", "s.json"], ["probe", "senet154"]):
-        current[0] = argv[0]
         assert cli.main(argv) == 0
-    assert held == [("run", True), ("rerun", True), ("show", False), ("probe", False)]
+    assert held == [True, True, False, False]  # run, rerun, show, probe
