@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NoReturn
 
+from sessions.documents.gc_pause import freeze_heap, thaw_heap
+
 
 def quiet_libraries() -> None:
     """Before any library loads: no progress bars, no C++ log lines of torch.profiler, no library warnings."""
@@ -35,12 +37,11 @@ def show_library_warnings(verbose: bool) -> None:
 
 @dataclass
 class _Hold:
-    """The collector's hold (`collection_held`): whether it holds now, whether the collector was enabled before it,
-    and whether `settle_heap` froze the heap."""
+    """The collector's hold (`collection_held`): whether it holds now, and whether the collector was enabled before
+    it."""
 
     holding: bool = False
     enabled_before: bool = True
-    froze: bool = False
 
 
 _HOLD = _Hold()
@@ -57,16 +58,15 @@ def collection_held(active: bool = True) -> Iterator[None]:
     if not active or _HOLD.holding:  # a hold inside one is the outer one's
         yield
         return
-    _HOLD.holding, _HOLD.enabled_before, _HOLD.froze = True, gc.isenabled(), False
+    _HOLD.holding, _HOLD.enabled_before = True, gc.isenabled()
     try:
         gc.disable()
         yield
     finally:
-        if _HOLD.froze:
-            gc.unfreeze()
+        thaw_heap()
         if _HOLD.enabled_before:
             gc.enable()
-        _HOLD.holding = _HOLD.froze = False
+        _HOLD.holding = False
 
 
 def settle_heap() -> None:
@@ -77,8 +77,8 @@ def settle_heap() -> None:
     gc_pause`). Nothing where no hold is on (the TUI, a sweep's worker)."""
     if not _HOLD.holding:
         return
-    _HOLD.holding, _HOLD.froze = False, True  # before the freeze: an interrupt between them still unfreezes
-    gc.freeze()
+    _HOLD.holding = False
+    freeze_heap()
     if _HOLD.enabled_before:
         gc.enable()
 
