@@ -157,11 +157,38 @@ def build_order(run: RunPlan) -> BuildOrder:
 
 
 def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:
-    """The fp32 reference outputs on the quality images, or None where the backend has none."""
-    outputs = [backend.reference(batch) for batch in inputs.quality_batches]
+    """The fp32 reference outputs on the quality images, or None where the backend has none. The study's batches are
+    joined into calls of up to `REFERENCE_IMAGES_PER_CALL` images (`reference_calls`): the reference is an eager
+    forward pass, launch-bound at a small batch (senet154's 18 at batch 1: 0.85 s of a warm H100 main job,
+    benchmarks/results/h100/freeze-count/sampled/), and each image's outputs do not depend on its neighbours."""
+    outputs = [backend.reference(batch) for batch in reference_calls(inputs.quality_batches)]
     if any(output is None for output in outputs):
         return None
     return np.concatenate([np.asarray(output) for output in outputs])
+
+
+REFERENCE_IMAGES_PER_CALL = 32  # the fp32 reference's images per forward pass, at least (a larger study batch stays)
+
+
+def reference_calls(batches: list[Any]) -> list[Any]:
+    """`batches` (consecutive batches of images, torch tensors or numpy arrays) joined in order into as few calls as
+    hold at most `REFERENCE_IMAGES_PER_CALL` images or one batch each, whichever is more: every image once, in order."""
+    limit = max([REFERENCE_IMAGES_PER_CALL, *(len(batch) for batch in batches)])
+    groups: list[list[Any]] = []
+    for batch in batches:
+        if groups and sum(len(b) for b in groups[-1]) + len(batch) <= limit:
+            groups[-1].append(batch)
+        else:
+            groups.append([batch])
+    return [group[0] if len(group) == 1 else _joined(group) for group in groups]
+
+
+def _joined(batches: list[Any]) -> Any:
+    if isinstance(batches[0], np.ndarray):
+        return np.concatenate(batches)
+    import torch
+
+    return torch.cat(batches)
 
 
 def build_variants(run: RunPlan, backend: Backend, inputs: StudyInputs, reference: tuple[Any, str],
