@@ -27,6 +27,7 @@ twice.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import importlib.metadata
@@ -52,7 +53,8 @@ from sessions.documents.input_files import FileIdentity, file_identity, read_reg
 from sessions.documents.paths import cache_dir
 
 GENERATOR_STATE = "__torch_cpu_generator_state__"  # the entry beside the tensors; no module path has this name
-FORMAT = "1"  # of the metadata: format, key, model, seed, digest
+FORMAT = "2"  # of the metadata: format, key, model, seed, digest (2: each tensor's bytes hashed apart)
+DIGEST_THREADS = min(8, os.cpu_count() or 1)  # threads that hash the tensors' bytes
 BUILDERS = ("torch", "timm", "transformers")  # the packages whose code decides the weights
 _OFFERED: dict[str, LoadedModel] = {}  # one meta-device build, by model name
 _WRITERS: dict[Path, threading.Thread] = {}  # the writes under way in this process, by file
@@ -151,13 +153,23 @@ def _generator_state(state: torch.Tensor | None) -> bool:
 
 def weights_digest(tensors: dict[str, torch.Tensor]) -> str:
     """SHA-256 of `tensors` in name order: for each, `NAME\nDTYPE\nSHAPE\n` (as torch prints the dtype, the
-    shape as a list) and then its bytes in row-major order."""
+    shape as a list) and then the SHA-256 of its bytes in row-major order (32 bytes). The tensors' own hashes are
+    computed side by side on `DIGEST_THREADS` threads (hashlib lets go of the interpreter lock): a large model's
+    weights hashed in one stream took 0.40 s of every warm H100 main job
+    (benchmarks/results/h100/freeze-count/sampled/)."""
+    names = sorted(tensors)
+    with concurrent.futures.ThreadPoolExecutor(DIGEST_THREADS, thread_name_prefix="weights-digest") as pool:
+        own = list(pool.map(lambda name: _bytes_digest(tensors[name]), names))
     digest = hashlib.sha256()
-    for name in sorted(tensors):
-        tensor = tensors[name].detach()
+    for name, tensor_digest in zip(names, own, strict=True):
+        tensor = tensors[name]
         digest.update(f"{name}\n{tensor.dtype}\n{list(tensor.shape)}\n".encode())
-        digest.update(tensor.contiguous().reshape(-1).view(torch.uint8).numpy())
+        digest.update(tensor_digest)
     return digest.hexdigest()
+
+
+def _bytes_digest(tensor: torch.Tensor) -> bytes:
+    return hashlib.sha256(tensor.detach().contiguous().reshape(-1).view(torch.uint8).numpy()).digest()
 
 
 def weights_metadata(name: str, seed: int) -> dict[str, str]:
