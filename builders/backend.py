@@ -172,6 +172,11 @@ class Backend(ABC):
         """The backend on `device`, as the study's first line names it (`PyTorch on CUDA`)."""
         return f"{cls.label} on {study_device(device).words}"
 
+    @classmethod  # noqa: B027 - an optional hook, as `builds_done`
+    def prepare(cls, plan: StudyPlan) -> None:
+        """Called once a study that builds variants on this backend starts, before its model loads: a backend may
+        start here, on a thread of its own, work its first build would otherwise wait for. Nothing by default."""
+
     @classmethod
     def load_inputs(cls, plan: StudyPlan) -> StudyInputs:
         """The model and the study's real-image inputs (PyTorch sources; a backend may read others)."""

@@ -123,6 +123,8 @@ def run_checked(run: RunPlan, command: list[str], report: Report, force: bool = 
 def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.datetime,
                 writer: SessionWriter) -> tuple[Session, Path]:
     plan, tracer = run.plan, run.tracer
+    for builder in dict.fromkeys(run.builder(variant) for variant in plan.variants):
+        builder.prepare(plan)
     report(Progress("setup", f"loading {plan.model}: the model, its weights and the study's images"))
     inputs = run.backend.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))

@@ -32,7 +32,7 @@ from builders.engine.fused_tactics import FusedTactics
 from builders.engine.graph import TracedModel, trace
 from builders.engine.kernels import engine_timing_cache
 from builders.engine.plans import PLANS_PER_OPT_LEVEL, UNASKED
-from builders.engine.region_artifacts import import_loader
+from builders.engine.region_artifacts import hash_triton_in_background, import_loader
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
 from builders.engine.weight_residency import gpu_l2_bytes, weights_cold
 from builders.fp8.format import gpu_problem as fp8_gpu_problem
@@ -52,7 +52,7 @@ from profilers.device import study_device
 from sessions.documents.covers import covered_records
 from sessions.documents.errors import InputError, MissingEnvironment, first_line
 from sessions.documents.model import Layer, Recipe, Variant
-from sessions.documents.plan import VariantPlan
+from sessions.documents.plan import StudyPlan, VariantPlan
 from sessions.documents.vocab import STRUCTURE_ROLE
 
 ENGINE_LABEL = "cuDNN / cuBLASLt engine (not TensorRT)"
@@ -79,6 +79,12 @@ class CudnnBackend(Backend):
     capabilities = Capabilities(range_kinds=frozenset({"nvtx", "annotation"}), devices=frozenset({"cuda"}))
     plan_options = ("fp8_layers",)
     variant_precisions = ("fp16", "fp8")  # cudnn-fp16, cudnn-fp8-<recipe> beside PyTorch's variants
+
+    @classmethod
+    def prepare(cls, plan: StudyPlan) -> None:
+        """Triton's files hashed on a thread (`hash_triton_in_background`) while the model loads: the first build's
+        first region load asks for that hash."""
+        hash_triton_in_background()
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:

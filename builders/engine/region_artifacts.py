@@ -15,6 +15,8 @@ user's own cache folder, as cuDNN's serialized plans do (`builders.engine.plans.
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -78,6 +80,49 @@ def import_loader() -> None:
     """Import what `load_region` imports the first time it runs (Inductor's `compile_fx`: about a second), so that a
     build takes that second where it waits anyway (for its regions' compiles)."""
     import torch._inductor.compile_fx  # noqa: F401
+
+
+HASHING_SWITCH_S = 0.0005  # the interpreter's switch interval while Triton's files are hashed on a thread
+
+
+def hash_triton_in_background() -> threading.Thread | None:
+    """Triton's `triton_key` (a SHA-256 of its installed compiler, its 480 MB libtriton among it: 0.39 s of a warm
+    H100 main job's first region load, benchmarks/results/h100/freeze-count/sampled/) computed on a thread of its
+    own, so that the first `load_region` (Inductor asks for it) finds it computed (Triton keeps it for the process).
+    The thread, or None where Triton is not installed or the key is being made already.
+
+    Triton is imported on the caller's thread first: the thread then imports nothing a study's own imports could be
+    waiting for. Hashing 1 MiB at a time, the thread asks for the interpreter after every read and every update,
+    and beside a thread that runs Python all the while it waited the switch interval each time (6.3 s for what took
+    0.37 s alone on this project's CPU machine; 1.0 s with a 0.5 ms interval): while it runs the interval is
+    `HASHING_SWITCH_S`, then as it was. Makes no CUDA call."""
+    global _triton_hashing
+    if _triton_hashing is not None:
+        return None
+    try:  # where torch's Inductor finds it (torch._inductor.runtime.triton_compat)
+        from triton.runtime.cache import triton_key
+    except ImportError:
+        try:
+            from triton.compiler.compiler import triton_key
+        except ImportError:
+            return None
+
+    def hashed() -> None:
+        try:
+            triton_key()
+        except Exception:  # noqa: BLE001, S110  (the region load computes it again, and says why it fails)
+            pass
+        finally:
+            sys.setswitchinterval(interval)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(HASHING_SWITCH_S)
+    _triton_hashing = threading.Thread(target=hashed, name="triton-key", daemon=True)
+    _triton_hashing.start()
+    return _triton_hashing
+
+
+_triton_hashing: threading.Thread | None = None  # the one `hash_triton_in_background` started in this process
 
 
 def load_region(blob: bytes) -> RegionFunction:

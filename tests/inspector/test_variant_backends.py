@@ -75,6 +75,21 @@ def test_variants_of_another_backend_are_built_by_it_and_compared_with_its_own_f
 
 
 
+def test_each_backend_that_builds_a_variant_is_prepared_once_before_the_model_loads(tmp_path, monkeypatch):
+    events: list[str] = []
+    fake = tests.fake_backend.FakeBackend
+    monkeypatch.setattr(fake, "prepare", classmethod(lambda cls, plan: events.append(f"prepare {cls.name}")))
+    load_inputs = fake.load_inputs.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(fake, "load_inputs", classmethod(lambda cls, plan: (events.append("load"),
+                                                                            load_inputs(cls, plan))[1]))
+    run_study(side_plan(tmp_path, "fp32,fake-side-fp16,fp16,fake-side-fp32"), [], lambda p: None)
+    assert events == ["prepare fake", "prepare fake-side", "load"]
+    events.clear()
+    (tmp_path / "second").mkdir()
+    run_study(side_plan(tmp_path / "second", "fp32,fp16"), [], lambda p: None)  # no variant of the side backend's
+    assert events == ["prepare fake", "load"]
+
+
 def test_before_its_builds_a_study_reports_each_variant_with_the_backend_that_builds_it(tmp_path, monkeypatch):
     from inspector.build_order import BuildOrder
 
