@@ -172,10 +172,12 @@ class Backend(ABC):
         """The backend on `device`, as the study's first line names it (`PyTorch on CUDA`)."""
         return f"{cls.label} on {study_device(device).words}"
 
-    @classmethod  # noqa: B027 - an optional hook, as `builds_done`
-    def prepare(cls, plan: StudyPlan) -> None:
-        """Called once a study that builds variants on this backend starts, before its model loads: a backend may
-        start here, on a thread of its own, work its first build would otherwise wait for. Nothing by default."""
+    @classmethod
+    def prepared(cls, plan: StudyPlan) -> contextlib.AbstractContextManager[None]:
+        """Entered once a study that builds variants on this backend starts, before its model loads, and left when
+        the study ends: a backend may start here, in the background, work its first build would otherwise wait for,
+        and end there what no build took. Nothing by default."""
+        return contextlib.nullcontext()
 
     @classmethod
     def load_inputs(cls, plan: StudyPlan) -> StudyInputs:

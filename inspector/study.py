@@ -116,15 +116,16 @@ def run_checked(run: RunPlan, command: list[str], report: Report, force: bool = 
     """Run a checked plan and save its session after every step; an existing session at its path is replaced only
     with `force`, and only when the study is done (see `sessions.documents.storage.session_writer`)."""
     created = dt.datetime.now(dt.UTC)
-    with session_writer(session_file(run.plan.out, run.plan.model, created), force) as writer:
+    with session_writer(session_file(run.plan.out, run.plan.model, created), force) as writer, \
+            contextlib.ExitStack() as prepared:
+        for builder in dict.fromkeys(run.builder(variant) for variant in run.plan.variants):
+            prepared.enter_context(builder.prepared(run.plan))  # before the model loads (`Backend.prepared`)
         return _run_locked(run, command, report, created, writer)
 
 
 def _run_locked(run: RunPlan, command: list[str], report: Report, created: dt.datetime,
                 writer: SessionWriter) -> tuple[Session, Path]:
     plan, tracer = run.plan, run.tracer
-    for builder in dict.fromkeys(run.builder(variant) for variant in plan.variants):
-        builder.prepare(plan)
     report(Progress("setup", f"loading {plan.model}: the model, its weights and the study's images"))
     inputs = run.backend.load_inputs(plan)
     report(Progress("setup", f"model {inputs.model.name} ({inputs.model.source}), input {inputs.model.input_size}"))

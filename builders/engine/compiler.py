@@ -142,6 +142,11 @@ def _worker_cudnn(device: int) -> tuple[Any, Any]:
     return _WORKER["cudnn"], _WORKER["handle"]
 
 
+def _ready(device: int) -> None:
+    """In a worker started early (`start_workers_early`): its CUDA context and cuDNN handle made before any job."""
+    _worker_cudnn(device)
+
+
 def _compile(device: int, sig: ConvSignature, limit: int) -> WorkerAnswer:
     """In a worker: `sig`'s plans compiled and serialized (plans_compiled), or why not (cuDNN has no engine for the
     graph, or the worker has no cuDNN: the engine's process then builds that graph itself and says why), with the
@@ -194,6 +199,47 @@ def worker_count(graphs: int) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(MAX_WORKERS, cores - 1, graphs)
     return workers if graphs >= MIN_GRAPHS and workers >= 2 else 0
+
+
+# device -> a pool started before any build (`start_workers_early`) and its workers, until a compiler takes it
+_EARLY: dict[int, tuple[concurrent.futures.ProcessPoolExecutor, int]] = {}
+
+
+def start_workers_early(device: int) -> None:
+    """The most workers this machine gives a study (`worker_count`), started now for `device`, each making its CUDA
+    context and cuDNN handle at once (`_ready`), for the first `PlanCompiler` of `device` to take (`_pool_for`). A
+    worker takes seconds to start (on an H100 a first main job's pool started at 11.1 s and its first job ran at
+    13.6 s: benchmarks/results/h100/regions-wait/new.report.events.jsonl), which then pass while the study loads its
+    model. For a study whose first build will compile its graphs (the caller knows: an empty timing cache).
+    Nothing where workers were started early already or the machine has too few cores; `close_early_workers` ends
+    them where no compiler took them."""
+    workers = worker_count(MAX_WORKERS)
+    if device in _EARLY or workers == 0:
+        return
+    pool = _new_pool(workers)
+    try:
+        for _ in range(workers):
+            pool.submit(_ready, device)
+    except (BrokenProcessPool, OSError, RuntimeError):  # a pool that cannot start: the first build starts its own
+        _end(pool)
+        return
+    _EARLY[device] = (pool, workers)
+
+
+def close_early_workers(device: int) -> None:
+    """The workers `start_workers_early` started for `device` ended, where no compiler took them; nothing otherwise."""
+    early = _EARLY.pop(device, None)
+    if early is not None:
+        _end(early[0])
+
+
+def _end(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """`pool`'s workers ended, and `pool` shut down once they are gone: jobs not started are dropped, a running one
+    ends with its worker."""
+    # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _warms(jobs: Iterable[concurrent.futures.Future[Any]], warm: threading.Event) -> None:
@@ -429,10 +475,15 @@ class PlanCompiler:
         if self.broken or jobs == 0:
             return None
         if self._pool is None and start:
-            workers = worker_count(jobs)
-            if workers == 0:
-                return None
-            self._pool, self._warm, self._workers = _new_pool(workers), threading.Event(), workers
+            early = _EARLY.pop(self.device, None)  # workers started before the study's builds, ready
+            if early is not None:
+                pool, workers = early
+            else:
+                workers = worker_count(jobs)
+                if workers == 0:
+                    return None
+                pool = _new_pool(workers)
+            self._pool, self._warm, self._workers = pool, threading.Event(), workers
             self.pools += 1
         return self._pool
 
@@ -457,10 +508,7 @@ class PlanCompiler:
         feeder, self._feeder = self._feeder, None
         if pool is None:
             return unasked
-        # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            process.terminate()
-        pool.shutdown(wait=True, cancel_futures=True)
+        _end(pool)
         if feeder is not None:  # its threads end: the jobs they waited for are ended, one held sends to a closed pool
             self.resume_foreseen()
             feeder.shutdown(wait=True, cancel_futures=True)

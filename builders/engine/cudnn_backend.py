@@ -27,10 +27,10 @@ from builders.engine.build import (
     recorded_shapes,
     send_first_round_ahead,
 )
-from builders.engine.compiler import PlanCompiler
+from builders.engine.compiler import PlanCompiler, close_early_workers, start_workers_early
 from builders.engine.fused_tactics import FusedTactics
 from builders.engine.graph import TracedModel, trace
-from builders.engine.kernels import engine_timing_cache
+from builders.engine.kernels import engine_timing_cache, engine_timing_cache_exists
 from builders.engine.plans import PLANS_PER_OPT_LEVEL, UNASKED
 from builders.engine.region_artifacts import hash_triton_in_background, import_loader
 from builders.engine.twin import Twin, TwinCache, TwinFit, host_digest, host_tensors, tensors_digest, twin_key
@@ -81,10 +81,22 @@ class CudnnBackend(Backend):
     variant_precisions = ("fp16", "fp8")  # cudnn-fp16, cudnn-fp8-<recipe> beside PyTorch's variants
 
     @classmethod
-    def prepare(cls, plan: StudyPlan) -> None:
-        """Triton's files hashed on a thread (`hash_triton_in_background`) while the model loads: the first build's
-        first region load asks for that hash."""
+    @contextlib.contextmanager
+    def prepared(cls, plan: StudyPlan) -> Iterator[None]:
+        """While the study loads its model: Triton's files hashed on a thread (`hash_triton_in_background`: the first
+        build's first region load asks for that hash); and where this GPU and cuDNN have no timing cache yet, so that
+        the first build compiles every graph, the compile workers started (`start_workers_early`), ended when the
+        study ends where no build took them (one that failed before its builds)."""
+        from builders.engine.cudnn_library import import_cudnn
+
         hash_triton_in_background()
+        device = torch.cuda.current_device()
+        if not engine_timing_cache_exists(import_cudnn()):
+            start_workers_early(device)
+        try:
+            yield
+        finally:
+            close_early_workers(device)
 
     @classmethod
     def unavailable(cls, device: str) -> str | None:

@@ -152,12 +152,23 @@ def graph_definition() -> str:
 def engine_timing_cache(cudnn: Any) -> TimingCache:
     """The timing cache of this process's GPU and cuDNN (`timing_cache_path`: the GPU, its compute capability, the
     cuDNN and frontend versions), keyed by how graphs are defined here (`graph_definition`). On the GPU only."""
-    name = torch.cuda.get_device_name()
-    capability = "{}{}".format(*torch.cuda.get_device_capability())
-    versions = f"cudnn{cudnn.backend_version()}-fe{getattr(cudnn, '__version__', 'unknown')}"
+    name, capability, versions = _cache_identity(cudnn)
     return TimingCache(timing_cache_path(name, capability, versions),
                        {"gpu": name, "compute_capability": capability, "versions": versions,
                         "graph_definition": graph_definition()})
+
+
+def engine_timing_cache_exists(cudnn: Any) -> bool:
+    """Whether this process's GPU and cuDNN have a timing cache file (`engine_timing_cache`), read or not: where
+    none, a first build compiles every graph."""
+    return timing_cache_path(*_cache_identity(cudnn)).exists()
+
+
+def _cache_identity(cudnn: Any) -> tuple[str, str, str]:
+    """The GPU's name, its compute capability and the cuDNN and frontend versions, as the timing cache names them."""
+    capability = "{}{}".format(*torch.cuda.get_device_capability())
+    return (torch.cuda.get_device_name(), capability,
+            f"cudnn{cudnn.backend_version()}-fe{getattr(cudnn, '__version__', 'unknown')}")
 
 
 def tensor_names(sig: ConvSignature) -> list[str]:

@@ -4,6 +4,7 @@ compares them as it compares the engine's (with their own backend's fp16, else t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 
@@ -75,19 +76,26 @@ def test_variants_of_another_backend_are_built_by_it_and_compared_with_its_own_f
 
 
 
-def test_each_backend_that_builds_a_variant_is_prepared_once_before_the_model_loads(tmp_path, monkeypatch):
+def test_a_studys_backends_are_prepared_before_the_model_loads_until_it_ends(tmp_path, monkeypatch):
     events: list[str] = []
     fake = tests.fake_backend.FakeBackend
-    monkeypatch.setattr(fake, "prepare", classmethod(lambda cls, plan: events.append(f"prepare {cls.name}")))
+    @contextlib.contextmanager
+    def prepared(cls, plan):
+        events.append(f"prepare {cls.name}")
+        yield
+        events.append(f"end {cls.name}")
+
+    monkeypatch.setattr(fake, "prepared", classmethod(prepared))
     load_inputs = fake.load_inputs.__func__  # type: ignore[attr-defined]
     monkeypatch.setattr(fake, "load_inputs", classmethod(lambda cls, plan: (events.append("load"),
                                                                             load_inputs(cls, plan))[1]))
     run_study(side_plan(tmp_path, "fp32,fake-side-fp16,fp16,fake-side-fp32"), [], lambda p: None)
-    assert events == ["prepare fake", "prepare fake-side", "load"]
+    assert events[:3] == ["prepare fake", "prepare fake-side", "load"]
+    assert sorted(events[-2:]) == ["end fake", "end fake-side"]  # once the study ends
     events.clear()
     (tmp_path / "second").mkdir()
     run_study(side_plan(tmp_path / "second", "fp32,fp16"), [], lambda p: None)  # no variant of the side backend's
-    assert events == ["prepare fake", "load"]
+    assert events[:2] == ["prepare fake", "load"] and events[-1] == "end fake" and len(events) == 3
 
 
 def test_before_its_builds_a_study_reports_each_variant_with_the_backend_that_builds_it(tmp_path, monkeypatch):
