@@ -2,7 +2,8 @@
 # On the H200, the figures the GPU-state settle (profilers/gpu_contexts.py) must hold, in parts named by PARTS (each
 # part's files tarred as it ends, so a call cut short keeps the parts done):
 #   state   the replay-state probe with the tool's settle (benchmarks/replay_state_probe.py --settle)
-#   main    the main job with Inductor's, Triton's and the engine's caches cold, then twice warm; the three diffs
+#   main    the main job with Inductor's, Triton's and the engine's caches cold, then twice warm (MAIN_RUNS: the runs'
+#           names, default "cold warm warm2"); the diffs between them
 #           (each must exit 0); with REF=SESSION, each run's diff against that session too
 #   sampled the main job once more on the caches it left, under benchmarks/stack_sampler.py (where a warm run's
 #           time goes: sampled.top.txt; its progress lines in sampled.log)
@@ -44,9 +45,12 @@ for PART in ${PARTS:-state main rows}; do
   case $PART in
   state) python3 benchmarks/replay_state_probe.py --settle 2>&1 | tee "$OUT/state/replay-state-settle.txt" ;;
   main)
-    for RUN in cold warm warm2; do t senet154 --out "$OUT/main/senet154-$RUN.json" | tee "$OUT/main/$RUN.log"; done
+    for RUN in ${MAIN_RUNS:-cold warm warm2}; do
+      t senet154 --out "$OUT/main/senet154-$RUN.json" | tee "$OUT/main/$RUN.log"
+    done
     for PAIR in "cold warm" "cold warm2" "warm warm2"; do  # three reruns of unchanged code: each diff must exit 0
-      set -- $PAIR; trt-inspect diff "$OUT/main/senet154-$1.json" "$OUT/main/senet154-$2.json" \
+      set -- $PAIR; [ -f "$OUT/main/senet154-$2.json" ] || continue  # MAIN_RUNS="cold warm": one diff
+      trt-inspect diff "$OUT/main/senet154-$1.json" "$OUT/main/senet154-$2.json" \
         > "$OUT/main/diff-$1-$2.txt"; echo "diff $1 $2: exit $?"
     done
     for RUN in ${REF:+cold warm warm2}; do  # against a committed session of this main job
