@@ -163,14 +163,18 @@ def reference_outputs(backend: Backend, inputs: StudyInputs) -> Any:
     """The fp32 reference outputs on the quality images, or None where the backend has none. The study's batches are
     joined into calls of up to `REFERENCE_IMAGES_PER_CALL` images (`reference_calls`): the reference is an eager
     forward pass, launch-bound at a small batch (senet154's 18 at batch 1: 0.85 s of a warm H100 main job,
-    benchmarks/results/h100/freeze-count/sampled/), and each image's outputs do not depend on its neighbours."""
-    outputs = [backend.reference(batch) for batch in reference_calls(inputs.quality_batches)]
+    benchmarks/results/h100/freeze-count/sampled/), and each image's outputs do not depend on its neighbours. Where
+    the joined calls fail (one too large for the device's memory), the study's own batches are tried."""
+    try:
+        outputs = [backend.reference(batch) for batch in reference_calls(inputs.quality_batches)]
+    except Exception:  # noqa: BLE001  (a joined call too large for the device's memory: the study's own batches)
+        outputs = [backend.reference(batch) for batch in inputs.quality_batches]
     if any(output is None for output in outputs):
         return None
     return np.concatenate([np.asarray(output) for output in outputs])
 
 
-REFERENCE_IMAGES_PER_CALL = 32  # the fp32 reference's images per forward pass, at least (a larger study batch stays)
+REFERENCE_IMAGES_PER_CALL = 32  # the fp32 reference's images per forward pass, at most (a larger study batch stays)
 
 
 def reference_calls(batches: list[Any]) -> list[Any]:

@@ -201,8 +201,9 @@ def worker_count(graphs: int) -> int:
     return workers if graphs >= MIN_GRAPHS and workers >= 2 else 0
 
 
-# device -> a pool started before any build (`start_workers_early`) and its workers, until a compiler takes it
-_EARLY: dict[int, tuple[concurrent.futures.ProcessPoolExecutor, int]] = {}
+# device -> a pool started before any build (`start_workers_early`), its workers and their ready-up jobs, until a
+# compiler takes it
+_EARLY: dict[int, tuple[concurrent.futures.ProcessPoolExecutor, int, list[concurrent.futures.Future[None]]]] = {}
 
 
 def start_workers_early(device: int) -> None:
@@ -216,14 +217,15 @@ def start_workers_early(device: int) -> None:
     workers = worker_count(MAX_WORKERS)
     if device in _EARLY or workers == 0:
         return
-    pool = _new_pool(workers)
+    pool: concurrent.futures.ProcessPoolExecutor | None = None
     try:
-        for _ in range(workers):
-            pool.submit(_ready, device)
-    except (BrokenProcessPool, OSError, RuntimeError):  # a pool that cannot start: the first build starts its own
-        _end(pool)
+        pool = _new_pool(workers)
+        readies = [pool.submit(_ready, device) for _ in range(workers)]
+    except (BrokenProcessPool, OSError, RuntimeError, NotImplementedError):  # the first build starts its own
+        if pool is not None:
+            _end(pool)
         return
-    _EARLY[device] = (pool, workers)
+    _EARLY[device] = (pool, workers, readies)
 
 
 def close_early_workers(device: int) -> None:
@@ -470,20 +472,24 @@ class PlanCompiler:
         return None
 
     def _pool_for(self, jobs: int, start: bool = True) -> concurrent.futures.ProcessPoolExecutor | None:
-        """The pool to send `jobs` jobs to, started (with `start`) where there is none and they are enough to spread
-        (`worker_count`); None where the pool is broken, there is no job, or none runs and none is started."""
+        """The pool to send `jobs` jobs to, started (with `start`) where there is none: the workers started early for
+        this device (`start_workers_early`), for any number of jobs, else a pool where the jobs are enough to spread
+        (`worker_count`); None where the pool is broken, there is no job, or none runs and none is started. Early
+        workers count as answered (`take` waits for them) once one of them is ready."""
         if self.broken or jobs == 0:
             return None
         if self._pool is None and start:
-            early = _EARLY.pop(self.device, None)  # workers started before the study's builds, ready
+            early = _EARLY.pop(self.device, None)
+            readies: list[concurrent.futures.Future[None]] = []
             if early is not None:
-                pool, workers = early
+                pool, workers, readies = early
             else:
                 workers = worker_count(jobs)
                 if workers == 0:
                     return None
                 pool = _new_pool(workers)
             self._pool, self._warm, self._workers = pool, threading.Event(), workers
+            _warms(readies, self._warm)
             self.pools += 1
         return self._pool
 

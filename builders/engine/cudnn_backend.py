@@ -85,8 +85,8 @@ class CudnnBackend(Backend):
     def prepared(cls, plan: StudyPlan) -> Iterator[None]:
         """While the study loads its model: Triton's files hashed on a thread (`hash_triton_in_background`: the first
         build's first region load asks for that hash); and where this GPU and cuDNN have no timing cache yet, so that
-        the first build compiles every graph, the compile workers started (`start_workers_early`), ended when the
-        study ends where no build took them (one that failed before its builds)."""
+        the first build compiles every graph, the compile workers started (`start_workers_early`); those no build took
+        are ended once the builds are done (`builds_done`), or when the study ends where it ends before them."""
         from builders.engine.cudnn_library import import_cudnn
 
         hash_triton_in_background()
@@ -155,6 +155,7 @@ class CudnnBackend(Backend):
         failed or never ran (an interrupted study): it would have asked for its own. A twin made early for a build
         that never took it (`_premake_twins`: that build failed before it) is let go."""
         unasked = self.context.compiler.close()
+        close_early_workers(self.context.compiler.device)  # where no build took them (the first failed before it sent)
         end_compile_workers()
         self._premade.clear()
         if self._foreseen_builds <= self._built:

@@ -89,7 +89,7 @@ def hash_triton_in_background() -> threading.Thread | None:
     """Triton's `triton_key` (a SHA-256 of its installed compiler, its 480 MB libtriton among it: 0.39 s of a warm
     H100 main job's first region load, benchmarks/results/h100/freeze-count/sampled/) computed on a thread of its
     own, so that the first `load_region` (Inductor asks for it) finds it computed (Triton keeps it for the process).
-    The thread, or None where Triton is not installed or the key is being made already.
+    The thread, or None where Triton does not import, no thread starts, or one was started before in this process.
 
     Triton is imported on the caller's thread first: the thread then imports nothing a study's own imports could be
     waiting for. Hashing 1 MiB at a time, the thread asks for the interpreter after every read and every update,
@@ -104,8 +104,10 @@ def hash_triton_in_background() -> threading.Thread | None:
     except ImportError:
         try:
             from triton.compiler.compiler import triton_key
-        except ImportError:
+        except Exception:  # noqa: BLE001  (absent or broken: the region load says why, where it needs Triton)
             return None
+    except Exception:  # noqa: BLE001  (a broken install: likewise)
+        return None
 
     def hashed() -> None:
         try:
@@ -116,10 +118,15 @@ def hash_triton_in_background() -> threading.Thread | None:
             sys.setswitchinterval(interval)
 
     interval = sys.getswitchinterval()
+    thread = threading.Thread(target=hashed, name="triton-key", daemon=True)
     sys.setswitchinterval(HASHING_SWITCH_S)
-    _triton_hashing = threading.Thread(target=hashed, name="triton-key", daemon=True)
-    _triton_hashing.start()
-    return _triton_hashing
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had: the interval as it was, the region load hashes
+        sys.setswitchinterval(interval)
+        return None
+    _triton_hashing = thread
+    return thread
 
 
 _triton_hashing: threading.Thread | None = None  # the one `hash_triton_in_background` started in this process

@@ -258,7 +258,8 @@ def _write(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str
         with open(partial, "rb") as written:
             os.fsync(written.fileno())
         os.replace(partial, path)
-    except (OSError, ValueError):  # an unwritable cache costs the next study its time only
+    except (OSError, ValueError, RuntimeError):  # an unwritable cache (or, at the interpreter's exit, a digest that
+        # cannot start its threads) costs the next study its time only
         if partial is not None:
             with contextlib.suppress(OSError):
                 partial.unlink(missing_ok=True)

@@ -18,11 +18,12 @@ class RecordingPool:
     """A stand-in for the process pool: records what it is sent and whether it was shut down."""
 
     def __init__(self, workers: int) -> None:
-        self.workers, self.calls, self.shut = workers, [], False
+        self.workers, self.calls, self.futures, self.shut = workers, [], [], False
 
     def submit(self, fn, *args) -> concurrent.futures.Future:
         self.calls.append((fn.__name__, args))
-        return concurrent.futures.Future()
+        self.futures.append(concurrent.futures.Future())
+        return self.futures[-1]
 
     def shutdown(self, wait: bool, cancel_futures: bool) -> None:
         self.shut = True
@@ -61,6 +62,17 @@ def test_workers_started_early_get_ready_and_the_first_compiler_of_their_device_
     assert early.shut
 
 
+def test_a_compiler_counts_its_early_workers_as_answered_once_one_is_ready(pools):
+    plan_compiler.start_workers_early(0)
+    compiler = PlanCompiler(0)
+    compiler.submit(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    assert not compiler._warm.is_set()  # taken before any worker was ready: `take` builds here meanwhile
+    ready = pools[0].futures[0]
+    ready.set_running_or_notify_cancel()
+    ready.set_result(None)
+    assert compiler._warm.is_set()  # a worker is ready: `take` waits for the answers
+
+
 def test_workers_no_compiler_took_are_ended(pools):
     plan_compiler.start_workers_early(0)
     plan_compiler.close_early_workers(0)
@@ -73,6 +85,15 @@ def test_a_pool_that_cannot_start_is_ended_and_the_first_build_starts_its_own(po
     monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(RefusingPool(workers)) or pools[-1])
     plan_compiler.start_workers_early(0)
     assert pools[0].shut and plan_compiler._EARLY == {}
+
+
+def test_a_pool_that_cannot_be_made_leaves_nothing_and_raises_nothing(pools, monkeypatch):
+    def no_semaphores(workers: int) -> RecordingPool:
+        raise OSError("no usable /dev/shm")
+
+    monkeypatch.setattr(plan_compiler, "_new_pool", no_semaphores)
+    plan_compiler.start_workers_early(0)
+    assert plan_compiler._EARLY == {}
 
 
 def test_too_few_cores_start_none(pools, monkeypatch):
@@ -99,3 +120,19 @@ def test_the_engine_starts_workers_early_only_without_a_timing_cache_and_ends_th
         events.append("study")
         raise KeyError("a study that fails before its builds")
     assert events == ["triton", *([] if cache_exists else ["start 3"]), "study", "close 3"]
+
+
+def test_the_engine_ends_early_workers_no_build_took_once_its_builds_are_done(pools, monkeypatch):
+    """A study whose engine builds all failed before sending a graph: the workers end before the rows are timed."""
+    from types import SimpleNamespace
+
+    from builders.engine import cudnn_backend
+
+    monkeypatch.setattr(cudnn_backend, "end_compile_workers", lambda: None)
+    monkeypatch.setattr(cudnn_backend, "mark_unforeseen", lambda *args: None)
+    plan_compiler.start_workers_early(2)
+    backend = object.__new__(cudnn_backend.CudnnBackend)
+    backend.context = SimpleNamespace(compiler=PlanCompiler(2), cache=SimpleNamespace(save=lambda: None))
+    backend._premade, backend._foreseen_builds, backend._built = {}, set(), set()
+    backend.builds_done()
+    assert pools[0].shut and plan_compiler._EARLY == {}

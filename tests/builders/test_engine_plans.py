@@ -915,7 +915,7 @@ def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are
     path, header = tmp_path / "cache.json", {"gpu": "x"}
     instance = object.__new__(cudnn_backend.CudnnBackend)
     instance.context = SimpleNamespace(cache=TimingCache(path, header),
-                                       compiler=SimpleNamespace(close=lambda: [NamedSignature("foreseen")]))
+                                       compiler=SimpleNamespace(close=lambda: [NamedSignature("foreseen")], device=0))
     instance._foreseen_builds, instance._built = foreseen, built
     instance._premade = {"cudnn-fp8-no-se": (StandInTwin("cudnn-fp8-no-se"), 1.0)}  # its build never took it
     instance.builds_done()

@@ -66,3 +66,14 @@ def test_without_triton_nothing_starts(monkeypatch):
     before = sys.getswitchinterval()
     assert region_artifacts.hash_triton_in_background() is None
     assert sys.getswitchinterval() == before
+
+
+def test_a_thread_that_cannot_start_gives_the_switch_interval_back(fake_triton, monkeypatch):
+    class Unstartable(threading.Thread):
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(region_artifacts.threading, "Thread", Unstartable)
+    before = sys.getswitchinterval()
+    assert region_artifacts.hash_triton_in_background() is None
+    assert sys.getswitchinterval() == before

@@ -63,3 +63,25 @@ def test_a_backend_without_a_reference_gives_none():
         quality_batches = numbered(10, 1)
 
     assert reference_outputs(Without(), Inputs()) is None  # type: ignore[arg-type]
+
+
+def test_joined_calls_that_fail_are_made_again_in_the_studys_batches():
+    class Small:
+        """A device that holds 4 images a call (a large model's forward past its memory)."""
+
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def reference(self, batch: np.ndarray) -> np.ndarray:
+            self.sizes.append(len(batch))
+            if len(batch) > 4:
+                raise RuntimeError("CUDA out of memory")
+            return batch + 1
+
+    class Inputs:
+        quality_batches = numbered(10, 2)
+
+    backend = Small()
+    outputs = reference_outputs(backend, Inputs())  # type: ignore[arg-type]
+    assert backend.sizes == [10, 2, 2, 2, 2, 2]
+    assert outputs.ravel().tolist() == [index + 1.0 for index in range(10)]
