@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -36,22 +38,32 @@ def test_torch_batches_join_as_torch_tensors():
     assert isinstance(call, torch.Tensor) and call[:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
 
 
+class RecordingBackend:
+    """A backend whose reference doubles its images, recording each call's size; a call of more than `capacity`
+    images raises, as a forward past the device's memory does."""
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self.capacity, self.sizes = capacity, []
+
+    def reference(self, batch: np.ndarray) -> np.ndarray:
+        self.sizes.append(len(batch))
+        if self.capacity is not None and len(batch) > self.capacity:
+            raise RuntimeError("CUDA out of memory")
+        return batch * 2
+
+
 def test_the_study_asks_the_backend_for_the_reference_in_the_joined_calls():
-    class Asked:
-        def __init__(self) -> None:
-            self.sizes: list[int] = []
-
-        def reference(self, batch: np.ndarray) -> np.ndarray:
-            self.sizes.append(len(batch))
-            return batch * 2
-
-    class Inputs:
-        quality_batches = numbered(40, 1)
-
-    backend = Asked()
-    outputs = reference_outputs(backend, Inputs())  # type: ignore[arg-type]
+    backend = RecordingBackend()
+    outputs = reference_outputs(backend, SimpleNamespace(quality_batches=numbered(40, 1)))  # type: ignore[arg-type]
     assert backend.sizes == [32, 8]
     assert outputs.ravel().tolist() == [2.0 * index for index in range(40)]
+
+
+def test_joined_calls_that_fail_are_made_again_in_the_studys_batches():
+    backend = RecordingBackend(capacity=4)
+    outputs = reference_outputs(backend, SimpleNamespace(quality_batches=numbered(10, 2)))  # type: ignore[arg-type]
+    assert backend.sizes == [10, 2, 2, 2, 2, 2]
+    assert outputs.ravel().tolist() == [2.0 * index for index in range(10)]
 
 
 def test_a_backend_without_a_reference_gives_none():
@@ -59,29 +71,4 @@ def test_a_backend_without_a_reference_gives_none():
         def reference(self, batch: np.ndarray) -> None:
             return None
 
-    class Inputs:
-        quality_batches = numbered(10, 1)
-
-    assert reference_outputs(Without(), Inputs()) is None  # type: ignore[arg-type]
-
-
-def test_joined_calls_that_fail_are_made_again_in_the_studys_batches():
-    class Small:
-        """A device that holds 4 images a call (a large model's forward past its memory)."""
-
-        def __init__(self) -> None:
-            self.sizes: list[int] = []
-
-        def reference(self, batch: np.ndarray) -> np.ndarray:
-            self.sizes.append(len(batch))
-            if len(batch) > 4:
-                raise RuntimeError("CUDA out of memory")
-            return batch + 1
-
-    class Inputs:
-        quality_batches = numbered(10, 2)
-
-    backend = Small()
-    outputs = reference_outputs(backend, Inputs())  # type: ignore[arg-type]
-    assert backend.sizes == [10, 2, 2, 2, 2, 2]
-    assert outputs.ravel().tolist() == [index + 1.0 for index in range(10)]
+    assert reference_outputs(Without(), SimpleNamespace(quality_batches=numbered(10, 1))) is None  # type: ignore[arg-type]
