@@ -149,7 +149,7 @@ def test_backends_that_compile_with_inductor_end_its_workers_when_their_builds_a
     ended: list[str] = []
     monkeypatch.setattr(imported, "end_compile_workers", lambda: ended.append("ended"))
     instance = object.__new__(getattr(imported, backend))  # no model, no GPU: only the hook runs
-    compiler = types.SimpleNamespace(close=lambda: (ended.append("closed"), [])[1])  # no graph went unasked
+    compiler = types.SimpleNamespace(close=lambda: (ended.append("closed"), [])[1], device=0)  # no graph unasked
     instance.context = types.SimpleNamespace(compiler=compiler, cache=types.SimpleNamespace(save=lambda: None))
     instance._foreseen_builds, instance._built, instance._premade = set(), set(), {}
     instance.builds_done()
