@@ -15,6 +15,7 @@ user's own cache folder, as cuDNN's serialized plans do (`builders.engine.plans.
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -93,20 +94,14 @@ def hash_triton_in_background() -> threading.Thread | None:
 
     Triton is imported on the caller's thread first: the thread then imports nothing a study's own imports could be
     waiting for. Hashing 1 MiB at a time, the thread asks for the interpreter after every read and every update,
-    and beside a thread that runs Python all the while it waited the switch interval each time (6.3 s for what took
-    0.37 s alone on this project's CPU machine; 1.0 s with a 0.5 ms interval): while it runs the interval is
-    `HASHING_SWITCH_S`, then as it was. Makes no CUDA call."""
+    and beside a thread that runs Python all the while it waited the switch interval each time (5.95 s for what took
+    0.52 s alone on this project's CPU machine; 1.20 s with a 0.5 ms interval: benchmarks/results/cpu/
+    interpreter-costs.txt): while it runs the interval is `HASHING_SWITCH_S`, then as it was. Makes no CUDA call."""
     global _triton_hashing
     if _triton_hashing is not None:
         return None
-    try:  # where torch's Inductor finds it (torch._inductor.runtime.triton_compat)
-        from triton.runtime.cache import triton_key
-    except ImportError:
-        try:
-            from triton.compiler.compiler import triton_key
-        except Exception:  # noqa: BLE001  (absent or broken: the region load says why, where it needs Triton)
-            return None
-    except Exception:  # noqa: BLE001  (a broken install: likewise)
+    triton_key = _triton_key()
+    if triton_key is None:
         return None
 
     def hashed() -> None:
@@ -130,6 +125,17 @@ def hash_triton_in_background() -> threading.Thread | None:
 
 
 _triton_hashing: threading.Thread | None = None  # the one `hash_triton_in_background` started in this process
+
+
+def _triton_key() -> Callable[[], str] | None:
+    """Triton's `triton_key`, where torch's Inductor finds it (`torch._inductor.runtime.triton_compat`); None where
+    Triton is absent or does not import (the region load says why, where it needs Triton)."""
+    for module in ("triton.runtime.cache", "triton.compiler.compiler"):
+        try:
+            return importlib.import_module(module).triton_key  # type: ignore[no-any-return]
+        except Exception:  # noqa: BLE001, S112  (absent, moved, or a broken install: the next place, else none)
+            continue
+    return None
 
 
 def load_region(blob: bytes) -> RegionFunction:
