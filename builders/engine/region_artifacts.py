@@ -94,8 +94,8 @@ def hash_triton_in_background() -> threading.Thread | None:
 
     Triton is imported on the caller's thread first: the thread then imports nothing a study's own imports could be
     waiting for. Hashing 1 MiB at a time, the thread asks for the interpreter after every read and every update,
-    and beside a thread that runs Python all the while it waited the switch interval each time (5.95 s for what took
-    0.52 s alone on this project's CPU machine; 1.20 s with a 0.5 ms interval: benchmarks/results/cpu/
+    and beside a thread that runs Python all the while it waited the switch interval each time (5.89 s for what took
+    0.46 s alone on this project's CPU machine; 1.08 s with a 0.5 ms interval: benchmarks/results/cpu/
     interpreter-costs.txt): while it runs the interval is `HASHING_SWITCH_S`, then as it was. Makes no CUDA call."""
     global _triton_hashing
     if _triton_hashing is not None:

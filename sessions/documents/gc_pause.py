@@ -13,7 +13,7 @@ import gc
 from collections.abc import Iterator
 
 # Whether `freeze_heap` froze the heap, with no `thaw_heap` since. Kept here: `gc.get_freeze_count` walks every frozen
-# object (65 ms for 5 million: benchmarks/results/cpu/interpreter-costs.txt), and a study's every save asks.
+# object (60 ms for 5 million: benchmarks/results/cpu/interpreter-costs.txt), and a study's every save asks.
 _heap_frozen = False
 
 
