@@ -219,6 +219,11 @@ class Backend(ABC):
         """Versions and settings worth recording in the session (e.g. the TensorRT version)."""
         return {}
 
+    def builds_ending(self) -> None:  # noqa: B027 - an optional hook: a backend that holds nothing for building keeps it
+        """Called once this backend has built (or failed to build) the last variant the study asks of it, before that
+        variant's quality and trace: what it holds only for building may begin to be let go here, without waiting
+        for it (`builds_done` follows, and waits). Does nothing unless a backend overrides it."""
+
     def builds_done(self) -> None:  # noqa: B027 - an optional hook: a backend that holds nothing for building keeps it
         """Called once the study has built every variant: what the backend holds only for building (worker
         processes) is let go here; the engines it built stay usable. Does nothing unless a backend overrides it."""

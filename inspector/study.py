@@ -213,6 +213,7 @@ def build_variants(run: RunPlan, backend: Backend, inputs: StudyInputs, referenc
     baselines: dict[str, Any] = {}
     total = len(plan.variants)
     own: dict[str, Backend] = {plan.backend: backend}  # variants that name another backend share one instance of it
+    last_builds = {run.builder(variant_plan).name: index for index, variant_plan in enumerate(plan.variants)}
     try:
         for index, variant_plan in enumerate(plan.variants):
             recorder.step("build", f"building {variant_plan.name}", variant_plan.name, index, total, saved=False)
@@ -221,7 +222,11 @@ def build_variants(run: RunPlan, backend: Backend, inputs: StudyInputs, referenc
                 memory = device_memory(plan.device, builder.capabilities.torch_memory)
                 if memory is not None:
                     memory.mark()
-                result = builder.build(variant_plan, inputs.calibration)
+                try:
+                    result = builder.build(variant_plan, inputs.calibration)
+                finally:
+                    if last_builds[builder.name] == index:
+                        builder.builds_ending()
                 if memory is not None:
                     result.variant.peak_memory_bytes = memory.peak_bytes(result.engine.run_once)
             except Exception as exc:  # noqa: BLE001  (any failure costs this variant only)

@@ -147,6 +147,13 @@ class CudnnBackend(Backend):
     def engine(self) -> str:
         return f"{self.label} (cuDNN {self.context.cudnn.backend_version()})"
 
+    def builds_ending(self) -> None:
+        """The plan compiler's and Inductor's worker processes told to end once the last build is done, while its
+        variant's quality and trace run (`builds_done` waits for them: most of a second of a first run, where they
+        ran: benchmarks/results/h100/driver-kernel-cache/coldsampled/)."""
+        self.context.compiler.begin_close()
+        begin_ending_compile_workers()
+
     def builds_done(self) -> None:
         """The plan compiler's and Inductor's worker processes end once every variant is built (the fused tactics
         ask Inductor's to end after their compiles, and the engine's timer waits for them): none is alive while the

@@ -581,6 +581,18 @@ def test_close_returns_once_no_worker_is_left_running_a_job():
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="no process priorities on this system")
+def test_the_workers_run_nicer_than_the_studys_process():
+    """Where the study's process and its starting workers both want the CPU (a first run's model load), the study's
+    process has it: each worker is WORKER_NICENESS nicer (the system's cap, 19, at most)."""
+    pool = plan_compiler._new_pool(2)
+    try:
+        seen = {job.result(timeout=120) for job in [pool.submit(os.getpriority, os.PRIO_PROCESS, 0) for _ in range(4)]}
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    assert seen == {min(os.getpriority(os.PRIO_PROCESS, 0) + plan_compiler.WORKER_NICENESS, 19)}
+
+
 def test_graphs_sent_ahead_are_the_jobs_a_later_submit_takes_and_end_with_their_pool(monkeypatch):
     """A signature sent ahead is sent once, in the order given: the submit that asks for it takes that job (its
     answer included) and sends only the others; what a closed pool had sent ahead is sent again to the next."""
@@ -683,6 +695,54 @@ def test_close_counts_the_jobs_sent_ahead_that_it_drops(monkeypatch):
     compiler.close()
     assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (3, 3)
     assert all(job.cancelled() for job in pools[0].jobs)
+
+
+class BlockingPool(HandDrivenPool):
+    """A stand-in for a pool whose shutdown (its workers' exit) lasts until the test lets it end."""
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers)
+        self.shutting_down, self.may_end = threading.Event(), threading.Event()
+
+    def shutdown(self, wait: bool, cancel_futures: bool) -> None:
+        self.shutting_down.set()
+        assert self.may_end.wait(10)
+        super().shutdown(wait, cancel_futures)
+
+
+def test_begin_close_returns_while_the_workers_exit_and_close_waits_for_them(monkeypatch):
+    """The study's last build begins the close and goes on (its variant's quality and trace overlap the workers'
+    exit); the close before timing returns only once they are gone, with what the first call withdrew."""
+    pools: list[BlockingPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(BlockingPool(workers)) or pools[-1])
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler._pool_for(4)
+    compiler.send_ahead(["a", "b"], 4)  # type: ignore[list-item]
+    compiler.begin_close()
+    assert pools[0].shutting_down.wait(5) and not compiler.running  # returned while the shutdown lasts
+    closed: list[list[object]] = []
+    closing = threading.Thread(target=lambda: closed.append(compiler.close()))
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive()  # waits for the workers
+    pools[0].may_end.set()
+    closing.join(5)
+    assert closed == [["a", "b"]] and all(job.cancelled() for job in pools[0].jobs)
+    assert compiler.close() == []  # returned once
+
+
+def test_a_broken_pools_jobs_are_not_returned_as_unasked_but_an_earlier_begin_close_is(monkeypatch):
+    """Graphs withdrawn because their pool broke are asked for again by the builds: `close` does not return them
+    as graphs no build asked for; those withdrawn by `begin_close` it does."""
+    compiler, pools = hand_driven_compiler(monkeypatch)
+    compiler.send_ahead(["a"], 4)  # type: ignore[list-item]
+    compiler.begin_close()
+    compiler._pool_for(4)
+    compiler.send_ahead(["b"], 4)  # type: ignore[list-item]
+    compiler.break_pool()
+    assert pools[1].jobs[0].cancelled()  # b withdrawn with its broken pool
+    assert compiler.close() == ["a"]
 
 
 def settled(condition, what: str) -> None:
@@ -921,6 +981,21 @@ def test_the_graphs_no_build_of_a_study_asked_for_are_marked_once_the_builds_are
     instance.builds_done()
     assert TimingCache(path, header).unforeseen("foreseen") is marked
     assert instance._premade == {}
+
+
+def test_the_engine_tells_both_worker_kinds_to_end_when_its_last_build_is_done(monkeypatch):
+    """`CudnnBackend.builds_ending`: the plan compiler's close begun and Inductor's pools asked to end, neither
+    waited for (`builds_done` waits)."""
+    from types import SimpleNamespace
+
+    cudnn_backend = pytest.importorskip("builders.engine.cudnn_backend")
+    asked: list[str] = []
+    monkeypatch.setattr(cudnn_backend, "begin_ending_compile_workers", lambda: asked.append("inductor"))
+    instance = object.__new__(cudnn_backend.CudnnBackend)
+    instance.context = SimpleNamespace(compiler=SimpleNamespace(begin_close=lambda: asked.append("plans"),
+                                                                close=lambda: asked.append("waited")))
+    instance.builds_ending()
+    assert sorted(asked) == ["inductor", "plans"]
 
 
 @pytest.mark.parametrize("fails", [False, True])

@@ -54,6 +54,34 @@ def test_the_backend_lets_go_of_its_build_resources_once_after_the_last_build_an
 
 
 
+@pytest.mark.parametrize("last_fails", [False, True])
+def test_the_backend_begins_letting_go_after_its_last_build_before_that_variants_quality(tmp_path, monkeypatch,
+                                                                                        last_fails):
+    """`builds_ending` once, right after the backend's last build (also one that fails), so that its workers'
+    exit overlaps that variant's quality and trace; `builds_done` still follows, before timing."""
+    events: list[str] = []
+    fake = tests.fake_backend.FakeBackend
+    build = fake.build
+    last = fake_plan(tmp_path).variants[-1].name
+
+    def built(self, variant, calibration):
+        events.append("build")
+        if last_fails and variant.name == last:
+            raise RuntimeError("no kernel")
+        return build(self, variant, calibration)
+
+    monkeypatch.setattr(fake, "build", built)
+    monkeypatch.setattr(fake, "builds_ending", lambda self: events.append("builds ending"))
+    monkeypatch.setattr(fake, "builds_done", lambda self: events.append("builds done"))
+    from inspector import study
+
+    measure_quality = study.measure_quality
+    monkeypatch.setattr(study, "measure_quality", lambda *args: (events.append("quality"), measure_quality(*args))[1])
+    run_study(fake_plan(tmp_path), ["trt-inspect", "run", "fake-model"], lambda p: None)
+    last_quality = [] if last_fails else ["quality"]
+    assert events == ["build", "quality"] * 2 + ["build", "builds ending", *last_quality, "builds done"]
+
+
 def timing_reports(tmp_path, monkeypatch, fail_after_warm_up: str | None = None) -> list[tuple[int, str | None, int]]:
     """The timing steps a fake study reports, as (round done, variant named, inferences run by then); with
     `fail_after_warm_up`, that variant's first inference after the second timing step (the warm-ups' end) raises."""
