@@ -222,7 +222,8 @@ class Backend(ABC):
     def builds_ending(self) -> None:  # noqa: B027 - an optional hook: a backend that holds nothing for building keeps it
         """Called once this backend has built (or failed to build) the last variant the study asks of it, before that
         variant's quality and trace: what it holds only for building may begin to be let go here, without waiting
-        for it (`builds_done` follows, and waits). Does nothing unless a backend overrides it."""
+        for it (`builds_done` follows, and waits). Must not raise (the variant's build is over: an exception here
+        would fail it). Does nothing unless a backend overrides it."""
 
     def builds_done(self) -> None:  # noqa: B027 - an optional hook: a backend that holds nothing for building keeps it
         """Called once the study has built every variant: what the backend holds only for building (worker

@@ -997,6 +997,12 @@ def test_the_engine_tells_both_worker_kinds_to_end_when_its_last_build_is_done(m
     instance.builds_ending()
     assert sorted(asked) == ["inductor", "plans"]
 
+    def no_thread() -> None:
+        raise RuntimeError("can't start new thread")
+
+    instance.context.compiler.begin_close = no_thread
+    instance.builds_ending()  # the variant's build is over: nothing raised (builds_done ends them, waiting)
+
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_build_that_succeeds_is_counted_and_one_that_fails_withdraws_what_it_sent_ahead(fails):
