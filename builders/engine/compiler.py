@@ -255,18 +255,23 @@ def close_early_workers(device: int) -> None:
         _end(early[0])
 
 
-def _terminate(pool: concurrent.futures.ProcessPoolExecutor) -> None:
-    """`pool`'s workers told to end (SIGTERM), not waited for: a running job ends with its worker."""
-    # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.terminate()
-
-
 def _end(pool: concurrent.futures.ProcessPoolExecutor) -> None:
     """`pool`'s workers ended, and `pool` shut down once they are gone: jobs not started are dropped, a running one
     ends with its worker."""
-    _terminate(pool)
+    # CPython has no public way to end running workers before 3.14 (`terminate_workers`)
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()
     pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ended(pool: concurrent.futures.ProcessPoolExecutor, feeder: concurrent.futures.ThreadPoolExecutor | None) -> None:
+    """`pool` ended (`_end`), then the threads of its `feeder` (`PlanCompiler.foresee`): those waiting for a job in
+    `pool` end with it, those held were let go (`PlanCompiler.begin_close`)."""
+    try:
+        _end(pool)
+    finally:
+        if feeder is not None:
+            feeder.shutdown(wait=True, cancel_futures=True)
 
 
 def _warms(jobs: Iterable[concurrent.futures.Future[Any]], warm: threading.Event) -> None:
@@ -341,7 +346,7 @@ class PlanCompiler:
         self._in_pool: set[concurrent.futures.Future[WorkerAnswer]] = set()  # foreseen jobs the feeder has in the pool
         self.ledger = CompileLedger()
         self._unasked: list[ConvSignature] = []  # withdrawn by `begin_close`, returned by the next `close`
-        self._ending: list[threading.Thread] = []  # `begin_close`'s threads, each waiting for a pool's exit
+        self._ending: list[concurrent.futures.Future[None]] = []  # each pool `begin_close` is ending (`_ended`)
 
     @property
     def broken(self) -> bool:
@@ -404,7 +409,9 @@ class PlanCompiler:
         """In a feeder thread: `sig`'s job sent to `pool` once the feeder is not held (`hold_foreseen`), its answer
         waited for there (the feeder's threads, one per worker, bound the foreseen jobs in the pool)."""
         with self._feeding:
-            self._feeding.wait_for(lambda: not self._held)
+            self._feeding.wait_for(lambda: not self._held or self._pool is not pool)
+            if self._pool is not pool:
+                raise RuntimeError("the compile workers were closed before this foreseen graph was sent")
             job = pool.submit(_compile, self.device, sig, limit)
             self._in_pool.add(job)
         try:
@@ -535,30 +542,32 @@ class PlanCompiler:
 
     def begin_close(self) -> None:
         """`close` begun, not waited for: the graphs sent ahead or foreseen that no build asked for withdrawn (`close`
-        returns them), the workers told to end, and their exit (a CUDA context each: most of a second for a pool)
-        waited for on a thread of its own, which `close` joins. A later `submit` starts new workers."""
+        returns them), the feeder's held threads let go without sending (`_fed`), and the workers ended on a thread of
+        their own (`_ended`: a CUDA context each, most of a second for a pool), which `close` waits for. A later
+        `submit` starts new workers, their feeder not held."""
         self._unasked += self._withdraw(list(self._ahead))
         pool, self._pool = self._pool, None
         feeder, self._feeder = self._feeder, None
         if pool is None:
             return
-        _terminate(pool)
-        ending = threading.Thread(target=self._ended, args=(pool, feeder), name="plan-workers-ending", daemon=True)
-        try:
-            ending.start()
-        except RuntimeError:  # no thread to be had: the caller waits
-            self._ended(pool, feeder)
-            return
-        self._ending.append(ending)
+        with self._feeding:
+            self._held = False
+            self._feeding.notify_all()
+        ended: concurrent.futures.Future[None] = concurrent.futures.Future()
 
-    def _ended(self, pool: concurrent.futures.ProcessPoolExecutor,
-               feeder: concurrent.futures.ThreadPoolExecutor | None) -> None:
-        """`pool` ended (`_end`), then `feeder`'s threads: the jobs they waited for are ended, one held sends to a
-        closed pool."""
-        _end(pool)
-        if feeder is not None:
-            self.resume_foreseen()
-            feeder.shutdown(wait=True, cancel_futures=True)
+        def end() -> None:
+            try:
+                _ended(pool, feeder)
+            except BaseException as exc:  # noqa: BLE001  (`close` raises it)
+                ended.set_exception(exc)
+            else:
+                ended.set_result(None)
+
+        try:
+            threading.Thread(target=end, name="plan-workers-ending", daemon=True).start()
+        except RuntimeError:  # no thread to be had: ended here
+            end()
+        self._ending.append(ended)
 
     def close(self) -> list[ConvSignature]:
         """Stops the workers and returns once they are gone (those `begin_close` told to end before too): jobs not
@@ -571,7 +580,7 @@ class PlanCompiler:
         return unasked
 
     def _closed(self) -> None:
-        """`begin_close`, and every pool it told to end waited for."""
+        """`begin_close`, and every pool it began to end waited for; raises what ending one raised."""
         self.begin_close()
         while self._ending:
-            self._ending.pop().join()
+            self._ending.pop().result()

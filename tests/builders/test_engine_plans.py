@@ -732,6 +732,22 @@ def test_begin_close_returns_while_the_workers_exit_and_close_waits_for_them(mon
     assert compiler.close() == []  # returned once
 
 
+def test_what_ending_a_pool_raised_on_its_thread_close_raises(monkeypatch):
+    """A pool whose shutdown fails on `begin_close`'s thread is not a silent success: `close` raises it."""
+    class FailingPool(HandDrivenPool):
+        def shutdown(self, wait: bool, cancel_futures: bool) -> None:
+            raise OSError("the pool's queue is gone")
+
+    monkeypatch.setattr(plan_compiler, "_new_pool", FailingPool)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    compiler = PlanCompiler(0)
+    compiler._pool_for(4)
+    compiler.begin_close()
+    with pytest.raises(OSError, match="queue is gone"):
+        compiler.close()
+    assert compiler.close() == []  # raised once
+
+
 def test_a_broken_pools_jobs_are_not_returned_as_unasked_but_an_earlier_begin_close_is(monkeypatch):
     """Graphs withdrawn because their pool broke are asked for again by the builds: `close` does not return them
     as graphs no build asked for; those withdrawn by `begin_close` it does."""
@@ -830,6 +846,35 @@ def test_foreseen_graphs_are_withdrawn_by_the_build_that_sends_them_and_the_rest
     assert compiler.close() == ["a", "b", "d"]  # no build asked for them; b and d running, ended with the pool
     assert (compiler.ledger.ahead_unasked, compiler.ledger.ahead_withdrawn) == (5, 2)
     assert feeder is not None and all(not thread.is_alive() for thread in feeder._threads)
+
+
+def test_a_closed_pools_held_feeder_sends_nothing_and_its_end_leaves_a_later_hold_alone(monkeypatch):
+    """`begin_close` lets the feeder's held threads go without sending to the closed pool; that pool's ending, which
+    lasts, does not undo a hold a later build put on the next pool's feeder."""
+    compiler, _ = foreseeing_compiler(monkeypatch)
+    pools: list[BlockingPool] = []
+    monkeypatch.setattr(plan_compiler, "_new_pool", lambda workers: pools.append(BlockingPool(workers)) or pools[-1])
+    compiler.foresee(["a", "b", "c", "d"], 4)  # type: ignore[list-item]
+    settled(lambda: len(pools) == 1 and fed(pools[0], ("a", "b")), "a and b in the pool")
+    compiler.pause_foreseen()
+    held = [compiler._ahead["c"], compiler._ahead["d"]]
+    answer(pools[0], "a")
+    answer(pools[0], "b")
+    settled(lambda: all(job.running() for job in held), "c and d held in the feeder's threads")
+    compiler.begin_close()
+    assert all(isinstance(job.exception(5), RuntimeError) for job in held)  # let go, not sent
+    assert fed(pools[0], ("a", "b")) and len(pools[0].sent) == 2
+    compiler.foresee(["e", "f", "g", "h"], 4)  # type: ignore[list-item]  (a later build's pool)
+    settled(lambda: len(pools) == 2 and fed(pools[1], ("e", "f")), "e and f in the next pool")
+    compiler.pause_foreseen()
+    pools[0].may_end.set()
+    settled(lambda: not any(thread.name == "plan-workers-ending" for thread in threading.enumerate()),
+            "the first pool ended")
+    answer(pools[1], "e")
+    time.sleep(0.2)
+    assert len(pools[1].sent) == 2  # g and h still held
+    pools[1].may_end.set()
+    compiler.close()
 
 
 def test_held_foreseen_graphs_are_waited_for_and_none_is_fed_until_resumed(monkeypatch):
