@@ -128,8 +128,10 @@ def _worker_init() -> None:
 class _YieldingProcess(multiprocessing.context.SpawnProcess):
     """A spawned worker made `WORKER_NICENESS` nicer than the study's process as it starts, so that where both want
     the CPU the study's process has it: 15 workers starting beside a first run's model load (each importing torch and
-    making a CUDA context) took it from 2.3 s to 4.0 s (benchmarks/results/h100/early-workers/). Where the system
-    has no priorities, or refuses, the worker keeps the study's."""
+    making a CUDA context) took it from 2.3 s to 4.0 s (benchmarks/results/h100/early-workers/); on this project's
+    2-core machine a CPU-bound task of 0.37 s alone took 1.00 s beside 4 starting workers at its priority, 0.39 s
+    beside 4 niced ones (benchmarks/results/cpu/worker-niceness.txt). Where the system has no priorities, or refuses,
+    the worker keeps the study's."""
 
     def start(self) -> None:
         super().start()
