@@ -149,9 +149,9 @@ class CudnnBackend(Backend):
 
     def builds_ending(self) -> None:
         """The plan compiler's and Inductor's worker processes told to end once the last build is done, while its
-        variant's quality and trace run (`builds_done` waits for them: most of a second of a first run, where they
-        ran: benchmarks/results/h100/driver-kernel-cache/coldsampled/). Raises nothing: where either cannot begin
-        (no thread to be had), `builds_done` ends them, waiting."""
+        variant's quality and trace run (`builds_done` waits for them: 0.77-0.80 s of a first run, where they ran:
+        benchmarks/results/h100/driver-kernel-cache/{coldsampled,freshsampled}/). Raises nothing: where either cannot
+        begin (no thread to be had), `builds_done` ends them, waiting."""
         try:
             self.context.compiler.begin_close()
             begin_ending_compile_workers()
