@@ -17,6 +17,7 @@ import contextlib
 import copy
 import dataclasses
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -83,21 +84,58 @@ class Calibrations:
     Max calibration runs the model unquantized (ModelOpt's quantizers only collect the largest |x| while they
     calibrate), so a layer's scales do not depend on which other layers a recipe quantizes: every recipe of a study
     takes its quantizers from one calibration (as TensorRT's INT8 calibrators reuse one calibration cache).
-    A backend keeps one for the life of its study; `calibrated` hands out copies, never the cached module.
+    A backend keeps one for the life of its study; `calibrated` hands out modules the cache does not hold.
     """
 
     def __init__(self) -> None:
         self._modules: dict[tuple[object, ...], tuple[Calibrated, torch.device]] = {}
 
     def calibrated(self, key: tuple[object, ...], make: Callable[[], Calibrated]) -> Calibrated:
-        """A copy of what `make` returns for `key` (made once), its module on the device `make` put it on. The kept
-        module waits in host memory, so no variant's device memory holds it."""
+        """What `make` returns for `key` (made once), its module on the device `make` put it on: the first time the
+        made module itself, later a copy of it. The module kept for later waits in host memory, so no variant's
+        device memory holds it; each copy's tensors are copied once, straight to where they go (`module_copy`)."""
         if key not in self._modules:
             made = make()
             device = next(made.module.parameters()).device
-            self._modules[key] = (dataclasses.replace(made, module=made.module.to("cpu")), device)
+            self._modules[key] = (dataclasses.replace(made, module=module_copy(made.module, torch.device("cpu"))),
+                                  device)
+            return made
         kept, device = self._modules[key]
-        return dataclasses.replace(kept, module=copy.deepcopy(kept.module).to(device))
+        return dataclasses.replace(kept, module=module_copy(kept.module, device))
+
+
+def module_copy(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """A deep copy of `module` with its parameters and buffers on `device`, each copied from its own storage to
+    `device` once, where `copy.deepcopy` then `.to(device)` clones every tensor where it is, then moves the clone (for
+    a model on the host, a second copy of its weights in host memory). What the copy holds is what that pair makes:
+    parameters stay parameters (their `requires_grad` kept), a tensor that several modules share stays shared, and
+    the tensors this does not copy itself (tensor subclasses, tensors with attributes of their own, tensors whose
+    storage another of them shares, tensors that are neither a parameter nor a buffer) are deep-copied where they
+    are; then the copy is moved to `device` as `Module.to` moves a module (an RNN remakes its views of its
+    parameters)."""
+    tensors = [*module.parameters(), *module.buffers()]
+    storages = Counter(_storage(tensor) for tensor in tensors)
+    memo: dict[int, object] = {}
+    for tensor in tensors:
+        if storages[_storage(tensor)] == 1 and _plain_tensor(tensor):
+            moved = tensor.detach().to(device, copy=True).requires_grad_(tensor.requires_grad)
+            memo[id(tensor)] = torch.nn.Parameter(moved, tensor.requires_grad) if _is_parameter(tensor) else moved
+    return copy.deepcopy(module, memo).to(device)
+
+
+def _storage(tensor: torch.Tensor) -> tuple[torch.device, int]:
+    """Where `tensor`'s storage is (tensors without one of their own, on the meta device or empty, all share one)."""
+    return tensor.device, tensor.untyped_storage().data_ptr()
+
+
+def _plain_tensor(tensor: torch.Tensor) -> bool:
+    """A parameter, or a tensor of torch's own class without attributes of its own: a copy of its values and
+    `requires_grad` is all `copy.deepcopy` would make of it."""
+    return _is_parameter(tensor) or (type(tensor) is torch.Tensor and not tensor.__dict__)
+
+
+def _is_parameter(tensor: torch.Tensor) -> bool:
+    return type(tensor) is torch.nn.Parameter
 
 
 def _calibrated_module(reference: torch.nn.Module, conv_bn: list[tuple[str, str]], paths: list[str], weights: str,
