@@ -120,3 +120,22 @@ def test_the_first_ask_takes_the_made_module_and_every_later_one_a_copy_the_cach
     with torch.no_grad():
         second.module[1].running_mean.add_(5.0)
     torch.testing.assert_close(third.module[1].running_mean, expected["1.running_mean"], rtol=0, atol=0)
+
+
+def test_a_calibrated_module_keeps_its_amax_and_no_calibrator_holds_a_tensor():
+    import pytest
+
+    pytest.importorskip("modelopt")
+    from builders.pytorch.variant_modules import variant_module
+    from sessions.documents.plan import VariantPlan
+    from tests.models import resnet_with_random_batchnorm
+
+    calib = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
+    built = variant_module(resnet_with_random_batchnorm(), VariantPlan("fp8", "all"), calib, torch.float32)
+    quantizers = [sub for sub in built.module.modules() if hasattr(sub, "_calibrator")]
+    assert quantizers
+    held = [name for sub in quantizers for name, value in vars(sub._calibrator).items()
+            if isinstance(value, torch.Tensor)]
+    assert held == []
+    modules = dict(built.module.named_modules())
+    assert built.quantized and all(modules[path].input_quantizer.amax is not None for path in built.quantized)
