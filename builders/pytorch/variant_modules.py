@@ -63,7 +63,7 @@ def variant_module(reference: torch.nn.Module, variant: VariantPlan, calibration
     if variant.precision in DTYPES:
         dtype = DTYPES[variant.precision]
         return VariantModule(copy.deepcopy(reference).to(dtype=dtype), dtype)
-    return _fp8_module(reference, variant, calibration, fp8_base, calibrations or Calibrations())
+    return _fp8_module(reference, variant, calibration, fp8_base, calibrations)
 
 
 @dataclass
@@ -92,8 +92,10 @@ class Calibrations:
 
     def calibrated(self, key: tuple[object, ...], make: Callable[[], Calibrated]) -> Calibrated:
         """What `make` returns for `key` (made once), its module on the device `make` put it on: the first time the
-        made module itself, later a copy of it. The module kept for later waits in host memory, so no variant's
-        device memory holds it; each copy's tensors are copied once, straight to where they go (`module_copy`)."""
+        made module itself, later a copy of it. The module kept for later waits in host memory, its parameters and
+        buffers there (a calibrated model's other tensors, its calibrators', are released: `release_calibrators`), so
+        no variant's device memory holds it; each copy's tensors are copied once, straight to where they go
+        (`module_copy`)."""
         if key not in self._modules:
             made = make()
             device = next(made.module.parameters()).device
@@ -105,22 +107,31 @@ class Calibrations:
 
 
 def module_copy(module: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """A deep copy of `module` with its parameters and buffers on `device`, each copied from its own storage to
-    `device` once, where `copy.deepcopy` then `.to(device)` clones every tensor where it is, then moves the clone (for
-    a model on the host, a second copy of its weights in host memory). What the copy holds is what that pair makes:
-    parameters stay parameters (their `requires_grad` kept), a tensor that several modules share stays shared, and
-    the tensors this does not copy itself (tensor subclasses, tensors with attributes of their own, tensors whose
-    storage another of them shares, tensors that are neither a parameter nor a buffer) are deep-copied where they
-    are; then the copy is moved to `device` as `Module.to` moves a module (an RNN remakes its views of its
-    parameters)."""
+    """A deep copy of `module` with its parameters and buffers on `device`, where `copy.deepcopy` then `.to(device)`
+    clones every tensor where it is, then moves the clone (for a model on the host, a second copy of its weights in
+    host memory). Each parameter and buffer that `_copies_alone` is copied from its own storage to `device` once,
+    as that pair would make it: parameters stay parameters (their `requires_grad` kept), a tensor that several
+    modules share stays shared. Every other tensor (subclasses, sparse or non-dense ones, ones with a gradient or
+    attributes of their own, ones whose storage another parameter or buffer shares, and tensors that are neither a
+    parameter nor a buffer) is deep-copied where it is; then the copy is moved to `device` as `Module.to` moves a
+    module. One thing differs from the pair: a tensor that is neither a parameter nor a buffer and views the storage
+    of one copied alone views it no longer (a calibrated model holds none)."""
     tensors = [*module.parameters(), *module.buffers()]
-    storages = Counter(_storage(tensor) for tensor in tensors)
+    storages = Counter(_storage(tensor) for tensor in tensors if _readable(tensor))
     memo: dict[int, object] = {}
     for tensor in tensors:
-        if storages[_storage(tensor)] == 1 and _plain_tensor(tensor):
+        if _copies_alone(tensor) and storages[_storage(tensor)] == 1:
             moved = tensor.detach().to(device, copy=True).requires_grad_(tensor.requires_grad)
             memo[id(tensor)] = torch.nn.Parameter(moved, tensor.requires_grad) if _is_parameter(tensor) else moved
     return copy.deepcopy(module, memo).to(device)
+
+
+CONTIGUOUS_FORMATS = (torch.contiguous_format, torch.channels_last, torch.channels_last_3d)
+
+
+def _readable(tensor: torch.Tensor) -> bool:
+    """A strided tensor of torch's own classes: one whose storage can be asked for."""
+    return type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.layout == torch.strided
 
 
 def _storage(tensor: torch.Tensor) -> tuple[torch.device, int]:
@@ -128,10 +139,14 @@ def _storage(tensor: torch.Tensor) -> tuple[torch.device, int]:
     return tensor.device, tensor.untyped_storage().data_ptr()
 
 
-def _plain_tensor(tensor: torch.Tensor) -> bool:
-    """A parameter, or a tensor of torch's own class without attributes of its own: a copy of its values and
-    `requires_grad` is all `copy.deepcopy` would make of it."""
-    return _is_parameter(tensor) or (type(tensor) is torch.Tensor and not tensor.__dict__)
+def _copies_alone(tensor: torch.Tensor) -> bool:
+    """Whether a copy of `tensor`'s values, strides and `requires_grad` is all `copy.deepcopy` would make of it: a
+    parameter laid out in one of torch's contiguous formats (its own deepcopy drops any attributes), or such a leaf
+    tensor of torch's own class without a gradient or attributes of its own (a tensor that views part of its
+    storage, or repeats it, keeps that storage in a deep copy: `copy.deepcopy` copies it)."""
+    if not _readable(tensor) or not any(tensor.is_contiguous(memory_format=layout) for layout in CONTIGUOUS_FORMATS):
+        return False
+    return _is_parameter(tensor) or (tensor.is_leaf and tensor.grad is None and not tensor.__dict__)
 
 
 def _is_parameter(tensor: torch.Tensor) -> bool:
@@ -233,7 +248,7 @@ def _prefixes(path: str) -> list[str]:
 
 
 def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: torch.Tensor,
-                dtype: torch.dtype, calibrations: Calibrations) -> VariantModule:
+                dtype: torch.dtype, calibrations: Calibrations | None) -> VariantModule:
     mtq = _modelopt()
     structure = model_structure(reference, calibration[:1].to(next(reference.parameters()).device))
     selection = variant_selection(structure, variant)
@@ -246,7 +261,7 @@ def _fp8_module(reference: torch.nn.Module, variant: VariantPlan, calibration: t
         return _calibrated_module(reference, structure.conv_bn, candidates, recipe_def.weights, calibration, dtype)
 
     key = (recipe_def.weights, dtype, calibration.data_ptr(), tuple(calibration.shape))
-    calibrated = calibrations.calibrated(key, calibrate)
+    calibrated = calibrations.calibrated(key, calibrate) if calibrations is not None else calibrate()
     module, folded = calibrated.module, calibrated.folded
     modules = dict(module.named_modules())
     # a module type ModelOpt does not convert gets no quantizer: its layer runs in the base precision, not in FP8

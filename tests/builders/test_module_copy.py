@@ -2,6 +2,7 @@
 
 import copy
 
+import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -10,7 +11,8 @@ from builders.pytorch.variant_modules import Calibrated, Calibrations, module_co
 
 class _Tied(torch.nn.Module):
     """A convolution, a BatchNorm, an LSTM, one linear in two places, a frozen weight, a buffer that views a
-    parameter, two buffers that view one tensor, and a tensor attribute that is neither a parameter nor a buffer."""
+    parameter, two buffers that view one tensor, an expanded, a strided, a transposed and a sparse buffer, buffers
+    with a gradient and with an attribute, and a tensor attribute that is neither a parameter nor a buffer."""
 
     def __init__(self):
         super().__init__()
@@ -24,6 +26,14 @@ class _Tied(torch.nn.Module):
         halves = torch.arange(6.0)
         self.register_buffer("head", halves[:3])
         self.register_buffer("tail", halves[3:])
+        self.register_buffer("spread", torch.ones(1).expand(1000))
+        self.register_buffer("every_other", torch.arange(8.0)[::2])
+        self.register_buffer("transposed", torch.randn(3, 5).t())
+        self.register_buffer("sparse", torch.eye(3).to_sparse())
+        self.register_buffer("graded", torch.zeros(3))
+        self.graded.grad = torch.ones(3)
+        self.register_buffer("noted", torch.zeros(2))
+        self.noted.note = "kept by deepcopy"
         self.loose = torch.arange(3.0)
 
 
@@ -53,12 +63,12 @@ def test_every_parameter_and_buffer_lands_on_the_device_and_what_was_shared_stay
     assert duplicate.again is duplicate.shared and duplicate.again.weight is duplicate.shared.weight
     assert isinstance(duplicate.conv.weight, torch.nn.Parameter) and not duplicate.conv.weight.requires_grad
     assert duplicate.bn.weight.requires_grad
-    assert duplicate.lstm._flat_weights[0] is duplicate.lstm.weight_ih_l0  # the RNN's views remade
+    assert duplicate.lstm._flat_weights[0] is duplicate.lstm.weight_ih_l0  # the RNN runs on the copy's own
 
 
 def _sharing(module):
-    """The pairs of state entries whose tensors share one storage."""
-    state = list(module.state_dict(keep_vars=True).items())
+    """The pairs of (strided) state entries whose tensors share one storage."""
+    state = [(name, t) for name, t in module.state_dict(keep_vars=True).items() if t.layout == torch.strided]
     return {(a, b) for i, (a, x) in enumerate(state) for b, y in state[i + 1:]
             if x.untyped_storage().data_ptr() == y.untyped_storage().data_ptr()}
 
@@ -71,9 +81,17 @@ def test_the_copy_is_what_deepcopy_then_to_makes_without_the_original_storage():
     for (name, mine), theirs, made in zip(model.state_dict(keep_vars=True).items(),
                                           duplicate.state_dict(keep_vars=True).values(),
                                           expected.state_dict(keep_vars=True).values(), strict=True):
-        torch.testing.assert_close(theirs, made, rtol=0, atol=0, msg=name)
         assert (type(theirs), theirs.requires_grad) == (type(made), made.requires_grad), name
-        assert theirs.untyped_storage().data_ptr() != mine.untyped_storage().data_ptr(), name
+        assert theirs.layout == made.layout, name
+        assert (None if theirs.grad is None else theirs.grad.tolist()) == (None if made.grad is None else
+                                                                           made.grad.tolist()), name
+        assert vars(theirs) == vars(made), name
+        torch.testing.assert_close(theirs, made, rtol=0, atol=0, msg=name)
+        if theirs.layout == torch.strided:
+            assert theirs.stride() == made.stride(), name
+            assert theirs.untyped_storage().nbytes() == made.untyped_storage().nbytes(), name
+        if theirs.layout == torch.strided:
+            assert theirs.untyped_storage().data_ptr() != mine.untyped_storage().data_ptr(), name
     assert _sharing(duplicate) == _sharing(expected)
     with torch.no_grad():
         duplicate.shared.weight.add_(1.0)
@@ -122,20 +140,30 @@ def test_the_first_ask_takes_the_made_module_and_every_later_one_a_copy_the_cach
     torch.testing.assert_close(third.module[1].running_mean, expected["1.running_mean"], rtol=0, atol=0)
 
 
-def test_a_calibrated_module_keeps_its_amax_and_no_calibrator_holds_a_tensor():
-    import pytest
-
+def test_a_calibrated_module_keeps_its_amax_computes_as_before_and_no_calibrator_holds_a_tensor(monkeypatch):
     pytest.importorskip("modelopt")
-    from builders.pytorch.variant_modules import variant_module
+    from builders.pytorch import variant_modules
     from sessions.documents.plan import VariantPlan
     from tests.models import resnet_with_random_batchnorm
 
+    reference = resnet_with_random_batchnorm()
     calib = torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(2))
-    built = variant_module(resnet_with_random_batchnorm(), VariantPlan("fp8", "all"), calib, torch.float32)
-    quantizers = [sub for sub in built.module.modules() if hasattr(sub, "_calibrator")]
-    assert quantizers
-    held = [name for sub in quantizers for name, value in vars(sub._calibrator).items()
-            if isinstance(value, torch.Tensor)]
-    assert held == []
-    modules = dict(built.module.named_modules())
-    assert built.quantized and all(modules[path].input_quantizer.amax is not None for path in built.quantized)
+    plan = VariantPlan("fp8", "all")
+    calibrations = variant_modules.Calibrations()
+    asked = [variant_modules.variant_module(reference, plan, calib, torch.float32, calibrations) for _ in range(2)]
+    monkeypatch.setattr(variant_modules, "release_calibrators", lambda module: None)
+    monkeypatch.setattr(variant_modules, "module_copy", None)  # without a cache, the calibrated module is not copied
+    unreleased = variant_modules.variant_module(reference, plan, calib, torch.float32)
+    for built in asked:
+        quantizers = [sub for sub in built.module.modules() if hasattr(sub, "_calibrator")]
+        held = [name for sub in quantizers for name, value in vars(sub._calibrator).items()
+                if isinstance(value, torch.Tensor)]
+        assert quantizers and held == []
+        modules = dict(built.module.named_modules())
+        assert built.quantized == unreleased.quantized and built.quantized
+        assert all(modules[path].input_quantizer.amax is not None and modules[path].weight_quantizer.amax is not None
+                   for path in built.quantized)
+        with torch.no_grad():
+            torch.testing.assert_close(built.module(calib), unreleased.module(calib), rtol=0, atol=0)
+    assert any(isinstance(value, torch.Tensor) for sub in unreleased.module.modules() if hasattr(sub, "_calibrator")
+               for value in vars(sub._calibrator).values())
