@@ -166,3 +166,7 @@ def run() -> None:
         err("interrupted")
         code = ExitCode.INTERRUPTED
     process.exit_process(code)
+
+
+if __name__ == "__main__":  # `python -m inspector.cli`, as `python -m inspector`
+    run()

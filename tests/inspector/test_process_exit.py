@@ -101,3 +101,13 @@ if __name__ == "__main__":
 
 def test_a_lock_a_library_makes_in_a_plan_compiler_worker_leaves_no_semaphore_to_the_resource_tracker(tmp_path):
     assert "leaked semaphore" not in stderr_of_script(tmp_path, WORKER_LOCK_THEN_EXIT)
+
+
+@pytest.mark.parametrize("module", ["inspector", "inspector.cli"])
+def test_both_module_entry_points_run_the_cli(module):
+    shown = subprocess.run([sys.executable, "-m", module, "show", SESSION], capture_output=True, text=True,
+                           timeout=120, check=False, cwd=ROOT)
+    wrong = subprocess.run([sys.executable, "-m", module, "show", SESSION, "--no-such-option"], capture_output=True,
+                           text=True, timeout=120, check=False, cwd=ROOT)
+    assert shown.returncode == 0 and shown.stdout.startswith("segformer  batch 1") and len(shown.stdout) > 1000
+    assert wrong.returncode == 2 and "unrecognized arguments: --no-such-option" in wrong.stderr
