@@ -348,7 +348,7 @@ LAYER_SUM_FLOOR = 0.8  # of trtexec's GPU compute median: summed layer times und
 
 def _check_latency_against_layers(variant: Variant, notes: list[str]) -> None:
     """A note, saying it plainly, where the summed layer times fall under LAYER_SUM_FLOOR of a latency trtexec's GPU
-    compute time gave: each profiled layer's time includes profiling overhead, so in every public set the sum is
+    compute time gave (its ratio the summed times over the latency, as the summed-times note states it): each profiled layer's time includes profiling overhead, so in every public set the sum is
     above that latency (1.02x to 2.55x in the 13 sets of ../shared that hold both, 1.64x in one more public set;
     0.35x where one engine's layers were given another's times), and a sum far under it means the latency and the
     layers were measured on different engines or input shapes (the figures are kept: the files may be right and the
@@ -358,10 +358,10 @@ def _check_latency_against_layers(variant: Variant, notes: list[str]) -> None:
         return
     summed, latency = sum(timed), variant.latency.median_ms
     if summed < LAYER_SUM_FLOOR * latency:
-        notes.append(f"the latency may not be these layers' engine's: its median {latency:.4g} ms is "
-                     f"{latency / summed:.2f}x the summed layer times ({summed:.4g} ms), which add up to more than "
-                     "the latency where both come from one trtexec run of one engine: check that the times (or "
-                     "the summary) and the layer profile were written for the same engine and input shape")
+        notes.append(f"the latency may not be these layers' engine's: the summed layer times ({summed:.4g} ms) are "
+                     f"{summed / latency:.2f}x its median ({latency:.4g} ms), where the layers of one trtexec run of "
+                     "one engine add up to more than its latency: check that the times (or the summary) and the layer "
+                     "profile were written for the same engine and input shape")
 
 
 def environment_of(facts: RunFacts) -> Environment:
