@@ -8,6 +8,7 @@ no kernel table.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,6 +191,19 @@ def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | 
 UNPAIRED_LISTED = 12  # names a note lists before it counts the rest
 
 
+def _repeated_names(layers: list[Layer]) -> list[str]:
+    """A note where layer names repeat (none otherwise): a profile's records of a repeated name are paired with those
+    layers in order (`profile.pair_profile`), and what reads layers by name (a diff) cannot tell them apart."""
+    counts = Counter(layer.name for layer in layers)
+    repeated = [name for name, count in counts.items() if count > 1]
+    if not repeated:
+        return []
+    layers_named = sum(counts[name] for name in repeated)
+    note = (f"{len(repeated)} layer names are each given to more than one layer ({layers_named} layers; a profile's "
+            f"records of such a name are paired with them in order): {_listed(repeated)}")
+    return [note]
+
+
 def _listed(names: list[str]) -> str:
     shown = ", ".join(repr(name[:80]) for name in names[:UNPAIRED_LISTED])
     return shown + (f" and {len(names) - UNPAIRED_LISTED} more" if len(names) > UNPAIRED_LISTED else "")
@@ -259,6 +273,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     notes.extend(layer_notes)
     _apply_log([*metadata, *logs], info, notes)
     notes.extend(info.notes)
+    notes.extend(_repeated_names(info.layers))
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
     if dla:
         notes.append(f"{dla} layers run on (or move data to) the DLA")
@@ -348,7 +363,8 @@ LAYER_SUM_FLOOR = 0.8  # of trtexec's GPU compute median: summed layer times und
 
 def _check_latency_against_layers(variant: Variant, notes: list[str]) -> None:
     """A note, saying it plainly, where the summed layer times fall under LAYER_SUM_FLOOR of a latency trtexec's GPU
-    compute time gave (its ratio the summed times over the latency, as the summed-times note states it): each profiled layer's time includes profiling overhead, so in every public set the sum is
+    compute time gave (its ratio the summed times over the latency, as the summed-times note states it): each
+    profiled layer's time includes profiling overhead, so in every public set the sum is
     above that latency (1.02x to 2.55x in the 13 sets of ../shared that hold both, 1.64x in one more public set;
     0.35x where one engine's layers were given another's times), and a sum far under it means the latency and the
     layers were measured on different engines or input shapes (the figures are kept: the files may be right and the

@@ -74,9 +74,21 @@ def _tensor(tensor: Any) -> Tensor:
     if not fmt:
         fmt = " / ".join(str(tensor[k]) for k in ("Format", "Datatype") if k in tensor)
     dims = tensor.get("Dimensions")
-    shape = dims if type(dims) is list and INT.issuperset(map(type, dims)) else None  # whole numbers only
+    shape = dims if _readable_dimensions(dims) else None
     name = tensor.get("Name", "")
     return Tensor(normalize_name(name if type(name) is str else str(name)), dtype, shape, str(fmt) if fmt else None)
+
+
+def _readable_dimensions(dims: Any) -> bool:
+    """Whether a tensor record's `Dimensions` is a list of whole numbers (-1 for a dynamic one): a shape."""
+    return type(dims) is list and INT.issuperset(map(type, dims))
+
+
+def _unread_dimensions(item: dict) -> int:
+    """The tensors of a layer record whose `Dimensions` is given but is not a shape (they get none)."""
+    tensors = [t for key in ("Inputs", "Outputs") if isinstance(item.get(key), list) for t in item[key]]
+    return sum(1 for t in tensors if isinstance(t, dict) and "Dimensions" in t
+               and not _readable_dimensions(t["Dimensions"]))
 
 
 @dataclass
@@ -134,7 +146,7 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
         raise wrong_kind(doc, origin, LAYER_INFO_WORDS)
     raw = _layer_list(doc, origin)
     layers: list[Layer] = []
-    other_profiles = 0
+    other_profiles = bare = unread_dimensions = 0
     detailed = any(isinstance(item, dict) for item in raw)
     for position, item in enumerate(raw):
         if isinstance(item, str):
@@ -142,6 +154,7 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
                 other_profiles += 1
                 continue
             layers.append(named_layer(normalize_name(item)))
+            bare += 1
             continue
         if not isinstance(item, dict) or not isinstance(item.get("Name"), str):
             raise InputError(f"{origin}: layer {position} has no name")
@@ -149,15 +162,23 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
             other_profiles += 1
             continue
         layers.append(_detailed_layer(item))
+        unread_dimensions += _unread_dimensions(item)
     if not layers:
         raise InputError(f"{origin}: the file lists no layers")
     notes = []
     if not detailed:
         notes.append("names-only layer information: rebuild with --profilingVerbosity=detailed "
                      "for types, tactics and formats")
+    elif bare:
+        notes.append(f"{bare} of {len(layers)} layers are listed by name alone among detailed records: "
+                     "their types, tactics and formats are unknown, their ops guessed from their names")
+    if unread_dimensions:
+        notes.append(f"{unread_dimensions} tensors' Dimensions are not a list of whole numbers: "
+                     "those tensors have no shape")
     if other_profiles:
         notes.append(f"{other_profiles} layers of optimization profiles above 0 left out")
     return LayerInfo(layers, _io_tensors(doc), detailed, other_profiles, notes)
+
 
 
 def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | None,
