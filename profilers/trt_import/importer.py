@@ -191,16 +191,17 @@ def _layers(files: ImportFiles, notes: list[str]) -> tuple[LayerInfo, Profile | 
 UNPAIRED_LISTED = 12  # names a note lists before it counts the rest
 
 
-def _repeated_names(layers: list[Layer]) -> list[str]:
-    """A note where layer names repeat (none otherwise): a profile's records of a repeated name are paired with those
-    layers in order (`profile.pair_profile`), and what reads layers by name (a diff) cannot tell them apart."""
+def _repeated_names(layers: list[Layer], paired: bool) -> list[str]:
+    """A note where layer names repeat (none otherwise): what reads layers by name (a diff) cannot tell those layers
+    apart; where a profile was paired with a layer file (`paired`), its records of such a name went to them in order
+    (`profile.pair_profile`)."""
     counts = Counter(layer.name for layer in layers)
     repeated = [name for name, count in counts.items() if count > 1]
     if not repeated:
         return []
-    layers_named = sum(counts[name] for name in repeated)
-    note = (f"{len(repeated)} layer names are each given to more than one layer ({layers_named} layers; a profile's "
-            f"records of such a name are paired with them in order): {_listed(repeated)}")
+    pairing = "; a profile's records of such a name are paired with them in order" if paired else ""
+    note = (f"layer names given to more than one layer (a diff by name cannot tell those layers apart{pairing}): "
+            f"{len(repeated)} names, {sum(counts[name] for name in repeated)} layers: {_listed(repeated)}")
     return [note]
 
 
@@ -273,7 +274,7 @@ def import_variant(files: ImportFiles, name: str | None = None, model: str | Non
     notes.extend(layer_notes)
     _apply_log([*metadata, *logs], info, notes)
     notes.extend(info.notes)
-    notes.extend(_repeated_names(info.layers))
+    notes.extend(_repeated_names(info.layers, files.one(LAYERS) is not None and profile is not None))
     dla = sum(1 for layer in info.layers if layer.attrs.get("device") == "dla")
     if dla:
         notes.append(f"{dla} layers run on (or move data to) the DLA")
@@ -375,9 +376,9 @@ def _check_latency_against_layers(variant: Variant, notes: list[str]) -> None:
     summed, latency = sum(timed), variant.latency.median_ms
     if summed < LAYER_SUM_FLOOR * latency:
         notes.append(f"the latency may not be these layers' engine's: the summed layer times ({summed:.4g} ms) are "
-                     f"{summed / latency:.2f}x its median ({latency:.4g} ms), where the layers of one trtexec run of "
-                     "one engine add up to more than its latency: check that the times (or the summary) and the layer "
-                     "profile were written for the same engine and input shape")
+                     f"{summed / latency:.2f}x the latency's median ({latency:.4g} ms), where the layers of one "
+                     "trtexec run of one engine add up to more than its latency: check that the times (or the "
+                     "summary) and the layer profile were written for the same engine and input shape")
 
 
 def environment_of(facts: RunFacts) -> Environment:

@@ -84,11 +84,12 @@ def _readable_dimensions(dims: Any) -> bool:
     return type(dims) is list and INT.issuperset(map(type, dims))
 
 
-def _unread_dimensions(item: dict) -> int:
-    """The tensors of a layer record whose `Dimensions` is given but is not a shape (they get none)."""
+def _unread_dimensions(item: dict) -> set[str]:
+    """The names of the tensors of a layer record whose `Dimensions` is given but is not a shape (they get none): a
+    tensor is listed by the layer writing it and by each reading it, and counts once."""
     tensors = [t for key in ("Inputs", "Outputs") if isinstance(item.get(key), list) for t in item[key]]
-    return sum(1 for t in tensors if isinstance(t, dict) and "Dimensions" in t
-               and not _readable_dimensions(t["Dimensions"]))
+    return {str(t.get("Name", id(t))) for t in tensors
+            if isinstance(t, dict) and "Dimensions" in t and not _readable_dimensions(t["Dimensions"])}
 
 
 @dataclass
@@ -146,7 +147,8 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
         raise wrong_kind(doc, origin, LAYER_INFO_WORDS)
     raw = _layer_list(doc, origin)
     layers: list[Layer] = []
-    other_profiles = bare = unread_dimensions = 0
+    other_profiles = bare = 0
+    unread_dimensions: set[str] = set()
     detailed = any(isinstance(item, dict) for item in raw)
     for position, item in enumerate(raw):
         if isinstance(item, str):
@@ -162,7 +164,7 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
             other_profiles += 1
             continue
         layers.append(_detailed_layer(item))
-        unread_dimensions += _unread_dimensions(item)
+        unread_dimensions |= _unread_dimensions(item)
     if not layers:
         raise InputError(f"{origin}: the file lists no layers")
     notes = []
@@ -170,15 +172,14 @@ def parse_layer_info(doc: Any, origin: str) -> LayerInfo:
         notes.append("names-only layer information: rebuild with --profilingVerbosity=detailed "
                      "for types, tactics and formats")
     elif bare:
-        notes.append(f"{bare} of {len(layers)} layers are listed by name alone among detailed records: "
-                     "their types, tactics and formats are unknown, their ops guessed from their names")
+        notes.append(f"layers listed by name alone among detailed records (types, tactics and formats unknown, ops "
+                     f"guessed from the names): {bare} of {len(layers)}")
     if unread_dimensions:
-        notes.append(f"{unread_dimensions} tensors' Dimensions are not a list of whole numbers: "
-                     "those tensors have no shape")
+        notes.append("tensors whose Dimensions are not a list of whole numbers (they have no shape): "
+                     f"{len(unread_dimensions)}")
     if other_profiles:
         notes.append(f"{other_profiles} layers of optimization profiles above 0 left out")
     return LayerInfo(layers, _io_tensors(doc), detailed, other_profiles, notes)
-
 
 
 def compute_precision(inputs: list[Tensor], weights: str | None, tactic: str | None,

@@ -25,7 +25,7 @@ from profilers.trt_import import documents
 from profilers.trt_import.kinds import HEAD_BYTES, LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import READ_KEYS, LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.record_shapes import Shapes
-from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layers_of
+from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layer_lines
 from sessions.documents.errors import InputError
 from sessions.documents.input_files import read_file_head
 from sessions.documents.layer_ops import trt_op
@@ -189,7 +189,7 @@ def parse_text_layers(text: str, origin: str) -> LayerInfo:
         info = parse_layer_info({"Layers": layers, "Bindings": bindings}, origin)
         info.notes.append(f"layers from the text of {Path(origin).name} (--dumpLayerInfo)")
         return info
-    logged = logged_layers_of(text)
+    logged, repeated = logged_layer_lines(text)
     if not logged:
         raise InputError(f"{origin}: no layer information in this log (trtexec prints it with --dumpLayerInfo, or "
                          "`Engine Layer Information` with --verbose)")
@@ -199,8 +199,11 @@ def parse_text_layers(text: str, origin: str) -> LayerInfo:
     apply_logged(found, logged)
     produced = {t.name for layer in found for t in layer.outputs}
     inputs = list(dict.fromkeys(t.name for layer in found for t in layer.inputs if t.name not in produced))
-    return LayerInfo(found, inputs, detailed=True,
-                     notes=[f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"])
+    notes = [f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"]
+    if repeated:
+        notes.append(f"Layer(...) lines naming a layer an earlier line named, left out (the first line of a name is "
+                     f"kept): {repeated}")
+    return LayerInfo(found, inputs, detailed=True, notes=notes)
 
 
 def read_text_layers(path: Path) -> LayerInfo:

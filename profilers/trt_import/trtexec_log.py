@@ -56,16 +56,19 @@ def _tensors(text: str) -> list[Tensor]:
 
 def logged_layers(path: Path) -> dict[str, LoggedLayer]:
     """Layer name -> what the log states about it; empty where the log has no layer block."""
-    return logged_layers_of(documents.read_text(path, "trtexec log"))
+    return logged_layer_lines(documents.read_text(path, "trtexec log"))[0]
 
 
-def logged_layers_of(text: str) -> dict[str, LoggedLayer]:
-    """Layer name -> what a log's text states about it, in the log's order; empty where it has no layer block."""
+def logged_layer_lines(text: str) -> tuple[dict[str, LoggedLayer], int]:
+    """Layer name -> what a log's text states about it, in the log's order (empty where it has no layer block), and
+    how many `Layer(...)` lines that left out: those naming a layer an earlier line named (the first is kept)."""
     found: dict[str, LoggedLayer] = {}
+    lines = 0
     for match in LAYER_LINE.finditer(text):  # lines end at `\n` only: U+001E inside names (8.6+) is a name's
         kind, name, tactic, inputs, outputs = match.groups()
         found.setdefault(normalize_name(name), LoggedLayer(kind, tactic, _tensors(inputs), _tensors(outputs)))
-    return found
+        lines += 1
+    return found, lines - len(found)
 
 
 def has_layer_lines(text: str) -> bool:

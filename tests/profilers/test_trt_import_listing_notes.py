@@ -20,53 +20,73 @@ from tests.trt_sets import SHARED
 
 SET = SHARED / "trt" / "trt8.4-tf-resnet50-rtx3090-fp16"
 GRAPH, PROFILE = "resnet.onnx.engine.graph.json", "resnet.onnx.engine.profile.json"
-NOTES = ("layer names are each given to more than one layer", "listed by name alone among detailed records",
-         "Dimensions are not a list of whole numbers")
+REPEATED, BARE, UNREAD = ("layer names given to more than one layer", "layers listed by name alone among detailed",
+                          "tensors whose Dimensions are not a list of whole numbers")
 
 pytestmark = pytest.mark.skipif(not SET.is_dir(), reason="needs ../shared/fixtures")
 
 
-def _imported(tmp_path: Path, change: Callable[[dict, list], None]):
-    """The session of the set's graph and profile after `change(graph, profile)`, and the changed graph."""
+def _imported(tmp_path: Path, change: Callable[[dict, list], None], profiled: bool = True):
+    """The session's variant of the set's graph (and profile) after `change(graph, profile)`, and the changed graph
+    and profile records."""
     graph, profile = (json.loads((SET / name).read_text()) for name in (GRAPH, PROFILE))
     change(graph, profile)
     for name, doc in ((GRAPH, graph), (PROFILE, profile)):
         (tmp_path / name).write_text(json.dumps(doc))
     out = tmp_path / "s.json"
-    result = run_cli("import", "--layers", str(tmp_path / GRAPH), "--profile", str(tmp_path / PROFILE),
-                     "--out", str(out))
+    given = ["--profile", str(tmp_path / PROFILE)] if profiled else []
+    result = run_cli("import", "--layers", str(tmp_path / GRAPH), *given, "--out", str(out))
     assert result.returncode == 0, result.stderr
-    return storage.load(out).variants[0], graph
+    return storage.load(out).variants[0], graph, [r for r in profile if "name" in r]
 
 
 def _said(variant, words: str) -> list[str]:
     return [note for note in variant.notes if words in note]
 
 
+def _tensors(record: dict):
+    return [t for key in ("Inputs", "Outputs") for t in record.get(key) or []]
+
+
 def test_the_set_as_published_gets_none_of_these_notes(tmp_path):
-    variant, _ = _imported(tmp_path, lambda graph, profile: None)
+    variant, _, _ = _imported(tmp_path, lambda graph, profile: None)
     assert len(variant.layers) == 86
-    assert [words for words in NOTES if _said(variant, words)] == []
+    assert [words for words in (REPEATED, BARE, UNREAD) if _said(variant, words)] == []
 
 
-def test_a_name_given_to_two_layers_is_said_and_each_keeps_its_own_time(tmp_path):
-    def rename(graph, profile):
-        layers, records = graph["Layers"], [r for r in profile if "name" in r]
-        layers[3]["Name"] = records[3]["name"] = layers[2]["Name"]
-    variant, graph = _imported(tmp_path, rename)
+def _rename(graph, profile, swap: bool = True):
+    """Layer 3 and its record take layer 2's name; with `swap`, two later records change places, so that the profile
+    no longer pairs by position but by name."""
+    layers, records = graph["Layers"], [r for r in profile if "name" in r]
+    layers[3]["Name"] = records[3]["name"] = layers[2]["Name"]
+    if swap:
+        first, second = profile.index(records[10]), profile.index(records[11])
+        profile[first], profile[second] = profile[second], profile[first]
+
+
+def test_a_name_given_to_two_layers_is_said_and_its_records_pair_in_order(tmp_path):
+    variant, graph, records = _imported(tmp_path, _rename)
     name = graph["Layers"][2]["Name"]
-    assert _said(variant, NOTES[0]) and all(f"1 {NOTES[0]} (2 layers;" in n and name[:80] in n
-                                            for n in _said(variant, NOTES[0]))
-    records = [r for r in json.loads((tmp_path / PROFILE).read_text()) if r.get("name") == name]
+    assert _said(variant, "profile paired by name")  # the premise: the by-name pairing, not the positional one
+    said = _said(variant, REPEATED)
+    assert len(said) == 1 and ": 1 names, 2 layers: " in said[0] and "paired with them in order" in said[0]
+    times = {r["name"]: r["averageMs"] for r in records if r["name"] != name}
     assert [layer.time_ms for layer in variant.layers if layer.name == name] == pytest.approx(
-        [r["averageMs"] for r in records])
+        [r["averageMs"] for r in records if r["name"] == name])  # in the files' order
+    assert all(layer.time_ms == pytest.approx(times[layer.name]) for layer in variant.layers if layer.name != name)
+
+
+def test_without_a_profile_the_repeated_names_note_says_nothing_of_pairing(tmp_path):
+    variant, _, _ = _imported(tmp_path, lambda graph, profile: _rename(graph, profile, swap=False), profiled=False)
+    said = _said(variant, REPEATED)
+    assert len(said) == 1 and "paired" not in said[0]
 
 
 def test_a_layer_listed_by_name_alone_among_detailed_records_is_said(tmp_path):
     def bare(graph, profile):
         graph["Layers"][5] = graph["Layers"][5]["Name"]
-    variant, graph = _imported(tmp_path, bare)
-    assert _said(variant, f"1 of 86 layers are {NOTES[1]}")
+    variant, graph, _ = _imported(tmp_path, bare)
+    assert [note.rpartition(": ")[2] for note in _said(variant, BARE)] == ["1 of 86"]
     assert variant.layers[5].name == graph["Layers"][5] and variant.layers[5].kind == "unknown"
 
 
@@ -74,6 +94,50 @@ def test_a_layer_listed_by_name_alone_among_detailed_records_is_said(tmp_path):
 def test_dimensions_that_are_not_a_shape_are_said_and_give_none(tmp_path, dimensions):
     def unreadable(graph, profile):
         graph["Layers"][0]["Inputs"][0]["Dimensions"] = dimensions
-    variant, _ = _imported(tmp_path, unreadable)
-    assert _said(variant, f"1 tensors' {NOTES[2]}")
+    variant, _, _ = _imported(tmp_path, unreadable)
+    assert [note.rpartition(": ")[2] for note in _said(variant, UNREAD)] == ["1"]
     assert variant.layers[0].inputs[0].shape is None and variant.layers[0].outputs[0].shape is not None
+
+
+def test_a_tensor_between_two_layers_counts_once(tmp_path):
+    """A tensor is listed by the layer writing it and again by each layer reading it."""
+    def unreadable(graph, profile):
+        name = graph["Layers"][0]["Outputs"][0]["Name"]
+        for layer in graph["Layers"]:
+            for tensor in _tensors(layer):
+                if tensor["Name"] == name:
+                    tensor["Dimensions"] = "1x64x112x112"
+    variant, graph, _ = _imported(tmp_path, unreadable)
+    name = graph["Layers"][0]["Outputs"][0]["Name"]
+    listed = [t for layer in graph["Layers"] for t in _tensors(layer) if t["Name"] == name]
+    assert len(listed) >= 2  # the premise: written by one layer, read by another
+    assert [note.rpartition(": ")[2] for note in _said(variant, UNREAD)] == ["1"]
+    assert all(t.shape is None for layer in variant.layers for t in [*layer.inputs, *layer.outputs] if t.name == name)
+
+
+VERBOSE = Path(__file__).resolve().parents[1] / "data" / "trt_text" / "trt8-verbose-bracketed-tensors.log"
+LAYER_LINES = "Layer(...) lines naming a layer an earlier line named"
+
+
+def _verbose_layers(folder: Path, text: str):
+    folder.mkdir()
+    log = folder / "verbose.log"
+    log.write_text(text)
+    out = folder / "v.json"
+    result = run_cli("import", "--layers", str(log), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return storage.load(out).variants[0]
+
+
+def test_a_verbose_logs_layer_line_repeated_is_left_out_and_said(tmp_path):
+    """A verbose log's `Layer(...)` lines as the layers: a line naming a layer again is counted, the first kept."""
+    text = VERBOSE.read_text()
+    lines = text.splitlines(keepends=True)
+    layer_lines = [i for i, line in enumerate(lines) if line.startswith("Layer(")]
+    as_given = _verbose_layers(tmp_path / "as-given", text)
+    assert len(as_given.layers) == len(layer_lines) and not _said(as_given, LAYER_LINES)
+    second = lines[layer_lines[1]]
+    repeated = "".join([*lines[:layer_lines[-1] + 1], second, *lines[layer_lines[-1] + 1:]])
+    variant = _verbose_layers(tmp_path / "repeated", repeated)
+    assert [note.rpartition(": ")[2] for note in _said(variant, LAYER_LINES)] == ["1"]
+    assert [layer.name for layer in variant.layers] == [layer.name for layer in as_given.layers]

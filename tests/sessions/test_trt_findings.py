@@ -269,7 +269,7 @@ def test_a_latency_far_over_the_summed_layer_times_is_said_to_be_maybe_another_e
     assert ratio("fp32") < 0.5 and ratio("fp16") > 1  # the premise
     notes = _resnet50_import(tmp_path, "fp32")
     assert "may not be these layers' engine's" in notes
-    stated = re.findall(r"(\d+\.\d+)x (?:its median|the GPU compute median)", notes)
+    stated = re.findall(r"(\d+\.\d+)x (?:the latency's median|the GPU compute median)", notes)
     assert stated == [f"{ratio('fp32'):.2f}"] * 2, notes  # the summed-times note and the warning: one ratio, one way
     assert "may not be these layers' engine's" not in _resnet50_import(tmp_path, "fp16")
 
