@@ -22,7 +22,7 @@ from profilers.trt_import.profile import Profile, layers_from_profile, pair_prof
 from profilers.trt_import.summary import latency_of
 from profilers.trt_import.text_layers import forget_log, is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
-from profilers.trt_import.trtexec_log import apply_logged, logged_layers
+from profilers.trt_import.trtexec_log import REPEATED_LAYER_LINES, apply_logged, logged_layers
 from sessions.documents import document
 from sessions.documents.errors import InputError
 from sessions.documents.gc_pause import gc_paused
@@ -105,11 +105,14 @@ def _apply_log(logs: list[Path], info: LayerInfo, notes: list[str]) -> None:
     if info.detailed:
         return
     for path in logs:
-        logged = logged_layers(path)
+        logged, repeated = logged_layers(path)
         if logged:
             typed = apply_logged(info.layers, logged)
             notes.append(f"layer types, tactics and tensors of {typed} of {len(info.layers)} layers "
                          f"from the log {path.name}")
+            if repeated:
+                notes.append(f"{REPEATED_LAYER_LINES} {path.name}, not read (the first line of a name is): "
+                             f"{repeated}")
             if typed == len(info.layers):
                 info.detailed = True
                 info.notes = [note for note in info.notes if not note.startswith("names-only")]
@@ -125,7 +128,7 @@ def _log_layer_names(path: Path) -> set[str]:
     try:
         return {layer.name for layer in read_text_layers(path).layers}
     except InputError:
-        return set(logged_layers(path))
+        return set(logged_layers(path)[0])
 
 
 def _foreign_logs(paths: list[Path], layer_file: Path | None, info: LayerInfo) -> dict[Path, str]:

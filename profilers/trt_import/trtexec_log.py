@@ -54,9 +54,12 @@ def _tensors(text: str) -> list[Tensor]:
     return tensors
 
 
-def logged_layers(path: Path) -> dict[str, LoggedLayer]:
-    """Layer name -> what the log states about it; empty where the log has no layer block."""
-    return logged_layer_lines(documents.read_text(path, "trtexec log"))[0]
+REPEATED_LAYER_LINES = "Layer(...) lines naming a layer an earlier line named in"  # both notes on such lines
+
+
+def logged_layers(path: Path) -> tuple[dict[str, LoggedLayer], int]:
+    """`logged_layer_lines` of the log at `path`."""
+    return logged_layer_lines(documents.read_text(path, "trtexec log"))
 
 
 def logged_layer_lines(text: str) -> tuple[dict[str, LoggedLayer], int]:

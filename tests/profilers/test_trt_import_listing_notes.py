@@ -9,6 +9,8 @@ with plain `json`.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,7 +118,7 @@ def test_a_tensor_between_two_layers_counts_once(tmp_path):
 
 
 VERBOSE = Path(__file__).resolve().parents[1] / "data" / "trt_text" / "trt8-verbose-bracketed-tensors.log"
-LAYER_LINES = "Layer(...) lines naming a layer an earlier line named"
+LAYER_LINES = "Layer(...) lines naming a layer an earlier line named in"
 
 
 def _verbose_layers(folder: Path, text: str):
@@ -141,3 +143,31 @@ def test_a_verbose_logs_layer_line_repeated_is_left_out_and_said(tmp_path):
     variant = _verbose_layers(tmp_path / "repeated", repeated)
     assert [note.rpartition(": ")[2] for note in _said(variant, LAYER_LINES)] == ["1"]
     assert [layer.name for layer in variant.layers] == [layer.name for layer in as_given.layers]
+
+
+NAMES_ONLY = SHARED / "trt" / "trt8.5-yolo-int8-qat-orin-namesonly"  # names-only layers, typed from trt.out's lines
+
+
+@pytest.mark.skipif(not NAMES_ONLY.is_dir(), reason="needs ../shared/fixtures")
+def test_a_repeated_layer_line_of_the_log_that_types_names_only_layers_is_said(tmp_path):
+    """The log's `Layer(...)` lines give a names-only file's layers their types: a line naming a layer again is not
+    read (the first is), and the note counts it."""
+    def imported(folder: Path, log: str):
+        shutil.copytree(NAMES_ONLY, folder)
+        (folder / "trt.out").write_text(log)
+        out = folder / "s.json"
+        result = run_cli("import", str(folder), "--out", str(out))
+        assert result.returncode == 0, result.stderr
+        return storage.load(out).variants[0]
+    text = (NAMES_ONLY / "trt.out").read_text()
+    lines = text.splitlines(keepends=True)
+    layer_lines = [i for i, line in enumerate(lines) if line.lstrip().startswith("Layer(")]
+    as_given = imported(tmp_path / "as-given", text)
+    assert _said(as_given, "86 of 86 layers from the log trt.out") and not _said(as_given, "an earlier line named")
+    again = re.sub(r"Layer\(\w+\)", "Layer(Shuffle)", lines[layer_lines[0]], count=1)  # another type, not read
+    assert again != lines[layer_lines[0]]
+    repeated = "".join([*lines[:layer_lines[-1] + 1], again, *lines[layer_lines[-1] + 1:]])
+    variant = imported(tmp_path / "repeated", repeated)
+    assert [note.rpartition(": ")[2] for note in _said(variant, "an earlier line named in trt.out")] == ["1"]
+    assert [(layer.name, layer.kind) for layer in variant.layers] == [(layer.name, layer.kind)
+                                                                     for layer in as_given.layers]
