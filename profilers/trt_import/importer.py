@@ -22,7 +22,7 @@ from profilers.trt_import.profile import Profile, layers_from_profile, pair_prof
 from profilers.trt_import.summary import latency_of
 from profilers.trt_import.text_layers import forget_log, is_text, is_trtexec_log, read_text_layers
 from profilers.trt_import.text_profile import parse_text_profile, with_unrun_layers
-from profilers.trt_import.trtexec_log import REPEATED_LAYER_LINES, apply_logged, logged_layers
+from profilers.trt_import.trtexec_log import apply_logged, logged_layers, repeated_lines_note
 from sessions.documents import document
 from sessions.documents.errors import InputError
 from sessions.documents.gc_pause import gc_paused
@@ -110,9 +110,7 @@ def _apply_log(logs: list[Path], info: LayerInfo, notes: list[str]) -> None:
             typed = apply_logged(info.layers, logged)
             notes.append(f"layer types, tactics and tensors of {typed} of {len(info.layers)} layers "
                          f"from the log {path.name}")
-            if repeated:
-                notes.append(f"{REPEATED_LAYER_LINES} {path.name}, not read (the first line of a name is): "
-                             f"{repeated}")
+            notes.extend(repeated_lines_note(path.name, repeated))
             if typed == len(info.layers):
                 info.detailed = True
                 info.notes = [note for note in info.notes if not note.startswith("names-only")]

@@ -25,7 +25,7 @@ from profilers.trt_import import documents
 from profilers.trt_import.kinds import HEAD_BYTES, LAYERS, FileKind, register_kind
 from profilers.trt_import.layer_info import READ_KEYS, LayerInfo, named_layer, parse_layer_info
 from profilers.trt_import.record_shapes import Shapes
-from profilers.trt_import.trtexec_log import REPEATED_LAYER_LINES, apply_logged, has_layer_lines, logged_layer_lines
+from profilers.trt_import.trtexec_log import apply_logged, has_layer_lines, logged_layer_lines, repeated_lines_note
 from sessions.documents.errors import InputError
 from sessions.documents.input_files import read_file_head
 from sessions.documents.layer_ops import trt_op
@@ -199,10 +199,8 @@ def parse_text_layers(text: str, origin: str) -> LayerInfo:
     apply_logged(found, logged)
     produced = {t.name for layer in found for t in layer.outputs}
     inputs = list(dict.fromkeys(t.name for layer in found for t in layer.inputs if t.name not in produced))
-    notes = [f"layers from the verbose log {Path(origin).name} (Layer(...) lines)"]
-    if repeated:
-        notes.append(f"{REPEATED_LAYER_LINES} {Path(origin).name}, left out (the first line of a name is kept): "
-                     f"{repeated}")
+    notes = [f"layers from the verbose log {Path(origin).name} (Layer(...) lines)",
+             *repeated_lines_note(Path(origin).name, repeated)]
     return LayerInfo(found, inputs, detailed=True, notes=notes)
 
 

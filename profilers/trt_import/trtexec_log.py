@@ -54,12 +54,19 @@ def _tensors(text: str) -> list[Tensor]:
     return tensors
 
 
-REPEATED_LAYER_LINES = "Layer(...) lines naming a layer an earlier line named in"  # both notes on such lines
-
-
 def logged_layers(path: Path) -> tuple[dict[str, LoggedLayer], int]:
     """`logged_layer_lines` of the log at `path`."""
     return logged_layer_lines(documents.read_text(path, "trtexec log"))
+
+
+def repeated_lines_note(log_name: str, repeated: int) -> list[str]:
+    """The note on the `Layer(...)` lines of the log `log_name` that `logged_layer_lines` left out (none where
+    `repeated` is 0), whether those lines are the layers or type a names-only file's layers."""
+    if not repeated:
+        return []
+    note = (f"Layer(...) lines naming a layer an earlier line named in {log_name}, left out (the first line of a "
+            f"name is read): {repeated}")
+    return [note]
 
 
 def logged_layer_lines(text: str) -> tuple[dict[str, LoggedLayer], int]:
